@@ -1,0 +1,29 @@
+# The two commands of the README. Each sets itself up on a fresh machine (Python 3.11 + pip).
+PY ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup lint bench-ingest clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[ml,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)  ## the nightly pipeline on the built-in simulated logs
+	$(VENV)/bin/gpucast demo
+
+test: $(STAMP)  ## the whole test suite
+	$(VENV)/bin/python -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench-ingest: $(STAMP)
+	$(VENV)/bin/python tests/benchmarks/bench_ingest.py
+
+clean:
+	rm -rf .gpucast .pytest_cache

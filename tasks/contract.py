@@ -1,0 +1,163 @@
+"""Job-log contract v1: every column name, type, unit and allowed value, defined once.
+
+Readers, the normaliser, the expectation suites, the warehouse DDL, the simulator and (later) the
+feature and model code import these names instead of spelling them again. The README's contract
+table is written from this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONTRACT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column of the job-log contract."""
+
+    name: str
+    kind: str  # "string" | "timestamp" | "float" | "int" | "bool" | "status" | "precision"
+    unit: str
+    allowed: str
+    required: bool = False
+
+
+# Identity and lifecycle -------------------------------------------------------------------------
+JOB_ID = "job_id"
+SUBMITTED_AT = "submitted_at"
+UPDATED_AT = "updated_at"
+STATUS = "status"
+QUEUE = "queue"
+TEAM = "team"
+FAILURE_REASON = "failure_reason"
+
+STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+DEFAULT_QUEUE = "default"
+
+# The 11 input features ------------------------------------------------------------------------
+MODEL_TYPE = "model_type"
+PARAMS_MILLION = "params_million"
+BATCH_SIZE = "batch_size"
+INPUT_DIM = "input_dim"
+NUM_LAYERS = "num_layers"
+ITERATIONS = "iterations"
+PRECISION = "precision"
+OPTIMIZER = "optimizer"
+LEARNING_RATE = "learning_rate"
+REGULARIZATION = "regularization"
+DATA_AUGMENTATION = "data_augmentation"
+
+FEATURES = (
+    MODEL_TYPE,
+    PARAMS_MILLION,
+    BATCH_SIZE,
+    INPUT_DIM,
+    NUM_LAYERS,
+    ITERATIONS,
+    PRECISION,
+    OPTIMIZER,
+    LEARNING_RATE,
+    REGULARIZATION,
+    DATA_AUGMENTATION,
+)
+
+PRECISIONS = ("FP16", "BF16", "FP32", "FP64")
+KNOWN_MODEL_TYPES = ("MLP", "CNN", "ResNet", "RNN", "LSTM", "GRU", "Transformer")
+KNOWN_OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad")
+
+# Measured outcomes (the forecast targets) ------------------------------------------------------
+GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
+PEAK_GPU_MEM_GB = "peak_gpu_mem_gb"
+RUNTIME_HOURS = "runtime_hours"
+TARGETS = (GPU_DEMAND_GFLOPS, PEAK_GPU_MEM_GB, RUNTIME_HOURS)
+
+FIELDS: tuple[Field, ...] = (
+    Field(JOB_ID, "string", "", "1-128 characters; the key", required=True),
+    Field(SUBMITTED_AT, "timestamp", "UTC", "ISO 8601; no zone means UTC", required=True),
+    Field(UPDATED_AT, "timestamp", "UTC", "ISO 8601; the latest record of a job wins by it"),
+    Field(STATUS, "status", "", ", ".join(STATUSES) + " (any case)", required=True),
+    Field(QUEUE, "string", "", f"any; missing means `{DEFAULT_QUEUE}`"),
+    Field(TEAM, "string", "", "any"),
+    Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + ", ...; unknown kept", required=True),
+    Field(PARAMS_MILLION, "float", "millions of parameters", "> 0"),
+    Field(BATCH_SIZE, "int", "samples", "> 0"),
+    Field(INPUT_DIM, "int", "features, pixels per side or tokens", "> 0"),
+    Field(NUM_LAYERS, "int", "layers", "> 0"),
+    Field(ITERATIONS, "float", "optimizer steps", "> 0"),
+    Field(PRECISION, "precision", "", ", ".join(PRECISIONS) + " (fp16, float16, half, ... accepted)"),
+    Field(OPTIMIZER, "string", "", ", ".join(KNOWN_OPTIMIZERS) + ", ...; unknown kept"),
+    Field(LEARNING_RATE, "float", "", "> 0"),
+    Field(REGULARIZATION, "bool", "", "true/false, yes/no, 1/0, none"),
+    Field(DATA_AUGMENTATION, "bool", "", "true/false, yes/no, 1/0"),
+    Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn"),
+    Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it"),
+    Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time"),
+    Field(FAILURE_REASON, "string", "", "free text, e.g. `OOM`"),
+)
+
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+COLUMNS = tuple(f.name for f in FIELDS)
+REQUIRED = tuple(f.name for f in FIELDS if f.required)
+FLOAT_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "float")
+INT_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "int")
+BOOL_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "bool")
+TIMESTAMP_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "timestamp")
+STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", "precision"))
+
+# Upper bounds of plausibility: a value above these is a unit or typing error, not a real job.
+PLAUSIBLE_MAX = {
+    PARAMS_MILLION: 1e7,  # 10 trillion parameters
+    BATCH_SIZE: 1e7,
+    INPUT_DIM: 1e8,
+    NUM_LAYERS: 1e5,
+    ITERATIONS: 1e10,
+    LEARNING_RATE: 100.0,
+    GPU_DEMAND_GFLOPS: 1e7,  # 10 PFLOP/s: far beyond any single accelerator
+    PEAK_GPU_MEM_GB: 1e4,
+    RUNTIME_HOURS: 1e5,
+}
+JOB_ID_MAX_LEN = 128
+
+# Seed-paper table: its 12 columns, normalised (lower case, underscores), mapped to the contract.
+SEED_COLUMNS = {
+    "model_type": MODEL_TYPE,
+    "parameters_million": PARAMS_MILLION,
+    "batch_size": BATCH_SIZE,
+    "input_dimension": INPUT_DIM,
+    "num_layers": NUM_LAYERS,
+    "iterations": ITERATIONS,
+    "precision": PRECISION,
+    "optimizer": OPTIMIZER,
+    "regularization": REGULARIZATION,
+    "data_augmentation": DATA_AUGMENTATION,
+    "learning_rate": LEARNING_RATE,
+    "gpu_demand_gflops": GPU_DEMAND_GFLOPS,
+}
+SEED_QUEUE = "seed"
+SEED_SUBMITTED_AT = "1970-01-01T00:00:00Z"  # the seed table has no dates; see README
+
+# Column-name spellings accepted from other exporters (after lower-casing and `_` for spaces).
+COLUMN_ALIASES = {
+    "id": JOB_ID,
+    "jobid": JOB_ID,
+    "submit_time": SUBMITTED_AT,
+    "submitted": SUBMITTED_AT,
+    "updated": UPDATED_AT,
+    "state": STATUS,
+    "partition": QUEUE,
+    "model": MODEL_TYPE,
+    "parameters_million": PARAMS_MILLION,
+    "params_m": PARAMS_MILLION,
+    "input_dimension": INPUT_DIM,
+    "layers": NUM_LAYERS,
+    "lr": LEARNING_RATE,
+}
+
+# Warehouse table names (the planners' public interface) ----------------------------------------
+T_JOB_LOGS = "job_logs"
+T_JOB_LOG_RECORDS = "job_log_records"
+T_REJECTED = "rejected_job_logs"
+T_REJECTED_FILES = "rejected_files"
+T_INGEST_RUNS = "ingest_runs"
+T_INGEST_FILES = "ingest_files"

@@ -1,0 +1,177 @@
+"""Ingest steps that touch no warehouse: find files, then read -> normalise -> validate -> stage.
+
+`stage_file` streams one file chunk by chunk and writes two kinds of Parquet files into the run's
+staging folder: valid rows (typed contract columns) and rejected rows (with every broken rule).
+Nothing is loaded until `warehouse.load.load_run` commits the whole run, so a file that turns out
+to be unreadable half-way (a truncated gzip) contributes nothing but a file-level rejection.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.expectations.validate import validate_frame
+from gpucast.tasks import contract as c
+from gpucast.tasks.normalize import normalize
+from gpucast.tasks.readers import (
+    DEFAULT_CHUNK_ROWS,
+    MAX_RAW_CHARS,
+    FileInfo,
+    FileRejected,
+    file_sha256,
+    read_chunks,
+)
+
+log = logging.getLogger(__name__)
+SUITE = "job_logs"
+
+
+@dataclass
+class FileResult:
+    """Where the rows of one file went (before the warehouse sorts loaded from duplicate)."""
+
+    path: str
+    sha256: str
+    index: int
+    fmt: str = ""
+    rows_read: int = 0
+    rows_valid: int = 0
+    rows_rejected: int = 0
+    status: str = "staged"  # staged | rejected | empty
+    reason: str | None = None
+    ignored_columns: list[str] = field(default_factory=list)
+    outcomes: list[dict] = field(default_factory=list)
+
+
+def discover(paths: Iterable[str]) -> list[Path]:
+    """Expand files, folders (recursively) and globs into a sorted list of files.
+
+    Raises FileNotFoundError naming every argument that matched nothing.
+    """
+    found: set[Path] = set()
+    missing = []
+    for arg in paths:
+        p = Path(arg).expanduser()
+        if p.is_file():
+            found.add(p.resolve())
+        elif p.is_dir():
+            found.update(f.resolve() for f in p.rglob("*") if f.is_file() and not _hidden(f, p))
+        else:
+            matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
+            files = [m.resolve() for m in matches if m.is_file()]
+            files += [f.resolve() for m in matches if m.is_dir() for f in m.rglob("*") if f.is_file()]
+            if not files:
+                missing.append(arg)
+            found.update(files)
+    if missing:
+        raise FileNotFoundError("no such file, folder or glob match: " + ", ".join(repr(m) for m in missing))
+    return sorted(found)
+
+
+def inbox_files(inbox: Path, already_ingested: set[str]) -> list[Path]:
+    """Files in the inbox whose content (sha256) no earlier run has taken in."""
+    if not inbox.is_dir():
+        return []
+    files = sorted(f for f in inbox.rglob("*") if f.is_file() and not _hidden(f, inbox))
+    return [f for f in files if file_sha256(f) not in already_ingested]
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _raw_text(chunk: pl.DataFrame) -> pl.Expr:
+    """The record's original text: the JSONL line, else the source values as JSON."""
+    source = [n for n in chunk.columns if not n.startswith("_")]
+    rebuilt = pl.struct(source).struct.json_encode() if source else pl.lit("{}")
+    return pl.coalesce(pl.col("_raw"), rebuilt).str.slice(0, MAX_RAW_CHARS)
+
+
+def stage_file(
+    path: Path,
+    staging_dir: Path,
+    index: int,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Callable[[str], None] | None = None,
+) -> FileResult:
+    """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`."""
+    result = FileResult(path=str(path), sha256=file_sha256(path), index=index)
+    info = FileInfo(path)
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    counts: dict[tuple, dict] = {}
+    written: list[Path] = []
+    try:
+        for k, chunk in enumerate(read_chunks(path, info, chunk_rows)):
+            valid, rejected = _split(chunk, counts)
+            result.rows_read += chunk.height
+            result.rows_valid += valid.height
+            result.rows_rejected += rejected.height
+            for kind, frame in (("valid", valid), ("rejected", rejected)):
+                if frame.height:
+                    out = staging_dir / f"{kind}-{index:05d}-{k:05d}.parquet"
+                    frame.with_columns(
+                        pl.lit(str(path)).alias("source_file"),
+                        pl.lit(result.sha256).alias("source_sha256"),
+                        pl.lit(index, dtype=pl.Int64).alias("file_index"),
+                    ).write_parquet(out)
+                    written.append(out)
+            if progress:
+                progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
+    except FileRejected as exc:
+        for out in written:  # nothing of a file that cannot be read fully is loaded
+            out.unlink(missing_ok=True)
+        result.status, result.reason = "rejected", exc.reason
+        result.rows_read = result.rows_valid = result.rows_rejected = 0
+        return result
+    result.fmt = info.fmt + (".gz" if info.compressed else "")
+    result.ignored_columns = sorted(info.ignored_columns)
+    result.outcomes = list(counts.values())
+    if result.rows_read == 0:
+        result.status, result.reason = "empty", "no records in the file"
+    return result
+
+
+def _split(chunk: pl.DataFrame, counts: dict[tuple, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk."""
+    typed = normalize(chunk).with_columns(_raw_text(chunk).alias("_raw"))
+    # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
+    unreadable = chunk["_read_error"].is_not_null()
+    to_check = typed.filter(~unreadable)
+    validation = validate_frame(to_check.select(c.COLUMNS), SUITE)
+    for o in validation.outcomes:
+        key = (o.suite, o.expectation, o.column, o.rule)
+        entry = counts.setdefault(key, {"suite": o.suite, "expectation": o.expectation, "column": o.column,
+                                        "rule": o.rule, "success": True, "unexpected_count": 0, "error": None})
+        entry["success"] = entry["success"] and o.success
+        entry["unexpected_count"] += o.unexpected_count
+        entry["error"] = entry["error"] or o.error
+    if any(o.error for o in validation.outcomes):
+        broken = "; ".join(f"{o.expectation}: {o.error}" for o in validation.outcomes if o.error)
+        raise RuntimeError(f"the expectation suite {SUITE!r} could not run: {broken}")
+    suite_reasons = pl.DataFrame(
+        {"_pos": list(validation.reasons), "_suite": list(validation.reasons.values())},
+        schema={"_pos": pl.Int64, "_suite": pl.List(pl.String)},
+    )
+    checked = (
+        to_check.with_row_index("_pos")
+        .with_columns(pl.col("_pos").cast(pl.Int64))
+        .join(suite_reasons, on="_pos", how="left")
+        .with_columns(pl.concat_list("_errors", pl.col("_suite").fill_null([])).alias("_errors"))
+        .drop("_pos", "_suite")
+    )
+    typed = pl.concat([checked, typed.filter(unreadable)]).sort("_row")
+    bad = pl.col("_errors").list.len() > 0
+    valid = typed.filter(~bad).select("_row", *c.COLUMNS).rename({"_row": "source_row"})
+    rejected = typed.filter(bad).select(
+        pl.col("_row").alias("source_row"),
+        pl.col(c.JOB_ID).alias("job_id"),
+        pl.col("_raw").alias("raw_record"),
+        pl.col("_errors").alias("reasons"),
+    )
+    return valid, rejected

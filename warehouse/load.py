@@ -1,0 +1,196 @@
+"""Commit one ingest run's staged files to DuckDB in one transaction, then refresh the Parquet lake.
+
+Where every valid row goes:
+* **duplicate**: a record identical (same job, same contract values) to one loaded before, or to an
+  earlier row of this run; it changes nothing;
+* **loaded**: appended to `job_log_records` (history) and, if it is now the job's latest record,
+  it becomes that job's row in `job_logs`.
+Rejected rows replace earlier rejections of the same file row; so ingesting a file twice leaves
+every table but the run log unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from gpucast.tasks import contract as c
+from gpucast.tasks.ingest import FileResult
+
+CONTRACT_COLS = ", ".join(c.COLUMNS)
+RECORD_HASH = "md5(to_json(struct_pack(" + ", ".join(c.COLUMNS) + ")))"
+LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
+
+
+def sql_string(path: Path) -> str:
+    """A quoted SQL string literal, for the one place DuckDB takes no bound value (COPY ... TO)."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _glob(staging_dir: Path, kind: str) -> str | None:
+    return str(staging_dir / f"{kind}-*.parquet") if any(staging_dir.glob(f"{kind}-*.parquet")) else None
+
+
+def start_run(con: duckdb.DuckDBPyConnection, run_id: str, started_at: datetime, files: int) -> None:
+    """Record a run (once: a retried load finds it there)."""
+    con.execute(
+        "INSERT OR IGNORE INTO ingest_runs VALUES (?, ?, NULL, ?, 0, 0, 0, 0, 0, 'running', NULL)",
+        [run_id, started_at, files],
+    )
+
+
+def fail_run(con: duckdb.DuckDBPyConnection, run_id: str, message: str) -> None:
+    con.execute(
+        "UPDATE ingest_runs SET status = 'failed', finished_at = ?, message = ? WHERE run_id = ?",
+        [datetime.now(UTC), message[:2000], run_id],
+    )
+
+
+def load_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, staging_dir: Path, results: list[FileResult]
+) -> dict:
+    """Merge the run's staged rows; record files, rejections and counts; return the run's counts."""
+    now = datetime.now(UTC)
+    valid, rejected = _glob(staging_dir, "valid"), _glob(staging_dir, "rejected")
+    con.execute("BEGIN TRANSACTION")
+    try:
+        per_file = _merge_valid(con, run_id, valid, now) if valid else {}
+        if rejected:
+            con.execute(
+                """INSERT OR REPLACE INTO rejected_job_logs
+                SELECT source_file, source_sha256, source_row, job_id, raw_record, reasons,
+                       array_to_string(reasons, '; '), ?, ?
+                FROM read_parquet(?)""",
+                [run_id, now, rejected],
+            )
+        totals = _record_files(con, run_id, results, per_file, now)
+        con.execute(
+            """UPDATE ingest_runs SET finished_at = ?, files_rejected = ?, rows_read = ?, rows_loaded = ?,
+               rows_rejected = ?, rows_duplicate = ?, status = 'succeeded', message = ?
+               WHERE run_id = ?""",
+            [datetime.now(UTC), totals["files_rejected"], totals["rows_read"], totals["rows_loaded"],
+             totals["rows_rejected"], totals["rows_duplicate"], totals["message"], run_id],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return totals
+
+
+def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, valid_glob: str, now: datetime) -> dict:
+    """Insert new record versions, rebuild the affected jobs' latest rows; per-file loaded counts."""
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE staged AS
+        SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row, file_index
+        FROM read_parquet(?)""",
+        [valid_glob],
+    )
+    base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchone()[0]
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE fresh AS
+        WITH ordered AS (
+            SELECT *, row_number() OVER (ORDER BY file_index, source_row) AS seq,
+                   row_number() OVER (PARTITION BY job_id, record_hash ORDER BY file_index, source_row) AS copy
+            FROM staged
+        )
+        SELECT o.* EXCLUDE (seq, copy, file_index), ? + o.seq AS arrival
+        FROM ordered o
+        WHERE o.copy = 1
+          AND NOT EXISTS (SELECT 1 FROM job_log_records r
+                          WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)""",
+        [base],
+    )
+    con.execute(
+        f"""INSERT INTO job_log_records
+        SELECT {CONTRACT_COLS}, record_hash, arrival, source_file, source_row, ?, ? FROM fresh""",
+        [run_id, now],
+    )
+    # The latest record of every job this run touched, among all its versions ever loaded.
+    con.execute(
+        f"""CREATE OR REPLACE TEMP TABLE latest AS
+        SELECT * FROM job_log_records
+        WHERE job_id IN (SELECT DISTINCT job_id FROM fresh)
+        QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
+    )
+    con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")
+    con.execute("INSERT INTO job_logs SELECT * FROM latest")
+    loaded = dict(con.execute("SELECT source_file, count(*) FROM fresh GROUP BY ALL").fetchall())
+    return loaded
+
+
+def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now: datetime) -> dict:
+    totals = dict(files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0, rows_duplicate=0)
+    notes = []
+    for r in results:
+        n_loaded = int(loaded.get(r.path, 0))
+        n_dup = r.rows_valid - n_loaded
+        con.execute(
+            "INSERT OR REPLACE INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, r.path, r.sha256, r.fmt or None, r.rows_read, n_loaded, r.rows_rejected, n_dup,
+             "loaded" if r.status == "staged" else r.status, r.reason, r.ignored_columns],
+        )
+        if r.status == "rejected":
+            totals["files_rejected"] += 1
+            notes.append(f"{Path(r.path).name}: {r.reason}")
+            con.execute(
+                "INSERT OR REPLACE INTO rejected_files VALUES (?, ?, ?, ?, ?)",
+                [r.path, r.sha256, r.reason, run_id, now],
+            )
+        if r.ignored_columns:
+            notes.append(f"{Path(r.path).name}: ignored unknown column(s) {', '.join(r.ignored_columns)}")
+        for o in r.outcomes:
+            con.execute(
+                "INSERT INTO validation_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],
+                 o["unexpected_count"], o["error"]],
+            )
+        totals["rows_read"] += r.rows_read
+        totals["rows_loaded"] += n_loaded
+        totals["rows_rejected"] += r.rows_rejected
+        totals["rows_duplicate"] += n_dup
+    assert totals["rows_read"] == totals["rows_loaded"] + totals["rows_rejected"] + totals["rows_duplicate"]
+    totals["message"] = "; ".join(notes)[:2000] or None
+    return totals
+
+
+def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
+    """Rewrite the lake partitions (submitted_date=YYYY-MM-DD) holding records of `run_id`.
+
+    Each partition is written whole into a temporary folder, then swapped in with renames, so a
+    reader sees the old or the new partition; re-running rewrites the same files (idempotent).
+    """
+    days = [
+        str(d)
+        for (d,) in con.execute(
+            "SELECT DISTINCT CAST(submitted_at AS DATE) FROM job_log_records WHERE ingest_run_id = ? ORDER BY 1",
+            [run_id],
+        ).fetchall()
+    ]
+    if not days:
+        return []
+    lake_dir.mkdir(parents=True, exist_ok=True)
+    tmp = lake_dir / f".tmp-{uuid.uuid4().hex}"
+    con.execute(
+        f"""COPY (
+            SELECT *, CAST(submitted_at AS DATE) AS submitted_date FROM job_log_records
+            WHERE CAST(submitted_at AS DATE) IN (SELECT unnest(?::DATE[]))
+            ORDER BY arrival
+        ) TO {sql_string(tmp)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN 'part-{{i}}')""",
+        [days],
+    )
+    for part in sorted(tmp.iterdir()):
+        target = lake_dir / part.name
+        old = lake_dir / f".old-{uuid.uuid4().hex}"
+        if target.exists():
+            os.replace(target, old)
+        os.replace(part, target)
+        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return days
+

@@ -1,0 +1,57 @@
+"""Where things live: one settings object, read from the environment in one place.
+
+Every path the pipeline writes is under one data directory, `GPUCAST_HOME` (default `./.gpucast`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "GPUCAST_HOME"
+DEFAULT_HOME = ".gpucast"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Paths of the data directory. Build with `Settings.from_env()`."""
+
+    home: Path
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(home=Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve())
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def lake_dir(self) -> Path:
+        return self.home / "lake" / "job_logs"
+
+    @property
+    def inbox_dir(self) -> Path:
+        return self.home / "inbox"
+
+    @property
+    def staging_dir(self) -> Path:
+        return self.home / "staging"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.home / "reports"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / "writer.lock"
+
+    def ensure(self) -> Settings:
+        for d in (self.home, self.inbox_dir, self.staging_dir, self.lake_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
