@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, WarehouseBusy):
             print(f"gpucast {args.command}: {exc}", file=sys.stderr)
             return 3
-        if type(exc).__module__.startswith("duckdb"):
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):
             print(f"gpucast {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
         raise

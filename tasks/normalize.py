@@ -55,10 +55,10 @@ TIMESTAMP_FORMATS = (
 )
 
 
-def _text(name: str) -> pl.Expr:
+def _text(name: str, missing: tuple[str, ...] = MISSING_TOKENS) -> pl.Expr:
     """The stripped value, or null for a missing token."""
     s = pl.col(name).str.strip_chars()
-    return pl.when(s.str.to_lowercase().is_in(MISSING_TOKENS)).then(None).otherwise(s)
+    return pl.when(s.str.to_lowercase().is_in(missing)).then(None).otherwise(s)
 
 
 def _error(cond: pl.Expr, name: str, what: str) -> pl.Expr:
@@ -84,7 +84,8 @@ def _number(name: str, integer: bool) -> tuple[pl.Expr, pl.Expr]:
 
 
 def _boolean(name: str) -> tuple[pl.Expr, pl.Expr]:
-    s = _text(name).str.to_lowercase()
+    # "none" is an answer here (no regularization), not a missing value
+    s = _text(name, tuple(t for t in MISSING_TOKENS if t != "none")).str.to_lowercase()
     value = pl.when(s.is_in(TRUE_TOKENS)).then(True).when(s.is_in(FALSE_TOKENS)).then(False)
     bad = s.is_not_null() & ~s.is_in(TRUE_TOKENS) & ~s.is_in(FALSE_TOKENS)
     return value.otherwise(None), _error(bad, name, "is not a yes/no value (true/false, yes/no, 1/0)")

@@ -13,6 +13,7 @@ Typing and validation happen later (`normalize.py`, the expectation suites).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import hashlib
@@ -54,9 +55,14 @@ class FileInfo:
     ignored_columns: set[str] = field(default_factory=set)
 
 
+def header_key(name: str) -> str:
+    """`" Parameters  Million"` -> `parameters_million`."""
+    return re.sub(r"[^0-9a-z]+", "_", name.strip().lstrip("\ufeff").lower()).strip("_")
+
+
 def normalise_name(name: str) -> str:
-    """`" Parameters  Million"` -> `parameters_million`; then the contract's aliases."""
-    key = re.sub(r"[^0-9a-z]+", "_", name.strip().lstrip("\ufeff").lower()).strip("_")
+    """A header or key as a contract column name, through the contract's aliases."""
+    key = header_key(name)
     return c.COLUMN_ALIASES.get(key, key)
 
 
@@ -97,10 +103,28 @@ def _open_text(path: Path, compressed: bool) -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline=None)
 
 
-def _decode_error(exc: Exception, line: int) -> FileRejected:
+def _first_bad_utf8(path: Path, compressed: bool) -> tuple[int, int]:
+    """(line, byte offset) of the first byte that is not UTF-8: the decoder reads ahead, so find it again."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, offset = 1, 0
+    with gzip.open(path, "rb") if compressed else open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                start = max(exc.start - (len(exc.object) - len(block)), 0)
+                return line + block[:start].count(b"\n"), offset + start
+            line += block.count(b"\n")
+            offset += len(block)
+    return line, offset
+
+
+def _decode_error(exc: Exception, line: int, path: Path, compressed: bool) -> FileRejected:
     if isinstance(exc, UnicodeDecodeError):
-        hint = " (it looks like UTF-16: re-export as UTF-8)" if exc.object[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
-        return FileRejected(f"not valid UTF-8 near line {line}: {exc.reason} at byte {exc.start}{hint}")
+        if exc.object[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            return FileRejected("not valid UTF-8: it looks like UTF-16; re-export the file as UTF-8")
+        bad_line, offset = _first_bad_utf8(path, compressed)
+        return FileRejected(f"not valid UTF-8 at line {bad_line} (byte {offset}): {exc.reason}; re-export as UTF-8")
     if isinstance(exc, EOFError | gzip.BadGzipFile):
         return FileRejected(f"gzip stream is truncated or corrupt near line {line}: {exc}")
     return FileRejected(f"cannot read the file near line {line}: {exc}")
@@ -134,7 +158,7 @@ def _read_jsonl(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Data
                     yield _decode_json_lines(lines, numbers, info)
                     lines, numbers = [], []
     except (UnicodeDecodeError, EOFError, OSError) as exc:
-        raise _decode_error(exc, line_no + 1) from exc
+        raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
     if lines:
         yield _decode_json_lines(lines, numbers, info)
 
@@ -203,10 +227,12 @@ def _decode_json_lines(lines: list[str], numbers: list[int], info: FileInfo) -> 
 # CSV --------------------------------------------------------------------------------------------
 
 def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
-    names = [normalise_name(h) for h in header]
-    if c.JOB_ID not in names and set(c.SEED_COLUMNS) <= set(names):
+    keys = [header_key(h) for h in header]
+    if c.JOB_ID not in keys and set(c.SEED_COLUMNS) <= set(keys):
         info.seed_format = True
-        names = [c.SEED_COLUMNS.get(n, n) for n in names]
+        names = [c.SEED_COLUMNS.get(k, k) for k in keys]
+    else:
+        names = [normalise_name(h) for h in header]
     out: list[str | None] = []
     for raw, name in zip(header, names, strict=True):
         if name in c.COLUMNS and name not in out:
@@ -254,7 +280,7 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
             if rows:
                 yield _csv_frame(rows, numbers, errors, keep, info)
     except (UnicodeDecodeError, EOFError, OSError, csv.Error) as exc:
-        raise _decode_error(exc, line_no + 1) from exc
+        raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
 
 
 def _csv_frame(rows, numbers, errors, keep, info: FileInfo) -> pl.DataFrame:

@@ -93,7 +93,7 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, valid_glob: str, n
     )
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchone()[0]
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE fresh AS
+        """CREATE OR REPLACE TEMP TABLE fresh AS
         WITH ordered AS (
             SELECT *, row_number() OVER (ORDER BY file_index, source_row) AS seq,
                    row_number() OVER (PARTITION BY job_id, record_hash ORDER BY file_index, source_row) AS copy

@@ -1,0 +1,98 @@
+"""The `job_logs` suite passes good rows and fails each corruption on the expectation meant for it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+
+from gpucast.expectations.validate import suite_path, validate_frame
+from gpucast.tasks import contract as c
+from gpucast.tasks.normalize import normalize
+from tests.records import record
+
+
+def typed(*records: dict) -> pl.DataFrame:
+    """Records -> the typed frame the suite sees (through the real normaliser)."""
+    raw = pl.DataFrame([{k: (None if v is None else str(v)) for k, v in r.items()} for r in records],
+                       schema={k: pl.String for k in c.COLUMNS})
+    raw = raw.with_columns(pl.int_range(1, pl.len() + 1).alias("_row"), pl.lit(None, dtype=pl.String).alias("_raw"),
+                           pl.lit(None, dtype=pl.String).alias("_read_error"))
+    return normalize(raw).select(c.COLUMNS)
+
+
+GOOD_ROWS = [
+    record(job_id="a"),
+    record(job_id="b", status="PENDING", updated_at=None, gpu_demand_gflops=None, peak_gpu_mem_gb=None,
+           runtime_hours=None, params_million=None, precision=None),
+    record(job_id="c", status="FAILED", failure_reason="OOM", runtime_hours=None, gpu_demand_gflops=None),
+]
+
+
+def failed(validation) -> set[tuple[str, str | None]]:
+    return {(o.expectation, o.column) for o in validation.outcomes if not o.success}
+
+
+def test_good_fixture_passes():
+    v = validate_frame(typed(*GOOD_ROWS))
+    assert v.success, failed(v)
+    assert v.reasons == {}
+
+
+@pytest.mark.parametrize(
+    "corruption, expectation, column",
+    [
+        ({"job_id": None}, "expect_column_values_to_not_be_null", c.JOB_ID),
+        ({"job_id": "x" * 129}, "expect_column_value_lengths_to_be_between", c.JOB_ID),
+        ({"submitted_at": None}, "expect_column_values_to_not_be_null", c.SUBMITTED_AT),
+        ({"model_type": None}, "expect_column_values_to_not_be_null", c.MODEL_TYPE),
+        ({"status": "EXPLODED"}, "expect_column_values_to_be_in_set", c.STATUS),
+        ({"precision": "FP12"}, "expect_column_values_to_be_in_set", c.PRECISION),
+        ({"params_million": -1}, "expect_column_values_to_be_between", c.PARAMS_MILLION),
+        ({"params_million": 1e30}, "expect_column_values_to_be_between", c.PARAMS_MILLION),
+        ({"batch_size": 0}, "expect_column_values_to_be_between", c.BATCH_SIZE),
+        ({"input_dim": -3}, "expect_column_values_to_be_between", c.INPUT_DIM),
+        ({"num_layers": 0}, "expect_column_values_to_be_between", c.NUM_LAYERS),
+        ({"iterations": 0}, "expect_column_values_to_be_between", c.ITERATIONS),
+        ({"learning_rate": 0}, "expect_column_values_to_be_between", c.LEARNING_RATE),
+        ({"gpu_demand_gflops": 0}, "expect_column_values_to_be_between", c.GPU_DEMAND_GFLOPS),
+        ({"peak_gpu_mem_gb": -2}, "expect_column_values_to_be_between", c.PEAK_GPU_MEM_GB),
+        ({"runtime_hours": 0}, "expect_column_values_to_be_between", c.RUNTIME_HOURS),
+        ({"updated_at": "2026-10-01T00:00:00Z"}, "expect_column_pair_values_a_to_be_greater_than_b", c.UPDATED_AT),
+    ],
+)
+def test_each_corruption_fails_its_expectation_only(corruption, expectation, column):
+    v = validate_frame(typed(*GOOD_ROWS, record(**{"job_id": "bad", **corruption})))
+    assert failed(v) == {(expectation, column)}
+    assert list(v.reasons) == [3]  # the bad row, and only it
+    (sentence,) = v.reasons[3]
+    assert sentence.startswith(column)
+
+
+def test_missing_column_fails_the_table_expectation():
+    frame = typed(*GOOD_ROWS).drop(c.TEAM)
+    v = validate_frame(frame)
+    assert ("expect_table_columns_to_match_set", None) in failed(v)
+
+
+def test_a_row_breaking_several_rules_lists_them_all():
+    v = validate_frame(typed(record(batch_size=0, learning_rate=0, status="weird")))
+    assert len(v.reasons[0]) == 3
+
+
+def test_suite_covers_the_contract():
+    spec = json.loads(suite_path("job_logs").read_text())
+    by_type: dict[str, set] = {}
+    for e in spec["expectations"]:
+        by_type.setdefault(e["type"], set()).add(e["kwargs"].get("column"))
+        assert e["meta"]["rule"], "every expectation carries the sentence a rejected row shows"
+    assert by_type["expect_column_values_to_not_be_null"] == set(c.REQUIRED)
+    assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
+    assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION}
+
+
+def test_timestamps_survive_the_trip_to_pandas():
+    frame = typed(record())
+    assert frame[c.SUBMITTED_AT][0] == datetime(2026, 11, 1, 10, tzinfo=UTC)

@@ -1,0 +1,64 @@
+"""The `gpucast` command line as people use it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpucast.flows.cli import main
+from tests.conftest import write
+from tests.records import jsonl, record
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+
+def test_demo_then_status_and_sql(home, capsys):
+    assert main(["demo", "--days", "1", "--jobs-per-day", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "[3/3] status" in out and "succeeded" in out
+
+    assert main(["sql", "SELECT count(*) AS n FROM job_logs", "--format", "json"]) == 0
+    n = json.loads(capsys.readouterr().out)[0]["n"]
+    assert n > 50
+
+    assert main(["sql", "SELECT status, count(*) AS n FROM job_logs GROUP BY ALL ORDER BY 1", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("status,n\n")
+
+
+def test_status_names_rejected_files(home, tmp_path, capsys):
+    write(tmp_path / "x.csv", "id\n1\n")
+    write(tmp_path / "ok.jsonl", jsonl(record()))
+    assert main(["ingest", str(tmp_path / "*")]) == 0
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "x.csv: missing required column(s)" in out
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM job_logs",
+        "CREATE TABLE t (a INT)",
+        "ATTACH '/tmp/other.duckdb' AS other",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "COPY job_logs TO '/tmp/leak.csv'",
+    ],
+)
+def test_sql_is_read_only(home, tmp_path, capsys, statement):
+    main(["ingest", str(write(tmp_path / "a.jsonl", jsonl(record())))])
+    capsys.readouterr()
+    assert main(["sql", statement]) == 2
+    assert "gpucast sql:" in capsys.readouterr().err
+    assert main(["sql", "SELECT count(*) AS n FROM job_logs", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 1}]
+
+
+def test_missing_path_is_a_clear_error(home, capsys):
+    assert main(["ingest", "/no/such/file.jsonl"]) == 2
+    assert "no such file, folder or glob match: '/no/such/file.jsonl'" in capsys.readouterr().err
+
+
+def test_sql_before_any_ingest_says_what_to_do(home, capsys):
+    assert main(["sql", "SELECT 1"]) == 2
+    assert "run `gpucast ingest`" in capsys.readouterr().err

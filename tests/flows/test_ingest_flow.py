@@ -1,0 +1,140 @@
+"""The real `ingest-job-logs` Prefect flow into a real DuckDB file and Parquet lake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpucast.tasks import contract as c
+from gpucast.tasks.simulate import SimConfig, write_logs
+from tests.conftest import write
+from tests.records import jsonl, record
+from tests.tasks.test_readers import SEED_HEADER, SEED_ROWS
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+TABLES = ("job_logs", "job_log_records", "rejected_job_logs", "rejected_files")
+
+
+def ingest(*paths) -> dict:
+    from gpucast.flows.ingest import ingest_job_logs
+
+    return ingest_job_logs(paths=[str(p) for p in paths] if paths else None)
+
+
+def query(home: Path, sql: str, params=None) -> list[tuple]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def snapshot(home: Path) -> dict[str, pl.DataFrame]:
+    """Every table but the run logs, ordered, without load timestamps and run ids."""
+    out = {}
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        for t in TABLES:
+            df = con.sql(f"SELECT * FROM {t}").pl()
+            df = df.drop([col for col in df.columns if col in ("loaded_at", "rejected_at", "ingest_run_id")])
+            out[t] = df.sort(df.columns)
+    lake = pl.read_parquet(home / "lake" / "job_logs" / "**" / "*.parquet", hive_partitioning=True)
+    out["lake"] = lake.drop("loaded_at", "ingest_run_id").sort("arrival")
+    return out
+
+
+def test_simulated_dirty_logs_end_to_end(home, tmp_path):
+    files = write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=300, dirty_fraction=0.05, seed=3))
+    summary = ingest(tmp_path / "logs")
+
+    assert summary["files"] == 2 and summary["files_rejected"] == 0
+    assert summary["rows_read"] == summary["rows_loaded"] + summary["rows_rejected"] + summary["rows_duplicate"]
+    assert summary["rows_rejected"] > 0 and summary["rows_duplicate"] > 0
+    lines = sum(1 for f in files for line in f.read_text().splitlines() if line.strip())
+    assert summary["rows_read"] == lines
+
+    # per file, and in the tables themselves, the counts reconcile
+    for read, loaded, rejected, dup in query(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate FROM ingest_files"):
+        assert read == loaded + rejected + dup
+    assert query(home, "SELECT count(*) FROM job_log_records")[0][0] == summary["rows_loaded"]
+    assert query(home, "SELECT count(*) FROM rejected_job_logs")[0][0] == summary["rows_rejected"]
+    assert query(home, "SELECT count(*) = count(DISTINCT job_id) FROM job_logs")[0][0]
+    reasons = query(home, "SELECT reason_text FROM rejected_job_logs")
+    assert all(r and len(r) > 10 for (r,) in reasons)
+
+    run = query(home, "SELECT status, rows_read, files FROM ingest_runs WHERE run_id = ?", [summary["run_id"]])
+    assert run == [("succeeded", summary["rows_read"], 2)]
+    lake = pl.read_parquet(home / "lake" / "job_logs" / "**" / "*.parquet", hive_partitioning=True)
+    assert lake.height == summary["rows_loaded"]
+    assert sorted(p.name for p in (home / "lake" / "job_logs").iterdir()) == [
+        "submitted_date=2026-11-01", "submitted_date=2026-11-02"]
+
+
+def test_ingesting_the_same_files_twice_changes_nothing(home, tmp_path):
+    write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=150, dirty_fraction=0.05, seed=4))
+    first = ingest(tmp_path / "logs")
+    before = snapshot(home)
+    second = ingest(tmp_path / "logs")
+    after = snapshot(home)
+    assert second["rows_loaded"] == 0
+    assert second["rows_duplicate"] == first["rows_loaded"] + first["rows_duplicate"]
+    assert second["rows_rejected"] == first["rows_rejected"]
+    for name in before:
+        assert before[name].equals(after[name]), name
+
+
+def test_latest_record_wins_by_updated_at_then_arrival(home, tmp_path):
+    running = record(job_id="j", status="RUNNING", updated_at="2026-11-01T11:00:00Z",
+                     gpu_demand_gflops=None, peak_gpu_mem_gb=None, runtime_hours=None)
+    done = record(job_id="j", status="COMPLETED", updated_at="2026-11-01T12:00:00Z")
+    ingest(write(tmp_path / "a.jsonl", jsonl(done)))
+    # an older record arriving later does not overwrite the newer state
+    ingest(write(tmp_path / "b.jsonl", jsonl(running)))
+    assert query(home, "SELECT status FROM job_logs WHERE job_id = 'j'") == [("COMPLETED",)]
+    assert query(home, "SELECT count(*) FROM job_log_records WHERE job_id = 'j'") == [(2,)]
+    # same updated_at: the later arrival wins
+    ingest(write(tmp_path / "c.jsonl", jsonl(record(job_id="j", updated_at="2026-11-01T12:00:00Z", team="vision"))))
+    assert query(home, "SELECT team FROM job_logs WHERE job_id = 'j'") == [("vision",)]
+
+
+def test_duplicates_within_and_across_files(home, tmp_path):
+    a = write(tmp_path / "a.jsonl", jsonl(record(job_id="x"), record(job_id="x"), record(job_id="y")))
+    b = write(tmp_path / "b.csv", "job_id,submitted_at,status,model_type\ny,2026-11-01,PENDING,CNN\n")
+    c_ = write(tmp_path / "c.jsonl", jsonl(record(job_id="y")))
+    s = ingest(a, b, c_)
+    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"], s["rows_rejected"]) == (5, 3, 2, 0)
+
+
+def test_bad_files_are_quarantined_and_good_rows_still_land(home, tmp_path):
+    good = write(tmp_path / "good.jsonl", jsonl(record(job_id="ok-1"), record(job_id="bad-1", batch_size=-4)))
+    latin1 = write(tmp_path / "latin1.csv", "job_id,submitted_at,status,model_type\nx,2026-11-01,PENDING,Caf\xe9\n".encode("latin-1"))
+    nocols = write(tmp_path / "nocols.csv", "id,when\n1,2\n")
+    empty = write(tmp_path / "empty.jsonl", "")
+    s = ingest(good, latin1, nocols, empty)
+    assert (s["rows_loaded"], s["rows_rejected"], s["files_rejected"]) == (1, 1, 2)
+    rejected = dict(query(home, "SELECT source_file, reason FROM rejected_files"))
+    assert "not valid UTF-8 at line 2" in rejected[str(latin1)]
+    assert "missing required column(s) submitted_at, status, model_type" in rejected[str(nocols)]
+    statuses = dict(query(home, "SELECT source_file, status FROM ingest_files"))
+    assert statuses[str(empty)] == "empty"
+    (row,) = query(home, "SELECT source_row, job_id, reason_text, raw_record FROM rejected_job_logs")
+    assert row[0] == 2 and row[1] == "bad-1" and row[2].startswith("batch_size must be > 0")
+    assert json.loads(row[3])["batch_size"] == -4
+
+
+def test_inbox_files_are_picked_up_once(home):
+    write_logs(home / "inbox" / "day1", SimConfig(days=1, jobs_per_day=50, seed=5))
+    first = ingest()
+    assert first["files"] == 1 and first["rows_loaded"] > 0
+    assert ingest()["files"] == 0
+
+
+def test_seed_table_imports_as_completed_jobs(home, tmp_path):
+    seed = write(tmp_path / "seed table.csv", SEED_HEADER + SEED_ROWS)
+    ingest(seed)
+    rows = query(home, f"SELECT status, queue, {c.GPU_DEMAND_GFLOPS}, {c.REGULARIZATION} FROM job_logs ORDER BY 3")
+    assert rows == [("COMPLETED", "seed", 5400.0, True), ("COMPLETED", "seed", 88000.0, False)]
+    ids = {r[0] for r in query(home, "SELECT job_id FROM job_logs")}
+    ingest(seed)
+    assert {r[0] for r in query(home, "SELECT job_id FROM job_logs")} == ids

@@ -1,0 +1,43 @@
+"""Hand-checkable job records for tests."""
+
+from __future__ import annotations
+
+import json
+
+GOOD = {
+    "job_id": "j-1",
+    "submitted_at": "2026-11-01T10:00:00Z",
+    "updated_at": "2026-11-01T12:00:00Z",
+    "status": "COMPLETED",
+    "queue": "a100-80g",
+    "team": "nlp",
+    "model_type": "Transformer",
+    "params_million": 110.0,
+    "batch_size": 32,
+    "input_dim": 512,
+    "num_layers": 12,
+    "iterations": 10000,
+    "precision": "FP16",
+    "optimizer": "AdamW",
+    "learning_rate": 0.0001,
+    "regularization": True,
+    "data_augmentation": False,
+    "gpu_demand_gflops": 95000.0,
+    "peak_gpu_mem_gb": 14.2,
+    "runtime_hours": 3.5,
+    "failure_reason": None,
+}
+
+
+def record(**overrides) -> dict:
+    rec = dict(GOOD)
+    for k, v in overrides.items():
+        if v is ...:
+            rec.pop(k, None)
+        else:
+            rec[k] = v
+    return rec
+
+
+def jsonl(*records: dict | str) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
