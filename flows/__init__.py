@@ -6,6 +6,7 @@ start on a busy 2-core machine (shared/STACK-NOTES.md). Values already in the en
 """
 
 import os
+from pathlib import Path
 
 from gpucast.warehouse.settings import Settings
 
@@ -18,3 +19,5 @@ _DEFAULTS = {
 }
 for _key, _value in _DEFAULTS.items():
     os.environ.setdefault(_key, _value)
+# Prefect creates its home without parents and its temporary server cannot start without it.
+Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,9 +40,12 @@ def load_run(
 ) -> dict:
     """Commit the staged run to the warehouse in one transaction and refresh the lake."""
     with db.writer(settings) as con:
+        t0 = time.perf_counter()
         load.start_run(con, run_id, started_at, len(results))
         totals = load.load_run(con, run_id, staging_dir, results)
+        t1 = time.perf_counter()
         load.refresh_lake(con, settings.lake_dir, run_id)
+        totals["load_seconds"] = {"warehouse": round(t1 - t0, 2), "lake": round(time.perf_counter() - t1, 2)}
     return totals
 
 
@@ -75,4 +79,5 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
         f"{totals['files_rejected']} file(s) rejected"
     )
-    return {"run_id": run_id, "files": len(files), **totals}
+    seconds = {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in ("read", "check", "write")}
+    return {"run_id": run_id, "files": len(files), **totals, "stage_seconds": seconds}

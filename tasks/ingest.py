@@ -9,7 +9,9 @@ to be unreadable half-way (a truncated gzip) contributes nothing but a file-leve
 from __future__ import annotations
 
 import glob
+import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,7 @@ class FileResult:
     reason: str | None = None
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # read / check (normalise + GX) / write
 
 
 def discover(paths: Iterable[str]) -> list[Path]:
@@ -86,11 +89,11 @@ def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
 
-def _raw_text(chunk: pl.DataFrame) -> pl.Expr:
-    """The record's original text: the JSONL line, else the source values as JSON."""
+def _raw_text(chunk: pl.DataFrame) -> pl.Series:
+    """The records' original text: the JSONL line, else the source values as JSON."""
     source = [n for n in chunk.columns if not n.startswith("_")]
     rebuilt = pl.struct(source).struct.json_encode() if source else pl.lit("{}")
-    return pl.coalesce(pl.col("_raw"), rebuilt).str.slice(0, MAX_RAW_CHARS)
+    return chunk.select(pl.coalesce(pl.col("_raw"), rebuilt).str.slice(0, MAX_RAW_CHARS)).to_series()
 
 
 def stage_file(
@@ -106,9 +109,17 @@ def stage_file(
     staging_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, dict] = {}
     written: list[Path] = []
+    clock = {"read": 0.0, "check": 0.0, "write": 0.0}
+    chunks = read_chunks(path, info, chunk_rows)
     try:
-        for k, chunk in enumerate(read_chunks(path, info, chunk_rows)):
+        for k in itertools.count():
+            t0 = time.perf_counter()
+            chunk = next(chunks, None)
+            t1 = time.perf_counter()
+            if chunk is None:
+                break
             valid, rejected = _split(chunk, counts)
+            t2 = time.perf_counter()
             result.rows_read += chunk.height
             result.rows_valid += valid.height
             result.rows_rejected += rejected.height
@@ -121,6 +132,9 @@ def stage_file(
                         pl.lit(index, dtype=pl.Int64).alias("file_index"),
                     ).write_parquet(out)
                     written.append(out)
+            clock["read"] += t1 - t0
+            clock["check"] += t2 - t1
+            clock["write"] += time.perf_counter() - t2
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
     except FileRejected as exc:
@@ -132,6 +146,7 @@ def stage_file(
     result.fmt = info.fmt + (".gz" if info.compressed else "")
     result.ignored_columns = sorted(info.ignored_columns)
     result.outcomes = list(counts.values())
+    result.seconds = {k: round(v, 3) for k, v in clock.items()}
     if result.rows_read == 0:
         result.status, result.reason = "empty", "no records in the file"
     return result
@@ -139,7 +154,7 @@ def stage_file(
 
 def _split(chunk: pl.DataFrame, counts: dict[tuple, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk."""
-    typed = normalize(chunk).with_columns(_raw_text(chunk).alias("_raw"))
+    typed = normalize(chunk)
     # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
     unreadable = chunk["_read_error"].is_not_null()
     to_check = typed.filter(~unreadable)
@@ -171,7 +186,9 @@ def _split(chunk: pl.DataFrame, counts: dict[tuple, dict]) -> tuple[pl.DataFrame
     rejected = typed.filter(bad).select(
         pl.col("_row").alias("source_row"),
         pl.col(c.JOB_ID).alias("job_id"),
-        pl.col("_raw").alias("raw_record"),
         pl.col("_errors").alias("reasons"),
     )
+    # the original text of the rejected rows only (rebuilding it for every row is costly)
+    source = chunk.join(rejected.select(pl.col("source_row").alias("_row")), on="_row", how="semi", maintain_order="left")
+    rejected = rejected.with_columns(_raw_text(source).alias("raw_record"))
     return valid, rejected

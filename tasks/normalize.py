@@ -44,13 +44,12 @@ MODEL_TYPE_SYNONYMS = {
 }
 OPTIMIZER_SYNONYMS = {o.lower(): o for o in c.KNOWN_OPTIMIZERS}
 
+# After "Z" -> "+00:00" and "T" -> " " (see `normalize`); the first is the common one.
 TIMESTAMP_FORMATS = (
-    "%Y-%m-%dT%H:%M:%S%.f%z",
     "%Y-%m-%d %H:%M:%S%.f%z",
-    "%Y-%m-%dT%H:%M:%S%.f",
     "%Y-%m-%d %H:%M:%S%.f",
-    "%Y-%m-%dT%H:%M%z",
-    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%d %H:%M%z",
+    "%Y-%m-%d %H:%M",
     "%Y-%m-%d",
 )
 
@@ -61,81 +60,109 @@ def _text(name: str, missing: tuple[str, ...] = MISSING_TOKENS) -> pl.Expr:
     return pl.when(s.str.to_lowercase().is_in(missing)).then(None).otherwise(s)
 
 
-def _error(cond: pl.Expr, name: str, what: str) -> pl.Expr:
+# Work happens in stages so that each value is parsed once: texts, then values, then errors
+# that compare the two (a value that is null where its text was not failed to parse).
+def _t(name: str) -> str:
+    return f"__t_{name}"
+
+
+def _v(name: str) -> str:
+    return f"__v_{name}"
+
+
+def _bad(name: str, cond: pl.Expr, what: str) -> pl.Expr:
     """`"<name>: '<value>' <what>"` where `cond` holds, else null."""
-    return pl.when(cond).then(pl.format("{}: '{}' " + what, pl.lit(name), _text(name).str.slice(0, 60)))
+    shown = pl.col(name).str.strip_chars().str.slice(0, 60)  # the value as given
+    return pl.when(cond).then(pl.format("{}: '{}' " + what, pl.lit(name), shown))
 
 
-def _number(name: str, integer: bool) -> tuple[pl.Expr, pl.Expr]:
-    s = _text(name)
-    v = s.cast(pl.Float64, strict=False)
-    bad = s.is_not_null() & v.is_null()
-    not_finite = v.is_not_null() & ~v.is_finite()
-    err = (
-        _error(bad, name, "is not a number")
-        .when(not_finite).then(pl.format("{}: {} is not a finite number", pl.lit(name), s))
+def _number_errors(name: str, integer: bool) -> pl.Expr:
+    t, v = pl.col(_t(name)), pl.col(_v(name))
+    err = _bad(name, t.is_not_null() & v.is_null(), "is not a number").when(v.is_not_null() & ~v.is_finite()).then(
+        pl.format("{}: {} is not a finite number", pl.lit(name), t)
     )
     if integer:
-        fractional = v.is_finite() & (v != v.round(0))
-        err = err.when(fractional).then(pl.format("{}: {} is not a whole number", pl.lit(name), s))
-        ok = v.is_finite() & ~fractional & (v.abs() < 9.0e18)
-        return pl.when(ok).then(v).otherwise(None).cast(pl.Int64), err
-    return pl.when(v.is_finite()).then(v).otherwise(None), err
+        err = err.when(v.is_finite() & (v != v.round(0))).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
+    return err
 
 
-def _boolean(name: str) -> tuple[pl.Expr, pl.Expr]:
-    # "none" is an answer here (no regularization), not a missing value
-    s = _text(name, tuple(t for t in MISSING_TOKENS if t != "none")).str.to_lowercase()
-    value = pl.when(s.is_in(TRUE_TOKENS)).then(True).when(s.is_in(FALSE_TOKENS)).then(False)
-    bad = s.is_not_null() & ~s.is_in(TRUE_TOKENS) & ~s.is_in(FALSE_TOKENS)
-    return value.otherwise(None), _error(bad, name, "is not a yes/no value (true/false, yes/no, 1/0)")
-
-
-def _timestamp(name: str) -> tuple[pl.Expr, pl.Expr]:
-    s = _text(name).str.replace(r"[Zz]$", "+00:00")
-    parsed = pl.coalesce(
-        [s.str.to_datetime(format=f, strict=False, time_zone="UTC", time_unit="us") for f in TIMESTAMP_FORMATS]
-    )
-    bad = s.is_not_null() & parsed.is_null()
-    return parsed, _error(bad, name, "is not an ISO 8601 timestamp (e.g. 2026-11-01T10:00:00Z)")
+def _number_value(name: str, integer: bool) -> pl.Expr:
+    v = pl.col(_v(name))
+    if integer:
+        ok = v.is_finite() & (v == v.round(0)) & (v.abs() < 9.0e18)
+        return pl.when(ok).then(v).otherwise(None).cast(pl.Int64)
+    return pl.when(v.is_finite()).then(v).otherwise(None)
 
 
 def _canonical(name: str, synonyms: dict[str, str], upper: bool = False) -> pl.Expr:
-    s = _text(name)
-    key = s.str.to_lowercase()
+    s = pl.col(_t(name))
     fallback = s.str.to_uppercase() if upper else s
-    return key.replace_strict(synonyms, default=fallback, return_dtype=pl.String)
+    return s.str.to_lowercase().replace_strict(synonyms, default=fallback, return_dtype=pl.String)
 
 
 def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     """Typed contract columns + `_row`, `_raw` and `_errors` (list of parsing-rule sentences)."""
     missing = [n for n in c.COLUMNS if n not in chunk.columns]
     chunk = chunk.with_columns([pl.lit(None, dtype=pl.String).alias(n) for n in missing])
+    numbers = c.FLOAT_COLUMNS + c.INT_COLUMNS
+    # "none" is an answer for a yes/no column (no regularization), not a missing value
+    bool_missing = tuple(t for t in MISSING_TOKENS if t != "none")
+
+    # 1. texts
+    frame = chunk.with_columns(
+        *[_text(n).alias(_t(n)) for n in c.COLUMNS if n not in c.BOOL_COLUMNS],
+        *[_text(n, bool_missing).str.to_lowercase().alias(_t(n)) for n in c.BOOL_COLUMNS],
+    )
+    # timestamps: one layout ("2026-11-01 10:00:00+00:00") for the formats below
+    frame = frame.with_columns(
+        pl.col(_t(n)).str.replace(r"[Zz]$", "+00:00").str.replace("T", " ", literal=True).alias(_t(n))
+        for n in c.TIMESTAMP_COLUMNS
+    )
+    # 2. values; a timestamp is tried in the common layout first, the rest only where that failed
+    first, *others = TIMESTAMP_FORMATS
+    frame = frame.with_columns(
+        *[pl.col(_t(n)).cast(pl.Float64, strict=False).alias(_v(n)) for n in numbers],
+        *[_to_datetime(pl.col(_t(n)), first).alias(_v(n)) for n in c.TIMESTAMP_COLUMNS],
+    )
+    frame = frame.with_columns(
+        pl.coalesce(
+            pl.col(_v(n)),
+            *[_to_datetime(pl.when(pl.col(_v(n)).is_null()).then(pl.col(_t(n))), f) for f in others],
+        ).alias(_v(n))
+        for n in c.TIMESTAMP_COLUMNS
+    )
+
     values: dict[str, pl.Expr] = {}
     errors: list[pl.Expr] = [pl.col("_read_error")]
-    for name in c.FLOAT_COLUMNS + c.INT_COLUMNS:
-        values[name], err = _number(name, integer=name in c.INT_COLUMNS)
-        errors.append(err)
+    for name in numbers:
+        values[name] = _number_value(name, integer=name in c.INT_COLUMNS)
+        errors.append(_number_errors(name, integer=name in c.INT_COLUMNS))
     for name in c.BOOL_COLUMNS:
-        values[name], err = _boolean(name)
-        errors.append(err)
+        t = pl.col(_t(name))
+        values[name] = pl.when(t.is_in(TRUE_TOKENS)).then(True).when(t.is_in(FALSE_TOKENS)).then(False).otherwise(None)
+        bad = t.is_not_null() & ~t.is_in(TRUE_TOKENS) & ~t.is_in(FALSE_TOKENS)
+        errors.append(_bad(name, bad, "is not a yes/no value (true/false, yes/no, 1/0)"))
     for name in c.TIMESTAMP_COLUMNS:
-        values[name], err = _timestamp(name)
-        errors.append(err)
+        values[name] = pl.col(_v(name))
+        bad = pl.col(_t(name)).is_not_null() & pl.col(_v(name)).is_null()
+        errors.append(_bad(name, bad, "is not an ISO 8601 timestamp (e.g. 2026-11-01T10:00:00Z)"))
 
-    status = _text(c.STATUS).str.to_uppercase()
+    status = pl.col(_t(c.STATUS)).str.to_uppercase()
     values[c.STATUS] = status.replace_strict(STATUS_SYNONYMS, default=status, return_dtype=pl.String)
     values[c.PRECISION] = _canonical(c.PRECISION, PRECISION_SYNONYMS, upper=True)
     values[c.MODEL_TYPE] = _canonical(c.MODEL_TYPE, MODEL_TYPE_SYNONYMS)
     values[c.OPTIMIZER] = _canonical(c.OPTIMIZER, OPTIMIZER_SYNONYMS)
-    values[c.JOB_ID] = _text(c.JOB_ID)
-    values[c.QUEUE] = _text(c.QUEUE).fill_null(c.DEFAULT_QUEUE)
-    values[c.TEAM] = _text(c.TEAM)
-    values[c.FAILURE_REASON] = _text(c.FAILURE_REASON)
+    values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
+    for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON):
+        values[name] = pl.col(_t(name))
 
-    return chunk.select(
+    return frame.select(
         "_row",
         "_raw",
         *[values[n].alias(n) for n in c.COLUMNS],
         pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"),
     )
+
+
+def _to_datetime(text: pl.Expr, fmt: str) -> pl.Expr:
+    return text.str.to_datetime(format=fmt, strict=False, time_zone="UTC", time_unit="us")

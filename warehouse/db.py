@@ -20,6 +20,8 @@ import duckdb
 from gpucast.warehouse.settings import Settings
 
 LOCK_TIMEOUT_ENV = "GPUCAST_LOCK_TIMEOUT_S"
+MEMORY_ENV = "GPUCAST_DUCKDB_MEMORY"
+DEFAULT_MEMORY = "1GB"  # DuckDB spills to disk beyond this; its own default is 80% of RAM
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 
@@ -65,7 +67,9 @@ def writer_lock(settings: Settings, timeout_s: float | None = None) -> Iterator[
 def connect_writer(settings: Settings) -> duckdb.DuckDBPyConnection:
     """A read-write connection with the schema applied. Hold `writer_lock` around its use."""
     settings.home.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(settings.db_path))
+    con = duckdb.connect(
+        str(settings.db_path), config={"memory_limit": os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)}
+    )
     con.execute(schema_sql())
     return con
 
