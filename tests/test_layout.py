@@ -45,3 +45,10 @@ def test_schema_applies_twice():
     con = duckdb.connect()
     con.execute(schema_sql())
     con.execute(schema_sql())
+
+
+def test_readme_contract_table_lists_every_column():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Job-log contract v1")[1].split("Rules and decisions")[0]
+    for f in c.FIELDS:
+        assert f"| `{f.name}` |" in table, f.name

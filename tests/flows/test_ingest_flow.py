@@ -138,3 +138,12 @@ def test_seed_table_imports_as_completed_jobs(home, tmp_path):
     ids = {r[0] for r in query(home, "SELECT job_id FROM job_logs")}
     ingest(seed)
     assert {r[0] for r in query(home, "SELECT job_id FROM job_logs")} == ids
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_dirty_csv_and_parquet_reconcile(home, tmp_path, fmt):
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=400, dirty_fraction=0.08, seed=9, fmt=fmt))
+    s = ingest(tmp_path / "logs")
+    assert s["rows_rejected"] > 0
+    assert s["rows_read"] == s["rows_loaded"] + s["rows_rejected"] + s["rows_duplicate"]
+    assert query(home, "SELECT count(*) FROM rejected_job_logs WHERE reason_text = ''") == [(0,)]

@@ -144,3 +144,23 @@ def test_seed_ids_are_stable_and_survive_appended_rows(tmp_path):
     assert first[c.JOB_ID].to_list() == again[c.JOB_ID].to_list()
     assert longer[c.JOB_ID].to_list()[:2] == first[c.JOB_ID].to_list()
     assert longer[c.JOB_ID].n_unique() == 3  # an identical third row gets its own id
+
+
+@pytest.mark.parametrize("block_bytes", [7, 64, 1 << 20])
+def test_lines_split_across_blocks_keep_their_numbers(tmp_path, monkeypatch, block_bytes):
+    from gpucast.tasks import readers
+
+    monkeypatch.setattr(readers, "BLOCK_BYTES", block_bytes)
+    recs = [record(job_id=f"id-{i}", team="é" * i) for i in range(6)]  # multi-byte characters too
+    text = jsonl(*recs).replace("\n", "\r\n", 2)  # mixed line endings: two CRLF, then LF
+    p = write(tmp_path / "a.jsonl", "\n" + text + '{"job_id": "last"}')  # leading blank, no final newline
+    df, _ = read_all(p)
+    assert df["_row"].to_list() == [2, 3, 4, 5, 6, 7, 8]
+    assert df[c.JOB_ID].to_list() == [f"id-{i}" for i in range(6)] + ["last"]
+    assert df["_read_error"].null_count() == 7
+
+
+def test_lone_carriage_returns_end_lines(tmp_path):
+    p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a")).replace("\n", "\r") + jsonl(record(job_id="b")))
+    df, _ = read_all(p)
+    assert df[c.JOB_ID].to_list() == ["a", "b"] and df["_row"].to_list() == [1, 2]
