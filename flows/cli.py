@@ -55,6 +55,49 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv_list(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _train(args: argparse.Namespace) -> int:
+    from gpucast.flows.train import train_models
+
+    out = train_models(targets=_csv_list(args.target), models=_csv_list(args.models), preset=args.preset,
+                       repeats=args.repeats, seed=args.seed, min_labelled=args.min_labelled, device=args.device,
+                       epochs=args.epochs)
+    print(f"train run {out['train_run_id']} on {out['device']}:")
+    for t in out["targets"]:
+        what = f"skipped ({t['skipped']})" if t["skipped"] else f"champion {t['champion']} ({t['rows']:,} labelled jobs)"
+        print(f"  {t['target']}: {what}")
+    print("see: gpucast report")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from gpucast.tasks.report import bar_chart, markdown, predicted_vs_actual
+    from gpucast.warehouse.report import latest_train_run, train_tables
+
+    settings = Settings.from_env()
+    run_id = args.run or latest_train_run(settings)
+    summary, champions = train_tables(settings, run_id)
+    out = Path(args.out) if args.out else settings.reports_dir / run_id
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(markdown(run_id, summary, champions))
+    written = [out / "report.md"]
+    for champ in champions.filter(pl.col("skipped_reason").is_null()).iter_rows(named=True):
+        written.append(bar_chart(summary, champ["target"], out / f"metrics_{champ['target']}.png"))
+        preds = Path(champ["model_dir"]) / "test_predictions.parquet"
+        if preds.exists():
+            png = predicted_vs_actual(pl.read_parquet(preds), champ["target"], out / f"pred_vs_actual_{champ['target']}.png")
+            if png:
+                written.append(png)
+    print(markdown(run_id, summary, champions))
+    print("\nwrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from gpucast.flows.ingest import ingest_job_logs
     from gpucast.tasks.simulate import SimConfig, write_logs
@@ -102,6 +145,23 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("query")
     q.add_argument("--format", choices=("table", "csv", "json"), default="table")
     q.set_defaults(func=_sql)
+
+    t = sub.add_parser("train", help="retrain every model, compare them, pick a champion per target")
+    t.add_argument("--target", help="comma-separated targets (default: all three)")
+    t.add_argument("--models", help="comma-separated registry names (default: all)")
+    t.add_argument("--preset", default="paper", choices=("paper", "bigru_first", "tuned", "tiny"),
+                   help="Transformer-BiGRU preset")
+    t.add_argument("--repeats", type=int, default=3, help="repeated 70/30 holdouts")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--min-labelled", type=int, default=200, help="skip a target with fewer labelled jobs")
+    t.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    t.add_argument("--epochs", type=int, default=None, help="cap the Transformer-BiGRU's epochs")
+    t.set_defaults(func=_train)
+
+    r = sub.add_parser("report", help="Markdown table and charts of the latest (or a given) train run")
+    r.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/reports/<run>)")
+    r.add_argument("--run", default=None, help="train run id (default: the latest successful one)")
+    r.set_defaults(func=_report)
 
     d = sub.add_parser("demo", help="simulate a week of logs, ingest them, show status")
     d.add_argument("--days", type=int, default=7)

@@ -59,3 +59,43 @@ def run_query(settings: Settings, query: str, fmt: str = "table") -> str:
     if fmt == "json":
         return df.write_json() + "\n"
     return _table(df) + "\n"
+
+
+def latest_train_run(settings: Settings) -> str:
+    con = connect_reader(settings.db_path)
+    try:
+        row = con.execute(
+            "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        con.close()
+    if not row:
+        raise FileNotFoundError("no successful training run yet: run `gpucast train` first")
+    return row[0]
+
+
+def train_tables(settings: Settings, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(summary over repeats per target/model/split, champions) of one train run."""
+    con = connect_reader(settings.db_path)
+    try:
+        summary = con.sql(TRAIN_SUMMARY, params=[run_id]).pl()
+        champions = con.sql("SELECT * FROM model_champions WHERE train_run_id = ? ORDER BY target", params=[run_id]).pl()
+    finally:
+        con.close()
+    return summary, champions
+
+
+TRAIN_SUMMARY = """
+SELECT target, model, split,
+       avg(mse) AS mse, stddev_samp(mse) AS mse_std, avg(rmse) AS rmse, stddev_samp(rmse) AS rmse_std,
+       avg(mae) AS mae, stddev_samp(mae) AS mae_std, avg(mape) AS mape, stddev_samp(mape) AS mape_std,
+       avg(r2) AS r2, stddev_samp(r2) AS r2_std, avg(train_seconds) AS train_seconds, count(*) AS repeats
+FROM model_metrics WHERE train_run_id = ? GROUP BY ALL ORDER BY target, split, rmse
+"""
+
+
+def train_report(settings: Settings, run_id: str) -> str:
+    from gpucast.tasks.report import markdown
+
+    summary, champions = train_tables(settings, run_id)
+    return markdown(run_id, summary, champions)

@@ -131,3 +131,46 @@ CREATE TABLE IF NOT EXISTS validation_results (
     unexpected_count BIGINT NOT NULL,
     error VARCHAR
 );
+
+-- Training runs (issue 3): one row per run, per target, per model x repeat x split.
+CREATE TABLE IF NOT EXISTS train_runs (
+    train_run_id VARCHAR PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,           -- running | succeeded | failed
+    models VARCHAR[],
+    preset VARCHAR,
+    repeats BIGINT,
+    device VARCHAR,
+    message VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS model_metrics (
+    train_run_id VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    preset VARCHAR,                    -- the Transformer-BiGRU preset; null for baselines
+    repeat BIGINT NOT NULL,
+    seed BIGINT NOT NULL,
+    split VARCHAR NOT NULL,            -- validation (chooses the champion) | test (reported)
+    mse DOUBLE, rmse DOUBLE, mae DOUBLE, mape DOUBLE, r2 DOUBLE,
+    rows_train BIGINT NOT NULL,
+    rows_test BIGINT NOT NULL,         -- rows of the evaluated split
+    train_seconds DOUBLE NOT NULL,
+    device VARCHAR NOT NULL
+);
+
+-- Per train run and target: the champion (chosen on validation rows), or why the target was skipped.
+CREATE TABLE IF NOT EXISTS model_champions (
+    train_run_id VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    model VARCHAR,
+    preset VARCHAR,
+    labelled_rows BIGINT NOT NULL,
+    validation_rmse DOUBLE,
+    test_rmse_mean DOUBLE,
+    test_mape_mean DOUBLE,
+    model_dir VARCHAR,
+    skipped_reason VARCHAR,
+    PRIMARY KEY (train_run_id, target)
+);

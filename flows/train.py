@@ -1,0 +1,73 @@
+"""Prefect flow `train-models`: every registry model on every target, compared on the same splits."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+
+from gpucast.tasks import contract as c
+from gpucast.tasks import train as steps
+from gpucast.tasks.models.registry import REGISTRY
+from gpucast.tasks.models.transformer_bigru import pick_device
+from gpucast.warehouse import db, training
+from gpucast.warehouse.report import train_report
+from gpucast.warehouse.settings import Settings
+
+
+@task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
+def train_target(run_id: str, target: str, models: list[str], preset: str, repeats: int, seed: int,
+                 min_labelled: int, device: str | None, epochs: int | None) -> dict:
+    """Train and evaluate on one target; write models to the registry and metrics to the warehouse."""
+    logger = get_run_logger()
+    settings = Settings.from_env()
+    job_logs = training.read_job_logs(settings)
+    result = steps.train_target(job_logs, target, models, settings.models_dir / run_id, preset=preset,
+                                repeats=repeats, seed=seed, min_labelled=min_labelled, device=device,
+                                epochs=epochs, progress=logger.info)
+    if result.test_predictions is not None:
+        result.test_predictions.write_parquet(Path(result.model_dir) / "test_predictions.parquet")
+    with db.writer(settings) as con:
+        training.record_target(con, run_id, result)
+    return {"target": target, "champion": result.champion, "skipped": result.skipped, "rows": result.rows}
+
+
+@flow(name="train-models", log_prints=True)
+def train_models(
+    targets: list[str] | None = None,
+    models: list[str] | None = None,
+    preset: str = "paper",
+    repeats: int = 3,
+    seed: int = 0,
+    min_labelled: int = steps.DEFAULT_MIN_LABELLED,
+    device: str | None = None,
+    epochs: int | None = None,
+) -> dict:
+    """Retrain every model on the warehouse's labelled jobs; record metrics and champions."""
+    targets = targets or list(c.TARGETS)
+    models = models or list(REGISTRY)
+    unknown = [t for t in targets if t not in c.TARGETS] + [m for m in models if m not in REGISTRY]
+    if unknown:
+        raise ValueError(f"unknown target(s) or model(s): {', '.join(unknown)}; targets: {', '.join(c.TARGETS)}; "
+                         f"models: {', '.join(REGISTRY)}")
+    settings = Settings.from_env().ensure()
+    run_id = f"train-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    used = pick_device(device)
+    with db.writer(settings) as con:
+        training.start_train_run(con, run_id, models, preset, repeats, used)
+    print(f"{run_id}: {len(models)} model(s) x {len(targets)} target(s), preset {preset}, {repeats} repeat(s), on {used}")
+    try:
+        outcomes = [train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs) for t in targets]
+    except Exception as exc:
+        with db.writer(settings) as con:
+            training.finish_train_run(con, run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+    skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
+    with db.writer(settings) as con:
+        training.finish_train_run(con, run_id, "succeeded", skipped)
+    report = train_report(settings, run_id)
+    create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run_id}")
+    return {"train_run_id": run_id, "device": used, "targets": outcomes}

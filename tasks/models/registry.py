@@ -1,0 +1,201 @@
+"""Every model in one registry: the Transformer-BiGRU and the seed papers' baselines.
+
+Each entry builds a scikit-learn style estimator (`fit(X, y)` returns self, `predict(X)` a 1-D
+array) and knows how to save and load it **without unpickling code from disk**: torch
+`weights_only`, XGBoost JSON, LightGBM text, CatBoost's own format, and skops with an allow-list
+for scikit-learn. Adding a model means adding an entry here; no flow changes.
+
+Baselines learn log(target) and predict exp() of it (`LogTarget`): the targets span orders of
+magnitude, and a tree on the raw scale spends its splits on the largest jobs. Hyperparameters are
+sensible middle-of-the-road settings, not defaults picked to lose; see `BASELINES`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gpucast.tasks.features import CATEGORICAL
+
+NN = "transformer_bigru"
+
+
+class LogTarget:
+    """Fit `inner` on log(y); predict exp(inner.predict)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def fit(self, X, y):
+        self.inner.fit(X, np.log(np.asarray(y, dtype=np.float64)))
+        return self
+
+    def predict(self, X):
+        return np.exp(np.asarray(self.inner.predict(X), dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    paper: str  # which seed paper compared it
+    build: Callable[..., object]  # (seed, cardinalities, preset, device, epochs, progress) -> estimator
+    suffix: str
+
+
+def _extra_trees(seed, **_):
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    return LogTarget(ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.8, n_jobs=-1, random_state=seed))
+
+
+def _random_forest(seed, **_):
+    from sklearn.ensemble import RandomForestRegressor
+
+    return LogTarget(RandomForestRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.6, n_jobs=-1, random_state=seed))
+
+
+def _decision_tree(seed, **_):
+    from sklearn.tree import DecisionTreeRegressor
+
+    return LogTarget(DecisionTreeRegressor(max_depth=14, min_samples_leaf=5, random_state=seed))
+
+
+def _adaboost(seed, **_):
+    from sklearn.ensemble import AdaBoostRegressor
+    from sklearn.tree import DecisionTreeRegressor
+
+    return LogTarget(AdaBoostRegressor(DecisionTreeRegressor(max_depth=6), n_estimators=200, learning_rate=0.1,
+                                       random_state=seed))
+
+
+def _linear(seed, **_):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.feature_selection import SelectKBest, f_regression
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    numeric = [i for i in range(11) if i not in CATEGORICAL]
+    prep = ColumnTransformer([
+        ("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), list(CATEGORICAL)),
+        ("num", StandardScaler(), numeric),
+    ])
+    # the training-time paper: linear regression on the features that carry signal
+    return LogTarget(make_pipeline(prep, SelectKBest(f_regression, k="all"), LinearRegression()))
+
+
+def _xgboost(seed, **_):
+    from xgboost import XGBRegressor
+
+    return LogTarget(XGBRegressor(n_estimators=600, learning_rate=0.05, max_depth=8, subsample=0.8,
+                                  colsample_bytree=0.8, random_state=seed, n_jobs=2, tree_method="hist"))
+
+
+def _lightgbm(seed, **_):
+    from lightgbm import LGBMRegressor
+
+    return LogTarget(LGBMRegressor(n_estimators=600, learning_rate=0.05, num_leaves=63, subsample=0.8, subsample_freq=1,
+                                   colsample_bytree=0.8, random_state=seed, n_jobs=2, verbose=-1))
+
+
+def _catboost(seed, **_):
+    from catboost import CatBoostRegressor
+
+    return LogTarget(CatBoostRegressor(iterations=800, learning_rate=0.08, depth=8, random_seed=seed,
+                                       thread_count=2, verbose=False, allow_writing_files=False))
+
+
+def _transformer_bigru(seed, cardinalities=(), preset="paper", device=None, epochs=None, progress=None, **_):
+    from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+
+    return TransformerBiGRURegressor(preset=preset, seed=seed, device=device, epochs=epochs, categorical=CATEGORICAL,
+                                     cardinalities=tuple(cardinalities), progress=progress)
+
+
+REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
+    ModelEntry(NN, "compute (Transformer-BiGRU), memory (BiGRU-Transformer)", _transformer_bigru, ".pt"),
+    ModelEntry("extra_trees", "compute", _extra_trees, ".skops"),
+    ModelEntry("catboost", "compute", _catboost, ".cbm"),
+    ModelEntry("xgboost", "compute", _xgboost, ".json"),
+    ModelEntry("lightgbm", "compute", _lightgbm, ".txt"),
+    ModelEntry("decision_tree", "memory", _decision_tree, ".skops"),
+    ModelEntry("random_forest", "memory", _random_forest, ".skops"),
+    ModelEntry("adaboost", "memory", _adaboost, ".skops"),
+    ModelEntry("linear_fs", "training time", _linear, ".skops"),
+)}
+
+
+def build(name: str, **kwargs):
+    if name not in REGISTRY:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(REGISTRY)}")
+    return REGISTRY[name].build(**kwargs)
+
+
+def save(name: str, est, folder: Path) -> Path:
+    """Write `est` in its library's native, code-free format; return the file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}{REGISTRY[name].suffix}"
+    if name == NN:
+        est.save(path)
+        return path
+    inner = est.inner
+    if name == "xgboost":
+        inner.save_model(path)
+    elif name == "lightgbm":
+        inner.booster_.save_model(str(path))
+    elif name == "catboost":
+        inner.save_model(str(path))
+    else:
+        import skops.io as sio
+
+        sio.dump(inner, path)
+    (folder / f"{name}.meta.json").write_text(json.dumps({"log_target": True}))
+    return path
+
+
+# scikit-learn types a saved model may contain; anything else refuses to load.
+SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+
+
+class _Booster:
+    """A LightGBM booster behind `predict` (the saved text model has no sklearn wrapper)."""
+
+    def __init__(self, booster):
+        self.booster = booster
+
+    def predict(self, X):
+        return self.booster.predict(X)
+
+
+def load(name: str, folder: Path, device: str | None = None):
+    path = folder / f"{name}{REGISTRY[name].suffix}"
+    if name == NN:
+        from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+
+        return TransformerBiGRURegressor.load(path, device=device)
+    if name == "xgboost":
+        from xgboost import XGBRegressor
+
+        inner = XGBRegressor()
+        inner.load_model(path)
+    elif name == "lightgbm":
+        import lightgbm as lgb
+
+        inner = _Booster(lgb.Booster(model_file=str(path)))
+    elif name == "catboost":
+        from catboost import CatBoostRegressor
+
+        inner = CatBoostRegressor().load_model(str(path))
+    else:
+        import skops.io as sio
+
+        untrusted = sio.get_untrusted_types(file=path)
+        unexpected = [t for t in untrusted if not t.startswith(SKOPS_ALLOWED_PREFIXES)]
+        if unexpected:
+            raise ValueError(f"{path} holds types outside the allow-list: {', '.join(unexpected)}")
+        inner = sio.load(path, trusted=untrusted)
+    return LogTarget(inner)
