@@ -68,7 +68,7 @@ class TransformerBiGRU(nn.Module):
         self.categorical = list(categorical)
         self.numeric = [i for i in range(n_features) if i not in categorical]
         self.embeddings = nn.ModuleList(nn.Embedding(k, cfg.d_model) for k in cardinalities)
-        self.numeric_weight = nn.Parameter(torch.randn(len(self.numeric), cfg.d_model) * 0.1)
+        self.numeric_weight = nn.Parameter(torch.randn(len(self.numeric), cfg.d_model))  # same scale as an embedding
         self.numeric_bias = nn.Parameter(torch.zeros(len(self.numeric), cfg.d_model))
         self.position = nn.Embedding(cfg.max_positions, cfg.d_model)
         layer = nn.TransformerEncoderLayer(cfg.d_model, cfg.n_heads, dim_feedforward=2 * cfg.d_model,

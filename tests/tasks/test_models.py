@@ -1,0 +1,93 @@
+"""The Transformer-BiGRU and every registry model: shapes, learning, save/load, unseen inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from gpucast.tasks import contract as c
+from gpucast.tasks.features import CATEGORICAL, FeatureEncoder, labelled_rows
+from gpucast.tasks.models import registry
+from gpucast.tasks.models.transformer_bigru import PRESETS, TransformerBiGRU, TransformerBiGRURegressor
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+
+@pytest.fixture(scope="module")
+def data():
+    df = labelled_rows(simulate_jobs(800, np.random.default_rng(0), SimConfig().start, 0.0), c.GPU_DEMAND_GFLOPS)
+    enc = FeatureEncoder().fit(df)
+    return enc, enc.transform(df), df[c.GPU_DEMAND_GFLOPS].to_numpy()
+
+
+@pytest.mark.parametrize("preset", ["paper", "bigru_first", "tuned", "tiny"])
+def test_network_output_shape(preset):
+    net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (4, 5, 6))
+    x = torch.rand(7, 11)
+    x[:, list(CATEGORICAL)] = 1
+    assert net(x).shape == (7,)
+
+
+def test_paper_preset_is_the_seed_table():
+    p = PRESETS["paper"]
+    assert (p.n_attention_layers, p.n_heads, p.d_model // p.n_heads) == (2, 4, 32)
+    assert (p.gru_forward, p.gru_backward, p.dropout, p.max_positions) == (6, 10, 0.01, 512)
+    assert (p.epochs, p.batch_size, p.lr, p.lr_drop_epoch, p.weight_decay, p.clip_norm) == (200, 256, 0.01, 80, 1e-3, 10.0)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper", "bigru_first"])
+def test_network_overfits_one_small_batch(preset):
+    torch.manual_seed(0)
+    net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (3, 3, 3))
+    x = torch.randn(16, 11)
+    x[:, list(CATEGORICAL)] = torch.randint(0, 3, (16, 3)).float()
+    y = torch.randn(16)
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    first = None
+    for _ in range(300):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.1 * first
+
+
+def test_same_seed_same_model(data):
+    enc, X, y = data
+    a = TransformerBiGRURegressor("tiny", seed=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    b = TransformerBiGRURegressor("tiny", seed=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    assert np.allclose(a.predict(X), b.predict(X))
+    assert a.device_ in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("name", list(registry.REGISTRY))
+def test_every_model_round_trips_and_scores_unseen_inputs(tmp_path, data, name):
+    enc, X, y = data
+    est = registry.build(name, seed=0, cardinalities=enc.cardinalities, preset="tiny", epochs=1)
+    est.fit(X, y)
+    pred = est.predict(X)
+    assert pred.shape == (len(X),) and np.isfinite(pred).all()
+    registry.save(name, est, tmp_path)
+    loaded = registry.load(name, tmp_path)
+    assert np.allclose(loaded.predict(X), pred)
+    # a category never seen in training and every number missing
+    odd = pl.DataFrame({f: [None] for f in c.FEATURES}, schema={f: pl.String if f in (c.MODEL_TYPE, c.PRECISION, c.OPTIMIZER)
+                                                                 else pl.Float64 for f in c.FEATURES})
+    odd = odd.with_columns(pl.lit("NeverSeenNet").alias(c.MODEL_TYPE))
+    assert np.isfinite(loaded.predict(enc.transform(odd))).all()
+
+
+def test_skops_refuses_types_outside_the_allow_list(tmp_path):
+    import skops.io as sio
+
+    sio.dump({"x": pl.DataFrame({"a": [1]})}, tmp_path / "decision_tree.skops")
+    (tmp_path / "decision_tree.meta.json").write_text("{}")
+    with pytest.raises(ValueError, match="outside the allow-list"):
+        registry.load("decision_tree", tmp_path)
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown model 'gpt5'"):
+        registry.build("gpt5", seed=0)

@@ -1,0 +1,67 @@
+"""Evaluation: metrics by hand, the shared split, champions chosen without test rows, skipping."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.tasks import contract as c
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+from gpucast.tasks.train import metrics, split, summarise, train_target
+
+
+def test_metrics_match_hand_computation():
+    m = metrics(np.array([1.0, 2.0, 4.0]), np.array([2.0, 2.0, 3.0]))
+    # errors 1, 0, -1: MSE 2/3, MAE 2/3, MAPE (1/1 + 0 + 1/4)/3 = 41.67%, R² = 1 - 2 / (14/3)
+    assert m["mse"] == pytest.approx(2 / 3)
+    assert m["rmse"] == pytest.approx((2 / 3) ** 0.5)
+    assert m["mae"] == pytest.approx(2 / 3)
+    assert m["mape"] == pytest.approx(125 / 3)
+    assert m["r2"] == pytest.approx(1 - 2 / (14 / 3))
+
+
+def test_split_is_70_30_with_validation_inside_train():
+    fit, val, test = split(1000, seed=1)
+    assert len(test) == 300 and len(val) == 140 and len(fit) == 560
+    assert len(set(fit) | set(val) | set(test)) == 1000
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return simulate_jobs(1200, np.random.default_rng(5), SimConfig().start, 0.0)
+
+
+MODELS = ["decision_tree", "linear_fs", "lightgbm"]
+
+
+def test_champion_never_reads_test_rows(tmp_path, jobs):
+    target = c.PEAK_GPU_MEM_GB
+    a = train_target(jobs, target, MODELS, tmp_path / "a", repeats=1, min_labelled=10)
+    # wreck the labels of every test row: validation metrics and the champion must not change
+    labelled = jobs.with_row_index("_i").filter((pl.col(c.STATUS) == "COMPLETED") & (pl.col(target) > 0))
+    wrecked_ids = labelled[sorted(split(labelled.height, 0)[2].tolist())]["_i"].to_list()
+    wrecked = jobs.with_row_index("_i").with_columns(
+        pl.when(pl.col("_i").is_in(wrecked_ids)).then(pl.col(target) * 1000).otherwise(pl.col(target)).alias(target)
+    ).drop("_i")
+    b = train_target(wrecked, target, MODELS, tmp_path / "b", repeats=1, min_labelled=10)
+    val = lambda res: [m["rmse"] for m in res.metrics if m["split"] == "validation"]  # noqa: E731
+    assert val(a) == pytest.approx(val(b))
+    assert a.champion == b.champion
+    test_a = [m["rmse"] for m in a.metrics if m["split"] == "test"]
+    test_b = [m["rmse"] for m in b.metrics if m["split"] == "test"]
+    assert test_a != pytest.approx(test_b)  # the wrecking did reach the test rows
+
+
+def test_results_registry_and_summary(tmp_path, jobs):
+    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, MODELS, tmp_path, repeats=2, min_labelled=10)
+    folder = tmp_path / c.GPU_DEMAND_GFLOPS
+    assert {"encoder.json", "metadata.json", "lightgbm.txt", "linear_fs.skops"} <= {p.name for p in folder.iterdir()}
+    s = summarise(res.metrics)
+    assert set(s["model"]) == set(MODELS) and set(s["repeats"]) == {2}
+    assert res.test_predictions.columns == ["actual", *MODELS]
+
+
+def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, MODELS, tmp_path, min_labelled=200)
+    assert res.champion is None and "fewer than the minimum 200" in res.skipped
