@@ -71,3 +71,38 @@ def train_models(
     report = train_report(settings, run_id)
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run_id}")
     return {"train_run_id": run_id, "device": used, "targets": outcomes}
+
+
+GPU_POOL = "gpu"
+GPU_DEPLOYMENT = "train-models/gpu-train"
+
+
+def gpu_worker_online(pool: str = GPU_POOL) -> bool:
+    """True when the work pool exists and at least one of its workers is online."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import WorkerStatus
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            workers = client.read_workers_for_work_pool(work_pool_name=pool)
+        except ObjectNotFound:
+            return False
+    return any(w.status == WorkerStatus.ONLINE for w in workers)
+
+
+def train_where_possible(timeout_s: float = 6 * 3600, **parameters) -> dict:
+    """Hand training to the `gpu` pool's deployment when a worker serves it, else train in-process.
+
+    The deployment writes its results to the warehouse and the registry (its return value does
+    not travel back), so both paths leave the same tables behind.
+    """
+    from prefect.deployments import run_deployment
+
+    if gpu_worker_online():
+        flow_run = run_deployment(GPU_DEPLOYMENT, parameters=parameters, timeout=timeout_s, as_subflow=True)
+        if not (flow_run.state and flow_run.state.is_completed()):
+            state = flow_run.state.name if flow_run.state else "unknown"
+            raise RuntimeError(f"training on the {GPU_POOL!r} pool ended {state} (flow run {flow_run.id})")
+        return {"where": f"work pool {GPU_POOL}", "flow_run_id": str(flow_run.id)}
+    return {"where": "in-process", **train_models(**parameters)}
