@@ -69,21 +69,3 @@ def test_deployment_definitions_load():
         flow = load_flow_from_entrypoint(str(ROOT / d["entrypoint"]))
         assert flow.name == "train-models"
 
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("prefect_harness")
-def test_without_a_gpu_worker_training_runs_in_process(home, tmp_path):
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import WorkPoolCreate
-
-    from gpucast.flows.train import gpu_worker_online, train_where_possible
-
-    assert not gpu_worker_online()  # no pool at all
-    with get_client(sync_client=True) as client:
-        client.create_work_pool(WorkPoolCreate(name="gpu", type="process"), overwrite=True)
-    assert not gpu_worker_online()  # a pool, but nobody serving it
-
-    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=4))
-    main(["ingest", str(tmp_path / "logs")])
-    out = train_where_possible(models=["linear_fs"], repeats=1, min_labelled=50)
-    assert out["where"] == "in-process" and out["train_run_id"].startswith("train-")
