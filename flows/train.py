@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +76,7 @@ def train_models(
 
 GPU_POOL = "gpu"
 GPU_DEPLOYMENT = "train-models/gpu-train"
+_WAITING = {"SCHEDULED", "PENDING", "LATE", "AWAITINGRETRY"}
 
 
 def gpu_worker_online(pool: str = GPU_POOL) -> bool:
@@ -85,24 +87,65 @@ def gpu_worker_online(pool: str = GPU_POOL) -> bool:
 
     with get_client(sync_client=True) as client:
         try:
-            workers = client.read_workers_for_work_pool(work_pool_name=pool)
+            client.read_work_pool(pool)
         except ObjectNotFound:
             return False
+        workers = client.read_workers_for_work_pool(work_pool_name=pool)
     return any(w.status == WorkerStatus.ONLINE for w in workers)
 
 
-def train_where_possible(timeout_s: float = 6 * 3600, **parameters) -> dict:
+def _wait(client, flow_run_id, until: float, waiting: bool):
+    """Poll a flow run until it leaves the waiting states (waiting=True) or finishes, or `until` passes."""
+    while True:
+        run = client.read_flow_run(flow_run_id)
+        state = run.state.type.value if run.state else "SCHEDULED"
+        done = state not in _WAITING if waiting else run.state is not None and run.state.is_final()
+        if done or time.monotonic() >= until:
+            return run
+        time.sleep(2)
+
+
+def _logger():
+    """The run logger inside a flow or task (so lines reach the Prefect UI), else a plain one."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return get_logger("gpucast.train")
+
+
+def train_where_possible(pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600, **parameters) -> dict:
     """Hand training to the `gpu` pool's deployment when a worker serves it, else train in-process.
 
-    The deployment writes its results to the warehouse and the registry (its return value does
-    not travel back), so both paths leave the same tables behind.
+    A worker that is online but does not start the run within `pickup_timeout_s` (busy, or
+    serving another queue) counts as absent: the run is cancelled and training happens here, so
+    a stuck GPU worker never costs the night's forecasts. A run that starts there and fails
+    fails this call (it is a real training failure, not a missing worker). The deployment writes
+    its results to the warehouse and the registry, so both paths leave the same tables behind.
     """
+    from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
+    from prefect.states import Cancelled
 
-    if gpu_worker_online():
-        flow_run = run_deployment(GPU_DEPLOYMENT, parameters=parameters, timeout=timeout_s, as_subflow=True)
-        if not (flow_run.state and flow_run.state.is_completed()):
-            state = flow_run.state.name if flow_run.state else "unknown"
-            raise RuntimeError(f"training on the {GPU_POOL!r} pool ended {state} (flow run {flow_run.id})")
-        return {"where": f"work pool {GPU_POOL}", "flow_run_id": str(flow_run.id)}
-    return {"where": "in-process", **train_models(**parameters)}
+    logger = _logger()
+    if not gpu_worker_online():
+        logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
+        return {"where": "in-process", **train_models(**parameters)}
+
+    flow_run = run_deployment(GPU_DEPLOYMENT, parameters=parameters, timeout=0, as_subflow=True)
+    logger.info(f"training handed to work pool {GPU_POOL!r}: flow run {flow_run.id}")
+    with get_client(sync_client=True) as client:
+        run = _wait(client, flow_run.id, time.monotonic() + pickup_timeout_s, waiting=True)
+        if run.state is None or run.state.type.value in _WAITING:
+            client.set_flow_run_state(flow_run.id, Cancelled(message="no gpu worker picked it up"), force=True)
+            logger.warning(f"work pool {GPU_POOL!r} did not start flow run {flow_run.id} within "
+                           f"{pickup_timeout_s:.0f} s: cancelled it, training in-process")
+            return {"where": "in-process", "cancelled_flow_run_id": str(flow_run.id), **train_models(**parameters)}
+        run = _wait(client, flow_run.id, time.monotonic() + timeout_s, waiting=False)
+    if not (run.state and run.state.is_completed()):
+        state = run.state.name if run.state else "unknown"
+        raise RuntimeError(f"training on the {GPU_POOL!r} pool ended {state} (flow run {flow_run.id}); "
+                           f"see: prefect flow-run inspect {flow_run.id}")
+    return {"where": f"work pool {GPU_POOL}", "flow_run_id": str(flow_run.id)}

@@ -69,3 +69,65 @@ def test_deployment_definitions_load():
         flow = load_flow_from_entrypoint(str(ROOT / d["entrypoint"]))
         assert flow.name == "train-models"
 
+
+
+def _gpu_deployment(client, root: Path) -> None:
+    """The `gpu-train` deployment as prefect.yaml defines it, registered on the test server."""
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    from gpucast.flows.train import GPU_POOL
+
+    client.create_work_pool(WorkPoolCreate(name=GPU_POOL, type="process"))
+    client.create_deployment(
+        flow_id=client.create_flow_from_name("train-models"), name="gpu-train", work_pool_name=GPU_POOL,
+        entrypoint="flows/train.py:train_models",
+        pull_steps=[{"prefect.deployments.steps.set_working_directory": {"directory": str(root)}}],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_path):
+    """No pool, a pool without workers, a worker that never picks up: in-process. A real worker: there."""
+    import os
+    import subprocess
+    import sys
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    from gpucast.flows.train import GPU_POOL, gpu_worker_online, train_where_possible
+
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    params = {"models": ["linear_fs"], "repeats": 1, "min_labelled": 50}
+    assert not gpu_worker_online()
+    assert train_where_possible(**params)["where"] == "in-process"
+
+    with get_client(sync_client=True) as client:
+        _gpu_deployment(client, ROOT)
+        try:
+            assert not gpu_worker_online()  # the pool exists, nobody serves it
+            assert train_where_possible(**params)["where"] == "in-process"
+
+            client.send_worker_heartbeat(GPU_POOL, "stuck-worker", heartbeat_interval_seconds=30)
+            assert gpu_worker_online()
+            out = train_where_possible(pickup_timeout_s=3, **params)
+            assert out["where"] == "in-process"
+            assert client.read_flow_run(out["cancelled_flow_run_id"]).state.is_cancelled()
+
+            env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_WORKER_QUERY_SECONDS": "2"}
+            worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,
+                                       "--name", "gpu-box"], env=env)
+            try:
+                out = train_where_possible(pickup_timeout_s=120, **params)
+            finally:
+                worker.terminate()
+                worker.wait(timeout=60)
+            assert out["where"] == "work pool gpu"
+            assert client.read_flow_run(out["flow_run_id"]).state.is_completed()
+        finally:
+            client.delete_work_pool(GPU_POOL)  # later tests in this session must train in-process
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        states = con.execute("SELECT status FROM train_runs").fetchall()
+    assert states == [("succeeded",)] * 4  # three in-process runs and the worker's, same warehouse
