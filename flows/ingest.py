@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 from gpucast.tasks import ingest as steps
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
 from gpucast.warehouse import db, load
+from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
 
 
@@ -58,8 +59,11 @@ def record_failure(run_id: str, started_at: datetime, files: int, message: str, 
 
 
 @flow(name="ingest-job-logs", log_prints=True)
-def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> dict:
-    """Ingest job-log files (or the inbox's new files) into the lake and the warehouse."""
+def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True) -> dict:
+    """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
+
+    `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
+    """
     settings = Settings.from_env().ensure()
     started_at = datetime.now(UTC)
     run_id = f"ingest-{started_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
@@ -74,6 +78,8 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         raise
     finally:
         shutil.rmtree(staging_dir, ignore_errors=True)
+        if publish:
+            publish_snapshot(settings)
     print(
         f"{run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "
         f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "

@@ -15,6 +15,7 @@ from gpucast.tasks import train as steps
 from gpucast.tasks.models.registry import REGISTRY
 from gpucast.tasks.models.transformer_bigru import pick_device
 from gpucast.warehouse import db, training
+from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import train_report
 from gpucast.warehouse.settings import Settings
 
@@ -46,8 +47,12 @@ def train_models(
     min_labelled: int = steps.DEFAULT_MIN_LABELLED,
     device: str | None = None,
     epochs: int | None = None,
+    publish: bool = True,
 ) -> dict:
-    """Retrain every model on the warehouse's labelled jobs; record metrics and champions."""
+    """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
+
+    `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
+    """
     targets = targets or list(c.TARGETS)
     models = models or list(REGISTRY)
     unknown = [t for t in targets if t not in c.TARGETS] + [m for m in models if m not in REGISTRY]
@@ -65,10 +70,14 @@ def train_models(
     except Exception as exc:
         with db.writer(settings) as con:
             training.finish_train_run(con, run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
+        if publish:
+            publish_snapshot(settings)
         raise
     skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
     with db.writer(settings) as con:
         training.finish_train_run(con, run_id, "succeeded", skipped)
+    if publish:
+        publish_snapshot(settings)
     report = train_report(settings, run_id)
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run_id}")
     return {"train_run_id": run_id, "device": used, "targets": outcomes}

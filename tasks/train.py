@@ -59,6 +59,38 @@ def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return train[n_val:], train[:n_val], test
 
 
+INTERVAL_LEVELS = (0.1, 0.5, 0.9)
+
+
+def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float) -> dict:
+    """Split-conformal calibration of P10/P50/P90 from held-out (validation) residuals.
+
+    The residuals are log ratios r = log(actual / prediction), because the targets span orders of
+    magnitude and their errors are multiplicative. For a new job, Pq = prediction * exp(r_(k)),
+    where r_(k) is the k-th smallest of the n residuals: k = ceil((n+1) q) for q >= 0.5 and
+    floor((n+1) q) for q < 0.5 (clipped to 1..n), the finite-sample choice of split-conformal
+    prediction that keeps each bound on the conservative side. Predictions are floored at half the
+    smallest training label, so a model that predicts <= 0 still gets a finite interval.
+    """
+    floor = max(floor * 0.5, 1e-9)
+    r = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(np.maximum(np.asarray(y_pred, dtype=np.float64), floor))
+    r.sort()
+    n = len(r)
+
+    def order_stat(q: float) -> float:
+        k = np.ceil((n + 1) * q) if q >= 0.5 else np.floor((n + 1) * q)
+        return float(r[int(min(max(k, 1), n)) - 1])
+
+    levels = {f"q{int(q * 100)}": order_stat(q) for q in INTERVAL_LEVELS}
+    return {"method": "split-conformal, log residuals", "n": n, "floor": floor, **levels}
+
+
+def interval(pred: np.ndarray, cal: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p10, p50, p90) for point predictions `pred` under calibration `cal` (see `calibrate`)."""
+    base = np.maximum(np.asarray(pred, dtype=np.float64), cal["floor"])
+    return base * np.exp(cal["q10"]), base * np.exp(cal["q50"]), base * np.exp(cal["q90"])
+
+
 @dataclass
 class TargetResult:
     target: str
@@ -67,6 +99,7 @@ class TargetResult:
     metrics: list[dict] = field(default_factory=list)  # one dict per model x repeat x split
     champion: str | None = None
     model_dir: str | None = None
+    calibration: dict[str, dict] = field(default_factory=dict)  # model -> interval calibration (repeat 0)
     test_predictions: pl.DataFrame | None = None  # repeat 0: actual and every model's prediction
 
 
@@ -107,6 +140,8 @@ def train_target(
             used = getattr(est, "device_", "cpu")
             for split_name, idx in (("validation", val_idx), ("test", test_idx)):
                 p = est.predict(X[idx])
+                if r == 0 and split_name == "validation":
+                    result.calibration[name] = calibrate(y[idx], p, floor=float(y[fit_idx].min()))
                 result.metrics.append({"model": name, "preset": preset if name == registry.NN else None,
                                        "repeat": r, "seed": seed + r, "split": split_name, **metrics(y[idx], p),
                                        "rows_train": len(fit_idx), "rows_eval": len(idx),
@@ -148,6 +183,7 @@ def _write_metadata(folder: Path, target: str, models: list[str], preset: str, r
         "python": platform.python_version(),
         "versions": versions,
         "metrics": result.metrics,
+        "calibration": result.calibration,
     }
     (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=float))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from gpucast.warehouse.db import connect_reader
@@ -20,6 +22,17 @@ WHERE r.run_id IN (SELECT run_id FROM ingest_runs ORDER BY started_at DESC LIMIT
 ORDER BY r.started_at DESC
 """
 
+RECENT_TRAINS = """
+SELECT train_run_id, status, device, preset, round(epoch(finished_at - started_at), 1) AS seconds,
+       coalesce(message, '') AS message
+FROM train_runs ORDER BY started_at DESC LIMIT ?
+"""
+RECENT_SCORES = """
+SELECT score_run_id, status, pending_jobs, forecasts, gpu_mem_gb,
+       round(epoch(finished_at - started_at), 1) AS seconds, coalesce(message, '') AS message
+FROM score_runs ORDER BY started_at DESC LIMIT ?
+"""
+
 
 def _table(df: pl.DataFrame) -> str:
     with pl.Config(tbl_rows=200, tbl_cols=30, tbl_width_chars=200, fmt_str_lengths=80,
@@ -27,29 +40,42 @@ def _table(df: pl.DataFrame) -> str:
         return str(df)
 
 
+def markdown_table(df: pl.DataFrame) -> str:
+    """A frame as a Markdown table (for Prefect artifacts)."""
+    with pl.Config(tbl_formatting="MARKDOWN", tbl_rows=200, tbl_cols=30, fmt_str_lengths=80, float_precision=3,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_width_chars=400):
+        return str(df)
+
+
 def status_text(settings: Settings, limit: int = 10) -> str:
-    con = connect_reader(settings.db_path)
+    con = connect_reader(settings.query_path)
     try:
         runs = con.sql(RECENT_RUNS, params=[limit]).pl()
         failures = con.sql(FAILURES, params=[limit]).pl()
         totals = con.sql(
             "SELECT status, count(*) AS jobs FROM job_logs GROUP BY ALL ORDER BY jobs DESC"
         ).pl()
+        trains = con.sql(RECENT_TRAINS, params=[limit]).pl()
+        scores = con.sql(RECENT_SCORES, params=[limit]).pl()
     finally:
         con.close()
-    lines = [f"Recent ingest runs ({settings.db_path}):", _table(runs)]
+    lines = [f"Recent ingest runs ({settings.query_path}):", _table(runs)]
     if failures.height:
         lines += ["", "Failed runs and rejected files:"]
         for row in failures.iter_rows(named=True):
             what = f"{row['source_file']}: {row['reason']}" if row["source_file"] else row["message"]
             lines.append(f"- {row['run_id']}: {what}")
     lines += ["", "Jobs in job_logs by status:", _table(totals)]
+    if trains.height:
+        lines += ["", "Recent train runs:", _table(trains)]
+    if scores.height:
+        lines += ["", "Recent score runs:", _table(scores)]
     return "\n".join(lines)
 
 
 def run_query(settings: Settings, query: str, fmt: str = "table") -> str:
-    """Run one read-only query; the connection cannot write, ATTACH, or read other files."""
-    con = connect_reader(settings.db_path)
+    """Run one read-only query on the published copy; it cannot write, ATTACH, or read other files."""
+    con = connect_reader(settings.query_path)
     try:
         df = con.sql(query).pl()
     finally:
@@ -61,8 +87,8 @@ def run_query(settings: Settings, query: str, fmt: str = "table") -> str:
     return _table(df) + "\n"
 
 
-def latest_train_run(settings: Settings) -> str:
-    con = connect_reader(settings.db_path)
+def latest_train_run(settings: Settings, path: Path | None = None) -> str:
+    con = connect_reader(path or settings.query_path)
     try:
         row = con.execute(
             "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"
@@ -74,9 +100,9 @@ def latest_train_run(settings: Settings) -> str:
     return row[0]
 
 
-def train_tables(settings: Settings, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def train_tables(settings: Settings, run_id: str, path: Path | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(summary over repeats per target/model/split, champions) of one train run."""
-    con = connect_reader(settings.db_path)
+    con = connect_reader(path or settings.query_path)
     try:
         summary = con.sql(TRAIN_SUMMARY, params=[run_id]).pl()
         champions = con.sql("SELECT * FROM model_champions WHERE train_run_id = ? ORDER BY target", params=[run_id]).pl()
@@ -97,5 +123,5 @@ FROM model_metrics WHERE train_run_id = ? GROUP BY ALL ORDER BY target, split, r
 def train_report(settings: Settings, run_id: str) -> str:
     from gpucast.tasks.report import markdown
 
-    summary, champions = train_tables(settings, run_id)
+    summary, champions = train_tables(settings, run_id, settings.db_path)  # inside the run: the working file
     return markdown(run_id, summary, champions)

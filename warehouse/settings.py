@@ -48,6 +48,16 @@ class Settings:
         return self.home / "reports"
 
     @property
+    def published_path(self) -> Path:
+        """The planners' copy: replaced atomically at the end of each run (see warehouse/publish.py)."""
+        return self.home / "published.duckdb"
+
+    @property
+    def query_path(self) -> Path:
+        """What people query: the published copy once one exists, else the working file."""
+        return self.published_path if self.published_path.exists() else self.db_path
+
+    @property
     def lock_path(self) -> Path:
         return self.home / "writer.lock"
 

@@ -65,9 +65,10 @@ def test_deployment_definitions_load():
     spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     names = {d["name"]: d for d in spec["deployments"]}
     assert names["gpu-train"]["work_pool"]["name"] == "gpu"
-    for d in spec["deployments"]:
-        flow = load_flow_from_entrypoint(str(ROOT / d["entrypoint"]))
-        assert flow.name == "train-models"
+    assert names["nightly"]["work_pool"]["name"] == "cpu"
+    assert names["nightly"]["schedules"][0]["cron"] == "0 2 * * *"
+    flows = {d["name"]: load_flow_from_entrypoint(str(ROOT / d["entrypoint"])).name for d in spec["deployments"]}
+    assert flows == {"gpu-train": "train-models", "nightly": "nightly"}
 
 
 

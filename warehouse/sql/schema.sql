@@ -174,3 +174,85 @@ CREATE TABLE IF NOT EXISTS model_champions (
     skipped_reason VARCHAR,
     PRIMARY KEY (train_run_id, target)
 );
+
+-- Forecasts (issue 4) ----------------------------------------------------------------------------
+-- One row per scoring run. Its forecasts are inserted in the same transaction that marks it
+-- `published`, so a reader sees all of a run's forecasts or none.
+CREATE TABLE IF NOT EXISTS score_runs (
+    score_run_id VARCHAR PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,           -- published | failed
+    pending_jobs BIGINT,
+    forecasts BIGINT,
+    targets VARCHAR[],
+    gpu_mem_gb DOUBLE,                 -- the GPU size `oom_risk` was judged against
+    message VARCHAR
+);
+
+-- Per pending job and target: the champion's P10 / P50 / P90 (split-conformal, see README).
+CREATE TABLE IF NOT EXISTS forecasts (
+    job_id VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    p10 DOUBLE NOT NULL,
+    p50 DOUBLE NOT NULL,
+    p90 DOUBLE NOT NULL,
+    model VARCHAR NOT NULL,
+    train_run_id VARCHAR NOT NULL,
+    score_run_id VARCHAR NOT NULL,
+    scored_at TIMESTAMPTZ NOT NULL,
+    safe_request_gb DOUBLE,            -- peak_gpu_mem_gb only: P90 plus allocator headroom
+    gpu_mem_gb DOUBLE,                 -- peak_gpu_mem_gb only: the GPU size judged against
+    oom_risk BOOLEAN,                  -- peak_gpu_mem_gb only: safe_request_gb > gpu_mem_gb
+    PRIMARY KEY (score_run_id, job_id, target)
+);
+
+-- Planner views --------------------------------------------------------------------------------
+-- The latest published forecast of every job that is still PENDING, per target.
+CREATE OR REPLACE VIEW pending_forecasts AS
+SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb, f.oom_risk,
+       f.model, f.train_run_id, f.score_run_id, f.scored_at,
+       j.queue, j.team, j.model_type, j.submitted_at
+FROM forecasts f
+JOIN job_logs j ON j.job_id = f.job_id AND j.status = 'PENDING'
+QUALIFY row_number() OVER (PARTITION BY f.job_id, f.target ORDER BY f.scored_at DESC, f.score_run_id DESC) = 1;
+
+-- Per submission day and queue. runtime_hours is GPU wall time of a one-GPU job, so it sums to
+-- GPU-hours; summed P90s are a conservative bound (not the P90 of the sum).
+CREATE OR REPLACE VIEW capacity_daily AS
+SELECT CAST(submitted_at AS DATE) AS submitted_day,
+       queue,
+       count(DISTINCT job_id) AS jobs,
+       sum(p50) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p50,
+       sum(p90) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p90,
+       sum(p50) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p50,
+       sum(p90) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p90,
+       max(p90) FILTER (WHERE target = 'peak_gpu_mem_gb') AS mem_p90_max_gb,
+       count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 24) AS jobs_over_24gb,
+       count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 40) AS jobs_over_40gb,
+       count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 80) AS jobs_over_80gb
+FROM pending_forecasts
+GROUP BY ALL;
+
+-- Per target and model: mean metrics of the latest successful train run that trained the target.
+CREATE OR REPLACE VIEW model_leaderboard AS
+WITH latest AS (
+    SELECT c.target, c.train_run_id, c.model AS champion
+    FROM model_champions c JOIN train_runs r USING (train_run_id)
+    WHERE r.status = 'succeeded' AND c.model IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY r.started_at DESC) = 1
+)
+SELECT m.target, m.model, any_value(m.preset) AS preset, l.train_run_id,
+       rank() OVER (PARTITION BY m.target ORDER BY avg(m.rmse) FILTER (WHERE m.split = 'validation')) AS rank,
+       m.model = l.champion AS is_champion,
+       avg(m.rmse) FILTER (WHERE m.split = 'validation') AS validation_rmse,
+       avg(m.mse) FILTER (WHERE m.split = 'test') AS test_mse,
+       avg(m.rmse) FILTER (WHERE m.split = 'test') AS test_rmse,
+       avg(m.mae) FILTER (WHERE m.split = 'test') AS test_mae,
+       avg(m.mape) FILTER (WHERE m.split = 'test') AS test_mape,
+       avg(m.r2) FILTER (WHERE m.split = 'test') AS test_r2,
+       count(DISTINCT m.repeat) AS repeats,
+       avg(m.train_seconds) AS train_seconds,
+       any_value(m.device) AS device
+FROM model_metrics m JOIN latest l ON l.target = m.target AND l.train_run_id = m.train_run_id
+GROUP BY m.target, m.model, l.train_run_id, l.champion;

@@ -1,0 +1,143 @@
+"""Prefect flow `nightly`: ingest → validate → features → train → score → publish.
+
+Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
+failed. Transient steps retry (loading, scoring, publishing); a validation failure does not: it
+fails the run with the reason, and the planners keep the previous night's forecasts.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact
+
+from gpucast.flows.ingest import ingest_job_logs
+from gpucast.flows.score import score_pending
+from gpucast.flows.train import train_where_possible
+from gpucast.tasks import contract as c
+from gpucast.tasks.features import labelled_rows
+from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
+from gpucast.tasks.train import DEFAULT_MIN_LABELLED
+from gpucast.warehouse import db
+from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.report import markdown_table
+from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.training import read_job_logs
+
+MAX_REJECT_ENV = "GPUCAST_MAX_REJECT_FRACTION"
+DEFAULT_MAX_REJECT_FRACTION = 0.2
+ARTIFACT_KEY = "nightly-report"
+
+
+class ValidationFailed(RuntimeError):
+    """Too much of tonight's input broke the contract to trust a retrain on it."""
+
+
+@task(name="check-validation")
+def check_validation(ingest: dict, max_reject_fraction: float) -> list[str]:
+    """Fail when the rejected share of tonight's rows exceeds the limit; return warnings otherwise."""
+    read = ingest["rows_read"]
+    share = ingest["rows_rejected"] / read if read else 0.0
+    warnings = []
+    if ingest["files_rejected"]:
+        warnings.append(f"{ingest['files_rejected']} file(s) rejected whole: see rejected_files")
+    if share > max_reject_fraction:
+        with db.writer(Settings.from_env()) as con:
+            top = con.execute(
+                "SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs "
+                "WHERE ingest_run_id = ?) GROUP BY ALL ORDER BY n DESC LIMIT 3", [ingest["run_id"]]).fetchall()
+        reasons = "; ".join(f"{n:,} x {r}" for r, n in top)
+        raise ValidationFailed(
+            f"validation failed: {ingest['rows_rejected']:,} of {read:,} rows rejected ({share:.1%}), more than "
+            f"{max_reject_fraction:.0%} ({MAX_REJECT_ENV}); most common: {reasons}. Rows are in rejected_job_logs "
+            f"(ingest_run_id = '{ingest['run_id']}'); fix the exporter or raise the limit, then rerun.")
+    if ingest["rows_rejected"]:
+        warnings.append(f"{ingest['rows_rejected']:,} row(s) rejected ({share:.1%}): see rejected_job_logs")
+    return warnings
+
+
+@task(name="features")
+def feature_summary() -> dict:
+    """What tonight's models will learn from and score: labelled jobs per target, pending jobs."""
+    jobs = read_job_logs(Settings.from_env())
+    return {
+        "jobs": jobs.height,
+        "pending": jobs.filter(pl.col(c.STATUS) == "PENDING").height,
+        "labelled": {t: labelled_rows(jobs, t).height for t in c.TARGETS},
+        "missing_feature_share": {f: round(jobs[f].null_count() / max(jobs.height, 1), 4) for f in c.FEATURES},
+    }
+
+
+@task(name="publish", retries=2, retry_delay_seconds=5)
+def publish() -> str:
+    return str(publish_snapshot(Settings.from_env()))
+
+
+def _report(ingest: dict | None, features: dict | None, train: dict | None, score: dict | None,
+            warnings: list[str], error: str | None) -> str:
+    settings = Settings.from_env()
+    lines = ["# gpucast nightly", ""]
+    lines.append(f"**FAILED**: {error}" if error else "**Succeeded**")
+    if ingest:
+        lines += ["", "## Ingest", f"run `{ingest['run_id']}`: {ingest['files']} file(s), rows read {ingest['rows_read']:,} = "
+                  f"loaded {ingest['rows_loaded']:,} + rejected {ingest['rows_rejected']:,} + duplicate "
+                  f"{ingest['rows_duplicate']:,}; files rejected {ingest['files_rejected']}"]
+    if features:
+        lines += ["", "## Features", f"{features['jobs']:,} jobs, {features['pending']:,} pending; labelled: "
+                  + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
+    if train:
+        lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
+    with db.writer(settings) as con:
+        board = con.sql("SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds "
+                        "FROM model_leaderboard ORDER BY target, rank").pl()
+        totals = con.sql("SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, "
+                         "sum(gpu_hours_p90) AS gpu_hours_p90, sum(jobs_over_24gb) AS over_24gb, "
+                         "sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb FROM capacity_daily").pl()
+    if board.height:
+        lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
+    if score:
+        lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
+                  f"{score['pending_jobs']:,} pending jobs", "", markdown_table(totals)]
+    if warnings:
+        lines += ["", "## Warnings", *[f"- {w}" for w in warnings]]
+    return "\n".join(lines) + "\n"
+
+
+@flow(name="nightly", log_prints=True)
+def nightly(
+    paths: list[str] | None = None,
+    models: list[str] | None = None,
+    preset: str = "paper",
+    repeats: int = 3,
+    epochs: int | None = None,
+    min_labelled: int = DEFAULT_MIN_LABELLED,
+    gpu_mem_gb: float = DEFAULT_GPU_MEM_GB,
+    max_reject_fraction: float | None = None,
+    train: bool = True,
+) -> dict:
+    """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails."""
+    if max_reject_fraction is None:
+        max_reject_fraction = float(os.environ.get(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION))
+    ingest = features = trained = scored = None
+    warnings: list[str] = []
+    try:
+        ingest = ingest_job_logs(paths=paths, publish=False)
+        warnings += check_validation(ingest, max_reject_fraction)
+        features = feature_summary()
+        if train:
+            trained = train_where_possible(models=models, preset=preset, repeats=repeats, epochs=epochs,
+                                           min_labelled=min_labelled, publish=False)
+        scored = score_pending(gpu_mem_gb=gpu_mem_gb, publish=False)
+    except Exception as exc:
+        report = _report(ingest, features, trained, scored, warnings, f"{type(exc).__name__}: {exc}")
+        create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
+        publish()
+        raise
+    where = publish()
+    report = _report(ingest, features, trained, scored, warnings, None)
+    create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
+    print(f"published {where}")
+    return {"ingest": ingest, "features": features, "train": trained, "score": scored, "warnings": warnings,
+            "published": where, "report": report}

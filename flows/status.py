@@ -1,0 +1,60 @@
+"""On-call view of Prefect: recent flow runs with state, duration and the failing step's error."""
+
+from __future__ import annotations
+
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentTaskRunId,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
+from prefect.client.schemas.objects import StateType
+from prefect.client.schemas.sorting import FlowRunSort
+
+FAILED = {StateType.FAILED, StateType.CRASHED}
+
+
+def recent_flow_runs(limit: int = 10) -> list[dict]:
+    """Top-level flow runs, newest first: flow, run name, state, start, seconds, failing step, error."""
+    rows = []
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_task_run_id=FlowRunFilterParentTaskRunId(is_null_=True)),
+            sort=FlowRunSort.START_TIME_DESC, limit=limit)
+        flows = {f.id: f.name for f in client.read_flows(limit=200)}
+        for run in runs:
+            state = run.state.type if run.state else None
+            row = {"flow": flows.get(run.flow_id, str(run.flow_id)), "run": run.name,
+                   "state": run.state.name if run.state else "?", "started": run.start_time,
+                   "seconds": round(run.total_run_time.total_seconds(), 1), "failed_step": None, "error": None,
+                   "id": str(run.id)}
+            if state in FAILED:
+                row["failed_step"], row["error"] = _failing_step(client, run)
+            rows.append(row)
+    return rows
+
+
+def _failing_step(client, run) -> tuple[str | None, str | None]:
+    """The failed task runs (subflows appear as tasks of their parent) and the run's own message."""
+    failed = client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=list(FAILED)))))
+    steps = ", ".join(sorted({t.name for t in failed})) or None
+    message = run.state.message if run.state else None
+    return steps, message
+
+
+def flow_runs_text(limit: int = 10) -> str:
+    rows = recent_flow_runs(limit)
+    if not rows:
+        return "Recent flow runs: none recorded by this Prefect API yet."
+    lines = ["Recent flow runs (newest first):"]
+    for r in rows:
+        started = r["started"].strftime("%Y-%m-%d %H:%M:%S") if r["started"] else "not started"
+        lines.append(f"- {r['flow']:<16} {r['state']:<10} {started}  {r['seconds']:>7.1f} s  {r['run']} ({r['id']})")
+        if r["failed_step"] or r["error"]:
+            lines.append(f"    failed step: {r['failed_step'] or '?'}; error: {r['error'] or '?'}")
+    return "\n".join(lines)
