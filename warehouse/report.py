@@ -80,6 +80,10 @@ def run_query(settings: Settings, query: str, fmt: str = "table") -> str:
         df = con.sql(query).pl()
     finally:
         con.close()
+    # DuckDB sums integers into HUGEINT (a Polars Decimal(38, 0)); JSON would write it as a string.
+    df = df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
+                         *[pl.col(n).cast(pl.Int64 if t.scale == 0 else pl.Float64)
+                           for n, t in df.schema.items() if isinstance(t, pl.Decimal)])
     if fmt == "csv":
         return df.write_csv()
     if fmt == "json":

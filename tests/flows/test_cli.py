@@ -13,17 +13,27 @@ from tests.records import jsonl, record
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
 
-def test_demo_then_status_and_sql(home, capsys):
-    assert main(["demo", "--days", "1", "--jobs-per-day", "80"]) == 0
-    out = capsys.readouterr().out
-    assert "[3/3] status" in out and "succeeded" in out
+QUICK = ["--models", "lightgbm,linear_fs,transformer_bigru", "--preset", "tiny", "--repeats", "1", "--epochs", "2",
+         "--min-labelled", "50"]
 
-    assert main(["sql", "SELECT count(*) AS n FROM job_logs", "--format", "json"]) == 0
-    n = json.loads(capsys.readouterr().out)[0]["n"]
-    assert n > 50
+
+def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
+    assert main(["demo", "--days", "2", "--jobs-per-day", "200", *QUICK]) == 0
+    out = capsys.readouterr().out
+    assert "Capacity needed by the pending queue" in out and "Where to look next" in out
+
+    assert main(["sql", "SELECT sum(jobs) AS n FROM capacity_daily", "--format", "json"]) == 0
+    planned = json.loads(capsys.readouterr().out)[0]["n"]
+    assert main(["sql", "SELECT count(*) AS n FROM job_logs WHERE status = 'PENDING'", "--format", "json"]) == 0
+    assert planned == json.loads(capsys.readouterr().out)[0]["n"] > 20
 
     assert main(["sql", "SELECT status, count(*) AS n FROM job_logs GROUP BY ALL ORDER BY 1", "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("status,n\n")
+
+    assert main(["status", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Recent score runs" in out and "published" in out
+    assert "nightly" in out and "Completed" in out
 
 
 def test_status_names_rejected_files(home, tmp_path, capsys):

@@ -1,0 +1,129 @@
+"""Benchmark: bulk scoring of 1,000,000 pending jobs, and the nightly run end to end.
+
+    python tests/benchmarks/bench_score.py [--pending 1000000] [--nightly-completed 100000]
+                                           [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly]
+
+Part 1, scoring. A warehouse with 10k completed jobs (trained on: every baseline and the
+Transformer-BiGRU `paper` preset for `--nn-epochs`; the number of epochs does not change its scoring
+speed) and 1M pending jobs. Figures:
+  * the real `score-pending` flow: read pending jobs, 3 targets x (encode, predict, conformal
+    interval, memory advice), stage, one-transaction publish into DuckDB, refresh of the planners'
+    copy: jobs per minute, with the champions it used;
+  * per model, `Scorer.score` alone on the 1M jobs (encode + predict + interval): jobs per minute
+    for the champion and for the Transformer-BiGRU. Target: >= 1,000,000 jobs/minute for the
+    champion on the 2-core machine. The named baseline is the champion itself.
+Part 2, the nightly flow end to end on `--nightly-completed` completed + `--nightly-pending`
+pending jobs (simulated files in the inbox): ingest, validate, features, train (all nine models,
+1 repeat, network capped at `--nn-epochs`), score, publish; wall seconds per step.
+Peak RSS of this process is printed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+os.environ["GPUCAST_HOME"] = tempfile.mkdtemp(prefix="gpucast-bench-score-")
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+import gpucast.flows  # noqa: E402, F401  (Prefect defaults)
+from gpucast.tasks import contract as c  # noqa: E402
+from gpucast.tasks.models import registry  # noqa: E402
+from gpucast.tasks.score import Champion, Scorer  # noqa: E402
+from gpucast.tasks.simulate import SimConfig, simulate_jobs  # noqa: E402
+from gpucast.warehouse.settings import Settings  # noqa: E402
+
+
+def jobs(n: int, seed: int, pending_fraction: float, status: str | None = None) -> pl.DataFrame:
+    df = simulate_jobs(int(n * (1.5 if status == "COMPLETED" else 1.0)) + 100, np.random.default_rng(seed),
+                       SimConfig().start, pending_fraction=pending_fraction)
+    if status:
+        df = df.filter(pl.col(c.STATUS) == status)
+    return df.head(n)
+
+
+def part_scoring(n_pending: int, nn_epochs: int) -> None:
+    from gpucast.flows.ingest import ingest_job_logs
+    from gpucast.flows.score import score_pending
+    from gpucast.flows.train import train_models
+
+    settings = Settings.from_env().ensure()
+    src = settings.home / "bench"
+    src.mkdir()
+    jobs(10_000, 1, 0.0, "COMPLETED").write_parquet(src / "completed.parquet")
+    jobs(n_pending, 2, 1.0).with_columns(pl.lit("PENDING").alias(c.STATUS)).write_parquet(src / "pending.parquet")
+    t = time.perf_counter()
+    ingest_job_logs(paths=[str(src)])
+    print(f"setup: ingested 10,000 completed + {n_pending:,} pending jobs in {time.perf_counter() - t:.1f} s", flush=True)
+    train = train_models(repeats=1, epochs=nn_epochs)
+    print(f"setup: trained {train['train_run_id']}", flush=True)
+
+    t = time.perf_counter()
+    out = score_pending()
+    s = time.perf_counter() - t
+    print(f"\nscore-pending flow: {out['pending_jobs']:,} jobs x 3 targets, {out['forecasts']:,} forecasts published "
+          f"in {s:.1f} s = {out['pending_jobs'] / s * 60:,.0f} jobs/min (champions {out['champions']})", flush=True)
+
+    model_dir = Path(train["targets"][0]["champion"] and Settings.from_env().models_dir / train["train_run_id"])
+    pending = pl.read_parquet(src / "pending.parquet")
+    rows = []
+    for target_out in train["targets"]:
+        target = target_out["target"]
+        for name in dict.fromkeys([target_out["champion"], registry.NN]):
+            scorer = Scorer(Champion(target, name, train["train_run_id"], str(model_dir / target)))
+            t = time.perf_counter()
+            f = scorer.score(pending)
+            s = time.perf_counter() - t
+            rows.append({"target": target, "model": name, "champion": name == target_out["champion"],
+                         "jobs": f.height, "seconds": round(s, 2), "jobs_per_min": round(f.height / s * 60)})
+            print(f"  {target:18s} {name:18s} {f.height:,} jobs in {s:.2f} s = {f.height / s * 60:,.0f} jobs/min", flush=True)
+    df = pl.DataFrame(rows)
+    champ = df.filter(pl.col("champion")).select(pl.col("target"), pl.col("jobs_per_min").alias("champion_jpm"))
+    nn = df.filter(pl.col("model") == registry.NN).select("target", pl.col("jobs_per_min").alias("nn_jpm"))
+    with pl.Config(tbl_rows=20, tbl_width_chars=200, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        print(df)
+        print(champ.join(nn, on="target").with_columns((pl.col("nn_jpm") / pl.col("champion_jpm")).round(3)
+                                                       .alias("nn_vs_champion")))
+
+
+def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
+    from gpucast.flows.nightly import nightly
+
+    os.environ["GPUCAST_HOME"] = tempfile.mkdtemp(prefix="gpucast-bench-nightly-")
+    settings = Settings.from_env().ensure()
+    days = 7
+    for d in range(days):
+        part = pl.concat([jobs(n_completed // days, 10 + d, 0.0, "COMPLETED"),
+                          jobs(n_pending // days, 100 + d, 1.0).with_columns(pl.lit("PENDING").alias(c.STATUS))])
+        part.write_parquet(settings.inbox_dir / f"day-{d}.parquet")
+    t = time.perf_counter()
+    out = nightly(repeats=1, epochs=nn_epochs)
+    total = time.perf_counter() - t
+    print(f"\nnightly end to end: {out['ingest']['rows_loaded']:,} jobs loaded, {out['score']['forecasts']:,} forecasts, "
+          f"trained {out['train']['where']}: {total:.1f} s ({total / 60:.1f} min)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pending", type=int, default=1_000_000)
+    ap.add_argument("--nightly-completed", type=int, default=100_000)
+    ap.add_argument("--nightly-pending", type=int, default=10_000)
+    ap.add_argument("--nn-epochs", type=int, default=3)
+    ap.add_argument("--skip-nightly", action="store_true")
+    ap.add_argument("--skip-scoring", action="store_true")
+    args = ap.parse_args()
+    if not args.skip_scoring:
+        part_scoring(args.pending, args.nn_epochs)
+    if not args.skip_nightly:
+        part_nightly(args.nightly_completed, args.nightly_pending, args.nn_epochs)
+    print(f"\npeak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The `nightly` flow and scoring as on-call and planners meet them: artifacts, failures, atomic publishing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from gpucast.flows.cli import main
+from gpucast.tasks import contract as c
+from gpucast.tasks.simulate import SimConfig, write_logs
+from gpucast.warehouse import forecast
+from gpucast.warehouse.db import writer
+from gpucast.warehouse.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50"]
+
+
+def _scalar(path: Path, sql: str, params=None):
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql, params or []).fetchone()[0]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsys):
+    write_logs(home / "inbox" / "week", SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=4))
+    assert main(["nightly", *QUICK, "--gpu-mem-gb", "40"]) == 0
+    published = home / "published.duckdb"
+    pending = _scalar(published, "SELECT count(*) FROM job_logs WHERE status = 'PENDING'")
+    assert pending > 50
+    assert _scalar(published, "SELECT count(*) FROM forecasts") == 3 * pending
+    assert _scalar(published, "SELECT count(*) FROM pending_forecasts") == 3 * pending
+    assert _scalar(published, "SELECT count(*) FROM model_leaderboard") == 3 * 2
+    assert _scalar(published, "SELECT count(*) FROM model_leaderboard WHERE is_champion") == 3
+    # the memory advice is judged against the GPU size asked for, on the memory target only
+    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb = 40 AND target = ?",
+                   [c.PEAK_GPU_MEM_GB]) == pending
+    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE oom_risk <> (safe_request_gb > 40)") == 0
+    assert _scalar(published, "SELECT bool_and(p10 <= p50 AND p50 <= p90) FROM forecasts")
+    assert _scalar(published, "SELECT sum(jobs) FROM capacity_daily") == pending
+
+    from prefect.artifacts import Artifact
+
+    report = Artifact.get("nightly-report").data
+    assert "**Succeeded**" in report and "rows read" in report and "## Leaderboard" in report
+
+    # a second night with nothing new re-scores with tonight's champions; views show the latest run only
+    assert main(["nightly", "--no-train"]) == 0
+    assert _scalar(published, "SELECT count(*) FROM score_runs WHERE status = 'published'") == 2
+    assert _scalar(published, "SELECT count(*) FROM pending_forecasts") == 3 * pending
+    assert _scalar(published, "SELECT count(DISTINCT score_run_id) FROM pending_forecasts") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys):
+    write_logs(tmp_path / "bad", SimConfig(days=1, jobs_per_day=200, dirty_fraction=0.5, seed=3))
+    assert main(["nightly", str(tmp_path / "bad"), *QUICK]) == 4
+    err = capsys.readouterr().err
+    assert "validation failed" in err and "rejected_job_logs" in err
+
+    from prefect.artifacts import Artifact
+
+    assert "**FAILED**: ValidationFailed: validation failed" in Artifact.get("nightly-report").data
+    published = home / "published.duckdb"
+    assert _scalar(published, "SELECT count(*) FROM train_runs") == 0  # stopped before training
+    assert _scalar(published, "SELECT count(*) FROM rejected_job_logs") > 0  # and the evidence is published
+
+    assert main(["status", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "nightly" in out and "Failed" in out
+    assert "failed step: check-validation" in out and "validation failed" in out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy(home, tmp_path, capsys):
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, pending_fraction=0.2, seed=6))
+    assert main(["nightly", str(tmp_path / "logs"), *QUICK]) == 0
+    published = home / "published.duckdb"
+    first = _scalar(published, "SELECT count(*) FROM forecasts")
+
+    # A planner's session stays open on the published copy while the pipeline scores and publishes again.
+    planner = duckdb.connect(str(published), read_only=True)
+    try:
+        assert main(["score"]) == 0
+        assert planner.execute("SELECT count(*) FROM forecasts").fetchone()[0] == first  # its snapshot
+        # a new session (another process: DuckDB shares one instance per path inside a process) sees both runs
+        code = (f"import duckdb; con = duckdb.connect({str(published)!r}, read_only=True); "
+                "print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0])")
+        assert int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) == 2 * first
+    finally:
+        planner.close()
+
+    # A publish that fails half-way (the second staged part is missing) leaves nothing of its run.
+    settings = Settings.from_env()
+    part = tmp_path / "part.parquet"
+    with writer(settings) as con:
+        con.execute(f"COPY (SELECT * REPLACE ('score-broken' AS score_run_id) FROM forecasts LIMIT 10) TO '{part}'")
+        with pytest.raises(duckdb.Error):
+            forecast.publish(con, "score-broken", *[con.execute("SELECT now()").fetchone()[0]] * 2,
+                             [part, tmp_path / "missing.parquet"], 10, ["x"], 80.0)
+        assert con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM score_runs WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_real_server_creates_the_nightly_schedule(tmp_path):
+    """`prefect server start` + `prefect deploy --all` from prefect.yaml: the cron creates scheduled runs."""
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+           "GPUCAST_REPO": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
+    prefect = [sys.executable, "-m", "prefect"]
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen([*prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+            time.sleep(1)
+        for pool in ("cpu", "gpu"):
+            subprocess.run([*prefect, "work-pool", "create", pool, "--type", "process"], env=env, check=True, cwd=ROOT)
+        subprocess.run([*prefect, "--no-prompt", "deploy", "--all"], env=env, check=True, cwd=ROOT)
+        deadline = time.monotonic() + 90
+        while True:
+            out = subprocess.run([*prefect, "flow-run", "ls", "--flow-name", "nightly", "--state", "SCHEDULED",
+                                  "-o", "json"], env=env, capture_output=True, text=True, cwd=ROOT).stdout
+            runs = json.loads(out) if out.strip().startswith("[") else []
+            if runs:
+                break
+            assert time.monotonic() < deadline, out + (tmp_path / "server.log").read_text()[-3000:]
+            time.sleep(3)
+        # the cron is 02:00 UTC: every scheduled run starts at 02:00
+        starts = {r["expected_start_time"][11:16] for r in runs}
+        assert starts == {"02:00"}, runs
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
