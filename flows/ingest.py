@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 from gpucast.tasks import ingest as steps
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
 from gpucast.warehouse import db, load
+from gpucast.warehouse.housekeeping import claim_staging, failpoint, sweep_orphans
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
 
@@ -67,11 +68,13 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
     settings = Settings.from_env().ensure()
     started_at = datetime.now(UTC)
     run_id = f"ingest-{started_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    staging_dir = settings.staging_dir / run_id
+    sweep_orphans(settings)
+    staging_dir = claim_staging(settings.staging_dir / run_id)
     files = find_files(paths, settings)
     print(f"{run_id}: {len(files)} file(s) to ingest")
     try:
         results = [stage_file(f, staging_dir, i, chunk_rows) for i, f in enumerate(files)]
+        failpoint("ingest:after-staging")
         totals = load_run(run_id, started_at, staging_dir, results, settings)
     except Exception as exc:
         record_failure(run_id, started_at, len(files), f"{type(exc).__name__}: {exc}", settings)

@@ -21,6 +21,7 @@ from gpucast.tasks.features import labelled_rows
 from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
 from gpucast.tasks.train import DEFAULT_MIN_LABELLED
 from gpucast.warehouse import db
+from gpucast.warehouse.housekeeping import exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import markdown_table
 from gpucast.warehouse.settings import Settings
@@ -120,6 +121,12 @@ def nightly(
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails."""
     if max_reject_fraction is None:
         max_reject_fraction = float(os.environ.get(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION))
+    settings = Settings.from_env().ensure()
+    with exclusive_run(settings, "nightly"):
+        return _nightly(paths, models, preset, repeats, epochs, min_labelled, gpu_mem_gb, max_reject_fraction, train)
+
+
+def _nightly(paths, models, preset, repeats, epochs, min_labelled, gpu_mem_gb, max_reject_fraction, train) -> dict:
     ingest = features = trained = scored = None
     warnings: list[str] = []
     try:

@@ -12,6 +12,7 @@ from prefect import flow, get_run_logger, task
 from gpucast.tasks import score as steps
 from gpucast.tasks.score import Champion, Scorer
 from gpucast.warehouse import db, forecast
+from gpucast.warehouse.housekeeping import claim_staging, failpoint, sweep_orphans
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
 
@@ -51,8 +52,8 @@ def score_pending(gpu_mem_gb: float = steps.DEFAULT_GPU_MEM_GB, batch_rows: int 
     settings = Settings.from_env().ensure()
     started_at = datetime.now(UTC)
     score_run_id = f"score-{started_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    staging = settings.staging_dir / score_run_id
-    staging.mkdir(parents=True, exist_ok=True)
+    sweep_orphans(settings)
+    staging = claim_staging(settings.staging_dir / score_run_id)
     try:
         with db.writer(settings) as con:
             champions = forecast.latest_champions(con)
@@ -68,6 +69,7 @@ def score_pending(gpu_mem_gb: float = steps.DEFAULT_GPU_MEM_GB, batch_rows: int 
             out = staging / f"{ch.target}.parquet"
             score_target(ch, str(pending_path), str(out), score_run_id, started_at, gpu_mem_gb, batch_rows, device)
             parts.append(str(out))
+        failpoint("score:after-staging")
         n = publish_forecasts(score_run_id, started_at, parts, pending.height, [ch.target for ch in champions], gpu_mem_gb)
     except Exception as exc:
         with db.writer(settings) as con:

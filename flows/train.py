@@ -15,6 +15,7 @@ from gpucast.tasks import train as steps
 from gpucast.tasks.models.registry import REGISTRY
 from gpucast.tasks.models.transformer_bigru import pick_device
 from gpucast.warehouse import db, training
+from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import train_report
 from gpucast.warehouse.settings import Settings
@@ -66,7 +67,10 @@ def train_models(
         training.start_train_run(con, run_id, models, preset, repeats, used)
     print(f"{run_id}: {len(models)} model(s) x {len(targets)} target(s), preset {preset}, {repeats} repeat(s), on {used}")
     try:
-        outcomes = [train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs) for t in targets]
+        outcomes = []
+        for t in targets:
+            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs))
+            failpoint("train:after-first-target")
     except Exception as exc:
         with db.writer(settings) as con:
             training.finish_train_run(con, run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])

@@ -10,6 +10,7 @@ import polars as pl
 
 from gpucast.tasks import contract as c
 from gpucast.tasks.score import Champion
+from gpucast.warehouse.housekeeping import failpoint
 
 FORECAST_COLUMNS = ("job_id", "target", "p10", "p50", "p90", "model", "train_run_id", "score_run_id", "scored_at",
                     "safe_request_gb", "gpu_mem_gb", "oom_risk")
@@ -47,6 +48,7 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, started_at: datet
             n = con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = ?", [score_run_id]).fetchone()[0]
         con.execute("INSERT INTO score_runs VALUES (?, ?, ?, 'published', ?, ?, ?, ?, NULL)",
                     [score_run_id, started_at, finished_at, pending_jobs, n, targets, gpu_mem_gb])
+        failpoint("score:before-commit")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

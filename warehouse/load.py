@@ -21,6 +21,7 @@ import duckdb
 
 from gpucast.tasks import contract as c
 from gpucast.tasks.ingest import FileResult
+from gpucast.warehouse.housekeeping import failpoint
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = "md5(to_json(struct_pack(" + ", ".join(c.COLUMNS) + ")))"
@@ -76,6 +77,7 @@ def load_run(
             [datetime.now(UTC), totals["files_rejected"], totals["rows_read"], totals["rows_loaded"],
              totals["rows_rejected"], totals["rows_duplicate"], totals["message"], run_id],
         )
+        failpoint("ingest:before-commit")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

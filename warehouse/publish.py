@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from gpucast.warehouse.db import connect_writer, writer_lock
+from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.settings import Settings
 
 
@@ -34,15 +35,10 @@ def publish_snapshot(settings: Settings) -> Path:
                 shutil.copyfileobj(src, dst, length=16 << 20)
                 dst.flush()
                 os.fsync(dst.fileno())
+            failpoint("publish:before-rename")
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
     return target
 
 
-def remove_stale_temporaries(settings: Settings) -> list[Path]:
-    """Temporary copies left by a killed publish (call while holding the writer lock)."""
-    stale = list(settings.home.glob(f".{settings.published_path.name}.*.tmp"))
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return stale

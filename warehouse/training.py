@@ -14,11 +14,15 @@ from gpucast.warehouse.settings import Settings
 
 
 def read_job_logs(settings: Settings) -> pl.DataFrame:
-    """The contract columns of `job_logs` (the latest record of every job)."""
+    """The contract columns of `job_logs` (the latest record of every job), ordered by job_id.
+
+    The order matters: splits are permutations of row positions, so the same warehouse must give
+    the same rows in the same order for a seeded run to be reproducible.
+    """
     if not settings.db_path.exists():
         raise FileNotFoundError(f"no warehouse at {settings.db_path}: run `gpucast ingest` first")
     with writer(settings) as con:
-        return con.sql(f"SELECT {', '.join(c.COLUMNS)} FROM job_logs").pl()
+        return con.sql(f"SELECT {', '.join(c.COLUMNS)} FROM job_logs ORDER BY {c.JOB_ID}").pl()
 
 
 def start_train_run(con: duckdb.DuckDBPyConnection, run_id: str, models: list[str], preset: str, repeats: int,

@@ -1,0 +1,117 @@
+"""SIGKILL a real `gpucast nightly` process in the middle of ingest, training, scoring and publishing,
+then run it again: the warehouse must end as an uninterrupted run leaves it.
+
+The kill points are failpoints (`warehouse/housekeeping.py`): the process stops there, announces
+itself, and the test kills its whole process group (the Prefect temporary server included).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpucast.tasks.simulate import SimConfig, write_logs
+
+pytestmark = pytest.mark.slow
+
+ARGS = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50"]
+KILL_POINTS = [
+    "ingest:after-staging",        # files staged, nothing loaded
+    "ingest:before-commit",        # inside the load transaction
+    "train:after-first-target",    # one target's models and metrics written, two to go
+    "score:after-staging",         # forecasts staged, not published
+    "score:before-commit",         # inside the publish transaction
+    "publish:before-rename",       # the planners' copy written to a temporary file, not renamed
+]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("logs")
+    write_logs(out, SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, dirty_fraction=0.02, seed=11))
+    return out
+
+
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("prefect")  # shared: a warm Prefect database starts faster
+
+
+def nightly(home: Path, logs: Path, prefect_home: Path, failpoint: str | None = None, marker: Path | None = None):
+    env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_HOME": str(prefect_home)}
+    env.pop("PREFECT_API_URL", None)  # its own temporary server, not the test session's
+    if failpoint:
+        env.update(GPUCAST_FAILPOINT=failpoint, GPUCAST_FAILPOINT_MARKER=str(marker))
+    return subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "nightly", str(logs), *ARGS], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    return text
+
+
+def state(home: Path) -> dict[str, pl.DataFrame]:
+    """What planners and the next run depend on, without run ids, timestamps and arrival order."""
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        def q(sql):
+            return con.sql(sql).pl()
+
+        return {
+            "job_logs": q("SELECT * EXCLUDE (loaded_at, ingest_run_id, arrival) FROM job_logs ORDER BY job_id"),
+            "records": q("SELECT count(*) AS n, count(DISTINCT record_hash) AS distinct_n FROM job_log_records"),
+            "rejected": q("SELECT source_row, reason_text FROM rejected_job_logs ORDER BY ALL"),
+            "forecasts": q("SELECT job_id, target, model, round(p10, 6) AS p10, round(p50, 6) AS p50, round(p90, 6) AS p90, "
+                           "safe_request_gb, oom_risk FROM pending_forecasts ORDER BY job_id, target"),
+            "leaderboard": q("SELECT target, model, rank, round(validation_rmse, 6) AS v FROM model_leaderboard ORDER BY ALL"),
+        }
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, logs, prefect_home) -> dict[str, pl.DataFrame]:
+    home = tmp_path_factory.mktemp("reference")
+    finish(nightly(home, logs, prefect_home))
+    return state(home)
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_killed_nightly_then_rerun_equals_an_uninterrupted_run(point, tmp_path, logs, prefect_home, reference):
+    home, marker = tmp_path / "home", tmp_path / "marker"
+    proc = nightly(home, logs, prefect_home, point, marker)
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended before {point}: {proc.stdout.read().decode(errors='replace')[-3000:]}")
+        assert time.monotonic() < deadline, f"never reached {point}"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+
+    finish(nightly(home, logs, prefect_home))  # the next night (or the on-call rerun)
+
+    after = state(home)
+    for name, expected in reference.items():
+        assert after[name].equals(expected), f"{name} differs after a kill at {point}"
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        # no job twice, no forecast outside a published run, no run left 'running'
+        assert con.execute("SELECT count(*) - count(DISTINCT job_id) FROM job_logs").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM forecasts WHERE score_run_id NOT IN "
+                           "(SELECT score_run_id FROM score_runs WHERE status = 'published')").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM ingest_runs WHERE status = 'running'").fetchone()[0] <= 1
+    # no orphans: the killed run's staging folder and temporary copy are gone
+    assert [p.name for p in (home / "staging").iterdir()] == []
+    assert list(home.glob(".published.duckdb.*.tmp")) == []
+    # the planners' copy is a complete, current database
+    with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM pending_forecasts").fetchone()[0] == reference["forecasts"].height

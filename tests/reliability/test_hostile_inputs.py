@@ -1,0 +1,161 @@
+"""Hostile input: every case goes through the real ingest flow; none may crash a run or lose a row.
+
+Each case states its outcome: rows loaded, rows quarantined (and with which rule), duplicates,
+and files quarantined whole (and why). Every case also checks the accounting:
+rows read = loaded + rejected + duplicate, and one `ingest_files` row per file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.records import GOOD, jsonl, record
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+CSV_HEADER = ",".join(GOOD)
+
+
+def csv_row(**overrides) -> str:
+    rec = record(**overrides)
+    return ",".join("" if rec.get(k) is None else str(rec[k]) for k in GOOD)
+
+
+def line(**overrides) -> str:
+    return json.dumps(record(**overrides))
+
+
+@dataclass
+class Case:
+    id: str
+    files: dict[str, str | bytes]
+    loaded: int
+    rejected: int = 0
+    duplicate: int = 0
+    reason: str | None = None  # a substring of some rejected row's reason
+    file_rejected: str | None = None  # a substring of a quarantined file's reason
+    checks: list[tuple[str, object]] = field(default_factory=list)  # (SQL on the warehouse, expected scalar)
+
+
+def _gz(text: str) -> bytes:
+    return gzip.compress(text.encode())
+
+
+LONG = "x" * 5_000_000
+
+CASES = [
+    Case("truncated-line", {"a.jsonl": line(job_id="a") + "\n" + line(job_id="b")[:40] + "\n"}, 1, 1,
+         reason="not valid JSON"),
+    Case("invalid-json", {"a.jsonl": "{job_id: 'a'}\n" + line(job_id="b") + "\n"}, 1, 1, reason="not valid JSON"),
+    Case("not-an-object", {"a.jsonl": "[1, 2, 3]\n42\n" + line(job_id="b") + "\n"}, 1, 2),
+    Case("wrong-type-number", {"a.jsonl": jsonl(record(job_id="a", batch_size="lots"), record(job_id="b"))}, 1, 1,
+         reason="batch_size: 'lots' is not a number"),
+    Case("wrong-type-fraction", {"a.jsonl": jsonl(record(job_id="a", num_layers=12.5))}, 0, 1,
+         reason="is not a whole number"),
+    Case("wrong-type-bool", {"a.jsonl": jsonl(record(job_id="a", regularization="maybe"))}, 0, 1,
+         reason="is not a yes/no value"),
+    Case("wrong-type-timestamp", {"a.jsonl": jsonl(record(job_id="a", submitted_at="yesterday"))}, 0, 1,
+         reason="is not an ISO 8601 timestamp"),
+    Case("negative", {"a.jsonl": jsonl(record(job_id="a", params_million=-5))}, 0, 1, reason="params_million must be > 0"),
+    Case("zero", {"a.jsonl": jsonl(record(job_id="a", peak_gpu_mem_gb=0))}, 0, 1, reason="peak_gpu_mem_gb must be > 0"),
+    Case("nan", {"a.jsonl": '{"job_id": "a", "submitted_at": "2026-11-01T10:00:00Z", "status": "COMPLETED", '
+                 '"model_type": "CNN", "runtime_hours": NaN}\n'}, 0, 1, reason="runtime_hours"),
+    Case("inf-string", {"a.csv": CSV_HEADER + "\n" + csv_row(job_id="a", learning_rate="inf") + "\n"}, 0, 1,
+         reason="is not a finite number"),
+    Case("absurdly-large", {"a.jsonl": jsonl(record(job_id="a", gpu_demand_gflops=1e30), record(job_id="b"))}, 1, 1,
+         reason="gpu_demand_gflops must be > 0 and at most"),
+    Case("unknown-status", {"a.jsonl": jsonl(record(job_id="a", status="EXPLODED"))}, 0, 1, reason="status is one of"),
+    Case("status-spellings", {"a.jsonl": jsonl(record(job_id="a", status="succeeded"), record(job_id="b", status="queued"))},
+         2, checks=[("SELECT string_agg(status, ',' ORDER BY job_id) FROM job_logs", "COMPLETED,PENDING")]),
+    Case("unknown-precision", {"a.jsonl": jsonl(record(job_id="a", precision="FP7"))}, 0, 1, reason="precision is one of"),
+    Case("missing-required-field", {"a.jsonl": jsonl(record(job_id="a", model_type=...), record(job_id="b"))}, 1, 1,
+         reason="model_type is required"),
+    Case("missing-required-column", {"a.csv": "job_id,status\na,PENDING\n"}, 0,
+         file_rejected="missing required column(s) submitted_at"),
+    Case("duplicate-within-file", {"a.jsonl": jsonl(record(job_id="a"), record(job_id="a"), record(job_id="b"))}, 2,
+         duplicate=1),
+    Case("duplicate-across-files", {"a.jsonl": jsonl(record(job_id="a")), "b.jsonl": jsonl(record(job_id="a"))}, 1,
+         duplicate=1, checks=[("SELECT count(*) FROM job_logs", 1)]),
+    Case("out-of-order-updates",
+         {"a.jsonl": jsonl(record(job_id="a", status="COMPLETED", updated_at="2026-11-01T12:00:00Z")),
+          "b.jsonl": jsonl(record(job_id="a", status="RUNNING", updated_at="2026-11-01T11:00:00Z"))},
+         2, checks=[("SELECT status FROM job_logs WHERE job_id = 'a'", "COMPLETED"),
+                    ("SELECT count(*) FROM job_log_records", 2)]),
+    Case("updated-before-submitted", {"a.jsonl": jsonl(record(job_id="a", updated_at="2026-10-01T00:00:00Z"))}, 0, 1,
+         reason="updated_at is not before submitted_at"),
+    Case("empty-file", {"a.jsonl": ""}, 0, checks=[("SELECT status FROM ingest_files", "empty")]),
+    Case("blank-lines-only", {"a.jsonl": "\n\n  \n"}, 0),
+    Case("header-only-csv", {"a.csv": CSV_HEADER + "\n"}, 0),
+    Case("utf8-bom", {"a.csv": "\ufeff" + CSV_HEADER + "\n" + csv_row(job_id="a") + "\n"}, 1),
+    Case("non-utf8-bytes", {"a.csv": (CSV_HEADER + "\n" + csv_row(job_id="a", team="caf\xe9") + "\n").encode("latin-1")},
+         0, file_rejected="not valid UTF-8"),
+    Case("utf16", {"a.csv": (CSV_HEADER + "\n" + csv_row(job_id="a") + "\n").encode("utf-16")}, 0,
+         file_rejected="UTF-16"),
+    Case("mixed-line-endings", {"a.jsonl": line(job_id="a") + "\r\n" + line(job_id="b") + "\n" + line(job_id="c") + "\r\n"},
+         3),
+    Case("crlf-csv", {"a.csv": CSV_HEADER + "\r\n" + csv_row(job_id="a") + "\r\n" + csv_row(job_id="b") + "\r\n"}, 2),
+    Case("extra-columns", {"a.jsonl": jsonl({**record(job_id="a"), "gpu_vendor": "acme", "rack": 7})}, 1,
+         checks=[("SELECT list_sort(ignored_columns)::VARCHAR FROM ingest_files", "[gpu_vendor, rack]")]),
+    Case("renamed-columns", {"a.csv": "id,submit_time,state,model,lr\na,2026-11-01T10:00:00Z,done,CNN,0.01\n"}, 1,
+         checks=[("SELECT status || '/' || model_type FROM job_logs", "COMPLETED/CNN")]),
+    Case("ragged-csv-row", {"a.csv": CSV_HEADER + "\n" + csv_row(job_id="a") + "\nb,2026-11-01\n"}, 1, 1),
+    Case("very-long-line", {"a.jsonl": jsonl(record(job_id="a", team=LONG), record(job_id="b"))}, 2,
+         checks=[("SELECT max(length(team)) FROM job_logs", 5_000_000)]),
+    Case("job-id-too-long", {"a.jsonl": jsonl(record(job_id="j" * 500))}, 0, 1, reason="job_id is 1 to 128 characters"),
+    Case("sql-looking-strings",
+         {"a.jsonl": jsonl(record(job_id="a'; DROP TABLE job_logs; --", team="x\"); DELETE FROM job_logs; --"),
+                           record(job_id="b", model_type="CNN' OR '1'='1"))}, 2,
+         checks=[("SELECT count(*) FROM job_logs WHERE job_id = 'a''; DROP TABLE job_logs; --'", 1)]),
+    Case("path-looking-job-id", {"a.jsonl": jsonl(record(job_id="../../../../tmp/escape"), record(job_id="/etc/passwd"))}, 2),
+    Case("file-name-with-spaces", {"night shift (v2) #1.jsonl": jsonl(record(job_id="a"))}, 1),
+    Case("file-name-unusual-characters", {"jobs-é;$(rm -rf ~)'ü.jsonl": jsonl(record(job_id="a"))}, 1),
+    Case("gzip-ok", {"a.jsonl.gz": _gz(jsonl(record(job_id="a"), record(job_id="b")))}, 2),
+    Case("gzip-truncated", {"a.jsonl.gz": _gz(jsonl(*[record(job_id=f"j{i}") for i in range(2000)]))[:3000]}, 0,
+         file_rejected="gzip stream is truncated or corrupt"),
+    Case("not-gzip-at-all", {"a.jsonl.gz": b"this is not gzip"}, 0, file_rejected="gzip"),
+    Case("parquet-corrupt", {"a.parquet": b"PAR1 definitely not parquet"}, 0, file_rejected="Parquet"),
+    Case("unknown-extension", {"a.xlsx": b"PK\x03\x04"}, 0, file_rejected="unknown format"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_case(case: Case, home, tmp_path):
+    from gpucast.flows.ingest import ingest_job_logs
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, content in case.files.items():
+        p = folder / name
+        p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    summary = ingest_job_logs(paths=[str(folder)])  # must not raise
+
+    assert summary["rows_read"] == summary["rows_loaded"] + summary["rows_rejected"] + summary["rows_duplicate"]
+    assert (summary["rows_loaded"], summary["rows_rejected"], summary["rows_duplicate"]) == (
+        case.loaded, case.rejected, case.duplicate), summary
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM ingest_files").fetchone()[0] == len(case.files)
+        assert con.execute("SELECT count(*) FROM rejected_job_logs").fetchone()[0] == case.rejected
+        if case.reason:
+            reasons = [r for (r,) in con.execute("SELECT reason_text FROM rejected_job_logs").fetchall()]
+            assert any(case.reason in r for r in reasons), reasons
+        files = [r for (r,) in con.execute("SELECT reason FROM rejected_files").fetchall()]
+        if case.file_rejected:
+            assert len(files) == 1 and case.file_rejected in files[0], files
+        else:
+            assert files == []
+        for sql, expected in case.checks:
+            assert con.execute(sql).fetchone()[0] == expected, sql
+    # nothing was written outside the data directory, and the lake holds only date partitions
+    lake = home / "lake" / "job_logs"
+    assert all(p.name.startswith("submitted_date=") for p in lake.iterdir()) if lake.exists() else True
+    assert not Path("/tmp/escape").exists()
+
+
+def test_the_corpus_has_at_least_30_cases():
+    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)

@@ -1,0 +1,108 @@
+"""Run exclusivity, staging folders that survive a killed process, and crash-test failpoints.
+
+* `exclusive_run`: one nightly run at a time. A second one exits at once with a message naming
+  the holder (the lock is an `fcntl` lock: the kernel drops it when its process dies, even by
+  SIGKILL, so a crashed run never blocks the next night).
+* `claim_staging` / `sweep_orphans`: each run stages under `staging/<run id>/` with an
+  `owner.pid` file; runs remove their own folder, and every run first removes folders whose owner
+  is no longer alive (a run killed half-way), plus temporary copies of a killed publish.
+* `failpoint`: when `GPUCAST_FAILPOINT` names a point, the process announces it (writes its pid to
+  `GPUCAST_FAILPOINT_MARKER`) and waits there to be killed. Only the crash-safety tests set it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpucast.warehouse.db import WarehouseBusy
+from gpucast.warehouse.settings import Settings
+
+FAILPOINT_ENV = "GPUCAST_FAILPOINT"
+FAILPOINT_MARKER_ENV = "GPUCAST_FAILPOINT_MARKER"
+OWNER_FILE = "owner.pid"
+
+
+class AlreadyRunning(WarehouseBusy):
+    """Another run of the same kind holds its lock."""
+
+
+@contextlib.contextmanager
+def exclusive_run(settings: Settings, name: str) -> Iterator[None]:
+    """Hold `<home>/<name>.lock` for the duration, or raise AlreadyRunning naming the holder."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    path = settings.home / f"{name}.lock"
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown holder"
+            raise AlreadyRunning(f"another {name} run is in progress ({holder}; lock {path}); this one exits "
+                                 "without touching anything: wait for it, or check it with `gpucast status`") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def claim_staging(folder: Path) -> Path:
+    """Create a run's staging folder and mark it as this process's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / OWNER_FILE).write_text(str(os.getpid()))
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(settings: Settings) -> list[Path]:
+    """Remove staging folders of dead processes and temporaries of a killed publish; return them."""
+    removed = []
+    if settings.staging_dir.exists():
+        for folder in settings.staging_dir.iterdir():
+            owner = folder / OWNER_FILE
+            try:
+                pid = int(owner.read_text())
+            except (OSError, ValueError):
+                # no owner file: older than this scheme, or killed before writing it; judge by age
+                if time.time() - folder.stat().st_mtime < 3600:
+                    continue
+                pid = -1
+            if pid != os.getpid() and (pid < 0 or not _alive(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    for tmp in settings.home.glob(f".{settings.published_path.name}.*.tmp"):
+        pid = tmp.name.split(".")[-2]
+        if not (pid.isdigit() and _alive(int(pid))):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def failpoint(name: str) -> None:
+    """Crash-test hook (see module doc); does nothing unless GPUCAST_FAILPOINT equals `name`."""
+    if os.environ.get(FAILPOINT_ENV) != name:
+        return
+    marker = os.environ.get(FAILPOINT_MARKER_ENV)
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+    while True:
+        time.sleep(60)
