@@ -73,7 +73,7 @@ def _train(args: argparse.Namespace) -> int:
 
     out = train_models(targets=_csv_list(args.target), models=_csv_list(args.models), preset=args.preset,
                        repeats=args.repeats, seed=args.seed, min_labelled=args.min_labelled, device=args.device,
-                       epochs=args.epochs)
+                       epochs=args.epochs, max_rows=args.max_rows or None)
     print(f"train run {out['train_run_id']} on {out['device']}:")
     for t in out["targets"]:
         what = f"skipped ({t['skipped']})" if t["skipped"] else f"champion {t['champion']} ({t['rows']:,} labelled jobs)"
@@ -239,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--min-labelled", type=int, default=200, help="skip a target with fewer labelled jobs")
     t.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     t.add_argument("--epochs", type=int, default=None, help="cap the Transformer-BiGRU's epochs")
+    t.add_argument("--max-rows", type=int, default=500_000,
+                   help="train on at most this many of the most recent COMPLETED jobs (0: all)")
     t.set_defaults(func=_train)
 
     r = sub.add_parser("report", help="Markdown table and charts of the latest (or a given) train run")

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import os
 
-import polars as pl
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
-from gpucast.tasks import contract as c
-from gpucast.tasks.features import labelled_rows
 from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
 from gpucast.tasks.train import DEFAULT_MIN_LABELLED
-from gpucast.warehouse import db
+from gpucast.warehouse import db, training
 from gpucast.warehouse.housekeeping import exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import markdown_table
 from gpucast.warehouse.settings import Settings
-from gpucast.warehouse.training import read_job_logs
 
 MAX_REJECT_ENV = "GPUCAST_MAX_REJECT_FRACTION"
 DEFAULT_MAX_REJECT_FRACTION = 0.2
@@ -62,13 +58,7 @@ def check_validation(ingest: dict, max_reject_fraction: float) -> list[str]:
 @task(name="features")
 def feature_summary() -> dict:
     """What tonight's models will learn from and score: labelled jobs per target, pending jobs."""
-    jobs = read_job_logs(Settings.from_env())
-    return {
-        "jobs": jobs.height,
-        "pending": jobs.filter(pl.col(c.STATUS) == "PENDING").height,
-        "labelled": {t: labelled_rows(jobs, t).height for t in c.TARGETS},
-        "missing_feature_share": {f: round(jobs[f].null_count() / max(jobs.height, 1), 4) for f in c.FEATURES},
-    }
+    return training.feature_summary(Settings.from_env())
 
 
 @task(name="publish", retries=2, retry_delay_seconds=5)

@@ -23,11 +23,12 @@ from gpucast.warehouse.settings import Settings
 
 @task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
 def train_target(run_id: str, target: str, models: list[str], preset: str, repeats: int, seed: int,
-                 min_labelled: int, device: str | None, epochs: int | None) -> dict:
+                 min_labelled: int, device: str | None, epochs: int | None,
+                 max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS) -> dict:
     """Train and evaluate on one target; write models to the registry and metrics to the warehouse."""
     logger = get_run_logger()
     settings = Settings.from_env()
-    job_logs = training.read_job_logs(settings)
+    job_logs = training.read_training_jobs(settings, max_rows)
     result = steps.train_target(job_logs, target, models, settings.models_dir / run_id, preset=preset,
                                 repeats=repeats, seed=seed, min_labelled=min_labelled, device=device,
                                 epochs=epochs, progress=logger.info)
@@ -49,10 +50,12 @@ def train_models(
     device: str | None = None,
     epochs: int | None = None,
     publish: bool = True,
+    max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS,
 ) -> dict:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
+    `max_rows` caps the labelled history to the most recent COMPLETED jobs (None: all of them).
     """
     targets = targets or list(c.TARGETS)
     models = models or list(REGISTRY)
@@ -69,7 +72,7 @@ def train_models(
     try:
         outcomes = []
         for t in targets:
-            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs))
+            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs, max_rows))
             failpoint("train:after-first-target")
     except Exception as exc:
         with db.writer(settings) as con:

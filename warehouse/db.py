@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -34,12 +36,14 @@ def schema_sql() -> str:
 
 
 @contextlib.contextmanager
-def writer_lock(settings: Settings, timeout_s: float | None = None) -> Iterator[None]:
-    """Hold the warehouse's writer lock; wait up to `timeout_s` (env GPUCAST_LOCK_TIMEOUT_S)."""
-    if timeout_s is None:
-        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S))
-    settings.home.mkdir(parents=True, exist_ok=True)
-    with open(settings.lock_path, "a+") as f:
+def file_lock(path: Path, timeout_s: float, busy: Callable[[str], Exception]) -> Iterator[None]:
+    """Hold an exclusive `fcntl` lock on `path`, waiting up to `timeout_s`, else raise `busy(holder)`.
+
+    The file names its holder (pid and start time) for the message of whoever waits. The kernel
+    drops the lock when its process dies, SIGKILL included, so a crash never leaves it stuck.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -48,15 +52,11 @@ def writer_lock(settings: Settings, timeout_s: float | None = None) -> Iterator[
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     f.seek(0)
-                    holder = f.read().strip() or "unknown"
-                    raise WarehouseBusy(
-                        f"another gpucast writer ({holder}) has held {settings.lock_path} for over "
-                        f"{timeout_s:.0f} s; wait for it to finish or raise {LOCK_TIMEOUT_ENV}"
-                    ) from None
+                    raise busy(f.read().strip() or "unknown holder") from None
                 time.sleep(0.2)
         f.seek(0)
         f.truncate()
-        f.write(f"pid {os.getpid()}")
+        f.write(f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
         f.flush()
         try:
             yield
@@ -64,12 +64,44 @@ def writer_lock(settings: Settings, timeout_s: float | None = None) -> Iterator[
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def connect_writer(settings: Settings) -> duckdb.DuckDBPyConnection:
-    """A read-write connection with the schema applied. Hold `writer_lock` around its use."""
+def writer_lock(settings: Settings, timeout_s: float | None = None) -> contextlib.AbstractContextManager[None]:
+    """Hold the warehouse's writer lock; wait up to `timeout_s` (env GPUCAST_LOCK_TIMEOUT_S)."""
+    if timeout_s is None:
+        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S))
+    return file_lock(settings.lock_path, timeout_s, lambda holder: WarehouseBusy(
+        f"another gpucast writer ({holder}) has held {settings.lock_path} for over "
+        f"{timeout_s:.0f} s; wait for it to finish or raise {LOCK_TIMEOUT_ENV}"))
+
+
+def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-write connection with the schema applied. Hold `writer_lock` around its use.
+
+    A process that opened `warehouse.duckdb` itself (a planner's DuckDB session, even read-only)
+    blocks every writer; we wait for it like for another writer, then say who it is and where
+    planners should read instead.
+    """
+    if timeout_s is None:
+        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S))
     settings.home.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(
-        str(settings.db_path), config={"memory_limit": os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)}
-    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            con = duckdb.connect(
+                str(settings.db_path), config={"memory_limit": os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)}
+            )
+            break
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower():
+                raise
+            if time.monotonic() >= deadline:
+                holder = re.search(r"\(PID (\d+)\)", str(exc))
+                raise WarehouseBusy(
+                    f"another process (pid {holder.group(1) if holder else '?'}) has {settings.db_path} open, so "
+                    f"the pipeline cannot write it (waited {timeout_s:.0f} s). Planners should query "
+                    f"{settings.published_path} (`gpucast sql`), which the pipeline replaces atomically, "
+                    "and close sessions on the working file"
+                ) from None
+            time.sleep(0.5)
     con.execute(schema_sql())
     return con
 

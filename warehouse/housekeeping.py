@@ -13,15 +13,12 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
-from gpucast.warehouse.db import WarehouseBusy
+from gpucast.warehouse.db import WarehouseBusy, file_lock
 from gpucast.warehouse.settings import Settings
 
 FAILPOINT_ENV = "GPUCAST_FAILPOINT"
@@ -33,27 +30,12 @@ class AlreadyRunning(WarehouseBusy):
     """Another run of the same kind holds its lock."""
 
 
-@contextlib.contextmanager
-def exclusive_run(settings: Settings, name: str) -> Iterator[None]:
-    """Hold `<home>/<name>.lock` for the duration, or raise AlreadyRunning naming the holder."""
-    settings.home.mkdir(parents=True, exist_ok=True)
+def exclusive_run(settings: Settings, name: str) -> contextlib.AbstractContextManager[None]:
+    """Hold `<home>/<name>.lock` for the duration, or raise AlreadyRunning naming the holder at once."""
     path = settings.home / f"{name}.lock"
-    with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "unknown holder"
-            raise AlreadyRunning(f"another {name} run is in progress ({holder}; lock {path}); this one exits "
-                                 "without touching anything: wait for it, or check it with `gpucast status`") from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()} since {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC")
-        f.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return file_lock(path, 0.0, lambda holder: AlreadyRunning(
+        f"another {name} run is in progress ({holder}; lock {path}); this one exits without touching "
+        "anything: wait for it, or check it with `gpucast status`"))
 
 
 def claim_staging(folder: Path) -> Path:

@@ -12,17 +12,34 @@ from gpucast.tasks.train import TargetResult
 from gpucast.warehouse.db import writer
 from gpucast.warehouse.settings import Settings
 
+DEFAULT_MAX_TRAIN_ROWS = 500_000
 
-def read_job_logs(settings: Settings) -> pl.DataFrame:
-    """The contract columns of `job_logs` (the latest record of every job), ordered by job_id.
 
-    The order matters: splits are permutations of row positions, so the same warehouse must give
+def read_training_jobs(settings: Settings, max_rows: int | None = DEFAULT_MAX_TRAIN_ROWS) -> pl.DataFrame:
+    """The contract columns of the COMPLETED jobs of `job_logs`, the `max_rows` most recent ones.
+
+    Only COMPLETED jobs carry labels, and a cap on the most recent ones bounds memory and training
+    time however long the history grows (recent jobs also best resemble tomorrow's). The result is
+    ordered by job_id: splits are permutations of row positions, so the same warehouse must give
     the same rows in the same order for a seeded run to be reproducible.
     """
     if not settings.db_path.exists():
         raise FileNotFoundError(f"no warehouse at {settings.db_path}: run `gpucast ingest` first")
+    limit = "" if max_rows is None else f"ORDER BY {c.SUBMITTED_AT} DESC, {c.JOB_ID} LIMIT {int(max_rows)}"
     with writer(settings) as con:
-        return con.sql(f"SELECT {', '.join(c.COLUMNS)} FROM job_logs ORDER BY {c.JOB_ID}").pl()
+        return con.sql(f"SELECT * FROM (SELECT {', '.join(c.COLUMNS)} FROM job_logs WHERE {c.STATUS} = 'COMPLETED' "
+                       f"{limit}) ORDER BY {c.JOB_ID}").pl()
+
+
+def feature_summary(settings: Settings) -> dict:
+    """Jobs, pending jobs, labelled jobs per target and the share of missing values per feature (in SQL)."""
+    labelled = ", ".join(f"count(*) FILTER (WHERE status = 'COMPLETED' AND {t} > 0) AS {t}" for t in c.TARGETS)
+    missing = ", ".join(f"avg(({f} IS NULL)::INT) AS {f}" for f in c.FEATURES)
+    with writer(settings) as con:
+        row = con.sql(f"SELECT count(*) AS jobs, count(*) FILTER (WHERE status = 'PENDING') AS pending, {labelled}, "
+                      f"{missing} FROM job_logs").pl().row(0, named=True)
+    return {"jobs": row["jobs"], "pending": row["pending"], "labelled": {t: row[t] for t in c.TARGETS},
+            "missing_feature_share": {f: round(row[f] or 0.0, 4) for f in c.FEATURES}}
 
 
 def start_train_run(con: duckdb.DuckDBPyConnection, run_id: str, models: list[str], preset: str, repeats: int,

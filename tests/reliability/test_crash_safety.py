@@ -115,3 +115,57 @@ def test_killed_nightly_then_rerun_equals_an_uninterrupted_run(point, tmp_path, 
     # the planners' copy is a complete, current database
     with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM pending_forecasts").fetchone()[0] == reference["forecasts"].height
+
+
+def test_a_second_nightly_exits_with_a_clear_message_while_one_runs(tmp_path, logs, prefect_home, reference):
+    home, marker = tmp_path / "home", tmp_path / "marker"
+    first = nightly(home, logs, prefect_home, "train:after-first-target", marker)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        second = nightly(home, logs, prefect_home)
+        out, _ = second.communicate(timeout=120)
+        assert second.returncode == 3, out.decode()[-3000:]
+        assert f"another nightly run is in progress (pid {first.pid}" in out.decode()
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        first.stdout.close()
+    finish(nightly(home, logs, prefect_home))  # the lock died with its process
+    assert state(home)["forecasts"].equals(reference["forecasts"])
+
+
+def _hold_open(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process (a planner's DuckDB session) holding `path` open read-only for `seconds`."""
+    code = (f"import duckdb, time; con = duckdb.connect({str(path)!r}, read_only=True); "
+            f"print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0], flush=True); time.sleep({seconds}); "
+            f"print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0], flush=True)")
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, prefect_home, reference):
+    home = tmp_path / "home"
+    finish(nightly(home, logs, prefect_home))
+    n = reference["forecasts"].height
+    # on the published copy: the rerun publishes, the open session keeps its consistent snapshot
+    planner = _hold_open(home / "published.duckdb", 25)
+    assert int(planner.stdout.readline()) == n
+    finish(nightly(home, logs, prefect_home))
+    assert int(planner.stdout.readline()) == n  # still its own copy, never a partial one
+    planner.wait(timeout=60)
+    with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == 2 * n  # new sessions: both nights
+
+    # on the working file (what planners are told not to do): the run waits, then says what to do
+    blocker = _hold_open(home / "warehouse.duckdb", 60)
+    blocker.stdout.readline()
+    env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_HOME": str(prefect_home), "GPUCAST_LOCK_TIMEOUT_S": "3"}
+    env.pop("PREFECT_API_URL", None)
+    out = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "score"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    blocker.kill()
+    blocker.wait()
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert f"(pid {blocker.pid}) has" in out.stderr and "published.duckdb" in out.stderr

@@ -38,20 +38,27 @@ def test_paper_preset_is_the_seed_table():
 
 @pytest.mark.parametrize("preset", ["tiny", "paper", "bigru_first"])
 def test_network_overfits_one_small_batch(preset):
+    """16 random rows and random targets: gradients reach every layer, so the loss can fall to ~0.
+
+    lr 1e-3, not the paper's 1e-2: on 16 rows the post-norm attention layers of `paper` oscillate
+    at higher rates (seen here: the loss stalled at 20-60% of its start for 4 of 5 seeds at 3e-3).
+    """
     torch.manual_seed(0)
     net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (3, 3, 3))
     x = torch.randn(16, 11)
     x[:, list(CATEGORICAL)] = torch.randint(0, 3, (16, 3)).float()
     y = torch.randn(16)
-    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
-    first = None
-    for _ in range(300):
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    with torch.no_grad():
+        first = torch.nn.functional.mse_loss(net.eval()(x), y).item()
+    net.train()
+    for _ in range(600):
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(net(x), y)
-        loss.backward()
+        torch.nn.functional.mse_loss(net(x), y).backward()
         opt.step()
-        first = first if first is not None else loss.item()
-    assert loss.item() < 0.1 * first
+    with torch.no_grad():
+        last = torch.nn.functional.mse_loss(net.eval()(x), y).item()
+    assert last < 0.05 * first, (first, last)
 
 
 def test_same_seed_same_model(data):

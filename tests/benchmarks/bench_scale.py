@@ -1,0 +1,104 @@
+"""Benchmark: a 10,000,000-row history ingested, then 1,000,000 pending jobs scored, with peak RSS.
+
+    python tests/benchmarks/bench_scale.py [--days 10] [--rows-per-day 1000000] [--pending 1000000]
+
+Simulated history (JSONL, 1% dirty, one file per day) goes through the real `ingest-job-logs` flow
+in one fresh process; then, in a second fresh process, 1M pending jobs are ingested and `--models` are
+trained (on the 500,000 most recent labelled jobs, the default cap), and in a third the real
+`score-pending` flow scores the pending jobs against the 10M-row warehouse. Each process reports its own peak RSS
+(VmHWM; Prefect's temporary API server is a separate process and not counted). Documented bound
+(issue 5): 2 GB per process, whatever the history size: files are read in 8 MB blocks and
+bounded chunks, DuckDB is capped at GPUCAST_DUCKDB_MEMORY (1 GB) and spills to disk, scoring
+reads only the pending jobs and predicts in batches of 250,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_ingest import PEAK_RSS, child  # noqa: E402
+
+INGEST = PEAK_RSS + """
+import json, sys, time
+import gpucast.flows
+from gpucast.flows.ingest import ingest_job_logs
+t = time.perf_counter()
+s = ingest_job_logs(paths=[sys.argv[1]], publish=False)
+print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **s}))
+"""
+
+TRAIN = PEAK_RSS + """
+import json, sys, time
+import gpucast.flows
+from gpucast.flows.ingest import ingest_job_logs
+from gpucast.flows.train import train_models
+t = time.perf_counter()
+ingest_job_logs(paths=[sys.argv[1]], publish=False)
+t_ingest = time.perf_counter() - t
+t = time.perf_counter()
+train_models(models=sys.argv[2].split(","), repeats=1, publish=False)
+print(json.dumps({"ingest_pending_s": t_ingest, "train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))
+"""
+
+SCORE = PEAK_RSS + """
+import json, sys, time
+import gpucast.flows
+from gpucast.flows.score import score_pending
+t = time.perf_counter()
+out = score_pending(publish=False)
+print(json.dumps({"score_s": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **out}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--days", type=int, default=10)
+    ap.add_argument("--rows-per-day", type=int, default=1_000_000)
+    ap.add_argument("--pending", type=int, default=1_000_000)
+    ap.add_argument("--models", default="lightgbm,linear_fs")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+
+    import polars as pl
+
+    from gpucast.tasks import contract as c
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="gpucast-bench-scale-"))
+    env = {**os.environ, "GPUCAST_HOME": str(work / "home")}
+    t = time.perf_counter()
+    write_logs(work / "history", SimConfig(days=args.days, jobs_per_day=args.rows_per_day, pending_fraction=0.0,
+                                           dirty_fraction=0.01, update_fraction=0.0, seed=21))
+    size = sum(p.stat().st_size for p in (work / "history").iterdir()) / 1e9
+    print(f"simulated {args.days * args.rows_per_day:,} rows ({size:.1f} GB JSONL) in {time.perf_counter() - t:.0f} s",
+          flush=True)
+
+    r, wall = child(INGEST, str(work / "history"), env=env)
+    print(f"ingest: {r['rows_read']:,} rows read = {r['rows_loaded']:,} loaded + {r['rows_rejected']:,} rejected + "
+          f"{r['rows_duplicate']:,} duplicate in {r['seconds']:.0f} s ({r['rows_read'] / r['seconds']:,.0f} rows/s), "
+          f"peak RSS {r['rss_mb']:,.0f} MB (process wall {wall:.0f} s)", flush=True)
+
+    pending_dir = work / "pending"
+    write_logs(pending_dir, SimConfig(days=1, jobs_per_day=args.pending, pending_fraction=1.0, update_fraction=0.0,
+                                      seed=22, start=SimConfig().start.replace(day=28), fmt="parquet"))
+    for p in pending_dir.iterdir():  # every job PENDING, ids apart from the history's
+        pl.read_parquet(p).with_columns(pl.lit("PENDING").alias(c.STATUS), ("p-" + pl.col(c.JOB_ID)).alias(c.JOB_ID)) \
+            .write_parquet(p)
+    r, wall = child(TRAIN, str(pending_dir), args.models, env=env)
+    print(f"train: ingest of the pending file {r['ingest_pending_s']:.0f} s, training {args.models} on the most recent "
+          f"labelled jobs (cap 500,000) {r['train_s']:.0f} s, peak RSS {r['rss_mb']:,.0f} MB", flush=True)
+    r, wall = child(SCORE, env=env)
+    print(f"score: {r['pending_jobs']:,} pending jobs, {r['forecasts']:,} forecasts in {r['score_s']:.1f} s "
+          f"({r['pending_jobs'] / r['score_s'] * 60:,.0f} jobs/min), peak RSS {r['rss_mb']:,.0f} MB", flush=True)
+    db = work / "home" / "warehouse.duckdb"
+    print(f"warehouse file {db.stat().st_size / 1e9:.2f} GB; work folder {work}")
+
+
+if __name__ == "__main__":
+    main()
