@@ -73,7 +73,7 @@ def _train(args: argparse.Namespace) -> int:
 
     out = train_models(targets=_csv_list(args.target), models=_csv_list(args.models), preset=args.preset,
                        repeats=args.repeats, seed=args.seed, min_labelled=args.min_labelled, device=args.device,
-                       epochs=args.epochs, max_rows=args.max_rows or None)
+                       epochs=args.epochs, max_rows=args.max_rows or None, nn_max_minutes=args.nn_max_minutes)
     print(f"train run {out['train_run_id']} on {out['device']}:")
     for t in out["targets"]:
         what = f"skipped ({t['skipped']})" if t["skipped"] else f"champion {t['champion']} ({t['rows']:,} labelled jobs)"
@@ -129,7 +129,8 @@ def _run_nightly(args: argparse.Namespace, paths: list[str] | None) -> dict:
     from gpucast.flows.nightly import nightly
 
     return nightly(paths=paths, models=_csv_list(args.models), preset=args.preset, repeats=args.repeats,
-                   epochs=args.epochs, min_labelled=args.min_labelled, gpu_mem_gb=args.gpu_mem_gb,
+                   epochs=args.epochs, nn_max_minutes=args.nn_max_minutes, min_labelled=args.min_labelled,
+                   gpu_mem_gb=args.gpu_mem_gb,
                    max_reject_fraction=args.max_reject_fraction, train=not args.no_train)
 
 
@@ -187,11 +188,18 @@ Where to look next:
     return 0
 
 
+def _nn_budget_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nn-max-minutes", type=float, default=None,
+                   help="the Transformer-BiGRU's time budget per fit, in minutes (env GPUCAST_NN_MAX_MINUTES, "
+                        "default 20; 0: no limit)")
+
+
 def _nightly_options(p: argparse.ArgumentParser, repeats: int, epochs: int | None) -> None:
     p.add_argument("--models", help="comma-separated registry names (default: all)")
     p.add_argument("--preset", default="paper", choices=("paper", "bigru_first", "tuned", "tiny"))
     p.add_argument("--repeats", type=int, default=repeats, help="repeated 70/30 holdouts")
     p.add_argument("--epochs", type=int, default=epochs, help="cap the Transformer-BiGRU's epochs")
+    _nn_budget_option(p)
     p.add_argument("--min-labelled", type=int, default=200, help="skip a target with fewer labelled jobs")
     p.add_argument("--gpu-mem-gb", type=float, default=_gpu_mem_default(),
                    help="GPU memory oom_risk is judged against (env GPUCAST_GPU_MEM_GB, default 80)")
@@ -239,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--min-labelled", type=int, default=200, help="skip a target with fewer labelled jobs")
     t.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     t.add_argument("--epochs", type=int, default=None, help="cap the Transformer-BiGRU's epochs")
+    _nn_budget_option(t)
     t.add_argument("--max-rows", type=int, default=500_000,
                    help="train on at most this many of the most recent COMPLETED jobs (0: all)")
     t.set_defaults(func=_train)

@@ -103,6 +103,7 @@ def nightly(
     preset: str = "paper",
     repeats: int = 3,
     epochs: int | None = None,
+    nn_max_minutes: float | None = None,
     min_labelled: int = DEFAULT_MIN_LABELLED,
     gpu_mem_gb: float = DEFAULT_GPU_MEM_GB,
     max_reject_fraction: float | None = None,
@@ -113,10 +114,12 @@ def nightly(
         max_reject_fraction = float(os.environ.get(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION))
     settings = Settings.from_env().ensure()
     with exclusive_run(settings, "nightly"):
-        return _nightly(paths, models, preset, repeats, epochs, min_labelled, gpu_mem_gb, max_reject_fraction, train)
+        return _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb,
+                        max_reject_fraction, train)
 
 
-def _nightly(paths, models, preset, repeats, epochs, min_labelled, gpu_mem_gb, max_reject_fraction, train) -> dict:
+def _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb, max_reject_fraction,
+             train) -> dict:
     ingest = features = trained = scored = None
     warnings: list[str] = []
     try:
@@ -125,6 +128,7 @@ def _nightly(paths, models, preset, repeats, epochs, min_labelled, gpu_mem_gb, m
         features = feature_summary()
         if train:
             trained = train_where_possible(models=models, preset=preset, repeats=repeats, epochs=epochs,
+                                           nn_max_minutes=nn_max_minutes,
                                            min_labelled=min_labelled, publish=False)
         scored = score_pending(gpu_mem_gb=gpu_mem_gb, publish=False)
     except Exception as exc:

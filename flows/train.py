@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from datetime import UTC, datetime
@@ -24,14 +25,14 @@ from gpucast.warehouse.settings import Settings
 @task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
 def train_target(run_id: str, target: str, models: list[str], preset: str, repeats: int, seed: int,
                  min_labelled: int, device: str | None, epochs: int | None,
-                 max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS) -> dict:
+                 max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS, nn_max_minutes: float = 0.0) -> dict:
     """Train and evaluate on one target; write models to the registry and metrics to the warehouse."""
     logger = get_run_logger()
     settings = Settings.from_env()
     job_logs = training.read_training_jobs(settings, max_rows)
     result = steps.train_target(job_logs, target, models, settings.models_dir / run_id, preset=preset,
                                 repeats=repeats, seed=seed, min_labelled=min_labelled, device=device,
-                                epochs=epochs, progress=logger.info)
+                                epochs=epochs, progress=logger.info, nn_max_seconds=nn_max_minutes * 60 or None)
     if result.test_predictions is not None:
         result.test_predictions.write_parquet(Path(result.model_dir) / "test_predictions.parquet")
     with db.writer(settings) as con:
@@ -51,12 +52,17 @@ def train_models(
     epochs: int | None = None,
     publish: bool = True,
     max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS,
+    nn_max_minutes: float | None = None,
 ) -> dict:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
     `max_rows` caps the labelled history to the most recent COMPLETED jobs (None: all of them).
+    `nn_max_minutes` is the Transformer-BiGRU's time budget per fit (default: env
+    GPUCAST_NN_MAX_MINUTES, else 20; 0: no limit).
     """
+    if nn_max_minutes is None:
+        nn_max_minutes = float(os.environ.get(steps.NN_MAX_MINUTES_ENV, steps.DEFAULT_NN_MAX_MINUTES))
     targets = targets or list(c.TARGETS)
     models = models or list(REGISTRY)
     unknown = [t for t in targets if t not in c.TARGETS] + [m for m in models if m not in REGISTRY]
@@ -72,7 +78,8 @@ def train_models(
     try:
         outcomes = []
         for t in targets:
-            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs, max_rows))
+            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs, max_rows,
+                                         nn_max_minutes))
             failpoint("train:after-first-target")
     except Exception as exc:
         with db.writer(settings) as con:

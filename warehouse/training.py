@@ -64,9 +64,10 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
                 pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset",
                 "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
                 pl.col("rows_eval").alias("rows_test"), "train_seconds", "device",
+                pl.col("epochs").cast(pl.Int64),
             )
             con.register("new_metrics", m)
-            con.execute("INSERT INTO model_metrics SELECT * FROM new_metrics")
+            con.execute("INSERT INTO model_metrics BY NAME SELECT * FROM new_metrics")
             con.unregister("new_metrics")
         champ = result.champion
         stats = (None, None, None)

@@ -42,7 +42,7 @@ class LogTarget:
 class ModelEntry:
     name: str
     paper: str  # which seed paper compared it
-    build: Callable[..., object]  # (seed, cardinalities, preset, device, epochs, progress) -> estimator
+    build: Callable[..., object]  # (seed, cardinalities, preset, device, epochs, progress, max_seconds) -> estimator
     suffix: str
 
 
@@ -109,11 +109,12 @@ def _catboost(seed, **_):
                                        thread_count=2, verbose=False, allow_writing_files=False))
 
 
-def _transformer_bigru(seed, cardinalities=(), preset="paper", device=None, epochs=None, progress=None, **_):
+def _transformer_bigru(seed, cardinalities=(), preset="paper", device=None, epochs=None, progress=None,
+                       max_seconds=None, **_):
     from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
 
     return TransformerBiGRURegressor(preset=preset, seed=seed, device=device, epochs=epochs, categorical=CATEGORICAL,
-                                     cardinalities=tuple(cardinalities), progress=progress)
+                                     cardinalities=tuple(cardinalities), progress=progress, max_seconds=max_seconds)
 
 
 REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (

@@ -124,11 +124,13 @@ class TransformerBiGRURegressor:
     """scikit-learn style estimator around `TransformerBiGRU`."""
 
     def __init__(self, preset: str = "paper", seed: int = 0, device: str | None = None, epochs: int | None = None,
-                 categorical: tuple[int, ...] = (), cardinalities: tuple[int, ...] = (), progress=None):
+                 categorical: tuple[int, ...] = (), cardinalities: tuple[int, ...] = (), progress=None,
+                 max_seconds: float | None = None):
         self.preset = preset
         self.seed = seed
         self.device = device
         self.epochs = epochs
+        self.max_seconds = max_seconds  # time budget: stop after the epoch that crosses it (None: no limit)
         self.categorical = categorical
         self.cardinalities = cardinalities
         self.progress = progress
@@ -163,7 +165,7 @@ class TransformerBiGRURegressor:
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[cfg.lr_drop_epoch], gamma=0.1)
         loss_fn = nn.MSELoss()
         best, best_state, stale = float("inf"), None, 0
-        self.history_ = []
+        self.history_, self.stopped_by_ = [], None
         gen = torch.Generator(device="cpu").manual_seed(self.seed)
         started = time.perf_counter()
         for epoch in range(cfg.epochs):
@@ -194,6 +196,13 @@ class TransformerBiGRURegressor:
                               f"loss {record['train_loss']:.4f}" + (f" val {record['val_loss']:.4f}" if n_val else "")
                               + f" ({time.perf_counter() - started:.0f} s)")
             if n_val and stale >= cfg.early_stopping_patience:
+                self.stopped_by_ = f"early stopping at epoch {epoch + 1}"
+                break
+            elapsed = time.perf_counter() - started
+            if self.max_seconds and elapsed >= self.max_seconds and epoch + 1 < cfg.epochs:
+                self.stopped_by_ = f"time budget of {self.max_seconds:.0f} s at epoch {epoch + 1} of {cfg.epochs}"
+                if self.progress:
+                    self.progress(f"transformer_bigru[{self.preset}] stopped: {self.stopped_by_}")
                 break
         if best_state is not None:
             self.model_.load_state_dict(best_state)

@@ -31,6 +31,8 @@ def test_train_then_report(home, tmp_path, capsys):
         assert status == "succeeded" and device in ("cpu", "cuda")
         n = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ?", [run_id]).fetchone()[0]
         assert n == 3 * 3 * 2 * 2  # targets x models x repeats x (validation, test)
+        epochs = con.execute("SELECT model, min(epochs), max(epochs) FROM model_metrics GROUP BY ALL ORDER BY 1").fetchall()
+        assert epochs == [("lightgbm", None, None), ("linear_fs", None, None), ("transformer_bigru", 2, 2)]  # tiny: 2
         champs = con.execute("SELECT target, model, model_dir FROM model_champions ORDER BY target").fetchall()
     assert [t for t, _, _ in champs] == sorted(c.TARGETS)
     for _, model, model_dir in champs:

@@ -69,6 +69,18 @@ def test_same_seed_same_model(data):
     assert a.device_ in ("cpu", "cuda")
 
 
+def test_time_budget_stops_training_after_the_epoch_that_crosses_it(data):
+    enc, X, y = data
+    lines = []
+    est = TransformerBiGRURegressor("tiny", epochs=50, categorical=CATEGORICAL, cardinalities=enc.cardinalities,
+                                    max_seconds=1e-9, progress=lines.append).fit(X, y)
+    assert est.epochs_run_ == 1 and "time budget" in est.stopped_by_
+    assert any("stopped: time budget" in line for line in lines)
+    assert np.isfinite(est.predict(X)).all()
+    unlimited = TransformerBiGRURegressor("tiny", epochs=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    assert unlimited.epochs_run_ == 3 and unlimited.stopped_by_ is None
+
+
 @pytest.mark.parametrize("name", list(registry.REGISTRY))
 def test_every_model_round_trips_and_scores_unseen_inputs(tmp_path, data, name):
     enc, X, y = data

@@ -60,6 +60,7 @@ def test_results_registry_and_summary(tmp_path, jobs):
     s = summarise(res.metrics)
     assert set(s["model"]) == set(MODELS) and set(s["repeats"]) == {2}
     assert res.test_predictions.columns == ["actual", *MODELS]
+    assert {m["epochs"] for m in res.metrics} == {None}  # only the network counts epochs
 
 
 def test_target_without_enough_labels_is_skipped(tmp_path, jobs):

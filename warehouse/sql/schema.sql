@@ -157,8 +157,11 @@ CREATE TABLE IF NOT EXISTS model_metrics (
     rows_train BIGINT NOT NULL,
     rows_test BIGINT NOT NULL,         -- rows of the evaluated split
     train_seconds DOUBLE NOT NULL,
-    device VARCHAR NOT NULL
+    device VARCHAR NOT NULL,
+    epochs BIGINT                      -- epochs the Transformer-BiGRU ran (early stop, time budget); null for baselines
 );
+-- warehouses created before the column existed
+ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
 
 -- Per train run and target: the champion (chosen on validation rows), or why the target was skipped.
 CREATE TABLE IF NOT EXISTS model_champions (
@@ -253,6 +256,7 @@ SELECT m.target, m.model, any_value(m.preset) AS preset, l.train_run_id,
        avg(m.r2) FILTER (WHERE m.split = 'test') AS test_r2,
        count(DISTINCT m.repeat) AS repeats,
        avg(m.train_seconds) AS train_seconds,
-       any_value(m.device) AS device
+       any_value(m.device) AS device,
+       max(m.epochs) AS epochs
 FROM model_metrics m JOIN latest l ON l.target = m.target AND l.train_run_id = m.train_run_id
 GROUP BY m.target, m.model, l.train_run_id, l.champion;
