@@ -43,7 +43,6 @@ def load_run(
     """Commit the staged run to the warehouse in one transaction and refresh the lake."""
     with db.writer(settings) as con:
         t0 = time.perf_counter()
-        load.start_run(con, run_id, started_at, len(results))
         totals = load.load_run(con, run_id, staging_dir, results)
         t1 = time.perf_counter()
         load.refresh_lake(con, settings.lake_dir, run_id)
@@ -69,9 +68,11 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
     started_at = datetime.now(UTC)
     run_id = f"ingest-{started_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     sweep_orphans(settings)
-    staging_dir = claim_staging(settings.staging_dir / run_id)
     files = find_files(paths, settings)
     print(f"{run_id}: {len(files)} file(s) to ingest")
+    with db.writer(settings) as con:
+        load.start_run(con, run_id, started_at, len(files))
+    staging_dir = claim_staging(settings.staging_dir / run_id)
     try:
         results = [stage_file(f, staging_dir, i, chunk_rows) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")

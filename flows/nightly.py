@@ -7,7 +7,10 @@ fails the run with the reason, and the planners keep the previous night's foreca
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Iterator
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
@@ -17,10 +20,10 @@ from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
 from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
 from gpucast.tasks.train import DEFAULT_MIN_LABELLED
-from gpucast.warehouse import db, training
+from gpucast.warehouse import training
 from gpucast.warehouse.housekeeping import exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.report import markdown_table
+from gpucast.warehouse.report import markdown_table, nightly_tables, top_rejection_reasons
 from gpucast.warehouse.settings import Settings
 
 MAX_REJECT_ENV = "GPUCAST_MAX_REJECT_FRACTION"
@@ -41,10 +44,7 @@ def check_validation(ingest: dict, max_reject_fraction: float) -> list[str]:
     if ingest["files_rejected"]:
         warnings.append(f"{ingest['files_rejected']} file(s) rejected whole: see rejected_files")
     if share > max_reject_fraction:
-        with db.writer(Settings.from_env()) as con:
-            top = con.execute(
-                "SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs "
-                "WHERE ingest_run_id = ?) GROUP BY ALL ORDER BY n DESC LIMIT 3", [ingest["run_id"]]).fetchall()
+        top = top_rejection_reasons(Settings.from_env(), ingest["run_id"])
         reasons = "; ".join(f"{n:,} x {r}" for r, n in top)
         raise ValidationFailed(
             f"validation failed: {ingest['rows_rejected']:,} of {read:,} rows rejected ({share:.1%}), more than "
@@ -67,8 +67,7 @@ def publish() -> str:
 
 
 def _report(ingest: dict | None, features: dict | None, train: dict | None, score: dict | None,
-            warnings: list[str], error: str | None) -> str:
-    settings = Settings.from_env()
+            warnings: list[str], seconds: dict[str, float], error: str | None) -> str:
     lines = ["# gpucast nightly", ""]
     lines.append(f"**FAILED**: {error}" if error else "**Succeeded**")
     if ingest:
@@ -80,17 +79,14 @@ def _report(ingest: dict | None, features: dict | None, train: dict | None, scor
                   + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
     if train:
         lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
-    with db.writer(settings) as con:
-        board = con.sql("SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds "
-                        "FROM model_leaderboard ORDER BY target, rank").pl()
-        totals = con.sql("SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, "
-                         "sum(gpu_hours_p90) AS gpu_hours_p90, sum(jobs_over_24gb) AS over_24gb, "
-                         "sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb FROM capacity_daily").pl()
+    board, totals = nightly_tables(Settings.from_env())
     if board.height:
         lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
     if score:
         lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
                   f"{score['pending_jobs']:,} pending jobs", "", markdown_table(totals)]
+    if seconds:
+        lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
     if warnings:
         lines += ["", "## Warnings", *[f"- {w}" for w in warnings]]
     return "\n".join(lines) + "\n"
@@ -118,27 +114,43 @@ def nightly(
                         max_reject_fraction, train)
 
 
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
+    """Record the wall seconds of one step (also when it fails) for the report."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[step] = round(time.perf_counter() - t0, 1)
+
+
 def _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb, max_reject_fraction,
              train) -> dict:
     ingest = features = trained = scored = None
     warnings: list[str] = []
+    seconds: dict[str, float] = {}
     try:
-        ingest = ingest_job_logs(paths=paths, publish=False)
-        warnings += check_validation(ingest, max_reject_fraction)
-        features = feature_summary()
+        with _timed(seconds, "ingest"):
+            ingest = ingest_job_logs(paths=paths, publish=False)
+        with _timed(seconds, "validate"):
+            warnings += check_validation(ingest, max_reject_fraction)
+        with _timed(seconds, "features"):
+            features = feature_summary()
         if train:
-            trained = train_where_possible(models=models, preset=preset, repeats=repeats, epochs=epochs,
-                                           nn_max_minutes=nn_max_minutes,
-                                           min_labelled=min_labelled, publish=False)
-        scored = score_pending(gpu_mem_gb=gpu_mem_gb, publish=False)
+            with _timed(seconds, "train"):
+                trained = train_where_possible(models=models, preset=preset, repeats=repeats, epochs=epochs,
+                                               nn_max_minutes=nn_max_minutes, min_labelled=min_labelled, publish=False)
+        with _timed(seconds, "score"):
+            scored = score_pending(gpu_mem_gb=gpu_mem_gb, publish=False)
     except Exception as exc:
-        report = _report(ingest, features, trained, scored, warnings, f"{type(exc).__name__}: {exc}")
+        report = _report(ingest, features, trained, scored, warnings, seconds, f"{type(exc).__name__}: {exc}")
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         publish()
         raise
-    where = publish()
-    report = _report(ingest, features, trained, scored, warnings, None)
+    with _timed(seconds, "publish"):
+        where = publish()
+    report = _report(ingest, features, trained, scored, warnings, seconds, None)
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
     print(f"published {where}")
     return {"ingest": ingest, "features": features, "train": trained, "score": scored, "warnings": warnings,
-            "published": where, "report": report}
+            "published": where, "seconds": seconds, "report": report}

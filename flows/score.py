@@ -56,6 +56,7 @@ def score_pending(gpu_mem_gb: float = steps.DEFAULT_GPU_MEM_GB, batch_rows: int 
     staging = claim_staging(settings.staging_dir / score_run_id)
     try:
         with db.writer(settings) as con:
+            forecast.start_run(con, score_run_id, started_at)
             champions = forecast.latest_champions(con)
             pending = forecast.read_pending(con)
         if not champions:

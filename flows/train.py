@@ -16,7 +16,7 @@ from gpucast.tasks import train as steps
 from gpucast.tasks.models.registry import REGISTRY
 from gpucast.tasks.models.transformer_bigru import pick_device
 from gpucast.warehouse import db, training
-from gpucast.warehouse.housekeeping import failpoint
+from gpucast.warehouse.housekeeping import failpoint, sweep_orphans
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import train_report
 from gpucast.warehouse.settings import Settings
@@ -72,6 +72,7 @@ def train_models(
     settings = Settings.from_env().ensure()
     run_id = f"train-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     used = pick_device(device)
+    sweep_orphans(settings)
     with db.writer(settings) as con:
         training.start_train_run(con, run_id, models, preset, repeats, used)
     print(f"{run_id}: {len(models)} model(s) x {len(targets)} target(s), preset {preset}, {repeats} repeat(s), on {used}")

@@ -10,7 +10,7 @@ import polars as pl
 
 from gpucast.tasks import contract as c
 from gpucast.tasks.score import Champion
-from gpucast.warehouse.housekeeping import failpoint
+from gpucast.warehouse.housekeeping import failpoint, owner
 
 FORECAST_COLUMNS = ("job_id", "target", "p10", "p50", "p90", "model", "train_run_id", "score_run_id", "scored_at",
                     "safe_request_gb", "gpu_mem_gb", "oom_risk")
@@ -46,8 +46,9 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, started_at: datet
             con.execute(f"INSERT INTO forecasts ({', '.join(FORECAST_COLUMNS)}) "
                         f"SELECT {', '.join(FORECAST_COLUMNS)} FROM read_parquet(?)", [files])
             n = con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = ?", [score_run_id]).fetchone()[0]
-        con.execute("INSERT INTO score_runs VALUES (?, ?, ?, 'published', ?, ?, ?, ?, NULL)",
-                    [score_run_id, started_at, finished_at, pending_jobs, n, targets, gpu_mem_gb])
+        con.execute("INSERT OR REPLACE INTO score_runs (score_run_id, started_at, finished_at, status, pending_jobs, "
+                    "forecasts, targets, gpu_mem_gb, pid, host) VALUES (?, ?, ?, 'published', ?, ?, ?, ?, ?, ?)",
+                    [score_run_id, started_at, finished_at, pending_jobs, n, targets, gpu_mem_gb, *owner()])
         failpoint("score:before-commit")
         con.execute("COMMIT")
     except BaseException:
@@ -58,5 +59,12 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, started_at: datet
 
 def record_failure(con: duckdb.DuckDBPyConnection, score_run_id: str, started_at: datetime, finished_at: datetime,
                    message: str) -> None:
-    con.execute("INSERT OR REPLACE INTO score_runs VALUES (?, ?, ?, 'failed', NULL, 0, NULL, NULL, ?)",
-                [score_run_id, started_at, finished_at, message[:2000]])
+    con.execute("INSERT OR REPLACE INTO score_runs (score_run_id, started_at, finished_at, status, forecasts, message, "
+                "pid, host) VALUES (?, ?, ?, 'failed', 0, ?, ?, ?)",
+                [score_run_id, started_at, finished_at, message[:2000], *owner()])
+
+
+def start_run(con: duckdb.DuckDBPyConnection, score_run_id: str, started_at: datetime) -> None:
+    """Record a scoring run as running (so a killed one is found and marked 'crashed' later)."""
+    con.execute("INSERT OR IGNORE INTO score_runs (score_run_id, started_at, status, pid, host) "
+                "VALUES (?, ?, 'running', ?, ?)", [score_run_id, started_at, *owner()])

@@ -6,6 +6,10 @@
 * `claim_staging` / `sweep_orphans`: each run stages under `staging/<run id>/` with an
   `owner.pid` file; runs remove their own folder, and every run first removes folders whose owner
   is no longer alive (a run killed half-way), plus temporary copies of a killed publish.
+* `close_abandoned_runs`: ingest, train and score runs record their pid and host; a run still
+  `running` whose process on this host is gone is marked `crashed`, so on-call never reads a
+  killed run as one still going. (Runs of another host, such as a GPU worker sharing the data
+  directory, are left to that host: a pid means nothing elsewhere.)
 * `failpoint`: when `GPUCAST_FAILPOINT` names a point, the process announces it (writes its pid to
   `GPUCAST_FAILPOINT_MARKER`) and waits there to be killed. Only the crash-safety tests set it.
 """
@@ -15,10 +19,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from gpucast.warehouse.db import WarehouseBusy, file_lock
+import duckdb
+
+from gpucast.warehouse.db import WarehouseBusy, file_lock, writer
 from gpucast.warehouse.settings import Settings
 
 FAILPOINT_ENV = "GPUCAST_FAILPOINT"
@@ -55,9 +63,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_orphans(settings: Settings) -> list[Path]:
-    """Remove staging folders of dead processes and temporaries of a killed publish; return them."""
-    removed = []
+def owner() -> tuple[int, str]:
+    """(pid, host) of this process, as the run tables record them."""
+    return os.getpid(), socket.gethostname()
+
+
+RUN_TABLES = {"ingest_runs": "run_id", "train_runs": "train_run_id", "score_runs": "score_run_id"}
+
+
+def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Mark `crashed` every run left `running` by a process of this host that no longer exists."""
+    pid, host = owner()
+    closed = []
+    for table, key in RUN_TABLES.items():
+        rows = con.execute(f"SELECT {key}, pid FROM {table} WHERE status = 'running' AND host = ? AND pid <> ?",
+                           [host, pid]).fetchall()
+        for run_id, dead in ((r, p) for r, p in rows if not _alive(p)):
+            con.execute(f"UPDATE {table} SET status = 'crashed', finished_at = ?, message = ? WHERE {key} = ?",
+                        [datetime.now(UTC), f"process {dead} on {host} ended before finishing this run (killed, out of "
+                         "memory or a restart); nothing of it was published; rerunning is safe", run_id])
+            closed.append(run_id)
+    return closed
+
+
+def sweep_orphans(settings: Settings) -> list[Path | str]:
+    """Before a run: remove staging folders of dead processes and temporaries of a killed publish,
+    and mark runs of dead processes `crashed`; return what was removed or closed."""
+    removed: list[Path | str] = []
+    if settings.db_path.exists():
+        with writer(settings) as con:
+            removed += close_abandoned_runs(con)
     if settings.staging_dir.exists():
         for folder in settings.staging_dir.iterdir():
             owner = folder / OWNER_FILE

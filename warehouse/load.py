@@ -21,7 +21,7 @@ import duckdb
 
 from gpucast.tasks import contract as c
 from gpucast.tasks.ingest import FileResult
-from gpucast.warehouse.housekeeping import failpoint
+from gpucast.warehouse.housekeeping import failpoint, owner
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = "md5(to_json(struct_pack(" + ", ".join(c.COLUMNS) + ")))"
@@ -40,8 +40,9 @@ def _glob(staging_dir: Path, kind: str) -> str | None:
 def start_run(con: duckdb.DuckDBPyConnection, run_id: str, started_at: datetime, files: int) -> None:
     """Record a run (once: a retried load finds it there)."""
     con.execute(
-        "INSERT OR IGNORE INTO ingest_runs VALUES (?, ?, NULL, ?, 0, 0, 0, 0, 0, 'running', NULL)",
-        [run_id, started_at, files],
+        "INSERT OR IGNORE INTO ingest_runs (run_id, started_at, files, files_rejected, rows_read, rows_loaded, "
+        "rows_rejected, rows_duplicate, status, pid, host) VALUES (?, ?, ?, 0, 0, 0, 0, 0, 'running', ?, ?)",
+        [run_id, started_at, files, *owner()],
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpucast.warehouse.db import connect_reader
+from gpucast.warehouse.db import connect_reader, writer
 from gpucast.warehouse.settings import Settings
 
 RECENT_RUNS = """
@@ -45,6 +45,25 @@ def markdown_table(df: pl.DataFrame) -> str:
     with pl.Config(tbl_formatting="MARKDOWN", tbl_rows=200, tbl_cols=30, fmt_str_lengths=80, float_precision=3,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_width_chars=400):
         return str(df)
+
+
+def top_rejection_reasons(settings: Settings, ingest_run_id: str, n: int = 3) -> list[tuple[str, int]]:
+    """The `n` rules that rejected most rows of one ingest run, with their counts."""
+    with writer(settings) as con:
+        return con.execute("SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs "
+                           "WHERE ingest_run_id = ?) GROUP BY ALL ORDER BY n DESC, reason LIMIT ?",
+                           [ingest_run_id, n]).fetchall()
+
+
+def nightly_tables(settings: Settings) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """For the nightly report: the leaderboard, and the pending queue's capacity totals."""
+    with writer(settings) as con:
+        board = con.sql("SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds, "
+                        "epochs FROM model_leaderboard ORDER BY target, rank").pl()
+        totals = con.sql("SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, "
+                         "sum(gpu_hours_p90) AS gpu_hours_p90, sum(jobs_over_24gb) AS over_24gb, "
+                         "sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb FROM capacity_daily").pl()
+    return board, totals
 
 
 def status_text(settings: Settings, limit: int = 10) -> str:

@@ -10,6 +10,7 @@ import polars as pl
 from gpucast.tasks import contract as c
 from gpucast.tasks.train import TargetResult
 from gpucast.warehouse.db import writer
+from gpucast.warehouse.housekeeping import owner
 from gpucast.warehouse.settings import Settings
 
 DEFAULT_MAX_TRAIN_ROWS = 500_000
@@ -44,8 +45,9 @@ def feature_summary(settings: Settings) -> dict:
 
 def start_train_run(con: duckdb.DuckDBPyConnection, run_id: str, models: list[str], preset: str, repeats: int,
                     device: str) -> None:
-    con.execute("INSERT OR IGNORE INTO train_runs VALUES (?, ?, NULL, 'running', ?, ?, ?, ?, NULL)",
-                [run_id, datetime.now(UTC), models, preset, repeats, device])
+    con.execute("INSERT OR IGNORE INTO train_runs (train_run_id, started_at, status, models, preset, repeats, device, "
+                "pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                [run_id, datetime.now(UTC), models, preset, repeats, device, *owner()])
 
 
 def finish_train_run(con: duckdb.DuckDBPyConnection, run_id: str, status: str, message: str | None) -> None:

@@ -52,6 +52,7 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
 
     report = Artifact.get("nightly-report").data
     assert "**Succeeded**" in report and "rows read" in report and "## Leaderboard" in report
+    assert "## Time per step" in report and "train " in report and "publish " in report
 
     # a second night with nothing new re-scores with tonight's champions; views show the latest run only
     assert main(["nightly", "--no-train"]) == 0

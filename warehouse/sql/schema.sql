@@ -115,9 +115,13 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
     rows_loaded BIGINT NOT NULL,
     rows_rejected BIGINT NOT NULL,
     rows_duplicate BIGINT NOT NULL,
-    status VARCHAR NOT NULL,           -- running | succeeded | failed
-    message VARCHAR
+    status VARCHAR NOT NULL,           -- running | succeeded | failed | crashed
+    message VARCHAR,
+    pid BIGINT,                        -- the process running it, and its host: a run left 'running'
+    host VARCHAR                       -- by a dead process is marked 'crashed' by the next run
 );
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 
 -- Great Expectations results per run, file and expectation: readable offline with SQL.
 CREATE TABLE IF NOT EXISTS validation_results (
@@ -142,8 +146,12 @@ CREATE TABLE IF NOT EXISTS train_runs (
     preset VARCHAR,
     repeats BIGINT,
     device VARCHAR,
-    message VARCHAR
+    message VARCHAR,
+    pid BIGINT,                        -- the process running it, and its host: a run left 'running'
+    host VARCHAR                       -- by a dead process is marked 'crashed' by the next run
 );
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 
 CREATE TABLE IF NOT EXISTS model_metrics (
     train_run_id VARCHAR NOT NULL,
@@ -190,8 +198,12 @@ CREATE TABLE IF NOT EXISTS score_runs (
     forecasts BIGINT,
     targets VARCHAR[],
     gpu_mem_gb DOUBLE,                 -- the GPU size `oom_risk` was judged against
-    message VARCHAR
+    message VARCHAR,
+    pid BIGINT,                        -- the process running it, and its host: a run left 'running'
+    host VARCHAR                       -- by a dead process is marked 'crashed' by the next run
 );
+ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
+ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 
 -- Per pending job and target: the champion's P10 / P50 / P90 (split-conformal, see README).
 CREATE TABLE IF NOT EXISTS forecasts (
