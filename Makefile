@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint bench-ingest clean
+.PHONY: demo test setup lint bench-ingest bench-train bench-score bench-scale clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,15 @@ lint: $(STAMP)
 
 bench-ingest: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_ingest.py
+
+bench-train: $(STAMP)
+	$(VENV)/bin/python tests/benchmarks/bench_train.py
+
+bench-score: $(STAMP)
+	$(VENV)/bin/python tests/benchmarks/bench_score.py
+
+bench-scale: $(STAMP)  ## 10M-row history + 1M pending: ~10 GB of disk, ~40 minutes
+	$(VENV)/bin/python tests/benchmarks/bench_scale.py
 
 clean:
 	rm -rf .gpucast .pytest_cache

@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from gpucast.tasks import contract as c
 from gpucast.tasks.ingest import FileResult
@@ -33,8 +35,29 @@ def sql_string(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _glob(staging_dir: Path, kind: str) -> str | None:
-    return str(staging_dir / f"{kind}-*.parquet") if any(staging_dir.glob(f"{kind}-*.parquet")) else None
+# Staged rows merged per step. A run is merged in batches of staged chunks, in arrival order, each
+# against the history the batches before it left: the same result as one merge (duplicates and
+# the latest record are judged against everything loaded before), but DuckDB's working set stays
+# that of one batch however large the run. One 1M-row merge fit under the 1 GB memory limit;
+# a 10M-row one ran out of memory.
+MERGE_BATCH_ROWS = 500_000
+
+
+def staged_batches(staging_dir: Path, kind: str, max_rows: int | None = None) -> list[list[str]]:
+    """The run's staged Parquet files of one kind (`valid`, `rejected`) in arrival order (file,
+    then chunk), grouped into batches of at most `max_rows` (default MERGE_BATCH_ROWS) rows; a
+    larger chunk is a batch alone."""
+    max_rows = max_rows or MERGE_BATCH_ROWS
+    batches: list[list[str]] = []
+    rows = 0
+    for path in sorted(staging_dir.glob(f"{kind}-*.parquet")):  # valid-<file:05d>-<chunk:05d>.parquet
+        n = pq.read_metadata(path).num_rows
+        if not batches or rows + n > max_rows:
+            batches.append([])
+            rows = 0
+        batches[-1].append(str(path))
+        rows += n
+    return batches
 
 
 def start_run(con: duckdb.DuckDBPyConnection, run_id: str, started_at: datetime, files: int) -> None:
@@ -58,17 +81,18 @@ def load_run(
 ) -> dict:
     """Merge the run's staged rows; record files, rejections and counts; return the run's counts."""
     now = datetime.now(UTC)
-    valid, rejected = _glob(staging_dir, "valid"), _glob(staging_dir, "rejected")
     con.execute("BEGIN TRANSACTION")
     try:
-        per_file = _merge_valid(con, run_id, valid, now) if valid else {}
-        if rejected:
+        per_file: Counter[str] = Counter()
+        for files in staged_batches(staging_dir, "valid"):
+            per_file.update(_merge_valid(con, run_id, files, now))
+        for files in staged_batches(staging_dir, "rejected"):
             con.execute(
                 """INSERT OR REPLACE INTO rejected_job_logs
                 SELECT source_file, source_sha256, source_row, job_id, raw_record, reasons,
                        array_to_string(reasons, '; '), ?, ?
                 FROM read_parquet(?)""",
-                [run_id, now, rejected],
+                [run_id, now, files],
             )
         totals = _record_files(con, run_id, results, per_file, now)
         con.execute(
@@ -86,13 +110,14 @@ def load_run(
     return totals
 
 
-def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, valid_glob: str, now: datetime) -> dict:
-    """Insert new record versions, rebuild the affected jobs' latest rows; per-file loaded counts."""
+def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime) -> dict:
+    """Merge one batch of staged valid rows: insert new record versions, rebuild the affected jobs'
+    latest rows; return loaded counts per source file."""
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE staged AS
         SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row, file_index
         FROM read_parquet(?)""",
-        [valid_glob],
+        [files],
     )
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchone()[0]
     con.execute(
