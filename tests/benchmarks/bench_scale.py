@@ -24,6 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_ingest import PEAK_RSS, child  # noqa: E402
 
+BOUND_MB = 2048  # the documented bound per process (README "Scale"), in MiB like VmHWM
+
+
+def vs_bound(rss_mb: float) -> str:
+    return f"peak RSS {rss_mb:,.0f} MB = {rss_mb / BOUND_MB:.2f}x the {BOUND_MB:,} MB bound"
+
 INGEST = PEAK_RSS + """
 import json, sys, time
 import gpucast.flows
@@ -82,7 +88,7 @@ def main() -> None:
     r, wall = child(INGEST, str(work / "history"), env=env)
     print(f"ingest: {r['rows_read']:,} rows read = {r['rows_loaded']:,} loaded + {r['rows_rejected']:,} rejected + "
           f"{r['rows_duplicate']:,} duplicate in {r['seconds']:.0f} s ({r['rows_read'] / r['seconds']:,.0f} rows/s), "
-          f"peak RSS {r['rss_mb']:,.0f} MB (process wall {wall:.0f} s)", flush=True)
+          f"{vs_bound(r['rss_mb'])} (process wall {wall:.0f} s)", flush=True)
 
     pending_dir = work / "pending"
     write_logs(pending_dir, SimConfig(days=1, jobs_per_day=args.pending, pending_fraction=1.0, update_fraction=0.0,
@@ -92,10 +98,10 @@ def main() -> None:
             .write_parquet(p)
     r, wall = child(TRAIN, str(pending_dir), args.models, env=env)
     print(f"train: ingest of the pending file {r['ingest_pending_s']:.0f} s, training {args.models} on the most recent "
-          f"labelled jobs (cap 500,000) {r['train_s']:.0f} s, peak RSS {r['rss_mb']:,.0f} MB", flush=True)
+          f"labelled jobs (cap 500,000) {r['train_s']:.0f} s, {vs_bound(r['rss_mb'])}", flush=True)
     r, wall = child(SCORE, env=env)
     print(f"score: {r['pending_jobs']:,} pending jobs, {r['forecasts']:,} forecasts in {r['score_s']:.1f} s "
-          f"({r['pending_jobs'] / r['score_s'] * 60:,.0f} jobs/min), peak RSS {r['rss_mb']:,.0f} MB", flush=True)
+          f"({r['pending_jobs'] / r['score_s'] * 60:,.0f} jobs/min), {vs_bound(r['rss_mb'])}", flush=True)
     db = work / "home" / "warehouse.duckdb"
     print(f"warehouse file {db.stat().st_size / 1e9:.2f} GB; work folder {work}")
 

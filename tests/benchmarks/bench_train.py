@@ -2,11 +2,12 @@
 
     python tests/benchmarks/bench_train.py [--sizes 10000,100000] [--target gpu_demand_gflops]
                                            [--nn-epochs 10000=200,100000=20] [--device cpu]
+                                           [--presets paper,tuned,bigru_first]
 
 Per size: one 70/30 split (20% of train held out for validation) shared by every model, the
 protocol of `tasks/train.py`. Prints train seconds (and the ratio to LightGBM, the named baseline),
-validation RMSE and test MSE/RMSE/MAE/MAPE/R², for the Transformer-BiGRU in the `paper` and
-`tuned` presets and every baseline. The network's epochs are capped per size (`--nn-epochs`) so
+validation RMSE and test MSE/RMSE/MAE/MAPE/R², for the Transformer-BiGRU in each preset of
+`--presets` and every baseline. The network's epochs are capped per size (`--nn-epochs`) so
 that the 100k run ends on a 2-core CPU; the cap is printed with the figures.
 """
 
@@ -37,14 +38,14 @@ def completed_jobs(n: int, seed: int) -> pl.DataFrame:
     return done.head(n)
 
 
-def run(n: int, target: str, nn_epochs: int, device: str | None) -> pl.DataFrame:
+def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[str]) -> pl.DataFrame:
     rows = labelled_rows(completed_jobs(n, seed=n), target)
     y = rows[target].to_numpy()
     fit, val, test = split(rows.height, seed=0)
     enc = FeatureEncoder().fit(rows[fit])
     X = enc.transform(rows)
     out = []
-    plan = [(registry.NN, "paper"), (registry.NN, "tuned")] + [(m, None) for m in registry.REGISTRY if m != registry.NN]
+    plan = [(registry.NN, p) for p in presets] + [(m, None) for m in registry.REGISTRY if m != registry.NN]
     for name, preset in plan:
         est = registry.build(name, seed=0, cardinalities=enc.cardinalities, preset=preset or "paper",
                              device=device, epochs=nn_epochs if name == registry.NN else None)
@@ -69,12 +70,13 @@ def main() -> None:
     ap.add_argument("--target", default=c.GPU_DEMAND_GFLOPS, choices=c.TARGETS)
     ap.add_argument("--nn-epochs", default="10000=200,100000=20", help="size=epochs,... (cap per size)")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--presets", default="paper,tuned,bigru_first", help="Transformer-BiGRU presets to compare")
     args = ap.parse_args()
     caps = dict(item.split("=") for item in args.nn_epochs.split(","))
     for n in [int(s) for s in args.sizes.split(",")]:
         epochs = int(caps.get(str(n), 200))
         print(f"\n== {n:,} completed jobs, target {args.target}, Transformer-BiGRU epochs <= {epochs} ==", flush=True)
-        df = run(n, args.target, epochs, args.device)
+        df = run(n, args.target, epochs, args.device, args.presets.split(","))
         with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=220, float_precision=4,
                        tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
             print(df.select("model", "device", "epochs", "train_s", f"time_vs_{BASELINE}", "val_rmse", "mse", "rmse",
