@@ -89,8 +89,12 @@ def train_models(
             publish_snapshot(settings)
         raise
     skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
+    keep = int(os.environ.get(training.KEEP_RUNS_ENV, training.DEFAULT_KEEP_RUNS))
     with db.writer(settings) as con:
         training.finish_train_run(con, run_id, "succeeded", skipped)
+        pruned = training.prune_model_folders(con, settings.models_dir, keep)
+    if pruned:
+        print(f"removed the model folders of {len(pruned)} older train run(s) (keeping {keep}, {training.KEEP_RUNS_ENV})")
     if publish:
         publish_snapshot(settings)
     report = train_report(settings, run_id)

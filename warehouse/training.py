@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -10,6 +12,7 @@ import polars as pl
 from gpucast.tasks import contract as c
 from gpucast.tasks.train import TargetResult
 from gpucast.warehouse.db import writer
+from gpucast.warehouse.forecast import latest_champions
 from gpucast.warehouse.housekeeping import owner
 from gpucast.warehouse.settings import Settings
 
@@ -41,6 +44,31 @@ def feature_summary(settings: Settings) -> dict:
                       f"{missing} FROM job_logs").pl().row(0, named=True)
     return {"jobs": row["jobs"], "pending": row["pending"], "labelled": {t: row[t] for t in c.TARGETS},
             "missing_feature_share": {f: round(row[f] or 0.0, 4) for f in c.FEATURES}}
+
+
+KEEP_RUNS_ENV = "GPUCAST_KEEP_TRAIN_RUNS"
+DEFAULT_KEEP_RUNS = 7
+
+
+def prune_model_folders(con: duckdb.DuckDBPyConnection, models_dir: Path, keep: int) -> list[Path]:
+    """Delete the registry folders of all but the `keep` most recent successful train runs.
+
+    Never deleted: a run a current champion lives in (scoring loads it), and a run still
+    `running` (another process may be writing it). Folders of failed or crashed runs go too.
+    Their rows in `model_metrics` and `model_champions` stay: the history of the comparison is
+    kept, the model files (up to ~1 GB a forest at 100k jobs) are not.
+    """
+    keep_ids = {r for (r,) in con.execute(
+        "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT ?",
+        [max(keep, 1)]).fetchall()}
+    keep_ids |= {r for (r,) in con.execute("SELECT train_run_id FROM train_runs WHERE status = 'running'").fetchall()}
+    keep_ids |= {ch.train_run_id for ch in latest_champions(con)}
+    removed = []
+    for folder in sorted(models_dir.iterdir()) if models_dir.exists() else []:
+        if folder.is_dir() and folder.name not in keep_ids:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def start_train_run(con: duckdb.DuckDBPyConnection, run_id: str, models: list[str], preset: str, repeats: int,

@@ -45,7 +45,7 @@ def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[s
     enc = FeatureEncoder().fit(rows[fit])
     X = enc.transform(rows)
     out = []
-    plan = [(registry.NN, p) for p in presets] + [(m, None) for m in registry.REGISTRY if m != registry.NN]
+    plan = [(registry.NN, p) for p in presets if p != "none"] + [(m, None) for m in registry.REGISTRY if m != registry.NN]
     for name, preset in plan:
         est = registry.build(name, seed=0, cardinalities=enc.cardinalities, preset=preset or "paper",
                              device=device, epochs=nn_epochs if name == registry.NN else None)
@@ -70,7 +70,8 @@ def main() -> None:
     ap.add_argument("--target", default=c.GPU_DEMAND_GFLOPS, choices=c.TARGETS)
     ap.add_argument("--nn-epochs", default="10000=200,100000=20", help="size=epochs,... (cap per size)")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--presets", default="paper,tuned,bigru_first", help="Transformer-BiGRU presets to compare")
+    ap.add_argument("--presets", default="paper,tuned,bigru_first",
+                    help="Transformer-BiGRU presets to compare (none: baselines only)")
     args = ap.parse_args()
     caps = dict(item.split("=") for item in args.nn_epochs.split(","))
     for n in [int(s) for s in args.sizes.split(",")]:

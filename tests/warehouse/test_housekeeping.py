@@ -48,3 +48,23 @@ def test_sweep_removes_staging_of_dead_processes_only(home):
     (theirs / "owner.pid").write_text(str(_dead_pid()))
     removed = sweep_orphans(settings)
     assert removed == [theirs] and mine.exists() and not theirs.exists()
+
+
+def test_old_model_folders_are_pruned_but_never_a_champions_or_a_running_one(home):
+    from datetime import timedelta
+
+    settings = Settings.from_env().ensure()
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    runs = {"r1": "succeeded", "r2": "succeeded", "r3": "failed", "r4": "succeeded", "r5": "succeeded", "r6": "running"}
+    with db.writer(settings) as con:
+        for i, (run, status) in enumerate(runs.items()):
+            training.start_train_run(con, run, ["lightgbm"], "paper", 1, "cpu")
+            con.execute("UPDATE train_runs SET started_at = ?, status = ? WHERE train_run_id = ?",
+                        [t0 + timedelta(days=i), status, run])
+            (settings.models_dir / run).mkdir(parents=True)
+        # r1 trained the only champion of runtime_hours (later runs skipped that target): scoring needs it
+        con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
+                    "VALUES ('r1', 'runtime_hours', 'lightgbm', 500, ?)", [str(settings.models_dir / "r1")])
+        removed = training.prune_model_folders(con, settings.models_dir, keep=2)
+    assert [p.name for p in removed] == ["r2", "r3"]
+    assert sorted(p.name for p in settings.models_dir.iterdir()) == ["r1", "r4", "r5", "r6"]
