@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 # Before anything imports gpucast.flows (which reads these to configure Prefect).
-os.environ.setdefault("GPUCAST_HOME", tempfile.mkdtemp(prefix="gpucast-test-home-"))
+if "GPUCAST_HOME" not in os.environ:
+    _session_home = tempfile.mkdtemp(prefix="gpucast-test-home-")
+    os.environ["GPUCAST_HOME"] = _session_home
+    atexit.register(shutil.rmtree, _session_home, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
 FIXTURES = Path(__file__).parent / "fixtures"
