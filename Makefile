@@ -31,7 +31,7 @@ bench-train: $(STAMP)
 bench-score: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_score.py
 
-bench-scale: $(STAMP)  ## 10M-row history + 1M pending: ~10 GB of disk, ~40 minutes
+bench-scale: $(STAMP)  ## 10M-row history + 1M pending: ~10 GB of disk, ~15 minutes (4 simulating)
 	$(VENV)/bin/python tests/benchmarks/bench_scale.py
 
 clean:
