@@ -12,8 +12,10 @@ DuckDB time, at most 2 GB peak RSS.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +74,8 @@ def main() -> None:
     from gpucast.tasks.simulate import SimConfig, write_logs
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gpucast-bench-"))
+    if not args.workdir:  # a folder of our own is removed at exit; a --workdir is kept for the next run
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
     print(f"simulating {args.rows:,} jobs (dirty fraction {args.dirty_fraction}) into {work} ...", flush=True)
     (src,) = write_logs(work / "logs", SimConfig(days=1, jobs_per_day=args.rows, dirty_fraction=args.dirty_fraction,
                                                  update_fraction=0.0, seed=11))

@@ -18,6 +18,7 @@ pending jobs and predicts in batches of 250,000.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import sys
@@ -77,6 +78,8 @@ def main() -> None:
     from gpucast.tasks.simulate import SimConfig, write_logs
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gpucast-bench-scale-"))
+    if not args.workdir:  # a folder of our own is removed at exit; a --workdir is kept for the next run
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
     env = {**os.environ, "GPUCAST_HOME": str(work / "home")}
     shutil.rmtree(work / "home", ignore_errors=True)  # a fresh warehouse every run
     history = work / "history"
@@ -109,7 +112,8 @@ def main() -> None:
     print(f"score: {r['pending_jobs']:,} pending jobs, {r['forecasts']:,} forecasts in {r['score_s']:.1f} s "
           f"({r['pending_jobs'] / r['score_s'] * 60:,.0f} jobs/min), {vs_bound(r['rss_mb'])}", flush=True)
     db = work / "home" / "warehouse.duckdb"
-    print(f"warehouse file {db.stat().st_size / 1e9:.2f} GB; work folder {work}")
+    kept = "kept" if args.workdir else "removed at exit; pass --workdir to keep it"
+    print(f"warehouse file {db.stat().st_size / 1e9:.2f} GB; work folder {work} ({kept})")
 
 
 if __name__ == "__main__":

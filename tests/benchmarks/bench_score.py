@@ -1,7 +1,7 @@
 """Benchmark: bulk scoring of 1,000,000 pending jobs, and the nightly run end to end.
 
     python tests/benchmarks/bench_score.py [--pending 1000000] [--nightly-completed 100000]
-                                           [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly]
+                                           [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly] [--skip-scoring] [--keep]
 
 Part 1, scoring. A warehouse with 10k completed jobs (trained on: every baseline and the
 Transformer-BiGRU `paper` preset for `--nn-epochs`; the number of epochs does not change its scoring
@@ -22,14 +22,17 @@ gives the nightly run's own).
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import resource
+import shutil
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
 os.environ["GPUCAST_HOME"] = tempfile.mkdtemp(prefix="gpucast-bench-score-")
+WORK_DIRS = [os.environ["GPUCAST_HOME"]]  # removed at exit (1-2 GB) unless --keep
 
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
@@ -103,6 +106,7 @@ def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
     from gpucast.flows.nightly import nightly
 
     os.environ["GPUCAST_HOME"] = tempfile.mkdtemp(prefix="gpucast-bench-nightly-")
+    WORK_DIRS.append(os.environ["GPUCAST_HOME"])
     settings = Settings.from_env().ensure()
     days = 7
     for d in range(days):
@@ -126,7 +130,12 @@ def main() -> None:
     ap.add_argument("--nn-epochs", type=int, default=3)
     ap.add_argument("--skip-nightly", action="store_true")
     ap.add_argument("--skip-scoring", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the benchmark's data folders (printed at the end)")
     args = ap.parse_args()
+    if args.keep:
+        atexit.register(lambda: print("data folders kept:", *WORK_DIRS))
+    else:
+        atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in WORK_DIRS])
     if not args.skip_scoring:
         part_scoring(args.pending, args.nn_epochs)
     if not args.skip_nightly:
