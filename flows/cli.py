@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, env_number
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -108,11 +108,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _gpu_mem_default() -> float:
-    import os
-
     from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
 
-    return float(os.environ.get("GPUCAST_GPU_MEM_GB", DEFAULT_GPU_MEM_GB))
+    return env_number("GPUCAST_GPU_MEM_GB", DEFAULT_GPU_MEM_GB)
 
 
 def _score(args: argparse.Namespace) -> int:

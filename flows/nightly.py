@@ -8,7 +8,6 @@ fails the run with the reason, and the planners keep the previous night's foreca
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 
@@ -24,7 +23,7 @@ from gpucast.warehouse import training
 from gpucast.warehouse.housekeeping import exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import markdown_table, nightly_tables, top_rejection_reasons
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, env_number
 
 MAX_REJECT_ENV = "GPUCAST_MAX_REJECT_FRACTION"
 DEFAULT_MAX_REJECT_FRACTION = 0.2
@@ -107,7 +106,7 @@ def nightly(
 ) -> dict:
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails."""
     if max_reject_fraction is None:
-        max_reject_fraction = float(os.environ.get(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION))
+        max_reject_fraction = env_number(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION)
     settings = Settings.from_env().ensure()
     with exclusive_run(settings, "nightly"):
         return _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from gpucast.warehouse import db, training
 from gpucast.warehouse.housekeeping import failpoint, sweep_orphans
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.report import train_report
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, env_number
 
 
 @task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
@@ -62,7 +61,7 @@ def train_models(
     GPUCAST_NN_MAX_MINUTES, else 20; 0: no limit).
     """
     if nn_max_minutes is None:
-        nn_max_minutes = float(os.environ.get(steps.NN_MAX_MINUTES_ENV, steps.DEFAULT_NN_MAX_MINUTES))
+        nn_max_minutes = env_number(steps.NN_MAX_MINUTES_ENV, steps.DEFAULT_NN_MAX_MINUTES)
     targets = targets or list(c.TARGETS)
     models = models or list(REGISTRY)
     unknown = [t for t in targets if t not in c.TARGETS] + [m for m in models if m not in REGISTRY]
@@ -89,7 +88,7 @@ def train_models(
             publish_snapshot(settings)
         raise
     skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
-    keep = int(os.environ.get(training.KEEP_RUNS_ENV, training.DEFAULT_KEEP_RUNS))
+    keep = env_number(training.KEEP_RUNS_ENV, training.DEFAULT_KEEP_RUNS, int)
     with db.writer(settings) as con:
         training.finish_train_run(con, run_id, "succeeded", skipped)
         pruned = training.prune_model_folders(con, settings.models_dir, keep)

@@ -30,7 +30,7 @@ from gpucast.tasks.models import registry
 log = logging.getLogger(__name__)
 DEFAULT_MIN_LABELLED = 200
 # The Transformer-BiGRU's time budget per fit (3 targets x 3 repeats = 9 fits a night). On a
-# 2-core CPU the paper's 200 epochs over 100k jobs would take ~55 min a fit, 8 h a night; the
+# 2-core CPU the paper's 200 epochs over 100k jobs take about an hour a fit, 8-10 h a night; the
 # budget keeps a night without a GPU worker inside the night. 0 means no limit.
 NN_MAX_MINUTES_ENV = "GPUCAST_NN_MAX_MINUTES"
 DEFAULT_NN_MAX_MINUTES = 20.0

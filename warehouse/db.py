@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, env_number
 
 LOCK_TIMEOUT_ENV = "GPUCAST_LOCK_TIMEOUT_S"
 MEMORY_ENV = "GPUCAST_DUCKDB_MEMORY"
@@ -67,7 +67,7 @@ def file_lock(path: Path, timeout_s: float, busy: Callable[[str], Exception]) ->
 def writer_lock(settings: Settings, timeout_s: float | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the warehouse's writer lock; wait up to `timeout_s` (env GPUCAST_LOCK_TIMEOUT_S)."""
     if timeout_s is None:
-        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S))
+        timeout_s = env_number(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S)
     return file_lock(settings.lock_path, timeout_s, lambda holder: WarehouseBusy(
         f"another gpucast writer ({holder}) has held {settings.lock_path} for over "
         f"{timeout_s:.0f} s; wait for it to finish or raise {LOCK_TIMEOUT_ENV}"))
@@ -81,7 +81,7 @@ def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb
     planners should read instead.
     """
     if timeout_s is None:
-        timeout_s = float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S))
+        timeout_s = env_number(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S)
     settings.home.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     while True:

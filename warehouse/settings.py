@@ -13,6 +13,19 @@ HOME_ENV = "GPUCAST_HOME"
 DEFAULT_HOME = ".gpucast"
 
 
+def env_number(name: str, default: float, kind: type = float) -> float:
+    """A numeric setting from the environment (`kind` float or int); unset or empty gives `default`.
+    A value that does not parse is an error naming the variable, not a bare ValueError."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return kind(default)
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name}={raw!r} is not {what}; fix it or unset it for the default ({default})") from None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Paths of the data directory. Build with `Settings.from_env()`."""

@@ -63,6 +63,15 @@ def child(code: str, *args: str, env: dict | None = None) -> tuple[dict, float]:
     return json.loads(out.stdout.strip().splitlines()[-1]), wall
 
 
+def work_folder(workdir: str | None, prefix: str) -> Path:
+    """`workdir` as given (kept, so a next run can reuse it), else a temporary folder removed at exit."""
+    if workdir:
+        return Path(workdir)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -73,9 +82,7 @@ def main() -> None:
 
     from gpucast.tasks.simulate import SimConfig, write_logs
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gpucast-bench-"))
-    if not args.workdir:  # a folder of our own is removed at exit; a --workdir is kept for the next run
-        atexit.register(shutil.rmtree, work, ignore_errors=True)
+    work = work_folder(args.workdir, "gpucast-bench-")
     print(f"simulating {args.rows:,} jobs (dirty fraction {args.dirty_fraction}) into {work} ...", flush=True)
     (src,) = write_logs(work / "logs", SimConfig(days=1, jobs_per_day=args.rows, dirty_fraction=args.dirty_fraction,
                                                  update_fraction=0.0, seed=11))

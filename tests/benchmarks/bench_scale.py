@@ -18,16 +18,14 @@ pending jobs and predicts in batches of 250,000.
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_ingest import PEAK_RSS, child  # noqa: E402
+from bench_ingest import PEAK_RSS, child, work_folder  # noqa: E402
 
 BOUND_MB = 2048  # the documented bound per process (README "Scale"), in MiB like VmHWM
 
@@ -77,9 +75,7 @@ def main() -> None:
     from gpucast.tasks import contract as c
     from gpucast.tasks.simulate import SimConfig, write_logs
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="gpucast-bench-scale-"))
-    if not args.workdir:  # a folder of our own is removed at exit; a --workdir is kept for the next run
-        atexit.register(shutil.rmtree, work, ignore_errors=True)
+    work = work_folder(args.workdir, "gpucast-bench-scale-")
     env = {**os.environ, "GPUCAST_HOME": str(work / "home")}
     shutil.rmtree(work / "home", ignore_errors=True)  # a fresh warehouse every run
     history = work / "history"
