@@ -1,0 +1,57 @@
+"""The wheel a GPU worker would `pip install` holds every module and runs, with no editable install behind it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+UNTRACKED = (".git", ".venv", "build", "*.egg-info", ".gpucast", "__pycache__", ".pytest_cache", ".ruff_cache", ".bench")
+
+IMPORT_EVERYTHING = """
+import importlib, pkgutil, sys
+import gpucast.flows, gpucast.tasks, gpucast.warehouse, gpucast.expectations
+names = []
+for top in (gpucast.flows, gpucast.tasks, gpucast.warehouse, gpucast.expectations):
+    names.append(top.__name__)
+    names += [m.name for m in pkgutil.walk_packages(top.__path__, top.__name__ + ".")]
+for name in names:
+    importlib.import_module(name)
+print(len(names), gpucast.tasks.__file__)
+"""
+
+
+def run(*args, **kwargs) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kwargs)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_the_built_wheel_installs_imports_every_module_and_runs(tmp_path):
+    # built from a clean copy of the tree: a `build/` folder left by an earlier build would hide a missing package
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*UNTRACKED))
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", tmp_path / "dist", src)
+    (wheel,) = (tmp_path / "dist").glob("gpucast-*.whl")
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", venv)
+    py = venv / "bin" / "python"
+    run(py, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheel)
+    # The third-party dependencies come from this environment's site-packages, added as a plain path:
+    # Python does not run the .pth files of such a path, so this environment's editable gpucast stays out.
+    site = Path(run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    (site / "_gpucast_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    out = run(py, "-c", IMPORT_EVERYTHING, cwd=tmp_path).stdout.split()
+    count, location = int(out[0]), Path(out[1])
+    assert location.is_relative_to(venv), location  # the wheel's copy, not the source tree
+    modules = [p for layer in ("flows", "tasks", "warehouse", "expectations") for p in (ROOT / layer).rglob("*.py")]
+    assert count >= len(modules)  # every module (and package) of the tree is in the wheel and imports
+    help_text = run(venv / "bin" / "gpucast", "--help", cwd=tmp_path).stdout
+    assert "usage: gpucast" in help_text
