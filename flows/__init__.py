@@ -8,10 +8,10 @@ start on a busy 2-core machine (shared/STACK-NOTES.md). Values already in the en
 import os
 from pathlib import Path
 
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import home_from_env
 
 _DEFAULTS = {
-    "PREFECT_HOME": str(Settings.from_env().home / "prefect"),
+    "PREFECT_HOME": str(home_from_env() / "prefect"),
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",

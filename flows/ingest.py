@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 
+from gpucast.expectations.records import FileResult
 from gpucast.tasks import ingest as steps
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
-from gpucast.warehouse import db, load
-from gpucast.warehouse.housekeeping import claim_staging, failpoint, sweep_orphans
+from gpucast.warehouse import db, load, runs
+from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
 
@@ -27,7 +25,7 @@ def find_files(paths: list[str] | None, settings: Settings) -> list[str]:
 
 
 @task(name="stage-file", task_run_name="stage {path}")
-def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> steps.FileResult:
+def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> FileResult:
     """Read, normalise and validate one file into the run's staging folder."""
     logger = get_run_logger()
     result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info)
@@ -37,9 +35,7 @@ def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> ste
 
 
 @task(name="load-run", retries=2, retry_delay_seconds=10)
-def load_run(
-    run_id: str, started_at: datetime, staging_dir: Path, results: list[steps.FileResult], settings: Settings
-) -> dict:
+def load_run(run_id: str, staging_dir: Path, results: list[FileResult], settings: Settings) -> dict:
     """Commit the staged run to the warehouse in one transaction and refresh the lake."""
     with db.writer(settings) as con:
         t0 = time.perf_counter()
@@ -50,44 +46,25 @@ def load_run(
     return totals
 
 
-@task(name="record-failure")
-def record_failure(run_id: str, started_at: datetime, files: int, message: str, settings: Settings) -> None:
-    """Leave the failed run and its reason in `ingest_runs` for on-call."""
-    with db.writer(settings) as con:
-        load.start_run(con, run_id, started_at, files)
-        load.fail_run(con, run_id, message)
-
-
 @flow(name="ingest-job-logs", log_prints=True)
-def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True) -> dict:
+def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
+                    settings: Settings | None = None) -> dict:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
-    `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
+    `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
+    itself). `settings` defaults to the environment's (`Settings.from_env()`).
     """
-    settings = Settings.from_env().ensure()
-    started_at = datetime.now(UTC)
-    run_id = f"ingest-{started_at:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    sweep_orphans(settings)
+    settings = (settings or Settings.from_env()).ensure()
     files = find_files(paths, settings)
-    print(f"{run_id}: {len(files)} file(s) to ingest")
-    with db.writer(settings) as con:
-        load.start_run(con, run_id, started_at, len(files))
-    staging_dir = claim_staging(settings.staging_dir / run_id)
-    try:
-        results = [stage_file(f, staging_dir, i, chunk_rows) for i, f in enumerate(files)]
+    with runs.lifecycle(settings, "ingest", **load.start_columns(len(files))) as run:
+        print(f"{run.run_id}: {len(files)} file(s) to ingest")
+        results = [stage_file(f, run.staging, i, chunk_rows) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")
-        totals = load_run(run_id, started_at, staging_dir, results, settings)
-    except Exception as exc:
-        record_failure(run_id, started_at, len(files), f"{type(exc).__name__}: {exc}", settings)
-        raise
-    finally:
-        shutil.rmtree(staging_dir, ignore_errors=True)
-        if publish:
-            publish_snapshot(settings)
-    print(
-        f"{run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "
-        f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
-        f"{totals['files_rejected']} file(s) rejected"
-    )
+        totals = load_run(run.run_id, run.staging, results, settings)
+    if publish:
+        publish_snapshot(settings)
+    print(f"{run.run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "
+          f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
+          f"{totals['files_rejected']} file(s) rejected")
     seconds = {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in ("read", "check", "write")}
-    return {"run_id": run_id, "files": len(files), **totals, "stage_seconds": seconds}
+    return {"run_id": run.run_id, "files": len(files), **totals, "stage_seconds": seconds}

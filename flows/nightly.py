@@ -1,15 +1,23 @@
-"""Prefect flow `nightly`: ingest → validate → features → train → score → publish.
+"""Prefect flow `nightly`: ingest → quality-gate → features → train → score → publish.
 
 Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
-failed. Transient steps retry (loading, scoring, publishing); a validation failure does not: it
-fails the run with the reason, and the planners keep the previous night's forecasts.
+failed. Transient steps retry (loading, scoring, publishing); the quality gate does not: it fails
+the run with the reason. A night that fails does not publish, so planners keep the previous
+night's copy; the one exception is the quality gate, which fails after a successful ingest: that
+warehouse is sound, and publishing it lets on-call read the rejected rows with `gpucast sql` (no
+forecast changes). The failure report is written from what the steps returned, without touching
+the warehouse (which may be what failed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
@@ -17,16 +25,13 @@ from prefect.artifacts import create_markdown_artifact
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
-from gpucast.tasks.score import DEFAULT_GPU_MEM_GB
-from gpucast.tasks.train import DEFAULT_MIN_LABELLED
-from gpucast.warehouse import training
-from gpucast.warehouse.housekeeping import exclusive_run
+from gpucast.tasks import features, render
+from gpucast.tasks.train import TrainOptions
+from gpucast.warehouse import db, queries, training
+from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.report import markdown_table, nightly_tables, top_rejection_reasons
-from gpucast.warehouse.settings import Settings, env_number
+from gpucast.warehouse.settings import Settings
 
-MAX_REJECT_ENV = "GPUCAST_MAX_REJECT_FRACTION"
-DEFAULT_MAX_REJECT_FRACTION = 0.2
 ARTIFACT_KEY = "nightly-report"
 
 
@@ -34,83 +39,66 @@ class ValidationFailed(RuntimeError):
     """Too much of tonight's input broke the contract to trust a retrain on it."""
 
 
-@task(name="check-validation")
-def check_validation(ingest: dict, max_reject_fraction: float) -> list[str]:
+@task(name="quality-gate")
+def quality_gate(ingest: dict, settings: Settings) -> list[str]:
     """Fail when the rejected share of tonight's rows exceeds the limit; return warnings otherwise."""
     read = ingest["rows_read"]
     share = ingest["rows_rejected"] / read if read else 0.0
     warnings = []
     if ingest["files_rejected"]:
         warnings.append(f"{ingest['files_rejected']} file(s) rejected whole: see rejected_files")
-    if share > max_reject_fraction:
-        top = top_rejection_reasons(Settings.from_env(), ingest["run_id"])
+    if share > settings.max_reject_fraction:
+        with db.writer(settings) as con:
+            top = queries.top_rejection_reasons(con, ingest["run_id"])
         reasons = "; ".join(f"{n:,} x {r}" for r, n in top)
         raise ValidationFailed(
             f"validation failed: {ingest['rows_rejected']:,} of {read:,} rows rejected ({share:.1%}), more than "
-            f"{max_reject_fraction:.0%} ({MAX_REJECT_ENV}); most common: {reasons}. Rows are in rejected_job_logs "
-            f"(ingest_run_id = '{ingest['run_id']}'); fix the exporter or raise the limit, then rerun.")
+            f"{settings.max_reject_fraction:.0%} (GPUCAST_MAX_REJECT_FRACTION); most common: {reasons}. Rows are in "
+            f"rejected_job_logs (ingest_run_id = '{ingest['run_id']}'); fix the exporter or raise the limit, then rerun.")
     if ingest["rows_rejected"]:
         warnings.append(f"{ingest['rows_rejected']:,} row(s) rejected ({share:.1%}): see rejected_job_logs")
     return warnings
 
 
 @task(name="features")
-def feature_summary() -> dict:
-    """What tonight's models will learn from and score: labelled jobs per target, pending jobs."""
-    return training.feature_summary(Settings.from_env())
+def stage_features(settings: Settings, max_rows: int | None, staging: Path) -> dict:
+    """Read the labelled history and the pending jobs once; stage them for the train and score steps."""
+    with db.writer(settings) as con:
+        history = training.read_training_jobs(con, max_rows)
+        pending = training.read_pending(con)
+    paths = {"history_path": str(staging / "history.parquet"), "pending_path": str(staging / "pending.parquet")}
+    history.write_parquet(paths["history_path"])
+    pending.write_parquet(paths["pending_path"])
+    return {**paths, **features.summary(history, pending)}
 
 
 @task(name="publish", retries=2, retry_delay_seconds=5)
-def publish() -> str:
-    return str(publish_snapshot(Settings.from_env()))
-
-
-def _report(ingest: dict | None, features: dict | None, train: dict | None, score: dict | None,
-            warnings: list[str], seconds: dict[str, float], error: str | None) -> str:
-    lines = ["# gpucast nightly", ""]
-    lines.append(f"**FAILED**: {error}" if error else "**Succeeded**")
-    if ingest:
-        lines += ["", "## Ingest", f"run `{ingest['run_id']}`: {ingest['files']} file(s), rows read {ingest['rows_read']:,} = "
-                  f"loaded {ingest['rows_loaded']:,} + rejected {ingest['rows_rejected']:,} + duplicate "
-                  f"{ingest['rows_duplicate']:,}; files rejected {ingest['files_rejected']}"]
-    if features:
-        lines += ["", "## Features", f"{features['jobs']:,} jobs, {features['pending']:,} pending; labelled: "
-                  + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
-    if train:
-        lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
-    board, totals = nightly_tables(Settings.from_env())
-    if board.height:
-        lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
-    if score:
-        lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
-                  f"{score['pending_jobs']:,} pending jobs", "", markdown_table(totals)]
-    if seconds:
-        lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
-    if warnings:
-        lines += ["", "## Warnings", *[f"- {w}" for w in warnings]]
-    return "\n".join(lines) + "\n"
+def publish(settings: Settings) -> str:
+    return str(publish_snapshot(settings))
 
 
 @flow(name="nightly", log_prints=True)
-def nightly(
-    paths: list[str] | None = None,
-    models: list[str] | None = None,
-    preset: str = "paper",
-    repeats: int = 3,
-    epochs: int | None = None,
-    nn_max_minutes: float | None = None,
-    min_labelled: int = DEFAULT_MIN_LABELLED,
-    gpu_mem_gb: float = DEFAULT_GPU_MEM_GB,
-    max_reject_fraction: float | None = None,
-    train: bool = True,
-) -> dict:
-    """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails."""
-    if max_reject_fraction is None:
-        max_reject_fraction = env_number(MAX_REJECT_ENV, DEFAULT_MAX_REJECT_FRACTION)
-    settings = Settings.from_env().ensure()
-    with exclusive_run(settings, "nightly"):
-        return _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb,
-                        max_reject_fraction, train)
+def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
+            gpu_mem_gb: float | None = None, max_reject_fraction: float | None = None,
+            settings: Settings | None = None) -> dict:
+    """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails.
+
+    `options`: what training does (prefect.yaml's `options:`); `gpu_mem_gb` and
+    `max_reject_fraction` override their settings (GPUCAST_GPU_MEM_GB, GPUCAST_MAX_REJECT_FRACTION).
+    """
+    settings = (settings or Settings.from_env()).override(
+        gpu_mem_gb=gpu_mem_gb, max_reject_fraction=max_reject_fraction).ensure()
+    with exclusive_run(settings, "nightly"), _staging(settings) as staging:
+        return _steps(paths, options or TrainOptions(), retrain, settings, staging)
+
+
+@contextlib.contextmanager
+def _staging(settings: Settings) -> Iterator[Path]:
+    folder = claim_staging(settings.staging_dir / f"nightly-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -123,33 +111,33 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
         seconds[step] = round(time.perf_counter() - t0, 1)
 
 
-def _nightly(paths, models, preset, repeats, epochs, nn_max_minutes, min_labelled, gpu_mem_gb, max_reject_fraction,
-             train) -> dict:
-    ingest = features = trained = scored = None
+def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path) -> dict:
+    steps: dict[str, dict | None] = {}
     warnings: list[str] = []
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "ingest"):
-            ingest = ingest_job_logs(paths=paths, publish=False)
-        with _timed(seconds, "validate"):
-            warnings += check_validation(ingest, max_reject_fraction)
+            steps["ingest"] = ingest_job_logs(paths=paths, publish=False, settings=settings)
+        with _timed(seconds, "quality-gate"):
+            warnings += quality_gate(steps["ingest"], settings)
         with _timed(seconds, "features"):
-            features = feature_summary()
-        if train:
+            steps["features"] = stage_features(settings, options.max_rows, staging)
+        if retrain:
             with _timed(seconds, "train"):
-                trained = train_where_possible(models=models, preset=preset, repeats=repeats, epochs=epochs,
-                                               nn_max_minutes=nn_max_minutes, min_labelled=min_labelled, publish=False)
+                steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])
         with _timed(seconds, "score"):
-            scored = score_pending(gpu_mem_gb=gpu_mem_gb, publish=False)
+            steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
+                                           settings=settings)
+        with _timed(seconds, "publish"):
+            where = publish(settings)
     except Exception as exc:
-        report = _report(ingest, features, trained, scored, warnings, seconds, f"{type(exc).__name__}: {exc}")
+        report = render.nightly_report(steps, warnings, seconds, f"{type(exc).__name__}: {exc}")
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
-        publish()
+        if isinstance(exc, ValidationFailed):
+            publish(settings)  # the ingest committed: show on-call its rejected rows (see the module doc)
         raise
-    with _timed(seconds, "publish"):
-        where = publish()
-    report = _report(ingest, features, trained, scored, warnings, seconds, None)
+    report = render.nightly_report(steps, warnings, seconds, None,
+                                   *queries.leaderboard_and_capacity(settings.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
     print(f"published {where}")
-    return {"ingest": ingest, "features": features, "train": trained, "score": scored, "warnings": warnings,
-            "published": where, "seconds": seconds, "report": report}
+    return {**steps, "warnings": warnings, "published": where, "seconds": seconds, "report": report}

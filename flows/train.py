@@ -3,102 +3,82 @@
 from __future__ import annotations
 
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from gpucast.tasks import contract as c
+from gpucast.tasks import render
 from gpucast.tasks import train as steps
-from gpucast.tasks.models.registry import REGISTRY
-from gpucast.tasks.models.transformer_bigru import pick_device
-from gpucast.warehouse import db, training
-from gpucast.warehouse.housekeeping import failpoint, sweep_orphans
+from gpucast.tasks.models import store
+from gpucast.tasks.train import TrainOptions
+from gpucast.warehouse import db, queries, runs, training
+from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.report import train_report
-from gpucast.warehouse.settings import Settings, env_number
+from gpucast.warehouse.settings import Settings
+
+
+def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
+    """Options with what they leave to the settings filled in (the network's time budget)."""
+    if options.nn_max_minutes is None:
+        return options.model_copy(update={"nn_max_minutes": settings.nn_max_minutes})
+    return options
+
+
+@task(name="read-history")
+def read_history(settings: Settings, max_rows: int | None, out: Path) -> str:
+    """The labelled history, read once per train run and staged as Parquet for every target's step."""
+    with db.writer(settings) as con:
+        training.read_training_jobs(con, max_rows).write_parquet(out)
+    return str(out)
 
 
 @task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
-def train_target(run_id: str, target: str, models: list[str], preset: str, repeats: int, seed: int,
-                 min_labelled: int, device: str | None, epochs: int | None,
-                 max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS, nn_max_minutes: float = 0.0) -> dict:
+def train_target(run_id: str, target: str, options: TrainOptions, history_path: str, settings: Settings) -> dict:
     """Train and evaluate on one target; write models to the registry and metrics to the warehouse."""
-    logger = get_run_logger()
-    settings = Settings.from_env()
-    job_logs = training.read_training_jobs(settings, max_rows)
-    result = steps.train_target(job_logs, target, models, settings.models_dir / run_id, preset=preset,
-                                repeats=repeats, seed=seed, min_labelled=min_labelled, device=device,
-                                epochs=epochs, progress=logger.info, nn_max_seconds=nn_max_minutes * 60 or None)
-    if result.test_predictions is not None:
-        result.test_predictions.write_parquet(Path(result.model_dir) / "test_predictions.parquet")
+    folder = store.target_folder(settings.models_dir, run_id, target)
+    result = steps.train_target(pl.read_parquet(history_path), target, options, folder, progress=get_run_logger().info)
     with db.writer(settings) as con:
         training.record_target(con, run_id, result)
     return {"target": target, "champion": result.champion, "skipped": result.skipped, "rows": result.rows}
 
 
 @flow(name="train-models", log_prints=True)
-def train_models(
-    targets: list[str] | None = None,
-    models: list[str] | None = None,
-    preset: str = "paper",
-    repeats: int = 3,
-    seed: int = 0,
-    min_labelled: int = steps.DEFAULT_MIN_LABELLED,
-    device: str | None = None,
-    epochs: int | None = None,
-    publish: bool = True,
-    max_rows: int | None = training.DEFAULT_MAX_TRAIN_ROWS,
-    nn_max_minutes: float | None = None,
-) -> dict:
+def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
+                 settings: Settings | None = None) -> dict:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
-    `publish` refreshes the planners' copy at the end (the nightly flow publishes once, itself).
-    `max_rows` caps the labelled history to the most recent COMPLETED jobs (None: all of them).
-    `nn_max_minutes` is the Transformer-BiGRU's time budget per fit (default: env
-    GPUCAST_NN_MAX_MINUTES, else 20; 0: no limit).
+    `history_path`: the labelled history already staged by the caller (the nightly's features
+    step); else it is read here, once. `publish` refreshes the planners' copy at the end (the
+    nightly flow publishes once, itself).
     """
-    if nn_max_minutes is None:
-        nn_max_minutes = env_number(steps.NN_MAX_MINUTES_ENV, steps.DEFAULT_NN_MAX_MINUTES)
-    targets = targets or list(c.TARGETS)
-    models = models or list(REGISTRY)
-    unknown = [t for t in targets if t not in c.TARGETS] + [m for m in models if m not in REGISTRY]
-    if unknown:
-        raise ValueError(f"unknown target(s) or model(s): {', '.join(unknown)}; targets: {', '.join(c.TARGETS)}; "
-                         f"models: {', '.join(REGISTRY)}")
-    settings = Settings.from_env().ensure()
-    run_id = f"train-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-    used = pick_device(device)
-    sweep_orphans(settings)
-    with db.writer(settings) as con:
-        training.start_train_run(con, run_id, models, preset, repeats, used)
-    print(f"{run_id}: {len(models)} model(s) x {len(targets)} target(s), preset {preset}, {repeats} repeat(s), on {used}")
-    try:
+    from gpucast.tasks.models.transformer_bigru import pick_device
+
+    settings = (settings or Settings.from_env()).ensure()
+    options = resolve(options or TrainOptions(), settings)
+    used = pick_device(options.device)
+    with runs.lifecycle(settings, "train", models=list(options.models), preset=options.preset,
+                        repeats=options.repeats, device=used) as run:
+        print(f"{run.run_id}: {len(options.models)} model(s) x {len(options.targets)} target(s), preset "
+              f"{options.preset}, {options.repeats} repeat(s), on {used}")
+        history = history_path or read_history(settings, options.max_rows, run.staging / "history.parquet")
         outcomes = []
-        for t in targets:
-            outcomes.append(train_target(run_id, t, models, preset, repeats, seed, min_labelled, device, epochs, max_rows,
-                                         nn_max_minutes))
+        for target in options.targets:
+            outcomes.append(train_target(run.run_id, target, options, history, settings))
             failpoint("train:after-first-target")
-    except Exception as exc:
-        with db.writer(settings) as con:
-            training.finish_train_run(con, run_id, "failed", f"{type(exc).__name__}: {exc}"[:2000])
-        if publish:
-            publish_snapshot(settings)
-        raise
-    skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
-    keep = env_number(training.KEEP_RUNS_ENV, training.DEFAULT_KEEP_RUNS, int)
-    with db.writer(settings) as con:
-        training.finish_train_run(con, run_id, "succeeded", skipped)
-        pruned = training.prune_model_folders(con, settings.models_dir, keep)
+        skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
+        with db.writer(settings) as con:  # under the lock, so no run can start between the two
+            runs.finish(con, "train", run.run_id, "succeeded", skipped)
+            pruned = store.prune(settings.models_dir, training.runs_to_keep(con, settings.keep_train_runs))
     if pruned:
-        print(f"removed the model folders of {len(pruned)} older train run(s) (keeping {keep}, {training.KEEP_RUNS_ENV})")
+        print(f"removed the model folders of {len(pruned)} older train run(s) (keeping {settings.keep_train_runs}, "
+              "GPUCAST_KEEP_TRAIN_RUNS)")
     if publish:
         publish_snapshot(settings)
-    report = train_report(settings, run_id)
-    create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run_id}")
-    return {"train_run_id": run_id, "device": used, "targets": outcomes}
+    report = render.train_markdown(run.run_id, *queries.train_tables(settings.db_path, run.run_id))
+    create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
+    return {"train_run_id": run.run_id, "device": used, "targets": outcomes}
 
 
 GPU_POOL = "gpu"
@@ -143,14 +123,16 @@ def _logger():
         return get_logger("gpucast.train")
 
 
-def train_where_possible(pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600, **parameters) -> dict:
+def train_where_possible(options: TrainOptions, settings: Settings, history_path: str | None = None,
+                         pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600) -> dict:
     """Hand training to the `gpu` pool's deployment when a worker serves it, else train in-process.
 
     A worker that is online but does not start the run within `pickup_timeout_s` (busy, or
     serving another queue) counts as absent: the run is cancelled and training happens here, so
     a stuck GPU worker never costs the night's forecasts. A run that starts there and fails
     fails this call (it is a real training failure, not a missing worker). The deployment writes
-    its results to the warehouse and the registry, so both paths leave the same tables behind.
+    its results to the warehouse and the registry, so both paths leave the same tables behind
+    (the worker reads its own settings and the history from the shared GPUCAST_HOME).
     """
     from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
@@ -159,8 +141,9 @@ def train_where_possible(pickup_timeout_s: float = 600, timeout_s: float = 6 * 3
     logger = _logger()
     if not gpu_worker_online():
         logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
-        return {"where": "in-process", **train_models(**parameters)}
+        return {"where": "in-process", **train_models(options, history_path, publish=False, settings=settings)}
 
+    parameters = {"options": options.model_dump(mode="json"), "publish": False}
     flow_run = run_deployment(GPU_DEPLOYMENT, parameters=parameters, timeout=0, as_subflow=True)
     logger.info(f"training handed to work pool {GPU_POOL!r}: flow run {flow_run.id}")
     with get_client(sync_client=True) as client:
@@ -169,7 +152,8 @@ def train_where_possible(pickup_timeout_s: float = 600, timeout_s: float = 6 * 3
             client.set_flow_run_state(flow_run.id, Cancelled(message="no gpu worker picked it up"), force=True)
             logger.warning(f"work pool {GPU_POOL!r} did not start flow run {flow_run.id} within "
                            f"{pickup_timeout_s:.0f} s: cancelled it, training in-process")
-            return {"where": "in-process", "cancelled_flow_run_id": str(flow_run.id), **train_models(**parameters)}
+            return {"where": "in-process", "cancelled_flow_run_id": str(flow_run.id),
+                    **train_models(options, history_path, publish=False, settings=settings)}
         run = _wait(client, flow_run.id, time.monotonic() + timeout_s, waiting=False)
     if not (run.state and run.state.is_completed()):
         state = run.state.name if run.state else "unknown"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 
 
 @dataclass(frozen=True)
@@ -98,4 +98,18 @@ class FeatureEncoder:
 
 def labelled_rows(job_logs: pl.DataFrame, target: str) -> pl.DataFrame:
     """COMPLETED jobs with a measured `target` (> 0): the rows a model of `target` learns from."""
-    return job_logs.filter((pl.col(c.STATUS) == "COMPLETED") & pl.col(target).is_not_null() & (pl.col(target) > 0))
+    return job_logs.filter(_labelled(target))
+
+
+def _labelled(target: str) -> pl.Expr:
+    return (pl.col(c.STATUS) == "COMPLETED") & pl.col(target).is_not_null() & (pl.col(target) > 0)
+
+
+def summary(history: pl.DataFrame, pending: pl.DataFrame) -> dict:
+    """What tonight's models learn from and score: labelled jobs per target, pending jobs, and the
+    share of missing values per feature among the jobs read."""
+    both = pl.concat([history.select(c.FEATURES), pending.select(c.FEATURES)])
+    missing = both.select(pl.col(f).is_null().mean() for f in c.FEATURES).row(0, named=True) if both.height else {}
+    return {"labelled_jobs": history.height, "pending": pending.height,
+            "labelled": {t: history.filter(_labelled(t)).height for t in c.TARGETS},
+            "missing_feature_share": {f: round(missing.get(f) or 0.0, 4) for f in c.FEATURES}}

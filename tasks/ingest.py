@@ -13,13 +13,13 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import FileResult
 from gpucast.expectations.validate import validate_frame
-from gpucast.tasks import contract as c
 from gpucast.tasks.normalize import normalize
 from gpucast.tasks.readers import (
     DEFAULT_CHUNK_ROWS,
@@ -32,24 +32,6 @@ from gpucast.tasks.readers import (
 
 log = logging.getLogger(__name__)
 SUITE = "job_logs"
-
-
-@dataclass
-class FileResult:
-    """Where the rows of one file went (before the warehouse sorts loaded from duplicate)."""
-
-    path: str
-    sha256: str
-    index: int
-    fmt: str = ""
-    rows_read: int = 0
-    rows_valid: int = 0
-    rows_rejected: int = 0
-    status: str = "staged"  # staged | rejected | empty
-    reason: str | None = None
-    ignored_columns: list[str] = field(default_factory=list)
-    outcomes: list[dict] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)  # read / check (normalise + GX) / write
 
 
 def discover(paths: Iterable[str]) -> list[Path]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 
 MISSING_TOKENS = ("", "null", "none", "na", "n/a")
 TRUE_TOKENS = ("true", "t", "yes", "y", "1", "on", "1.0")
@@ -132,9 +132,20 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
         for n in c.TIMESTAMP_COLUMNS
     )
 
+    values, errors = _values_and_errors()
+    return frame.select(
+        "_row",
+        "_raw",
+        *[values[n].alias(n) for n in c.COLUMNS],
+        pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"),
+    )
+
+
+def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr]]:
+    """Per contract column, the expression of its typed value; and every parsing-rule expression."""
     values: dict[str, pl.Expr] = {}
     errors: list[pl.Expr] = [pl.col("_read_error")]
-    for name in numbers:
+    for name in c.FLOAT_COLUMNS + c.INT_COLUMNS:
         values[name] = _number_value(name, integer=name in c.INT_COLUMNS)
         errors.append(_number_errors(name, integer=name in c.INT_COLUMNS))
     for name in c.BOOL_COLUMNS:
@@ -156,12 +167,7 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON):
         values[name] = pl.col(_t(name))
 
-    return frame.select(
-        "_row",
-        "_raw",
-        *[values[n].alias(n) for n in c.COLUMNS],
-        pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"),
-    )
+    return values, errors
 
 
 def _to_datetime(text: pl.Expr, fmt: str) -> pl.Expr:

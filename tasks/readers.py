@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 
 DEFAULT_CHUNK_ROWS = 100_000
 MAX_RAW_CHARS = 10_000

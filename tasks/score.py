@@ -10,18 +10,16 @@ when tomorrow's jobs look like the ones the champion was calibrated on.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from gpucast.tasks import contract as c
-from gpucast.tasks.features import FeatureEncoder
-from gpucast.tasks.models import registry
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import Champion
+from gpucast.tasks.models import store
 from gpucast.tasks.train import interval
 
 DEFAULT_BATCH_ROWS = 250_000
@@ -30,31 +28,17 @@ DEFAULT_BATCH_ROWS = 250_000
 # 0.5 GB, is the headroom we add before comparing with a GPU's memory.
 ALLOCATOR_HEADROOM = 0.10
 REQUEST_STEP_GB = 0.5
-DEFAULT_GPU_MEM_GB = 80.0
-
-
-@dataclass(frozen=True)
-class Champion:
-    target: str
-    model: str
-    train_run_id: str
-    model_dir: str
 
 
 class Scorer:
     """One target's champion, its encoder and its interval calibration, ready to score frames."""
 
     def __init__(self, champion: Champion, device: str | None = None):
-        folder = Path(champion.model_dir)
-        meta = json.loads((folder / "metadata.json").read_text())
-        calibration = meta.get("calibration", {}).get(champion.model)
-        if calibration is None:
-            raise ValueError(f"{folder} has no interval calibration for {champion.model} (trained by an "
-                             f"older gpucast): run `gpucast train` again")
+        loaded = store.load_model(Path(champion.model_dir), champion.model, device=device)
         self.champion = champion
-        self.calibration = calibration
-        self.encoder = FeatureEncoder.from_dict(json.loads((folder / "encoder.json").read_text()))
-        self.estimator = registry.load(champion.model, folder, device=device)
+        self.calibration = loaded.calibration
+        self.encoder = loaded.encoder
+        self.estimator = loaded.estimator
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
               progress: Callable[[str], None] | None = None) -> pl.DataFrame:
@@ -79,7 +63,7 @@ def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
     return np.ceil(raw / REQUEST_STEP_GB - 1e-9) * REQUEST_STEP_GB
 
 
-def memory_advice(forecasts: pl.DataFrame, gpu_mem_gb: float = DEFAULT_GPU_MEM_GB) -> pl.DataFrame:
+def memory_advice(forecasts: pl.DataFrame, gpu_mem_gb: float) -> pl.DataFrame:
     """Add safe_request_gb, gpu_mem_gb and oom_risk to the peak_gpu_mem_gb rows (null elsewhere)."""
     if not (gpu_mem_gb > 0 and math.isfinite(gpu_mem_gb)):
         raise ValueError(f"gpu_mem_gb must be a positive number of GB, got {gpu_mem_gb!r}")

@@ -12,28 +12,27 @@ because one 70/30 split of a small table is noise. The champion of the first rep
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import TargetResult
 from gpucast.tasks.features import FeatureEncoder, labelled_rows
-from gpucast.tasks.models import registry
+from gpucast.tasks.models import registry, store
+from gpucast.tasks.models.presets import DEFAULT_PRESET, PRESET_NAMES
 
 log = logging.getLogger(__name__)
 DEFAULT_MIN_LABELLED = 200
-# The Transformer-BiGRU's time budget per fit (3 targets x 3 repeats = 9 fits a night). On a
-# 2-core CPU the paper's 200 epochs over 100k jobs take about an hour a fit, 8-10 h a night; the
-# budget keeps a night without a GPU worker inside the night. 0 means no limit.
-NN_MAX_MINUTES_ENV = "GPUCAST_NN_MAX_MINUTES"
-DEFAULT_NN_MAX_MINUTES = 20.0
+# Training reads at most this many of the most recent labelled jobs: memory and time stay bounded
+# however long the history grows (and recent jobs best resemble tomorrow's).
+DEFAULT_MAX_ROWS = 500_000
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
 CHAMPION_METRIC = "rmse"
@@ -62,6 +61,52 @@ def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     test, train = idx[:n_test], idx[n_test:]
     n_val = int(round(len(train) * VALIDATION_FRACTION))
     return train[n_val:], train[:n_val], test
+
+
+class TrainOptions(BaseModel):
+    """What a train run does: the `options` parameter of the `train-models` flow (prefect.yaml) and the
+    `gpucast train` flags. Unknown keys and out-of-range values are refused when it is built."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[str, ...] = c.TARGETS
+    models: tuple[str, ...] = registry.MODEL_NAMES
+    preset: str = DEFAULT_PRESET  # the Transformer-BiGRU's (tasks/models/presets.py)
+    repeats: int = Field(3, ge=1)  # repeated 70/30 holdouts
+    seed: int = 0
+    min_labelled: int = Field(DEFAULT_MIN_LABELLED, ge=1)  # a target with fewer labelled jobs is skipped
+    device: str | None = None  # cuda or cpu; None: cuda when available
+    epochs: int | None = Field(None, ge=1)  # caps the Transformer-BiGRU's epochs
+    max_rows: int | None = Field(DEFAULT_MAX_ROWS, ge=1)  # None: every labelled job
+    nn_max_minutes: float | None = Field(None, ge=0)  # per network fit; None: the GPUCAST_NN_MAX_MINUTES setting
+
+    @field_validator("targets")
+    @classmethod
+    def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in v if t not in c.TARGETS]
+        if unknown or not v:
+            raise ValueError(f"unknown target(s) {', '.join(unknown) or '(none given)'}; targets: {', '.join(c.TARGETS)}")
+        return v
+
+    @field_validator("models")
+    @classmethod
+    def _known_models(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [m for m in v if m not in registry.REGISTRY]
+        if unknown or not v:
+            raise ValueError(f"unknown model(s) {', '.join(unknown) or '(none given)'}; "
+                             f"models: {', '.join(registry.REGISTRY)}")
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        if v not in PRESET_NAMES:
+            raise ValueError(f"unknown preset {v!r}; presets: {', '.join(PRESET_NAMES)}")
+        return v
+
+    @property
+    def nn_max_seconds(self) -> float | None:
+        return self.nn_max_minutes * 60 if self.nn_max_minutes else None
 
 
 INTERVAL_LEVELS = (0.1, 0.5, 0.9)
@@ -96,55 +141,33 @@ def interval(pred: np.ndarray, cal: dict) -> tuple[np.ndarray, np.ndarray, np.nd
     return base * np.exp(cal["q10"]), base * np.exp(cal["q50"]), base * np.exp(cal["q90"])
 
 
-@dataclass
-class TargetResult:
-    target: str
-    skipped: str | None = None
-    rows: int = 0
-    metrics: list[dict] = field(default_factory=list)  # one dict per model x repeat x split
-    champion: str | None = None
-    model_dir: str | None = None
-    calibration: dict[str, dict] = field(default_factory=dict)  # model -> interval calibration (repeat 0)
-    test_predictions: pl.DataFrame | None = None  # repeat 0: actual and every model's prediction
+def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path,
+                 progress: Callable[[str], None] = log.info) -> TargetResult:
+    """Train and evaluate `options.models` on `target`; save repeat 0's models in `folder` (the
+    registry's target folder, `store.target_folder`).
 
-
-def train_target(
-    job_logs: pl.DataFrame,
-    target: str,
-    models: list[str],
-    out_dir: Path,
-    preset: str = "paper",
-    repeats: int = 3,
-    seed: int = 0,
-    min_labelled: int = DEFAULT_MIN_LABELLED,
-    device: str | None = None,
-    epochs: int | None = None,
-    progress: Callable[[str], None] = log.info,
-    nn_max_seconds: float | None = None,
-) -> TargetResult:
-    """Train and evaluate `models` on `target`; save repeat 0's models under `out_dir/target`.
-
-    `epochs` caps the Transformer-BiGRU's epochs; `nn_max_seconds` is its time budget per fit
-    (it stops after the epoch that crosses it), so a CPU-only night still ends.
+    `options.epochs` caps the Transformer-BiGRU's epochs and `options.nn_max_minutes` is its time
+    budget per fit (it stops after the epoch that crosses it), so a CPU-only night still ends.
     """
-    rows = labelled_rows(job_logs, target)
+    rows = labelled_rows(history, target)
     result = TargetResult(target=target, rows=rows.height)
-    if rows.height < min_labelled:
-        result.skipped = (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {min_labelled} "
+    if rows.height < options.min_labelled:
+        result.skipped = (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
                           f"(set --min-labelled to change it)")
         progress(f"{target}: skipped: {result.skipped}")
         return result
     y = rows[target].to_numpy().astype(np.float64)
-    folder = out_dir / target
-    for r in range(repeats):
-        fit_idx, val_idx, test_idx = split(rows.height, seed + r)
+    for r in range(options.repeats):
+        seed = options.seed + r
+        fit_idx, val_idx, test_idx = split(rows.height, seed)
         encoder = FeatureEncoder().fit(rows[fit_idx])
         X = encoder.transform(rows)
         preds = {"actual": y[test_idx]}
-        for name in models:
+        for name in options.models:
             t0 = time.perf_counter()
-            est = registry.build(name, seed=seed + r, cardinalities=encoder.cardinalities, preset=preset,
-                                 device=device, epochs=epochs, progress=progress, max_seconds=nn_max_seconds)
+            est = registry.build(name, seed=seed, cardinalities=encoder.cardinalities, preset=options.preset,
+                                 device=options.device, epochs=options.epochs, progress=progress,
+                                 max_seconds=options.nn_max_seconds)
             est.fit(X[fit_idx], y[fit_idx])
             seconds = time.perf_counter() - t0
             used = getattr(est, "device_", "cpu")
@@ -152,61 +175,64 @@ def train_target(
                 p = est.predict(X[idx])
                 if r == 0 and split_name == "validation":
                     result.calibration[name] = calibrate(y[idx], p, floor=float(y[fit_idx].min()))
-                result.metrics.append({"model": name, "preset": preset if name == registry.NN else None,
-                                       "repeat": r, "seed": seed + r, "split": split_name, **metrics(y[idx], p),
+                result.metrics.append({"model": name, "preset": options.preset if name == registry.NN else None,
+                                       "repeat": r, "seed": seed, "split": split_name, **metrics(y[idx], p),
                                        "rows_train": len(fit_idx), "rows_eval": len(idx),
                                        "train_seconds": seconds, "device": used,
                                        "epochs": getattr(est, "epochs_run_", None)})
                 if split_name == "test":
                     preds[name] = p
             stopped = getattr(est, "stopped_by_", None)
-            progress(f"{target}: repeat {r + 1}/{repeats} {name} trained in {seconds:.1f} s on {used}"
+            progress(f"{target}: repeat {r + 1}/{options.repeats} {name} trained in {seconds:.1f} s on {used}"
                      + (f" ({stopped})" if stopped else ""))
             if r == 0:
-                registry.save(name, est, folder)
+                store.save_model(folder, name, est)
         if r == 0:
-            (folder / "encoder.json").write_text(json.dumps(encoder.to_dict()))
+            store.save_encoder(folder, encoder)
             result.test_predictions = pl.DataFrame(preds)
-    val = pl.DataFrame(result.metrics).filter(pl.col("split") == "validation")
-    ranking = val.group_by("model").agg(pl.col(CHAMPION_METRIC).mean()).sort(CHAMPION_METRIC)
-    result.champion = ranking["model"][0]
+            store.save_test_predictions(folder, result.test_predictions)
+    result.champion = choose_champion(result.metrics)
     result.model_dir = str(folder)
-    _write_metadata(folder, target, models, preset, result)
+    store.save_metadata(folder, _metadata(target, options, result))
     progress(f"{target}: champion {result.champion} (lowest mean validation {CHAMPION_METRIC.upper()})")
     return result
 
 
-def _write_metadata(folder: Path, target: str, models: list[str], preset: str, result: TargetResult) -> None:
+def choose_champion(metric_rows: list[dict]) -> str:
+    """The model with the lowest mean validation RMSE over the repeats; test rows never count.
+    Ties go to the model first in the registry's order (a stable choice)."""
+    val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
+    ranking = val.group_by("model", maintain_order=True).agg(pl.col(CHAMPION_METRIC).mean())
+    return ranking.sort(CHAMPION_METRIC, maintain_order=True)["model"][0]
+
+
+LIBRARIES = ("torch", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "polars", "numpy")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries a saved model depends on (recorded with every model)."""
     import importlib.metadata as md
 
     versions = {}
-    for pkg in ("torch", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "polars", "numpy"):
+    for pkg in LIBRARIES:
         try:
             versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
             pass
-    meta = {
+    return versions
+
+
+def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
+    return {
         "target": target,
         "features": list(c.FEATURES),
-        "models": models,
-        "preset": preset,
+        "models": list(options.models),
+        "preset": options.preset,
         "champion": result.champion,
         "champion_metric": f"mean validation {CHAMPION_METRIC}",
         "rows": result.rows,
         "python": platform.python_version(),
-        "versions": versions,
+        "versions": library_versions(),
         "metrics": result.metrics,
         "calibration": result.calibration,
     }
-    (folder / "metadata.json").write_text(json.dumps(meta, indent=2, default=float))
-
-
-def summarise(metric_rows: list[dict]) -> pl.DataFrame:
-    """Mean and standard deviation over repeats, per model and split."""
-    df = pl.DataFrame(metric_rows)
-    keys = ["mse", "rmse", "mae", "mape", "r2"]
-    return (
-        df.group_by("model", "split", maintain_order=True)
-        .agg(*[pl.col(k).mean().alias(k) for k in keys], *[pl.col(k).std().alias(f"{k}_std") for k in keys],
-             pl.col("train_seconds").mean(), pl.len().alias("repeats"))
-    )

@@ -1,4 +1,10 @@
-"""Project-wide invariants: one definition of names, a pure layer free of Prefect."""
+"""Project-wide invariants: the layers of the README's picture, one definition of names, the schema.
+
+    flows/         wires (Prefect, @task wrappers, the CLI): may import everything
+    tasks/         pure logic: no storage (warehouse), no Prefect, no flows
+    warehouse/     every SQL statement, the lake, runs, publishing: no tasks, no flows, no Prefect
+    expectations/  the data contract (fields, GX suites, records): imports nothing of ours
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,55 @@ import ast
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from gpucast.tasks import contract as c
-from gpucast.warehouse.db import schema_sql
+from gpucast.expectations import contract as c
+from gpucast.warehouse.schema import SQL_TYPES, schema_sql
 
 ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("flows", "tasks", "warehouse", "expectations")
+FORBIDDEN = {
+    "tasks": ("gpucast.warehouse", "gpucast.flows", "prefect"),
+    "warehouse": ("gpucast.tasks", "gpucast.flows", "prefect"),
+    "expectations": ("gpucast.tasks", "gpucast.flows", "gpucast.warehouse", "prefect"),
+    "flows": (),
+}
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in a file; a relative import counts as a violation by itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, "." * node.level + (node.module or "")))
+    return found
+
+
+def layer_violations(layer: str, files: list[Path]) -> list[str]:
+    bad = []
+    for path in files:
+        for line, name in imports(path):
+            if name.startswith(".") or any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line} imports {name}")
+    return bad
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_layer_imports_only_what_the_picture_allows(layer):
+    assert layer_violations(layer, sorted((ROOT / layer).rglob("*.py"))) == []
+
+
+def test_the_layout_check_catches_a_warehouse_module_importing_tasks(tmp_path):
+    """The check above is not vacuous: a warehouse module that imports tasks is reported."""
+    module = tmp_path / "publish.py"
+    module.write_text((ROOT / "warehouse" / "publish.py").read_text())
+    assert layer_violations("warehouse", [module]) == []
+    module.write_text(module.read_text() + "\nfrom gpucast.tasks import features\n")
+    line = len(module.read_text().splitlines())
+    assert layer_violations("warehouse", [module]) == [f"{module}:{line} imports gpucast.tasks"]
+    assert layer_violations("flows", [module]) == []  # flows may import everything
 
 
 def test_there_are_eleven_features():
@@ -18,37 +68,36 @@ def test_there_are_eleven_features():
     assert set(c.FEATURES) <= set(c.COLUMNS)
 
 
-def test_pure_layers_never_import_prefect():
-    offenders = []
-    for folder in ("tasks", "warehouse", "expectations"):
-        for py in (ROOT / folder).rglob("*.py"):
-            for node in ast.walk(ast.parse(py.read_text())):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(n.split(".")[0] == "prefect" for n in names):
-                    offenders.append(str(py.relative_to(ROOT)))
-    assert offenders == []
-
-
-def test_warehouse_tables_carry_the_contract_columns():
+def test_warehouse_tables_carry_the_contract_columns_with_their_types():
     con = duckdb.connect()
     con.execute(schema_sql())
-    for table in (c.T_JOB_LOGS, c.T_JOB_LOG_RECORDS):
-        cols = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]
-        assert cols[: len(c.COLUMNS)] == list(c.COLUMNS)
+    expected = [(f.name, SQL_TYPES[f.kind]) for f in c.FIELDS]
+    for table in ("job_logs", "job_log_records"):
+        cols = con.execute(f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = '{table}' "
+                           "ORDER BY column_index").fetchall()
+        assert cols[: len(c.COLUMNS)] == [(n, t.replace("TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE")) for n, t in expected]
     required = {r[0] for r in con.execute(
         "SELECT column_name FROM duckdb_columns() WHERE table_name = 'job_logs' AND NOT is_nullable").fetchall()}
     assert set(c.REQUIRED) <= required
 
 
-def test_schema_applies_twice():
-    con = duckdb.connect()
-    con.execute(schema_sql())
-    con.execute(schema_sql())
+def test_the_schema_reapplied_to_a_warehouse_with_data_keeps_every_row(tmp_path):
+    """Every writer connection applies the schema again: it must never drop or change what is there."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(schema_sql())
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('t1', now(), 'succeeded')")
+        con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
+                    "VALUES ('t1', 'runtime_hours', 'lightgbm', 10, '/m')")
+        before = con.execute("SELECT * FROM current_champions").fetchall()
+    with duckdb.connect(str(path)) as con:
+        con.execute(schema_sql())
+        con.execute(schema_sql())
+        assert con.execute("SELECT * FROM current_champions").fetchall() == before
+        assert con.execute("SELECT count(*) FROM train_runs").fetchone()[0] == 1
 
 
-def test_readme_contract_table_lists_every_column():
-    readme = (ROOT / "README.md").read_text()
-    table = readme.split("## Job-log contract v1")[1].split("Rules and decisions")[0]
+def test_the_documented_contract_table_lists_every_column():
+    table = (ROOT / "docs" / "contract.md").read_text().split("## Job-log contract")[1].split("Rules and decisions")[0]
     for f in c.FIELDS:
         assert f"| `{f.name}` |" in table, f.name

@@ -14,25 +14,16 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 
 import duckdb
 
-from gpucast.warehouse.settings import Settings, env_number
-
-LOCK_TIMEOUT_ENV = "GPUCAST_LOCK_TIMEOUT_S"
-MEMORY_ENV = "GPUCAST_DUCKDB_MEMORY"
-DEFAULT_MEMORY = "1GB"  # DuckDB spills to disk beyond this; its own default is 80% of RAM
-DEFAULT_LOCK_TIMEOUT_S = 600.0
+from gpucast.warehouse.schema import schema_sql
+from gpucast.warehouse.settings import Settings
 
 
 class WarehouseBusy(RuntimeError):
     """Another gpucast writer holds the warehouse."""
-
-
-def schema_sql() -> str:
-    return resources.files("gpucast.warehouse").joinpath("sql/schema.sql").read_text()
 
 
 @contextlib.contextmanager
@@ -65,12 +56,11 @@ def file_lock(path: Path, timeout_s: float, busy: Callable[[str], Exception]) ->
 
 
 def writer_lock(settings: Settings, timeout_s: float | None = None) -> contextlib.AbstractContextManager[None]:
-    """Hold the warehouse's writer lock; wait up to `timeout_s` (env GPUCAST_LOCK_TIMEOUT_S)."""
-    if timeout_s is None:
-        timeout_s = env_number(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S)
+    """Hold the warehouse's writer lock; wait up to `timeout_s` (default: the lock_timeout_s setting)."""
+    timeout_s = settings.lock_timeout_s if timeout_s is None else timeout_s
     return file_lock(settings.lock_path, timeout_s, lambda holder: WarehouseBusy(
         f"another gpucast writer ({holder}) has held {settings.lock_path} for over "
-        f"{timeout_s:.0f} s; wait for it to finish or raise {LOCK_TIMEOUT_ENV}"))
+        f"{timeout_s:.0f} s; wait for it to finish or raise GPUCAST_LOCK_TIMEOUT_S"))
 
 
 def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
@@ -80,15 +70,12 @@ def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb
     blocks every writer; we wait for it like for another writer, then say who it is and where
     planners should read instead.
     """
-    if timeout_s is None:
-        timeout_s = env_number(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT_S)
+    timeout_s = settings.lock_timeout_s if timeout_s is None else timeout_s
     settings.home.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            con = duckdb.connect(
-                str(settings.db_path), config={"memory_limit": os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)}
-            )
+            con = duckdb.connect(str(settings.db_path), config={"memory_limit": settings.duckdb_memory})
             break
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
@@ -124,11 +111,25 @@ def connect_reader(db_path: Path) -> duckdb.DuckDBPyConnection:
 def writer(settings: Settings, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """The writer lock and a read-write connection, released together."""
     with writer_lock(settings, timeout_s):
-        con = connect_writer(settings)
+        con = connect_writer(settings, timeout_s)
         try:
             yield con
         finally:
             con.close()
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN ... COMMIT, or ROLLBACK on any error. A ROLLBACK that fails itself (DuckDB may already
+    have ended the transaction: disk full, a fatal error) never hides the error that caused it."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def ingested_sha256s(settings: Settings) -> set[str]:

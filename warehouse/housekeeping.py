@@ -3,15 +3,13 @@
 * `exclusive_run`: one nightly run at a time. A second one exits at once with a message naming
   the holder (the lock is an `fcntl` lock: the kernel drops it when its process dies, even by
   SIGKILL, so a crashed run never blocks the next night).
-* `claim_staging` / `sweep_orphans`: each run stages under `staging/<run id>/` with an
-  `owner.pid` file; runs remove their own folder, and every run first removes folders whose owner
-  is no longer alive (a run killed half-way), plus temporary copies of a killed publish.
-* `close_abandoned_runs`: ingest, train and score runs record their pid and host; a run still
-  `running` whose process on this host is gone is marked `crashed`, so on-call never reads a
-  killed run as one still going. (Runs of another host, such as a GPU worker sharing the data
-  directory, are left to that host: a pid means nothing elsewhere.)
+* `claim_staging` / `sweep_staging`: each run stages under `staging/<run id>/` with an
+  `owner.pid` file; runs remove their own folder (`runs.lifecycle`), and every run first removes
+  folders whose owner is no longer alive (a run killed half-way), plus temporary copies of a
+  killed publish.
 * `failpoint`: when `GPUCAST_FAILPOINT` names a point, the process announces it (writes its pid to
-  `GPUCAST_FAILPOINT_MARKER`) and waits there to be killed. Only the crash-safety tests set it.
+  `GPUCAST_FAILPOINT_MARKER`) and waits there to be killed. Only the crash-safety tests set it;
+  it is a test seam, not a setting, so it is read here and nowhere else.
 """
 
 from __future__ import annotations
@@ -19,19 +17,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 
-import duckdb
-
-from gpucast.warehouse.db import WarehouseBusy, file_lock, writer
+from gpucast.warehouse.db import WarehouseBusy, file_lock
 from gpucast.warehouse.settings import Settings
 
 FAILPOINT_ENV = "GPUCAST_FAILPOINT"
 FAILPOINT_MARKER_ENV = "GPUCAST_FAILPOINT_MARKER"
 OWNER_FILE = "owner.pid"
+UNOWNED_GRACE_S = 3600  # a staging folder without an owner file is left alone this long
 
 
 class AlreadyRunning(WarehouseBusy):
@@ -53,62 +49,24 @@ def claim_staging(folder: Path) -> Path:
     return folder
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def owner() -> tuple[int, str]:
-    """(pid, host) of this process, as the run tables record them."""
-    return os.getpid(), socket.gethostname()
-
-
-RUN_TABLES = {"ingest_runs": "run_id", "train_runs": "train_run_id", "score_runs": "score_run_id"}
-
-
-def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Mark `crashed` every run left `running` by a process of this host that no longer exists."""
-    pid, host = owner()
-    closed = []
-    for table, key in RUN_TABLES.items():
-        rows = con.execute(f"SELECT {key}, pid FROM {table} WHERE status = 'running' AND host = ? AND pid <> ?",
-                           [host, pid]).fetchall()
-        for run_id, dead in ((r, p) for r, p in rows if not _alive(p)):
-            con.execute(f"UPDATE {table} SET status = 'crashed', finished_at = ?, message = ? WHERE {key} = ?",
-                        [datetime.now(UTC), f"process {dead} on {host} ended before finishing this run (killed, out of "
-                         "memory or a restart); nothing of it was published; rerunning is safe", run_id])
-            closed.append(run_id)
-    return closed
-
-
-def sweep_orphans(settings: Settings) -> list[Path | str]:
-    """Before a run: remove staging folders of dead processes and temporaries of a killed publish,
-    and mark runs of dead processes `crashed`; return what was removed or closed."""
-    removed: list[Path | str] = []
-    if settings.db_path.exists():
-        with writer(settings) as con:
-            removed += close_abandoned_runs(con)
+def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path]:
+    """Remove staging folders whose owner process is gone, and temporaries of a killed publish."""
+    removed: list[Path] = []
     if settings.staging_dir.exists():
         for folder in settings.staging_dir.iterdir():
-            owner = folder / OWNER_FILE
             try:
-                pid = int(owner.read_text())
+                pid = int((folder / OWNER_FILE).read_text())
             except (OSError, ValueError):
                 # no owner file: older than this scheme, or killed before writing it; judge by age
-                if time.time() - folder.stat().st_mtime < 3600:
+                if time.time() - folder.stat().st_mtime < UNOWNED_GRACE_S:
                     continue
                 pid = -1
-            if pid != os.getpid() and (pid < 0 or not _alive(pid)):
+            if pid != os.getpid() and (pid < 0 or not alive(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
     for tmp in settings.home.glob(f".{settings.published_path.name}.*.tmp"):
         pid = tmp.name.split(".")[-2]
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and alive(int(pid))):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed

@@ -21,9 +21,11 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from gpucast.tasks import contract as c
-from gpucast.tasks.ingest import FileResult
-from gpucast.warehouse.housekeeping import failpoint, owner
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import FileResult
+from gpucast.warehouse.db import transaction
+from gpucast.warehouse.housekeeping import failpoint
+from gpucast.warehouse.runs import finish
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = "md5(to_json(struct_pack(" + ", ".join(c.COLUMNS) + ")))"
@@ -60,20 +62,9 @@ def staged_batches(staging_dir: Path, kind: str, max_rows: int | None = None) ->
     return batches
 
 
-def start_run(con: duckdb.DuckDBPyConnection, run_id: str, started_at: datetime, files: int) -> None:
-    """Record a run (once: a retried load finds it there)."""
-    con.execute(
-        "INSERT OR IGNORE INTO ingest_runs (run_id, started_at, files, files_rejected, rows_read, rows_loaded, "
-        "rows_rejected, rows_duplicate, status, pid, host) VALUES (?, ?, ?, 0, 0, 0, 0, 0, 'running', ?, ?)",
-        [run_id, started_at, files, *owner()],
-    )
-
-
-def fail_run(con: duckdb.DuckDBPyConnection, run_id: str, message: str) -> None:
-    con.execute(
-        "UPDATE ingest_runs SET status = 'failed', finished_at = ?, message = ? WHERE run_id = ?",
-        [datetime.now(UTC), message[:2000], run_id],
-    )
+def start_columns(files: int) -> dict:
+    """The columns an ingest run starts with (`runs.lifecycle(settings, "ingest", **start_columns(n))`)."""
+    return dict(files=files, files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0, rows_duplicate=0)
 
 
 def load_run(
@@ -81,8 +72,7 @@ def load_run(
 ) -> dict:
     """Merge the run's staged rows; record files, rejections and counts; return the run's counts."""
     now = datetime.now(UTC)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         per_file: Counter[str] = Counter()
         for files in staged_batches(staging_dir, "valid"):
             per_file.update(_merge_valid(con, run_id, files, now))
@@ -95,18 +85,8 @@ def load_run(
                 [run_id, now, files],
             )
         totals = _record_files(con, run_id, results, per_file, now)
-        con.execute(
-            """UPDATE ingest_runs SET finished_at = ?, files_rejected = ?, rows_read = ?, rows_loaded = ?,
-               rows_rejected = ?, rows_duplicate = ?, status = 'succeeded', message = ?
-               WHERE run_id = ?""",
-            [datetime.now(UTC), totals["files_rejected"], totals["rows_read"], totals["rows_loaded"],
-             totals["rows_rejected"], totals["rows_duplicate"], totals["message"], run_id],
-        )
+        finish(con, "ingest", run_id, "succeeded", **totals)
         failpoint("ingest:before-commit")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return totals
 
 
@@ -183,7 +163,7 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
         totals["rows_rejected"] += r.rows_rejected
         totals["rows_duplicate"] += n_dup
     assert totals["rows_read"] == totals["rows_loaded"] + totals["rows_rejected"] + totals["rows_duplicate"]
-    totals["message"] = "; ".join(notes)[:2000] or None
+    totals["message"] = "; ".join(notes) or None
     return totals
 
 

@@ -1,41 +1,153 @@
-"""Where things live: one settings object, read from the environment in one place.
+"""Every gpucast setting in one frozen object, built once at the edge and passed down.
 
+`Settings.from_env()` reads the `GPUCAST_*` variables (the only place that does); CLI flags and
+flow parameters go on top with `Settings.override(...)`. Every value is checked when the object is
+built, and a bad one stops the run with the variable's (or the flag's) name and the rule it broke:
+`GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`. Tasks never read the
+environment; they get what they need from the flows, which got it from here.
+
+`SPECS` is the table of settings: variable, default, rule and meaning. The CLI's help text and the
+README's settings table are written from it (tests/warehouse/test_settings.py checks the README).
 Every path the pipeline writes is under one data directory, `GPUCAST_HOME` (default `./.gpucast`).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 HOME_ENV = "GPUCAST_HOME"
 DEFAULT_HOME = ".gpucast"
 
 
-def env_number(name: str, default: float, kind: type = float) -> float:
-    """A numeric setting from the environment (`kind` float or int); unset or empty gives `default`.
-    A value that does not parse is an error naming the variable, not a bare ValueError."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return kind(default)
+class SettingsError(ValueError):
+    """A setting's value breaks its rule; the message names the variable or flag."""
+
+
+# Rules a parsed value must keep.
+def _positive(v: float) -> bool:
+    return math.isfinite(v) and v > 0
+
+
+def _non_negative(v: float) -> bool:
+    return math.isfinite(v) and v >= 0
+
+
+def _fraction(v: float) -> bool:
+    return math.isfinite(v) and 0 <= v <= 1
+
+
+def _at_least_one(v: int) -> bool:
+    return v >= 1
+
+
+def _memory_size(v: str) -> bool:
+    return re.fullmatch(r"\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", v, re.IGNORECASE) is not None
+
+
+def _any(_: Any) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One setting: its field, variable, default, how its text parses, the rule it keeps (and that
+    rule in words, for errors), and what it means."""
+
+    field: str
+    env: str
+    default: Any
+    parse: Callable[[str], Any]
+    rule: Callable[[Any], bool]
+    expects: str
+    help: str
+
+
+SPECS: tuple[Spec, ...] = (
+    Spec("home", HOME_ENV, Path(DEFAULT_HOME), Path, _any, "a path",
+         "the data directory: warehouse, lake, inbox, staging, models, Prefect state (git-ignored)"),
+    Spec("lock_timeout_s", "GPUCAST_LOCK_TIMEOUT_S", 600.0, float, _positive, "a finite number > 0",
+         "seconds a writer waits for another writer before giving up (exit code 3)"),
+    Spec("duckdb_memory", "GPUCAST_DUCKDB_MEMORY", "1GB", str, _memory_size, "a size such as 512MB or 2GB",
+         "DuckDB's memory limit for the pipeline's writer (it spills to disk beyond)"),
+    Spec("gpu_mem_gb", "GPUCAST_GPU_MEM_GB", 80.0, float, _positive, "a finite number > 0",
+         "the GPU memory (GB) `oom_risk` is judged against (`--gpu-mem-gb`)"),
+    Spec("max_reject_fraction", "GPUCAST_MAX_REJECT_FRACTION", 0.2, float, _fraction, "a number between 0 and 1",
+         "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
+    Spec("keep_train_runs", "GPUCAST_KEEP_TRAIN_RUNS", 7, int, _at_least_one, "a whole number >= 1",
+         "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
+    Spec("nn_max_minutes", "GPUCAST_NN_MAX_MINUTES", 20.0, float, _non_negative, "a finite number >= 0",
+         "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
+)
+SPEC_BY_FIELD = {s.field: s for s in SPECS}
+
+
+def _check(spec: Spec, value: Any, source: str, shown: str | None = None) -> Any:
+    """`value` if it keeps its rule, else a SettingsError naming `source` (a variable or a flag)."""
+    if not spec.rule(value):
+        raise SettingsError(f"{source}={shown or repr(value)} is not {spec.expects} (default {spec.default})")
+    return value
+
+
+def parse(spec: Spec, raw: str, source: str) -> Any:
+    """A setting's text, parsed and checked; errors name `source`."""
     try:
-        return kind(raw)
+        value = spec.parse(raw.strip())
     except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{name}={raw!r} is not {what}; fix it or unset it for the default ({default})") from None
+        raise SettingsError(f"{source}={raw!r} is not {spec.expects} (default {spec.default})") from None
+    return _check(spec, value, source, repr(raw))
+
+
+def home_from_env(environ: Mapping[str, str] | None = None) -> Path:
+    """Only the data directory (for Prefect's defaults, set before anything else is read)."""
+    environ = os.environ if environ is None else environ
+    return Path(environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve()
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Paths of the data directory. Build with `Settings.from_env()`."""
+    """Where things live and the limits a run keeps. Build with `Settings.from_env()`."""
 
     home: Path
+    lock_timeout_s: float = SPEC_BY_FIELD["lock_timeout_s"].default
+    duckdb_memory: str = SPEC_BY_FIELD["duckdb_memory"].default
+    gpu_mem_gb: float = SPEC_BY_FIELD["gpu_mem_gb"].default
+    max_reject_fraction: float = SPEC_BY_FIELD["max_reject_fraction"].default
+    keep_train_runs: int = SPEC_BY_FIELD["keep_train_runs"].default
+    nn_max_minutes: float = SPEC_BY_FIELD["nn_max_minutes"].default
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
+        for f in fields(self):
+            _check(SPEC_BY_FIELD[f.name], getattr(self, f.name), f.name)
 
     @classmethod
-    def from_env(cls) -> Settings:
-        return cls(home=Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve())
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Defaults, then every `GPUCAST_*` variable that is set (empty counts as unset)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {"home": home_from_env(environ)}
+        for spec in SPECS[1:]:
+            raw = environ.get(spec.env, "")
+            if raw.strip():
+                values[spec.field] = parse(spec, raw, spec.env)
+        return cls(**values)
 
+    def override(self, sources: Mapping[str, str] | None = None, **values: Any) -> Settings:
+        """A copy with `values` on top; None keeps the current value. `sources` names each field's
+        origin (e.g. its CLI flag) for the error message."""
+        given = {k: v for k, v in values.items() if v is not None}
+        for name, value in given.items():
+            if name not in SPEC_BY_FIELD:
+                raise SettingsError(f"unknown setting {name!r}; settings: {', '.join(SPEC_BY_FIELD)}")
+            _check(SPEC_BY_FIELD[name], value, (sources or {}).get(name, name))
+        return replace(self, **given) if given else self
+
+    # Paths of the data directory -------------------------------------------------------------
     @property
     def db_path(self) -> Path:
         return self.home / "warehouse.duckdb"

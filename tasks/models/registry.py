@@ -1,9 +1,10 @@
 """Every model in one registry: the Transformer-BiGRU and the seed papers' baselines.
 
 Each entry builds a scikit-learn style estimator (`fit(X, y)` returns self, `predict(X)` a 1-D
-array) and knows how to save and load it **without unpickling code from disk**: torch
+array) and carries its own `save` and `load`, which never unpickle code from disk: torch
 `weights_only`, XGBoost JSON, LightGBM text, CatBoost's own format, and skops with an allow-list
-for scikit-learn. Adding a model means adding an entry here; no flow changes.
+for scikit-learn. Adding a model means adding an entry here; no flow changes. Where the files go
+is `store.py`'s business.
 
 Baselines learn log(target) and predict exp() of it (`LogTarget`): the targets span orders of
 magnitude, and a tree on the raw scale spends its splits on the largest jobs. Hyperparameters are
@@ -12,7 +13,6 @@ sensible middle-of-the-road settings, not defaults picked to lose; see `BASELINE
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,9 @@ class ModelEntry:
     name: str
     paper: str  # which seed paper compared it
     build: Callable[..., object]  # (seed, cardinalities, preset, device, epochs, progress, max_seconds) -> estimator
-    suffix: str
+    suffix: str  # the saved file's extension
+    save: Callable[[object, Path], None]  # (fitted estimator, path)
+    load: Callable[[Path, str | None], object]  # (path, device) -> estimator
 
 
 # Forests grow a leaf per few rows unless capped: at 100k jobs an uncapped 300-tree ExtraTrees was
@@ -125,49 +127,27 @@ def _transformer_bigru(seed, cardinalities=(), preset="paper", device=None, epoc
                                      cardinalities=tuple(cardinalities), progress=progress, max_seconds=max_seconds)
 
 
-REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
-    ModelEntry(NN, "compute (Transformer-BiGRU), memory (BiGRU-Transformer)", _transformer_bigru, ".pt"),
-    ModelEntry("extra_trees", "compute", _extra_trees, ".skops"),
-    ModelEntry("catboost", "compute", _catboost, ".cbm"),
-    ModelEntry("xgboost", "compute", _xgboost, ".json"),
-    ModelEntry("lightgbm", "compute", _lightgbm, ".txt"),
-    ModelEntry("decision_tree", "memory", _decision_tree, ".skops"),
-    ModelEntry("random_forest", "memory", _random_forest, ".skops"),
-    ModelEntry("adaboost", "memory", _adaboost, ".skops"),
-    ModelEntry("linear_fs", "training time", _linear, ".skops"),
-)}
+# Saving and loading, per library: native, code-free formats only.
+def _save_torch(est, path: Path) -> None:
+    est.save(path)
 
 
-def build(name: str, **kwargs):
-    if name not in REGISTRY:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(REGISTRY)}")
-    return REGISTRY[name].build(**kwargs)
+def _load_torch(path: Path, device: str | None):
+    from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+
+    return TransformerBiGRURegressor.load(path, device=device)
 
 
-def save(name: str, est, folder: Path) -> Path:
-    """Write `est` in its library's native, code-free format; return the file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}{REGISTRY[name].suffix}"
-    if name == NN:
-        est.save(path)
-        return path
-    inner = est.inner
-    if name == "xgboost":
-        inner.save_model(path)
-    elif name == "lightgbm":
-        inner.booster_.save_model(str(path))
-    elif name == "catboost":
-        inner.save_model(str(path))
-    else:
-        import skops.io as sio
-
-        sio.dump(inner, path)
-    (folder / f"{name}.meta.json").write_text(json.dumps({"log_target": True}))
-    return path
+def _save_xgboost(est, path: Path) -> None:
+    est.inner.save_model(path)
 
 
-# scikit-learn types a saved model may contain; anything else refuses to load.
-SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+def _load_xgboost(path: Path, device: str | None):
+    from xgboost import XGBRegressor
+
+    inner = XGBRegressor()
+    inner.load_model(path)
+    return LogTarget(inner)
 
 
 class _Booster:
@@ -180,31 +160,67 @@ class _Booster:
         return self.booster.predict(X)
 
 
-def load(name: str, folder: Path, device: str | None = None):
-    path = folder / f"{name}{REGISTRY[name].suffix}"
-    if name == NN:
-        from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+def _save_lightgbm(est, path: Path) -> None:
+    est.inner.booster_.save_model(str(path))
 
-        return TransformerBiGRURegressor.load(path, device=device)
-    if name == "xgboost":
-        from xgboost import XGBRegressor
 
-        inner = XGBRegressor()
-        inner.load_model(path)
-    elif name == "lightgbm":
-        import lightgbm as lgb
+def _load_lightgbm(path: Path, device: str | None):
+    import lightgbm as lgb
 
-        inner = _Booster(lgb.Booster(model_file=str(path)))
-    elif name == "catboost":
-        from catboost import CatBoostRegressor
+    return LogTarget(_Booster(lgb.Booster(model_file=str(path))))
 
-        inner = CatBoostRegressor().load_model(str(path))
-    else:
-        import skops.io as sio
 
-        untrusted = sio.get_untrusted_types(file=path)
-        unexpected = [t for t in untrusted if not t.startswith(SKOPS_ALLOWED_PREFIXES)]
-        if unexpected:
-            raise ValueError(f"{path} holds types outside the allow-list: {', '.join(unexpected)}")
-        inner = sio.load(path, trusted=untrusted)
-    return LogTarget(inner)
+def _save_catboost(est, path: Path) -> None:
+    est.inner.save_model(str(path))
+
+
+def _load_catboost(path: Path, device: str | None):
+    from catboost import CatBoostRegressor
+
+    return LogTarget(CatBoostRegressor().load_model(str(path)))
+
+
+# scikit-learn types a saved model may contain; anything else refuses to load.
+SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+
+
+def _save_skops(est, path: Path) -> None:
+    import skops.io as sio
+
+    sio.dump(est.inner, path)
+
+
+def _load_skops(path: Path, device: str | None):
+    import skops.io as sio
+
+    untrusted = sio.get_untrusted_types(file=path)
+    unexpected = [t for t in untrusted if not t.startswith(SKOPS_ALLOWED_PREFIXES)]
+    if unexpected:
+        raise ValueError(f"{path} holds types outside the allow-list: {', '.join(unexpected)}")
+    return LogTarget(sio.load(path, trusted=untrusted))
+
+
+_SKOPS = (".skops", _save_skops, _load_skops)
+REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
+    ModelEntry(NN, "compute (Transformer-BiGRU), memory (BiGRU-Transformer)", _transformer_bigru, ".pt",
+               _save_torch, _load_torch),
+    ModelEntry("extra_trees", "compute", _extra_trees, *_SKOPS),
+    ModelEntry("catboost", "compute", _catboost, ".cbm", _save_catboost, _load_catboost),
+    ModelEntry("xgboost", "compute", _xgboost, ".json", _save_xgboost, _load_xgboost),
+    ModelEntry("lightgbm", "compute", _lightgbm, ".txt", _save_lightgbm, _load_lightgbm),
+    ModelEntry("decision_tree", "memory", _decision_tree, *_SKOPS),
+    ModelEntry("random_forest", "memory", _random_forest, *_SKOPS),
+    ModelEntry("adaboost", "memory", _adaboost, *_SKOPS),
+    ModelEntry("linear_fs", "training time", _linear, *_SKOPS),
+)}
+MODEL_NAMES = tuple(REGISTRY)
+
+
+def entry(name: str) -> ModelEntry:
+    if name not in REGISTRY:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def build(name: str, **kwargs):
+    return entry(name).build(**kwargs)

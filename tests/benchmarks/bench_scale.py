@@ -46,8 +46,9 @@ TRAIN = PEAK_RSS + """
 import json, sys, time
 import gpucast.flows
 from gpucast.flows.train import train_models
+from gpucast.tasks.train import TrainOptions
 t = time.perf_counter()
-train_models(models=sys.argv[1].split(","), repeats=1, publish=False)
+train_models(TrainOptions(models=sys.argv[1].split(","), repeats=1), publish=False)
 print(json.dumps({"train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))
 """
 
@@ -72,7 +73,7 @@ def main() -> None:
 
     import polars as pl
 
-    from gpucast.tasks import contract as c
+    from gpucast.expectations import contract as c
     from gpucast.tasks.simulate import SimConfig, write_logs
 
     work = work_folder(args.workdir, "gpucast-bench-scale-")

@@ -38,10 +38,12 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 import gpucast.flows  # noqa: E402, F401  (Prefect defaults)
-from gpucast.tasks import contract as c  # noqa: E402
+from gpucast.expectations import contract as c  # noqa: E402
+from gpucast.expectations.records import Champion  # noqa: E402
 from gpucast.tasks.models import registry  # noqa: E402
-from gpucast.tasks.score import Champion, Scorer  # noqa: E402
+from gpucast.tasks.score import Scorer  # noqa: E402
 from gpucast.tasks.simulate import SimConfig, simulate_jobs  # noqa: E402
+from gpucast.tasks.train import TrainOptions  # noqa: E402
 from gpucast.warehouse.settings import Settings  # noqa: E402
 
 
@@ -69,7 +71,7 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
     t = time.perf_counter()
     ingest_job_logs(paths=[str(src)])
     print(f"setup: ingested 10,000 completed + {n_pending:,} pending jobs in {time.perf_counter() - t:.1f} s", flush=True)
-    train = train_models(repeats=1, epochs=nn_epochs)
+    train = train_models(TrainOptions(repeats=1, epochs=nn_epochs))
     print(f"setup: trained {train['train_run_id']}", flush=True)
 
     t = time.perf_counter()
@@ -115,7 +117,7 @@ def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
         part = pl.concat([jobs(n_completed // days, 10 + d, 0.0, "COMPLETED", day=d), pending])
         part.write_parquet(settings.inbox_dir / f"day-{d}.parquet")
     t = time.perf_counter()
-    out = nightly(repeats=1, epochs=nn_epochs)
+    out = nightly(options=TrainOptions(repeats=1, epochs=nn_epochs))
     total = time.perf_counter() - t
     print(f"\nnightly end to end: {out['ingest']['rows_loaded']:,} jobs loaded, {out['score']['forecasts']:,} forecasts, "
           f"trained {out['train']['where']}: {total:.1f} s ({total / 60:.1f} min)")

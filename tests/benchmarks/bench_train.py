@@ -19,7 +19,7 @@ import time
 import numpy as np
 import polars as pl
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.features import FeatureEncoder, labelled_rows
 from gpucast.tasks.models import registry
 from gpucast.tasks.simulate import SimConfig, simulate_jobs

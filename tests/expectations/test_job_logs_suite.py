@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
-from gpucast.expectations.validate import suite_path, validate_frame
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
+from gpucast.expectations.suite import job_logs_suite
+from gpucast.expectations.validate import validate_frame
 from gpucast.tasks.normalize import normalize
 from tests.records import record
 
@@ -82,8 +83,8 @@ def test_a_row_breaking_several_rules_lists_them_all():
     assert len(v.reasons[0]) == 3
 
 
-def test_suite_covers_the_contract():
-    spec = json.loads(suite_path("job_logs").read_text())
+def test_suite_is_generated_from_the_contract():
+    spec = job_logs_suite()
     by_type: dict[str, set] = {}
     for e in spec["expectations"]:
         by_type.setdefault(e["type"], set()).add(e["kwargs"].get("column"))
@@ -91,8 +92,39 @@ def test_suite_covers_the_contract():
     assert by_type["expect_column_values_to_not_be_null"] == set(c.REQUIRED)
     assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
     assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION}
+    bounds = {e["kwargs"]["column"]: e["kwargs"]["max_value"] for e in spec["expectations"]
+              if e["type"] == "expect_column_values_to_be_between"}
+    assert bounds == c.PLAUSIBLE_MAX
+    sets = {e["kwargs"]["column"]: tuple(e["kwargs"]["value_set"]) for e in spec["expectations"]
+            if e["type"] == "expect_column_values_to_be_in_set"}
+    assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS}
 
 
 def test_timestamps_survive_the_trip_to_pandas():
     frame = typed(record())
     assert frame[c.SUBMITTED_AT][0] == datetime(2026, 11, 1, 10, tzinfo=UTC)
+
+
+def test_an_expectation_that_raises_is_a_failure_never_a_pass(monkeypatch, tmp_path):
+    """GX reports an expectation that crashes as 'not successful' with an exception (issue #10738);
+    it must fail validation loudly, and staging a file through it must stop, not load unchecked rows."""
+    from gpucast.expectations import suite, validate
+    from gpucast.tasks import ingest
+
+    def broken() -> dict:
+        spec = suite.job_logs_suite()
+        spec["expectations"].append({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "no_such"},
+                                     "meta": {"rule": "a rule on a column that is not there"}})
+        return {**spec, "name": "job_logs_broken"}
+
+    monkeypatch.setitem(suite.SUITES, "job_logs_broken", broken)
+    v = validate_frame(typed(*GOOD_ROWS), "job_logs_broken")
+    (raised,) = [o for o in v.outcomes if o.column == "no_such"]
+    assert raised.error and not raised.success and not v.success
+
+    monkeypatch.setattr(ingest, "SUITE", "job_logs_broken")
+    path = tmp_path / "a.jsonl"
+    path.write_text(json.dumps(record()) + "\n")
+    with pytest.raises(RuntimeError, match="could not run"):
+        ingest.stage_file(path, tmp_path / "staging", 0)
+    validate._context_and_suite.cache_clear()

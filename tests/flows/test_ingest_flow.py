@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
 from tests.records import jsonl, record
@@ -179,3 +179,12 @@ def test_merging_in_small_batches_equals_one_merge(home, tmp_path, monkeypatch):
     for name, table in one[1].items():
         assert table.equals(batched[1][name]), name
     assert query(tmp_path / "batched", "SELECT status FROM job_logs WHERE job_id = 'late'") == [("COMPLETED",)]
+
+
+def test_two_simulations_with_different_seeds_ingest_as_the_sum_of_their_jobs(home, tmp_path):
+    for seed in (1, 2):
+        write_logs(tmp_path / f"s{seed}", SimConfig(days=1, jobs_per_day=80, update_fraction=0.0, seed=seed))
+    one = ingest(tmp_path / "s1")["rows_loaded"]
+    two = ingest(tmp_path / "s2")["rows_loaded"]
+    assert one == two == 80
+    assert query(home, "SELECT count(*) FROM job_logs")[0][0] == 160

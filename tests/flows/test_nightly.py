@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
-from gpucast.tasks import contract as c
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import forecast
 from gpucast.warehouse.db import writer
@@ -79,7 +79,7 @@ def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys):
     assert main(["status", "--limit", "1"]) == 0
     out = capsys.readouterr().out
     assert "nightly" in out and "Failed" in out
-    assert "failed step: check-validation" in out and "validation failed" in out
+    assert "failed step: quality-gate" in out and "validation failed" in out
 
 
 @pytest.mark.slow
@@ -108,8 +108,7 @@ def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy
     with writer(settings) as con:
         con.execute(f"COPY (SELECT * REPLACE ('score-broken' AS score_run_id) FROM forecasts LIMIT 10) TO '{part}'")
         with pytest.raises(duckdb.Error):
-            forecast.publish(con, "score-broken", *[con.execute("SELECT now()").fetchone()[0]] * 2,
-                             [part, tmp_path / "missing.parquet"], 10, ["x"], 80.0)
+            forecast.publish(con, "score-broken", [part, tmp_path / "missing.parquet"], 10, ["x"], 80.0)
         assert con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
         assert con.execute("SELECT count(*) FROM score_runs WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
 

@@ -8,8 +8,8 @@ import duckdb
 import pytest
 import yaml
 
+from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
-from gpucast.tasks import contract as c
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +57,9 @@ def test_target_with_too_few_labels_is_skipped_with_reason(home, tmp_path, capsy
     assert main(["train", "--models", "linear_fs", "--repeats", "1", "--min-labelled", "5000"]) == 0
     assert "skipped (" in capsys.readouterr().out
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        reasons = con.execute("SELECT skipped_reason FROM model_champions").fetchall()
-    assert all("fewer than the minimum 5000" in r for (r,) in reasons)
+        reasons = con.execute("SELECT target, model, skipped_reason FROM model_champions ORDER BY target").fetchall()
+    assert [t for t, _, _ in reasons] == sorted(c.TARGETS)  # one row per target, none left out
+    assert all(model is None and "fewer than the minimum 5000" in r for _, model, r in reasons)
 
 
 def test_deployment_definitions_load():
@@ -103,7 +104,10 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
     assert main(["ingest", str(tmp_path / "logs")]) == 0
-    params = {"models": ["linear_fs"], "repeats": 1, "min_labelled": 50}
+    from gpucast.tasks.train import TrainOptions
+    from gpucast.warehouse.settings import Settings
+
+    params = {"options": TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50), "settings": Settings.from_env()}
     assert not gpu_worker_online()
     assert train_where_possible(**params)["where"] == "in-process"
 
@@ -129,8 +133,21 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                 worker.wait(timeout=60)
             assert out["where"] == "work pool gpu"
             assert client.read_flow_run(out["flow_run_id"]).state.is_completed()
+
+            # a run the worker starts and that then fails is a real training failure: it fails the caller
+            worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,
+                                       "--name", "gpu-box"], env=env)
+            broken = TrainOptions(models=("transformer_bigru",), preset="tiny", device="no-such-device", repeats=1,
+                                  min_labelled=50)
+            try:
+                with pytest.raises(RuntimeError, match="training on the 'gpu' pool ended Failed"):
+                    train_where_possible(broken, params["settings"], pickup_timeout_s=120)
+            finally:
+                worker.terminate()
+                worker.wait(timeout=60)
         finally:
             client.delete_work_pool(GPU_POOL)  # later tests in this session must train in-process
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        states = con.execute("SELECT status FROM train_runs").fetchall()
-    assert states == [("succeeded",)] * 4  # three in-process runs and the worker's, same warehouse
+        states = con.execute("SELECT status FROM train_runs ORDER BY started_at").fetchall()
+    # three in-process runs and the worker's, same warehouse; then the worker's failed one
+    assert states == [("succeeded",)] * 4 + [("failed",)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,8 +91,8 @@ CASES = [
     Case("updated-before-submitted", {"a.jsonl": jsonl(record(job_id="a", updated_at="2026-10-01T00:00:00Z"))}, 0, 1,
          reason="updated_at is not before submitted_at"),
     Case("empty-file", {"a.jsonl": ""}, 0, checks=[("SELECT status FROM ingest_files", "empty")]),
-    Case("blank-lines-only", {"a.jsonl": "\n\n  \n"}, 0),
-    Case("header-only-csv", {"a.csv": CSV_HEADER + "\n"}, 0),
+    Case("blank-lines-only", {"a.jsonl": "\n\n  \n"}, 0, checks=[("SELECT status FROM ingest_files", "empty")]),
+    Case("header-only-csv", {"a.csv": CSV_HEADER + "\n"}, 0, checks=[("SELECT status FROM ingest_files", "empty")]),
     Case("utf8-bom", {"a.csv": "\ufeff" + CSV_HEADER + "\n" + csv_row(job_id="a") + "\n"}, 1),
     Case("non-utf8-bytes", {"a.csv": (CSV_HEADER + "\n" + csv_row(job_id="a", team="caf\xe9") + "\n").encode("latin-1")},
          0, file_rejected="not valid UTF-8"),
@@ -112,7 +113,10 @@ CASES = [
          {"a.jsonl": jsonl(record(job_id="a'; DROP TABLE job_logs; --", team="x\"); DELETE FROM job_logs; --"),
                            record(job_id="b", model_type="CNN' OR '1'='1"))}, 2,
          checks=[("SELECT count(*) FROM job_logs WHERE job_id = 'a''; DROP TABLE job_logs; --'", 1)]),
-    Case("path-looking-job-id", {"a.jsonl": jsonl(record(job_id="../../../../tmp/escape"), record(job_id="/etc/passwd"))}, 2),
+    # Relative to a lake partition (home/lake/job_logs/submitted_date=.../), these would land in the
+    # test's own folder, where the check below looks for any file it did not expect.
+    Case("path-looking-job-id", {"a.jsonl": jsonl(record(job_id="../../../../escape"), record(job_id="../../../escape"),
+                                                  record(job_id="/etc/passwd"))}, 3),
     Case("file-name-with-spaces", {"night shift (v2) #1.jsonl": jsonl(record(job_id="a"))}, 1),
     Case("file-name-unusual-characters", {"jobs-é;$(rm -rf ~)'ü.jsonl": jsonl(record(job_id="a"))}, 1),
     Case("gzip-ok", {"a.jsonl.gz": _gz(jsonl(record(job_id="a"), record(job_id="b")))}, 2),
@@ -151,11 +155,26 @@ def test_hostile_case(case: Case, home, tmp_path):
             assert files == []
         for sql, expected in case.checks:
             assert con.execute(sql).fetchone()[0] == expected, sql
-    # nothing was written outside the data directory, and the lake holds only date partitions
-    lake = home / "lake" / "job_logs"
-    assert all(p.name.startswith("submitted_date=") for p in lake.iterdir()) if lake.exists() else True
-    assert not Path("/tmp/escape").exists()
+    # nothing was written but the inputs and the data directory's own files: the lake holds only
+    # date partitions, and no value (a job id, a file name) ever became a path
+    assert stray_files(tmp_path) == []
 
 
-def test_the_corpus_has_at_least_30_cases():
-    assert len(CASES) >= 30 and len({c.id for c in CASES}) == len(CASES)
+# Every file a run may leave, relative to the test's folder (inputs under in/, the data directory home/).
+EXPECTED_FILES = re.compile(r"in/.+|home/(warehouse|published)\.duckdb(\.wal)?|home/writer\.lock"
+                            r"|home/lake/job_logs/submitted_date=\d{4}-\d\d-\d\d/part-\d+\.parquet")
+
+
+def stray_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and not EXPECTED_FILES.fullmatch(str(p.relative_to(root))))
+
+
+def test_a_file_named_after_a_value_would_be_caught(tmp_path):
+    """The stray-file check above can fail: a file written where a path-looking job id points is found."""
+    (tmp_path / "home" / "lake" / "job_logs" / "submitted_date=2026-11-01").mkdir(parents=True)
+    (tmp_path / "home" / "lake" / "job_logs" / "submitted_date=2026-11-01" / "part-0.parquet").write_text("")
+    assert stray_files(tmp_path) == []
+    escaped = tmp_path / "home" / "lake" / "job_logs" / "submitted_date=2026-11-01" / "../../../../escape"
+    escaped.write_text("")
+    assert stray_files(tmp_path) == ["escape"]

@@ -2,11 +2,13 @@
 
 Covered elsewhere: SQL-looking strings and path-looking job ids in job logs
 (test_hostile_inputs.py), `gpucast sql` cannot write, ATTACH, COPY or read files
-(tests/flows/test_cli.py), skops refuses types outside the allow-list (tests/tasks/test_models.py).
+(tests/flows/test_cli.py), skops refuses types outside the allow-list (tests/tasks/test_models.py),
+the documented `prefect server start` listens on loopback only (tests/flows/test_nightly.py).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -35,31 +37,107 @@ def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
         TransformerBiGRURegressor.load(path)
 
 
-def test_every_server_the_readme_starts_listens_on_loopback():
-    starts = [line for line in (ROOT / "README.md").read_text().splitlines() if "prefect server start" in line]
-    assert starts, "the README should show how to start the server"
-    assert all("--host 127.0.0.1" in line for line in starts), starts
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses (IPv4 and IPv6, as /proc/net shows them) with a socket LISTENing on `port`."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
 
 
-def test_prefect_temporary_server_binds_loopback():
-    from prefect.settings import PREFECT_SERVER_API_HOST
+LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1, as /proc/net/tcp{,6} write them
 
-    import gpucast.flows  # noqa: F401  (our Prefect defaults)
 
-    assert PREFECT_SERVER_API_HOST.value() == "127.0.0.1"
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_prefect_temporary_server_listens_on_loopback_only():
+    """The API server a flow run talks to (here the session's temporary one) binds 127.0.0.1, nothing else."""
+    from urllib.parse import urlparse
+
+    from prefect.settings import PREFECT_API_URL
+
+    port = urlparse(PREFECT_API_URL.value()).port
+    addresses = listening_addresses(port)
+    assert addresses and addresses <= LOOPBACK, addresses
+
+
+def test_the_listener_check_sees_a_socket_open_to_every_interface():
+    """The check above can fail: a socket bound to 0.0.0.0 is reported as not loopback."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        assert listening_addresses(s.getsockname()[1]) == {"00000000"}
+
+
+# SQL built as text may only interpolate SQL fragments we write ourselves: module constants
+# (UPPER_CASE), the contract's names (`c.X`), and these local names, each of which holds a column
+# list, a table or key name from a fixed mapping, or a number we computed. Values from outside (a
+# job id, a reason, a file name, a query) must be bound parameters.
+SQL_FRAGMENT_NAMES = {
+    "cols", "table", "key", "names", "sets", "labelled", "missing", "limit", "kind", "CONTRACT_COLS", "files",
+}
+SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|VALUES|SET|FROM|COPY)\b")
+
+
+def _allowed(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id.isupper() or node.id in SQL_FRAGMENT_NAMES
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.value.id == "c" or node.attr.isupper()
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+        return all(_allowed(a) or isinstance(a, ast.GeneratorExp | ast.ListComp) for a in node.args)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "len", "sql_string"):
+        return True  # a number, or a path we created, quoted (COPY ... TO takes no bound value)
+    return False
+
+
+def _sql_fstrings(tree: ast.AST) -> list[ast.JoinedStr]:
+    """f-strings handed to DuckDB (`.execute(...)`, `.sql(...)`), or kept as SQL text in a variable."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("execute", "sql"):
+            found += [n for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.JoinedStr)]
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.JoinedStr):
+            found.append(node.value)
+    return found
+
+
+def sql_interpolations(source: str) -> list[tuple[int, str]]:
+    """(line, expression) of every value interpolated into SQL text that is not one of our own fragments."""
+    bad = []
+    for node in _sql_fstrings(ast.parse(source)):
+        text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+        if not SQL_WORDS.search(text):
+            continue
+        for v in node.values:
+            if isinstance(v, ast.FormattedValue) and not _allowed(v.value):
+                bad.append((node.lineno, ast.unparse(v.value)))
+    return bad
 
 
 def test_warehouse_sql_binds_values():
-    """SQL text is built only from contract names and paths we create; values travel as parameters.
-
-    A heuristic guard: no f-string SQL in warehouse/ or flows/ interpolates a variable whose name
-    says it carries a value from outside (job ids, reasons, files named by users).
-    """
-    suspicious = re.compile(r"f\"[^\"]*(SELECT|INSERT|UPDATE|DELETE|WHERE)[^\"]*\{(job_id|reason|source_file|query|row)\b")
+    """f-string SQL (single- or triple-quoted) in the code interpolates only our own SQL fragments."""
     offenders = []
     for folder in ("warehouse", "flows", "tasks"):
         for path in (ROOT / folder).rglob("*.py"):
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if suspicious.search(line):
-                    offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+            offenders += [f"{path.relative_to(ROOT)}:{line}: {expr}" for line, expr in sql_interpolations(path.read_text())]
     assert offenders == []
+
+
+def test_the_sql_guard_catches_a_value_in_sql_text():
+    """The guard above can fail: single-line and triple-quoted SQL with a value in it are both caught."""
+    source = '''
+con.execute(f"SELECT * FROM job_logs WHERE job_id = '{job_id}'")
+con.execute(f"""
+    DELETE FROM rejected_job_logs
+    WHERE source_file = '{path}'
+""")
+con.execute(f"SELECT {CONTRACT_COLS} FROM job_logs WHERE {c.STATUS} = ?", [status])
+'''
+    assert sql_interpolations(source) == [(2, "job_id"), (3, "path")]

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.features import CATEGORICAL, FEATURE_SPECS, FeatureEncoder, labelled_rows
 
 

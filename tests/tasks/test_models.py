@@ -7,9 +7,9 @@ import polars as pl
 import pytest
 import torch
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.features import CATEGORICAL, FeatureEncoder, labelled_rows
-from gpucast.tasks.models import registry
+from gpucast.tasks.models import registry, store
 from gpucast.tasks.models.transformer_bigru import PRESETS, TransformerBiGRU, TransformerBiGRURegressor
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
@@ -88,8 +88,8 @@ def test_every_model_round_trips_and_scores_unseen_inputs(tmp_path, data, name):
     est.fit(X, y)
     pred = est.predict(X)
     assert pred.shape == (len(X),) and np.isfinite(pred).all()
-    registry.save(name, est, tmp_path)
-    loaded = registry.load(name, tmp_path)
+    path = store.save_model(tmp_path, name, est)
+    loaded = registry.entry(name).load(path, None)
     assert np.allclose(loaded.predict(X), pred)
     # a category never seen in training and every number missing
     odd = pl.DataFrame({f: [None] for f in c.FEATURES}, schema={f: pl.String if f in (c.MODEL_TYPE, c.PRECISION, c.OPTIMIZER)
@@ -102,9 +102,8 @@ def test_skops_refuses_types_outside_the_allow_list(tmp_path):
     import skops.io as sio
 
     sio.dump({"x": pl.DataFrame({"a": [1]})}, tmp_path / "decision_tree.skops")
-    (tmp_path / "decision_tree.meta.json").write_text("{}")
     with pytest.raises(ValueError, match="outside the allow-list"):
-        registry.load("decision_tree", tmp_path)
+        registry.entry("decision_tree").load(tmp_path / "decision_tree.skops", None)
 
 
 def test_unknown_model_is_a_clear_error():

@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.normalize import normalize
 
 

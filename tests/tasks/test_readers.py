@@ -7,7 +7,7 @@ import gzip
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.readers import FileInfo, FileRejected, read_chunks
 from tests.conftest import write
 from tests.records import jsonl, record

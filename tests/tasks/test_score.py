@@ -8,11 +8,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import Champion
 from gpucast.tasks.features import labelled_rows
-from gpucast.tasks.score import Champion, Scorer, memory_advice, safe_request_gb
+from gpucast.tasks.score import Scorer, memory_advice, safe_request_gb
 from gpucast.tasks.simulate import simulate_jobs
-from gpucast.tasks.train import calibrate, interval, train_target
+from gpucast.tasks.train import TrainOptions, calibrate, interval, train_target
 
 
 def _jobs(n: int, seed: int) -> pl.DataFrame:
@@ -24,7 +25,8 @@ def trained(tmp_path_factory):
     """lightgbm and linear_fs trained on 6,000 simulated jobs, one repeat, like a nightly run."""
     out = tmp_path_factory.mktemp("models")
     jobs = _jobs(6000, seed=1)
-    results = {t: train_target(jobs, t, ["lightgbm", "linear_fs"], out, repeats=1, seed=0) for t in c.TARGETS}
+    opts = TrainOptions(models=("lightgbm", "linear_fs"), repeats=1, seed=0)
+    results = {t: train_target(jobs, t, opts, out / t) for t in c.TARGETS}
     return {t: Champion(t, r.champion, "train-test", r.model_dir) for t, r in results.items()}
 
 

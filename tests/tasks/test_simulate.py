@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 
@@ -34,3 +34,11 @@ def test_clean_logs_have_every_status_and_plausible_outcomes(tmp_path):
 def test_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown format"):
         write_logs(tmp_path, SimConfig(fmt="xml"))
+
+
+def test_job_ids_carry_the_seed_so_two_simulations_never_collide(tmp_path):
+    (a,) = write_logs(tmp_path / "a", SimConfig(days=1, jobs_per_day=50, fmt="parquet", seed=1))
+    (b,) = write_logs(tmp_path / "b", SimConfig(days=1, jobs_per_day=50, fmt="parquet", seed=2))
+    ids_a, ids_b = set(pl.read_parquet(a)[c.JOB_ID]), set(pl.read_parquet(b)[c.JOB_ID])
+    assert ids_a.isdisjoint(ids_b)
+    assert min(ids_a) == "sim-s1-20261101-0000000"

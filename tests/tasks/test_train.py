@@ -6,9 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from gpucast.tasks import contract as c
+from gpucast.expectations import contract as c
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
-from gpucast.tasks.train import metrics, split, summarise, train_target
+from gpucast.tasks.train import TrainOptions, choose_champion, metrics, split, train_target
 
 
 def test_metrics_match_hand_computation():
@@ -32,19 +32,23 @@ def jobs():
     return simulate_jobs(1200, np.random.default_rng(5), SimConfig().start, 0.0)
 
 
-MODELS = ["decision_tree", "linear_fs", "lightgbm"]
+MODELS = ("decision_tree", "linear_fs", "lightgbm")
+
+
+def options(**kw) -> TrainOptions:
+    return TrainOptions(models=MODELS, **{"repeats": 1, "min_labelled": 10, **kw})
 
 
 def test_champion_never_reads_test_rows(tmp_path, jobs):
     target = c.PEAK_GPU_MEM_GB
-    a = train_target(jobs, target, MODELS, tmp_path / "a", repeats=1, min_labelled=10)
+    a = train_target(jobs, target, options(), tmp_path / "a")
     # wreck the labels of every test row: validation metrics and the champion must not change
     labelled = jobs.with_row_index("_i").filter((pl.col(c.STATUS) == "COMPLETED") & (pl.col(target) > 0))
     wrecked_ids = labelled[sorted(split(labelled.height, 0)[2].tolist())]["_i"].to_list()
     wrecked = jobs.with_row_index("_i").with_columns(
         pl.when(pl.col("_i").is_in(wrecked_ids)).then(pl.col(target) * 1000).otherwise(pl.col(target)).alias(target)
     ).drop("_i")
-    b = train_target(wrecked, target, MODELS, tmp_path / "b", repeats=1, min_labelled=10)
+    b = train_target(wrecked, target, options(), tmp_path / "b")
     val = lambda res: [m["rmse"] for m in res.metrics if m["split"] == "validation"]  # noqa: E731
     assert val(a) == pytest.approx(val(b))
     assert a.champion == b.champion
@@ -54,15 +58,29 @@ def test_champion_never_reads_test_rows(tmp_path, jobs):
 
 
 def test_results_registry_and_summary(tmp_path, jobs):
-    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, MODELS, tmp_path, repeats=2, min_labelled=10)
     folder = tmp_path / c.GPU_DEMAND_GFLOPS
-    assert {"encoder.json", "metadata.json", "lightgbm.txt", "linear_fs.skops"} <= {p.name for p in folder.iterdir()}
-    s = summarise(res.metrics)
-    assert set(s["model"]) == set(MODELS) and set(s["repeats"]) == {2}
+    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder)
+    assert {"encoder.json", "metadata.json", "lightgbm.txt", "linear_fs.skops", "test_predictions.parquet"} <= {
+        p.name for p in folder.iterdir()}
+    # every model x repeat x split has its metrics row
+    assert sorted((m["model"], m["repeat"], m["split"]) for m in res.metrics) == sorted(
+        (m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test"))
     assert res.test_predictions.columns == ["actual", *MODELS]
     assert {m["epochs"] for m in res.metrics} == {None}  # only the network counts epochs
 
 
 def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, MODELS, tmp_path, min_labelled=200)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200), tmp_path)
     assert res.champion is None and "fewer than the minimum 200" in res.skipped
+
+
+def test_the_champion_is_the_lowest_mean_validation_rmse():
+    def rows(model, val, test):
+        return [{"model": model, "split": "validation", "rmse": v} for v in val] + [
+            {"model": model, "split": "test", "rmse": v} for v in test]
+
+    metrics_ = (rows("a", [1.0, 3.0], [0.1, 0.1])  # best single repeat and best test, mean validation 2.0
+                + rows("b", [1.5, 1.5], [9.0, 9.0])  # mean validation 1.5: the champion
+                + rows("c", [1.6, 1.6], [0.1, 0.1]))
+    assert choose_champion(metrics_) == "b"
+    assert choose_champion(rows("x", [2.0], [1.0]) + rows("y", [2.0], [0.5])) == "x"  # a tie: the first listed

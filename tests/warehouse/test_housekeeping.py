@@ -1,14 +1,17 @@
-"""Runs left `running` by a dead process are marked `crashed`; staging of dead processes is swept."""
+"""Run lifecycle: runs of dead processes marked `crashed`, failures recorded truly, staging swept, registry pruned."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from gpucast.warehouse import db, forecast, load, training
-from gpucast.warehouse.housekeeping import claim_staging, close_abandoned_runs, sweep_orphans
+import pytest
+
+from gpucast.tasks.models import store
+from gpucast.warehouse import db, runs, training
+from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.settings import Settings
 
 
@@ -18,20 +21,25 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def _start(con, kind: str, run_id: str, **columns) -> None:
+    runs.start(con, runs.Run(kind, run_id, datetime.now(UTC), None), **columns)
+
+
 def test_runs_of_dead_processes_are_marked_crashed_and_no_others(home):
     settings = Settings.from_env()
-    now, dead = datetime.now(UTC), _dead_pid()
+    dead = _dead_pid()
     with db.writer(settings) as con:
-        load.start_run(con, "ingest-mine", now, 1)  # this process: still going
-        training.start_train_run(con, "train-dead", ["lightgbm"], "paper", 1, "cpu")
-        forecast.start_run(con, "score-dead", now)
-        forecast.start_run(con, "score-elsewhere", now)
+        _start(con, "ingest", "ingest-mine", files=1, files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0,
+               rows_duplicate=0)  # this process: still going
+        _start(con, "train", "train-dead", models=["lightgbm"])
+        _start(con, "score", "score-dead")
+        _start(con, "score", "score-elsewhere")
         con.execute("UPDATE train_runs SET pid = ? WHERE train_run_id = 'train-dead'", [dead])
         con.execute("UPDATE score_runs SET pid = ? WHERE score_run_id = 'score-dead'", [dead])
         # a GPU worker on another host sharing the data directory: its pid means nothing here
         con.execute("UPDATE score_runs SET pid = ?, host = 'gpu-worker-7' WHERE score_run_id = 'score-elsewhere'", [dead])
 
-        assert sorted(close_abandoned_runs(con)) == ["score-dead", "train-dead"]
+        assert sorted(runs.close_abandoned_runs(con)) == ["score-dead", "train-dead"]
         status = dict(con.execute("SELECT train_run_id, status FROM train_runs UNION ALL "
                                   "SELECT score_run_id, status FROM score_runs UNION ALL "
                                   "SELECT run_id, status FROM ingest_runs").fetchall())
@@ -41,30 +49,50 @@ def test_runs_of_dead_processes_are_marked_crashed_and_no_others(home):
     assert f"process {dead} on {socket.gethostname()} ended before finishing" in message
 
 
+def test_a_failed_run_records_its_own_error_and_removes_its_staging(home):
+    settings = Settings.from_env().ensure()
+    with pytest.raises(ValueError), runs.lifecycle(settings, "score") as run:
+        assert run.staging.is_dir()
+        (run.staging / "part.parquet").write_text("x")
+        raise ValueError("a bad batch")
+    assert not run.staging.exists()
+    with db.writer(settings) as con:
+        row = con.execute("SELECT status, message, pid FROM score_runs WHERE score_run_id = ?", [run.run_id]).fetchone()
+    assert row[:2] == ("failed", "ValueError: a bad batch") and row[2] == runs.owner()[0]
+
+
+def test_a_failed_rollback_never_hides_the_error_that_caused_it(home):
+    settings = Settings.from_env().ensure()
+    with db.writer(settings) as con, pytest.raises(RuntimeError, match="the real error"):
+        with db.transaction(con):
+            con.execute("COMMIT")  # the transaction is gone: ROLLBACK will fail too
+            raise RuntimeError("the real error")
+
+
 def test_sweep_removes_staging_of_dead_processes_only(home):
     settings = Settings.from_env().ensure()
     mine = claim_staging(settings.staging_dir / "run-mine")
     theirs = claim_staging(settings.staging_dir / "run-dead")
     (theirs / "owner.pid").write_text(str(_dead_pid()))
-    removed = sweep_orphans(settings)
+    removed = runs.sweep_orphans(settings)
     assert removed == [theirs] and mine.exists() and not theirs.exists()
 
 
 def test_old_model_folders_are_pruned_but_never_a_champions_or_a_running_one(home):
-    from datetime import timedelta
-
     settings = Settings.from_env().ensure()
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
-    runs = {"r1": "succeeded", "r2": "succeeded", "r3": "failed", "r4": "succeeded", "r5": "succeeded", "r6": "running"}
+    statuses = {"r1": "succeeded", "r2": "succeeded", "r3": "failed", "r4": "succeeded", "r5": "succeeded",
+                "r6": "running"}
     with db.writer(settings) as con:
-        for i, (run, status) in enumerate(runs.items()):
-            training.start_train_run(con, run, ["lightgbm"], "paper", 1, "cpu")
+        for i, (run, status) in enumerate(statuses.items()):
+            _start(con, "train", run, models=["lightgbm"])
             con.execute("UPDATE train_runs SET started_at = ?, status = ? WHERE train_run_id = ?",
                         [t0 + timedelta(days=i), status, run])
             (settings.models_dir / run).mkdir(parents=True)
         # r1 trained the only champion of runtime_hours (later runs skipped that target): scoring needs it
         con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
                     "VALUES ('r1', 'runtime_hours', 'lightgbm', 500, ?)", [str(settings.models_dir / "r1")])
-        removed = training.prune_model_folders(con, settings.models_dir, keep=2)
+        keep = training.runs_to_keep(con, 2)
+    removed = store.prune(settings.models_dir, keep)
     assert [p.name for p in removed] == ["r2", "r3"]
     assert sorted(p.name for p in settings.models_dir.iterdir()) == ["r1", "r4", "r5", "r6"]

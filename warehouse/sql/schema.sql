@@ -1,30 +1,11 @@
 -- gpucast warehouse, schema v1. Applied on every writer connection; every statement is idempotent.
--- Column lists of the contract tables mirror tasks/contract.py (tests/test_warehouse.py checks it).
+-- The placeholder CONTRACT_COLUMNS (between @ signs, below) is replaced by the contract's columns
+-- (expectations/contract.py), with SQL types and NOT NULL for required fields: see warehouse/schema.py.
 SET TimeZone = 'UTC';
 
 -- Every distinct record version ever loaded (history); the Parquet lake mirrors this table.
 CREATE TABLE IF NOT EXISTS job_log_records (
-    job_id VARCHAR NOT NULL,
-    submitted_at TIMESTAMPTZ NOT NULL,
-    updated_at TIMESTAMPTZ,
-    status VARCHAR NOT NULL,
-    queue VARCHAR,
-    team VARCHAR,
-    model_type VARCHAR NOT NULL,
-    params_million DOUBLE,
-    batch_size BIGINT,
-    input_dim BIGINT,
-    num_layers BIGINT,
-    iterations DOUBLE,
-    precision VARCHAR,
-    optimizer VARCHAR,
-    learning_rate DOUBLE,
-    regularization BOOLEAN,
-    data_augmentation BOOLEAN,
-    gpu_demand_gflops DOUBLE,
-    peak_gpu_mem_gb DOUBLE,
-    runtime_hours DOUBLE,
-    failure_reason VARCHAR,
+    @CONTRACT_COLUMNS@,
     record_hash VARCHAR NOT NULL,      -- md5 of the contract columns: identical records share it
     arrival BIGINT NOT NULL,           -- global arrival order (ties on updated_at are broken by it)
     source_file VARCHAR NOT NULL,
@@ -35,27 +16,7 @@ CREATE TABLE IF NOT EXISTS job_log_records (
 
 -- One row per job: its latest record by updated_at (else submitted_at), then by arrival.
 CREATE TABLE IF NOT EXISTS job_logs (
-    job_id VARCHAR NOT NULL,
-    submitted_at TIMESTAMPTZ NOT NULL,
-    updated_at TIMESTAMPTZ,
-    status VARCHAR NOT NULL,
-    queue VARCHAR,
-    team VARCHAR,
-    model_type VARCHAR NOT NULL,
-    params_million DOUBLE,
-    batch_size BIGINT,
-    input_dim BIGINT,
-    num_layers BIGINT,
-    iterations DOUBLE,
-    precision VARCHAR,
-    optimizer VARCHAR,
-    learning_rate DOUBLE,
-    regularization BOOLEAN,
-    data_augmentation BOOLEAN,
-    gpu_demand_gflops DOUBLE,
-    peak_gpu_mem_gb DOUBLE,
-    runtime_hours DOUBLE,
-    failure_reason VARCHAR,
+    @CONTRACT_COLUMNS@,
     record_hash VARCHAR NOT NULL,
     arrival BIGINT NOT NULL,
     source_file VARCHAR NOT NULL,
@@ -249,14 +210,17 @@ SELECT CAST(submitted_at AS DATE) AS submitted_day,
 FROM pending_forecasts
 GROUP BY ALL;
 
+-- Per target, the champion of the latest successful train run that trained it: the model that
+-- scores (warehouse/forecast.py reads this view; the leaderboard below is built on it).
+CREATE OR REPLACE VIEW current_champions AS
+SELECT c.target, c.model, c.preset, c.train_run_id, c.model_dir, r.started_at AS trained_at
+FROM model_champions c JOIN train_runs r USING (train_run_id)
+WHERE r.status = 'succeeded' AND c.model IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY r.started_at DESC) = 1;
+
 -- Per target and model: mean metrics of the latest successful train run that trained the target.
 CREATE OR REPLACE VIEW model_leaderboard AS
-WITH latest AS (
-    SELECT c.target, c.train_run_id, c.model AS champion
-    FROM model_champions c JOIN train_runs r USING (train_run_id)
-    WHERE r.status = 'succeeded' AND c.model IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY r.started_at DESC) = 1
-)
+WITH latest AS (SELECT target, train_run_id, model AS champion FROM current_champions)
 SELECT m.target, m.model, any_value(m.preset) AS preset, l.train_run_id,
        rank() OVER (PARTITION BY m.target ORDER BY avg(m.rmse) FILTER (WHERE m.split = 'validation')) AS rank,
        m.model = l.champion AS is_champion,

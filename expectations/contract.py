@@ -1,8 +1,10 @@
-"""Job-log contract v1: every column name, type, unit and allowed value, defined once.
+"""Job-log contract v1: every column name, type, unit, allowed value and bound, defined once.
 
-Readers, the normaliser, the expectation suites, the warehouse DDL, the simulator and (later) the
-feature and model code import these names instead of spelling them again. The README's contract
-table is written from this module.
+This is the data contract of the pipeline, so it lives with the expectations and imports nothing
+of ours. Readers, the normaliser, the simulator, features and models import these names; the
+Great Expectations suite (`expectations/suite.py`) and the warehouse DDL (`warehouse/schema.py`)
+are *generated* from `FIELDS`, so a bound or an allowed value is written here and nowhere else.
+The README's contract table lists the same fields (a test checks it).
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ CONTRACT_VERSION = 1
 
 @dataclass(frozen=True)
 class Field:
-    """One column of the job-log contract."""
+    """One column of the job-log contract: its type, and the rules a present value must keep."""
 
     name: str
     kind: str  # "string" | "timestamp" | "float" | "int" | "bool" | "status" | "precision"
     unit: str
-    allowed: str
+    allowed: str  # the README's words for the allowed values
     required: bool = False
+    values: tuple[str, ...] = ()  # the allowed set (after normalising spellings), if any
+    maximum: float | None = None  # > 0 and at most this: above it a value is a unit or typing error
+    max_length: int | None = None  # characters
+    measured: bool = False  # an outcome measured after the job ran (a forecast target)
 
 
 # Identity and lifecycle -------------------------------------------------------------------------
@@ -72,27 +78,31 @@ PEAK_GPU_MEM_GB = "peak_gpu_mem_gb"
 RUNTIME_HOURS = "runtime_hours"
 TARGETS = (GPU_DEMAND_GFLOPS, PEAK_GPU_MEM_GB, RUNTIME_HOURS)
 
+JOB_ID_MAX_LEN = 128
+
+# `maximum` is the plausibility ceiling: above it a value is a unit or typing error, not a real job
+# (1e7 million parameters = 10 trillion; 1e7 GFLOP/s = 10 PFLOP/s, far beyond any one accelerator).
 FIELDS: tuple[Field, ...] = (
-    Field(JOB_ID, "string", "", "1-128 characters; the key", required=True),
+    Field(JOB_ID, "string", "", f"1-{JOB_ID_MAX_LEN} characters; the key", required=True, max_length=JOB_ID_MAX_LEN),
     Field(SUBMITTED_AT, "timestamp", "UTC", "ISO 8601; no zone means UTC", required=True),
     Field(UPDATED_AT, "timestamp", "UTC", "ISO 8601; the latest record of a job wins by it"),
-    Field(STATUS, "status", "", ", ".join(STATUSES) + " (any case)", required=True),
+    Field(STATUS, "status", "", ", ".join(STATUSES) + " (any case)", required=True, values=STATUSES),
     Field(QUEUE, "string", "", f"any; missing means `{DEFAULT_QUEUE}`"),
     Field(TEAM, "string", "", "any"),
     Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + ", ...; unknown kept", required=True),
-    Field(PARAMS_MILLION, "float", "millions of parameters", "> 0"),
-    Field(BATCH_SIZE, "int", "samples", "> 0"),
-    Field(INPUT_DIM, "int", "features, pixels per side or tokens", "> 0"),
-    Field(NUM_LAYERS, "int", "layers", "> 0"),
-    Field(ITERATIONS, "float", "optimizer steps", "> 0"),
-    Field(PRECISION, "precision", "", ", ".join(PRECISIONS) + " (fp16, float16, half, ... accepted)"),
+    Field(PARAMS_MILLION, "float", "millions of parameters", "> 0", maximum=1e7),
+    Field(BATCH_SIZE, "int", "samples", "> 0", maximum=1e7),
+    Field(INPUT_DIM, "int", "features, pixels per side or tokens", "> 0", maximum=1e8),
+    Field(NUM_LAYERS, "int", "layers", "> 0", maximum=1e5),
+    Field(ITERATIONS, "float", "optimizer steps", "> 0", maximum=1e10),
+    Field(PRECISION, "precision", "", ", ".join(PRECISIONS) + " (fp16, float16, half, ... accepted)", values=PRECISIONS),
     Field(OPTIMIZER, "string", "", ", ".join(KNOWN_OPTIMIZERS) + ", ...; unknown kept"),
-    Field(LEARNING_RATE, "float", "", "> 0"),
+    Field(LEARNING_RATE, "float", "", "> 0", maximum=100.0),
     Field(REGULARIZATION, "bool", "", "true/false, yes/no, 1/0, none"),
     Field(DATA_AUGMENTATION, "bool", "", "true/false, yes/no, 1/0"),
-    Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn"),
-    Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it"),
-    Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time"),
+    Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn", maximum=1e7, measured=True),
+    Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it", maximum=1e4, measured=True),
+    Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time", maximum=1e5, measured=True),
     Field(FAILURE_REASON, "string", "", "free text, e.g. `OOM`"),
 )
 
@@ -105,19 +115,7 @@ BOOL_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "bool")
 TIMESTAMP_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "timestamp")
 STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", "precision"))
 
-# Upper bounds of plausibility: a value above these is a unit or typing error, not a real job.
-PLAUSIBLE_MAX = {
-    PARAMS_MILLION: 1e7,  # 10 trillion parameters
-    BATCH_SIZE: 1e7,
-    INPUT_DIM: 1e8,
-    NUM_LAYERS: 1e5,
-    ITERATIONS: 1e10,
-    LEARNING_RATE: 100.0,
-    GPU_DEMAND_GFLOPS: 1e7,  # 10 PFLOP/s: far beyond any single accelerator
-    PEAK_GPU_MEM_GB: 1e4,
-    RUNTIME_HOURS: 1e5,
-}
-JOB_ID_MAX_LEN = 128
+PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 
 # Seed-paper table: its 12 columns, normalised (lower case, underscores), mapped to the contract.
 SEED_COLUMNS = {
@@ -153,11 +151,3 @@ COLUMN_ALIASES = {
     "layers": NUM_LAYERS,
     "lr": LEARNING_RATE,
 }
-
-# Warehouse table names (the planners' public interface) ----------------------------------------
-T_JOB_LOGS = "job_logs"
-T_JOB_LOG_RECORDS = "job_log_records"
-T_REJECTED = "rejected_job_logs"
-T_REJECTED_FILES = "rejected_files"
-T_INGEST_RUNS = "ingest_runs"
-T_INGEST_FILES = "ingest_files"

@@ -1,0 +1,94 @@
+"""The model registry's folders: this module alone writes, reads and prunes them.
+
+    <models_dir>/<train_run_id>/<target>/
+        <model><suffix>            each model of repeat 0, saved by its registry entry (code-free formats)
+        encoder.json               the feature encoder fitted on repeat 0's fit rows
+        metadata.json              features, target, preset, champion, library versions, metrics, calibration
+        test_predictions.parquet   repeat 0's test rows: actual and every model's prediction (the report)
+
+Which runs to keep is the warehouse's answer (`warehouse.training.runs_to_keep`); `prune` removes
+the folders of all other runs. A folder's metrics and champion stay in the warehouse after it goes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.tasks.features import FeatureEncoder
+from gpucast.tasks.models import registry
+
+ENCODER_FILE = "encoder.json"
+METADATA_FILE = "metadata.json"
+TEST_PREDICTIONS_FILE = "test_predictions.parquet"
+
+
+def target_folder(models_dir: Path, train_run_id: str, target: str) -> Path:
+    return models_dir / train_run_id / target
+
+
+def save_model(folder: Path, name: str, est) -> Path:
+    """Write a fitted estimator with its registry entry's own `save`; return the file."""
+    entry = registry.entry(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}{entry.suffix}"
+    entry.save(est, path)
+    return path
+
+
+def save_encoder(folder: Path, encoder: FeatureEncoder) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ENCODER_FILE).write_text(json.dumps(encoder.to_dict()))
+
+
+def save_metadata(folder: Path, metadata: dict) -> None:
+    (folder / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=float))
+
+
+def save_test_predictions(folder: Path, predictions: pl.DataFrame) -> None:
+    predictions.write_parquet(folder / TEST_PREDICTIONS_FILE)
+
+
+def read_metadata(folder: Path) -> dict:
+    return json.loads((folder / METADATA_FILE).read_text())
+
+
+def read_test_predictions(folder: Path) -> pl.DataFrame | None:
+    path = folder / TEST_PREDICTIONS_FILE
+    return pl.read_parquet(path) if path.exists() else None
+
+
+@dataclass
+class LoadedModel:
+    """What scoring needs from a folder: the estimator, its encoder and its interval calibration."""
+
+    estimator: object
+    encoder: FeatureEncoder
+    calibration: dict
+    metadata: dict
+
+
+def load_model(folder: Path, name: str, device: str | None = None) -> LoadedModel:
+    """Load model `name` of a target folder with its encoder and calibration."""
+    metadata = read_metadata(folder)
+    calibration = metadata.get("calibration", {}).get(name)
+    if calibration is None:
+        raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "
+                         "run `gpucast train` again")
+    entry = registry.entry(name)
+    encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
+    return LoadedModel(entry.load(folder / f"{name}{entry.suffix}", device), encoder, calibration, metadata)
+
+
+def prune(models_dir: Path, keep: set[str]) -> list[Path]:
+    """Delete every run folder under `models_dir` whose run id is not in `keep`; return them."""
+    removed = []
+    for folder in sorted(models_dir.iterdir()) if models_dir.exists() else []:
+        if folder.is_dir() and folder.name not in keep:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed

@@ -1,0 +1,121 @@
+"""Failure paths on-call meets: a busy warehouse, the quality gate's boundary, retries, no champion."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.flows.cli import main
+from gpucast.tasks.simulate import SimConfig, write_logs
+from gpucast.warehouse import training
+from gpucast.warehouse.settings import Settings
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+
+def _hold_writer_lock(home: Path, release: Path) -> subprocess.Popen:
+    """Another pipeline writer (a process holding the writer lock) until `release` exists."""
+    code = ("import sys, time, pathlib\n"
+            "from gpucast.warehouse.db import writer_lock\n"
+            "from gpucast.warehouse.settings import Settings\n"
+            f"with writer_lock(Settings(home={str(home)!r})):\n"
+            "    print('held', flush=True)\n"
+            f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.1)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_writer_waits_for_another_then_gives_up_with_exit_3_naming_it(home, tmp_path, monkeypatch, capsys):
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=20, seed=1))
+    Settings.from_env().ensure()
+    holder = _hold_writer_lock(home, tmp_path / "release")
+    try:
+        monkeypatch.setenv("GPUCAST_LOCK_TIMEOUT_S", "1")
+        t0 = time.monotonic()
+        assert main(["ingest", str(tmp_path / "logs")]) == 3
+        assert time.monotonic() - t0 >= 1.0  # it waited its turn first
+        err = capsys.readouterr().err
+        assert f"another gpucast writer (pid {holder.pid} since" in err and "GPUCAST_LOCK_TIMEOUT_S" in err
+
+        # with time to wait, the second writer queues and runs when the first lets go
+        monkeypatch.setenv("GPUCAST_LOCK_TIMEOUT_S", "60")
+        threading.Timer(2.0, (tmp_path / "release").touch).start()
+        assert main(["ingest", str(tmp_path / "logs")]) == 0
+    finally:
+        (tmp_path / "release").touch()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+@pytest.mark.parametrize(("rejected", "passes"), [(20, True), (21, False)])
+def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejected, passes):
+    from gpucast.flows.nightly import ValidationFailed, quality_gate
+
+    settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
+    ingest = {"run_id": "ingest-x", "rows_read": 100, "rows_rejected": rejected, "files_rejected": 0}
+    if passes:
+        assert quality_gate.fn(ingest, settings) == [f"{rejected} row(s) rejected ({rejected / 100:.1%}): see rejected_job_logs"]
+    else:
+        with pytest.raises(ValidationFailed, match=r"21 of 100 rows rejected \(21.0%\), more than 20%"):
+            quality_gate.fn(ingest, settings)
+
+
+def test_scoring_before_any_training_exits_2_and_says_what_to_do(home, tmp_path, capsys):
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=30, seed=2))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    capsys.readouterr()
+    assert main(["score"]) == 2
+    assert "no trained champion in the warehouse: run `gpucast train`" in capsys.readouterr().err
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT status, message FROM score_runs").fetchall() == [
+            ("failed", "FileNotFoundError: no trained champion in the warehouse: run `gpucast train` (or `gpucast "
+                       "nightly`) first")]
+
+
+def test_max_rows_caps_the_labelled_history_at_the_most_recent_jobs(home, tmp_path):
+    write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=150, pending_fraction=0.0, seed=3))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    assert main(["train", "--models", "linear_fs", "--repeats", "1", "--min-labelled", "10", "--max-rows", "60"]) == 0
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        labelled = con.execute("SELECT target, labelled_rows FROM model_champions ORDER BY 1").fetchall()
+        fitted = con.execute("SELECT DISTINCT rows_train FROM model_metrics").fetchall()
+        completed = con.execute("SELECT job_id, submitted_at FROM job_logs WHERE status = 'COMPLETED' "
+                                "ORDER BY submitted_at DESC").fetchall()
+        read = training.read_training_jobs(con, 60)
+    assert labelled == [(t, 60) for t in sorted(c.TARGETS)]
+    assert fitted == [(60 - 18 - 8,)]  # 60 rows: 18 test, 8 of the other 42 for validation
+    # the 60 most recent, not the first 60 stored; in job-id order (reproducible splits)
+    assert set(read[c.JOB_ID]) == {j for j, _ in completed[:60]} and read[c.JOB_ID].is_sorted()
+
+
+def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypatch):
+    from gpucast.flows import score as score_flow
+    from gpucast.warehouse import forecast
+
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.3, seed=4))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    assert main(["train", "--models", "linear_fs", "--repeats", "1", "--min-labelled", "10"]) == 0
+    calls = []
+    real_publish = forecast.publish
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("a transient hiccup")  # the first attempt fails; its transaction rolled back
+        return real_publish(*args, **kwargs)
+
+    monkeypatch.setattr(forecast, "publish", flaky)
+    monkeypatch.setattr(score_flow, "publish_forecasts", score_flow.publish_forecasts.with_options(retry_delay_seconds=0))
+    out = score_flow.score_pending()
+    assert len(calls) == 2 and out["forecasts"] == 3 * out["pending_jobs"] > 0
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT status FROM score_runs").fetchall() == [("published",)]
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out["forecasts"]

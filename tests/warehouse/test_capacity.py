@@ -1,0 +1,70 @@
+"""`capacity_daily`, the planners' headline figures, against numbers worked out by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse.schema import schema_sql
+
+T = datetime(2026, 11, 1, tzinfo=UTC)
+JOBS = [  # job_id, status, queue, submitted_at
+    ("a", "PENDING", "q1", "2026-11-01 10:00:00+00"),
+    ("b", "PENDING", "q1", "2026-11-01 15:00:00+00"),
+    ("c", "PENDING", "q2", "2026-11-02 09:00:00+00"),
+    ("d", "COMPLETED", "q1", "2026-11-01 11:00:00+00"),  # no longer pending: not planned for
+]
+# score run s2 (the latest) per job: (runtime p50, p90), (gflops p50, p90), memory p90 and its safe request
+LATEST = {
+    "a": ((2.0, 3.0), (100.0, 150.0), 30.0, 33.0),
+    "b": ((1.0, 4.0), (50.0, 60.0), 50.0, 55.0),
+    "c": ((5.0, 6.0), (10.0, 20.0), 80.0, 88.0),
+    "d": ((9.0, 9.0), (9.0, 9.0), 90.0, 99.0),
+}
+
+
+@pytest.fixture
+def con():
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    for job_id, status, queue, submitted in JOBS:
+        con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
+                    "record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
+                    "VALUES (?, ?, ?, ?, 'CNN', 'h', 1, 'f', 1, 'i', ?)", [job_id, submitted, status, queue, T])
+    rows = []
+    for run, scored_at in (("s1", T), ("s2", datetime(2026, 11, 2, tzinfo=UTC))):
+        con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, 'published')", [run, scored_at])
+        for job_id, (hours, gflops, mem_p90, safe) in LATEST.items():
+            scale = 100.0 if run == "s1" else 1.0  # the older run's forecasts must not count
+            rows += [(job_id, c.RUNTIME_HOURS, hours[0] * scale, hours[1] * scale, None, run, scored_at),
+                     (job_id, c.GPU_DEMAND_GFLOPS, gflops[0] * scale, gflops[1] * scale, None, run, scored_at),
+                     (job_id, c.PEAK_GPU_MEM_GB, mem_p90 / 2, mem_p90, safe, run, scored_at)]
+    con.executemany("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at, "
+                    "safe_request_gb) VALUES (?, ?, 0.1, ?, ?, 'm', 't', ?, ?, ?)",
+                    [(j, t, p50, p90, run, at, safe) for j, t, p50, p90, safe, run, at in rows])
+    yield con
+    con.close()
+
+
+def test_capacity_daily_matches_the_hand_computed_figures(con):
+    got = con.execute("SELECT * FROM capacity_daily ORDER BY submitted_day, queue").fetchall()
+    cols = [d[0] for d in con.description]
+    assert cols == ["submitted_day", "queue", "jobs", "gpu_hours_p50", "gpu_hours_p90", "gflops_p50", "gflops_p90",
+                    "mem_p90_max_gb", "jobs_over_24gb", "jobs_over_40gb", "jobs_over_80gb"]
+    day1, day2 = (datetime(2026, 11, d).date() for d in (1, 2))
+    assert got == [
+        # a + b: hours 2+1 / 3+4, gflops 100+50 / 150+60, max(30, 50); safe 33 and 55 GB: both > 24, one > 40
+        (day1, "q1", 2, 3.0, 7.0, 150.0, 210.0, 50.0, 2, 1, 0),
+        # c alone: safe request 88 GB is over all three sizes
+        (day2, "q2", 1, 5.0, 6.0, 10.0, 20.0, 80.0, 1, 1, 1),
+    ]
+
+
+def test_pending_forecasts_hold_only_the_latest_forecast_of_jobs_still_pending(con):
+    rows = con.execute("SELECT job_id, target, p50, score_run_id FROM pending_forecasts ORDER BY ALL").fetchall()
+    assert {j for j, *_ in rows} == {"a", "b", "c"}
+    assert {r for *_, r in rows} == {"s2"}
+    assert len(rows) == 3 * 3

@@ -1,0 +1,128 @@
+"""Read-only queries for people (status, reports, planners' SQL): each returns Polars frames.
+
+Formatting them as text, Markdown or charts is `tasks/render.py`'s job; this module only asks.
+`path` is the database to read: the planners' published copy by default (`Settings.query_path`),
+the working file when a run reports on itself before it publishes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpucast.warehouse.db import connect_reader
+
+RECENT_INGESTS = """
+SELECT run_id, status, started_at, round(epoch(finished_at - started_at), 1) AS seconds,
+       files, files_rejected, rows_read, rows_loaded, rows_rejected, rows_duplicate
+FROM ingest_runs ORDER BY started_at DESC LIMIT ?
+"""
+FAILURES = """
+SELECT r.run_id, coalesce(r.message, '') AS message, f.source_file, f.reason
+FROM ingest_runs r LEFT JOIN ingest_files f ON f.ingest_run_id = r.run_id AND f.status = 'rejected'
+WHERE r.run_id IN (SELECT run_id FROM ingest_runs ORDER BY started_at DESC LIMIT ?)
+  AND (r.status <> 'succeeded' OR f.source_file IS NOT NULL)
+ORDER BY r.started_at DESC
+"""
+JOBS_BY_STATUS = "SELECT status, count(*) AS jobs FROM job_logs GROUP BY ALL ORDER BY jobs DESC"
+RECENT_TRAINS = """
+SELECT train_run_id, status, device, preset, round(epoch(finished_at - started_at), 1) AS seconds,
+       coalesce(message, '') AS message
+FROM train_runs ORDER BY started_at DESC LIMIT ?
+"""
+RECENT_SCORES = """
+SELECT score_run_id, status, pending_jobs, forecasts, gpu_mem_gb,
+       round(epoch(finished_at - started_at), 1) AS seconds, coalesce(message, '') AS message
+FROM score_runs ORDER BY started_at DESC LIMIT ?
+"""
+TOP_REJECTIONS = """
+SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs WHERE ingest_run_id = ?)
+GROUP BY ALL ORDER BY n DESC, reason LIMIT ?
+"""
+LEADERBOARD = """
+SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds, epochs
+FROM model_leaderboard ORDER BY target, rank
+"""
+CHAMPIONS = """
+SELECT target, model, round(validation_rmse, 3) AS validation_rmse, round(test_mape, 1) AS test_mape,
+       round(test_r2, 3) AS test_r2
+FROM model_leaderboard WHERE is_champion ORDER BY target
+"""
+CAPACITY_BY_QUEUE = """
+SELECT queue, sum(jobs) AS jobs, round(sum(gpu_hours_p50), 1) AS gpu_hours_p50,
+       round(sum(gpu_hours_p90), 1) AS gpu_hours_p90, round(max(mem_p90_max_gb), 1) AS mem_p90_max_gb,
+       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb
+FROM capacity_daily GROUP BY ALL ORDER BY queue
+"""
+CAPACITY_TOTALS = """
+SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, sum(gpu_hours_p90) AS gpu_hours_p90,
+       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb
+FROM capacity_daily
+"""
+LATEST_TRAIN_RUN = "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"
+TRAIN_SUMMARY = """
+SELECT target, model, split,
+       avg(mse) AS mse, stddev_samp(mse) AS mse_std, avg(rmse) AS rmse, stddev_samp(rmse) AS rmse_std,
+       avg(mae) AS mae, stddev_samp(mae) AS mae_std, avg(mape) AS mape, stddev_samp(mape) AS mape_std,
+       avg(r2) AS r2, stddev_samp(r2) AS r2_std, avg(train_seconds) AS train_seconds, count(*) AS repeats
+FROM model_metrics WHERE train_run_id = ? GROUP BY ALL ORDER BY target, split, rmse
+"""
+TRAIN_CHAMPIONS = "SELECT * FROM model_champions WHERE train_run_id = ? ORDER BY target"
+
+
+def _read(path: Path, *queries: tuple[str, list]) -> list[pl.DataFrame]:
+    """Run each (sql, params) on a read-only connection to `path`; one frame each."""
+    con = connect_reader(path)
+    try:
+        return [con.sql(sql, params=params or None).pl() for sql, params in queries]
+    finally:
+        con.close()
+
+
+def status_frames(path: Path, limit: int) -> dict[str, pl.DataFrame]:
+    """Recent ingest, train and score runs, failures and rejected files, and jobs by status."""
+    names = ("ingests", "failures", "jobs", "trains", "scores")
+    frames = _read(path, (RECENT_INGESTS, [limit]), (FAILURES, [limit]), (JOBS_BY_STATUS, []),
+                   (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]))
+    return dict(zip(names, frames, strict=True))
+
+
+def top_rejection_reasons(con: duckdb.DuckDBPyConnection, ingest_run_id: str, n: int = 3) -> list[tuple[str, int]]:
+    """The `n` rules that rejected most rows of one ingest run, with their counts."""
+    return con.execute(TOP_REJECTIONS, [ingest_run_id, n]).fetchall()
+
+
+def leaderboard_and_capacity(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The leaderboard of the latest train run per target, and the pending queue's capacity totals."""
+    board, totals = _read(path, (LEADERBOARD, []), (CAPACITY_TOTALS, []))
+    return board, totals
+
+
+def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per queue: jobs, GPU-hours and memory of the pending queue; and the champion per target."""
+    capacity, champions = _read(path, (CAPACITY_BY_QUEUE, []), (CHAMPIONS, []))
+    return capacity, champions
+
+
+def run_sql(path: Path, query: str) -> pl.DataFrame:
+    """One read-only query (the connection cannot write, ATTACH, or read other files)."""
+    (df,) = _read(path, (query, []))
+    # DuckDB sums integers into HUGEINT (a Polars Decimal(38, 0)); JSON would write it as a string.
+    return df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
+                           *[pl.col(n).cast(pl.Int64 if t.scale == 0 else pl.Float64)
+                             for n, t in df.schema.items() if isinstance(t, pl.Decimal)])
+
+
+def latest_train_run(path: Path) -> str:
+    (df,) = _read(path, (LATEST_TRAIN_RUN, []))
+    if df.is_empty():
+        raise FileNotFoundError("no successful training run yet: run `gpucast train` first")
+    return df.item()
+
+
+def train_tables(path: Path, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(metrics summarised over repeats per target/model/split, champions) of one train run."""
+    summary, champions = _read(path, (TRAIN_SUMMARY, [run_id]), (TRAIN_CHAMPIONS, [run_id]))
+    return summary, champions

@@ -1,0 +1,146 @@
+"""One run lifecycle for ingest, train and score: id, owner, staging folder, failure row, cleanup.
+
+    with runs.lifecycle(settings, "score") as run:
+        ...                      # stage under run.staging; commit with the run's own transaction
+                                 # (which marks it succeeded / published)
+
+On entry: orphans of dead processes are swept, the run gets an id (`score-20261101T020000Z-1a2b3c`),
+a staging folder owned by this process, and a `running` row carrying its pid and host. On an
+error, the row is marked `failed` with the real error as its message (if the warehouse itself is
+what failed, e.g. another writer holds it, the error is raised without a row: there is nowhere to
+write it). On exit, the staging folder is removed. A run whose process is killed stays `running`
+until the next run marks it `crashed` (`close_abandoned_runs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from gpucast.warehouse.db import WarehouseBusy, writer
+from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
+from gpucast.warehouse.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# kind -> (table, key column). The key names are the planners' public interface: kept as they are.
+RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
+              "score": ("score_runs", "score_run_id")}
+MESSAGE_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Run:
+    kind: str
+    run_id: str
+    started_at: datetime
+    staging: Path
+
+
+def owner() -> tuple[int, str]:
+    """(pid, host) of this process, as the run tables record them."""
+    return os.getpid(), socket.gethostname()
+
+
+def new_run_id(kind: str, now: datetime) -> str:
+    return f"{kind}-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def start(con: duckdb.DuckDBPyConnection, run: Run, **columns) -> None:
+    """Record `run` as running (once: a retried step finds it there), with its kind's own columns."""
+    table, key = RUN_TABLES[run.kind]
+    names = [key, "started_at", "status", "pid", "host", *columns]
+    con.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                [run.run_id, run.started_at, "running", *owner(), *columns.values()])
+
+
+def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, message: str | None = None,
+           **columns) -> None:
+    """Set a run's end state, message and any of its kind's columns (counts, ...)."""
+    table, key = RUN_TABLES[kind]
+    sets = ["finished_at = ?", "status = ?", "message = ?", *[f"{c} = ?" for c in columns]]
+    con.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {key} = ?",
+                [datetime.now(UTC), status, message[:MESSAGE_CHARS] if message else None, *columns.values(), run_id])
+
+
+def describe(exc: BaseException) -> str:
+    """The error as on-call should read it: its type and message."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def record_failure(settings: Settings, run: Run, exc: BaseException) -> None:
+    """Mark `run` failed with `exc` as its message; never raise over the error being reported."""
+    if isinstance(exc, WarehouseBusy):
+        return  # the warehouse is what failed: there is nowhere to write the row
+    try:
+        with writer(settings, timeout_s=min(settings.lock_timeout_s, 60.0)) as con:
+            finish(con, run.kind, run.run_id, "failed", describe(exc))
+    except Exception as write_error:  # noqa: BLE001  (report the original error, not this one)
+        log.warning("could not record %s as failed (%s); its error was: %s", run.run_id, describe(write_error),
+                    describe(exc))
+
+
+@contextlib.contextmanager
+def lifecycle(settings: Settings, kind: str, **start_columns) -> Iterator[Run]:
+    """Sweep orphans, start a `kind` run, yield it; mark it failed on an error; remove its staging."""
+    sweep_orphans(settings)
+    now = datetime.now(UTC)
+    run_id = new_run_id(kind, now)
+    run = Run(kind, run_id, now, claim_staging(settings.staging_dir / run_id))
+    try:
+        with writer(settings) as con:
+            start(con, run, **start_columns)
+        yield run
+    except BaseException as exc:
+        record_failure(settings, run, exc)
+        raise
+    finally:
+        shutil.rmtree(run.staging, ignore_errors=True)
+
+
+def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Mark `crashed` every run left `running` by a process of this host that no longer exists.
+
+    (Runs of another host, such as a GPU worker sharing the data directory, are left to that host:
+    a pid means nothing elsewhere.)
+    """
+    pid, host = owner()
+    closed = []
+    for kind, (table, key) in RUN_TABLES.items():
+        rows = con.execute(f"SELECT {key}, pid FROM {table} WHERE status = 'running' AND host = ? AND pid <> ?",
+                           [host, pid]).fetchall()
+        for run_id, dead in ((r, p) for r, p in rows if not _alive(p)):
+            finish(con, kind, run_id, "crashed", f"process {dead} on {host} ended before finishing this run (killed, "
+                   "out of memory or a restart); nothing of it was published; rerunning is safe")
+            closed.append(run_id)
+    return closed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_orphans(settings: Settings) -> list[Path | str]:
+    """Before a run: mark runs of dead processes `crashed`, remove staging folders of dead processes
+    and temporary copies of a killed publish; return what was closed or removed."""
+    closed: list[Path | str] = []
+    if settings.db_path.exists():
+        with writer(settings) as con:
+            closed += close_abandoned_runs(con)
+    return closed + sweep_staging(settings, _alive)
