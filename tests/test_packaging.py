@@ -43,10 +43,11 @@ def test_the_built_wheel_installs_imports_every_module_and_runs(tmp_path):
     run(sys.executable, "-m", "venv", venv)
     py = venv / "bin" / "python"
     run(py, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheel)
-    # The third-party dependencies come from this environment's site-packages, added as a plain path:
-    # Python does not run the .pth files of such a path, so this environment's editable gpucast stays out.
+    # The third-party dependencies come from this environment's site-packages folders, added as plain
+    # paths: Python does not run the .pth files of such a path, so this environment's editable gpucast stays out.
     site = Path(run(py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
-    (site / "_gpucast_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    deps = [p for p in sys.path if p.endswith("site-packages")] or [sysconfig.get_paths()["purelib"]]
+    (site / "_gpucast_test_deps.pth").write_text("\n".join(deps) + "\n")
 
     out = run(py, "-c", IMPORT_EVERYTHING, cwd=tmp_path).stdout.split()
     count, location = int(out[0]), Path(out[1])

@@ -69,12 +69,28 @@ def state(home: Path) -> dict[str, pl.DataFrame]:
 
         return {
             "job_logs": q("SELECT * EXCLUDE (loaded_at, ingest_run_id, arrival) FROM job_logs ORDER BY job_id"),
-            "records": q("SELECT count(*) AS n, count(DISTINCT record_hash) AS distinct_n FROM job_log_records"),
+            # the full record history, every record once, each with where it came from
+            "records": q("SELECT * EXCLUDE (arrival, ingest_run_id, loaded_at) FROM job_log_records ORDER BY ALL"),
             "rejected": q("SELECT source_row, reason_text FROM rejected_job_logs ORDER BY ALL"),
             "forecasts": q("SELECT job_id, target, model, round(p10, 6) AS p10, round(p50, 6) AS p50, round(p90, 6) AS p90, "
                            "safe_request_gb, oom_risk FROM pending_forecasts ORDER BY job_id, target"),
             "leaderboard": q("SELECT target, model, rank, round(validation_rmse, 6) AS v FROM model_leaderboard ORDER BY ALL"),
+            "lake": lake(home),
         }
+
+
+VOLATILE = {"arrival", "ingest_run_id", "loaded_at"}  # run ids, load times and arrival order differ run to run
+
+
+def lake(home: Path) -> pl.DataFrame:
+    """Every row of the Parquet lake (partition columns included), in a stable order."""
+    files = sorted((home / "lake").rglob("*.parquet"))
+    assert files, f"no Parquet under {home / 'lake'}"
+    with duckdb.connect() as con:
+        rows = con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, union_by_name = true)",
+                       params=[[str(f) for f in files]]).pl()
+    rows = rows.drop([c for c in rows.columns if c in VOLATILE])
+    return rows.sort(rows.columns, nulls_last=True)
 
 
 @pytest.fixture(scope="module")
@@ -142,29 +158,43 @@ def test_a_second_nightly_exits_with_a_clear_message_while_one_runs(tmp_path, lo
     assert state(home)["forecasts"].equals(reference["forecasts"])
 
 
-def _hold_open(path: Path, seconds: float) -> subprocess.Popen:
-    """Another process (a planner's DuckDB session) holding `path` open read-only for `seconds`."""
-    code = (f"import duckdb, time; con = duckdb.connect({str(path)!r}, read_only=True); "
-            f"print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0], flush=True); time.sleep({seconds}); "
-            f"print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0], flush=True)")
+def _hold_open(path: Path, go: Path, max_wait_s: float = 300) -> subprocess.Popen:
+    """Another process (a planner's DuckDB session) holding `path` open read-only until the file `go`
+    appears. It prints "<forecast count> <time.time()>" once when it has opened and read, and again after `go`."""
+    code = (f"import duckdb, os, time; con = duckdb.connect({str(path)!r}, read_only=True)\n"
+            "def read(): print(con.execute('SELECT count(*) FROM forecasts').fetchall()[0][0], time.time(), flush=True)\n"
+            f"read(); deadline = time.time() + {max_wait_s}\n"
+            f"while not os.path.exists({str(go)!r}) and time.time() < deadline: time.sleep(0.05)\n"
+            "read()")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
+def _line(proc: subprocess.Popen) -> tuple[int, float]:
+    count, at = proc.stdout.readline().split()
+    return int(count), float(at)
+
+
 def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, prefect_home, reference):
-    home = tmp_path / "home"
+    home, go = tmp_path / "home", tmp_path / "go"
     finish(nightly(home, logs, prefect_home))
     n = reference["forecasts"].height
-    # on the published copy: the rerun publishes, the open session keeps its consistent snapshot
-    planner = _hold_open(home / "published.duckdb", 25)
-    assert int(planner.stdout.readline()) == n
+    published = home / "published.duckdb"
+    # on the published copy: the session opens and reads, the rerun publishes, the session reads again
+    planner = _hold_open(published, go)
+    first_count, opened_at = _line(planner)
+    assert first_count == n
     finish(nightly(home, logs, prefect_home))
-    assert int(planner.stdout.readline()) == n  # still its own copy, never a partial one
+    published_at = published.stat().st_mtime  # the new copy was written (then renamed in) during that run
+    go.touch()
+    second_count, read_at = _line(planner)
     planner.wait(timeout=60)
-    with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
+    assert opened_at < published_at < read_at, "the session's open and read did not straddle the publish"
+    assert second_count == n  # still its own consistent copy, never a partial one, never an error
+    with duckdb.connect(str(published), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == 2 * n  # new sessions: both nights
 
     # on the working file (what planners are told not to do): the run waits, then says what to do
-    blocker = _hold_open(home / "warehouse.duckdb", 60)
+    blocker = _hold_open(home / "warehouse.duckdb", tmp_path / "never")
     blocker.stdout.readline()
     env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_HOME": str(prefect_home), "GPUCAST_LOCK_TIMEOUT_S": "3"}
     env.pop("PREFECT_API_URL", None)
