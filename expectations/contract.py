@@ -1,4 +1,8 @@
-"""Job-log contract v1: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v2: every column name, type, unit, allowed value and bound, defined once.
+
+v2 adds the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`); a v1 log,
+without them, reads exactly as before, and records loaded under v1 keep their identity (their
+record hash is computed over the v1 columns while the v2 ones are empty, see `record_hash_sql`).
 
 This is the data contract of the pipeline, so it lives with the expectations and imports nothing
 of ours. Readers, the normaliser, the simulator, features and models import these names; the
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class Field:
     maximum: float | None = None  # > 0 and at most this: above it a value is a unit or typing error
     max_length: int | None = None  # characters
     measured: bool = False  # an outcome measured after the job ran (a forecast target)
+    since: int = 1  # the contract version that added the field
 
 
 # Identity and lifecycle -------------------------------------------------------------------------
@@ -72,6 +77,12 @@ PRECISIONS = ("FP16", "BF16", "FP32", "FP64")
 KNOWN_MODEL_TYPES = ("MLP", "CNN", "ResNet", "RNN", "LSTM", "GRU", "Transformer")
 KNOWN_OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad")
 
+# Hardware context (contract v2, optional) ------------------------------------------------------
+GPU_TYPE = "gpu_type"
+GPU_COUNT = "gpu_count"
+GPU_PEAK_TFLOPS = "gpu_peak_tflops"
+HARDWARE = (GPU_TYPE, GPU_COUNT, GPU_PEAK_TFLOPS)
+
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
 PEAK_GPU_MEM_GB = "peak_gpu_mem_gb"
@@ -100,6 +111,11 @@ FIELDS: tuple[Field, ...] = (
     Field(LEARNING_RATE, "float", "", "> 0", maximum=100.0),
     Field(REGULARIZATION, "bool", "", "true/false, yes/no, 1/0, none"),
     Field(DATA_AUGMENTATION, "bool", "", "true/false, yes/no, 1/0"),
+    Field(GPU_TYPE, "string", "", "e.g. `A100-80GB`; matched to the GPU catalogue, unknown kept and reported",
+          max_length=128, since=2),
+    Field(GPU_COUNT, "int", "GPUs", "> 0; missing means 1", maximum=1e5, since=2),
+    Field(GPU_PEAK_TFLOPS, "float", "TFLOP/s", "> 0; the GPU's peak dense throughput at the job's precision",
+          maximum=1e5, since=2),
     Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn", maximum=1e7, measured=True),
     Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it", maximum=1e4, measured=True),
     Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time", maximum=1e5, measured=True),
@@ -116,6 +132,17 @@ TIMESTAMP_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "timestamp")
 STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", "precision"))
 
 PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
+V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
+ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
+
+
+def record_hash_sql() -> str:
+    """SQL for a record's identity: md5 of its contract values. Columns added after v1 count only when
+    one of them is set, so a record loaded under v1 hashes the same after the upgrade."""
+    v1 = f"CAST(to_json(struct_pack({', '.join(V1_COLUMNS)})) AS VARCHAR)"
+    added = " OR ".join(f"{n} IS NOT NULL" for n in ADDED_COLUMNS)
+    later = f"CAST(to_json(struct_pack({', '.join(ADDED_COLUMNS)})) AS VARCHAR)"
+    return f"md5({v1} || CASE WHEN {added} THEN {later} ELSE '' END)"
 
 # Seed-paper table: its 12 columns, normalised (lower case, underscores), mapped to the contract.
 SEED_COLUMNS = {
@@ -150,4 +177,11 @@ COLUMN_ALIASES = {
     "input_dimension": INPUT_DIM,
     "layers": NUM_LAYERS,
     "lr": LEARNING_RATE,
+    "gpu": GPU_TYPE,
+    "gpu_model": GPU_TYPE,
+    "gpu_name": GPU_TYPE,
+    "gpus": GPU_COUNT,
+    "num_gpus": GPU_COUNT,
+    "n_gpus": GPU_COUNT,
+    "peak_tflops": GPU_PEAK_TFLOPS,
 }

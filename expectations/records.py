@@ -41,6 +41,9 @@ class TargetResult:
     model_dir: str | None = None
     calibration: dict[str, dict] = field(default_factory=dict)  # model -> interval calibration (repeat 0)
     test_predictions: pl.DataFrame | None = None  # repeat 0: actual and every model's prediction
+    refit: dict = field(default_factory=dict)  # the champion's refit: rows, calibration rows, seconds
+    ood: dict = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/ood.py)
+    gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
 
 
 @dataclass(frozen=True)

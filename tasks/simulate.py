@@ -6,19 +6,27 @@ Outcomes follow documented first-order relationships, not random numbers:
   weight is applied per sample: 1 for an MLP, the number of tokens for sequence models (input_dim),
   the spatial positions for convolutional models (input_dim^2 / 64, i.e. a stride-8 feature map).
   Training FLOPs per iteration = 3 x forward (forward + backward ~= 2x forward) x batch size.
-* **Throughput.** The simulated GPUs peak at 312 TFLOP/s (FP16/BF16 tensor cores), 156 (FP32 via
-  TF32) and 19.5 (FP64). Achieved = peak x utilisation, where utilisation grows with batch size as
-  batch / (batch + 32) and depends on the architecture (recurrent nets use tensor cores poorly).
-  `gpu_demand_gflops` is that achieved rate.
+* **Hardware.** Each queue has one GPU type (`QUEUE_GPU`: A100-80GB, A100-40GB, L4-24GB), whose
+  peak at the job's precision comes from the GPU catalogue (`expectations/reference/gpu_catalog.csv`;
+  FP32 runs at the TF32 peak). Jobs use 1, 2, 4 or 8 GPUs in data parallel (`gpu_count`), with a
+  scaling efficiency of count^-0.08. Logs carry `gpu_type` for 85% of jobs and `gpu_peak_tflops`
+  for 40%; FP64 jobs run on the A100 queues (nobody trains in FP64 on an L4).
+* **Throughput.** Achieved = peak x utilisation x GPUs x efficiency, where utilisation grows with
+  batch size as batch / (batch + 32) and depends on the architecture (recurrent nets use tensor
+  cores poorly). `gpu_demand_gflops` is that achieved rate, summed over the job's GPUs.
 * **Run time** = iterations x FLOPs per iteration / achieved rate + 2-10 minutes of start-up.
 * **Memory** = weights (2 bytes per parameter in FP16/BF16, 4 in FP32, 8 in FP64)
   + gradients (same) + FP32 master weights under mixed precision (4 bytes)
   + optimizer state (Adam/AdamW 8 bytes, SGD/RMSprop/Adagrad 4 bytes per parameter)
   + activations (batch x input x hidden width x layers x bytes, per architecture)
-  + the CUDA context (0.6-1.2 GB), times 1.08 for allocator fragmentation.
-* **Failures.** A job whose memory exceeds its queue's GPU fails with `OOM`, reporting the GPU's
+  + the CUDA context (0.6-1.2 GB), times 1.08 for allocator fragmentation; per GPU: each of a
+  data-parallel job's GPUs holds the whole state and its share of the batch's activations.
+* **Failures.** A job whose memory exceeds its GPU's fails with `OOM`, reporting the GPU's
   size as peak memory; 2% of the rest fail for other reasons.
 * **Noise.** Every measurement carries multiplicative log-normal noise (sigma 0.08).
+* **The queue moves.** A share of each day's PENDING jobs (`start_next_day`) start the next day:
+  that day's file logs them RUNNING, then COMPLETED (or FAILED) with their measurements, so a
+  forecast made the night before can be checked against them (the backtest).
 
 Everything is vectorised (numpy + Polars) and seeded: the same arguments give the same bytes.
 """
@@ -33,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -52,9 +61,10 @@ OPTIMIZER_STATE_BYTES = {"Adam": 8, "AdamW": 8, "SGD": 4, "RMSprop": 4, "Adagrad
 OPTIMIZER_SHARE = {"Adam": 0.35, "AdamW": 0.35, "SGD": 0.2, "RMSprop": 0.05, "Adagrad": 0.05}
 PRECISION_SHARE = {"FP16": 0.3, "BF16": 0.3, "FP32": 0.37, "FP64": 0.03}
 PRECISION_BYTES = {"FP16": 2, "BF16": 2, "FP32": 4, "FP64": 8}
-PEAK_TFLOPS = {"FP16": 312.0, "BF16": 312.0, "FP32": 156.0, "FP64": 19.5}
-QUEUE_GPU_GB = {"a100-80g": 80.0, "a100-40g": 40.0, "l4-24g": 24.0}
+QUEUE_GPU = {"a100-80g": "A100-80GB", "a100-40g": "A100-40GB", "l4-24g": "L4-24GB"}
 QUEUE_SHARE = {"a100-80g": 0.45, "a100-40g": 0.35, "l4-24g": 0.20}
+GPU_COUNT_SHARE = {1: 0.70, 2: 0.12, 4: 0.10, 8: 0.08}
+LOGGED_GPU_TYPE, LOGGED_PEAK = 0.85, 0.40  # shares of jobs whose logs carry them
 TEAMS = ("vision", "nlp", "speech", "recsys", "research")
 NOISE_SIGMA = 0.08
 
@@ -93,6 +103,7 @@ class SimConfig:
     fmt: str = "jsonl"
     start: date = date(2026, 11, 1)
     update_fraction: float = 0.1  # share of finished jobs also logged earlier as RUNNING
+    start_next_day: float = 0.6  # share of a day's PENDING jobs that start (and finish) the next day
 
 
 def _choice(rng: np.random.Generator, shares: dict[str, float], n: int) -> np.ndarray:
@@ -108,56 +119,127 @@ def job_ids(seed: int, day: date, n: int) -> list[str]:
     return [f"sim-s{seed}-{day:%Y%m%d}-{i:07d}" for i in range(n)]
 
 
-def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction: float, seed: int = 0) -> pl.DataFrame:
+def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction: float, seed: int = 0,
+                  keep_outcomes: bool = False) -> pl.DataFrame:
     """`n` clean job records submitted on `day`, with measured outcomes where they exist; `seed`
-    only names the jobs (`job_ids`): `rng` draws everything else."""
-    arch_names = list(ARCHITECTURES)
-    arch_p = np.array([ARCHITECTURES[a][0] for a in arch_names])
-    arch_idx = rng.choice(len(arch_names), size=n, p=arch_p / arch_p.sum())
-    model_type = np.array(arch_names, dtype=object)[arch_idx]
+    only names the jobs (`job_ids`): `rng` draws everything else. `keep_outcomes` adds what every job
+    would measure (`_gflops`, `_mem_gb`, `_runtime_h`, `_oom`, `_gpu_gb`), pending ones included."""
+    jobs = _configurations(n, rng)
+    hardware = _hardware(jobs, rng)
+    gflops, runtime_h, mem_gb = _outcomes(jobs, hardware, rng)
+    status, oom = _statuses(mem_gb, hardware["gpu_gb"], pending_fraction, rng)
+    completed, failed_oom = status == "COMPLETED", (status == "FAILED") & oom
+    submitted, updated = _times(day, status, np.where(completed, runtime_h, 0.1), rng)
+    logged = hardware["logged"]
+    frame = pl.DataFrame(
+        {
+            c.JOB_ID: job_ids(seed, day, n),
+            c.SUBMITTED_AT: submitted,
+            c.UPDATED_AT: updated,
+            c.STATUS: status.tolist(),
+            **{k: v.tolist() if v.dtype == object else v for k, v in jobs.items() if not k.startswith("_")},
+            c.GPU_TYPE: np.where(logged["type"], hardware["gpu_type"], None).tolist(),
+            c.GPU_COUNT: hardware["gpu_count"],
+            c.GPU_PEAK_TFLOPS: np.where(logged["peak"], hardware["peak_tflops"], np.nan),
+            c.GPU_DEMAND_GFLOPS: np.where(completed, np.round(gflops, 2), np.nan),
+            c.PEAK_GPU_MEM_GB: np.where(completed, np.round(mem_gb, 3),
+                                        np.where(failed_oom, hardware["gpu_gb"], np.nan)),
+            c.RUNTIME_HOURS: np.where(completed, np.round(runtime_h, 4), np.nan),
+            c.FAILURE_REASON: np.where(failed_oom, "OOM", np.where(status == "FAILED", "ERROR", None)).tolist(),
+        },
+        strict=False,
+    ).select(c.COLUMNS).with_columns(pl.col(*c.TARGETS, c.GPU_PEAK_TFLOPS).fill_nan(None))
+    if keep_outcomes:
+        return frame.with_columns(pl.Series("_gflops", np.round(gflops, 2)), pl.Series("_mem_gb", np.round(mem_gb, 3)),
+                                  pl.Series("_runtime_h", np.round(runtime_h, 4)), pl.Series("_oom", oom),
+                                  pl.Series("_gpu_gb", hardware["gpu_gb"]))
+    return frame
 
-    lo = np.array([ARCHITECTURES[a][1][0] for a in arch_names])[arch_idx]
-    hi = np.array([ARCHITECTURES[a][1][1] for a in arch_names])[arch_idx]
+
+def _per_architecture(arch_idx: np.ndarray, field: int, pick=lambda v: v) -> np.ndarray:
+    names = list(ARCHITECTURES)
+    return np.array([pick(ARCHITECTURES[a][field]) for a in names])[arch_idx]
+
+
+def _configurations(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The 11 features, the queue and the team of `n` jobs (`_arch` keeps each job's architecture index)."""
+    names = list(ARCHITECTURES)
+    share = np.array([ARCHITECTURES[a][0] for a in names])
+    arch = rng.choice(len(names), size=n, p=share / share.sum())
+    model_type = np.array(names, dtype=object)[arch]
+    lo, hi = _per_architecture(arch, 1, lambda r: r[0]), _per_architecture(arch, 1, lambda r: r[1])
     params_m = np.exp(rng.uniform(np.log(lo), np.log(hi)))
-    l_lo = np.array([ARCHITECTURES[a][2][0] for a in arch_names])[arch_idx]
-    l_hi = np.array([ARCHITECTURES[a][2][1] for a in arch_names])[arch_idx]
-    num_layers = rng.integers(l_lo, l_hi + 1)
+    num_layers = rng.integers(_per_architecture(arch, 2, lambda r: r[0]), _per_architecture(arch, 2, lambda r: r[1]) + 1)
     input_dim = np.array([rng.choice(ARCHITECTURES[a][3]) for a in model_type])
-    batch_size = 2 ** rng.integers(2, 10, size=n)  # 4 .. 512
-    iterations = np.round(np.exp(rng.uniform(np.log(500), np.log(200_000), size=n)))
-    precision = _choice(rng, PRECISION_SHARE, n)
-    optimizer = _choice(rng, OPTIMIZER_SHARE, n)
-    learning_rate = np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), size=n))
-    regularization = rng.random(n) < 0.6
-    augmentation = rng.random(n) < 0.45
-    queue = _choice(rng, QUEUE_SHARE, n)
-    team = np.array(TEAMS, dtype=object)[rng.integers(0, len(TEAMS), size=n)]
+    return {
+        "_arch": arch,
+        c.MODEL_TYPE: model_type,
+        c.PARAMS_MILLION: np.round(params_m, 3),
+        c.BATCH_SIZE: (2 ** rng.integers(2, 10, size=n)).astype(np.int64),  # 4 .. 512
+        c.INPUT_DIM: input_dim.astype(np.int64),
+        c.NUM_LAYERS: num_layers.astype(np.int64),
+        c.ITERATIONS: np.round(np.exp(rng.uniform(np.log(500), np.log(200_000), size=n))),
+        c.PRECISION: _choice(rng, PRECISION_SHARE, n),
+        c.OPTIMIZER: _choice(rng, OPTIMIZER_SHARE, n),
+        c.LEARNING_RATE: np.exp(rng.uniform(np.log(1e-5), np.log(1e-1), size=n)),
+        c.REGULARIZATION: rng.random(n) < 0.6,
+        c.DATA_AUGMENTATION: rng.random(n) < 0.45,
+    } | _queue_and_team(n, rng)  # drawn after the features (a dict literal is evaluated left to right)
+
+
+def _queue_and_team(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {c.QUEUE: _choice(rng, QUEUE_SHARE, n), c.TEAM: np.array(TEAMS, dtype=object)[rng.integers(0, len(TEAMS), n)]}
+
+
+def _hardware(jobs: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
+    """Each job's GPU (its queue's; FP64 jobs go to an A100 queue), GPU count, peak and what the log shows."""
+    n = len(jobs[c.MODEL_TYPE])
+    queue = jobs[c.QUEUE]
+    queue[(jobs[c.PRECISION] == "FP64") & (queue == "l4-24g")] = "a100-40g"
+    gpus = catalog.gpus()
+    gpu_type = np.array([QUEUE_GPU[q] for q in queue], dtype=object)
+    counts = np.array(list(GPU_COUNT_SHARE))
+    gpu_count = counts[rng.choice(len(counts), size=n, p=np.array(list(GPU_COUNT_SHARE.values())))].astype(np.int64)
+    peak = np.array([gpus[g].peak_tflops(p) for g, p in zip(gpu_type, jobs[c.PRECISION], strict=True)])
+    logged = {"type": rng.random(n) < LOGGED_GPU_TYPE, "peak": rng.random(n) < LOGGED_PEAK}
+    return {"gpu_type": gpu_type, "gpu_count": gpu_count, "peak_tflops": peak, "logged": logged,
+            "gpu_gb": np.array([gpus[g].memory_gb for g in gpu_type])}
+
+
+def _outcomes(jobs: dict[str, np.ndarray], hw: dict, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """(sustained GFLOP/s over all GPUs, run time in hours, peak memory per GPU in GB) of every job."""
+    n, arch = len(jobs["_arch"]), jobs["_arch"]
+    model_type, params = jobs[c.MODEL_TYPE], jobs[c.PARAMS_MILLION] * 1e6
+    batch, dim, layers = jobs[c.BATCH_SIZE], jobs[c.INPUT_DIM], jobs[c.NUM_LAYERS]
+    noise = lambda: np.exp(rng.normal(0.0, NOISE_SIGMA, size=n))  # noqa: E731
 
     # Compute: FLOPs per iteration and the achieved rate.
     conv = np.isin(model_type, ["CNN", "ResNet"])
     seq = np.isin(model_type, ["RNN", "LSTM", "GRU", "Transformer"])
-    reuse = np.where(conv, input_dim.astype(float) ** 2 / 64.0, np.where(seq, input_dim, 1.0))
-    flops_per_iter = 3.0 * 2.0 * params_m * 1e6 * reuse * batch_size
-    util_arch = np.array([ARCHITECTURES[a][4] for a in arch_names])[arch_idx]
-    utilisation = util_arch * batch_size / (batch_size + 32.0)
-    peak = np.array([PEAK_TFLOPS[p] for p in precision]) * 1e12
-    achieved = peak * utilisation  # FLOP/s
-    noise = lambda: np.exp(rng.normal(0.0, NOISE_SIGMA, size=n))  # noqa: E731
+    reuse = np.where(conv, dim.astype(float) ** 2 / 64.0, np.where(seq, dim, 1.0))
+    flops_per_iter = 3.0 * 2.0 * params * reuse * batch
+    utilisation = _per_architecture(arch, 4) * batch / (batch + 32.0)
+    count = hw["gpu_count"]
+    achieved = hw["peak_tflops"] * 1e12 * utilisation * count * count ** -0.08  # FLOP/s over all GPUs
     gflops = achieved / 1e9 * noise()
-    runtime_h = (iterations * flops_per_iter / achieved + rng.uniform(120, 600, size=n)) / 3600 * noise()
+    runtime_h = (jobs[c.ITERATIONS] * flops_per_iter / achieved + rng.uniform(120, 600, size=n)) / 3600 * noise()
 
-    # Memory: states + activations + context, with fragmentation.
+    # Memory per GPU: states + its share of the activations + context, with fragmentation.
+    precision = jobs[c.PRECISION]
     pbytes = np.array([PRECISION_BYTES[p] for p in precision])
     mixed = np.isin(precision, ["FP16", "BF16"])
-    opt_bytes = np.array([OPTIMIZER_STATE_BYTES[o] for o in optimizer])
-    state_gb = params_m * 1e6 * (2 * pbytes + np.where(mixed, 4, 0) + opt_bytes) / 1e9
-    hidden = np.sqrt(params_m * 1e6 / num_layers)
-    act_factor = np.array([ARCHITECTURES[a][5] for a in arch_names])[arch_idx]
-    act_gb = batch_size * np.minimum(input_dim, 4096) * hidden * num_layers * pbytes * act_factor / 1e9 / 64
-    context_gb = rng.uniform(0.6, 1.2, size=n)
-    mem_gb = (state_gb + act_gb + context_gb) * 1.08 * noise()
+    opt_bytes = np.array([OPTIMIZER_STATE_BYTES[o] for o in jobs[c.OPTIMIZER]])
+    state_gb = params * (2 * pbytes + np.where(mixed, 4, 0) + opt_bytes) / 1e9
+    hidden = np.sqrt(params / layers)
+    act_gb = batch * np.minimum(dim, 4096) * hidden * layers * pbytes * _per_architecture(arch, 5) / 1e9 / 64 / count
+    mem_gb = (state_gb + act_gb + rng.uniform(0.6, 1.2, size=n)) * 1.08 * noise()
+    return gflops, runtime_h, mem_gb
 
-    gpu_gb = np.array([QUEUE_GPU_GB[q] for q in queue])
+
+def _statuses(mem_gb: np.ndarray, gpu_gb: np.ndarray, pending_fraction: float,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(status, would run out of memory) per job: OOM jobs fail; 2% of the others fail otherwise."""
+    n = len(mem_gb)
     oom = mem_gb > gpu_gb
     u = rng.random(n)
     status = np.where(
@@ -167,47 +249,42 @@ def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction:
     ).astype(object)
     done = status == "DONE"
     status[done & oom] = "FAILED"
-    other_failure = done & ~oom & (rng.random(n) < 0.02)
-    status[other_failure] = "FAILED"
+    status[done & ~oom & (rng.random(n) < 0.02)] = "FAILED"
     status[status == "DONE"] = "COMPLETED"
-    completed = status == "COMPLETED"
-    failed_oom = (status == "FAILED") & oom
+    return status, oom
 
+
+def _times(day: date, status: np.ndarray, busy_h: np.ndarray, rng: np.random.Generator) -> tuple[list, list]:
+    """Submission times over the day; a finished job's update comes after its wait and its run."""
+    n = len(status)
     start = datetime(day.year, day.month, day.day, tzinfo=UTC)
     submitted = [start + timedelta(seconds=float(s)) for s in np.sort(rng.uniform(0, 86_400, size=n))]
     finished = status != "PENDING"
     wait_h = rng.exponential(0.5, size=n)
-    updated = [
-        s + timedelta(hours=float(w + (r if f else 0.0))) if f else None
-        for s, w, r, f in zip(submitted, wait_h, np.where(completed, runtime_h, 0.1), finished, strict=True)
-    ]
+    updated = [s + timedelta(hours=float(w + r)) if f else None
+               for s, w, r, f in zip(submitted, wait_h, busy_h, finished, strict=True)]
+    return submitted, updated
 
-    return pl.DataFrame(
-        {
-            c.JOB_ID: job_ids(seed, day, n),
-            c.SUBMITTED_AT: submitted,
-            c.UPDATED_AT: updated,
-            c.STATUS: status.tolist(),
-            c.QUEUE: queue.tolist(),
-            c.TEAM: team.tolist(),
-            c.MODEL_TYPE: model_type.tolist(),
-            c.PARAMS_MILLION: np.round(params_m, 3),
-            c.BATCH_SIZE: batch_size.astype(np.int64),
-            c.INPUT_DIM: input_dim.astype(np.int64),
-            c.NUM_LAYERS: num_layers.astype(np.int64),
-            c.ITERATIONS: iterations,
-            c.PRECISION: precision.tolist(),
-            c.OPTIMIZER: optimizer.tolist(),
-            c.LEARNING_RATE: learning_rate,
-            c.REGULARIZATION: regularization,
-            c.DATA_AUGMENTATION: augmentation,
-            c.GPU_DEMAND_GFLOPS: np.where(completed, np.round(gflops, 2), np.nan),
-            c.PEAK_GPU_MEM_GB: np.where(completed, np.round(mem_gb, 3), np.where(failed_oom, gpu_gb, np.nan)),
-            c.RUNTIME_HOURS: np.where(completed, np.round(runtime_h, 4), np.nan),
-            c.FAILURE_REASON: np.where(failed_oom, "OOM", np.where(status == "FAILED", "ERROR", None)).tolist(),
-        },
-        strict=False,
-    ).with_columns(pl.col(c.TARGETS).fill_nan(None))
+
+def _next_day_starts(pending: pl.DataFrame, day: date, rng: np.random.Generator, share: float) -> pl.DataFrame:
+    """RUNNING, then COMPLETED (or FAILED when out of memory) records, on `day`, for a share of the
+    previous day's PENDING jobs (`pending` with `simulate_jobs(keep_outcomes=True)`'s columns)."""
+    starting = pending.filter(pl.Series(rng.random(pending.height) < share))
+    n = starting.height
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    started = [start + timedelta(hours=float(h)) for h in rng.uniform(0.5, 20, size=n)]
+    finished = [s + timedelta(hours=float(r)) for s, r in zip(started, starting["_runtime_h"].to_numpy(), strict=True)]
+    oom = starting["_oom"].to_numpy()
+    running = starting.with_columns(pl.lit("RUNNING").alias(c.STATUS), pl.Series(c.UPDATED_AT, started))
+    done = starting.with_columns(
+        pl.Series(c.STATUS, np.where(oom, "FAILED", "COMPLETED")),
+        pl.Series(c.UPDATED_AT, finished),
+        pl.Series(c.GPU_DEMAND_GFLOPS, np.where(oom, np.nan, starting["_gflops"].to_numpy())),
+        pl.Series(c.PEAK_GPU_MEM_GB, np.where(oom, starting["_gpu_gb"].to_numpy(), starting["_mem_gb"].to_numpy())),
+        pl.Series(c.RUNTIME_HOURS, np.where(oom, np.nan, starting["_runtime_h"].to_numpy())),
+        pl.Series(c.FAILURE_REASON, np.where(oom, "OOM", None).tolist(), dtype=pl.String),
+    )
+    return pl.concat([running, done]).with_columns(pl.col(*c.TARGETS).fill_nan(None))
 
 
 def _with_running_updates(df: pl.DataFrame, rng: np.random.Generator, fraction: float) -> pl.DataFrame:
@@ -331,10 +408,14 @@ def write_logs(out_dir: Path, cfg: SimConfig) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)
     paths = []
+    pending = None
     for d in range(cfg.days):
         day = cfg.start + timedelta(days=d)
-        df = simulate_jobs(cfg.jobs_per_day, rng, day, cfg.pending_fraction, seed=cfg.seed)
-        df = _with_running_updates(df, rng, cfg.update_fraction)
+        jobs = simulate_jobs(cfg.jobs_per_day, rng, day, cfg.pending_fraction, seed=cfg.seed, keep_outcomes=True)
+        df = _with_running_updates(jobs.select(c.COLUMNS), rng, cfg.update_fraction)
+        if pending is not None and pending.height:
+            df = pl.concat([df, _next_day_starts(pending, day, rng, cfg.start_next_day).select(c.COLUMNS)])
+        pending = jobs.filter(pl.col(c.STATUS) == "PENDING")
         path = out_dir / f"jobs-{day:%Y-%m-%d}.{cfg.fmt}"
         if cfg.fmt == "parquet":
             _write_parquet(df, path, cfg, rng)

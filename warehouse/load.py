@@ -28,7 +28,7 @@ from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
-RECORD_HASH = "md5(to_json(struct_pack(" + ", ".join(c.COLUMNS) + ")))"
+RECORD_HASH = c.record_hash_sql()
 LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
 
 
@@ -99,7 +99,7 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
         FROM read_parquet(?)""",
         [files],
     )
-    base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchone()[0]
+    base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
     con.execute(
         """CREATE OR REPLACE TEMP TABLE fresh AS
         WITH ordered AS (
@@ -115,8 +115,9 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
         [base],
     )
     con.execute(
-        f"""INSERT INTO job_log_records
-        SELECT {CONTRACT_COLS}, record_hash, arrival, source_file, source_row, ?, ? FROM fresh""",
+        f"""INSERT INTO job_log_records BY NAME
+        SELECT {CONTRACT_COLS}, record_hash, arrival, source_file, source_row, ? AS ingest_run_id, ? AS loaded_at
+        FROM fresh""",
         [run_id, now],
     )
     # The latest record of every job this run touched, among all its versions ever loaded.
@@ -127,7 +128,7 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
     )
     con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")
-    con.execute("INSERT INTO job_logs SELECT * FROM latest")
+    con.execute("INSERT INTO job_logs BY NAME SELECT * FROM latest")
     loaded = dict(con.execute("SELECT source_file, count(*) FROM fresh GROUP BY ALL").fetchall())
     return loaded
 

@@ -22,6 +22,8 @@ SQL_TYPES = {
     "bool": "BOOLEAN",
 }
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
+MIGRATIONS = "@CONTRACT_MIGRATIONS@"
+CONTRACT_TABLES = ("job_log_records", "job_logs")
 
 
 def contract_columns_ddl() -> str:
@@ -29,8 +31,15 @@ def contract_columns_ddl() -> str:
     return ",\n    ".join(f"{f.name} {SQL_TYPES[f.kind]}{' NOT NULL' if f.required else ''}" for f in c.FIELDS)
 
 
+def contract_migrations_ddl() -> str:
+    """`ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for every field added after v1, on both tables: a
+    warehouse created under an older contract gains the columns (at the end; writes name columns)."""
+    return "\n".join(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {f.name} {SQL_TYPES[f.kind]};"
+                     for table in CONTRACT_TABLES for f in c.FIELDS if f.since > 1)
+
+
 @cache
 def schema_sql() -> str:
     """The whole DDL, idempotent: applied on every writer connection."""
     text = resources.files("gpucast.warehouse").joinpath("sql/schema.sql").read_text()
-    return text.replace(PLACEHOLDER, contract_columns_ddl())
+    return text.replace(PLACEHOLDER, contract_columns_ddl()).replace(MIGRATIONS, contract_migrations_ddl())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpucast.tasks.features import FeatureEncoder
+from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.models import registry
 
 ENCODER_FILE = "encoder.json"
@@ -76,12 +76,15 @@ def load_model(folder: Path, name: str, device: str | None = None) -> LoadedMode
     """Load model `name` of a target folder with its encoder and calibration."""
     metadata = read_metadata(folder)
     calibration = metadata.get("calibration", {}).get(name)
-    if calibration is None:
+    if calibration is None or "residuals" not in calibration:
         raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "
                          "run `gpucast train` again")
     entry = registry.entry(name)
     encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
-    return LoadedModel(entry.load(folder / f"{name}{entry.suffix}", device), encoder, calibration, metadata)
+    estimator = entry.load(folder / f"{name}{entry.suffix}", device)
+    if isinstance(estimator, registry.LogTarget):  # native formats do not carry the residual's base column
+        estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
+    return LoadedModel(estimator, encoder, calibration, metadata)
 
 
 def prune(models_dir: Path, keep: set[str]) -> list[Path]:

@@ -188,3 +188,37 @@ def test_two_simulations_with_different_seeds_ingest_as_the_sum_of_their_jobs(ho
     two = ingest(tmp_path / "s2")["rows_loaded"]
     assert one == two == 80
     assert query(home, "SELECT count(*) FROM job_logs")[0][0] == 160
+
+
+def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(home, tmp_path):
+    """Contract v2 added the hardware fields. A warehouse loaded under v1 (no such columns, hashes of the
+    v1 columns only) gains them, and re-ingesting the same v1 record finds it a duplicate."""
+    v1 = record(job_id="old-1")
+    ingest(write(tmp_path / "a.jsonl", jsonl(v1)))
+    v1_hash = f"md5(to_json(struct_pack({', '.join(c.V1_COLUMNS)})))"  # the v1 definition, frozen here
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v1 warehouse
+        for table in ("job_log_records", "job_logs"):
+            con.execute(f"UPDATE {table} SET record_hash = {v1_hash}")
+            for name in c.ADDED_COLUMNS:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+    s = ingest(write(tmp_path / "b.jsonl", jsonl(v1)))
+    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    # the same job logged later with its hardware is a new record, and the columns are back
+    s = ingest(write(tmp_path / "c.jsonl", jsonl(record(job_id="old-1", gpu_type="A100-80GB", gpu_count=4))))
+    assert s["rows_loaded"] == 1
+    assert query(home, "SELECT gpu_type, gpu_count FROM job_logs WHERE job_id = 'old-1'") == [("A100-80GB", 4)]
+
+
+def test_hardware_fields_unknown_gpu_kept_impossible_values_rejected(home, tmp_path):
+    rows = [record(job_id="h-1", gpu_type="A100-80GB", gpu_count=8),
+            record(job_id="h-2", gpu_type="Quantum-9000", gpu_count=2),  # not in the catalogue: kept
+            record(job_id="h-3", gpu_count=0),
+            record(job_id="h-4", gpu_count=2.5),
+            record(job_id="h-5", gpu_peak_tflops=-1.0)]
+    s = ingest(write(tmp_path / "hw.jsonl", jsonl(*rows)))
+    assert (s["rows_loaded"], s["rows_rejected"]) == (2, 3)
+    assert query(home, "SELECT job_id, gpu_type FROM job_logs ORDER BY job_id") == [("h-1", "A100-80GB"),
+                                                                                  ("h-2", "Quantum-9000")]
+    reasons = dict(query(home, "SELECT job_id, reason_text FROM rejected_job_logs"))
+    assert reasons["h-3"].startswith("gpu_count must be > 0"), reasons
+    assert "gpu_count" in reasons["h-4"] and "gpu_peak_tflops" in reasons["h-5"], reasons

@@ -60,8 +60,13 @@ def test_champion_never_reads_test_rows(tmp_path, jobs):
 def test_results_registry_and_summary(tmp_path, jobs):
     folder = tmp_path / c.GPU_DEMAND_GFLOPS
     res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder)
-    assert {"encoder.json", "metadata.json", "lightgbm.txt", "linear_fs.skops", "test_predictions.parquet"} <= {
-        p.name for p in folder.iterdir()}
+    # the champion alone is kept, refitted, with its encoder, metadata and every model's test predictions
+    model_files = {"decision_tree": "decision_tree.skops", "linear_fs": "linear_fs.skops", "lightgbm": "lightgbm.txt"}
+    assert {p.name for p in folder.iterdir()} == {"encoder.json", "metadata.json", "test_predictions.parquet",
+                                                   model_files[res.champion]}
+    labelled = res.rows
+    assert res.refit["rows"] + res.refit["calibration_rows"] == labelled
+    assert res.refit["calibration_rows"] == round(labelled * 0.15)
     # every model x repeat x split has its metrics row
     assert sorted((m["model"], m["repeat"], m["split"]) for m in res.metrics) == sorted(
         (m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test"))
@@ -70,8 +75,16 @@ def test_results_registry_and_summary(tmp_path, jobs):
 
 
 def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200), tmp_path)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="paper"), tmp_path)
     assert res.champion is None and "fewer than the minimum 200" in res.skipped
+
+
+def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(tmp_path, jobs):
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path)
+    assert res.champion == "prior" and res.skipped.endswith("the analytic prior scores it")
+    assert res.metrics == []  # nothing was compared
+    # the prior learns nothing, so every labelled job calibrates its intervals
+    assert res.calibration["prior"]["n"] == res.rows and res.refit["rows"] == 0
 
 
 def test_the_champion_is_the_lowest_mean_validation_rmse():

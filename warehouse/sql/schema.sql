@@ -24,6 +24,8 @@ CREATE TABLE IF NOT EXISTS job_logs (
     ingest_run_id VARCHAR NOT NULL,
     loaded_at TIMESTAMPTZ NOT NULL
 );
+-- Warehouses made under an older contract gain its newer columns (the placeholder below).
+@CONTRACT_MIGRATIONS@
 
 -- Rows that broke a rule, with every rule they broke. Keyed by file content and row, so
 -- ingesting the same file again replaces its rejections instead of adding them twice.
@@ -129,8 +131,9 @@ CREATE TABLE IF NOT EXISTS model_metrics (
     device VARCHAR NOT NULL,
     epochs BIGINT                      -- epochs the Transformer-BiGRU ran (early stop, time budget); null for baselines
 );
--- warehouses created before the column existed
+-- warehouses created before the columns existed
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
+ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/features.py)
 
 -- Per train run and target: the champion (chosen on validation rows), or why the target was skipped.
 CREATE TABLE IF NOT EXISTS model_champions (
@@ -146,6 +149,16 @@ CREATE TABLE IF NOT EXISTS model_champions (
     skipped_reason VARCHAR,
     PRIMARY KEY (train_run_id, target)
 );
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS features VARCHAR;          -- the feature set it learned from
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS refit_rows BIGINT;         -- labelled jobs the saved model was refitted on
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS calibration_rows BIGINT;   -- ... and held out to calibrate its intervals
+-- The champion/challenger gate (tasks/gate.py): tonight's best on validation (`challenger`) replaces the
+-- current champion only if it is not worse on the backtest window beyond noise; otherwise the current
+-- champion stays: `model`/`model_dir` are then its own, and `champion_run_id` the run that trained it.
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS challenger VARCHAR;
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS decision VARCHAR;          -- first | promoted | kept
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS decision_reason VARCHAR;
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS champion_run_id VARCHAR;
 
 -- Forecasts (issue 4) ----------------------------------------------------------------------------
 -- One row per scoring run. Its forecasts are inserted in the same transaction that marks it
@@ -165,6 +178,7 @@ CREATE TABLE IF NOT EXISTS score_runs (
 );
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS ood_forecasts BIGINT;  -- forecasts of out-of-distribution jobs
 
 -- Per pending job and target: the champion's P10 / P50 / P90 (split-conformal, see README).
 CREATE TABLE IF NOT EXISTS forecasts (
@@ -182,11 +196,13 @@ CREATE TABLE IF NOT EXISTS forecasts (
     oom_risk BOOLEAN,                  -- peak_gpu_mem_gb only: safe_request_gb > gpu_mem_gb
     PRIMARY KEY (score_run_id, job_id, target)
 );
+ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood BOOLEAN;         -- unlike the champion's training jobs (tasks/ood.py)
+ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood_reason VARCHAR;  -- what made it so, in words
 
 -- Planner views --------------------------------------------------------------------------------
 -- The latest published forecast of every job that is still PENDING, per target.
 CREATE OR REPLACE VIEW pending_forecasts AS
-SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb, f.oom_risk,
+SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb, f.oom_risk, f.ood, f.ood_reason,
        f.model, f.train_run_id, f.score_run_id, f.scored_at,
        j.queue, j.team, j.model_type, j.submitted_at
 FROM forecasts f
@@ -213,26 +229,83 @@ GROUP BY ALL;
 -- Per target, the champion of the latest successful train run that trained it: the model that
 -- scores (warehouse/forecast.py reads this view; the leaderboard below is built on it).
 CREATE OR REPLACE VIEW current_champions AS
-SELECT c.target, c.model, c.preset, c.train_run_id, c.model_dir, r.started_at AS trained_at
+SELECT c.target, c.model, c.preset, coalesce(c.champion_run_id, c.train_run_id) AS train_run_id, c.model_dir,
+       c.train_run_id AS decided_by_run_id, c.decision, c.decision_reason, r.started_at AS decided_at
 FROM model_champions c JOIN train_runs r USING (train_run_id)
 WHERE r.status = 'succeeded' AND c.model IS NOT NULL
 QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY r.started_at DESC) = 1;
 
+-- Per train run, target and model: the metrics averaged over the repeats (validation chooses).
+CREATE OR REPLACE VIEW run_model_summary AS
+SELECT train_run_id, target, model, any_value(preset) AS preset, any_value(features) AS features,
+       avg(rmse) FILTER (WHERE split = 'validation') AS validation_rmse,
+       avg(mse) FILTER (WHERE split = 'test') AS test_mse,
+       avg(rmse) FILTER (WHERE split = 'test') AS test_rmse,
+       avg(mae) FILTER (WHERE split = 'test') AS test_mae,
+       avg(mape) FILTER (WHERE split = 'test') AS test_mape,
+       avg(r2) FILTER (WHERE split = 'test') AS test_r2,
+       count(DISTINCT repeat) AS repeats,
+       avg(train_seconds) AS train_seconds,
+       any_value(device) AS device,
+       max(epochs) AS epochs
+FROM model_metrics
+GROUP BY train_run_id, target, model;
+
 -- Per target and model: mean metrics of the latest successful train run that trained the target.
 CREATE OR REPLACE VIEW model_leaderboard AS
-WITH latest AS (SELECT target, train_run_id, model AS champion FROM current_champions)
-SELECT m.target, m.model, any_value(m.preset) AS preset, l.train_run_id,
-       rank() OVER (PARTITION BY m.target ORDER BY avg(m.rmse) FILTER (WHERE m.split = 'validation')) AS rank,
-       m.model = l.champion AS is_champion,
-       avg(m.rmse) FILTER (WHERE m.split = 'validation') AS validation_rmse,
-       avg(m.mse) FILTER (WHERE m.split = 'test') AS test_mse,
-       avg(m.rmse) FILTER (WHERE m.split = 'test') AS test_rmse,
-       avg(m.mae) FILTER (WHERE m.split = 'test') AS test_mae,
-       avg(m.mape) FILTER (WHERE m.split = 'test') AS test_mape,
-       avg(m.r2) FILTER (WHERE m.split = 'test') AS test_r2,
-       count(DISTINCT m.repeat) AS repeats,
-       avg(m.train_seconds) AS train_seconds,
-       any_value(m.device) AS device,
-       max(m.epochs) AS epochs
-FROM model_metrics m JOIN latest l ON l.target = m.target AND l.train_run_id = m.train_run_id
-GROUP BY m.target, m.model, l.train_run_id, l.champion;
+SELECT s.target, s.model, s.preset, s.features, s.train_run_id,
+       rank() OVER (PARTITION BY s.target ORDER BY s.validation_rmse) AS rank,
+       s.model = l.model AND l.train_run_id = s.train_run_id AS is_champion,
+       s.validation_rmse, s.test_mse, s.test_rmse, s.test_mae, s.test_mape, s.test_r2, s.repeats,
+       s.train_seconds, s.device, s.epochs
+FROM run_model_summary s JOIN current_champions l ON l.target = s.target AND l.decided_by_run_id = s.train_run_id;
+
+-- The seed paper's comparison: the 11 raw features only, from the latest successful train run that
+-- used them (`gpucast train --features paper`); empty until such a run.
+CREATE OR REPLACE VIEW paper_leaderboard AS
+WITH latest AS (
+    SELECT DISTINCT ON (s.target) s.target, s.train_run_id
+    FROM run_model_summary s JOIN train_runs r USING (train_run_id)
+    WHERE r.status = 'succeeded' AND s.features = 'paper'
+    ORDER BY s.target, r.started_at DESC
+)
+SELECT s.target, s.model, s.preset, s.train_run_id,
+       rank() OVER (PARTITION BY s.target ORDER BY s.validation_rmse) AS rank,
+       s.validation_rmse, s.test_mse, s.test_rmse, s.test_mae, s.test_mape, s.test_r2, s.repeats, s.train_seconds
+FROM run_model_summary s JOIN latest l USING (target, train_run_id);
+
+-- The nightly backtest (warehouse/backtest.py): per completed job and target, the last forecast
+-- published before the job started (before it completed, when no start was logged) and what it measured.
+CREATE TABLE IF NOT EXISTS forecast_backtest (
+    job_id VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    score_run_id VARCHAR,              -- null: completed with no earlier forecast ("not forecast")
+    scored_at TIMESTAMPTZ,
+    model VARCHAR,
+    train_run_id VARCHAR,
+    model_type VARCHAR,
+    queue VARCHAR,
+    started_at TIMESTAMPTZ,            -- its first RUNNING record (null: not logged)
+    completed_at TIMESTAMPTZ NOT NULL,
+    start_known BOOLEAN,
+    p10 DOUBLE, p50 DOUBLE, p90 DOUBLE, safe_request_gb DOUBLE,
+    actual DOUBLE NOT NULL,
+    ape DOUBLE,                        -- |p50 - actual| / actual
+    in_p10_p90 BOOLEAN,
+    within_p90 BOOLEAN,
+    under_provisioned BOOLEAN,         -- peak_gpu_mem_gb only: safe_request_gb < actual
+    ood BOOLEAN,
+    backtested_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (job_id, target)
+);
+
+-- The GPU catalogue shipped with gpucast (expectations/reference/gpu_catalog.csv), refreshed at each
+-- publish: memory and peak dense throughput per GPU type, with the vendor page each row came from.
+CREATE TABLE IF NOT EXISTS gpu_catalog (
+    gpu_type VARCHAR PRIMARY KEY,
+    vendor VARCHAR,
+    memory_gb DOUBLE,
+    fp64_tflops DOUBLE, fp32_tflops DOUBLE, tf32_tflops DOUBLE, fp16_tflops DOUBLE, bf16_tflops DOUBLE,
+    memory_bandwidth_gbs DOUBLE,
+    source VARCHAR
+);

@@ -1,0 +1,212 @@
+"""Analytic priors: what a GPU engineer would estimate from a job's 11 features, before any model.
+
+Every estimate is computed from the job-log features (and the hardware context when it is
+logged) with textbook formulas; the constants are named below with their sources. They are used
+three ways (docs/models.md): as derived features for every model, as the base a model corrects
+(it learns log(actual / prior)), and as the forecast of last resort when no model can score a job.
+
+Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
+
+* **Model state** (weights + gradients + optimizer state), per parameter: FP32 4 + 4 bytes;
+  FP64 8 + 8; FP16/BF16 under automatic mixed precision 4 + 4 (FP32 master weights and gradients)
+  + 2 (the half-precision weight copies autocast keeps during the forward); plus the optimizer's
+  FP32 state: Adam/AdamW 8 (two moments), SGD 4 (momentum), RMSprop 4, Adagrad 4; unknown: 8
+  (the common and the cautious case). FP64 doubles the optimizer state. The 16 bytes/parameter of
+  mixed-precision Adam are ZeRO's count (Rajbhandari et al., 2020, sec. 3.1).
+* **Activations** kept for the backward pass, per sample, by family; the width is inferred from the
+  parameters and depth (a layer of width w has ~w^2 weights):
+  - MLP: w = sqrt(P / L); 4 w values per layer (input, pre-activation, activation, mask).
+  - Transformer: h = sqrt(P / 12L) (12 h^2 weights a layer); 17 s h values a layer: Korthikanti et
+    al. (2022), eq. 1, 34 s h bytes at 16 bit, without the s^2 attention scores that flash /
+    memory-efficient attention no longer keeps.
+  - RNN / GRU / LSTM: h = sqrt(P / 2gL) with g = 1 / 3 / 4 gates; (g + 2) h values per step and layer.
+  - CNN / ResNet: stages of 3x3 convolutions whose channels grow (VGG: x1 x2 x4 x8 x8; ResNet:
+    x1 x2 x4 x8, Simonyan & Zisserman 2015, He et al. 2016) while the feature map halves after each
+    stage, from a stem of stride 1 (VGG; ResNets on images up to 64 px, the CIFAR stem of He et al.,
+    sec. 4.2) or 4 (the ImageNet stem); the base width follows from P = sum of 9 c^2 per conv. Each conv
+    keeps 3 values per position and channel (its output, the normalisation's, the activation's).
+  Values are 2 bytes under mixed precision, 4 in FP32, 8 in FP64. With `gpu_count` GPUs in data
+  parallel, each GPU keeps the activations of its share of the batch and a full copy of the state.
+* **CUDA context**: 0.5 GB, which a GPU counts in its reported peak (typically 0.3-1 GB).
+* **FLOPs per iteration**: 3 x forward (backward ~ 2 x forward), forward = 2 P per token a weight
+  is applied to (Kaplan et al., 2020: C ~ 6 N per token): tokens = 1 for an MLP, the sequence
+  length for sequence models, and for convolutions the positions of the stage its weights belong
+  to (the same stages; ResNet-50 at 224 px: ~150 uses per weight, its 4.1 GMACs over 25.6 M
+  parameters), plus attention's 4 s^2 h per layer forward for Transformers.
+* **Throughput**: the GPU's peak at the job's precision (`gpu_peak_tflops`, else the GPU catalogue by
+  `gpu_type`, else the reference GPU) x a model-FLOPs utilisation by family: Transformers 0.40
+  (PaLM reports 46%, Chowdhery et al., 2022), convolutional 0.35, MLP 0.30, recurrent 0.15
+  (the recurrence serialises the sequence) - times `gpu_count`.
+* **Run time** = iterations x FLOPs per iteration / throughput.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations import contract as c
+
+GB = 1e9
+CUDA_CONTEXT_GB = 0.5
+OPTIMIZER_STATE_BYTES = {"Adam": 8, "AdamW": 8, "SGD": 4, "RMSprop": 4, "Adagrad": 4}
+UNKNOWN_OPTIMIZER_BYTES = 8
+# weights + gradients (+ autocast's half-precision weight copies) per parameter, and how many
+# bytes an activation value takes, by precision; missing precision: FP32.
+STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 10, "BF16": 10}
+ACTIVATION_BYTES = {"FP32": 4, "FP64": 8, "FP16": 2, "BF16": 2}
+OPTIMIZER_SCALE = {"FP64": 2.0}  # FP64 keeps its optimizer state in FP64
+
+FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet")
+# A logged model type -> family; unknown types by keyword, else "mlp" (the plainest estimate).
+FAMILY_KEYWORDS = (("former", "transformer"), ("bert", "transformer"), ("gpt", "transformer"), ("llama", "transformer"),
+                   ("vit", "transformer"), ("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn"), ("resnet", "resnet"),
+                   ("unet", "cnn"), ("cnn", "cnn"), ("conv", "cnn"), ("mlp", "mlp"))
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+# Convolutional stages: channel multipliers per stage, and the image side up to which the stem keeps
+# full resolution (ResNet's CIFAR stem; VGG-style nets always do).
+CONV_STAGES = {"cnn": (1, 2, 4, 8, 8), "resnet": (1, 2, 4, 8)}
+RESNET_SMALL_IMAGE_SIDE = 64
+RESNET_STEM_STRIDE = 4
+CONV_VALUES_PER_POSITION = 3
+MLP_VALUES_PER_WIDTH = 4
+TRANSFORMER_VALUES_PER_HIDDEN = 17
+MFU = {"transformer": 0.40, "cnn": 0.35, "resnet": 0.35, "mlp": 0.30, "rnn": 0.15, "gru": 0.15, "lstm": 0.15}
+
+PRIOR_COLUMNS = ("prior_state_gb", "prior_activation_gb", "prior_mem_gb", "prior_gflop_per_iter", "prior_peak_tflops",
+                 "prior_gflops", "prior_runtime_hours")
+# FLOPs of one training step: clusters do not log it (no contract column), but the measured set
+# (tests/data/) does, so its models can be checked against it (tests/benchmarks/bench_accuracy.py).
+GFLOP_PER_ITERATION = "train_gflop_per_iter"
+# The prior a model of each target corrects (and falls back to).
+PRIOR_FOR_TARGET = {c.PEAK_GPU_MEM_GB: "prior_mem_gb", c.GPU_DEMAND_GFLOPS: "prior_gflops",
+                    c.RUNTIME_HOURS: "prior_runtime_hours", GFLOP_PER_ITERATION: "prior_gflop_per_iter"}
+
+
+def family(model_type: str | None) -> str:
+    if not model_type:
+        return "mlp"
+    low = model_type.lower()
+    return next((fam for key, fam in FAMILY_KEYWORDS if key in low), "mlp")
+
+
+def _column(df: pl.DataFrame, name: str, default: float) -> np.ndarray:
+    if name not in df.columns:
+        return np.full(df.height, default)
+    return df[name].cast(pl.Float64).fill_null(default).to_numpy()
+
+
+GPU_MODEL, PEAK_TFLOPS = "gpu_model", "peak_tflops"
+
+
+def hardware(df: pl.DataFrame) -> pl.DataFrame:
+    """`gpu_model` (the logged `gpu_type` as the GPU catalogue names it, null when not logged or not in
+    it) and `peak_tflops` (the logged peak, else the catalogue's at the job's precision, else null)."""
+    gpus = catalog.gpus()
+    types = df[c.GPU_TYPE] if c.GPU_TYPE in df.columns else pl.Series([None] * df.height, dtype=pl.String)
+    names = {t: catalog.canonical(t) for t in types.drop_nulls().unique().to_list()}
+    model = types.replace_strict(names, default=None, return_dtype=pl.String).alias(GPU_MODEL)
+    pairs = pl.DataFrame({"m": model, "p": df[c.PRECISION]})
+    peaks = {(m, p): gpus[m].peak_tflops(p) for m, p in pairs.unique().iter_rows() if m}
+    from_catalog = pl.Series([peaks.get(k) for k in pairs.iter_rows()], dtype=pl.Float64)
+    logged = df[c.GPU_PEAK_TFLOPS].cast(pl.Float64) if c.GPU_PEAK_TFLOPS in df.columns else from_catalog * None
+    return pl.DataFrame([model, pl.Series(PEAK_TFLOPS, logged).fill_null(from_catalog)])
+
+
+def _peak_or_reference(df: pl.DataFrame) -> np.ndarray:
+    """The job's peak TFLOPS (`hardware`), else the reference GPU's at the job's precision."""
+    reference = catalog.gpus()[catalog.REFERENCE_GPU]
+    fallback = np.array([reference.peak_tflops(p) for p in df[c.PRECISION].to_list()], dtype=np.float64)
+    peak = df[PEAK_TFLOPS].to_numpy() if PEAK_TFLOPS in df.columns else hardware(df)[PEAK_TFLOPS].to_numpy()
+    peak = np.asarray(peak, dtype=np.float64)
+    return np.where(np.isfinite(peak), peak, fallback)
+
+
+def compute(df: pl.DataFrame) -> pl.DataFrame:
+    """The prior columns (`PRIOR_COLUMNS`) for every row of `df` (the 11 features, hardware optional).
+
+    Missing numbers get neutral stand-ins (one layer, batch 1, ...): a prior is never null, so it can
+    always be a fallback; models also see the raw features, with their missing values, beside it.
+    """
+    fam = np.array([family(m) for m in df[c.MODEL_TYPE].to_list()], dtype=object)
+    precision = np.array([p or "FP32" for p in df[c.PRECISION].to_list()], dtype=object)
+    optimizer = df[c.OPTIMIZER].to_list()
+    params = _column(df, c.PARAMS_MILLION, 1.0) * 1e6
+    layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
+    batch = _column(df, c.BATCH_SIZE, 1.0)
+    dim = _column(df, c.INPUT_DIM, 1.0)
+    iterations = _column(df, c.ITERATIONS, 1.0)
+    gpus = np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0)
+
+    opt_bytes = np.array([OPTIMIZER_STATE_BYTES.get(o, UNKNOWN_OPTIMIZER_BYTES) for o in optimizer], dtype=np.float64)
+    opt_bytes *= np.array([OPTIMIZER_SCALE.get(p, 1.0) for p in precision])
+    state = params * (np.array([STATE_BYTES.get(p, 8) for p in precision]) + opt_bytes)
+
+    values, tokens = _activations_and_tokens(fam, params, layers, dim)
+    act_bytes = np.array([ACTIVATION_BYTES.get(p, 4) for p in precision])
+    activations = batch / gpus * values * act_bytes
+
+    forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
+    flops_per_iter = 3.0 * forward * batch
+    mfu = np.array([MFU[f] for f in fam])
+    achieved_tflops = _peak_or_reference(df) * mfu * gpus
+    runtime_h = iterations * flops_per_iter / (achieved_tflops * 1e12) / 3600.0
+    return pl.DataFrame({
+        "prior_state_gb": state / GB,
+        "prior_activation_gb": activations / GB,
+        "prior_mem_gb": (state + activations) / GB + CUDA_CONTEXT_GB,
+        "prior_gflop_per_iter": flops_per_iter / 1e9,
+        "prior_peak_tflops": achieved_tflops / mfu / gpus,
+        "prior_gflops": achieved_tflops * 1e3,
+        "prior_runtime_hours": runtime_h,
+    })
+
+
+def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,
+                            dim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(activation values kept per sample, tokens each weight is applied to per sample), by family."""
+    values, tokens = np.zeros(len(fam)), np.ones(len(fam))
+    for f in FAMILIES:
+        m = fam == f
+        if not m.any():
+            continue
+        P, L, s = params[m], layers[m], dim[m]
+        if f == "mlp":
+            values[m] = MLP_VALUES_PER_WIDTH * L * np.sqrt(P / L)
+        elif f == "transformer":
+            values[m] = TRANSFORMER_VALUES_PER_HIDDEN * s * np.sqrt(P / (12 * L)) * L
+            tokens[m] = s
+        elif f in GATES:
+            g = GATES[f]
+            values[m] = s * L * np.sqrt(P / (2 * g * L)) * (g + 2)
+            tokens[m] = s
+        else:  # cnn, resnet
+            values[m], tokens[m] = _conv_stages(f, P, L, s)
+    return values, tokens
+
+
+def _conv_stages(fam: str, P: np.ndarray, L: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(activation values per sample, uses per weight) of a staged convolutional network."""
+    mult = np.asarray(CONV_STAGES[fam], dtype=np.float64)
+    convs = np.maximum(L / len(mult), 1.0)  # per stage
+    base = np.sqrt(P / (9 * convs * np.sum(mult**2)))  # channels of the first stage
+    stem = np.where((fam == "resnet") & (s > RESNET_SMALL_IMAGE_SIDE), RESNET_STEM_STRIDE, 1.0)
+    side = s[:, None] / stem[:, None] / 2.0 ** np.arange(len(mult))  # (jobs, stages)
+    positions = np.maximum(side, 1.0) ** 2
+    values = CONV_VALUES_PER_POSITION * convs * base * np.sum(positions * mult, axis=1)
+    uses = np.sum(positions * mult**2, axis=1) / np.sum(mult**2)  # FLOP-weighted positions per weight
+    return values, uses
+
+
+def _attention_flops(fam: np.ndarray, params: np.ndarray, layers: np.ndarray, dim: np.ndarray) -> np.ndarray:
+    """Forward FLOPs of attention scores and their weighted sum: 4 s^2 h per layer (Transformers)."""
+    h = np.sqrt(params / (12 * layers))
+    return np.where(fam == "transformer", 4.0 * dim**2 * h * layers, 0.0)
+
+
+def with_priors(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with the hardware context (`hardware`) and the prior columns added (replaced if present)."""
+    df = df.drop([p for p in (GPU_MODEL, PEAK_TFLOPS, *PRIOR_COLUMNS) if p in df.columns])
+    df = pl.concat([df, hardware(df)], how="horizontal")
+    return pl.concat([df, compute(df)], how="horizontal")
