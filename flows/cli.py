@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
+from gpucast.tasks.features import FEATURE_SETS
 from gpucast.tasks.models.presets import PRESET_NAMES
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.score import DEFAULT_BATCH_ROWS
@@ -124,17 +125,38 @@ def _report(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     from gpucast.flows.score import score_pending
 
-    out = score_pending(batch_rows=args.batch_rows, device=args.device, settings=settings_from(args))
+    out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
+                        settings=settings_from(args))
     print(f"score run {out['score_run_id']}: {out['forecasts']:,} forecasts for {out['pending_jobs']:,} pending jobs "
           f"({', '.join(f'{t}: {m}' for t, m in out['champions'].items())})")
     print('see: gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"')
     return 0
 
 
-def _run_nightly(args: argparse.Namespace, settings: Settings) -> dict:
+def _backtest(args: argparse.Namespace) -> int:
+    from gpucast.flows.report import run_backtest
+
+    print(run_backtest(settings_from(args).override({"backtest_days": "--days"}, backtest_days=args.days)))
+    return 0
+
+
+def _as_of(text: str | None):
+    from datetime import UTC, datetime
+
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--as-of={text!r} is not an ISO 8601 time (e.g. 2026-11-08T02:00:00Z)") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> dict:
     from gpucast.flows.nightly import nightly
 
-    return nightly(paths=args.paths or None, options=train_options(args), retrain=not args.no_train, settings=settings)
+    return nightly(paths=args.paths or None, options=train_options(args), retrain=not args.no_train, settings=settings,
+                   as_of=as_of or _as_of(getattr(args, "as_of", None)))
 
 
 def _nightly(args: argparse.Namespace) -> int:
@@ -148,30 +170,31 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from gpucast.flows.demo import run_demo
     from gpucast.flows.report import capacity_summary
-    from gpucast.tasks.simulate import write_logs
 
-    settings = settings_from(args).ensure()
-    out = settings.inbox_dir / f"demo-seed{args.seed}"
-    cfg = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
+    settings = settings_from(args)
+    sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
                     pending_fraction=args.pending_fraction, seed=args.seed)
-    paths = write_logs(out, cfg)
-    print(f"[1/2] simulated {len(paths)} day(s) of job logs into {out}")
-    print(f"[2/2] nightly flow: ingest -> quality-gate -> features -> train ({args.repeats} repeat(s), network capped "
-          f"at {args.epochs} epochs) -> score -> publish")
-    args.paths = None
-    result = _run_nightly(args, settings)
-    ing, sc = result["ingest"], result["score"]
-    print(f"\ningested {ing['rows_read']:,} rows: {ing['rows_loaded']:,} loaded, {ing['rows_rejected']:,} rejected, "
-          f"{ing['rows_duplicate']:,} duplicate; trained {result['train']['where']}; "
-          f"{sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs")
+    nights = run_demo(settings, sim, train_options(args))
+    for night, result in enumerate(nights, 1):
+        ing, sc, back = result["ingest"], result["score"], result["backtest"]
+        decisions = ", ".join(f"{o['target']} {o['decision']}" for o in result["train"].get("targets", []) if o.get("decision"))
+        print(f"\nnight {night}: ingested {ing['rows_read']:,} rows ({ing['rows_loaded']:,} loaded, {ing['rows_rejected']:,} "
+              f"rejected, {ing['rows_duplicate']:,} duplicate); backtest: {back['forecast']:,} completions checked against "
+              f"their forecasts, {back['not_forecast']:,} not forecast; trained {result['train']['where']}"
+              + (f" (gate: {decisions})" if decisions else "")
+              + f"; {sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs, {sc['ood_forecasts']:,} out of "
+              "distribution")
     print(capacity_summary(settings), end="")
     print(f"""
 Where to look next:
   gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"          # per day and queue
   gpucast sql "SELECT * FROM pending_forecasts WHERE oom_risk"       # jobs that will not fit
+  gpucast sql "SELECT * FROM pending_forecasts WHERE ood"            # jobs unlike anything trained on, and why
   gpucast sql "SELECT * FROM model_leaderboard ORDER BY target, rank"
-  gpucast status                                                     # runs, failures, rejected rows
+  gpucast backtest                                                   # last night's forecasts against what ran
+  gpucast status                                                     # runs, failures, the champions' gate
   gpucast report                                                     # charts of the training run
   planners' database: {settings.published_path} (read-only copy, replaced atomically each run)""")
     return 0
@@ -188,6 +211,9 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     d = TRAIN_DEFAULTS
     p.add_argument("--models", help="comma-separated registry names (default: all)")
     p.add_argument("--preset", default=None, choices=PRESET_NAMES, help=f"Transformer-BiGRU preset (default {d.preset})")
+    p.add_argument("--features", default=None, choices=tuple(FEATURE_SETS),
+                   help=f"what models learn from: paper (the 11), hardware (+ GPU), priors (+ analytic priors), "
+                        f"residual (priors, learning actual/prior) (default {d.features})")
     p.add_argument("--repeats", type=int, default=repeats, help=f"repeated 70/30 holdouts (default {repeats or d.repeats})")
     p.add_argument("--epochs", type=int, default=epochs, help="cap the Transformer-BiGRU's epochs")
     _setting_flag(p, "--nn-max-minutes", "the Transformer-BiGRU's time budget per fit, in minutes; 0: no limit")
@@ -260,7 +286,14 @@ def _model_commands(sub) -> None:
     _setting_flag(sc, "--gpu-mem-gb", "GPU memory oom_risk is judged against")
     sc.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, help="rows per scoring batch (bounds memory)")
     sc.add_argument("--device", default=None, help="cuda or cpu for the Transformer-BiGRU")
+    sc.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     sc.set_defaults(func=_score)
+
+    b = sub.add_parser("backtest", help="compare the jobs that completed since they were forecast with their forecasts")
+    b.add_argument("--days", type=int, default=None,
+                   help=f"jobs completed in the last N days of the logs (env GPUCAST_BACKTEST_DAYS, default "
+                        f"{SPEC_BY_FIELD['backtest_days'].default})")
+    b.set_defaults(func=_backtest)
 
 
 def _nightly_commands(sub) -> None:
@@ -268,6 +301,7 @@ def _nightly_commands(sub) -> None:
     n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> publish")
     n.add_argument("paths", nargs="*", help="files, folders or globs; none means new files in $GPUCAST_HOME/inbox")
     _nightly_flags(n)
+    n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     n.set_defaults(func=_nightly)
 
     d = sub.add_parser("demo", help="simulate a week of logs and run the nightly flow on them (CPU, minutes)")

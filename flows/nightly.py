@@ -1,4 +1,4 @@
-"""Prefect flow `nightly`: ingest → quality-gate → features → train → score → publish.
+"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → publish.
 
 Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
 failed. Transient steps retry (loading, scoring, publishing); the quality gate does not: it fails
@@ -25,9 +25,9 @@ from prefect.artifacts import create_markdown_artifact
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
-from gpucast.tasks import features, render
+from gpucast.tasks import features, gate, render
 from gpucast.tasks.train import TrainOptions
-from gpucast.warehouse import db, queries, training
+from gpucast.warehouse import backtest, db, queries, training
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
@@ -60,15 +60,26 @@ def quality_gate(ingest: dict, settings: Settings) -> list[str]:
     return warnings
 
 
+@task(name="backtest")
+def run_backtest(settings: Settings) -> dict:
+    """Compare the jobs that completed since they were forecast with their forecasts; warn on drift."""
+    with db.writer(settings) as con:
+        counts = backtest.run(con, settings.backtest_days, datetime.now(UTC))
+        coverage = backtest.champion_coverage(con, settings.backtest_days)
+    return {**counts, "window_start": str(counts["window_start"]), "champions": coverage.to_dicts(),
+            "warnings": gate.drift_warnings(coverage.to_dicts())}
+
+
 @task(name="features")
 def stage_features(settings: Settings, max_rows: int | None, staging: Path) -> dict:
-    """Read the labelled history and the pending jobs once; stage them for the train and score steps."""
+    """Read the labelled history and the pending jobs once, add the hardware context and the priors
+    (`tasks/features.py`), and stage them for the train and score steps."""
     with db.writer(settings) as con:
         history = training.read_training_jobs(con, max_rows)
         pending = training.read_pending(con)
     paths = {"history_path": str(staging / "history.parquet"), "pending_path": str(staging / "pending.parquet")}
-    history.write_parquet(paths["history_path"])
-    pending.write_parquet(paths["pending_path"])
+    features.build(history).write_parquet(paths["history_path"])
+    features.build(pending).write_parquet(paths["pending_path"])
     return {**paths, **features.summary(history, pending)}
 
 
@@ -80,16 +91,17 @@ def publish(settings: Settings) -> str:
 @flow(name="nightly", log_prints=True)
 def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
             gpu_mem_gb: float | None = None, max_reject_fraction: float | None = None,
-            settings: Settings | None = None) -> dict:
+            as_of: datetime | None = None, settings: Settings | None = None) -> dict:
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails.
 
     `options`: what training does (prefect.yaml's `options:`); `gpu_mem_gb` and
-    `max_reject_fraction` override their settings (GPUCAST_GPU_MEM_GB, GPUCAST_MAX_REJECT_FRACTION).
+    `max_reject_fraction` override their settings (GPUCAST_GPU_MEM_GB, GPUCAST_MAX_REJECT_FRACTION);
+    `as_of` stamps the forecasts (default: now; the demo replays past days).
     """
     settings = (settings or Settings.from_env()).override(
         gpu_mem_gb=gpu_mem_gb, max_reject_fraction=max_reject_fraction).ensure()
     with exclusive_run(settings, "nightly"), _staging(settings) as staging:
-        return _steps(paths, options or TrainOptions(), retrain, settings, staging)
+        return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of)
 
 
 @contextlib.contextmanager
@@ -111,7 +123,8 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
         seconds[step] = round(time.perf_counter() - t0, 1)
 
 
-def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path) -> dict:
+def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path,
+           as_of: datetime | None) -> dict:
     steps: dict[str, dict | None] = {}
     warnings: list[str] = []
     seconds: dict[str, float] = {}
@@ -120,6 +133,9 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             steps["ingest"] = ingest_job_logs(paths=paths, publish=False, settings=settings)
         with _timed(seconds, "quality-gate"):
             warnings += quality_gate(steps["ingest"], settings)
+        with _timed(seconds, "backtest"):
+            steps["backtest"] = run_backtest(settings)
+            warnings += steps["backtest"]["warnings"]
         with _timed(seconds, "features"):
             steps["features"] = stage_features(settings, options.max_rows, staging)
         if retrain:
@@ -127,7 +143,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
                 steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])
         with _timed(seconds, "score"):
             steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
-                                           settings=settings)
+                                           as_of=as_of, settings=settings)
         with _timed(seconds, "publish"):
             where = publish(settings)
     except Exception as exc:

@@ -39,7 +39,8 @@ def warehouse_status(settings: Settings, limit: int) -> str:
     """Recent runs, failures and rejected files, from the planners' copy (or the working file)."""
     if not settings.query_path.exists():
         return f"no warehouse at {settings.db_path} yet"
-    return render.status_text(queries.status_frames(settings.query_path, limit), settings.query_path)
+    frames = queries.status_frames(settings.query_path, limit, settings.backtest_days)
+    return render.status_text(frames, settings.query_path)
 
 
 def capacity_summary(settings: Settings) -> str:
@@ -47,3 +48,19 @@ def capacity_summary(settings: Settings) -> str:
     capacity, champions = queries.capacity_summary(settings.query_path)
     return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + render.text_table(capacity)
             + "\n\nChampions (model_leaderboard):\n" + render.text_table(champions) + "\n")
+
+
+def run_backtest(settings: Settings) -> str:
+    """Recompute the backtest window and say how every model did on it (`gpucast backtest`)."""
+    from datetime import UTC, datetime
+
+    from gpucast.warehouse import backtest, db
+
+    with db.writer(settings) as con:
+        counts = backtest.run(con, settings.backtest_days, datetime.now(UTC))
+        table = backtest.summary(con, settings.backtest_days)
+    if counts["window_start"] is None:
+        return "no completed jobs in the warehouse yet: nothing to backtest"
+    return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({settings.backtest_days} "
+            f"days): {counts['jobs']:,} job x target pairs, {counts['forecast']:,} forecast before they ran, "
+            f"{counts['not_forecast']:,} not forecast\n" + render.text_table(table))

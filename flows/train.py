@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from gpucast.tasks import render
+from gpucast.tasks import features, gate, render
 from gpucast.tasks import train as steps
 from gpucast.tasks.models import store
 from gpucast.tasks.train import TrainOptions
-from gpucast.warehouse import db, queries, runs, training
+from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Settings
@@ -30,18 +31,41 @@ def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
 def read_history(settings: Settings, max_rows: int | None, out: Path) -> str:
     """The labelled history, read once per train run and staged as Parquet for every target's step."""
     with db.writer(settings) as con:
-        training.read_training_jobs(con, max_rows).write_parquet(out)
+        history = training.read_training_jobs(con, max_rows)
+    features.build(history).write_parquet(out)
     return str(out)
 
 
-@task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
-def train_target(run_id: str, target: str, options: TrainOptions, history_path: str, settings: Settings) -> dict:
-    """Train and evaluate on one target; write models to the registry and metrics to the warehouse."""
-    folder = store.target_folder(settings.models_dir, run_id, target)
-    result = steps.train_target(pl.read_parquet(history_path), target, options, folder, progress=get_run_logger().info)
+@task(name="gate-windows")
+def gate_windows(settings: Settings, targets: tuple[str, ...]) -> dict[str, dict]:
+    """Per target with a champion: that champion, and the jobs of the backtest window it forecast
+    before they ran, with its P50 and their actual values (the gate's evidence, `tasks/gate.py`)."""
     with db.writer(settings) as con:
-        training.record_target(con, run_id, result)
-    return {"target": target, "champion": result.champion, "skipped": result.skipped, "rows": result.rows}
+        backtest.run(con, settings.backtest_days, datetime.now(UTC))
+        champions = {ch.target: ch for ch in forecast.latest_champions(con)}
+        windows = {t: backtest.champion_window(con, t, champions[t].train_run_id, settings.backtest_days)
+                   for t in targets if t in champions}
+    return {t: {"champion": champions[t], **w.to_dict(as_series=False)} for t, w in windows.items()}
+
+
+@task(name="train-target", task_run_name="train {target}", retries=1, retry_delay_seconds=10)
+def train_target(run_id: str, target: str, options: TrainOptions, history_path: str, settings: Settings,
+                 window: dict | None = None) -> dict:
+    """Train and evaluate on one target, gate the new champion against the current one, write the
+    models to the registry and the metrics and decision to the warehouse."""
+    folder = store.target_folder(settings.models_dir, run_id, target)
+    result = steps.train_target(pl.read_parquet(history_path), target, options, folder, progress=get_run_logger().info,
+                                holdout=window["job_id"] if window else None)
+    decision = None
+    if window and result.champion and result.gate_predictions is not None:
+        mine = pl.DataFrame({k: window[k] for k in ("job_id", "p50", "actual")}).join(
+            result.gate_predictions.rename({"p50": "challenger"}), on="job_id")
+        decision = gate.decide(mine["actual"].to_numpy(), mine["p50"].to_numpy(), mine["challenger"].to_numpy())
+        get_run_logger().info(f"{target}: gate: {'promoted' if decision.promote else 'kept'} - {decision.reason}")
+    with db.writer(settings) as con:
+        training.record_target(con, run_id, result, options.features, decision, window["champion"] if window else None)
+    return {"target": target, "champion": result.champion, "skipped": result.skipped, "rows": result.rows,
+            "decision": None if decision is None else ("promoted" if decision.promote else "kept")}
 
 
 @flow(name="train-models", log_prints=True)
@@ -58,14 +82,15 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     settings = (settings or Settings.from_env()).ensure()
     options = resolve(options or TrainOptions(), settings)
     used = pick_device(options.device)
-    with runs.lifecycle(settings, "train", models=list(options.models), preset=options.preset,
+    with runs.lifecycle(settings, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used) as run:
-        print(f"{run.run_id}: {len(options.models)} model(s) x {len(options.targets)} target(s), preset "
+        print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or read_history(settings, options.max_rows, run.staging / "history.parquet")
+        windows = gate_windows(settings, options.targets)
         outcomes = []
         for target in options.targets:
-            outcomes.append(train_target(run.run_id, target, options, history, settings))
+            outcomes.append(train_target(run.run_id, target, options, history, settings, windows.get(target)))
             failpoint("train:after-first-target")
         skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"]) or None
         with db.writer(settings) as con:  # under the lock, so no run can start between the two

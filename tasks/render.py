@@ -56,7 +56,11 @@ def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
     if frames["trains"].height:
         lines += ["", "Recent train runs:", text_table(frames["trains"])]
     if frames["scores"].height:
-        lines += ["", "Recent score runs:", text_table(frames["scores"])]
+        lines += ["", "Recent score runs (ood_forecasts: jobs unlike the champion's training jobs):",
+                  text_table(frames["scores"])]
+    if frames.get("champions") is not None and frames["champions"].height:
+        lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
+                  text_table(frames["champions"])]
     return "\n".join(lines)
 
 
@@ -134,6 +138,15 @@ def predicted_vs_actual(predictions: pl.DataFrame, target: str, path: Path, mode
     return path
 
 
+def _backtest_lines(back: dict) -> list[str]:
+    lines = ["", "## Backtest", f"{back['jobs']:,} completed job x target pairs in the window (since "
+             f"{back['window_start']}): {back['forecast']:,} forecast before they ran, {back['not_forecast']:,} not forecast"]
+    for r in back.get("champions", []):
+        lines.append(f"- {r['target']}: champion {r['model']}: P90 covered {r['p90_coverage']:.0%} and [P10, P90] "
+                     f"{r['p10_p90_coverage']:.0%} of {r['jobs']:,} jobs; MAPE {r['mape']:.1f}%")
+    return lines
+
+
 def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: dict[str, float], error: str | None,
                    board: pl.DataFrame | None = None, totals: pl.DataFrame | None = None) -> str:
     """The nightly run's Markdown report. `steps` holds what each step returned (None if it did not
@@ -147,13 +160,21 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
     if features:
         lines += ["", "## Features", f"{features['labelled_jobs']:,} labelled jobs read, {features['pending']:,} pending; "
                   "labelled per target: " + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
+        if features.get("unknown_gpu_types"):
+            lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
+                f"`{t}` ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
+    if steps.get("backtest"):
+        lines += _backtest_lines(steps["backtest"])
     if train:
         lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
+        lines += [f"- {o['target']}: tonight's best {o['champion']}; gate: {o['decision']}" for o in train.get("targets", [])
+                  if o.get("decision")]
     if board is not None and board.height:
         lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
     if score:
         lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
-                  f"{score['pending_jobs']:,} pending jobs"]
+                  f"{score['pending_jobs']:,} pending jobs; {score.get('ood_forecasts', 0):,} out of distribution "
+                  "(forecast by the analytic prior or with widened intervals: see `ood_reason`)"]
         if totals is not None:
             lines += ["", markdown_table(totals)]
     if seconds:

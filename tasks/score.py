@@ -1,11 +1,11 @@
 """Score pending jobs with a target's champion: P10 / P50 / P90 per job, in vectorised batches.
 
-The champion of a target is loaded from its registry folder (code-free formats only, see
-`models/registry.py`) together with the feature encoder fitted at training time and the interval
-calibration measured on its validation rows (`train.calibrate`). A job's interval is
-`prediction * exp(q)` for the 10th, 50th and 90th percentile `q` of the held-out log residuals:
-split-conformal prediction, so [P10, P90] covers about 80% of outcomes and P90 alone about 90%,
-when tomorrow's jobs look like the ones the champion was calibrated on.
+The champion of a target is loaded from its registry folder (`models/store.py`: code-free formats
+only) together with the feature encoder fitted at training time and the interval calibration
+measured on its calibration slice (`tasks/intervals.py`: Mondrian conformal predictive systems per
+model type and queue, pooled below a minimum group size). [P10, P90] then covers about 80% of
+outcomes and P90 alone about 90%, per model type and per queue, when tomorrow's jobs look like the
+ones the champion was calibrated on.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
-from gpucast.tasks.models import store
-from gpucast.tasks.train import interval
+from gpucast.tasks import features, intervals, ood
+from gpucast.tasks.features import FEATURE_SETS
+from gpucast.tasks.models import registry, store
 
 DEFAULT_BATCH_ROWS = 250_000
 # Memory advice. PyTorch's caching allocator reserves more than the tensors it holds
@@ -31,30 +33,58 @@ REQUEST_STEP_GB = 0.5
 
 
 class Scorer:
-    """One target's champion, its encoder and its interval calibration, ready to score frames."""
+    """One target's champion, its encoder, interval calibration and out-of-distribution detector,
+    ready to score frames."""
 
     def __init__(self, champion: Champion, device: str | None = None):
         loaded = store.load_model(Path(champion.model_dir), champion.model, device=device)
         self.champion = champion
-        self.calibration = loaded.calibration
+        self.calibration = intervals.Calibrated(loaded.calibration)
         self.encoder = loaded.encoder
         self.estimator = loaded.estimator
+        self.detector = loaded.metadata.get("ood")
+        feature_set = FEATURE_SETS[self.encoder.feature_set]
+        prior_column = feature_set.prior_column(champion.target)
+        prior_cal = loaded.metadata.get("calibration", {}).get(registry.PRIOR)
+        # out-of-distribution jobs: the prior with its own calibration when there is one (see tasks/ood.py)
+        self.fallback = ((registry.PriorModel(prior_column), intervals.Calibrated(prior_cal))
+                         if prior_column is not None and prior_cal and "residuals" in prior_cal else None)
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
               progress: Callable[[str], None] | None = None) -> pl.DataFrame:
-        """job_id, target, p10, p50, p90, model, train_run_id for every row of `rows`."""
+        """job_id, target, p10, p50, p90, model, train_run_id, ood, ood_reason for every row of `rows`
+        (contract columns; the derived ones are built here when the rows do not carry them yet)."""
+        if not set(self.encoder.names) <= set(rows.columns):
+            rows = features.build(rows)
         parts = []
         for start in range(0, rows.height, batch_rows):
-            batch = rows.slice(start, batch_rows)
-            pred = np.asarray(self.estimator.predict(self.encoder.transform(batch)), dtype=np.float64)
-            p10, p50, p90 = interval(pred, self.calibration)
-            parts.append(pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90}))
+            parts.append(self._score_batch(rows.slice(start, batch_rows)))
             if progress:
                 progress(f"{self.champion.target}: scored {min(start + batch_rows, rows.height):,}/{rows.height:,} jobs")
         out = pl.concat(parts) if parts else pl.DataFrame(schema={c.JOB_ID: pl.String, "p10": pl.Float64,
-                                                                   "p50": pl.Float64, "p90": pl.Float64})
-        return out.with_columns(pl.lit(self.champion.target).alias("target"), pl.lit(self.champion.model).alias("model"),
+                                                                   "p50": pl.Float64, "p90": pl.Float64, "model": pl.String,
+                                                                   "ood": pl.Boolean, "ood_reason": pl.String})
+        return out.with_columns(pl.lit(self.champion.target).alias("target"),
                                 pl.lit(self.champion.train_run_id).alias("train_run_id"))
+
+    def _score_batch(self, batch: pl.DataFrame) -> pl.DataFrame:
+        X = self.encoder.transform(batch)
+        groups = {g: batch[g].to_numpy() for g in intervals.GROUPINGS if g in batch.columns}
+        p10, p50, p90 = self.calibration.intervals(np.asarray(self.estimator.predict(X), dtype=np.float64), groups)
+        flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
+                                                                             [None] * batch.height)
+        model = np.full(batch.height, self.champion.model, dtype=object)
+        if flags.any():
+            if self.fallback:
+                prior, cal = self.fallback
+                f10, f50, f90 = cal.intervals(prior.predict(X[flags]), {g: v[flags] for g, v in groups.items()})
+                model[flags] = registry.PRIOR
+            else:
+                f10, f50, f90 = p10[flags] / ood.WIDEN_FACTOR, p50[flags], p90[flags] * ood.WIDEN_FACTOR
+            p10[flags], p50[flags], p90[flags] = f10, f50, f90
+        return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
+                             "model": pl.Series(model, dtype=pl.String), "ood": flags,
+                             "ood_reason": pl.Series(reasons, dtype=pl.String)})
 
 
 def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
@@ -63,13 +93,28 @@ def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
     return np.ceil(raw / REQUEST_STEP_GB - 1e-9) * REQUEST_STEP_GB
 
 
-def memory_advice(forecasts: pl.DataFrame, gpu_mem_gb: float) -> pl.DataFrame:
-    """Add safe_request_gb, gpu_mem_gb and oom_risk to the peak_gpu_mem_gb rows (null elsewhere)."""
-    if not (gpu_mem_gb > 0 and math.isfinite(gpu_mem_gb)):
-        raise ValueError(f"gpu_mem_gb must be a positive number of GB, got {gpu_mem_gb!r}")
+def job_gpu_memory(rows: pl.DataFrame, default_gb: float) -> pl.DataFrame:
+    """job_id and the GPU memory (GB) each job's memory advice is judged against: its logged GPU's, from
+    the GPU catalogue, when known (`gpu_model`, `features.build`); else `default_gb` (the setting)."""
+    if not (default_gb > 0 and math.isfinite(default_gb)):
+        raise ValueError(f"gpu_mem_gb must be a positive number of GB, got {default_gb!r}")
+    memory = {name: gpu.memory_gb for name, gpu in catalog.gpus().items()}
+    known = (rows[features.GPU_MODEL] if features.GPU_MODEL in rows.columns
+             else pl.Series([None] * rows.height, dtype=pl.String))
+    return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID],
+                         "gpu_mem_gb": known.replace_strict(memory, default=None, return_dtype=pl.Float64)
+                         .fill_null(float(default_gb))})
+
+
+def memory_advice(forecasts: pl.DataFrame, gpu_mem: pl.DataFrame | float) -> pl.DataFrame:
+    """Add safe_request_gb, gpu_mem_gb and oom_risk to the peak_gpu_mem_gb rows (null elsewhere).
+
+    `gpu_mem`: per job (`job_gpu_memory`), or one size (GB) for every job."""
+    if not isinstance(gpu_mem, pl.DataFrame):
+        gpu_mem = job_gpu_memory(forecasts.select(c.JOB_ID).unique(), gpu_mem)
     is_mem = pl.col("target") == c.PEAK_GPU_MEM_GB
     safe = pl.col("p90").map_batches(lambda s: pl.Series(safe_request_gb(s.to_numpy())), return_dtype=pl.Float64)
-    return forecasts.with_columns(
-        pl.when(is_mem).then(safe).alias("safe_request_gb"),
-        pl.when(is_mem).then(pl.lit(float(gpu_mem_gb))).alias("gpu_mem_gb"),
-    ).with_columns(pl.when(is_mem).then(pl.col("safe_request_gb") > gpu_mem_gb).alias("oom_risk"))
+    return (forecasts.join(gpu_mem, on=c.JOB_ID, how="left", maintain_order="left")
+            .with_columns(pl.when(is_mem).then(safe).alias("safe_request_gb"),
+                          pl.when(is_mem).then(pl.col("gpu_mem_gb")).alias("gpu_mem_gb"))
+            .with_columns(pl.when(is_mem).then(pl.col("safe_request_gb") > pl.col("gpu_mem_gb")).alias("oom_risk")))

@@ -12,7 +12,7 @@ from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
 FORECAST_COLUMNS = ("job_id", "target", "p10", "p50", "p90", "model", "train_run_id", "score_run_id", "scored_at",
-                    "safe_request_gb", "gpu_mem_gb", "oom_risk")
+                    "safe_request_gb", "gpu_mem_gb", "oom_risk", "ood", "ood_reason")
 
 # The same rule as the `model_leaderboard` view's `latest` CTE (schema.sql), which reads this view.
 LATEST_CHAMPIONS = "SELECT target, model, train_run_id, model_dir FROM current_champions ORDER BY target"
@@ -27,13 +27,13 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path]
             targets: list[str], gpu_mem_gb: float) -> int:
     """Insert a run's staged forecasts and mark it published, in one transaction: all or nothing."""
     with transaction(con):
-        n = 0
         if parts:
             files = [str(p) for p in parts]
             con.execute(f"INSERT INTO forecasts ({', '.join(FORECAST_COLUMNS)}) "
                         f"SELECT {', '.join(FORECAST_COLUMNS)} FROM read_parquet(?)", [files])
-            n = con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = ?", [score_run_id]).fetchone()[0]
+        n, n_ood = con.execute("SELECT count(*), count(*) FILTER (WHERE ood) FROM forecasts WHERE score_run_id = ?",
+                               [score_run_id]).fetchall()[0]
         finish(con, "score", score_run_id, "published", pending_jobs=pending_jobs, forecasts=n, targets=targets,
-               gpu_mem_gb=gpu_mem_gb)
+               gpu_mem_gb=gpu_mem_gb, ood_forecasts=n_ood)
         failpoint("score:before-commit")
     return n

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from gpucast.warehouse.db import connect_writer, writer_lock
 from gpucast.warehouse.housekeeping import failpoint
+from gpucast.warehouse.reference import refresh_gpu_catalog
 from gpucast.warehouse.settings import Settings
 
 
@@ -27,6 +28,7 @@ def publish_snapshot(settings: Settings) -> Path:
     with writer_lock(settings):
         con = connect_writer(settings)
         try:
+            refresh_gpu_catalog(con)
             con.execute("CHECKPOINT")
         finally:
             con.close()

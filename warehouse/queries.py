@@ -33,7 +33,7 @@ SELECT train_run_id, status, device, preset, round(epoch(finished_at - started_a
 FROM train_runs ORDER BY started_at DESC LIMIT ?
 """
 RECENT_SCORES = """
-SELECT score_run_id, status, pending_jobs, forecasts, gpu_mem_gb,
+SELECT score_run_id, status, pending_jobs, forecasts, ood_forecasts, gpu_mem_gb,
        round(epoch(finished_at - started_at), 1) AS seconds, coalesce(message, '') AS message
 FROM score_runs ORDER BY started_at DESC LIMIT ?
 """
@@ -81,11 +81,23 @@ def _read(path: Path, *queries: tuple[str, list]) -> list[pl.DataFrame]:
         con.close()
 
 
-def status_frames(path: Path, limit: int) -> dict[str, pl.DataFrame]:
-    """Recent ingest, train and score runs, failures and rejected files, and jobs by status."""
-    names = ("ingests", "failures", "jobs", "trains", "scores")
+CHAMPIONS_AND_BACKTEST = """
+SELECT ch.target, ch.model, ch.decision, ch.decision_reason,
+       count(b.p50) AS backtest_jobs, round(avg(b.within_p90::INT), 3) AS p90_coverage,
+       round(100 * avg(b.ape), 1) AS backtest_mape
+FROM current_champions ch
+LEFT JOIN forecast_backtest b ON b.target = ch.target AND b.train_run_id = ch.train_run_id AND b.p50 IS NOT NULL
+     AND b.completed_at >= (SELECT max(completed_at) FROM forecast_backtest) - to_days(?)
+GROUP BY ALL ORDER BY ch.target
+"""
+
+
+def status_frames(path: Path, limit: int, backtest_days: int = 7) -> dict[str, pl.DataFrame]:
+    """Recent ingest, train and score runs, failures and rejected files, jobs by status, and the
+    current champions with their gate decision and backtest coverage."""
+    names = ("ingests", "failures", "jobs", "trains", "scores", "champions")
     frames = _read(path, (RECENT_INGESTS, [limit]), (FAILURES, [limit]), (JOBS_BY_STATUS, []),
-                   (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]))
+                   (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]), (CHAMPIONS_AND_BACKTEST, [backtest_days]))
     return dict(zip(names, frames, strict=True))
 
 

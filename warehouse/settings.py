@@ -83,6 +83,8 @@ SPECS: tuple[Spec, ...] = (
          "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
     Spec("nn_max_minutes", "GPUCAST_NN_MAX_MINUTES", 20.0, float, _non_negative, "a finite number >= 0",
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
+    Spec("backtest_days", "GPUCAST_BACKTEST_DAYS", 7, int, _at_least_one, "a whole number >= 1",
+         "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 
@@ -120,6 +122,7 @@ class Settings:
     max_reject_fraction: float = SPEC_BY_FIELD["max_reject_fraction"].default
     keep_train_runs: int = SPEC_BY_FIELD["keep_train_runs"].default
     nn_max_minutes: float = SPEC_BY_FIELD["nn_max_minutes"].default
+    backtest_days: int = SPEC_BY_FIELD["backtest_days"].default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())

@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import TargetResult
+from gpucast.expectations.records import Champion, TargetResult
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.forecast import latest_champions
 
@@ -43,14 +43,18 @@ def runs_to_keep(con: duckdb.DuckDBPyConnection, keep: int) -> set[str]:
     return ids | {ch.train_run_id for ch in latest_champions(con)}
 
 
-def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetResult) -> None:
-    """Replace this run's rows for the target (a retried step writes the same rows once)."""
+def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetResult, features: str,
+                  decision=None, incumbent: Champion | None = None) -> None:
+    """Replace this run's rows for the target (a retried step writes the same rows once).
+
+    `decision` (`tasks/gate.py`'s, duck-typed: `promote`, `reason`) against the `incumbent` champion:
+    when it keeps the incumbent, this run's champion row names the incumbent's model, folder and run."""
     with transaction(con):
         con.execute("DELETE FROM model_metrics WHERE train_run_id = ? AND target = ?", [run_id, result.target])
         con.execute("DELETE FROM model_champions WHERE train_run_id = ? AND target = ?", [run_id, result.target])
         if result.metrics:
             m = pl.DataFrame(result.metrics).select(
-                pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset",
+                pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",
                 "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
                 pl.col("rows_eval").alias("rows_test"), "train_seconds", "device",
                 pl.col("epochs").cast(pl.Int64),
@@ -60,7 +64,7 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
             con.unregister("new_metrics")
         champ = result.champion
         stats = (None, None, None)
-        if champ:
+        if champ and result.metrics:
             df = pl.DataFrame(result.metrics).filter(pl.col("model") == champ)
             stats = (
                 df.filter(pl.col("split") == "validation")["rmse"].mean(),
@@ -68,5 +72,16 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
                 df.filter(pl.col("split") == "test")["mape"].mean(),
             )
         preset = next((m["preset"] for m in result.metrics if m["model"] == champ), None)
-        con.execute("INSERT INTO model_champions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, result.target, champ, preset, result.rows, *stats, result.model_dir, result.skipped])
+        model, model_dir, champion_run = champ, result.model_dir, run_id if champ else None
+        verdict = "first" if incumbent is None else "promoted"
+        reason = decision.reason if decision is not None else ("no champion before" if incumbent is None else
+                                                               "no backtest evidence: chosen on validation")
+        if decision is not None and not decision.promote:
+            model, model_dir, champion_run, verdict = incumbent.model, incumbent.model_dir, incumbent.train_run_id, "kept"
+        con.execute("INSERT INTO model_champions (train_run_id, target, model, preset, labelled_rows, validation_rmse, "
+                    "test_rmse_mean, test_mape_mean, model_dir, skipped_reason, features, refit_rows, calibration_rows, "
+                    "challenger, decision, decision_reason, champion_run_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, result.target, model, preset, result.rows, *stats, model_dir, result.skipped,
+                     features, result.refit.get("rows"), result.refit.get("calibration_rows"), champ,
+                     verdict if champ else None, reason if champ else None, champion_run])

@@ -41,10 +41,15 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
     assert _scalar(published, "SELECT count(*) FROM pending_forecasts") == 3 * pending
     assert _scalar(published, "SELECT count(*) FROM model_leaderboard") == 3 * 2
     assert _scalar(published, "SELECT count(*) FROM model_leaderboard WHERE is_champion") == 3
-    # the memory advice is judged against the GPU size asked for, on the memory target only
-    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb = 40 AND target = ?",
-                   [c.PEAK_GPU_MEM_GB]) == pending
-    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE oom_risk <> (safe_request_gb > 40)") == 0
+    # the memory advice is judged against the job's logged GPU (the catalogue's memory), else the GPU
+    # size asked for (--gpu-mem-gb); on the memory target only
+    per_job = ("SELECT count(*) FROM forecasts f JOIN job_logs j USING (job_id) LEFT JOIN gpu_catalog g "
+               "ON g.gpu_type = j.gpu_type WHERE f.target = ? AND f.gpu_mem_gb = coalesce(g.memory_gb, 40)")
+    assert _scalar(published, per_job, [c.PEAK_GPU_MEM_GB]) == pending
+    assert 0 < _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb = 40") < pending
+    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb IS NOT NULL AND target <> ?",
+                   [c.PEAK_GPU_MEM_GB]) == 0
+    assert _scalar(published, "SELECT count(*) FROM forecasts WHERE oom_risk <> (safe_request_gb > gpu_mem_gb)") == 0
     assert _scalar(published, "SELECT bool_and(p10 <= p50 AND p50 <= p90) FROM forecasts")
     assert _scalar(published, "SELECT sum(jobs) FROM capacity_daily") == pending
 

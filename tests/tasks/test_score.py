@@ -13,7 +13,7 @@ from gpucast.expectations.records import Champion
 from gpucast.tasks.features import labelled_rows
 from gpucast.tasks.score import Scorer, memory_advice, safe_request_gb
 from gpucast.tasks.simulate import simulate_jobs
-from gpucast.tasks.train import TrainOptions, calibrate, interval, train_target
+from gpucast.tasks.train import TrainOptions, train_target
 
 
 def _jobs(n: int, seed: int) -> pl.DataFrame:
@@ -30,19 +30,12 @@ def trained(tmp_path_factory):
     return {t: Champion(t, r.champion, "train-test", r.model_dir) for t, r in results.items()}
 
 
-def test_calibrate_uses_conformal_quantiles_of_log_residuals():
-    y = np.array([1.0, 2.0, 4.0, 8.0])
-    pred = np.full(4, 2.0)
-    cal = calibrate(y, pred, floor=1.0)  # residuals log(0.5), 0, log 2, log 4
-    # k-th smallest: q10 -> floor(0.5) = 0 -> 1st, q50 -> ceil(2.5) = 3rd, q90 -> ceil(4.5) = 5 -> 4th
-    assert cal["q10"] == pytest.approx(np.log(0.5)) and cal["q50"] == pytest.approx(np.log(2.0))
-    assert cal["q90"] == pytest.approx(np.log(4.0)) and cal["n"] == 4
-    p10, p50, p90 = interval(np.array([3.0, -1.0]), cal)
-    assert p10.tolist() == pytest.approx([1.5, 0.25]) and p90.tolist() == pytest.approx([12.0, 2.0])  # floor 0.5
-
-
 def test_intervals_are_ordered_and_cover_new_jobs_near_nominal(trained):
-    """[P10, P90] should hold ~80% of outcomes and P90 ~90%, on jobs no model saw (within 5 points)."""
+    """[P10, P90] should hold ~80% of outcomes and P90 ~90%, on jobs no model saw.
+
+    The bound: the champion is calibrated on ~680 jobs (its 15% slice), whose own sampling error
+    (sqrt(0.09 / 680) = 1.2 points) dominates the ~0.4 points of the ~6,800 test jobs; 4 points is
+    3 standard errors. The test that tells a P90 from a P85 is tests/tasks/test_intervals.py."""
     new = _jobs(8000, seed=99)
     for target, champ in trained.items():
         rows = labelled_rows(new, target)
@@ -53,8 +46,8 @@ def test_intervals_are_ordered_and_cover_new_jobs_near_nominal(trained):
         inside = float(np.mean((y >= f["p10"].to_numpy()) & (y <= f["p90"].to_numpy())))
         below_p90 = float(np.mean(y <= f["p90"].to_numpy()))
         print(f"{target}: {rows.height} jobs, [P10,P90] coverage {inside:.3f}, P90 coverage {below_p90:.3f}")
-        assert abs(inside - 0.80) <= 0.05, (target, inside)
-        assert abs(below_p90 - 0.90) <= 0.05, (target, below_p90)
+        assert abs(inside - 0.80) <= 0.04, (target, inside)
+        assert abs(below_p90 - 0.90) <= 0.04, (target, below_p90)
 
 
 def test_unseen_categories_and_missing_features_score(trained):
@@ -71,11 +64,11 @@ def test_safe_request_adds_headroom_and_flags_oom():
     assert safe_request_gb([10.0, 20.0, 0.1]).tolist() == [11.0, 22.0, 0.5]  # +10%, up to the next 0.5 GB
     f = pl.DataFrame({"job_id": ["a", "b", "a"], "target": [c.PEAK_GPU_MEM_GB, c.PEAK_GPU_MEM_GB, c.RUNTIME_HOURS],
                       "p10": [1.0, 1.0, 1.0], "p50": [2.0, 30.0, 2.0], "p90": [20.0, 37.0, 3.0]})
-    out = memory_advice(f, gpu_mem_gb=40)
+    out = memory_advice(f, 40.0)
     assert out["safe_request_gb"].to_list() == [22.0, 41.0, None]
     assert out["oom_risk"].to_list() == [False, True, None]
     with pytest.raises(ValueError, match="gpu_mem_gb"):
-        memory_advice(f, gpu_mem_gb=0)
+        memory_advice(f, 0.0)
 
 
 def test_model_without_calibration_asks_for_a_retrain(trained, tmp_path):

@@ -16,12 +16,12 @@ def test_defaults_when_nothing_is_set(tmp_path):
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path)})
     assert s.home == tmp_path.resolve()
     assert (s.lock_timeout_s, s.duckdb_memory, s.gpu_mem_gb, s.max_reject_fraction, s.keep_train_runs,
-            s.nn_max_minutes) == (600.0, "1GB", 80.0, 0.2, 7, 20.0)
+            s.nn_max_minutes, s.backtest_days) == (600.0, "1GB", 80.0, 0.2, 7, 20.0, 7)
 
 
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
 def test_every_variable_is_read(spec, tmp_path):
-    value = {"duckdb_memory": "2GB", "keep_train_runs": "3"}.get(spec.field, "0.5")
+    value = "2GB" if spec.field == "duckdb_memory" else "3" if spec.parse is int else "0.5"
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path), spec.env: value})
     assert getattr(s, spec.field) == spec.parse(value) != spec.default
 

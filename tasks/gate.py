@@ -1,0 +1,63 @@
+"""The champion/challenger gate: a new champion replaces the current one only if it wins on
+validation **and** is not worse on the backtest window beyond noise.
+
+Tonight's champion (the challenger) is, by construction, the best of tonight's comparison on
+validation rows. The backtest window holds the jobs that completed recently *and* that the current
+champion forecast before they ran (`warehouse/backtest.py`): its errors there are genuine
+out-of-sample errors. The challenger is fitted once more without those jobs and predicts them too;
+then, per job, d = |log(challenger / actual)| - |log(champion / actual)|. The challenger is **worse
+beyond noise** when the one-sided 95% lower confidence bound of the mean of d is above zero:
+mean(d) - 1.645 x sd(d) / sqrt(n) > 0. Then the current champion stays and the reason is recorded
+(`model_champions.decision_reason`). With fewer than `MIN_WINDOW_JOBS` jobs in the window, the
+backtest says too little and validation decides alone (recorded as such).
+
+Log errors make the comparison scale-free (a 10% miss on a 2 GB job counts as much as on a 60 GB
+one) and paired, so the same jobs' difficulty cancels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_WINDOW_JOBS = 30
+Z_ONE_SIDED_95 = 1.645
+DRIFT_COVERAGE = 0.80  # a champion whose P90 covers fewer of the window's jobs than this has drifted
+
+
+@dataclass(frozen=True)
+class Decision:
+    promote: bool
+    reason: str
+    window_jobs: int = 0
+    champion_error: float | None = None  # mean |log(prediction / actual)| on the window
+    challenger_error: float | None = None
+
+
+def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> Decision:
+    """Compare the current champion's published forecasts with the challenger's on the same jobs."""
+    actual, champion, challenger = (np.asarray(a, dtype=np.float64) for a in (actual, champion, challenger))
+    n = len(actual)
+    if n < MIN_WINDOW_JOBS:
+        return Decision(True, f"backtest window has {n} jobs, fewer than {MIN_WINDOW_JOBS}: chosen on validation alone", n)
+    err_champion = np.abs(np.log(champion / actual))
+    err_challenger = np.abs(np.log(challenger / actual))
+    d = err_challenger - err_champion
+    bound = d.mean() - Z_ONE_SIDED_95 * d.std(ddof=1) / np.sqrt(n)
+    stats = dict(window_jobs=n, champion_error=float(err_champion.mean()), challenger_error=float(err_challenger.mean()))
+    if bound > 0:
+        return Decision(False, f"worse on the backtest window beyond noise: mean |log error| {err_challenger.mean():.3f} vs "
+                        f"the champion's {err_champion.mean():.3f} over {n} jobs (one-sided 95% bound of the "
+                        f"difference {bound:.3f} > 0)", **stats)
+    return Decision(True, f"won on validation and not worse on the backtest window: mean |log error| "
+                    f"{err_challenger.mean():.3f} vs {err_champion.mean():.3f} over {n} jobs", **stats)
+
+
+def drift_warnings(coverage: list[dict]) -> list[str]:
+    """Warnings for champions whose P90 covered under `DRIFT_COVERAGE` of the backtest window's jobs
+    (rows: target, model, jobs, p90_coverage; windows under `MIN_WINDOW_JOBS` jobs say too little)."""
+    return [f"drift: the {r['target']} champion {r['model']} covered {r['p90_coverage']:.0%} of the {r['jobs']:,} jobs "
+            f"that completed in the backtest window with its P90 (expected about 90%, warning below "
+            f"{DRIFT_COVERAGE:.0%}): its forecasts no longer fit the jobs; see forecast_backtest"
+            for r in coverage if r["jobs"] >= MIN_WINDOW_JOBS and r["p90_coverage"] < DRIFT_COVERAGE]

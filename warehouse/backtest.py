@@ -1,0 +1,116 @@
+"""The nightly backtest: every job that completed after it was forecast, against its forecast.
+
+For each COMPLETED job (completed within the window) and target, `forecast_backtest` holds the last
+forecast published *before the job started* (the first RUNNING record's time), or before it
+completed when its log never said it was running; and what the job then measured. A completed job
+with no earlier forecast gets a row too, with empty forecast columns: it counts as "not forecast",
+never as an error. Jobs whose completion precedes their submission never reach here (the contract
+quarantines them). Re-running a window replaces its rows (idempotent).
+
+`summary` aggregates the rows by target, model, model type and queue: MAPE, coverage of [P10, P90]
+and of P90, and how often `safe_request_gb` under-provisioned (memory). The champion/challenger gate
+(`tasks/gate.py`) and the drift warning read the same rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse.db import transaction
+
+DEFAULT_DAYS = 7
+
+# One row per completed job x target: its actual value, and (ASOF) the last published forecast made
+# strictly before the job started (or, without a RUNNING record, before it completed).
+BACKTEST = f"""
+WITH done AS (
+    SELECT j.job_id, j.model_type, j.queue, j.updated_at AS completed_at,
+           s.started_at, j.{c.GPU_DEMAND_GFLOPS}, j.{c.PEAK_GPU_MEM_GB}, j.{c.RUNTIME_HOURS}
+    FROM job_logs j
+    LEFT JOIN (SELECT job_id, min(updated_at) AS started_at FROM job_log_records
+               WHERE status = 'RUNNING' AND updated_at IS NOT NULL GROUP BY job_id) s USING (job_id)
+    WHERE j.status = 'COMPLETED' AND j.updated_at IS NOT NULL AND j.updated_at >= ?
+), actual AS (
+    SELECT job_id, model_type, queue, completed_at, started_at, coalesce(started_at, completed_at) AS cutoff,
+           target, value AS actual
+    FROM (UNPIVOT done ON {c.GPU_DEMAND_GFLOPS}, {c.PEAK_GPU_MEM_GB}, {c.RUNTIME_HOURS} INTO NAME target VALUE value)
+    WHERE value > 0
+), published AS (
+    SELECT f.* FROM forecasts f JOIN score_runs r USING (score_run_id) WHERE r.status = 'published'
+)
+SELECT a.job_id, a.target, f.score_run_id, f.scored_at, f.model, f.train_run_id, a.model_type, a.queue,
+       a.started_at, a.completed_at, a.started_at IS NOT NULL AS start_known,
+       f.p10, f.p50, f.p90, f.safe_request_gb, a.actual,
+       abs(f.p50 - a.actual) / a.actual AS ape,
+       a.actual BETWEEN f.p10 AND f.p90 AS in_p10_p90,
+       a.actual <= f.p90 AS within_p90,
+       CASE WHEN a.target = '{c.PEAK_GPU_MEM_GB}' THEN f.safe_request_gb < a.actual END AS under_provisioned,
+       f.ood, ? AS backtested_at
+FROM actual a ASOF LEFT JOIN published f
+  ON a.job_id = f.job_id AND a.target = f.target AND a.cutoff > f.scored_at
+"""
+
+SUMMARY = """
+SELECT target, coalesce(model, '(not forecast)') AS model, model_type, queue,
+       count(*) AS jobs, count(*) FILTER (WHERE p50 IS NULL) AS not_forecast,
+       round(100 * avg(ape), 2) AS mape, round(avg(in_p10_p90::INT), 4) AS p10_p90_coverage,
+       round(avg(within_p90::INT), 4) AS p90_coverage, round(avg(under_provisioned::INT), 4) AS under_provisioned
+FROM forecast_backtest WHERE completed_at >= ?
+GROUP BY ALL ORDER BY target, model, model_type, queue
+"""
+
+
+def window_start(con: duckdb.DuckDBPyConnection, days: int) -> datetime | None:
+    """The start of the window: `days` before the latest completion the warehouse knows of (the
+    clock of the logs, so a backfill or a demo of simulated dates gets the same window as a live night)."""
+    latest = con.execute("SELECT max(updated_at) FROM job_logs WHERE status = 'COMPLETED'").fetchall()[0][0]
+    return None if latest is None else latest - timedelta(days=days)
+
+
+def run(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> dict:
+    """Recompute `forecast_backtest` for jobs completed in the window; return its counts."""
+    start = window_start(con, days)
+    if start is None:
+        return {"window_start": None, "jobs": 0, "forecast": 0, "not_forecast": 0}
+    with transaction(con):
+        con.execute("DELETE FROM forecast_backtest WHERE completed_at >= ?", [start])
+        con.execute(f"INSERT INTO forecast_backtest BY NAME {BACKTEST}", [start, now])
+        jobs, forecast = con.execute("SELECT count(*), count(p50) FROM forecast_backtest WHERE completed_at >= ?",
+                                     [start]).fetchall()[0]
+    return {"window_start": start, "jobs": jobs, "forecast": forecast, "not_forecast": jobs - forecast}
+
+
+def summary(con: duckdb.DuckDBPyConnection, days: int) -> pl.DataFrame:
+    """Per target, model, model type and queue over the window: MAPE, coverages, under-provisioning."""
+    start = window_start(con, days)
+    if start is None:
+        return pl.DataFrame()
+    return con.sql(SUMMARY, params=[start]).pl()
+
+
+def champion_window(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str, days: int) -> pl.DataFrame:
+    """The window's jobs a champion forecast before they ran: job_id, its P50, P90 and the actual."""
+    start = window_start(con, days)
+    if start is None:
+        return pl.DataFrame(schema={c.JOB_ID: pl.String, "p50": pl.Float64, "p90": pl.Float64, "actual": pl.Float64})
+    return con.sql("SELECT job_id, p50, p90, actual FROM forecast_backtest WHERE target = ? AND train_run_id = ? "
+                   "AND completed_at >= ? AND p50 IS NOT NULL ORDER BY job_id", params=[target, train_run_id, start]).pl()
+
+
+CHAMPION_COVERAGE = """
+SELECT b.target, ch.model, ch.train_run_id, count(*) AS jobs, avg(b.within_p90::INT) AS p90_coverage,
+       avg(b.in_p10_p90::INT) AS p10_p90_coverage, 100 * avg(b.ape) AS mape
+FROM forecast_backtest b JOIN current_champions ch ON ch.target = b.target AND ch.train_run_id = b.train_run_id
+WHERE b.completed_at >= ? AND b.p50 IS NOT NULL
+GROUP BY ALL ORDER BY b.target
+"""
+
+
+def champion_coverage(con: duckdb.DuckDBPyConnection, days: int) -> pl.DataFrame:
+    """Per target, how the current champion's own forecasts did on the window (for the drift warning)."""
+    start = window_start(con, days)
+    return pl.DataFrame() if start is None else con.sql(CHAMPION_COVERAGE, params=[start]).pl()
