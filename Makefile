@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint bench-ingest bench-train bench-score bench-scale clean
+.PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,7 +16,8 @@ setup: $(STAMP)
 demo: $(STAMP)  ## the nightly pipeline on the built-in simulated logs
 	$(VENV)/bin/gpucast demo
 
-test: $(STAMP)  ## the whole test suite
+test: $(STAMP)  ## the linter, then the whole test suite
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)
@@ -34,5 +35,8 @@ bench-score: $(STAMP)
 bench-scale: $(STAMP)  ## 10M-row history + 1M pending: ~10 GB of disk, ~15 minutes (4 simulating)
 	$(VENV)/bin/python tests/benchmarks/bench_scale.py
 
-clean:
-	rm -rf .gpucast .pytest_cache
+clean:  ## caches and build output only: the data folder (.gpucast) is never touched here
+	rm -rf .pytest_cache build dist *.egg-info
+
+clean-data:  ## DELETES ./.gpucast (warehouse, lake, models): only for a scratch checkout
+	rm -rf .gpucast

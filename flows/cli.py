@@ -228,8 +228,18 @@ def _nightly_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoch
     p.add_argument("--no-train", action="store_true", help="score with the current champions, do not retrain")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpucast")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpucast", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"gpucast {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     _data_commands(sub)
     _model_commands(sub)

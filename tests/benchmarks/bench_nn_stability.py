@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import time
 from datetime import date
 
@@ -37,6 +38,7 @@ def regressor_class(module_path: str | None):
         return TransformerBiGRURegressor
     spec = importlib.util.spec_from_file_location("tbg_under_test", module_path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module.TransformerBiGRURegressor
 

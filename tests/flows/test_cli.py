@@ -72,3 +72,11 @@ def test_missing_path_is_a_clear_error(home, capsys):
 def test_sql_before_any_ingest_says_what_to_do(home, capsys):
     assert main(["sql", "SELECT 1"]) == 2
     assert "run `gpucast ingest`" in capsys.readouterr().err
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"gpucast {version('gpucast')}"

@@ -299,6 +299,16 @@ CREATE TABLE IF NOT EXISTS forecast_backtest (
     PRIMARY KEY (job_id, target)
 );
 
+-- How the intervals held, per target, model type and queue, on the jobs that came next (every
+-- back-tested job that had a forecast): the per-group coverage the Mondrian calibration aims at.
+CREATE OR REPLACE VIEW interval_coverage AS
+SELECT target, model_type, queue, count(*) AS jobs,
+       round(avg(in_p10_p90::INT), 4) AS p10_p90_coverage, round(avg(within_p90::INT), 4) AS p90_coverage,
+       round(avg(under_provisioned::INT), 4) AS under_provisioned,
+       count(*) >= 50 AS enough_jobs                 -- the goal (P90 85-95%) is judged on groups of 50+
+FROM forecast_backtest WHERE p50 IS NOT NULL
+GROUP BY ALL ORDER BY target, model_type, queue;
+
 -- The GPU catalogue shipped with gpucast (expectations/reference/gpu_catalog.csv), refreshed at each
 -- publish: memory and peak dense throughput per GPU type, with the vendor page each row came from.
 CREATE TABLE IF NOT EXISTS gpu_catalog (

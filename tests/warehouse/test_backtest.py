@@ -1,0 +1,96 @@
+"""`forecast_backtest`: each completed job against the last forecast published before it started."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse import backtest
+from gpucast.warehouse.schema import schema_sql
+
+
+def t(day: int, hour: int = 0) -> datetime:
+    return datetime(2026, 11, day, hour, tzinfo=UTC)
+
+
+# job, status records (status, updated_at), measured peak memory
+JOBS = {
+    "a": ([("PENDING", t(1)), ("RUNNING", t(2, 12)), ("COMPLETED", t(3))], 10.0),   # forecast by s1 and s2 before it ran
+    "b": ([("PENDING", t(1)), ("COMPLETED", t(3))], 20.0),                           # no RUNNING record: before completion
+    "c": ([("PENDING", t(2, 18)), ("RUNNING", t(2, 20)), ("COMPLETED", t(3))], 5.0),  # ran before any forecast of it
+    "d": ([("PENDING", t(1))], None),                                                # still pending: not back-tested
+}
+# score runs: id, scored_at, status; forecasts of memory: run -> job -> (p10, p50, p90, safe_request_gb)
+RUNS = [("s1", t(2, 0), "published"), ("s2", t(2, 6), "published"), ("s3", t(2, 8), "failed"), ("s4", t(2, 22), "published")]
+FORECASTS = {
+    "s1": {"a": (1.0, 2.0, 3.0, 3.3), "b": (10.0, 15.0, 30.0, 33.0)},
+    "s2": {"a": (8.0, 12.5, 14.0, 15.4), "d": (1.0, 1.0, 1.0, 1.1)},
+    "s3": {"a": (0.1, 0.1, 0.1, 0.1)},                 # a failed run is never what planners saw
+    "s4": {"b": (1.0, 1.0, 1.0, 1.1), "c": (5.0, 5.0, 5.0, 5.5)},  # b: after it started? no start known; before completion
+}
+
+
+@pytest.fixture
+def con():
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    arrival = 0
+    for job_id, (records, mem) in JOBS.items():
+        for status, at in records:
+            arrival += 1
+            done = status == "COMPLETED"
+            con.execute(f"INSERT INTO job_log_records ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, "
+                        f"{c.QUEUE}, {c.MODEL_TYPE}, {c.PEAK_GPU_MEM_GB}, record_hash, arrival, source_file, source_row, "
+                        "ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q1', 'CNN', ?, ?, ?, 'f', 1, 'i', ?)",
+                        [job_id, records[0][1], at, status, mem if done else None, f"h{arrival}", arrival, at])
+        status, at = records[-1]
+        con.execute(f"INSERT INTO job_logs SELECT * FROM job_log_records WHERE {c.JOB_ID} = ? AND {c.UPDATED_AT} = ?",
+                    [job_id, at])
+    for run, at, status in RUNS:
+        con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, ?)", [run, at, status])
+        for job_id, (p10, p50, p90, safe) in FORECASTS[run].items():
+            con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at, "
+                        "safe_request_gb) VALUES (?, ?, ?, ?, ?, 'lightgbm', 'tr1', ?, ?, ?)",
+                        [job_id, c.PEAK_GPU_MEM_GB, p10, p50, p90, run, at, safe])
+    return con
+
+
+def rows(con) -> dict[str, tuple]:
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT job_id, score_run_id, p50, actual, ape, in_p10_p90, within_p90, under_provisioned, start_known "
+        "FROM forecast_backtest WHERE target = ? ORDER BY job_id", [c.PEAK_GPU_MEM_GB]).fetchall()}
+
+
+def test_each_completed_job_meets_the_last_published_forecast_before_it_ran(con):
+    counts = backtest.run(con, days=7, now=t(4))
+    got = rows(con)
+    assert set(got) == {"a", "b", "c"}  # d never completed
+    # a: s2 is the last published before it started (s3 failed, s4 came after); 12.5 vs 10: 25% off, in [8, 14]
+    assert got["a"] == ("s2", 12.5, 10.0, pytest.approx(0.25), True, True, False, True)
+    # b: no start logged, so the last before completion: s4; 1.0 vs 20: P90 under, safe request under-provisions
+    assert got["b"] == ("s4", 1.0, 20.0, pytest.approx(0.95), False, False, True, False)
+    # c: every forecast of it came after it started: "not forecast", never an error
+    assert got["c"][0] is None and got["c"][1] is None and got["c"][3] is None
+    assert counts["jobs"] == 3 and counts["forecast"] == 2 and counts["not_forecast"] == 1
+
+
+def test_the_summary_and_a_rerun_of_the_window(con):
+    backtest.run(con, days=7, now=t(4))
+    backtest.run(con, days=7, now=t(4))  # idempotent: the window's rows are replaced, not added
+    assert con.execute("SELECT count(*) FROM forecast_backtest WHERE target = ?", [c.PEAK_GPU_MEM_GB]).fetchall() == [(3,)]
+    summary = backtest.summary(con, 7).filter(backtest.pl.col("target") == c.PEAK_GPU_MEM_GB)
+    by_model = {r["model"]: r for r in summary.iter_rows(named=True)}
+    assert by_model["(not forecast)"]["jobs"] == 1 and by_model["(not forecast)"]["not_forecast"] == 1
+    fit = by_model["lightgbm"]
+    assert fit["jobs"] == 2 and fit["mape"] == pytest.approx(60.0)  # (25% + 95%) / 2
+    assert fit["p10_p90_coverage"] == 0.5 and fit["p90_coverage"] == 0.5 and fit["under_provisioned"] == 0.5
+
+
+def test_interval_coverage_per_group_counts_only_forecast_jobs(con):
+    backtest.run(con, days=7, now=t(4))
+    (row,) = con.execute("SELECT model_type, queue, jobs, p10_p90_coverage, p90_coverage, enough_jobs FROM interval_coverage "
+                         "WHERE target = ?", [c.PEAK_GPU_MEM_GB]).fetchall()
+    assert row == ("CNN", "q1", 2, 0.5, 0.5, False)
