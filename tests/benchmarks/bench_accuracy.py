@@ -14,7 +14,7 @@ Printed: per target and model type, the champion's and the baseline's MAPE, R²,
 the priors); the Transformer-BiGRU presets against the best tree ensemble (RMSE and training time);
 and what refitting the champion on all labelled jobs gains, at full size and at 300 jobs.
 
-    .venv/bin/python tests/benchmarks/bench_accuracy.py [--repeats 3] [--nn-epochs 200] [--quick]
+    .venv/bin/python tests/benchmarks/bench_accuracy.py [--repeats 3] [--nn-epochs 200] [--nn-presets paper,tuned] [--quick]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def plain_quantile_p90(rows: pl.DataFrame, y: np.ndarray, fit: np.ndarray) -> np
 
 
 def compare(rows: pl.DataFrame, target: str, feature_set: str, models: tuple[str, ...], repeats: int,
-            nn_epochs: int) -> dict:
+            nn_epochs: int, preset: str = "paper") -> dict:
     """Every model on every repeat's split: validation RMSEs, the champion, and per-row test results."""
     y = rows[target].to_numpy().astype(np.float64)
     val_rmse: list[dict] = []
@@ -74,7 +74,7 @@ def compare(rows: pl.DataFrame, target: str, feature_set: str, models: tuple[str
     for r in range(repeats):
         fit, val, test = split(rows.height, r)
         for name in models:
-            pred, s = fit_predict(name, rows, y, target, feature_set, fit, nn_epochs)
+            pred, s = fit_predict(name, rows, y, target, feature_set, fit, nn_epochs, preset)
             seconds.setdefault(name, []).append(s)
             val_rmse.append({"model": name, "split": "validation", "rmse": metrics(y[val], pred[val])["rmse"]})
             groups = {c.MODEL_TYPE: rows[c.MODEL_TYPE].gather(val).to_list()}
@@ -155,6 +155,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--nn-epochs", type=int, default=200)
     ap.add_argument("--features", default=",".join(FEATURE_SETS), help="feature sets to compare")
+    ap.add_argument("--nn-presets", default="paper,tuned", help="network presets set against the best tree ensemble")
     ap.add_argument("--quick", action="store_true", help="2 repeats, no network, fewer sets: a smoke run")
     args = ap.parse_args()
     rows = load()
@@ -181,10 +182,15 @@ def main() -> None:
         per_type_table(best["tests"][best["champion"]], baseline(rows, target, repeats), target == c.PEAK_GPU_MEM_GB)
         if registry.NN in best["seconds"]:
             tree = min(TREE_ENSEMBLES, key=lambda m: best["val_rmse"].get(m, np.inf))
-            nn_test = metrics(*[best["tests"][registry.NN][k].to_numpy() for k in ("actual", "p50")])["rmse"]
             tree_test = metrics(*[best["tests"][tree][k].to_numpy() for k in ("actual", "p50")])["rmse"]
-            print(f"\n  transformer_bigru[paper] test RMSE {nn_test:.4g} vs best tree ensemble {tree} {tree_test:.4g}: "
-                  f"{nn_test / tree_test:.2f}x; training time {best['seconds'][registry.NN] / best['seconds'][tree]:.1f}x")
+            nets = {"paper": best}
+            if "tuned" in args.nn_presets.split(","):
+                nets["tuned"] = compare(rows, target, best_set, (registry.NN,), repeats, args.nn_epochs, preset="tuned")
+            for preset, res in nets.items():
+                nn_test = metrics(*[res["tests"][registry.NN][k].to_numpy() for k in ("actual", "p50")])["rmse"]
+                print(f"  transformer_bigru[{preset}] test RMSE {nn_test:.4g} vs best tree ensemble {tree} {tree_test:.4g}: "
+                      f"{nn_test / tree_test:.2f}x; training time {res['seconds'][registry.NN] / best['seconds'][tree]:.1f}x "
+                      f"({res['seconds'][registry.NN]:.1f} s vs {best['seconds'][tree]:.1f} s a fit)")
         for size in (None, 300):
             b, a = refit_gain(rows, target, best["champion"], best_set, args.nn_epochs, size, repeats)
             print(f"  refit gain ({'all' if size is None else size} labelled jobs): test MAPE {b:.1f}% fitted on 56% -> "
