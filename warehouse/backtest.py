@@ -65,9 +65,12 @@ GROUP BY ALL ORDER BY target, model, model_type, queue
 
 
 def window_start(con: duckdb.DuckDBPyConnection, days: int) -> datetime | None:
-    """The start of the window: `days` before the latest completion the warehouse knows of (the
-    clock of the logs, so a backfill or a demo of simulated dates gets the same window as a live night)."""
-    latest = con.execute("SELECT max(updated_at) FROM job_logs WHERE status = 'COMPLETED'").fetchall()[0][0]
+    """The start of the window: `days` before the latest submission the warehouse knows of (the
+    clock of the logs, so a backfill or a demo of simulated dates gets the same window as a live
+    night). Not the latest completion: a log may carry a completion time ahead of its own clock (the
+    simulator writes a long job's end when it is submitted), and one such job would move the window
+    past every job that was forecast."""
+    latest = con.execute("SELECT max(submitted_at) FROM job_logs").fetchall()[0][0]
     return None if latest is None else latest - timedelta(days=days)
 
 

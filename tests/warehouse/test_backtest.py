@@ -94,3 +94,12 @@ def test_interval_coverage_per_group_counts_only_forecast_jobs(con):
     (row,) = con.execute("SELECT model_type, queue, jobs, p10_p90_coverage, p90_coverage, enough_jobs FROM interval_coverage "
                          "WHERE target = ?", [c.PEAK_GPU_MEM_GB]).fetchall()
     assert row == ("CNN", "q1", 2, 0.5, 0.5, False)
+
+
+def test_a_completion_logged_ahead_of_the_logs_clock_does_not_move_the_window(con):
+    """A long job whose log already carries its end months ahead must not push the window past the
+    jobs that were forecast (the window follows the latest submission)."""
+    con.execute("INSERT INTO job_logs SELECT * REPLACE ('far' AS job_id, TIMESTAMPTZ '2027-03-01 00:00+00' AS updated_at) "
+                "FROM job_logs WHERE job_id = 'a'")
+    backtest.run(con, days=7, now=t(4))
+    assert set(rows(con)) == {"a", "b", "c", "far"}
