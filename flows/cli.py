@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
+from gpucast.flows.errors import environment_error
 from gpucast.tasks.features import FEATURE_SETS
 from gpucast.tasks.models.presets import PRESET_NAMES
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
@@ -25,6 +26,8 @@ SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_rej
                  "--nn-max-minutes": "nn_max_minutes"}
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
+ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "matplotlib", "crepes", "skops"}  # the `ml` extra
+SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
 DEMO_REPEATS, DEMO_EPOCHS = 2, 30  # the network capped so the demo ends in minutes on a CPU
 
 
@@ -97,7 +100,17 @@ def _sql(args: argparse.Namespace) -> int:
     from gpucast.tasks.render import query_result
     from gpucast.warehouse.queries import run_sql
 
-    print(query_result(run_sql(settings_from(args).query_path, args.query), args.format), end="")
+    settings = settings_from(args)
+    max_rows = args.max_rows if args.format == "table" and args.max_rows > 0 else None
+    df, total = run_sql(settings.query_path, args.query, settings, max_rows)
+    print(query_result(df, args.format, total), end="")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from gpucast.warehouse.publish import restore_previous
+
+    print(f"restored the previous published copy: {restore_previous(settings_from(args))}")
     return 0
 
 
@@ -238,7 +251,8 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpucast", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="gpucast", description=__doc__.splitlines()[0], epilog=EXIT_CODES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"gpucast {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     _data_commands(sub)
@@ -271,8 +285,15 @@ def _data_commands(sub) -> None:
 
     q = sub.add_parser("sql", help="run a read-only SQL query on the planners' copy of the warehouse")
     q.add_argument("query")
-    q.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    q.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (at most --max-rows rows), csv or json (every row)")
+    q.add_argument("--max-rows", type=int, default=SQL_MAX_ROWS,
+                   help=f"rows a table shows (default {SQL_MAX_ROWS:,}; 0: all); the row count is always printed")
     q.set_defaults(func=_sql)
+
+    r = sub.add_parser("restore", help="put back the previous published copy (published.prev.duckdb) "
+                                       "when the current one is broken or wrong")
+    r.set_defaults(func=_restore)
 
 
 def _model_commands(sub) -> None:
@@ -324,29 +345,48 @@ def _nightly_commands(sub) -> None:
     d.set_defaults(func=_demo)
 
 
+EXIT_CODES = """exit codes:
+  0  success
+  1  an unexpected error (a traceback follows: please report it)
+  2  bad input: a missing file, a bad setting or flag, an SQL error, a query past GPUCAST_SQL_TIMEOUT_S
+  3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
+  4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
+  5  environment: disk full, permission denied, read-only file system, or a missing install extra
+  6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)"""
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"gpucast {args.command}: {exc}", file=sys.stderr)
-        return 2
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
-        from gpucast.flows.nightly import ValidationFailed
-        from gpucast.warehouse.db import WarehouseBusy
+        code, message = _exit_code(exc)
+        if code == 1:
+            raise
+        print(f"gpucast {args.command}: {message}", file=sys.stderr)
+        return code
 
-        if isinstance(exc, ValidationFailed):
-            print(f"gpucast {args.command}: {exc}", file=sys.stderr)
-            return 4
-        if isinstance(exc, WarehouseBusy):
-            print(f"gpucast {args.command}: {exc}", file=sys.stderr)
-            return 3
-        import duckdb
 
-        if isinstance(exc, duckdb.Error):
-            print(f"gpucast {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 2
-        raise
+def _exit_code(exc: BaseException) -> tuple[int, str]:
+    """(exit code, the one line to print) for an error; 1 for one nobody foresaw (re-raised)."""
+    import duckdb
+
+    from gpucast.flows.nightly import ValidationFailed
+    from gpucast.warehouse.db import WarehouseBusy
+    from gpucast.warehouse.publish import PublishFailed
+    from gpucast.warehouse.queries import SqlTimeout
+
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
+        return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
+                   "pip install 'gpucast[ml]' (or `make setup` in a checkout)")
+    if environment := environment_error(exc):
+        return 5, environment
+    for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6),
+                       ((FileNotFoundError, ValueError, SqlTimeout), 2)):
+        if isinstance(exc, kind):
+            return code, str(exc)
+    if isinstance(exc, duckdb.Error):
+        return 2, f"{type(exc).__name__}: {exc}"
+    return 1, ""
 
 
 if __name__ == "__main__":

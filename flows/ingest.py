@@ -8,6 +8,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from gpucast.expectations.records import FileResult
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks import ingest as steps
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
 from gpucast.warehouse import db, load, runs
@@ -34,7 +35,7 @@ def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> Fil
     return result
 
 
-@task(name="load-run", retries=2, retry_delay_seconds=10)
+@task(name="load-run", retries=2, retry_delay_seconds=10, retry_condition_fn=no_retry_on_environment)
 def load_run(run_id: str, staging_dir: Path, results: list[FileResult], settings: Settings) -> dict:
     """Commit the staged run to the warehouse in one transaction and refresh the lake."""
     with db.writer(settings) as con:

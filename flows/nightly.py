@@ -22,6 +22,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
@@ -83,7 +84,7 @@ def stage_features(settings: Settings, max_rows: int | None, staging: Path) -> d
     return {**paths, **features.summary(history, pending)}
 
 
-@task(name="publish", retries=2, retry_delay_seconds=5)
+@task(name="publish", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
 def publish(settings: Settings) -> str:
     return str(publish_snapshot(settings))
 

@@ -9,6 +9,7 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 
 from gpucast.expectations.records import Champion
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks import features
 from gpucast.tasks import score as steps
 from gpucast.tasks.score import Scorer
@@ -49,7 +50,7 @@ def score_target(champion: Champion, pending_path: str, out: str, score_run_id: 
     return int(scored["ood"].sum())
 
 
-@task(name="publish-forecasts", retries=2, retry_delay_seconds=5)
+@task(name="publish-forecasts", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
 def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, targets: list[str], gpu_mem_gb: float,
                       settings: Settings) -> int:
     with db.writer(settings) as con:

@@ -21,6 +21,9 @@ METRICS = ("mse", "rmse", "mae", "mape", "r2")
 TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
 
 
+TABLE_MAX_WIDTH = 65_535  # the widest table Polars prints (its width is a 16-bit number)
+
+
 def text_table(df: pl.DataFrame) -> str:
     """A frame as an aligned text table (the CLI)."""
     with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, tbl_width_chars=200, fmt_str_lengths=80,
@@ -35,13 +38,24 @@ def markdown_table(df: pl.DataFrame) -> str:
         return str(df)
 
 
-def query_result(df: pl.DataFrame, fmt: str = "table") -> str:
-    """A query's result as `gpucast sql` prints it: table, csv or json."""
+def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> str:
+    """A query's result as `gpucast sql` prints it: csv or json (every row given), or a table of
+    every row given, whole strings and headers (up to Polars' widest table, TABLE_MAX_WIDTH characters;
+    csv and json have no limit), and a last line with the row count that says when
+    `total` (the query's row count) is more than was shown."""
     if fmt == "csv":
         return df.write_csv()
     if fmt == "json":
         return df.write_json() + "\n"
-    return text_table(df) + "\n"
+    total = df.height if total is None else total
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=TABLE_MAX_WIDTH, fmt_str_lengths=TABLE_MAX_WIDTH,
+                   fmt_table_cell_list_len=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        table = str(df)
+    rows = f"{total:,} row{'s' if total != 1 else ''}"
+    if total > df.height:
+        rows = (f"first {df.height:,} of {rows} shown (--max-rows N to see more; --format csv or json "
+                "print every row)")
+    return f"{table}\n({rows})\n"
 
 
 def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -20,6 +21,11 @@ import duckdb
 
 from gpucast.warehouse.schema import schema_sql
 from gpucast.warehouse.settings import Settings
+
+
+def sql_string(path: Path) -> str:
+    """A quoted SQL string literal of a path we made, for where DuckDB takes no bound value (COPY ... TO, ATTACH)."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 class WarehouseBusy(RuntimeError):
@@ -93,15 +99,44 @@ def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb
     return con
 
 
-def connect_reader(db_path: Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection that cannot touch other files or databases (planners' SQL)."""
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def previous_copy(path: Path) -> Path:
+    """`published.duckdb` -> `published.prev.duckdb`: the copy the last publish replaced."""
+    return path.with_suffix(".prev" + path.suffix)
+
+
+def connect_reader(db_path: Path, warn: Callable[[str], None] | None = None,
+                   limits: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only connection that cannot touch other files or databases (planners' SQL); `limits`
+    are DuckDB settings (memory_limit, threads, temp_directory ...) fixed before it is handed out.
+
+    When another process holds `db_path` read-write (a planner's session opened without
+    `read_only`), DuckDB refuses every other open; readers then fall back to the previous published
+    copy, if there is one, and say so through `warn`, instead of failing.
+    """
     if not db_path.exists():
         raise FileNotFoundError(
             f"no warehouse at {db_path}: run `gpucast ingest` (or `gpucast demo`) first, "
             "or point GPUCAST_HOME at the data directory"
         )
-    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        con = duckdb.connect(str(db_path), read_only=True)
+    except duckdb.IOException as exc:
+        prev = previous_copy(db_path)
+        if "lock" not in str(exc).lower() or not prev.exists():
+            raise
+        holder = re.search(r"\(PID (\d+)\)", str(exc))
+        (warn or _to_stderr)(
+            f"{db_path} is held read-write by another process (pid {holder.group(1) if holder else '?'}); "
+            f"reading the previous copy {prev} instead. Open the published copy read-only "
+            "(`duckdb -readonly`, `read_only=True`) so everyone can read it")
+        con = duckdb.connect(str(prev), read_only=True)
     con.execute("SET TimeZone = 'UTC'")
+    for key, value in (limits or {}).items():
+        con.execute(f"SET {key} = ?", [value])  # keys are ours (warehouse/queries.py), values bound
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -64,7 +64,7 @@ def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path
             if pid != os.getpid() and (pid < 0 or not alive(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
-    for tmp in settings.home.glob(f".{settings.published_path.name}.*.tmp"):
+    for tmp in settings.home.glob(f".{settings.published_path.stem}*.tmp"):  # the copy and the kept previous
         pid = tmp.name.split(".")[-2]
         if not (pid.isdigit() and alive(int(pid))):
             tmp.unlink(missing_ok=True)

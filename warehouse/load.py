@@ -23,18 +23,13 @@ import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import FileResult
-from gpucast.warehouse.db import transaction
+from gpucast.warehouse.db import sql_string, transaction
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = c.record_hash_sql()
 LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
-
-
-def sql_string(path: Path) -> str:
-    """A quoted SQL string literal, for the one place DuckDB takes no bound value (COPY ... TO)."""
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 # Staged rows merged per step. A run is merged in batches of staged chunks, in arrival order, each

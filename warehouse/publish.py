@@ -1,28 +1,52 @@
-"""The planners' copy of the warehouse, replaced atomically.
+"""The planners' copy of the warehouse: built from a verified read, replaced atomically, kept twice.
 
 DuckDB lets one process write a database file and, while it does, no other process may open that
 file, not even read-only (shared/STACK-NOTES.md). So planners do not query the pipeline's working
-file: at the end of each run the pipeline checkpoints `warehouse.duckdb`, copies it (holding the
-writer lock, so nothing changes during the copy) to a temporary file beside `published.duckdb`
-and renames it over `published.duckdb`. A rename is atomic: a planner's open session keeps
-reading the copy it opened, new sessions see the new one, nobody ever sees a half-written file,
-and no open session can block the nightly run.
+file: at the end of each *successful* run the pipeline publishes a copy, holding the writer lock
+so nothing changes meanwhile:
+
+1. checkpoint `warehouse.duckdb`;
+2. build the new copy in a temporary file beside `published.duckdb` with `ATTACH ... (READ_ONLY)` +
+   `COPY FROM DATABASE`: DuckDB reads every row of every table back, checking each block's
+   checksum, so a corrupted warehouse fails the publish instead of reaching planners (a byte copy
+   would carry the corruption over);
+3. make it read-only on disk (mode 0444);
+4. keep the current copy as `published.prev.duckdb` (`gpucast restore` puts it back);
+5. remove a stale `published.duckdb.wal`: one left by a planner's session that wrote into the copy
+   and was killed. DuckDB would replay it into the *new* file at the next open (planners would see
+   the old session's tables and rows in tonight's copy), so it goes before the rename;
+6. rename the temporary file over `published.duckdb`. A rename is atomic: a planner's open session
+   keeps reading the copy it opened, new sessions see the new one, nobody ever sees a half-written
+   file, and no open session can block the nightly run.
+
+Planners who want tables of their own keep them in a scratch database that attaches the published
+copy read-only (README "Your own tables"); anything written into `published.duckdb` itself is
+replaced at the next publish.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
 
-from gpucast.warehouse.db import connect_writer, writer_lock
+import duckdb
+
+from gpucast.warehouse.db import connect_writer, previous_copy, sql_string, writer_lock
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
 from gpucast.warehouse.settings import Settings
 
+READ_ONLY_MODE = 0o444
+
+
+class PublishFailed(RuntimeError):
+    """The warehouse could not be read back whole; the planners' copy was left as it was."""
+
 
 def publish_snapshot(settings: Settings) -> Path:
-    """Copy the warehouse to `published.duckdb` atomically; return its path."""
+    """Publish the warehouse to `published.duckdb` (steps in the module doc); return its path."""
     target = settings.published_path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with writer_lock(settings):
@@ -33,14 +57,54 @@ def publish_snapshot(settings: Settings) -> Path:
         finally:
             con.close()
         try:
-            with open(settings.db_path, "rb") as src, open(tmp, "wb") as dst:
-                shutil.copyfileobj(src, dst, length=16 << 20)
-                dst.flush()
-                os.fsync(dst.fileno())
+            _verified_copy(settings.db_path, tmp)
+            os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
+            if target.exists():
+                _replace_with_copy(target, previous_copy(target))
+            Path(f"{target}.wal").unlink(missing_ok=True)
             os.replace(tmp, target)
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(tmp, 0o644)
+                tmp.unlink()
     return target
 
 
+def restore_previous(settings: Settings) -> Path:
+    """Put `published.prev.duckdb` back as `published.duckdb` (the copy before the last publish)."""
+    target = settings.published_path
+    prev = previous_copy(target)
+    if not prev.exists():
+        raise FileNotFoundError(f"no previous copy at {prev}: it appears after the second publish")
+    with writer_lock(settings):
+        _replace_with_copy(prev, target)
+        Path(f"{target}.wal").unlink(missing_ok=True)
+    return target
+
+
+def _verified_copy(source: Path, tmp: Path) -> None:
+    """Write every table, view and sequence of `source` into a new database file at `tmp`."""
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {sql_string(tmp)} AS copy")
+        con.execute(f"ATTACH {sql_string(source)} AS source (READ_ONLY)")
+        try:
+            con.execute("COPY FROM DATABASE source TO copy")
+        except duckdb.Error as exc:
+            raise PublishFailed(
+                f"could not read {source} back whole ({type(exc).__name__}: {exc}); the planners' copy was left "
+                "as it was. Check the disk, then restore the warehouse from the lake or a backup (docs/operations.md)"
+            ) from exc
+        con.execute("CHECKPOINT copy")
+    finally:
+        con.close()
+
+
+def _replace_with_copy(src: Path, dst: Path) -> None:
+    """Copy `src` to a temporary file, make it read-only, and rename it over `dst`."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    os.chmod(tmp, READ_ONLY_MODE)
+    os.replace(tmp, dst)

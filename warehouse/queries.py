@@ -7,12 +7,20 @@ the working file when a run reports on itself before it publishes.
 
 from __future__ import annotations
 
+import shutil
+import threading
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from gpucast.warehouse.db import connect_reader
+from gpucast.warehouse.settings import Settings
+
+
+class SqlTimeout(RuntimeError):
+    """A planner's query ran past GPUCAST_SQL_TIMEOUT_S and was interrupted."""
+
 
 RECENT_INGESTS = """
 SELECT run_id, status, started_at, round(epoch(finished_at - started_at), 1) AS seconds,
@@ -118,13 +126,37 @@ def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return capacity, champions
 
 
-def run_sql(path: Path, query: str) -> pl.DataFrame:
-    """One read-only query (the connection cannot write, ATTACH, or read other files)."""
-    (df,) = _read(path, (query, []))
+def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = None) -> tuple[pl.DataFrame, int]:
+    """One bounded read-only planner query: (the first `max_rows` rows, or all when None; the total row count).
+
+    The connection cannot write, ATTACH, or read other files, and keeps the `GPUCAST_SQL_*` limits:
+    memory, threads, a cap on what it spills to its own temporary folder, and a timeout after which
+    the query is interrupted (`SqlTimeout`).
+    """
+    spill = settings.sql_temp_dir
+    spill.mkdir(parents=True, exist_ok=True)
+    con = connect_reader(path, limits={"memory_limit": settings.sql_memory, "threads": settings.sql_threads,
+                                       "temp_directory": str(spill), "max_temp_directory_size": settings.sql_temp_limit})
+    timer = threading.Timer(settings.sql_timeout_s, con.interrupt)
+    timer.start()
+    try:
+        rel = con.sql(query)
+        if rel is None:  # a statement without a result (SET, PRAGMA ...)
+            return pl.DataFrame(), 0
+        df = rel.pl() if max_rows is None else rel.limit(max_rows + 1).pl()
+        total = df.height if max_rows is None or df.height <= max_rows else rel.aggregate("count(*)").fetchall()[0][0]
+    except duckdb.InterruptException:
+        raise SqlTimeout(f"the query ran longer than {settings.sql_timeout_s:g} s (GPUCAST_SQL_TIMEOUT_S) and was "
+                         "stopped; narrow it (WHERE, LIMIT) or raise the limit") from None
+    finally:
+        timer.cancel()
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    df = df.head(max_rows) if max_rows is not None else df
     # DuckDB sums integers into HUGEINT (a Polars Decimal(38, 0)); JSON would write it as a string.
     return df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
                            *[pl.col(n).cast(pl.Int64 if t.scale == 0 else pl.Float64)
-                             for n, t in df.schema.items() if isinstance(t, pl.Decimal)])
+                             for n, t in df.schema.items() if isinstance(t, pl.Decimal)]), total
 
 
 def latest_train_run(path: Path) -> str:

@@ -85,6 +85,16 @@ SPECS: tuple[Spec, ...] = (
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
     Spec("backtest_days", "GPUCAST_BACKTEST_DAYS", 7, int, _at_least_one, "a whole number >= 1",
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
+    Spec("keep_forecast_days", "GPUCAST_KEEP_FORECAST_DAYS", 30, int, _at_least_one, "a whole number >= 1",
+         "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
+    Spec("sql_memory", "GPUCAST_SQL_MEMORY", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
+         "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond)"),
+    Spec("sql_threads", "GPUCAST_SQL_THREADS", 2, int, _at_least_one, "a whole number >= 1",
+         "`gpucast sql`: threads one planner query may use"),
+    Spec("sql_temp_limit", "GPUCAST_SQL_TEMP_LIMIT", "4GB", str, _memory_size, "a size such as 512MB or 2GB",
+         "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
+    Spec("sql_timeout_s", "GPUCAST_SQL_TIMEOUT_S", 300.0, float, _positive, "a finite number > 0",
+         "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 
@@ -123,6 +133,11 @@ class Settings:
     keep_train_runs: int = SPEC_BY_FIELD["keep_train_runs"].default
     nn_max_minutes: float = SPEC_BY_FIELD["nn_max_minutes"].default
     backtest_days: int = SPEC_BY_FIELD["backtest_days"].default
+    keep_forecast_days: int = SPEC_BY_FIELD["keep_forecast_days"].default
+    sql_memory: str = SPEC_BY_FIELD["sql_memory"].default
+    sql_threads: int = SPEC_BY_FIELD["sql_threads"].default
+    sql_temp_limit: str = SPEC_BY_FIELD["sql_temp_limit"].default
+    sql_timeout_s: float = SPEC_BY_FIELD["sql_timeout_s"].default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
@@ -184,6 +199,11 @@ class Settings:
     def query_path(self) -> Path:
         """What people query: the published copy once one exists, else the working file."""
         return self.published_path if self.published_path.exists() else self.db_path
+
+    @property
+    def sql_temp_dir(self) -> Path:
+        """`gpucast sql`'s spill folder: one per process, removed when the query ends."""
+        return self.home / "tmp" / f"sql-{os.getpid()}"
 
     @property
     def lock_path(self) -> Path:

@@ -21,7 +21,7 @@ def test_defaults_when_nothing_is_set(tmp_path):
 
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
 def test_every_variable_is_read(spec, tmp_path):
-    value = "2GB" if spec.field == "duckdb_memory" else "3" if spec.parse is int else "0.5"
+    value = "3GB" if spec.expects.startswith("a size") else "3" if spec.parse is int else "0.5"
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path), spec.env: value})
     assert getattr(s, spec.field) == spec.parse(value) != spec.default
 
@@ -37,6 +37,10 @@ def test_every_variable_is_read(spec, tmp_path):
     ("GPUCAST_KEEP_TRAIN_RUNS", "2.5", "a whole number >= 1"),
     ("GPUCAST_KEEP_TRAIN_RUNS", "0", "a whole number >= 1"),
     ("GPUCAST_DUCKDB_MEMORY", "lots", "a size such as"),
+    ("GPUCAST_KEEP_FORECAST_DAYS", "0", "a whole number >= 1"),
+    ("GPUCAST_SQL_TIMEOUT_S", "nan", "a finite number > 0"),
+    ("GPUCAST_SQL_THREADS", "0", "a whole number >= 1"),
+    ("GPUCAST_SQL_TEMP_LIMIT", "unbounded", "a size such as"),
 ])
 def test_a_bad_value_names_the_variable_and_the_rule(env, raw, says):
     with pytest.raises(SettingsError, match=re.escape(f"{env}='{raw}' is not {says}")):

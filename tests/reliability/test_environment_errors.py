@@ -1,0 +1,79 @@
+"""Disk full, permissions, a missing extra: exit code 5, one line saying what to do, the run recorded truly."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import subprocess
+import uuid
+
+import duckdb
+import pytest
+
+from gpucast.flows.cli import _exit_code, main
+from gpucast.tasks.simulate import SimConfig, write_logs
+
+
+@pytest.mark.parametrize("exc", [
+    OSError(errno.ENOSPC, "No space left on device", "/data/warehouse.duckdb"),
+    PermissionError(errno.EACCES, "Permission denied", "/data/inbox/a.jsonl"),
+    duckdb.TransactionException('Failed to commit: Could not write file "w.duckdb.wal": No space left on device'),
+    RuntimeError("publish failed"),  # the cause is what counts
+])
+def test_environment_errors_get_exit_5_and_one_line(exc):
+    if isinstance(exc, RuntimeError):
+        try:
+            try:
+                raise OSError(errno.EROFS, "Read-only file system", "/data")
+            except OSError as cause:
+                raise exc from cause
+        except RuntimeError as chained:
+            exc = chained
+    code, line = _exit_code(exc)
+    assert code == 5 and "\n" not in line and line.endswith("free space or fix permissions, then rerun")
+
+
+def test_a_missing_ml_extra_names_the_install_command():
+    code, line = _exit_code(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert code == 5 and "pip install 'gpucast[ml]'" in line
+    assert _exit_code(ModuleNotFoundError("No module named 'nosuch'", name="nosuch"))[0] == 1  # ours: a bug
+
+
+def test_sql_errors_are_sql_errors(home, capsys):
+    from gpucast.warehouse import db
+    from gpucast.warehouse.settings import Settings
+
+    with db.writer(Settings.from_env().ensure()):
+        pass
+    assert main(["sql", "SELEC 1"]) == 2
+    assert capsys.readouterr().err.startswith("gpucast sql: ParserException: Parser Error: syntax error")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 3 MB file system (tmpfs) to fill; skipped where this user may not mount one."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", f"tiny-{uuid.uuid4().hex[:6]}", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill here ({mounted.stderr.strip() or 'mount failed'})")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_full_disk_ends_the_ingest_with_exit_5_and_the_run_says_so(tiny_disk, tmp_path, monkeypatch, capsys):
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=20000, seed=4))  # ~12 MB of JSON Lines
+    home = tiny_disk / "home"
+    monkeypatch.setenv("GPUCAST_HOME", str(home))
+    assert main(["ingest", str(tmp_path / "logs")]) == 5
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("gpucast ingest: No space left on device") and "free space" in last
+
+    # the run is recorded with the real error (not the ROLLBACK's), once space is back
+    shutil.copytree(home, tmp_path / "rescued", ignore=shutil.ignore_patterns("lake", "staging", "inbox"))
+    with duckdb.connect(str(tmp_path / "rescued" / "warehouse.duckdb"), read_only=True) as con:
+        ((status, message),) = con.execute("SELECT status, message FROM ingest_runs").fetchall()
+    assert status == "failed" and "No space left on device" in message and "rollback" not in message.lower()

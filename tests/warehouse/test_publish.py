@@ -1,0 +1,140 @@
+"""The planners' copy survives what planners and disks do to it (warehouse/publish.py).
+
+Three ways a copy broke before: a planner's read-write session held open (every other open then
+fails on DuckDB's lock), a planner's writing session SIGKILLed (its WAL was replayed into the next
+night's copy, or broke every open), and a corrupted block in the working warehouse (a byte copy
+carried it to planners). In each, planners keep a working copy and `gpucast sql` / `status` work.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from gpucast.flows.cli import main
+from gpucast.warehouse import db
+from gpucast.warehouse.publish import PublishFailed, publish_snapshot
+from gpucast.warehouse.settings import Settings
+
+DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
+
+
+def _night(settings: Settings, n: int) -> None:
+    """A night's worth of change in the working warehouse: a marker table saying which night it is."""
+    with db.writer(settings) as con:
+        con.execute("CREATE OR REPLACE TABLE night AS SELECT ?::INT AS n, range AS i FROM range(5000)", [n])
+
+
+def _nights_in(path) -> list[int]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return [n for (n,) in con.execute("SELECT DISTINCT n FROM night").fetchall()]
+
+
+def _sql(capsys, query: str) -> tuple[int, str, str]:
+    code = main(["sql", query, "--format", "csv"])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _planner(published, code: str) -> subprocess.Popen:
+    """A planner's Python session on the published copy that prints 'ready' once `code` ran."""
+    script = f"import duckdb, time\ncon = duckdb.connect({str(published)!r})\n{code}\nprint('ready', flush=True)\ntime.sleep(300)"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@pytest.fixture
+def settings(home) -> Settings:
+    return Settings.from_env().ensure()
+
+
+def test_the_copy_is_read_only_on_disk_and_the_previous_one_is_kept_and_restorable(settings, capsys):
+    for n in (1, 2):
+        _night(settings, n)
+        publish_snapshot(settings)
+    published, prev = settings.published_path, settings.home / "published.prev.duckdb"
+    assert _nights_in(published) == [2] and _nights_in(prev) == [1]
+    for path in (published, prev):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert main(["restore"]) == 0
+    assert "restored the previous published copy" in capsys.readouterr().out
+    assert _nights_in(published) == [1]
+    assert stat.S_IMODE(published.stat().st_mode) == 0o444
+
+
+def test_restore_without_a_previous_copy_says_so(settings, capsys):
+    _night(settings, 1)
+    publish_snapshot(settings)
+    assert main(["restore"]) == 2
+    assert "no previous copy" in capsys.readouterr().err
+
+
+def test_a_planner_session_held_read_write_does_not_block_reads_or_the_next_publish(settings, capsys):
+    for n in (1, 2):
+        _night(settings, n)
+        publish_snapshot(settings)
+    planner = _planner(settings.published_path, "con.execute('CREATE TABLE mine AS SELECT 1 AS x')")
+    try:
+        # the lock blocks every open of published.duckdb: readers fall back to the previous copy, saying so
+        code, out, err = _sql(capsys, "SELECT DISTINCT n FROM night")
+        assert code == 0 and out.splitlines()[1:] == ["1"]
+        assert f"(pid {planner.pid})" in err and "published.prev.duckdb" in err
+        assert main(["status", "--no-flows"]) == 0
+        capsys.readouterr()
+        _night(settings, 3)
+        publish_snapshot(settings)  # the rename does not wait for the session
+        code, out, _ = _sql(capsys, "SELECT DISTINCT n FROM night")
+        assert code == 0 and out.splitlines()[1:] == ["3"]
+    finally:
+        planner.kill()
+        planner.wait()
+
+
+def test_a_killed_planner_session_that_wrote_leaves_nothing_in_the_next_copy(settings, capsys):
+    _night(settings, 1)
+    publish_snapshot(settings)
+    planner = _planner(settings.published_path, "con.execute('CREATE TABLE mine AS SELECT 1 AS x')")
+    planner.send_signal(signal.SIGKILL)
+    planner.wait()
+    wal = settings.home / "published.duckdb.wal"
+    assert wal.exists()  # the session's writes, never checkpointed
+    code, out, _ = _sql(capsys, "SELECT DISTINCT n FROM night")
+    assert code == 0 and out.splitlines()[1:] == ["1"]  # readable before the next publish
+
+    _night(settings, 2)
+    publish_snapshot(settings)
+    assert not wal.exists()
+    code, out, _ = _sql(capsys, "SELECT table_name FROM information_schema.tables WHERE table_name = 'mine'")
+    assert code == 0 and out.splitlines()[1:] == []  # the old session's table was not replayed into tonight's copy
+    code, out, _ = _sql(capsys, "SELECT DISTINCT n FROM night")
+    assert out.splitlines()[1:] == ["2"]
+    assert main(["status", "--no-flows"]) == 0
+
+
+def test_a_corrupted_warehouse_is_never_published(settings, capsys):
+    _night(settings, 1)
+    publish_snapshot(settings)
+    _night(settings, 2)
+    with db.writer(settings) as con:
+        con.execute("CHECKPOINT")
+        (block,), = con.execute("SELECT max(block_id) FROM pragma_storage_info('night') WHERE column_name = 'i'").fetchall()
+    with open(settings.db_path, "r+b") as f:  # one of the table's blocks overwritten, as a failing disk would
+        f.seek(DUCKDB_HEADERS + block * DUCKDB_BLOCK + 8)  # past the block checksum, into the data it covers
+        f.write(b"\xff" * 64)
+        f.flush()
+        os.fsync(f.fileno())
+
+    with pytest.raises(PublishFailed, match="could not read .*warehouse.duckdb back whole"):
+        publish_snapshot(settings)
+    assert _nights_in(settings.published_path) == [1]  # planners keep last night's copy
+    assert not list(settings.home.glob(".published*.tmp"))
+    code, out, _ = _sql(capsys, "SELECT DISTINCT n FROM night")
+    assert code == 0 and out.splitlines()[1:] == ["1"]
+    assert main(["status", "--no-flows"]) == 0
