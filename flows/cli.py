@@ -28,7 +28,7 @@ TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "matplotlib", "crepes", "skops"}  # the `ml` extra
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
-DEMO_REPEATS, DEMO_EPOCHS = 2, 30  # the network capped so the demo ends in minutes on a CPU
+DEMO_REPEATS, DEMO_EPOCHS = 2, 12  # the network capped so two demo nights end in minutes on a CPU
 
 
 def settings_from(args: argparse.Namespace) -> Settings:

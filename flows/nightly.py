@@ -89,7 +89,34 @@ def publish(settings: Settings) -> str:
     return str(publish_snapshot(settings))
 
 
-@flow(name="nightly", log_prints=True)
+NIGHTLY_TIMEOUT_S = 6 * 3600  # a night that runs past 08:00 (cron 02:00 UTC) is stopped and reported as failed
+
+
+def alert_on_failure(flow, flow_run, state) -> None:
+    """Prefect `on_failure` / `on_crashed` hook: announce the failed night on GPUCAST_ALERT_WEBHOOK_URL.
+
+    Sent through Prefect's Custom Webhook notification block (a JSON POST of subject and body), so any
+    chat or paging tool that takes a webhook can receive it. The alert must never hide the failure
+    it reports: an unreachable endpoint is logged, not raised.
+    """
+    url = Settings.from_env().alert_webhook_url
+    if not url:
+        return
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
+    subject = f"gpucast nightly {state.name.lower()}: {flow_run.name}"
+    body = (f"flow run {flow_run.name} ({flow_run.id}) ended {state.name}: {state.message or 'no message'}. "
+            "See `gpucast status` for the failing step; planners keep the last published copy.")
+    hook = CustomWebhookNotificationBlock(name="gpucast-alerts", url=url,
+                                          json_data={"subject": "{{subject}}", "body": "{{body}}"})
+    try:
+        hook.notify(body=body, subject=subject)
+    except Exception as exc:  # noqa: BLE001  (see the docstring)
+        print(f"could not send the failure alert to {url}: {type(exc).__name__}: {exc}")
+
+
+@flow(name="nightly", log_prints=True, timeout_seconds=NIGHTLY_TIMEOUT_S, on_failure=[alert_on_failure],
+      on_crashed=[alert_on_failure])
 def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
             gpu_mem_gb: float | None = None, max_reject_fraction: float | None = None,
             as_of: datetime | None = None, settings: Settings | None = None) -> dict:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterParentTaskRunId,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
     TaskRunFilter,
     TaskRunFilterState,
     TaskRunFilterStateType,
@@ -47,11 +51,30 @@ def _failing_step(client, run) -> tuple[str | None, str | None]:
     return steps, message
 
 
+def next_scheduled_runs(limit: int = 3) -> list[dict]:
+    """The soonest scheduled flow runs (a deployment's schedule creates them ahead): flow, deployment, when."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))),
+            sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=limit)
+        flows = {f.id: f.name for f in client.read_flows(limit=200)} if runs else {}
+        deployments = {d.id: d.name for d in client.read_deployments(limit=200)} if runs else {}
+    return [{"flow": flows.get(r.flow_id, str(r.flow_id)), "deployment": deployments.get(r.deployment_id),
+             "at": r.expected_start_time.astimezone(UTC)} for r in runs]
+
+
 def flow_runs_text(limit: int = 10) -> str:
     rows = recent_flow_runs(limit)
+    upcoming = next_scheduled_runs()
+    lines = []
+    if upcoming:
+        nxt = upcoming[0]
+        lines.append(f"Next scheduled run: {nxt['flow']}/{nxt['deployment']} at {nxt['at']:%Y-%m-%d %H:%M} UTC")
+    else:
+        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; README 'Scheduling')")
     if not rows:
-        return "Recent flow runs: none recorded by this Prefect API yet."
-    lines = ["Recent flow runs (newest first):"]
+        return "\n".join([*lines, "Recent flow runs: none recorded by this Prefect API yet."])
+    lines.append("Recent flow runs (newest first):")
     for r in rows:
         started = r["started"].strftime("%Y-%m-%d %H:%M:%S") if r["started"] else "not started"
         lines.append(f"- {r['flow']:<16} {r['state']:<10} {started}  {r['seconds']:>7.1f} s  {r['run']} ({r['id']})")

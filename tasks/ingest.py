@@ -9,8 +9,10 @@ to be unreadable half-way (a truncated gzip) contributes nothing but a file-leve
 from __future__ import annotations
 
 import glob
+import hashlib
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -46,7 +48,7 @@ def discover(paths: Iterable[str]) -> list[Path]:
         if p.is_file():
             found.add(p.resolve())
         elif p.is_dir():
-            found.update(f.resolve() for f in p.rglob("*") if f.is_file() and not _hidden(f, p))
+            found.update(_listed(p))
         else:
             matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
             files = [m.resolve() for m in matches if m.is_file()]
@@ -63,8 +65,22 @@ def inbox_files(inbox: Path, already_ingested: set[str]) -> list[Path]:
     """Files in the inbox whose content (sha256) no earlier run has taken in."""
     if not inbox.is_dir():
         return []
-    files = sorted(f for f in inbox.rglob("*") if f.is_file() and not _hidden(f, inbox))
-    return [f for f in files if file_sha256(f) not in already_ingested]
+    return [f for f in sorted(_listed(inbox)) if content_key(f) not in already_ingested]
+
+
+def _listed(folder: Path) -> set[Path]:
+    """The files under `folder`, hidden ones left out; symbolic links kept as links (not resolved), so
+    `stage_file` can refuse them: a link in a folder could point at any file this user may read."""
+    folder = folder.resolve()
+    return {f if f.is_symlink() else f.resolve() for f in folder.rglob("*")
+            if (f.is_symlink() or f.is_file()) and not _hidden(f, folder)}
+
+
+def content_key(path: Path) -> str:
+    """What de-duplicates a file: its content's sha256; for a symbolic link, the link itself (never followed)."""
+    if path.is_symlink():
+        return hashlib.sha256(f"symlink:{path}->{os.readlink(path)}".encode()).hexdigest()
+    return file_sha256(path)
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -85,8 +101,14 @@ def stage_file(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
 ) -> FileResult:
-    """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`."""
-    result = FileResult(path=str(path), sha256=file_sha256(path), index=index)
+    """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
+    A symbolic link found in a folder is rejected whole, unread."""
+    result = FileResult(path=str(path), sha256=content_key(path), index=index)
+    if path.is_symlink():
+        result.status, result.reason = "rejected", (
+            f"a symbolic link (to {os.readlink(path)}), not followed: links in the inbox or a folder could point at "
+            "any file; copy or move the log file itself there")
+        return result
     info = FileInfo(path)
     staging_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, dict] = {}

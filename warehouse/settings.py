@@ -50,6 +50,10 @@ def _memory_size(v: str) -> bool:
     return re.fullmatch(r"\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", v, re.IGNORECASE) is not None
 
 
+def _webhook_url(v: str) -> bool:
+    return v == "" or re.fullmatch(r"https?://[^\s]+", v) is not None
+
+
 def _any(_: Any) -> bool:
     return True
 
@@ -85,6 +89,9 @@ SPECS: tuple[Spec, ...] = (
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
     Spec("backtest_days", "GPUCAST_BACKTEST_DAYS", 7, int, _at_least_one, "a whole number >= 1",
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
+    Spec("alert_webhook_url", "GPUCAST_ALERT_WEBHOOK_URL", "", str, _webhook_url, "an http(s) URL, or empty",
+         "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
+         "empty: no alert, only the run's state"),
     Spec("keep_forecast_days", "GPUCAST_KEEP_FORECAST_DAYS", 30, int, _at_least_one, "a whole number >= 1",
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
     Spec("sql_memory", "GPUCAST_SQL_MEMORY", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
@@ -133,6 +140,7 @@ class Settings:
     keep_train_runs: int = SPEC_BY_FIELD["keep_train_runs"].default
     nn_max_minutes: float = SPEC_BY_FIELD["nn_max_minutes"].default
     backtest_days: int = SPEC_BY_FIELD["backtest_days"].default
+    alert_webhook_url: str = SPEC_BY_FIELD["alert_webhook_url"].default
     keep_forecast_days: int = SPEC_BY_FIELD["keep_forecast_days"].default
     sql_memory: str = SPEC_BY_FIELD["sql_memory"].default
     sql_threads: int = SPEC_BY_FIELD["sql_threads"].default

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -68,11 +72,17 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
-def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys):
+def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys, monkeypatch):
     write_logs(tmp_path / "bad", SimConfig(days=1, jobs_per_day=200, dirty_fraction=0.5, seed=3))
-    assert main(["nightly", str(tmp_path / "bad"), *QUICK]) == 4
+    with _webhook_endpoint() as (url, received):
+        monkeypatch.setenv("GPUCAST_ALERT_WEBHOOK_URL", url)
+        assert main(["nightly", str(tmp_path / "bad"), *QUICK]) == 4
     err = capsys.readouterr().err
     assert "validation failed" in err and "rejected_job_logs" in err
+    # on-call was told, once, through the webhook: which run, that it failed, and why
+    assert len(received) == 1, received
+    assert received[0]["subject"].startswith("gpucast nightly failed: ")
+    assert "validation failed" in received[0]["body"] and "gpucast status" in received[0]["body"]
 
     from prefect.artifacts import Artifact
 
@@ -118,10 +128,45 @@ def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy
         assert con.execute("SELECT count(*) FROM score_runs WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
 
 
+@contextlib.contextmanager
+def _webhook_endpoint() -> Iterator[tuple[str, list[dict]]]:
+    """An HTTP endpoint on 127.0.0.1 that records the JSON bodies POSTed to it (a chat tool's webhook)."""
+    received: list[dict] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802  (the standard library's name)
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/hook", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+DEPLOYMENT_AS_JSON = """
+import json, sys
+from prefect.client.orchestration import get_client
+with get_client(sync_client=True) as client:
+    d = client.read_deployment_by_name(sys.argv[1])
+print(json.dumps({"concurrency_limit": d.global_concurrency_limit.limit if d.global_concurrency_limit else None,
+                  "collision_strategy": d.concurrency_options.collision_strategy.value if d.concurrency_options else None,
+                  "env": d.job_variables.get("env")}))
+"""
 
 
 @pytest.mark.slow
@@ -129,7 +174,8 @@ def test_a_real_server_creates_the_nightly_schedule(tmp_path):
     """`prefect server start` + `prefect deploy --all` from prefect.yaml: the cron creates scheduled runs."""
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-           "GPUCAST_REPO": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+           "GPUCAST_REPO": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+           "GPUCAST_HOME": str(tmp_path / "data"), "GPUCAST_ALERT_WEBHOOK_URL": "http://127.0.0.1:9/hook"}
     env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
     prefect = [sys.executable, "-m", "prefect"]
     log = open(tmp_path / "server.log", "wb")
@@ -162,6 +208,16 @@ def test_a_real_server_creates_the_nightly_schedule(tmp_path):
         # the cron is 02:00 UTC: every scheduled run starts at 02:00
         starts = {r["expected_start_time"][11:16] for r in runs}
         assert starts == {"02:00"}, runs
+
+        # what on-call leans on: one night at a time, the data directory and the alert URL handed to the worker
+        nightly = json.loads(subprocess.run([sys.executable, "-c", DEPLOYMENT_AS_JSON, "nightly/nightly"], env=env,
+                                            capture_output=True, text=True, check=True).stdout)
+        assert nightly["concurrency_limit"] == 1 and nightly["collision_strategy"] == "CANCEL_NEW"
+        assert nightly["env"] == {"GPUCAST_HOME": str(tmp_path / "data"), "GPUCAST_ALERT_WEBHOOK_URL": "http://127.0.0.1:9/hook"}
+        # and `gpucast status` says when the next night starts
+        status = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "status", "--limit", "1"], env=env,
+                                capture_output=True, text=True, cwd=tmp_path)
+        assert "Next scheduled run: nightly/nightly at " in status.stdout and " 02:00 UTC" in status.stdout, status
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -178,3 +178,24 @@ def test_a_file_named_after_a_value_would_be_caught(tmp_path):
     escaped = tmp_path / "home" / "lake" / "job_logs" / "submitted_date=2026-11-01" / "../../../../escape"
     escaped.write_text("")
     assert stray_files(tmp_path) == ["escape"]
+
+
+def test_a_symlink_in_the_inbox_is_refused_not_followed(home, tmp_path):
+    """inbox/x.jsonl -> a secret file: reported as a rejected file, no line of the secret read or published."""
+    from gpucast.flows.ingest import ingest_job_logs
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"token": "s3cr3t-T0KEN"}\n')
+    inbox = home / "inbox"
+    inbox.mkdir(parents=True)
+    (inbox / "x.jsonl").symlink_to(secret)
+    (inbox / "good.jsonl").write_text(jsonl(record(job_id="a")))
+
+    summary = ingest_job_logs()
+    assert (summary["files"], summary["rows_loaded"], summary["rows_rejected"], summary["files_rejected"]) == (2, 1, 0, 1)
+    with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
+        (reason,), = con.execute("SELECT reason FROM rejected_files").fetchall()
+        assert reason.startswith(f"a symbolic link (to {secret}), not followed")
+        for table in ("rejected_job_logs", "job_log_records", "rejected_files", "ingest_files"):
+            assert "s3cr3t" not in str(con.execute(f"SELECT * FROM {table}").fetchall()), table
+    assert ingest_job_logs()["files"] == 0  # reported once, not every night

@@ -21,7 +21,8 @@ def test_defaults_when_nothing_is_set(tmp_path):
 
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
 def test_every_variable_is_read(spec, tmp_path):
-    value = "3GB" if spec.expects.startswith("a size") else "3" if spec.parse is int else "0.5"
+    value = ("3GB" if spec.expects.startswith("a size") else "http://127.0.0.1:9/hook" if spec.expects.startswith("an http")
+             else "3" if spec.parse is int else "0.5")
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path), spec.env: value})
     assert getattr(s, spec.field) == spec.parse(value) != spec.default
 
@@ -38,6 +39,7 @@ def test_every_variable_is_read(spec, tmp_path):
     ("GPUCAST_KEEP_TRAIN_RUNS", "0", "a whole number >= 1"),
     ("GPUCAST_DUCKDB_MEMORY", "lots", "a size such as"),
     ("GPUCAST_KEEP_FORECAST_DAYS", "0", "a whole number >= 1"),
+    ("GPUCAST_ALERT_WEBHOOK_URL", "hooks.example.com", "an http(s) URL, or empty"),
     ("GPUCAST_SQL_TIMEOUT_S", "nan", "a finite number > 0"),
     ("GPUCAST_SQL_THREADS", "0", "a whole number >= 1"),
     ("GPUCAST_SQL_TEMP_LIMIT", "unbounded", "a size such as"),
