@@ -90,6 +90,10 @@ RUNTIME_HOURS = "runtime_hours"
 TARGETS = (GPU_DEMAND_GFLOPS, PEAK_GPU_MEM_GB, RUNTIME_HOURS)
 
 JOB_ID_MAX_LEN = 128
+# Caps on the other free-text fields: longer values are rejected with the length rule, never cut
+# (a 3,000,000-character queue name is an exporter bug, and would bloat every table it reaches).
+NAME_MAX_LEN = 128  # queue, team, model type, optimizer, GPU type
+TEXT_MAX_LEN = 2_000  # failure_reason
 
 # `maximum` is the plausibility ceiling: above it a value is a unit or typing error, not a real job
 # (1e7 million parameters = 10 trillion; 1e7 GFLOP/s = 10 PFLOP/s, far beyond any one accelerator).
@@ -98,28 +102,31 @@ FIELDS: tuple[Field, ...] = (
     Field(SUBMITTED_AT, "timestamp", "UTC", "ISO 8601; no zone means UTC", required=True),
     Field(UPDATED_AT, "timestamp", "UTC", "ISO 8601; the latest record of a job wins by it"),
     Field(STATUS, "status", "", ", ".join(STATUSES) + " (any case)", required=True, values=STATUSES),
-    Field(QUEUE, "string", "", f"any; missing means `{DEFAULT_QUEUE}`"),
-    Field(TEAM, "string", "", "any"),
-    Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + ", ...; unknown kept", required=True),
+    Field(QUEUE, "string", "", f"any, 1-{NAME_MAX_LEN} characters; missing means `{DEFAULT_QUEUE}`",
+          max_length=NAME_MAX_LEN),
+    Field(TEAM, "string", "", f"any, 1-{NAME_MAX_LEN} characters", max_length=NAME_MAX_LEN),
+    Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + f", ...; unknown kept; 1-{NAME_MAX_LEN} characters",
+          required=True, max_length=NAME_MAX_LEN),
     Field(PARAMS_MILLION, "float", "millions of parameters", "> 0", maximum=1e7),
     Field(BATCH_SIZE, "int", "samples", "> 0", maximum=1e7),
     Field(INPUT_DIM, "int", "features, pixels per side or tokens", "> 0", maximum=1e8),
     Field(NUM_LAYERS, "int", "layers", "> 0", maximum=1e5),
     Field(ITERATIONS, "float", "optimizer steps", "> 0", maximum=1e10),
     Field(PRECISION, "precision", "", ", ".join(PRECISIONS) + " (fp16, float16, half, ... accepted)", values=PRECISIONS),
-    Field(OPTIMIZER, "string", "", ", ".join(KNOWN_OPTIMIZERS) + ", ...; unknown kept"),
+    Field(OPTIMIZER, "string", "", ", ".join(KNOWN_OPTIMIZERS) + f", ...; unknown kept; 1-{NAME_MAX_LEN} characters",
+          max_length=NAME_MAX_LEN),
     Field(LEARNING_RATE, "float", "", "> 0", maximum=100.0),
     Field(REGULARIZATION, "bool", "", "true/false, yes/no, 1/0, none"),
     Field(DATA_AUGMENTATION, "bool", "", "true/false, yes/no, 1/0"),
     Field(GPU_TYPE, "string", "", "e.g. `A100-80GB`; matched to the GPU catalogue, unknown kept and reported",
-          max_length=128, since=2),
+          max_length=NAME_MAX_LEN, since=2),
     Field(GPU_COUNT, "int", "GPUs", "> 0; missing means 1", maximum=1e5, since=2),
     Field(GPU_PEAK_TFLOPS, "float", "TFLOP/s", "> 0; the GPU's peak dense throughput at the job's precision",
           maximum=1e5, since=2),
     Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn", maximum=1e7, measured=True),
     Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it", maximum=1e4, measured=True),
     Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time", maximum=1e5, measured=True),
-    Field(FAILURE_REASON, "string", "", "free text, e.g. `OOM`"),
+    Field(FAILURE_REASON, "string", "", f"free text, e.g. `OOM`; 1-{TEXT_MAX_LEN:,} characters", max_length=TEXT_MAX_LEN),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}

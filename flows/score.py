@@ -53,8 +53,14 @@ def score_target(champion: Champion, pending_path: str, out: str, score_run_id: 
 @task(name="publish-forecasts", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
 def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, targets: list[str], gpu_mem_gb: float,
                       settings: Settings) -> int:
+    """Publish the run's forecasts; prune runs past GPUCAST_KEEP_FORECAST_DAYS (never within the backtest window)."""
+    keep_days = max(settings.keep_forecast_days, settings.backtest_days)
     with db.writer(settings) as con:
-        return forecast.publish(con, score_run_id, [Path(p) for p in parts], pending_jobs, targets, gpu_mem_gb)
+        n, pruned = forecast.publish(con, score_run_id, [Path(p) for p in parts], pending_jobs, targets, gpu_mem_gb,
+                                     keep_days)
+    if pruned:
+        print(f"pruned the forecasts of {pruned} score run(s) older than {keep_days} days (GPUCAST_KEEP_FORECAST_DAYS)")
+    return n
 
 
 @flow(name="score-pending", log_prints=True)

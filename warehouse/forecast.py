@@ -24,8 +24,9 @@ def latest_champions(con: duckdb.DuckDBPyConnection) -> list[Champion]:
 
 
 def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path], pending_jobs: int,
-            targets: list[str], gpu_mem_gb: float) -> int:
-    """Insert a run's staged forecasts and mark it published, in one transaction: all or nothing."""
+            targets: list[str], gpu_mem_gb: float, keep_days: int) -> tuple[int, int]:
+    """Insert a run's staged forecasts, mark it published and prune old runs' forecasts, in one
+    transaction: all or nothing. Returns (forecasts published, score runs pruned)."""
     with transaction(con):
         if parts:
             files = [str(p) for p in parts]
@@ -35,5 +36,25 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path]
                                [score_run_id]).fetchall()[0]
         finish(con, "score", score_run_id, "published", pending_jobs=pending_jobs, forecasts=n, targets=targets,
                gpu_mem_gb=gpu_mem_gb, ood_forecasts=n_ood)
+        pruned = prune(con, score_run_id, keep_days)
         failpoint("score:before-commit")
-    return n
+    return n, pruned
+
+
+# Score runs whose forecasts are older than the retention, by forecast time (`scored_at`, which a
+# backfill or the demo sets in the past) relative to the run just published; never that run itself.
+OLD_SCORE_RUNS = """
+SELECT r.score_run_id FROM score_runs r
+WHERE r.pruned_at IS NULL AND r.score_run_id <> ?
+  AND (SELECT max(scored_at) FROM forecasts WHERE score_run_id = ?) - to_days(?)
+      > coalesce((SELECT max(f.scored_at) FROM forecasts f WHERE f.score_run_id = r.score_run_id), r.started_at)
+"""
+
+
+def prune(con: duckdb.DuckDBPyConnection, score_run_id: str, keep_days: int) -> int:
+    """Delete the forecasts of score runs more than `keep_days` older than `score_run_id`; mark them pruned."""
+    old = [r for (r,) in con.execute(OLD_SCORE_RUNS, [score_run_id, score_run_id, keep_days]).fetchall()]
+    if old:
+        con.execute("DELETE FROM forecasts WHERE score_run_id IN (SELECT unnest(?))", [old])
+        con.execute("UPDATE score_runs SET pruned_at = now() WHERE score_run_id IN (SELECT unnest(?))", [old])
+    return len(old)

@@ -123,7 +123,7 @@ def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy
     with writer(settings) as con:
         con.execute(f"COPY (SELECT * REPLACE ('score-broken' AS score_run_id) FROM forecasts LIMIT 10) TO '{part}'")
         with pytest.raises(duckdb.Error):
-            forecast.publish(con, "score-broken", [part, tmp_path / "missing.parquet"], 10, ["x"], 80.0)
+            forecast.publish(con, "score-broken", [part, tmp_path / "missing.parquet"], 10, ["x"], 80.0, 30)
         assert con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
         assert con.execute("SELECT count(*) FROM score_runs WHERE score_run_id = 'score-broken'").fetchone()[0] == 0
 

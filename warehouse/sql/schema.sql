@@ -179,6 +179,7 @@ CREATE TABLE IF NOT EXISTS score_runs (
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS ood_forecasts BIGINT;  -- forecasts of out-of-distribution jobs
+ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pruned_at TIMESTAMPTZ;  -- its forecasts deleted (GPUCAST_KEEP_FORECAST_DAYS)
 
 -- Per pending job and target: the champion's P10 / P50 / P90 (split-conformal, see README).
 CREATE TABLE IF NOT EXISTS forecasts (
@@ -207,7 +208,9 @@ SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb,
        j.queue, j.team, j.model_type, j.submitted_at
 FROM forecasts f
 JOIN job_logs j ON j.job_id = f.job_id AND j.status = 'PENDING'
-QUALIFY row_number() OVER (PARTITION BY f.job_id, f.target ORDER BY f.scored_at DESC, f.score_run_id DESC) = 1;
+-- only the latest published run: it scored every pending job, so older runs are never read
+WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'published'
+                        ORDER BY started_at DESC, score_run_id DESC LIMIT 1);
 
 -- Per submission day and queue. runtime_hours is GPU wall time of a one-GPU job, so it sums to
 -- GPU-hours; summed P90s are a conservative bound (not the P90 of the sum).

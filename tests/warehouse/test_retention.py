@@ -1,0 +1,71 @@
+"""Retention: old score runs' forecasts are pruned, the latest is always kept, planners read only the latest."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse import forecast, runs
+from gpucast.warehouse.schema import schema_sql
+
+DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def con():
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    for job in ("p1", "p2"):  # two jobs still pending
+        con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
+                    f"{c.MODEL_TYPE}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
+                    "VALUES (?, ?, ?, 'PENDING', 'q1', 'CNN', ?, 1, 'f', 1, 'i', ?)", [job, DAY0, DAY0, job, DAY0])
+    return con
+
+
+def _score(con, tmp_path, day: int, keep_days: int = 30, p50: float | None = None) -> tuple[str, int]:
+    """A score run forecasting both pending jobs at DAY0 + `day`, published through the real publish path."""
+    run_id = f"score-day{day:03d}"
+    at = DAY0 + timedelta(days=day)
+    runs.start(con, runs.Run("score", run_id, at, None))
+    part = tmp_path / f"{run_id}.parquet"
+    pl.DataFrame({"job_id": ["p1", "p2"], "target": [c.PEAK_GPU_MEM_GB] * 2, "p10": [1.0] * 2,
+                  "p50": [p50 or float(day)] * 2, "p90": [3.0] * 2, "model": ["lightgbm"] * 2, "train_run_id": ["t"] * 2,
+                  "score_run_id": [run_id] * 2, "scored_at": [at] * 2, "safe_request_gb": [3.3] * 2,
+                  "gpu_mem_gb": [80.0] * 2, "oom_risk": [False] * 2, "ood": [False] * 2, "ood_reason": [None] * 2,
+                  }).write_parquet(part)
+    n, pruned = forecast.publish(con, run_id, [part], 2, [c.PEAK_GPU_MEM_GB], 80.0, keep_days)
+    assert n == 2
+    return run_id, pruned
+
+
+def test_runs_older_than_the_retention_are_pruned_and_marked(con, tmp_path):
+    for day in (0, 10, 20, 30):
+        assert _score(con, tmp_path, day)[1] == 0  # day 30 is exactly 30 days after day 0: kept
+    _, pruned = _score(con, tmp_path, 41)  # now day 0 and day 10 are more than 30 days old
+    assert pruned == 2
+    kept = [r for (r,) in con.execute("SELECT DISTINCT score_run_id FROM forecasts ORDER BY 1").fetchall()]
+    assert kept == ["score-day020", "score-day030", "score-day041"]
+    marked = con.execute("SELECT score_run_id FROM score_runs WHERE pruned_at IS NOT NULL ORDER BY 1").fetchall()
+    assert marked == [("score-day000",), ("score-day010",)]
+    assert _score(con, tmp_path, 42)[1] == 0  # pruned runs are not pruned twice
+
+
+def test_the_latest_run_is_kept_however_old_it_is(con, tmp_path):
+    _score(con, tmp_path, 0)
+    assert _score(con, tmp_path, 400, keep_days=1)[1] == 1
+    assert con.execute("SELECT DISTINCT score_run_id FROM forecasts").fetchall() == [("score-day400",)]
+
+
+def test_pending_forecasts_reads_only_the_latest_published_run(con, tmp_path):
+    _score(con, tmp_path, 1, p50=1.0)
+    _score(con, tmp_path, 2, p50=2.0)
+    # a newer run that failed after inserting would never be published: planners keep the last published one
+    runs.start(con, runs.Run("score", "score-failed", DAY0 + timedelta(days=3), None))
+    con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
+                "VALUES ('p1', ?, 0, 99, 99, 'x', 't', 'score-failed', ?)", [c.PEAK_GPU_MEM_GB, DAY0 + timedelta(days=3)])
+    got = con.execute("SELECT job_id, score_run_id, p50 FROM pending_forecasts ORDER BY job_id").fetchall()
+    assert got == [("p1", "score-day002", 2.0), ("p2", "score-day002", 2.0)]
