@@ -65,7 +65,13 @@ def start_columns(files: int) -> dict:
 def load_run(
     con: duckdb.DuckDBPyConnection, run_id: str, staging_dir: Path, results: list[FileResult]
 ) -> dict:
-    """Merge the run's staged rows; record files, rejections and counts; return the run's counts."""
+    """Merge the run's staged rows; record files, rejections and counts; return the run's counts.
+
+    Idempotent: when an earlier attempt of this run committed (a task retried after the commit),
+    nothing is loaded again and the committed counts are returned.
+    """
+    if committed := committed_totals(con, run_id):
+        return committed
     now = datetime.now(UTC)
     with transaction(con):
         per_file: Counter[str] = Counter()
@@ -83,6 +89,16 @@ def load_run(
         finish(con, "ingest", run_id, "succeeded", **totals)
         failpoint("ingest:before-commit")
     return totals
+
+
+TOTAL_COLUMNS = ("files_rejected", "rows_read", "rows_loaded", "rows_rejected", "rows_duplicate", "message")
+
+
+def committed_totals(con: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
+    """The counts of `run_id` if its load committed, else None."""
+    rows = con.execute(f"SELECT {', '.join(TOTAL_COLUMNS)} FROM ingest_runs WHERE run_id = ? AND status = 'succeeded'",
+                       [run_id]).fetchall()
+    return dict(zip(TOTAL_COLUMNS, rows[0], strict=True)) if rows else None
 
 
 def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime) -> dict:
@@ -163,23 +179,50 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
     return totals
 
 
-def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
-    """Rewrite the lake partitions (submitted_date=YYYY-MM-DD) holding records of `run_id`.
+# Per day: the records the warehouse holds, to compare with what the lake was last written with.
+DAY_STATS = """
+SELECT CAST(submitted_at AS DATE) AS day, count(*) AS records, max(arrival) AS max_arrival
+FROM job_log_records GROUP BY ALL
+"""
 
-    Each partition is written whole into a temporary folder, then swapped in with renames, so a
-    reader sees the old or the new partition; re-running rewrites the same files (idempotent).
+
+def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> list[str]:
+    """Days whose lake partition is missing, or was written from other records than the warehouse
+    holds now (a refresh that failed after its load committed, a partition deleted by hand)."""
+    rows = con.execute(f"""
+        WITH now AS ({DAY_STATS})
+        SELECT CAST(n.day AS VARCHAR) FROM now n LEFT JOIN lake_partitions p ON p.submitted_date = n.day
+        WHERE p.submitted_date IS NULL OR p.records <> n.records OR p.max_arrival <> n.max_arrival
+        ORDER BY 1""").fetchall()
+    written = con.execute("SELECT CAST(submitted_date AS VARCHAR) FROM lake_partitions ORDER BY 1").fetchall()
+    missing = [d for (d,) in written if not (lake_dir / f"submitted_date={d}").is_dir()]
+    return sorted({d for (d,) in rows} | set(missing))
+
+
+def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
+    """Rewrite the lake partitions (submitted_date=YYYY-MM-DD) holding records of `run_id`, and any
+    stale ones (`stale_lake_days`); return the days written.
+
+    Each partition is written whole into a swap folder beside the lake (`<lake>/../.swap`, outside
+    every glob of the lake), then swapped in with renames, so a reader sees the old or the new
+    partition; re-running rewrites the same files (idempotent). Leftovers of a killed refresh in
+    the swap folder are removed first (the caller holds the writer lock, so none is in use).
     """
-    days = [
-        str(d)
-        for (d,) in con.execute(
-            "SELECT DISTINCT CAST(submitted_at AS DATE) FROM job_log_records WHERE ingest_run_id = ? ORDER BY 1",
-            [run_id],
-        ).fetchall()
-    ]
+    swap = lake_dir.parent / ".swap"
+    shutil.rmtree(swap, ignore_errors=True)
+    for leftover in lake_dir.glob(".tmp-*"):  # where swap folders lived before they moved out
+        shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in lake_dir.glob(".old-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    ours = [str(d) for (d,) in con.execute(
+        "SELECT DISTINCT CAST(submitted_at AS DATE) FROM job_log_records WHERE ingest_run_id = ? ORDER BY 1",
+        [run_id]).fetchall()]
+    days = sorted(set(ours) | set(stale_lake_days(con, lake_dir)))
     if not days:
         return []
     lake_dir.mkdir(parents=True, exist_ok=True)
-    tmp = lake_dir / f".tmp-{uuid.uuid4().hex}"
+    swap.mkdir(parents=True)
+    tmp = swap / f"new-{uuid.uuid4().hex}"
     con.execute(
         f"""COPY (
             SELECT *, CAST(submitted_at AS DATE) AS submitted_date FROM job_log_records
@@ -190,11 +233,13 @@ def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) ->
     )
     for part in sorted(tmp.iterdir()):
         target = lake_dir / part.name
-        old = lake_dir / f".old-{uuid.uuid4().hex}"
+        old = swap / f"old-{uuid.uuid4().hex}"
         if target.exists():
             os.replace(target, old)
         os.replace(part, target)
         shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(swap, ignore_errors=True)
+    con.execute(f"""
+        INSERT OR REPLACE INTO lake_partitions
+        SELECT day, records, max_arrival, now() FROM ({DAY_STATS}) WHERE day IN (SELECT unnest(?::DATE[]))""", [days])
     return days
-

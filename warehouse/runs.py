@@ -73,6 +73,13 @@ def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, 
                 [datetime.now(UTC), status, message[:MESSAGE_CHARS] if message else None, *columns.values(), run_id])
 
 
+def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) -> None:
+    """Append `note` to a run's message (a warning about a run that still succeeded)."""
+    table, key = RUN_TABLES[kind]
+    con.execute(f"UPDATE {table} SET message = left(concat_ws('; ', message, ?), ?) WHERE {key} = ?",
+                [note, MESSAGE_CHARS, run_id])
+
+
 def describe(exc: BaseException) -> str:
     """The error as on-call should read it: its type and message."""
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -222,3 +223,61 @@ def test_hardware_fields_unknown_gpu_kept_impossible_values_rejected(home, tmp_p
     reasons = dict(query(home, "SELECT job_id, reason_text FROM rejected_job_logs"))
     assert reasons["h-3"].startswith("gpu_count must be > 0"), reasons
     assert "gpu_count" in reasons["h-4"] and "gpu_peak_tflops" in reasons["h-5"], reasons
+
+
+def _lake(home: Path) -> pl.DataFrame:
+    return pl.read_parquet(home / "lake" / "job_logs" / "**" / "*.parquet", hive_partitioning=True)
+
+
+def test_a_failed_lake_refresh_keeps_the_run_and_the_next_ingest_repairs_the_lake(home, tmp_path):
+    write_logs(tmp_path / "day1", SimConfig(days=1, jobs_per_day=200, seed=11))
+    write_logs(tmp_path / "day2", SimConfig(days=1, jobs_per_day=150, seed=12, start=SimConfig.start.replace(day=5)))
+    lake_dir = home / "lake" / "job_logs"
+    blocker = home / "lake" / ".swap"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a folder")  # the lake's swap folder cannot be made: every refresh fails (OSError)
+
+    first = ingest(tmp_path / "day1")
+    (status, loaded, message), = query(home, "SELECT status, rows_loaded, message FROM ingest_runs")
+    assert status == "succeeded" and loaded == first["rows_loaded"] > 0  # the warehouse committed; counts true
+    assert "lake refresh failed" in message and "next ingest rewrites the stale days" in message
+    assert query(home, "SELECT count(*) FROM job_log_records")[0][0] == loaded
+
+    blocker.unlink()
+    second = ingest(tmp_path / "day2")  # touches only day 5, but day 1 is stale: both are written
+    assert second["lake_days"] == 2
+    assert _lake(home).height == first["rows_loaded"] + second["rows_loaded"]
+    # a partition deleted by hand is stale too
+    import shutil
+
+    shutil.rmtree(lake_dir / "submitted_date=2026-11-01")
+    assert ingest(tmp_path / "day2")["lake_days"] == 1
+    assert _lake(home).height == first["rows_loaded"] + second["rows_loaded"]
+    # swap folders live outside the lake and are gone afterwards: the lake holds only day partitions
+    assert sorted(p.name for p in lake_dir.iterdir()) == ["submitted_date=2026-11-01", "submitted_date=2026-11-05"]
+    assert not (home / "lake" / ".swap").exists()
+
+
+def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
+    """Prefect retries `load-run` when it fails after the commit (the lake, the connection): the retry
+    must find the committed run and change no table."""
+    from gpucast.tasks import ingest as steps
+    from gpucast.warehouse import db, load, runs
+    from gpucast.warehouse.settings import Settings
+
+    settings = Settings.from_env().ensure()
+    files = write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=100, dirty_fraction=0.1, seed=13))
+    staging = tmp_path / "staging"
+    results = [steps.stage_file(f, staging, i) for i, f in enumerate(files)]
+    run = runs.Run("ingest", "ingest-retried", datetime.now(UTC), staging)
+    counts = "SELECT (SELECT count(*) FROM job_log_records), (SELECT count(*) FROM validation_results), " \
+             "(SELECT count(*) FROM rejected_job_logs), (SELECT count(*) FROM ingest_files)"
+    with db.writer(settings) as con:
+        runs.start(con, run, **load.start_columns(len(files)))
+        first = load.load_run(con, run.run_id, staging, results)
+        before = con.execute(counts).fetchall()
+        again = load.load_run(con, run.run_id, staging, results)
+        assert con.execute(counts).fetchall() == before
+    assert {k: again[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")} == \
+           {k: first[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")}
+    assert first["rows_loaded"] > 0 and first["rows_duplicate"] >= 0 and again["rows_duplicate"] == first["rows_duplicate"]

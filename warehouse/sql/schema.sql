@@ -86,6 +86,15 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 
+-- What the Parquet lake holds per day, as of its last rewrite: a day whose records differ (or whose
+-- folder is gone) is stale, and the next ingest rewrites it (warehouse/load.py, refresh_lake).
+CREATE TABLE IF NOT EXISTS lake_partitions (
+    submitted_date DATE PRIMARY KEY,
+    records BIGINT NOT NULL,
+    max_arrival BIGINT NOT NULL,
+    written_at TIMESTAMPTZ NOT NULL
+);
+
 -- Great Expectations results per run, file and expectation: readable offline with SQL.
 CREATE TABLE IF NOT EXISTS validation_results (
     ingest_run_id VARCHAR NOT NULL,
