@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -20,10 +21,15 @@ from gpucast.warehouse.settings import Settings
 
 @task(name="find-files")
 def find_files(paths: list[str] | None, settings: Settings) -> list[str]:
-    """The files named (files, folders, globs), else the inbox's files not taken in before."""
+    """The files named (files, folders, globs), else the inbox's files not taken in before. Inbox
+    files whose content was ingested before are archived at once (`steps.archive`), unread."""
     if paths:
         return [str(p) for p in steps.discover(paths)]
-    return [str(p) for p in steps.inbox_files(settings.inbox_dir, db.ingested_sha256s(settings))]
+    new, seen = steps.inbox_files(settings.inbox_dir, db.ingested_sha256s(settings))
+    if seen:
+        steps.archive(seen, settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
+        print(f"{len(seen)} inbox file(s) with content ingested before moved to {settings.inbox_dir / steps.ARCHIVE}")
+    return [str(p) for p in new]
 
 
 @task(name="stage-file", task_run_name="stage {path}")
@@ -74,6 +80,8 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         results = [stage_file(f, run.staging, i, chunk_rows) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")
         totals = load_run(run.run_id, run.staging, results, settings)
+    if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed)
+        steps.archive([Path(f) for f in files], settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
     if publish:
         publish_snapshot(settings)
     print(f"{run.run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "

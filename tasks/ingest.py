@@ -61,11 +61,36 @@ def discover(paths: Iterable[str]) -> list[Path]:
     return sorted(found)
 
 
-def inbox_files(inbox: Path, already_ingested: set[str]) -> list[Path]:
-    """Files in the inbox whose content (sha256) no earlier run has taken in."""
+ARCHIVE = "archive"  # inbox/archive/YYYY-MM-DD/: files already ingested, out of the inbox's scan
+
+
+def inbox_files(inbox: Path, already_ingested: set[str]) -> tuple[list[Path], list[Path]]:
+    """The inbox's files (not under `archive/`) as (new, already ingested by content)."""
     if not inbox.is_dir():
-        return []
-    return [f for f in sorted(_listed(inbox)) if content_key(f) not in already_ingested]
+        return [], []
+    new, seen = [], []
+    for f in sorted(p for p in _listed(inbox) if p.relative_to(inbox.resolve()).parts[0] != ARCHIVE):
+        (seen if content_key(f) in already_ingested else new).append(f)
+    return new, seen
+
+
+def archive(files: Iterable[Path], inbox: Path, day: str) -> list[Path]:
+    """Move ingested inbox files to `inbox/archive/<day>/`, keeping their relative paths (a name
+    taken there gets a `.1`, `.2` ... suffix); return where they went. Their content hashes stay
+    recorded, so the same content dropped again is still recognised."""
+    inbox = inbox.resolve()
+    moved = []
+    for f in files:
+        rel = f.relative_to(inbox) if f.is_relative_to(inbox) else Path(f.name)
+        target = inbox / ARCHIVE / day / rel
+        n = 0
+        while target.exists() or target.is_symlink():
+            n += 1
+            target = inbox / ARCHIVE / day / rel.with_name(f"{rel.name}.{n}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(f, target)
+        moved.append(target)
+    return moved
 
 
 def _listed(folder: Path) -> set[Path]:

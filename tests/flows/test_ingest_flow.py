@@ -124,11 +124,22 @@ def test_bad_files_are_quarantined_and_good_rows_still_land(home, tmp_path):
     assert json.loads(row[3])["batch_size"] == -4
 
 
-def test_inbox_files_are_picked_up_once(home):
-    write_logs(home / "inbox" / "day1", SimConfig(days=1, jobs_per_day=50, seed=5))
+def test_inbox_files_are_picked_up_once_and_archived(home):
+    (original,) = write_logs(home / "inbox" / "day1", SimConfig(days=1, jobs_per_day=50, seed=5))
+    content = original.read_bytes()
     first = ingest()
     assert first["files"] == 1 and first["rows_loaded"] > 0
+    today = f"{datetime.now(UTC):%Y-%m-%d}"
+    archived = home / "inbox" / "archive" / today / "day1" / original.name
+    assert archived.read_bytes() == content and not original.exists()  # moved, out of the next run's scan
     assert ingest()["files"] == 0
+
+    # the same content dropped again under another name is recognised by its hash: archived, not loaded
+    again = home / "inbox" / "resent.jsonl"
+    again.write_bytes(content)
+    assert ingest()["files"] == 0
+    assert not again.exists() and (home / "inbox" / "archive" / today / "resent.jsonl").exists()
+    assert query(home, "SELECT count(*) FROM ingest_runs WHERE status = 'succeeded'")[0][0] == 3
 
 
 def test_seed_table_imports_as_completed_jobs(home, tmp_path):
