@@ -8,7 +8,9 @@ after parsing, so `--help` works whatever it holds, and a bad value ends with it
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
@@ -354,8 +356,22 @@ EXIT_CODES = """exit codes:
   5  environment: disk full, permission denied, read-only file system, or a missing install extra
   6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)"""
 
+class Terminated(SystemExit):
+    """SIGTERM (a scheduler's stop, `kill`): unwinds like an error, so runs are recorded as failed,
+    locks are released and Prefect's temporary API server is stopped (its atexit hook runs)."""
+
+    def __str__(self) -> str:
+        return f"stopped by SIGTERM (exit code {self.code})"
+
+
+def _terminate(signum: int, frame) -> None:
+    raise Terminated(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)

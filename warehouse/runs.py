@@ -82,6 +82,8 @@ def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) 
 
 def describe(exc: BaseException) -> str:
     """The error as on-call should read it: its type and message."""
+    if type(exc).__name__ in ("TerminationSignal", "Terminated"):  # Prefect's SIGTERM handler, or the CLI's
+        return f"stopped by SIGTERM ({type(exc).__name__}); nothing of this run was published; rerunning is safe"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
