@@ -3,12 +3,12 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean
+.PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[ml,dev]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -34,6 +34,10 @@ bench-score: $(STAMP)
 
 bench-scale: $(STAMP)  ## 10M-row history + 1M pending: ~10 GB of disk, ~15 minutes (4 simulating)
 	$(VENV)/bin/python tests/benchmarks/bench_scale.py
+
+constraints: $(STAMP)  ## re-pin constraints.txt to what the venv holds (after a change to pyproject.toml)
+	{ sed -n '1,3p' constraints.txt; $(VENV)/bin/pip freeze --all --exclude-editable | grep -v '^gpucast\|^pip==' | sed 's/+cpu$$//'; } > constraints.new
+	mv constraints.new constraints.txt
 
 clean:  ## caches and build output only: the data folder (.gpucast) is never touched here
 	rm -rf .pytest_cache build dist *.egg-info

@@ -279,22 +279,6 @@ def choose_champion(metric_rows: list[dict]) -> str:
     return ranking.sort(CHAMPION_METRIC, maintain_order=True)["model"][0]
 
 
-LIBRARIES = ("torch", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "polars", "numpy")
-
-
-def library_versions() -> dict[str, str]:
-    """Versions of the libraries a saved model depends on (recorded with every model)."""
-    import importlib.metadata as md
-
-    versions = {}
-    for pkg in LIBRARIES:
-        try:
-            versions[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    return versions
-
-
 def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
     return {
         "target": target,
@@ -307,7 +291,7 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "champion_metric": f"mean validation {CHAMPION_METRIC}",
         "rows": result.rows,
         "python": platform.python_version(),
-        "versions": library_versions(),
+        "versions": store.library_versions(),
         "metrics": result.metrics,
         "calibration": result.calibration,
         "ood": result.ood,

@@ -56,3 +56,46 @@ def test_the_built_wheel_installs_imports_every_module_and_runs(tmp_path):
     assert count >= len(modules)  # every module (and package) of the tree is in the wheel and imports
     help_text = run(venv / "bin" / "gpucast", "--help", cwd=tmp_path).stdout
     assert "usage: gpucast" in help_text
+
+
+def _requirement_names() -> list[str]:
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    return [Requirement(r).name for r in reqs]
+
+
+def _constraints() -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not an exact pin"
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def test_every_dependency_is_pinned_exactly_and_the_install_matches():
+    """Reproducible installs: every requirement has an exact version in constraints.txt, `make setup` uses
+    the file, and the environment running the tests holds exactly those versions."""
+    import importlib.metadata as md
+
+    from packaging.utils import canonicalize_name
+
+    pins = _constraints()
+    assert [n for n in _requirement_names() if canonicalize_name(n) not in pins] == []
+    assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
+    drift = {}
+    for name, version in pins.items():
+        try:
+            installed = md.version(name).split("+")[0]
+        except md.PackageNotFoundError:
+            continue  # a package of another platform's resolution, not installed here
+        if installed != version:
+            drift[name] = (version, installed)
+    assert drift == {}, f"installed versions differ from constraints.txt (pinned, installed): {drift}"

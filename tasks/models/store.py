@@ -12,7 +12,9 @@ the folders of all other runs. A folder's metrics and champion stay in the wareh
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import json
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ import polars as pl
 
 from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.models import registry
+
+log = logging.getLogger(__name__)
 
 ENCODER_FILE = "encoder.json"
 METADATA_FILE = "metadata.json"
@@ -62,6 +66,41 @@ def read_test_predictions(folder: Path) -> pl.DataFrame | None:
     return pl.read_parquet(path) if path.exists() else None
 
 
+# The libraries a saved model depends on: their versions are recorded with every model
+# (metadata.json "versions") and checked when it is loaded (`check_versions`).
+LIBRARIES = ("torch", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "polars", "numpy")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the installed LIBRARIES (those not installed are left out)."""
+    versions = {}
+    for pkg in LIBRARIES:
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return versions
+
+
+def check_versions(recorded: dict[str, str], installed: dict[str, str], where: Path) -> list[str]:
+    """Compare a model's recorded library versions with the installed ones.
+
+    A different **major** version refuses the model (ValueError): file formats and defaults change
+    across majors, and a model that loads but predicts differently is worse than none. A different
+    minor or patch version is returned as a warning (logged by the caller) and the model is used.
+    """
+    major, minor = [], []
+    for pkg, then in sorted(recorded.items()):
+        now = installed.get(pkg)
+        if now is None or now == then:
+            continue
+        (major if then.split(".")[0] != now.split(".")[0] else minor).append(f"{pkg} {then} -> {now}")
+    if major:
+        raise ValueError(f"{where} was trained with other major library versions ({'; '.join(major)}): "
+                         "run `gpucast train` to retrain with the installed ones, or reinstall from constraints.txt")
+    return [f"{where}: trained with {m}" for m in minor]
+
+
 @dataclass
 class LoadedModel:
     """What scoring needs from a folder: the estimator, its encoder and its interval calibration."""
@@ -75,6 +114,8 @@ class LoadedModel:
 def load_model(folder: Path, name: str, device: str | None = None) -> LoadedModel:
     """Load model `name` of a target folder with its encoder and calibration."""
     metadata = read_metadata(folder)
+    for warning in check_versions(metadata.get("versions", {}), library_versions(), folder):
+        log.warning("%s (minor versions: the model is used)", warning)
     calibration = metadata.get("calibration", {}).get(name)
     if calibration is None or "residuals" not in calibration:
         raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "

@@ -152,3 +152,32 @@ def test_the_network_learns_on_jobs_instead_of_sitting_at_the_mean(data, preset)
     log_err = np.log(est.predict(X[held])) - np.log(y[held])
     constant = np.log(np.median(y[fit])) - np.log(y[held])
     assert np.sqrt(np.mean(log_err**2)) < 0.85 * np.sqrt(np.mean(constant**2))
+
+
+def test_a_model_from_another_major_library_version_is_refused_and_a_minor_one_warned(tmp_path):
+    from gpucast.tasks.models.store import check_versions
+
+    installed = {"lightgbm": "4.6.0", "numpy": "2.1.3", "torch": "2.13.0"}
+    assert check_versions(dict(installed), installed, tmp_path) == []
+    warned = check_versions({**installed, "numpy": "2.0.1"}, installed, tmp_path)
+    assert warned == [f"{tmp_path}: trained with numpy 2.0.1 -> 2.1.3"]
+    with pytest.raises(ValueError, match=r"other major library versions \(lightgbm 3\.3\.5 -> 4\.6\.0\).*gpucast train"):
+        check_versions({**installed, "lightgbm": "3.3.5"}, installed, tmp_path)
+    assert check_versions({"catboost": "1.2"}, installed, tmp_path) == []  # not installed here: nothing to compare
+
+
+def test_loading_checks_the_recorded_versions(tmp_path, residual_data):
+    """The check is wired into load_model: a model folder whose metadata says another major version is refused."""
+    enc, X, y = residual_data
+    est = registry.build("lightgbm", seed=0, categorical=enc.categorical, n_features=X.shape[1],
+                         base=FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB))
+    est.fit(X, y)
+    store.save_model(tmp_path, "lightgbm", est)
+    store.save_encoder(tmp_path, enc)
+    meta = {"target": c.PEAK_GPU_MEM_GB, "versions": store.library_versions(),
+            "calibration": {"lightgbm": intervals.calibrate(y, est.predict(X), floor=float(y.min()))}}
+    store.save_metadata(tmp_path, meta)
+    assert store.load_model(tmp_path, "lightgbm").estimator is not None  # the versions it was trained with
+    store.save_metadata(tmp_path, {**meta, "versions": {**meta["versions"], "numpy": "0.9.0"}})
+    with pytest.raises(ValueError, match="numpy 0.9.0 -> "):
+        store.load_model(tmp_path, "lightgbm")
