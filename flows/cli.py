@@ -64,6 +64,19 @@ def _csv(text: str | None) -> tuple[str, ...] | None:
 
 # Commands --------------------------------------------------------------------------------------
 
+def _require_ml() -> None:
+    """Fail before any flow starts when the `ml` extra is missing (main() turns it into exit 5 and one line)."""
+    import importlib.util
+
+    for name in sorted(ML_MODULES):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ValueError:  # a module set to None in sys.modules
+            found = False
+        if not found:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from gpucast.tasks.simulate import write_logs
 
@@ -117,6 +130,7 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    _require_ml()
     from gpucast.flows.train import train_models
 
     out = train_models(train_options(args), settings=settings_from(args))
@@ -129,6 +143,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    _require_ml()
     from gpucast.flows.report import write_train_report
 
     text, written = write_train_report(settings_from(args), args.run, Path(args.out) if args.out else None)
@@ -138,6 +153,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    _require_ml()
     from gpucast.flows.score import score_pending
 
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
@@ -175,6 +191,7 @@ def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> di
 
 
 def _nightly(args: argparse.Namespace) -> int:
+    _require_ml()
     from gpucast.flows.report import capacity_summary
 
     settings = settings_from(args)
@@ -185,6 +202,7 @@ def _nightly(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    _require_ml()
     from gpucast.flows.demo import run_demo
     from gpucast.flows.report import capacity_summary
 

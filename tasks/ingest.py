@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import polars as pl
+from tqdm import tqdm
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import FileResult
@@ -140,6 +141,7 @@ def stage_file(
     written: list[Path] = []
     clock = {"read": 0.0, "check": 0.0, "write": 0.0}
     chunks = read_chunks(path, info, chunk_rows)
+    bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
     try:
         for k in itertools.count():
             t0 = time.perf_counter()
@@ -164,6 +166,7 @@ def stage_file(
             clock["read"] += t1 - t0
             clock["check"] += t2 - t1
             clock["write"] += time.perf_counter() - t2
+            bar.update(chunk.height)
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
     except FileRejected as exc:
@@ -172,6 +175,8 @@ def stage_file(
         result.status, result.reason = "rejected", exc.reason
         result.rows_read = result.rows_valid = result.rows_rejected = 0
         return result
+    finally:
+        bar.close()
     result.fmt = info.fmt + (".gz" if info.compressed else "")
     result.ignored_columns = sorted(info.ignored_columns)
     result.outcomes = list(counts.values())

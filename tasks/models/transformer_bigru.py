@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from gpucast.tasks.models.presets import PRESETS, TBGConfig
 
@@ -193,8 +194,13 @@ class TransformerBiGRURegressor:
         self.history_, self.stopped_by_ = [], None
         gen = torch.Generator(device="cpu").manual_seed(self.seed)
         started = time.perf_counter()
+        # a live bar on a terminal; nothing in a log that is not one (tqdm's disable=None), where the
+        # progress lines (every 10th epoch, `_report`) are what shows
+        bar = tqdm(total=cfg.epochs, desc=f"transformer_bigru[{self.preset}]", unit="epoch", leave=False, disable=None)
         for epoch in range(cfg.epochs):
             record = {"epoch": epoch + 1, "train_loss": self._epoch(train, opt, loss_fn, gen)}
+            bar.update()
+            bar.set_postfix(loss=f"{record['train_loss']:.4f}", refresh=False)
             sched.step()
             if val is not None:
                 record["val_loss"] = float(loss_fn(self._predict_scaled(val[0]), val[1]))
@@ -212,6 +218,7 @@ class TransformerBiGRURegressor:
                 if self.progress:
                     self.progress(f"transformer_bigru[{self.preset}] stopped: {self.stopped_by_}")
                 break
+        bar.close()
         return best_state
 
     def _epoch(self, data: tuple[torch.Tensor, torch.Tensor], opt, loss_fn, gen: torch.Generator) -> float:

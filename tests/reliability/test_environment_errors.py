@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import shutil
 import subprocess
+import sys
 import uuid
 
 import duckdb
@@ -77,3 +78,31 @@ def test_a_full_disk_ends_the_ingest_with_exit_5_and_the_run_says_so(tiny_disk, 
     with duckdb.connect(str(tmp_path / "rescued" / "warehouse.duckdb"), read_only=True) as con:
         ((status, message),) = con.execute("SELECT status, message FROM ingest_runs").fetchall()
     assert status == "failed" and "No space left on device" in message and "rollback" not in message.lower()
+
+
+BLOCK_ML = """
+import sys
+for name in {modules!r}:
+    sys.modules[name] = None  # as if the `ml` extra were not installed: importing it raises ModuleNotFoundError
+from gpucast.flows.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_extra(home):
+    """Without the `ml` extra (torch, scikit-learn, ... unimportable) a planner's SQL typo is still an
+    SQL error, and `gpucast train` says which extra to install, with no traceback."""
+    from gpucast.flows.cli import ML_MODULES
+    from gpucast.warehouse import db
+    from gpucast.warehouse.settings import Settings
+
+    with db.writer(Settings.from_env().ensure()):
+        pass
+    script = BLOCK_ML.format(modules=sorted(ML_MODULES))
+    typo = subprocess.run([sys.executable, "-c", script, "sql", "SELEC 1"], capture_output=True, text=True)
+    assert typo.returncode == 2 and typo.stderr.startswith("gpucast sql: ParserException"), typo.stderr[-2000:]
+    train = subprocess.run([sys.executable, "-c", script, "train", "--models", "lightgbm"], capture_output=True, text=True)
+    assert train.returncode == 5, train.stderr[-2000:]
+    assert any(line.startswith("gpucast train: this command needs the `ml` extra (") and "pip install 'gpucast[ml]'" in line
+               for line in train.stderr.splitlines()), train.stderr[-2000:]
+    assert "Traceback" not in train.stderr

@@ -164,3 +164,37 @@ def test_lone_carriage_returns_end_lines(tmp_path):
     p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a")).replace("\n", "\r") + jsonl(record(job_id="b")))
     df, _ = read_all(p)
     assert df[c.JOB_ID].to_list() == ["a", "b"] and df["_row"].to_list() == [1, 2]
+
+
+class _Stream:
+    """A stand-in for stderr that says whether it is a terminal and keeps what was written."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_staging_shows_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, tty):
+    import sys
+
+    from gpucast.tasks.ingest import stage_file
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    (path,) = write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
+    err = _Stream(tty)
+    monkeypatch.setattr(sys, "stderr", err)
+    stage_file(path, tmp_path / "staging", 0, chunk_rows=100)
+    if tty:
+        assert path.name in err.text and "rows" in err.text  # the bar, with the file's name and rows read
+    else:
+        assert err.text == ""  # CI logs stay quiet (the per-chunk progress lines go to the run's logger)
