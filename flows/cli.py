@@ -14,13 +14,13 @@ import threading
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
-from gpucast.flows.errors import environment_error
 from gpucast.tasks.features import FEATURE_SETS
 from gpucast.tasks.models.presets import PRESET_NAMES
 from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.simulate import FORMATS, SimConfig
 from gpucast.tasks.train import TrainOptions
+from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.settings import SPEC_BY_FIELD, Settings
 
 # Flags that override a setting: flag -> settings field. Their defaults are the settings' own.
@@ -372,7 +372,8 @@ EXIT_CODES = """exit codes:
   3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
   4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
   5  environment: disk full, permission denied, read-only file system, or a missing install extra
-  6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)"""
+  6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)
+  143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
 
 class Terminated(SystemExit):
     """SIGTERM (a scheduler's stop, `kill`): unwinds like an error, so runs are recorded as failed,

@@ -1,31 +1,9 @@
-"""Errors that are the machine's fault, not the input's or the code's: disk full, permissions.
-
-The command line turns them into exit code 5 with one line (`flows/cli.py`), and tasks that retry
-transient failures do not retry them (`no_retry_on_environment`): a full disk stays full.
-"""
+"""Prefect's side of environment errors (`warehouse/errors.py`): tasks that retry transient
+failures do not retry a full disk or a permission error, which stay as they are."""
 
 from __future__ import annotations
 
-import errno
-import os
-
-ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
-# DuckDB reports a full disk as an IOException / TransactionException whose text carries the OS error
-ENVIRONMENT_PHRASES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
-
-
-def environment_error(exc: BaseException) -> str | None:
-    """One line for a disk-full or permission error found on `exc` or anything that caused it, else None."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in ENVIRONMENT_ERRNOS:
-            return f"{os.strerror(seen.errno)}: {seen.filename or seen}; free space or fix permissions, then rerun"
-        text = str(seen)
-        for phrase in ENVIRONMENT_PHRASES:
-            if phrase in text:
-                return f"{phrase}: {text.splitlines()[0][:300]}; free space or fix permissions, then rerun"
-        seen = seen.__cause__ or seen.__context__
-    return None
+from gpucast.warehouse.errors import environment_error
 
 
 def no_retry_on_environment(task, task_run, state) -> bool:

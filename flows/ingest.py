@@ -80,8 +80,12 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         results = [stage_file(f, run.staging, i, chunk_rows) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")
         totals = load_run(run.run_id, run.staging, results, settings)
-    if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed)
-        steps.archive([Path(f) for f in files], settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
+    if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...
+        unchanged = [Path(r.path) for r in results if steps.content_key(Path(r.path)) == r.sha256]
+        steps.archive(unchanged, settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
+        if len(unchanged) < len(files):  # ... unless an exporter was still writing it: read again next run
+            print(f"{len(files) - len(unchanged)} inbox file(s) changed while they were read: left in the inbox for the "
+                  "next run (exporters should write a dot-file and rename it when complete)")
     if publish:
         publish_snapshot(settings)
     print(f"{run.run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "

@@ -50,7 +50,8 @@ def claim_staging(folder: Path) -> Path:
 
 
 def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path]:
-    """Remove staging folders whose owner process is gone, and temporaries of a killed publish."""
+    """Remove staging folders whose owner process is gone, temporaries of a killed publish, and spill
+    folders of killed `gpucast sql` queries."""
     removed: list[Path] = []
     if settings.staging_dir.exists():
         for folder in settings.staging_dir.iterdir():
@@ -64,6 +65,11 @@ def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path
             if pid != os.getpid() and (pid < 0 or not alive(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
+    for spill in settings.sql_temp_dir.parent.glob("sql-*"):  # `gpucast sql` spill folders of killed queries
+        pid = spill.name.removeprefix("sql-")
+        if not (pid.isdigit() and alive(int(pid))):
+            shutil.rmtree(spill, ignore_errors=True)
+            removed.append(spill)
     for tmp in settings.home.glob(f".{settings.published_path.stem}*.tmp"):  # the copy and the kept previous
         pid = tmp.name.split(".")[-2]
         if not (pid.isdigit() and alive(int(pid))):

@@ -11,7 +11,8 @@ so nothing changes meanwhile:
    checksum, so a corrupted warehouse fails the publish instead of reaching planners (a byte copy
    would carry the corruption over);
 3. make it read-only on disk (mode 0444);
-4. keep the current copy as `published.prev.duckdb` (`gpucast restore` puts it back);
+4. keep the current copy as `published.prev.duckdb` (a hard link to its file, so no bytes are
+   copied; `gpucast restore` puts it back);
 5. remove a stale `published.duckdb.wal`: one left by a planner's session that wrote into the copy
    and was killed. DuckDB would replay it into the *new* file at the next open (planners would see
    the old session's tables and rows in tonight's copy), so it goes before the rename;
@@ -34,6 +35,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.db import connect_writer, previous_copy, sql_string, writer_lock
+from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
 from gpucast.warehouse.settings import Settings
@@ -57,11 +59,14 @@ def publish_snapshot(settings: Settings) -> Path:
         finally:
             con.close()
         try:
-            _verified_copy(settings.db_path, tmp)
+            _verified_copy(settings, tmp)
             os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
-            if target.exists():
-                _replace_with_copy(target, previous_copy(target))
+            if target.exists():  # a second name for the current copy's file: no bytes copied
+                keep = target.with_name(f".{previous_copy(target).name}.{os.getpid()}.tmp")
+                keep.unlink(missing_ok=True)
+                os.link(target, keep)
+                os.replace(keep, previous_copy(target))
             Path(f"{target}.wal").unlink(missing_ok=True)
             os.replace(tmp, target)
         finally:
@@ -83,28 +88,34 @@ def restore_previous(settings: Settings) -> Path:
     return target
 
 
-def _verified_copy(source: Path, tmp: Path) -> None:
-    """Write every table, view and sequence of `source` into a new database file at `tmp`."""
+def _verified_copy(settings: Settings, tmp: Path) -> None:
+    """Write every table, view and sequence of the warehouse into a new database file at `tmp`,
+    within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
     tmp.unlink(missing_ok=True)
-    con = duckdb.connect()
+    con = duckdb.connect(config={"memory_limit": settings.duckdb_memory, "temp_directory": str(settings.staging_dir)})
     try:
         con.execute(f"ATTACH {sql_string(tmp)} AS copy")
-        con.execute(f"ATTACH {sql_string(source)} AS source (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(settings.db_path)} AS source (READ_ONLY)")
         try:
             con.execute("COPY FROM DATABASE source TO copy")
         except duckdb.Error as exc:
+            if environment_error(exc):
+                raise  # a full disk or a permission error: said as such (exit 5), not as corruption
             raise PublishFailed(
-                f"could not read {source} back whole ({type(exc).__name__}: {exc}); the planners' copy was left "
-                "as it was. Check the disk, then restore the warehouse from the lake or a backup (docs/operations.md)"
-            ) from exc
+                f"could not read {settings.db_path} back whole ({type(exc).__name__}: {exc}); the planners' copy was "
+                "left as it was. Check the disk, then restore the warehouse from the lake or a backup "
+                "(docs/operations.md)") from exc
         con.execute("CHECKPOINT copy")
     finally:
         con.close()
 
 
 def _replace_with_copy(src: Path, dst: Path) -> None:
-    """Copy `src` to a temporary file, make it read-only, and rename it over `dst`."""
+    """Copy `src` to a temporary file (flushed to disk), make it read-only, and rename it over `dst`."""
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    shutil.copyfile(src, tmp)
+    with open(src, "rb") as f, open(tmp, "wb") as g:
+        shutil.copyfileobj(f, g, length=16 << 20)
+        g.flush()
+        os.fsync(g.fileno())
     os.chmod(tmp, READ_ONLY_MODE)
     os.replace(tmp, dst)

@@ -8,6 +8,7 @@ the working file when a run reports on itself before it publishes.
 from __future__ import annotations
 
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -133,10 +134,13 @@ def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = N
     memory, threads, a cap on what it spills to its own temporary folder, and a timeout after which
     the query is interrupted (`SqlTimeout`).
     """
-    spill = settings.sql_temp_dir
-    spill.mkdir(parents=True, exist_ok=True)
-    con = connect_reader(path, limits={"memory_limit": settings.sql_memory, "threads": settings.sql_threads,
-                                       "temp_directory": str(spill), "max_temp_directory_size": settings.sql_temp_limit})
+    spill = _spill_folder(settings)
+    try:
+        con = connect_reader(path, limits={"memory_limit": settings.sql_memory, "threads": settings.sql_threads,
+                                           "temp_directory": str(spill), "max_temp_directory_size": settings.sql_temp_limit})
+    except BaseException:
+        shutil.rmtree(spill, ignore_errors=True)
+        raise
     timer = threading.Timer(settings.sql_timeout_s, con.interrupt)
     timer.start()
     try:
@@ -157,6 +161,17 @@ def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = N
     return df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
                            *[pl.col(n).cast(pl.Int64 if t.scale == 0 else pl.Float64)
                              for n, t in df.schema.items() if isinstance(t, pl.Decimal)]), total
+
+
+def _spill_folder(settings: Settings) -> Path:
+    """This query's own temporary folder: under the data directory, or the system's temporary folder
+    when a planner may read but not write the data directory. (Folders of killed queries are swept
+    by the next run, `housekeeping.sweep_staging`.)"""
+    try:
+        settings.sql_temp_dir.mkdir(parents=True, exist_ok=True)
+        return settings.sql_temp_dir
+    except PermissionError:
+        return Path(tempfile.mkdtemp(prefix="gpucast-sql-"))
 
 
 def latest_train_run(path: Path) -> str:

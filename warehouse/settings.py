@@ -156,6 +156,11 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Defaults, then every `GPUCAST_*` variable that is set (empty counts as unset)."""
         environ = os.environ if environ is None else environ
+        if HOME_ENV in environ and not environ[HOME_ENV].strip():
+            # set but empty: a deployment job variable rendered from a variable unset at `prefect deploy`
+            # time would otherwise send the run to an empty ./.gpucast in the worker's folder
+            raise SettingsError(f"{HOME_ENV} is set but empty: set it to the data directory, or unset it for the "
+                                f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
         values: dict[str, Any] = {"home": home_from_env(environ)}
         for spec in SPECS[1:]:
             raw = environ.get(spec.env, "")

@@ -292,3 +292,27 @@ def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
     assert {k: again[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")} == \
            {k: first[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")}
     assert first["rows_loaded"] > 0 and first["rows_duplicate"] >= 0 and again["rows_duplicate"] == first["rows_duplicate"]
+
+
+def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkeypatch):
+    """An exporter appending while the run reads: the file is not archived (its tail would be lost),
+    and the next run reads it again: the new line loads, the old ones count as duplicates."""
+    from gpucast.tasks import ingest as steps
+
+    inbox_file = home / "inbox" / "growing.jsonl"
+    write(inbox_file, jsonl(record(job_id="a"), record(job_id="b")))
+    real = steps.stage_file
+
+    def stage_then_append(path, *args, **kwargs):
+        result = real(path, *args, **kwargs)
+        with open(path, "a") as f:  # the exporter writes one more line after the read
+            f.write(jsonl(record(job_id="c")))
+        return result
+
+    monkeypatch.setattr(steps, "stage_file", stage_then_append)
+    assert ingest()["rows_loaded"] == 2
+    assert inbox_file.exists() and not (home / "inbox" / "archive").exists()
+    monkeypatch.setattr(steps, "stage_file", real)
+    again = ingest()
+    assert (again["rows_loaded"], again["rows_duplicate"]) == (1, 2)
+    assert not inbox_file.exists()  # complete now: archived

@@ -34,6 +34,11 @@ def test_environment_errors_get_exit_5_and_one_line(exc):
     assert code == 5 and "\n" not in line and line.endswith("free space or fix permissions, then rerun")
 
 
+def test_an_sql_error_that_quotes_the_words_is_not_an_environment_error():
+    code, line = _exit_code(duckdb.ParserException("syntax error at or near \"'Permission denied'\""))
+    assert code == 2 and "ParserException" in line
+
+
 def test_a_missing_ml_extra_names_the_install_command():
     code, line = _exit_code(ModuleNotFoundError("No module named 'torch'", name="torch"))
     assert code == 5 and "pip install 'gpucast[ml]'" in line

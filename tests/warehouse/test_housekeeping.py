@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -74,8 +75,14 @@ def test_sweep_removes_staging_of_dead_processes_only(home):
     mine = claim_staging(settings.staging_dir / "run-mine")
     theirs = claim_staging(settings.staging_dir / "run-dead")
     (theirs / "owner.pid").write_text(str(_dead_pid()))
+    live_query = settings.home / "tmp" / f"sql-{os.getpid()}"
+    killed_query = settings.home / "tmp" / f"sql-{_dead_pid()}"  # a `gpucast sql` killed mid-spill
+    for spill in (live_query, killed_query):
+        spill.mkdir(parents=True)
+        (spill / "duckdb_temp_block.tmp").write_bytes(b"x" * 1024)
     removed = runs.sweep_orphans(settings)
-    assert removed == [theirs] and mine.exists() and not theirs.exists()
+    assert sorted(map(str, removed)) == sorted([str(theirs), str(killed_query)])
+    assert mine.exists() and not theirs.exists() and live_query.exists() and not killed_query.exists()
 
 
 def test_old_model_folders_are_pruned_but_never_a_champions_or_a_running_one(home):

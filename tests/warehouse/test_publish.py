@@ -80,6 +80,9 @@ def test_a_planner_session_held_read_write_does_not_block_reads_or_the_next_publ
     for n in (1, 2):
         _night(settings, n)
         publish_snapshot(settings)
+    # the copy is read-only on disk (0444), which stops a planner who is not root; root, or a planner
+    # who changed the mode, can still open it read-write: that is the case tried here
+    os.chmod(settings.published_path, 0o644)
     planner = _planner(settings.published_path, "con.execute('CREATE TABLE mine AS SELECT 1 AS x')")
     try:
         # the lock blocks every open of published.duckdb: readers fall back to the previous copy, saying so
@@ -100,6 +103,7 @@ def test_a_planner_session_held_read_write_does_not_block_reads_or_the_next_publ
 def test_a_killed_planner_session_that_wrote_leaves_nothing_in_the_next_copy(settings, capsys):
     _night(settings, 1)
     publish_snapshot(settings)
+    os.chmod(settings.published_path, 0o644)  # as above: root, or a planner who changed the mode
     planner = _planner(settings.published_path, "con.execute('CREATE TABLE mine AS SELECT 1 AS x')")
     planner.send_signal(signal.SIGKILL)
     planner.wait()

@@ -54,10 +54,12 @@ def test_runs_older_than_the_retention_are_pruned_and_marked(con, tmp_path):
     assert _score(con, tmp_path, 42)[1] == 0  # pruned runs are not pruned twice
 
 
-def test_the_latest_run_is_kept_however_old_it_is(con, tmp_path):
+def test_the_shortest_retention_still_keeps_the_run_just_published(con, tmp_path):
     _score(con, tmp_path, 0)
-    assert _score(con, tmp_path, 400, keep_days=1)[1] == 1
+    _score(con, tmp_path, 1, keep_days=1)  # exactly one day apart: kept
+    assert _score(con, tmp_path, 400, keep_days=1)[1] == 2
     assert con.execute("SELECT DISTINCT score_run_id FROM forecasts").fetchall() == [("score-day400",)]
+    assert con.execute("SELECT count(*) FROM pending_forecasts").fetchall() == [(2,)]
 
 
 def test_pending_forecasts_reads_only_the_latest_published_run(con, tmp_path):

@@ -49,6 +49,12 @@ def test_a_bad_value_names_the_variable_and_the_rule(env, raw, says):
         Settings.from_env({env: raw})
 
 
+def test_an_empty_data_directory_is_refused_not_defaulted():
+    """A deployment rendering `{{ $GPUCAST_HOME }}` from an unset variable must fail, not use ./.gpucast."""
+    with pytest.raises(SettingsError, match="GPUCAST_HOME is set but empty"):
+        Settings.from_env({"GPUCAST_HOME": ""})
+
+
 def test_empty_counts_as_unset():
     assert Settings.from_env({"GPUCAST_GPU_MEM_GB": " "}).gpu_mem_gb == 80.0
 
