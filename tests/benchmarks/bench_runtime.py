@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.tasks import features
 from gpucast.tasks.features import FEATURE_SETS, labelled_rows
 from gpucast.tasks.models import registry
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
@@ -41,7 +42,8 @@ def main() -> None:
     args = ap.parse_args()
     target = c.RUNTIME_HOURS
     jobs = simulate_jobs(int(args.jobs * 1.4), np.random.default_rng(7), SimConfig().start, pending_fraction=0.0)
-    rows = labelled_rows(jobs.filter(pl.col(c.STATUS) == "COMPLETED").head(args.jobs), target).sort(c.JOB_ID)
+    done = jobs.filter(pl.col(c.STATUS) == "COMPLETED").head(args.jobs)
+    rows = features.build(labelled_rows(done, target)).sort(c.JOB_ID)  # + hardware context and priors, as the nightly
     print(f"simulator: {rows.height:,} completed jobs with {target}; {args.repeats} repeats")
     for fs in FEATURE_SETS:
         models = tuple(m for m in TrainOptions(features=fs).model_names if args.with_nn or m != registry.NN)
