@@ -88,7 +88,11 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
         # the network's speed does not depend on the target: time it on the first one only
         names = [target_out["champion"]] + ([registry.NN] if target_out is train["targets"][0] else [])
         for name in dict.fromkeys(names):
-            scorer = Scorer(Champion(target, name, train["train_run_id"], str(model_dir / target)))
+            try:
+                scorer = Scorer(Champion(target, name, train["train_run_id"], str(model_dir / target)))
+            except ValueError as exc:  # since the champion is refitted, only it is saved with its calibration
+                print(f"  {target:18s} {name:18s} not timed: {exc}", flush=True)
+                continue
             t = time.perf_counter()
             f = scorer.score(pending)
             s = time.perf_counter() - t
@@ -100,8 +104,9 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
     nn = df.filter(pl.col("model") == registry.NN).select("target", pl.col("jobs_per_min").alias("nn_jpm"))
     with pl.Config(tbl_rows=20, tbl_width_chars=200, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(df)
-        print(champ.join(nn, on="target").with_columns((pl.col("nn_jpm") / pl.col("champion_jpm")).round(3)
-                                                       .alias("nn_vs_champion")))
+        if nn.height:
+            print(champ.join(nn, on="target").with_columns((pl.col("nn_jpm") / pl.col("champion_jpm")).round(3)
+                                                           .alias("nn_vs_champion")))
 
 
 def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
