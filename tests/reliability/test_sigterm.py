@@ -24,22 +24,27 @@ def _listening(port: int) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_stops_the_run_and_its_temporary_server(tmp_path):
-    write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=20000, seed=21))  # long enough to be stopped
-    home = tmp_path / "home"
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=500, seed=21))
+    home, marker = tmp_path / "home", tmp_path / "stopped-here"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"))
+    # the run waits at a known point (after staging, inside the flow) until it is signalled: no race
+    # with how fast this machine ingests; unbuffered so the server's address is read as it is printed
+    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"), PYTHONUNBUFFERED="1",
+               GPUCAST_FAILPOINT="ingest:after-staging", GPUCAST_FAILPOINT_MARKER=str(marker))
     proc = subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "ingest", str(tmp_path / "logs")], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     port, seen = None, []
-    for line in proc.stdout:  # Prefect names its temporary server when it starts, then the run begins
+    for line in proc.stdout:  # Prefect names its temporary server when it starts
         seen.append(line)
         if m := re.search(r"temporary server on http://127\.0\.0\.1:(\d+)", line):
             port = int(m.group(1))
-        if port and "file(s) to ingest" in line:
             break
     assert port, "".join(seen)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the run never reached its failpoint"
     assert _listening(port)
-    time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=120)[0]
     assert proc.returncode == 128 + signal.SIGTERM, "".join(seen) + rest
