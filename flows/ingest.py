@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -27,7 +26,7 @@ def find_files(paths: list[str] | None, settings: Settings) -> list[str]:
         return [str(p) for p in steps.discover(paths)]
     new, seen = steps.inbox_files(settings.inbox_dir, db.ingested_sha256s(settings))
     if seen:
-        steps.archive(seen, settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
+        steps.archive(seen, settings.inbox_dir)
         print(f"{len(seen)} inbox file(s) with content ingested before moved to {settings.inbox_dir / steps.ARCHIVE}")
     return [str(p) for p in new]
 
@@ -82,7 +81,7 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         totals = load_run(run.run_id, run.staging, results, settings)
     if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...
         unchanged = [Path(r.path) for r in results if steps.content_key(Path(r.path)) == r.sha256]
-        steps.archive(unchanged, settings.inbox_dir, f"{datetime.now(UTC):%Y-%m-%d}")
+        steps.archive(unchanged, settings.inbox_dir)
         if len(unchanged) < len(files):  # ... unless an exporter was still writing it: read again next run
             print(f"{len(files) - len(unchanged)} inbox file(s) changed while they were read: left in the inbox for the "
                   "next run (exporters should write a dot-file and rename it when complete)")

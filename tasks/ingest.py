@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -75,11 +76,12 @@ def inbox_files(inbox: Path, already_ingested: set[str]) -> tuple[list[Path], li
     return new, seen
 
 
-def archive(files: Iterable[Path], inbox: Path, day: str) -> list[Path]:
-    """Move ingested inbox files to `inbox/archive/<day>/`, keeping their relative paths (a name
+def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[Path]:
+    """Move ingested inbox files to `inbox/archive/<day>/` (default: today, UTC), keeping their relative paths (a name
     taken there gets a `.1`, `.2` ... suffix); return where they went. Their content hashes stay
     recorded, so the same content dropped again is still recognised."""
     inbox = inbox.resolve()
+    day = day or f"{datetime.now(UTC):%Y-%m-%d}"
     moved = []
     for f in files:
         rel = f.relative_to(inbox) if f.is_relative_to(inbox) else Path(f.name)
