@@ -44,6 +44,7 @@ class TargetResult:
     refit: dict = field(default_factory=dict)  # the champion's refit: rows, calibration rows, seconds
     ood: dict = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/ood.py)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
+    skipped_fits: list[dict] = field(default_factory=list)  # model, repeat, reason: fits the night did not finish
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ from gpucast.tasks.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.simulate import FORMATS, SimConfig
 from gpucast.tasks.train import TrainOptions
 from gpucast.warehouse.errors import environment_error
-from gpucast.warehouse.settings import SPEC_BY_FIELD, Settings
+from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
 # Flags that override a setting: flag -> settings field. Their defaults are the settings' own.
 SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_reject_fraction",
-                 "--nn-max-minutes": "nn_max_minutes"}
+                 "--nn-max-minutes": "nn_max_minutes", "--budget-minutes": "night_budget_minutes",
+                 "--runner": "train_runner", "--dask-address": "dask_address"}
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "matplotlib", "crepes", "skops"}  # the `ml` extra
@@ -134,10 +135,13 @@ def _train(args: argparse.Namespace) -> int:
     from gpucast.flows.train import train_models
 
     out = train_models(train_options(args), settings=settings_from(args))
-    print(f"train run {out['train_run_id']} on {out['device']}:")
+    if out["note"]:
+        print(f"note: {out['note']}")
+    print(f"train run {out['train_run_id']} on {out['device']}, fits on {out['fits_on']}:")
     for t in out["targets"]:
         what = f"skipped ({t['skipped']})" if t["skipped"] else f"champion {t['champion']} ({t['rows']:,} labelled jobs)"
-        print(f"  {t['target']}: {what}")
+        cut = f"; {t['skipped_fits']} fit(s) skipped (table skipped_fits)" if t["skipped_fits"] else ""
+        print(f"  {t['target']}: {what}{cut}")
     print("see: gpucast report")
     return 0
 
@@ -235,9 +239,10 @@ Where to look next:
 
 # The parser -------------------------------------------------------------------------------------
 
-def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str) -> None:
+def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str, kind: type = float, **kw) -> None:
     spec = SPEC_BY_FIELD[SETTING_FLAGS[flag]]
-    p.add_argument(flag, type=float, default=None, help=f"{what} (env {spec.env}, default {spec.default})")
+    p.add_argument(flag, dest=spec.field, type=kind, default=None,
+                   help=f"{what} (env {spec.env}, default {spec.default or 'none'})", **kw)
 
 
 def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epochs: int | None = None) -> None:
@@ -250,6 +255,11 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     p.add_argument("--repeats", type=int, default=repeats, help=f"repeated 70/30 holdouts (default {repeats or d.repeats})")
     p.add_argument("--epochs", type=int, default=epochs, help="cap the Transformer-BiGRU's epochs")
     _setting_flag(p, "--nn-max-minutes", "the Transformer-BiGRU's time budget per fit, in minutes; 0: no limit")
+    _setting_flag(p, "--budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
+                                         "and recorded (skipped_fits); 0: no budget")
+    _setting_flag(p, "--runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
+                                 "(one after another in this process)", str, choices=RUNNERS)
+    _setting_flag(p, "--dask-address", "an existing Dask scheduler to fan the fits out to (tcp://host:8786)", str)
     p.add_argument("--min-labelled", type=int, default=None,
                    help=f"skip a target with fewer labelled jobs (default {d.min_labelled})")
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -154,11 +155,107 @@ class TrainOptions(BaseModel):
         return self.nn_max_minutes * 60 if self.nn_max_minutes else None
 
 
+@dataclass(frozen=True)
+class Fit:
+    """One model fitted on one target in one repeated holdout: the unit a night fans out."""
+
+    target: str
+    model: str
+    repeat: int
+
+    def __str__(self) -> str:
+        return f"{self.target} {self.model} repeat {self.repeat + 1}"
+
+
+def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None) -> list[Fit]:
+    """Every fit of a train run, in the order a night should run them so that a budget cut leaves
+    the best comparison it can: the fast baselines of every target first (each target has a
+    champion within seconds), then the previous champion's model (`previous`: target -> model),
+    then the other ensembles from the quickest to fit (`registry.FIT_ORDER`), the network last
+    (the slowest by far: a cut there must not starve the trees). Within a tier, repeat 1 of every
+    target and model before repeat 2, so a cut removes repeats, not models."""
+    previous = previous or {}
+    rank = {m: i for i, m in enumerate(registry.FIT_ORDER)}
+    target_rank = {t: i for i, t in enumerate(options.targets)}
+
+    def tier(f: Fit) -> int:
+        if f.model in registry.FAST_MODELS:
+            return 0
+        if f.model == registry.NN:
+            return 3
+        return 1 if previous.get(f.target) == f.model else 2
+
+    fits = [Fit(t, m, r) for t in options.targets for m in options.model_names for r in range(options.repeats)]
+    return sorted(fits, key=lambda f: (tier(f), f.repeat, target_rank[f.target], rank.get(f.model, len(rank))))
+
+
+def labelled(history: pl.DataFrame, target: str, options: TrainOptions) -> pl.DataFrame:
+    """The jobs with `target` measured, with the feature set's columns (built here when missing)."""
+    if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
+        history = features.build(history)
+    return labelled_rows(history, target)
+
+
+def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:
+    """Why a target gets no model comparison (fewer labelled jobs than `min_labelled`), else None."""
+    if rows.height >= options.min_labelled:
+        return None
+    return (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
+            f"(set --min-labelled to change it)")
+
+
+def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int,
+            deadline: float | None = None, progress: Callable[[str], None] = log.info) -> dict:
+    """Fit `model` on repeat `repeat`'s fit rows of `target` and score it on validation and test.
+
+    Pure: it needs the labelled rows only, so it runs anywhere (a Dask worker included). `deadline`
+    (a `time.time()` instant, the night budget's end): a fit that would start after it is skipped,
+    and the network stops at it. Returns the metric rows (`metrics`), the test predictions
+    (`test_pred`) and how the fit went, or `skipped` with the reason.
+    """
+    head = {"target": target, "model": model, "repeat": repeat}
+    max_seconds = options.nn_max_seconds
+    if deadline is not None:
+        left = deadline - time.time()
+        if left <= 0:
+            return {**head, "skipped": "the night budget ran out before it started"}
+        max_seconds = min(max_seconds, left) if max_seconds else left
+    seed = options.seed + repeat
+    fit_idx, val_idx, test_idx = split(rows.height, seed)
+    encoder = FeatureEncoder(options.features).fit(rows[fit_idx])
+    X = encoder.transform(rows)
+    y = rows[target].to_numpy().astype(np.float64)
+    t0 = time.perf_counter()
+    est = _build(model, encoder, X.shape[1], target, options, seed, progress, max_seconds).fit(X[fit_idx], y[fit_idx])
+    seconds = time.perf_counter() - t0
+    used = getattr(est, "device_", "cpu")
+    out = []
+    for split_name, idx in (("validation", val_idx), ("test", test_idx)):
+        p = est.predict(X[idx])
+        out.append({"model": model, "preset": options.preset if model == registry.NN else None,
+                    "features": options.features, "repeat": repeat, "seed": seed, "split": split_name,
+                    **metrics(y[idx], p), "rows_train": len(fit_idx), "rows_eval": len(idx),
+                    "train_seconds": seconds, "device": used, "epochs": getattr(est, "epochs_run_", None)})
+    return {**head, "metrics": out, "test_pred": est.predict(X[test_idx]), "seconds": seconds, "device": used,
+            "stopped": getattr(est, "stopped_by_", None)}
+
+
+def describe_fit(outcome: dict, repeats: int) -> str:
+    """The progress line of one finished (or skipped) fit."""
+    where = f"{outcome['target']}: repeat {outcome['repeat'] + 1}/{repeats} {outcome['model']}"
+    if "skipped" in outcome:
+        return f"{where} skipped: {outcome['skipped']}"
+    return (f"{where} trained in {outcome['seconds']:.1f} s on {outcome['device']}"
+            + (f" ({outcome['stopped']})" if outcome.get("stopped") else ""))
+
+
 def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path,
                  progress: Callable[[str], None] = log.info, holdout: list[str] | None = None) -> TargetResult:
     """Compare `options.models` on `target` over repeated holdouts, pick the champion on validation,
     refit it on every labelled job but a calibration slice, calibrate its intervals on that slice,
-    and save it in `folder` (the registry's target folder, `store.target_folder`).
+    and save it in `folder` (the registry's target folder, `store.target_folder`). One fit after
+    another, in this process: the `train-models` flow runs the same steps (`fit_one`,
+    `finish_target`, `save_champion`) fanned out on Dask, under a night budget.
 
     A target with fewer than `min_labelled` jobs gets no model comparison; with a feature set that
     has the priors, the analytic prior scores it (calibrated on the jobs there are).
@@ -167,30 +264,65 @@ def train_target(history: pl.DataFrame, target: str, options: TrainOptions, fold
     `options.epochs` caps the Transformer-BiGRU's epochs and `options.nn_max_minutes` is its time
     budget per fit (it stops after the epoch that crosses it), so a CPU-only night still ends.
     """
-    feature_set = FEATURE_SETS[options.features]
-    if not set(feature_set.names) <= set(history.columns):
-        history = features.build(history)
-    rows = labelled_rows(history, target)
+    rows = labelled(history, target, options)
+    outcomes = []
+    if too_few(rows, options) is None:
+        for fit in (f for f in order_fits(options) if f.target == target):
+            outcomes.append(fit_one(rows, target, options, fit.model, fit.repeat, progress=progress))
+            progress(describe_fit(outcomes[-1], options.repeats))
+    finished = finish_target(rows, target, options, outcomes, holdout, progress)
+    if finished.estimator is not None:
+        save_champion(folder, target, options, finished)
+    return finished.result
+
+
+@dataclass
+class Finished:
+    """A target's outcome before it is saved: the result, and the refitted champion with its encoder
+    (None when the target was skipped). Made on a worker; saved by the flow's process."""
+
+    result: TargetResult
+    estimator: object | None = None
+    encoder: FeatureEncoder | None = None
+
+
+def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[dict],
+                  holdout: list[str] | None = None, progress: Callable[[str], None] = log.info) -> Finished:
+    """From the fits' outcomes: the metrics, the champion (lowest mean validation RMSE over the
+    repeats each model finished), the gate's predictions, and the champion refitted and calibrated.
+    Skipped fits are kept in `result.skipped_fits` with their reason. Pure, like `fit_one`."""
     result = TargetResult(target=target, rows=rows.height)
-    if rows.height < options.min_labelled:
-        result.skipped = (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
-                          f"(set --min-labelled to change it)")
-        if feature_set.prior_column(target) is None:
+    if reason := too_few(rows, options):
+        result.skipped = reason
+        if FEATURE_SETS[options.features].prior_column(target) is None:
             progress(f"{target}: skipped: {result.skipped}")
-            return result
+            return Finished(result)
         result.skipped += "; the analytic prior scores it"
         progress(f"{target}: {result.skipped}")
-        return _save_champion(rows, target, options, registry.PRIOR, folder, result, progress)
-    y = rows[target].to_numpy().astype(np.float64)
-    for r in range(options.repeats):
-        predictions = _evaluate_repeat(rows, y, target, options, r, result, progress)
-        if r == 0:
-            result.test_predictions = predictions
+        return _refit(rows, target, options, registry.PRIOR, result, progress)
+    order = {m: i for i, m in enumerate(options.model_names)}
+    done = sorted((o for o in outcomes if "metrics" in o), key=lambda o: (o["repeat"], order[o["model"]]))
+    result.metrics = [m for o in done for m in o["metrics"]]
+    result.skipped_fits = [{"model": o["model"], "repeat": o["repeat"], "reason": o["skipped"]}
+                           for o in outcomes if "skipped" in o]
+    first = [o for o in done if o["repeat"] == 0]
+    if first:
+        test_idx = split(rows.height, options.seed)[2]
+        result.test_predictions = pl.DataFrame({"actual": rows[target].to_numpy().astype(np.float64)[test_idx],
+                                                **{o["model"]: o["test_pred"] for o in first}})
+    if not result.metrics:
+        result.skipped = "no model finished a fit within the night budget"
+        if FEATURE_SETS[options.features].prior_column(target) is None:
+            progress(f"{target}: skipped: {result.skipped}")
+            return Finished(result)
+        result.skipped += "; the analytic prior scores it"
+        return _refit(rows, target, options, registry.PRIOR, result, progress)
     champion = choose_champion(result.metrics)
     progress(f"{target}: champion {champion} (lowest mean validation {CHAMPION_METRIC.upper()}); refitting it")
     if holdout:
+        y = rows[target].to_numpy().astype(np.float64)
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, progress)
-    return _save_champion(rows, target, options, champion, folder, result, progress)
+    return _refit(rows, target, options, champion, result, progress)
 
 
 def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
@@ -208,44 +340,18 @@ def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: T
 
 
 def _build(name: str, encoder: FeatureEncoder, n_features: int, target: str, options: TrainOptions, seed: int,
-           progress: Callable[[str], None]):
+           progress: Callable[[str], None], max_seconds: float | None = None):
     fs = FEATURE_SETS[options.features]
     base = fs.prior_column(target) if name == registry.PRIOR else fs.base_column(target)
     return registry.build(name, seed=seed, categorical=encoder.categorical, n_features=n_features, base=base,
                           cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
-                          epochs=options.epochs, progress=progress, max_seconds=options.nn_max_seconds)
+                          epochs=options.epochs, progress=progress, max_seconds=max_seconds or options.nn_max_seconds)
 
 
-def _evaluate_repeat(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, r: int,
-                     result: TargetResult, progress: Callable[[str], None]) -> pl.DataFrame:
-    """One repeated holdout: every model fitted on the same fit rows, scored on validation and test.
-    Appends the metrics to `result`; returns the test rows' actual values and every prediction."""
-    seed = options.seed + r
-    fit_idx, val_idx, test_idx = split(rows.height, seed)
-    encoder = FeatureEncoder(options.features).fit(rows[fit_idx])
-    X = encoder.transform(rows)
-    preds = {"actual": y[test_idx]}
-    for name in options.model_names:
-        t0 = time.perf_counter()
-        est = _build(name, encoder, X.shape[1], target, options, seed, progress).fit(X[fit_idx], y[fit_idx])
-        seconds = time.perf_counter() - t0
-        used = getattr(est, "device_", "cpu")
-        for split_name, idx in (("validation", val_idx), ("test", test_idx)):
-            p = est.predict(X[idx])
-            result.metrics.append({"model": name, "preset": options.preset if name == registry.NN else None,
-                                   "features": options.features, "repeat": r, "seed": seed, "split": split_name,
-                                   **metrics(y[idx], p), "rows_train": len(fit_idx), "rows_eval": len(idx),
-                                   "train_seconds": seconds, "device": used, "epochs": getattr(est, "epochs_run_", None)})
-        preds[name] = est.predict(X[test_idx])
-        stopped = getattr(est, "stopped_by_", None)
-        progress(f"{target}: repeat {r + 1}/{options.repeats} {name} trained in {seconds:.1f} s on {used}"
-                 + (f" ({stopped})" if stopped else ""))
-    return pl.DataFrame(preds)
-
-
-def _save_champion(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, folder: Path,
-                   result: TargetResult, progress: Callable[[str], None]) -> TargetResult:
-    """Refit the champion on every labelled job but the calibration slice; calibrate; save it all."""
+def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
+           progress: Callable[[str], None]) -> Finished:
+    """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
+    (and the prior's, the fallback for out-of-distribution jobs) on that slice; fit the OOD detector."""
     y = rows[target].to_numpy().astype(np.float64)
     refit_idx, cal_idx = calibration_split(rows.height, options.seed, learns=champion != registry.PRIOR)
     encoder = FeatureEncoder(options.features).fit(rows[refit_idx] if len(refit_idx) else rows)
@@ -260,15 +366,22 @@ def _save_champion(rows: pl.DataFrame, target: str, options: TrainOptions, champ
         prior = registry.PriorModel(prior_column)
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
-    result.champion, result.model_dir = champion, str(folder)
+    result.champion = champion
     result.refit = {"rows": len(refit_idx), "calibration_rows": len(cal_idx), "seconds": round(time.perf_counter() - t0, 2)}
-    store.save_model(folder, champion, est)
-    store.save_encoder(folder, encoder)
+    progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
+    return Finished(result, est, encoder)
+
+
+def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished) -> None:
+    """Write the refitted champion, its encoder, the test predictions and the metadata to `folder`
+    (the registry's target folder); sets `result.model_dir`."""
+    result = finished.result
+    result.model_dir = str(folder)
+    store.save_model(folder, result.champion, finished.estimator)
+    store.save_encoder(folder, finished.encoder)
     if result.test_predictions is not None:
         store.save_test_predictions(folder, result.test_predictions)
     store.save_metadata(folder, _metadata(target, options, result))
-    progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
-    return result
 
 
 def choose_champion(metric_rows: list[dict]) -> str:

@@ -25,6 +25,11 @@ HOME_ENV = "GPUCAST_HOME"
 DEFAULT_HOME = ".gpucast"
 
 
+# Where a train run's fits run: on Dask (a local cluster sized to the machine, or the cluster at
+# GPUCAST_DASK_ADDRESS), or one after another in the flow's own process.
+RUNNERS = ("dask", "local")
+
+
 class SettingsError(ValueError):
     """A setting's value breaks its rule; the message names the variable or flag."""
 
@@ -52,6 +57,18 @@ def _memory_size(v: str) -> bool:
 
 def _webhook_url(v: str) -> bool:
     return v == "" or re.fullmatch(r"https?://[^\s]+", v) is not None
+
+
+def _runner(v: str) -> bool:
+    return v in RUNNERS
+
+
+def _dask_address(v: str) -> bool:
+    return v == "" or re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+:\d+|[A-Za-z0-9.\-]+:\d+", v) is not None
+
+
+def _non_negative_int(v: int) -> bool:
+    return v >= 0
 
 
 def _any(_: Any) -> bool:
@@ -102,6 +119,16 @@ SPECS: tuple[Spec, ...] = (
          "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
     Spec("sql_timeout_s", "GPUCAST_SQL_TIMEOUT_S", 300.0, float, _positive, "a finite number > 0",
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
+    Spec("night_budget_minutes", "GPUCAST_NIGHT_BUDGET_MINUTES", 45.0, float, _non_negative, "a finite number >= 0",
+         "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
+         "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--budget-minutes`)"),
+    Spec("train_runner", "GPUCAST_TRAIN_RUNNER", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
+         "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
+         "local (one after another in the flow's process) (`--runner`)"),
+    Spec("dask_address", "GPUCAST_DASK_ADDRESS", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
+         "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
+    Spec("dask_workers", "GPUCAST_DASK_WORKERS", 0, int, _non_negative_int, "a whole number >= 0",
+         "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 
@@ -146,6 +173,10 @@ class Settings:
     sql_threads: int = SPEC_BY_FIELD["sql_threads"].default
     sql_temp_limit: str = SPEC_BY_FIELD["sql_temp_limit"].default
     sql_timeout_s: float = SPEC_BY_FIELD["sql_timeout_s"].default
+    night_budget_minutes: float = SPEC_BY_FIELD["night_budget_minutes"].default
+    train_runner: str = SPEC_BY_FIELD["train_runner"].default
+    dask_address: str = SPEC_BY_FIELD["dask_address"].default
+    dask_workers: int = SPEC_BY_FIELD["dask_workers"].default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())

@@ -52,6 +52,10 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
     with transaction(con):
         con.execute("DELETE FROM model_metrics WHERE train_run_id = ? AND target = ?", [run_id, result.target])
         con.execute("DELETE FROM model_champions WHERE train_run_id = ? AND target = ?", [run_id, result.target])
+        con.execute("DELETE FROM skipped_fits WHERE train_run_id = ? AND target = ?", [run_id, result.target])
+        if result.skipped_fits:
+            con.executemany("INSERT INTO skipped_fits VALUES (?, ?, ?, ?, ?)",
+                            [[run_id, result.target, f["model"], f["repeat"], f["reason"]] for f in result.skipped_fits])
         if result.metrics:
             m = pl.DataFrame(result.metrics).select(
                 pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",

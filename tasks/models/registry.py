@@ -13,13 +13,15 @@ one of the feature columns (`base`), and predict prior x exp() of it. Hyperparam
 middle-of-the-road settings, not defaults picked to lose.
 
 Builders take keyword arguments: `seed`, `categorical` (indices of the categorical columns),
-`n_features`, `base` (the residual's prior column, or None), `cardinalities`, and the network's
-`preset`, `device`, `epochs`, `progress`, `max_seconds`; each uses what it needs.
+`n_features`, `base` (the residual's prior column, or None), `cardinalities`, `threads` (None:
+`default_threads()`), and the network's `preset`, `device`, `epochs`, `progress`, `max_seconds`;
+each uses what it needs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,15 @@ from pathlib import Path
 import numpy as np
 
 NN = "transformer_bigru"
+
+
+def default_threads() -> int:
+    """Threads one fit may use: OMP_NUM_THREADS where set (a Dask worker's nanny sets 1, so workers
+    on one machine do not fight over its cores), else every core."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
 
 
 class LogTarget:
@@ -67,18 +78,18 @@ class ModelEntry:
 FOREST_MAX_LEAVES = 2048
 
 
-def _extra_trees(seed, base=None, **_):
+def _extra_trees(seed, base=None, threads=None, **_):
     from sklearn.ensemble import ExtraTreesRegressor
 
     return LogTarget(ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.8,
-                                         max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=-1, random_state=seed), base)
+                                         max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=threads or default_threads(), random_state=seed), base)
 
 
-def _random_forest(seed, base=None, **_):
+def _random_forest(seed, base=None, threads=None, **_):
     from sklearn.ensemble import RandomForestRegressor
 
     return LogTarget(RandomForestRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.6,
-                                           max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=-1, random_state=seed), base)
+                                           max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=threads or default_threads(), random_state=seed), base)
 
 
 def _decision_tree(seed, base=None, **_):
@@ -111,25 +122,25 @@ def _linear(seed, categorical=(), n_features=11, base=None, **_):
     return LogTarget(make_pipeline(prep, SelectKBest(f_regression, k="all"), LinearRegression()), base)
 
 
-def _xgboost(seed, base=None, **_):
+def _xgboost(seed, base=None, threads=None, **_):
     from xgboost import XGBRegressor
 
     return LogTarget(XGBRegressor(n_estimators=600, learning_rate=0.05, max_depth=8, subsample=0.8,
-                                  colsample_bytree=0.8, random_state=seed, n_jobs=2, tree_method="hist"), base)
+                                  colsample_bytree=0.8, random_state=seed, n_jobs=threads or default_threads(), tree_method="hist"), base)
 
 
-def _lightgbm(seed, base=None, **_):
+def _lightgbm(seed, base=None, threads=None, **_):
     from lightgbm import LGBMRegressor
 
     return LogTarget(LGBMRegressor(n_estimators=600, learning_rate=0.05, num_leaves=63, subsample=0.8, subsample_freq=1,
-                                   colsample_bytree=0.8, random_state=seed, n_jobs=2, verbose=-1), base)
+                                   colsample_bytree=0.8, random_state=seed, n_jobs=threads or default_threads(), verbose=-1), base)
 
 
-def _catboost(seed, base=None, **_):
+def _catboost(seed, base=None, threads=None, **_):
     from catboost import CatBoostRegressor
 
     return LogTarget(CatBoostRegressor(iterations=800, learning_rate=0.08, depth=8, random_seed=seed,
-                                       thread_count=2, verbose=False, allow_writing_files=False), base)
+                                       thread_count=threads or default_threads(), verbose=False, allow_writing_files=False), base)
 
 
 def _transformer_bigru(seed, categorical=(), cardinalities=(), base=None, preset="paper", device=None, epochs=None,
@@ -262,6 +273,10 @@ REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry(PRIOR, "none: the analytic prior alone", _prior, ".json", _save_prior, _load_prior),
 )}
 MODEL_NAMES = tuple(REGISTRY)
+# The order a night fits them in (tasks/train.py `order_fits`): the fast baselines first, so every
+# target has a champion within seconds, then the ensembles from the quickest to fit, the network last.
+FAST_MODELS = (PRIOR, "linear_fs", "decision_tree")
+FIT_ORDER = (*FAST_MODELS, "lightgbm", "xgboost", "catboost", "adaboost", "extra_trees", "random_forest", NN)
 
 
 def entry(name: str) -> ModelEntry:

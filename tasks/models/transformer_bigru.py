@@ -255,6 +255,11 @@ class TransformerBiGRURegressor:
         t = z.astype(np.float64) * self.y_std_ + self.y_mean_
         return np.exp(t + X[:, self.base] if self.base is not None else t)
 
+    def __getstate__(self) -> dict:
+        """A fitted network crosses processes (a Dask worker returns it): its progress callback (a
+        logger of the worker's task run) stays behind."""
+        return {**self.__dict__, "progress": None}
+
     # Checkpoints: state dict + config + scalers, loaded with weights_only=True (no pickled code).
     def save(self, path: Path) -> None:
         torch.save({

@@ -97,3 +97,33 @@ def test_the_champion_is_the_lowest_mean_validation_rmse():
                 + rows("c", [1.6, 1.6], [0.1, 0.1]))
     assert choose_champion(metrics_) == "b"
     assert choose_champion(rows("x", [2.0], [1.0]) + rows("y", [2.0], [0.5])) == "x"  # a tie: the first listed
+
+
+def test_fits_are_ordered_fast_baselines_first_the_last_champion_next_the_network_last():
+    from gpucast.tasks.train import order_fits
+
+    opts = TrainOptions(models=("transformer_bigru", "extra_trees", "lightgbm", "linear_fs", "catboost"), repeats=2,
+                        targets=("runtime_hours", "peak_gpu_mem_gb"))
+    fits = order_fits(opts, previous={"peak_gpu_mem_gb": "catboost"})
+    assert len(fits) == 5 * 2 * 2 and len(set(fits)) == len(fits)
+    names = [(f.target, f.model, f.repeat) for f in fits]
+    assert names[:4] == [("runtime_hours", "linear_fs", 0), ("peak_gpu_mem_gb", "linear_fs", 0),
+                         ("runtime_hours", "linear_fs", 1), ("peak_gpu_mem_gb", "linear_fs", 1)]
+    assert names[4:6] == [("peak_gpu_mem_gb", "catboost", 0), ("peak_gpu_mem_gb", "catboost", 1)]  # last night's champion
+    assert [m for _, m, _ in names[-4:]] == ["transformer_bigru"] * 4
+    middle = names[6:-4]  # the other ensembles: repeat 1 of all before repeat 2, quickest model first
+    assert [r for _, _, r in middle] == sorted(r for _, _, r in middle)
+    assert middle[0] == ("runtime_hours", "lightgbm", 0)
+
+
+def test_a_fit_past_the_deadline_is_skipped_not_run(jobs):
+    import time
+
+    from gpucast.tasks.train import fit_one, labelled
+
+    rows = labelled(jobs, "runtime_hours", options())
+    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() - 1)
+    assert out == {"target": "runtime_hours", "model": "lightgbm", "repeat": 0,
+                   "skipped": "the night budget ran out before it started"}
+    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() + 600)
+    assert {m["split"] for m in done["metrics"]} == {"validation", "test"} and len(done["test_pred"]) > 0

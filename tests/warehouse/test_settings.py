@@ -22,6 +22,7 @@ def test_defaults_when_nothing_is_set(tmp_path):
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
 def test_every_variable_is_read(spec, tmp_path):
     value = ("3GB" if spec.expects.startswith("a size") else "http://127.0.0.1:9/hook" if spec.expects.startswith("an http")
+             else "local" if spec.field == "train_runner" else "tcp://127.0.0.1:8786" if spec.field == "dask_address"
              else "3" if spec.parse is int else "0.5")
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path), spec.env: value})
     assert getattr(s, spec.field) == spec.parse(value) != spec.default
@@ -43,6 +44,10 @@ def test_every_variable_is_read(spec, tmp_path):
     ("GPUCAST_SQL_TIMEOUT_S", "nan", "a finite number > 0"),
     ("GPUCAST_SQL_THREADS", "0", "a whole number >= 1"),
     ("GPUCAST_SQL_TEMP_LIMIT", "unbounded", "a size such as"),
+    ("GPUCAST_NIGHT_BUDGET_MINUTES", "-5", "a finite number >= 0"),
+    ("GPUCAST_TRAIN_RUNNER", "ray", "one of: dask, local"),
+    ("GPUCAST_DASK_ADDRESS", "http://scheduler:8787/status", "a Dask scheduler address"),
+    ("GPUCAST_DASK_WORKERS", "-1", "a whole number >= 0"),
 ])
 def test_a_bad_value_names_the_variable_and_the_rule(env, raw, says):
     with pytest.raises(SettingsError, match=re.escape(f"{env}='{raw}' is not {says}")):
@@ -92,6 +97,7 @@ def test_only_the_settings_module_reads_gpucast_variables():
 
 
 # settings.py: the settings; housekeeping.py: the crash tests' failpoint seam; flows/__init__.py and
-# expectations/validate.py: telemetry switches set (not read) before Prefect and GX are imported.
+# expectations/validate.py: telemetry switches set (not read) before Prefect and GX are imported;
+# tasks/models/registry.py: OMP_NUM_THREADS (not ours: a Dask worker's share of the cores) sizes a fit.
 ALLOWED_ENV_READERS = {"warehouse/settings.py", "warehouse/housekeeping.py", "flows/__init__.py",
-                       "expectations/validate.py"}
+                       "expectations/validate.py", "tasks/models/registry.py"}

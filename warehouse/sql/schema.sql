@@ -144,6 +144,17 @@ CREATE TABLE IF NOT EXISTS model_metrics (
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/features.py)
 
+-- Per train run: the fits (target x model x repeat) it did not finish, and why: the night budget
+-- ran out (GPUCAST_NIGHT_BUDGET_MINUTES), or a worker was lost twice. The champion was chosen
+-- among the fits that finished.
+CREATE TABLE IF NOT EXISTS skipped_fits (
+    train_run_id VARCHAR NOT NULL,
+    target VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    repeat BIGINT NOT NULL,
+    reason VARCHAR NOT NULL
+);
+
 -- Per train run and target: the champion (chosen on validation rows), or why the target was skipped.
 CREATE TABLE IF NOT EXISTS model_champions (
     train_run_id VARCHAR NOT NULL,

@@ -1,0 +1,193 @@
+"""Training fanned out on real Dask workers (127.0.0.1): same results as in-process, and what a
+lost worker or an unreachable scheduler does to a night."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.flows.cli import main
+from gpucast.tasks.simulate import SimConfig, write_logs
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+TRAIN = ["train", "--models", "lightgbm,linear_fs,transformer_bigru", "--preset", "tiny", "--repeats", "2",
+         "--min-labelled", "100"]
+COMPARED = "target, model, repeat, split, rmse, mae, mape, r2, rows_train, epochs"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api_url() -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return str(client.api_url)
+
+
+class Cluster:
+    """`dask scheduler` and `dask worker` processes, as an operator would start them."""
+
+    def __init__(self, workers: int, tmp: Path):
+        dask = shutil.which("dask", path=str(Path(sys.executable).parent))
+        self.address = f"tcp://127.0.0.1:{_free_port()}"
+        env = {**os.environ, "PREFECT_API_URL": _api_url(), "DASK_LOGGING__DISTRIBUTED": "warning"}
+        self.log = (tmp / "dask.log").open("w")
+        port = self.address.rsplit(":", 1)[1]
+        self.procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+                                       env=env, stdout=self.log, stderr=subprocess.STDOUT)]
+        self.procs += [subprocess.Popen([dask, "worker", self.address, "--nthreads", "1", "--no-dashboard",
+                                         "--name", f"w{i}"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+                       for i in range(workers)]
+        from distributed import Client
+
+        with Client(self.address, timeout="60s") as client:
+            client.wait_for_workers(workers, timeout=120)
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            p.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def ingested(home, tmp_path) -> Path:
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=600, seed=2))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    return home
+
+
+def _metrics(home: Path, run_id: str) -> list[tuple]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(f"SELECT {COMPARED} FROM model_metrics WHERE train_run_id = ? ORDER BY ALL", [run_id]).fetchall()
+
+
+def _runs(home: Path) -> list[tuple]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute("SELECT train_run_id, status, message FROM train_runs ORDER BY started_at").fetchall()
+
+
+def _champions(home: Path, run_id: str) -> list[tuple]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute("SELECT target, challenger FROM model_champions WHERE train_run_id = ? ORDER BY 1",
+                           [run_id]).fetchall()
+
+
+def test_same_metrics_in_process_on_a_local_cluster_and_on_two_workers(ingested, tmp_path, monkeypatch, capsys):
+    assert main([*TRAIN, "--runner", "local"]) == 0
+    assert "fits on this process" in capsys.readouterr().out
+    monkeypatch.setenv("GPUCAST_DASK_WORKERS", "2")
+    assert main(TRAIN) == 0  # the default: a local Dask cluster started for the run
+    assert "fits on Dask at a local cluster: 2 worker(s)" in capsys.readouterr().out
+    cluster = Cluster(2, tmp_path)
+    try:
+        assert main([*TRAIN, "--dask-address", cluster.address]) == 0
+    finally:
+        cluster.close()
+    assert f"fits on Dask at {cluster.address}: 2 worker(s)" in capsys.readouterr().out
+
+    runs = _runs(ingested)
+    assert [status for _, status, _ in runs] == ["succeeded"] * 3
+    local, dask_local, dask_two = (_metrics(ingested, run_id) for run_id, _, _ in runs)
+    assert len(local) == 3 * 3 * 2 * 2  # targets x models x repeats x splits
+    for other in (dask_local, dask_two):  # identical keys; metrics equal up to float summation order
+        assert [row[:4] for row in other] == [row[:4] for row in local]
+        for a, b in zip(local, other, strict=True):
+            # in-process, torch sums over 2 threads, on a worker over 1: the network's metrics move by ~1e-6
+            tolerance = 1e-5 if a[1] == "transformer_bigru" else 1e-9
+            assert b[4:8] == pytest.approx(a[4:8], rel=tolerance, abs=tolerance), a[:4]  # rmse, mae, mape, r2
+            assert b[8:] == a[8:]  # rows_train, epochs
+    champions = [_champions(ingested, run_id) for run_id, _, _ in runs]
+    assert champions[0] == champions[1] == champions[2] and len(champions[0]) == len(c.TARGETS)
+
+
+def test_a_worker_killed_mid_fit_does_not_cost_the_night(ingested, tmp_path, monkeypatch):
+    """A worker process dies (SIGKILL) while it runs a network fit: the fit is run again on a
+    worker that lives, or recorded as skipped; the train run succeeds with a champion per target."""
+    from distributed import Client
+
+    cluster = Cluster(2, tmp_path)
+    killed = []
+
+    def kill_one_busy_worker() -> None:
+        with Client(cluster.address, timeout="30s") as client:
+            pids = client.run(os.getpid)
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and not killed:
+                for worker, keys in client.processing().items():
+                    if any(str(k).startswith("fit_model") for k in keys) and worker in pids:
+                        os.kill(pids[worker], signal.SIGKILL)
+                        killed.append(worker)
+                        return
+                time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_one_busy_worker)
+    killer.start()
+    try:
+        assert main([*TRAIN, "--epochs", "40", "--dask-address", cluster.address]) == 0
+    finally:
+        killer.join()
+        cluster.close()
+    assert killed, "no worker was busy to kill"
+    (run_id, status, message), = _runs(ingested)
+    assert status == "succeeded"
+    with duckdb.connect(str(ingested / "warehouse.duckdb"), read_only=True) as con:
+        finished = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'",
+                               [run_id]).fetchone()[0]
+        skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchone()[0]
+    assert finished + skipped == 3 * 3 * 2  # every fit accounted for: finished or skipped with a reason
+    assert all(model for _, model in _champions(ingested, run_id))
+
+
+def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested, monkeypatch, capsys):
+    """A scheduler address where something listens but never answers (the slow case, not a refused port)."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    monkeypatch.setenv("GPUCAST_DASK_ADDRESS", address)
+    t0 = time.monotonic()
+    try:
+        assert main([*TRAIN, "--models", "linear_fs", "--repeats", "1"]) == 0
+    finally:
+        silent.close()
+    out = capsys.readouterr().out
+    assert f"Dask scheduler {address} (GPUCAST_DASK_ADDRESS) did not answer within 10 s" in out
+    (_, status, message), = _runs(ingested)
+    assert status == "succeeded" and "did not answer within 10 s" in message and "trained in-process" in message
+    assert time.monotonic() - t0 < 60  # the connect attempt gives up after 10 s; the rest is the training
+
+
+def test_a_night_budget_skips_what_it_cannot_fit_and_still_names_champions(ingested, capsys):
+    """A budget of 6 s: the fast baselines finish, the rest is skipped or stopped at the budget; every
+    fit is accounted for, each target still gets a champion, and the run succeeds."""
+    assert main([*TRAIN, "--epochs", "400", "--budget-minutes", "0.1", "--runner", "local"]) == 0
+    out = capsys.readouterr().out
+    (run_id, status, message), = _runs(ingested)
+    assert status == "succeeded" and "fit(s) skipped: see skipped_fits" in message
+    with duckdb.connect(str(ingested / "warehouse.duckdb"), read_only=True) as con:
+        finished = con.execute("SELECT model, count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test' "
+                               "GROUP BY ALL", [run_id]).fetchall()
+        skipped = con.execute("SELECT model, reason FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchall()
+    assert sum(n for _, n in finished) + len(skipped) == 3 * 3 * 2
+    assert dict(finished)["linear_fs"] == 3 * 2  # the fast baselines run first: all of them finished
+    assert skipped and all(reason == "the night budget ran out before it started" for _, reason in skipped)
+    assert {model for model, _ in skipped} <= {"lightgbm", "transformer_bigru"}
+    assert all(model for _, model in _champions(ingested, run_id))
+    assert "fit(s) skipped (table skipped_fits)" in out
