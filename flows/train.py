@@ -100,6 +100,11 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     for n, (fit, outcome) in enumerate(_as_finished(pending), start=1):
         outcomes[fit.target].append(outcome)
         print(f"[{n}/{len(fits)}, {(time.time() - started) / 60:.1f} min] {steps.describe_fit(outcome, options.repeats)}")
+    fit_seconds = round(time.time() - started, 1)
+    every = [o for target_outcomes in outcomes.values() for o in target_outcomes]
+    failed = [o for o in every if o.get("skipped", "").startswith("failed:")]
+    if every and len(failed) == len(every):  # not a lost worker: something every fit trips on (a bad option)
+        raise RuntimeError(f"every fit of the run failed; the first: {failed[0]['skipped'].removeprefix('failed: ')}")
     holdout = {t: windows[t]["job_id"] if t in windows else None for t in options.targets}
     refits = {t: refit_champion.submit(shared[t], t, options, outcomes[t], holdout[t]) for t in options.targets}
     finished = {}
@@ -109,7 +114,7 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
         except Exception as exc:  # noqa: BLE001  (the refit is the night's model: it is done here instead)
             get_run_logger().warning(f"{t}: the refit failed on the cluster ({type(exc).__name__}: {exc}); refitting here")
             finished[t] = steps.finish_target(rows[t], t, options, outcomes[t], holdout[t], progress=print)
-    return {"where": where, "finished": finished}
+    return {"where": where, "finished": finished, "fit_seconds": fit_seconds}
 
 
 def _on_dask(runner) -> bool:
@@ -274,7 +279,8 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         publish_snapshot(settings)
     report = render.train_markdown(run.run_id, *queries.train_tables(settings.db_path, run.run_id))
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
-    return {"train_run_id": run.run_id, "device": used, "fits_on": fitted["where"], "targets": outcomes, "note": note}
+    return {"train_run_id": run.run_id, "device": used, "fits_on": fitted["where"], "fit_seconds": fitted["fit_seconds"],
+            "targets": outcomes, "note": note}
 
 
 def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Finished, window: dict | None,
