@@ -5,7 +5,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
 
+# System packages from Debian's registry: gcc compiles tree champions for bulk scoring (without it
+# they are scored by their own library, slower). Not root and no sudo: say so and go on.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null && { [ "$$(id -u)" = 0 ] || echo sudo; })
+
 $(STAMP): pyproject.toml constraints.txt
+	@command -v gcc >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; } \
+		|| echo "gcc could not be installed: tree champions will be scored without compiling (slower)"
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,dev]'

@@ -45,6 +45,7 @@ class TargetResult:
     ood: dict = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/ood.py)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
     skipped_fits: list[dict] = field(default_factory=list)  # model, repeat, reason: fits the night did not finish
+    compiled: dict | None = None  # the champion compiled for scoring (tasks/models/compiled.py): used, or why not
 
 
 @dataclass(frozen=True)

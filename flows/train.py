@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,10 +30,16 @@ from gpucast.warehouse.settings import Settings
 
 
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
-    """Options with what they leave to the settings filled in (the network's time budget)."""
+    """Options with what they leave to the settings and the warehouse filled in: the network's time
+    budget, and whether tree champions are compiled for scoring (auto: when the pending queue is
+    large enough for the minute of compiling to pay, `steps.COMPILE_MIN_PENDING`)."""
+    update = {}
     if options.nn_max_minutes is None:
-        return options.model_copy(update={"nn_max_minutes": settings.nn_max_minutes})
-    return options
+        update["nn_max_minutes"] = settings.nn_max_minutes
+    if options.compile_trees is None:
+        with db.writer(settings) as con:
+            update["compile_trees"] = training.count_pending(con) >= steps.COMPILE_MIN_PENDING
+    return options.model_copy(update=update) if update else options
 
 
 @task(name="read-history")
@@ -117,6 +124,12 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     return {"where": where, "finished": finished, "fit_seconds": fit_seconds}
 
 
+def distributed_wait(futures: list) -> None:
+    from distributed import wait
+
+    wait(futures)
+
+
 def _on_dask(runner) -> bool:
     from prefect_dask import DaskTaskRunner  # imported when training, not by every CLI command
 
@@ -124,10 +137,19 @@ def _on_dask(runner) -> bool:
 
 
 def _share(runner, rows: dict[str, pl.DataFrame]) -> dict:
-    """The labelled rows, sent once to every worker of a Dask cluster (each fit of a target refers to
-    that copy; on every worker, so a lost worker does not take the only copy with it)."""
-    if _on_dask(runner):
-        return {t: runner.client.scatter(r, broadcast=True) for t, r in rows.items()}
+    """The labelled rows, sent once to a Dask cluster and copied to every worker (each fit of a
+    target refers to that copy). Sent as a small task rather than `scatter`ed: a worker lost with
+    the only copy of scattered data took every fit depending on it with it ("lost dependencies",
+    seen in tests/flows/test_dask_training.py), while a task's result is recomputed from its spec."""
+    if not _on_dask(runner):
+        return rows
+    shared = {t: runner.client.submit(_same, r, key=f"labelled-rows-{t}-{uuid.uuid4().hex[:8]}") for t, r in rows.items()}
+    distributed_wait(list(shared.values()))
+    runner.client.replicate(list(shared.values()))
+    return shared
+
+
+def _same(rows: pl.DataFrame) -> pl.DataFrame:
     return rows
 
 

@@ -27,7 +27,7 @@ from gpucast.expectations import contract as c
 from gpucast.expectations.records import TargetResult
 from gpucast.tasks import features, intervals, ood
 from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder, labelled_rows
-from gpucast.tasks.models import registry, store
+from gpucast.tasks.models import compiled, registry, store
 from gpucast.tasks.models.presets import DEFAULT_PRESET, PRESET_NAMES
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ DEFAULT_FEATURES = "residual"
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
 CHAMPION_METRIC = "rmse"
+# Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
+# (tasks/models/compiled.py): below this many pending jobs it does not pay.
+COMPILE_MIN_PENDING = 200_000
 
 
 def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -101,6 +104,7 @@ class TrainOptions(BaseModel):
     epochs: int | None = Field(None, ge=1)  # caps the Transformer-BiGRU's epochs
     max_rows: int | None = Field(DEFAULT_MAX_ROWS, ge=1)  # None: every labelled job
     nn_max_minutes: float | None = Field(None, ge=0)  # per network fit; None: the GPUCAST_NN_MAX_MINUTES setting
+    compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
 
     @field_validator("targets")
     @classmethod
@@ -284,6 +288,7 @@ class Finished:
     result: TargetResult
     estimator: object | None = None
     encoder: FeatureEncoder | None = None
+    sample: np.ndarray | None = None  # encoded calibration rows: a compiled model is checked on them
 
 
 def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[dict],
@@ -369,7 +374,7 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     result.champion = champion
     result.refit = {"rows": len(refit_idx), "calibration_rows": len(cal_idx), "seconds": round(time.perf_counter() - t0, 2)}
     progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
-    return Finished(result, est, encoder)
+    return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
 
 
 def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished) -> None:
@@ -377,7 +382,10 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     (the registry's target folder); sets `result.model_dir`."""
     result = finished.result
     result.model_dir = str(folder)
-    store.save_model(folder, result.champion, finished.estimator)
+    path = store.save_model(folder, result.champion, finished.estimator)
+    if options.compile_trees and result.champion in compiled.COMPILABLE and finished.sample is not None:
+        result.compiled = compiled.compile_model(result.champion, path, finished.estimator.inner, finished.sample,
+                                                 registry.default_threads())
     store.save_encoder(folder, finished.encoder)
     if result.test_predictions is not None:
         store.save_test_predictions(folder, result.test_predictions)
@@ -408,4 +416,5 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "metrics": result.metrics,
         "calibration": result.calibration,
         "ood": result.ood,
+        "compiled": result.compiled,
     }

@@ -119,7 +119,7 @@ SPECS: tuple[Spec, ...] = (
          "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
     Spec("sql_timeout_s", "GPUCAST_SQL_TIMEOUT_S", 300.0, float, _positive, "a finite number > 0",
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
-    Spec("night_budget_minutes", "GPUCAST_NIGHT_BUDGET_MINUTES", 45.0, float, _non_negative, "a finite number >= 0",
+    Spec("night_budget_minutes", "GPUCAST_NIGHT_BUDGET_MINUTES", 30.0, float, _non_negative, "a finite number >= 0",
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--budget-minutes`)"),
     Spec("train_runner", "GPUCAST_TRAIN_RUNNER", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),

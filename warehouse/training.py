@@ -32,6 +32,11 @@ def read_pending(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(f"SELECT {', '.join(c.COLUMNS)} FROM job_logs WHERE {c.STATUS} = 'PENDING' ORDER BY {c.JOB_ID}").pl()
 
 
+def count_pending(con: duckdb.DuckDBPyConnection) -> int:
+    """How many jobs wait to be scored (latest record PENDING)."""
+    return con.execute(f"SELECT count(*) FROM job_logs WHERE {c.STATUS} = 'PENDING'").fetchone()[0]
+
+
 def runs_to_keep(con: duckdb.DuckDBPyConnection, keep: int) -> set[str]:
     """Train runs whose model folders must stay: the `keep` most recent successful ones, any run
     still `running` (another process may be writing it) and any run a current champion lives in

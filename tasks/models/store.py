@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder
-from gpucast.tasks.models import registry
+from gpucast.tasks.models import compiled, registry
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +109,12 @@ class LoadedModel:
     encoder: FeatureEncoder
     calibration: dict
     metadata: dict
+    compiled: bool = False  # predicting through the compiled library (tasks/models/compiled.py)
 
 
-def load_model(folder: Path, name: str, device: str | None = None) -> LoadedModel:
-    """Load model `name` of a target folder with its encoder and calibration."""
+def load_model(folder: Path, name: str, device: str | None = None, use_compiled: bool = True) -> LoadedModel:
+    """Load model `name` of a target folder with its encoder and calibration; a tree ensemble
+    predicts through its compiled library when one was built and checked (`use_compiled`)."""
     metadata = read_metadata(folder)
     for warning in check_versions(metadata.get("versions", {}), library_versions(), folder):
         log.warning("%s (minor versions: the model is used)", warning)
@@ -122,10 +124,14 @@ def load_model(folder: Path, name: str, device: str | None = None) -> LoadedMode
                          "run `gpucast train` again")
     entry = registry.entry(name)
     encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
-    estimator = entry.load(folder / f"{name}{entry.suffix}", device)
+    native = folder / f"{name}{entry.suffix}"
+    estimator = entry.load(native, device)
+    fast = None
     if isinstance(estimator, registry.LogTarget):  # native formats do not carry the residual's base column
         estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
-    return LoadedModel(estimator, encoder, calibration, metadata)
+        if use_compiled and (fast := compiled.load_compiled(native)) is not None:
+            estimator.inner = fast
+    return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
 
 
 def prune(models_dir: Path, keep: set[str]) -> list[Path]:

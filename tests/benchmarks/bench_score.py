@@ -99,6 +99,7 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
             rows.append({"target": target, "model": name, "champion": name == target_out["champion"],
                          "jobs": f.height, "seconds": round(s, 2), "jobs_per_min": round(f.height / s * 60)})
             print(f"  {target:18s} {name:18s} {f.height:,} jobs in {s:.2f} s = {f.height / s * 60:,.0f} jobs/min", flush=True)
+    compiled_vs_native(train, model_dir, pending)
     df = pl.DataFrame(rows)
     champ = df.filter(pl.col("champion")).select(pl.col("target"), pl.col("jobs_per_min").alias("champion_jpm"))
     nn = df.filter(pl.col("model") == registry.NN).select("target", pl.col("jobs_per_min").alias("nn_jpm"))
@@ -107,6 +108,33 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
         if nn.height:
             print(champ.join(nn, on="target").with_columns((pl.col("nn_jpm") / pl.col("champion_jpm")).round(3)
                                                            .alias("nn_vs_champion")))
+
+
+def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> None:
+    """Prediction alone on the pending jobs: each LightGBM champion's compiled library against
+    LightGBM's own `predict` (the named baseline), and the largest relative difference."""
+    from gpucast.tasks.models import store
+
+    for target_out in train["targets"]:
+        if target_out["champion"] != "lightgbm":
+            continue
+        folder = model_dir / target_out["target"]
+        fast, native = store.load_model(folder, "lightgbm"), store.load_model(folder, "lightgbm", use_compiled=False)
+        if not fast.compiled:
+            print(f"  {target_out['target']}: lightgbm not compiled: {store.read_metadata(folder).get('compiled')}")
+            continue
+        X = fast.encoder.transform(pending)
+        t = time.perf_counter()
+        a = fast.estimator.predict(X)
+        s_fast = time.perf_counter() - t
+        t = time.perf_counter()
+        b = native.estimator.predict(X)
+        s_native = time.perf_counter() - t
+        diff = float(np.max(np.abs(a - b) / np.abs(b)))
+        info = store.read_metadata(folder)["compiled"]
+        print(f"  {target_out['target']:18s} lightgbm predict on {len(X):,} jobs: compiled {s_fast:.2f} s, LightGBM's own "
+              f"{s_native:.2f} s = {s_native / s_fast:.2f}x faster (compiled in {info['compile_seconds']} s; "
+              f"max relative difference {diff:.1e})", flush=True)
 
 
 def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:

@@ -2,7 +2,7 @@
 
     python tests/benchmarks/bench_train.py [--sizes 10000,100000] [--target gpu_demand_gflops]
                                            [--nn-epochs 10000=200,100000=20] [--device cpu]
-                                           [--presets paper,tuned,bigru_first]
+                                           [--presets paper,tuned,bigru_first] [--baselines lightgbm,...]
 
 Per size: one 70/30 split (20% of train held out for validation) shared by every model, the
 protocol of `tasks/train.py`. Prints train seconds (and the ratio to LightGBM, the named baseline),
@@ -38,14 +38,16 @@ def completed_jobs(n: int, seed: int) -> pl.DataFrame:
     return done.head(n)
 
 
-def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[str]) -> pl.DataFrame:
+def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[str],
+        baselines: list[str] | None = None) -> pl.DataFrame:
     rows = labelled_rows(completed_jobs(n, seed=n), target)
     y = rows[target].to_numpy()
     fit, val, test = split(rows.height, seed=0)
     enc = FeatureEncoder().fit(rows[fit])
     X = enc.transform(rows)
     out = []
-    plan = [(registry.NN, p) for p in presets if p != "none"] + [(m, None) for m in registry.REGISTRY if m != registry.NN]
+    others = [m for m in registry.REGISTRY if m != registry.NN and (baselines is None or m in baselines or m == BASELINE)]
+    plan = [(registry.NN, p) for p in presets if p != "none"] + [(m, None) for m in others]
     for name, preset in plan:
         est = registry.build(name, seed=0, cardinalities=enc.cardinalities, preset=preset or "paper",
                              device=device, epochs=nn_epochs if name == registry.NN else None)
@@ -55,9 +57,11 @@ def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[s
         v, m = metrics(y[val], est.predict(X[val])), metrics(y[test], est.predict(X[test]))
         label = f"{name}[{preset}]" if preset else name
         epochs = getattr(est, "epochs_run_", None)
-        out.append({"model": label, "train_s": seconds, "epochs": epochs, "val_rmse": v["rmse"], **m,
+        out.append({"model": label, "train_s": seconds, "epochs": epochs,
+                    "epoch_s": seconds / epochs if epochs else None, "val_rmse": v["rmse"], **m,
                     "device": getattr(est, "device_", "cpu")})
-        print(f"  n={n:,} {label:28s} {seconds:8.1f} s  val RMSE {v['rmse']:.4g}  test MAPE {m['mape']:.1f}%",
+        per_epoch = f" ({seconds / epochs:.1f} s/epoch over {epochs})" if epochs else ""
+        print(f"  n={n:,} {label:28s} {seconds:8.1f} s{per_epoch}  val RMSE {v['rmse']:.4g}  test MAPE {m['mape']:.1f}%",
               flush=True)
     df = pl.DataFrame(out)
     base = df.filter(pl.col("model") == BASELINE)["train_s"][0]
@@ -72,15 +76,17 @@ def main() -> None:
     ap.add_argument("--device", default=None)
     ap.add_argument("--presets", default="paper,tuned,bigru_first",
                     help="Transformer-BiGRU presets to compare (none: baselines only)")
+    ap.add_argument("--baselines", default=None, help=f"comma-separated baselines (default: all; {BASELINE} always)")
     args = ap.parse_args()
     caps = dict(item.split("=") for item in args.nn_epochs.split(","))
     for n in [int(s) for s in args.sizes.split(",")]:
         epochs = int(caps.get(str(n), 200))
         print(f"\n== {n:,} completed jobs, target {args.target}, Transformer-BiGRU epochs <= {epochs} ==", flush=True)
-        df = run(n, args.target, epochs, args.device, args.presets.split(","))
+        df = run(n, args.target, epochs, args.device, args.presets.split(","),
+                 args.baselines.split(",") if args.baselines else None)
         with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=220, float_precision=4,
                        tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-            print(df.select("model", "device", "epochs", "train_s", f"time_vs_{BASELINE}", "val_rmse", "mse", "rmse",
+            print(df.select("model", "device", "epochs", "train_s", "epoch_s", f"time_vs_{BASELINE}", "val_rmse", "mse", "rmse",
                             "mae", "mape", "r2"))
 
 
