@@ -124,12 +124,6 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     return {"where": where, "finished": finished, "fit_seconds": fit_seconds}
 
 
-def distributed_wait(futures: list) -> None:
-    from distributed import wait
-
-    wait(futures)
-
-
 def _on_dask(runner) -> bool:
     from prefect_dask import DaskTaskRunner  # imported when training, not by every CLI command
 
@@ -144,8 +138,7 @@ def _share(runner, rows: dict[str, pl.DataFrame]) -> dict:
     if not _on_dask(runner):
         return rows
     shared = {t: runner.client.submit(_same, r, key=f"labelled-rows-{t}-{uuid.uuid4().hex[:8]}") for t, r in rows.items()}
-    distributed_wait(list(shared.values()))
-    runner.client.replicate(list(shared.values()))
+    runner.client.replicate(list(shared.values()))  # waits for them, then copies them to every worker
     return shared
 
 

@@ -113,6 +113,7 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
 def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> None:
     """Prediction alone on the pending jobs: each LightGBM champion's compiled library against
     LightGBM's own `predict` (the named baseline), and the largest relative difference."""
+    from gpucast.tasks import features
     from gpucast.tasks.models import store
 
     for target_out in train["targets"]:
@@ -123,7 +124,7 @@ def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> N
         if not fast.compiled:
             print(f"  {target_out['target']}: lightgbm not compiled: {store.read_metadata(folder).get('compiled')}")
             continue
-        X = fast.encoder.transform(pending)
+        X = fast.encoder.transform(features.build(pending))
         t = time.perf_counter()
         a = fast.estimator.predict(X)
         s_fast = time.perf_counter() - t

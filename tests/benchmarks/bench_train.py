@@ -49,7 +49,8 @@ def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[s
     others = [m for m in registry.REGISTRY if m != registry.NN and (baselines is None or m in baselines or m == BASELINE)]
     plan = [(registry.NN, p) for p in presets if p != "none"] + [(m, None) for m in others]
     for name, preset in plan:
-        est = registry.build(name, seed=0, cardinalities=enc.cardinalities, preset=preset or "paper",
+        est = registry.build(name, seed=0, categorical=enc.categorical, n_features=X.shape[1],
+                             cardinalities=enc.cardinalities, preset=preset or "paper",
                              device=device, epochs=nn_epochs if name == registry.NN else None)
         t = time.perf_counter()
         est.fit(X[fit], y[fit])
