@@ -217,9 +217,10 @@ def _demo(args: argparse.Namespace) -> int:
     for night, result in enumerate(nights, 1):
         ing, sc, back = result["ingest"], result["score"], result["backtest"]
         decisions = ", ".join(f"{o['target']} {o['decision']}" for o in result["train"].get("targets", []) if o.get("decision"))
+        trained = result["train"]["where"] + (f" (fits on {result['train']['fits_on']})" if result["train"].get("fits_on") else "")
         print(f"\nnight {night}: ingested {ing['rows_read']:,} rows ({ing['rows_loaded']:,} loaded, {ing['rows_rejected']:,} "
               f"rejected, {ing['rows_duplicate']:,} duplicate); backtest: {back['forecast']:,} completions checked against "
-              f"their forecasts, {back['not_forecast']:,} not forecast; trained {result['train']['where']}"
+              f"their forecasts, {back['not_forecast']:,} not forecast; trained {trained}"
               + (f" (gate: {decisions})" if decisions else "")
               + f"; {sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs, {sc['ood_forecasts']:,} out of "
               "distribution")
