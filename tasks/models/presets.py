@@ -36,7 +36,7 @@ class TBGConfig:
 PRESETS: dict[str, TBGConfig] = {
     "paper": TBGConfig(),
     "bigru_first": TBGConfig(order="bigru_first"),
-    "tuned": TBGConfig(d_model=64, gru_forward=32, gru_backward=32, dropout=0.05, batch_size=512, lr=3e-3,
+    "tuned": TBGConfig(d_model=64, n_attention_layers=1, gru_forward=32, gru_backward=32, dropout=0.0, batch_size=512, lr=3e-3,
                        lr_drop_epoch=60, weight_decay=1e-5, early_stopping_patience=15, validation_fraction=0.15,
                        numeric_embedding="periodic"),
     "tiny": TBGConfig(d_model=16, n_heads=2, n_attention_layers=1, gru_forward=4, gru_backward=4, epochs=2,
