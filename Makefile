@@ -6,12 +6,15 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
 
 # System packages from Debian's registry: gcc compiles tree champions for bulk scoring (without it
-# they are scored by their own library, slower). Not root and no sudo: say so and go on.
+# they are scored by their own library, slower); chromium renders the planners' page in its test
+# (without it that test is skipped, saying why). Not root and no sudo: say so and go on.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null && { [ "$$(id -u)" = 0 ] || echo sudo; })
 
 $(STAMP): pyproject.toml constraints.txt
 	@command -v gcc >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; } \
 		|| echo "gcc could not be installed: tree champions will be scored without compiling (slower)"
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+		|| echo "chromium could not be installed: the test of the planners' page in a browser will be skipped"
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,dev]'

@@ -29,7 +29,7 @@ SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_rej
                  "--runner": "train_runner", "--dask-address": "dask_address"}
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
-ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "matplotlib", "crepes", "skops"}  # the `ml` extra
+ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
 DEMO_REPEATS, DEMO_EPOCHS = 2, 12  # the network capped so two demo nights end in minutes on a CPU
 
@@ -224,9 +224,13 @@ def _demo(args: argparse.Namespace) -> int:
               + (f" (gate: {decisions})" if decisions else "")
               + f"; {sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs, {sc['ood_forecasts']:,} out of "
               "distribution")
+    print("\n" + nights[-1]["report"].split("## Capacity plan", 1)[-1].split("\n## ", 1)[0].strip()
+          if "## Capacity plan" in nights[-1]["report"] else "")
     print(capacity_summary(settings), end="")
     print(f"""
 Where to look next:
+  {nights[-1].get("page")}   # the planners' page: open it in a browser
+  gpucast sql "SELECT * FROM current_capacity_plan ORDER BY ALL"   # GPUs needed vs owned per day, queue, GPU type
   gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"          # per day and queue
   gpucast sql "SELECT * FROM pending_forecasts WHERE oom_risk"       # jobs that will not fit
   gpucast sql "SELECT * FROM pending_forecasts WHERE ood"            # jobs unlike anything trained on, and why
@@ -292,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_commands(sub)
     _model_commands(sub)
     _nightly_commands(sub)
+    _plan_commands(sub)
     return p
 
 
@@ -359,6 +364,40 @@ def _model_commands(sub) -> None:
                    help=f"jobs completed in the last N days of the logs (env GPUCAST_BACKTEST_DAYS, default "
                         f"{SPEC_BY_FIELD['backtest_days'].default})")
     b.set_defaults(func=_backtest)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from gpucast.flows.plan import capacity_plan
+    from gpucast.tasks.render import text_table
+
+    out = capacity_plan(days=args.days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
+    rows = out["rows"]
+    first = rows.filter(rows["day"] == rows["day"].min()) if rows.height else rows
+    print(text_table(first.select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
+                                  "lower_bound_p90", "gpus_owned", "shortfall_p90")))
+    print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
+          "current_unplaceable_jobs; co-location candidates: current_colocation")
+    return 0
+
+
+def _site(args: argparse.Namespace) -> int:
+    from gpucast.flows.plan import write_site
+
+    print(f"wrote {write_site(settings_from(args), Path(args.out) if args.out else None, artifact=False)}")
+    return 0
+
+
+def _plan_commands(sub) -> None:
+    """plan, site: what planners act on."""
+    pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
+    pl_.add_argument("--days", type=int, default=None,
+                     help=f"days from the latest forecasts' day (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
+    pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
+    _setting_flag(pl_, "--gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
+    pl_.set_defaults(func=_plan)
+    si = sub.add_parser("site", help="write the planners' page (self-contained HTML) from the published copy")
+    si.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/site)")
+    si.set_defaults(func=_site)
 
 
 def _nightly_commands(sub) -> None:

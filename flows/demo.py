@@ -1,6 +1,7 @@
 """`gpucast demo`: two simulated nights, so everything a new user should see has data.
 
-Night 1 ingests a simulated week and trains, scores and publishes as of the end of that week.
+The demo writes a GPU inventory for the simulator's queues (`$GPUCAST_HOME/inventory.yaml`) unless
+one is there or GPUCAST_INVENTORY names one. Night 1 ingests a simulated week and trains, scores and publishes as of the end of that week.
 Night 2 ingests the next day, in which the simulator starts (and finishes) a share of night 1's
 pending jobs: the backtest then compares them with night 1's forecasts, and the champion gate
 weighs tonight's challengers against that evidence. Each night stamps its forecasts with its own
@@ -12,6 +13,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 
 from gpucast.flows.nightly import nightly
 from gpucast.tasks.simulate import SimConfig, write_logs
@@ -22,6 +24,10 @@ from gpucast.warehouse.settings import Settings
 def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Callable[[str], None] = print) -> list[dict]:
     """Simulate `sim.days` + 1 days; run the nightly flow after day `sim.days` and after the day after."""
     settings = settings.ensure()
+    inventory = settings.home / "inventory.yaml"
+    if not settings.inventory and not inventory.exists():  # the simulator's queues and the GPUs they own
+        inventory.write_text(resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml").read_text())
+        say(f"GPU inventory for the simulator's queues: {inventory} (edit it, or set GPUCAST_INVENTORY)")
     source = settings.home / "demo-source" / f"seed{sim.seed}"
     shutil.rmtree(source, ignore_errors=True)
     days = write_logs(source, SimConfig(**{**sim.__dict__, "days": sim.days + 1}))

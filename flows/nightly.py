@@ -1,4 +1,4 @@
-"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → publish.
+"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → plan → publish → page.
 
 Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
 failed. Transient steps retry (loading, scoring, publishing); the quality gate does not: it fails
@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.ingest import ingest_job_logs
+from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
 from gpucast.tasks import features, gate, render
@@ -128,8 +129,9 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
     """
     settings = (settings or Settings.from_env()).override(
         gpu_mem_gb=gpu_mem_gb, max_reject_fraction=max_reject_fraction).ensure()
+    inventory = read_inventory(settings)  # a bad inventory stops the night before anything runs
     with exclusive_run(settings, "nightly"), _staging(settings) as staging:
-        return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of)
+        return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of, inventory)
 
 
 @contextlib.contextmanager
@@ -152,7 +154,7 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 
 
 def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path,
-           as_of: datetime | None) -> dict:
+           as_of: datetime | None, inventory) -> dict:
     steps: dict[str, dict | None] = {}
     warnings: list[str] = []
     seconds: dict[str, float] = {}
@@ -172,8 +174,12 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "score"):
             steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
                                            as_of=as_of, settings=settings)
+        with _timed(seconds, "plan"):
+            steps["plan"] = capacity_plan(publish=False, inventory=inventory, settings=settings)
         with _timed(seconds, "publish"):
             where = publish(settings)
+        with _timed(seconds, "page"):
+            page = steps["page"] = str(write_site(settings))
     except Exception as exc:
         report = render.nightly_report(steps, warnings, seconds, f"{type(exc).__name__}: {exc}")
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
@@ -183,5 +189,5 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
     report = render.nightly_report(steps, warnings, seconds, None,
                                    *queries.leaderboard_and_capacity(settings.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
-    print(f"published {where}")
+    print(f"published {where}; planners' page: {page}")
     return {**steps, "warnings": warnings, "published": where, "seconds": seconds, "report": report}

@@ -191,6 +191,18 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
                   "(forecast by the analytic prior or with widened intervals: see `ood_reason`)"]
         if totals is not None:
             lines += ["", markdown_table(totals)]
+    if plan := steps.get("plan"):
+        lines += ["", "## Capacity plan", f"plan run `{plan['plan_run_id']}`: {plan['jobs']:,} pending jobs over "
+                  f"{plan['days']} day(s) from {plan['start_day']}; {plan['unknown_size_jobs']:,} of unknown size, "
+                  f"{plan['unplaceable_jobs']:,} fit no GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
+        rows = plan["rows"]
+        if rows.height:
+            first = rows.filter(rows["day"] == rows["day"].min()).select(
+                "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
+                "shortfall_p90")
+            lines += ["", markdown_table(first)]
+    if steps.get("page"):
+        lines += ["", f"Planners' page: {steps['page']}"]
     if seconds:
         lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
     if warnings:

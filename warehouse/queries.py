@@ -185,3 +185,57 @@ def train_tables(path: Path, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(metrics summarised over repeats per target/model/split, champions) of one train run."""
     summary, champions = _read(path, (TRAIN_SUMMARY, [run_id]), (TRAIN_CHAMPIONS, [run_id]))
     return summary, champions
+
+
+# The planners' page (`tasks/site.py` renders it) -------------------------------------------------
+# GPU-hours per submission day and queue with the P10-P90 band (sums of per-job quantiles: a
+# conservative band, not the quantiles of the sum), from the latest published forecasts.
+DEMAND_BY_DAY = """
+SELECT CAST(f.submitted_at AS DATE) AS day, f.queue,
+       sum(f.p10 * coalesce(j.gpu_count, 1)) AS gpu_hours_p10, sum(f.p50 * coalesce(j.gpu_count, 1)) AS gpu_hours_p50,
+       sum(f.p90 * coalesce(j.gpu_count, 1)) AS gpu_hours_p90, count(*) AS jobs
+FROM pending_forecasts f JOIN job_logs j USING (job_id)
+WHERE f.target = 'runtime_hours'
+GROUP BY ALL ORDER BY day, queue
+"""
+PLAN = "SELECT * EXCLUDE (plan_run_id) FROM current_capacity_plan ORDER BY day, queue, gpu_memory_gb, gpu_type"
+PLAN_RUN = """
+SELECT plan_run_id, started_at, start_day, days, inventory, score_run_id, jobs, unknown_size_jobs, unplaceable_jobs,
+       coalesce(message, '') AS message
+FROM plan_runs WHERE status = 'succeeded' ORDER BY started_at DESC, plan_run_id DESC LIMIT 1
+"""
+OOM_RISK = """
+SELECT job_id, queue, team, model_type, round(p90, 1) AS mem_p90_gb, safe_request_gb, gpu_mem_gb
+FROM pending_forecasts WHERE target = 'peak_gpu_mem_gb' AND oom_risk
+ORDER BY safe_request_gb DESC, job_id LIMIT ?
+"""
+OOM_RISK_COUNT = "SELECT count(*) AS jobs FROM pending_forecasts WHERE target = 'peak_gpu_mem_gb' AND oom_risk"
+UNPLACEABLE = """
+SELECT job_id, queue, mem_gb, gpu_count, coalesce(smallest_fitting_gpu, 'none in the catalogue') AS smallest_fitting_gpu
+FROM current_unplaceable_jobs ORDER BY mem_gb DESC, job_id LIMIT ?
+"""
+UNPLACEABLE_COUNT = "SELECT count(*) AS jobs FROM current_unplaceable_jobs"
+COVERAGE = """
+SELECT target, sum(jobs) AS jobs, round(sum(p10_p90_coverage * jobs) / sum(jobs), 3) AS p10_p90_coverage,
+       round(sum(p90_coverage * jobs) / sum(jobs), 3) AS p90_coverage
+FROM interval_coverage GROUP BY ALL ORDER BY target
+"""
+RECENT_RUNS = """
+SELECT * FROM (
+    SELECT 'ingest' AS kind, run_id, status, started_at, coalesce(message, '') AS message FROM ingest_runs
+    UNION ALL SELECT 'train', train_run_id, status, started_at, coalesce(message, '') FROM train_runs
+    UNION ALL SELECT 'score', score_run_id, status, started_at, coalesce(message, '') FROM score_runs
+    UNION ALL SELECT 'plan', plan_run_id, status, started_at, coalesce(message, '') FROM plan_runs
+) ORDER BY started_at DESC LIMIT ?
+"""
+SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)
+
+
+def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
+    """Everything the planners' page shows, read from one database (the published copy)."""
+    names = ("demand", "plan", "plan_run", "oom", "oom_count", "unplaceable", "unplaceable_count", "leaderboard",
+             "coverage", "runs")
+    frames = _read(path, (DEMAND_BY_DAY, []), (PLAN, []), (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
+                   (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (LEADERBOARD, []), (COVERAGE, []),
+                   (RECENT_RUNS, [runs]))
+    return dict(zip(names, frames, strict=True))

@@ -129,6 +129,11 @@ SPECS: tuple[Spec, ...] = (
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
     Spec("dask_workers", "GPUCAST_DASK_WORKERS", 0, int, _non_negative_int, "a whole number >= 0",
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
+    Spec("inventory", "GPUCAST_INVENTORY", "", str, _any, "a path to a YAML file, or empty",
+         "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
+         "the plan shows GPUs needed without GPUs owned"),
+    Spec("plan_days", "GPUCAST_PLAN_DAYS", 14, int, _at_least_one, "a whole number >= 1",
+         "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 
@@ -177,6 +182,8 @@ class Settings:
     train_runner: str = SPEC_BY_FIELD["train_runner"].default
     dask_address: str = SPEC_BY_FIELD["dask_address"].default
     dask_workers: int = SPEC_BY_FIELD["dask_workers"].default
+    inventory: str = SPEC_BY_FIELD["inventory"].default
+    plan_days: int = SPEC_BY_FIELD["plan_days"].default
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
@@ -233,6 +240,20 @@ class Settings:
     @property
     def reports_dir(self) -> Path:
         return self.home / "reports"
+
+    @property
+    def inventory_path(self) -> Path | None:
+        """The inventory file: GPUCAST_INVENTORY's (it must exist), else $GPUCAST_HOME/inventory.yaml if
+        it exists, else None."""
+        if self.inventory:
+            return Path(self.inventory).expanduser()
+        default = self.home / "inventory.yaml"
+        return default if default.exists() else None
+
+    @property
+    def site_dir(self) -> Path:
+        """The planners' page: index.html, written by every nightly run and `gpucast site`."""
+        return self.home / "site"
 
     @property
     def published_path(self) -> Path:

@@ -342,3 +342,85 @@ CREATE TABLE IF NOT EXISTS gpu_catalog (
     memory_bandwidth_gbs DOUBLE,
     source VARCHAR
 );
+
+-- Capacity plans (`gpucast plan`, the nightly's plan step; tasks/plan.py explains the packing) ---
+CREATE TABLE IF NOT EXISTS plan_runs (
+    plan_run_id VARCHAR PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,           -- running | succeeded | failed | crashed
+    start_day DATE,                    -- the plan's first day (the latest forecasts' day)
+    days INTEGER,
+    gpu_types VARCHAR[],               -- `--gpu-types`, when the plan was narrowed to them
+    inventory VARCHAR,                 -- the inventory file read (NULL: none; GPUs owned unknown)
+    score_run_id VARCHAR,              -- the forecasts planned from
+    jobs BIGINT,                       -- pending jobs planned (unknown size included)
+    unknown_size_jobs BIGINT,          -- planned without a memory forecast: a whole GPU for a day
+    unplaceable_jobs BIGINT,           -- larger than every GPU of their queue: listed, not packed
+    message VARCHAR,
+    pid BIGINT,
+    host VARCHAR
+);
+
+-- Per plan run, day, queue and GPU type: GPUs needed at P50 and P90 run times (memory always at
+-- the P90 request), the lower bounds (lower_bound: exclusive GPU-hours / 24, rounded up; shared_bound:
+-- with GPUs shared, memory x time), owned and shortfall.
+CREATE TABLE IF NOT EXISTS capacity_plan (
+    plan_run_id VARCHAR NOT NULL,
+    day DATE NOT NULL,
+    queue VARCHAR NOT NULL,
+    gpu_type VARCHAR NOT NULL,
+    gpu_memory_gb DOUBLE,
+    jobs BIGINT,
+    unknown_size_jobs BIGINT,
+    gpu_hours_p50 DOUBLE,
+    gpu_hours_p90 DOUBLE,
+    lower_bound_p50 BIGINT,
+    lower_bound_p90 BIGINT,
+    shared_bound_p50 BIGINT,           -- memory x time / (GPU memory x 24 h), rounded up: no sharing plan needs fewer
+    shared_bound_p90 BIGINT,
+    gpus_needed_p50 BIGINT,
+    gpus_needed_p90 BIGINT,
+    gpus_owned BIGINT,                 -- NULL: no inventory lists this queue
+    shortfall_p50 BIGINT,              -- max(0, needed - owned)
+    shortfall_p90 BIGINT,
+    PRIMARY KEY (plan_run_id, day, queue, gpu_type)
+);
+
+-- Jobs no GPU of their queue can hold, with the smallest catalogue GPU that would (NULL: none).
+CREATE TABLE IF NOT EXISTS capacity_unplaceable (
+    plan_run_id VARCHAR NOT NULL,
+    job_id VARCHAR NOT NULL,
+    queue VARCHAR,
+    mem_gb DOUBLE,                     -- the memory request (P90 + allocator headroom)
+    gpu_count BIGINT,
+    smallest_fitting_gpu VARCHAR
+);
+
+-- Jobs the P90 plan puts side by side on one GPU (summed requests fit it): MIG / MPS candidates.
+CREATE TABLE IF NOT EXISTS capacity_colocation (
+    plan_run_id VARCHAR NOT NULL,
+    day DATE NOT NULL,
+    queue VARCHAR NOT NULL,
+    gpu_type VARCHAR NOT NULL,
+    group_id BIGINT NOT NULL,
+    jobs BIGINT,
+    job_ids VARCHAR[],
+    mem_gb DOUBLE                      -- summed memory requests of the group
+);
+
+-- The planners' views: the latest succeeded plan (a failed plan run never replaces it).
+CREATE OR REPLACE VIEW current_capacity_plan AS
+SELECT p.* FROM capacity_plan p
+WHERE p.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                       ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+CREATE OR REPLACE VIEW current_unplaceable_jobs AS
+SELECT u.* FROM capacity_unplaceable u
+WHERE u.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                       ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+CREATE OR REPLACE VIEW current_colocation AS
+SELECT g.* FROM capacity_colocation g
+WHERE g.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                       ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);

@@ -1,0 +1,105 @@
+"""The GPU inventory: which GPUs each queue owns. Configuration the data engineer owns.
+
+A small YAML file (default `$GPUCAST_HOME/inventory.yaml`, or `GPUCAST_INVENTORY`):
+
+    queues:
+      a100-80g:
+        - gpu_type: A100-80GB     # a name of the GPU catalogue (reference/gpu_catalog.csv), any spelling
+          count: 32               # GPUs owned, a whole number >= 0
+
+Each GPU's memory comes from the catalogue. Any mistake (an unknown GPU type, a negative or
+fractional count, a missing field, an unknown key) is an `InventoryError` naming the file and the
+line, raised before anything is planned: nothing is published half.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gpucast.expectations import catalog
+
+ENTRY_KEYS = ("gpu_type", "count")
+
+
+class InventoryError(ValueError):
+    """The inventory file breaks its rules; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Owned:
+    queue: str
+    gpu_type: str  # canonical catalogue name
+    count: int
+    memory_gb: float
+
+
+@dataclass(frozen=True)
+class Inventory:
+    source: str  # the file it was read from
+    owned: tuple[Owned, ...]
+
+    def queues(self) -> dict[str, list[Owned]]:
+        out: dict[str, list[Owned]] = {}
+        for o in self.owned:
+            out.setdefault(o.queue, []).append(o)
+        return out
+
+
+def _fail(path: Path, node: yaml.Node, message: str) -> InventoryError:
+    return InventoryError(f"{path}, line {node.start_mark.line + 1}: {message}")
+
+
+def _value(node: yaml.Node):
+    return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.ScalarNode) else None
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Read and check an inventory file (see the module doc)."""
+    path = Path(path)
+    try:
+        root = yaml.compose(path.read_text())
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror or exc})") from exc
+    except yaml.YAMLError as exc:
+        raise InventoryError(f"{path}: not valid YAML: {exc}") from exc
+    if root is None:
+        raise InventoryError(f"{path}: empty; it needs a `queues:` mapping (see docs/planners.md)")
+    top = dict((_value(k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
+    if set(top) != {"queues"} or not isinstance(top["queues"], yaml.MappingNode):
+        raise _fail(path, root, "the file must hold exactly one key, `queues:`, mapping each queue to a list of "
+                                "{gpu_type, count}")
+    known = ", ".join(catalog.gpus())
+    owned, seen = [], set()
+    for qnode, entries in top["queues"].value:
+        queue = _value(qnode)
+        if not isinstance(queue, str) or not queue.strip():
+            raise _fail(path, qnode, f"a queue name must be text, got {queue!r}")
+        if not isinstance(entries, yaml.SequenceNode) or not entries.value:
+            raise _fail(path, entries, f"queue {queue!r} needs a list of {{gpu_type, count}} entries")
+        for entry in entries.value:
+            if not isinstance(entry, yaml.MappingNode):
+                raise _fail(path, entry, f"queue {queue!r}: an entry must be a mapping with gpu_type and count")
+            fields = {_value(k): (k, v) for k, v in entry.value}
+            extra = set(fields) - set(ENTRY_KEYS)
+            if extra:
+                key_node = fields[sorted(extra, key=str)[0]][0]
+                raise _fail(path, key_node, f"unknown key {sorted(extra, key=str)[0]!r} (an entry has gpu_type and count)")
+            missing = [k for k in ENTRY_KEYS if k not in fields]
+            if missing:
+                raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
+            type_node, count_node = fields["gpu_type"][1], fields["count"][1]
+            name = _value(type_node)
+            gpu_type = catalog.canonical(str(name)) if name is not None else None
+            if gpu_type is None or gpu_type not in catalog.gpus():
+                raise _fail(path, type_node, f"unknown GPU type {name!r} (the catalogue knows: {known})")
+            count = _value(count_node)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise _fail(path, count_node, f"count must be a whole number >= 0, got {count!r}")
+            if (queue, gpu_type) in seen:
+                raise _fail(path, type_node, f"queue {queue!r} lists {gpu_type} twice")
+            seen.add((queue, gpu_type))
+            owned.append(Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb))
+    return Inventory(str(path), tuple(owned))

@@ -1,0 +1,116 @@
+"""Prefect flow `capacity-plan` and the planners' page.
+
+`capacity_plan` reads the pending jobs with their latest forecasts, packs them onto each queue's GPUs
+(`tasks/plan.py`), and writes the plan in one transaction (`warehouse/plan.py`): a failed plan run
+leaves the previous plan in the planners' views. It leaves a table artifact of the plan's first day.
+`write_site` renders `$GPUCAST_HOME/site/index.html` (or `--out`) from the planners' published copy
+and leaves a link artifact to it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_link_artifact, create_table_artifact
+
+from gpucast.expectations import catalog
+from gpucast.expectations.inventory import Inventory, load_inventory
+from gpucast.tasks import plan as steps
+from gpucast.tasks.site import render_site
+from gpucast.warehouse import db, queries
+from gpucast.warehouse import plan as store
+from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.runs import lifecycle
+from gpucast.warehouse.settings import Settings
+
+PLAN_ARTIFACT_KEY = "capacity-plan"
+SITE_ARTIFACT_KEY = "capacity-page"
+
+
+def read_inventory(settings: Settings) -> Inventory | None:
+    """The inventory file's GPUs (errors name the file and line), or None when there is none."""
+    path = settings.inventory_path
+    if path is None:
+        return None
+    if not path.exists():
+        raise FileNotFoundError(f"GPUCAST_INVENTORY names {path}, which does not exist (an example: "
+                                "expectations/reference/demo_inventory.yaml; docs/planners.md explains the format)")
+    return load_inventory(path)
+
+
+def gpu_type_names(names: list[str] | None) -> list[str] | None:
+    """`--gpu-types` as catalogue names; an unknown one is an error listing the known ones."""
+    if not names:
+        return None
+    out = []
+    for name in names:
+        canonical = catalog.canonical(name)
+        if canonical not in catalog.gpus():
+            raise ValueError(f"--gpu-types: unknown GPU type {name!r} (the catalogue knows: {', '.join(catalog.gpus())})")
+        out.append(canonical)
+    return out
+
+
+@task(name="read-plan-input")
+def read_plan_input(settings: Settings):
+    with db.writer(settings) as con:
+        return store.plan_input(con)
+
+
+@task(name="pack-jobs")
+def pack_jobs(jobs, inventory: Inventory | None, start: date, days: int, gpu_types: list[str] | None,
+              default_gb: float) -> steps.Plan:
+    return steps.plan_capacity(jobs, inventory, start, days, gpu_types, default_gb, progress=get_run_logger().info)
+
+
+@task(name="record-plan", retries=2, retry_delay_seconds=5)
+def record_plan(settings: Settings, run_id: str, plan: steps.Plan, **summary) -> None:
+    with db.writer(settings) as con:
+        store.record(con, run_id, plan.rows, plan.unplaceable, plan.colocation, **summary)
+
+
+@flow(name="capacity-plan", log_prints=True)
+def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, publish: bool = True,
+                  inventory: Inventory | None = None, settings: Settings | None = None) -> dict:
+    """Plan the GPUs the pending jobs need for `days` days (default GPUCAST_PLAN_DAYS) from the day of
+    the latest forecasts. `inventory`: already read by the caller (the nightly reads it first, so a
+    bad file stops the night before anything runs); else read here."""
+    settings = (settings or Settings.from_env()).override({"plan_days": "--days"}, plan_days=days).ensure()
+    types = gpu_type_names(gpu_types)
+    inventory = inventory or read_inventory(settings)
+    with lifecycle(settings, "plan", days=settings.plan_days, gpu_types=types,
+                   inventory=inventory.source if inventory else None) as run:
+        jobs, score_run_id, start = read_plan_input(settings)
+        plan = pack_jobs(jobs, inventory, start, settings.plan_days, types, settings.gpu_mem_gb)
+        note = "; ".join(plan.notes) or None
+        record_plan(settings, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
+                    unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
+    first = plan.rows.filter(plan.rows["day"] == start) if plan.rows.height else plan.rows
+    create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
+                          description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
+    if publish:
+        publish_snapshot(settings)
+    print(f"{run.run_id}: planned {plan.jobs:,} pending job(s) over {settings.plan_days} day(s) from {start}; "
+          f"{plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable.height:,} fit no GPU of their queue"
+          + (f" ({note})" if note else ""))
+    return {"plan_run_id": run.run_id, "start_day": str(start), "days": settings.plan_days, "jobs": plan.jobs,
+            "unknown_size_jobs": plan.unknown_size_jobs, "unplaceable_jobs": plan.unplaceable.height,
+            "rows": plan.rows, "note": note}
+
+
+def write_site(settings: Settings, out: Path | None = None, artifact: bool = True) -> Path:
+    """Render the planners' page from the published copy into `out` (default $GPUCAST_HOME/site);
+    written to a temporary name and renamed, so a reader never sees half a page."""
+    folder = Path(out) if out else settings.site_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    html = render_site(queries.site_frames(settings.query_path), datetime.now(UTC))
+    page = folder / "index.html"
+    tmp = folder / ".index.html.tmp"
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(page)
+    if artifact:
+        create_link_artifact(key=SITE_ARTIFACT_KEY, link=page.resolve().as_uri(), link_text="GPU capacity page",
+                             description="the planners' page of the latest run")
+    return page

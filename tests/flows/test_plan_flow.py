@@ -1,0 +1,123 @@
+"""The capacity plan and the planners' page as planners and data engineers meet them: the nightly
+writes both, `gpucast plan` / `gpucast site` redo them, a bad inventory stops the night before anything
+runs, a failed plan leaves the last one in place, and the page renders in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from gpucast.flows.cli import main
+from gpucast.tasks.simulate import SimConfig, write_logs
+
+QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50", "--runner", "local"]
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+
+
+def _rows(path: Path, sql: str, params=None) -> list[tuple]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+def _demo_inventory(home: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "inventory.yaml"
+    path.write_text(resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml").read_text())
+    return path
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    if CHROMIUM is None:
+        pytest.skip("no headless Chromium: `make setup` installs Debian's `chromium` package; it could not be installed here")
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_path, capsys, monkeypatch):
+    _demo_inventory(home)
+    write_logs(home / "inbox" / "week", SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=4))
+    assert main(["nightly", *QUICK]) == 0
+    out = capsys.readouterr().out
+    page = home / "site" / "index.html"
+    assert f"planners' page: {page}" in out or str(page) in out
+    published = home / "published.duckdb"
+    pending = _rows(published, "SELECT count(*) FROM job_logs WHERE status = 'PENDING'")[0][0]
+    (run_id, status, jobs, unplaceable, days, inventory), = _rows(
+        published, "SELECT plan_run_id, status, jobs, unplaceable_jobs, days, inventory FROM plan_runs")
+    assert status == "succeeded" and days == 14 and inventory == str(home / "inventory.yaml")
+    assert jobs + unplaceable == pending  # every pending job planned or listed, none dropped
+    assert _rows(published, "SELECT count(*) FROM current_unplaceable_jobs")[0][0] == unplaceable
+    plan = _rows(published, "SELECT queue, gpu_type, day, jobs, gpus_needed_p50, gpus_needed_p90, lower_bound_p90, "
+                            "gpus_owned, shortfall_p90 FROM current_capacity_plan ORDER BY day, queue")
+    assert {(q, t) for q, t, *_ in plan} == {("a100-80g", "A100-80GB"), ("a100-40g", "A100-40GB"), ("l4-24g", "L4-24GB")}
+    assert len(plan) == 3 * 14
+    first_day = min(d for _, _, d, *_ in plan)
+    first = [r for r in plan if r[2] == first_day]
+    assert sum(r[3] for r in first) == jobs  # the pending jobs wait now: all start on the first day
+    assert all(0 < p50 <= p90 and o in (48, 32, 24) and s == max(0, p90 - o) for _, _, _, n, p50, p90, _, o, s in first if n)
+
+    from prefect.artifacts import Artifact
+
+    assert page.resolve().as_uri() in Artifact.get("capacity-page").data  # a link to the page
+    assert Artifact.get("capacity-plan") is not None
+
+    # the page, rendered by a real browser: the plan's first-day numbers are in its DOM
+    dom = chromium("--dump-dom", page.resolve().as_uri()).stdout
+    for queue, gpu_type, _, _, _, p90, *_ in first:
+        tile = re.search(rf'data-queue="{queue}" data-gpu-type="{gpu_type}">.*?class="needed-p90">(\d+)<', dom, re.S)
+        assert tile and int(tile.group(1)) == p90, (queue, gpu_type)
+    oom = _rows(published, "SELECT count(*) FROM pending_forecasts WHERE target = 'peak_gpu_mem_gb' AND oom_risk")[0][0]
+    assert re.search(rf'id="oom-count">{oom}<', dom) and re.search(rf'id="unplaceable-count">{unplaceable}<', dom)
+    assert "Champion leaderboard" in dom and "<svg" in dom
+    shot = tmp_path / "page.png"
+    chromium("--window-size=1280,1600", f"--screenshot={shot}", page.resolve().as_uri())
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=np.float64)
+    assert pixels.shape == (1600, 1280)
+    assert (pixels < 128).mean() > 0.01 and pixels.std() > 20  # text and charts, not a blank page
+
+    # `gpucast plan` narrowed to one GPU type and 3 days: a new plan replaces the current one
+    assert main(["plan", "--days", "3", "--gpu-types", "a100 80gb"]) == 0
+    printed = capsys.readouterr().out
+    assert "A100-80GB" in printed and "current_capacity_plan" in printed
+    rows = _rows(published, "SELECT DISTINCT gpu_type, count(*) OVER () FROM current_capacity_plan")
+    assert rows == [("A100-80GB", 3 * 3)]  # every queue planned on A100-80GB (only a100-80g owns any)
+
+    # a plan that fails leaves the last one in the planners' views
+    def broken(*args, **kwargs):
+        raise RuntimeError("packing failed")
+
+    monkeypatch.setattr("gpucast.flows.plan.steps.plan_capacity", broken)
+    with pytest.raises(RuntimeError, match="packing failed"):
+        main(["plan"])
+    assert _rows(home / "warehouse.duckdb", "SELECT status FROM plan_runs ORDER BY started_at DESC LIMIT 1") == [("failed",)]
+    assert _rows(published, "SELECT count(*) FROM current_capacity_plan")[0][0] == 9
+
+    # `gpucast site --out`: the page on demand, elsewhere
+    assert main(["site", "--out", str(tmp_path / "elsewhere")]) == 0
+    assert (tmp_path / "elsewhere" / "index.html").read_text().count("needed-p90") >= 3
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_bad_inventory_stops_the_nightly_before_anything_runs(home, capsys):
+    write_logs(home / "inbox" / "week", SimConfig(days=1, jobs_per_day=50, seed=4))
+    (home / "inventory.yaml").write_text("queues:\n  a100-80g:\n    - gpu_type: A100-80GB\n      count: -4\n")
+    assert main(["nightly", *QUICK]) == 2
+    err = capsys.readouterr().err
+    assert f"{home / 'inventory.yaml'}, line 4: count must be a whole number >= 0, got -4" in err
+    assert not (home / "warehouse.duckdb").exists() and not (home / "published.duckdb").exists()
+
+
+def test_an_unknown_gpu_type_asked_for_is_a_clear_error(home, capsys):
+    assert main(["plan", "--gpu-types", "A100-81GB"]) == 2
+    assert "--gpu-types: unknown GPU type 'A100-81GB'" in capsys.readouterr().err

@@ -1,0 +1,57 @@
+"""Warehouse side of the capacity plan: what it is planned from, and the one-transaction write."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import duckdb
+import polars as pl
+
+from gpucast.warehouse.db import transaction
+from gpucast.warehouse.runs import finish
+
+# Every PENDING job, with its latest published forecasts when it has them (a job never scored is
+# planned as unknown size, never dropped). `day`: the day it was submitted.
+PLAN_INPUT = """
+SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.gpu_count,
+       max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb') AS mem_gb,
+       max(f.p50) FILTER (WHERE f.target = 'runtime_hours') AS hours_p50,
+       max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90
+FROM job_logs j LEFT JOIN pending_forecasts f USING (job_id)
+WHERE j.status = 'PENDING'
+GROUP BY ALL
+ORDER BY j.job_id
+"""
+LATEST_SCORE_RUN = """
+SELECT r.score_run_id, CAST(max(f.scored_at) AS DATE)
+FROM score_runs r LEFT JOIN forecasts f USING (score_run_id)
+WHERE r.status = 'published'
+GROUP BY r.score_run_id, r.started_at ORDER BY r.started_at DESC, r.score_run_id DESC LIMIT 1
+"""
+KEEP_DETAIL_RUNS = 7  # plan runs whose per-job rows (unplaceable, co-location) are kept
+
+
+def plan_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str | None, date]:
+    """(pending jobs with their forecasts, the score run they come from, the plan's first day: the
+    day those forecasts were made for, else today)."""
+    jobs = con.sql(PLAN_INPUT).pl()
+    latest = con.execute(LATEST_SCORE_RUN).fetchone()
+    score_run_id, day = latest if latest else (None, None)
+    return jobs, score_run_id, day or datetime.now(UTC).date()
+
+
+def record(con: duckdb.DuckDBPyConnection, plan_run_id: str, rows: pl.DataFrame, unplaceable: pl.DataFrame,
+           colocation: pl.DataFrame, **summary) -> None:
+    """Insert a plan's rows and mark its run succeeded, in one transaction; drop the per-job rows of
+    plan runs older than the last KEEP_DETAIL_RUNS."""
+    with transaction(con):
+        for table, frame in (("capacity_plan", rows), ("capacity_unplaceable", unplaceable),
+                             ("capacity_colocation", colocation)):
+            staged = frame.with_columns(pl.lit(plan_run_id).alias("plan_run_id"))  # noqa: F841 (read by DuckDB)
+            names = ", ".join(staged.columns)
+            con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM staged")
+        finish(con, "plan", plan_run_id, "succeeded", **summary)
+        old = """SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                 ORDER BY started_at DESC, plan_run_id DESC OFFSET ?"""
+        for table in ("capacity_unplaceable", "capacity_colocation"):
+            con.execute(f"DELETE FROM {table} WHERE plan_run_id IN ({old})", [KEEP_DETAIL_RUNS])
