@@ -39,6 +39,6 @@ def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Cal
             shutil.copy2(f, inbox / f.name)
         as_of = datetime.combine(sim.start, datetime.min.time(), tzinfo=UTC) + timedelta(days=sim.days + night - 1)
         say(f"[night {night}/2] {len(files)} day(s) of simulated logs in {inbox}; nightly flow as of "
-            f"{as_of:%Y-%m-%d %H:%M} UTC: ingest -> quality-gate -> backtest -> features -> train -> score -> publish")
+            f"{as_of:%Y-%m-%d %H:%M} UTC: ingest -> quality-gate -> backtest -> features -> train -> score -> plan -> publish -> page")
         results.append(nightly(options=options, settings=settings, as_of=as_of))
     return results

@@ -72,6 +72,8 @@ def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
     if frames["scores"].height:
         lines += ["", "Recent score runs (ood_forecasts: jobs unlike the champion's training jobs):",
                   text_table(frames["scores"])]
+    if frames.get("plans") is not None and frames["plans"].height:
+        lines += ["", "Recent capacity plan runs:", text_table(frames["plans"])]
     if frames.get("champions") is not None and frames["champions"].height:
         lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
                   text_table(frames["champions"])]

@@ -42,6 +42,7 @@ class Scorer:
         self.calibration = intervals.Calibrated(loaded.calibration)
         self.encoder = loaded.encoder
         self.estimator = loaded.estimator
+        registry.use_threads(self.estimator, registry.default_threads())
         self.detector = loaded.metadata.get("ood")
         feature_set = FEATURE_SETS[self.encoder.feature_set]
         prior_column = feature_set.prior_column(champion.target)

@@ -47,7 +47,11 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
         err = [[r["gpu_hours_p50"] - r["gpu_hours_p10"] for r in rows], [r["gpu_hours_p90"] - r["gpu_hours_p50"] for r in rows]]
         ax.bar(xs, p50, width, yerr=err, capsize=3, label=q, color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)])
     ax.set_xticks(range(len(days)), [f"{d:%a %d %b}" for d in days], fontsize=8)
-    ax.set_ylabel("GPU-hours (P50, bar P10-P90)")
+    p50 = demand["gpu_hours_p50"].filter(demand["gpu_hours_p50"] > 0)
+    log = p50.len() > 1 and p50.max() > 30 * p50.median()  # one huge day would flatten the others
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("GPU-hours (P50, bar P10-P90)" + (", log scale" if log else ""))
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
@@ -98,7 +102,7 @@ def headline(plan: pl.DataFrame) -> list[dict]:
         return []
     first = plan.filter(pl.col("day") == plan["day"].min())
     return first.select("queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90",
-                        "gpus_owned", "shortfall_p90").to_dicts()
+                        "shared_bound_p90", "gpus_owned", "shortfall_p90").to_dicts()
 
 
 def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
@@ -118,6 +122,7 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         plan=_table(plan.drop("gpu_memory_gb")),
         oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),
         unplaceable=_table(frames["unplaceable"]), unplaceable_count=frames["unplaceable_count"].item(0, 0),
+        colocation=_table(frames["colocation"]),
         leaderboard=_table(frames["leaderboard"]),
         coverage=_table(frames["coverage"]),
         runs=_table(frames["runs"]),

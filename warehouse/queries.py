@@ -46,6 +46,11 @@ SELECT score_run_id, status, pending_jobs, forecasts, ood_forecasts, gpu_mem_gb,
        round(epoch(finished_at - started_at), 1) AS seconds, coalesce(message, '') AS message
 FROM score_runs ORDER BY started_at DESC LIMIT ?
 """
+RECENT_PLANS = """
+SELECT plan_run_id, status, start_day, days, jobs, unknown_size_jobs, unplaceable_jobs,
+       round(epoch(finished_at - started_at), 1) AS seconds, coalesce(message, '') AS message
+FROM plan_runs ORDER BY started_at DESC LIMIT ?
+"""
 TOP_REJECTIONS = """
 SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs WHERE ingest_run_id = ?)
 GROUP BY ALL ORDER BY n DESC, reason LIMIT ?
@@ -102,11 +107,12 @@ GROUP BY ALL ORDER BY ch.target
 
 
 def status_frames(path: Path, limit: int, backtest_days: int = 7) -> dict[str, pl.DataFrame]:
-    """Recent ingest, train and score runs, failures and rejected files, jobs by status, and the
+    """Recent ingest, train, score and plan runs, failures and rejected files, jobs by status, and the
     current champions with their gate decision and backtest coverage."""
-    names = ("ingests", "failures", "jobs", "trains", "scores", "champions")
+    names = ("ingests", "failures", "jobs", "trains", "scores", "plans", "champions")
     frames = _read(path, (RECENT_INGESTS, [limit]), (FAILURES, [limit]), (JOBS_BY_STATUS, []),
-                   (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]), (CHAMPIONS_AND_BACKTEST, [backtest_days]))
+                   (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]), (RECENT_PLANS, [limit]),
+                   (CHAMPIONS_AND_BACKTEST, [backtest_days]))
     return dict(zip(names, frames, strict=True))
 
 
@@ -215,6 +221,10 @@ SELECT job_id, queue, mem_gb, gpu_count, coalesce(smallest_fitting_gpu, 'none in
 FROM current_unplaceable_jobs ORDER BY mem_gb DESC, job_id LIMIT ?
 """
 UNPLACEABLE_COUNT = "SELECT count(*) AS jobs FROM current_unplaceable_jobs"
+COLOCATION = """
+SELECT queue, gpu_type, count(*) AS groups, sum(jobs) AS jobs_in_groups, max(jobs) AS largest_group
+FROM current_colocation GROUP BY ALL ORDER BY queue, gpu_type
+"""
 COVERAGE = """
 SELECT target, sum(jobs) AS jobs, round(sum(p10_p90_coverage * jobs) / sum(jobs), 3) AS p10_p90_coverage,
        round(sum(p90_coverage * jobs) / sum(jobs), 3) AS p90_coverage
@@ -233,9 +243,9 @@ SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many 
 
 def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
     """Everything the planners' page shows, read from one database (the published copy)."""
-    names = ("demand", "plan", "plan_run", "oom", "oom_count", "unplaceable", "unplaceable_count", "leaderboard",
-             "coverage", "runs")
+    names = ("demand", "plan", "plan_run", "oom", "oom_count", "unplaceable", "unplaceable_count", "colocation",
+             "leaderboard", "coverage", "runs")
     frames = _read(path, (DEMAND_BY_DAY, []), (PLAN, []), (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
-                   (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (LEADERBOARD, []), (COVERAGE, []),
-                   (RECENT_RUNS, [runs]))
+                   (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
+                   (COVERAGE, []), (RECENT_RUNS, [runs]))
     return dict(zip(names, frames, strict=True))

@@ -40,6 +40,15 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+def use_threads(estimator, threads: int) -> None:
+    """Let a fitted model predict on `threads` threads. A model refitted on a Dask worker was built with
+    one thread (`default_threads` there is 1) and keeps that `n_jobs` when saved; scoring in the flow's
+    process should use its cores. CatBoost predicts on every core by default: left alone."""
+    inner = getattr(estimator, "inner", estimator)
+    if hasattr(inner, "get_params") and "n_jobs" in inner.get_params(deep=False):
+        inner.set_params(n_jobs=threads)
+
+
 class LogTarget:
     """Fit `inner` on log(y) (minus the log-prior column `base` when given); predict exp() of it back.
 

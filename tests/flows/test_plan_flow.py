@@ -103,6 +103,12 @@ def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_
     assert _rows(home / "warehouse.duckdb", "SELECT status FROM plan_runs ORDER BY started_at DESC LIMIT 1") == [("failed",)]
     assert _rows(published, "SELECT count(*) FROM current_capacity_plan")[0][0] == 9
 
+    # on-call sees the plan runs (from the planners' copy: the failed one is in the working warehouse
+    # and in the Prefect flow runs `gpucast status` lists)
+    assert main(["status", "--no-flows"]) == 0
+    status = capsys.readouterr().out
+    assert "Recent capacity plan runs:" in status and status.count("succeeded") >= 2
+
     # `gpucast site --out`: the page on demand, elsewhere
     assert main(["site", "--out", str(tmp_path / "elsewhere")]) == 0
     assert (tmp_path / "elsewhere" / "index.html").read_text().count("needed-p90") >= 3

@@ -182,3 +182,16 @@ def test_loading_checks_the_recorded_versions(tmp_path, residual_data):
     store.save_metadata(tmp_path, {**meta, "versions": {**meta["versions"], "numpy": "0.9.0"}})
     with pytest.raises(ValueError, match="numpy 0.9.0 -> "):
         store.load_model(tmp_path, "lightgbm")
+
+
+@pytest.mark.parametrize("name", ["extra_trees", "random_forest", "lightgbm", "xgboost"])
+def test_a_model_fitted_on_one_thread_predicts_on_the_threads_it_is_given(residual_data, name):
+    """A champion refitted on a single-threaded Dask worker must not score 1M jobs on one thread."""
+    enc, X, y = residual_data
+    est = registry.build(name, seed=0, categorical=enc.categorical, n_features=X.shape[1], threads=1,
+                         base=FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB)).fit(X[:200], y[:200])
+    before = est.predict(X)
+    assert est.inner.get_params()["n_jobs"] == 1
+    registry.use_threads(est, 2)
+    assert est.inner.get_params()["n_jobs"] == 2
+    np.testing.assert_allclose(est.predict(X), before, rtol=1e-12)
