@@ -1,12 +1,22 @@
-"""Prefect flow `score-pending`: every PENDING job gets P10/P50/P90 per target from its champion."""
+"""Prefect flow `score-pending`: every PENDING job gets P10/P50/P90 per target from its champion.
+
+Scoring runs in the flow's process, except when a Dask cluster is given (`GPUCAST_DASK_ADDRESS`)
+and at least `PARTITION_MIN_JOBS` jobs are pending: then the pending jobs are cut into partitions and
+each (target, partition) is a Prefect task run on that cluster, like training's fits. Workers load
+the champion from its folder (so they must see `$GPUCAST_HOME/models`: a shared volume) and return
+the scored rows; this process applies the memory advice, stages and publishes. A partition that
+fails on the cluster (a worker lost, the models folder not visible there) is scored here instead.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
 from gpucast.expectations.records import Champion
 from gpucast.flows.errors import no_retry_on_environment
@@ -37,13 +47,78 @@ def read_champions(settings: Settings) -> list[Champion]:
     return champions
 
 
+PARTITION_MIN_JOBS = 200_000  # pending jobs from which scoring is spread over a given Dask cluster
+
+
+@lru_cache(maxsize=8)
+def _scorer(champion: Champion, device: str | None) -> Scorer:
+    """One loaded champion per process (a Dask worker scores several partitions with it)."""
+    return Scorer(champion, device=device)
+
+
+@task(name="score-partition", task_run_name="score {champion.target} part {part}", cache_policy=NO_CACHE, retries=1,
+      retry_delay_seconds=5)
+def score_partition(champion: Champion, rows: pl.DataFrame, part: int, batch_rows: int, device: str | None) -> pl.DataFrame:
+    return _scorer(champion, device).score(rows, batch_rows=batch_rows)
+
+
+@flow(name="score-partitions", log_prints=True)
+def score_partitions(champions: list[Champion], pending: pl.DataFrame, parts: int, batch_rows: int,
+                     device: str | None) -> dict[str, list[pl.DataFrame | None]]:
+    """Every (target, partition) as a task run on this flow's task runner (the cluster); per target the
+    scored partitions in order, None where a partition failed (the caller scores it itself)."""
+    size = -(-pending.height // parts)
+    slices = [pending.slice(i * size, size) for i in range(parts)]
+    futures = {ch.target: [score_partition.submit(ch, rows, k, batch_rows, device) for k, rows in enumerate(slices)]
+               for ch in champions}
+    out: dict[str, list[pl.DataFrame | None]] = {}
+    for target, futs in futures.items():
+        out[target] = []
+        for k, fut in enumerate(futs):
+            try:
+                out[target].append(fut.result())
+            except Exception as exc:  # noqa: BLE001  (rescored in the flow's process, see the module doc)
+                print(f"{target} partition {k} failed on the cluster ({type(exc).__name__}: {str(exc)[:200]}): "
+                      "scoring it in this process")
+                out[target].append(None)
+    return out
+
+
+def cluster_runner(settings: Settings, pending_jobs: int, min_jobs: int) -> tuple[object, int | str | None]:
+    """(a task runner on the given Dask cluster, its worker count), or (None, why not; None when no
+    cluster is given) when scoring stays in this process."""
+    if not settings.dask_address:
+        return None, None
+    if pending_jobs < min_jobs:
+        return None, f"{pending_jobs:,} pending jobs, fewer than {min_jobs:,}: scored in-process"
+    from distributed import Client
+    from prefect_dask import DaskTaskRunner
+
+    from gpucast.flows.train import DASK_CONNECT_TIMEOUT_S, dask_unreachable
+
+    if problem := dask_unreachable(settings.dask_address, DASK_CONNECT_TIMEOUT_S):
+        return None, (f"Dask scheduler {settings.dask_address} (GPUCAST_DASK_ADDRESS) did not answer within "
+                      f"{DASK_CONNECT_TIMEOUT_S} s ({problem}): scored in-process")
+    with Client(settings.dask_address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s") as client:
+        workers = len(client.scheduler_info()["workers"])
+    return DaskTaskRunner(address=settings.dask_address), max(workers, 1)
+
+
 @task(name="score-target", task_run_name="score {champion.target}", retries=1, retry_delay_seconds=10)
 def score_target(champion: Champion, pending_path: str, out: str, score_run_id: str, scored_at: datetime,
-                 gpu_mem_gb: float, batch_rows: int, device: str | None) -> int:
-    """Score the staged pending jobs with one champion; stage the forecasts as Parquet; return how many
-    jobs were out of the champion's distribution."""
+                 gpu_mem_gb: float, batch_rows: int, device: str | None,
+                 partitions: list[pl.DataFrame | None] | None = None) -> int:
+    """Score the staged pending jobs with one champion (or take the partitions the cluster scored,
+    scoring here any that failed there); stage the forecasts as Parquet; return how many jobs were
+    out of the champion's distribution."""
     pending = pl.read_parquet(pending_path)
-    scored = Scorer(champion, device=device).score(pending, batch_rows=batch_rows, progress=get_run_logger().info)
+    if partitions:
+        size = -(-pending.height // len(partitions))
+        scored = pl.concat([part if part is not None else
+                            _scorer(champion, device).score(pending.slice(k * size, size), batch_rows=batch_rows)
+                            for k, part in enumerate(partitions)])
+    else:
+        scored = Scorer(champion, device=device).score(pending, batch_rows=batch_rows, progress=get_run_logger().info)
     scored = steps.memory_advice(scored, steps.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
         pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
@@ -66,7 +141,8 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
 @flow(name="score-pending", log_prints=True)
 def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAULT_BATCH_ROWS,
                   device: str | None = None, pending_path: str | None = None, publish: bool = True,
-                  as_of: datetime | None = None, settings: Settings | None = None) -> dict:
+                  as_of: datetime | None = None, settings: Settings | None = None,
+                  partition_min_jobs: int = PARTITION_MIN_JOBS) -> dict:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
     `gpu_mem_gb` is the GPU size `oom_risk` is judged against (default: the GPUCAST_GPU_MEM_GB
@@ -74,7 +150,8 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     step); else they are read here. `publish` refreshes the planners' copy after a successful run
     (the nightly flow publishes once, itself). `as_of`: the time the forecasts are stamped with
     (default: now), for a backfill or a demo replaying past days; the backtest compares it with the
-    jobs' start times.
+    jobs' start times. `partition_min_jobs`: from how many pending jobs scoring is spread over the
+    cluster GPUCAST_DASK_ADDRESS names (see the module doc).
     """
     settings = (settings or Settings.from_env()).override(gpu_mem_gb=gpu_mem_gb).ensure()
     with runs.lifecycle(settings, "score") as run:
@@ -83,11 +160,20 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
         pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
         print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(champions)} target(s): "
               + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions))
+        runner, info = cluster_runner(settings, pending_jobs, partition_min_jobs)
+        partitions: dict[str, list] = {}
+        if runner is not None:  # info: the cluster's workers; two partitions each keep them all busy
+            partitions = score_partitions.with_options(task_runner=runner)(
+                champions, pl.read_parquet(pending_path), 2 * info, batch_rows, device)
+            scored_on = f"Dask at {settings.dask_address}: {2 * info} partitions on {info} worker(s)"
+        else:  # info: why not on the cluster, when one is given
+            scored_on = "this process" + (f" ({info})" if info else "")
+        print(f"{run.run_id}: scoring on {scored_on}")
         parts, ood = [], {}
         for ch in champions:
             out = run.staging / f"{ch.target}.parquet"
             ood[ch.target] = score_target(ch, pending_path, str(out), run.run_id, as_of or run.started_at,
-                                          settings.gpu_mem_gb, batch_rows, device)
+                                          settings.gpu_mem_gb, batch_rows, device, partitions.get(ch.target))
             parts.append(str(out))
         failpoint("score:after-staging")
         n = publish_forecasts(run.run_id, parts, pending_jobs, [ch.target for ch in champions], settings.gpu_mem_gb,
@@ -95,6 +181,6 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     if publish:
         publish_snapshot(settings)
     print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
-    return {"score_run_id": run.run_id, "pending_jobs": pending_jobs, "forecasts": n,
+    return {"score_run_id": run.run_id, "pending_jobs": pending_jobs, "forecasts": n, "scored_on": scored_on,
             "ood_forecasts": sum(ood.values()), "ood_by_target": ood,
             "champions": {ch.target: ch.model for ch in champions}}

@@ -209,7 +209,7 @@ def task_runner(settings: Settings) -> tuple[TaskRunner, str | None]:
         return ThreadPoolTaskRunner(max_workers=1), None
     logging.getLogger("distributed").setLevel(logging.WARNING)  # the scheduler's INFO lines drown the run's
     if settings.dask_address:
-        if problem := _unreachable(settings.dask_address, DASK_CONNECT_TIMEOUT_S):
+        if problem := dask_unreachable(settings.dask_address, DASK_CONNECT_TIMEOUT_S):
             return ThreadPoolTaskRunner(max_workers=1), (
                 f"Dask scheduler {settings.dask_address} (GPUCAST_DASK_ADDRESS) did not answer within "
                 f"{DASK_CONNECT_TIMEOUT_S} s ({problem}): trained in-process")
@@ -227,7 +227,7 @@ def task_runner(settings: Settings) -> tuple[TaskRunner, str | None]:
 DASK_CONNECT_TIMEOUT_S = 10
 
 
-def _unreachable(address: str, timeout_s: float) -> str | None:
+def dask_unreachable(address: str, timeout_s: float) -> str | None:
     """Why the Dask scheduler at `address` cannot be used, or None when a client connected.
 
     The attempt runs in a daemon thread watched by a wall clock: `Client(timeout=...)` bounds the

@@ -191,3 +191,43 @@ def test_a_night_budget_skips_what_it_cannot_fit_and_still_names_champions(inges
     assert {model for model, _ in skipped} <= {"lightgbm", "transformer_bigru"}
     assert all(model for _, model in _champions(ingested, run_id))
     assert "fit(s) skipped (table skipped_fits)" in out
+
+
+def _forecasts(home: Path, score_run_id: str) -> list[tuple]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute("SELECT job_id, target, p10, p50, p90, model, safe_request_gb, oom_risk, ood FROM forecasts "
+                           "WHERE score_run_id = ? ORDER BY job_id, target", [score_run_id]).fetchall()
+
+
+def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingested, tmp_path, monkeypatch):
+    """With GPUCAST_DASK_ADDRESS set and enough pending jobs (here: any), each (target, partition) is
+    scored on the cluster's workers; the forecasts equal those scored in-process. A refused address
+    falls back to in-process scoring and says why."""
+    from gpucast.flows.score import score_pending
+
+    assert main([*TRAIN, "--models", "lightgbm,linear_fs", "--repeats", "1", "--runner", "local"]) == 0
+    here = score_pending()
+    assert here["scored_on"] == "this process"
+    cluster = Cluster(2, tmp_path)
+    try:
+        monkeypatch.setenv("GPUCAST_DASK_ADDRESS", cluster.address)
+        spread = score_pending(partition_min_jobs=1)
+        few = score_pending()  # under the threshold: in-process, and it says why
+    finally:
+        cluster.close()
+    assert spread["scored_on"] == f"Dask at {cluster.address}: 4 partitions on 2 worker(s)"
+    assert "fewer than 200,000: scored in-process" in few["scored_on"]
+    expected = _forecasts(ingested, here["score_run_id"])
+    assert len(expected) == 3 * here["pending_jobs"] > 0
+    got = _forecasts(ingested, spread["score_run_id"])
+    assert [r[:2] + r[5:] for r in got] == [r[:2] + r[5:] for r in expected]
+    for a, b in zip(expected, got, strict=True):
+        assert b[2:5] == pytest.approx(a[2:5], rel=1e-12)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        refused = f"tcp://127.0.0.1:{s.getsockname()[1]}"  # closed when the block ends: nothing listens
+    monkeypatch.setenv("GPUCAST_DASK_ADDRESS", refused)
+    fallback = score_pending(partition_min_jobs=1)
+    assert f"Dask scheduler {refused} (GPUCAST_DASK_ADDRESS) did not answer" in fallback["scored_on"]
+    assert fallback["forecasts"] == here["forecasts"]
