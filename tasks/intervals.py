@@ -17,6 +17,7 @@ mixture of its cells', each calibrated on its own.
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from gpucast.expectations import contract as c
 
@@ -59,10 +60,15 @@ LEVELS = ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,))  # finest first;
 
 
 def _labels(groups: dict[str, np.ndarray], level: tuple[str, ...], n: int) -> np.ndarray | None:
+    """Each job's group label at `level`: its values joined by "|" (a missing value reads "None", as
+    calibrations saved before this was vectorised spelled it)."""
     if not all(g in groups for g in level):
         return None
-    columns = [np.asarray(groups[g], dtype=object).astype(str) for g in level]
-    return np.array(["|".join(parts) for parts in zip(*columns, strict=True)], dtype=object) if n else np.array([], object)
+    if not n:
+        return np.array([], object)
+    columns = {g: pl.Series(g, np.asarray(groups[g], dtype=object), dtype=pl.String, strict=False).fill_null("None")
+               for g in level}
+    return pl.DataFrame(columns).select(pl.concat_str(list(level), separator="|")).to_series().to_numpy().astype(object)
 
 
 class Calibrated:

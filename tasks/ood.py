@@ -21,6 +21,8 @@ champion's interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import numpy as np
 import polars as pl
 
@@ -67,17 +69,17 @@ def _mahalanobis(x: np.ndarray, mean: np.ndarray, inv: np.ndarray) -> np.ndarray
 
 def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
     """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
-    reasons: list[list[str]] = [[] for _ in range(rows.height)]
+    reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
     for name, known in detector["categories"].items():
         if name not in rows.columns:
             continue
         values = rows[name].cast(pl.String)
         unseen = (values.is_not_null() & ~values.is_in(known)).to_numpy()  # vectorised: scoring runs it on every pending job
         for i in np.flatnonzero(unseen):
-            reasons[i].append(f"unseen {name} '{values[int(i)]}'")
+            reasons[int(i)].append(f"unseen {name} '{values[int(i)]}'")
     if c.GPU_TYPE in rows.columns and GPU_MODEL in rows.columns:  # a GPU the catalog does not know
         for i in np.flatnonzero(rows[c.GPU_TYPE].is_not_null().to_numpy() & rows[GPU_MODEL].is_null().to_numpy()):
-            reasons[i].append(f"unknown {c.GPU_TYPE} '{rows[c.GPU_TYPE][int(i)]}' (not in the GPU catalog)")
+            reasons[int(i)].append(f"unknown {c.GPU_TYPE} '{rows[c.GPU_TYPE][int(i)]}' (not in the GPU catalog)")
     nums = detector["numbers"]
     logs = _logs(rows, [n for n in nums if n in rows.columns]) if nums else np.zeros((rows.height, 0))
     for j, name in enumerate(n for n in nums if n in rows.columns):
@@ -89,15 +91,19 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
         for i in np.flatnonzero(np.isfinite(col) & ((col < low) | (col > high))):
             side = "below" if col[i] < low else "above"
             edge = np.exp(bounds[0] if side == "below" else bounds[1])
-            reasons[i].append(f"{name} {np.exp(col[i]):.4g} {side} the training range ({'min' if side == 'below' else 'max'} {edge:.4g})")
+            which = "min" if side == "below" else "max"
+            reasons[int(i)].append(f"{name} {np.exp(col[i]):.4g} {side} the training range ({which} {edge:.4g})")
     density = detector.get("density")
     if density and logs.shape[1] == len(density["mean"]):
         complete = np.isfinite(logs).all(axis=1)
         dist = np.full(rows.height, np.nan)
         dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
         for i in np.flatnonzero(complete & (dist > density["threshold"])):
-            if not reasons[i]:  # an out-of-range number explains a large distance already
-                reasons[i].append(f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
+            if not reasons.get(int(i)):  # an out-of-range number explains a large distance already
+                reasons[int(i)].append(f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
                                   f"the training jobs' {DISTANCE_QUANTILE:.1%})")
-    flags = np.array([bool(r) for r in reasons])
-    return flags, ["; ".join(r) if r else None for r in reasons]
+    flags = np.zeros(rows.height, dtype=bool)
+    words: list[str | None] = [None] * rows.height
+    for i, r in reasons.items():
+        flags[i], words[i] = True, "; ".join(r)
+    return flags, words
