@@ -29,6 +29,8 @@ WHERE r.status = 'published'
 GROUP BY r.score_run_id, r.started_at ORDER BY r.started_at DESC, r.score_run_id DESC LIMIT 1
 """
 KEEP_DETAIL_RUNS = 7  # plan runs whose per-job rows (unplaceable, co-location) are kept
+OLDER_PLAN_RUNS = """SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                     ORDER BY started_at DESC, plan_run_id DESC OFFSET ?"""
 
 
 def plan_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str | None, date]:
@@ -51,7 +53,5 @@ def record(con: duckdb.DuckDBPyConnection, plan_run_id: str, rows: pl.DataFrame,
             names = ", ".join(staged.columns)
             con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM staged")
         finish(con, "plan", plan_run_id, "succeeded", **summary)
-        old = """SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
-                 ORDER BY started_at DESC, plan_run_id DESC OFFSET ?"""
         for table in ("capacity_unplaceable", "capacity_colocation"):
-            con.execute(f"DELETE FROM {table} WHERE plan_run_id IN ({old})", [KEEP_DETAIL_RUNS])
+            con.execute(f"DELETE FROM {table} WHERE plan_run_id IN ({OLDER_PLAN_RUNS})", [KEEP_DETAIL_RUNS])
