@@ -368,12 +368,12 @@ def _model_commands(sub) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import capacity_plan
+    from gpucast.tasks.plan import first_day
     from gpucast.tasks.render import text_table
 
     out = capacity_plan(days=args.days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
     rows = out["rows"]
-    first = rows.filter(rows["day"] == rows["day"].min()) if rows.height else rows
-    print(text_table(first.select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
+    print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")

@@ -87,7 +87,7 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
         note = "; ".join(plan.notes) or None
         record_plan(settings, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
                     unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
-    first = plan.rows.filter(plan.rows["day"] == start) if plan.rows.height else plan.rows
+    first = steps.first_day(plan.rows)
     create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
     if publish:

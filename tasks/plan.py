@@ -77,6 +77,11 @@ class Plan:
     notes: list[str]
 
 
+def first_day(rows: pl.DataFrame) -> pl.DataFrame:
+    """The plan's rows of its first day (what the CLI, the nightly report and the page lead with)."""
+    return rows.filter(pl.col("day") == pl.col("day").min())
+
+
 def best_fit(sizes: np.ndarray, capacity: int) -> np.ndarray:
     """Bin of every item, items taken in the given order: each goes into the open bin whose free
     room is the smallest that holds it, else a new bin. Sizes are whole numbers in 1..capacity."""

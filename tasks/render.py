@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.tasks.models.registry import NN
+from gpucast.tasks.plan import first_day
 
 METRICS = ("mse", "rmse", "mae", "mape", "r2")
 TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
@@ -199,7 +200,7 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
                   f"{plan['unplaceable_jobs']:,} fit no GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
         rows = plan["rows"]
         if rows.height:
-            first = rows.filter(rows["day"] == rows["day"].min()).select(
+            first = first_day(rows).select(
                 "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
                 "shortfall_p90")
             lines += ["", markdown_table(first)]

@@ -13,15 +13,25 @@ from datetime import datetime
 import polars as pl
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from gpucast.tasks.plan import first_day
+
 QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend (a nightly run has no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    _pyplot().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
 
@@ -30,11 +40,7 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
     """GPU-hours per day and queue: P50 bars with the P10-P90 band as error bars."""
     if demand.is_empty():
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     days = sorted(demand["day"].unique().to_list())
     queues = sorted(demand["queue"].unique().to_list())
     fig, ax = plt.subplots(figsize=(8, 3.2))
@@ -61,11 +67,7 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
     """GPUs needed (P50, P90) vs owned and the lower bound, per queue and GPU type over the days."""
     if plan.is_empty():
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     keys = plan.select("queue", "gpu_type").unique(maintain_order=True).rows()
     fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8), squeeze=False)
     for ax, (q, t) in zip(axes[0], keys, strict=True):
@@ -100,7 +102,7 @@ def headline(plan: pl.DataFrame) -> list[dict]:
     """The plan's first day per queue and GPU type: needed at P50/P90, its bound, owned, short."""
     if plan.is_empty():
         return []
-    first = plan.filter(pl.col("day") == plan["day"].min())
+    first = first_day(plan)
     return first.select("queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90",
                         "shared_bound_p90", "gpus_owned", "shortfall_p90").to_dicts()
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations.inventory import InventoryError, load_inventory
-from gpucast.tasks.plan import DAY_HOURS, SLOTS_PER_HOUR, best_fit, pack, plan_capacity
+from gpucast.tasks.plan import best_fit, pack, plan_capacity
 
 START = date(2026, 11, 23)
 INVENTORY = """queues:
@@ -150,6 +150,3 @@ def test_the_demo_inventory_is_valid():
     inv = load_inventory(path)
     assert {o.queue: o.gpu_type for o in inv.owned} == QUEUE_GPU and all(o.count > 0 for o in inv.owned)
 
-
-def test_slots_cover_a_day():
-    assert DAY_HOURS * SLOTS_PER_HOUR == 96
