@@ -76,14 +76,24 @@ def _bad(name: str, cond: pl.Expr, what: str) -> pl.Expr:
     return pl.when(cond).then(pl.format("{}: '{}' " + what, pl.lit(name), shown))
 
 
-def _number_errors(name: str, integer: bool) -> pl.Expr:
+def _number_conditions(name: str, integer: bool) -> list[pl.Expr]:
+    """Not a number; not finite; (for a whole-number column) not whole: in the order they are named."""
     t, v = pl.col(_t(name)), pl.col(_v(name))
-    err = _bad(name, t.is_not_null() & v.is_null(), "is not a number").when(v.is_not_null() & ~v.is_finite()).then(
-        pl.format("{}: {} is not a finite number", pl.lit(name), t)
-    )
-    if integer:
-        err = err.when(v.is_finite() & (v != v.round(0))).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
+    conditions = [t.is_not_null() & v.is_null(), v.is_not_null() & ~v.is_finite()]
+    return conditions + [v.is_finite() & (v != v.round(0))] if integer else conditions
+
+
+def _number_errors(name: str, integer: bool) -> pl.Expr:
+    t = pl.col(_t(name))
+    nan, infinite, *fraction = _number_conditions(name, integer)
+    err = _bad(name, nan, "is not a number").when(infinite).then(pl.format("{}: {} is not a finite number", pl.lit(name), t))
+    if fraction:
+        err = err.when(fraction[0]).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
     return err
+
+
+def _number_flag(name: str, integer: bool) -> pl.Expr:
+    return pl.any_horizontal(_number_conditions(name, integer))
 
 
 def _number_value(name: str, integer: bool) -> pl.Expr:
@@ -102,6 +112,9 @@ def _canonical(name: str, synonyms: dict[str, str], upper: bool = False) -> pl.E
 
 def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     """Typed contract columns + `_row`, `_raw` and `_errors` (list of parsing-rule sentences)."""
+    # one memory chunk per column: Polars 2.1 panics ("assertion failed: i < self.len()") filtering a
+    # string column read in several chunks (the NDJSON reader's threads) before the sentences below
+    chunk = chunk.rechunk()
     missing = [n for n in c.COLUMNS if n not in chunk.columns]
     chunk = chunk.with_columns([pl.lit(None, dtype=pl.String).alias(n) for n in missing])
     numbers = c.FLOAT_COLUMNS + c.INT_COLUMNS
@@ -132,31 +145,39 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
         for n in c.TIMESTAMP_COLUMNS
     )
 
-    values, errors = _values_and_errors()
-    return frame.select(
-        "_row",
-        "_raw",
-        *[values[n].alias(n) for n in c.COLUMNS],
-        pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"),
-    )
+    # 3. which rows break a parsing rule (cheap masks on every row); the sentences only for those,
+    # since formatting a sentence per rule and row was half of this function's time
+    values, errors, flags = _values_and_errors()
+    frame = frame.with_columns(pl.any_horizontal(flags).fill_null(False).alias("__flagged"))
+    typed = ["_row", "_raw", *[values[n].alias(n) for n in c.COLUMNS]]
+    clean = frame.filter(~pl.col("__flagged")).select(*typed, pl.lit([], dtype=pl.List(pl.String)).alias("_errors"))
+    flagged = frame.filter(pl.col("__flagged")).select(
+        *typed, pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"))
+    return pl.concat([clean, flagged]).sort("_row") if flagged.height else clean
 
 
-def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr]]:
-    """Per contract column, the expression of its typed value; and every parsing-rule expression."""
+def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Expr]]:
+    """Per contract column, the expression of its typed value; every parsing-rule sentence; and the
+    rules' conditions (true where a row breaks one: the sentences are built for those rows only)."""
     values: dict[str, pl.Expr] = {}
     errors: list[pl.Expr] = [pl.col("_read_error")]
+    flags: list[pl.Expr] = [pl.col("_read_error").is_not_null()]
     for name in c.FLOAT_COLUMNS + c.INT_COLUMNS:
-        values[name] = _number_value(name, integer=name in c.INT_COLUMNS)
-        errors.append(_number_errors(name, integer=name in c.INT_COLUMNS))
+        integer = name in c.INT_COLUMNS
+        values[name] = _number_value(name, integer)
+        errors.append(_number_errors(name, integer))
+        flags.append(_number_flag(name, integer))
     for name in c.BOOL_COLUMNS:
         t = pl.col(_t(name))
         values[name] = pl.when(t.is_in(TRUE_TOKENS)).then(True).when(t.is_in(FALSE_TOKENS)).then(False).otherwise(None)
         bad = t.is_not_null() & ~t.is_in(TRUE_TOKENS) & ~t.is_in(FALSE_TOKENS)
         errors.append(_bad(name, bad, "is not a yes/no value (true/false, yes/no, 1/0)"))
+        flags.append(bad)
     for name in c.TIMESTAMP_COLUMNS:
         values[name] = pl.col(_v(name))
         bad = pl.col(_t(name)).is_not_null() & pl.col(_v(name)).is_null()
         errors.append(_bad(name, bad, "is not an ISO 8601 timestamp (e.g. 2026-11-01T10:00:00Z)"))
+        flags.append(bad)
 
     status = pl.col(_t(c.STATUS)).str.to_uppercase()
     values[c.STATUS] = status.replace_strict(STATUS_SYNONYMS, default=status, return_dtype=pl.String)
@@ -167,7 +188,7 @@ def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr]]:
     for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE):
         values[name] = pl.col(_t(name))
 
-    return values, errors
+    return values, errors, flags
 
 
 def _to_datetime(text: pl.Expr, fmt: str) -> pl.Expr:

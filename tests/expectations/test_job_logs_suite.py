@@ -128,3 +128,29 @@ def test_an_expectation_that_raises_is_a_failure_never_a_pass(monkeypatch, tmp_p
     with pytest.raises(RuntimeError, match="could not run"):
         ingest.stage_file(path, tmp_path / "staging", 0)
     validate._context_and_suite.cache_clear()
+
+
+def test_the_row_rules_count_what_great_expectations_judges(monkeypatch):
+    """Each expectation's row rule finds exactly the rows that break it, and GX agrees it is broken."""
+    bad = [record(job_id="x", batch_size=0), record(job_id="y", batch_size=-4, precision="FP12"),
+           record(job_id="z", updated_at="2026-10-01T00:00:00Z")]
+    v = validate_frame(typed(*GOOD_ROWS, *bad))
+    counts = {(o.expectation, o.column): o.unexpected_count for o in v.outcomes if not o.success}
+    assert counts == {("expect_column_values_to_be_between", c.BATCH_SIZE): 2,
+                      ("expect_column_values_to_be_in_set", c.PRECISION): 1,
+                      ("expect_column_pair_values_a_to_be_greater_than_b", c.UPDATED_AT): 1}
+    assert sorted(v.reasons) == [3, 4, 5]
+    assert v.reasons[3] == ["batch_size must be > 0 and at most 1e+07 (a value outside that is implausible) (got 0)"]
+    assert len(v.reasons[4]) == 2
+
+
+def test_a_row_rule_that_drifts_from_great_expectations_stops_validation(monkeypatch):
+    """A row rule stricter than GX's expectation (here: any value above 8 'breaks' it) must not
+    quietly reject rows GX accepts (the first such column here: params_million)."""
+    from gpucast.expectations import validate
+
+    drifted = dict(validate.ROW_RULES)
+    drifted["expect_column_values_to_be_between"] = lambda kw: pl.col(kw["column"]) > 8
+    monkeypatch.setattr(validate, "ROW_RULES", drifted)
+    with pytest.raises(validate.RuleMismatch, match="on params_million: Great Expectations says it holds, the row rule found 2 row"):
+        validate_frame(typed(*GOOD_ROWS))

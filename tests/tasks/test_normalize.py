@@ -115,3 +115,28 @@ def test_missing_columns_become_null():
     row = one()
     assert row[c.PARAMS_MILLION] is None and row[c.TEAM] is None
     assert not any(isinstance(v, float) and math.isnan(v) for v in row.values())
+
+
+def test_rows_come_back_in_order_with_sentences_only_where_a_rule_broke():
+    """Clean and flagged rows are typed apart and put back in input order."""
+    parts = [frame(job_id=f"j{i}", batch_size="x" if i % 3 == 0 else "8").with_columns(pl.lit(i + 1).alias("_row"))
+             for i in range(7)]
+    out = normalize(pl.concat(parts))
+    assert out["_row"].to_list() == list(range(1, 8))
+    assert out["job_id"].to_list() == [f"j{i}" for i in range(7)]
+    assert [len(e) for e in out["_errors"]] == [1, 0, 0, 1, 0, 0, 1]
+    assert out["_errors"][0].to_list() == ["batch_size: 'x' is not a number"]
+    assert out[c.BATCH_SIZE].to_list() == [None, 8, 8, None, 8, 8, None]
+
+
+def test_a_chunk_the_jsonl_reader_built_in_pieces_normalises(tmp_path):
+    """The JSONL reader's threads hand over columns in several memory chunks; filtering those
+    crashed Polars 2.1 (a panic) until `normalize` rechunks them."""
+    from gpucast.tasks.readers import FileInfo, read_chunks
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    path, *_ = write_logs(tmp_path, SimConfig(days=1, jobs_per_day=300, dirty_fraction=0.05, seed=3))
+    chunk = next(read_chunks(path, FileInfo(path)))
+    out = normalize(chunk)
+    assert out.height == chunk.height
+    assert out.filter(pl.col("_errors").list.len() > 0).height > 0
