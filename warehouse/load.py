@@ -29,6 +29,8 @@ from gpucast.warehouse.runs import finish
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = c.record_hash_sql()
+# j (a job's row in job_logs) is later than f (a fresh record of the job)
+LATER_THAN_FRESH = f"coalesce(j.{c.UPDATED_AT}, j.{c.SUBMITTED_AT}) > coalesce(f.{c.UPDATED_AT}, f.{c.SUBMITTED_AT})"
 LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
 
 
@@ -102,40 +104,36 @@ def committed_totals(con: duckdb.DuckDBPyConnection, run_id: str) -> dict | None
 
 
 def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime) -> dict:
-    """Merge one batch of staged valid rows: insert new record versions, rebuild the affected jobs'
+    """Merge one batch of staged valid rows: insert new record versions, replace the affected jobs'
     latest rows; return loaded counts per source file."""
-    con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE staged AS
-        SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row, file_index
-        FROM read_parquet(?)""",
-        [files],
-    )
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
+    # One pass over the staged files: hash, number in arrival order, drop copies within the batch
+    # and records loaded before (a materialised `staged` table in between cost 20% more).
     con.execute(
-        """CREATE OR REPLACE TEMP TABLE fresh AS
-        WITH ordered AS (
+        f"""CREATE OR REPLACE TEMP TABLE fresh AS
+        WITH staged AS (
+            SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row, file_index
+            FROM read_parquet(?)
+        ), ordered AS (
             SELECT *, row_number() OVER (ORDER BY file_index, source_row) AS seq,
                    row_number() OVER (PARTITION BY job_id, record_hash ORDER BY file_index, source_row) AS copy
             FROM staged
         )
-        SELECT o.* EXCLUDE (seq, copy, file_index), ? + o.seq AS arrival
+        SELECT o.* EXCLUDE (seq, copy, file_index), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
         FROM ordered o
         WHERE o.copy = 1
           AND NOT EXISTS (SELECT 1 FROM job_log_records r
                           WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)""",
-        [base],
+        [files, base, run_id, now],
     )
-    con.execute(
-        f"""INSERT INTO job_log_records BY NAME
-        SELECT {CONTRACT_COLS}, record_hash, arrival, source_file, source_row, ? AS ingest_run_id, ? AS loaded_at
-        FROM fresh""",
-        [run_id, now],
-    )
-    # The latest record of every job this run touched, among all its versions ever loaded.
+    con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM fresh")
+    # A job's latest record among all its versions ever loaded: `job_logs` already holds the latest
+    # of the versions before this batch, so only a fresh version can replace it (and every fresh one
+    # arrived later, so it wins a tie). History is never re-read, however long it grows.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE latest AS
-        SELECT * FROM job_log_records
-        WHERE job_id IN (SELECT DISTINCT job_id FROM fresh)
+        SELECT * FROM fresh f
+        WHERE NOT EXISTS (SELECT 1 FROM job_logs j WHERE j.job_id = f.job_id AND {LATER_THAN_FRESH})
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
     )
     con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")
