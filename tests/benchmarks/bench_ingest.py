@@ -5,8 +5,8 @@
 Each side runs in its own fresh process and reports its own peak RSS (Prefect's temporary API
 server is a separate process, not counted). The gpucast figure is the `ingest-job-logs` flow call
 (read -> normalise -> GX validation -> DuckDB merge -> lake) after a warm-up flow has started
-Prefect; that start-up is reported on its own line. Targets (issue 2): at most 2x the
-DuckDB time, at most 2 GB peak RSS.
+Prefect; that start-up is reported on its own line. Targets: at most 5x the DuckDB time (issue "The night at
+any scale"; issue 2 asked for 2x), at most 2 GB peak RSS.
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ def main() -> None:
     print(f"input: {src.name}, {lines:,} lines, {size_mb:,.0f} MB", flush=True)
 
     base, _ = child(BASELINE, str(src), str(work / "baseline.parquet"))
-    env = dict(os.environ, GPUCAST_HOME=str(work / "home"))
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)  # a fresh warehouse each run (a kept --workdir reuses the logs only)
+    env = dict(os.environ, GPUCAST_HOME=str(home))
     ours, wall = child(GPUCAST, str(src), str(args.chunk_rows), env=env)
 
     ratio = ours["seconds"] / base["seconds"]
@@ -107,7 +109,7 @@ def main() -> None:
     stages = {**ours["stage_seconds"], **ours["load_seconds"]}
     print("  where the time goes: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
           + "  (read = JSONL decode; check = normalise + Great Expectations)")
-    print(f"ratio gpucast / DuckDB           : {ratio:7.2f}x   (target <= 2x)")
+    print(f"ratio gpucast / DuckDB           : {ratio:7.2f}x   (target <= 5x; issue 2 asked for 2x)")
     print(f"peak RSS                         : {ours_rss:7.0f} MB (target <= 2048 MB)")
 
 

@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=10)
     ap.add_argument("--jobs-per-day", type=int, default=11_000, help="about 100k labelled + 10k pending over 10 days")
     ap.add_argument("--runners", default="local,dask")
-    ap.add_argument("--budget-minutes", type=float, default=None, help="default: GPUCAST_NIGHT_BUDGET_MINUTES's (45)")
+    ap.add_argument("--budget-minutes", type=float, default=None, help="default: GPUCAST_NIGHT_BUDGET_MINUTES's (30)")
     ap.add_argument("--repeats", type=int, default=None, help="default: the nightly's (3)")
     ap.add_argument("--epochs", type=int, default=None, help="cap the network's epochs (default: the preset's)")
     ap.add_argument("--scaling-repeats", type=int, default=1)
