@@ -6,8 +6,9 @@ Two views of the same suite, each on every row:
 * **row rules**: each expectation as a Polars condition (`ROW_RULES`), true where a row breaks it,
   which gives each row's list of rule sentences (from the expectation's `meta.rule`) and the
   per-expectation counts for the `validation_results` table.
-The two must agree on every expectation, or validation raises `RuleMismatch`: a row rule cannot
-drift from GX's meaning unnoticed. Asking GX itself for every broken row's index
+On every batch the two must agree on whether each expectation holds, or validation raises
+`RuleMismatch`; that a rule picks the same rows as GX is tested against GX's own row indexes
+(`result_format=COMPLETE`) on dirty simulated logs and edge values (tests/expectations). Asking GX itself for every broken row's index
 (`result_format=COMPLETE`) and building the lists from pandas took 1.7x as long (docs/benchmarks.md).
 """
 
@@ -130,7 +131,7 @@ def _row_rule(expectation_type: str, kwargs: dict, columns: list[str]) -> pl.Exp
         raise NotImplementedError(f"{expectation_type} has no row rule in expectations/validate.py: add one to ROW_RULES")
     needed = [kwargs[k] for k in ("column", "column_A", "column_B") if k in kwargs]
     if any(n not in columns for n in needed):
-        return None  # GX reports the expectation as failed with its error
+        return None  # (GX raises on a missing column first, and that outcome never gets here)
     return ROW_RULES[expectation_type](kwargs)
 
 
@@ -146,6 +147,7 @@ def _sentence(rule: str, kwargs: dict, row: dict) -> str:
 def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
     """Validate `frame` (its row positions are the keys of `reasons`) against a suite."""
     batch_definition, suite = _context_and_suite(suite_name)
+    frame = frame.fill_nan(None)  # pandas, hence GX, reads NaN as missing; Polars would compare it
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
     result = batch.validate(suite, result_format={"result_format": "BOOLEAN_ONLY"})
     outcomes, rules = [], []

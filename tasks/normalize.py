@@ -2,7 +2,7 @@
 
 Parsing rules live here (a value that is not a number, a whole number, a boolean or a timestamp);
 quality rules on the typed values (ranges, allowed sets, required fields) live in the Great
-Expectations suite `expectations/suites/job_logs.json`. Each broken parsing rule adds a sentence
+Expectations suite `job_logs` (generated in `expectations/suite.py`). Each broken parsing rule adds a sentence
 to the row's `_errors` list.
 """
 
@@ -114,7 +114,7 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     """Typed contract columns + `_row`, `_raw` and `_errors` (list of parsing-rule sentences)."""
     # one memory chunk per column: Polars 2.1 panics ("assertion failed: i < self.len()") filtering a
     # string column read in several chunks (the NDJSON reader's threads) before the sentences below
-    chunk = chunk.rechunk()
+    chunk = chunk.rechunk().with_row_index("__pos")  # rows come back in input order, whatever `_row` holds
     missing = [n for n in c.COLUMNS if n not in chunk.columns]
     chunk = chunk.with_columns([pl.lit(None, dtype=pl.String).alias(n) for n in missing])
     numbers = c.FLOAT_COLUMNS + c.INT_COLUMNS
@@ -149,11 +149,13 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     # since formatting a sentence per rule and row was half of this function's time
     values, errors, flags = _values_and_errors()
     frame = frame.with_columns(pl.any_horizontal(flags).fill_null(False).alias("__flagged"))
-    typed = ["_row", "_raw", *[values[n].alias(n) for n in c.COLUMNS]]
+    typed = ["__pos", "_row", "_raw", *[values[n].alias(n) for n in c.COLUMNS]]
     clean = frame.filter(~pl.col("__flagged")).select(*typed, pl.lit([], dtype=pl.List(pl.String)).alias("_errors"))
     flagged = frame.filter(pl.col("__flagged")).select(
         *typed, pl.concat_list([e.cast(pl.String) for e in errors]).list.drop_nulls().alias("_errors"))
-    return pl.concat([clean, flagged]).sort("_row") if flagged.height else clean
+    if not flagged.height:
+        return clean.drop("__pos")
+    return pl.concat([clean, flagged]).sort("__pos").drop("__pos")
 
 
 def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Expr]]:

@@ -29,8 +29,6 @@ from gpucast.warehouse.runs import finish
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
 RECORD_HASH = c.record_hash_sql()
-# j (a job's row in job_logs) is later than f (a fresh record of the job)
-LATER_THAN_FRESH = f"coalesce(j.{c.UPDATED_AT}, j.{c.SUBMITTED_AT}) > coalesce(f.{c.UPDATED_AT}, f.{c.SUBMITTED_AT})"
 LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
 
 
@@ -127,13 +125,15 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
         [files, base, run_id, now],
     )
     con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM fresh")
-    # A job's latest record among all its versions ever loaded: `job_logs` already holds the latest
-    # of the versions before this batch, so only a fresh version can replace it (and every fresh one
-    # arrived later, so it wins a tie). History is never re-read, however long it grows.
+    # A job's latest record among all its versions ever loaded. Invariant: `job_logs` holds the
+    # latest of the versions loaded before this batch (only this function writes it), so only a
+    # fresh version can replace it, and a fresh one wins a tie (it arrived later). The jobs' full
+    # history is not re-read for this (the de-duplication above still probes it by job and hash).
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE latest AS
         SELECT * FROM fresh f
-        WHERE NOT EXISTS (SELECT 1 FROM job_logs j WHERE j.job_id = f.job_id AND {LATER_THAN_FRESH})
+        WHERE NOT EXISTS (SELECT 1 FROM job_logs j WHERE j.job_id = f.job_id
+                          AND coalesce(j.updated_at, j.submitted_at) > coalesce(f.updated_at, f.submitted_at))
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
     )
     con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")

@@ -154,3 +154,39 @@ def test_a_row_rule_that_drifts_from_great_expectations_stops_validation(monkeyp
     monkeypatch.setattr(validate, "ROW_RULES", drifted)
     with pytest.raises(validate.RuleMismatch, match="on params_million: Great Expectations says it holds, the row rule found 2 row"):
         validate_frame(typed(*GOOD_ROWS))
+
+
+def test_each_row_rule_picks_exactly_the_rows_great_expectations_picks(tmp_path):
+    """The row rules against GX's own per-row answer (`result_format=COMPLETE`, the slow path the
+    ingest no longer takes), expectation by expectation, on dirty simulated logs plus edge values:
+    values at the bounds, a 128-character id, updated_at equal to submitted_at, a NaN."""
+    from gpucast.expectations import validate
+    from gpucast.tasks.readers import FileInfo, read_chunks
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    path, *_ = write_logs(tmp_path, SimConfig(days=1, jobs_per_day=3000, dirty_fraction=0.1, seed=5))
+    dirty = normalize(next(read_chunks(path, FileInfo(path))))
+    dirty = dirty.filter(pl.col("_errors").list.len() == 0).select(c.COLUMNS)  # rows that parsed: the suite's input
+    edges = typed(record(job_id="x" * 128, params_million=1e7, batch_size=10_000_000, learning_rate=100),
+                  record(job_id="same-time", updated_at="2026-11-01T10:00:00Z"),
+                  record(job_id="nan", precision="fp16"))
+    frame = pl.concat([dirty, edges]).with_columns(  # a NaN, which pandas (and so GX) reads as missing
+        pl.when(pl.col(c.JOB_ID) == "nan").then(float("nan")).otherwise(pl.col(c.PEAK_GPU_MEM_GB)).alias(c.PEAK_GPU_MEM_GB))
+
+    ours = validate_frame(frame)
+    batch_definition, suite = validate._context_and_suite("job_logs")
+    result = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(
+        suite, result_format={"result_format": "COMPLETE"})
+    compared = 0
+    for res, outcome in zip(result.results, ours.outcomes, strict=True):
+        cfg = res.expectation_config
+        rule = validate._row_rule(cfg.type, dict(cfg.kwargs), frame.columns)
+        if rule is None:
+            continue
+        gx_rows = sorted(int(i) for i in res.result.get("unexpected_index_list") or [])
+        our_rows = frame.fill_nan(None).select(rule.fill_null(False)).to_series().arg_true().to_list()
+        assert our_rows == gx_rows, (cfg.type, cfg.kwargs.get("column"))
+        assert outcome.unexpected_count == len(gx_rows) and outcome.success == res.success
+        compared += bool(gx_rows)
+    assert compared >= 5, "the dirty logs should break several expectations"
+    assert not any(pos >= dirty.height for pos in ours.reasons), "the edge rows are valid"
