@@ -266,6 +266,13 @@ def _decode_with(series: pl.Series, ok: pl.Series, schema: dict) -> tuple[pl.Dat
     return frame, errors
 
 
+def _capped(lines: pl.Series) -> pl.Series:
+    """The lines cut to MAX_RAW_CHARS; the same Series (no copy of the chunk's text) when none is longer."""
+    if (lines.str.len_bytes().max() or 0) <= MAX_RAW_CHARS:
+        return lines
+    return lines.str.slice(0, MAX_RAW_CHARS)
+
+
 def _decode_json_lines(block: pl.DataFrame, info: FileInfo) -> pl.DataFrame:
     """Decode valid lines with Polars; only the others go through the stdlib, to name the problem."""
     series = block["line"]
@@ -282,7 +289,7 @@ def _decode_json_lines(block: pl.DataFrame, info: FileInfo) -> pl.DataFrame:
         cols[name] = pl.coalesce(cols[name], pl.col(k)) if name in cols else pl.col(k)
     return frame.select(
         block["_row"].cast(pl.Int64),
-        series.str.slice(0, MAX_RAW_CHARS).alias("_raw"),
+        _capped(series).alias("_raw"),
         errors,
         *[e.alias(n) for n, e in cols.items()],
     )
