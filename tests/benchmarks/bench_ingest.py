@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
+
 # DuckDB skips bad lines silently (ignore_errors): the bare conversion gpucast is compared with.
 # Peak RSS from /proc: ru_maxrss survives exec, so a child would report its parent's peak.
 PEAK_RSS = """
@@ -76,7 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dirty-fraction", type=float, default=0.01)
-    ap.add_argument("--chunk-rows", type=int, default=250_000)
+    ap.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="default: the product's (gpucast ingest)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
 
