@@ -2,7 +2,7 @@
 
 The design card fixes the top level (`flows/`, `tasks/`, `warehouse/`, `expectations/`), so each
 folder is mapped onto one importable namespace, `gpucast.<folder>`. Every package below them is
-discovered here, data folders included, so a new subpackage (e.g. `tasks/models/`) can never be
+discovered here, data folders included, so a new subpackage (e.g. `tasks/learn/models/`) can never be
 left out of the wheel by a hand-written list (tests/test_packaging.py builds and installs it).
 """
 

@@ -42,10 +42,10 @@ class TargetResult:
     calibration: dict[str, dict] = field(default_factory=dict)  # model -> interval calibration (repeat 0)
     test_predictions: pl.DataFrame | None = None  # repeat 0: actual and every model's prediction
     refit: dict = field(default_factory=dict)  # the champion's refit: rows, calibration rows, seconds
-    ood: dict = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/ood.py)
+    ood: dict = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/learn/ood.py)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
     skipped_fits: list[dict] = field(default_factory=list)  # model, repeat, reason: fits the night did not finish
-    compiled: dict | None = None  # the champion compiled for scoring (tasks/models/compiled.py): used, or why not
+    compiled: dict | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py): used, or why not
 
 
 @dataclass(frozen=True)

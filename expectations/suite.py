@@ -3,7 +3,7 @@
 Every bound, allowed set, length limit and required column comes from `contract.FIELDS`, so the
 suite cannot drift from the contract (it used to be a hand-written JSON copy). Each expectation's
 `meta.rule` is the sentence a quarantined row carries in `rejected_job_logs.reasons`.
-Parsing rules (a value that is not a number, a timestamp, ...) are in `tasks/normalize.py`.
+Parsing rules (a value that is not a number, a timestamp, ...) are in `tasks/ingest/normalize.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`gpucast`: the command line for data engineers, planners and on-call staff.
 
 This module only parses, calls and prints. Defaults shown in `--help` come from the settings table
-(`warehouse/settings.py`) and the training options (`tasks/train.py`); the environment is read
+(`warehouse/settings.py`) and the training options (`tasks/learn/train.py`); the environment is read
 after parsing, so `--help` works whatever it holds, and a bad value ends with its variable's name.
 """
 
@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 
 import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
-from gpucast.tasks.features import FEATURE_SETS
-from gpucast.tasks.models.presets import PRESET_NAMES
-from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
-from gpucast.tasks.score import DEFAULT_BATCH_ROWS
+from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.learn.features import FEATURE_SETS
+from gpucast.tasks.learn.models.presets import PRESET_NAMES
+from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
+from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, SimConfig
-from gpucast.tasks.train import TrainOptions
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
@@ -113,7 +113,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from gpucast.tasks.render import query_result
+    from gpucast.tasks.report.render import query_result
     from gpucast.warehouse.queries import run_sql
 
     settings = settings_from(args)
@@ -368,8 +368,8 @@ def _model_commands(sub) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import capacity_plan
-    from gpucast.tasks.plan import first_day
-    from gpucast.tasks.render import text_table
+    from gpucast.tasks.plan.capacity import first_day
+    from gpucast.tasks.report.render import text_table
 
     out = capacity_plan(days=args.days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
     rows = out["rows"]

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from gpucast.flows.nightly import nightly
+from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
-from gpucast.tasks.train import TrainOptions
 from gpucast.warehouse.settings import Settings
 
 

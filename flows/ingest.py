@@ -10,8 +10,8 @@ from prefect import flow, get_run_logger, task
 
 from gpucast.expectations.records import FileResult
 from gpucast.flows.errors import no_retry_on_environment
-from gpucast.tasks import ingest as steps
-from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.ingest import staging as steps
+from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.warehouse import db, load, runs
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot

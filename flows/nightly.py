@@ -27,8 +27,9 @@ from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.train import train_where_possible
-from gpucast.tasks import features, gate, render
-from gpucast.tasks.train import TrainOptions
+from gpucast.tasks.learn import features, gate
+from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, queries, training
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
@@ -75,7 +76,7 @@ def run_backtest(settings: Settings) -> dict:
 @task(name="features")
 def stage_features(settings: Settings, max_rows: int | None, staging: Path) -> dict:
     """Read the labelled history and the pending jobs once, add the hardware context and the priors
-    (`tasks/features.py`), and stage them for the train and score steps."""
+    (`tasks/learn/features.py`), and stage them for the train and score steps."""
     with db.writer(settings) as con:
         history = training.read_training_jobs(con, max_rows)
         pending = training.read_pending(con)

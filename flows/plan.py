@@ -1,7 +1,7 @@
 """Prefect flow `capacity-plan` and the planners' page.
 
 `capacity_plan` reads the pending jobs with their latest forecasts, packs them onto each queue's GPUs
-(`tasks/plan.py`), and writes the plan in one transaction (`warehouse/plan.py`): a failed plan run
+(`tasks/plan/capacity.py`), and writes the plan in one transaction (`warehouse/plan.py`): a failed plan run
 leaves the previous plan in the planners' views. It leaves a table artifact of the plan's first day.
 `write_site` renders `$GPUCAST_HOME/site/index.html` (or `--out`) from the planners' published copy
 and leaves a link artifact to it.
@@ -17,8 +17,8 @@ from prefect.artifacts import create_link_artifact, create_table_artifact
 
 from gpucast.expectations import catalog
 from gpucast.expectations.inventory import Inventory, load_inventory
-from gpucast.tasks import plan as steps
-from gpucast.tasks.site import render_site
+from gpucast.tasks.plan import capacity as steps
+from gpucast.tasks.report.site import render_site
 from gpucast.warehouse import db, queries
 from gpucast.warehouse import plan as store
 from gpucast.warehouse.publish import publish_snapshot

@@ -1,6 +1,6 @@
 """What the read-only commands show: the training report with its charts, and on-call's status.
 
-Queries come from `warehouse/queries.py`, rendering from `tasks/render.py`; this module only
+Queries come from `warehouse/queries.py`, rendering from `tasks/report/render.py`; this module only
 wires the two (and the registry's saved test predictions) for the CLI.
 """
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from gpucast.tasks import render
-from gpucast.tasks.models import store
+from gpucast.tasks.learn.models import store
+from gpucast.tasks.report import render
 from gpucast.warehouse import queries
 from gpucast.warehouse.settings import Settings
 

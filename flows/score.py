@@ -20,9 +20,9 @@ from prefect.cache_policies import NO_CACHE
 
 from gpucast.expectations.records import Champion
 from gpucast.flows.errors import no_retry_on_environment
-from gpucast.tasks import features
-from gpucast.tasks import score as steps
-from gpucast.tasks.score import Scorer
+from gpucast.tasks.learn import features
+from gpucast.tasks.learn import score as steps
+from gpucast.tasks.learn.score import Scorer
 from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot

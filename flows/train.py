@@ -19,10 +19,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from gpucast.tasks import features, gate, render
-from gpucast.tasks import train as steps
-from gpucast.tasks.models import registry, store
-from gpucast.tasks.train import TrainOptions
+from gpucast.tasks.learn import features, gate
+from gpucast.tasks.learn import train as steps
+from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
@@ -54,7 +55,7 @@ def read_history(settings: Settings, max_rows: int | None, out: Path) -> str:
 @task(name="gate-windows")
 def gate_windows(settings: Settings, targets: tuple[str, ...]) -> dict[str, dict]:
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
-    before they ran, with its P50 and their actual values (the gate's evidence, `tasks/gate.py`)."""
+    before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`)."""
     with db.writer(settings) as con:
         backtest.run(con, settings.backtest_days, datetime.now(UTC))
         champions = {ch.target: ch for ch in forecast.latest_champions(con)}
@@ -259,7 +260,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     step); else it is read here, once. `publish` refreshes the planners' copy at the end (the
     nightly flow publishes once, itself). The fits fan out on `task_runner(settings)`.
     """
-    from gpucast.tasks.models.transformer_bigru import pick_device
+    from gpucast.tasks.learn.models.transformer_bigru import pick_device
 
     settings = (settings or Settings.from_env()).ensure()
     options = resolve(options or TrainOptions(), settings)

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks import features
+from gpucast.tasks.learn import features
 
 DATA = Path(__file__).resolve().parent / "data" / "measured_jobs.csv"
 

@@ -101,3 +101,15 @@ def test_the_documented_contract_table_lists_every_column():
     table = (ROOT / "docs" / "contract.md").read_text().split("## Job-log contract")[1].split("Rules and decisions")[0]
     for f in c.FIELDS:
         assert f"| `{f.name}` |" in table, f.name
+
+
+STAGES = ("ingest", "learn", "plan", "report", "sources", "demand")
+
+
+def test_tasks_are_grouped_by_stage():
+    """tasks/ holds one subpackage per stage of the data flow (and the simulator on its own): a new
+    module goes into the stage it serves, never back into one flat folder."""
+    top = sorted(p.name for p in (ROOT / "tasks").iterdir() if p.suffix == ".py" and p.name != "__init__.py")
+    assert top == ["simulate.py"]
+    packages = sorted(p.name for p in (ROOT / "tasks").iterdir() if (p / "__init__.py").exists())
+    assert packages == sorted(STAGES)

@@ -9,7 +9,7 @@ quarantines them). Re-running a window replaces its rows (idempotent).
 
 `summary` aggregates the rows by target, model, model type and queue: MAPE, coverage of [P10, P90]
 and of P90, and how often `safe_request_gb` under-provisioned (memory). The champion/challenger gate
-(`tasks/gate.py`) and the drift warning read the same rows.
+(`tasks/learn/gate.py`) and the drift warning read the same rows.
 """
 
 from __future__ import annotations

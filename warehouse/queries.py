@@ -1,6 +1,6 @@
 """Read-only queries for people (status, reports, planners' SQL): each returns Polars frames.
 
-Formatting them as text, Markdown or charts is `tasks/render.py`'s job; this module only asks.
+Formatting them as text, Markdown or charts is `tasks/report/render.py`'s job; this module only asks.
 `path` is the database to read: the planners' published copy by default (`Settings.query_path`),
 the working file when a run reports on itself before it publishes.
 """
@@ -193,7 +193,7 @@ def train_tables(path: Path, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     return summary, champions
 
 
-# The planners' page (`tasks/site.py` renders it) -------------------------------------------------
+# The planners' page (`tasks/report/site.py` renders it) -------------------------------------------------
 # GPU-hours per submission day and queue with the P10-P90 band (sums of per-job quantiles: a
 # conservative band, not the quantiles of the sum), from the latest published forecasts.
 DEMAND_BY_DAY = """

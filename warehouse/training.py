@@ -40,7 +40,7 @@ def count_pending(con: duckdb.DuckDBPyConnection) -> int:
 def runs_to_keep(con: duckdb.DuckDBPyConnection, keep: int) -> set[str]:
     """Train runs whose model folders must stay: the `keep` most recent successful ones, any run
     still `running` (another process may be writing it) and any run a current champion lives in
-    (scoring loads it). The model registry (`tasks/models/store.py`) removes the others."""
+    (scoring loads it). The model registry (`tasks/learn/models/store.py`) removes the others."""
     ids = {r for (r,) in con.execute(
         "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT ?",
         [max(keep, 1)]).fetchall()}
@@ -52,7 +52,7 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
                   decision=None, incumbent: Champion | None = None) -> None:
     """Replace this run's rows for the target (a retried step writes the same rows once).
 
-    `decision` (`tasks/gate.py`'s, duck-typed: `promote`, `reason`) against the `incumbent` champion:
+    `decision` (`tasks/learn/gate.py`'s, duck-typed: `promote`, `reason`) against the `incumbent` champion:
     when it keeps the incumbent, this run's champion row names the incumbent's model, folder and run."""
     with transaction(con):
         con.execute("DELETE FROM model_metrics WHERE train_run_id = ? AND target = ?", [run_id, result.target])

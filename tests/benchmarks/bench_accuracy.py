@@ -28,12 +28,12 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks import priors
-from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder
-from gpucast.tasks.intervals import Calibrated, calibrate
-from gpucast.tasks.models import registry
-from gpucast.tasks.score import safe_request_gb
-from gpucast.tasks.train import CALIBRATION_FRACTION, TrainOptions, _build, choose_champion, metrics, split
+from gpucast.tasks.learn import priors
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
+from gpucast.tasks.learn.intervals import Calibrated, calibrate
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.score import safe_request_gb
+from gpucast.tasks.learn.train import CALIBRATION_FRACTION, TrainOptions, _build, choose_champion, metrics, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpucast.tasks.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 
 # DuckDB skips bad lines silently (ignore_errors): the bare conversion gpucast is compared with.
 # Peak RSS from /proc: ru_maxrss survives exec, so a child would report its parent's peak.

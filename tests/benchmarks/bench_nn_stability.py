@@ -6,7 +6,7 @@ LightGBM test MAPE.
 
     .venv/bin/python tests/benchmarks/bench_nn_stability.py [--jobs 5000] [--epochs 40] [--presets paper,tuned]
     # the implementation before the fix, for the "before" curves (docs/models.md):
-    git show 5a0f13a:tasks/models/transformer_bigru.py > /tmp/tbg_before.py
+    git show 5a0f13a:tasks/learn/models/transformer_bigru.py > /tmp/tbg_before.py
     .venv/bin/python tests/benchmarks/bench_nn_stability.py --module /tmp/tbg_before.py --features paper
 
 Writes the curves as CSV (and a PNG chart with --png).
@@ -24,16 +24,16 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks import features
-from gpucast.tasks.features import FEATURE_SETS, FeatureEncoder, labelled_rows
-from gpucast.tasks.models import registry
+from gpucast.tasks.learn import features
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.train import metrics, split
 from gpucast.tasks.simulate import simulate_jobs
-from gpucast.tasks.train import metrics, split
 
 
 def regressor_class(module_path: str | None):
     if module_path is None:
-        from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+        from gpucast.tasks.learn.models.transformer_bigru import TransformerBiGRURegressor
 
         return TransformerBiGRURegressor
     spec = importlib.util.spec_from_file_location("tbg_under_test", module_path)

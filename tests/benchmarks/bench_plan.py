@@ -24,8 +24,8 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.inventory import load_inventory
-from gpucast.tasks.plan import plan_capacity
-from gpucast.tasks.score import safe_request_gb
+from gpucast.tasks.learn.score import safe_request_gb
+from gpucast.tasks.plan.capacity import plan_capacity
 from gpucast.tasks.simulate import simulate_jobs
 
 START = date(2026, 11, 23)

@@ -23,11 +23,11 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks import features
-from gpucast.tasks.features import FEATURE_SETS, labelled_rows
-from gpucast.tasks.models import registry
+from gpucast.tasks.learn import features
+from gpucast.tasks.learn.features import FEATURE_SETS, labelled_rows
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
-from gpucast.tasks.train import TrainOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks.bench_accuracy import baseline, compare, scores  # noqa: E402

@@ -46,7 +46,7 @@ TRAIN = PEAK_RSS + """
 import json, sys, time
 import gpucast.flows
 from gpucast.flows.train import train_models
-from gpucast.tasks.train import TrainOptions
+from gpucast.tasks.learn.train import TrainOptions
 t = time.perf_counter()
 train_models(TrainOptions(models=sys.argv[1].split(","), repeats=1), publish=False)
 print(json.dumps({"train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))

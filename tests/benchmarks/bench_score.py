@@ -40,10 +40,10 @@ import polars as pl  # noqa: E402
 import gpucast.flows  # noqa: E402, F401  (Prefect defaults)
 from gpucast.expectations import contract as c  # noqa: E402
 from gpucast.expectations.records import Champion  # noqa: E402
-from gpucast.tasks.models import registry  # noqa: E402
-from gpucast.tasks.score import Scorer  # noqa: E402
+from gpucast.tasks.learn.models import registry  # noqa: E402
+from gpucast.tasks.learn.score import Scorer  # noqa: E402
+from gpucast.tasks.learn.train import TrainOptions  # noqa: E402
 from gpucast.tasks.simulate import SimConfig, simulate_jobs  # noqa: E402
-from gpucast.tasks.train import TrainOptions  # noqa: E402
 from gpucast.warehouse.settings import Settings  # noqa: E402
 
 
@@ -113,8 +113,8 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
 def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> None:
     """Prediction alone on the pending jobs: each LightGBM champion's compiled library against
     LightGBM's own `predict` (the named baseline), and the largest relative difference."""
-    from gpucast.tasks import features
-    from gpucast.tasks.models import store
+    from gpucast.tasks.learn import features
+    from gpucast.tasks.learn.models import store
 
     for target_out in train["targets"]:
         if target_out["champion"] != "lightgbm":

@@ -5,7 +5,7 @@
                                            [--presets paper,tuned,bigru_first] [--baselines lightgbm,...]
 
 Per size: one 70/30 split (20% of train held out for validation) shared by every model, the
-protocol of `tasks/train.py`. Prints train seconds (and the ratio to LightGBM, the named baseline),
+protocol of `tasks/learn/train.py`. Prints train seconds (and the ratio to LightGBM, the named baseline),
 validation RMSE and test MSE/RMSE/MAE/MAPE/R², for the Transformer-BiGRU in each preset of
 `--presets` and every baseline. The network's epochs are capped per size (`--nn-epochs`) so
 that the 100k run ends on a 2-core CPU; the cap is printed with the figures.
@@ -20,10 +20,10 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.features import FeatureEncoder, labelled_rows
-from gpucast.tasks.models import registry
+from gpucast.tasks.learn.features import FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.train import metrics, split
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
-from gpucast.tasks.train import metrics, split
 
 BASELINE = "lightgbm"
 

@@ -11,7 +11,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.expectations.suite import job_logs_suite
 from gpucast.expectations.validate import validate_frame
-from gpucast.tasks.normalize import normalize
+from gpucast.tasks.ingest.normalize import normalize
 from tests.records import record
 
 
@@ -109,7 +109,7 @@ def test_an_expectation_that_raises_is_a_failure_never_a_pass(monkeypatch, tmp_p
     """GX reports an expectation that crashes as 'not successful' with an exception (issue #10738);
     it must fail validation loudly, and staging a file through it must stop, not load unchecked rows."""
     from gpucast.expectations import suite, validate
-    from gpucast.tasks import ingest
+    from gpucast.tasks.ingest import staging as ingest
 
     def broken() -> dict:
         spec = suite.job_logs_suite()
@@ -161,7 +161,7 @@ def test_each_row_rule_picks_exactly_the_rows_great_expectations_picks(tmp_path)
     ingest no longer takes), expectation by expectation, on dirty simulated logs plus edge values:
     values at the bounds, a 128-character id, updated_at equal to submitted_at, a NaN."""
     from gpucast.expectations import validate
-    from gpucast.tasks.readers import FileInfo, read_chunks
+    from gpucast.tasks.ingest.readers import FileInfo, read_chunks
     from gpucast.tasks.simulate import SimConfig, write_logs
 
     path, *_ = write_logs(tmp_path, SimConfig(days=1, jobs_per_day=3000, dirty_fraction=0.1, seed=5))

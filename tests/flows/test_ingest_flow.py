@@ -14,7 +14,7 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
 from tests.records import jsonl, record
-from tests.tasks.test_readers import SEED_HEADER, SEED_ROWS
+from tests.tasks.ingest.test_readers import SEED_HEADER, SEED_ROWS
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -272,7 +272,7 @@ def test_a_failed_lake_refresh_keeps_the_run_and_the_next_ingest_repairs_the_lak
 def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
     """Prefect retries `load-run` when it fails after the commit (the lake, the connection): the retry
     must find the committed run and change no table."""
-    from gpucast.tasks import ingest as steps
+    from gpucast.tasks.ingest import staging as steps
     from gpucast.warehouse import db, load, runs
     from gpucast.warehouse.settings import Settings
 
@@ -297,7 +297,7 @@ def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
 def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkeypatch):
     """An exporter appending while the run reads: the file is not archived (its tail would be lost),
     and the next run reads it again: the new line loads, the old ones count as duplicates."""
-    from gpucast.tasks import ingest as steps
+    from gpucast.tasks.ingest import staging as steps
 
     inbox_file = home / "inbox" / "growing.jsonl"
     write(inbox_file, jsonl(record(job_id="a"), record(job_id="b")))

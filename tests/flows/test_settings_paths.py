@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from gpucast.flows.cli import main
+from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
-from gpucast.tasks.train import TrainOptions
 from gpucast.warehouse import db
 from gpucast.warehouse.settings import Settings
 

@@ -106,7 +106,7 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
     assert main(["ingest", str(tmp_path / "logs")]) == 0
-    from gpucast.tasks.train import TrainOptions
+    from gpucast.tasks.learn.train import TrainOptions
     from gpucast.warehouse.settings import Settings
 
     params = {"options": TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50), "settings": Settings.from_env()}

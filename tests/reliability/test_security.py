@@ -2,7 +2,7 @@
 
 Covered elsewhere: SQL-looking strings and path-looking job ids in job logs
 (test_hostile_inputs.py), `gpucast sql` cannot write, ATTACH, COPY or read files
-(tests/flows/test_cli.py), skops refuses types outside the allow-list (tests/tasks/test_models.py),
+(tests/flows/test_cli.py), skops refuses types outside the allow-list (tests/tasks/learn/test_models.py),
 the documented `prefect server start` listens on loopback only (tests/flows/test_nightly.py).
 """
 
@@ -29,7 +29,7 @@ def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
 
     import torch
 
-    from gpucast.tasks.models.transformer_bigru import TransformerBiGRURegressor
+    from gpucast.tasks.learn.models.transformer_bigru import TransformerBiGRURegressor
 
     path = tmp_path / "transformer_bigru.pt"
     torch.save({"preset": "tiny", "evil": Payload()}, path)

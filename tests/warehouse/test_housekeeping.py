@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpucast.tasks.models import store
+from gpucast.tasks.learn.models import store
 from gpucast.warehouse import db, runs, training
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.settings import Settings

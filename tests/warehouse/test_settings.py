@@ -98,6 +98,6 @@ def test_only_the_settings_module_reads_gpucast_variables():
 
 # settings.py: the settings; housekeeping.py: the crash tests' failpoint seam; flows/__init__.py and
 # expectations/validate.py: telemetry switches set (not read) before Prefect and GX are imported;
-# tasks/models/registry.py: OMP_NUM_THREADS (not ours: a Dask worker's share of the cores) sizes a fit.
+# tasks/learn/models/registry.py: OMP_NUM_THREADS (not ours: a Dask worker's share of the cores) sizes a fit.
 ALLOWED_ENV_READERS = {"warehouse/settings.py", "warehouse/housekeeping.py", "flows/__init__.py",
-                       "expectations/validate.py", "tasks/models/registry.py"}
+                       "expectations/validate.py", "tasks/learn/models/registry.py"}

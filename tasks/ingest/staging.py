@@ -1,0 +1,230 @@
+"""Ingest steps that touch no warehouse: find files, then read -> normalise -> validate -> stage.
+
+`stage_file` streams one file chunk by chunk and writes two kinds of Parquet files into the run's
+staging folder: valid rows (typed contract columns) and rejected rows (with every broken rule).
+Nothing is loaded until `warehouse.load.load_run` commits the whole run, so a file that turns out
+to be unreadable half-way (a truncated gzip) contributes nothing but a file-level rejection.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+from tqdm import tqdm
+
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import FileResult
+from gpucast.expectations.validate import validate_frame
+from gpucast.tasks.ingest.normalize import normalize
+from gpucast.tasks.ingest.readers import (
+    DEFAULT_CHUNK_ROWS,
+    MAX_RAW_CHARS,
+    FileInfo,
+    FileRejected,
+    file_sha256,
+    read_chunks,
+)
+
+log = logging.getLogger(__name__)
+SUITE = "job_logs"
+
+
+def discover(paths: Iterable[str]) -> list[Path]:
+    """Expand files, folders (recursively) and globs into a sorted list of files.
+
+    Raises FileNotFoundError naming every argument that matched nothing.
+    """
+    found: set[Path] = set()
+    missing = []
+    for arg in paths:
+        p = Path(arg).expanduser()
+        if p.is_file():
+            found.add(p.resolve())
+        elif p.is_dir():
+            found.update(_listed(p))
+        else:
+            matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
+            files = [m.resolve() for m in matches if m.is_file()]
+            files += [f.resolve() for m in matches if m.is_dir() for f in m.rglob("*") if f.is_file()]
+            if not files:
+                missing.append(arg)
+            found.update(files)
+    if missing:
+        raise FileNotFoundError("no such file, folder or glob match: " + ", ".join(repr(m) for m in missing))
+    return sorted(found)
+
+
+ARCHIVE = "archive"  # inbox/archive/YYYY-MM-DD/: files already ingested, out of the inbox's scan
+
+
+def inbox_files(inbox: Path, already_ingested: set[str]) -> tuple[list[Path], list[Path]]:
+    """The inbox's files (not under `archive/`) as (new, already ingested by content)."""
+    if not inbox.is_dir():
+        return [], []
+    new, seen = [], []
+    for f in sorted(p for p in _listed(inbox) if p.relative_to(inbox.resolve()).parts[0] != ARCHIVE):
+        (seen if content_key(f) in already_ingested else new).append(f)
+    return new, seen
+
+
+def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[Path]:
+    """Move ingested inbox files to `inbox/archive/<day>/` (default: today, UTC), keeping their relative paths (a name
+    taken there gets a `.1`, `.2` ... suffix); return where they went. Their content hashes stay
+    recorded, so the same content dropped again is still recognised."""
+    inbox = inbox.resolve()
+    day = day or f"{datetime.now(UTC):%Y-%m-%d}"
+    moved = []
+    for f in files:
+        rel = f.relative_to(inbox) if f.is_relative_to(inbox) else Path(f.name)
+        target = inbox / ARCHIVE / day / rel
+        n = 0
+        while target.exists() or target.is_symlink():
+            n += 1
+            target = inbox / ARCHIVE / day / rel.with_name(f"{rel.name}.{n}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(f, target)
+        moved.append(target)
+    return moved
+
+
+def _listed(folder: Path) -> set[Path]:
+    """The files under `folder`, hidden ones left out; symbolic links kept as links (not resolved), so
+    `stage_file` can refuse them: a link in a folder could point at any file this user may read."""
+    folder = folder.resolve()
+    return {f if f.is_symlink() else f.resolve() for f in folder.rglob("*")
+            if (f.is_symlink() or f.is_file()) and not _hidden(f, folder)}
+
+
+def content_key(path: Path) -> str:
+    """What de-duplicates a file: its content's sha256; for a symbolic link, the link itself (never followed)."""
+    if path.is_symlink():
+        return hashlib.sha256(f"symlink:{path}->{os.readlink(path)}".encode()).hexdigest()
+    return file_sha256(path)
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _raw_text(chunk: pl.DataFrame) -> pl.Series:
+    """The records' original text: the JSONL line, else the source values as JSON."""
+    source = [n for n in chunk.columns if not n.startswith("_")]
+    rebuilt = pl.struct(source).struct.json_encode() if source else pl.lit("{}")
+    return chunk.select(pl.coalesce(pl.col("_raw"), rebuilt).str.slice(0, MAX_RAW_CHARS)).to_series()
+
+
+def stage_file(
+    path: Path,
+    staging_dir: Path,
+    index: int,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    progress: Callable[[str], None] | None = None,
+) -> FileResult:
+    """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
+    A symbolic link found in a folder is rejected whole, unread."""
+    result = FileResult(path=str(path), sha256=content_key(path), index=index)
+    if path.is_symlink():
+        result.status, result.reason = "rejected", (
+            f"a symbolic link (to {os.readlink(path)}), not followed: links in the inbox or a folder could point at "
+            "any file; copy or move the log file itself there")
+        return result
+    info = FileInfo(path)
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    counts: dict[tuple, dict] = {}
+    written: list[Path] = []
+    clock = {"read": 0.0, "check": 0.0, "write": 0.0}
+    chunks = read_chunks(path, info, chunk_rows)
+    bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
+    try:
+        for k in itertools.count():
+            t0 = time.perf_counter()
+            chunk = next(chunks, None)
+            t1 = time.perf_counter()
+            if chunk is None:
+                break
+            valid, rejected = _split(chunk, counts)
+            t2 = time.perf_counter()
+            result.rows_read += chunk.height
+            result.rows_valid += valid.height
+            result.rows_rejected += rejected.height
+            for kind, frame in (("valid", valid), ("rejected", rejected)):
+                if frame.height:
+                    out = staging_dir / f"{kind}-{index:05d}-{k:05d}.parquet"
+                    frame.with_columns(
+                        pl.lit(str(path)).alias("source_file"),
+                        pl.lit(result.sha256).alias("source_sha256"),
+                        pl.lit(index, dtype=pl.Int64).alias("file_index"),
+                    ).write_parquet(out)
+                    written.append(out)
+            clock["read"] += t1 - t0
+            clock["check"] += t2 - t1
+            clock["write"] += time.perf_counter() - t2
+            bar.update(chunk.height)
+            if progress:
+                progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
+    except FileRejected as exc:
+        for out in written:  # nothing of a file that cannot be read fully is loaded
+            out.unlink(missing_ok=True)
+        result.status, result.reason = "rejected", exc.reason
+        result.rows_read = result.rows_valid = result.rows_rejected = 0
+        return result
+    finally:
+        bar.close()
+    result.fmt = info.fmt + (".gz" if info.compressed else "")
+    result.ignored_columns = sorted(info.ignored_columns)
+    result.outcomes = list(counts.values())
+    result.seconds = {k: round(v, 3) for k, v in clock.items()}
+    if result.rows_read == 0:
+        result.status, result.reason = "empty", "no records in the file"
+    return result
+
+
+def _split(chunk: pl.DataFrame, counts: dict[tuple, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk."""
+    typed = normalize(chunk)
+    # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
+    unreadable = chunk["_read_error"].is_not_null()
+    to_check = typed.filter(~unreadable)
+    validation = validate_frame(to_check.select(c.COLUMNS), SUITE)
+    for o in validation.outcomes:
+        key = (o.suite, o.expectation, o.column, o.rule)
+        entry = counts.setdefault(key, {"suite": o.suite, "expectation": o.expectation, "column": o.column,
+                                        "rule": o.rule, "success": True, "unexpected_count": 0, "error": None})
+        entry["success"] = entry["success"] and o.success
+        entry["unexpected_count"] += o.unexpected_count
+        entry["error"] = entry["error"] or o.error
+    if any(o.error for o in validation.outcomes):
+        broken = "; ".join(f"{o.expectation}: {o.error}" for o in validation.outcomes if o.error)
+        raise RuntimeError(f"the expectation suite {SUITE!r} could not run: {broken}")
+    suite_reasons = pl.DataFrame(
+        {"_pos": list(validation.reasons), "_suite": list(validation.reasons.values())},
+        schema={"_pos": pl.Int64, "_suite": pl.List(pl.String)},
+    )
+    checked = (
+        to_check.with_row_index("_pos")
+        .with_columns(pl.col("_pos").cast(pl.Int64))
+        .join(suite_reasons, on="_pos", how="left")
+        .with_columns(pl.concat_list("_errors", pl.col("_suite").fill_null([])).alias("_errors"))
+        .drop("_pos", "_suite")
+    )
+    typed = pl.concat([checked, typed.filter(unreadable)]).sort("_row")
+    bad = pl.col("_errors").list.len() > 0
+    valid = typed.filter(~bad).select("_row", *c.COLUMNS).rename({"_row": "source_row"})
+    rejected = typed.filter(bad).select(
+        pl.col("_row").alias("source_row"),
+        pl.col(c.JOB_ID).alias("job_id"),
+        pl.col("_errors").alias("reasons"),
+    )
+    # the original text of the rejected rows only (rebuilding it for every row is costly)
+    source = chunk.join(rejected.select(pl.col("source_row").alias("_row")), on="_row", how="semi", maintain_order="left")
+    rejected = rejected.with_columns(_raw_text(source).alias("raw_record"))
+    return valid, rejected

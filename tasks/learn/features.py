@@ -1,0 +1,189 @@
+"""The input features: the 11 of the contract, and the columns derived from them.
+
+`build` (Polars and numpy, once per run: the nightly's features step) adds to the job rows:
+* the hardware context: `gpu_model` (the logged `gpu_type` as the GPU catalogue names it; null when
+  not logged or not in the catalogue) and `peak_tflops` (the logged peak, else the catalogue's at the
+  job's precision; null when unknown); `gpu_count` is a contract column (missing means 1);
+* the analytic priors of `tasks/learn/priors.py` (model-state and activation memory, FLOPs per iteration,
+  throughput, run time).
+
+A **feature set** says which of them a model sees (`FEATURE_SETS`): `paper`, the seed paper's 11;
+`hardware`, plus the hardware context; `priors`, plus the priors; `residual`, the same columns, with
+the model learning log(actual / prior) of its target's prior instead of log(actual).
+
+Encoding, learned on training rows only (`FeatureEncoder.fit`) and applied everywhere else:
+* **categorical** (model_type, precision, optimizer, gpu_model): integer codes 1..K for the
+  categories seen in training; 0 means "missing or never seen in training", so new categories
+  score without error;
+* **log** (every number: sizes, counts, rates, priors): the natural log, because they span orders of
+  magnitude; missing -> the training median;
+* **bool** (regularization, data_augmentation): 1 / 0; missing -> 0.5 (no information).
+The output is a float32 matrix with the set's columns in order. Tree models use it as it is; the
+Transformer-BiGRU embeds the categorical codes and the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import priors
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    name: str
+    kind: str  # "categorical" | "log" | "bool"
+
+
+FEATURE_SPECS: tuple[FeatureSpec, ...] = (  # the seed paper's 11, in the contract's order
+    FeatureSpec(c.MODEL_TYPE, "categorical"),
+    FeatureSpec(c.PARAMS_MILLION, "log"),
+    FeatureSpec(c.BATCH_SIZE, "log"),
+    FeatureSpec(c.INPUT_DIM, "log"),
+    FeatureSpec(c.NUM_LAYERS, "log"),
+    FeatureSpec(c.ITERATIONS, "log"),
+    FeatureSpec(c.PRECISION, "categorical"),
+    FeatureSpec(c.OPTIMIZER, "categorical"),
+    FeatureSpec(c.LEARNING_RATE, "log"),
+    FeatureSpec(c.REGULARIZATION, "bool"),
+    FeatureSpec(c.DATA_AUGMENTATION, "bool"),
+)
+assert tuple(s.name for s in FEATURE_SPECS) == c.FEATURES
+CATEGORICAL = tuple(i for i, s in enumerate(FEATURE_SPECS) if s.kind == "categorical")
+
+GPU_MODEL, PEAK_TFLOPS = priors.GPU_MODEL, priors.PEAK_TFLOPS
+HARDWARE_SPECS = (FeatureSpec(GPU_MODEL, "categorical"), FeatureSpec(c.GPU_COUNT, "log"),
+                  FeatureSpec(PEAK_TFLOPS, "log"))
+PRIOR_SPECS = tuple(FeatureSpec(p, "log") for p in priors.PRIOR_COLUMNS)
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    name: str
+    specs: tuple[FeatureSpec, ...]
+    residual: bool = False  # the model learns log(actual / prior of its target)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.specs)
+
+    @property
+    def categorical(self) -> tuple[int, ...]:
+        return tuple(i for i, s in enumerate(self.specs) if s.kind == "categorical")
+
+    def prior_column(self, target: str) -> int | None:
+        """Index of `target`'s prior among the columns, when the set has the priors."""
+        prior = priors.PRIOR_FOR_TARGET[target]
+        return self.names.index(prior) if prior in self.names else None
+
+    def base_column(self, target: str) -> int | None:
+        """Index of `target`'s prior among the columns, when the set learns residuals on it."""
+        return self.prior_column(target) if self.residual else None
+
+
+FEATURE_SETS = {fs.name: fs for fs in (
+    FeatureSet("paper", FEATURE_SPECS),
+    FeatureSet("hardware", FEATURE_SPECS + HARDWARE_SPECS),
+    FeatureSet("priors", FEATURE_SPECS + HARDWARE_SPECS + PRIOR_SPECS),
+    FeatureSet("residual", FEATURE_SPECS + HARDWARE_SPECS + PRIOR_SPECS, residual=True),
+)}
+
+
+def build(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (contract columns) with the hardware context and the priors added; idempotent."""
+    missing = [pl.lit(None, dtype=pl.String if n == c.GPU_TYPE else pl.Float64).alias(n)
+               for n in c.HARDWARE if n not in rows.columns]  # rows from before contract v2
+    return priors.with_priors(rows.with_columns(missing) if missing else rows)
+
+
+@dataclass
+class FeatureEncoder:
+    """Learns category codes and medians on training rows; turns any rows into the feature matrix."""
+
+    feature_set: str = "paper"
+    vocab_: dict[str, list[str]] = field(default_factory=dict)
+    medians_: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def specs(self) -> tuple[FeatureSpec, ...]:
+        return FEATURE_SETS[self.feature_set].specs
+
+    @property
+    def categorical(self) -> tuple[int, ...]:
+        return FEATURE_SETS[self.feature_set].categorical
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return FEATURE_SETS[self.feature_set].names
+
+    def fit(self, rows: pl.DataFrame) -> FeatureEncoder:
+        for spec in self.specs:
+            col = rows[spec.name]
+            if spec.kind == "categorical":
+                self.vocab_[spec.name] = sorted(col.drop_nulls().unique().to_list())
+            elif spec.kind == "log":
+                med = col.drop_nulls().cast(pl.Float64).log().median()
+                self.medians_[spec.name] = 0.0 if med is None or math.isnan(med) else float(med)
+        return self
+
+    @property
+    def cardinalities(self) -> tuple[int, ...]:
+        """Embedding sizes of the categorical features (codes 0..K, 0 = unknown)."""
+        return tuple(len(self.vocab_[self.specs[i].name]) + 1 for i in self.categorical)
+
+    def expressions(self) -> list[pl.Expr]:
+        exprs = []
+        for spec in self.specs:
+            col = pl.col(spec.name)
+            if spec.kind == "categorical":
+                codes = {v: i + 1 for i, v in enumerate(self.vocab_[spec.name])}
+                e = col.replace_strict(codes, default=0, return_dtype=pl.Int32)
+            elif spec.kind == "log":
+                e = col.cast(pl.Float64).log().fill_null(self.medians_[spec.name])
+            else:
+                e = col.cast(pl.Float64).fill_null(0.5)
+            exprs.append(e.cast(pl.Float32).alias(spec.name))
+        return exprs
+
+    def transform(self, rows: pl.DataFrame) -> np.ndarray:
+        """(n_rows, n_features) float32, columns in the feature set's order."""
+        if not self.vocab_:
+            raise RuntimeError("FeatureEncoder.transform called before fit")
+        return rows.select(self.expressions()).to_numpy().astype(np.float32, copy=False)
+
+    def to_dict(self) -> dict:
+        return {"feature_set": self.feature_set, "vocab": self.vocab_, "medians": self.medians_}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FeatureEncoder:
+        return cls(feature_set=d.get("feature_set", "paper"), vocab_={k: list(v) for k, v in d["vocab"].items()},
+                   medians_=dict(d["medians"]))
+
+
+def labelled_rows(job_logs: pl.DataFrame, target: str) -> pl.DataFrame:
+    """COMPLETED jobs with a measured `target` (> 0): the rows a model of `target` learns from."""
+    return job_logs.filter(_labelled(target))
+
+
+def _labelled(target: str) -> pl.Expr:
+    return (pl.col(c.STATUS) == "COMPLETED") & pl.col(target).is_not_null() & (pl.col(target) > 0)
+
+
+def summary(history: pl.DataFrame, pending: pl.DataFrame) -> dict:
+    """What tonight's models learn from and score: labelled jobs per target, pending jobs, the share of
+    missing values per feature, and GPU types the catalogue does not know (kept, with no peak)."""
+    both = pl.concat([history.select(*c.FEATURES, c.GPU_TYPE), pending.select(*c.FEATURES, c.GPU_TYPE)])
+    missing = both.select(pl.col(f).is_null().mean() for f in c.FEATURES).row(0, named=True) if both.height else {}
+    unknown = (both.filter(pl.col(c.GPU_TYPE).is_not_null())
+               .filter(pl.col(c.GPU_TYPE).map_elements(lambda t: catalog.canonical(t) is None, return_dtype=pl.Boolean))
+               .group_by(c.GPU_TYPE).len().sort("len", descending=True))
+    return {"labelled_jobs": history.height, "pending": pending.height,
+            "labelled": {t: history.filter(_labelled(t)).height for t in c.TARGETS},
+            "missing_feature_share": {f: round(missing.get(f) or 0.0, 4) for f in c.FEATURES},
+            "unknown_gpu_types": dict(unknown.iter_rows())}

@@ -1,0 +1,112 @@
+"""P10 / P50 / P90 that hold per group: Mondrian conformal predictive systems (crepes), pooled fallback.
+
+Calibration (`calibrate`) keeps the champion's log residuals r = log(actual / prediction) on jobs it
+never saw (the calibration slice, `tasks/learn/train.py`), with each job's model type and queue. Log
+residuals make intervals multiplicative, which suits targets spanning orders of magnitude.
+
+For a new job (`Calibrated.intervals`), a conformal predictive system
+(`crepes.ConformalPredictiveSystem`) turns log(prediction) and the residuals of the job's Mondrian
+category into percentiles: P10 at the lower, P50 and P90 at the higher order statistic (the
+conservative finite-sample choices). The category is the finest of these with at least
+`MIN_GROUP` calibration jobs: the job's model type and queue together; its model type; its queue;
+all jobs (pooled). Within a category the guarantee is the usual split-conformal one (P90 covers at
+least 90% of jobs exchangeable with the calibration jobs); a model type's coverage is then a
+mixture of its cells', each calibrated on its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+
+METHOD = "Mondrian conformal predictive system (crepes) on log residuals; pooled below min_group"
+GROUPINGS = (c.MODEL_TYPE, c.QUEUE)
+MIN_GROUP = 50  # calibration jobs a category needs for its own percentiles
+MIN_POOLED = 20  # with fewer (the analytic prior's fallback on a new cluster), no calibration at all:
+UNCALIBRATED_FACTOR = 4.0  # ... P10 = prediction / 4, P90 = prediction x 4, said so in the metadata
+LOWER, MEDIAN, UPPER = 10, 50, 90
+
+
+def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None) -> dict:
+    """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs and their groups.
+
+    Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
+    gets a finite interval."""
+    floor = max(floor * 0.5, 1e-9)
+    residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(np.maximum(np.asarray(y_pred, dtype=np.float64), floor))
+    groups = {g: [str(v) for v in values] for g, values in (groups or {}).items() if g in GROUPINGS}
+    method = METHOD if len(residuals) >= MIN_POOLED else f"uncalibrated: fewer than {MIN_POOLED} held-out jobs"
+    return {"method": method, "n": len(residuals), "floor": floor, "min_group": MIN_GROUP,
+            "residuals": [round(float(r), 6) for r in residuals], "groups": groups}
+
+
+def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
+    from crepes import ConformalPredictiveSystem
+
+    return ConformalPredictiveSystem().fit(residuals, bins=bins)
+
+
+def _percentiles(cps, log_hat: np.ndarray, bins: np.ndarray | None = None) -> np.ndarray:
+    """(n, 3): P10 (lower order statistic), P50 and P90 (higher), in log space."""
+    if len(log_hat) == 0:
+        return np.zeros((0, 3))
+    out = cps.predict(log_hat, bins=bins, lower_percentiles=[LOWER], higher_percentiles=[MEDIAN, UPPER])
+    return np.asarray(out, dtype=np.float64).reshape(len(log_hat), 3)
+
+
+LEVELS = ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,))  # finest first; then pooled
+
+
+def _labels(groups: dict[str, np.ndarray], level: tuple[str, ...], n: int) -> np.ndarray | None:
+    """Each job's group label at `level`: its values joined by "|" (a missing value reads "None", as
+    calibrations saved before this was vectorised spelled it)."""
+    if not all(g in groups for g in level):
+        return None
+    if not n:
+        return np.array([], object)
+    columns = {g: pl.Series(g, np.asarray(groups[g], dtype=object), dtype=pl.String, strict=False).fill_null("None")
+               for g in level}
+    return pl.DataFrame(columns).select(pl.concat_str(list(level), separator="|")).to_series().to_numpy().astype(object)
+
+
+class Calibrated:
+    """A calibration (from `calibrate`) ready to turn predictions into intervals, many batches over."""
+
+    def __init__(self, cal: dict):
+        self.floor = cal["floor"]
+        residuals = np.asarray(cal["residuals"], dtype=np.float64)
+        self.levels: list[tuple[tuple[str, ...], object, set[str]]] = []
+        self.pooled = _cps(residuals) if len(residuals) >= MIN_POOLED else None
+        self.median_residual = float(np.median(residuals)) if len(residuals) else 0.0
+        if self.pooled is None:
+            return
+        groups = {g: np.asarray(v, dtype=object) for g, v in cal.get("groups", {}).items()}
+        for level in LEVELS:
+            labels = _labels(groups, level, len(residuals))
+            if labels is None:
+                continue
+            kinds, counts = np.unique(labels, return_counts=True)
+            big = {str(k) for k, n in zip(kinds, counts, strict=True) if n >= cal.get("min_group", MIN_GROUP)}
+            if big:
+                keep = np.isin(labels, list(big))
+                self.levels.append((level, _cps(residuals[keep], labels[keep]), big))
+
+    def intervals(self, pred: np.ndarray, groups: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+        """(p10, p50, p90) for point predictions `pred` of jobs with these groups (model type, queue)."""
+        log_hat = np.log(np.maximum(np.asarray(pred, dtype=np.float64), self.floor))
+        if self.pooled is None:  # too few calibration jobs for any guarantee: a fixed, wide band
+            p50 = log_hat + self.median_residual
+            return np.exp(p50) / UNCALIBRATED_FACTOR, np.exp(p50), np.exp(p50) * UNCALIBRATED_FACTOR
+        result = np.full((len(log_hat), 3), np.nan)
+        todo = np.ones(len(log_hat), dtype=bool)
+        for level, cps, big in self.levels:
+            labels = _labels({g: np.asarray(v) for g, v in (groups or {}).items()}, level, len(log_hat))
+            if labels is None:
+                continue
+            mine = todo & np.isin(labels, list(big))
+            result[mine] = _percentiles(cps, log_hat[mine], labels[mine])
+            todo &= ~mine
+        result[todo] = _percentiles(self.pooled, log_hat[todo])
+        return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])

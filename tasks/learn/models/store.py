@@ -1,0 +1,144 @@
+"""The model registry's folders: this module alone writes, reads and prunes them.
+
+    <models_dir>/<train_run_id>/<target>/
+        <model><suffix>            each model of repeat 0, saved by its registry entry (code-free formats)
+        encoder.json               the feature encoder fitted on repeat 0's fit rows
+        metadata.json              features, target, preset, champion, library versions, metrics, calibration
+        test_predictions.parquet   repeat 0's test rows: actual and every model's prediction (the report)
+
+Which runs to keep is the warehouse's answer (`warehouse.training.runs_to_keep`); `prune` removes
+the folders of all other runs. A folder's metrics and champion stay in the warehouse after it goes.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
+from gpucast.tasks.learn.models import compiled, registry
+
+log = logging.getLogger(__name__)
+
+ENCODER_FILE = "encoder.json"
+METADATA_FILE = "metadata.json"
+TEST_PREDICTIONS_FILE = "test_predictions.parquet"
+
+
+def target_folder(models_dir: Path, train_run_id: str, target: str) -> Path:
+    return models_dir / train_run_id / target
+
+
+def save_model(folder: Path, name: str, est) -> Path:
+    """Write a fitted estimator with its registry entry's own `save`; return the file."""
+    entry = registry.entry(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}{entry.suffix}"
+    entry.save(est, path)
+    return path
+
+
+def save_encoder(folder: Path, encoder: FeatureEncoder) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ENCODER_FILE).write_text(json.dumps(encoder.to_dict()))
+
+
+def save_metadata(folder: Path, metadata: dict) -> None:
+    (folder / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=float))
+
+
+def save_test_predictions(folder: Path, predictions: pl.DataFrame) -> None:
+    predictions.write_parquet(folder / TEST_PREDICTIONS_FILE)
+
+
+def read_metadata(folder: Path) -> dict:
+    return json.loads((folder / METADATA_FILE).read_text())
+
+
+def read_test_predictions(folder: Path) -> pl.DataFrame | None:
+    path = folder / TEST_PREDICTIONS_FILE
+    return pl.read_parquet(path) if path.exists() else None
+
+
+# The libraries a saved model depends on: their versions are recorded with every model
+# (metadata.json "versions") and checked when it is loaded (`check_versions`).
+LIBRARIES = ("torch", "scikit-learn", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "polars", "numpy")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the installed LIBRARIES (those not installed are left out)."""
+    versions = {}
+    for pkg in LIBRARIES:
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return versions
+
+
+def check_versions(recorded: dict[str, str], installed: dict[str, str], where: Path) -> list[str]:
+    """Compare a model's recorded library versions with the installed ones.
+
+    A different **major** version refuses the model (ValueError): file formats and defaults change
+    across majors, and a model that loads but predicts differently is worse than none. A different
+    minor or patch version is returned as a warning (logged by the caller) and the model is used.
+    """
+    major, minor = [], []
+    for pkg, then in sorted(recorded.items()):
+        now = installed.get(pkg)
+        if now is None or now == then:
+            continue
+        (major if then.split(".")[0] != now.split(".")[0] else minor).append(f"{pkg} {then} -> {now}")
+    if major:
+        raise ValueError(f"{where} was trained with other major library versions ({'; '.join(major)}): "
+                         "run `gpucast train` to retrain with the installed ones, or reinstall from constraints.txt")
+    return [f"{where}: trained with {m}" for m in minor]
+
+
+@dataclass
+class LoadedModel:
+    """What scoring needs from a folder: the estimator, its encoder and its interval calibration."""
+
+    estimator: object
+    encoder: FeatureEncoder
+    calibration: dict
+    metadata: dict
+    compiled: bool = False  # predicting through the compiled library (tasks/learn/models/compiled.py)
+
+
+def load_model(folder: Path, name: str, device: str | None = None, use_compiled: bool = True) -> LoadedModel:
+    """Load model `name` of a target folder with its encoder and calibration; a tree ensemble
+    predicts through its compiled library when one was built and checked (`use_compiled`)."""
+    metadata = read_metadata(folder)
+    for warning in check_versions(metadata.get("versions", {}), library_versions(), folder):
+        log.warning("%s (minor versions: the model is used)", warning)
+    calibration = metadata.get("calibration", {}).get(name)
+    if calibration is None or "residuals" not in calibration:
+        raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "
+                         "run `gpucast train` again")
+    entry = registry.entry(name)
+    encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
+    native = folder / f"{name}{entry.suffix}"
+    estimator = entry.load(native, device)
+    fast = None
+    if isinstance(estimator, registry.LogTarget):  # native formats do not carry the residual's base column
+        estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
+        if use_compiled and (fast := compiled.load_compiled(native)) is not None:
+            estimator.inner = fast
+    return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
+
+
+def prune(models_dir: Path, keep: set[str]) -> list[Path]:
+    """Delete every run folder under `models_dir` whose run id is not in `keep`; return them."""
+    removed = []
+    for folder in sorted(models_dir.iterdir()) if models_dir.exists() else []:
+        if folder.is_dir() and folder.name not in keep:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed

@@ -1,0 +1,121 @@
+"""Score pending jobs with a target's champion: P10 / P50 / P90 per job, in vectorised batches.
+
+The champion of a target is loaded from its registry folder (`models/store.py`: code-free formats
+only) together with the feature encoder fitted at training time and the interval calibration
+measured on its calibration slice (`tasks/learn/intervals.py`: Mondrian conformal predictive systems per
+model type and queue, pooled below a minimum group size). [P10, P90] then covers about 80% of
+outcomes and P90 alone about 90%, per model type and per queue, when tomorrow's jobs look like the
+ones the champion was calibrated on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import Champion
+from gpucast.tasks.learn import features, intervals, ood
+from gpucast.tasks.learn.features import FEATURE_SETS
+from gpucast.tasks.learn.models import registry, store
+
+DEFAULT_BATCH_ROWS = 250_000
+# Memory advice. PyTorch's caching allocator reserves more than the tensors it holds
+# (fragmentation, workspace of cuDNN/cuBLAS); 10% over the P90 peak, rounded up to the next
+# 0.5 GB, is the headroom we add before comparing with a GPU's memory.
+ALLOCATOR_HEADROOM = 0.10
+REQUEST_STEP_GB = 0.5
+
+
+class Scorer:
+    """One target's champion, its encoder, interval calibration and out-of-distribution detector,
+    ready to score frames."""
+
+    def __init__(self, champion: Champion, device: str | None = None):
+        loaded = store.load_model(Path(champion.model_dir), champion.model, device=device)
+        self.champion = champion
+        self.calibration = intervals.Calibrated(loaded.calibration)
+        self.encoder = loaded.encoder
+        self.estimator = loaded.estimator
+        registry.use_threads(self.estimator, registry.default_threads())
+        self.detector = loaded.metadata.get("ood")
+        feature_set = FEATURE_SETS[self.encoder.feature_set]
+        prior_column = feature_set.prior_column(champion.target)
+        prior_cal = loaded.metadata.get("calibration", {}).get(registry.PRIOR)
+        # out-of-distribution jobs: the prior with its own calibration when there is one (see tasks/learn/ood.py)
+        self.fallback = ((registry.PriorModel(prior_column), intervals.Calibrated(prior_cal))
+                         if prior_column is not None and prior_cal and "residuals" in prior_cal else None)
+
+    def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
+              progress: Callable[[str], None] | None = None) -> pl.DataFrame:
+        """job_id, target, p10, p50, p90, model, train_run_id, ood, ood_reason for every row of `rows`
+        (contract columns; the derived ones are built here when the rows do not carry them yet)."""
+        if not set(self.encoder.names) <= set(rows.columns):
+            rows = features.build(rows)
+        parts = []
+        for start in range(0, rows.height, batch_rows):
+            parts.append(self._score_batch(rows.slice(start, batch_rows)))
+            if progress:
+                progress(f"{self.champion.target}: scored {min(start + batch_rows, rows.height):,}/{rows.height:,} jobs")
+        out = pl.concat(parts) if parts else pl.DataFrame(schema={c.JOB_ID: pl.String, "p10": pl.Float64,
+                                                                   "p50": pl.Float64, "p90": pl.Float64, "model": pl.String,
+                                                                   "ood": pl.Boolean, "ood_reason": pl.String})
+        return out.with_columns(pl.lit(self.champion.target).alias("target"),
+                                pl.lit(self.champion.train_run_id).alias("train_run_id"))
+
+    def _score_batch(self, batch: pl.DataFrame) -> pl.DataFrame:
+        X = self.encoder.transform(batch)
+        groups = {g: batch[g].to_numpy() for g in intervals.GROUPINGS if g in batch.columns}
+        p10, p50, p90 = self.calibration.intervals(np.asarray(self.estimator.predict(X), dtype=np.float64), groups)
+        flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
+                                                                             [None] * batch.height)
+        model = np.full(batch.height, self.champion.model, dtype=object)
+        if flags.any():
+            if self.fallback:
+                prior, cal = self.fallback
+                f10, f50, f90 = cal.intervals(prior.predict(X[flags]), {g: v[flags] for g, v in groups.items()})
+                model[flags] = registry.PRIOR
+            else:
+                f10, f50, f90 = p10[flags] / ood.WIDEN_FACTOR, p50[flags], p90[flags] * ood.WIDEN_FACTOR
+            p10[flags], p50[flags], p90[flags] = f10, f50, f90
+        return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
+                             "model": pl.Series(model, dtype=pl.String), "ood": flags,
+                             "ood_reason": pl.Series(reasons, dtype=pl.String)})
+
+
+def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
+    """P90 peak memory plus allocator headroom, rounded up to the next 0.5 GB."""
+    raw = np.asarray(p90_gb, dtype=np.float64) * (1.0 + ALLOCATOR_HEADROOM)
+    return np.ceil(raw / REQUEST_STEP_GB - 1e-9) * REQUEST_STEP_GB
+
+
+def job_gpu_memory(rows: pl.DataFrame, default_gb: float) -> pl.DataFrame:
+    """job_id and the GPU memory (GB) each job's memory advice is judged against: its logged GPU's, from
+    the GPU catalogue, when known (`gpu_model`, `features.build`); else `default_gb` (the setting)."""
+    if not (default_gb > 0 and math.isfinite(default_gb)):
+        raise ValueError(f"gpu_mem_gb must be a positive number of GB, got {default_gb!r}")
+    memory = {name: gpu.memory_gb for name, gpu in catalog.gpus().items()}
+    known = (rows[features.GPU_MODEL] if features.GPU_MODEL in rows.columns
+             else pl.Series([None] * rows.height, dtype=pl.String))
+    return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID],
+                         "gpu_mem_gb": known.replace_strict(memory, default=None, return_dtype=pl.Float64)
+                         .fill_null(float(default_gb))})
+
+
+def memory_advice(forecasts: pl.DataFrame, gpu_mem: pl.DataFrame | float) -> pl.DataFrame:
+    """Add safe_request_gb, gpu_mem_gb and oom_risk to the peak_gpu_mem_gb rows (null elsewhere).
+
+    `gpu_mem`: per job (`job_gpu_memory`), or one size (GB) for every job."""
+    if not isinstance(gpu_mem, pl.DataFrame):
+        gpu_mem = job_gpu_memory(forecasts.select(c.JOB_ID).unique(), gpu_mem)
+    is_mem = pl.col("target") == c.PEAK_GPU_MEM_GB
+    safe = pl.col("p90").map_batches(lambda s: pl.Series(safe_request_gb(s.to_numpy())), return_dtype=pl.Float64)
+    return (forecasts.join(gpu_mem, on=c.JOB_ID, how="left", maintain_order="left")
+            .with_columns(pl.when(is_mem).then(safe).alias("safe_request_gb"),
+                          pl.when(is_mem).then(pl.col("gpu_mem_gb")).alias("gpu_mem_gb"))
+            .with_columns(pl.when(is_mem).then(pl.col("safe_request_gb") > pl.col("gpu_mem_gb")).alias("oom_risk")))

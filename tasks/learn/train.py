@@ -1,0 +1,420 @@
+"""Train every registry model on one target, evaluate them honestly, pick a champion.
+
+Protocol, per target and per repeat r = 0..repeats-1 (seed = base seed + r):
+1. the labelled rows are split 70/30 into **train** and **test**; 20% of train is held out as
+   **validation**; every model of the repeat sees the same three sets;
+2. each model is fitted on train minus validation, then scored on validation and on test;
+3. metrics (MSE, RMSE, MAE, MAPE in %, R²) are on the original scale of the target.
+The **champion** is the model with the lowest mean *validation* RMSE over the repeats: test rows
+never take part in choosing it. Test metrics are reported as mean and spread over the repeats,
+because one 70/30 split of a small table is noise. The champion of the first repeat is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import TargetResult
+from gpucast.tasks.learn import features, intervals, ood
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.models import compiled, registry, store
+from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESET_NAMES
+
+log = logging.getLogger(__name__)
+DEFAULT_MIN_LABELLED = 200
+# Training reads at most this many of the most recent labelled jobs: memory and time stay bounded
+# however long the history grows (and recent jobs best resemble tomorrow's).
+DEFAULT_MAX_ROWS = 500_000
+# The feature set models learn from by default: the one that won on validation (docs/models.md).
+DEFAULT_FEATURES = "residual"
+TEST_FRACTION = 0.3
+VALIDATION_FRACTION = 0.2
+CHAMPION_METRIC = "rmse"
+# Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
+# (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
+COMPILE_MIN_PENDING = 200_000
+
+
+def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+    """MSE, RMSE, MAE, MAPE (%) and R² on the original scale."""
+    y_true = np.asarray(y_true, dtype=np.float64)
+    y_pred = np.asarray(y_pred, dtype=np.float64)
+    err = y_pred - y_true
+    mse = float(np.mean(err**2))
+    ss_tot = float(np.sum((y_true - y_true.mean()) ** 2))
+    return {
+        "mse": mse,
+        "rmse": float(np.sqrt(mse)),
+        "mae": float(np.mean(np.abs(err))),
+        "mape": float(np.mean(np.abs(err) / np.abs(y_true)) * 100.0),
+        "r2": float(1.0 - np.sum(err**2) / ss_tot) if ss_tot > 0 else float("nan"),
+    }
+
+
+# The champion is refitted on every labelled job but this share, on which its intervals are then
+# calibrated: split-conformal intervals stay valid for the refitted model only if it never saw the
+# calibration rows (CV+ would refit on everything but must keep K fold models to score with: K times
+# the scoring work of a night). docs/models.md measures what the refit gains.
+CALIBRATION_FRACTION = 0.15
+
+
+def calibration_split(n: int, seed: int, learns: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(refit, calibration) row indices. A model that learns nothing (the analytic prior) is
+    calibrated on every row: no row it could have learned from is ever used twice."""
+    idx = np.random.default_rng(seed + 10_000).permutation(n)
+    if not learns:
+        return np.array([], dtype=int), idx
+    n_cal = int(round(n * CALIBRATION_FRACTION))
+    return idx[n_cal:], idx[:n_cal]
+
+
+def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fit, validation, test) row indices: 30% test, then 20% of the rest for validation."""
+    idx = np.random.default_rng(seed).permutation(n)
+    n_test = int(round(n * TEST_FRACTION))
+    test, train = idx[:n_test], idx[n_test:]
+    n_val = int(round(len(train) * VALIDATION_FRACTION))
+    return train[n_val:], train[:n_val], test
+
+
+class TrainOptions(BaseModel):
+    """What a train run does: the `options` parameter of the `train-models` flow (prefect.yaml) and the
+    `gpucast train` flags. Unknown keys and out-of-range values are refused when it is built."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[str, ...] = c.TARGETS
+    models: tuple[str, ...] | None = None  # None: every registry model the feature set allows
+    preset: str = DEFAULT_PRESET  # the Transformer-BiGRU's (tasks/learn/models/presets.py)
+    features: str = DEFAULT_FEATURES  # the feature set (tasks/learn/features.py: paper, hardware, priors, residual)
+    repeats: int = Field(3, ge=1)  # repeated 70/30 holdouts
+    seed: int = 0
+    min_labelled: int = Field(DEFAULT_MIN_LABELLED, ge=1)  # a target with fewer labelled jobs is skipped
+    device: str | None = None  # cuda or cpu; None: cuda when available
+    epochs: int | None = Field(None, ge=1)  # caps the Transformer-BiGRU's epochs
+    max_rows: int | None = Field(DEFAULT_MAX_ROWS, ge=1)  # None: every labelled job
+    nn_max_minutes: float | None = Field(None, ge=0)  # per network fit; None: the GPUCAST_NN_MAX_MINUTES setting
+    compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
+
+    @field_validator("targets")
+    @classmethod
+    def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in v if t not in c.TARGETS]
+        if unknown or not v:
+            raise ValueError(f"unknown target(s) {', '.join(unknown) or '(none given)'}; targets: {', '.join(c.TARGETS)}")
+        return v
+
+    @field_validator("models")
+    @classmethod
+    def _known_models(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is None:
+            return v
+        unknown = [m for m in v if m not in registry.REGISTRY]
+        if unknown or not v:
+            raise ValueError(f"unknown model(s) {', '.join(unknown) or '(none given)'}; "
+                             f"models: {', '.join(registry.REGISTRY)}")
+        return v
+
+    @model_validator(mode="after")
+    def _prior_needs_priors(self) -> TrainOptions:
+        if self.models and registry.PRIOR in self.models and FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is None:
+            raise ValueError(f"model `prior` needs a feature set with the priors (priors, residual), not {self.features!r}")
+        return self
+
+    @field_validator("features")
+    @classmethod
+    def _known_features(cls, v: str) -> str:
+        if v not in FEATURE_SETS:
+            raise ValueError(f"unknown feature set {v!r}; feature sets: {', '.join(FEATURE_SETS)}")
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        if v not in PRESET_NAMES:
+            raise ValueError(f"unknown preset {v!r}; presets: {', '.join(PRESET_NAMES)}")
+        return v
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The models to compare: those asked for, else every model the feature set allows (the
+        `prior` model needs a set with the priors)."""
+        if self.models:
+            return self.models
+        has_priors = FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is not None
+        return tuple(m for m in registry.MODEL_NAMES if m != registry.PRIOR or has_priors)
+
+    @property
+    def nn_max_seconds(self) -> float | None:
+        return self.nn_max_minutes * 60 if self.nn_max_minutes else None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One model fitted on one target in one repeated holdout: the unit a night fans out."""
+
+    target: str
+    model: str
+    repeat: int
+
+    def __str__(self) -> str:
+        return f"{self.target} {self.model} repeat {self.repeat + 1}"
+
+
+def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None) -> list[Fit]:
+    """Every fit of a train run, in the order a night should run them so that a budget cut leaves
+    the best comparison it can: the fast baselines of every target first (each target has a
+    champion within seconds), then the previous champion's model (`previous`: target -> model),
+    then the other ensembles from the quickest to fit (`registry.FIT_ORDER`), the network last
+    (the slowest by far: a cut there must not starve the trees). Within a tier, repeat 1 of every
+    target and model before repeat 2, so a cut removes repeats, not models."""
+    previous = previous or {}
+    rank = {m: i for i, m in enumerate(registry.FIT_ORDER)}
+    target_rank = {t: i for i, t in enumerate(options.targets)}
+
+    def tier(f: Fit) -> int:
+        if f.model in registry.FAST_MODELS:
+            return 0
+        if f.model == registry.NN:
+            return 3
+        return 1 if previous.get(f.target) == f.model else 2
+
+    fits = [Fit(t, m, r) for t in options.targets for m in options.model_names for r in range(options.repeats)]
+    return sorted(fits, key=lambda f: (tier(f), f.repeat, target_rank[f.target], rank.get(f.model, len(rank))))
+
+
+def labelled(history: pl.DataFrame, target: str, options: TrainOptions) -> pl.DataFrame:
+    """The jobs with `target` measured, with the feature set's columns (built here when missing)."""
+    if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
+        history = features.build(history)
+    return labelled_rows(history, target)
+
+
+def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:
+    """Why a target gets no model comparison (fewer labelled jobs than `min_labelled`), else None."""
+    if rows.height >= options.min_labelled:
+        return None
+    return (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
+            f"(set --min-labelled to change it)")
+
+
+def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int,
+            deadline: float | None = None, progress: Callable[[str], None] = log.info) -> dict:
+    """Fit `model` on repeat `repeat`'s fit rows of `target` and score it on validation and test.
+
+    Pure: it needs the labelled rows only, so it runs anywhere (a Dask worker included). `deadline`
+    (a `time.time()` instant, the night budget's end): a fit that would start after it is skipped,
+    and the network stops at it. Returns the metric rows (`metrics`), the test predictions
+    (`test_pred`) and how the fit went, or `skipped` with the reason.
+    """
+    head = {"target": target, "model": model, "repeat": repeat}
+    max_seconds = options.nn_max_seconds
+    if deadline is not None:
+        left = deadline - time.time()
+        if left <= 0:
+            return {**head, "skipped": "the night budget ran out before it started"}
+        max_seconds = min(max_seconds, left) if max_seconds else left
+    seed = options.seed + repeat
+    fit_idx, val_idx, test_idx = split(rows.height, seed)
+    encoder = FeatureEncoder(options.features).fit(rows[fit_idx])
+    X = encoder.transform(rows)
+    y = rows[target].to_numpy().astype(np.float64)
+    t0 = time.perf_counter()
+    est = _build(model, encoder, X.shape[1], target, options, seed, progress, max_seconds).fit(X[fit_idx], y[fit_idx])
+    seconds = time.perf_counter() - t0
+    used = getattr(est, "device_", "cpu")
+    out = []
+    for split_name, idx in (("validation", val_idx), ("test", test_idx)):
+        p = est.predict(X[idx])
+        out.append({"model": model, "preset": options.preset if model == registry.NN else None,
+                    "features": options.features, "repeat": repeat, "seed": seed, "split": split_name,
+                    **metrics(y[idx], p), "rows_train": len(fit_idx), "rows_eval": len(idx),
+                    "train_seconds": seconds, "device": used, "epochs": getattr(est, "epochs_run_", None)})
+    return {**head, "metrics": out, "test_pred": est.predict(X[test_idx]), "seconds": seconds, "device": used,
+            "stopped": getattr(est, "stopped_by_", None)}
+
+
+def describe_fit(outcome: dict, repeats: int) -> str:
+    """The progress line of one finished (or skipped) fit."""
+    where = f"{outcome['target']}: repeat {outcome['repeat'] + 1}/{repeats} {outcome['model']}"
+    if "skipped" in outcome:
+        return f"{where} skipped: {outcome['skipped']}"
+    return (f"{where} trained in {outcome['seconds']:.1f} s on {outcome['device']}"
+            + (f" ({outcome['stopped']})" if outcome.get("stopped") else ""))
+
+
+def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path,
+                 progress: Callable[[str], None] = log.info, holdout: list[str] | None = None) -> TargetResult:
+    """Compare `options.models` on `target` over repeated holdouts, pick the champion on validation,
+    refit it on every labelled job but a calibration slice, calibrate its intervals on that slice,
+    and save it in `folder` (the registry's target folder, `store.target_folder`). One fit after
+    another, in this process: the `train-models` flow runs the same steps (`fit_one`,
+    `finish_target`, `save_champion`) fanned out on Dask, under a night budget.
+
+    A target with fewer than `min_labelled` jobs gets no model comparison; with a feature set that
+    has the priors, the analytic prior scores it (calibrated on the jobs there are).
+    `holdout`: job ids of the gate's backtest window (`tasks/learn/gate.py`); the champion is fitted once
+    more without them and its predictions for them are returned in `result.gate_predictions`.
+    `options.epochs` caps the Transformer-BiGRU's epochs and `options.nn_max_minutes` is its time
+    budget per fit (it stops after the epoch that crosses it), so a CPU-only night still ends.
+    """
+    rows = labelled(history, target, options)
+    outcomes = []
+    if too_few(rows, options) is None:
+        for fit in (f for f in order_fits(options) if f.target == target):
+            outcomes.append(fit_one(rows, target, options, fit.model, fit.repeat, progress=progress))
+            progress(describe_fit(outcomes[-1], options.repeats))
+    finished = finish_target(rows, target, options, outcomes, holdout, progress)
+    if finished.estimator is not None:
+        save_champion(folder, target, options, finished)
+    return finished.result
+
+
+@dataclass
+class Finished:
+    """A target's outcome before it is saved: the result, and the refitted champion with its encoder
+    (None when the target was skipped). Made on a worker; saved by the flow's process."""
+
+    result: TargetResult
+    estimator: object | None = None
+    encoder: FeatureEncoder | None = None
+    sample: np.ndarray | None = None  # encoded calibration rows: a compiled model is checked on them
+
+
+def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[dict],
+                  holdout: list[str] | None = None, progress: Callable[[str], None] = log.info) -> Finished:
+    """From the fits' outcomes: the metrics, the champion (lowest mean validation RMSE over the
+    repeats each model finished), the gate's predictions, and the champion refitted and calibrated.
+    Skipped fits are kept in `result.skipped_fits` with their reason. Pure, like `fit_one`."""
+    result = TargetResult(target=target, rows=rows.height)
+    if reason := too_few(rows, options):
+        result.skipped = reason
+        if FEATURE_SETS[options.features].prior_column(target) is None:
+            progress(f"{target}: skipped: {result.skipped}")
+            return Finished(result)
+        result.skipped += "; the analytic prior scores it"
+        progress(f"{target}: {result.skipped}")
+        return _refit(rows, target, options, registry.PRIOR, result, progress)
+    order = {m: i for i, m in enumerate(options.model_names)}
+    done = sorted((o for o in outcomes if "metrics" in o), key=lambda o: (o["repeat"], order[o["model"]]))
+    result.metrics = [m for o in done for m in o["metrics"]]
+    result.skipped_fits = [{"model": o["model"], "repeat": o["repeat"], "reason": o["skipped"]}
+                           for o in outcomes if "skipped" in o]
+    first = [o for o in done if o["repeat"] == 0]
+    if first:
+        test_idx = split(rows.height, options.seed)[2]
+        result.test_predictions = pl.DataFrame({"actual": rows[target].to_numpy().astype(np.float64)[test_idx],
+                                                **{o["model"]: o["test_pred"] for o in first}})
+    if not result.metrics:
+        result.skipped = "no model finished a fit within the night budget"
+        if FEATURE_SETS[options.features].prior_column(target) is None:
+            progress(f"{target}: skipped: {result.skipped}")
+            return Finished(result)
+        result.skipped += "; the analytic prior scores it"
+        return _refit(rows, target, options, registry.PRIOR, result, progress)
+    champion = choose_champion(result.metrics)
+    progress(f"{target}: champion {champion} (lowest mean validation {CHAMPION_METRIC.upper()}); refitting it")
+    if holdout:
+        y = rows[target].to_numpy().astype(np.float64)
+        result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, progress)
+    return _refit(rows, target, options, champion, result, progress)
+
+
+def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
+                      holdout: list[str], progress: Callable[[str], None]) -> pl.DataFrame:
+    """job_id and P50 of the champion fitted without the `holdout` jobs, for those jobs (the gate's check)."""
+    held = rows[c.JOB_ID].is_in(holdout).to_numpy()
+    if not held.any() or held.all():
+        return pl.DataFrame(schema={c.JOB_ID: pl.String, "p50": pl.Float64})
+    fit = np.flatnonzero(~held)
+    encoder = FeatureEncoder(options.features).fit(rows[fit])
+    X = encoder.transform(rows)
+    est = _build(champion, encoder, X.shape[1], target, options, options.seed, progress).fit(X[fit], y[fit])
+    progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
+    return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(held)), "p50": est.predict(X[held])})
+
+
+def _build(name: str, encoder: FeatureEncoder, n_features: int, target: str, options: TrainOptions, seed: int,
+           progress: Callable[[str], None], max_seconds: float | None = None):
+    fs = FEATURE_SETS[options.features]
+    base = fs.prior_column(target) if name == registry.PRIOR else fs.base_column(target)
+    return registry.build(name, seed=seed, categorical=encoder.categorical, n_features=n_features, base=base,
+                          cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
+                          epochs=options.epochs, progress=progress, max_seconds=max_seconds or options.nn_max_seconds)
+
+
+def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
+           progress: Callable[[str], None]) -> Finished:
+    """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
+    (and the prior's, the fallback for out-of-distribution jobs) on that slice; fit the OOD detector."""
+    y = rows[target].to_numpy().astype(np.float64)
+    refit_idx, cal_idx = calibration_split(rows.height, options.seed, learns=champion != registry.PRIOR)
+    encoder = FeatureEncoder(options.features).fit(rows[refit_idx] if len(refit_idx) else rows)
+    X = encoder.transform(rows)
+    t0 = time.perf_counter()
+    est = _build(champion, encoder, X.shape[1], target, options, options.seed, progress).fit(X[refit_idx], y[refit_idx])
+    floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
+    groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
+    result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups)
+    prior_column = FEATURE_SETS[options.features].prior_column(target)
+    if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
+        prior = registry.PriorModel(prior_column)
+        result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
+    result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
+    result.champion = champion
+    result.refit = {"rows": len(refit_idx), "calibration_rows": len(cal_idx), "seconds": round(time.perf_counter() - t0, 2)}
+    progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
+    return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
+
+
+def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished) -> None:
+    """Write the refitted champion, its encoder, the test predictions and the metadata to `folder`
+    (the registry's target folder); sets `result.model_dir`."""
+    result = finished.result
+    result.model_dir = str(folder)
+    path = store.save_model(folder, result.champion, finished.estimator)
+    if options.compile_trees and result.champion in compiled.COMPILABLE and finished.sample is not None:
+        result.compiled = compiled.compile_model(result.champion, path, finished.estimator.inner, finished.sample,
+                                                 registry.default_threads())
+    store.save_encoder(folder, finished.encoder)
+    if result.test_predictions is not None:
+        store.save_test_predictions(folder, result.test_predictions)
+    store.save_metadata(folder, _metadata(target, options, result))
+
+
+def choose_champion(metric_rows: list[dict]) -> str:
+    """The model with the lowest mean validation RMSE over the repeats; test rows never count.
+    Ties go to the model first in the registry's order (a stable choice)."""
+    val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
+    ranking = val.group_by("model", maintain_order=True).agg(pl.col(CHAMPION_METRIC).mean())
+    return ranking.sort(CHAMPION_METRIC, maintain_order=True)["model"][0]
+
+
+def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
+    return {
+        "target": target,
+        "features": list(FEATURE_SETS[options.features].names),
+        "feature_set": options.features,
+        "models": list(options.model_names),
+        "refit": result.refit,
+        "preset": options.preset,
+        "champion": result.champion,
+        "champion_metric": f"mean validation {CHAMPION_METRIC}",
+        "rows": result.rows,
+        "python": platform.python_version(),
+        "versions": store.library_versions(),
+        "metrics": result.metrics,
+        "calibration": result.calibration,
+        "ood": result.ood,
+        "compiled": result.compiled,
+    }

@@ -1,0 +1,281 @@
+"""The capacity plan: how many GPUs of each type every queue needs each day, from the forecasts.
+
+Input: one row per pending job with its queue, start day, `gpu_count`, memory request and run time
+(P50 and P90). Output: per day x queue x GPU type the GPUs needed at P50 and at P90, beside the
+lower bound and the GPUs owned; the jobs that fit no GPU of their queue; and the co-location groups.
+
+**The model.** A GPU's day is a box `memory x 24 hours`. A job is a box `footprint x hours` on each
+of its `gpu_count` GPUs; a job longer than its day continues on the next days (a segment per day,
+each packed on its day). Jobs may share a GPU while their footprints fit its memory together:
+
+* footprint = `safe_request_gb` (the P90 peak plus 10% allocator headroom, rounded up to 0.5 GB:
+  `tasks/learn/score.py`, the same rule as `oom_risk`) plus **0.5 GB per extra process** on a shared GPU
+  (each process holds its own CUDA context). In units of 0.5 GB that is `request + 1` per job
+  against a capacity of `memory + 1`, so a job alone fits exactly when it is not at OOM risk.
+* time is counted in quarter hours, rounded up (a plan never under-counts a job's time).
+
+**The packing** is the classic two-stage shelf heuristic for this box-in-box problem (Hybrid First
+Fit, Chung, Garey & Johnson 1982), with best fit in both stages: jobs sorted by time (longest first)
+go onto "shelves" (jobs running side by side on one GPU, best fit by memory); shelves, tallest first,
+go onto GPUs by best fit on time (stacked one after another through the day). Packed items never
+overlap in memory x time, so every GPU's plan is a schedule it can run. Both stages are best-fit
+decreasing over integer sizes, answered per item in O(log n) from the sizes still free; it packs
+1M jobs in seconds (`tests/benchmarks/bench_plan.py`). Libraries measured first: `rectpack`
+(MaxRects, best bin first) packs 2,000 jobs in 1.2 s and grows with the square of the bins, 1M jobs
+would take hours; `binpacking` is one-dimensional with a linear scan over bins.
+
+**Two lower bounds** are printed beside it. `lower_bound`: the group's exclusive GPU-hours (hours x
+GPUs, unshared) over the 24 hours of the day, rounded up: what the queue needs with one job per GPU.
+Sharing takes the plan under it; the gap is the gain from co-location. `shared_bound`: the jobs'
+memory x time (footprints as above) over one GPU's memory x 24 hours, rounded up: no packing that
+shares GPUs by these rules can use fewer, so `gpus_needed / shared_bound` is the plan's slack.
+
+A job with no memory forecast is planned as "unknown size": a whole GPU (its queue's largest) for
+its first day, and counted. A job larger than every GPU of its queue is listed with the smallest
+GPU of the catalogue that would hold it (or none), never packed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations.inventory import Inventory
+from gpucast.tasks.learn.score import REQUEST_STEP_GB
+
+DAY_HOURS = 24
+SLOTS_PER_HOUR = 4  # time in quarter hours
+CONTEXT_GB = 0.5  # each extra process on a shared GPU: its CUDA context
+QUANTILES = ("p50", "p90")
+# the columns the plan needs per job (warehouse/plan.py reads them from the latest forecasts)
+JOB_COLUMNS = ("job_id", "queue", "day", "gpu_count", "mem_gb", "hours_p50", "hours_p90")
+PLAN_COLUMNS = ("day", "queue", "gpu_type", "gpu_memory_gb", "jobs", "unknown_size_jobs", "gpu_hours_p50",
+                "gpu_hours_p90", "lower_bound_p50", "lower_bound_p90", "shared_bound_p50", "shared_bound_p90",
+                "gpus_needed_p50", "gpus_needed_p90", "gpus_owned", "shortfall_p50", "shortfall_p90")
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    gpu_type: str
+    memory_gb: float
+    owned: int | None  # None: no inventory says
+
+
+@dataclass
+class Plan:
+    rows: pl.DataFrame  # PLAN_COLUMNS
+    unplaceable: pl.DataFrame  # job_id, queue, mem_gb, gpu_count, smallest_fitting_gpu
+    colocation: pl.DataFrame  # day, queue, gpu_type, group_id, jobs, job_ids, mem_gb
+    jobs: int
+    unknown_size_jobs: int
+    notes: list[str]
+
+
+def first_day(rows: pl.DataFrame) -> pl.DataFrame:
+    """The plan's rows of its first day (what the CLI, the nightly report and the page lead with)."""
+    return rows.filter(pl.col("day") == pl.col("day").min())
+
+
+def best_fit(sizes: np.ndarray, capacity: int) -> np.ndarray:
+    """Bin of every item, items taken in the given order: each goes into the open bin whose free
+    room is the smallest that holds it, else a new bin. Sizes are whole numbers in 1..capacity."""
+    bins = np.empty(len(sizes), dtype=np.int64)
+    free_by_room: dict[int, list[int]] = {}  # free room -> bins with exactly that room
+    rooms: list[int] = []  # sorted rooms that have a bin
+    opened = 0
+    for i, size in enumerate(sizes.tolist()):
+        at = bisect.bisect_left(rooms, size)
+        if at < len(rooms):
+            room = rooms[at]
+            stack = free_by_room[room]
+            b = stack.pop()
+            if not stack:
+                del free_by_room[room]
+                rooms.pop(at)
+        else:
+            b, room = opened, capacity
+            opened += 1
+        bins[i] = b
+        left = room - size
+        if left > 0:
+            if left not in free_by_room:
+                free_by_room[left] = []
+                bisect.insort(rooms, left)
+            free_by_room[left].append(b)
+    return bins
+
+
+def pack(widths: np.ndarray, heights: np.ndarray, width_cap: int, height_cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two-stage shelf packing (see the module doc). Returns (GPU of every item, shelf of every item);
+    items are boxes width x height, GPUs width_cap x height_cap."""
+    if len(widths) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort((-widths, -heights))  # longest first, wider first among equals
+    shelf_of = np.empty(len(widths), dtype=np.int64)
+    shelf_of[order] = best_fit(widths[order], width_cap)
+    # a shelf is as tall as its first (tallest) item; shelves are numbered in the order they opened
+    n_shelves = int(shelf_of.max()) + 1
+    shelf_height = np.zeros(n_shelves, dtype=np.int64)
+    np.maximum.at(shelf_height, shelf_of, heights)
+    shelf_order = np.argsort(-shelf_height, kind="stable")
+    gpu_of_shelf = np.empty(n_shelves, dtype=np.int64)
+    gpu_of_shelf[shelf_order] = best_fit(shelf_height[shelf_order], height_cap)
+    return gpu_of_shelf[shelf_of], shelf_of
+
+
+def _units(gb: np.ndarray) -> np.ndarray:
+    return np.ceil(np.asarray(gb, dtype=np.float64) / REQUEST_STEP_GB - 1e-9).astype(np.int64)
+
+
+def choose_gpus(inventory: Inventory | None, queues: list[str], gpu_types: list[str] | None,
+                default_gb: float) -> dict[str, list[GpuChoice]]:
+    """Per queue, the GPU types it is planned on, smallest memory first. Without an inventory (or a
+    queue it does not list): one GPU of `default_gb`, owned unknown. `gpu_types` narrows the plan to
+    those types; a queue owning none of them is planned on them with none owned."""
+    owned = inventory.queues() if inventory else {}
+    wanted = [catalog.gpus()[t] for t in gpu_types] if gpu_types else []
+    out = {}
+    for q in sorted(set(queues) | set(owned)):
+        choices = [GpuChoice(o.gpu_type, o.memory_gb, o.count) for o in owned.get(q, [])]
+        if wanted:
+            choices = [ch for ch in choices if ch.gpu_type in gpu_types] or \
+                      [GpuChoice(g.gpu_type, g.memory_gb, 0) for g in wanted]
+        if not choices:
+            choices = [GpuChoice(f"any-{default_gb:g}GB", default_gb, None)]
+        out[q] = sorted(choices, key=lambda ch: (ch.memory_gb, ch.gpu_type))
+    return out
+
+
+def smallest_catalogue_gpu(mem_gb: float) -> str | None:
+    fits = [g for g in catalog.gpus().values() if g.memory_gb >= mem_gb]
+    return min(fits, key=lambda g: (g.memory_gb, g.gpu_type)).gpu_type if fits else None
+
+
+def segments(day_offset: np.ndarray, hours: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Split every job's hours into per-day pieces from its start day: (job row, day offset, hours),
+    pieces past the plan's last day left out."""
+    n = np.maximum(np.ceil(hours / DAY_HOURS - 1e-9).astype(np.int64), 1)
+    row = np.repeat(np.arange(len(hours)), n)
+    k = np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)  # 0, 1, ... within each job
+    piece = np.minimum(hours[row] - k * DAY_HOURS, DAY_HOURS)
+    day = day_offset[row] + k
+    keep = day < days
+    return row[keep], day[keep], piece[keep]
+
+
+def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, days: int,
+                  gpu_types: list[str] | None = None, default_gb: float = 80.0, progress=None) -> Plan:
+    """The plan for `days` days from `start` (see the module doc). `jobs` has JOB_COLUMNS; a job's
+    `day` before `start` starts on `start` (it is waiting now)."""
+    notes = []
+    if inventory is None:
+        notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_GPU_MEM_GB), owned unknown")
+    jobs = jobs.with_columns(
+        pl.max_horizontal(((pl.col("day") - pl.lit(start)).dt.total_days()), pl.lit(0)).alias("_offset"),
+        pl.col("gpu_count").fill_null(1).clip(1).cast(pl.Int64),
+    ).filter(pl.col("_offset") < days)
+    choices = choose_gpus(inventory, jobs["queue"].unique().to_list(), gpu_types, default_gb)
+    groups, unplaceable, coloc = [], [], []
+    unknown_total = 0
+    for queue, options in choices.items():
+        qjobs = jobs.filter(pl.col("queue") == queue)
+        mem = qjobs["mem_gb"].to_numpy().astype(np.float64)  # NaN: unknown size
+        known = ~np.isnan(mem)
+        caps = np.array([ch.memory_gb for ch in options])
+        # smallest type of the queue that holds the job (its request alone, without a context)
+        pick = np.searchsorted(caps, np.where(known, mem, 0.0) - 1e-9, side="left")
+        too_big = known & (pick >= len(options))
+        pick = np.where(known, pick, len(options) - 1)  # unknown size: the queue's largest GPU
+        if too_big.any():
+            big = qjobs.filter(pl.Series(too_big))
+            unplaceable.append(big.select("job_id", "queue", "mem_gb", "gpu_count").with_columns(
+                pl.col("mem_gb").map_elements(smallest_catalogue_gpu, return_dtype=pl.String).alias("smallest_fitting_gpu")))
+        for t, choice in enumerate(options):
+            sel = (pick == t) & ~too_big
+            sub = qjobs.filter(pl.Series(sel))
+            unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
+            unknown_total += int(unknown.sum())
+            per_q = {}
+            for q in QUANTILES:
+                per_q[q] = _pack_group(sub, unknown, choice, q, days)
+            for d in range(days):
+                row = {"day": start + timedelta(days=d), "queue": queue, "gpu_type": choice.gpu_type,
+                       "gpu_memory_gb": choice.memory_gb, "gpus_owned": choice.owned}
+                for q in QUANTILES:
+                    r = per_q[q]["days"].get(d, {})
+                    row[f"gpu_hours_{q}"] = r.get("gpu_hours", 0.0)
+                    row[f"lower_bound_{q}"] = math.ceil(r.get("gpu_hours", 0.0) / DAY_HOURS - 1e-9)
+                    row[f"gpus_needed_{q}"] = r.get("gpus", 0)
+                    row[f"shared_bound_{q}"] = r.get("shared_bound", 0)
+                    if q == "p90":
+                        row["jobs"], row["unknown_size_jobs"] = r.get("jobs", 0), r.get("unknown", 0)
+                groups.append(row)
+            coloc.extend({**g, "queue": queue, "gpu_type": choice.gpu_type, "day": start + timedelta(days=g["day"])}
+                         for g in per_q["p90"]["groups"])
+            if progress:
+                progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
+    rows = pl.DataFrame(groups, schema={"day": pl.Date, "queue": pl.String, "gpu_type": pl.String,
+                                        "gpu_memory_gb": pl.Float64, "gpus_owned": pl.Int64,
+                                        "gpu_hours_p50": pl.Float64, "lower_bound_p50": pl.Int64,
+                                        "gpus_needed_p50": pl.Int64, "gpu_hours_p90": pl.Float64,
+                                        "lower_bound_p90": pl.Int64, "gpus_needed_p90": pl.Int64,
+                                        "shared_bound_p50": pl.Int64, "shared_bound_p90": pl.Int64,
+                                        "jobs": pl.Int64, "unknown_size_jobs": pl.Int64})
+    rows = rows.with_columns(
+        *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
+    ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", "gpu_type")
+    unplaceable_df = (pl.concat(unplaceable) if unplaceable else pl.DataFrame(
+        schema={"job_id": pl.String, "queue": pl.String, "mem_gb": pl.Float64, "gpu_count": pl.Int64,
+                "smallest_fitting_gpu": pl.String}))
+    coloc_df = pl.DataFrame(coloc, schema={"queue": pl.String, "gpu_type": pl.String, "day": pl.Date,
+                                           "group_id": pl.Int64, "jobs": pl.Int64, "job_ids": pl.List(pl.String),
+                                           "mem_gb": pl.Float64})
+    return Plan(rows, unplaceable_df, coloc_df, jobs.height - unplaceable_df.height, unknown_total, notes)
+
+
+def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: str, days: int) -> dict:
+    """Pack one queue's jobs on one GPU type at quantile `q`: per day GPUs, GPU-hours, jobs; and the
+    co-location groups (shelves holding 2+ jobs)."""
+    hours = sub[f"hours_{q}"].to_numpy().astype(np.float64)
+    hours = np.where(np.isnan(hours) | unknown, DAY_HOURS, hours)  # unknown: a whole day
+    mem = np.where(unknown, choice.memory_gb, sub["mem_gb"].to_numpy().astype(np.float64))
+    job_row, day, piece = segments(sub["_offset"].to_numpy().astype(np.int64), hours, days)
+    unknown_piece = unknown[job_row]
+    keep = ~unknown_piece | (day == sub["_offset"].to_numpy()[job_row])  # unknown size: its first day only
+    job_row, day, piece = job_row[keep], day[keep], piece[keep]
+    copies = sub["gpu_count"].to_numpy()[job_row]
+    job_row, day, piece = (np.repeat(a, copies) for a in (job_row, day, piece))
+    cap = _units(choice.memory_gb) + 1
+    width = np.where(unknown[job_row], cap, _units(mem[job_row]) + 1)
+    height = np.ceil(piece * SLOTS_PER_HOUR - 1e-9).astype(np.int64).clip(1)
+    out: dict = {"days": {}, "groups": []}
+    ids = sub["job_id"].to_numpy()
+    order = np.argsort(day, kind="stable")
+    bounds = np.searchsorted(day[order], np.arange(days + 1))
+    for d in range(days):
+        idx = order[bounds[d]:bounds[d + 1]]
+        if not len(idx):
+            continue
+        gpu, shelf = pack(width[idx], height[idx], cap, DAY_HOURS * SLOTS_PER_HOUR)
+        area = float((width[idx] * height[idx]).sum()) / (cap * DAY_HOURS * SLOTS_PER_HOUR)
+        out["days"][d] = {"gpus": int(gpu.max()) + 1, "gpu_hours": float(piece[idx].sum()),
+                          "shared_bound": math.ceil(area - 1e-9),
+                          "jobs": int(len(np.unique(job_row[idx]))), "unknown": int(unknown[np.unique(job_row[idx])].sum())}
+        if q == "p90":
+            out["groups"].extend(_groups(shelf, job_row[idx], ids, mem, start_day=d))
+    return out
+
+
+def _groups(shelf: np.ndarray, job_row: np.ndarray, ids: np.ndarray, mem: np.ndarray, start_day: int) -> list[dict]:
+    """Shelves holding two or more different jobs: jobs that fit one GPU together (MIG/MPS candidates)."""
+    frame = pl.DataFrame({"shelf": shelf, "row": job_row}).unique()
+    many = (frame.group_by("shelf").agg(pl.col("row").sort()).filter(pl.col("row").list.len() > 1)
+            .unique("row", keep="first").sort("shelf"))  # a multi-GPU job's copies repeat a group: once
+    return [{"day": start_day, "group_id": int(s), "jobs": len(rows), "job_ids": [str(ids[r]) for r in rows],
+             "mem_gb": float(mem[rows].sum())} for s, rows in many.iter_rows()]

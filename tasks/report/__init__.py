@@ -1,0 +1,1 @@
+"""What people read: text and Markdown tables, training charts, the nightly report, the planners' HTML page."""

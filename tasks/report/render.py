@@ -1,0 +1,213 @@
+"""Everything gpucast shows people, rendered from frames and dicts: one module.
+
+* text tables (the CLI), Markdown tables (Prefect artifacts), CSV and JSON (`gpucast sql`);
+* the training report: the seed's Table 3 layout (models x MSE/RMSE/MAE/MAPE/R², per target), a
+  bar chart of those metrics per model and a predicted-vs-actual plot;
+* the nightly run's report and the on-call status text.
+The data comes from the warehouse's queries (`warehouse/queries.py`) or from a run's own results;
+nothing here reads a database or a file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.tasks.learn.models.registry import NN
+from gpucast.tasks.plan.capacity import first_day
+
+METRICS = ("mse", "rmse", "mae", "mape", "r2")
+TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
+
+
+TABLE_MAX_WIDTH = 65_535  # the widest table Polars prints (its width is a 16-bit number)
+
+
+def text_table(df: pl.DataFrame) -> str:
+    """A frame as an aligned text table (the CLI)."""
+    with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, tbl_width_chars=200, fmt_str_lengths=80,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        return str(df)
+
+
+def markdown_table(df: pl.DataFrame) -> str:
+    """A frame as a Markdown table (Prefect artifacts)."""
+    with pl.Config(tbl_formatting="MARKDOWN", tbl_rows=TABLE_ROWS, tbl_cols=30, fmt_str_lengths=80, float_precision=3,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_width_chars=400):
+        return str(df)
+
+
+def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> str:
+    """A query's result as `gpucast sql` prints it: csv or json (every row given), or a table of
+    every row given, whole strings and headers (up to Polars' widest table, TABLE_MAX_WIDTH characters;
+    csv and json have no limit), and a last line with the row count that says when
+    `total` (the query's row count) is more than was shown."""
+    if fmt == "csv":
+        return df.write_csv()
+    if fmt == "json":
+        return df.write_json() + "\n"
+    total = df.height if total is None else total
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=TABLE_MAX_WIDTH, fmt_str_lengths=TABLE_MAX_WIDTH,
+                   fmt_table_cell_list_len=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        table = str(df)
+    rows = f"{total:,} row{'s' if total != 1 else ''}"
+    if total > df.height:
+        rows = (f"first {df.height:,} of {rows} shown (--max-rows N to see more; --format csv or json "
+                "print every row)")
+    return f"{table}\n({rows})\n"
+
+
+def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
+    """On-call's view of the warehouse (frames from `queries.status_frames`)."""
+    lines = [f"Recent ingest runs ({where}):", text_table(frames["ingests"])]
+    if frames["failures"].height:
+        lines += ["", "Failed runs and rejected files:"]
+        for row in frames["failures"].iter_rows(named=True):
+            what = f"{row['source_file']}: {row['reason']}" if row["source_file"] else row["message"]
+            lines.append(f"- {row['run_id']}: {what}")
+    lines += ["", "Jobs in job_logs by status:", text_table(frames["jobs"])]
+    if frames["trains"].height:
+        lines += ["", "Recent train runs:", text_table(frames["trains"])]
+    if frames["scores"].height:
+        lines += ["", "Recent score runs (ood_forecasts: jobs unlike the champion's training jobs):",
+                  text_table(frames["scores"])]
+    if frames.get("plans") is not None and frames["plans"].height:
+        lines += ["", "Recent capacity plan runs:", text_table(frames["plans"])]
+    if frames.get("champions") is not None and frames["champions"].height:
+        lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
+                  text_table(frames["champions"])]
+    return "\n".join(lines)
+
+
+def _fmt(v: float | None, spread: float | None = None) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "–"
+    text = f"{v:.4g}"
+    return text + (f" ± {spread:.2g}" if spread is not None and not np.isnan(spread) else "")
+
+
+def train_markdown(run_id: str, summary: pl.DataFrame, champions: pl.DataFrame) -> str:
+    """`summary`: target, model, split, metric means and `<metric>_std`, repeats, train_seconds."""
+    lines = [f"# Training run {run_id}", "",
+             "Test-set metrics, mean ± standard deviation over repeated 70/30 holdouts; MAPE in %. "
+             "The champion (**bold**) is chosen on validation rows, never on test rows.", ""]
+    for champ in champions.iter_rows(named=True):
+        target = champ["target"]
+        lines.append(f"## {target}")
+        if champ["skipped_reason"]:
+            lines += [f"Skipped: {champ['skipped_reason']}", ""]
+            continue
+        rows = summary.filter((pl.col("target") == target) & (pl.col("split") == "test")).sort("rmse")
+        lines.append(f"{champ['labelled_rows']:,} labelled jobs; champion: **{champ['model']}**")
+        lines.append("")
+        lines.append("| model | MSE | RMSE | MAE | MAPE % | R² | train s | repeats |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in rows.iter_rows(named=True):
+            name = f"**{r['model']}**" if r["model"] == champ["model"] else r["model"]
+            cells = [_fmt(r[m], r.get(f"{m}_std")) for m in METRICS]
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['train_seconds']:.1f} | {r['repeats']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def bar_chart(summary: pl.DataFrame, target: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary.filter((pl.col("target") == target) & (pl.col("split") == "test")).sort("rmse")
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(4 * len(METRICS), 4))
+    for ax, m in zip(axes, METRICS, strict=True):
+        ax.barh(rows["model"].to_list(), rows[m].to_list(), xerr=rows[f"{m}_std"].fill_null(0).to_list())
+        ax.set_title(m.upper() + (" %" if m == "mape" else ""))
+        ax.invert_yaxis()
+    fig.suptitle(f"{target}: test metrics per model (mean ± sd over repeats)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def predicted_vs_actual(predictions: pl.DataFrame, target: str, path: Path, model: str = NN) -> Path | None:
+    if model not in predictions.columns:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    actual, pred = predictions["actual"].to_numpy(), predictions[model].to_numpy()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.scatter(actual, pred, s=6, alpha=0.4)
+    lo, hi = float(min(actual.min(), pred.min())), float(max(actual.max(), pred.max()))
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"actual {target}")
+    ax.set_ylabel(f"predicted {target}")
+    ax.set_title(f"{model} on the test rows")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _backtest_lines(back: dict) -> list[str]:
+    lines = ["", "## Backtest", f"{back['jobs']:,} completed job x target pairs in the window (since "
+             f"{back['window_start']}): {back['forecast']:,} forecast before they ran, {back['not_forecast']:,} not forecast"]
+    for r in back.get("champions", []):
+        lines.append(f"- {r['target']}: champion {r['model']}: P90 covered {r['p90_coverage']:.0%} and [P10, P90] "
+                     f"{r['p10_p90_coverage']:.0%} of {r['jobs']:,} jobs; MAPE {r['mape']:.1f}%")
+    return lines
+
+
+def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: dict[str, float], error: str | None,
+                   board: pl.DataFrame | None = None, totals: pl.DataFrame | None = None) -> str:
+    """The nightly run's Markdown report. `steps` holds what each step returned (None if it did not
+    run); on failure the report is built from those alone, so it never needs a working warehouse."""
+    ingest, features, train, score = (steps.get(k) for k in ("ingest", "features", "train", "score"))
+    lines = ["# gpucast nightly", "", f"**FAILED**: {error}" if error else "**Succeeded**"]
+    if ingest:
+        lines += ["", "## Ingest", f"run `{ingest['run_id']}`: {ingest['files']} file(s), rows read {ingest['rows_read']:,} = "
+                  f"loaded {ingest['rows_loaded']:,} + rejected {ingest['rows_rejected']:,} + duplicate "
+                  f"{ingest['rows_duplicate']:,}; files rejected {ingest['files_rejected']}"]
+    if features:
+        lines += ["", "## Features", f"{features['labelled_jobs']:,} labelled jobs read, {features['pending']:,} pending; "
+                  "labelled per target: " + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
+        if features.get("unknown_gpu_types"):
+            lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
+                f"`{t}` ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
+    if steps.get("backtest"):
+        lines += _backtest_lines(steps["backtest"])
+    if train:
+        lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
+        lines += [f"- {o['target']}: tonight's best {o['champion']}; gate: {o['decision']}" for o in train.get("targets", [])
+                  if o.get("decision")]
+    if board is not None and board.height:
+        lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
+    if score:
+        lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
+                  f"{score['pending_jobs']:,} pending jobs; {score.get('ood_forecasts', 0):,} out of distribution "
+                  "(forecast by the analytic prior or with widened intervals: see `ood_reason`)"]
+        if totals is not None:
+            lines += ["", markdown_table(totals)]
+    if plan := steps.get("plan"):
+        lines += ["", "## Capacity plan", f"plan run `{plan['plan_run_id']}`: {plan['jobs']:,} pending jobs over "
+                  f"{plan['days']} day(s) from {plan['start_day']}; {plan['unknown_size_jobs']:,} of unknown size, "
+                  f"{plan['unplaceable_jobs']:,} fit no GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
+        rows = plan["rows"]
+        if rows.height:
+            first = first_day(rows).select(
+                "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
+                "shortfall_p90")
+            lines += ["", markdown_table(first)]
+    if steps.get("page"):
+        lines += ["", f"Planners' page: {steps['page']}"]
+    if seconds:
+        lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
+    if warnings:
+        lines += ["", "## Warnings", *[f"- {w}" for w in warnings]]
+    return "\n".join(lines) + "\n"

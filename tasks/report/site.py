@@ -1,0 +1,131 @@
+"""The planners' page: one self-contained HTML file (inline CSS and SVG charts, no network).
+
+`render_site(frames, generated_at)` turns the frames of `warehouse.queries.site_frames` into the
+page's HTML with a Jinja2 template (`templates/site.html.j2`); charts are drawn by matplotlib as
+SVG and inlined. Nothing here reads a database or writes a file.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime
+
+import polars as pl
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from gpucast.tasks.plan.capacity import first_day
+
+QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+def _pyplot():
+    """matplotlib's pyplot on the file-only backend (a nightly run has no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    _pyplot().close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
+
+
+def demand_chart(demand: pl.DataFrame) -> str | None:
+    """GPU-hours per day and queue: P50 bars with the P10-P90 band as error bars."""
+    if demand.is_empty():
+        return None
+    plt = _pyplot()
+    days = sorted(demand["day"].unique().to_list())
+    queues = sorted(demand["queue"].unique().to_list())
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    width = 0.8 / len(queues)
+    for k, q in enumerate(queues):
+        sub = {r["day"]: r for r in demand.filter(pl.col("queue") == q).iter_rows(named=True)}
+        xs = [i + (k - (len(queues) - 1) / 2) * width for i, d in enumerate(days) if d in sub]
+        rows = [sub[d] for d in days if d in sub]
+        p50 = [r["gpu_hours_p50"] for r in rows]
+        err = [[r["gpu_hours_p50"] - r["gpu_hours_p10"] for r in rows], [r["gpu_hours_p90"] - r["gpu_hours_p50"] for r in rows]]
+        ax.bar(xs, p50, width, yerr=err, capsize=3, label=q, color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)])
+    ax.set_xticks(range(len(days)), [f"{d:%a %d %b}" for d in days], fontsize=8)
+    p50 = demand["gpu_hours_p50"].filter(demand["gpu_hours_p50"] > 0)
+    log = p50.len() > 1 and p50.max() > 30 * p50.median()  # one huge day would flatten the others
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("GPU-hours (P50, bar P10-P90)" + (", log scale" if log else ""))
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
+def plan_chart(plan: pl.DataFrame) -> str | None:
+    """GPUs needed (P50, P90) vs owned and the lower bound, per queue and GPU type over the days."""
+    if plan.is_empty():
+        return None
+    plt = _pyplot()
+    keys = plan.select("queue", "gpu_type").unique(maintain_order=True).rows()
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8), squeeze=False)
+    for ax, (q, t) in zip(axes[0], keys, strict=True):
+        sub = plan.filter((pl.col("queue") == q) & (pl.col("gpu_type") == t)).sort("day")
+        x = list(range(sub.height))
+        ax.step(x, sub["gpus_needed_p90"].to_list(), where="mid", color="#d62728", label="needed P90")
+        ax.step(x, sub["gpus_needed_p50"].to_list(), where="mid", color="#1f77b4", label="needed P50")
+        ax.step(x, sub["lower_bound_p90"].to_list(), where="mid", color="#7f7f7f", linestyle=":", label="bound P90")
+        if sub["gpus_owned"].null_count() < sub.height:
+            ax.step(x, sub["gpus_owned"].to_list(), where="mid", color="black", linestyle="--", label="owned")
+        ax.set_title(f"{q} · {t}", fontsize=9)
+        ax.set_xticks(x[::max(1, len(x) // 5)], [f"{d:%d %b}" for d in sub["day"].to_list()][::max(1, len(x) // 5)],
+                      fontsize=7)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_ylabel("GPUs")
+    axes[0][0].legend(fontsize=7, frameon=False)
+    return _svg(fig)
+
+
+def _table(df: pl.DataFrame) -> dict:
+    """Columns and rows of a frame, floats rounded, for the template."""
+    def show(v):
+        if isinstance(v, float):
+            return f"{v:,.1f}" if abs(v) >= 10 else f"{v:,.3g}"
+        if isinstance(v, list):
+            return ", ".join(map(str, v))
+        return "" if v is None else v
+    return {"columns": df.columns, "rows": [[show(v) for v in row] for row in df.rows()]}
+
+
+def headline(plan: pl.DataFrame) -> list[dict]:
+    """The plan's first day per queue and GPU type: needed at P50/P90, its bound, owned, short."""
+    if plan.is_empty():
+        return []
+    first = first_day(plan)
+    return first.select("queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90",
+                        "shared_bound_p90", "gpus_owned", "shortfall_p90").to_dicts()
+
+
+def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
+    """The page's HTML (see the module doc)."""
+    env = Environment(loader=PackageLoader("gpucast.tasks.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    plan = frames["plan"]
+    shortfall = (plan.group_by("day").agg(pl.col("shortfall_p90").sum()).sort("day") if not plan.is_empty()
+                 else pl.DataFrame(schema={"day": pl.Date, "shortfall_p90": pl.Int64}))
+    run = frames["plan_run"].to_dicts()[0] if frames["plan_run"].height else None
+    return env.get_template("site.html.j2").render(
+        generated_at=f"{generated_at:%Y-%m-%d %H:%M} UTC",
+        plan_run=run,
+        headline=headline(plan),
+        shortfall=_table(shortfall.filter(pl.col("shortfall_p90") > 0)),
+        demand_svg=demand_chart(frames["demand"]),
+        plan_svg=plan_chart(plan),
+        plan=_table(plan.drop("gpu_memory_gb")),
+        oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),
+        unplaceable=_table(frames["unplaceable"]), unplaceable_count=frames["unplaceable_count"].item(0, 0),
+        colocation=_table(frames["colocation"]),
+        leaderboard=_table(frames["leaderboard"]),
+        coverage=_table(frames["coverage"]),
+        runs=_table(frames["runs"]),
+    )

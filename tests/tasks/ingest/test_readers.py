@@ -1,0 +1,200 @@
+"""Reading JSONL, CSV and Parquet (plain and gzip) into string chunks; unreadable files."""
+
+from __future__ import annotations
+
+import gzip
+
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.readers import FileInfo, FileRejected, read_chunks
+from tests.conftest import write
+from tests.records import jsonl, record
+
+SEED_HEADER = (
+    "Model type,Parameters million,Batch size,Input dimension,Num layers,Iterations,Precision,"
+    "Optimizer,Regularization,Data augmentation,Learning rate,Gpu demand gflops\n"
+)
+SEED_ROWS = "CNN,11.2,64,224,18,1000,FP32,SGD,Yes,No,0.01,5400\nTransformer,110,32,512,12,5000,FP16,Adam,No,Yes,0.0001,88000\n"
+
+
+def read_all(path, chunk_rows=100_000) -> tuple[pl.DataFrame, FileInfo]:
+    info = FileInfo(path)
+    chunks = list(read_chunks(path, info, chunk_rows))
+    return (pl.concat(chunks, how="diagonal") if chunks else pl.DataFrame()), info
+
+
+def test_jsonl_rows_carry_line_numbers_and_raw_text(tmp_path):
+    p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a"), "", record(job_id="b")))
+    df, info = read_all(p)
+    assert info.fmt == "jsonl"
+    assert df["_row"].to_list() == [1, 3]  # blank line 2 is not a record
+    assert df[c.JOB_ID].to_list() == ["a", "b"]
+    assert df["_raw"][0].startswith('{"job_id": "a"')
+
+
+def test_malformed_json_lines_are_flagged_not_fatal(tmp_path):
+    p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a"), '{"job_id": "b", "sta', "[1, 2]", record(job_id="d")))
+    df, _ = read_all(p)
+    assert df.height == 4
+    errors = df["_read_error"].to_list()
+    assert errors[0] is None and errors[3] is None
+    assert errors[1].startswith("not valid JSON")
+    assert errors[2] == "a JSON line must be an object, got list"
+
+
+def test_nan_literal_in_json_survives_as_text(tmp_path):
+    p = write(tmp_path / "a.jsonl", '{"job_id": "a", "learning_rate": NaN}\n')
+    df, _ = read_all(p)
+    assert df[c.LEARNING_RATE][0] == "nan"
+
+
+def test_chunking_keeps_line_numbers(tmp_path):
+    p = write(tmp_path / "a.jsonl", jsonl(*[record(job_id=str(i)) for i in range(10)]))
+    info = FileInfo(p)
+    chunks = list(read_chunks(p, info, chunk_rows=3))
+    assert [ch.height for ch in chunks] == [3, 3, 3, 1]
+    assert pl.concat(chunks)["_row"].to_list() == list(range(1, 11))
+
+
+def test_key_spellings_are_mapped_and_unknown_keys_reported(tmp_path):
+    p = write(tmp_path / "a.jsonl", '{"Job ID": "x", "Model": "CNN", "colour": "red", "submitted_at": "2026-11-01"}\n')
+    df, info = read_all(p)
+    assert df[c.JOB_ID][0] == "x" and df[c.MODEL_TYPE][0] == "CNN"
+    assert info.ignored_columns == {"colour"}
+
+
+def test_csv_with_bom_crlf_and_ragged_rows(tmp_path):
+    text = "\ufeffjob_id,submitted_at,status,model_type\r\na,2026-11-01,PENDING,CNN\r\nb,2026-11-01\r\nc,2026-11-01,PENDING,CNN,extra\r\n"
+    df, info = read_all(write(tmp_path / "a.csv", text))
+    assert info.fmt == "csv"
+    assert df["_row"].to_list() == [2, 3, 4]
+    assert df["_read_error"].to_list() == [
+        None,
+        "row has 2 fields but the header has 4",
+        "row has 5 fields but the header has 4",
+    ]
+
+
+def test_header_only_csv_has_no_rows(tmp_path):
+    df, _ = read_all(write(tmp_path / "a.csv", "job_id,submitted_at,status,model_type\n"))
+    assert df.height == 0
+
+
+def test_empty_file_has_no_rows(tmp_path):
+    assert read_all(write(tmp_path / "a.jsonl", ""))[0].height == 0
+    assert read_all(write(tmp_path / "b.csv", ""))[0].height == 0
+
+
+def test_csv_missing_required_columns_rejects_the_file(tmp_path):
+    with pytest.raises(FileRejected, match="missing required column.*status, model_type"):
+        read_all(write(tmp_path / "a.csv", "job_id,submitted_at\na,2026-11-01\n"))
+
+
+def test_csv_extra_columns_are_ignored_and_reported(tmp_path):
+    df, info = read_all(write(tmp_path / "a.csv", "job_id,submitted_at,status,model_type,gpu_vendor\na,2026-11-01,PENDING,CNN,nv\n"))
+    assert "gpu_vendor" not in df.columns and info.ignored_columns == {"gpu_vendor"}
+
+
+def test_parquet_typed_columns_come_back_as_text(tmp_path):
+    p = tmp_path / "a.parquet"
+    pl.DataFrame({"job_id": ["a"], "submitted_at": ["2026-11-01"], "status": ["PENDING"], "model_type": ["CNN"],
+                  "batch_size": [32], "learning_rate": [float("nan")]}).write_parquet(p)
+    df, info = read_all(p)
+    assert info.fmt == "parquet"
+    assert df["batch_size"][0] == "32" and df["learning_rate"][0] == "NaN" and df["_row"][0] == 1
+
+
+def test_gzip_jsonl_reads(tmp_path):
+    p = tmp_path / "a.jsonl.gz"
+    p.write_bytes(gzip.compress(jsonl(record(job_id="a"), record(job_id="b")).encode()))
+    df, info = read_all(p)
+    assert df.height == 2 and info.compressed
+
+
+@pytest.mark.parametrize(
+    "name, content, reason",
+    [
+        ("bad.jsonl", b'{"job_id": "a"}\n{"job_id": "\xff\xfe"}\n', "not valid UTF-8 at line 2"),
+        ("utf16.csv", "job_id,submitted_at\n".encode("utf-16"), "looks like UTF-16"),
+        ("cut.jsonl.gz", gzip.compress(jsonl(*[record(job_id=str(i)) for i in range(500)]).encode())[:-40],
+         "gzip stream is truncated"),
+        ("notes.txt", b"hello world\n", "unknown format"),
+        ("broken.parquet", b"PAR1 this is not parquet", "not a readable Parquet file"),
+    ],
+)
+def test_unreadable_files_are_rejected_with_a_reason(tmp_path, name, content, reason):
+    with pytest.raises(FileRejected, match=reason):
+        read_all(write(tmp_path / name, content))
+
+
+def test_seed_table_is_recognised_by_its_header(tmp_path):
+    df, info = read_all(write(tmp_path / "seed.csv", SEED_HEADER.upper().replace(" ", "_") + SEED_ROWS))
+    assert info.seed_format
+    assert df[c.STATUS].to_list() == ["COMPLETED", "COMPLETED"]
+    assert df[c.PARAMS_MILLION].to_list() == ["11.2", "110"]
+    assert all(i.startswith("seed-") for i in df[c.JOB_ID])
+
+
+def test_seed_ids_are_stable_and_survive_appended_rows(tmp_path):
+    first, _ = read_all(write(tmp_path / "a.csv", SEED_HEADER + SEED_ROWS))
+    again, _ = read_all(write(tmp_path / "b.csv", SEED_HEADER + SEED_ROWS))
+    longer, _ = read_all(write(tmp_path / "c.csv", SEED_HEADER + SEED_ROWS + SEED_ROWS.splitlines()[0] + "\n"))
+    assert first[c.JOB_ID].to_list() == again[c.JOB_ID].to_list()
+    assert longer[c.JOB_ID].to_list()[:2] == first[c.JOB_ID].to_list()
+    assert longer[c.JOB_ID].n_unique() == 3  # an identical third row gets its own id
+
+
+@pytest.mark.parametrize("block_bytes", [7, 64, 1 << 20])
+def test_lines_split_across_blocks_keep_their_numbers(tmp_path, monkeypatch, block_bytes):
+    from gpucast.tasks.ingest.staging import readers
+
+    monkeypatch.setattr(readers, "BLOCK_BYTES", block_bytes)
+    recs = [record(job_id=f"id-{i}", team="é" * i) for i in range(6)]  # multi-byte characters too
+    text = jsonl(*recs).replace("\n", "\r\n", 2)  # mixed line endings: two CRLF, then LF
+    p = write(tmp_path / "a.jsonl", "\n" + text + '{"job_id": "last"}')  # leading blank, no final newline
+    df, _ = read_all(p)
+    assert df["_row"].to_list() == [2, 3, 4, 5, 6, 7, 8]
+    assert df[c.JOB_ID].to_list() == [f"id-{i}" for i in range(6)] + ["last"]
+    assert df["_read_error"].null_count() == 7
+
+
+def test_lone_carriage_returns_end_lines(tmp_path):
+    p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a")).replace("\n", "\r") + jsonl(record(job_id="b")))
+    df, _ = read_all(p)
+    assert df[c.JOB_ID].to_list() == ["a", "b"] and df["_row"].to_list() == [1, 2]
+
+
+class _Stream:
+    """A stand-in for stderr that says whether it is a terminal and keeps what was written."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_staging_shows_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, tty):
+    import sys
+
+    from gpucast.tasks.ingest.staging import stage_file
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    (path,) = write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
+    err = _Stream(tty)
+    monkeypatch.setattr(sys, "stderr", err)
+    stage_file(path, tmp_path / "staging", 0, chunk_rows=100)
+    if tty:
+        assert path.name in err.text and "rows" in err.text  # the bar, with the file's name and rows read
+    else:
+        assert err.text == ""  # CI logs stay quiet (the per-chunk progress lines go to the run's logger)

@@ -1,0 +1,85 @@
+"""Tree champions compiled for scoring (treelite + tl2cgen + gcc): same predictions, native fallback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn.models import compiled, store
+from gpucast.tasks.learn.train import TrainOptions, labelled, train_target
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on this machine: nothing to compile with")
+TARGET = c.PEAK_GPU_MEM_GB
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return simulate_jobs(3000, np.random.default_rng(3), SimConfig().start, 0.0)
+
+
+@pytest.fixture(scope="module")
+def champion(jobs, tmp_path_factory) -> Path:
+    """A LightGBM champion trained and compiled once (compiling is the slow part)."""
+    folder = tmp_path_factory.mktemp("compiled")
+    opts = TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50, compile_trees=True)
+    result = train_target(jobs, TARGET, opts, folder)
+    assert result.compiled["used"] is True, result.compiled
+    return folder
+
+
+def test_a_compiled_champion_predicts_what_the_native_model_does(jobs, champion):
+    info = store.read_metadata(champion)["compiled"]
+    assert info["used"] is True and info["max_relative_difference"] <= compiled.AGREEMENT_RTOL
+    assert (champion / f"lightgbm{compiled.LIB_SUFFIX}").exists()
+    fast = store.load_model(champion, "lightgbm")
+    slow = store.load_model(champion, "lightgbm", use_compiled=False)
+    assert fast.compiled and not slow.compiled
+    X = fast.encoder.transform(labelled(jobs, TARGET, TrainOptions()))
+    a, b = fast.estimator.predict(X), slow.estimator.predict(X)
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert np.std(a) > 0  # a model that predicts something
+
+
+def test_without_a_usable_library_scoring_falls_back_to_the_native_model(champion, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(champion, folder)
+    info_path = folder / f"lightgbm{compiled.INFO_SUFFIX}"
+    info = json.loads(info_path.read_text())
+    info_path.write_text(json.dumps({**info, "tl2cgen": "0.0.1"}))  # built by another tl2cgen
+    assert not store.load_model(folder, "lightgbm").compiled
+    info_path.write_text(json.dumps(info))
+    (folder / f"lightgbm{compiled.LIB_SUFFIX}").write_bytes(b"not a library")  # damaged
+    loaded = store.load_model(folder, "lightgbm")
+    assert not loaded.compiled and len(loaded.estimator.predict(np.zeros((3, len(loaded.encoder.names))))) == 3
+
+
+def test_not_compiled_unless_asked(jobs, tmp_path):
+    result = train_target(jobs, c.RUNTIME_HOURS, TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50,
+                                                             compile_trees=False), tmp_path)
+    assert result.compiled is None and not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
+
+
+def test_a_library_that_disagrees_with_its_model_is_not_kept(tmp_path):
+    """The check compares against the fitted model: a wrong reference must discard the library."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 4))
+    model = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(X, X[:, 0] * 2)
+    model.booster_.save_model(str(tmp_path / "lightgbm.txt"))
+    assert compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", model, X)["used"] is True
+
+    class Off:
+        def predict(self, X):
+            return np.full(len(X), 1e3)
+
+    info = compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", Off(), X)
+    assert info["used"] is False and "differ by up to" in info["reason"]
+    assert not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
+    assert compiled.load_compiled(tmp_path / "lightgbm.txt") is None

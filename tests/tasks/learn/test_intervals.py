@@ -1,0 +1,81 @@
+"""Intervals: conformal percentiles of log residuals, per model type and queue, with a pooled fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn.intervals import MIN_GROUP, Calibrated, calibrate
+
+# Binomial bounds: with n test draws the coverage's standard error is sqrt(p (1 - p) / n); the
+# calibration set adds its own, sqrt(p (1 - p) / (m + 2)). At m = 5,000 and n = 100,000 both together
+# are about 0.45 points for P90: a 1.5-point tolerance (3.3 standard errors) still fails a P85.
+M, N = 5_000, 100_000
+
+
+def test_percentiles_are_order_statistics_of_the_log_residuals():
+    rng = np.random.default_rng(1)
+    residuals = rng.normal(0.0, 0.5, 99)
+    cal = Calibrated(calibrate(np.exp(residuals) * 3.0, np.full(99, 3.0), floor=1.0))
+    p10, p50, p90 = cal.intervals(np.array([2.0]))
+    ordered = np.sort(residuals)
+    # 99 residuals: P10 = the 10th smallest (floor of 100 x 0.1), P50 the 50th, P90 the 90th (ceilings)
+    assert np.log(p10[0] / 2.0) == pytest.approx(ordered[9], abs=1e-5)
+    assert np.log(p50[0] / 2.0) == pytest.approx(ordered[49], abs=1e-5)
+    assert np.log(p90[0] / 2.0) == pytest.approx(ordered[89], abs=1e-5)
+
+
+def test_p90_covers_90_percent_and_p10_p90_80_percent_tight_enough_to_tell_p85():
+    rng = np.random.default_rng(2)
+    cal = Calibrated(calibrate(np.exp(rng.normal(0, 1, M)), np.ones(M), 1.0))
+    y = np.exp(rng.normal(0, 1, N))
+    p10, _, p90 = cal.intervals(np.ones(N))
+    assert abs(np.mean(y <= p90) - 0.90) <= 0.015
+    assert abs(np.mean((y >= p10) & (y <= p90)) - 0.80) <= 0.015
+
+
+def test_each_model_type_gets_its_own_coverage_and_a_small_one_falls_back_to_pooled():
+    """Narrow errors for CNN, wide for Transformer: pooled intervals would over-cover one and
+    under-cover the other; per-type intervals cover 90% in both. `GRU` has too few jobs of its own."""
+    rng = np.random.default_rng(3)
+    spread = {"CNN": 0.1, "Transformer": 1.0, "GRU": 0.5}
+    counts = {"CNN": M // 2, "Transformer": M // 2, "GRU": MIN_GROUP - 1}
+    types = np.concatenate([[t] * n for t, n in counts.items()])
+    residuals = np.concatenate([rng.normal(0, spread[t], n) for t, n in counts.items()])
+    cal = Calibrated(calibrate(np.exp(residuals), np.ones(len(types)), 1.0, {c.MODEL_TYPE: list(types)}))
+    pooled = Calibrated(calibrate(np.exp(residuals), np.ones(len(types)), 1.0))
+    for kind in ("CNN", "Transformer"):
+        y = np.exp(rng.normal(0, spread[kind], N))
+        _, _, p90 = cal.intervals(np.ones(N), {c.MODEL_TYPE: np.array([kind] * N)})
+        _, _, pooled_p90 = pooled.intervals(np.ones(N))
+        assert abs(np.mean(y <= p90) - 0.90) <= 0.02, kind
+        assert abs(np.mean(y <= pooled_p90) - 0.90) > 0.05, kind  # what per-type calibration fixes
+    _, _, gru = cal.intervals(np.ones(3), {c.MODEL_TYPE: np.array(["GRU"] * 3)})
+    assert gru == pytest.approx(pooled.intervals(np.ones(3))[2])
+
+
+def test_the_finest_category_with_enough_jobs_calibrates_a_job():
+    """CNN jobs on queue `wide` err ten times more than on `narrow`: each queue's CNN cell gets its own
+    percentiles; a CNN job on a queue with too few CNN jobs gets the CNN-wide ones."""
+    rng = np.random.default_rng(4)
+    half = M // 2
+    types = np.array(["CNN"] * (2 * half + 10))
+    queues = np.array(["wide"] * half + ["narrow"] * half + ["rare"] * 10)
+    residuals = np.concatenate([rng.normal(0, 1.0, half), rng.normal(0, 0.1, half), rng.normal(0, 0.5, 10)])
+    cal = Calibrated(calibrate(np.exp(residuals), np.ones(len(types)), 1.0, {c.MODEL_TYPE: list(types), c.QUEUE: list(queues)}))
+    for queue, sd in (("wide", 1.0), ("narrow", 0.1)):
+        y = np.exp(rng.normal(0, sd, N))
+        p10, _, p90 = cal.intervals(np.ones(N), {c.MODEL_TYPE: np.array(["CNN"] * N), c.QUEUE: np.array([queue] * N)})
+        assert abs(np.mean(y <= p90) - 0.90) <= 0.02 and abs(np.mean((y >= p10) & (y <= p90)) - 0.80) <= 0.02, queue
+    cnn_wide = Calibrated(calibrate(np.exp(residuals), np.ones(len(types)), 1.0, {c.MODEL_TYPE: list(types)}))
+    rare = cal.intervals(np.ones(2), {c.MODEL_TYPE: np.array(["CNN"] * 2), c.QUEUE: np.array(["rare"] * 2)})
+    assert rare[2] == pytest.approx(cnn_wide.intervals(np.ones(2), {c.MODEL_TYPE: np.array(["CNN"] * 2)})[2])
+
+
+def test_too_few_calibration_jobs_give_a_wide_uncalibrated_band_never_infinity():
+    cal = calibrate(np.array([1.0, 2.0, 4.0]), np.full(3, 2.0), floor=1.0)
+    assert cal["method"].startswith("uncalibrated")
+    p10, p50, p90 = Calibrated(cal).intervals(np.array([3.0, -1.0]))
+    assert np.isfinite(p90).all() and (p10 > 0).all()
+    assert p50 == pytest.approx([3.0, 0.5]) and p90 == pytest.approx(p50 * 4) and p10 == pytest.approx(p50 / 4)

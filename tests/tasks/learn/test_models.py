@@ -1,0 +1,197 @@
+"""The Transformer-BiGRU and every registry model: shapes, learning, save/load, unseen inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import features, intervals
+from gpucast.tasks.learn.features import CATEGORICAL, FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn.models.transformer_bigru import PRESETS, TransformerBiGRU, TransformerBiGRURegressor
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+
+@pytest.fixture(scope="module")
+def data():
+    df = labelled_rows(simulate_jobs(800, np.random.default_rng(0), SimConfig().start, 0.0), c.GPU_DEMAND_GFLOPS)
+    enc = FeatureEncoder().fit(df)
+    return enc, enc.transform(df), df[c.GPU_DEMAND_GFLOPS].to_numpy()
+
+
+@pytest.mark.parametrize("preset", ["paper", "bigru_first", "tuned", "tiny"])
+def test_network_output_shape(preset):
+    net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (4, 5, 6))
+    x = torch.rand(7, 11)
+    x[:, list(CATEGORICAL)] = 1
+    assert net(x).shape == (7,)
+
+
+def test_paper_preset_is_the_seed_table():
+    p = PRESETS["paper"]
+    assert (p.n_attention_layers, p.n_heads, p.d_model // p.n_heads) == (2, 4, 32)
+    assert (p.gru_forward, p.gru_backward, p.dropout, p.max_positions) == (6, 10, 0.01, 512)
+    assert (p.epochs, p.batch_size, p.lr, p.lr_drop_epoch, p.weight_decay, p.clip_norm) == (200, 256, 0.01, 80, 1e-3, 10.0)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "paper", "bigru_first"])
+def test_network_overfits_one_small_batch(preset):
+    """16 random rows and random targets: gradients reach every layer, so the loss can fall to ~0.
+
+    lr 1e-3, not the paper's 1e-2: on 16 rows the post-norm attention layers of `paper` oscillate
+    at higher rates (seen here: the loss stalled at 20-60% of its start for 4 of 5 seeds at 3e-3).
+    """
+    torch.manual_seed(0)
+    net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (3, 3, 3))
+    x = torch.randn(16, 11)
+    x[:, list(CATEGORICAL)] = torch.randint(0, 3, (16, 3)).float()
+    y = torch.randn(16)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    with torch.no_grad():
+        first = torch.nn.functional.mse_loss(net.eval()(x), y).item()
+    net.train()
+    for _ in range(600):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        last = torch.nn.functional.mse_loss(net.eval()(x), y).item()
+    assert last < 0.05 * first, (first, last)
+
+
+def test_same_seed_same_model(data):
+    enc, X, y = data
+    a = TransformerBiGRURegressor("tiny", seed=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    b = TransformerBiGRURegressor("tiny", seed=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    assert np.allclose(a.predict(X), b.predict(X))
+    assert a.device_ in ("cpu", "cuda")
+
+
+def test_time_budget_stops_training_after_the_epoch_that_crosses_it(data):
+    enc, X, y = data
+    lines = []
+    est = TransformerBiGRURegressor("tiny", epochs=50, categorical=CATEGORICAL, cardinalities=enc.cardinalities,
+                                    max_seconds=1e-9, progress=lines.append).fit(X, y)
+    assert est.epochs_run_ == 1 and "time budget" in est.stopped_by_
+    assert any("stopped: time budget" in line for line in lines)
+    assert np.isfinite(est.predict(X)).all()
+    unlimited = TransformerBiGRURegressor("tiny", epochs=3, categorical=CATEGORICAL, cardinalities=enc.cardinalities).fit(X, y)
+    assert unlimited.epochs_run_ == 3 and unlimited.stopped_by_ is None
+
+
+@pytest.fixture(scope="module")
+def residual_data():
+    """The richest feature set: hardware context, priors, and the target learned relative to its prior."""
+    df = features.build(labelled_rows(simulate_jobs(800, np.random.default_rng(0), SimConfig().start, 0.0),
+                                      c.PEAK_GPU_MEM_GB))
+    enc = FeatureEncoder("residual").fit(df)
+    return enc, enc.transform(df), df[c.PEAK_GPU_MEM_GB].to_numpy()
+
+
+@pytest.mark.parametrize("name", list(registry.REGISTRY))
+def test_every_model_round_trips_and_scores_unseen_inputs(tmp_path, residual_data, name):
+    enc, X, y = residual_data
+    base = FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB)
+    est = registry.build(name, seed=0, categorical=enc.categorical, n_features=X.shape[1], base=base,
+                         cardinalities=enc.cardinalities, preset="tiny", epochs=1)
+    est.fit(X, y)
+    pred = est.predict(X)
+    assert pred.shape == (len(X),) and np.isfinite(pred).all()
+    # through the registry's folder, as scoring loads it: the residual's base comes back too
+    store.save_model(tmp_path, name, est)
+    store.save_encoder(tmp_path, enc)
+    store.save_metadata(tmp_path, {"target": c.PEAK_GPU_MEM_GB, "calibration": {name: intervals.calibrate(y, pred, floor=float(y.min()))}})
+    loaded = store.load_model(tmp_path, name).estimator
+    assert np.allclose(loaded.predict(X), pred)
+    # a category never seen in training and every number missing
+    odd = pl.DataFrame({f: [None] for f in c.FEATURES}, schema={f: pl.String if f in (c.MODEL_TYPE, c.PRECISION, c.OPTIMIZER)
+                                                                 else pl.Float64 for f in c.FEATURES})
+    odd = features.build(odd.with_columns(pl.lit("NeverSeenNet").alias(c.MODEL_TYPE)))
+    assert np.isfinite(loaded.predict(enc.transform(odd))).all()
+
+
+def test_a_residual_model_predicts_its_prior_times_its_correction():
+    """LogTarget with a base column: a constant correction learned on top of the prior, applied back."""
+    X = np.log(np.array([[1.0], [10.0], [100.0]]))  # column 0 holds log(prior)
+    y = np.array([2.0, 20.0, 200.0])  # always twice the prior
+    from sklearn.dummy import DummyRegressor
+
+    est = registry.LogTarget(DummyRegressor(), base=0).fit(X, y)
+    assert est.predict(X) == pytest.approx(y)
+
+
+def test_skops_refuses_types_outside_the_allow_list(tmp_path):
+    import skops.io as sio
+
+    sio.dump({"x": pl.DataFrame({"a": [1]})}, tmp_path / "decision_tree.skops")
+    with pytest.raises(ValueError, match="outside the allow-list"):
+        registry.entry("decision_tree").load(tmp_path / "decision_tree.skops", None)
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown model 'gpt5'"):
+        registry.build("gpt5", seed=0)
+
+
+@pytest.mark.parametrize("preset", ["paper", "tuned"])
+def test_the_network_learns_on_jobs_instead_of_sitting_at_the_mean(data, preset):
+    """The defect this guards against: a standardised training loss stuck at ~1.0 (predicting the mean).
+    On simulated GFLOPS from the 11 features alone (the GPU, which the simulator's compute depends on, is
+    not among them, so much of the variance cannot be learnt), 30 epochs must bring the loss well below
+    the mean's and beat a constant on jobs the network never saw, in log error. Measured when written:
+    final loss 0.45 (paper) / 0.31 (tuned); held-out log RMSE 0.73 / 0.61 of the constant's. Re-measured
+    with the one-layer `tuned` (2026-11-23): 0.48 / 0.34 and 0.72 / 0.65."""
+    enc, X, y = data
+    fit, held = slice(0, 560), slice(560, None)  # 671 labelled jobs
+    est = TransformerBiGRURegressor(preset, seed=0, epochs=30, categorical=enc.categorical,
+                                    cardinalities=enc.cardinalities).fit(X[fit], y[fit])
+    losses = [h["train_loss"] for h in est.history_]
+    assert losses[-1] < 0.6, f"final standardised train loss {losses[-1]:.3f}: the network is not learning"
+    log_err = np.log(est.predict(X[held])) - np.log(y[held])
+    constant = np.log(np.median(y[fit])) - np.log(y[held])
+    assert np.sqrt(np.mean(log_err**2)) < 0.85 * np.sqrt(np.mean(constant**2))
+
+
+def test_a_model_from_another_major_library_version_is_refused_and_a_minor_one_warned(tmp_path):
+    from gpucast.tasks.learn.models.store import check_versions
+
+    installed = {"lightgbm": "4.6.0", "numpy": "2.1.3", "torch": "2.13.0"}
+    assert check_versions(dict(installed), installed, tmp_path) == []
+    warned = check_versions({**installed, "numpy": "2.0.1"}, installed, tmp_path)
+    assert warned == [f"{tmp_path}: trained with numpy 2.0.1 -> 2.1.3"]
+    with pytest.raises(ValueError, match=r"other major library versions \(lightgbm 3\.3\.5 -> 4\.6\.0\).*gpucast train"):
+        check_versions({**installed, "lightgbm": "3.3.5"}, installed, tmp_path)
+    assert check_versions({"catboost": "1.2"}, installed, tmp_path) == []  # not installed here: nothing to compare
+
+
+def test_loading_checks_the_recorded_versions(tmp_path, residual_data):
+    """The check is wired into load_model: a model folder whose metadata says another major version is refused."""
+    enc, X, y = residual_data
+    est = registry.build("lightgbm", seed=0, categorical=enc.categorical, n_features=X.shape[1],
+                         base=FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB))
+    est.fit(X, y)
+    store.save_model(tmp_path, "lightgbm", est)
+    store.save_encoder(tmp_path, enc)
+    meta = {"target": c.PEAK_GPU_MEM_GB, "versions": store.library_versions(),
+            "calibration": {"lightgbm": intervals.calibrate(y, est.predict(X), floor=float(y.min()))}}
+    store.save_metadata(tmp_path, meta)
+    assert store.load_model(tmp_path, "lightgbm").estimator is not None  # the versions it was trained with
+    store.save_metadata(tmp_path, {**meta, "versions": {**meta["versions"], "numpy": "0.9.0"}})
+    with pytest.raises(ValueError, match="numpy 0.9.0 -> "):
+        store.load_model(tmp_path, "lightgbm")
+
+
+@pytest.mark.parametrize("name", ["extra_trees", "random_forest", "lightgbm", "xgboost"])
+def test_a_model_fitted_on_one_thread_predicts_on_the_threads_it_is_given(residual_data, name):
+    """A champion refitted on a single-threaded Dask worker must not score 1M jobs on one thread."""
+    enc, X, y = residual_data
+    est = registry.build(name, seed=0, categorical=enc.categorical, n_features=X.shape[1], threads=1,
+                         base=FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB)).fit(X[:200], y[:200])
+    before = est.predict(X)
+    assert est.inner.get_params()["n_jobs"] == 1
+    registry.use_threads(est, 2)
+    assert est.inner.get_params()["n_jobs"] == 2
+    np.testing.assert_allclose(est.predict(X), before, rtol=1e-12)

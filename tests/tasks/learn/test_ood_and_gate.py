@@ -1,0 +1,99 @@
+"""Out-of-distribution flags and the champion/challenger gate, on simulated jobs."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import gate, ood
+from gpucast.tasks.learn.features import build
+from gpucast.tasks.simulate import simulate_jobs
+
+FEATURE_SET = "residual"
+
+
+@pytest.fixture(scope="module")
+def detector_and_fresh():
+    """A detector fitted on one day of jobs, and a second day drawn from the same distribution."""
+    train = build(simulate_jobs(3000, np.random.default_rng(1), date(2026, 1, 1), 0.0))
+    fresh = build(simulate_jobs(3000, np.random.default_rng(2), date(2026, 1, 2), 0.0))
+    return ood.fit(train, FEATURE_SET), fresh
+
+
+def test_jobs_like_the_training_ones_are_rarely_flagged(detector_and_fresh):
+    detector, fresh = detector_and_fresh
+    flags, _ = ood.flag(fresh, detector)
+    # The density check alone flags 0.5% of training-like jobs by construction; range checks add a little.
+    assert flags.mean() < 0.02, f"false-alarm rate {flags.mean():.2%} on in-distribution jobs"
+
+
+def test_unseen_categories_and_out_of_range_sizes_are_all_flagged_with_a_reason(detector_and_fresh):
+    detector, fresh = detector_and_fresh
+    base = fresh.head(40)
+    unseen = base.head(10).with_columns(pl.lit("Mamba").alias(c.MODEL_TYPE))
+    huge = base.slice(10, 10).with_columns((pl.col(c.PARAMS_MILLION) * 1e4).alias(c.PARAMS_MILLION))
+    tiny_lr = base.slice(20, 10).with_columns(pl.lit(1e-10).alias(c.LEARNING_RATE))
+    gpus = base.slice(30, 10).with_columns(pl.lit("H900").alias(c.GPU_TYPE))
+    injected = pl.concat([unseen, build(huge), tiny_lr, build(gpus)], how="diagonal_relaxed")
+    flags, reasons = ood.flag(injected, detector)
+    assert flags.all(), [r for f, r in zip(flags, reasons, strict=True) if not f]
+    assert all(f"unseen {c.MODEL_TYPE} 'Mamba'" in r for r in reasons[:10])
+    assert all(f"{c.PARAMS_MILLION}" in r and "above the training range" in r for r in reasons[10:20])
+    assert all(f"{c.LEARNING_RATE}" in r and "below the training range" in r for r in reasons[20:30])
+    assert all(f"unknown {c.GPU_TYPE} 'H900'" in r for r in reasons[30:40])
+
+
+def test_a_missing_value_is_not_a_new_category(detector_and_fresh):
+    detector, fresh = detector_and_fresh
+    rows = fresh.head(200).with_columns(pl.lit(None, dtype=pl.String).alias(c.PRECISION))
+    _, reasons = ood.flag(rows, detector)
+    assert not any(r and c.PRECISION in r for r in reasons)
+
+
+def test_an_unusual_combination_of_in_range_sizes_is_flagged_by_density(detector_and_fresh):
+    detector, fresh = detector_and_fresh
+    # Every size at its training minimum except parameters at its maximum: each in range, together odd.
+    lo = {n: float(np.exp(detector["ranges"][n][0])) for n in detector["numbers"] if detector["ranges"][n]}
+    hi = {n: float(np.exp(detector["ranges"][n][1])) for n in detector["numbers"] if detector["ranges"][n]}
+    odd = fresh.head(1).with_columns([pl.lit(lo[n]).alias(n) for n in lo if n in fresh.columns])
+    odd = odd.with_columns(pl.lit(hi[c.PARAMS_MILLION]).alias(c.PARAMS_MILLION))
+    flags, reasons = ood.flag(odd, detector)
+    assert flags[0] and "unusual combination" in reasons[0]
+
+
+def test_the_gate_keeps_the_champion_when_the_challenger_is_clearly_worse():
+    rng = np.random.default_rng(0)
+    actual = rng.uniform(1, 50, 200)
+    champion = actual * np.exp(rng.normal(0, 0.05, 200))
+    challenger = actual * np.exp(rng.normal(0, 0.30, 200))
+    decision = gate.decide(actual, champion, challenger)
+    assert not decision.promote and "worse on the backtest window beyond noise" in decision.reason
+    assert decision.window_jobs == 200 and decision.challenger_error > decision.champion_error
+
+
+def test_the_gate_promotes_a_challenger_that_is_as_good_or_better():
+    rng = np.random.default_rng(0)
+    actual = rng.uniform(1, 50, 200)
+    champion = actual * np.exp(rng.normal(0, 0.10, 200))
+    same = actual * np.exp(rng.normal(0, 0.10, 200))  # equal skill: noise must not block it
+    better = actual * np.exp(rng.normal(0, 0.05, 200))
+    assert gate.decide(actual, champion, same).promote
+    assert gate.decide(actual, champion, better).promote
+
+
+def test_a_small_window_leaves_the_decision_to_validation():
+    actual = np.array([1.0, 2.0, 3.0])
+    decision = gate.decide(actual, actual, actual * 3)
+    assert decision.promote and f"fewer than {gate.MIN_WINDOW_JOBS}" in decision.reason
+
+
+def test_drift_is_warned_only_on_windows_large_enough_to_say_so():
+    rows = [{"target": c.PEAK_GPU_MEM_GB, "model": "lightgbm", "jobs": 500, "p90_coverage": 0.61},
+            {"target": c.RUNTIME_HOURS, "model": "lightgbm", "jobs": 500, "p90_coverage": 0.91},
+            {"target": c.GPU_DEMAND_GFLOPS, "model": "lightgbm", "jobs": 5, "p90_coverage": 0.0}]
+    warnings = gate.drift_warnings(rows)
+    assert len(warnings) == 1 and "61%" in warnings[0] and c.PEAK_GPU_MEM_GB in warnings[0]

@@ -1,0 +1,129 @@
+"""Evaluation: metrics by hand, the shared split, champions chosen without test rows, skipping."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn.train import TrainOptions, choose_champion, metrics, split, train_target
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+
+def test_metrics_match_hand_computation():
+    m = metrics(np.array([1.0, 2.0, 4.0]), np.array([2.0, 2.0, 3.0]))
+    # errors 1, 0, -1: MSE 2/3, MAE 2/3, MAPE (1/1 + 0 + 1/4)/3 = 41.67%, R² = 1 - 2 / (14/3)
+    assert m["mse"] == pytest.approx(2 / 3)
+    assert m["rmse"] == pytest.approx((2 / 3) ** 0.5)
+    assert m["mae"] == pytest.approx(2 / 3)
+    assert m["mape"] == pytest.approx(125 / 3)
+    assert m["r2"] == pytest.approx(1 - 2 / (14 / 3))
+
+
+def test_split_is_70_30_with_validation_inside_train():
+    fit, val, test = split(1000, seed=1)
+    assert len(test) == 300 and len(val) == 140 and len(fit) == 560
+    assert len(set(fit) | set(val) | set(test)) == 1000
+
+
+@pytest.fixture(scope="module")
+def jobs():
+    return simulate_jobs(1200, np.random.default_rng(5), SimConfig().start, 0.0)
+
+
+MODELS = ("decision_tree", "linear_fs", "lightgbm")
+
+
+def options(**kw) -> TrainOptions:
+    return TrainOptions(models=MODELS, **{"repeats": 1, "min_labelled": 10, **kw})
+
+
+def test_champion_never_reads_test_rows(tmp_path, jobs):
+    target = c.PEAK_GPU_MEM_GB
+    a = train_target(jobs, target, options(), tmp_path / "a")
+    # wreck the labels of every test row: validation metrics and the champion must not change
+    labelled = jobs.with_row_index("_i").filter((pl.col(c.STATUS) == "COMPLETED") & (pl.col(target) > 0))
+    wrecked_ids = labelled[sorted(split(labelled.height, 0)[2].tolist())]["_i"].to_list()
+    wrecked = jobs.with_row_index("_i").with_columns(
+        pl.when(pl.col("_i").is_in(wrecked_ids)).then(pl.col(target) * 1000).otherwise(pl.col(target)).alias(target)
+    ).drop("_i")
+    b = train_target(wrecked, target, options(), tmp_path / "b")
+    val = lambda res: [m["rmse"] for m in res.metrics if m["split"] == "validation"]  # noqa: E731
+    assert val(a) == pytest.approx(val(b))
+    assert a.champion == b.champion
+    test_a = [m["rmse"] for m in a.metrics if m["split"] == "test"]
+    test_b = [m["rmse"] for m in b.metrics if m["split"] == "test"]
+    assert test_a != pytest.approx(test_b)  # the wrecking did reach the test rows
+
+
+def test_results_registry_and_summary(tmp_path, jobs):
+    folder = tmp_path / c.GPU_DEMAND_GFLOPS
+    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder)
+    # the champion alone is kept, refitted, with its encoder, metadata and every model's test predictions
+    model_files = {"decision_tree": "decision_tree.skops", "linear_fs": "linear_fs.skops", "lightgbm": "lightgbm.txt"}
+    assert {p.name for p in folder.iterdir()} == {"encoder.json", "metadata.json", "test_predictions.parquet",
+                                                   model_files[res.champion]}
+    labelled = res.rows
+    assert res.refit["rows"] + res.refit["calibration_rows"] == labelled
+    assert res.refit["calibration_rows"] == round(labelled * 0.15)
+    # every model x repeat x split has its metrics row
+    assert sorted((m["model"], m["repeat"], m["split"]) for m in res.metrics) == sorted(
+        (m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test"))
+    assert res.test_predictions.columns == ["actual", *MODELS]
+    assert {m["epochs"] for m in res.metrics} == {None}  # only the network counts epochs
+
+
+def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="paper"), tmp_path)
+    assert res.champion is None and "fewer than the minimum 200" in res.skipped
+
+
+def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(tmp_path, jobs):
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path)
+    assert res.champion == "prior" and res.skipped.endswith("the analytic prior scores it")
+    assert res.metrics == []  # nothing was compared
+    # the prior learns nothing, so every labelled job calibrates its intervals
+    assert res.calibration["prior"]["n"] == res.rows and res.refit["rows"] == 0
+
+
+def test_the_champion_is_the_lowest_mean_validation_rmse():
+    def rows(model, val, test):
+        return [{"model": model, "split": "validation", "rmse": v} for v in val] + [
+            {"model": model, "split": "test", "rmse": v} for v in test]
+
+    metrics_ = (rows("a", [1.0, 3.0], [0.1, 0.1])  # best single repeat and best test, mean validation 2.0
+                + rows("b", [1.5, 1.5], [9.0, 9.0])  # mean validation 1.5: the champion
+                + rows("c", [1.6, 1.6], [0.1, 0.1]))
+    assert choose_champion(metrics_) == "b"
+    assert choose_champion(rows("x", [2.0], [1.0]) + rows("y", [2.0], [0.5])) == "x"  # a tie: the first listed
+
+
+def test_fits_are_ordered_fast_baselines_first_the_last_champion_next_the_network_last():
+    from gpucast.tasks.learn.train import order_fits
+
+    opts = TrainOptions(models=("transformer_bigru", "extra_trees", "lightgbm", "linear_fs", "catboost"), repeats=2,
+                        targets=("runtime_hours", "peak_gpu_mem_gb"))
+    fits = order_fits(opts, previous={"peak_gpu_mem_gb": "catboost"})
+    assert len(fits) == 5 * 2 * 2 and len(set(fits)) == len(fits)
+    names = [(f.target, f.model, f.repeat) for f in fits]
+    assert names[:4] == [("runtime_hours", "linear_fs", 0), ("peak_gpu_mem_gb", "linear_fs", 0),
+                         ("runtime_hours", "linear_fs", 1), ("peak_gpu_mem_gb", "linear_fs", 1)]
+    assert names[4:6] == [("peak_gpu_mem_gb", "catboost", 0), ("peak_gpu_mem_gb", "catboost", 1)]  # last night's champion
+    assert [m for _, m, _ in names[-4:]] == ["transformer_bigru"] * 4
+    middle = names[6:-4]  # the other ensembles: repeat 1 of all before repeat 2, quickest model first
+    assert [r for _, _, r in middle] == sorted(r for _, _, r in middle)
+    assert middle[0] == ("runtime_hours", "lightgbm", 0)
+
+
+def test_a_fit_past_the_deadline_is_skipped_not_run(jobs):
+    import time
+
+    from gpucast.tasks.learn.train import fit_one, labelled
+
+    rows = labelled(jobs, "runtime_hours", options())
+    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() - 1)
+    assert out == {"target": "runtime_hours", "model": "lightgbm", "repeat": 0,
+                   "skipped": "the night budget ran out before it started"}
+    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() + 600)
+    assert {m["split"] for m in done["metrics"]} == {"validation", "test"} and len(done["test_pred"]) > 0

@@ -1,0 +1,152 @@
+"""The capacity plan's packing and the inventory file: feasibility, the headroom rule, days, bad input."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations.inventory import InventoryError, load_inventory
+from gpucast.tasks.plan.capacity import best_fit, pack, plan_capacity
+
+START = date(2026, 11, 23)
+INVENTORY = """queues:
+  big:
+    - gpu_type: A100-80GB
+      count: 2
+  small:
+    - gpu_type: l4 24gb
+      count: 1
+    - gpu_type: A100-40GB
+      count: 3
+"""
+
+
+def jobs(rows: list[tuple]) -> pl.DataFrame:
+    """(job_id, queue, day offset, gpu_count, mem_gb, hours_p50, hours_p90) rows as the plan's input."""
+    return pl.DataFrame([(j, q, START + timedelta(days=d), n, m, h50, h90) for j, q, d, n, m, h50, h90 in rows],
+                        schema={"job_id": pl.String, "queue": pl.String, "day": pl.Date, "gpu_count": pl.Int64,
+                                "mem_gb": pl.Float64, "hours_p50": pl.Float64, "hours_p90": pl.Float64}, orient="row")
+
+
+@pytest.fixture
+def inventory(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(INVENTORY)
+    return load_inventory(path)
+
+
+def test_best_fit_puts_each_item_in_the_tightest_bin_that_holds_it():
+    # 6 opens bin 0 (4 left), 5 opens bin 1 (5 left); 4 fits both: the tighter bin 0; 5 fills bin 1;
+    # 3 opens bin 2 (7 left); 2 fits only bin 2
+    assert best_fit(np.array([6, 5, 4, 5, 3, 2]), 10).tolist() == [0, 1, 0, 1, 2, 2]
+    # best fit, not first fit: 3 goes to the bin with 3 left (bin 1), not the first with room (bin 0)
+    assert best_fit(np.array([5, 7, 3]), 10).tolist() == [0, 1, 1]
+
+
+def test_packing_never_overlaps_and_stays_near_the_area_bound():
+    rng = np.random.default_rng(0)
+    w = rng.integers(4, 120, 3000)
+    h = rng.integers(1, 96, 3000)
+    gpu, shelf = pack(w, h, 161, 96)
+    frame = pl.DataFrame({"gpu": gpu, "shelf": shelf, "w": w, "h": h})
+    shelves = frame.group_by("gpu", "shelf").agg(pl.col("w").sum(), pl.col("h").max())
+    assert shelves["w"].max() <= 161  # side by side on a GPU: memory fits
+    assert shelves.group_by("gpu").agg(pl.col("h").sum())["h"].max() <= 96  # one after another: the day fits
+    area_bound = np.ceil((w * h).sum() / (161 * 96))  # no packing can do better
+    assert area_bound <= gpu.max() + 1 <= 1.10 * area_bound  # measured 1.0x-1.04x on the simulator's jobs
+
+
+def test_jobs_share_a_gpu_only_while_their_requests_and_contexts_fit(inventory):
+    # 14-hour jobs (two cannot run one after the other in a day), so only memory decides.
+    # 80 GB: 3 x 20 GB + 18.5 GB = 78.5 GB of requests + 3 extra contexts x 0.5 GB = 80 GB: one GPU
+    fits = plan_capacity(jobs([(f"j{i}", "big", 0, 1, m, 14.0, 14.0) for i, m in enumerate([20, 20, 20, 18.5])]),
+                         inventory, START, 1)
+    assert fits.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [1]
+    # 4 x 20 GB = 80 GB of requests but 1.5 GB of contexts more: two GPUs
+    over = plan_capacity(jobs([(f"j{i}", "big", 0, 1, 20.0, 14.0, 14.0) for i in range(4)]), inventory, START, 1)
+    assert over.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [2]
+    assert over.colocation["jobs"].max() == 3
+
+
+def test_time_packs_jobs_one_after_another_and_long_jobs_continue_next_days(inventory):
+    # two 12-hour jobs of 70 GB run one after the other on one GPU; a 60-hour job needs one GPU 3 days
+    plan = plan_capacity(jobs([("a", "big", 0, 1, 70.0, 12.0, 12.0), ("b", "big", 0, 1, 70.0, 12.0, 12.0),
+                               ("long", "big", 0, 1, 70.0, 60.0, 60.0)]), inventory, START, 4)
+    big = plan.rows.filter(pl.col("queue") == "big").sort("day")
+    assert big["gpus_needed_p90"].to_list() == [2, 1, 1, 0]
+    assert big["gpu_hours_p90"].to_list() == [48.0, 24.0, 12.0, 0.0]
+    assert big["lower_bound_p90"].to_list() == [2, 1, 1, 0]
+    assert big["gpus_owned"].to_list() == [2] * 4 and big["shortfall_p90"].to_list() == [0] * 4
+
+
+def test_p50_and_p90_differ_by_run_time_and_shortfall_is_needed_minus_owned(inventory):
+    # 60 GB jobs cannot share an 80 GB GPU; 8 hours: 3 one after another per GPU-day; 16 hours: 1
+    rows = [(f"j{i}", "big", 0, 1, 60.0, 8.0, 16.0) for i in range(6)]
+    plan = plan_capacity(jobs(rows), inventory, START, 1).rows.filter(pl.col("queue") == "big")
+    assert plan["gpus_needed_p50"].item() == 2 and plan["gpus_needed_p90"].item() == 6
+    assert plan["lower_bound_p90"].item() == 4  # 96 GPU-hours / 24: whole jobs cannot be split to reach it
+    # memory x time: 6 x (120 + 1) half-GB units x 64 quarter hours over (160 + 1) x 96 = 3.006 -> 4
+    assert plan["shared_bound_p90"].item() == 4 and plan["shared_bound_p50"].item() == 2
+    assert plan["shortfall_p50"].item() == 0 and plan["shortfall_p90"].item() == 4
+
+
+def test_jobs_go_to_the_smallest_gpu_of_their_queue_that_holds_them(inventory):
+    plan = plan_capacity(jobs([("s", "small", 0, 1, 10.0, 5.0, 5.0), ("m", "small", 0, 1, 30.0, 5.0, 5.0)]),
+                         inventory, START, 1)
+    small = {r["gpu_type"]: r["jobs"] for r in plan.rows.filter(pl.col("queue") == "small").iter_rows(named=True)}
+    assert small == {"L4-24GB": 1, "A100-40GB": 1}
+
+
+def test_unknown_size_is_planned_as_a_whole_gpu_and_counted_and_too_big_is_listed(inventory):
+    plan = plan_capacity(jobs([("unknown", "big", 0, 1, None, 2.0, 2.0), ("tiny", "big", 0, 1, 1.0, 2.0, 2.0),
+                               ("huge", "big", 0, 1, 100.0, 2.0, 2.0), ("giant", "big", 0, 1, 500.0, 2.0, 2.0)]),
+                         inventory, START, 1)
+    big = plan.rows.filter(pl.col("queue") == "big")
+    assert big["unknown_size_jobs"].item() == 1 and big["gpus_needed_p90"].item() == 2  # nothing shares its GPU
+    assert plan.jobs == 2 and plan.unknown_size_jobs == 1
+    listed = dict(plan.unplaceable.select("job_id", "smallest_fitting_gpu").iter_rows())
+    assert listed == {"huge": "MI250X-128GB", "giant": None}  # the catalogue's smallest >= 100 GB; none >= 500 GB
+
+
+def test_a_queue_without_inventory_is_planned_on_the_default_gpu_with_owned_unknown(inventory):
+    plan = plan_capacity(jobs([("x", "elsewhere", 0, 2, 30.0, 5.0, 5.0)]), inventory, START, 1, default_gb=80.0)
+    row = plan.rows.filter(pl.col("queue") == "elsewhere").to_dicts()[0]
+    assert row["gpu_type"] == "any-80GB" and row["gpus_owned"] is None and row["shortfall_p90"] is None
+    assert row["gpus_needed_p90"] == 1  # its two GPUs' shares of 30 GB fit one 80 GB GPU together
+    none = plan_capacity(jobs([("x", "big", 0, 1, 30.0, 5.0, 5.0)]), None, START, 1)
+    assert none.notes and none.rows["gpus_owned"].to_list() == [None]
+
+
+def test_jobs_waiting_since_before_the_plan_start_on_its_first_day_and_later_ones_on_theirs(inventory):
+    plan = plan_capacity(jobs([("old", "big", -3, 1, 70.0, 5.0, 5.0), ("later", "big", 2, 1, 70.0, 5.0, 5.0),
+                               ("beyond", "big", 9, 1, 70.0, 5.0, 5.0)]), inventory, START, 3)
+    assert plan.rows.filter(pl.col("queue") == "big").sort("day")["jobs"].to_list() == [1, 0, 1]
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("queues:\n  big:\n    - gpu_type: A100-81GB\n      count: 2\n", 3, "unknown GPU type 'A100-81GB'"),
+    ("queues:\n  big:\n    - gpu_type: A100-80GB\n      count: -2\n", 4, "count must be a whole number >= 0, got -2"),
+    ("queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 1.5\n", 4, "count must be a whole number"),
+    ("queues:\n  big:\n    - gpu_type: A100-80GB\n", 3, "the entry has no count"),
+    ("queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 1\n      colour: red\n", 5, "unknown key 'colour'"),
+    ("gpus: 3\n", 1, "exactly one key, `queues:`"),
+])
+def test_a_bad_inventory_names_the_file_and_line(tmp_path, text, line, message):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text)
+    with pytest.raises(InventoryError, match=rf"inventory.yaml, line {line}: .*{message}" if line > 0 else message):
+        load_inventory(path)
+
+
+def test_the_demo_inventory_is_valid():
+    from importlib import resources
+
+    from gpucast.tasks.simulate import QUEUE_GPU
+
+    path = resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml")
+    inv = load_inventory(path)
+    assert {o.queue: o.gpu_type for o in inv.owned} == QUEUE_GPU and all(o.count > 0 for o in inv.owned)
+
