@@ -14,7 +14,6 @@ On every batch the two must agree on whether each expectation holds, or validati
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -22,10 +21,6 @@ from functools import cache
 import polars as pl
 
 from gpucast.expectations.suite import SUITES
-
-# GX may phone home; a nightly batch on a closed network must not (a safety switch, not a setting:
-# it must hold before GX is imported, whoever imports this module).
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 
 @dataclass(frozen=True)
@@ -56,10 +51,17 @@ class Validation:
 @cache
 def _context_and_suite(name: str):
     import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
 
     spec = SUITES[name]()
-    context = gx.get_context(mode="ephemeral")
+    # analytics off in the context's own configuration: a nightly batch on a closed network must not
+    # phone home (GX's documented switch; no environment variable needed)
+    config = DataContextConfig(analytics_enabled=False, store_backend_defaults=InMemoryStoreBackendDefaults())
+    context = gx.get_context(mode="ephemeral", project_config=config)
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     suite = context.suites.add(gx.ExpectationSuite(**spec))
     asset = context.data_sources.add_pandas(f"{name}_frames").add_dataframe_asset("frame")

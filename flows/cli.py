@@ -13,20 +13,22 @@ import sys
 import threading
 from pathlib import Path
 
-import gpucast.flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
+from gpucast.flows.environment import configure
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, SimConfig
-from gpucast.warehouse.errors import environment_error
+from gpucast.warehouse.errors import environment_error, storage_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
-# Flags that override a setting: flag -> settings field. Their defaults are the settings' own.
+# Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
 SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_reject_fraction",
-                 "--nn-max-minutes": "nn_max_minutes", "--budget-minutes": "night_budget_minutes",
                  "--runner": "train_runner", "--dask-address": "dask_address"}
+# Flags of train options whose default is a setting (filled in by the train flow, `flows/train.py`
+# `resolve`): flag -> the TrainOptions field, which has the setting's name.
+TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--budget-minutes": "night_budget_minutes"}
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
@@ -103,7 +105,8 @@ def _ingest(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from gpucast.flows.report import warehouse_status
 
-    print(warehouse_status(settings_from(args), args.limit))
+    settings = settings_from(args)
+    print(warehouse_status(settings.storage, args.limit, settings.quality.backtest_days))
     if not args.no_flows:
         from gpucast.flows.status import flow_runs_text
 
@@ -118,7 +121,8 @@ def _sql(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     max_rows = args.max_rows if args.format == "table" and args.max_rows > 0 else None
-    df, total = run_sql(settings.query_path, args.query, settings, max_rows)
+    storage = settings.storage
+    df, total = run_sql(storage.query_path, args.query, settings.sql, storage.sql_temp_dir, max_rows)
     print(query_result(df, args.format, total), end="")
     return 0
 
@@ -126,7 +130,7 @@ def _sql(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     from gpucast.warehouse.publish import restore_previous
 
-    print(f"restored the previous published copy: {restore_previous(settings_from(args))}")
+    print(f"restored the previous published copy: {restore_previous(settings_from(args).storage)}")
     return 0
 
 
@@ -150,7 +154,7 @@ def _report(args: argparse.Namespace) -> int:
     _require_ml()
     from gpucast.flows.report import write_train_report
 
-    text, written = write_train_report(settings_from(args), args.run, Path(args.out) if args.out else None)
+    text, written = write_train_report(settings_from(args).storage, args.run, Path(args.out) if args.out else None)
     print(text)
     print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
@@ -169,9 +173,10 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _backtest(args: argparse.Namespace) -> int:
-    from gpucast.flows.report import run_backtest
+    from gpucast.flows.report import backtest_text
 
-    print(run_backtest(settings_from(args).override({"backtest_days": "--days"}, backtest_days=args.days)))
+    settings = settings_from(args).override({"backtest_days": "--days"}, backtest_days=args.days)
+    print(backtest_text(settings.storage, settings.quality.backtest_days))
     return 0
 
 
@@ -201,7 +206,7 @@ def _nightly(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     out = _run_nightly(args, settings)
     print(out["report"])
-    print(capacity_summary(settings), end="")
+    print(capacity_summary(settings.storage), end="")
     return 0
 
 
@@ -226,7 +231,7 @@ def _demo(args: argparse.Namespace) -> int:
               "distribution")
     print("\n" + nights[-1]["report"].split("## Capacity plan", 1)[-1].split("\n## ", 1)[0].strip()
           if "## Capacity plan" in nights[-1]["report"] else "")
-    print(capacity_summary(settings), end="")
+    print(capacity_summary(settings.storage), end="")
     print(f"""
 Where to look next:
   {nights[-1].get("page")}   # the planners' page: open it in a browser
@@ -238,14 +243,15 @@ Where to look next:
   gpucast backtest                                                   # last night's forecasts against what ran
   gpucast status                                                     # runs, failures, the champions' gate
   gpucast report                                                     # charts of the training run
-  planners' database: {settings.published_path} (read-only copy, replaced atomically each run)""")
+  planners' database: {settings.storage.published_path} (read-only copy, replaced atomically each run)""")
     return 0
 
 
 # The parser -------------------------------------------------------------------------------------
 
 def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str, kind: type = float, **kw) -> None:
-    spec = SPEC_BY_FIELD[SETTING_FLAGS[flag]]
+    """A flag whose default is a setting (a setting itself, or a train option the setting defaults)."""
+    spec = SPEC_BY_FIELD[SETTING_FLAGS.get(flag) or TRAIN_SETTING_FLAGS[flag]]
     p.add_argument(flag, dest=spec.field, type=kind, default=None,
                    help=f"{what} (env {spec.env}, default {spec.default or 'none'})", **kw)
 
@@ -383,7 +389,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _site(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import write_site
 
-    print(f"wrote {write_site(settings_from(args), Path(args.out) if args.out else None, artifact=False)}")
+    print(f"wrote {write_site(settings_from(args).storage, Path(args.out) if args.out else None, artifact=False)}")
     return 0
 
 
@@ -442,6 +448,7 @@ def _terminate(signum: int, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure()  # Prefect's defaults, before any flow module imports Prefect
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -456,8 +463,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_code(exc: BaseException) -> tuple[int, str]:
     """(exit code, the one line to print) for an error; 1 for one nobody foresaw (re-raised)."""
-    import duckdb
-
     from gpucast.flows.nightly import ValidationFailed
     from gpucast.warehouse.db import WarehouseBusy
     from gpucast.warehouse.publish import PublishFailed
@@ -472,8 +477,8 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
                        ((FileNotFoundError, ValueError, SqlTimeout), 2)):
         if isinstance(exc, kind):
             return code, str(exc)
-    if isinstance(exc, duckdb.Error):
-        return 2, f"{type(exc).__name__}: {exc}"
+    if storage := storage_error(exc):  # a failing query, a constraint the input broke
+        return 2, storage
     return 1, ""
 
 

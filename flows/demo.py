@@ -24,14 +24,14 @@ from gpucast.warehouse.settings import Settings
 def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Callable[[str], None] = print) -> list[dict]:
     """Simulate `sim.days` + 1 days; run the nightly flow after day `sim.days` and after the day after."""
     settings = settings.ensure()
-    inventory = settings.home / "inventory.yaml"
-    if not settings.inventory and not inventory.exists():  # the simulator's queues and the GPUs they own
+    inventory = settings.storage.home / "inventory.yaml"
+    if not settings.planning.inventory and not inventory.exists():  # the simulator's queues and the GPUs they own
         inventory.write_text(resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml").read_text())
         say(f"GPU inventory for the simulator's queues: {inventory} (edit it, or set GPUCAST_INVENTORY)")
-    source = settings.home / "demo-source" / f"seed{sim.seed}"
+    source = settings.storage.home / "demo-source" / f"seed{sim.seed}"
     shutil.rmtree(source, ignore_errors=True)
     days = write_logs(source, SimConfig(**{**sim.__dict__, "days": sim.days + 1}))
-    inbox = settings.inbox_dir / f"demo-seed{sim.seed}"
+    inbox = settings.storage.inbox_dir / f"demo-seed{sim.seed}"
     inbox.mkdir(parents=True, exist_ok=True)
     results = []
     for night, files in ((1, days[:-1]), (2, days[-1:])):

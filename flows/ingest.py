@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import duckdb
 from prefect import flow, get_run_logger, task
 
 from gpucast.expectations.records import FileResult
@@ -13,21 +12,22 @@ from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.warehouse import db, load, runs
+from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, Storage
 
 
 @task(name="find-files")
-def find_files(paths: list[str] | None, settings: Settings) -> list[str]:
+def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     """The files named (files, folders, globs), else the inbox's files not taken in before. Inbox
     files whose content was ingested before are archived at once (`steps.archive`), unread."""
     if paths:
         return [str(p) for p in steps.discover(paths)]
-    new, seen = steps.inbox_files(settings.inbox_dir, db.ingested_sha256s(settings))
+    new, seen = steps.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
     if seen:
-        steps.archive(seen, settings.inbox_dir)
-        print(f"{len(seen)} inbox file(s) with content ingested before moved to {settings.inbox_dir / steps.ARCHIVE}")
+        steps.archive(seen, storage.inbox_dir)
+        print(f"{len(seen)} inbox file(s) with content ingested before moved to {storage.inbox_dir / steps.ARCHIVE}")
     return [str(p) for p in new]
 
 
@@ -42,19 +42,19 @@ def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> Fil
 
 
 @task(name="load-run", retries=2, retry_delay_seconds=10, retry_condition_fn=no_retry_on_environment)
-def load_run(run_id: str, staging_dir: Path, results: list[FileResult], settings: Settings) -> dict:
+def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage: Storage) -> dict:
     """Commit the staged run to the warehouse in one transaction (idempotent: a retry after the
     commit loads nothing twice), then refresh the lake. The lake is a copy of the warehouse's
     records: when its refresh fails the run still succeeds, says so in its message, and the next
     ingest rewrites every stale day (`load.stale_lake_days`)."""
-    with db.writer(settings) as con:
+    with db.writer(storage) as con:
         t0 = time.perf_counter()
         totals = load.load_run(con, run_id, staging_dir, results)
         t1 = time.perf_counter()
         try:
-            days = load.refresh_lake(con, settings.lake_dir, run_id)
-        except (OSError, duckdb.Error) as exc:
-            note = (f"lake refresh failed ({runs.describe(exc)}); the warehouse holds every row, and the next ingest "
+            days = load.refresh_lake(con, storage.lake_dir, run_id)
+        except LakeRefreshFailed as exc:
+            note = (f"lake refresh failed ({exc}); the warehouse holds every row, and the next ingest "
                     "rewrites the stale days of the lake")
             runs.add_note(con, "ingest", run_id, note)
             get_run_logger().warning(note)
@@ -72,21 +72,21 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
     itself). `settings` defaults to the environment's (`Settings.from_env()`).
     """
-    settings = (settings or Settings.from_env()).ensure()
-    files = find_files(paths, settings)
-    with runs.lifecycle(settings, "ingest", **load.start_columns(len(files))) as run:
+    storage = (settings or Settings.from_env()).ensure().storage
+    files = find_files(paths, storage)
+    with runs.lifecycle(storage, "ingest", **load.start_columns(len(files))) as run:
         print(f"{run.run_id}: {len(files)} file(s) to ingest")
         results = [stage_file(f, run.staging, i, chunk_rows) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")
-        totals = load_run(run.run_id, run.staging, results, settings)
+        totals = load_run(run.run_id, run.staging, results, storage)
     if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...
         unchanged = [Path(r.path) for r in results if steps.content_key(Path(r.path)) == r.sha256]
-        steps.archive(unchanged, settings.inbox_dir)
+        steps.archive(unchanged, storage.inbox_dir)
         if len(unchanged) < len(files):  # ... unless an exporter was still writing it: read again next run
             print(f"{len(files) - len(unchanged)} inbox file(s) changed while they were read: left in the inbox for the "
                   "next run (exporters should write a dot-file and rename it when complete)")
     if publish:
-        publish_snapshot(settings)
+        publish_snapshot(storage)
     print(f"{run.run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "
           f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
           f"{totals['files_rejected']} file(s) rejected")

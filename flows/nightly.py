@@ -22,18 +22,19 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
+from gpucast.flows.backtest import backtest_step
 from gpucast.flows.errors import no_retry_on_environment
+from gpucast.flows.gpu_pool import train_where_possible
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
-from gpucast.flows.train import train_where_possible
-from gpucast.tasks.learn import features, gate
+from gpucast.flows.stage import stage_features
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.report import render
-from gpucast.warehouse import backtest, db, queries, training
+from gpucast.warehouse import db, queries
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Quality, Settings, Storage
 
 ARTIFACT_KEY = "nightly-report"
 
@@ -43,52 +44,29 @@ class ValidationFailed(RuntimeError):
 
 
 @task(name="quality-gate")
-def quality_gate(ingest: dict, settings: Settings) -> list[str]:
+def quality_gate(ingest: dict, quality: Quality, storage: Storage) -> list[str]:
     """Fail when the rejected share of tonight's rows exceeds the limit; return warnings otherwise."""
     read = ingest["rows_read"]
     share = ingest["rows_rejected"] / read if read else 0.0
     warnings = []
     if ingest["files_rejected"]:
         warnings.append(f"{ingest['files_rejected']} file(s) rejected whole: see rejected_files")
-    if share > settings.max_reject_fraction:
-        with db.writer(settings) as con:
+    if share > quality.max_reject_fraction:
+        with db.writer(storage) as con:
             top = queries.top_rejection_reasons(con, ingest["run_id"])
         reasons = "; ".join(f"{n:,} x {r}" for r, n in top)
         raise ValidationFailed(
             f"validation failed: {ingest['rows_rejected']:,} of {read:,} rows rejected ({share:.1%}), more than "
-            f"{settings.max_reject_fraction:.0%} (GPUCAST_MAX_REJECT_FRACTION); most common: {reasons}. Rows are in "
+            f"{quality.max_reject_fraction:.0%} (GPUCAST_MAX_REJECT_FRACTION); most common: {reasons}. Rows are in "
             f"rejected_job_logs (ingest_run_id = '{ingest['run_id']}'); fix the exporter or raise the limit, then rerun.")
     if ingest["rows_rejected"]:
         warnings.append(f"{ingest['rows_rejected']:,} row(s) rejected ({share:.1%}): see rejected_job_logs")
     return warnings
 
 
-@task(name="backtest")
-def run_backtest(settings: Settings) -> dict:
-    """Compare the jobs that completed since they were forecast with their forecasts; warn on drift."""
-    with db.writer(settings) as con:
-        counts = backtest.run(con, settings.backtest_days, datetime.now(UTC))
-        coverage = backtest.champion_coverage(con, settings.backtest_days)
-    return {**counts, "window_start": str(counts["window_start"]), "champions": coverage.to_dicts(),
-            "warnings": gate.drift_warnings(coverage.to_dicts())}
-
-
-@task(name="features")
-def stage_features(settings: Settings, max_rows: int | None, staging: Path) -> dict:
-    """Read the labelled history and the pending jobs once, add the hardware context and the priors
-    (`tasks/learn/features.py`), and stage them for the train and score steps."""
-    with db.writer(settings) as con:
-        history = training.read_training_jobs(con, max_rows)
-        pending = training.read_pending(con)
-    paths = {"history_path": str(staging / "history.parquet"), "pending_path": str(staging / "pending.parquet")}
-    features.build(history).write_parquet(paths["history_path"])
-    features.build(pending).write_parquet(paths["pending_path"])
-    return {**paths, **features.summary(history, pending)}
-
-
 @task(name="publish", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
-def publish(settings: Settings) -> str:
-    return str(publish_snapshot(settings))
+def publish(storage: Storage) -> str:
+    return str(publish_snapshot(storage))
 
 
 NIGHTLY_TIMEOUT_S = 6 * 3600  # a night that runs past 08:00 (cron 02:00 UTC) is stopped and reported as failed
@@ -101,7 +79,7 @@ def alert_on_failure(flow, flow_run, state) -> None:
     chat or paging tool that takes a webhook can receive it. The alert must never hide the failure
     it reports: an unreachable endpoint is logged, not raised.
     """
-    url = Settings.from_env().alert_webhook_url
+    url = Settings.from_env().alerts.webhook_url
     if not url:
         return
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
@@ -131,13 +109,13 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
     settings = (settings or Settings.from_env()).override(
         gpu_mem_gb=gpu_mem_gb, max_reject_fraction=max_reject_fraction).ensure()
     inventory = read_inventory(settings)  # a bad inventory stops the night before anything runs
-    with exclusive_run(settings, "nightly"), _staging(settings) as staging:
+    with exclusive_run(settings.storage, "nightly"), _staging(settings.storage) as staging:
         return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of, inventory)
 
 
 @contextlib.contextmanager
-def _staging(settings: Settings) -> Iterator[Path]:
-    folder = claim_staging(settings.staging_dir / f"nightly-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
+def _staging(storage: Storage) -> Iterator[Path]:
+    folder = claim_staging(storage.staging_dir / f"nightly-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}")
     try:
         yield folder
     finally:
@@ -163,12 +141,12 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "ingest"):
             steps["ingest"] = ingest_job_logs(paths=paths, publish=False, settings=settings)
         with _timed(seconds, "quality-gate"):
-            warnings += quality_gate(steps["ingest"], settings)
+            warnings += quality_gate(steps["ingest"], settings.quality, settings.storage)
         with _timed(seconds, "backtest"):
-            steps["backtest"] = run_backtest(settings)
+            steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days)
             warnings += steps["backtest"]["warnings"]
         with _timed(seconds, "features"):
-            steps["features"] = stage_features(settings, options.max_rows, staging)
+            steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows)
         if retrain:
             with _timed(seconds, "train"):
                 steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])
@@ -178,17 +156,17 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "plan"):
             steps["plan"] = capacity_plan(publish=False, inventory=inventory, settings=settings)
         with _timed(seconds, "publish"):
-            where = publish(settings)
+            where = publish(settings.storage)
         with _timed(seconds, "page"):
-            page = steps["page"] = str(write_site(settings))
+            page = steps["page"] = str(write_site(settings.storage))
     except Exception as exc:
         report = render.nightly_report(steps, warnings, seconds, f"{type(exc).__name__}: {exc}")
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
-            publish(settings)  # the ingest committed: show on-call its rejected rows (see the module doc)
+            publish(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
         raise
     report = render.nightly_report(steps, warnings, seconds, None,
-                                   *queries.leaderboard_and_capacity(settings.published_path))
+                                   *queries.leaderboard_and_capacity(settings.storage.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
     print(f"published {where}; planners' page: {page}")
     return {**steps, "warnings": warnings, "published": where, "seconds": seconds, "report": report}

@@ -23,7 +23,7 @@ from gpucast.warehouse import db, queries
 from gpucast.warehouse import plan as store
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import lifecycle
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, Storage
 
 PLAN_ARTIFACT_KEY = "capacity-plan"
 SITE_ARTIFACT_KEY = "capacity-page"
@@ -54,8 +54,8 @@ def gpu_type_names(names: list[str] | None) -> list[str] | None:
 
 
 @task(name="read-plan-input")
-def read_plan_input(settings: Settings):
-    with db.writer(settings) as con:
+def read_plan_input(storage: Storage):
+    with db.writer(storage) as con:
         return store.plan_input(con)
 
 
@@ -66,8 +66,8 @@ def pack_jobs(jobs, inventory: Inventory | None, start: date, days: int, gpu_typ
 
 
 @task(name="record-plan", retries=2, retry_delay_seconds=5)
-def record_plan(settings: Settings, run_id: str, plan: steps.Plan, **summary) -> None:
-    with db.writer(settings) as con:
+def record_plan(storage: Storage, run_id: str, plan: steps.Plan, **summary) -> None:
+    with db.writer(storage) as con:
         store.record(con, run_id, plan.rows, plan.unplaceable, plan.colocation, **summary)
 
 
@@ -80,32 +80,33 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
     settings = (settings or Settings.from_env()).override({"plan_days": "--days"}, plan_days=days).ensure()
     types = gpu_type_names(gpu_types)
     inventory = inventory or read_inventory(settings)
-    with lifecycle(settings, "plan", days=settings.plan_days, gpu_types=types,
+    storage, days = settings.storage, settings.planning.plan_days
+    with lifecycle(storage, "plan", days=days, gpu_types=types,
                    inventory=inventory.source if inventory else None) as run:
-        jobs, score_run_id, start = read_plan_input(settings)
-        plan = pack_jobs(jobs, inventory, start, settings.plan_days, types, settings.gpu_mem_gb)
+        jobs, score_run_id, start = read_plan_input(storage)
+        plan = pack_jobs(jobs, inventory, start, days, types, settings.planning.gpu_mem_gb)
         note = "; ".join(plan.notes) or None
-        record_plan(settings, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
+        record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
                     unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
     first = steps.first_day(plan.rows)
     create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
     if publish:
-        publish_snapshot(settings)
-    print(f"{run.run_id}: planned {plan.jobs:,} pending job(s) over {settings.plan_days} day(s) from {start}; "
+        publish_snapshot(storage)
+    print(f"{run.run_id}: planned {plan.jobs:,} pending job(s) over {days} day(s) from {start}; "
           f"{plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable.height:,} fit no GPU of their queue"
           + (f" ({note})" if note else ""))
-    return {"plan_run_id": run.run_id, "start_day": str(start), "days": settings.plan_days, "jobs": plan.jobs,
+    return {"plan_run_id": run.run_id, "start_day": str(start), "days": days, "jobs": plan.jobs,
             "unknown_size_jobs": plan.unknown_size_jobs, "unplaceable_jobs": plan.unplaceable.height,
             "rows": plan.rows, "note": note}
 
 
-def write_site(settings: Settings, out: Path | None = None, artifact: bool = True) -> Path:
+def write_site(storage: Storage, out: Path | None = None, artifact: bool = True) -> Path:
     """Render the planners' page from the published copy into `out` (default $GPUCAST_HOME/site);
     written to a temporary name and renamed, so a reader never sees half a page."""
-    folder = Path(out) if out else settings.site_dir
+    folder = Path(out) if out else storage.site_dir
     folder.mkdir(parents=True, exist_ok=True)
-    html = render_site(queries.site_frames(settings.query_path), datetime.now(UTC))
+    html = render_site(queries.site_frames(storage.query_path), datetime.now(UTC))
     page = folder / "index.html"
     tmp = folder / ".index.html.tmp"
     tmp.write_text(html, encoding="utf-8")

@@ -13,14 +13,14 @@ import polars as pl
 from gpucast.tasks.learn.models import store
 from gpucast.tasks.report import render
 from gpucast.warehouse import queries
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Storage
 
 
-def write_train_report(settings: Settings, run_id: str | None, out: Path | None) -> tuple[str, list[Path]]:
+def write_train_report(storage: Storage, run_id: str | None, out: Path | None) -> tuple[str, list[Path]]:
     """The Markdown report and charts of a train run (default: the latest successful one)."""
-    run_id = run_id or queries.latest_train_run(settings.query_path)
-    summary, champions = queries.train_tables(settings.query_path, run_id)
-    out = out or settings.reports_dir / run_id
+    run_id = run_id or queries.latest_train_run(storage.query_path)
+    summary, champions = queries.train_tables(storage.query_path, run_id)
+    out = out or storage.reports_dir / run_id
     out.mkdir(parents=True, exist_ok=True)
     text = render.train_markdown(run_id, summary, champions)
     (out / "report.md").write_text(text)
@@ -35,32 +35,33 @@ def write_train_report(settings: Settings, run_id: str | None, out: Path | None)
     return text, written
 
 
-def warehouse_status(settings: Settings, limit: int) -> str:
+def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
     """Recent runs, failures and rejected files, from the planners' copy (or the working file)."""
-    if not settings.query_path.exists():
-        return f"no warehouse at {settings.db_path} yet"
-    frames = queries.status_frames(settings.query_path, limit, settings.backtest_days)
-    return render.status_text(frames, settings.query_path)
+    if not storage.query_path.exists():
+        return f"no warehouse at {storage.db_path} yet"
+    frames = queries.status_frames(storage.query_path, limit, backtest_days)
+    return render.status_text(frames, storage.query_path)
 
 
-def capacity_summary(settings: Settings) -> str:
+def capacity_summary(storage: Storage) -> str:
     """The capacity the pending queue needs per queue, and the champions (after a nightly run)."""
-    capacity, champions = queries.capacity_summary(settings.query_path)
+    capacity, champions = queries.capacity_summary(storage.query_path)
     return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + render.text_table(capacity)
             + "\n\nChampions (model_leaderboard):\n" + render.text_table(champions) + "\n")
 
 
-def run_backtest(settings: Settings) -> str:
-    """Recompute the backtest window and say how every model did on it (`gpucast backtest`)."""
-    from datetime import UTC, datetime
-
+def backtest_text(storage: Storage, backtest_days: int) -> str:
+    """Recompute the backtest window, publish it, and say how every model did on it (`gpucast backtest`)."""
+    from gpucast.flows.backtest import refresh_backtest
     from gpucast.warehouse import backtest, db
+    from gpucast.warehouse.publish import publish_snapshot
 
-    with db.writer(settings) as con:
-        counts = backtest.run(con, settings.backtest_days, datetime.now(UTC))
-        table = backtest.summary(con, settings.backtest_days)
+    counts = refresh_backtest(storage, backtest_days)
     if counts["window_start"] is None:
         return "no completed jobs in the warehouse yet: nothing to backtest"
-    return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({settings.backtest_days} "
+    publish_snapshot(storage)  # planners read forecast_backtest in the published copy
+    with db.writer(storage) as con:
+        table = backtest.summary(con, backtest_days)
+    return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({backtest_days} "
             f"days): {counts['jobs']:,} job x target pairs, {counts['forecast']:,} forecast before they ran, "
-            f"{counts['not_forecast']:,} not forecast\n" + render.text_table(table))
+            f"{counts['not_forecast']:,} not forecast; published to {storage.published_path}\n" + render.text_table(table))

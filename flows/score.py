@@ -19,28 +19,20 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from gpucast.expectations.records import Champion
+from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
-from gpucast.tasks.learn import features
+from gpucast.flows.stage import PENDING, stage_features
 from gpucast.tasks.learn import score as steps
 from gpucast.tasks.learn.score import Scorer
-from gpucast.warehouse import db, forecast, runs, training
+from gpucast.warehouse import db, forecast, runs
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings
-
-
-@task(name="read-pending")
-def read_pending(settings: Settings, out: Path) -> str:
-    """The pending jobs, staged as Parquet for every target's step."""
-    with db.writer(settings) as con:
-        pending = training.read_pending(con)
-    features.build(pending).write_parquet(out)
-    return str(out)
+from gpucast.warehouse.settings import Cluster, Settings, Storage
 
 
 @task(name="read-champions")
-def read_champions(settings: Settings) -> list[Champion]:
-    with db.writer(settings) as con:
+def read_champions(storage: Storage) -> list[Champion]:
+    with db.writer(storage) as con:
         champions = forecast.latest_champions(con)
     if not champions:
         raise FileNotFoundError("no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first")
@@ -53,7 +45,7 @@ PARTITION_MIN_JOBS = 200_000  # pending jobs from which scoring is spread over a
 @lru_cache(maxsize=8)
 def _scorer(champion: Champion, device: str | None) -> Scorer:
     """One loaded champion per process (a Dask worker scores several partitions with it)."""
-    return Scorer(champion, device=device)
+    return Scorer(champion, device=device, threads=runners.threads_here())
 
 
 @task(name="score-partition", task_run_name="score {champion.target} part {part}", cache_policy=NO_CACHE, retries=1,
@@ -84,24 +76,12 @@ def score_partitions(champions: list[Champion], pending: pl.DataFrame, parts: in
     return out
 
 
-def cluster_runner(settings: Settings, pending_jobs: int, min_jobs: int) -> tuple[object, int | str | None]:
-    """(a task runner on the given Dask cluster, its worker count), or (None, why not; None when no
-    cluster is given) when scoring stays in this process."""
-    if not settings.dask_address:
-        return None, None
-    if pending_jobs < min_jobs:
-        return None, f"{pending_jobs:,} pending jobs, fewer than {min_jobs:,}: scored in-process"
-    from distributed import Client
-    from prefect_dask import DaskTaskRunner
-
-    from gpucast.flows.train import DASK_CONNECT_TIMEOUT_S, dask_unreachable
-
-    if problem := dask_unreachable(settings.dask_address, DASK_CONNECT_TIMEOUT_S):
-        return None, (f"Dask scheduler {settings.dask_address} (GPUCAST_DASK_ADDRESS) did not answer within "
-                      f"{DASK_CONNECT_TIMEOUT_S} s ({problem}): scored in-process")
-    with Client(settings.dask_address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s") as client:
-        workers = len(client.scheduler_info()["workers"])
-    return DaskTaskRunner(address=settings.dask_address), max(workers, 1)
+def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runners.RunnerChoice:
+    """A runner on the Dask cluster GPUCAST_DASK_ADDRESS names when `min_jobs` or more jobs are pending;
+    else this process (`runner` None; `note` says why when a cluster was given)."""
+    if cluster.dask_address and pending_jobs < min_jobs:
+        return runners.RunnerChoice(None, f"{pending_jobs:,} pending jobs, fewer than {min_jobs:,}: scored in-process")
+    return runners.choose_runner(cluster, local_cluster=False)
 
 
 @task(name="score-target", task_run_name="score {champion.target}", retries=1, retry_delay_seconds=10)
@@ -118,7 +98,8 @@ def score_target(champion: Champion, pending_path: str, out: str, score_run_id: 
                             _scorer(champion, device).score(pending.slice(k * size, size), batch_rows=batch_rows)
                             for k, part in enumerate(partitions)])
     else:
-        scored = Scorer(champion, device=device).score(pending, batch_rows=batch_rows, progress=get_run_logger().info)
+        scorer = Scorer(champion, device=device, threads=runners.threads_here())
+        scored = scorer.score(pending, batch_rows=batch_rows, progress=get_run_logger().info)
     scored = steps.memory_advice(scored, steps.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
         pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
@@ -127,10 +108,10 @@ def score_target(champion: Champion, pending_path: str, out: str, score_run_id: 
 
 @task(name="publish-forecasts", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
 def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, targets: list[str], gpu_mem_gb: float,
-                      settings: Settings) -> int:
+                      storage: Storage, backtest_days: int) -> int:
     """Publish the run's forecasts; prune runs past GPUCAST_KEEP_FORECAST_DAYS (never within the backtest window)."""
-    keep_days = max(settings.keep_forecast_days, settings.backtest_days)
-    with db.writer(settings) as con:
+    keep_days = max(storage.keep_forecast_days, backtest_days)
+    with db.writer(storage) as con:
         n, pruned = forecast.publish(con, score_run_id, [Path(p) for p in parts], pending_jobs, targets, gpu_mem_gb,
                                      keep_days)
     if pruned:
@@ -154,33 +135,50 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     cluster GPUCAST_DASK_ADDRESS names (see the module doc).
     """
     settings = (settings or Settings.from_env()).override(gpu_mem_gb=gpu_mem_gb).ensure()
-    with runs.lifecycle(settings, "score") as run:
-        champions = read_champions(settings)
-        pending_path = pending_path or read_pending(settings, run.staging / "pending.parquet")
+    storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
+    with runs.lifecycle(storage, "score") as run:
+        champions = read_champions(storage)
+        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,))["pending_path"]
         pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
         print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(champions)} target(s): "
               + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions))
-        runner, info = cluster_runner(settings, pending_jobs, partition_min_jobs)
-        partitions: dict[str, list] = {}
-        if runner is not None:  # info: the cluster's workers; two partitions each keep them all busy
-            partitions = score_partitions.with_options(task_runner=runner)(
-                champions, pl.read_parquet(pending_path), 2 * info, batch_rows, device)
-            scored_on = f"Dask at {settings.dask_address}: {2 * info} partitions on {info} worker(s)"
-        else:  # info: why not on the cluster, when one is given
-            scored_on = "this process" + (f" ({info})" if info else "")
+        partitions, scored_on = _on_cluster(settings.cluster, champions, pending_path, pending_jobs, partition_min_jobs,
+                                            batch_rows, device)
         print(f"{run.run_id}: scoring on {scored_on}")
         parts, ood = [], {}
         for ch in champions:
             out = run.staging / f"{ch.target}.parquet"
             ood[ch.target] = score_target(ch, pending_path, str(out), run.run_id, as_of or run.started_at,
-                                          settings.gpu_mem_gb, batch_rows, device, partitions.get(ch.target))
+                                          gpu_mem_gb, batch_rows, device, partitions.get(ch.target))
             parts.append(str(out))
         failpoint("score:after-staging")
-        n = publish_forecasts(run.run_id, parts, pending_jobs, [ch.target for ch in champions], settings.gpu_mem_gb,
-                              settings)
+        n = publish_forecasts(run.run_id, parts, pending_jobs, [ch.target for ch in champions], gpu_mem_gb,
+                              storage, settings.quality.backtest_days)
     if publish:
-        publish_snapshot(settings)
+        publish_snapshot(storage)
     print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
     return {"score_run_id": run.run_id, "pending_jobs": pending_jobs, "forecasts": n, "scored_on": scored_on,
             "ood_forecasts": sum(ood.values()), "ood_by_target": ood,
             "champions": {ch.target: ch.model for ch in champions}}
+
+
+def _on_cluster(cluster: Cluster, champions: list[Champion], pending_path: str, pending_jobs: int, min_jobs: int,
+                batch_rows: int, device: str | None) -> tuple[dict[str, list], str]:
+    """(per target the partitions scored on the Dask cluster, in words where scoring ran): nothing is
+    scored here when scoring stays in this process."""
+    choice = scoring_runner(cluster, pending_jobs, min_jobs)
+    if choice.runner is None:
+        return {}, "this process" + (f" ({choice.note})" if choice.note else "")
+    workers = _workers(cluster.dask_address)
+    parts = 2 * workers  # two partitions a worker keep them all busy
+    partitions = score_partitions.with_options(task_runner=choice.runner)(
+        champions, pl.read_parquet(pending_path), parts, batch_rows, device)
+    return partitions, f"Dask at {cluster.dask_address}: {parts} partitions on {workers} worker(s)"
+
+
+def _workers(address: str) -> int:
+    """How many workers the scheduler at `address` has (it answered `choose_runner` a moment ago)."""
+    from distributed import Client
+
+    with Client(address, timeout=f"{runners.DASK_CONNECT_TIMEOUT_S}s") as client:
+        return max(len(client.scheduler_info()["workers"]), 1)

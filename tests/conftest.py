@@ -17,6 +17,10 @@ if "GPUCAST_HOME" not in os.environ:
     atexit.register(shutil.rmtree, _session_home, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
+from gpucast.flows.environment import configure  # noqa: E402
+
+configure()  # Prefect's defaults under the session's home, before any test module imports a flow
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -34,7 +38,6 @@ def prefect_harness():
     from prefect.logging.configuration import setup_logging
     from prefect.testing.utilities import prefect_test_harness
 
-    import gpucast.flows  # noqa: F401  (Prefect defaults)
 
     # Bind Prefect's console handler to the session's stream now; a handler first made inside a
     # test that uses `capsys` would keep writing to that test's closed stream.

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.schema import schema_sql
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Storage
 
 
 def sql_string(path: Path) -> str:
@@ -61,27 +61,27 @@ def file_lock(path: Path, timeout_s: float, busy: Callable[[str], Exception]) ->
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def writer_lock(settings: Settings, timeout_s: float | None = None) -> contextlib.AbstractContextManager[None]:
+def writer_lock(storage: Storage, timeout_s: float | None = None) -> contextlib.AbstractContextManager[None]:
     """Hold the warehouse's writer lock; wait up to `timeout_s` (default: the lock_timeout_s setting)."""
-    timeout_s = settings.lock_timeout_s if timeout_s is None else timeout_s
-    return file_lock(settings.lock_path, timeout_s, lambda holder: WarehouseBusy(
-        f"another gpucast writer ({holder}) has held {settings.lock_path} for over "
+    timeout_s = storage.lock_timeout_s if timeout_s is None else timeout_s
+    return file_lock(storage.lock_path, timeout_s, lambda holder: WarehouseBusy(
+        f"another gpucast writer ({holder}) has held {storage.lock_path} for over "
         f"{timeout_s:.0f} s; wait for it to finish or raise GPUCAST_LOCK_TIMEOUT_S"))
 
 
-def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
+def connect_writer(storage: Storage, timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
     """A read-write connection with the schema applied. Hold `writer_lock` around its use.
 
     A process that opened `warehouse.duckdb` itself (a planner's DuckDB session, even read-only)
     blocks every writer; we wait for it like for another writer, then say who it is and where
     planners should read instead.
     """
-    timeout_s = settings.lock_timeout_s if timeout_s is None else timeout_s
-    settings.home.mkdir(parents=True, exist_ok=True)
+    timeout_s = storage.lock_timeout_s if timeout_s is None else timeout_s
+    storage.home.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            con = duckdb.connect(str(settings.db_path), config={"memory_limit": settings.duckdb_memory})
+            con = duckdb.connect(str(storage.db_path), config={"memory_limit": storage.duckdb_memory})
             break
         except duckdb.IOException as exc:
             if "lock" not in str(exc).lower():
@@ -89,9 +89,9 @@ def connect_writer(settings: Settings, timeout_s: float | None = None) -> duckdb
             if time.monotonic() >= deadline:
                 holder = re.search(r"\(PID (\d+)\)", str(exc))
                 raise WarehouseBusy(
-                    f"another process (pid {holder.group(1) if holder else '?'}) has {settings.db_path} open, so "
+                    f"another process (pid {holder.group(1) if holder else '?'}) has {storage.db_path} open, so "
                     f"the pipeline cannot write it (waited {timeout_s:.0f} s). Planners should query "
-                    f"{settings.published_path} (`gpucast sql`), which the pipeline replaces atomically, "
+                    f"{storage.published_path} (`gpucast sql`), which the pipeline replaces atomically, "
                     "and close sessions on the working file"
                 ) from None
             time.sleep(0.5)
@@ -143,10 +143,10 @@ def connect_reader(db_path: Path, warn: Callable[[str], None] | None = None,
 
 
 @contextlib.contextmanager
-def writer(settings: Settings, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def writer(storage: Storage, timeout_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """The writer lock and a read-write connection, released together."""
-    with writer_lock(settings, timeout_s):
-        con = connect_writer(settings, timeout_s)
+    with writer_lock(storage, timeout_s):
+        con = connect_writer(storage, timeout_s)
         try:
             yield con
         finally:
@@ -167,9 +167,9 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
-def ingested_sha256s(settings: Settings) -> set[str]:
+def ingested_sha256s(storage: Storage) -> set[str]:
     """Content hashes of every file an earlier run loaded, rejected or found empty."""
-    if not settings.db_path.exists():
+    if not storage.db_path.exists():
         return set()
-    with writer(settings) as con:
+    with writer(storage) as con:
         return {s for (s,) in con.execute("SELECT DISTINCT source_sha256 FROM ingest_files").fetchall()}

@@ -1,8 +1,12 @@
-"""Errors that are the machine's fault, not the input's or the code's: disk full, permissions.
+"""Storage errors as the layers above see them: only this module knows DuckDB's exception types.
 
-The command line turns them into exit code 5 with one line (`flows/cli.py`), tasks that retry
-transient failures do not retry them (`flows/errors.py`), and the publish does not mistake them
-for a corrupted warehouse (`warehouse/publish.py`).
+* `environment_error`: the machine's fault, not the input's or the code's (disk full, permissions).
+  The command line turns it into exit code 5 with one line (`flows/cli.py`), tasks that retry
+  transient failures do not retry it (`flows/errors.py`), and the publish does not mistake it for a
+  corrupted warehouse (`warehouse/publish.py`).
+* `StorageError` and its kinds: a DuckDB or file operation of the warehouse failed (`QueryError`, a
+  planner's SQL; `LakeRefreshFailed`, the Parquet copy of the records). `storage_error` says whether
+  any other exception is DuckDB's, in one line, for the command line (exit code 2).
 """
 
 from __future__ import annotations
@@ -29,4 +33,27 @@ def environment_error(exc: BaseException) -> str | None:
                 if phrase in text:
                     return f"{phrase}: {text.splitlines()[0][:300]}; free space or fix permissions, then rerun"
         seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class StorageError(RuntimeError):
+    """A warehouse operation failed; the message is DuckDB's (or the file system's), with its type."""
+
+
+class QueryError(StorageError):
+    """A planner's SQL failed: a syntax error, an unknown table, a statement the sandbox refuses."""
+
+
+class LakeRefreshFailed(StorageError):
+    """Rewriting the Parquet lake failed; the warehouse holds every row and the next ingest retries."""
+
+
+def storage_error(exc: BaseException) -> str | None:
+    """One line for a StorageError or a DuckDB error (the warehouse's, unwrapped), else None."""
+    import duckdb
+
+    if isinstance(exc, StorageError):
+        return str(exc)
+    if isinstance(exc, duckdb.Error):
+        return f"{type(exc).__name__}: {exc}"
     return None

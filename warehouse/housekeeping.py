@@ -7,9 +7,10 @@
   `owner.pid` file; runs remove their own folder (`runs.lifecycle`), and every run first removes
   folders whose owner is no longer alive (a run killed half-way), plus temporary copies of a
   killed publish.
-* `failpoint`: when `GPUCAST_FAILPOINT` names a point, the process announces it (writes its pid to
-  `GPUCAST_FAILPOINT_MARKER`) and waits there to be killed. Only the crash-safety tests set it;
-  it is a test seam, not a setting, so it is read here and nowhere else.
+* `failpoint`: a named point where a crash test may stop the process (after staging, inside a
+  commit, before a rename). It does nothing unless a test installed a hook (`install_failpoint_hook`,
+  from `tests/failpoints.py`, which runs the CLI with one); production code never reads a failpoint
+  from the environment or anywhere else.
 """
 
 from __future__ import annotations
@@ -22,10 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpucast.warehouse.db import WarehouseBusy, file_lock
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Storage
 
-FAILPOINT_ENV = "GPUCAST_FAILPOINT"
-FAILPOINT_MARKER_ENV = "GPUCAST_FAILPOINT_MARKER"
 OWNER_FILE = "owner.pid"
 UNOWNED_GRACE_S = 3600  # a staging folder without an owner file is left alone this long
 
@@ -34,9 +33,9 @@ class AlreadyRunning(WarehouseBusy):
     """Another run of the same kind holds its lock."""
 
 
-def exclusive_run(settings: Settings, name: str) -> contextlib.AbstractContextManager[None]:
+def exclusive_run(storage: Storage, name: str) -> contextlib.AbstractContextManager[None]:
     """Hold `<home>/<name>.lock` for the duration, or raise AlreadyRunning naming the holder at once."""
-    path = settings.home / f"{name}.lock"
+    path = storage.home / f"{name}.lock"
     return file_lock(path, 0.0, lambda holder: AlreadyRunning(
         f"another {name} run is in progress ({holder}; lock {path}); this one exits without touching "
         "anything: wait for it, or check it with `gpucast status`"))
@@ -49,12 +48,12 @@ def claim_staging(folder: Path) -> Path:
     return folder
 
 
-def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path]:
+def sweep_staging(storage: Storage, alive: Callable[[int], bool]) -> list[Path]:
     """Remove staging folders whose owner process is gone, temporaries of a killed publish, and spill
     folders of killed `gpucast sql` queries."""
     removed: list[Path] = []
-    if settings.staging_dir.exists():
-        for folder in settings.staging_dir.iterdir():
+    if storage.staging_dir.exists():
+        for folder in storage.staging_dir.iterdir():
             try:
                 pid = int((folder / OWNER_FILE).read_text())
             except (OSError, ValueError):
@@ -65,12 +64,12 @@ def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path
             if pid != os.getpid() and (pid < 0 or not alive(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
-    for spill in settings.sql_temp_dir.parent.glob("sql-*"):  # `gpucast sql` spill folders of killed queries
+    for spill in storage.sql_temp_dir.parent.glob("sql-*"):  # `gpucast sql` spill folders of killed queries
         pid = spill.name.removeprefix("sql-")
         if not (pid.isdigit() and alive(int(pid))):
             shutil.rmtree(spill, ignore_errors=True)
             removed.append(spill)
-    for tmp in settings.home.glob(f".{settings.published_path.stem}*.tmp"):  # the copy and the kept previous
+    for tmp in storage.home.glob(f".{storage.published_path.stem}*.tmp"):  # the copy and the kept previous
         pid = tmp.name.split(".")[-2]
         if not (pid.isdigit() and alive(int(pid))):
             tmp.unlink(missing_ok=True)
@@ -78,12 +77,16 @@ def sweep_staging(settings: Settings, alive: Callable[[int], bool]) -> list[Path
     return removed
 
 
+_failpoint_hook: Callable[[str], None] | None = None
+
+
+def install_failpoint_hook(hook: Callable[[str], None] | None) -> None:
+    """Tests only: call `hook(name)` at every failpoint of this process (None removes it)."""
+    global _failpoint_hook
+    _failpoint_hook = hook
+
+
 def failpoint(name: str) -> None:
-    """Crash-test hook (see module doc); does nothing unless GPUCAST_FAILPOINT equals `name`."""
-    if os.environ.get(FAILPOINT_ENV) != name:
-        return
-    marker = os.environ.get(FAILPOINT_MARKER_ENV)
-    if marker:
-        Path(marker).write_text(str(os.getpid()))
-    while True:
-        time.sleep(60)
+    """A point a crash test may stop at (see the module doc); nothing happens without a test's hook."""
+    if _failpoint_hook is not None:
+        _failpoint_hook(name)

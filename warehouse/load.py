@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import FileResult
 from gpucast.warehouse.db import sql_string, transaction
+from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
@@ -199,13 +200,20 @@ def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> list[str]
 
 def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
     """Rewrite the lake partitions (submitted_date=YYYY-MM-DD) holding records of `run_id`, and any
-    stale ones (`stale_lake_days`); return the days written.
+    stale ones (`stale_lake_days`); return the days written. A failure raises `LakeRefreshFailed`.
 
     Each partition is written whole into a swap folder beside the lake (`<lake>/../.swap`, outside
     every glob of the lake), then swapped in with renames, so a reader sees the old or the new
     partition; re-running rewrites the same files (idempotent). Leftovers of a killed refresh in
     the swap folder are removed first (the caller holds the writer lock, so none is in use).
     """
+    try:
+        return _refresh_lake(con, lake_dir, run_id)
+    except (OSError, duckdb.Error) as exc:
+        raise LakeRefreshFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
     swap = lake_dir.parent / ".swap"
     shutil.rmtree(swap, ignore_errors=True)
     for leftover in lake_dir.glob(".tmp-*"):  # where swap folders lived before they moved out

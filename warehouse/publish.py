@@ -38,7 +38,7 @@ from gpucast.warehouse.db import connect_writer, previous_copy, sql_string, writ
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Storage
 
 READ_ONLY_MODE = 0o444
 
@@ -47,19 +47,19 @@ class PublishFailed(RuntimeError):
     """The warehouse could not be read back whole; the planners' copy was left as it was."""
 
 
-def publish_snapshot(settings: Settings) -> Path:
+def publish_snapshot(storage: Storage) -> Path:
     """Publish the warehouse to `published.duckdb` (steps in the module doc); return its path."""
-    target = settings.published_path
+    target = storage.published_path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with writer_lock(settings):
-        con = connect_writer(settings)
+    with writer_lock(storage):
+        con = connect_writer(storage)
         try:
             refresh_gpu_catalog(con)
             con.execute("CHECKPOINT")
         finally:
             con.close()
         try:
-            _verified_copy(settings, tmp)
+            _verified_copy(storage, tmp)
             os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
             if target.exists():  # a second name for the current copy's file: no bytes copied
@@ -76,33 +76,33 @@ def publish_snapshot(settings: Settings) -> Path:
     return target
 
 
-def restore_previous(settings: Settings) -> Path:
+def restore_previous(storage: Storage) -> Path:
     """Put `published.prev.duckdb` back as `published.duckdb` (the copy before the last publish)."""
-    target = settings.published_path
+    target = storage.published_path
     prev = previous_copy(target)
     if not prev.exists():
         raise FileNotFoundError(f"no previous copy at {prev}: it appears after the second publish")
-    with writer_lock(settings):
+    with writer_lock(storage):
         _replace_with_copy(prev, target)
         Path(f"{target}.wal").unlink(missing_ok=True)
     return target
 
 
-def _verified_copy(settings: Settings, tmp: Path) -> None:
+def _verified_copy(storage: Storage, tmp: Path) -> None:
     """Write every table, view and sequence of the warehouse into a new database file at `tmp`,
     within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
     tmp.unlink(missing_ok=True)
-    con = duckdb.connect(config={"memory_limit": settings.duckdb_memory, "temp_directory": str(settings.staging_dir)})
+    con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
     try:
         con.execute(f"ATTACH {sql_string(tmp)} AS copy")
-        con.execute(f"ATTACH {sql_string(settings.db_path)} AS source (READ_ONLY)")
+        con.execute(f"ATTACH {sql_string(storage.db_path)} AS source (READ_ONLY)")
         try:
             con.execute("COPY FROM DATABASE source TO copy")
         except duckdb.Error as exc:
             if environment_error(exc):
                 raise  # a full disk or a permission error: said as such (exit 5), not as corruption
             raise PublishFailed(
-                f"could not read {settings.db_path} back whole ({type(exc).__name__}: {exc}); the planners' copy was "
+                f"could not read {storage.db_path} back whole ({type(exc).__name__}: {exc}); the planners' copy was "
                 "left as it was. Check the disk, then restore the warehouse from the lake or a backup "
                 "(docs/operations.md)") from exc
         con.execute("CHECKPOINT copy")

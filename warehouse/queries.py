@@ -1,7 +1,7 @@
 """Read-only queries for people (status, reports, planners' SQL): each returns Polars frames.
 
 Formatting them as text, Markdown or charts is `tasks/report/render.py`'s job; this module only asks.
-`path` is the database to read: the planners' published copy by default (`Settings.query_path`),
+`path` is the database to read: the planners' published copy by default (`Storage.query_path`),
 the working file when a run reports on itself before it publishes.
 """
 
@@ -16,7 +16,8 @@ import duckdb
 import polars as pl
 
 from gpucast.warehouse.db import connect_reader
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.errors import QueryError
+from gpucast.warehouse.settings import SqlSandbox
 
 
 class SqlTimeout(RuntimeError):
@@ -133,21 +134,22 @@ def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return capacity, champions
 
 
-def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = None) -> tuple[pl.DataFrame, int]:
+def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
+            max_rows: int | None = None) -> tuple[pl.DataFrame, int]:
     """One bounded read-only planner query: (the first `max_rows` rows, or all when None; the total row count).
 
     The connection cannot write, ATTACH, or read other files, and keeps the `GPUCAST_SQL_*` limits:
     memory, threads, a cap on what it spills to its own temporary folder, and a timeout after which
     the query is interrupted (`SqlTimeout`).
     """
-    spill = _spill_folder(settings)
+    spill = _spill_folder(spill_dir)
     try:
-        con = connect_reader(path, limits={"memory_limit": settings.sql_memory, "threads": settings.sql_threads,
-                                           "temp_directory": str(spill), "max_temp_directory_size": settings.sql_temp_limit})
+        con = connect_reader(path, limits={"memory_limit": limits.memory, "threads": limits.threads,
+                                           "temp_directory": str(spill), "max_temp_directory_size": limits.temp_limit})
     except BaseException:
         shutil.rmtree(spill, ignore_errors=True)
         raise
-    timer = threading.Timer(settings.sql_timeout_s, con.interrupt)
+    timer = threading.Timer(limits.timeout_s, con.interrupt)
     timer.start()
     try:
         rel = con.sql(query)
@@ -156,8 +158,10 @@ def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = N
         df = rel.pl() if max_rows is None else rel.limit(max_rows + 1).pl()
         total = df.height if max_rows is None or df.height <= max_rows else rel.aggregate("count(*)").fetchall()[0][0]
     except duckdb.InterruptException:
-        raise SqlTimeout(f"the query ran longer than {settings.sql_timeout_s:g} s (GPUCAST_SQL_TIMEOUT_S) and was "
+        raise SqlTimeout(f"the query ran longer than {limits.timeout_s:g} s (GPUCAST_SQL_TIMEOUT_S) and was "
                          "stopped; narrow it (WHERE, LIMIT) or raise the limit") from None
+    except duckdb.Error as exc:
+        raise QueryError(f"{type(exc).__name__}: {exc}") from None
     finally:
         timer.cancel()
         con.close()
@@ -169,13 +173,13 @@ def run_sql(path: Path, query: str, settings: Settings, max_rows: int | None = N
                              for n, t in df.schema.items() if isinstance(t, pl.Decimal)]), total
 
 
-def _spill_folder(settings: Settings) -> Path:
+def _spill_folder(folder: Path) -> Path:
     """This query's own temporary folder: under the data directory, or the system's temporary folder
     when a planner may read but not write the data directory. (Folders of killed queries are swept
     by the next run, `housekeeping.sweep_staging`.)"""
     try:
-        settings.sql_temp_dir.mkdir(parents=True, exist_ok=True)
-        return settings.sql_temp_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
     except PermissionError:
         return Path(tempfile.mkdtemp(prefix="gpucast-sql-"))
 

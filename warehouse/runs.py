@@ -1,6 +1,6 @@
 """One run lifecycle for ingest, train, score and plan: id, owner, staging folder, failure row, cleanup.
 
-    with runs.lifecycle(settings, "score") as run:
+    with runs.lifecycle(storage, "score") as run:
         ...                      # stage under run.staging; commit with the run's own transaction
                                  # (which marks it succeeded / published)
 
@@ -29,7 +29,7 @@ import duckdb
 
 from gpucast.warehouse.db import WarehouseBusy, writer
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Storage
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +87,12 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def record_failure(settings: Settings, run: Run, exc: BaseException) -> None:
+def record_failure(storage: Storage, run: Run, exc: BaseException) -> None:
     """Mark `run` failed with `exc` as its message; never raise over the error being reported."""
     if isinstance(exc, WarehouseBusy):
         return  # the warehouse is what failed: there is nowhere to write the row
     try:
-        with writer(settings, timeout_s=min(settings.lock_timeout_s, 60.0)) as con:
+        with writer(storage, timeout_s=min(storage.lock_timeout_s, 60.0)) as con:
             finish(con, run.kind, run.run_id, "failed", describe(exc))
     except Exception as write_error:  # noqa: BLE001  (report the original error, not this one)
         log.warning("could not record %s as failed (%s); its error was: %s", run.run_id, describe(write_error),
@@ -100,18 +100,18 @@ def record_failure(settings: Settings, run: Run, exc: BaseException) -> None:
 
 
 @contextlib.contextmanager
-def lifecycle(settings: Settings, kind: str, **start_columns) -> Iterator[Run]:
+def lifecycle(storage: Storage, kind: str, **start_columns) -> Iterator[Run]:
     """Sweep orphans, start a `kind` run, yield it; mark it failed on an error; remove its staging."""
-    sweep_orphans(settings)
+    sweep_orphans(storage)
     now = datetime.now(UTC)
     run_id = new_run_id(kind, now)
-    run = Run(kind, run_id, now, claim_staging(settings.staging_dir / run_id))
+    run = Run(kind, run_id, now, claim_staging(storage.staging_dir / run_id))
     try:
-        with writer(settings) as con:
+        with writer(storage) as con:
             start(con, run, **start_columns)
         yield run
     except BaseException as exc:
-        record_failure(settings, run, exc)
+        record_failure(storage, run, exc)
         raise
     finally:
         shutil.rmtree(run.staging, ignore_errors=True)
@@ -145,11 +145,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep_orphans(settings: Settings) -> list[Path | str]:
+def sweep_orphans(storage: Storage) -> list[Path | str]:
     """Before a run: mark runs of dead processes `crashed`, remove staging folders of dead processes
     and temporary copies of a killed publish; return what was closed or removed."""
     closed: list[Path | str] = []
-    if settings.db_path.exists():
-        with writer(settings) as con:
+    if storage.db_path.exists():
+        with writer(storage) as con:
             closed += close_abandoned_runs(con)
-    return closed + sweep_staging(settings, _alive)
+    return closed + sweep_staging(storage, _alive)

@@ -1,14 +1,28 @@
-"""Every gpucast setting in one frozen object, built once at the edge and passed down.
+"""Every gpucast setting, read once at the edge, held by small frozen objects, one per concern.
 
-`Settings.from_env()` reads the `GPUCAST_*` variables (the only place that does); CLI flags and
-flow parameters go on top with `Settings.override(...)`. Every value is checked when the object is
-built, and a bad one stops the run with the variable's (or the flag's) name and the rule it broke:
-`GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`. Tasks never read the
-environment; they get what they need from the flows, which got it from here.
+`Settings.from_env()` reads the `GPUCAST_*` variables (the only place that does); CLI flags and flow
+parameters go on top with `Settings.override(...)`. Every value is checked when it is built, and a bad
+one stops the run with the variable's (or the flag's) name and the rule it broke:
+`GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`. Tasks never read the environment.
 
-`SPECS` is the table of settings: variable, default, rule and meaning. The CLI's help text and the
-README's settings table are written from it (tests/warehouse/test_settings.py checks the README).
-Every path the pipeline writes is under one data directory, `GPUCAST_HOME` (default `./.gpucast`).
+`SPECS` is the table of settings: concern, name, variable, default, rule and meaning. A setting's
+name is the same from its variable down to the code that uses it (`GPUCAST_SQL_TIMEOUT_S` is
+`sql.timeout_s`, `GPUCAST_NIGHT_BUDGET_MINUTES` is `training.night_budget_minutes`). The concerns, and
+who gets each (a function takes the one it needs, never the whole bundle):
+
+| concern | object | what it says | used by |
+|---|---|---|---|
+| storage | `Storage` | where the data directory's parts live, the writer's lock wait and memory, what is kept | every warehouse function |
+| sql | `SqlSandbox` | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
+| cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
+| planning | `Planning` | GPU memory of unknown GPUs, the plan's days, the inventory file | scoring, the plan |
+| quality | `Quality` | the nightly's rejected-rows limit, the backtest window | the nightly, the backtest |
+| training | `TrainingDefaults` | defaults of train options a run leaves unset (network minutes, night budget) | `flows/train.py` |
+| alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
+
+The CLI's help text and docs/operations.md's settings table are written from `SPECS`
+(tests/warehouse/test_settings.py checks the docs). Every path the pipeline writes is under one data
+directory, `GPUCAST_HOME` (default `./.gpucast`).
 """
 
 from __future__ import annotations
@@ -75,67 +89,77 @@ def _any(_: Any) -> bool:
     return True
 
 
+# The prefix a concern's variables carry before the setting's name (GPUCAST_SQL_<name>).
+ENV_PREFIX = {"sql": "SQL_", "alerts": "ALERT_"}
+
+
 @dataclass(frozen=True)
 class Spec:
-    """One setting: its field, variable, default, how its text parses, the rule it keeps (and that
-    rule in words, for errors), and what it means."""
+    """One setting: the concern that holds it, its name there, its default, how its text parses, the
+    rule it keeps (and that rule in words, for errors), and what it means. Its variable is
+    `GPUCAST_` + the concern's prefix (`ENV_PREFIX`) + the name, upper case."""
 
+    concern: str
     field: str
-    env: str
     default: Any
     parse: Callable[[str], Any]
     rule: Callable[[Any], bool]
     expects: str
     help: str
 
+    @property
+    def env(self) -> str:
+        return f"GPUCAST_{ENV_PREFIX.get(self.concern, '')}{self.field}".upper()
+
 
 SPECS: tuple[Spec, ...] = (
-    Spec("home", HOME_ENV, Path(DEFAULT_HOME), Path, _any, "a path",
+    Spec("storage", "home", Path(DEFAULT_HOME), Path, _any, "a path",
          "the data directory: warehouse, lake, inbox, staging, models, Prefect state (git-ignored)"),
-    Spec("lock_timeout_s", "GPUCAST_LOCK_TIMEOUT_S", 600.0, float, _positive, "a finite number > 0",
+    Spec("storage", "lock_timeout_s", 600.0, float, _positive, "a finite number > 0",
          "seconds a writer waits for another writer before giving up (exit code 3)"),
-    Spec("duckdb_memory", "GPUCAST_DUCKDB_MEMORY", "1GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("storage", "duckdb_memory", "1GB", str, _memory_size, "a size such as 512MB or 2GB",
          "DuckDB's memory limit for the pipeline's writer (it spills to disk beyond)"),
-    Spec("gpu_mem_gb", "GPUCAST_GPU_MEM_GB", 80.0, float, _positive, "a finite number > 0",
+    Spec("planning", "gpu_mem_gb", 80.0, float, _positive, "a finite number > 0",
          "the GPU memory (GB) `oom_risk` is judged against (`--gpu-mem-gb`)"),
-    Spec("max_reject_fraction", "GPUCAST_MAX_REJECT_FRACTION", 0.2, float, _fraction, "a number between 0 and 1",
+    Spec("quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
          "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
-    Spec("keep_train_runs", "GPUCAST_KEEP_TRAIN_RUNS", 7, int, _at_least_one, "a whole number >= 1",
+    Spec("storage", "keep_train_runs", 7, int, _at_least_one, "a whole number >= 1",
          "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
-    Spec("nn_max_minutes", "GPUCAST_NN_MAX_MINUTES", 20.0, float, _non_negative, "a finite number >= 0",
+    Spec("training", "nn_max_minutes", 20.0, float, _non_negative, "a finite number >= 0",
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
-    Spec("backtest_days", "GPUCAST_BACKTEST_DAYS", 7, int, _at_least_one, "a whole number >= 1",
+    Spec("quality", "backtest_days", 7, int, _at_least_one, "a whole number >= 1",
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
-    Spec("alert_webhook_url", "GPUCAST_ALERT_WEBHOOK_URL", "", str, _webhook_url, "an http(s) URL, or empty",
+    Spec("alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
          "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
          "empty: no alert, only the run's state"),
-    Spec("keep_forecast_days", "GPUCAST_KEEP_FORECAST_DAYS", 30, int, _at_least_one, "a whole number >= 1",
+    Spec("storage", "keep_forecast_days", 30, int, _at_least_one, "a whole number >= 1",
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
-    Spec("sql_memory", "GPUCAST_SQL_MEMORY", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("sql", "memory", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
          "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond)"),
-    Spec("sql_threads", "GPUCAST_SQL_THREADS", 2, int, _at_least_one, "a whole number >= 1",
+    Spec("sql", "threads", 2, int, _at_least_one, "a whole number >= 1",
          "`gpucast sql`: threads one planner query may use"),
-    Spec("sql_temp_limit", "GPUCAST_SQL_TEMP_LIMIT", "4GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("sql", "temp_limit", "4GB", str, _memory_size, "a size such as 512MB or 2GB",
          "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
-    Spec("sql_timeout_s", "GPUCAST_SQL_TIMEOUT_S", 300.0, float, _positive, "a finite number > 0",
+    Spec("sql", "timeout_s", 300.0, float, _positive, "a finite number > 0",
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
-    Spec("night_budget_minutes", "GPUCAST_NIGHT_BUDGET_MINUTES", 30.0, float, _non_negative, "a finite number >= 0",
+    Spec("training", "night_budget_minutes", 30.0, float, _non_negative, "a finite number >= 0",
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--budget-minutes`)"),
-    Spec("train_runner", "GPUCAST_TRAIN_RUNNER", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
+    Spec("cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--runner`)"),
-    Spec("dask_address", "GPUCAST_DASK_ADDRESS", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
+    Spec("cluster", "dask_address", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
-    Spec("dask_workers", "GPUCAST_DASK_WORKERS", 0, int, _non_negative_int, "a whole number >= 0",
+    Spec("cluster", "dask_workers", 0, int, _non_negative_int, "a whole number >= 0",
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
-    Spec("inventory", "GPUCAST_INVENTORY", "", str, _any, "a path to a YAML file, or empty",
+    Spec("planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
          "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
          "the plan shows GPUs needed without GPUs owned"),
-    Spec("plan_days", "GPUCAST_PLAN_DAYS", 14, int, _at_least_one, "a whole number >= 1",
+    Spec("planning", "plan_days", 14, int, _at_least_one, "a whole number >= 1",
          "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
+assert len(SPEC_BY_FIELD) == len(SPECS), "a setting's name is unique across concerns (override takes bare names)"
 
 
 def _check(spec: Spec, value: Any, source: str, shown: str | None = None) -> Any:
@@ -160,63 +184,32 @@ def home_from_env(environ: Mapping[str, str] | None = None) -> Path:
     return Path(environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().resolve()
 
 
+def _default(name: str) -> Any:
+    return SPEC_BY_FIELD[name].default
+
+
+class _Checked:
+    """Every field of a concern keeps its spec's rule (checked when the object is built)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            _check(SPEC_BY_FIELD[f.name], getattr(self, f.name), f.name)
+
+
 @dataclass(frozen=True)
-class Settings:
-    """Where things live and the limits a run keeps. Build with `Settings.from_env()`."""
+class Storage(_Checked):
+    """Where the data directory's parts live, and how the pipeline's one writer behaves."""
 
     home: Path
-    lock_timeout_s: float = SPEC_BY_FIELD["lock_timeout_s"].default
-    duckdb_memory: str = SPEC_BY_FIELD["duckdb_memory"].default
-    gpu_mem_gb: float = SPEC_BY_FIELD["gpu_mem_gb"].default
-    max_reject_fraction: float = SPEC_BY_FIELD["max_reject_fraction"].default
-    keep_train_runs: int = SPEC_BY_FIELD["keep_train_runs"].default
-    nn_max_minutes: float = SPEC_BY_FIELD["nn_max_minutes"].default
-    backtest_days: int = SPEC_BY_FIELD["backtest_days"].default
-    alert_webhook_url: str = SPEC_BY_FIELD["alert_webhook_url"].default
-    keep_forecast_days: int = SPEC_BY_FIELD["keep_forecast_days"].default
-    sql_memory: str = SPEC_BY_FIELD["sql_memory"].default
-    sql_threads: int = SPEC_BY_FIELD["sql_threads"].default
-    sql_temp_limit: str = SPEC_BY_FIELD["sql_temp_limit"].default
-    sql_timeout_s: float = SPEC_BY_FIELD["sql_timeout_s"].default
-    night_budget_minutes: float = SPEC_BY_FIELD["night_budget_minutes"].default
-    train_runner: str = SPEC_BY_FIELD["train_runner"].default
-    dask_address: str = SPEC_BY_FIELD["dask_address"].default
-    dask_workers: int = SPEC_BY_FIELD["dask_workers"].default
-    inventory: str = SPEC_BY_FIELD["inventory"].default
-    plan_days: int = SPEC_BY_FIELD["plan_days"].default
+    lock_timeout_s: float = _default("lock_timeout_s")
+    duckdb_memory: str = _default("duckdb_memory")
+    keep_train_runs: int = _default("keep_train_runs")
+    keep_forecast_days: int = _default("keep_forecast_days")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
-        for f in fields(self):
-            _check(SPEC_BY_FIELD[f.name], getattr(self, f.name), f.name)
+        super().__post_init__()
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Defaults, then every `GPUCAST_*` variable that is set (empty counts as unset)."""
-        environ = os.environ if environ is None else environ
-        if HOME_ENV in environ and not environ[HOME_ENV].strip():
-            # set but empty: a deployment job variable rendered from a variable unset at `prefect deploy`
-            # time would otherwise send the run to an empty ./.gpucast in the worker's folder
-            raise SettingsError(f"{HOME_ENV} is set but empty: set it to the data directory, or unset it for the "
-                                f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
-        values: dict[str, Any] = {"home": home_from_env(environ)}
-        for spec in SPECS[1:]:
-            raw = environ.get(spec.env, "")
-            if raw.strip():
-                values[spec.field] = parse(spec, raw, spec.env)
-        return cls(**values)
-
-    def override(self, sources: Mapping[str, str] | None = None, **values: Any) -> Settings:
-        """A copy with `values` on top; None keeps the current value. `sources` names each field's
-        origin (e.g. its CLI flag) for the error message."""
-        given = {k: v for k, v in values.items() if v is not None}
-        for name, value in given.items():
-            if name not in SPEC_BY_FIELD:
-                raise SettingsError(f"unknown setting {name!r}; settings: {', '.join(SPEC_BY_FIELD)}")
-            _check(SPEC_BY_FIELD[name], value, (sources or {}).get(name, name))
-        return replace(self, **given) if given else self
-
-    # Paths of the data directory -------------------------------------------------------------
     @property
     def db_path(self) -> Path:
         return self.home / "warehouse.duckdb"
@@ -242,15 +235,6 @@ class Settings:
         return self.home / "reports"
 
     @property
-    def inventory_path(self) -> Path | None:
-        """The inventory file: GPUCAST_INVENTORY's (it must exist), else $GPUCAST_HOME/inventory.yaml if
-        it exists, else None."""
-        if self.inventory:
-            return Path(self.inventory).expanduser()
-        default = self.home / "inventory.yaml"
-        return default if default.exists() else None
-
-    @property
     def site_dir(self) -> Path:
         """The planners' page: index.html, written by every nightly run and `gpucast site`."""
         return self.home / "site"
@@ -274,7 +258,130 @@ class Settings:
     def lock_path(self) -> Path:
         return self.home / "writer.lock"
 
-    def ensure(self) -> Settings:
+    def ensure(self) -> Storage:
         for d in (self.home, self.inbox_dir, self.staging_dir, self.lake_dir):
             d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@dataclass(frozen=True)
+class SqlSandbox(_Checked):
+    """The limits of one planner query (`gpucast sql`)."""
+
+    memory: str = _default("memory")
+    threads: int = _default("threads")
+    temp_limit: str = _default("temp_limit")
+    timeout_s: float = _default("timeout_s")
+
+
+@dataclass(frozen=True)
+class Cluster(_Checked):
+    """Where training's fits (and large scoring runs) go."""
+
+    train_runner: str = _default("train_runner")
+    dask_address: str = _default("dask_address")
+    dask_workers: int = _default("dask_workers")
+
+
+@dataclass(frozen=True)
+class Planning(_Checked):
+    """What the memory advice and the capacity plan assume."""
+
+    gpu_mem_gb: float = _default("gpu_mem_gb")
+    inventory: str = _default("inventory")
+    plan_days: int = _default("plan_days")
+
+
+@dataclass(frozen=True)
+class Quality(_Checked):
+    """How much bad input a night tolerates, and how far back forecasts are checked."""
+
+    max_reject_fraction: float = _default("max_reject_fraction")
+    backtest_days: int = _default("backtest_days")
+
+
+@dataclass(frozen=True)
+class TrainingDefaults(_Checked):
+    """Defaults of the train options a run does not set itself (`TrainOptions.with_defaults`)."""
+
+    nn_max_minutes: float = _default("nn_max_minutes")
+    night_budget_minutes: float = _default("night_budget_minutes")
+
+
+@dataclass(frozen=True)
+class Alerts(_Checked):
+    """Where a failed night is announced."""
+
+    webhook_url: str = _default("webhook_url")
+
+
+CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
+                             "quality": Quality, "training": TrainingDefaults, "alerts": Alerts}
+assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name} for name, cls in CONCERNS.items())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every concern's settings, built once at the edge (`from_env`); pass each function only the
+    concern it needs (`settings.storage`, `settings.sql`, ...)."""
+
+    storage: Storage
+    sql: SqlSandbox = SqlSandbox()
+    cluster: Cluster = Cluster()
+    planning: Planning = Planning()
+    quality: Quality = Quality()
+    training: TrainingDefaults = TrainingDefaults()
+    alerts: Alerts = Alerts()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Defaults, then every `GPUCAST_*` variable that is set (empty counts as unset)."""
+        environ = os.environ if environ is None else environ
+        if HOME_ENV in environ and not environ[HOME_ENV].strip():
+            # set but empty: a deployment job variable rendered from a variable unset at `prefect deploy`
+            # time would otherwise send the run to an empty ./.gpucast in the worker's folder
+            raise SettingsError(f"{HOME_ENV} is set but empty: set it to the data directory, or unset it for the "
+                                f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
+        values: dict[str, Any] = {"home": home_from_env(environ)}
+        for spec in SPECS[1:]:
+            raw = environ.get(spec.env, "")
+            if raw.strip():
+                values[spec.field] = parse(spec, raw, spec.env)
+        return cls._build(values)
+
+    @classmethod
+    def _build(cls, values: Mapping[str, Any]) -> Settings:
+        """From bare setting names to the concern objects."""
+        by_concern: dict[str, dict[str, Any]] = {name: {} for name in CONCERNS}
+        for name, value in values.items():
+            by_concern[SPEC_BY_FIELD[name].concern][name] = value
+        return cls(**{name: CONCERNS[name](**given) for name, given in by_concern.items()})
+
+    def override(self, sources: Mapping[str, str] | None = None, **values: Any) -> Settings:
+        """A copy with `values` (bare setting names) on top; None keeps the current value. `sources`
+        names each setting's origin (e.g. its CLI flag) for the error message."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return self
+        for name, value in given.items():
+            if name not in SPEC_BY_FIELD:
+                raise SettingsError(f"unknown setting {name!r}; settings: {', '.join(SPEC_BY_FIELD)}")
+            _check(SPEC_BY_FIELD[name], value, (sources or {}).get(name, name))
+        changed = {}
+        for name in {SPEC_BY_FIELD[k].concern for k in given}:
+            concern = getattr(self, name)
+            changed[name] = replace(concern, **{k: v for k, v in given.items() if SPEC_BY_FIELD[k].concern == name})
+        return replace(self, **changed)
+
+    @property
+    def inventory_path(self) -> Path | None:
+        """The inventory file: GPUCAST_INVENTORY's (it must exist), else $GPUCAST_HOME/inventory.yaml if
+        it exists, else None."""
+        if self.planning.inventory:
+            return Path(self.planning.inventory).expanduser()
+        default = self.storage.home / "inventory.yaml"
+        return default if default.exists() else None
+
+    def ensure(self) -> Settings:
+        self.storage.ensure()
         return self

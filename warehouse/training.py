@@ -55,42 +55,47 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
     `decision` (`tasks/learn/gate.py`'s, duck-typed: `promote`, `reason`) against the `incumbent` champion:
     when it keeps the incumbent, this run's champion row names the incumbent's model, folder and run."""
     with transaction(con):
-        con.execute("DELETE FROM model_metrics WHERE train_run_id = ? AND target = ?", [run_id, result.target])
-        con.execute("DELETE FROM model_champions WHERE train_run_id = ? AND target = ?", [run_id, result.target])
-        con.execute("DELETE FROM skipped_fits WHERE train_run_id = ? AND target = ?", [run_id, result.target])
+        for table in ("model_metrics", "model_champions", "skipped_fits"):
+            con.execute(f"DELETE FROM {table} WHERE train_run_id = ? AND target = ?", [run_id, result.target])
         if result.skipped_fits:
             con.executemany("INSERT INTO skipped_fits VALUES (?, ?, ?, ?, ?)",
-                            [[run_id, result.target, f["model"], f["repeat"], f["reason"]] for f in result.skipped_fits])
+                            [[run_id, result.target, f.model, f.repeat, f.reason] for f in result.skipped_fits])
         if result.metrics:
-            m = pl.DataFrame(result.metrics).select(
-                pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",
-                "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
-                pl.col("rows_eval").alias("rows_test"), "train_seconds", "device",
-                pl.col("epochs").cast(pl.Int64),
-            )
-            con.register("new_metrics", m)
-            con.execute("INSERT INTO model_metrics BY NAME SELECT * FROM new_metrics")
-            con.unregister("new_metrics")
-        champ = result.champion
-        stats = (None, None, None)
-        if champ and result.metrics:
-            df = pl.DataFrame(result.metrics).filter(pl.col("model") == champ)
-            stats = (
-                df.filter(pl.col("split") == "validation")["rmse"].mean(),
-                df.filter(pl.col("split") == "test")["rmse"].mean(),
-                df.filter(pl.col("split") == "test")["mape"].mean(),
-            )
-        preset = next((m["preset"] for m in result.metrics if m["model"] == champ), None)
-        model, model_dir, champion_run = champ, result.model_dir, run_id if champ else None
-        verdict = "first" if incumbent is None else "promoted"
-        reason = decision.reason if decision is not None else ("no champion before" if incumbent is None else
-                                                               "no backtest evidence: chosen on validation")
-        if decision is not None and not decision.promote:
-            model, model_dir, champion_run, verdict = incumbent.model, incumbent.model_dir, incumbent.train_run_id, "kept"
+            _insert_metrics(con, run_id, result)
         con.execute("INSERT INTO model_champions (train_run_id, target, model, preset, labelled_rows, validation_rmse, "
                     "test_rmse_mean, test_mape_mean, model_dir, skipped_reason, features, refit_rows, calibration_rows, "
                     "challenger, decision, decision_reason, champion_run_id) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, result.target, model, preset, result.rows, *stats, model_dir, result.skipped,
-                     features, result.refit.get("rows"), result.refit.get("calibration_rows"), champ,
-                     verdict if champ else None, reason if champ else None, champion_run])
+                    _champion_row(run_id, result, features, decision, incumbent))
+
+
+def _insert_metrics(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetResult) -> None:
+    m = pl.DataFrame(result.metrics).select(
+        pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",
+        "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
+        pl.col("rows_eval").alias("rows_test"), "train_seconds", "device", pl.col("epochs").cast(pl.Int64),
+    )
+    con.register("new_metrics", m)
+    con.execute("INSERT INTO model_metrics BY NAME SELECT * FROM new_metrics")
+    con.unregister("new_metrics")
+
+
+def _champion_row(run_id: str, result: TargetResult, features: str, decision, incumbent: Champion | None) -> list:
+    """The `model_champions` row's values: tonight's champion, or the incumbent the gate kept."""
+    champ = result.champion
+    stats = (None, None, None)
+    if champ and result.metrics:
+        df = pl.DataFrame(result.metrics).filter(pl.col("model") == champ)
+        stats = (df.filter(pl.col("split") == "validation")["rmse"].mean(),
+                 df.filter(pl.col("split") == "test")["rmse"].mean(),
+                 df.filter(pl.col("split") == "test")["mape"].mean())
+    preset = next((m.preset for m in result.metrics if m.model == champ), None)
+    model, model_dir, champion_run = champ, result.model_dir, run_id if champ else None
+    verdict = "first" if incumbent is None else "promoted"
+    reason = decision.reason if decision is not None else ("no champion before" if incumbent is None else
+                                                           "no backtest evidence: chosen on validation")
+    if decision is not None and not decision.promote:
+        model, model_dir, champion_run, verdict = incumbent.model, incumbent.model_dir, incumbent.train_run_id, "kept"
+    refit = (result.refit.rows, result.refit.calibration_rows) if champ else (None, None)
+    return [run_id, result.target, model, preset, result.rows, *stats, model_dir, result.skipped, features, *refit,
+            champ, verdict if champ else None, reason if champ else None, champion_run]

@@ -7,7 +7,8 @@
 * the analytic priors of `tasks/learn/priors.py` (model-state and activation memory, FLOPs per iteration,
   throughput, run time).
 
-A **feature set** says which of them a model sees (`FEATURE_SETS`): `paper`, the seed paper's 11;
+A **feature set** says which of them a model sees (`FEATURE_SETS`): `contract`, the contract's 11 (the seed
+paper's);
 `hardware`, plus the hardware context; `priors`, plus the priors; `residual`, the same columns, with
 the model learning log(actual / prior) of its target's prior instead of log(actual).
 
@@ -88,7 +89,7 @@ class FeatureSet:
 
 
 FEATURE_SETS = {fs.name: fs for fs in (
-    FeatureSet("paper", FEATURE_SPECS),
+    FeatureSet("contract", FEATURE_SPECS),
     FeatureSet("hardware", FEATURE_SPECS + HARDWARE_SPECS),
     FeatureSet("priors", FEATURE_SPECS + HARDWARE_SPECS + PRIOR_SPECS),
     FeatureSet("residual", FEATURE_SPECS + HARDWARE_SPECS + PRIOR_SPECS, residual=True),
@@ -102,11 +103,17 @@ def build(rows: pl.DataFrame) -> pl.DataFrame:
     return priors.with_priors(rows.with_columns(missing) if missing else rows)
 
 
+# The feature set models learn from unless told otherwise: the one that won on validation (docs/models.md).
+DEFAULT_FEATURES = "residual"
+# Names a feature set had before (encoders saved then still load): old name -> name.
+RENAMED_FEATURE_SETS = {"paper": "contract"}
+
+
 @dataclass
 class FeatureEncoder:
     """Learns category codes and medians on training rows; turns any rows into the feature matrix."""
 
-    feature_set: str = "paper"
+    feature_set: str = DEFAULT_FEATURES
     vocab_: dict[str, list[str]] = field(default_factory=dict)
     medians_: dict[str, float] = field(default_factory=dict)
 
@@ -162,7 +169,8 @@ class FeatureEncoder:
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureEncoder:
-        return cls(feature_set=d.get("feature_set", "paper"), vocab_={k: list(v) for k, v in d["vocab"].items()},
+        name = d.get("feature_set", "contract")  # encoders saved before feature sets existed had the 11
+        return cls(feature_set=RENAMED_FEATURE_SETS.get(name, name), vocab_={k: list(v) for k, v in d["vocab"].items()},
                    medians_=dict(d["medians"]))
 
 

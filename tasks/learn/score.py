@@ -36,19 +36,20 @@ class Scorer:
     """One target's champion, its encoder, interval calibration and out-of-distribution detector,
     ready to score frames."""
 
-    def __init__(self, champion: Champion, device: str | None = None):
-        loaded = store.load_model(Path(champion.model_dir), champion.model, device=device)
+    def __init__(self, champion: Champion, device: str | None = None, threads: int | None = None):
+        from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
+
+        loaded = store.load_model(Path(champion.model_dir), champion.model, device=device, threads=threads)
         self.champion = champion
         self.calibration = intervals.Calibrated(loaded.calibration)
         self.encoder = loaded.encoder
         self.estimator = loaded.estimator
-        registry.use_threads(self.estimator, registry.default_threads())
         self.detector = loaded.metadata.get("ood")
         feature_set = FEATURE_SETS[self.encoder.feature_set]
         prior_column = feature_set.prior_column(champion.target)
         prior_cal = loaded.metadata.get("calibration", {}).get(registry.PRIOR)
         # out-of-distribution jobs: the prior with its own calibration when there is one (see tasks/learn/ood.py)
-        self.fallback = ((registry.PriorModel(prior_column), intervals.Calibrated(prior_cal))
+        self.fallback = ((PriorModel.on(prior_column, len(self.encoder.names)), intervals.Calibrated(prior_cal))
                          if prior_column is not None and prior_cal and "residuals" in prior_cal else None)
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,

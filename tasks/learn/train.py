@@ -16,7 +16,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +24,9 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import TargetResult
+from gpucast.expectations.records import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
 from gpucast.tasks.learn import features, intervals, ood
-from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESET_NAMES
 
@@ -35,8 +35,6 @@ DEFAULT_MIN_LABELLED = 200
 # Training reads at most this many of the most recent labelled jobs: memory and time stay bounded
 # however long the history grows (and recent jobs best resemble tomorrow's).
 DEFAULT_MAX_ROWS = 500_000
-# The feature set models learn from by default: the one that won on validation (docs/models.md).
-DEFAULT_FEATURES = "residual"
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
 CHAMPION_METRIC = "rmse"
@@ -96,14 +94,18 @@ class TrainOptions(BaseModel):
     targets: tuple[str, ...] = c.TARGETS
     models: tuple[str, ...] | None = None  # None: every registry model the feature set allows
     preset: str = DEFAULT_PRESET  # the Transformer-BiGRU's (tasks/learn/models/presets.py)
-    features: str = DEFAULT_FEATURES  # the feature set (tasks/learn/features.py: paper, hardware, priors, residual)
+    features: str = DEFAULT_FEATURES  # the feature set (tasks/learn/features.py: contract, hardware, priors, residual)
     repeats: int = Field(3, ge=1)  # repeated 70/30 holdouts
     seed: int = 0
     min_labelled: int = Field(DEFAULT_MIN_LABELLED, ge=1)  # a target with fewer labelled jobs is skipped
     device: str | None = None  # cuda or cpu; None: cuda when available
     epochs: int | None = Field(None, ge=1)  # caps the Transformer-BiGRU's epochs
     max_rows: int | None = Field(DEFAULT_MAX_ROWS, ge=1)  # None: every labelled job
-    nn_max_minutes: float | None = Field(None, ge=0)  # per network fit; None: the GPUCAST_NN_MAX_MINUTES setting
+    # Time limits. None: the setting's default (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES), filled in
+    # at the flow's edge (flows/train.py `resolve`); 0: no limit. The night budget ends at an instant
+    # (`budget_ends_at` below); a network fit stops at min(nn_max_minutes, the budget left).
+    nn_max_minutes: float | None = Field(None, ge=0)  # per network fit
+    night_budget_minutes: float | None = Field(None, ge=0)  # for every fit of the run together
     compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
 
     @field_validator("targets")
@@ -208,21 +210,19 @@ def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:
             f"(set --min-labelled to change it)")
 
 
-def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int,
-            deadline: float | None = None, progress: Callable[[str], None] = log.info) -> dict:
+def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int, *, threads: int,
+            budget_ends_at: float | None = None, progress: Callable[[str], None] = log.info) -> FitOutcome:
     """Fit `model` on repeat `repeat`'s fit rows of `target` and score it on validation and test.
 
-    Pure: it needs the labelled rows only, so it runs anywhere (a Dask worker included). `deadline`
-    (a `time.time()` instant, the night budget's end): a fit that would start after it is skipped,
-    and the network stops at it. Returns the metric rows (`metrics`), the test predictions
-    (`test_pred`) and how the fit went, or `skipped` with the reason.
+    Pure: it needs the labelled rows only, so it runs anywhere (a Dask worker included), on `threads`
+    cores. `budget_ends_at` (a `time.time()` instant: the night budget's end): a fit that would start
+    after it is skipped, and the network stops at it.
     """
-    head = {"target": target, "model": model, "repeat": repeat}
     max_seconds = options.nn_max_seconds
-    if deadline is not None:
-        left = deadline - time.time()
+    if budget_ends_at is not None:
+        left = budget_ends_at - time.time()
         if left <= 0:
-            return {**head, "skipped": "the night budget ran out before it started"}
+            return FitSkipped(target, model, repeat, "the night budget ran out before it started")
         max_seconds = min(max_seconds, left) if max_seconds else left
     seed = options.seed + repeat
     fit_idx, val_idx, test_idx = split(rows.height, seed)
@@ -230,30 +230,28 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
     X = encoder.transform(rows)
     y = rows[target].to_numpy().astype(np.float64)
     t0 = time.perf_counter()
-    est = _build(model, encoder, X.shape[1], target, options, seed, progress, max_seconds).fit(X[fit_idx], y[fit_idx])
+    est = _build(model, encoder, target, options, registry.Build(seed=seed, threads=threads, progress=progress,
+                                                                  max_seconds=max_seconds)).fit(X[fit_idx], y[fit_idx])
     seconds = time.perf_counter() - t0
     used = getattr(est, "device_", "cpu")
-    out = []
-    for split_name, idx in (("validation", val_idx), ("test", test_idx)):
-        p = est.predict(X[idx])
-        out.append({"model": model, "preset": options.preset if model == registry.NN else None,
-                    "features": options.features, "repeat": repeat, "seed": seed, "split": split_name,
-                    **metrics(y[idx], p), "rows_train": len(fit_idx), "rows_eval": len(idx),
-                    "train_seconds": seconds, "device": used, "epochs": getattr(est, "epochs_run_", None)})
-    return {**head, "metrics": out, "test_pred": est.predict(X[test_idx]), "seconds": seconds, "device": used,
-            "stopped": getattr(est, "stopped_by_", None)}
+    out = tuple(MetricRow(model=model, preset=options.preset if model == registry.NN else None,
+                          features=options.features, repeat=repeat, seed=seed, split=split_name,
+                          **metrics(y[idx], est.predict(X[idx])), rows_train=len(fit_idx), rows_eval=len(idx),
+                          train_seconds=seconds, device=used, epochs=getattr(est, "epochs_run_", None))
+                for split_name, idx in (("validation", val_idx), ("test", test_idx)))
+    return FitResult(target, model, repeat, out, est.predict(X[test_idx]), seconds, used,
+                     getattr(est, "stopped_by_", None))
 
 
-def describe_fit(outcome: dict, repeats: int) -> str:
+def describe_fit(outcome: FitOutcome, repeats: int) -> str:
     """The progress line of one finished (or skipped) fit."""
-    where = f"{outcome['target']}: repeat {outcome['repeat'] + 1}/{repeats} {outcome['model']}"
-    if "skipped" in outcome:
-        return f"{where} skipped: {outcome['skipped']}"
-    return (f"{where} trained in {outcome['seconds']:.1f} s on {outcome['device']}"
-            + (f" ({outcome['stopped']})" if outcome.get("stopped") else ""))
+    where = f"{outcome.target}: repeat {outcome.repeat + 1}/{repeats} {outcome.model}"
+    if isinstance(outcome, FitSkipped):
+        return f"{where} skipped: {outcome.reason}"
+    return f"{where} trained in {outcome.seconds:.1f} s on {outcome.device}" + (f" ({outcome.stopped})" if outcome.stopped else "")
 
 
-def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path,
+def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path, *, threads: int,
                  progress: Callable[[str], None] = log.info, holdout: list[str] | None = None) -> TargetResult:
     """Compare `options.models` on `target` over repeated holdouts, pick the champion on validation,
     refit it on every labelled job but a calibration slice, calibrate its intervals on that slice,
@@ -272,11 +270,11 @@ def train_target(history: pl.DataFrame, target: str, options: TrainOptions, fold
     outcomes = []
     if too_few(rows, options) is None:
         for fit in (f for f in order_fits(options) if f.target == target):
-            outcomes.append(fit_one(rows, target, options, fit.model, fit.repeat, progress=progress))
+            outcomes.append(fit_one(rows, target, options, fit.model, fit.repeat, threads=threads, progress=progress))
             progress(describe_fit(outcomes[-1], options.repeats))
-    finished = finish_target(rows, target, options, outcomes, holdout, progress)
+    finished = finish_target(rows, target, options, outcomes, holdout, threads=threads, progress=progress)
     if finished.estimator is not None:
-        save_champion(folder, target, options, finished)
+        save_champion(folder, target, options, finished, threads=threads)
     return finished.result
 
 
@@ -291,12 +289,13 @@ class Finished:
     sample: np.ndarray | None = None  # encoded calibration rows: a compiled model is checked on them
 
 
-def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[dict],
-                  holdout: list[str] | None = None, progress: Callable[[str], None] = log.info) -> Finished:
+def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[FitOutcome],
+                  holdout: list[str] | None = None, *, threads: int, progress: Callable[[str], None] = log.info) -> Finished:
     """From the fits' outcomes: the metrics, the champion (lowest mean validation RMSE over the
     repeats each model finished), the gate's predictions, and the champion refitted and calibrated.
     Skipped fits are kept in `result.skipped_fits` with their reason. Pure, like `fit_one`."""
     result = TargetResult(target=target, rows=rows.height)
+    build = registry.Build(seed=options.seed, threads=threads, progress=progress)
     if reason := too_few(rows, options):
         result.skipped = reason
         if FEATURE_SETS[options.features].prior_column(target) is None:
@@ -304,34 +303,33 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
             return Finished(result)
         result.skipped += "; the analytic prior scores it"
         progress(f"{target}: {result.skipped}")
-        return _refit(rows, target, options, registry.PRIOR, result, progress)
+        return _refit(rows, target, options, registry.PRIOR, result, build)
     order = {m: i for i, m in enumerate(options.model_names)}
-    done = sorted((o for o in outcomes if "metrics" in o), key=lambda o: (o["repeat"], order[o["model"]]))
-    result.metrics = [m for o in done for m in o["metrics"]]
-    result.skipped_fits = [{"model": o["model"], "repeat": o["repeat"], "reason": o["skipped"]}
-                           for o in outcomes if "skipped" in o]
-    first = [o for o in done if o["repeat"] == 0]
+    done = sorted((o for o in outcomes if isinstance(o, FitResult)), key=lambda o: (o.repeat, order[o.model]))
+    result.metrics = [m for o in done for m in o.metrics]
+    result.skipped_fits = [o for o in outcomes if isinstance(o, FitSkipped)]
+    first = [o for o in done if o.repeat == 0]
     if first:
         test_idx = split(rows.height, options.seed)[2]
         result.test_predictions = pl.DataFrame({"actual": rows[target].to_numpy().astype(np.float64)[test_idx],
-                                                **{o["model"]: o["test_pred"] for o in first}})
+                                                **{o.model: o.test_pred for o in first}})
     if not result.metrics:
         result.skipped = "no model finished a fit within the night budget"
         if FEATURE_SETS[options.features].prior_column(target) is None:
             progress(f"{target}: skipped: {result.skipped}")
             return Finished(result)
         result.skipped += "; the analytic prior scores it"
-        return _refit(rows, target, options, registry.PRIOR, result, progress)
+        return _refit(rows, target, options, registry.PRIOR, result, build)
     champion = choose_champion(result.metrics)
     progress(f"{target}: champion {champion} (lowest mean validation {CHAMPION_METRIC.upper()}); refitting it")
     if holdout:
         y = rows[target].to_numpy().astype(np.float64)
-        result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, progress)
-    return _refit(rows, target, options, champion, result, progress)
+        result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build)
+    return _refit(rows, target, options, champion, result, build)
 
 
 def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
-                      holdout: list[str], progress: Callable[[str], None]) -> pl.DataFrame:
+                      holdout: list[str], build: registry.Build) -> pl.DataFrame:
     """job_id and P50 of the champion fitted without the `holdout` jobs, for those jobs (the gate's check)."""
     held = rows[c.JOB_ID].is_in(holdout).to_numpy()
     if not held.any() or held.all():
@@ -339,60 +337,66 @@ def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: T
     fit = np.flatnonzero(~held)
     encoder = FeatureEncoder(options.features).fit(rows[fit])
     X = encoder.transform(rows)
-    est = _build(champion, encoder, X.shape[1], target, options, options.seed, progress).fit(X[fit], y[fit])
-    progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
+    est = _build(champion, encoder, target, options, build).fit(X[fit], y[fit])
+    build.progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
     return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(held)), "p50": est.predict(X[held])})
 
 
-def _build(name: str, encoder: FeatureEncoder, n_features: int, target: str, options: TrainOptions, seed: int,
-           progress: Callable[[str], None], max_seconds: float | None = None):
+def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOptions, build: registry.Build):
+    """Registry model `name` for `target`, with what the encoder and the options say about it on top of
+    `build` (seed, threads, progress, the fit's time budget)."""
     fs = FEATURE_SETS[options.features]
     base = fs.prior_column(target) if name == registry.PRIOR else fs.base_column(target)
-    return registry.build(name, seed=seed, categorical=encoder.categorical, n_features=n_features, base=base,
-                          cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
-                          epochs=options.epochs, progress=progress, max_seconds=max_seconds or options.nn_max_seconds)
+    return registry.build(name, replace(build, categorical=encoder.categorical, base=base,
+                                        cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
+                                        epochs=options.epochs, max_seconds=build.max_seconds or options.nn_max_seconds))
 
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
-           progress: Callable[[str], None]) -> Finished:
+           build: registry.Build) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
     (and the prior's, the fallback for out-of-distribution jobs) on that slice; fit the OOD detector."""
+    from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
+
     y = rows[target].to_numpy().astype(np.float64)
     refit_idx, cal_idx = calibration_split(rows.height, options.seed, learns=champion != registry.PRIOR)
     encoder = FeatureEncoder(options.features).fit(rows[refit_idx] if len(refit_idx) else rows)
     X = encoder.transform(rows)
     t0 = time.perf_counter()
-    est = _build(champion, encoder, X.shape[1], target, options, options.seed, progress).fit(X[refit_idx], y[refit_idx])
+    if champion == registry.PRIOR:  # nothing to learn, and no jobs set aside to learn from
+        est = PriorModel.on(FEATURE_SETS[options.features].prior_column(target), X.shape[1])
+    else:
+        est = _build(champion, encoder, target, options, build).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
     groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups)
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
-        prior = registry.PriorModel(prior_column)
+        prior = PriorModel.on(prior_column, X.shape[1])
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
     result.champion = champion
-    result.refit = {"rows": len(refit_idx), "calibration_rows": len(cal_idx), "seconds": round(time.perf_counter() - t0, 2)}
-    progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
+    result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
+    build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
 
 
-def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished) -> None:
+def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished, *, threads: int) -> None:
     """Write the refitted champion, its encoder, the test predictions and the metadata to `folder`
-    (the registry's target folder); sets `result.model_dir`."""
+    (the registry's target folder); sets `result.model_dir`. A tree champion is compiled on `threads`."""
     result = finished.result
     result.model_dir = str(folder)
     path = store.save_model(folder, result.champion, finished.estimator)
     if options.compile_trees and result.champion in compiled.COMPILABLE and finished.sample is not None:
-        result.compiled = compiled.compile_model(result.champion, path, finished.estimator.inner, finished.sample,
-                                                 registry.default_threads())
+        result.compiled = compiled.compile_model(result.champion, path, finished.estimator.regressor_, finished.sample,
+                                                 threads)
     store.save_encoder(folder, finished.encoder)
     if result.test_predictions is not None:
         store.save_test_predictions(folder, result.test_predictions)
     store.save_metadata(folder, _metadata(target, options, result))
 
 
-def choose_champion(metric_rows: list[dict]) -> str:
+def choose_champion(metric_rows: list[MetricRow]) -> str:
     """The model with the lowest mean validation RMSE over the repeats; test rows never count.
     Ties go to the model first in the registry's order (a stable choice)."""
     val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
@@ -406,14 +410,14 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "features": list(FEATURE_SETS[options.features].names),
         "feature_set": options.features,
         "models": list(options.model_names),
-        "refit": result.refit,
+        "refit": asdict(result.refit),
         "preset": options.preset,
         "champion": result.champion,
         "champion_metric": f"mean validation {CHAMPION_METRIC}",
         "rows": result.rows,
         "python": platform.python_version(),
         "versions": store.library_versions(),
-        "metrics": result.metrics,
+        "metrics": [asdict(m) for m in result.metrics],
         "calibration": result.calibration,
         "ood": result.ood,
         "compiled": result.compiled,

@@ -169,92 +169,130 @@ def segments(day_offset: np.ndarray, hours: np.ndarray, days: int) -> tuple[np.n
     return row[keep], day[keep], piece[keep]
 
 
+PLAN_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_memory_gb": pl.Float64,
+               "gpus_owned": pl.Int64, "jobs": pl.Int64, "unknown_size_jobs": pl.Int64,
+               "gpu_hours_p50": pl.Float64, "lower_bound_p50": pl.Int64, "gpus_needed_p50": pl.Int64,
+               "shared_bound_p50": pl.Int64, "gpu_hours_p90": pl.Float64, "lower_bound_p90": pl.Int64,
+               "gpus_needed_p90": pl.Int64, "shared_bound_p90": pl.Int64}
+UNPLACEABLE_SCHEMA = {"job_id": pl.String, "queue": pl.String, "mem_gb": pl.Float64, "gpu_count": pl.Int64,
+                      "smallest_fitting_gpu": pl.String}
+COLOCATION_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "day": pl.Date, "group_id": pl.Int64, "jobs": pl.Int64,
+                     "job_ids": pl.List(pl.String), "mem_gb": pl.Float64}
+
+
+@dataclass(frozen=True)
+class DayFigures:
+    """One day of one queue's jobs on one GPU type, packed at one quantile of their run times."""
+
+    gpus: int = 0
+    gpu_hours: float = 0.0
+    shared_bound: int = 0
+    jobs: int = 0
+    unknown: int = 0
+
+    @property
+    def lower_bound(self) -> int:
+        return math.ceil(self.gpu_hours / DAY_HOURS - 1e-9)
+
+
+@dataclass
+class Packed:
+    """A queue's jobs on one GPU type packed at one quantile: figures per day offset, and (at P90) the
+    co-location groups."""
+
+    days: dict[int, DayFigures]
+    groups: list[dict]
+
+
 def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, days: int,
                   gpu_types: list[str] | None = None, default_gb: float = 80.0, progress=None) -> Plan:
     """The plan for `days` days from `start` (see the module doc). `jobs` has JOB_COLUMNS; a job's
-    `day` before `start` starts on `start` (it is waiting now)."""
+    `day` before `start` starts on `start` (it is waiting now). Steps: the jobs' day offsets, the GPU
+    types of each queue, then per queue each job on the smallest type that holds it, packed per type."""
     notes = []
     if inventory is None:
         notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_GPU_MEM_GB), owned unknown")
-    jobs = jobs.with_columns(
+    jobs = _in_window(jobs, start, days)
+    rows, unplaceable, coloc, unknown_total = [], [], [], 0
+    for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list(), gpu_types, default_gb).items():
+        qjobs = jobs.filter(pl.col("queue") == queue)
+        pick, too_big = _smallest_type_that_holds(qjobs, options)
+        if too_big.any():
+            unplaceable.append(_unplaceable(qjobs.filter(pl.Series(too_big))))
+        for t, choice in enumerate(options):
+            sub = qjobs.filter(pl.Series((pick == t) & ~too_big))
+            unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
+            unknown_total += int(unknown.sum())
+            p50, p90 = (_pack_group(sub, unknown, choice, q, days) for q in QUANTILES)
+            rows += _day_rows(queue, choice, start, days, p50, p90)
+            coloc += [{**g, "queue": queue, "gpu_type": choice.gpu_type, "day": start + timedelta(days=g["day"])}
+                      for g in p90.groups]
+            if progress:
+                progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
+    plan_rows = pl.DataFrame(rows, schema=PLAN_SCHEMA).with_columns(
+        *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
+    ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", "gpu_type")
+    unplaceable_df = pl.concat(unplaceable) if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
+    return Plan(plan_rows, unplaceable_df, pl.DataFrame(coloc, schema=COLOCATION_SCHEMA),
+                jobs.height - unplaceable_df.height, unknown_total, notes)
+
+
+def _in_window(jobs: pl.DataFrame, start: date, days: int) -> pl.DataFrame:
+    """The jobs starting within the plan, each with its day offset from `start` (`_offset`, 0 for a job
+    waiting since before it) and its GPU count (missing: 1)."""
+    return jobs.with_columns(
         pl.max_horizontal(((pl.col("day") - pl.lit(start)).dt.total_days()), pl.lit(0)).alias("_offset"),
         pl.col("gpu_count").fill_null(1).clip(1).cast(pl.Int64),
     ).filter(pl.col("_offset") < days)
-    choices = choose_gpus(inventory, jobs["queue"].unique().to_list(), gpu_types, default_gb)
-    groups, unplaceable, coloc = [], [], []
-    unknown_total = 0
-    for queue, options in choices.items():
-        qjobs = jobs.filter(pl.col("queue") == queue)
-        mem = qjobs["mem_gb"].to_numpy().astype(np.float64)  # NaN: unknown size
-        known = ~np.isnan(mem)
-        caps = np.array([ch.memory_gb for ch in options])
-        # smallest type of the queue that holds the job (its request alone, without a context)
-        pick = np.searchsorted(caps, np.where(known, mem, 0.0) - 1e-9, side="left")
-        too_big = known & (pick >= len(options))
-        pick = np.where(known, pick, len(options) - 1)  # unknown size: the queue's largest GPU
-        if too_big.any():
-            big = qjobs.filter(pl.Series(too_big))
-            unplaceable.append(big.select("job_id", "queue", "mem_gb", "gpu_count").with_columns(
-                pl.col("mem_gb").map_elements(smallest_catalogue_gpu, return_dtype=pl.String).alias("smallest_fitting_gpu")))
-        for t, choice in enumerate(options):
-            sel = (pick == t) & ~too_big
-            sub = qjobs.filter(pl.Series(sel))
-            unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
-            unknown_total += int(unknown.sum())
-            per_q = {}
-            for q in QUANTILES:
-                per_q[q] = _pack_group(sub, unknown, choice, q, days)
-            for d in range(days):
-                row = {"day": start + timedelta(days=d), "queue": queue, "gpu_type": choice.gpu_type,
-                       "gpu_memory_gb": choice.memory_gb, "gpus_owned": choice.owned}
-                for q in QUANTILES:
-                    r = per_q[q]["days"].get(d, {})
-                    row[f"gpu_hours_{q}"] = r.get("gpu_hours", 0.0)
-                    row[f"lower_bound_{q}"] = math.ceil(r.get("gpu_hours", 0.0) / DAY_HOURS - 1e-9)
-                    row[f"gpus_needed_{q}"] = r.get("gpus", 0)
-                    row[f"shared_bound_{q}"] = r.get("shared_bound", 0)
-                    if q == "p90":
-                        row["jobs"], row["unknown_size_jobs"] = r.get("jobs", 0), r.get("unknown", 0)
-                groups.append(row)
-            coloc.extend({**g, "queue": queue, "gpu_type": choice.gpu_type, "day": start + timedelta(days=g["day"])}
-                         for g in per_q["p90"]["groups"])
-            if progress:
-                progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
-    rows = pl.DataFrame(groups, schema={"day": pl.Date, "queue": pl.String, "gpu_type": pl.String,
-                                        "gpu_memory_gb": pl.Float64, "gpus_owned": pl.Int64,
-                                        "gpu_hours_p50": pl.Float64, "lower_bound_p50": pl.Int64,
-                                        "gpus_needed_p50": pl.Int64, "gpu_hours_p90": pl.Float64,
-                                        "lower_bound_p90": pl.Int64, "gpus_needed_p90": pl.Int64,
-                                        "shared_bound_p50": pl.Int64, "shared_bound_p90": pl.Int64,
-                                        "jobs": pl.Int64, "unknown_size_jobs": pl.Int64})
-    rows = rows.with_columns(
-        *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
-    ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", "gpu_type")
-    unplaceable_df = (pl.concat(unplaceable) if unplaceable else pl.DataFrame(
-        schema={"job_id": pl.String, "queue": pl.String, "mem_gb": pl.Float64, "gpu_count": pl.Int64,
-                "smallest_fitting_gpu": pl.String}))
-    coloc_df = pl.DataFrame(coloc, schema={"queue": pl.String, "gpu_type": pl.String, "day": pl.Date,
-                                           "group_id": pl.Int64, "jobs": pl.Int64, "job_ids": pl.List(pl.String),
-                                           "mem_gb": pl.Float64})
-    return Plan(rows, unplaceable_df, coloc_df, jobs.height - unplaceable_df.height, unknown_total, notes)
 
 
-def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: str, days: int) -> dict:
+def _smallest_type_that_holds(qjobs: pl.DataFrame, options: list[GpuChoice]) -> tuple[np.ndarray, np.ndarray]:
+    """(index into `options` of each job's GPU type, jobs no type holds): the smallest type that holds its
+    request alone (without a context); a job of unknown size goes on the queue's largest type."""
+    mem = qjobs["mem_gb"].to_numpy().astype(np.float64)  # NaN: unknown size
+    known = ~np.isnan(mem)
+    caps = np.array([ch.memory_gb for ch in options])
+    pick = np.searchsorted(caps, np.where(known, mem, 0.0) - 1e-9, side="left")
+    too_big = known & (pick >= len(options))
+    return np.where(known, pick, len(options) - 1), too_big
+
+
+def _unplaceable(big: pl.DataFrame) -> pl.DataFrame:
+    """Jobs no GPU of their queue holds, with the smallest catalogue GPU that would."""
+    return big.select("job_id", "queue", "mem_gb", "gpu_count").with_columns(
+        pl.col("mem_gb").map_elements(smallest_catalogue_gpu, return_dtype=pl.String).alias("smallest_fitting_gpu"))
+
+
+def _day_rows(queue: str, choice: GpuChoice, start: date, days: int, p50: Packed, p90: Packed) -> list[dict]:
+    """The plan's rows of one queue and GPU type, one per day (PLAN_SCHEMA), from its two packings."""
+    rows = []
+    for d in range(days):
+        a, b = p50.days.get(d, DayFigures()), p90.days.get(d, DayFigures())
+        rows.append({"day": start + timedelta(days=d), "queue": queue, "gpu_type": choice.gpu_type,
+                     "gpu_memory_gb": choice.memory_gb, "gpus_owned": choice.owned, "jobs": b.jobs,
+                     "unknown_size_jobs": b.unknown,
+                     "gpu_hours_p50": a.gpu_hours, "lower_bound_p50": a.lower_bound, "gpus_needed_p50": a.gpus,
+                     "shared_bound_p50": a.shared_bound,
+                     "gpu_hours_p90": b.gpu_hours, "lower_bound_p90": b.lower_bound, "gpus_needed_p90": b.gpus,
+                     "shared_bound_p90": b.shared_bound})
+    return rows
+
+
+def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: str, days: int) -> Packed:
     """Pack one queue's jobs on one GPU type at quantile `q`: per day GPUs, GPU-hours, jobs; and the
-    co-location groups (shelves holding 2+ jobs)."""
+    co-location groups (shelves holding 2+ jobs, kept at P90)."""
     hours = sub[f"hours_{q}"].to_numpy().astype(np.float64)
     hours = np.where(np.isnan(hours) | unknown, DAY_HOURS, hours)  # unknown: a whole day
     mem = np.where(unknown, choice.memory_gb, sub["mem_gb"].to_numpy().astype(np.float64))
     job_row, day, piece = segments(sub["_offset"].to_numpy().astype(np.int64), hours, days)
-    unknown_piece = unknown[job_row]
-    keep = ~unknown_piece | (day == sub["_offset"].to_numpy()[job_row])  # unknown size: its first day only
+    keep = ~unknown[job_row] | (day == sub["_offset"].to_numpy()[job_row])  # unknown size: its first day only
     job_row, day, piece = job_row[keep], day[keep], piece[keep]
     copies = sub["gpu_count"].to_numpy()[job_row]
     job_row, day, piece = (np.repeat(a, copies) for a in (job_row, day, piece))
     cap = _units(choice.memory_gb) + 1
     width = np.where(unknown[job_row], cap, _units(mem[job_row]) + 1)
     height = np.ceil(piece * SLOTS_PER_HOUR - 1e-9).astype(np.int64).clip(1)
-    out: dict = {"days": {}, "groups": []}
+    out = Packed({}, [])
     ids = sub["job_id"].to_numpy()
     order = np.argsort(day, kind="stable")
     bounds = np.searchsorted(day[order], np.arange(days + 1))
@@ -264,11 +302,11 @@ def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: st
             continue
         gpu, shelf = pack(width[idx], height[idx], cap, DAY_HOURS * SLOTS_PER_HOUR)
         area = float((width[idx] * height[idx]).sum()) / (cap * DAY_HOURS * SLOTS_PER_HOUR)
-        out["days"][d] = {"gpus": int(gpu.max()) + 1, "gpu_hours": float(piece[idx].sum()),
-                          "shared_bound": math.ceil(area - 1e-9),
-                          "jobs": int(len(np.unique(job_row[idx]))), "unknown": int(unknown[np.unique(job_row[idx])].sum())}
+        rows_today = np.unique(job_row[idx])
+        out.days[d] = DayFigures(int(gpu.max()) + 1, float(piece[idx].sum()), math.ceil(area - 1e-9),
+                                 len(rows_today), int(unknown[rows_today].sum()))
         if q == "p90":
-            out["groups"].extend(_groups(shelf, job_row[idx], ids, mem, start_day=d))
+            out.groups.extend(_groups(shelf, job_row[idx], ids, mem, start_day=d))
     return out
 
 

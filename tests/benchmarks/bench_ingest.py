@@ -44,7 +44,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))
 GPUCAST = PEAK_RSS + """
 import json, sys, time
 t0 = time.perf_counter()
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from prefect import flow
 from gpucast.flows.ingest import ingest_job_logs
 flow(name="warm-up")(lambda: None)()  # starts Prefect's temporary API server, outside the timing

@@ -34,7 +34,7 @@ SCALING_MODELS = "lightgbm,xgboost,catboost,adaboost"  # the forests make it 20+
 NIGHTLY = PEAK_RSS + """
 import json, sys, time
 import duckdb
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.nightly import nightly
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.warehouse.settings import Settings
@@ -57,7 +57,7 @@ print(json.dumps({"wall": wall, "seconds": out["seconds"], "fits": fits, "skippe
 
 TRAIN = PEAK_RSS + """
 import json, sys, time
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.train import train_models
 from gpucast.tasks.learn.train import TrainOptions
 out = train_models(TrainOptions(models=sys.argv[1].split(","), repeats=int(sys.argv[2])), publish=False)

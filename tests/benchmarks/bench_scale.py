@@ -35,7 +35,7 @@ def vs_bound(rss_mb: float) -> str:
 
 INGEST = PEAK_RSS + """
 import json, sys, time
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.ingest import ingest_job_logs
 t = time.perf_counter()
 s = ingest_job_logs(paths=[sys.argv[1]], publish=False)
@@ -44,7 +44,7 @@ print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": peak_rss_mb(), *
 
 TRAIN = PEAK_RSS + """
 import json, sys, time
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.train import train_models
 from gpucast.tasks.learn.train import TrainOptions
 t = time.perf_counter()
@@ -54,7 +54,7 @@ print(json.dumps({"train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))
 
 SCORE = PEAK_RSS + """
 import json, sys, time
-import gpucast.flows
+from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.score import score_pending
 t = time.perf_counter()
 out = score_pending(publish=False)

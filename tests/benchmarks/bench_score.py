@@ -37,7 +37,9 @@ WORK_DIRS = [os.environ["GPUCAST_HOME"]]  # removed at exit (1-2 GB) unless --ke
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-import gpucast.flows  # noqa: E402, F401  (Prefect defaults)
+from gpucast.flows.environment import configure  # noqa: E402
+
+configure()  # Prefect's defaults under this benchmark's home
 from gpucast.expectations import contract as c  # noqa: E402
 from gpucast.expectations.records import Champion  # noqa: E402
 from gpucast.tasks.learn.models import registry  # noqa: E402

@@ -24,8 +24,8 @@ def _hold_writer_lock(home: Path, release: Path) -> subprocess.Popen:
     """Another pipeline writer (a process holding the writer lock) until `release` exists."""
     code = ("import sys, time, pathlib\n"
             "from gpucast.warehouse.db import writer_lock\n"
-            "from gpucast.warehouse.settings import Settings\n"
-            f"with writer_lock(Settings(home={str(home)!r})):\n"
+            "from gpucast.warehouse.settings import Storage\n"
+            f"with writer_lock(Storage(home={str(home)!r})):\n"
             "    print('held', flush=True)\n"
             f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.1)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -62,10 +62,11 @@ def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejecte
     settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
     ingest = {"run_id": "ingest-x", "rows_read": 100, "rows_rejected": rejected, "files_rejected": 0}
     if passes:
-        assert quality_gate.fn(ingest, settings) == [f"{rejected} row(s) rejected ({rejected / 100:.1%}): see rejected_job_logs"]
+        warnings = quality_gate.fn(ingest, settings.quality, settings.storage)
+        assert warnings == [f"{rejected} row(s) rejected ({rejected / 100:.1%}): see rejected_job_logs"]
     else:
         with pytest.raises(ValidationFailed, match=r"21 of 100 rows rejected \(21.0%\), more than 20%"):
-            quality_gate.fn(ingest, settings)
+            quality_gate.fn(ingest, settings.quality, settings.storage)
 
 
 def test_scoring_before_any_training_exits_2_and_says_what_to_do(home, tmp_path, capsys):

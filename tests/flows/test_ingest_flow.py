@@ -276,7 +276,7 @@ def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
     from gpucast.warehouse import db, load, runs
     from gpucast.warehouse.settings import Settings
 
-    settings = Settings.from_env().ensure()
+    settings = Settings.from_env().ensure().storage
     files = write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=100, dirty_fraction=0.1, seed=13))
     staging = tmp_path / "staging"
     results = [steps.stage_file(f, staging, i) for i, f in enumerate(files)]

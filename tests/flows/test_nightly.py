@@ -118,7 +118,7 @@ def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy
         planner.close()
 
     # A publish that fails half-way (the second staged part is missing) leaves nothing of its run.
-    settings = Settings.from_env()
+    settings = Settings.from_env().storage
     part = tmp_path / "part.parquet"
     with writer(settings) as con:
         con.execute(f"COPY (SELECT * REPLACE ('score-broken' AS score_run_id) FROM forecasts LIMIT 10) TO '{part}'")

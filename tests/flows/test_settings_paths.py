@@ -19,7 +19,7 @@ from gpucast.flows.cli import main
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import db
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, Storage
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ ENV = {
 QUICK = TrainOptions(models=("transformer_bigru", "linear_fs"), preset="tiny", epochs=3, repeats=1, min_labelled=30)
 
 
-def _older_run(settings: Settings) -> Path:
+def _older_run(settings: Storage) -> Path:
     """A successful train run from last week, with a model folder: GPUCAST_KEEP_TRAIN_RUNS=1 removes it."""
     folder = settings.models_dir / "train-old"
     folder.mkdir(parents=True)
@@ -54,9 +54,9 @@ def _check_effects(home: Path, old: Path) -> None:
         assert con.execute(unknown_gpu).fetchall() == [(24.0,)]
         assert con.execute("SELECT DISTINCT epochs FROM model_metrics WHERE model = 'transformer_bigru'").fetchall() == [(1,)]
     assert not old.exists()
-    with db.writer(Settings.from_env()) as con:
+    with db.writer(Settings.from_env().storage) as con:
         assert con.execute("SELECT current_setting('memory_limit')").fetchone()[0] in ("286.1 MiB", "300.0 MB")
-    assert Settings.from_env().lock_timeout_s == 7.0
+    assert Settings.from_env().storage.lock_timeout_s == 7.0
 
 
 def _dirty_night(folder: Path) -> None:
@@ -66,7 +66,7 @@ def _dirty_night(folder: Path) -> None:
 def test_the_cli_honours_every_setting(home, tmp_path, monkeypatch):
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    old = _older_run(Settings.from_env().ensure())
+    old = _older_run(Settings.from_env().ensure().storage)
     _dirty_night(tmp_path / "logs")
     args = ["nightly", str(tmp_path / "logs"), "--models", ",".join(QUICK.models), "--preset", "tiny", "--epochs", "3",
             "--repeats", "1", "--min-labelled", "30"]
@@ -86,7 +86,7 @@ def test_a_deployment_run_honours_every_setting(home, tmp_path, monkeypatch):
 
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
-    old = _older_run(Settings.from_env().ensure())
+    old = _older_run(Settings.from_env().ensure().storage)
     _dirty_night(tmp_path / "logs")
     spec = {d["name"]: d for d in yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]}
     parameters = spec["nightly"]["parameters"]

@@ -9,12 +9,12 @@ import pytest
 from gpucast.flows.cli import main
 from gpucast.warehouse import db
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, Storage
 
 
 @pytest.fixture
-def published(home) -> Settings:
-    settings = Settings.from_env().ensure()
+def published(home) -> Storage:
+    settings = Settings.from_env().ensure().storage
     with db.writer(settings) as con:
         con.execute("CREATE TABLE wide AS SELECT range AS i, repeat('x', 300) AS long_text FROM range(2500)")
     publish_snapshot(settings)

@@ -81,7 +81,7 @@ def _gpu_deployment(client, root: Path) -> None:
     """The `gpu-train` deployment as prefect.yaml defines it, registered on the test server."""
     from prefect.client.schemas.actions import WorkPoolCreate
 
-    from gpucast.flows.train import GPU_POOL
+    from gpucast.flows.gpu_pool import GPU_POOL
 
     client.create_work_pool(WorkPoolCreate(name=GPU_POOL, type="process"))
     client.create_deployment(
@@ -102,14 +102,18 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
 
-    from gpucast.flows.train import GPU_POOL, gpu_worker_online, train_where_possible
+    from gpucast.flows.gpu_pool import GPU_POOL, gpu_worker_online, train_where_possible
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
     assert main(["ingest", str(tmp_path / "logs")]) == 0
     from gpucast.tasks.learn.train import TrainOptions
     from gpucast.warehouse.settings import Settings
 
-    params = {"options": TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50), "settings": Settings.from_env()}
+    # what the nightly was given (flags): a budget, a runner and a Dask address other than the defaults the
+    # worker's own environment would give; the worker's run must record these
+    given = Settings.from_env().override(train_runner="local", dask_address="tcp://127.0.0.1:9")
+    params = {"options": TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50, night_budget_minutes=7.5),
+              "settings": given}
     assert not gpu_worker_online()
     assert train_where_possible(**params)["where"] == "in-process"
 
@@ -143,13 +147,17 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                                   min_labelled=50)
             try:
                 with pytest.raises(RuntimeError, match="training on the 'gpu' pool ended Failed"):
-                    train_where_possible(broken, params["settings"], pickup_timeout_s=120)
+                    train_where_possible(broken, given, pickup_timeout_s=120)
             finally:
                 worker.terminate()
                 worker.wait(timeout=60)
         finally:
             client.delete_work_pool(GPU_POOL)  # later tests in this session must train in-process
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        states = con.execute("SELECT status FROM train_runs ORDER BY started_at").fetchall()
+        runs = con.execute("SELECT status, night_budget_minutes, train_runner, dask_address, fits_on FROM train_runs "
+                           "ORDER BY started_at").fetchall()
     # three in-process runs and the worker's, same warehouse; then the worker's failed one
-    assert states == [("succeeded",)] * 4 + [("failed",)]
+    assert [r[0] for r in runs] == ["succeeded"] * 4 + ["failed"]
+    # every run, the GPU worker's (the 4th) included, trained with what the nightly was given
+    assert {r[1:4] for r in runs[:4]} == {(7.5, "local", "tcp://127.0.0.1:9")}
+    assert runs[3][4] == "this process (one fit at a time)"

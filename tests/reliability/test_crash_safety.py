@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from gpucast.tasks.simulate import SimConfig, write_logs
+from tests import failpoints
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +49,9 @@ def prefect_home(tmp_path_factory) -> Path:
 def nightly(home: Path, logs: Path, prefect_home: Path, failpoint: str | None = None, marker: Path | None = None):
     env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_HOME": str(prefect_home)}
     env.pop("PREFECT_API_URL", None)  # its own temporary server, not the test session's
-    if failpoint:
-        env.update(GPUCAST_FAILPOINT=failpoint, GPUCAST_FAILPOINT_MARKER=str(marker))
-    return subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "nightly", str(logs), *ARGS], env=env,
+    args = ["nightly", str(logs), *ARGS]
+    cmd = failpoints.command(failpoint, marker, *args) if failpoint else [sys.executable, "-m", "gpucast.flows.cli", *args]
+    return subprocess.Popen(cmd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 

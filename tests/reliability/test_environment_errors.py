@@ -49,7 +49,7 @@ def test_sql_errors_are_sql_errors(home, capsys):
     from gpucast.warehouse import db
     from gpucast.warehouse.settings import Settings
 
-    with db.writer(Settings.from_env().ensure()):
+    with db.writer(Settings.from_env().ensure().storage):
         pass
     assert main(["sql", "SELEC 1"]) == 2
     assert capsys.readouterr().err.startswith("gpucast sql: ParserException: Parser Error: syntax error")
@@ -101,7 +101,7 @@ def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_ex
     from gpucast.warehouse import db
     from gpucast.warehouse.settings import Settings
 
-    with db.writer(Settings.from_env().ensure()):
+    with db.writer(Settings.from_env().ensure().storage):
         pass
     script = BLOCK_ML.format(modules=sorted(ML_MODULES))
     typo = subprocess.run([sys.executable, "-c", script, "sql", "SELEC 1"], capture_output=True, text=True)

@@ -7,13 +7,13 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import duckdb
 import pytest
 
 from gpucast.tasks.simulate import SimConfig, write_logs
+from tests import failpoints
 
 
 def _listening(port: int) -> bool:
@@ -29,9 +29,8 @@ def test_sigterm_stops_the_run_and_its_temporary_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     # the run waits at a known point (after staging, inside the flow) until it is signalled: no race
     # with how fast this machine ingests; unbuffered so the server's address is read as it is printed
-    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"), PYTHONUNBUFFERED="1",
-               GPUCAST_FAILPOINT="ingest:after-staging", GPUCAST_FAILPOINT_MARKER=str(marker))
-    proc = subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "ingest", str(tmp_path / "logs")], env=env,
+    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(failpoints.command("ingest:after-staging", marker, "ingest", str(tmp_path / "logs")), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     port, seen = None, []
     for line in proc.stdout:  # Prefect names its temporary server when it starts

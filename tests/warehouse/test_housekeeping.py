@@ -27,7 +27,7 @@ def _start(con, kind: str, run_id: str, **columns) -> None:
 
 
 def test_runs_of_dead_processes_are_marked_crashed_and_no_others(home):
-    settings = Settings.from_env()
+    settings = Settings.from_env().storage
     dead = _dead_pid()
     with db.writer(settings) as con:
         _start(con, "ingest", "ingest-mine", files=1, files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0,
@@ -51,7 +51,7 @@ def test_runs_of_dead_processes_are_marked_crashed_and_no_others(home):
 
 
 def test_a_failed_run_records_its_own_error_and_removes_its_staging(home):
-    settings = Settings.from_env().ensure()
+    settings = Settings.from_env().ensure().storage
     with pytest.raises(ValueError), runs.lifecycle(settings, "score") as run:
         assert run.staging.is_dir()
         (run.staging / "part.parquet").write_text("x")
@@ -63,7 +63,7 @@ def test_a_failed_run_records_its_own_error_and_removes_its_staging(home):
 
 
 def test_a_failed_rollback_never_hides_the_error_that_caused_it(home):
-    settings = Settings.from_env().ensure()
+    settings = Settings.from_env().ensure().storage
     with db.writer(settings) as con, pytest.raises(RuntimeError, match="the real error"):
         with db.transaction(con):
             con.execute("COMMIT")  # the transaction is gone: ROLLBACK will fail too
@@ -71,7 +71,7 @@ def test_a_failed_rollback_never_hides_the_error_that_caused_it(home):
 
 
 def test_sweep_removes_staging_of_dead_processes_only(home):
-    settings = Settings.from_env().ensure()
+    settings = Settings.from_env().ensure().storage
     mine = claim_staging(settings.staging_dir / "run-mine")
     theirs = claim_staging(settings.staging_dir / "run-dead")
     (theirs / "owner.pid").write_text(str(_dead_pid()))
@@ -86,7 +86,7 @@ def test_sweep_removes_staging_of_dead_processes_only(home):
 
 
 def test_old_model_folders_are_pruned_but_never_a_champions_or_a_running_one(home):
-    settings = Settings.from_env().ensure()
+    settings = Settings.from_env().ensure().storage
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     statuses = {"r1": "succeeded", "r2": "succeeded", "r3": "failed", "r4": "succeeded", "r5": "succeeded",
                 "r6": "running"}

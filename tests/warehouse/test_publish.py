@@ -20,7 +20,7 @@ import pytest
 from gpucast.flows.cli import main
 from gpucast.warehouse import db
 from gpucast.warehouse.publish import PublishFailed, publish_snapshot
-from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.settings import Settings, Storage
 
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
 
@@ -51,8 +51,8 @@ def _planner(published, code: str) -> subprocess.Popen:
 
 
 @pytest.fixture
-def settings(home) -> Settings:
-    return Settings.from_env().ensure()
+def settings(home) -> Storage:
+    return Settings.from_env().ensure().storage
 
 
 def test_the_copy_is_read_only_on_disk_and_the_previous_one_is_kept_and_restorable(settings, capsys):

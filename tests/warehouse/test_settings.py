@@ -1,4 +1,4 @@
-"""Settings: one frozen object, read from the environment once, every value checked, names in errors."""
+"""Settings: frozen objects by concern, read from the environment once, every value checked, names in errors."""
 
 from __future__ import annotations
 
@@ -7,16 +7,33 @@ from pathlib import Path
 
 import pytest
 
-from gpucast.warehouse.settings import SPECS, Settings, SettingsError
+from gpucast.warehouse.settings import CONCERNS, ENV_PREFIX, SPECS, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def value_of(s: Settings, name: str):
+    """A setting's value, found through the concern its spec names (the only way code reaches it)."""
+    spec = next(x for x in SPECS if x.field == name)
+    return getattr(getattr(s, spec.concern), name)
+
+
 def test_defaults_when_nothing_is_set(tmp_path):
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path)})
-    assert s.home == tmp_path.resolve()
-    assert (s.lock_timeout_s, s.duckdb_memory, s.gpu_mem_gb, s.max_reject_fraction, s.keep_train_runs,
-            s.nn_max_minutes, s.backtest_days) == (600.0, "1GB", 80.0, 0.2, 7, 20.0, 7)
+    assert s.storage.home == tmp_path.resolve()
+    assert (s.storage.lock_timeout_s, s.storage.duckdb_memory, s.planning.gpu_mem_gb, s.quality.max_reject_fraction,
+            s.storage.keep_train_runs, s.training.nn_max_minutes, s.quality.backtest_days) == (600.0, "1GB", 80.0, 0.2, 7,
+                                                                                                20.0, 7)
+
+
+def test_each_setting_has_one_name_from_its_variable_to_its_concern():
+    """GPUCAST_ + the concern's prefix + the name: `GPUCAST_SQL_TIMEOUT_S` is `sql.timeout_s`; every spec
+    is a field of its concern's object and nothing else is."""
+    for spec in SPECS:
+        assert spec.env == f"GPUCAST_{ENV_PREFIX.get(spec.concern, '')}{spec.field}".upper()
+    from dataclasses import fields
+
+    assert sorted(f.name for cls in CONCERNS.values() for f in fields(cls)) == sorted(s.field for s in SPECS)
 
 
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
@@ -25,7 +42,7 @@ def test_every_variable_is_read(spec, tmp_path):
              else "local" if spec.field == "train_runner" else "tcp://127.0.0.1:8786" if spec.field == "dask_address"
              else "3" if spec.parse is int else "0.5")
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path), spec.env: value})
-    assert getattr(s, spec.field) == spec.parse(value) != spec.default
+    assert value_of(s, spec.field) == spec.parse(value) != spec.default
 
 
 @pytest.mark.parametrize(("env", "raw", "says"), [
@@ -61,12 +78,13 @@ def test_an_empty_data_directory_is_refused_not_defaulted():
 
 
 def test_empty_counts_as_unset():
-    assert Settings.from_env({"GPUCAST_GPU_MEM_GB": " "}).gpu_mem_gb == 80.0
+    assert Settings.from_env({"GPUCAST_GPU_MEM_GB": " "}).planning.gpu_mem_gb == 80.0
 
 
 def test_overrides_are_checked_and_name_their_flag():
     s = Settings.from_env({})
-    assert s.override(gpu_mem_gb=40.0, max_reject_fraction=None).gpu_mem_gb == 40.0
+    assert s.override(gpu_mem_gb=40.0, max_reject_fraction=None).planning.gpu_mem_gb == 40.0
+    assert s.override(gpu_mem_gb=40.0).quality is s.quality  # other concerns are kept as they are
     assert s.override(max_reject_fraction=None) is s  # None keeps the value
     with pytest.raises(SettingsError, match=re.escape("--gpu-mem-gb=-1 is not a finite number > 0")):
         s.override({"gpu_mem_gb": "--gpu-mem-gb"}, gpu_mem_gb=-1)
@@ -76,7 +94,7 @@ def test_overrides_are_checked_and_name_their_flag():
 
 def test_settings_are_frozen():
     with pytest.raises(AttributeError):
-        Settings.from_env({}).gpu_mem_gb = 1.0
+        Settings.from_env({}).planning.gpu_mem_gb = 1.0
 
 
 def test_the_readme_documents_every_setting():
@@ -96,8 +114,26 @@ def test_only_the_settings_module_reads_gpucast_variables():
     assert readers == []
 
 
-# settings.py: the settings; housekeeping.py: the crash tests' failpoint seam; flows/__init__.py and
-# expectations/validate.py: telemetry switches set (not read) before Prefect and GX are imported;
-# tasks/learn/models/registry.py: OMP_NUM_THREADS (not ours: a Dask worker's share of the cores) sizes a fit.
-ALLOWED_ENV_READERS = {"warehouse/settings.py", "warehouse/housekeeping.py", "flows/__init__.py",
-                       "expectations/validate.py", "tasks/learn/models/registry.py"}
+# settings.py: the settings; flows/environment.py: Prefect's switches, set (not read) by the CLI before
+# Prefect is imported.
+ALLOWED_ENV_READERS = {"warehouse/settings.py", "flows/environment.py"}
+
+
+def test_nothing_writes_the_environment_at_import_time():
+    """Importing any module of ours sets none of the variables we care about (Prefect's, GX's, ours):
+    the edge configures, explicitly. (Libraries we import set their own, e.g. OpenMP's KMP_*: not ours.)"""
+    import os
+    import subprocess
+    import sys
+
+    modules = sorted({".".join(("gpucast", *p.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
+                      for layer in ("tasks", "warehouse", "expectations", "flows") for p in (ROOT / layer).rglob("*.py")})
+    code = ("import importlib, os, sys\nbefore = dict(os.environ)\n"
+            f"for m in {modules!r}: importlib.import_module(m)\n"
+            "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k) "
+            "and k.startswith(('GPUCAST_', 'PREFECT_', 'GX_', 'DO_NOT_TRACK')))\n"
+            "print(changed)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "GX_", "DO_NOT_TRACK"))}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

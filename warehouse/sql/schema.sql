@@ -124,6 +124,12 @@ CREATE TABLE IF NOT EXISTS train_runs (
 );
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+-- what the run was asked to do, as it received it (the GPU pool's run included): the night budget,
+-- where its fits were to run, and where they ran
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS night_budget_minutes DOUBLE;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS train_runner VARCHAR;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS dask_address VARCHAR;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS fits_on VARCHAR;
 
 CREATE TABLE IF NOT EXISTS model_metrics (
     train_run_id VARCHAR NOT NULL,

@@ -1,81 +1,66 @@
 """Every model in one registry: the Transformer-BiGRU and the seed papers' baselines.
 
-Each entry builds a scikit-learn style estimator (`fit(X, y)` returns self, `predict(X)` a 1-D
-array) and carries its own `save` and `load`, which never unpickle code from disk: torch
-`weights_only`, XGBoost JSON, LightGBM text, CatBoost's own format, and skops with an allow-list
-for scikit-learn. Adding a model means adding an entry here; no flow changes. Where the files go
-is `store.py`'s business.
+Each entry builds a scikit-learn estimator (`get_params`, `clone`, `fit(X, y)` returns self, `predict(X)`
+a 1-D array; tests/tasks/learn/test_models.py runs scikit-learn's estimator checks on each) and carries
+its own `save` and `load`, which never unpickle code from disk: torch `weights_only`, XGBoost JSON,
+LightGBM text, CatBoost's own format, and skops with an allow-list for scikit-learn. Adding a model
+means adding an entry here; no flow changes. Where the files go is `store.py`'s business.
 
-Baselines learn log(target) and predict exp() of it (`LogTarget`): the targets span orders of
-magnitude, and a tree on the raw scale spends its splits on the largest jobs. With a residual
-feature set (`features.FEATURE_SETS`) they learn log(target) - log(prior) instead, the prior being
-one of the feature columns (`base`), and predict prior x exp() of it. Hyperparameters are sensible
-middle-of-the-road settings, not defaults picked to lose.
+Baselines learn log(target) and predict exp() of it (`estimators.LogTarget`, scikit-learn's
+`TransformedTargetRegressor` with log / exp): the targets span orders of magnitude, and a tree on the
+raw scale spends its splits on the largest jobs. With a residual feature set (`features.FEATURE_SETS`)
+they learn log(target) - log(prior) instead, the prior being one of the feature columns (`base`), and
+predict prior x exp() of it. Hyperparameters are sensible middle-of-the-road settings, not defaults
+picked to lose.
 
-Builders take keyword arguments: `seed`, `categorical` (indices of the categorical columns),
-`n_features`, `base` (the residual's prior column, or None), `cardinalities`, `threads` (None:
-`default_threads()`), and the network's `preset`, `device`, `epochs`, `progress`, `max_seconds`;
-each uses what it needs.
+Builders take one `Build` (what every model may need: seed, the categorical columns, the residual's
+prior column, threads, and the network's preset, device, epochs, progress and time budget); each
+reads the fields it uses, and a misspelt field fails.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from gpucast.tasks.learn.models.presets import DEFAULT_PRESET
 
 NN = "transformer_bigru"
 
 
-def default_threads() -> int:
-    """Threads one fit may use: OMP_NUM_THREADS where set (a Dask worker's nanny sets 1, so workers
-    on one machine do not fight over its cores), else every core."""
-    try:
-        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
-    except ValueError:
-        return os.cpu_count() or 1
+@dataclass(frozen=True)
+class Build:
+    """What a builder may use. `threads`: cores one fit may use (a Dask worker's share, decided by the
+    flow that runs it); `base`: the column holding log(prior) for residual learning, else None."""
+
+    seed: int = 0
+    threads: int = 1
+    categorical: tuple[int, ...] = ()
+    base: int | None = None
+    cardinalities: tuple[int, ...] = ()
+    preset: str = DEFAULT_PRESET
+    device: str | None = None
+    epochs: int | None = None
+    progress: Callable[[str], None] | None = None
+    max_seconds: float | None = None  # the network's time budget for this fit
 
 
 def use_threads(estimator, threads: int) -> None:
     """Let a fitted model predict on `threads` threads. A model refitted on a Dask worker was built with
-    one thread (`default_threads` there is 1) and keeps that `n_jobs` when saved; scoring in the flow's
-    process should use its cores. CatBoost predicts on every core by default: left alone."""
-    inner = getattr(estimator, "inner", estimator)
+    that worker's share (one thread) and keeps that `n_jobs` when saved; scoring in the flow's process
+    should use its cores. CatBoost predicts on every core by default: left alone."""
+    inner = getattr(estimator, "regressor_", estimator)
     if hasattr(inner, "get_params") and "n_jobs" in inner.get_params(deep=False):
         inner.set_params(n_jobs=threads)
-
-
-class LogTarget:
-    """Fit `inner` on log(y) (minus the log-prior column `base` when given); predict exp() of it back.
-
-    Feature columns are encoded as natural logs (`features.FeatureEncoder`), so column `base` already
-    holds log(prior): the inner model learns log(y / prior), and predictions are prior x exp(...).
-    """
-
-    def __init__(self, inner, base: int | None = None):
-        self.inner = inner
-        self.base = base
-
-    def _offset(self, X) -> np.ndarray | float:
-        return np.asarray(X, dtype=np.float64)[:, self.base] if self.base is not None else 0.0
-
-    def fit(self, X, y):
-        self.inner.fit(X, np.log(np.asarray(y, dtype=np.float64)) - self._offset(X))
-        return self
-
-    def predict(self, X):
-        return np.exp(np.asarray(self.inner.predict(X), dtype=np.float64) + self._offset(X))
 
 
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
-    paper: str  # which seed paper compared it
-    build: Callable[..., object]  # (seed, cardinalities, preset, device, epochs, progress, max_seconds) -> estimator
+    compared_in: str  # which of the seed papers compared it (compute, memory, training time)
+    build: Callable[[Build], object]  # -> an unfitted estimator
     suffix: str  # the saved file's extension
     save: Callable[[object, Path], None]  # (fitted estimator, path)
     load: Callable[[Path, str | None], object]  # (path, device) -> estimator
@@ -87,78 +72,91 @@ class ModelEntry:
 FOREST_MAX_LEAVES = 2048
 
 
-def _extra_trees(seed, base=None, threads=None, **_):
+def _extra_trees(b: Build):
     from sklearn.ensemble import ExtraTreesRegressor
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     return LogTarget(ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.8,
-                                         max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=threads or default_threads(), random_state=seed), base)
+                                         max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=b.threads, random_state=b.seed), base=b.base)
 
 
-def _random_forest(seed, base=None, threads=None, **_):
+def _random_forest(b: Build):
     from sklearn.ensemble import RandomForestRegressor
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     return LogTarget(RandomForestRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.6,
-                                           max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=threads or default_threads(), random_state=seed), base)
+                                           max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=b.threads, random_state=b.seed),
+                     base=b.base)
 
 
-def _decision_tree(seed, base=None, **_):
+def _decision_tree(b: Build):
     from sklearn.tree import DecisionTreeRegressor
 
-    return LogTarget(DecisionTreeRegressor(max_depth=14, min_samples_leaf=5, random_state=seed), base)
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget(DecisionTreeRegressor(max_depth=14, min_samples_leaf=5, random_state=b.seed), base=b.base)
 
 
-def _adaboost(seed, base=None, **_):
+def _adaboost(b: Build):
     from sklearn.ensemble import AdaBoostRegressor
     from sklearn.tree import DecisionTreeRegressor
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     return LogTarget(AdaBoostRegressor(DecisionTreeRegressor(max_depth=6), n_estimators=200, learning_rate=0.1,
-                                       random_state=seed), base)
+                                       random_state=b.seed), base=b.base)
 
 
-def _linear(seed, categorical=(), n_features=11, base=None, **_):
+def _linear(b: Build):
     from sklearn.compose import ColumnTransformer
     from sklearn.feature_selection import SelectKBest, f_regression
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-    numeric = [i for i in range(n_features) if i not in categorical]
-    prep = ColumnTransformer([
-        ("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), list(categorical)),
-        ("num", StandardScaler(), numeric),
-    ])
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    prep = ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), list(b.categorical))],
+                             remainder=StandardScaler())  # every other column is a number
     # the training-time paper: linear regression on the features that carry signal
-    return LogTarget(make_pipeline(prep, SelectKBest(f_regression, k="all"), LinearRegression()), base)
+    return LogTarget(make_pipeline(prep, SelectKBest(f_regression, k="all"), LinearRegression()), base=b.base)
 
 
-def _xgboost(seed, base=None, threads=None, **_):
+def _xgboost(b: Build):
     from xgboost import XGBRegressor
 
-    return LogTarget(XGBRegressor(n_estimators=600, learning_rate=0.05, max_depth=8, subsample=0.8,
-                                  colsample_bytree=0.8, random_state=seed, n_jobs=threads or default_threads(), tree_method="hist"), base)
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget(XGBRegressor(n_estimators=600, learning_rate=0.05, max_depth=8, subsample=0.8, colsample_bytree=0.8,
+                                  random_state=b.seed, n_jobs=b.threads, tree_method="hist"), base=b.base)
 
 
-def _lightgbm(seed, base=None, threads=None, **_):
+def _lightgbm(b: Build):
     from lightgbm import LGBMRegressor
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     return LogTarget(LGBMRegressor(n_estimators=600, learning_rate=0.05, num_leaves=63, subsample=0.8, subsample_freq=1,
-                                   colsample_bytree=0.8, random_state=seed, n_jobs=threads or default_threads(), verbose=-1), base)
+                                   colsample_bytree=0.8, random_state=b.seed, n_jobs=b.threads, verbose=-1), base=b.base)
 
 
-def _catboost(seed, base=None, threads=None, **_):
+def _catboost(b: Build):
     from catboost import CatBoostRegressor
 
-    return LogTarget(CatBoostRegressor(iterations=800, learning_rate=0.08, depth=8, random_seed=seed,
-                                       thread_count=threads or default_threads(), verbose=False, allow_writing_files=False), base)
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget(CatBoostRegressor(iterations=800, learning_rate=0.08, depth=8, random_seed=b.seed,
+                                       thread_count=b.threads, verbose=False, allow_writing_files=False), base=b.base)
 
 
-def _transformer_bigru(seed, categorical=(), cardinalities=(), base=None, preset="paper", device=None, epochs=None,
-                       progress=None, max_seconds=None, **_):
+def _transformer_bigru(b: Build):
     from gpucast.tasks.learn.models.transformer_bigru import TransformerBiGRURegressor
 
-    return TransformerBiGRURegressor(preset=preset, seed=seed, device=device, epochs=epochs, categorical=categorical,
-                                     cardinalities=tuple(cardinalities), base=base, progress=progress,
-                                     max_seconds=max_seconds)
+    return TransformerBiGRURegressor(preset=b.preset, seed=b.seed, device=b.device, epochs=b.epochs,
+                                     categorical=tuple(b.categorical), cardinalities=tuple(b.cardinalities), base=b.base,
+                                     progress=b.progress, max_seconds=b.max_seconds)
 
 
 # Saving and loading, per library: native, code-free formats only.
@@ -173,15 +171,17 @@ def _load_torch(path: Path, device: str | None):
 
 
 def _save_xgboost(est, path: Path) -> None:
-    est.inner.save_model(path)
+    est.regressor_.save_model(path)
 
 
 def _load_xgboost(path: Path, device: str | None):
     from xgboost import XGBRegressor
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     inner = XGBRegressor()
     inner.load_model(path)
-    return LogTarget(inner)
+    return LogTarget.fitted(inner)
 
 
 class _Booster:
@@ -195,23 +195,27 @@ class _Booster:
 
 
 def _save_lightgbm(est, path: Path) -> None:
-    est.inner.booster_.save_model(str(path))
+    est.regressor_.booster_.save_model(str(path))
 
 
 def _load_lightgbm(path: Path, device: str | None):
     import lightgbm as lgb
 
-    return LogTarget(_Booster(lgb.Booster(model_file=str(path))))
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget.fitted(_Booster(lgb.Booster(model_file=str(path))))
 
 
 def _save_catboost(est, path: Path) -> None:
-    est.inner.save_model(str(path))
+    est.regressor_.save_model(str(path))
 
 
 def _load_catboost(path: Path, device: str | None):
     from catboost import CatBoostRegressor
 
-    return LogTarget(CatBoostRegressor().load_model(str(path)))
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget.fitted(CatBoostRegressor().load_model(str(path)))
 
 
 # scikit-learn types a saved model may contain; anything else refuses to load.
@@ -221,50 +225,41 @@ SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 def _save_skops(est, path: Path) -> None:
     import skops.io as sio
 
-    sio.dump(est.inner, path)
+    sio.dump(est.regressor_, path)
 
 
 def _load_skops(path: Path, device: str | None):
     import skops.io as sio
 
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
     untrusted = sio.get_untrusted_types(file=path)
     unexpected = [t for t in untrusted if not t.startswith(SKOPS_ALLOWED_PREFIXES)]
     if unexpected:
         raise ValueError(f"{path} holds types outside the allow-list: {', '.join(unexpected)}")
-    return LogTarget(sio.load(path, trusted=untrusted))
-
-
-class PriorModel:
-    """The analytic prior alone (`tasks/learn/priors.py`): no learning, exp(column `base`) of the features.
-
-    A plain baseline on the leaderboard (what a GPU engineer's formula gets right), and the forecast
-    of last resort: a target with too few labelled jobs for the models is scored by it."""
-
-    def __init__(self, base: int):
-        self.base = base
-
-    def fit(self, X, y):
-        return self
-
-    def predict(self, X):
-        return np.exp(np.asarray(X, dtype=np.float64)[:, self.base])
+    return LogTarget.fitted(sio.load(path, trusted=untrusted))
 
 
 PRIOR = "prior"
 
 
-def _prior(seed, base=None, **_):
-    if base is None:
+def _prior(b: Build):
+    from gpucast.tasks.learn.models.estimators import PriorModel
+
+    if b.base is None:
         raise ValueError("the `prior` model needs a feature set with the priors (priors or residual)")
-    return PriorModel(base)
+    return PriorModel(b.base)
 
 
 def _save_prior(est, path: Path) -> None:
-    path.write_text(json.dumps({"base": est.base}))
+    path.write_text(json.dumps({"base": est.base, "n_features": est.n_features_in_}))
 
 
 def _load_prior(path: Path, device: str | None):
-    return PriorModel(json.loads(path.read_text())["base"])
+    from gpucast.tasks.learn.models.estimators import PriorModel
+
+    saved = json.loads(path.read_text())
+    return PriorModel.on(saved["base"], saved.get("n_features", -1))  # -1: saved before it was recorded (store fills it)
 
 
 _SKOPS = (".skops", _save_skops, _load_skops)
@@ -294,5 +289,6 @@ def entry(name: str) -> ModelEntry:
     return REGISTRY[name]
 
 
-def build(name: str, **kwargs):
-    return entry(name).build(**kwargs)
+def build(name: str, b: Build):
+    """A new, unfitted estimator of registry model `name`."""
+    return entry(name).build(b)

@@ -112,9 +112,11 @@ class LoadedModel:
     compiled: bool = False  # predicting through the compiled library (tasks/learn/models/compiled.py)
 
 
-def load_model(folder: Path, name: str, device: str | None = None, use_compiled: bool = True) -> LoadedModel:
+def load_model(folder: Path, name: str, device: str | None = None, use_compiled: bool = True,
+               threads: int | None = None) -> LoadedModel:
     """Load model `name` of a target folder with its encoder and calibration; a tree ensemble
-    predicts through its compiled library when one was built and checked (`use_compiled`)."""
+    predicts through its compiled library when one was built and checked (`use_compiled`), and every
+    model predicts on `threads` cores (None: the library's default)."""
     metadata = read_metadata(folder)
     for warning in check_versions(metadata.get("versions", {}), library_versions(), folder):
         log.warning("%s (minor versions: the model is used)", warning)
@@ -122,15 +124,21 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
     if calibration is None or "residuals" not in calibration:
         raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "
                          "run `gpucast train` again")
+    from gpucast.tasks.learn.models.estimators import LogTarget, PriorModel  # (scikit-learn: the `ml` extra)
+
     entry = registry.entry(name)
     encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
     native = folder / f"{name}{entry.suffix}"
     estimator = entry.load(native, device)
+    if isinstance(estimator, PriorModel) and estimator.n_features_in_ < 0:
+        estimator.n_features_in_ = len(encoder.names)
     fast = None
-    if isinstance(estimator, registry.LogTarget):  # native formats do not carry the residual's base column
+    if isinstance(estimator, LogTarget):  # native formats do not carry the residual's base column
         estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
-        if use_compiled and (fast := compiled.load_compiled(native)) is not None:
-            estimator.inner = fast
+        if use_compiled and (fast := compiled.load_compiled(native, threads)) is not None:
+            estimator.regressor_ = fast
+    if threads:
+        registry.use_threads(estimator, threads)
     return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
 
 

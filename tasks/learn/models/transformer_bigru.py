@@ -33,10 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 from tqdm import tqdm
 
-from gpucast.tasks.learn.models.presets import PRESETS, TBGConfig
+from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESETS, TBGConfig
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +131,13 @@ def pick_device(requested: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class TransformerBiGRURegressor:
-    """scikit-learn style estimator around `TransformerBiGRU`.
+class TransformerBiGRURegressor(RegressorMixin, BaseEstimator):
+    """scikit-learn estimator around `TransformerBiGRU` (`__init__` stores parameters only: `clone` works).
 
     `base`: a column of X holding log(prior); the network then learns log(y) - that column.
     """
 
-    def __init__(self, preset: str = "paper", seed: int = 0, device: str | None = None, epochs: int | None = None,
+    def __init__(self, preset: str = DEFAULT_PRESET, seed: int = 0, device: str | None = None, epochs: int | None = None,
                  categorical: tuple[int, ...] = (), cardinalities: tuple[int, ...] = (), base: int | None = None,
                  progress=None, max_seconds: float | None = None):
         self.preset = preset
@@ -147,6 +149,11 @@ class TransformerBiGRURegressor:
         self.cardinalities = cardinalities
         self.base = base
         self.progress = progress
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True  # it learns log(y): every target is > 0 (the contract's rule)
+        return tags
 
     def _config(self) -> TBGConfig:
         cfg = PRESETS[self.preset]
@@ -161,10 +168,10 @@ class TransformerBiGRURegressor:
         return ((X - self.num_mean_) / self.num_std_).astype(np.float32)
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> TransformerBiGRURegressor:
+        X, y = validate_data(self, X, y, dtype=np.float32, y_numeric=True)  # 2-D, finite, n_features_in_
         cfg = self.config_ = self._config()
         torch.manual_seed(self.seed)
         self.device_ = pick_device(self.device)
-        X = np.asarray(X, dtype=np.float32)
         self.num_mean_, self.num_std_ = X.mean(axis=0), X.std(axis=0) + 1e-6
         self.num_mean_[list(self.categorical)], self.num_std_[list(self.categorical)] = 0.0, 1.0
         t = self._target(X, y)
@@ -250,7 +257,8 @@ class TransformerBiGRURegressor:
                 else Xs.new_zeros(0)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float32)
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, reset=False, dtype=np.float32)
         z = self._predict_scaled(torch.from_numpy(self._scale(X)).to(self.device_)).float().cpu().numpy()
         t = z.astype(np.float64) * self.y_std_ + self.y_mean_
         return np.exp(t + X[:, self.base] if self.base is not None else t)

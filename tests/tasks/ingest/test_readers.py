@@ -148,7 +148,7 @@ def test_seed_ids_are_stable_and_survive_appended_rows(tmp_path):
 
 @pytest.mark.parametrize("block_bytes", [7, 64, 1 << 20])
 def test_lines_split_across_blocks_keep_their_numbers(tmp_path, monkeypatch, block_bytes):
-    from gpucast.tasks.ingest.staging import readers
+    from gpucast.tasks.ingest import readers
 
     monkeypatch.setattr(readers, "BLOCK_BYTES", block_bytes)
     recs = [record(job_id=f"id-{i}", team="é" * i) for i in range(6)]  # multi-byte characters too

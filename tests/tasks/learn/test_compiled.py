@@ -28,7 +28,7 @@ def champion(jobs, tmp_path_factory) -> Path:
     """A LightGBM champion trained and compiled once (compiling is the slow part)."""
     folder = tmp_path_factory.mktemp("compiled")
     opts = TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50, compile_trees=True)
-    result = train_target(jobs, TARGET, opts, folder)
+    result = train_target(jobs, TARGET, opts, folder, threads=2)
     assert result.compiled["used"] is True, result.compiled
     return folder
 
@@ -61,7 +61,7 @@ def test_without_a_usable_library_scoring_falls_back_to_the_native_model(champio
 
 def test_not_compiled_unless_asked(jobs, tmp_path):
     result = train_target(jobs, c.RUNTIME_HOURS, TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50,
-                                                             compile_trees=False), tmp_path)
+                                                             compile_trees=False), tmp_path, threads=2)
     assert result.compiled is None and not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
 
 

@@ -28,7 +28,7 @@ def test_eleven_features_in_contract_order():
 
 
 def test_encoding_is_hand_checkable():
-    enc = FeatureEncoder().fit(rows())
+    enc = FeatureEncoder("contract").fit(rows())
     X = enc.transform(rows())
     assert X.shape == (3, 11) and X.dtype == np.float32
     assert X[:, 0].tolist() == [1, 2, 1]  # CNN=1, LSTM=2 (sorted vocabulary), 0 is unknown
@@ -40,7 +40,7 @@ def test_encoding_is_hand_checkable():
 
 
 def test_unseen_categories_and_missing_features_encode():
-    enc = FeatureEncoder().fit(rows())
+    enc = FeatureEncoder("contract").fit(rows())
     new = rows(**{c.MODEL_TYPE: ["Mamba", None, "CNN"], c.OPTIMIZER: ["Lion", "SGD", None],
                   c.BATCH_SIZE: [None, None, None]})
     X = enc.transform(new)
@@ -49,7 +49,7 @@ def test_unseen_categories_and_missing_features_encode():
 
 
 def test_round_trip_through_json():
-    enc = FeatureEncoder().fit(rows())
+    enc = FeatureEncoder("contract").fit(rows())
     again = FeatureEncoder.from_dict(enc.to_dict())
     assert np.array_equal(enc.transform(rows()), again.transform(rows()))
 

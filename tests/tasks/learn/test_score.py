@@ -26,7 +26,7 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     jobs = _jobs(6000, seed=1)
     opts = TrainOptions(models=("lightgbm", "linear_fs"), repeats=1, seed=0)
-    results = {t: train_target(jobs, t, opts, out / t) for t in c.TARGETS}
+    results = {t: train_target(jobs, t, opts, out / t, threads=2) for t in c.TARGETS}
     return {t: Champion(t, r.champion, "train-test", r.model_dir) for t, r in results.items()}
 
 

@@ -41,50 +41,50 @@ def options(**kw) -> TrainOptions:
 
 def test_champion_never_reads_test_rows(tmp_path, jobs):
     target = c.PEAK_GPU_MEM_GB
-    a = train_target(jobs, target, options(), tmp_path / "a")
+    a = train_target(jobs, target, options(), tmp_path / "a", threads=2)
     # wreck the labels of every test row: validation metrics and the champion must not change
     labelled = jobs.with_row_index("_i").filter((pl.col(c.STATUS) == "COMPLETED") & (pl.col(target) > 0))
     wrecked_ids = labelled[sorted(split(labelled.height, 0)[2].tolist())]["_i"].to_list()
     wrecked = jobs.with_row_index("_i").with_columns(
         pl.when(pl.col("_i").is_in(wrecked_ids)).then(pl.col(target) * 1000).otherwise(pl.col(target)).alias(target)
     ).drop("_i")
-    b = train_target(wrecked, target, options(), tmp_path / "b")
-    val = lambda res: [m["rmse"] for m in res.metrics if m["split"] == "validation"]  # noqa: E731
+    b = train_target(wrecked, target, options(), tmp_path / "b", threads=2)
+    val = lambda res: [m.rmse for m in res.metrics if m.split == "validation"]  # noqa: E731
     assert val(a) == pytest.approx(val(b))
     assert a.champion == b.champion
-    test_a = [m["rmse"] for m in a.metrics if m["split"] == "test"]
-    test_b = [m["rmse"] for m in b.metrics if m["split"] == "test"]
+    test_a = [m.rmse for m in a.metrics if m.split == "test"]
+    test_b = [m.rmse for m in b.metrics if m.split == "test"]
     assert test_a != pytest.approx(test_b)  # the wrecking did reach the test rows
 
 
 def test_results_registry_and_summary(tmp_path, jobs):
     folder = tmp_path / c.GPU_DEMAND_GFLOPS
-    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder)
+    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder, threads=2)
     # the champion alone is kept, refitted, with its encoder, metadata and every model's test predictions
     model_files = {"decision_tree": "decision_tree.skops", "linear_fs": "linear_fs.skops", "lightgbm": "lightgbm.txt"}
     assert {p.name for p in folder.iterdir()} == {"encoder.json", "metadata.json", "test_predictions.parquet",
                                                    model_files[res.champion]}
     labelled = res.rows
-    assert res.refit["rows"] + res.refit["calibration_rows"] == labelled
-    assert res.refit["calibration_rows"] == round(labelled * 0.15)
+    assert res.refit.rows + res.refit.calibration_rows == labelled
+    assert res.refit.calibration_rows == round(labelled * 0.15)
     # every model x repeat x split has its metrics row
-    assert sorted((m["model"], m["repeat"], m["split"]) for m in res.metrics) == sorted(
+    assert sorted((m.model, m.repeat, m.split) for m in res.metrics) == sorted(
         (m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test"))
     assert res.test_predictions.columns == ["actual", *MODELS]
-    assert {m["epochs"] for m in res.metrics} == {None}  # only the network counts epochs
+    assert {m.epochs for m in res.metrics} == {None}  # only the network counts epochs
 
 
 def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="paper"), tmp_path)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="contract"), tmp_path, threads=2)
     assert res.champion is None and "fewer than the minimum 200" in res.skipped
 
 
 def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path, threads=2)
     assert res.champion == "prior" and res.skipped.endswith("the analytic prior scores it")
     assert res.metrics == []  # nothing was compared
     # the prior learns nothing, so every labelled job calibrates its intervals
-    assert res.calibration["prior"]["n"] == res.rows and res.refit["rows"] == 0
+    assert res.calibration["prior"]["n"] == res.rows and res.refit.rows == 0
 
 
 def test_the_champion_is_the_lowest_mean_validation_rmse():
@@ -116,14 +116,15 @@ def test_fits_are_ordered_fast_baselines_first_the_last_champion_next_the_networ
     assert middle[0] == ("runtime_hours", "lightgbm", 0)
 
 
-def test_a_fit_past_the_deadline_is_skipped_not_run(jobs):
+def test_a_fit_past_the_night_budget_is_skipped_not_run(jobs):
     import time
 
+    from gpucast.expectations.records import FitResult, FitSkipped
     from gpucast.tasks.learn.train import fit_one, labelled
 
     rows = labelled(jobs, "runtime_hours", options())
-    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() - 1)
-    assert out == {"target": "runtime_hours", "model": "lightgbm", "repeat": 0,
-                   "skipped": "the night budget ran out before it started"}
-    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, deadline=time.time() + 600)
-    assert {m["split"] for m in done["metrics"]} == {"validation", "test"} and len(done["test_pred"]) > 0
+    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=2, budget_ends_at=time.time() - 1)
+    assert out == FitSkipped("runtime_hours", "lightgbm", 0, "the night budget ran out before it started", failed=False)
+    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=2, budget_ends_at=time.time() + 600)
+    assert isinstance(done, FitResult)
+    assert {m.split for m in done.metrics} == {"validation", "test"} and len(done.test_pred) > 0

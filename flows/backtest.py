@@ -1,0 +1,32 @@
+"""The one backtest entry point: recompute the window of jobs completed since they were forecast
+(`warehouse/backtest.py`), and say which champions drifted. The nightly runs it as its `backtest`
+step; `gpucast backtest` runs it and prints the summary; training runs it before the champion gate
+reads its window.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from prefect import task
+
+from gpucast.tasks.learn import gate
+from gpucast.warehouse import backtest, db
+from gpucast.warehouse.settings import Storage
+
+
+def refresh_backtest(storage: Storage, backtest_days: int, now: datetime | None = None) -> dict:
+    """Rewrite `forecast_backtest` for the last `backtest_days` days; return its counts, each champion's
+    P90 coverage on it and the drift warnings."""
+    with db.writer(storage) as con:
+        counts = backtest.run(con, backtest_days, now or datetime.now(UTC))
+        coverage = backtest.champion_coverage(con, backtest_days).to_dicts()
+    return {**counts, "window_start": counts["window_start"], "champions": coverage,
+            "warnings": gate.drift_warnings(coverage)}
+
+
+@task(name="backtest")
+def backtest_step(storage: Storage, backtest_days: int) -> dict:
+    """The nightly's step: the backtest refreshed, with the window start as text for the report."""
+    out = refresh_backtest(storage, backtest_days)
+    return {**out, "window_start": str(out["window_start"])}

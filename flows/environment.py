@@ -1,0 +1,35 @@
+"""Process-wide switches for the libraries gpucast drives, set once at the edge, before Prefect is
+imported: by the CLI's `main`, the test session (tests/conftest.py) and the benchmark scripts. Nothing
+sets them at import time.
+
+* Prefect keeps its state under the data directory (`$GPUCAST_HOME/prefect`), so a run needs no server
+  and leaves nothing in the user's home;
+* telemetry is off (`DO_NOT_TRACK` is not enough for the server: shared/STACK-NOTES.md);
+* the temporary local API server gets 90 s to start on a busy 2-core machine (the default 20 s was
+  exceeded here).
+Values already in the environment win, so a deployment's own Prefect settings are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpucast.warehouse.settings import home_from_env
+
+
+def defaults(home: Path) -> dict[str, str]:
+    return {
+        "PREFECT_HOME": str(home / "prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    }
+
+
+def configure() -> None:
+    """Set the defaults above where unset, and create Prefect's home (its temporary server cannot start
+    without it, and Prefect makes it without parents)."""
+    for key, value in defaults(home_from_env()).items():
+        os.environ.setdefault(key, value)
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,88 @@
+"""The two estimators of our own behind the registry (`registry.py`): `LogTarget`, which makes any
+regressor learn log(target) (or log(target / prior)), and `PriorModel`, the analytic prior as a model.
+
+scikit-learn is imported here, not in `registry.py`: the core install (no `ml` extra) imports the
+registry's names (`gpucast sql` and `--help` must work there) but never builds a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
+
+
+class LogTarget(TransformedTargetRegressor):
+    """scikit-learn's `TransformedTargetRegressor` learning log(y), with an offset: the log-prior column
+    `base` of X when given. The inner regressor then learns log(y) - X[:, base] = log(y / prior).
+
+    Feature columns are encoded as natural logs (`features.FeatureEncoder`), so column `base` holds
+    log(prior): `fit` hands the parent y / prior, whose log it learns; `predict` is exp(inner + offset),
+    the parent's inverse times the prior, in one step (so a model loaded from its library's own file needs
+    only `regressor_`: `LogTarget.fitted`).
+    """
+
+    def __init__(self, regressor=None, *, base: int | None = None, transformer=None, func=np.log,
+                 inverse_func=np.exp, check_inverse: bool = False):
+        super().__init__(regressor=regressor, transformer=transformer, func=func, inverse_func=inverse_func,
+                         check_inverse=check_inverse)
+        self.base = base
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True  # log(y): every target is > 0 (the contract's rule)
+        tags.target_tags.multi_output = False  # one target per model
+        tags.input_tags.sparse = False  # the encoder's matrix is dense; fit makes any input dense
+        return tags
+
+    def _offset(self, X) -> np.ndarray | float:
+        return np.asarray(X, dtype=np.float64)[:, self.base] if self.base is not None else 0.0
+
+    def fit(self, X, y, **fit_params):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)  # finite (the encoder never leaves NaN), same length
+        return super().fit(X, y / np.exp(self._offset(X)), **fit_params)
+
+    def predict(self, X, **predict_params):
+        if not hasattr(self, "regressor_"):  # (check_is_fitted would ask a loaded booster for sklearn tags)
+            raise NotFittedError("LogTarget.predict before fit")
+        X = check_array(X, dtype=(np.float64, np.float32))  # 2-D and finite: a NaN would become a silent forecast
+        expected = getattr(self.regressor_, "n_features_in_", None)  # (CatBoost's reads 0 after unpickling: unknown)
+        if expected and X.shape[1] != expected:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting {expected} features as input.")
+        return np.exp(np.asarray(self.regressor_.predict(X, **predict_params), dtype=np.float64).ravel() + self._offset(X))
+
+    @classmethod
+    def fitted(cls, regressor, base: int | None = None) -> LogTarget:
+        """A LogTarget around a regressor already fitted on log targets (loaded from its own file)."""
+        est = cls(regressor, base=base)
+        est.regressor_ = regressor
+        return est
+
+
+class PriorModel(RegressorMixin, BaseEstimator):
+    """The analytic prior alone (`tasks/learn/priors.py`): no learning, exp(column `base`) of the features.
+
+    A plain baseline on the leaderboard (what a GPU engineer's formula gets right), and the forecast
+    of last resort: a target with too few labelled jobs for the models is scored by it."""
+
+    def __init__(self, base: int = 0):
+        self.base = base
+
+    def fit(self, X, y):
+        validate_data(self, X, y, y_numeric=True)  # nothing is learned; the input is checked, n_features_in_ set
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, "n_features_in_")
+        return np.exp(validate_data(self, X, reset=False, dtype=np.float64)[:, self.base])
+
+    @classmethod
+    def on(cls, base: int, n_features: int) -> PriorModel:
+        """The prior in column `base` of an encoder's `n_features` columns, ready to predict (nothing to learn)."""
+        est = cls(base)
+        est.n_features_in_ = n_features
+        return est
