@@ -269,7 +269,9 @@ def _times(day: date, status: np.ndarray, busy_h: np.ndarray, rng: np.random.Gen
 def _next_day_starts(pending: pl.DataFrame, day: date, rng: np.random.Generator, share: float) -> pl.DataFrame:
     """RUNNING, then COMPLETED (or FAILED when out of memory) records, on `day`, for a share of the
     previous day's PENDING jobs (`pending` with `simulate_jobs(keep_outcomes=True)`'s columns)."""
-    starting = pending.filter(pl.Series(rng.random(pending.height) < share))
+    # failure_reason is all null when every job of the day is pending: typed here, so both halves agree
+    starting = pending.filter(pl.Series(rng.random(pending.height) < share)).with_columns(
+        pl.col(c.FAILURE_REASON).cast(pl.String))
     n = starting.height
     start = datetime(day.year, day.month, day.day, tzinfo=UTC)
     started = [start + timedelta(hours=float(h)) for h in rng.uniform(0.5, 20, size=n)]
