@@ -13,7 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
-from gpucast.flows.environment import configure
+from gpucast.flows.environment import configure, configured_prefect_api
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
@@ -32,6 +32,7 @@ TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--budget-minutes":
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
+STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
 DEMO_REPEATS, DEMO_EPOCHS = 2, 12  # the network capped so two demo nights end in minutes on a CPU
 
@@ -107,11 +108,15 @@ def _status(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     print(warehouse_status(settings.storage, args.limit, settings.quality.backtest_days))
-    if not args.no_flows:
+    api = configured_prefect_api()
+    if args.flows is None and api is None:
+        print("\nPrefect flow runs: skipped (no Prefect API is configured, so runs here use a temporary server; "
+              "`gpucast status --flows` starts one to read this machine's run history, about 20 s)")
+    elif args.flows is not False:
         from gpucast.flows.status import flow_runs_text
 
         print()
-        print(flow_runs_text(limit=args.limit))
+        print(flow_runs_text(limit=args.limit, timeout_s=STATUS_API_TIMEOUT_S if api else None))
     return 0
 
 
@@ -325,7 +330,10 @@ def _data_commands(sub) -> None:
 
     st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")
     st.add_argument("--limit", type=int, default=10)
-    st.add_argument("--no-flows", action="store_true", help="only the warehouse (do not ask the Prefect API)")
+    st.add_argument("--flows", action=argparse.BooleanOptionalAction, default=None,
+                    help="recent Prefect flow runs too (default: when a Prefect API is configured, PREFECT_API_URL, "
+                         f"asked with a {STATUS_API_TIMEOUT_S:.0f} s timeout; --flows without one starts a temporary "
+                         "server, about 20 s); --no-flows: only the warehouse")
     st.set_defaults(func=_status)
 
     q = sub.add_parser("sql", help="run a read-only SQL query on the planners' copy of the warehouse")
@@ -463,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_code(exc: BaseException) -> tuple[int, str]:
     """(exit code, the one line to print) for an error; 1 for one nobody foresaw (re-raised)."""
-    from gpucast.flows.nightly import ValidationFailed
+    from gpucast.flows.errors import ValidationFailed
     from gpucast.warehouse.db import WarehouseBusy
     from gpucast.warehouse.publish import PublishFailed
     from gpucast.warehouse.queries import SqlTimeout

@@ -13,6 +13,7 @@ Values already in the environment win, so a deployment's own Prefect settings ar
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 from gpucast.warehouse.settings import home_from_env
@@ -33,3 +34,18 @@ def configure() -> None:
     for key, value in defaults(home_from_env()).items():
         os.environ.setdefault(key, value)
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+
+
+def configured_prefect_api() -> str | None:
+    """The Prefect API this process would talk to when one is configured (PREFECT_API_URL in the
+    environment, or in the active profile of PREFECT_HOME's profiles.toml); None means every flow run
+    starts a temporary local server. Read without importing Prefect (2 s), for commands that answer at once."""
+    if url := os.environ.get("PREFECT_API_URL", "").strip():
+        return url
+    profiles = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser() / "profiles.toml"
+    try:
+        data = tomllib.loads(profiles.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active", "ephemeral")
+    return str(data.get("profiles", {}).get(active, {}).get("PREFECT_API_URL", "")).strip() or None

@@ -1,9 +1,14 @@
-"""Prefect's side of environment errors (`warehouse/errors.py`): tasks that retry transient
-failures do not retry a full disk or a permission error, which stay as they are."""
+"""The flows' own errors, and Prefect's side of environment errors (`warehouse/errors.py`): tasks that
+retry transient failures do not retry a full disk or a permission error, which stay as they are.
+Nothing here imports Prefect: the CLI maps these to exit codes without paying for its import."""
 
 from __future__ import annotations
 
 from gpucast.warehouse.errors import environment_error
+
+
+class ValidationFailed(RuntimeError):
+    """Too much of tonight's input broke the contract to trust a retrain on it (exit code 4)."""
 
 
 def no_retry_on_environment(task, task_run, state) -> bool:

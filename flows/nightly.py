@@ -23,7 +23,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from gpucast.flows.backtest import backtest_step
-from gpucast.flows.errors import no_retry_on_environment
+from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
 from gpucast.flows.gpu_pool import train_where_possible
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
@@ -37,10 +37,6 @@ from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Quality, Settings, Storage
 
 ARTIFACT_KEY = "nightly-report"
-
-
-class ValidationFailed(RuntimeError):
-    """Too much of tonight's input broke the contract to trust a retrain on it."""
 
 
 @task(name="quality-gate")

@@ -63,9 +63,24 @@ def next_scheduled_runs(limit: int = 3) -> list[dict]:
              "at": r.expected_start_time.astimezone(UTC)} for r in runs]
 
 
-def flow_runs_text(limit: int = 10) -> str:
-    rows = recent_flow_runs(limit)
-    upcoming = next_scheduled_runs()
+def flow_runs_text(limit: int = 10, timeout_s: float | None = None) -> str:
+    """Recent flow runs and the next scheduled one, as on-call reads them. `timeout_s` bounds each API
+    request (no retries): an API that does not answer is reported in one line, not waited for."""
+    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    bounded = {PREFECT_API_REQUEST_TIMEOUT: timeout_s, PREFECT_CLIENT_MAX_RETRIES: 0} if timeout_s else {}
+    with temporary_settings(updates=bounded):
+        try:
+            rows = recent_flow_runs(limit)
+            upcoming = next_scheduled_runs()
+        except Exception as exc:  # noqa: BLE001  (status must print what it has; the warehouse part is above)
+            return (f"Prefect flow runs: the API at {PREFECT_API_URL.value()} did not answer within {timeout_s} s "
+                    f"({type(exc).__name__}: {str(exc)[:200]}); check it with `prefect server status` or rerun "
+                    "with --no-flows")
+    return _runs_text(rows, upcoming)
+
+
+def _runs_text(rows: list[dict], upcoming: list[dict]) -> str:
     lines = []
     if upcoming:
         nxt = upcoming[0]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -30,10 +33,30 @@ def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
     assert main(["sql", "SELECT status, count(*) AS n FROM job_logs GROUP BY ALL ORDER BY 1", "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("status,n\n")
 
-    assert main(["status", "--limit", "3"]) == 0
+    assert main(["status", "--limit", "3", "--flows"]) == 0
     out = capsys.readouterr().out
     assert "Recent score runs" in out and "published" in out
     assert "nightly" in out and "Completed" in out
+
+
+def test_status_answers_from_the_warehouse_and_asks_prefect_only_when_told_where(home, capsys, monkeypatch):
+    """No Prefect API configured: the flow runs are skipped, saying how to get them (no temporary server
+    started). One configured but down: one line naming it, and the command still succeeds."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    write(home / "inbox" / "a.jsonl", jsonl(record(job_id="a")))
+    assert main(["ingest"]) == 0
+    capsys.readouterr()
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "Recent ingest runs" in out
+    assert "Prefect flow runs: skipped" in out and "gpucast status --flows" in out and "Recent flow runs" not in out
+
+    # a real process (the test session's own Prefect API would answer in-process); nothing listens on port 9
+    env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "status"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Recent ingest runs" in done.stdout and "the API at http://127.0.0.1:9/api did not answer" in done.stdout
 
 
 def test_status_names_rejected_files(home, tmp_path, capsys):
