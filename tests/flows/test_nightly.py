@@ -91,7 +91,7 @@ def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys, monkeyp
     assert _scalar(published, "SELECT count(*) FROM train_runs") == 0  # stopped before training
     assert _scalar(published, "SELECT count(*) FROM rejected_job_logs") > 0  # and the evidence is published
 
-    assert main(["status", "--limit", "1"]) == 0
+    assert main(["status", "--limit", "1", "--flows"]) == 0
     out = capsys.readouterr().out
     assert "nightly" in out and "Failed" in out
     assert "failed step: quality-gate" in out and "validation failed" in out
