@@ -28,7 +28,9 @@ SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_rej
                  "--runner": "train_runner", "--dask-address": "dask_address"}
 # Flags of train options whose default is a setting (filled in by the train flow, `flows/train.py`
 # `resolve`): flag -> the TrainOptions field, which has the setting's name.
-TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--budget-minutes": "night_budget_minutes"}
+TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-minutes": "night_budget_minutes"}
+# Older spellings a flag still answers to (scripts and deployments that use them keep working).
+FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
 TRAIN_DEFAULTS = TrainOptions()
 DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
@@ -257,7 +259,7 @@ Where to look next:
 def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str, kind: type = float, **kw) -> None:
     """A flag whose default is a setting (a setting itself, or a train option the setting defaults)."""
     spec = SPEC_BY_FIELD[SETTING_FLAGS.get(flag) or TRAIN_SETTING_FLAGS[flag]]
-    p.add_argument(flag, dest=spec.field, type=kind, default=None,
+    p.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=spec.field, type=kind, default=None,
                    help=f"{what} (env {spec.env}, default {spec.default or 'none'})", **kw)
 
 
@@ -266,12 +268,12 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     p.add_argument("--models", help="comma-separated registry names (default: all)")
     p.add_argument("--preset", default=None, choices=PRESET_NAMES, help=f"Transformer-BiGRU preset (default {d.preset})")
     p.add_argument("--features", default=None, choices=tuple(FEATURE_SETS),
-                   help=f"what models learn from: paper (the 11), hardware (+ GPU), priors (+ analytic priors), "
+                   help=f"what models learn from: contract (the 11), hardware (+ GPU), priors (+ analytic priors), "
                         f"residual (priors, learning actual/prior) (default {d.features})")
     p.add_argument("--repeats", type=int, default=repeats, help=f"repeated 70/30 holdouts (default {repeats or d.repeats})")
     p.add_argument("--epochs", type=int, default=epochs, help="cap the Transformer-BiGRU's epochs")
     _setting_flag(p, "--nn-max-minutes", "the Transformer-BiGRU's time budget per fit, in minutes; 0: no limit")
-    _setting_flag(p, "--budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
+    _setting_flag(p, "--night-budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
                                          "and recorded (skipped_fits); 0: no budget")
     _setting_flag(p, "--runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
                                  "(one after another in this process)", str, choices=RUNNERS)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
-from gpucast.flows.train import train_models
+from gpucast.flows.train import train_models, with_time_limits
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.warehouse.settings import Settings
 
@@ -38,8 +38,12 @@ def gpu_worker_online(pool: str = GPU_POOL) -> bool:
 
 
 def handoff_parameters(options: TrainOptions, settings: Settings) -> dict:
-    """The deployment run's parameters: everything the nightly was given about training."""
-    return {"options": options.model_dump(mode="json"), "cluster": asdict(settings.cluster), "publish": False}
+    """The deployment run's parameters: everything the nightly was given about training, its time
+    limits filled in from the nightly's settings (not left to the worker's environment), where the fits
+    run, and the backtest window the champion gate reads. Storage is not sent: the worker has its own
+    path to the shared GPUCAST_HOME."""
+    return {"options": with_time_limits(options, settings.training).model_dump(mode="json"),
+            "cluster": asdict(settings.cluster), "quality": asdict(settings.quality), "publish": False}
 
 
 def _wait(client, flow_run_id, until: float, waiting: bool):

@@ -10,6 +10,7 @@ compares with the clock (`tasks/learn/train.py` `fit_one`).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import polars as pl
 from prefect import flow, get_run_logger, task
@@ -29,22 +30,28 @@ from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Cluster, Settings
+from gpucast.warehouse.settings import Cluster, Quality, Settings, TrainingDefaults
+
+
+def with_time_limits(options: TrainOptions, defaults: TrainingDefaults) -> TrainOptions:
+    """Options with the time limits they leave open taken from the settings' training defaults
+    (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES). Done where the run was asked for: the GPU
+    pool's run gets them filled in, so the worker's own environment never changes them."""
+    update = {name: getattr(defaults, name) for name in ("nn_max_minutes", "night_budget_minutes")
+              if getattr(options, name) is None}
+    return options.model_copy(update=update) if update else options
 
 
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
-    """Options with what they leave open filled in: the time limits from the settings' training
-    defaults, and whether tree champions are compiled for scoring (auto: when the pending queue is
-    large enough for the minute of compiling to pay, `steps.COMPILE_MIN_PENDING`)."""
-    update = {}
-    if options.nn_max_minutes is None:
-        update["nn_max_minutes"] = settings.training.nn_max_minutes
-    if options.night_budget_minutes is None:
-        update["night_budget_minutes"] = settings.training.night_budget_minutes
+    """Options with what they leave open filled in: the time limits (`with_time_limits`), and whether
+    tree champions are compiled for scoring (auto: when the pending queue is large enough for the
+    minute of compiling to pay, `steps.COMPILE_MIN_PENDING`)."""
+    options = with_time_limits(options, settings.training)
     if options.compile_trees is None:
         with db.writer(settings.storage) as con:
-            update["compile_trees"] = training.count_pending(con) >= steps.COMPILE_MIN_PENDING
-    return options.model_copy(update=update) if update else options
+            compile_trees = training.count_pending(con) >= steps.COMPILE_MIN_PENDING
+        options = options.model_copy(update={"compile_trees": compile_trees})
+    return options
 
 
 @task(name="gate-windows")
@@ -137,18 +144,21 @@ def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions
 
 @flow(name="train-models", log_prints=True)
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
-                 cluster: Cluster | None = None, settings: Settings | None = None) -> dict:
+                 cluster: Cluster | None = None, quality: Quality | None = None, settings: Settings | None = None) -> dict:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
     step); else it is staged here, once. `publish` refreshes the planners' copy at the end (the
     nightly flow publishes once, itself). `cluster`: where the fits run (default: the settings',
     GPUCAST_TRAIN_RUNNER / GPUCAST_DASK_ADDRESS / GPUCAST_DASK_WORKERS); the GPU pool's run gets the
-    nightly's (`flows/gpu_pool.py`).
+    nightly's (`flows/gpu_pool.py`). `quality`: the backtest window the champion gate looks at
+    (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's).
     """
     from gpucast.tasks.learn.models.transformer_bigru import pick_device
 
     settings = (settings or Settings.from_env()).ensure()
+    if quality is not None:
+        settings = replace(settings, quality=quality)
     cluster = cluster or settings.cluster
     options = resolve(options or TrainOptions(), settings)
     used = pick_device(options.device)

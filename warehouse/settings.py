@@ -144,7 +144,7 @@ SPECS: tuple[Spec, ...] = (
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
     Spec("training", "night_budget_minutes", 30.0, float, _non_negative, "a finite number >= 0",
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
-         "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--budget-minutes`)"),
+         "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
     Spec("cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--runner`)"),

@@ -133,18 +133,13 @@ class TrainOptions(BaseModel):
             raise ValueError(f"model `prior` needs a feature set with the priors (priors, residual), not {self.features!r}")
         return self
 
-    @field_validator("features")
+    @field_validator("features", "preset")
     @classmethod
-    def _known_features(cls, v: str) -> str:
-        if v not in FEATURE_SETS:
-            raise ValueError(f"unknown feature set {v!r}; feature sets: {', '.join(FEATURE_SETS)}")
-        return v
-
-    @field_validator("preset")
-    @classmethod
-    def _known_preset(cls, v: str) -> str:
-        if v not in PRESET_NAMES:
-            raise ValueError(f"unknown preset {v!r}; presets: {', '.join(PRESET_NAMES)}")
+    def _known_name(cls, v: str, info) -> str:
+        names = {"features": ("feature set", FEATURE_SETS), "preset": ("preset", PRESET_NAMES)}
+        what, known = names[info.field_name]
+        if v not in known:
+            raise ValueError(f"unknown {what} {v!r}; {what}s: {', '.join(known)}")
         return v
 
     @property

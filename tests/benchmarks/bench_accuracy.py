@@ -6,7 +6,7 @@ with PyTorch's own tooling: nothing in it comes from gpucast's simulator. For ea
 compute as FLOPs per training step) and each repeat, the rows are split as the product splits them
 (70/30, 20% of train for validation); every model is fitted on the fit rows, the champion is the
 lowest mean validation RMSE, and intervals are split-conformal on the validation rows. The named
-baseline is a plain LightGBM on the 11 raw features (`paper`), on the same splits, with a plain
+baseline is a plain LightGBM on the 11 raw features (`contract`), on the same splits, with a plain
 quantile LightGBM (alpha 0.9) for its P90.
 
 Printed: per target and model type, the champion's and the baseline's MAPE, R², P90 coverage and
@@ -57,7 +57,7 @@ def plain_quantile_p90(rows: pl.DataFrame, y: np.ndarray, fit: np.ndarray) -> np
     """A plain quantile model's P90: LightGBM (alpha 0.9) on log(y) and the 11 raw features."""
     from lightgbm import LGBMRegressor
 
-    enc = FeatureEncoder("paper").fit(rows[fit])
+    enc = FeatureEncoder("contract").fit(rows[fit])
     X = enc.transform(rows)
     q = LGBMRegressor(objective="quantile", alpha=0.9, n_estimators=600, learning_rate=0.05, num_leaves=63,
                       subsample=0.8, subsample_freq=1, colsample_bytree=0.8, random_state=0, n_jobs=2, verbose=-1)
@@ -95,7 +95,7 @@ def baseline(rows: pl.DataFrame, target: str, repeats: int) -> pl.DataFrame:
     parts = []
     for r in range(repeats):
         fit, _, test = split(rows.height, r)
-        pred, _ = fit_predict("lightgbm", rows, y, target, "paper", fit, 1)
+        pred, _ = fit_predict("lightgbm", rows, y, target, "contract", fit, 1)
         p90 = plain_quantile_p90(rows, y, fit)
         parts.append(rows[test].select(c.MODEL_TYPE).with_columns(
             pl.Series("actual", y[test]), pl.Series("p50", pred[test]), pl.Series("p90", p90[test]),
@@ -161,7 +161,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = load()
     repeats = 2 if args.quick else args.repeats
-    sets = ("paper", "residual") if args.quick else tuple(args.features.split(","))
+    sets = ("contract", "residual") if args.quick else tuple(args.features.split(","))
     trees = ("lightgbm", "extra_trees", "catboost")
     print(f"measured set: {rows.height} jobs, {rows[c.MODEL_TYPE].n_unique()} model types; {repeats} repeats\n")
     for target in args.targets.split(","):

@@ -7,7 +7,7 @@ LightGBM test MAPE.
     .venv/bin/python tests/benchmarks/bench_nn_stability.py [--jobs 5000] [--epochs 40] [--presets paper,tuned]
     # the implementation before the fix, for the "before" curves (docs/models.md):
     git show 5a0f13a:tasks/learn/models/transformer_bigru.py > /tmp/tbg_before.py
-    .venv/bin/python tests/benchmarks/bench_nn_stability.py --module /tmp/tbg_before.py --features paper
+    .venv/bin/python tests/benchmarks/bench_nn_stability.py --module /tmp/tbg_before.py --features contract
 
 Writes the curves as CSV (and a PNG chart with --png).
 """
@@ -48,7 +48,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5000, help="simulated jobs (about 75%% are labelled)")
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--presets", default="paper")
-    ap.add_argument("--features", default="paper", choices=list(FEATURE_SETS))
+    ap.add_argument("--features", default="contract", choices=list(FEATURE_SETS))
     ap.add_argument("--module", default=None, help="another transformer_bigru.py to load (the 'before' curves)")
     ap.add_argument("--csv", default="nn_loss_curves.csv")
     ap.add_argument("--png", default=None)
@@ -63,7 +63,7 @@ def main() -> None:
         fit, _, test = split(rows.height, 0)
         enc = FeatureEncoder(args.features).fit(rows[fit])
         X = enc.transform(rows)
-        gbm = registry.build("lightgbm", seed=0, base=fs.base_column(target)).fit(X[fit], y[fit])
+        gbm = registry.build("lightgbm", registry.Build(seed=0, base=fs.base_column(target))).fit(X[fit], y[fit])
         base_mape = metrics(y[test], gbm.predict(X[test]))["mape"]
         for preset in args.presets.split(","):
             kwargs = dict(preset=preset, seed=0, epochs=args.epochs, categorical=enc.categorical,

@@ -22,6 +22,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.features import FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.models.presets import DEFAULT_PRESET
 from gpucast.tasks.learn.train import metrics, split
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
@@ -43,15 +44,15 @@ def run(n: int, target: str, nn_epochs: int, device: str | None, presets: list[s
     rows = labelled_rows(completed_jobs(n, seed=n), target)
     y = rows[target].to_numpy()
     fit, val, test = split(rows.height, seed=0)
-    enc = FeatureEncoder().fit(rows[fit])
+    enc = FeatureEncoder("contract").fit(rows[fit])  # the 11 features, as before the default became residual
     X = enc.transform(rows)
     out = []
     others = [m for m in registry.REGISTRY if m != registry.NN and (baselines is None or m in baselines or m == BASELINE)]
     plan = [(registry.NN, p) for p in presets if p != "none"] + [(m, None) for m in others]
     for name, preset in plan:
-        est = registry.build(name, seed=0, categorical=enc.categorical, n_features=X.shape[1],
-                             cardinalities=enc.cardinalities, preset=preset or "paper",
-                             device=device, epochs=nn_epochs if name == registry.NN else None)
+        est = registry.build(name, registry.Build(seed=0, categorical=enc.categorical, cardinalities=enc.cardinalities,
+                                                  preset=preset or DEFAULT_PRESET, device=device,
+                                                  epochs=nn_epochs if name == registry.NN else None))
         t = time.perf_counter()
         est.fit(X[fit], y[fit])
         seconds = time.perf_counter() - t

@@ -109,11 +109,13 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
     from gpucast.tasks.learn.train import TrainOptions
     from gpucast.warehouse.settings import Settings
 
-    # what the nightly was given (flags): a budget, a runner and a Dask address other than the defaults the
-    # worker's own environment would give; the worker's run must record these
-    given = Settings.from_env().override(train_runner="local", dask_address="tcp://127.0.0.1:9")
-    params = {"options": TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50, night_budget_minutes=7.5),
-              "settings": given}
+    # what the nightly was given (its settings and flags): a budget, a backtest window, a runner and a Dask
+    # address other than the defaults; the worker's own environment says otherwise (below), and the
+    # worker's run must still record the nightly's
+    given = Settings.from_env().override(train_runner="local", dask_address="tcp://127.0.0.1:9",
+                                         night_budget_minutes=7.5, backtest_days=3)
+    options = TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50, epochs=2, seed=5)
+    params = {"options": options, "settings": given}
     assert not gpu_worker_online()
     assert train_where_possible(**params)["where"] == "in-process"
 
@@ -129,7 +131,8 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
             assert out["where"] == "in-process"
             assert client.read_flow_run(out["cancelled_flow_run_id"]).state.is_cancelled()
 
-            env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_WORKER_QUERY_SECONDS": "2"}
+            env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_WORKER_QUERY_SECONDS": "2",
+                   "GPUCAST_NIGHT_BUDGET_MINUTES": "99", "GPUCAST_BACKTEST_DAYS": "99", "GPUCAST_TRAIN_RUNNER": "dask"}
             worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,
                                        "--name", "gpu-box"], env=env)
             try:
@@ -138,7 +141,15 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                 worker.terminate()
                 worker.wait(timeout=60)
             assert out["where"] == "work pool gpu"
-            assert client.read_flow_run(out["flow_run_id"]).state.is_completed()
+            handed = client.read_flow_run(out["flow_run_id"])
+            assert handed.state.is_completed()
+            # every option the nightly had, its time limits filled in from the nightly's settings
+            sent = {**options.model_dump(mode="json"), "night_budget_minutes": 7.5,
+                    "nn_max_minutes": given.training.nn_max_minutes}
+            assert handed.parameters["options"] == sent
+            assert handed.parameters["quality"]["backtest_days"] == 3
+            assert handed.parameters["cluster"] == {"train_runner": "local", "dask_address": "tcp://127.0.0.1:9",
+                                                    "dask_workers": given.cluster.dask_workers}
 
             # a run the worker starts and that then fails is a real training failure: it fails the caller
             worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,

@@ -148,7 +148,7 @@ CREATE TABLE IF NOT EXISTS model_metrics (
 );
 -- warehouses created before the columns existed
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
-ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/features.py)
+ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/learn/features.py)
 
 -- Per train run: the fits (target x model x repeat) it did not finish, and why: the night budget
 -- ran out (GPUCAST_NIGHT_BUDGET_MINUTES), or a worker was lost twice. The champion was chosen
@@ -178,7 +178,7 @@ CREATE TABLE IF NOT EXISTS model_champions (
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS features VARCHAR;          -- the feature set it learned from
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS refit_rows BIGINT;         -- labelled jobs the saved model was refitted on
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS calibration_rows BIGINT;   -- ... and held out to calibrate its intervals
--- The champion/challenger gate (tasks/gate.py): tonight's best on validation (`challenger`) replaces the
+-- The champion/challenger gate (tasks/learn/gate.py): tonight's best on validation (`challenger`) replaces the
 -- current champion only if it is not worse on the backtest window beyond noise; otherwise the current
 -- champion stays: `model`/`model_dir` are then its own, and `champion_run_id` the run that trained it.
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS challenger VARCHAR;
@@ -223,7 +223,7 @@ CREATE TABLE IF NOT EXISTS forecasts (
     oom_risk BOOLEAN,                  -- peak_gpu_mem_gb only: safe_request_gb > gpu_mem_gb
     PRIMARY KEY (score_run_id, job_id, target)
 );
-ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood BOOLEAN;         -- unlike the champion's training jobs (tasks/ood.py)
+ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood BOOLEAN;         -- unlike the champion's training jobs (tasks/learn/ood.py)
 ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood_reason VARCHAR;  -- what made it so, in words
 
 -- Planner views --------------------------------------------------------------------------------
@@ -290,12 +290,12 @@ SELECT s.target, s.model, s.preset, s.features, s.train_run_id,
 FROM run_model_summary s JOIN current_champions l ON l.target = s.target AND l.decided_by_run_id = s.train_run_id;
 
 -- The seed paper's comparison: the 11 raw features only, from the latest successful train run that
--- used them (`gpucast train --features paper`); empty until such a run.
+-- used them (`gpucast train --features contract`; runs before the rename recorded 'paper'); empty until such a run.
 CREATE OR REPLACE VIEW paper_leaderboard AS
 WITH latest AS (
     SELECT DISTINCT ON (s.target) s.target, s.train_run_id
     FROM run_model_summary s JOIN train_runs r USING (train_run_id)
-    WHERE r.status = 'succeeded' AND s.features = 'paper'
+    WHERE r.status = 'succeeded' AND s.features IN ('contract', 'paper')
     ORDER BY s.target, r.started_at DESC
 )
 SELECT s.target, s.model, s.preset, s.train_run_id,
@@ -349,7 +349,7 @@ CREATE TABLE IF NOT EXISTS gpu_catalog (
     source VARCHAR
 );
 
--- Capacity plans (`gpucast plan`, the nightly's plan step; tasks/plan.py explains the packing) ---
+-- Capacity plans (`gpucast plan`, the nightly's plan step; tasks/plan/capacity.py explains the packing) ---
 CREATE TABLE IF NOT EXISTS plan_runs (
     plan_run_id VARCHAR PRIMARY KEY,
     started_at TIMESTAMPTZ NOT NULL,

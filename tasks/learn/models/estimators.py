@@ -24,10 +24,10 @@ class LogTarget(TransformedTargetRegressor):
     only `regressor_`: `LogTarget.fitted`).
     """
 
-    def __init__(self, regressor=None, *, base: int | None = None, transformer=None, func=np.log,
-                 inverse_func=np.exp, check_inverse: bool = False):
-        super().__init__(regressor=regressor, transformer=transformer, func=func, inverse_func=inverse_func,
-                         check_inverse=check_inverse)
+    def __init__(self, regressor=None, *, base: int | None = None):
+        # the transform is fixed (log in, exp out, which `predict` applies with the offset), so it is not
+        # a parameter: get_params/clone see `regressor` and `base` only, and no setting is silently ignored
+        super().__init__(regressor=regressor, func=np.log, inverse_func=np.exp, check_inverse=False)
         self.base = base
 
     def __sklearn_tags__(self):

@@ -226,3 +226,18 @@ def test_every_registry_model_passes_scikit_learns_estimator_checks(name):
     failed = {r["check_name"] for r in results if r["status"] == "failed"}
     assert failed == set(NOT_APPLICABLE.get(name, {})), [
         (r["check_name"], str(r["exception"])[:300]) for r in results if r["status"] == "failed"]
+
+
+@pytest.mark.parametrize("name", ["linear_fs", "decision_tree"])
+def test_the_log_residual_wrapper_passes_the_checks_with_an_offset(name):
+    """The residual path (learning log(y / prior), the prior in column `base`) under the same checks."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    est = registry.build(name, registry.Build(seed=0, threads=1, base=0))
+    assert est.base == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(est, on_fail=None)
+    assert not [(r["check_name"], str(r["exception"])[:300]) for r in results if r["status"] == "failed"]
