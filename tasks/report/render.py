@@ -17,7 +17,7 @@ import polars as pl
 
 from gpucast.tasks.learn.models.registry import NN
 from gpucast.tasks.plan.capacity import first_day
-from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible_frame
+from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
 
 METRICS = ("mse", "rmse", "mae", "mape", "r2")
 TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
@@ -70,7 +70,7 @@ def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
         lines += ["", "Failed runs and rejected files:"]
         for row in frames["failures"].iter_rows(named=True):
             what = f"{row['source_file']}: {row['reason']}" if row["source_file"] else row["message"]
-            lines.append(f"- {row['run_id']}: {what}")
+            lines.append(visible(f"- {row['run_id']}: {what}"))  # a file name or reason is data
     lines += ["", "Jobs in job_logs by status:", text_table(frames["jobs"])]
     if frames["trains"].height:
         lines += ["", "Recent train runs:", text_table(frames["trains"])]

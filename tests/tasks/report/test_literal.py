@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from markupsafe import escape
 
 from gpucast.tasks.report.literal import markdown_text, visible
-from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, text_table
+from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, status_text, text_table
 from gpucast.tasks.report.site import demand_chart, plan_chart, render_site
 from tests.records import HOSTILE_STRINGS
 
@@ -129,6 +129,7 @@ def markdown_cells(markdown: str) -> list[list[str]]:
             row = []
         elif tok.type == "tr_close":
             rows.append(row)
+            row = None
         elif tok.type == "inline" and row is not None:
             assert {c.type for c in tok.children} <= {"text"}, (tok.content, [c.type for c in tok.children])
             row.append("".join(c.content for c in tok.children))
@@ -178,6 +179,16 @@ def test_control_characters_do_not_break_markdown_or_text_tables():
     for text, lines in ((text_table(df), 4 + 2), (query_result(df), 4 + 2 + 1)):
         assert RAW_CONTROL.search(text) is None and r"a\x0ab" in text and len(text.splitlines()) == lines, text
     assert query_result(df, "csv").count("\x00") == 1  # csv and json carry the data as it is
+
+
+def test_a_rejected_file_name_cannot_send_escapes_to_on_calls_terminal(tmp_path):
+    """`gpucast status` lists rejected files by name: a name with ESC or a newline is shown escaped."""
+    failures = pl.DataFrame({"run_id": ["ingest-1"], "source_file": ["in/\x1b[2Jevil\nname.jsonl"],
+                             "reason": ["not valid UTF-8"], "message": [None]}, schema_overrides={"message": pl.String})
+    empty = pl.DataFrame({"n": []})
+    text = status_text({"ingests": empty, "failures": failures, "jobs": empty, "trains": empty, "scores": empty},
+                        tmp_path)
+    assert RAW_CONTROL.search(text) is None and r"in/\x1b[2Jevil\x0aname.jsonl: not valid UTF-8" in text
 
 
 def test_a_failure_message_with_data_in_it_cannot_break_the_report():
