@@ -18,6 +18,7 @@ from prefect.artifacts import create_link_artifact, create_table_artifact
 from gpucast.expectations import catalog
 from gpucast.expectations.inventory import Inventory, load_inventory
 from gpucast.tasks.plan import capacity as steps
+from gpucast.tasks.report.literal import visible_frame
 from gpucast.tasks.report.site import render_site
 from gpucast.warehouse import db, queries
 from gpucast.warehouse import plan as store
@@ -88,7 +89,7 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
         note = "; ".join(plan.notes) or None
         record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
                     unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
-    first = steps.first_day(plan.rows)
+    first = visible_frame(steps.first_day(plan.rows))  # queue names as data: no control character in an artifact
     create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
     if publish:

@@ -41,3 +41,14 @@ def record(**overrides) -> dict:
 
 def jsonl(*records: dict | str) -> str:
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+# Strings a log may carry that a renderer would act on (issue 27): TeX for matplotlib, Markdown and a table's
+# pipe, a leading underscore (a legend skips it), HTML, control characters XML cannot hold, a terminal escape,
+# bidirectional overrides, a template's and a format string's syntax.
+HOSTILE_STRINGS = (
+    "$x^$", r"$\undefinedmacro{x}$", r"$\alpha$", "a$b$c$", "q|pipe", "_hidden", "**bold**", "`code`",
+    "[link](http://example.com)", "<script>alert(1)</script>", "&amp;", "--><!--", "nul\x00byte",
+    "esc\x1b[31mred", "line\nbreak", "tab\there", "bell\x07del\x7fc1\x85", "\ufffe\uffff", "\u202eevil",
+    "emoji 🚀", "日本語", "back\\slash\\", "{{ x }}", "{x}%s%d", "' OR '1'='1",
+)

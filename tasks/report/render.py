@@ -17,6 +17,7 @@ import polars as pl
 
 from gpucast.tasks.learn.models.registry import NN
 from gpucast.tasks.plan.capacity import first_day
+from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
 
 METRICS = ("mse", "rmse", "mae", "mape", "r2")
 TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
@@ -26,14 +27,16 @@ TABLE_MAX_WIDTH = 65_535  # the widest table Polars prints (its width is a 16-bi
 
 
 def text_table(df: pl.DataFrame) -> str:
-    """A frame as an aligned text table (the CLI)."""
+    """A frame as an aligned text table (the CLI); strings shown literally (`literal.visible`)."""
+    df = visible_frame(df)
     with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, tbl_width_chars=200, fmt_str_lengths=80,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         return str(df)
 
 
 def markdown_table(df: pl.DataFrame) -> str:
-    """A frame as a Markdown table (Prefect artifacts)."""
+    """A frame as a Markdown table (Prefect artifacts); strings shown literally (`literal.markdown_text`)."""
+    df = markdown_frame(df)
     with pl.Config(tbl_formatting="MARKDOWN", tbl_rows=TABLE_ROWS, tbl_cols=30, fmt_str_lengths=80, float_precision=3,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_width_chars=400):
         return str(df)
@@ -49,6 +52,7 @@ def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None)
     if fmt == "json":
         return df.write_json() + "\n"
     total = df.height if total is None else total
+    df = visible_frame(df)  # a table: control characters as escapes (csv and json carry the data as it is)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=TABLE_MAX_WIDTH, fmt_str_lengths=TABLE_MAX_WIDTH,
                    fmt_table_cell_list_len=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         table = str(df)
@@ -66,7 +70,7 @@ def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
         lines += ["", "Failed runs and rejected files:"]
         for row in frames["failures"].iter_rows(named=True):
             what = f"{row['source_file']}: {row['reason']}" if row["source_file"] else row["message"]
-            lines.append(f"- {row['run_id']}: {what}")
+            lines.append(visible(f"- {row['run_id']}: {what}"))  # a file name or reason is data
     lines += ["", "Jobs in job_logs by status:", text_table(frames["jobs"])]
     if frames["trains"].height:
         lines += ["", "Recent train runs:", text_table(frames["trains"])]
@@ -169,7 +173,7 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
     """The nightly run's Markdown report. `steps` holds what each step returned (None if it did not
     run); on failure the report is built from those alone, so it never needs a working warehouse."""
     ingest, features, train, score = (steps.get(k) for k in ("ingest", "features", "train", "score"))
-    lines = ["# gpucast nightly", "", f"**FAILED**: {error}" if error else "**Succeeded**"]
+    lines = ["# gpucast nightly", "", f"**FAILED**: {markdown_text(error)}" if error else "**Succeeded**"]
     if ingest:
         lines += ["", "## Ingest", f"run `{ingest['run_id']}`: {ingest['files']} file(s), rows read {ingest['rows_read']:,} = "
                   f"loaded {ingest['rows_loaded']:,} + rejected {ingest['rows_rejected']:,} + duplicate "
@@ -179,7 +183,7 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
                   "labelled per target: " + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
         if features.get("unknown_gpu_types"):
             lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
-                f"`{t}` ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
+                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
     if steps.get("backtest"):
         lines += _backtest_lines(steps["backtest"])
     if train:

@@ -14,6 +14,7 @@ import polars as pl
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from gpucast.tasks.plan.capacity import first_day
+from gpucast.tasks.report.literal import legend, plain, visible_frame
 
 QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -45,20 +46,21 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
     queues = sorted(demand["queue"].unique().to_list())
     fig, ax = plt.subplots(figsize=(8, 3.2))
     width = 0.8 / len(queues)
+    bars = []
     for k, q in enumerate(queues):
         sub = {r["day"]: r for r in demand.filter(pl.col("queue") == q).iter_rows(named=True)}
         xs = [i + (k - (len(queues) - 1) / 2) * width for i, d in enumerate(days) if d in sub]
         rows = [sub[d] for d in days if d in sub]
         p50 = [r["gpu_hours_p50"] for r in rows]
         err = [[r["gpu_hours_p50"] - r["gpu_hours_p10"] for r in rows], [r["gpu_hours_p90"] - r["gpu_hours_p50"] for r in rows]]
-        ax.bar(xs, p50, width, yerr=err, capsize=3, label=q, color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)])
+        bars.append(ax.bar(xs, p50, width, yerr=err, capsize=3, color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)]))
     ax.set_xticks(range(len(days)), [f"{d:%a %d %b}" for d in days], fontsize=8)
     p50 = demand["gpu_hours_p50"].filter(demand["gpu_hours_p50"] > 0)
     log = p50.len() > 1 and p50.max() > 30 * p50.median()  # one huge day would flatten the others
     if log:
         ax.set_yscale("log")
     ax.set_ylabel("GPU-hours (P50, bar P10-P90)" + (", log scale" if log else ""))
-    ax.legend(fontsize=8, frameon=False)
+    legend(ax, bars, queues, fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
@@ -78,7 +80,7 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
         ax.step(x, sub["lower_bound_p90"].to_list(), where="mid", color="#7f7f7f", linestyle=":", label="bound P90")
         if sub["gpus_owned"].null_count() < sub.height:
             ax.step(x, sub["gpus_owned"].to_list(), where="mid", color="black", linestyle="--", label="owned")
-        ax.set_title(f"{q} · {t}", fontsize=9)
+        plain(ax.set_title(f"{q} · {t}", fontsize=9))
         ax.set_xticks(x[::max(1, len(x) // 5)], [f"{d:%d %b}" for d in sub["day"].to_list()][::max(1, len(x) // 5)],
                       fontsize=7)
         ax.spines[["top", "right"]].set_visible(False)
@@ -108,7 +110,9 @@ def headline(plan: pl.DataFrame) -> list[dict]:
 
 
 def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
-    """The page's HTML (see the module doc)."""
+    """The page's HTML (see the module doc). Every string in `frames` is shown literally: control
+    characters as escapes (`literal.visible`), in the charts too; the template escapes HTML."""
+    frames = {name: visible_frame(df) for name, df in frames.items()}
     env = Environment(loader=PackageLoader("gpucast.tasks.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     plan = frames["plan"]
     shortfall = (plan.group_by("day").agg(pl.col("shortfall_p90").sum()).sort("day") if not plan.is_empty()
