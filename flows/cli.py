@@ -427,7 +427,8 @@ def _nightly_commands(sub) -> None:
 EXIT_CODES = """exit codes:
   0  success
   1  an unexpected error (a traceback follows: please report it)
-  2  bad input: a missing file, a bad setting or flag, an SQL error, a query past GPUCAST_SQL_TIMEOUT_S
+  2  bad input: a missing file, a bad setting or flag, an SQL error or a statement that writes, a query past
+     GPUCAST_SQL_TIMEOUT_S or a result past GPUCAST_SQL_MEMORY
   3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
   4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
   5  environment: disk full, permission denied, read-only file system, or a missing install extra
@@ -466,7 +467,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     from gpucast.flows.nightly import ValidationFailed
     from gpucast.warehouse.db import WarehouseBusy
     from gpucast.warehouse.publish import PublishFailed
-    from gpucast.warehouse.queries import SqlTimeout
+    from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
 
     if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
         return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
@@ -474,7 +475,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     if environment := environment_error(exc):
         return 5, environment
     for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6),
-                       ((FileNotFoundError, ValueError, SqlTimeout), 2)):
+                       ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
         if isinstance(exc, kind):
             return code, str(exc)
     if storage := storage_error(exc):  # a failing query, a constraint the input broke
