@@ -8,10 +8,14 @@ after parsing, so `--help` works whatever it holds, and a bad value ends with it
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 from gpucast.flows.environment import configure
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
@@ -443,8 +447,36 @@ class Terminated(SystemExit):
         return f"stopped by SIGTERM (exit code {self.code})"
 
 
+STOP_DEADLINE_S = 8.0  # after SIGTERM, exit by then even if unwinding has not finished (SIGKILL often follows at 10 s)
+
+
 def _terminate(signum: int, frame) -> None:
+    deadline = threading.Timer(STOP_DEADLINE_S, _stop_now, (128 + signum,))
+    deadline.daemon = True
+    deadline.start()
     raise Terminated(128 + signum)
+
+
+def _stop_now(code: int) -> None:
+    """The unwinding after SIGTERM took too long (closing a local Dask cluster alone took 4-6 s on 2 busy
+    cores): exit now. The run stays `running` until the next run marks it crashed, as after a SIGKILL;
+    Prefect's server and Dask's workers notice their parent is gone and stop (flows/children.py)."""
+    print(f"gpucast: still stopping {STOP_DEADLINE_S:g} s after SIGTERM; exiting now (the next run marks this "
+          "one crashed)", file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def _exit_stopped(stop: Terminated) -> NoReturn:
+    """The end of a SIGTERM: the unwinding has recorded the run, released the locks and closed the Dask
+    cluster; the atexit hooks stop Prefect's temporary server. Then exit without the interpreter's
+    teardown, which took 3-4 s after a night's imports (torch, Dask) on 2 busy cores: deployments
+    send SIGKILL 10 s after SIGTERM (issue 27). A second SIGTERM meanwhile is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(stop.code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -454,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
+    except Terminated as stop:
+        _exit_stopped(stop)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
         code, message = _exit_code(exc)
         if code == 1:

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,3 +104,69 @@ def test_sigkill_leaves_no_child(tmp_path, logs):
         if p.is_running():
             p.kill()
     assert not left, f"outlived gpucast's SIGKILL by {ORPHAN_GONE_WITHIN_S} s: {left}"
+
+
+HANGS_WHILE_STOPPING = """
+import signal, sys, time
+from gpucast.flows import cli
+signal.signal(signal.SIGTERM, cli._terminate)
+try:
+    print("ready", flush=True)  # inside the try: the signal may come before the sleep
+    time.sleep(120)
+except cli.Terminated:
+    time.sleep(120)  # an unwinding that never ends (a cluster that does not close, an API that does not answer)
+"""
+
+
+def test_sigterm_ends_the_process_by_the_deadline_even_when_unwinding_hangs():
+    proc = subprocess.Popen([sys.executable, "-c", HANGS_WHILE_STOPPING], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline() == "ready\n"
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"still running {STOP_WITHIN_S} s after SIGTERM")
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert time.monotonic() - sent >= 7  # the unwinding had its time first (STOP_DEADLINE_S)
+    assert "still stopping 8 s after SIGTERM; exiting now" in proc.stderr.read()
+
+
+@pytest.fixture(scope="module")
+def labelled_logs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("labelled-logs")
+    write_logs(out, SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=11))
+    return out
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the group", "SIGKILL"])
+def test_no_dask_worker_or_server_outlives_a_night_stopped_while_training(tmp_path, labelled_logs, how):
+    """A nightly stopped while its fits' local Dask cluster runs: Dask's worker processes, their resource
+    tracker and Prefect's server all end with it (SIGTERM: exit 143 within 10 s, the train run recorded)."""
+    proc, children = _start(tmp_path, "train:cluster-up", "nightly", str(labelled_logs), "--models", "linear_fs",
+                            "--repeats", "1", "--min-labelled", "50", "--runner", "dask")
+    workers = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
+    assert workers and any("uvicorn" in p.cmdline() for p in children), [" ".join(p.cmdline()) for p in children]
+    if how == "SIGKILL":
+        proc.kill()
+        proc.wait()
+        psutil.wait_procs(children, timeout=ORPHAN_GONE_WITHIN_S)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"still running {STOP_WITHIN_S} s after SIGTERM: " + (tmp_path / "out.txt").read_text()[-3000:])
+        assert proc.returncode == 128 + signal.SIGTERM, (tmp_path / "out.txt").read_text()[-3000:]
+        with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as con:
+            ((status, message),) = con.execute("SELECT status, message FROM train_runs").fetchall()
+        assert status == "failed" and "stopped by SIGTERM" in message
+    left = _alive(children)
+    for p in children:
+        if p.is_running():
+            p.kill()
+    assert not left, f"outlived gpucast ({how}): {left}"
