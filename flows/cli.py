@@ -8,10 +8,14 @@ after parsing, so `--help` works whatever it holds, and a bad value ends with it
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 from gpucast.flows.environment import configure, configured_prefect_api
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
@@ -437,7 +441,8 @@ def _nightly_commands(sub) -> None:
 EXIT_CODES = """exit codes:
   0  success
   1  an unexpected error (a traceback follows: please report it)
-  2  bad input: a missing file, a bad setting or flag, an SQL error, a query past GPUCAST_SQL_TIMEOUT_S
+  2  bad input: a missing file, a bad setting or flag, an SQL error or a statement that writes, a query past
+     GPUCAST_SQL_TIMEOUT_S or a result past GPUCAST_SQL_MEMORY
   3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
   4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
   5  environment: disk full, permission denied, read-only file system, or a missing install extra
@@ -452,8 +457,36 @@ class Terminated(SystemExit):
         return f"stopped by SIGTERM (exit code {self.code})"
 
 
+STOP_DEADLINE_S = 8.0  # after SIGTERM, exit by then even if unwinding has not finished (SIGKILL often follows at 10 s)
+
+
 def _terminate(signum: int, frame) -> None:
+    deadline = threading.Timer(STOP_DEADLINE_S, _stop_now, (128 + signum,))
+    deadline.daemon = True
+    deadline.start()
     raise Terminated(128 + signum)
+
+
+def _stop_now(code: int) -> None:
+    """The unwinding after SIGTERM took too long (closing a local Dask cluster alone took 4-6 s on 2 busy
+    cores): exit now. The run stays `running` until the next run marks it crashed, as after a SIGKILL;
+    Prefect's server and Dask's workers notice their parent is gone and stop (flows/children.py)."""
+    print(f"gpucast: still stopping {STOP_DEADLINE_S:g} s after SIGTERM; exiting now (the next run marks this "
+          "one crashed)", file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def _exit_stopped(stop: Terminated) -> NoReturn:
+    """The end of a SIGTERM: the unwinding has recorded the run, released the locks and closed the Dask
+    cluster; the atexit hooks stop Prefect's temporary server. Then exit without the interpreter's
+    teardown, which took 3-4 s after a night's imports (torch, Dask) on 2 busy cores: deployments
+    send SIGKILL 10 s after SIGTERM (issue 27). A second SIGTERM meanwhile is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(stop.code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -463,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
+    except Terminated as stop:
+        _exit_stopped(stop)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
         code, message = _exit_code(exc)
         if code == 1:
@@ -476,7 +511,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     from gpucast.flows.errors import ValidationFailed
     from gpucast.warehouse.db import WarehouseBusy
     from gpucast.warehouse.publish import PublishFailed
-    from gpucast.warehouse.queries import SqlTimeout
+    from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
 
     if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
         return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
@@ -484,7 +519,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     if environment := environment_error(exc):
         return 5, environment
     for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6),
-                       ((FileNotFoundError, ValueError, SqlTimeout), 2)):
+                       ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
         if isinstance(exc, kind):
             return code, str(exc)
     if storage := storage_error(exc):  # a failing query, a constraint the input broke

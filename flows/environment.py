@@ -6,7 +6,8 @@ sets them at import time.
   and leaves nothing in the user's home;
 * telemetry is off (`DO_NOT_TRACK` is not enough for the server: shared/STACK-NOTES.md);
 * the temporary local API server gets 90 s to start on a busy 2-core machine (the default 20 s was
-  exceeded here).
+  exceeded here), runs in a session of its own and stops when `gpucast` is gone, however it ended
+  (`flows/children.py`).
 Values already in the environment win, so a deployment's own Prefect settings are kept.
 """
 
@@ -16,6 +17,7 @@ import os
 import tomllib
 from pathlib import Path
 
+from gpucast.flows import children
 from gpucast.warehouse.settings import home_from_env
 
 
@@ -29,11 +31,12 @@ def defaults(home: Path) -> dict[str, str]:
 
 
 def configure() -> None:
-    """Set the defaults above where unset, and create Prefect's home (its temporary server cannot start
-    without it, and Prefect makes it without parents)."""
+    """Set the defaults above where unset, create Prefect's home (its temporary server cannot start
+    without it, and Prefect makes it without parents), and guard that server (`children.install`)."""
     for key, value in defaults(home_from_env()).items():
         os.environ.setdefault(key, value)
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    children.install()
 
 
 def configured_prefect_api() -> str | None:

@@ -102,6 +102,7 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     fits = [f for f in steps.order_fits(options, previous) if steps.too_few(rows[f.target], options) is None]
     where = runners.describe(runner)
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
+    failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
     outcomes = _run_fits(runner, fits, shared, options, budget_ends_at, started)
     every = [o for target_outcomes in outcomes.values() for o in target_outcomes]
     failed = [o for o in every if isinstance(o, FitSkipped) and o.failed]

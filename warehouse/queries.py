@@ -24,6 +24,14 @@ class SqlTimeout(RuntimeError):
     """A planner's query ran past GPUCAST_SQL_TIMEOUT_S and was interrupted."""
 
 
+class SqlTooLarge(RuntimeError):
+    """A planner's query returned more than GPUCAST_SQL_MEMORY holds."""
+
+
+class SqlRefused(ValueError):
+    """A planner's query is not one that only reads (COPY, EXPORT, ATTACH, SET ...)."""
+
+
 RECENT_INGESTS = """
 SELECT run_id, status, started_at, round(epoch(finished_at - started_at), 1) AS seconds,
        files, files_rejected, rows_read, rows_loaded, rows_rejected, rows_duplicate
@@ -134,14 +142,27 @@ def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return capacity, champions
 
 
+# What a planner's query may be, by DuckDB's own parse (`duckdb.extract_statements`), not by matching
+# text: SELECT (WITH, FROM-first, VALUES, SHOW, DESCRIBE, SUMMARIZE parse as SELECT), EXPLAIN, PRAGMA
+# and CALL read. Everything else is refused before anything runs: COPY and EXPORT (the only
+# statements that write files: DuckDB lets a query write into its own spill folder, which
+# `allowed_directories` lists), ATTACH, INSTALL/LOAD, SET, CREATE, INSERT ...
+READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN,
+                             duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL})
+FETCH_ROWS = 2048  # rows fetched at a time (one DuckDB vector): the result is counted as it arrives
+
+
 def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
             max_rows: int | None = None) -> tuple[pl.DataFrame, int]:
     """One bounded read-only planner query: (the first `max_rows` rows, or all when None; the total row count).
 
-    The connection cannot write, ATTACH, or read other files, and keeps the `GPUCAST_SQL_*` limits:
-    memory, threads, a cap on what it spills to its own temporary folder, and a timeout after which
-    the query is interrupted (`SqlTimeout`).
+    Only statements that read run (`READ_STATEMENTS`; `SqlRefused` otherwise), on a connection that
+    cannot write, ATTACH, or read other files, within the `GPUCAST_SQL_*` limits: memory, threads,
+    a cap on what it spills to its own temporary folder, a timeout after which the query is
+    interrupted (`SqlTimeout`); and the result is fetched in batches and refused (`SqlTooLarge`) as
+    soon as what was fetched passes the memory limit, so the limit bounds what `gpucast sql` holds.
     """
+    _refuse_all_but_reads(query)
     spill = _spill_folder(spill_dir)
     try:
         con = connect_reader(path, limits={"memory_limit": limits.memory, "threads": limits.threads,
@@ -153,9 +174,9 @@ def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
     timer.start()
     try:
         rel = con.sql(query)
-        if rel is None:  # a statement without a result (SET, PRAGMA ...)
+        if rel is None:  # a statement without a result (a PRAGMA that sets nothing visible ...)
             return pl.DataFrame(), 0
-        df = rel.pl() if max_rows is None else rel.limit(max_rows + 1).pl()
+        df = _fetch_within(rel if max_rows is None else rel.limit(max_rows + 1), limits)
         total = df.height if max_rows is None or df.height <= max_rows else rel.aggregate("count(*)").fetchall()[0][0]
     except duckdb.InterruptException:
         raise SqlTimeout(f"the query ran longer than {limits.timeout_s:g} s (GPUCAST_SQL_TIMEOUT_S) and was "
@@ -171,6 +192,33 @@ def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
     return df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
                            *[pl.col(n).cast(pl.Int64 if t.scale == 0 else pl.Float64)
                              for n, t in df.schema.items() if isinstance(t, pl.Decimal)]), total
+
+
+def _refuse_all_but_reads(query: str) -> None:
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise QueryError(f"{type(exc).__name__}: {exc}") from None
+    for statement in statements:
+        if statement.type not in READ_STATEMENTS:
+            raise SqlRefused(f"`gpucast sql` only reads; refused: {statement.type.name} (allowed: SELECT, WITH, "
+                             "FROM, VALUES, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN, PRAGMA, CALL)")
+
+
+def _fetch_within(rel: duckdb.DuckDBPyRelation, limits: SqlSandbox) -> pl.DataFrame:
+    """The relation's rows, fetched FETCH_ROWS at a time; `SqlTooLarge` once they hold more than the memory limit."""
+    import pyarrow as pa
+
+    reader = rel.fetch_record_batch(FETCH_ROWS)
+    batches, held, rows = [], 0, 0
+    for batch in reader:
+        held += batch.nbytes
+        rows += batch.num_rows
+        if held > limits.memory_bytes:
+            raise SqlTooLarge(f"the result passed GPUCAST_SQL_MEMORY ({limits.memory}) after {rows:,} rows and was "
+                              "stopped; select fewer rows or columns (WHERE, LIMIT, an aggregate) or raise the limit")
+        batches.append(batch)
+    return pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
 
 
 def _spill_folder(folder: Path) -> Path:

@@ -65,8 +65,19 @@ def _at_least_one(v: int) -> bool:
     return v >= 1
 
 
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+_UNIT_BYTES = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them (300MB: 286.1 MiB)
+
+
 def _memory_size(v: str) -> bool:
-    return re.fullmatch(r"\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", v, re.IGNORECASE) is not None
+    return _SIZE.fullmatch(v) is not None
+
+
+def size_bytes(v: str) -> int:
+    """A size such as 512MB or 2GiB, in bytes."""
+    number, unit = _SIZE.fullmatch(v.strip()).groups()
+    return int(float(number) * _UNIT_BYTES[unit.lower()])
 
 
 def _webhook_url(v: str) -> bool:
@@ -135,7 +146,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("storage", "keep_forecast_days", 30, int, _at_least_one, "a whole number >= 1",
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
     Spec("sql", "memory", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
-         "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond)"),
+         "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond), and the most its "
+         "fetched result may hold (a larger result is refused, exit code 2)"),
     Spec("sql", "threads", 2, int, _at_least_one, "a whole number >= 1",
          "`gpucast sql`: threads one planner query may use"),
     Spec("sql", "temp_limit", "4GB", str, _memory_size, "a size such as 512MB or 2GB",
@@ -272,6 +284,11 @@ class SqlSandbox(_Checked):
     threads: int = _default("threads")
     temp_limit: str = _default("temp_limit")
     timeout_s: float = _default("timeout_s")
+
+    @property
+    def memory_bytes(self) -> int:
+        """`memory` in bytes: also the most a query's fetched result may hold (`queries.run_sql`)."""
+        return size_bytes(self.memory)
 
 
 @dataclass(frozen=True)

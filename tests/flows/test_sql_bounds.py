@@ -1,8 +1,11 @@
-"""`gpucast sql` keeps its bounds (memory, threads, spill, timeout) and never hides rows silently."""
+"""`gpucast sql` keeps its bounds (memory, threads, spill, timeout, no file written) and never hides rows silently."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -54,9 +57,9 @@ def test_the_query_runs_with_the_configured_limits_and_cleans_its_spill_folder(p
     assert row["mem"] == "286.1 MiB" and row["threads"] == 1 and row["temp"] == "47.6 MiB"
     assert row["dir"].startswith(str(published.home / "tmp" / "sql-"))
     assert not list((published.home / "tmp").glob("sql-*"))  # removed when the query ended
-    # the planner cannot lift them
+    # the planner cannot lift them (SET is refused before it runs; the configuration is locked besides)
     assert main(["sql", "SET memory_limit = '100GB'"]) == 2
-    assert "the configuration has been locked" in capsys.readouterr().err
+    assert "only reads; refused: SET" in capsys.readouterr().err
 
 
 def test_a_query_past_the_timeout_is_stopped_with_exit_code_2(published, monkeypatch, capsys):
@@ -64,3 +67,43 @@ def test_a_query_past_the_timeout_is_stopped_with_exit_code_2(published, monkeyp
     assert main(["sql", "SELECT count(*) FROM range(100000000000) a"]) == 2
     err = capsys.readouterr().err
     assert "ran longer than 1 s (GPUCAST_SQL_TIMEOUT_S) and was stopped" in err
+
+
+# Issue 27: the memory limit bounds what the query returns, and the sandbox writes no file ----------------
+
+def test_a_result_past_the_memory_limit_is_refused_with_exit_code_2(published, monkeypatch, capsys):
+    monkeypatch.setenv("GPUCAST_SQL_MEMORY", "64MB")
+    assert main(["sql", "SELECT repeat('x', 1000) AS s FROM range(200000)", "--format", "csv"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing printed: not a silently cut result
+    assert "the result passed GPUCAST_SQL_MEMORY (64MB) after" in err
+    assert main(["sql", "SELECT repeat('x', 1000) AS s FROM range(20000)", "--format", "csv"]) == 0  # 20 MB: fits
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 20000
+
+
+@pytest.mark.slow
+def test_the_memory_limit_bounds_the_process(published):
+    """The issue's command (a 1 GB result under a 256MB limit) peaked at 3.1 GB RSS and succeeded."""
+    env = {**os.environ, "GPUCAST_SQL_MEMORY": "64MB"}
+    proc = subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "sql", "--format", "csv",
+                             "SELECT repeat('x', 1000) FROM range(1000000)"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 2, proc.stderr.read()
+    assert usage.ru_maxrss < 600 * 1024, f"peak RSS {usage.ru_maxrss / 1024:.0f} MiB"  # ~290 MiB measured
+
+
+@pytest.mark.parametrize("statements", [
+    "COPY (SELECT repeat('x', 1000) AS s FROM range(20000)) TO '{spill}/out.csv'; "
+    "SELECT count(*) AS n FROM read_csv('{spill}/out.csv')",
+    "EXPORT DATABASE '{spill}/export'; SELECT count(*) AS n FROM glob('{spill}/export/*')",
+    "SELECT 1 AS n; COPY (SELECT 1) TO '{spill}/out.parquet'",
+], ids=["copy-then-read-back", "export-database", "copy-as-second-statement"])
+def test_the_sandbox_writes_no_file_not_even_in_its_own_spill_folder(published, capsys, statements):
+    """DuckDB lists the query's spill folder in `allowed_directories`: before, COPY wrote there past
+    GPUCAST_SQL_TEMP_LIMIT and read it back. Statements that write are now refused by DuckDB's own parse."""
+    spill = published.sql_temp_dir  # this process's, as `gpucast sql` in this process will use it
+    assert main(["sql", statements.format(spill=spill), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "only reads; refused: " in err
+    assert not spill.exists()
