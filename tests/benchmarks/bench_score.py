@@ -64,7 +64,7 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
     from gpucast.flows.train import train_models
 
     settings = Settings.from_env().ensure()
-    src = settings.home / "bench"
+    src = settings.storage.home / "bench"
     src.mkdir()
     jobs(10_000, 1, 0.0, "COMPLETED").write_parquet(src / "completed.parquet")
     # distinct ids: the simulator numbers jobs per day, so two samples of one day would collide
@@ -82,7 +82,7 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
     print(f"\nscore-pending flow: {out['pending_jobs']:,} jobs x 3 targets, {out['forecasts']:,} forecasts published "
           f"in {s:.1f} s = {out['pending_jobs'] / s * 60:,.0f} jobs/min (champions {out['champions']})", flush=True)
 
-    model_dir = Path(train["targets"][0]["champion"] and Settings.from_env().models_dir / train["train_run_id"])
+    model_dir = Path(train["targets"][0]["champion"] and Settings.from_env().storage.models_dir / train["train_run_id"])
     pending = pl.read_parquet(src / "pending.parquet")
     rows = []
     for target_out in train["targets"]:
@@ -151,7 +151,7 @@ def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
         pending = jobs(n_pending // days, 100 + d, 1.0, day=d).with_columns(pl.lit("PENDING").alias(c.STATUS),
                                                                       ("p-" + pl.col(c.JOB_ID)).alias(c.JOB_ID))
         part = pl.concat([jobs(n_completed // days, 10 + d, 0.0, "COMPLETED", day=d), pending])
-        part.write_parquet(settings.inbox_dir / f"day-{d}.parquet")
+        part.write_parquet(settings.storage.inbox_dir / f"day-{d}.parquet")
     t = time.perf_counter()
     out = nightly(options=TrainOptions(repeats=1, epochs=nn_epochs))
     total = time.perf_counter() - t
