@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
@@ -144,38 +145,51 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
 
 
 def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now: datetime) -> dict:
+    """One `ingest_files` row per file (and `rejected_files`, `validation_results` rows), inserted in bulk:
+    a row at a time cost ~15 ms per file, minutes for a folder of thousands of one-row files."""
     totals = dict(files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0, rows_duplicate=0)
     notes = []
+    files, rejected, outcomes = [], [], []
     for r in results:
         n_loaded = int(loaded.get(r.path, 0))
         n_dup = r.rows_valid - n_loaded
-        con.execute(
-            "INSERT OR REPLACE INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, r.path, r.sha256, r.fmt or None, r.rows_read, n_loaded, r.rows_rejected, n_dup,
-             "loaded" if r.status == "staged" else r.status, r.reason, r.ignored_columns],
-        )
+        files.append((run_id, r.path, r.sha256, r.fmt or None, r.rows_read, n_loaded, r.rows_rejected, n_dup,
+                      "loaded" if r.status == "staged" else r.status, r.reason, r.ignored_columns))
         if r.status == "rejected":
             totals["files_rejected"] += 1
             notes.append(f"{Path(r.path).name}: {r.reason}")
-            con.execute(
-                "INSERT OR REPLACE INTO rejected_files VALUES (?, ?, ?, ?, ?)",
-                [r.path, r.sha256, r.reason, run_id, now],
-            )
+            rejected.append((r.path, r.sha256, r.reason, run_id, now))
         if r.ignored_columns:
             notes.append(f"{Path(r.path).name}: ignored unknown column(s) {', '.join(r.ignored_columns)}")
-        for o in r.outcomes:
-            con.execute(
-                "INSERT INTO validation_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],
-                 o["unexpected_count"], o["error"]],
-            )
+        outcomes += [(run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],
+                      o["unexpected_count"], o["error"]) for o in r.outcomes]
         totals["rows_read"] += r.rows_read
         totals["rows_loaded"] += n_loaded
         totals["rows_rejected"] += r.rows_rejected
         totals["rows_duplicate"] += n_dup
+    _insert(con, "INSERT OR REPLACE INTO ingest_files", files)
+    _insert(con, "INSERT OR REPLACE INTO rejected_files", rejected)
+    _insert(con, "INSERT INTO validation_results", outcomes)
     assert totals["rows_read"] == totals["rows_loaded"] + totals["rows_rejected"] + totals["rows_duplicate"]
     totals["message"] = "; ".join(notes) or None
     return totals
+
+
+def _insert(con: duckdb.DuckDBPyConnection, statement: str, rows: list[tuple]) -> None:
+    """`statement` (an INSERT naming its table) for every row at once, through a registered Arrow table
+    typed like the target table's columns."""
+    if not rows:
+        return
+    table = statement.split()[-1]
+    types = con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+                        "ORDER BY ordinal_position", [table]).fetchall()
+    columns = list(zip(*rows, strict=True))
+    con.register("_rows", pa.table({f"c{i}": pa.array(list(values)) for i, values in enumerate(columns)}))
+    try:
+        casts = ", ".join(f"CAST(c{i} AS {kind})" for i, (_, kind) in enumerate(types))
+        con.execute(f"{statement} SELECT {casts} FROM _rows")
+    finally:
+        con.unregister("_rows")
 
 
 # Per day: the records the warehouse holds, to compare with what the lake was last written with.
