@@ -167,27 +167,32 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
         totals["rows_loaded"] += n_loaded
         totals["rows_rejected"] += r.rows_rejected
         totals["rows_duplicate"] += n_dup
-    _insert(con, "INSERT OR REPLACE INTO ingest_files", files)
-    _insert(con, "INSERT OR REPLACE INTO rejected_files", rejected)
-    _insert(con, "INSERT INTO validation_results", outcomes)
+    _insert(con, FILE_ROWS, files)
+    _insert(con, REJECTED_FILE_ROWS, rejected)
+    _insert(con, OUTCOME_ROWS, outcomes)
     assert totals["rows_read"] == totals["rows_loaded"] + totals["rows_rejected"] + totals["rows_duplicate"]
     totals["message"] = "; ".join(notes) or None
     return totals
 
 
-def _insert(con: duckdb.DuckDBPyConnection, statement: str, rows: list[tuple]) -> None:
-    """`statement` (an INSERT naming its table) for every row at once, through a registered Arrow table
-    typed like the target table's columns."""
+# Bulk inserts of the per-file rows: a registered Arrow table typed like the target table, one statement.
+_S, _I = pa.string(), pa.int64()
+FILE_ROWS = ("INSERT OR REPLACE INTO ingest_files SELECT * FROM _rows",
+             pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _I, _I, _I, _I, _S, _S, pa.list_(_S)])]))
+REJECTED_FILE_ROWS = ("INSERT OR REPLACE INTO rejected_files SELECT * FROM _rows",
+                      pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, pa.timestamp("us", tz="UTC")])]))
+OUTCOME_ROWS = ("INSERT INTO validation_results SELECT * FROM _rows",
+                pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _S, _S, pa.bool_(), _I, _S])]))
+
+
+def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, pa.Schema], rows: list[tuple]) -> None:
+    """Insert every row at once (`target`: one of the statements above and its Arrow schema)."""
     if not rows:
         return
-    table = statement.split()[-1]
-    types = con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
-                        "ORDER BY ordinal_position", [table]).fetchall()
-    columns = list(zip(*rows, strict=True))
-    con.register("_rows", pa.table({f"c{i}": pa.array(list(values)) for i, values in enumerate(columns)}))
+    statement, schema = target
+    con.register("_rows", pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema))
     try:
-        casts = ", ".join(f"CAST(c{i} AS {kind})" for i, (_, kind) in enumerate(types))
-        con.execute(f"{statement} SELECT {casts} FROM _rows")
+        con.execute(statement)
     finally:
         con.unregister("_rows")
 

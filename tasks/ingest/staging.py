@@ -128,9 +128,11 @@ def stage_file(
     index: int,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
+    not_after: datetime | None = None,
 ) -> FileResult:
     """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
-    A symbolic link found in a folder is rejected whole, unread."""
+    A symbolic link found in a folder is rejected whole, unread. `not_after`: a timestamp after it breaks
+    the time rule (the ingest's clock plus the tolerance, from the caller)."""
     result = FileResult(path=str(path), sha256=content_key(path), index=index)
     if path.is_symlink():
         _refuse_link(result, path)
@@ -149,7 +151,7 @@ def stage_file(
             t1 = time.perf_counter()
             if chunk is None:
                 break
-            valid, rejected, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")))
+            valid, rejected, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
             _count(counts, outcomes[0])
             t2 = time.perf_counter()
             result.rows_read += chunk.height
@@ -219,6 +221,7 @@ def stage_files(
     first_index: int,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
+    not_after: datetime | None = None,
 ) -> list[FileResult]:
     """Stage a batch of small files (see `batches`) as files `first_index`, `first_index + 1`, ...;
     one `FileResult` per file, exactly as `stage_file` would give it."""
@@ -244,7 +247,7 @@ def stage_files(
     outcomes: dict[int, list] = {}
     valid = rejected = None
     if frames:
-        valid, rejected, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"))
+        valid, rejected, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
     t2 = time.perf_counter()
     if frames:
         staging_dir.mkdir(parents=True, exist_ok=True)
@@ -307,11 +310,11 @@ def _count(counts: dict[tuple, dict], outcomes: list) -> None:
         entry["error"] = entry["error"] or o.error
 
 
-def _split(chunk: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, list]]:
+def _split(chunk: pl.DataFrame, not_after: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, list]]:
     """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk, each
     with `_file` (the chunk's files: one, or a batch of small ones); and per file, its expectation
     outcomes as if its rows had been validated alone."""
-    typed = normalize(chunk).with_columns(chunk["_file"])  # normalize keeps the input's order
+    typed = normalize(chunk, not_after).with_columns(chunk["_file"])  # normalize keeps the input's order
     # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
     unreadable = chunk["_read_error"].is_not_null()
     to_check = typed.filter(~unreadable)
