@@ -447,6 +447,9 @@ def _terminate(signum: int, frame) -> None:
     raise Terminated(128 + signum)
 
 
+FLOW_COMMANDS = {"ingest", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
+
+
 class ExpectedErrors(logging.Filter):
     """On the console: drop Prefect's own ERROR record of a failed flow or task run ("Encountered exception
     during execution", "Task run failed with exception") when its error is one `main` answers with a clear
@@ -477,7 +480,8 @@ def quiet_expected_errors() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure()  # Prefect's defaults, before any flow module imports Prefect
-    quiet_expected_errors()
+    if args.command in FLOW_COMMANDS:  # (the others never start a Prefect run: they skip Prefect's import)
+        quiet_expected_errors()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
