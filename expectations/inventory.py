@@ -7,9 +7,11 @@ A small YAML file (default `$GPUCAST_HOME/inventory.yaml`, or `GPUCAST_INVENTORY
         - gpu_type: A100-80GB     # a name of the GPU catalogue (reference/gpu_catalog.csv), any spelling
           count: 32               # GPUs owned, a whole number >= 0
 
-Each GPU's memory comes from the catalogue. Any mistake (an unknown GPU type, a negative or
-fractional count, a missing field, an unknown key) is an `InventoryError` naming the file and the
-line, raised before anything is planned: nothing is published half.
+Each GPU's memory comes from the catalogue. Any mistake (an unknown GPU type, a negative, fractional
+or absurd count, a missing field, an unknown key, broken YAML, a YAML tag such as `!!python/name:...`)
+is an `InventoryError` naming the file and the line, raised before anything is planned: nothing is
+published half. Nothing in the file is ever constructed as a Python object: it is composed into YAML
+nodes, every node's tag is checked against the plain YAML types, and only then are scalars read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ import yaml
 from gpucast.expectations import catalog
 
 ENTRY_KEYS = ("gpu_type", "count")
+# GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
+# (a count of 10**29 passed and overflowed Polars at the plan step).
+MAX_COUNT = 1_000_000
+# The plain YAML types a value may have; any other tag (`!!python/...`, `!!binary`, `!custom`) is refused.
+PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("null", "bool", "int", "float", "str", "timestamp", "map",
+                                                           "seq"))
 
 
 class InventoryError(ValueError):
@@ -52,8 +60,36 @@ def _fail(path: Path, node: yaml.Node, message: str) -> InventoryError:
     return InventoryError(f"{path}, line {node.start_mark.line + 1}: {message}")
 
 
-def _value(node: yaml.Node):
-    return yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.ScalarNode) else None
+def _shown_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+def _check_tags(path: Path, root: yaml.Node) -> None:
+    """Refuse any node whose tag is not a plain YAML type (iteratively: aliases may share nodes)."""
+    todo, seen = [root], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.tag not in PLAIN_TAGS:
+            raise _fail(path, node, f"tag {_shown_tag(node.tag)} is not allowed: the inventory holds plain text, "
+                                    "whole numbers, lists and mappings")
+        if isinstance(node, yaml.MappingNode):
+            todo += [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+
+
+def _value(path: Path, node: yaml.Node):
+    """A scalar node's value (its tag already checked plain); None for a list or mapping."""
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    try:
+        return yaml.safe_load(yaml.serialize(node))
+    except Exception as exc:  # noqa: BLE001  (an explicit tag on text it cannot read: `!!timestamp 0`, `!!int x`)
+        raise _fail(path, node, f"{node.value!r} is not a valid {_shown_tag(node.tag)} value "
+                                f"({type(exc).__name__})") from None
 
 
 def load_inventory(path: Path) -> Inventory:
@@ -64,17 +100,23 @@ def load_inventory(path: Path) -> Inventory:
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror or exc})") from exc
     except yaml.YAMLError as exc:
-        raise InventoryError(f"{path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InventoryError(f"{path}, line {line}: not valid YAML: {problem}") from None
+    except ValueError as exc:  # text PyYAML cannot take at all (a NUL character)
+        raise InventoryError(f"{path}, line 1: not valid YAML: {exc}") from None
     if root is None:
-        raise InventoryError(f"{path}: empty; it needs a `queues:` mapping (see docs/planners.md)")
-    top = dict((_value(k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
+        raise InventoryError(f"{path}, line 1: empty; it needs a `queues:` mapping (see docs/planners.md)")
+    _check_tags(path, root)
+    top = dict((_value(path, k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
     if set(top) != {"queues"} or not isinstance(top["queues"], yaml.MappingNode):
         raise _fail(path, root, "the file must hold exactly one key, `queues:`, mapping each queue to a list of "
                                 "{gpu_type, count}")
     known = ", ".join(catalog.gpus())
     owned, seen = [], set()
     for qnode, entries in top["queues"].value:
-        queue = _value(qnode)
+        queue = _value(path, qnode)
         if not isinstance(queue, str) or not queue.strip():
             raise _fail(path, qnode, f"a queue name must be text, got {queue!r}")
         if not isinstance(entries, yaml.SequenceNode) or not entries.value:
@@ -82,7 +124,7 @@ def load_inventory(path: Path) -> Inventory:
         for entry in entries.value:
             if not isinstance(entry, yaml.MappingNode):
                 raise _fail(path, entry, f"queue {queue!r}: an entry must be a mapping with gpu_type and count")
-            fields = {_value(k): (k, v) for k, v in entry.value}
+            fields = {_value(path, k): (k, v) for k, v in entry.value}
             extra = set(fields) - set(ENTRY_KEYS)
             if extra:
                 key_node = fields[sorted(extra, key=str)[0]][0]
@@ -91,13 +133,15 @@ def load_inventory(path: Path) -> Inventory:
             if missing:
                 raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
             type_node, count_node = fields["gpu_type"][1], fields["count"][1]
-            name = _value(type_node)
+            name = _value(path, type_node)
             gpu_type = catalog.canonical(str(name)) if name is not None else None
             if gpu_type is None or gpu_type not in catalog.gpus():
                 raise _fail(path, type_node, f"unknown GPU type {name!r} (the catalogue knows: {known})")
-            count = _value(count_node)
+            count = _value(path, count_node)
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise _fail(path, count_node, f"count must be a whole number >= 0, got {count!r}")
+            if count > MAX_COUNT:
+                raise _fail(path, count_node, f"count must be at most {MAX_COUNT:,} GPUs (a typing error?), got {count:,}")
             if (queue, gpu_type) in seen:
                 raise _fail(path, type_node, f"queue {queue!r} lists {gpu_type} twice")
             seen.add((queue, gpu_type))

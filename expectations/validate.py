@@ -38,14 +38,32 @@ class ExpectationOutcome:
 
 @dataclass
 class Validation:
-    """Per-row reasons (row position -> sentences) and the per-expectation summary."""
+    """Per-row reasons (row position -> sentences) and the per-expectation summary. `broken`: one
+    boolean column per outcome with a row rule (named by the outcome's index), true where a row
+    breaks it; `outcomes_by` splits the summary by a grouping of the rows (the files of a batch)."""
 
     reasons: dict[int, list[str]]
     outcomes: list[ExpectationOutcome]
+    broken: pl.DataFrame | None = None
 
     @property
     def success(self) -> bool:
         return all(o.success for o in self.outcomes)
+
+    def outcomes_by(self, groups: pl.Series, keys: list[int]) -> dict[int, list[ExpectationOutcome]]:
+        """Per group in `keys` (`groups`: each validated row's group): the outcomes as if that group's rows
+        had been validated alone (a group without rows: none broken). A row rule counts the group's own
+        rows; an expectation without one (the table's columns) or that could not run keeps the whole
+        frame's outcome."""
+        ruled = [int(n) for n in self.broken.columns] if self.broken is not None else []
+        counts: dict[int, dict[int, int]] = {k: dict.fromkeys(ruled, 0) for k in keys}
+        if ruled and self.broken.height:
+            per_group = self.broken.with_columns(groups.alias("_group")).group_by("_group").agg(pl.all().sum())
+            for row in per_group.iter_rows(named=True):
+                group = int(row.pop("_group"))
+                counts[group] = {int(n): int(v) for n, v in row.items()}
+        return {k: [replace(o, success=per[i] == 0, unexpected_count=per[i]) if i in per else o
+                    for i, o in enumerate(self.outcomes)] for k, per in counts.items()}
 
 
 @cache
@@ -170,7 +188,7 @@ def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validat
     if not rules:
         return Validation({}, outcomes)
 
-    broken = frame.select(*[cond.fill_null(False).alias(f"r{k}") for k, (_, _, cond) in enumerate(rules)])
+    broken = frame.select(*[cond.fill_null(False).alias(str(i)) for i, _, cond in rules])
     counts = broken.sum().row(0)
     for (i, _, _), count in zip(rules, counts, strict=True):
         o = outcomes[i]
@@ -187,4 +205,4 @@ def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validat
         for pos, row, marks in zip(flagged["_pos"].to_list(), rows, flagged.drop("_pos").iter_rows(), strict=True):
             reasons[pos] = [_sentence(outcomes[i].rule, kwargs, row)
                             for (i, kwargs, _), hit in zip(rules, marks, strict=True) if hit]
-    return Validation(reasons, outcomes)
+    return Validation(reasons, outcomes, broken)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -487,11 +488,41 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(stop.code)
+FLOW_COMMANDS = {"ingest", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
+
+
+class ExpectedErrors(logging.Filter):
+    """On the console: drop Prefect's own ERROR record of a failed flow or task run ("Encountered exception
+    during execution", "Task run failed with exception") when its error is one `main` answers with a clear
+    exit code (2-6) and one line, so the person sees that line and no traceback. The run's state keeps the
+    error (`gpucast status`, the Prefect UI), and Prefect's API handler, on the run loggers themselves, has
+    already sent the record before it reaches the console. An unexpected error (exit 1) keeps its traceback."""
+
+    LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name not in self.LOGGERS or not record.exc_info or record.exc_info[1] is None:
+            return True
+        return _exit_code(record.exc_info[1])[0] == 1
+
+
+def quiet_expected_errors() -> None:
+    """Install `ExpectedErrors` on the root logger's handlers (Prefect's console handler lives there; the run
+    loggers propagate to it). Sets up Prefect's logging first (as its first flow would); idempotent."""
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
+
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, ExpectedErrors) for f in handler.filters):
+            handler.addFilter(ExpectedErrors())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure()  # Prefect's defaults, before any flow module imports Prefect
+    if args.command in FLOW_COMMANDS:  # (the others never start a Prefect run: they skip Prefect's import)
+        quiet_expected_errors()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:

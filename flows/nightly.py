@@ -139,7 +139,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "quality-gate"):
             warnings += quality_gate(steps["ingest"], settings.quality, settings.storage)
         with _timed(seconds, "backtest"):
-            steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days)
+            steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days, as_of)
             warnings += steps["backtest"]["warnings"]
         with _timed(seconds, "features"):
             steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows)

@@ -6,6 +6,7 @@ wires the two (and the registry's saved test predictions) for the CLI.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -56,12 +57,13 @@ def backtest_text(storage: Storage, backtest_days: int) -> str:
     from gpucast.warehouse import backtest, db
     from gpucast.warehouse.publish import publish_snapshot
 
-    counts = refresh_backtest(storage, backtest_days)
+    now = datetime.now(UTC)  # this run's clock: the window never starts after it (warehouse/backtest.py)
+    counts = refresh_backtest(storage, backtest_days, now)
     if counts["window_start"] is None:
         return "no completed jobs in the warehouse yet: nothing to backtest"
     publish_snapshot(storage)  # planners read forecast_backtest in the published copy
     with db.writer(storage) as con:
-        table = backtest.summary(con, backtest_days)
+        table = backtest.summary(con, backtest_days, now)
     return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({backtest_days} "
             f"days): {counts['jobs']:,} job x target pairs, {counts['forecast']:,} forecast before they ran, "
             f"{counts['not_forecast']:,} not forecast; published to {storage.published_path}\n" + render.text_table(table))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import polars as pl
 from prefect import flow, get_run_logger, task
@@ -58,11 +59,12 @@ def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
 def gate_windows(settings: Settings, targets: tuple[str, ...]) -> dict[str, dict]:
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
     before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`)."""
-    days = settings.quality.backtest_days
-    refresh_backtest(settings.storage, days)
+    days, now = settings.quality.backtest_days, datetime.now(UTC)
+    refresh_backtest(settings.storage, days, now)
     with db.writer(settings.storage) as con:
         champions = {ch.target: ch for ch in forecast.latest_champions(con)}
-        windows = {t: backtest.champion_window(con, t, champions[t].train_run_id, days) for t in targets if t in champions}
+        windows = {t: backtest.champion_window(con, t, champions[t].train_run_id, days, now)
+                   for t in targets if t in champions}
     return {t: {"champion": champions[t], **w.to_dict(as_series=False)} for t, w in windows.items()}
 
 

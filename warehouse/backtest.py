@@ -64,19 +64,21 @@ GROUP BY ALL ORDER BY target, model, model_type, queue
 """
 
 
-def window_start(con: duckdb.DuckDBPyConnection, days: int) -> datetime | None:
+def window_start(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> datetime | None:
     """The start of the window: `days` before the latest submission the warehouse knows of (the
     clock of the logs, so a backfill or a demo of simulated dates gets the same window as a live
-    night). Not the latest completion: a log may carry a completion time ahead of its own clock (the
-    simulator writes a long job's end when it is submitted), and one such job would move the window
-    past every job that was forecast."""
+    night), but never after the run's own clock `now`: one record dated 2099 (loaded before the time
+    rule rejected such rows) would otherwise move the window past every real job. Not the latest
+    completion: a log may carry a completion time ahead of its own clock (the simulator writes a
+    long job's end when it is submitted), and one such job would move the window past every job
+    that was forecast."""
     latest = con.execute("SELECT max(submitted_at) FROM job_logs").fetchall()[0][0]
-    return None if latest is None else latest - timedelta(days=days)
+    return None if latest is None else min(latest, now) - timedelta(days=days)
 
 
 def run(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> dict:
     """Recompute `forecast_backtest` for jobs completed in the window; return its counts."""
-    start = window_start(con, days)
+    start = window_start(con, days, now)
     if start is None:
         return {"window_start": None, "jobs": 0, "forecast": 0, "not_forecast": 0}
     with transaction(con):
@@ -87,17 +89,18 @@ def run(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> dict:
     return {"window_start": start, "jobs": jobs, "forecast": forecast, "not_forecast": jobs - forecast}
 
 
-def summary(con: duckdb.DuckDBPyConnection, days: int) -> pl.DataFrame:
+def summary(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> pl.DataFrame:
     """Per target, model, model type and queue over the window: MAPE, coverages, under-provisioning."""
-    start = window_start(con, days)
+    start = window_start(con, days, now)
     if start is None:
         return pl.DataFrame()
     return con.sql(SUMMARY, params=[start]).pl()
 
 
-def champion_window(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str, days: int) -> pl.DataFrame:
+def champion_window(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str, days: int,
+                    now: datetime) -> pl.DataFrame:
     """The window's jobs a champion forecast before they ran: job_id, its P50, P90 and the actual."""
-    start = window_start(con, days)
+    start = window_start(con, days, now)
     if start is None:
         return pl.DataFrame(schema={c.JOB_ID: pl.String, "p50": pl.Float64, "p90": pl.Float64, "actual": pl.Float64})
     return con.sql("SELECT job_id, p50, p90, actual FROM forecast_backtest WHERE target = ? AND train_run_id = ? "
@@ -113,7 +116,7 @@ GROUP BY ALL ORDER BY b.target
 """
 
 
-def champion_coverage(con: duckdb.DuckDBPyConnection, days: int) -> pl.DataFrame:
+def champion_coverage(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> pl.DataFrame:
     """Per target, how the current champion's own forecasts did on the window (for the drift warning)."""
-    start = window_start(con, days)
+    start = window_start(con, days, now)
     return pl.DataFrame() if start is None else con.sql(CHAMPION_COVERAGE, params=[start]).pl()

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
@@ -144,38 +145,56 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
 
 
 def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now: datetime) -> dict:
+    """One `ingest_files` row per file (and `rejected_files`, `validation_results` rows), inserted in bulk:
+    a row at a time cost ~15 ms per file, minutes for a folder of thousands of one-row files."""
     totals = dict(files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0, rows_duplicate=0)
     notes = []
+    files, rejected, outcomes = [], [], []
     for r in results:
         n_loaded = int(loaded.get(r.path, 0))
         n_dup = r.rows_valid - n_loaded
-        con.execute(
-            "INSERT OR REPLACE INTO ingest_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, r.path, r.sha256, r.fmt or None, r.rows_read, n_loaded, r.rows_rejected, n_dup,
-             "loaded" if r.status == "staged" else r.status, r.reason, r.ignored_columns],
-        )
+        files.append((run_id, r.path, r.sha256, r.fmt or None, r.rows_read, n_loaded, r.rows_rejected, n_dup,
+                      "loaded" if r.status == "staged" else r.status, r.reason, r.ignored_columns))
         if r.status == "rejected":
             totals["files_rejected"] += 1
             notes.append(f"{Path(r.path).name}: {r.reason}")
-            con.execute(
-                "INSERT OR REPLACE INTO rejected_files VALUES (?, ?, ?, ?, ?)",
-                [r.path, r.sha256, r.reason, run_id, now],
-            )
+            rejected.append((r.path, r.sha256, r.reason, run_id, now))
         if r.ignored_columns:
             notes.append(f"{Path(r.path).name}: ignored unknown column(s) {', '.join(r.ignored_columns)}")
-        for o in r.outcomes:
-            con.execute(
-                "INSERT INTO validation_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],
-                 o["unexpected_count"], o["error"]],
-            )
+        outcomes += [(run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],
+                      o["unexpected_count"], o["error"]) for o in r.outcomes]
         totals["rows_read"] += r.rows_read
         totals["rows_loaded"] += n_loaded
         totals["rows_rejected"] += r.rows_rejected
         totals["rows_duplicate"] += n_dup
+    _insert(con, FILE_ROWS, files)
+    _insert(con, REJECTED_FILE_ROWS, rejected)
+    _insert(con, OUTCOME_ROWS, outcomes)
     assert totals["rows_read"] == totals["rows_loaded"] + totals["rows_rejected"] + totals["rows_duplicate"]
     totals["message"] = "; ".join(notes) or None
     return totals
+
+
+# Bulk inserts of the per-file rows: a registered Arrow table typed like the target table, one statement.
+_S, _I = pa.string(), pa.int64()
+FILE_ROWS = ("INSERT OR REPLACE INTO ingest_files SELECT * FROM _rows",
+             pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _I, _I, _I, _I, _S, _S, pa.list_(_S)])]))
+REJECTED_FILE_ROWS = ("INSERT OR REPLACE INTO rejected_files SELECT * FROM _rows",
+                      pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, pa.timestamp("us", tz="UTC")])]))
+OUTCOME_ROWS = ("INSERT INTO validation_results SELECT * FROM _rows",
+                pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _S, _S, pa.bool_(), _I, _S])]))
+
+
+def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, pa.Schema], rows: list[tuple]) -> None:
+    """Insert every row at once (`target`: one of the statements above and its Arrow schema)."""
+    if not rows:
+        return
+    statement, schema = target
+    con.register("_rows", pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema))
+    try:
+        con.execute(statement)
+    finally:
+        con.unregister("_rows")
 
 
 # Per day: the records the warehouse holds, to compare with what the lake was last written with.

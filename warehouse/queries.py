@@ -110,7 +110,8 @@ SELECT ch.target, ch.model, ch.decision, ch.decision_reason,
        round(100 * avg(b.ape), 1) AS backtest_mape
 FROM current_champions ch
 LEFT JOIN forecast_backtest b ON b.target = ch.target AND b.train_run_id = ch.train_run_id AND b.p50 IS NOT NULL
-     AND b.completed_at >= (SELECT max(completed_at) FROM forecast_backtest) - to_days(?)
+     -- the window ends at the latest completion, never after this query's own clock (a record from the future)
+     AND b.completed_at >= least((SELECT max(completed_at) FROM forecast_backtest), now()) - to_days(?)
 GROUP BY ALL ORDER BY ch.target
 """
 

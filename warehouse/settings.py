@@ -16,7 +16,7 @@ who gets each (a function takes the one it needs, never the whole bundle):
 | sql | `SqlSandbox` | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
 | cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
 | planning | `Planning` | GPU memory of unknown GPUs, the plan's days, the inventory file | scoring, the plan |
-| quality | `Quality` | the nightly's rejected-rows limit, the backtest window | the nightly, the backtest |
+| quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
 | training | `TrainingDefaults` | defaults of train options a run leaves unset (network minutes, night budget) | `flows/train.py` |
 | alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
 
@@ -140,6 +140,8 @@ SPECS: tuple[Spec, ...] = (
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
     Spec("quality", "backtest_days", 7, int, _at_least_one, "a whole number >= 1",
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
+    Spec("quality", "future_tolerance_hours", 24.0, float, _non_negative, "a finite number >= 0",
+         "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
     Spec("alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
          "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
          "empty: no alert, only the run's state"),
@@ -315,6 +317,7 @@ class Quality(_Checked):
 
     max_reject_fraction: float = _default("max_reject_fraction")
     backtest_days: int = _default("backtest_days")
+    future_tolerance_hours: float = _default("future_tolerance_hours")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ to the row's `_errors` list.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import polars as pl
 
 from gpucast.expectations import contract as c
@@ -110,8 +112,11 @@ def _canonical(name: str, synonyms: dict[str, str], upper: bool = False) -> pl.E
     return s.str.to_lowercase().replace_strict(synonyms, default=fallback, return_dtype=pl.String)
 
 
-def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
-    """Typed contract columns + `_row`, `_raw` and `_errors` (list of parsing-rule sentences)."""
+def normalize(chunk: pl.DataFrame, not_after: datetime | None = None) -> pl.DataFrame:
+    """Typed contract columns + `_row`, `_raw` and `_errors` (list of parsing-rule sentences).
+
+    `not_after`: the latest believable time (the ingest's own clock plus GPUCAST_FUTURE_TOLERANCE_HOURS,
+    passed in by the caller, never read here); a timestamp after it breaks the time rule."""
     # one memory chunk per column: Polars 2.1 panics ("assertion failed: i < self.len()") filtering a
     # string column read in several chunks (the NDJSON reader's threads) before the sentences below
     chunk = chunk.rechunk().with_row_index("__pos")  # rows come back in input order, whatever `_row` holds
@@ -147,7 +152,7 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
 
     # 3. which rows break a parsing rule (cheap masks on every row); the sentences only for those,
     # since formatting a sentence per rule and row was half of this function's time
-    values, errors, flags = _values_and_errors()
+    values, errors, flags = _values_and_errors(not_after)
     frame = frame.with_columns(pl.any_horizontal(flags).fill_null(False).alias("__flagged"))
     typed = ["__pos", "_row", "_raw", *[values[n].alias(n) for n in c.COLUMNS]]
     clean = frame.filter(~pl.col("__flagged")).select(*typed, pl.lit([], dtype=pl.List(pl.String)).alias("_errors"))
@@ -158,7 +163,7 @@ def normalize(chunk: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([clean, flagged]).sort("__pos").drop("__pos")
 
 
-def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Expr]]:
+def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Expr]]:
     """Per contract column, the expression of its typed value; every parsing-rule sentence; and the
     rules' conditions (true where a row breaks one: the sentences are built for those rows only)."""
     values: dict[str, pl.Expr] = {}
@@ -180,6 +185,11 @@ def _values_and_errors() -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Exp
         bad = pl.col(_t(name)).is_not_null() & pl.col(_v(name)).is_null()
         errors.append(_bad(name, bad, "is not an ISO 8601 timestamp (e.g. 2026-11-01T10:00:00Z)"))
         flags.append(bad)
+        if not_after is not None:  # the time rule: a record from the future is a clock or typing error
+            future = pl.col(_v(name)) > pl.lit(not_after).dt.convert_time_zone("UTC").dt.cast_time_unit("us")
+            errors.append(_bad(name, future, f"is in the future: after {not_after:%Y-%m-%d %H:%M} UTC, the ingest's "
+                                             "time plus GPUCAST_FUTURE_TOLERANCE_HOURS"))
+            flags.append(future.fill_null(False))
 
     status = pl.col(_t(c.STATUS)).str.to_uppercase()
     values[c.STATUS] = status.replace_strict(STATUS_SYNONYMS, default=status, return_dtype=pl.String)

@@ -1,6 +1,11 @@
 """Benchmark: ingest N simulated JSONL rows; compare with bare DuckDB converting the same file to Parquet.
 
     python tests/benchmarks/bench_ingest.py [--rows 1000000] [--dirty-fraction 0.01]
+    python tests/benchmarks/bench_ingest.py --small-files [--files 5000]
+
+`--small-files`: one folder of N one-row JSONL files (an exporter writing a file per job), ingested
+by the same flow; reports the seconds, the per-file rate and the accounting (target: 5,000 files in
+under 60 s on the 2-core machine; issue 27 item 9).
 
 Each side runs in its own fresh process and reports its own peak RSS (Prefect's temporary API
 server is a separate process, not counted). The gpucast figure is the `ingest-job-logs` flow call
@@ -74,13 +79,58 @@ def work_folder(workdir: str | None, prefix: str) -> Path:
     return work
 
 
+SMALL = PEAK_RSS + """
+import json, sys, time
+t0 = time.perf_counter()
+from gpucast.flows.environment import configure; configure()  # noqa: E702
+from prefect import flow
+from gpucast.flows.ingest import ingest_job_logs
+flow(name="warm-up")(lambda: None)()
+t = time.perf_counter()
+summary = ingest_job_logs(paths=[sys.argv[1]])
+print(json.dumps({"seconds": time.perf_counter() - t, "startup_seconds": t - t0, "rss_mb": peak_rss_mb(), **summary}))
+"""
+
+
+def small_files(files: int, workdir: str | None) -> None:
+    """N one-row JSONL files in one folder through the ingest flow."""
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    work = work_folder(workdir, "gpucast-bench-small-")
+    folder = work / "small"
+    if not folder.is_dir() or sum(1 for _ in folder.iterdir()) != files:
+        shutil.rmtree(folder, ignore_errors=True)
+        (src,) = write_logs(work / "logs", SimConfig(days=1, jobs_per_day=files, dirty_fraction=0.0, update_fraction=0.0,
+                                                     seed=12))
+        folder.mkdir(parents=True)
+        with open(src) as f:
+            for i, line in enumerate(x for x in f if x.strip()):
+                (folder / f"job-{i:05d}.jsonl").write_text(line)
+    n = sum(1 for _ in folder.iterdir())
+    home = work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    ours, wall = child(SMALL, str(folder), env=dict(os.environ, GPUCAST_HOME=str(home)))
+    print(f"{n:,} one-row files: {ours['seconds']:.1f} s ({1000 * ours['seconds'] / n:.1f} ms per file), "
+          f"peak RSS {ours['rss_mb']:,.0f} MB (target: 5,000 files under 60 s)")
+    print(f"  rows read {ours['rows_read']:,} = loaded {ours['rows_loaded']:,} + rejected {ours['rows_rejected']:,}"
+          f" + duplicate {ours['rows_duplicate']:,}; files {ours['files']:,}")
+    stages = {**ours["stage_seconds"], **ours["load_seconds"]}
+    print("  where the time goes: " + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+          + f"  (imports + Prefect start {ours['startup_seconds']:.1f} s, whole process {wall:.1f} s: not counted)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dirty-fraction", type=float, default=0.01)
     ap.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="default: the product's (gpucast ingest)")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--small-files", action="store_true", help="many one-row files instead of one big file")
+    ap.add_argument("--files", type=int, default=5_000, help="with --small-files: how many")
     args = ap.parse_args()
+    if args.small_files:
+        small_files(args.files, args.workdir)
+        return
 
     from gpucast.tasks.simulate import SimConfig, write_logs
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
 
-from gpucast.flows.cli import main
+from gpucast.flows.cli import ExpectedErrors, main
+from gpucast.warehouse.publish import PublishFailed
 from tests.conftest import write
 from tests.records import jsonl, record
 
@@ -103,3 +105,46 @@ def test_version_names_the_installed_package(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
     assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"gpucast {version('gpucast')}"
+
+
+class _Kept(logging.Handler):
+    """What a console handler with the CLI's filter would print."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@pytest.mark.parametrize("error, shown", [
+    (lambda: PublishFailed("cannot read back job_logs"), False),  # exit 6
+    (lambda: PermissionError(13, "Permission denied", "/srv/site/index.html"), False),  # the page step: exit 5
+    (lambda: ValueError("bad input"), False),  # exit 2
+    (lambda: RuntimeError("a bug nobody foresaw"), True),
+])
+def test_a_failed_run_shows_a_traceback_only_for_an_unexpected_error(error, shown):
+    """Issue 27 item 8: for an error the CLI answers with exit 2-6 and one line, Prefect's ERROR record of the
+    failed flow and task run (with its traceback) is not printed; an unexpected error (exit 1) keeps it.
+    The run's state keeps the error either way."""
+    from prefect import flow, task
+
+    @task(name="page-step")
+    def page():
+        raise error()
+
+    @flow(name="fails-at-the-page")
+    def night():
+        page()
+
+    kept = _Kept()
+    kept.addFilter(ExpectedErrors())
+    logging.getLogger().addHandler(kept)
+    try:
+        state = night(return_state=True)
+    finally:
+        logging.getLogger().removeHandler(kept)
+    assert state.is_failed() and type(error()).__name__ in state.message
+    printed = [r for r in kept.records if r.exc_info]
+    assert {r.name for r in printed} == ({"prefect.flow_runs", "prefect.task_runs"} if shown else set())

@@ -127,3 +127,29 @@ def test_a_bad_inventory_stops_the_nightly_before_anything_runs(home, capsys):
 def test_an_unknown_gpu_type_asked_for_is_a_clear_error(home, capsys):
     assert main(["plan", "--gpu-types", "A100-81GB"]) == 2
     assert "--gpu-types: unknown GPU type 'A100-81GB'" in capsys.readouterr().err
+
+
+def _gpucast(home: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real command line in its own process: what a person at a terminal sees (Prefect's console included)."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"))
+    return subprocess.run([sys.executable, "-m", "gpucast.flows.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_an_inventory_with_a_python_tag_exits_2_with_one_line_and_no_traceback(home, tmp_path):
+    """Issue 27 items 6 and 8: a YAML tag gave a raw ConstructorError (exit 1, no file or line), and even a clear
+    inventory error printed Prefect's ERROR record with a full traceback before the one line."""
+    home.mkdir(parents=True)
+    (home / "inventory.yaml").write_text("queues:\n  a100-80g:\n    - gpu_type: A100-80GB\n"
+                                         "      count: !!python/name:os.system ''\n")
+    out = _gpucast(home, tmp_path, "plan")
+    assert out.returncode == 2, out.stderr[-3000:]
+    said = [line for line in out.stderr.splitlines() if line.startswith("gpucast plan: ")]
+    assert len(said) == 1 and said[0].startswith(
+        f"gpucast plan: {home / 'inventory.yaml'}, line 4: tag !!python/name:os.system is not allowed"), out.stderr
+    assert "Traceback" not in out.stderr + out.stdout and "Encountered exception" not in out.stderr + out.stdout
+    assert "Finished in state Failed" in out.stderr  # the run's own state still says what failed

@@ -11,6 +11,7 @@ import gzip
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -49,6 +50,7 @@ def _gz(text: str) -> bytes:
 
 
 LONG = "x" * 5_000_000
+SOON = f"{datetime.now(UTC) + timedelta(hours=2):%Y-%m-%dT%H:%M:%SZ}"  # ahead of the clock, within the tolerance
 
 CASES = [
     Case("truncated-line", {"a.jsonl": line(job_id="a") + "\n" + line(job_id="b")[:40] + "\n"}, 1, 1,
@@ -148,6 +150,13 @@ CASES = [
     Case("not-gzip-at-all", {"a.jsonl.gz": b"this is not gzip"}, 0, file_rejected="gzip"),
     Case("parquet-corrupt", {"a.parquet": b"PAR1 definitely not parquet"}, 0, file_rejected="Parquet"),
     Case("unknown-extension", {"a.xlsx": b"PK\x03\x04"}, 0, file_rejected="unknown format"),
+    # a record from the future (a clock or typing error) would move the backtest window (issue 27 item 7);
+    # within GPUCAST_FUTURE_TOLERANCE_HOURS (24) of the ingest's clock it is believed
+    Case("from-the-future", {"a.jsonl": jsonl(record(job_id="a", submitted_at="2099-01-01T00:00:00Z", updated_at=None),
+                                               record(job_id="b", submitted_at=SOON, updated_at=None),
+                                               record(job_id="c"))}, 2, 1,
+         reason="submitted_at: '2099-01-01T00:00:00Z' is in the future",
+         checks=[("SELECT max(submitted_at) < TIMESTAMPTZ '2099-01-01 00:00+00' FROM job_logs", True)]),
 ]
 
 

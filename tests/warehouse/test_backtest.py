@@ -81,7 +81,7 @@ def test_the_summary_and_a_rerun_of_the_window(con):
     backtest.run(con, days=7, now=t(4))
     backtest.run(con, days=7, now=t(4))  # idempotent: the window's rows are replaced, not added
     assert con.execute("SELECT count(*) FROM forecast_backtest WHERE target = ?", [c.PEAK_GPU_MEM_GB]).fetchall() == [(3,)]
-    summary = backtest.summary(con, 7).filter(backtest.pl.col("target") == c.PEAK_GPU_MEM_GB)
+    summary = backtest.summary(con, 7, t(4)).filter(backtest.pl.col("target") == c.PEAK_GPU_MEM_GB)
     by_model = {r["model"]: r for r in summary.iter_rows(named=True)}
     assert by_model["(not forecast)"]["jobs"] == 1 and by_model["(not forecast)"]["not_forecast"] == 1
     fit = by_model["lightgbm"]
@@ -103,3 +103,21 @@ def test_a_completion_logged_ahead_of_the_logs_clock_does_not_move_the_window(co
                 "FROM job_logs WHERE job_id = 'a'")
     backtest.run(con, days=7, now=t(4))
     assert set(rows(con)) == {"a", "b", "c", "far"}
+
+
+def test_a_record_from_the_future_does_not_move_the_window(con):
+    """Issue 27 item 7: one job submitted "2099-01-01" (loaded before the time rule, or through a clock error)
+    moved the window to "completed since 2098-12-25" and left the gate without evidence. The window never
+    starts after the run's own clock minus its days."""
+    con.execute("INSERT INTO job_logs SELECT * REPLACE ('future' AS job_id, TIMESTAMPTZ '2099-01-01 00:00+00' AS "
+                "submitted_at, TIMESTAMPTZ '2099-01-02 00:00+00' AS updated_at) FROM job_logs WHERE job_id = 'a'")
+    counts = backtest.run(con, days=7, now=t(4))
+    assert counts["window_start"] == datetime(2026, 10, 28, tzinfo=UTC)  # now (11-04) - 7 days, not 2098-12-25
+    assert set(rows(con)) == {"a", "b", "c", "future"} and counts["forecast"] == 2
+    assert backtest.champion_window(con, c.PEAK_GPU_MEM_GB, "tr1", 7, t(4))["job_id"].to_list() == ["a", "b"]
+
+
+def test_without_records_from_the_future_the_window_follows_the_logs(con):
+    """A replay (the demo, a backfill) of past days keeps the logs' own clock: min(now, latest submission)."""
+    counts = backtest.run(con, days=7, now=datetime(2027, 1, 1, tzinfo=UTC))
+    assert counts["window_start"] == datetime(2026, 10, 26, 18, tzinfo=UTC)  # latest submission (c, 11-02 18:00) - 7 days

@@ -140,3 +140,21 @@ def test_a_chunk_the_jsonl_reader_built_in_pieces_normalises(tmp_path):
     out = normalize(chunk)
     assert out.height == chunk.height
     assert out.filter(pl.col("_errors").list.len() > 0).height > 0
+
+
+def test_a_timestamp_beyond_the_ingest_clock_and_its_tolerance_breaks_the_time_rule():
+    """Issue 27 item 7: `submitted_at` 2099-01-01 was accepted. The caller passes the latest believable time
+    (its run's clock plus GPUCAST_FUTURE_TOLERANCE_HOURS); the normaliser reads no clock itself."""
+    from datetime import UTC, datetime
+
+    not_after = datetime(2026, 11, 26, 1, 0, tzinfo=UTC)
+    out = normalize(pl.concat([frame(job_id="far", submitted_at="2099-01-01", updated_at=None),
+                               frame(job_id="late", submitted_at="2026-11-01", updated_at="2026-11-26T01:00:01Z"),
+                               frame(job_id="edge", submitted_at="2026-11-26T01:00:00Z", updated_at=None),
+                               frame(job_id="past", submitted_at="1999-01-01", updated_at=None)]), not_after)
+    errors = dict(zip(out[c.JOB_ID].to_list(), out["_errors"].to_list(), strict=True))
+    assert errors["far"] == ["submitted_at: '2099-01-01' is in the future: after 2026-11-26 01:00 UTC, the ingest's time "
+                             "plus GPUCAST_FUTURE_TOLERANCE_HOURS"]
+    assert errors["late"] and errors["late"][0].startswith("updated_at: '2026-11-26T01:00:01Z' is in the future")
+    assert errors["edge"] == [] and errors["past"] == []
+    assert normalize(frame(job_id="far", submitted_at="2099-01-01"))["_errors"].to_list() == [[]]  # no clock, no rule

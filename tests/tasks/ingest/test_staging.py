@@ -1,0 +1,92 @@
+"""Staging many small files in one batch (issue 27, item 9): the same per-file accounting as one file
+at a time, with the fixed costs (the expectation suite, a Parquet file) paid once per batch."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpucast.tasks.ingest import staging
+from gpucast.tasks.ingest.staging import SMALL_FILE_BYTES, batches, stage_file, stage_files
+from tests.conftest import write
+from tests.records import GOOD, jsonl, record
+
+CSV_HEADER = ",".join(GOOD)
+
+
+def _csv_row(**overrides) -> str:
+    rec = record(**overrides)
+    return ",".join("" if rec.get(k) is None else str(rec[k]) for k in GOOD)
+
+
+def _mixed_folder(root):
+    """Every kind of small file a folder may hold: good, partly bad, empty, unreadable, a link."""
+    files = [
+        write(root / "a.jsonl", jsonl(record(job_id="a"), record(job_id="b", batch_size=-1), "{broken")),
+        write(root / "b.csv", "\n".join([CSV_HEADER, _csv_row(job_id="c"), _csv_row(job_id="d", status="maybe"),
+                                         _csv_row(job_id="e") + ",extra"]) + "\n"),
+        write(root / "c.jsonl", ""),
+        write(root / "c2.csv", "job_id,submitted_at,status,model_type,batch_size\ns,2026-11-01,PENDING,CNN,-1\n"),
+        write(root / "d.jsonl.gz", b"not gzip"),
+        write(root / "e.csv", "job_id,colour\nx,red\n"),
+        write(root / "f.jsonl", jsonl(record(job_id="f", team="t" * 129), record(job_id="g", extra_key=1))),
+        write(root / "h.jsonl.gz", gzip.compress(jsonl(record(job_id="h")).encode())),
+    ]
+    table = pa.table({k: [str(v) if v is not None else None for v in (record(job_id="p"), record(job_id="q", runtime_hours=0))
+                          for v in [v[k]]] for k in GOOD})
+    pq.write_table(table, root / "g.parquet")
+    files.insert(7, root / "g.parquet")
+    (root / "link.jsonl").symlink_to(files[0])
+    return [*files, root / "link.jsonl"]
+
+
+def _comparable(result) -> dict:
+    out = dict(vars(result))
+    out.pop("seconds")
+    return out
+
+
+def test_a_batch_of_small_files_stages_exactly_as_one_file_at_a_time(tmp_path):
+    files = _mixed_folder(tmp_path / "in")
+    alone = [stage_file(p, tmp_path / "one", i) for i, p in enumerate(files)]
+    together = stage_files(files, tmp_path / "batch", 0)
+
+    assert [_comparable(r) for r in together] == [_comparable(r) for r in alone]
+    assert [r.status for r in together] == ["staged", "staged", "empty", "staged", "rejected", "rejected", "staged",
+                                            "staged", "staged", "rejected"]
+    assert sum(r.rows_rejected for r in together) == 7 and sum(r.rows_valid for r in together) == 5
+    for kind in ("valid", "rejected"):  # one Parquet file per batch and kind, holding what the files staged alone hold
+        assert len(list((tmp_path / "batch").glob(f"{kind}-*.parquet"))) == 1
+        assert _staged_kind(tmp_path / "batch", kind).equals(_staged_kind(tmp_path / "one", kind)), kind
+    # a CSV row's text is rebuilt from its own file's columns, not the batch's
+    short = _staged_kind(tmp_path / "batch", "rejected").filter(pl.col("job_id") == "s")["raw_record"].item()
+    assert json.loads(short) == {"job_id": "s", "submitted_at": "2026-11-01", "status": "PENDING", "model_type": "CNN",
+                                 "batch_size": "-1"}
+
+
+def _staged_kind(folder, kind) -> pl.DataFrame:
+    frames = [pl.read_parquet(p) for p in sorted(folder.glob(f"{kind}-*.parquet"))]
+    return pl.concat(frames, how="diagonal_relaxed").sort("file_index", "source_row")
+
+
+def test_the_suite_runs_once_per_batch_not_once_per_file(tmp_path, monkeypatch):
+    files = [write(tmp_path / "in" / f"job-{i:04d}.jsonl", jsonl(record(job_id=f"j{i}"))) for i in range(200)]
+    calls = []
+    real = staging.validate_frame
+    monkeypatch.setattr(staging, "validate_frame", lambda frame, suite: calls.append(frame.height) or real(frame, suite))
+    groups = batches(files)
+    assert groups == [list(range(200))]
+    results = [r for g in groups for r in stage_files([files[i] for i in g], tmp_path / "st", g[0])]
+    assert calls == [200]
+    assert [r.rows_valid for r in results] == [1] * 200 and [r.index for r in results] == list(range(200))
+
+
+def test_batches_keep_order_and_leave_large_files_alone(tmp_path, monkeypatch):
+    monkeypatch.setattr(staging, "BATCH_FILES", 3)
+    small = [write(tmp_path / f"s{i}.jsonl", "{}\n") for i in range(6)]
+    big = write(tmp_path / "big.jsonl", "x" * (SMALL_FILE_BYTES + 1))
+    assert batches([*small[:2], big, *small[2:]]) == [[0, 1], [2], [3, 4, 5], [6]]
