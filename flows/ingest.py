@@ -11,6 +11,7 @@ from gpucast.expectations.records import FileResult
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping
 from gpucast.warehouse import db, load, runs
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
@@ -31,11 +32,21 @@ def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     return [str(p) for p in new]
 
 
+def mapping_source(mapping: str | None, paths: list[str] | None) -> Mapping | None:
+    """The parsed mapping file, or None; a mapping needs the files it describes (the inbox holds any export)."""
+    if mapping is None:
+        return None
+    if not paths:
+        raise ValueError("--mapping needs the files it describes: gpucast ingest PATH... --mapping FILE "
+                         "(the inbox is read without a mapping)")
+    return load_mapping(mapping)
+
+
 @task(name="stage-file", task_run_name="stage {path}")
-def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int) -> FileResult:
-    """Read, normalise and validate one file into the run's staging folder."""
+def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int, mapping: Mapping | None = None) -> FileResult:
+    """Read, normalise and validate one file (through `mapping`, if any) into the run's staging folder."""
     logger = get_run_logger()
-    result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info)
+    result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info, mapping=mapping)
     if result.status == "rejected":
         logger.warning("file rejected: %s: %s", path, result.reason)
     return result
@@ -66,17 +77,22 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
 
 @flow(name="ingest-job-logs", log_prints=True)
 def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
-                    settings: Settings | None = None) -> dict:
+                    settings: Settings | None = None, mapping: str | None = None) -> dict:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
-    itself). `settings` defaults to the environment's (`Settings.from_env()`).
+    itself). `settings` defaults to the environment's (`Settings.from_env()`). `mapping`: a mapping
+    file (docs/sources.md) that every file of `paths` is read through; checked before the run starts.
     """
     storage = (settings or Settings.from_env()).ensure().storage
+    source = mapping_source(mapping, paths)
     files = find_files(paths, storage)
-    with runs.lifecycle(storage, "ingest", **load.start_columns(len(files))) as run:
-        print(f"{run.run_id}: {len(files)} file(s) to ingest")
-        results = [stage_file(f, run.staging, i, chunk_rows) for i, f in enumerate(files)]
+    if source:
+        check_files(source, files)
+    with runs.lifecycle(storage, "ingest", **load.start_columns(len(files), *(
+            (str(Path(source.path).resolve()), source.sha256) if source else ()))) as run:
+        print(f"{run.run_id}: {len(files)} file(s) to ingest" + (f" through {source.path}" if source else ""))
+        results = [stage_file(f, run.staging, i, chunk_rows, source) for i, f in enumerate(files)]
         failpoint("ingest:after-staging")
         totals = load_run(run.run_id, run.staging, results, storage)
     if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...

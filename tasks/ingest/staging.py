@@ -33,6 +33,7 @@ from gpucast.tasks.ingest.readers import (
     file_sha256,
     read_chunks,
 )
+from gpucast.tasks.sources.mapping import Mapping
 
 log = logging.getLogger(__name__)
 SUITE = "job_logs"
@@ -128,6 +129,7 @@ def stage_file(
     index: int,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
+    mapping: Mapping | None = None,
 ) -> FileResult:
     """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
     A symbolic link found in a folder is rejected whole, unread."""
@@ -137,7 +139,7 @@ def stage_file(
             f"a symbolic link (to {os.readlink(path)}), not followed: links in the inbox or a folder could point at "
             "any file; copy or move the log file itself there")
         return result
-    info = FileInfo(path)
+    info = FileInfo(path, mapping=mapping)
     staging_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, dict] = {}
     written: list[Path] = []
