@@ -424,9 +424,8 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=list(kept)):
             frame = pl.from_arrow(batch)
             assert isinstance(frame, pl.DataFrame)
-            frame = frame.rename(kept).with_columns(
-                [_as_string(frame.schema[n], n) for n in kept.values()]
-            )
+            frame = frame.rename(kept)  # the types of the renamed frame (an alias such as `id` is renamed)
+            frame = frame.with_columns([_as_string(frame.schema[n], n) for n in kept.values()])
             yield frame.with_columns(
                 pl.int_range(start, start + frame.height, dtype=pl.Int64).alias("_row"),
                 pl.lit(None, dtype=pl.String).alias("_raw"),
