@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,7 +215,8 @@ class _Parser:
         family = {u.lower(): size for u, size in UNITS[f.name].items()}
         if unit.lower() not in family:
             raise self.fail(node, f"unknown unit {unit!r} for {f.name} (units: {', '.join(UNITS[f.name])})")
-        return family[unit.lower()], family[f.unit.lower()]
+        mul, div = family[unit.lower()], family[f.unit.lower()]
+        return mul // math.gcd(mul, div), div // math.gcd(mul, div)  # 1 TFLOPS = 1000/1 GFLOPS, exactly
 
     def time_format(self, f: c.Field, fmt: str, node: yaml.Node) -> str:
         if f.kind != "timestamp":

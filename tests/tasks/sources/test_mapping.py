@@ -84,8 +84,8 @@ def test_a_mapping_is_read_as_written(tmp_path):
     m = mapping(tmp_path)
     assert m.columns == {"JobID": "job_id", "Submit": "submitted_at", "State": "status", "Arch": "model_type",
                          "MaxGPUMem": "peak_gpu_mem_gb", "Elapsed": "runtime_hours", "Throughput": "gpu_demand_gflops"}
-    assert m.scale == {"peak_gpu_mem_gb": (2**20, 10**9), "runtime_hours": (1, 3600),
-                       "gpu_demand_gflops": (10**12, 10**9)}
+    # multiply, divide: 2^20 / 10^9 bytes, 1 / 3600 hours, 10^12 / 10^9 FLOP/s, reduced
+    assert m.scale == {"peak_gpu_mem_gb": (2048, 1953125), "runtime_hours": (1, 3600), "gpu_demand_gflops": (1000, 1)}
     # keys matched without case; YAML's `NO` stays the text "no" (not false)
     assert m.values == {"status": {"done": "COMPLETED", "err": "failed"}, "precision": {"half": "FP16", "no": "FP32"}}
     assert m.constants == {"queue": "a100-80g"}
