@@ -36,7 +36,7 @@ JobID,Submit,State,Arch,Params,Prec,MaxGPUMem,Elapsed,Throughput,GPUs
 m1,01/11/2026 10:30,CD,Transformer,110,h,40960,5400,1.5,2
 m2,01/11/2026 11:00,F,CNN,25,s,81920,90,0.25,1
 m3,02/11/2026 08:15,PD,ResNet,11,bf16,,,,
-m4,02/11/2026 09:00,CD,MLP,1,s,abc,60,1,1
+m4,02/11/2026 09:00,CD,MLP,1.2B,s,abc,60,1,1
 m1,01/11/2026 10:30,CD,Transformer,110,h,40960,5400,1.5,2
 """
 COLUMNS = (c.JOB_ID, c.SUBMITTED_AT, c.STATUS, c.QUEUE, c.MODEL_TYPE, c.PARAMS_MILLION, c.PRECISION,
@@ -69,8 +69,8 @@ def test_a_mapped_csv_loads_field_by_field(home, tmp_path, capsys):
     assert m3 == (None, None, None, None)
 
     assert rows(home, "SELECT source_row, job_id, reason_text, raw_record FROM rejected_job_logs") == [
-        (5, "m4", "peak_gpu_mem_gb: 'abc' is not a number",
-         '{"JobID":"m4","Submit":"02/11/2026 09:00","State":"CD","Arch":"MLP","Params":"1","Prec":"s",'
+        (5, "m4", "params_million: '1.2B' is not a number; peak_gpu_mem_gb: 'abc' is not a number",
+         '{"JobID":"m4","Submit":"02/11/2026 09:00","State":"CD","Arch":"MLP","Params":"1.2B","Prec":"s",'
          '"MaxGPUMem":"abc","Elapsed":"60","Throughput":"1","gpu_count":"1"}')]  # mapped columns as the export names them
     (run,) = rows(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate, source, mapping_path, "
                         "mapping_sha256 FROM ingest_runs")
