@@ -8,6 +8,8 @@ Each chunk is a Polars frame of *strings* with contract column names, plus:
 * `_read_error`: why the record could not be read (invalid JSON, a ragged CSV row), else null.
 
 A file that cannot be read at all raises `FileRejected` with a reason a person can act on.
+With a mapping file (`FileInfo.mapping`, tasks/sources/mapping.py) its columns are named through
+the mapping, and each chunk is converted by it (`read_chunks`) before it is handed on.
 Typing and validation happen later (`normalize.py`, the expectation suites).
 """
 
