@@ -99,9 +99,14 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from gpucast.flows.ingest import ingest_job_logs
+    from gpucast.flows.ingest import ingest_job_logs, mapping_source
+    from gpucast.tasks.ingest.staging import discover
+    from gpucast.tasks.sources.mapping import check_files
 
-    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args))
+    if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
+        check_files(source, discover(args.paths))
+    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args),
+                        mapping=args.mapping)
     print(f"run {s['run_id']}: {s['files']} file(s), {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
           f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate; {s['files_rejected']} file(s) rejected")
     if s["rows_rejected"] or s["files_rejected"]:
@@ -333,6 +338,8 @@ def _data_commands(sub) -> None:
     i = sub.add_parser("ingest", help="ingest job-log files, folders or globs (default: new inbox files)")
     i.add_argument("paths", nargs="*", help="files, folders or globs; none means $GPUCAST_HOME/inbox")
     i.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per chunk (bounds memory)")
+    i.add_argument("--mapping", metavar="FILE", help="a YAML mapping file for an export in other names and units: "
+                   "source columns to contract fields, units, value maps, constants (docs/sources.md)")
     i.set_defaults(func=_ingest)
 
     st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")

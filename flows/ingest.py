@@ -13,6 +13,7 @@ from gpucast.expectations.records import FileResult
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping
 from gpucast.warehouse import db, load, runs
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
@@ -33,11 +34,23 @@ def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     return [str(p) for p in new]
 
 
+def mapping_source(mapping: str | None, paths: list[str] | None) -> Mapping | None:
+    """The parsed mapping file, or None; a mapping needs the files it describes (the inbox holds any export)."""
+    if mapping is None:
+        return None
+    if not paths:
+        raise ValueError("--mapping needs the files it describes: gpucast ingest PATH... --mapping FILE "
+                         "(the inbox is read without a mapping)")
+    return load_mapping(mapping)
+
+
 @task(name="stage-file", task_run_name="stage {path}")
-def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int, not_after: datetime) -> FileResult:
-    """Read, normalise and validate one file into the run's staging folder."""
+def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int, not_after: datetime,
+               mapping: Mapping | None = None) -> FileResult:
+    """Read (through `mapping`, if any), normalise and validate one file into the run's staging folder."""
     logger = get_run_logger()
-    result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info, not_after=not_after)
+    result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info, not_after=not_after,
+                              mapping=mapping)
     if result.status == "rejected":
         logger.warning("file rejected: %s: %s", path, result.reason)
     return result
@@ -45,27 +58,28 @@ def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int, not_af
 
 @task(name="stage-files", task_run_name="stage {count} small files from {first}")
 def stage_small_files(paths: list[str], staging_dir: Path, first_index: int, chunk_rows: int, not_after: datetime,
-                      first: str, count: int) -> list[FileResult]:
+                      first: str, count: int, mapping: Mapping | None = None) -> list[FileResult]:
     """Read each of a batch of small files, then normalise, validate and write their rows together."""
     logger = get_run_logger()
     results = steps.stage_files([Path(p) for p in paths], staging_dir, first_index, chunk_rows, progress=logger.info,
-                                not_after=not_after)
+                                not_after=not_after, mapping=mapping)
     for r in results:
         if r.status == "rejected":
             logger.warning("file rejected: %s: %s", r.path, r.reason)
     return results
 
 
-def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: datetime) -> list[FileResult]:
+def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: datetime,
+              mapping: Mapping | None = None) -> list[FileResult]:
     """Every file staged in order: large ones one task each, runs of small ones one task per batch."""
     results: list[FileResult] = []
     for group in steps.batches([Path(f) for f in files]):
         if len(group) == 1:
-            results.append(stage_file(files[group[0]], staging_dir, group[0], chunk_rows, not_after))
+            results.append(stage_file(files[group[0]], staging_dir, group[0], chunk_rows, not_after, mapping))
         else:
             names = [files[i] for i in group]
             results += stage_small_files(names, staging_dir, group[0], chunk_rows, not_after, Path(names[0]).name,
-                                         len(names))
+                                         len(names), mapping)
     return results
 
 
@@ -94,20 +108,25 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
 
 @flow(name="ingest-job-logs", log_prints=True)
 def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
-                    settings: Settings | None = None) -> dict:
+                    settings: Settings | None = None, mapping: str | None = None) -> dict:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
-    itself). `settings` defaults to the environment's (`Settings.from_env()`).
+    itself). `settings` defaults to the environment's (`Settings.from_env()`). `mapping`: a mapping
+    file (docs/sources.md) that every file of `paths` is read through; checked before the run starts.
     """
     settings = (settings or Settings.from_env()).ensure()
     storage = settings.storage
     # the run's own clock: a timestamp beyond it plus the tolerance is a clock or typing error (rejected)
     not_after = datetime.now(UTC) + timedelta(hours=settings.quality.future_tolerance_hours)
+    source = mapping_source(mapping, paths)
     files = find_files(paths, storage)
-    with runs.lifecycle(storage, "ingest", **load.start_columns(len(files))) as run:
-        print(f"{run.run_id}: {len(files)} file(s) to ingest")
-        results = stage_all(files, run.staging, chunk_rows, not_after)
+    if source:
+        check_files(source, files)
+    with runs.lifecycle(storage, "ingest", **load.start_columns(len(files), *(
+            (str(Path(source.path).resolve()), source.sha256) if source else ()))) as run:
+        print(f"{run.run_id}: {len(files)} file(s) to ingest" + (f" through {source.path}" if source else ""))
+        results = stage_all(files, run.staging, chunk_rows, not_after, source)
         failpoint("ingest:after-staging")
         # quoted: Prefect would otherwise walk every file's every outcome looking for futures, twice (31 s of
         # 62 s for 2,000 one-row files); the task gets the list itself

@@ -8,6 +8,8 @@ Each chunk is a Polars frame of *strings* with contract column names, plus:
 * `_read_error`: why the record could not be read (invalid JSON, a ragged CSV row), else null.
 
 A file that cannot be read at all raises `FileRejected` with a reason a person can act on.
+With a mapping file (`FileInfo.mapping`, tasks/sources/mapping.py) its columns are named through
+the mapping, and each chunk is converted by it (`read_chunks`) before it is handed on.
 Typing and validation happen later (`normalize.py`, the expectation suites).
 """
 
@@ -24,6 +26,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -31,6 +34,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
+
+if TYPE_CHECKING:
+    from gpucast.tasks.sources.mapping import Mapping
 
 DEFAULT_CHUNK_ROWS = 100_000
 MAX_RAW_CHARS = 10_000
@@ -55,6 +61,15 @@ class FileInfo:
     compressed: bool = False
     seed_format: bool = False
     ignored_columns: set[str] = field(default_factory=set)
+    mapping: Mapping | None = None  # `--mapping FILE` (tasks/sources/mapping.py): names columns, converts values
+
+    def name_of(self, column: str) -> str:
+        """A source column's contract name (not a contract name: ignored)."""
+        return self.mapping.field_for(column) if self.mapping else normalise_name(column)
+
+    def supplied(self) -> set[str]:
+        """Fields the mapping sets for every row, so a file need not have their columns."""
+        return set(self.mapping.constants) if self.mapping else set()
 
 
 def header_key(name: str) -> str:
@@ -137,11 +152,12 @@ def read_chunks(path: Path, info: FileInfo | None = None, chunk_rows: int = DEFA
     info = info or FileInfo(path)
     info.fmt, info.compressed = sniff_format(path)
     if info.fmt == "jsonl":
-        yield from _read_jsonl(path, info, chunk_rows)
+        chunks = _read_jsonl(path, info, chunk_rows)
     elif info.fmt == "csv":
-        yield from _read_csv(path, info, chunk_rows)
+        chunks = _read_csv(path, info, chunk_rows)
     else:
-        yield from _read_parquet(path, info, chunk_rows)
+        chunks = _read_parquet(path, info, chunk_rows)
+    yield from (info.mapping.apply(chunk) for chunk in chunks) if info.mapping else chunks
 
 
 # JSON Lines -------------------------------------------------------------------------------------
@@ -200,20 +216,20 @@ def _read_jsonl(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Data
 
 def _key_map(lines: list[str], info: FileInfo) -> dict[str, str]:
     """Map the keys seen in a sample of lines (and every contract name) to contract names."""
-    keys: set[str] = set(c.COLUMNS)
+    seen: set[str] = set()
     for line in lines:
         try:
             obj = json.loads(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
-            keys.update(obj)
+            seen.update(obj)
     mapping = {}
-    for k in keys:
-        name = normalise_name(k)
+    for k in set(c.COLUMNS) | set(info.mapping.columns if info.mapping else ()) | seen:
+        name = info.name_of(k)
         if name in c.COLUMNS:
             mapping.setdefault(k, name)
-        else:
+        elif k in seen:
             info.ignored_columns.add(k)
     return mapping
 
@@ -309,11 +325,11 @@ def _decode_json_lines(block: pl.DataFrame, info: FileInfo) -> pl.DataFrame:
 
 def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
     keys = [header_key(h) for h in header]
-    if c.JOB_ID not in keys and set(c.SEED_COLUMNS) <= set(keys):
+    if info.mapping is None and c.JOB_ID not in keys and set(c.SEED_COLUMNS) <= set(keys):
         info.seed_format = True
         names = [c.SEED_COLUMNS.get(k, k) for k in keys]
     else:
-        names = [normalise_name(h) for h in header]
+        names = [info.name_of(h) for h in header]
     out: list[str | None] = []
     for raw, name in zip(header, names, strict=True):
         if name in c.COLUMNS and name not in out:
@@ -321,7 +337,7 @@ def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
         else:
             out.append(None)
             info.ignored_columns.add(raw)
-    missing = [r for r in c.REQUIRED if r not in out]
+    missing = [r for r in c.REQUIRED if r not in out and r not in info.supplied()]
     if info.seed_format:
         missing = []
     if missing:
@@ -405,14 +421,14 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise FileRejected(f"not a readable Parquet file: {exc}") from exc
-    names = {n: normalise_name(n) for n in pf.schema_arrow.names}
+    names = {n: info.name_of(n) for n in pf.schema_arrow.names}
     kept = {}
     for src, name in names.items():
         if name in c.COLUMNS and name not in kept.values():
             kept[src] = name
         else:
             info.ignored_columns.add(src)
-    missing = [r for r in c.REQUIRED if r not in kept.values()]
+    missing = [r for r in c.REQUIRED if r not in kept.values() and r not in info.supplied()]
     if missing:
         raise FileRejected(f"missing required column(s) {', '.join(missing)}; found {', '.join(names) or 'none'}")
     start = 1
@@ -420,9 +436,8 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=list(kept)):
             frame = pl.from_arrow(batch)
             assert isinstance(frame, pl.DataFrame)
-            frame = frame.rename(kept).with_columns(
-                [_as_string(frame.schema[n], n) for n in kept.values()]
-            )
+            frame = frame.rename(kept)  # the types of the renamed frame (an alias such as `id` is renamed)
+            frame = frame.with_columns([_as_string(frame.schema[n], n) for n in kept.values()])
             yield frame.with_columns(
                 pl.int_range(start, start + frame.height, dtype=pl.Int64).alias("_row"),
                 pl.lit(None, dtype=pl.String).alias("_raw"),

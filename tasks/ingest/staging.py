@@ -33,6 +33,7 @@ from gpucast.tasks.ingest.readers import (
     file_sha256,
     read_chunks,
 )
+from gpucast.tasks.sources.mapping import Mapping
 
 log = logging.getLogger(__name__)
 SUITE = "job_logs"
@@ -129,6 +130,7 @@ def stage_file(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
     not_after: datetime | None = None,
+    mapping: Mapping | None = None,
 ) -> FileResult:
     """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
     A symbolic link found in a folder is rejected whole, unread. `not_after`: a timestamp after it breaks
@@ -137,7 +139,7 @@ def stage_file(
     if path.is_symlink():
         _refuse_link(result, path)
         return result
-    info = FileInfo(path)
+    info = FileInfo(path, mapping=mapping)
     staging_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[tuple, dict] = {}
     written: list[Path] = []
@@ -222,6 +224,7 @@ def stage_files(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     progress: Callable[[str], None] | None = None,
     not_after: datetime | None = None,
+    mapping: Mapping | None = None,
 ) -> list[FileResult]:
     """Stage a batch of small files (see `batches`) as files `first_index`, `first_index + 1`, ...;
     one `FileResult` per file, exactly as `stage_file` would give it."""
@@ -232,7 +235,7 @@ def stage_files(
         if path.is_symlink():
             _refuse_link(result, path)
             continue
-        info = FileInfo(path)
+        info = FileInfo(path, mapping=mapping)
         t0 = time.perf_counter()
         try:
             chunks = list(read_chunks(path, info, chunk_rows))

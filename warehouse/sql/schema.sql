@@ -85,6 +85,11 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
 );
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
+-- where the records came from: 'files' as they are, or 'mapping' (`gpucast ingest --mapping FILE`: the
+-- mapping file's absolute path and the sha256 of the version used)
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'files';
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_path VARCHAR;
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_sha256 VARCHAR;
 
 -- What the Parquet lake holds per day, as of its last rewrite: a day whose records differ (or whose
 -- folder is gone) is stale, and the next ingest rewrites it (warehouse/load.py, refresh_lake).

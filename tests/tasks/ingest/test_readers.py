@@ -106,6 +106,15 @@ def test_parquet_typed_columns_come_back_as_text(tmp_path):
     assert df["batch_size"][0] == "32" and df["learning_rate"][0] == "NaN" and df["_row"][0] == 1
 
 
+def test_parquet_columns_under_an_alias_are_read(tmp_path):
+    # `id` and `lr` are aliases: the renamed columns' types were looked up under the new names in the old frame
+    p = tmp_path / "a.parquet"
+    pl.DataFrame({"id": ["a"], "submitted_at": ["2026-11-01"], "status": ["PENDING"], "model_type": ["CNN"],
+                  "lr": [0.001]}).write_parquet(p)
+    df, _ = read_all(p)
+    assert (df[c.JOB_ID][0], df[c.LEARNING_RATE][0]) == ("a", "0.001")
+
+
 def test_gzip_jsonl_reads(tmp_path):
     p = tmp_path / "a.jsonl.gz"
     p.write_bytes(gzip.compress(jsonl(record(job_id="a"), record(job_id="b")).encode()))
