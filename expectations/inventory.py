@@ -95,6 +95,30 @@ def _value(path: Path, node: yaml.Node):
 def load_inventory(path: Path) -> Inventory:
     """Read and check an inventory file (see the module doc)."""
     path = Path(path)
+    root = _compose(path)
+    _check_tags(path, root)
+    top = dict((_value(path, k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
+    if set(top) != {"queues"} or not isinstance(top["queues"], yaml.MappingNode):
+        raise _fail(path, root, "the file must hold exactly one key, `queues:`, mapping each queue to a list of "
+                                "{gpu_type, count}")
+    owned, seen = [], set()
+    for qnode, entries in top["queues"].value:
+        queue = _value(path, qnode)
+        if not isinstance(queue, str) or not queue.strip():
+            raise _fail(path, qnode, f"a queue name must be text, got {queue!r}")
+        if not isinstance(entries, yaml.SequenceNode) or not entries.value:
+            raise _fail(path, entries, f"queue {queue!r} needs a list of {{gpu_type, count}} entries")
+        for entry in entries.value:
+            row = _owned(path, queue, entry)
+            if (queue, row.gpu_type) in seen:
+                raise _fail(path, entry, f"queue {queue!r} lists {row.gpu_type} twice")
+            seen.add((queue, row.gpu_type))
+            owned.append(row)
+    return Inventory(str(path), tuple(owned))
+
+
+def _compose(path: Path) -> yaml.Node:
+    """The file's YAML node tree; a file that cannot be read or parsed, or is empty, is an InventoryError."""
     try:
         root = yaml.compose(path.read_text())
     except OSError as exc:
@@ -108,42 +132,28 @@ def load_inventory(path: Path) -> Inventory:
         raise InventoryError(f"{path}, line 1: not valid YAML: {exc}") from None
     if root is None:
         raise InventoryError(f"{path}, line 1: empty; it needs a `queues:` mapping (see docs/planners.md)")
-    _check_tags(path, root)
-    top = dict((_value(path, k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
-    if set(top) != {"queues"} or not isinstance(top["queues"], yaml.MappingNode):
-        raise _fail(path, root, "the file must hold exactly one key, `queues:`, mapping each queue to a list of "
-                                "{gpu_type, count}")
-    known = ", ".join(catalog.gpus())
-    owned, seen = [], set()
-    for qnode, entries in top["queues"].value:
-        queue = _value(path, qnode)
-        if not isinstance(queue, str) or not queue.strip():
-            raise _fail(path, qnode, f"a queue name must be text, got {queue!r}")
-        if not isinstance(entries, yaml.SequenceNode) or not entries.value:
-            raise _fail(path, entries, f"queue {queue!r} needs a list of {{gpu_type, count}} entries")
-        for entry in entries.value:
-            if not isinstance(entry, yaml.MappingNode):
-                raise _fail(path, entry, f"queue {queue!r}: an entry must be a mapping with gpu_type and count")
-            fields = {_value(path, k): (k, v) for k, v in entry.value}
-            extra = set(fields) - set(ENTRY_KEYS)
-            if extra:
-                key_node = fields[sorted(extra, key=str)[0]][0]
-                raise _fail(path, key_node, f"unknown key {sorted(extra, key=str)[0]!r} (an entry has gpu_type and count)")
-            missing = [k for k in ENTRY_KEYS if k not in fields]
-            if missing:
-                raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
-            type_node, count_node = fields["gpu_type"][1], fields["count"][1]
-            name = _value(path, type_node)
-            gpu_type = catalog.canonical(str(name)) if name is not None else None
-            if gpu_type is None or gpu_type not in catalog.gpus():
-                raise _fail(path, type_node, f"unknown GPU type {name!r} (the catalogue knows: {known})")
-            count = _value(path, count_node)
-            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise _fail(path, count_node, f"count must be a whole number >= 0, got {count!r}")
-            if count > MAX_COUNT:
-                raise _fail(path, count_node, f"count must be at most {MAX_COUNT:,} GPUs (a typing error?), got {count:,}")
-            if (queue, gpu_type) in seen:
-                raise _fail(path, type_node, f"queue {queue!r} lists {gpu_type} twice")
-            seen.add((queue, gpu_type))
-            owned.append(Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb))
-    return Inventory(str(path), tuple(owned))
+    return root
+
+
+def _owned(path: Path, queue: str, entry: yaml.Node) -> Owned:
+    """One `{gpu_type, count}` entry of `queue`, checked: a catalogue GPU type and a whole count in range."""
+    if not isinstance(entry, yaml.MappingNode):
+        raise _fail(path, entry, f"queue {queue!r}: an entry must be a mapping with gpu_type and count")
+    fields = {_value(path, k): (k, v) for k, v in entry.value}
+    extra = sorted(set(fields) - set(ENTRY_KEYS), key=str)
+    if extra:
+        raise _fail(path, fields[extra[0]][0], f"unknown key {extra[0]!r} (an entry has gpu_type and count)")
+    missing = [k for k in ENTRY_KEYS if k not in fields]
+    if missing:
+        raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
+    type_node, count_node = fields["gpu_type"][1], fields["count"][1]
+    name = _value(path, type_node)
+    gpu_type = catalog.canonical(str(name)) if name is not None else None
+    if gpu_type is None or gpu_type not in catalog.gpus():
+        raise _fail(path, type_node, f"unknown GPU type {name!r} (the catalogue knows: {', '.join(catalog.gpus())})")
+    count = _value(path, count_node)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise _fail(path, count_node, f"count must be a whole number >= 0, got {count!r}")
+    if count > MAX_COUNT:
+        raise _fail(path, count_node, f"count must be at most {MAX_COUNT:,} GPUs (a typing error?), got {count:,}")
+    return Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -134,56 +134,80 @@ def stage_file(
 ) -> FileResult:
     """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
     A symbolic link found in a folder is rejected whole, unread. `not_after`: a timestamp after it breaks
-    the time rule (the ingest's clock plus the tolerance, from the caller)."""
+    the time rule (the ingest's clock plus the tolerance, from the caller). `mapping`: the export's
+    mapping file (tasks/sources/mapping.py), applied as the file is read."""
     result = FileResult(path=str(path), sha256=content_key(path), index=index)
     if path.is_symlink():
         _refuse_link(result, path)
         return result
     info = FileInfo(path, mapping=mapping)
     staging_dir.mkdir(parents=True, exist_ok=True)
-    counts: dict[tuple, dict] = {}
-    written: list[Path] = []
-    clock = {"read": 0.0, "check": 0.0, "write": 0.0}
-    chunks = read_chunks(path, info, chunk_rows)
+    staged = _Staged(result, staging_dir)
     bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
     try:
-        for k in itertools.count():
-            t0 = time.perf_counter()
-            chunk = next(chunks, None)
-            t1 = time.perf_counter()
-            if chunk is None:
-                break
-            valid, rejected, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
-            _count(counts, outcomes[0])
-            t2 = time.perf_counter()
-            result.rows_read += chunk.height
-            result.rows_valid += valid.height
-            result.rows_rejected += rejected.height
-            for kind, frame in (("valid", valid), ("rejected", rejected)):
-                if frame.height:
-                    out = staging_dir / f"{kind}-{index:05d}-{k:05d}.parquet"
-                    frame.drop("_file").with_columns(
-                        pl.lit(str(path)).alias("source_file"),
-                        pl.lit(result.sha256).alias("source_sha256"),
-                        pl.lit(index, dtype=pl.Int64).alias("file_index"),
-                    ).write_parquet(out)
-                    written.append(out)
-            clock["read"] += t1 - t0
-            clock["check"] += t2 - t1
-            clock["write"] += time.perf_counter() - t2
+        for k, chunk in enumerate(_timed(read_chunks(path, info, chunk_rows), staged.clock)):
+            staged.add(chunk, k, not_after)
             bar.update(chunk.height)
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
     except FileRejected as exc:
-        for out in written:  # nothing of a file that cannot be read fully is loaded
-            out.unlink(missing_ok=True)
-        result.status, result.reason = "rejected", exc.reason
-        result.rows_read = result.rows_valid = result.rows_rejected = 0
+        staged.discard(exc.reason)  # nothing of a file that cannot be read fully is loaded
         return result
     finally:
         bar.close()
-    _finish(result, info, counts, clock)
+    _finish(result, info, staged.counts, staged.clock)
     return result
+
+
+def _timed(chunks: Iterator[pl.DataFrame], clock: dict[str, float]) -> Iterator[pl.DataFrame]:
+    """`chunks`, adding the time each takes to read to `clock["read"]`."""
+    while True:
+        t0 = time.perf_counter()
+        chunk = next(chunks, None)
+        clock["read"] += time.perf_counter() - t0
+        if chunk is None:
+            return
+        yield chunk
+
+
+@dataclass
+class _Staged:
+    """One large file being staged chunk by chunk: its result, its expectations' running counts, the
+    seconds spent checking and writing, and the staging files written so far."""
+
+    result: FileResult
+    folder: Path
+    counts: dict[tuple, dict] = field(default_factory=dict)
+    clock: dict[str, float] = field(default_factory=lambda: {"read": 0.0, "check": 0.0, "write": 0.0})
+    written: list[Path] = field(default_factory=list)
+
+    def add(self, chunk: pl.DataFrame, k: int, not_after: datetime | None) -> None:
+        """Split chunk `k` into valid and rejected rows, count them, write each kind as a staging file."""
+        t0 = time.perf_counter()
+        valid, rejected, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
+        _count(self.counts, outcomes[0])
+        t1 = time.perf_counter()
+        r = self.result
+        r.rows_read, r.rows_valid, r.rows_rejected = r.rows_read + chunk.height, r.rows_valid + valid.height, \
+            r.rows_rejected + rejected.height
+        for kind, frame in (("valid", valid), ("rejected", rejected)):
+            if frame.height:
+                out = self.folder / f"{kind}-{r.index:05d}-{k:05d}.parquet"
+                frame.drop("_file").with_columns(
+                    pl.lit(r.path).alias("source_file"),
+                    pl.lit(r.sha256).alias("source_sha256"),
+                    pl.lit(r.index, dtype=pl.Int64).alias("file_index"),
+                ).write_parquet(out)
+                self.written.append(out)
+        self.clock["check"] += t1 - t0
+        self.clock["write"] += time.perf_counter() - t1
+
+    def discard(self, reason: str) -> None:
+        """The file turned out unreadable part-way: remove what was staged, reject it whole."""
+        for out in self.written:
+            out.unlink(missing_ok=True)
+        self.result.status, self.result.reason = "rejected", reason
+        self.result.rows_read = self.result.rows_valid = self.result.rows_rejected = 0
 
 
 # Many small files (an exporter writing one file per job) are staged in batches: each file is still
@@ -229,6 +253,36 @@ def stage_files(
     """Stage a batch of small files (see `batches`) as files `first_index`, `first_index + 1`, ...;
     one `FileResult` per file, exactly as `stage_file` would give it."""
     results = [FileResult(path=str(p), sha256=content_key(p), index=first_index + i) for i, p in enumerate(paths)]
+    frames, read = _read_batch(paths, results, chunk_rows, mapping)
+    t1 = time.perf_counter()
+    outcomes: dict[int, list] = {}
+    valid = rejected = None
+    if frames:
+        valid, rejected, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
+    t2 = time.perf_counter()
+    if frames:
+        _write_batch(valid, rejected, results, staging_dir, first_index)
+    t3 = time.perf_counter()
+    valid_rows, rejected_rows = _rows_per_file(valid), _rows_per_file(rejected)
+    share = 1 / max(len(read), 1)  # the batch's check and write time, shared by its files
+    for pos, (info, read_seconds) in read.items():
+        result = results[pos]
+        result.rows_valid, result.rows_rejected = valid_rows.get(pos, 0), rejected_rows.get(pos, 0)
+        result.rows_read = result.rows_valid + result.rows_rejected
+        counts: dict[tuple, dict] = {}
+        if pos in outcomes:
+            _count(counts, outcomes[pos])
+        _finish(result, info, counts, {"read": read_seconds, "check": (t2 - t1) * share, "write": (t3 - t2) * share})
+    if progress:
+        progress(f"{len(paths)} small file(s) {paths[0].name} ... {paths[-1].name}: "
+                 f"{sum(r.rows_read for r in results):,} rows read, {sum(r.rows_rejected for r in results):,} rejected")
+    return results
+
+
+def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
+                mapping: Mapping | None) -> tuple[list[pl.DataFrame], dict[int, tuple[FileInfo, float]]]:
+    """Each file of a batch read on its own (a link or an unreadable file is rejected alone, in `results`):
+    the chunks, each row tagged with its file's position `_file`, and per file read, (its info, seconds)."""
     frames: list[pl.DataFrame] = []
     read: dict[int, tuple[FileInfo, float]] = {}
     for pos, (path, result) in enumerate(zip(paths, results, strict=True)):
@@ -246,39 +300,21 @@ def stage_files(
         # rejected rows of CSV and Parquet get their text rebuilt from their own file's columns (not the batch's)
         frames += [chunk.with_columns(_raw_text(chunk).alias("_raw") if chunk["_raw"].null_count() else pl.col("_raw"),
                                       pl.lit(pos, dtype=pl.Int64).alias("_file")) for chunk in chunks]
-    t1 = time.perf_counter()
-    outcomes: dict[int, list] = {}
-    valid = rejected = None
-    if frames:
-        valid, rejected, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
-    t2 = time.perf_counter()
-    if frames:
-        staging_dir.mkdir(parents=True, exist_ok=True)
-        where = pl.DataFrame({"_file": list(range(len(paths))), "source_file": [str(p) for p in paths],
-                              "source_sha256": [r.sha256 for r in results],
-                              "file_index": [r.index for r in results]},
-                             schema={"_file": pl.Int64, "source_file": pl.String, "source_sha256": pl.String,
-                                     "file_index": pl.Int64})
-        for kind, frame in (("valid", valid), ("rejected", rejected)):
-            if frame.height:
-                frame.join(where, on="_file", how="left", maintain_order="left").drop("_file").write_parquet(
-                    staging_dir / f"{kind}-{first_index:05d}-00000.parquet")
-    t3 = time.perf_counter()
-    valid_rows = _rows_per_file(valid)
-    rejected_rows = _rows_per_file(rejected)
-    share = 1 / max(len(read), 1)  # the batch's check and write time, shared by its files
-    for pos, (info, read_seconds) in read.items():
-        result = results[pos]
-        result.rows_valid, result.rows_rejected = valid_rows.get(pos, 0), rejected_rows.get(pos, 0)
-        result.rows_read = result.rows_valid + result.rows_rejected
-        counts: dict[tuple, dict] = {}
-        if pos in outcomes:
-            _count(counts, outcomes[pos])
-        _finish(result, info, counts, {"read": read_seconds, "check": (t2 - t1) * share, "write": (t3 - t2) * share})
-    if progress:
-        progress(f"{len(paths)} small file(s) {paths[0].name} ... {paths[-1].name}: "
-                 f"{sum(r.rows_read for r in results):,} rows read, {sum(r.rows_rejected for r in results):,} rejected")
-    return results
+    return frames, read
+
+
+def _write_batch(valid: pl.DataFrame, rejected: pl.DataFrame, results: list[FileResult], staging_dir: Path,
+                 first_index: int) -> None:
+    """A batch's valid and rejected rows as one staging file each, every row naming its own source file."""
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    where = pl.DataFrame({"_file": list(range(len(results))), "source_file": [r.path for r in results],
+                          "source_sha256": [r.sha256 for r in results], "file_index": [r.index for r in results]},
+                         schema={"_file": pl.Int64, "source_file": pl.String, "source_sha256": pl.String,
+                                 "file_index": pl.Int64})
+    for kind, frame in (("valid", valid), ("rejected", rejected)):
+        if frame.height:
+            frame.join(where, on="_file", how="left", maintain_order="left").drop("_file").write_parquet(
+                staging_dir / f"{kind}-{first_index:05d}-00000.parquet")
 
 
 def _rows_per_file(frame: pl.DataFrame | None) -> dict[int, int]:
