@@ -115,6 +115,27 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_slurm(args: argparse.Namespace) -> int:
+    from gpucast.flows.imports import import_slurm
+
+    if bool(args.file) == bool(args.sacct):
+        raise ValueError("give the sacct --parsable2 output to import (FILE), or --sacct to run sacct; not both")
+    if args.since and not args.sacct:
+        raise ValueError("--since is for --sacct (a FILE holds the jobs its export chose)")
+    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args))
+    p, s = done.parsed, done.run
+    print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps:,} step(s) folded into their "
+          f"job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
+          + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
+          + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)")
+    print(f"run {s['run_id']}: {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
+          f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate")
+    if s["rows_rejected"]:
+        print("see why: gpucast sql \"SELECT job_id, reason_text FROM rejected_job_logs "
+              f"WHERE ingest_run_id = '{s['run_id']}' LIMIT 20\"")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     from gpucast.flows.report import warehouse_status
 
@@ -342,6 +363,17 @@ def _data_commands(sub) -> None:
                    "source columns to contract fields, units, value maps, constants (docs/sources.md)")
     i.set_defaults(func=_ingest)
 
+    im = sub.add_parser("import", help="import jobs from a scheduler's own records (slurm)").add_subparsers(
+        dest="source", required=True)
+    sl = im.add_parser("slurm", help="Slurm accounting: a sacct --parsable2 file, or --sacct (docs/sources.md)")
+    sl.add_argument("file", nargs="?", help="sacct --parsable2 output (any field order; docs/sources.md shows the "
+                    "recommended --format)")
+    sl.add_argument("--sacct", action="store_true", help="run sacct (it must be on PATH) instead of reading a file")
+    sl.add_argument("--since", help="with --sacct: sacct's --starttime (default now-1days)")
+    sl.add_argument("--mapping", metavar="FILE", help="a YAML mapping file naming the Comment keys or sacct fields "
+                    "(WCKey, JobName) that model features come from, with units and value maps (docs/sources.md)")
+    sl.set_defaults(func=_import_slurm)
+
     st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")
     st.add_argument("--limit", type=int, default=10)
     st.add_argument("--flows", action=argparse.BooleanOptionalAction, default=None,
@@ -495,7 +527,7 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(stop.code)
-FLOW_COMMANDS = {"ingest", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
+FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
 
 
 class ExpectedErrors(logging.Filter):
@@ -546,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_code(exc: BaseException) -> tuple[int, str]:
     """(exit code, the one line to print) for an error; 1 for one nobody foresaw (re-raised)."""
-    from gpucast.flows.errors import ValidationFailed
+    from gpucast.flows.errors import SourceUnavailable, ValidationFailed
     from gpucast.warehouse.db import WarehouseBusy
     from gpucast.warehouse.publish import PublishFailed
     from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
@@ -556,7 +588,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
                    "pip install 'gpucast[ml]' (or `make setup` in a checkout)")
     if environment := environment_error(exc):
         return 5, environment
-    for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6),
+    for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6), (SourceUnavailable, 5),
                        ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
         if isinstance(exc, kind):
             return code, str(exc)

@@ -18,3 +18,7 @@ def no_retry_on_environment(task, task_run, state) -> bool:
     except Exception as exc:  # noqa: BLE001  (the failed task's own exception, re-raised by Prefect)
         return environment_error(exc) is None
     return True
+
+
+class SourceUnavailable(RuntimeError):
+    """A source's own tool is missing or failing (`sacct` not installed, slurmdbd unreachable): exit code 5."""

@@ -108,23 +108,27 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
 
 @flow(name="ingest-job-logs", log_prints=True)
 def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
-                    settings: Settings | None = None, mapping: str | None = None) -> dict:
+                    settings: Settings | None = None, mapping: str | None = None, source: str | None = None,
+                    source_mapping: str | None = None) -> dict:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
     itself). `settings` defaults to the environment's (`Settings.from_env()`). `mapping`: a mapping
     file (docs/sources.md) that every file of `paths` is read through; checked before the run starts.
+    `source`: the importer whose staged files `paths` are (`slurm`, `flows/imports.py`), recorded in
+    `ingest_runs.source` with `source_mapping`, the mapping file that importer applied (if any).
     """
     settings = (settings or Settings.from_env()).ensure()
     storage = settings.storage
     # the run's own clock: a timestamp beyond it plus the tolerance is a clock or typing error (rejected)
     not_after = datetime.now(UTC) + timedelta(hours=settings.quality.future_tolerance_hours)
-    source = mapping_source(mapping, paths)
+    importer, source = source, mapping_source(mapping, paths)
     files = find_files(paths, storage)
     if source:
         check_files(source, files)
+    described = source or (load_mapping(source_mapping) if source_mapping else None)
     with runs.lifecycle(storage, "ingest", **load.start_columns(len(files), *(
-            (str(Path(source.path).resolve()), source.sha256) if source else ()))) as run:
+            (str(Path(described.path).resolve()), described.sha256) if described else ()), source=importer)) as run:
         print(f"{run.run_id}: {len(files)} file(s) to ingest" + (f" through {source.path}" if source else ""))
         results = stage_all(files, run.staging, chunk_rows, not_after, source)
         failpoint("ingest:after-staging")

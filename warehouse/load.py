@@ -59,11 +59,14 @@ def staged_batches(staging_dir: Path, kind: str, max_rows: int | None = None) ->
     return batches
 
 
-def start_columns(files: int, mapping_path: str | None = None, mapping_sha256: str | None = None) -> dict:
+def start_columns(files: int, mapping_path: str | None = None, mapping_sha256: str | None = None,
+                  source: str | None = None) -> dict:
     """The columns an ingest run starts with (`runs.lifecycle(settings, "ingest", **start_columns(n))`);
-    a run through a mapping file names it (its path and content hash)."""
+    a run through a mapping file names it (its path and content hash); `source` names an importer
+    (`slurm`) whose staged files the run ingests."""
     return dict(files=files, files_rejected=0, rows_read=0, rows_loaded=0, rows_rejected=0, rows_duplicate=0,
-                source="mapping" if mapping_path else "files", mapping_path=mapping_path, mapping_sha256=mapping_sha256)
+                source=source or ("mapping" if mapping_path else "files"), mapping_path=mapping_path,
+                mapping_sha256=mapping_sha256)
 
 
 def load_run(

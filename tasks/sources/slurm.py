@@ -1,0 +1,219 @@
+"""Slurm accounting (`sacct --parsable2`) as contract rows: one row per job, its steps folded in.
+
+Pure logic: text in, a Polars frame of contract fields (text, as any file's values) out; the flow writes
+it as a staging file and ingests it like any other (`flows/ingest.py`). The decisions (ids, states,
+times, GPUs, memory, model features) are written out in docs/sources.md, "Slurm accounting".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.readers import normalise_name
+from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError
+
+# The fields the docs recommend (`sacct --format=...`); Comment last, so a `|` inside it cannot shift the others.
+SACCT_FIELDS = ("JobID", "JobName", "Cluster", "Partition", "Account", "User", "State", "ExitCode", "Submit",
+                "Start", "End", "Elapsed", "AllocTRES", "ReqTRES", "TRESUsageInMax", "WCKey", "Comment")
+REQUIRED_FIELDS = ("JobID", "State", "Submit")
+
+# Slurm's job states -> (contract status, failure_reason); a state not listed is left as written, so the
+# contract quarantines the job ("status: 'X' is not one of ...") rather than gpucast guessing.
+STATES: dict[str, tuple[str, str | None]] = {
+    "PENDING": ("PENDING", None), "REQUEUED": ("PENDING", None), "REQUEUE_HOLD": ("PENDING", None),
+    "REQUEUE_FED": ("PENDING", None),
+    "RUNNING": ("RUNNING", None), "COMPLETING": ("RUNNING", None), "CONFIGURING": ("RUNNING", None),
+    "SUSPENDED": ("RUNNING", None), "STAGE_OUT": ("RUNNING", None), "SIGNALING": ("RUNNING", None),
+    "RESIZING": ("RUNNING", None),
+    "COMPLETED": ("COMPLETED", None),
+    "FAILED": ("FAILED", None),  # the reason is its exit code, see `_failure`
+    "OUT_OF_MEMORY": ("FAILED", "OOM"), "TIMEOUT": ("FAILED", "TIMEOUT"), "NODE_FAIL": ("FAILED", "NODE_FAIL"),
+    "BOOT_FAIL": ("FAILED", "BOOT_FAIL"), "DEADLINE": ("FAILED", "DEADLINE"),
+    "CANCELLED": ("CANCELLED", None), "PREEMPTED": ("CANCELLED", "PREEMPTED"), "REVOKED": ("CANCELLED", "REVOKED"),
+}
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
+MISSING = ("", "Unknown", "None", "N/A")  # how sacct prints a time or value it does not have
+# TRES usage suffixes (binary, as Slurm prints them) -> the mapping module's unit names
+TRES_UNITS = {"": "B", "K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
+_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+_TRES_NUMBER = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$")
+
+
+class NotSacctOutput(MappingError):
+    """The input is not `sacct --parsable2` output (bad input: exit 2, one line)."""
+
+
+@dataclass
+class SlurmImport:
+    """The jobs parsed from one sacct output, and what happened to its lines."""
+
+    jobs: pl.DataFrame  # contract fields, text (None = missing), one row per job
+    lines: int = 0  # data lines read (jobs and steps)
+    steps: int = 0  # step lines folded into their job
+    orphan_steps: int = 0  # step lines whose job line is not in the output (not loaded)
+    no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
+    no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
+
+
+def parse_sacct(text: str, source: str, mapping: Mapping | None = None) -> SlurmImport:
+    """Parse `sacct --parsable2` output (any field order, extra fields ignored) into one contract row per job."""
+    header, rows = _rows(text, source)
+    jobs: dict[str, dict[str, str]] = {}
+    steps: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        job_id = row["JobID"]
+        if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
+            steps.setdefault(job_id.split(".", 1)[0], []).append(row)
+        else:
+            jobs[job_id] = row
+    out = SlurmImport(pl.DataFrame(), lines=len(rows), steps=sum(len(s) for s in steps.values()))
+    out.orphan_steps = sum(len(s) for j, s in steps.items() if j not in jobs)
+    records = []
+    for job_id, row in jobs.items():
+        record = _job(row, steps.get(job_id, []), mapping)
+        if record[c.GPU_COUNT] is None:
+            out.no_gpu.append(record[c.JOB_ID])
+            continue
+        if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
+            out.no_gpu_mem.append(record[c.JOB_ID])
+        records.append(record)
+    out.jobs = pl.DataFrame(records, schema={n: pl.String for n in c.COLUMNS}, orient="row") if records else \
+        pl.DataFrame(schema={n: pl.String for n in c.COLUMNS})
+    return out
+
+
+def _rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The header's field names and each data line as {field: value}; `NotSacctOutput` when it is not sacct's."""
+    lines = [ln for ln in text.lstrip("\ufeff").splitlines() if ln.strip()]
+    header = lines[0].rstrip("|").split("|") if lines else []  # --parsable (not 2) ends every line with `|`
+    absent = [f for f in REQUIRED_FIELDS if f not in header]
+    if absent:
+        found = lines[0][:120] if lines else "an empty file"
+        raise NotSacctOutput(f"{source}: not sacct --parsable2 output: its first line names no {', '.join(absent)} "
+                             f"(found {found!r}); export it with `sacct --parsable2 --format="
+                             f"{','.join(SACCT_FIELDS)}` (docs/sources.md), or ingest it with `gpucast ingest`")
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        values = line.split("|")
+        if len(values) > len(header) and header[-1] == "Comment":  # a `|` inside the last field, the Comment
+            values = values[:len(header) - 1] + ["|".join(values[len(header) - 1:])]
+        if line.endswith("|") and len(values) == len(header) + 1 and values[-1] == "":
+            values = values[:-1]
+        if len(values) != len(header):
+            raise NotSacctOutput(f"{source} line {number}: {len(values)} fields where its header has {len(header)}; "
+                                 "export it again with `sacct --parsable2` (docs/sources.md)")
+        rows.append(dict(zip(header, values, strict=True)))
+    return header, rows
+
+
+def _value(text: str | None) -> str | None:
+    return None if text is None or text.strip() in MISSING else text.strip()
+
+
+def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | None) -> dict[str, str | None]:
+    """One job's contract record: its own line's state and times, its steps' peak GPU memory."""
+    cluster = _value(row.get("Cluster")) or "local"
+    state_word = row["State"].split(" ")[0]  # `CANCELLED by 1234`
+    status, reason = STATES.get(state_word, (row["State"], None))
+    if status == "FAILED" and reason is None:
+        reason = _failure(row, steps)
+    submitted, start, end = (_value(row.get(k)) for k in ("Submit", "Start", "End"))
+    finished = status in FINISHED
+    gpu_type, gpu_count = _gpus(_value(row.get("AllocTRES")) or _value(row.get("ReqTRES")) or "")
+    record: dict[str, str | None] = dict.fromkeys(c.COLUMNS)
+    record.update({
+        c.JOB_ID: f"slurm-{cluster}-{row['JobID']}", c.SUBMITTED_AT: submitted,
+        c.UPDATED_AT: (end if finished else None) or start or submitted, c.STATUS: status,
+        c.QUEUE: _value(row.get("Partition")), c.TEAM: _value(row.get("Account")), c.FAILURE_REASON: reason,
+        c.GPU_TYPE: gpu_type, c.GPU_COUNT: gpu_count,
+        c.RUNTIME_HOURS: _hours(row.get("Elapsed")) if finished else None,
+        c.PEAK_GPU_MEM_GB: _gpu_mem_gb([row, *steps]),
+    })
+    for name, value in _features(row, mapping).items():
+        if record.get(name) is None:  # what sacct measured wins over what a Comment says
+            record[name] = value
+    return record
+
+
+def _failure(row: dict[str, str], steps: list[dict[str, str]]) -> str:
+    """A FAILED job's reason: OOM when one of its steps ran out of memory, else its exit code."""
+    if any(s["State"].split(" ")[0] == "OUT_OF_MEMORY" for s in steps):
+        return "OOM"
+    code = (_value(row.get("ExitCode")) or "").split(":")[0]
+    return f"exit code {code}" if code not in ("", "0") else "FAILED"
+
+
+def _gpus(tres: str) -> tuple[str | None, str | None]:
+    """(gpu_type, gpu_count) from `gres/gpu=2` or `gres/gpu:a100=2` in a TRES list; type canonicalised."""
+    typed, count = None, None
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            count = value
+        elif key.startswith("gres/gpu:") and typed is None:
+            typed, count = key.removeprefix("gres/gpu:"), count or value
+    if count is not None and not count.isdigit():
+        count = None
+    if count == "0":
+        count = None
+    gpu_type = (catalog.canonical(typed) or typed) if typed else None
+    return gpu_type, count
+
+
+def _gpu_mem_gb(lines: list[dict[str, str]]) -> str | None:
+    """The maximum `gres/gpumem` over the job's lines (TRESUsageInMax), in GB (decimal, the contract's unit)."""
+    sizes = UNITS[c.PEAK_GPU_MEM_GB]
+    peaks = []
+    for line in lines:
+        for item in (line.get("TRESUsageInMax") or "").split(","):
+            key, _, value = item.partition("=")
+            if key == "gres/gpumem" and (m := _TRES_NUMBER.match(value.strip())):
+                peaks.append(float(m[1]) * sizes[TRES_UNITS[m[2]]] / sizes["GB"])
+    best = max(peaks, default=0.0)
+    return repr(best) if best > 0 else None  # 0: the GPU reported nothing, not a job that used none
+
+
+def _hours(elapsed: str | None) -> str | None:
+    """`[D-][HH:]MM:SS` as hours; None for a missing or zero time."""
+    m = _ELAPSED.match((elapsed or "").strip())
+    if not m:
+        return None
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    total = days * 24 + hours + minutes / 60 + seconds / 3600
+    return repr(total) if total > 0 else None
+
+
+def _features(row: dict[str, str], mapping: Mapping | None) -> dict[str, str]:
+    """Contract fields a site writes itself: the keys of a JSON `Comment` (contract names, their aliases, or
+    names the mapping's `fields` give), and sacct fields the mapping names (`model_type: WCKey`)."""
+    comment = _value(row.get("Comment")) or ""
+    source: dict[str, str] = {}
+    if comment.startswith("{"):
+        try:
+            data = json.loads(comment)
+        except json.JSONDecodeError:
+            data = {}
+        if isinstance(data, dict):
+            source = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items() if v is not None}
+    if mapping:
+        named = {k.lower(): k for k in row}
+        for column in mapping.columns:
+            if column not in source and column.lower() in named and _value(row[named[column.lower()]]):
+                source[column] = row[named[column.lower()]].strip()
+    out: dict[str, str] = {}
+    for key, value in source.items():
+        name = mapping.field_for(key) if mapping else normalise_name(key)
+        if name in c.COLUMNS and name not in out:
+            out[name] = value
+    if mapping:  # its units, value maps, timestamp formats and constants
+        frame = pl.DataFrame({"_one": ["1"], **{k: [v] for k, v in out.items()}},
+                             schema={"_one": pl.String, **{k: pl.String for k in out}})
+        applied = mapping.apply(frame).drop("_one").row(0, named=True)
+        out = {k: v for k, v in applied.items() if v is not None}
+    return out
