@@ -136,7 +136,9 @@ def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | No
         c.PEAK_GPU_MEM_GB: _gpu_mem_gb([row, *steps]),
     })
     for name, value in _features(row, mapping).items():
-        if record.get(name) is None:  # what sacct measured wins over what a Comment says
+        # what sacct records wins over what a Comment says, except GPU memory: Slurm's gres/gpumem is a task's
+        # (summed over the GPUs the task drives), a site's own figure is the contract's per-GPU peak
+        if record.get(name) is None or name == c.PEAK_GPU_MEM_GB:
             record[name] = value
     return record
 

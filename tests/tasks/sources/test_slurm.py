@@ -97,13 +97,22 @@ values:
     got = jobs(OTHER_ORDER.read_text(), m)
     assert list(got) == ["slurm-local-2001", "slurm-local-2002", "slurm-local-2003"]  # no Cluster field: `local`
     a, b, p = got.values()
-    # h100_80gb canonicalised; sacct's measured 70000M wins over the Comment's 65536 MiB; a `|` in the Comment shifts nothing
+    # h100_80gb canonicalised; the Comment's per-GPU 65536 MiB wins over the step's gres/gpumem (70000M, a task's
+    # figure); a `|` inside the Comment shifts no field
     assert (a[c.MODEL_TYPE], a[c.GPU_TYPE], a[c.GPU_COUNT], float(a[c.PEAK_GPU_MEM_GB]), float(a[c.RUNTIME_HOURS]),
-            a[c.UPDATED_AT]) == ("Transformer", "H100-80GB", "8", pytest.approx(70000 * MIB), 4.0, "2026-11-22T05:30:00")
+            a[c.UPDATED_AT]) == ("Transformer", "H100-80GB", "8", pytest.approx(65536 * MIB), 4.0, "2026-11-22T05:30:00")
     # no steps: the Comment's mem_mib through the mapping's unit; no ExitCode field: reason FAILED
     assert (b[c.MODEL_TYPE], b[c.STATUS], b[c.FAILURE_REASON], b[c.GPU_TYPE], b[c.GPU_COUNT],
             float(b[c.PEAK_GPU_MEM_GB])) == ("CNN", "FAILED", "FAILED", None, "2", pytest.approx(4096 * MIB))
     assert (p[c.MODEL_TYPE], p[c.STATUS], p[c.QUEUE], p[c.TEAM]) == ("rnn", "PENDING", "gpu-h100", "lm")  # unmapped: as written
+
+
+def test_model_type_from_a_job_name_convention(tmp_path):
+    m = load_mapping(write(tmp_path / "names.yaml", "fields:\n  model_type: JobName\n"
+                                                    "values:\n  model_type: {train-bert: Transformer, train-vit: CNN}\n"))
+    got = jobs(SACCT.read_text().replace('"model_type": ', '"model": '), m)  # the Comments' own model key ignored
+    assert [got[f"slurm-hpc1-{j}"][c.MODEL_TYPE] for j in ("1001", "1002", "1010_1")] == ["Transformer", "CNN", "hpo"]
+    assert got["slurm-hpc1-1001"][c.PARAMS_MILLION] == "110"  # the Comment's other keys still count
 
 
 @pytest.mark.parametrize(("text", "says"), [
