@@ -115,3 +115,19 @@ def test_sacct_is_run_with_the_recommended_fields_in_utc(home, tmp_path, monkeyp
     assert log.read_text() == (
         "UTC --parsable2 --allusers --format=JobID,JobName,Cluster,Partition,Account,User,State,ExitCode,Submit,Start,"
         "End,Elapsed,AllocTRES,ReqTRES,TRESUsageInMax,WCKey,Comment --starttime=2026-11-01 --endtime=now\n")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_sacct_run_here_with_a_job_name_mapping(home, tmp_path, monkeypatch, capsys):
+    """--sacct reads what sacct prints (a stand-in printing the fixture); the mapping names model_type by job name."""
+    write(tmp_path / "bin" / "sacct", f"#!/bin/sh\ncat {SACCT}\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    m = write(tmp_path / "names.yaml", "fields:\n  model_type: JobName\nvalues:\n  model_type: {train-gru: GRU}\n")
+    assert main(["import", "slurm", "--sacct", "--mapping", str(m)]) == 0
+    assert "12 rows read: 12 loaded, 0 rejected, 0 duplicate" in capsys.readouterr().out
+    assert rows(home, "SELECT job_id, model_type, status, failure_reason, params_million FROM job_logs "
+                      "WHERE job_id IN ('slurm-hpc1-1001', 'slurm-hpc1-1005') ORDER BY job_id") == [
+        ("slurm-hpc1-1001", "train-bert", "COMPLETED", None, 110.0),  # a name the map does not list: as written
+        ("slurm-hpc1-1005", "GRU", "FAILED", "NODE_FAIL", None)]
+    assert rows(home, "SELECT source, mapping_path FROM ingest_runs") == [("slurm", str(m.resolve()))]

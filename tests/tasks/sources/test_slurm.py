@@ -127,6 +127,11 @@ def test_text_that_is_not_sacct_output_is_refused_in_one_line(text, says):
     assert str(err.value).startswith(says) and "\n" not in str(err.value)
 
 
+def test_a_step_without_its_job_line_is_counted_not_loaded():
+    parsed = parse_sacct("JobID|State|Submit|AllocTRES\n9.batch|COMPLETED|2026-11-01T00:00:00|gres/gpu=1\n", "s.txt")
+    assert (parsed.jobs.height, parsed.steps, parsed.orphan_steps) == (0, 1, 1)
+
+
 def test_parsable_with_a_trailing_bar_and_an_unknown_state():
     got = jobs("JobID|State|Submit|AllocTRES|\n7|SPECIAL_EXIT|2026-11-01T00:00:00|gres/gpu=1|\n")
     # a state gpucast does not know is left as written: the contract quarantines it, nothing is guessed
