@@ -435,3 +435,120 @@ CREATE OR REPLACE VIEW current_colocation AS
 SELECT g.* FROM capacity_colocation g
 WHERE g.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
                        ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+-- Demand history (issue 30) ----------------------------------------------------------------------
+-- Per job: its GPUs, when it held them and its GPU-hours, as `demand_daily` counts them (the rules,
+-- with why, are in docs/planners.md, "Demand series"). Times are UTC timestamps without a zone, so
+-- a day is a UTC day whatever the reader's TimeZone setting.
+--   started_at: its first RUNNING record; a finished job logged without one: ended_at - runtime_hours
+--               (start_known false); null when neither is known (a job never started, or unknowable).
+--   ended_at:   finished jobs (COMPLETED, FAILED, CANCELLED) only: the first record in that state, else
+--               the logged start + runtime_hours; null while the job is pending or still running.
+--   gpu_hours_known:    finished jobs: runtime_hours x GPUs (failed and cancelled jobs held their GPUs
+--                       too), else the logged start-to-end time x GPUs; 0 for a job cancelled before it
+--                       started; null when unknown.
+--   gpu_hours_forecast: pending and running jobs: the P50 run time of the job's latest *published*
+--                       forecast (scored while it was pending) x GPUs; null when it has none.
+-- GPUs: gpu_count, missing means 1 (the contract's rule).
+CREATE OR REPLACE VIEW job_demand AS
+WITH history AS (
+    SELECT job_id,
+           min(updated_at) FILTER (WHERE status = 'RUNNING') AS running_at,
+           min(updated_at) FILTER (WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED')) AS finished_at
+    FROM job_log_records WHERE updated_at IS NOT NULL GROUP BY job_id
+),
+latest_p50 AS (
+    SELECT f.job_id, f.p50
+    FROM forecasts f JOIN score_runs r USING (score_run_id)
+    WHERE r.status = 'published' AND f.target = 'runtime_hours'
+    QUALIFY row_number() OVER (PARTITION BY f.job_id ORDER BY r.started_at DESC, f.score_run_id DESC) = 1
+),
+jobs AS (
+    SELECT j.job_id, j.queue, j.gpu_type, coalesce(j.gpu_count, 1) AS gpus, j.status,
+           j.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AS finished,
+           timezone('UTC', j.submitted_at) AS submitted_at,
+           timezone('UTC', h.running_at) AS running_at,
+           timezone('UTC', h.finished_at) AS finished_at,
+           to_microseconds(CAST(j.runtime_hours * 3600e6 AS BIGINT)) AS runtime,
+           j.runtime_hours, p.p50
+    FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
+)
+SELECT job_id, queue, gpu_type, gpus, status, submitted_at,
+       coalesce(running_at, CASE WHEN finished THEN finished_at - runtime END) AS started_at,
+       running_at IS NOT NULL AS start_known,
+       CASE WHEN finished THEN coalesce(finished_at, running_at + runtime) END AS ended_at,
+       CASE WHEN NOT finished THEN NULL
+            WHEN runtime_hours IS NOT NULL THEN runtime_hours * gpus
+            WHEN running_at IS NOT NULL AND finished_at IS NOT NULL THEN epoch(finished_at - running_at) / 3600 * gpus
+            WHEN status = 'CANCELLED' AND running_at IS NULL THEN 0.0
+       END AS gpu_hours_known,
+       CASE WHEN status IN ('PENDING', 'RUNNING') THEN p50 * gpus END AS gpu_hours_forecast
+FROM jobs;
+
+-- The demand series: per UTC day x queue x GPU type (null: not logged), every day from the group's
+-- first to its last day, a day with no jobs as zeros (never a missing row).
+--   jobs_submitted, gpu_hours_known, gpu_hours_forecast, gpu_hours (their sum), jobs_hours_unknown:
+--     by submission day (demand as it arrives: a job's GPU-hours all count on the day it was submitted).
+--   peak_busy_gpus: by the time GPUs were held: the most GPUs held at once during the day by the group's
+--     jobs, each over [started_at, ended_at) (still running: to now), jobs running since an earlier day
+--     included. An event sweep: +GPUs at a start, -GPUs at an end, a running sum, each midnight an
+--     instant of its own (so a day with no event still carries the GPUs held through it).
+--   A group's last day is its last submission or event, or, while one of its jobs still runs, the
+--   warehouse's last day (its latest submitted_at / updated_at).
+CREATE OR REPLACE VIEW demand_daily AS
+WITH by_submission AS (
+    SELECT CAST(submitted_at AS DATE) AS day, queue, gpu_type,
+           count(*) AS jobs_submitted,
+           coalesce(sum(gpu_hours_known), 0) AS gpu_hours_known,
+           coalesce(sum(gpu_hours_forecast), 0) AS gpu_hours_forecast,
+           count(*) FILTER (WHERE gpu_hours_known IS NULL AND gpu_hours_forecast IS NULL) AS jobs_hours_unknown
+    FROM job_demand GROUP BY ALL
+),
+intervals AS (  -- a start after its end (inconsistent times) is left out rather than held negative
+    SELECT queue, gpu_type, gpus, started_at, ended_at FROM job_demand
+    WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at > started_at)
+),
+events AS (     -- the net change of GPUs held at each instant
+    SELECT queue, gpu_type, t, sum(delta) AS delta FROM (
+        SELECT queue, gpu_type, started_at AS t, gpus AS delta FROM intervals
+        UNION ALL SELECT queue, gpu_type, ended_at, -gpus FROM intervals WHERE ended_at IS NOT NULL
+    ) GROUP BY ALL
+),
+last_day AS (
+    SELECT CAST(max(greatest(timezone('UTC', submitted_at), timezone('UTC', coalesce(updated_at, submitted_at))))
+                AS DATE) AS day
+    FROM job_logs
+),
+bounds AS (
+    SELECT queue, gpu_type, min(day) AS first_day, max(day) AS last_day FROM (
+        SELECT queue, gpu_type, day FROM by_submission
+        UNION ALL SELECT queue, gpu_type, CAST(t AS DATE) FROM events
+        UNION ALL SELECT i.queue, i.gpu_type, l.day FROM intervals i, last_day l WHERE i.ended_at IS NULL
+    ) GROUP BY ALL
+),
+calendar AS (
+    SELECT queue, gpu_type, CAST(unnest(generate_series(first_day, last_day, INTERVAL 1 DAY)) AS DATE) AS day
+    FROM bounds
+),
+levels AS (     -- GPUs held from each instant on (peers at one instant share the level after all of them)
+    SELECT queue, gpu_type, t, sum(delta) OVER (PARTITION BY queue, gpu_type ORDER BY t) AS busy FROM (
+        SELECT queue, gpu_type, t, delta FROM events
+        UNION ALL SELECT queue, gpu_type, CAST(day AS TIMESTAMP), 0 FROM calendar
+    )
+),
+peaks AS (
+    SELECT queue, gpu_type, CAST(t AS DATE) AS day, CAST(max(busy) AS BIGINT) AS peak_busy_gpus
+    FROM levels GROUP BY ALL
+)
+SELECT c.day, c.queue, c.gpu_type,
+       coalesce(s.jobs_submitted, 0) AS jobs_submitted,
+       coalesce(s.gpu_hours_known, 0) + coalesce(s.gpu_hours_forecast, 0) AS gpu_hours,
+       coalesce(s.gpu_hours_known, 0.0) AS gpu_hours_known,
+       coalesce(s.gpu_hours_forecast, 0.0) AS gpu_hours_forecast,
+       coalesce(s.jobs_hours_unknown, 0) AS jobs_hours_unknown,
+       coalesce(p.peak_busy_gpus, 0) AS peak_busy_gpus
+FROM calendar c
+LEFT JOIN by_submission s
+       ON s.day = c.day AND s.queue IS NOT DISTINCT FROM c.queue AND s.gpu_type IS NOT DISTINCT FROM c.gpu_type
+LEFT JOIN peaks p
+       ON p.day = c.day AND p.queue IS NOT DISTINCT FROM c.queue AND p.gpu_type IS NOT DISTINCT FROM c.gpu_type;

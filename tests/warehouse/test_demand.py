@@ -1,0 +1,112 @@
+"""`demand_daily`, the demand series, against a week of jobs worked out by hand (docs/planners.md)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse.schema import schema_sql
+
+A100 = "A100-80GB"
+# Every record of every job (job_log_records); the last one of a job is its row in job_logs.
+# job_id, queue, gpu_type, gpu_count, submitted_at, status, updated_at, runtime_hours
+RECORDS = [
+    # q1, Nov 1: a runs 10:00-14:00 on 2 GPUs (logged start)
+    ("a", "q1", A100, 2, "2026-11-01 08:00", "RUNNING", "2026-11-01 10:00", None),
+    ("a", "q1", A100, 2, "2026-11-01 08:00", "COMPLETED", "2026-11-01 14:00", 4.0),
+    # b spans midnight: 22:00 on Nov 1 to 04:00 on Nov 2, 1 GPU
+    ("b", "q1", A100, 1, "2026-11-01 20:00", "RUNNING", "2026-11-01 22:00", None),
+    ("b", "q1", A100, 1, "2026-11-01 20:00", "COMPLETED", "2026-11-02 04:00", 6.0),
+    # c failed after 2 h on 4 GPUs, no RUNNING record: start taken as 13:00 - 2 h = 11:00
+    ("c", "q1", A100, 4, "2026-11-01 09:00", "FAILED", "2026-11-01 13:00", 2.0),
+    # q1 has nothing on Nov 2 but b's last hours, nothing at all on Nov 3 (the gap)
+    # Nov 4: d pending, no gpu_count (1 GPU); g completed with no run time and no start logged
+    ("d", "q1", A100, None, "2026-11-04 10:00", "PENDING", None, None),
+    ("g", "q1", A100, 1, "2026-11-04 01:00", "COMPLETED", "2026-11-04 05:00", None),
+    # q2, GPU type not logged: f cancelled before it started; e started at 01:00 on Nov 3, still running
+    ("f", "q2", None, 1, "2026-11-02 12:00", "CANCELLED", "2026-11-02 13:00", None),
+    ("e", "q2", None, 2, "2026-11-02 23:00", "PENDING", "2026-11-02 23:00", None),
+    ("e", "q2", None, 2, "2026-11-02 23:00", "RUNNING", "2026-11-03 01:00", None),
+]
+# runtime P50 per score run: s1 (older), s2 (latest published), s3 (newer but failed: never read)
+FORECASTS = [
+    ("s1", "2026-11-03 00:00", "published", {"e": 5.0}),
+    ("s2", "2026-11-04 12:00", "published", {"d": 3.0}),
+    ("s3", "2026-11-04 18:00", "failed", {"d": 300.0}),
+]
+D1, D2, D3, D4 = (date(2026, 11, d) for d in (1, 2, 3, 4))
+EXPECTED = [
+    # day, queue, gpu_type, jobs_submitted, gpu_hours, known, forecast, jobs_hours_unknown, peak_busy_gpus
+    # a 4 h x 2 + b 6 h x 1 + c 2 h x 4 (failed jobs held their GPUs); peak 11:00-13:00: a 2 + c 4
+    (D1, "q1", A100, 3, 22.0, 22.0, 0.0, 0, 6),
+    (D2, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 1),  # nothing submitted; b still holds 1 GPU until 04:00
+    (D3, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 0),  # the gap day: zeros, not missing
+    (D4, "q1", A100, 2, 3.0, 0.0, 3.0, 1, 0),  # d: P50 3 h x 1 GPU (s2; s3 failed); g: hours unknown
+    (D2, "q2", None, 2, 10.0, 0.0, 10.0, 0, 0),  # f cancelled unstarted: 0 h; e: P50 5 h x 2 GPUs (s1)
+    (D3, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e runs from 01:00
+    (D4, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e still running, through the warehouse's last day (Nov 4)
+]
+
+
+def _load(con: duckdb.DuckDBPyConnection) -> None:
+    columns = (f"{c.JOB_ID}, {c.QUEUE}, {c.GPU_TYPE}, {c.GPU_COUNT}, {c.SUBMITTED_AT}, {c.STATUS}, {c.UPDATED_AT}, "
+               f"{c.RUNTIME_HOURS}, {c.MODEL_TYPE}, record_hash, arrival, source_file, source_row, ingest_run_id, "
+               "loaded_at")
+    rows = [(*r[:4], f"{r[4]}+00", r[5], r[6] and f"{r[6]}+00", r[7], "CNN", "h", n, "f", n, "i", "2026-11-05 00:00+00")
+            for n, r in enumerate(RECORDS)]
+    marks = ", ".join("?" * 15)
+    con.executemany(f"INSERT INTO job_log_records ({columns}) VALUES ({marks})", rows)
+    latest = {r[0]: r for r in rows}  # RECORDS lists a job's records in order
+    con.executemany(f"INSERT INTO job_logs ({columns}) VALUES ({marks})", list(latest.values()))
+    for run, at, status, p50s in FORECASTS:
+        con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, ?)", [run, f"{at}+00", status])
+        con.executemany("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, "
+                        "scored_at) VALUES (?, ?, 0.1, ?, 99, 'm', 't', ?, ?)",
+                        [(job, c.RUNTIME_HOURS, p50, run, f"{at}+00") for job, p50 in p50s.items()])
+
+
+@pytest.fixture(params=["UTC", "America/Los_Angeles"])
+def con(request):
+    """The same warehouse read in two session time zones: days are UTC days in both."""
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    _load(con)
+    con.execute(f"SET TimeZone = '{request.param}'")
+    yield con
+    con.close()
+
+
+def test_demand_daily_matches_the_hand_computed_series(con):
+    got = con.execute("SELECT * FROM demand_daily ORDER BY queue, day").fetchall()
+    assert [d[0] for d in con.description] == [
+        "day", "queue", "gpu_type", "jobs_submitted", "gpu_hours", "gpu_hours_known", "gpu_hours_forecast",
+        "jobs_hours_unknown", "peak_busy_gpus"]
+    assert got == EXPECTED
+
+
+def test_job_demand_states_how_each_interval_was_found(con):
+    rows = con.execute("SELECT job_id, started_at, start_known, ended_at FROM job_demand ORDER BY job_id").fetchall()
+    assert rows == [
+        ("a", datetime(2026, 11, 1, 10), True, datetime(2026, 11, 1, 14)),
+        ("b", datetime(2026, 11, 1, 22), True, datetime(2026, 11, 2, 4)),
+        ("c", datetime(2026, 11, 1, 11), False, datetime(2026, 11, 1, 13)),  # end - runtime_hours
+        ("d", None, False, None),
+        ("e", datetime(2026, 11, 3, 1), True, None),
+        ("f", None, False, datetime(2026, 11, 2, 13)),
+        ("g", None, False, datetime(2026, 11, 4, 5)),
+    ]
+
+
+def test_a_job_ending_at_midnight_holds_no_gpu_the_next_day():
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
+                f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, "
+                "ingest_run_id, loaded_at) VALUES ('m', '2026-11-01 18:00+00', '2026-11-02 00:00+00', 'COMPLETED', "
+                "'q', 'CNN', 3, 6.0, 'h', 1, 'f', 1, 'i', '2026-11-02 00:00+00')")
+    con.execute("INSERT INTO job_log_records SELECT * FROM job_logs")
+    got = con.execute("SELECT day, peak_busy_gpus FROM demand_daily ORDER BY day").fetchall()
+    assert got == [(date(2026, 11, 1), 3), (date(2026, 11, 2), 0)]
