@@ -30,11 +30,14 @@ RECORDS = [
     ("f", "q2", None, 1, "2026-11-02 12:00", "CANCELLED", "2026-11-02 13:00", None),
     ("e", "q2", None, 2, "2026-11-02 23:00", "PENDING", "2026-11-02 23:00", None),
     ("e", "q2", None, 2, "2026-11-02 23:00", "RUNNING", "2026-11-03 01:00", None),
+    # h ran an hour, then was requeued: pending again, it holds no GPU
+    ("h", "q2", None, 1, "2026-11-02 10:00", "RUNNING", "2026-11-02 11:00", None),
+    ("h", "q2", None, 1, "2026-11-02 10:00", "PENDING", "2026-11-02 12:00", None),
 ]
 # runtime P50 per score run: s1 (older), s2 (latest published), s3 (newer but failed: never read)
 FORECASTS = [
     ("s1", "2026-11-03 00:00", "published", {"e": 5.0}),
-    ("s2", "2026-11-04 12:00", "published", {"d": 3.0}),
+    ("s2", "2026-11-04 12:00", "published", {"d": 3.0, "h": 1.0}),
     ("s3", "2026-11-04 18:00", "failed", {"d": 300.0}),
 ]
 D1, D2, D3, D4 = (date(2026, 11, d) for d in (1, 2, 3, 4))
@@ -45,7 +48,7 @@ EXPECTED = [
     (D2, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 1),  # nothing submitted; b still holds 1 GPU until 04:00
     (D3, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 0),  # the gap day: zeros, not missing
     (D4, "q1", A100, 2, 3.0, 0.0, 3.0, 1, 0),  # d: P50 3 h x 1 GPU (s2; s3 failed); g: hours unknown
-    (D2, "q2", None, 2, 10.0, 0.0, 10.0, 0, 0),  # f cancelled unstarted: 0 h; e: P50 5 h x 2 GPUs (s1)
+    (D2, "q2", None, 3, 11.0, 0.0, 11.0, 0, 0),  # f cancelled unstarted: 0 h; e: P50 5 h x 2 GPUs (s1); h: 1 h
     (D3, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e runs from 01:00
     (D4, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e still running, through the warehouse's last day (Nov 4)
 ]
@@ -97,6 +100,7 @@ def test_job_demand_states_how_each_interval_was_found(con):
         ("e", datetime(2026, 11, 3, 1), True, None),
         ("f", None, False, datetime(2026, 11, 2, 13)),
         ("g", None, False, datetime(2026, 11, 4, 5)),
+        ("h", None, False, None),  # requeued: its earlier RUNNING record no longer starts it
     ]
 
 

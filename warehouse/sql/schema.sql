@@ -440,7 +440,7 @@ WHERE g.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeed
 -- Per job: its GPUs, when it held them and its GPU-hours, as `demand_daily` counts them (the rules,
 -- with why, are in docs/planners.md, "Demand series"). Times are UTC timestamps without a zone, so
 -- a day is a UTC day whatever the reader's TimeZone setting.
---   started_at: its first RUNNING record; a finished job logged without one: ended_at - runtime_hours
+--   started_at: its first RUNNING record (none while pending); a finished job logged without one: ended_at - runtime_hours
 --               (start_known false); null when neither is known (a job never started, or unknowable).
 --   ended_at:   finished jobs (COMPLETED, FAILED, CANCELLED) only: the first record in that state, else
 --               the logged start + runtime_hours; null while the job is pending or still running.
@@ -467,7 +467,8 @@ jobs AS (
     SELECT j.job_id, j.queue, j.gpu_type, coalesce(j.gpu_count, 1) AS gpus, j.status,
            j.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AS finished,
            timezone('UTC', j.submitted_at) AS submitted_at,
-           timezone('UTC', h.running_at) AS running_at,
+           -- a job pending again (requeued) holds no GPUs until it runs again
+           timezone('UTC', CASE WHEN j.status <> 'PENDING' THEN h.running_at END) AS running_at,
            timezone('UTC', h.finished_at) AS finished_at,
            to_microseconds(CAST(j.runtime_hours * 3600e6 AS BIGINT)) AS runtime,
            j.runtime_hours, p.p50
