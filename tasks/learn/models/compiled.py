@@ -43,6 +43,11 @@ STAYS_NATIVE = {
                 "(treelite: sums or means of trees) cannot express; scikit-learn's own predict scores instead",
     "catboost": "treelite has no CatBoost frontend; CatBoost's own predict scores instead",
 }
+# gcc's time grows faster than the generated C: LightGBM's 600 x 63 leaves (~76k nodes) compiled in 74-82 s
+# here, a 300-tree RandomForest of ~494k nodes (fitted on 3,000 jobs) took over 11 minutes on the same
+# 2 busy cores (docs/benchmarks.md). A scikit-learn model above this many nodes is not compiled (the
+# night's budget is for fitting; scoring it natively costs seconds per million jobs, not minutes).
+MAX_COMPILE_NODES = 200_000
 AGREEMENT_RTOL = 1e-6
 SAMPLE_ROWS = 20_000
 LIB_SUFFIX = ".so"
@@ -70,6 +75,14 @@ def treelite_model(name: str, native: Path, inner):
     raise ValueError(f"{name} has no treelite frontend here")
 
 
+def node_count(name: str, inner) -> int:
+    """Nodes of a scikit-learn family's fitted trees (0 for the others: LightGBM's are capped by `num_leaves`)."""
+    if COMPILABLE.get(name) != "sklearn":
+        return 0
+    trees = getattr(inner, "estimators_", None) or [inner]
+    return int(sum(t.tree_.node_count for t in trees))
+
+
 def export(model, lib: Path, threads: int) -> None:
     """Generate C for a treelite `model` and compile it with gcc into the shared library `lib`."""
     import tl2cgen
@@ -91,6 +104,9 @@ def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: i
     info: dict = {"model": name, "used": False}
     if name not in COMPILABLE:
         info["reason"] = STAYS_NATIVE.get(name, f"{name} is not a compilable tree ensemble")
+    elif (nodes := node_count(name, inner)) > MAX_COMPILE_NODES:
+        info["reason"] = (f"{nodes:,} tree nodes: above the {MAX_COMPILE_NODES:,} that gcc compiles within minutes "
+                          "here (MAX_COMPILE_NODES); the native model scores")
     else:
         info.update(_compile_and_check(name, native, inner, sample, threads, lib))
     if not info["used"]:

@@ -139,3 +139,11 @@ def test_a_family_that_stays_native_says_why_and_scores_natively(name, jobs, tmp
         loaded = store.load_model(folder, name)
     assert not loaded.compiled and f"{name} predicts through its native model: not compiled: " in caplog.text
     assert np.all(np.isfinite(loaded.estimator.predict(loaded.encoder.transform(labelled(jobs, TARGET, TrainOptions())))))
+
+
+def test_a_forest_too_large_to_compile_in_minutes_scores_natively(jobs, tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled, "MAX_COMPILE_NODES", 10)  # the tiny forest has more nodes than that
+    folder = _saved_champion("random_forest", jobs, tmp_path)
+    info = store.read_metadata(folder)["compiled"]
+    assert info["used"] is False and "tree nodes: above the 10" in info["reason"]
+    assert not (folder / f"random_forest{compiled.LIB_SUFFIX}").exists() and not store.load_model(folder, "random_forest").compiled
