@@ -109,7 +109,7 @@ def _saved_champion(name: str, jobs, folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", ["decision_tree", "extra_trees", "lightgbm", "random_forest"])
+@pytest.mark.parametrize("name", ["extra_trees", "lightgbm", "random_forest"])
 def test_every_compilable_family_scores_compiled_as_its_native_model_does(name, jobs, tmp_path, caplog):
     folder = _saved_champion(name, jobs, tmp_path)
     info = store.read_metadata(folder)["compiled"]
@@ -128,7 +128,7 @@ def test_every_compilable_family_scores_compiled_as_its_native_model_does(name, 
     assert np.std(a) > 0
 
 
-@pytest.mark.parametrize("name", ["adaboost", "xgboost"])
+@pytest.mark.parametrize("name", ["adaboost", "decision_tree", "xgboost"])
 def test_a_family_that_stays_native_says_why_and_scores_natively(name, jobs, tmp_path, caplog):
     folder = _saved_champion(name, jobs, tmp_path)
     info = json.loads((folder / f"{name}{registry.entry(name).suffix}").with_suffix(compiled.INFO_SUFFIX).read_text())
