@@ -47,7 +47,7 @@ STAYS_NATIVE = {
                      "0.15 s per 200,000 rows, docs/benchmarks.md), which pays a per-call setup a single tree never earns back",
 }
 # gcc's time grows faster than the generated C: LightGBM's 600 x 63 leaves (~76k nodes) compiled in 74-82 s
-# here, a 300-tree RandomForest of ~494k nodes (fitted on 3,000 jobs) took over 11 minutes on the same
+# here, a 300-tree RandomForest of ~494k nodes (fitted on 3,000 jobs) had not compiled after 21 minutes on the same
 # 2 busy cores (docs/benchmarks.md). A scikit-learn model above this many nodes is not compiled (the
 # night's budget is for fitting; scoring it natively costs seconds per million jobs, not minutes).
 MAX_COMPILE_NODES = 200_000
