@@ -310,8 +310,8 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
                                  "(one after another in this process)", str, choices=RUNNERS)
     _setting_flag(p, "--dask-address", "an existing Dask scheduler to fan the fits out to (tcp://host:8786)", str)
     p.add_argument("--compile-trees", action=argparse.BooleanOptionalAction, default=None,
-                   help="compile a LightGBM/XGBoost champion to native code for faster scoring (default: when "
-                        "200,000 or more jobs are pending; compiling takes about a minute)")
+                   help="compile a tree champion (LightGBM; RandomForest, ExtraTrees up to 200k nodes) to native code for "
+                        "faster scoring (default: when 200,000 or more jobs are pending; compiling takes minutes)")
     p.add_argument("--min-labelled", type=int, default=None,
                    help=f"skip a target with fewer labelled jobs (default {d.min_labelled})")
 

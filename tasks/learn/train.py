@@ -382,7 +382,8 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     result = finished.result
     result.model_dir = str(folder)
     path = store.save_model(folder, result.champion, finished.estimator)
-    if options.compile_trees and result.champion in compiled.COMPILABLE and finished.sample is not None:
+    tree = result.champion in compiled.COMPILABLE or result.champion in compiled.STAYS_NATIVE
+    if options.compile_trees and tree and finished.sample is not None:  # (a family that stays native records why)
         result.compiled = compiled.compile_model(result.champion, path, finished.estimator.regressor_, finished.sample,
                                                  threads)
     store.save_encoder(folder, finished.encoder)

@@ -113,18 +113,20 @@ def part_scoring(n_pending: int, nn_epochs: int) -> None:
 
 
 def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> None:
-    """Prediction alone on the pending jobs: each LightGBM champion's compiled library against
-    LightGBM's own `predict` (the named baseline), and the largest relative difference."""
+    """Prediction alone on the pending jobs: each compiled tree champion's library against its
+    library's own `predict` (the named baseline), and the largest relative difference
+    (per family on one data set: tests/benchmarks/bench_compiled.py)."""
     from gpucast.tasks.learn import features
-    from gpucast.tasks.learn.models import store
+    from gpucast.tasks.learn.models import compiled, store
 
     for target_out in train["targets"]:
-        if target_out["champion"] != "lightgbm":
+        name = target_out["champion"]
+        if name not in compiled.COMPILABLE:
             continue
         folder = model_dir / target_out["target"]
-        fast, native = store.load_model(folder, "lightgbm"), store.load_model(folder, "lightgbm", use_compiled=False)
+        fast, native = store.load_model(folder, name), store.load_model(folder, name, use_compiled=False)
         if not fast.compiled:
-            print(f"  {target_out['target']}: lightgbm not compiled: {store.read_metadata(folder).get('compiled')}")
+            print(f"  {target_out['target']}: {name} not compiled: {store.read_metadata(folder).get('compiled')}")
             continue
         X = fast.encoder.transform(features.build(pending))
         t = time.perf_counter()
@@ -135,7 +137,7 @@ def compiled_vs_native(train: dict, model_dir: Path, pending: pl.DataFrame) -> N
         s_native = time.perf_counter() - t
         diff = float(np.max(np.abs(a - b) / np.abs(b)))
         info = store.read_metadata(folder)["compiled"]
-        print(f"  {target_out['target']:18s} lightgbm predict on {len(X):,} jobs: compiled {s_fast:.2f} s, LightGBM's own "
+        print(f"  {target_out['target']:18s} {name} predict on {len(X):,} jobs: compiled {s_fast:.2f} s, its own "
               f"{s_native:.2f} s = {s_native / s_fast:.2f}x faster (compiled in {info['compile_seconds']} s; "
               f"max relative difference {diff:.1e})", flush=True)
 

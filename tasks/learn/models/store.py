@@ -132,11 +132,14 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
     estimator = entry.load(native, device)
     if isinstance(estimator, PriorModel) and estimator.n_features_in_ < 0:
         estimator.n_features_in_ = len(encoder.names)
-    fast = None
+    fast, why = None, "not a tree model"
     if isinstance(estimator, LogTarget):  # native formats do not carry the residual's base column
         estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
-        if use_compiled and (fast := compiled.load_compiled(native, threads)) is not None:
+        fast, why = compiled.load_compiled(native, threads) if use_compiled else (None, "use_compiled=False")
+        if fast is not None:
             estimator.regressor_ = fast
+    log.info("%s %s predicts through %s: %s", folder.name, name,
+             "its compiled library" if fast is not None else "its native model", why)
     if threads:
         registry.use_threads(estimator, threads)
     return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)

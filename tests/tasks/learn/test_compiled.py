@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn.models import compiled, store
-from gpucast.tasks.learn.train import TrainOptions, labelled, train_target
+from gpucast.expectations.records import TargetResult
+from gpucast.tasks.learn import intervals
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
+from gpucast.tasks.learn.models import compiled, registry, store
+from gpucast.tasks.learn.train import Finished, TrainOptions, labelled, save_champion, train_target
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on this machine: nothing to compile with")
@@ -82,4 +85,65 @@ def test_a_library_that_disagrees_with_its_model_is_not_kept(tmp_path):
     info = compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", Off(), X)
     assert info["used"] is False and "differ by up to" in info["reason"]
     assert not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
-    assert compiled.load_compiled(tmp_path / "lightgbm.txt") is None
+    assert compiled.load_compiled(tmp_path / "lightgbm.txt")[0] is None
+
+
+# Each tree family, tiny (a few trees on a few hundred jobs: compiling is the slow part), through the registry.
+TINY = {"lightgbm": {"n_estimators": 5}, "random_forest": {"n_estimators": 4}, "extra_trees": {"n_estimators": 4},
+        "decision_tree": {"max_depth": 8}, "xgboost": {"n_estimators": 5}, "adaboost": {"n_estimators": 5}}
+
+
+def _saved_champion(name: str, jobs, folder: Path) -> Path:
+    """Registry model `name` (tiny) fitted on 400 labelled jobs and saved by `save_champion` with compiling on."""
+    options = TrainOptions(models=(name,), compile_trees=True)
+    rows = labelled(jobs, TARGET, options).head(400)
+    encoder = FeatureEncoder(options.features).fit(rows)
+    X, y = encoder.transform(rows), rows[TARGET].to_numpy().astype(np.float64)
+    est = registry.build(name, registry.Build(threads=2, categorical=encoder.categorical,
+                                              base=FEATURE_SETS[options.features].base_column(TARGET)))
+    est.regressor.set_params(**TINY[name])
+    est.fit(X, y)
+    result = TargetResult(TARGET, rows=rows.height, champion=name,
+                          calibration={name: intervals.calibrate(y, est.predict(X), float(y.min()))})
+    save_champion(folder, TARGET, options, Finished(result, est, encoder, X), threads=2)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["extra_trees", "lightgbm", "random_forest"])
+def test_every_compilable_family_scores_compiled_as_its_native_model_does(name, jobs, tmp_path, caplog):
+    folder = _saved_champion(name, jobs, tmp_path)
+    info = store.read_metadata(folder)["compiled"]
+    assert info["used"] is True, info
+    with caplog.at_level("INFO", logger=store.__name__):
+        fast = store.load_model(folder, name)
+    assert fast.compiled and isinstance(fast.estimator.regressor_, compiled.CompiledTrees)
+    assert "predicts through its compiled library" in caplog.text
+    slow = store.load_model(folder, name, use_compiled=False)
+    assert not slow.compiled
+    X = fast.encoder.transform(labelled(jobs, TARGET, TrainOptions()))  # every job, most of them unseen by the fit
+    a, b = fast.estimator.predict(X), slow.estimator.predict(X)
+    np.testing.assert_allclose(a, b, rtol=compiled.AGREEMENT_RTOL)
+    inner = slow.estimator.regressor_.predict(X)  # the raw (log) output the library replaces, compared as such
+    assert compiled.max_relative_difference(fast.estimator.regressor_.predict(X), inner) <= compiled.AGREEMENT_RTOL
+    assert np.std(a) > 0
+
+
+@pytest.mark.parametrize("name", ["adaboost", "decision_tree", "xgboost"])
+def test_a_family_that_stays_native_says_why_and_scores_natively(name, jobs, tmp_path, caplog):
+    folder = _saved_champion(name, jobs, tmp_path)
+    info = json.loads((folder / f"{name}{registry.entry(name).suffix}").with_suffix(compiled.INFO_SUFFIX).read_text())
+    assert info == store.read_metadata(folder)["compiled"]
+    assert info["used"] is False and info["reason"] == compiled.STAYS_NATIVE[name]
+    assert not list(folder.glob(f"*{compiled.LIB_SUFFIX}"))
+    with caplog.at_level("INFO", logger=store.__name__):
+        loaded = store.load_model(folder, name)
+    assert not loaded.compiled and f"{name} predicts through its native model: not compiled: " in caplog.text
+    assert np.all(np.isfinite(loaded.estimator.predict(loaded.encoder.transform(labelled(jobs, TARGET, TrainOptions())))))
+
+
+def test_a_forest_too_large_to_compile_in_minutes_scores_natively(jobs, tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled, "MAX_COMPILE_NODES", 10)  # the tiny forest has more nodes than that
+    folder = _saved_champion("random_forest", jobs, tmp_path)
+    info = store.read_metadata(folder)["compiled"]
+    assert info["used"] is False and "tree nodes: above the 10" in info["reason"]
+    assert not (folder / f"random_forest{compiled.LIB_SUFFIX}").exists() and not store.load_model(folder, "random_forest").compiled

@@ -1,0 +1,89 @@
+"""Benchmark: each tree family's compiled library (treelite + tl2cgen, gcc) against the library's own predict.
+
+    python tests/benchmarks/bench_compiled.py [--jobs 3000] [--rows 200000] [--threads 2] [--families ...]
+
+Per family: the registry's model with its own hyperparameters, fitted on `--jobs` simulated labelled jobs
+(peak GPU memory, the default feature set), saved and compiled as `save_champion` does; then the raw
+predict (what the compiled library replaces) on `--rows` encoded jobs, compiled vs the library's own
+`predict` (the named baseline), both on `--threads` threads, with the largest relative difference.
+XGBoost and DecisionTree stay native (`compiled.STAYS_NATIVE`): they are compiled here anyway, outside
+the registry's path, to measure why. AdaBoost cannot be compiled: its native
+predict alone is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
+from gpucast.tasks.learn.models import compiled, registry, store
+from gpucast.tasks.learn.train import TrainOptions, labelled
+from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+FAMILIES = ("lightgbm", "xgboost", "random_forest", "extra_trees", "decision_tree", "adaboost")
+TARGET = c.PEAK_GPU_MEM_GB
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t
+
+
+def bench(name: str, X: np.ndarray, y: np.ndarray, rows: np.ndarray, base: int | None, categorical, threads: int,
+          folder: Path) -> None:
+    est, fit_s = timed(registry.build(name, registry.Build(threads=threads, categorical=categorical, base=base)).fit, X, y)
+    path = store.save_model(folder, name, est)
+    inner = est.regressor_
+    native_pred, native_s = timed(inner.predict, rows)
+    head = f"{name:14s} fit {fit_s:6.1f} s | native predict {len(rows):,} rows {native_s:6.2f} s"
+    if name == "adaboost":
+        print(f"{head} = {len(rows) / native_s * 60:,.0f} rows/min (not compilable: {compiled.STAYS_NATIVE[name][:60]}...)",
+              flush=True)
+        return
+    lib = folder / f"{name}-bench{compiled.LIB_SUFFIX}"
+    _, compile_s = timed(compiled.export, compiled.treelite_model(name, path, inner), lib, threads)
+    fast = compiled.CompiledTrees(lib, threads, float32_input=name in compiled.SKLEARN_TREES)
+    fast_pred, fast_s = timed(fast.predict, rows)
+    diff = compiled.max_relative_difference(fast_pred, np.asarray(native_pred, dtype=np.float64))
+    verdict = "kept" if name in compiled.COMPILABLE and diff <= compiled.AGREEMENT_RTOL else "stays native"
+    print(f"{head} | compiled {fast_s:6.2f} s = {native_s / fast_s:5.2f}x | compile {compile_s:6.1f} s | "
+          f"max rel diff {diff:.1e} (abs {np.max(np.abs(fast_pred - native_pred)):.1e}) | {verdict}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=3000, help="labelled jobs the models are fitted on")
+    ap.add_argument("--rows", type=int, default=200_000, help="rows predicted")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    args = ap.parse_args()
+    options = TrainOptions()
+    train = labelled(simulate_jobs(int(args.jobs * 1.6), np.random.default_rng(1), SimConfig().start, 0.0), TARGET,
+                     options).head(args.jobs)
+    encoder = FeatureEncoder(options.features).fit(train)
+    X, y = encoder.transform(train), train[TARGET].to_numpy().astype(np.float64)
+    pending = simulate_jobs(args.rows, np.random.default_rng(2), SimConfig().start, 1.0)
+    rows = np.ascontiguousarray(encoder.transform(_features(pending)))
+    print(f"{train.height:,} labelled jobs x {X.shape[1]} features; predicting {len(rows):,} rows on {args.threads} threads",
+          flush=True)
+    base = FEATURE_SETS[options.features].base_column(TARGET)
+    with tempfile.TemporaryDirectory(prefix="gpucast-bench-compiled-") as tmp:
+        for name in args.families:
+            bench(name, X, y, rows, base, encoder.categorical, args.threads, Path(tmp))
+
+
+def _features(jobs):
+    from gpucast.tasks.learn import features
+
+    return features.build(jobs)
+
+
+if __name__ == "__main__":
+    main()
