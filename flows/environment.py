@@ -52,3 +52,8 @@ def configured_prefect_api() -> str | None:
         return None
     active = os.environ.get("PREFECT_PROFILE") or data.get("active", "ephemeral")
     return str(data.get("profiles", {}).get(active, {}).get("PREFECT_API_URL", "")).strip() or None
+
+
+def child_environment(**overrides: str) -> dict[str, str]:
+    """This process's environment with `overrides`, for a program gpucast runs (e.g. `sacct` in UTC)."""
+    return {**os.environ, **overrides}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpucast.flows.environment import child_environment
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
@@ -45,7 +46,7 @@ def read_sacct(since: str) -> tuple[str, str]:
                                 "the accounting there (docs/sources.md) and import the file: gpucast import slurm FILE")
     try:
         done = subprocess.run(sacct_command(since), capture_output=True, text=True, timeout=SACCT_TIMEOUT_S,
-                              env={**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}, check=False)
+                              env=child_environment(TZ="UTC", SLURM_TIME_FORMAT="standard"), check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SourceUnavailable(f"sacct could not be run ({exc}); check the Slurm client, then rerun") from None
     if done.returncode != 0:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markupsafe import escape
 
@@ -81,8 +81,8 @@ def check(home: Path, report: str) -> list[str]:
         assert RAW_CONTROL.search(html) is None and len(svgs(html)) == 2
         for job_id, queue, team, model_type in loaded:
             assert f'data-queue="{escape(visible(queue))}"' in html, queue
-            if job_id in oom:
-                for value in (job_id, team, model_type):
+            if job_id in oom:  # (a team of only whitespace, e.g. NEL '\x85', is stored as no team: nothing to show)
+                for value in (v for v in (job_id, team, model_type) if v is not None):
                     assert f">{escape(visible(value))}<" in html, value
     return sorted({q for _, q, _, _ in loaded})
 
@@ -128,6 +128,7 @@ def split_tables(markdown: str) -> list[list[list[str]]]:
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(fields=st.lists(st.tuples(names, names, names, names), min_size=1, max_size=4))
+@example(fields=[("$x^$", "\x85", "$x^$", "$x^$")])  # found by CI: a team of NEL alone is whitespace, stored as none
 def test_any_strings_through_a_night(trained, tmp_path_factory, fields):
     folder = tmp_path_factory.mktemp("night")
     home, report = night(trained, folder, [job for i, f in enumerate(fields) for job in hostile_jobs(i, *f)])
