@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 		|| echo "chromium could not be installed: the test of the planners' page in a browser will be skipped"
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,dev]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,mlflow,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
