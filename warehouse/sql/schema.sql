@@ -553,3 +553,40 @@ LEFT JOIN by_submission s
        ON s.day = c.day AND s.queue IS NOT DISTINCT FROM c.queue AND s.gpu_type IS NOT DISTINCT FROM c.gpu_type
 LEFT JOIN peaks p
        ON p.day = c.day AND p.queue IS NOT DISTINCT FROM c.queue AND p.gpu_type IS NOT DISTINCT FROM c.gpu_type;
+
+-- Demand forecast (issue 30) ---------------------------------------------------------------------
+-- One row per nightly (or `gpucast demand`) forecast of the next days' demand per queue x GPU type.
+CREATE TABLE IF NOT EXISTS demand_runs (
+    demand_run_id VARCHAR PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL,
+    finished_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,           -- running | succeeded | failed | crashed
+    as_of DATE,                        -- the last day of history the forecast saw; day 1 is the day after
+    days INTEGER,                      -- the horizon (`--days`)
+    series BIGINT,                     -- queue x GPU type series forecast
+    fallback_series BIGINT,            -- series given the seasonal-naive / naive forecast (the reason is per row)
+    message VARCHAR,
+    pid BIGINT,
+    host VARCHAR
+);
+
+-- Per series and future day: daily GPU-hours (and jobs submitted) at P10 / P50 / P90.
+CREATE TABLE IF NOT EXISTS demand_forecast (
+    demand_run_id VARCHAR NOT NULL,
+    day DATE NOT NULL,
+    horizon INTEGER NOT NULL,          -- 1 = the day after as_of
+    queue VARCHAR NOT NULL,
+    gpu_type VARCHAR NOT NULL,         -- 'unknown' where the jobs did not say
+    gpu_hours_p10 DOUBLE NOT NULL,
+    gpu_hours_p50 DOUBLE NOT NULL,
+    gpu_hours_p90 DOUBLE NOT NULL,
+    jobs_p50 DOUBLE,                   -- jobs submitted that day, P50
+    method VARCHAR NOT NULL,           -- the model chosen for the series (e.g. AutoETS, seasonal_naive, naive)
+    fallback_reason VARCHAR,           -- why the series got a fallback (too short, model failed, lost to the baseline)
+    PRIMARY KEY (demand_run_id, day, queue, gpu_type)
+);
+
+CREATE OR REPLACE VIEW current_demand_forecast AS
+SELECT d.* FROM demand_forecast d
+WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
+                         ORDER BY started_at DESC, demand_run_id DESC LIMIT 1);
