@@ -58,7 +58,9 @@ def test_a_checkpoint_saved_on_the_gpu_scores_on_a_cpu_host(split, tmp_path):
     est.save(tmp_path / "model.pt")
     on_cpu = TransformerBiGRURegressor.load(tmp_path / "model.pt", device="cpu")
     assert on_cpu.device_ == "cpu"
-    np.testing.assert_allclose(on_cpu.predict(X_test), est.predict(X_test), rtol=1e-4)
+    # Same weights, other kernels: cuDNN's GRU and cuBLAS sum in another order than the CPU's (measured on an
+    # H100: at most 2.2e-4 relative). A checkpoint missing a scaler or the target's scale is off by far more.
+    np.testing.assert_allclose(on_cpu.predict(X_test), est.predict(X_test), rtol=1e-3)
 
 
 def test_gpu_and_cpu_fits_are_equally_good(split):
