@@ -74,7 +74,7 @@ class Config:
 
     arch: str  # canonical
     batch_size: int  # per GPU
-    input_dim: int | None  # None: the architecture's default
+    input_dim: int  # the logged one, else the architecture's default
     precision: str
     optimizer: str | None
     regularization: bool | None
@@ -112,7 +112,8 @@ def job_configs(rows: pl.DataFrame) -> list[Config | str | None]:
         elif batch is None:
             out.append(NO_BATCH)
         else:
-            out.append(Config(names[arch], _per_gpu_batch(batch, gpus), None if dim is None else int(dim),
+            default = _zoo().ARCHITECTURES[names[arch]].default_input_dim  # one key for "224" and "not logged"
+            out.append(Config(names[arch], _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
                               precision or "FP32", optimizer, regularization))
     return out
 
@@ -318,8 +319,20 @@ def use_traced_prior(df: pl.DataFrame) -> pl.DataFrame:
     traced = pl.col(TRACED_MEM_GB).is_not_null()
     iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in df.columns else pl.lit(1.0)
     runtime = iterations * pl.col(TRACED_GFLOP_PER_ITER) / pl.col("prior_gflops") / 3600.0
+    df = df.drop(ANALYTIC_MEM_GB, ANALYTIC_GFLOP_PER_ITER, strict=False)  # (re)built after the priors
     return df.with_columns(pl.col("prior_mem_gb").alias(ANALYTIC_MEM_GB),
                            pl.col("prior_gflop_per_iter").alias(ANALYTIC_GFLOP_PER_ITER),
                            pl.coalesce(TRACED_MEM_GB, "prior_mem_gb").alias("prior_mem_gb"),
                            pl.coalesce(TRACED_GFLOP_PER_ITER, "prior_gflop_per_iter").alias("prior_gflop_per_iter"),
                            pl.when(traced).then(runtime).otherwise(pl.col("prior_runtime_hours")).alias("prior_runtime_hours"))
+
+
+def summary(rows: pl.DataFrame, trace: pl.DataFrame) -> dict:
+    """What the traced prior did for these jobs: jobs per `trace_status`, and the names the zoo does not
+    know with their job counts (kept as logged; those jobs get the analytic prior)."""
+    both = pl.concat([rows.select(pl.col(c.ARCH) if c.ARCH in rows.columns else pl.lit(None, pl.String).alias(c.ARCH)),
+                      trace.select(TRACE_STATUS)], how="horizontal").filter(pl.col(TRACE_STATUS).is_not_null())
+    statuses = both.group_by(TRACE_STATUS).len().sort(["len", TRACE_STATUS], descending=[True, False])
+    unknown = (both.filter(pl.col(TRACE_STATUS) == UNKNOWN_ARCH).group_by(c.ARCH).len()
+               .sort(["len", c.ARCH], descending=[True, False]))
+    return {"trace_statuses": dict(statuses.iter_rows()), "unknown_archs": dict(unknown.iter_rows())}
