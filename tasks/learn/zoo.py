@@ -240,8 +240,8 @@ def canonical(name: str | None) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _stepmem() -> types.ModuleType:
-    """The shared tracing core: ``gpucast.tasks.learn.stepmem``, or the sibling file when loaded by path."""
+def step_core() -> types.ModuleType:
+    """The tracing core (``stepmem``) zoo uses: ``gpucast.tasks.learn.stepmem``, or the sibling file when loaded by path."""
     if __package__:
         from . import stepmem
         return stepmem
@@ -287,8 +287,8 @@ def _image_layers(model: Any, model_type: str) -> int:
                for name, m in model.named_modules())
 
 
-def _build_image(arch: Arch, build: _Build, input_dim: int) -> tuple[Any, int]:
-    """A torchvision classifier on the meta device, and its depth."""
+def _build_image(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int]:
+    """A torchvision classifier on ``device``, and its depth."""
     import torch
     models = _import_torchvision()
     kwargs = dict(build.kwargs)
@@ -296,7 +296,7 @@ def _build_image(arch: Arch, build: _Build, input_dim: int) -> tuple[Any, int]:
         kwargs["image_size"] = input_dim
     elif arch.family == "maxvit":
         kwargs["input_size"] = (input_dim, input_dim)
-    with torch.device("meta"):
+    with torch.device(device):
         model = models.get_model(build.target, weights=None, **kwargs)
     return model, _image_layers(model, arch.model_type)
 
@@ -312,12 +312,12 @@ def _text_config(arch: Arch, build: _Build, input_dim: int) -> Any:
     return config
 
 
-def _build_text(arch: Arch, build: _Build, input_dim: int) -> tuple[Any, int, int]:
-    """A transformers language model on the meta device, its transformer blocks and its vocabulary."""
+def _build_text(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int, int]:
+    """A transformers language model on ``device``, its transformer blocks and its vocabulary."""
     import torch
     import transformers
     config = _text_config(arch, build, input_dim)
-    with torch.device("meta"):
+    with torch.device(device):
         model = getattr(transformers, build.target)(config)
     layers = config.num_hidden_layers
     if build.seq2seq:
@@ -354,6 +354,37 @@ def _check_request(request: TraceRequest) -> Arch:
     return ARCHITECTURES[request.arch]
 
 
+@dataclass(frozen=True)
+class Network:
+    """A built network of the zoo, ready for a training step."""
+
+    model: Any  # torch.nn.Module, float64 for FP64
+    layers: int
+    input_dim: int
+    make_batch: Any  # () -> (inputs, targets) on torch's current default device
+
+
+def build_network(request: TraceRequest, device: str = "meta") -> Network:
+    """The request's network on ``device`` ("meta": no memory; "cuda": a real one) and its batch maker."""
+    arch = _check_request(request)
+    build = _BUILDS[arch.name]
+    input_dim = request.input_dim or arch.default_input_dim
+    vocab = 0
+    if arch.kind == "image":
+        model, layers = _build_image(arch, build, input_dim, device)
+    else:
+        model, layers, vocab = _build_text(arch, build, input_dim, device)
+    if request.precision == "FP64":
+        model = model.double()
+    return Network(model, layers, input_dim, _batch_maker(arch, build, request, input_dim, vocab))
+
+
+def traced_optimizer(name: str | None) -> str:
+    """The optimizer a request is traced with: its own when the zoo knows it, else Adam."""
+    stepmem = step_core()
+    return name if name in stepmem.OPTIMIZERS else stepmem.DEFAULT_OPTIMIZER
+
+
 def trace(request: TraceRequest) -> Trace:
     """Build the network on the meta device and measure one training step under fake tensors.
 
@@ -361,21 +392,14 @@ def trace(request: TraceRequest) -> Trace:
     failed trace propagates (the caller records it). It does not bound its own time.
     """
     start = time.perf_counter()
-    arch = _check_request(request)
-    build = _BUILDS[arch.name]
-    stepmem = _stepmem()
+    stepmem = step_core()
     stepmem.register_cpu_attention_flops()
-    input_dim = request.input_dim or arch.default_input_dim
-    vocab = 0
-    if arch.kind == "image":
-        model, layers = _build_image(arch, build, input_dim)
-    else:
-        model, layers, vocab = _build_text(arch, build, input_dim)
-    if request.precision == "FP64":
-        model = model.double()
-    params = stepmem.count_params(model)
-    optimizer = request.optimizer if request.optimizer in stepmem.OPTIMIZERS else stepmem.DEFAULT_OPTIMIZER
+    network = build_network(request)
+    params = stepmem.count_params(network.model)
+    optimizer = traced_optimizer(request.optimizer)
     measured = stepmem.measure_step(
-        model, lambda m: stepmem.build_optimizer(m.parameters(), optimizer, LEARNING_RATE, bool(request.regularization)),
-        _batch_maker(arch, build, request, input_dim, vocab), request.precision)
-    return Trace(arch.name, params, layers, input_dim, measured.peak_bytes, measured.flops, time.perf_counter() - start)
+        network.model,
+        lambda m: stepmem.build_optimizer(m.parameters(), optimizer, LEARNING_RATE, bool(request.regularization)),
+        network.make_batch, request.precision)
+    return Trace(request.arch, params, network.layers, network.input_dim, measured.peak_bytes, measured.flops,
+                 time.perf_counter() - start)
