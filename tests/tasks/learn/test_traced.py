@@ -166,3 +166,17 @@ def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
     # weights + grads + momentum at FP32 are 3 x 4 bytes x 11.7 M = 0.14 GB; the activations of 2 images add a little
     assert 0.14 < trace[traced.TRACED_MEM_GB][0] - priors.CUDA_CONTEXT_GB < 0.3
     assert np.isfinite(trace[traced.TRACED_GFLOP_PER_ITER][0]) and trace[traced.TRACED_GFLOP_PER_ITER][0] > 0
+
+
+def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
+    from gpucast.tasks.report.render import nightly_report
+
+    rows = jobs(**{c.ARCH: ["resnet50", "My|Net", "My|Net", None]})
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
+    summary = traced.summary(rows, trace)
+    assert summary == {"trace_statuses": {"unknown arch": 2, "traced": 1}, "unknown_archs": {"My|Net": 2}}
+    feats = {"labelled_jobs": 0, "pending": 4, "labelled": {}, **summary}
+    report = nightly_report({"features": feats}, [], {}, None)
+    assert "Traced prior, jobs naming an architecture: unknown arch 2, traced 1" in report
+    line = next(x for x in report.splitlines() if x.startswith("Architecture names the model zoo does not know"))
+    assert "(2 jobs)" in line and "My|Net" not in line  # the name is escaped for the Markdown page
