@@ -1,8 +1,9 @@
-"""Job-log contract v2: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v3: every column name, type, unit, allowed value and bound, defined once.
 
-v2 adds the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`); a v1 log,
-without them, reads exactly as before, and records loaded under v1 keep their identity (their
-record hash is computed over the v1 columns while the v2 ones are empty, see `record_hash_sql`).
+v2 added the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`), v3 the optional
+architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...). A v1 or v2 log, without them, reads
+exactly as before, and records loaded under v1 or v2 keep their identity (each version's columns
+enter the record hash only when one of them is set, see `record_hash_sql`).
 
 This is the data contract of the pipeline, so it lives with the expectations and imports nothing
 of ours. Readers, the normaliser, the simulator, features and models import these names; the
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ GPU_COUNT = "gpu_count"
 GPU_PEAK_TFLOPS = "gpu_peak_tflops"
 HARDWARE = (GPU_TYPE, GPU_COUNT, GPU_PEAK_TFLOPS)
 
+# The architecture's name (contract v3, optional): kept as logged (trimmed); the model zoo
+# (tasks/learn/zoo.py) canonicalises it where it is used, to trace the traced prior.
+ARCH = "arch"
+
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
 PEAK_GPU_MEM_GB = "peak_gpu_mem_gb"
@@ -92,7 +97,7 @@ TARGETS = (GPU_DEMAND_GFLOPS, PEAK_GPU_MEM_GB, RUNTIME_HOURS)
 JOB_ID_MAX_LEN = 128
 # Caps on the other free-text fields: longer values are rejected with the length rule, never cut
 # (a 3,000,000-character queue name is an exporter bug, and would bloat every table it reaches).
-NAME_MAX_LEN = 128  # queue, team, model type, optimizer, GPU type
+NAME_MAX_LEN = 128  # queue, team, model type, optimizer, GPU type, architecture
 TEXT_MAX_LEN = 2_000  # failure_reason
 
 # `maximum` is the plausibility ceiling: above it a value is a unit or typing error, not a real job
@@ -123,6 +128,8 @@ FIELDS: tuple[Field, ...] = (
     Field(GPU_COUNT, "int", "GPUs", "> 0; missing means 1", maximum=1e5, since=2),
     Field(GPU_PEAK_TFLOPS, "float", "TFLOP/s", "> 0; the GPU's peak dense throughput at the job's precision",
           maximum=1e5, since=2),
+    Field(ARCH, "string", "", "e.g. `resnet50`, `bert-large-uncased`; a name the model zoo knows gets the traced prior, "
+          f"unknown kept and reported; 1-{NAME_MAX_LEN} characters", max_length=NAME_MAX_LEN, since=3),
     Field(GPU_DEMAND_GFLOPS, "float", "GFLOP/s", "> 0; sustained GPU compute drawn", maximum=1e7, measured=True),
     Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it", maximum=1e4, measured=True),
     Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time", maximum=1e5, measured=True),
@@ -141,15 +148,21 @@ STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", 
 PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
+# The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,)}.
+ADDED_BY_VERSION = {v: tuple(f.name for f in FIELDS if f.since == v) for v in range(2, CONTRACT_VERSION + 1)}
 
 
 def record_hash_sql() -> str:
-    """SQL for a record's identity: md5 of its contract values. Columns added after v1 count only when
-    one of them is set, so a record loaded under v1 hashes the same after the upgrade."""
-    v1 = f"CAST(to_json(struct_pack({', '.join(V1_COLUMNS)})) AS VARCHAR)"
-    added = " OR ".join(f"{n} IS NOT NULL" for n in ADDED_COLUMNS)
-    later = f"CAST(to_json(struct_pack({', '.join(ADDED_COLUMNS)})) AS VARCHAR)"
-    return f"md5({v1} || CASE WHEN {added} THEN {later} ELSE '' END)"
+    """SQL for a record's identity: md5 of its contract values. The columns a later version added count
+    only when one of them is set, one block per version, so a record loaded under v1 or v2 hashes the
+    same after each upgrade (a v2 record: v1 columns + the v2 block, as v2 hashed it)."""
+    def block(names: tuple[str, ...]) -> str:
+        return f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"
+
+    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in names)} THEN {block(names)} ELSE '' END"
+                    for names in ADDED_BY_VERSION.values())
+    return f"md5({block(V1_COLUMNS)}{later})"
+
 
 # Seed-paper table: its 12 columns, normalised (lower case, underscores), mapped to the contract.
 SEED_COLUMNS = {
@@ -191,4 +204,7 @@ COLUMN_ALIASES = {
     "num_gpus": GPU_COUNT,
     "n_gpus": GPU_COUNT,
     "peak_tflops": GPU_PEAK_TFLOPS,
+    "architecture": ARCH,
+    "model_name": ARCH,
+    "arch_name": ARCH,
 }

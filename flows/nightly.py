@@ -142,7 +142,8 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days, as_of)
             warnings += steps["backtest"]["warnings"]
         with _timed(seconds, "features"):
-            steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows)
+            steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows,
+                                                 tracing=settings.tracing)
         if retrain:
             with _timed(seconds, "train"):
                 steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])

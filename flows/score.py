@@ -138,7 +138,7 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
-        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,))["pending_path"]
+        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing)["pending_path"]
         pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
         print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(champions)} target(s): "
               + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions))

@@ -1,5 +1,6 @@
 """The one "stage the features" step: jobs read from the warehouse, their derived features added
-(`tasks/learn/features.py`: the hardware context and the analytic priors), written as Parquet for the
+(`tasks/learn/features.py`: the hardware context, the analytic priors, and the traced prior of the jobs
+that name an architecture the model zoo knows, `tasks/learn/traced.py`), written as Parquet for the
 steps after it. The nightly stages the labelled history and the pending jobs once for training and
 scoring; `gpucast train` and `gpucast score` stage the part they need themselves, with the same task.
 """
@@ -8,30 +9,47 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
+import polars as pl
+from prefect import get_run_logger, task
 
-from gpucast.tasks.learn import features
+from gpucast.tasks.learn import features, traced
 from gpucast.warehouse import db, training
-from gpucast.warehouse.settings import Storage
+from gpucast.warehouse.settings import Storage, Tracing
 
 HISTORY, PENDING = "history", "pending"
 
 
 @task(name="stage-features")
 def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HISTORY, PENDING),
-                   max_rows: int | None = None) -> dict:
+                   max_rows: int | None = None, tracing: Tracing | None = None) -> dict:
     """Stage `parts` (the labelled `history`, at most `max_rows` recent jobs; the `pending` jobs) in
-    `folder`; return their paths (`history_path`, `pending_path`) and what tonight's models see
-    (`features.summary`) when both were staged."""
+    `folder`; return their paths (`history_path`, `pending_path`), what the traced prior did
+    (`traced.summary`: statuses, unknown architecture names) and what tonight's models see
+    (`features.summary`) when both were staged. `tracing`: the traces' time bounds (default: the defaults)."""
     with db.writer(storage) as con:
         frames = {HISTORY: training.read_training_jobs(con, max_rows) if HISTORY in parts else None,
                   PENDING: training.read_pending(con) if PENDING in parts else None}
-    out: dict = {}
-    for part, rows in frames.items():
-        if rows is not None:
-            path = folder / f"{part}.parquet"
-            features.build(rows).write_parquet(path)
-            out[f"{part}_path"] = str(path)
+    staged = {part: rows for part, rows in frames.items() if rows is not None}
+    traces = _trace(staged, storage, tracing or Tracing())
+    out: dict = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else {}
+    for part, rows in staged.items():
+        path = folder / f"{part}.parquet"
+        features.build(rows, traces[part]).write_parquet(path)
+        out[f"{part}_path"] = str(path)
     if frames[HISTORY] is not None and frames[PENDING] is not None:
         out.update(features.summary(frames[HISTORY], frames[PENDING]))
+    return out
+
+
+def _trace(staged: dict[str, pl.DataFrame], storage: Storage, tracing: Tracing) -> dict[str, pl.DataFrame]:
+    """The traced prior's columns of every staged part, traced together (one night's budget, one cache)."""
+    if not staged:
+        return {}
+    both = pl.concat(list(staged.values()))
+    columns = traced.trace_jobs(both, storage.trace_cache_path,
+                                traced.Bounds(tracing.trace_seconds, tracing.trace_night_seconds),
+                                progress=get_run_logger().info)
+    out, start = {}, 0
+    for part, rows in staged.items():
+        out[part], start = columns.slice(start, rows.height), start + rows.height
     return out

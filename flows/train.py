@@ -170,7 +170,8 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
                         train_runner=cluster.train_runner, dask_address=cluster.dask_address or None) as run:
         print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
-        history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows)["history_path"]
+        history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,
+                                                         tracing=settings.tracing)["history_path"]
         windows = gate_windows(settings, options.targets)
         previous = {t: w["champion"].model for t, w in windows.items()}
         choice = runners.choose_runner(cluster, local_cluster=True)

@@ -141,6 +141,7 @@ def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction:
             c.GPU_TYPE: np.where(logged["type"], hardware["gpu_type"], None).tolist(),
             c.GPU_COUNT: hardware["gpu_count"],
             c.GPU_PEAK_TFLOPS: np.where(logged["peak"], hardware["peak_tflops"], np.nan),
+            c.ARCH: pl.Series([None] * n, dtype=pl.String),  # the simulator's networks have no published name
             c.GPU_DEMAND_GFLOPS: np.where(completed, np.round(gflops, 2), np.nan),
             c.PEAK_GPU_MEM_GB: np.where(completed, np.round(mem_gb, 3),
                                         np.where(failed_oom, hardware["gpu_gb"], np.nan)),

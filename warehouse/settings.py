@@ -18,6 +18,7 @@ who gets each (a function takes the one it needs, never the whole bundle):
 | planning | `Planning` | GPU memory of unknown GPUs, the plan's days, the inventory file | scoring, the plan |
 | quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
 | training | `TrainingDefaults` | defaults of train options a run leaves unset (network minutes, night budget) | `flows/train.py` |
+| tracing | `Tracing` | the time bounds of the traced prior's traces (one trace, one night) | `flows/stage.py` |
 | alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
 
 The CLI's help text and docs/operations.md's settings table are written from `SPECS`
@@ -171,6 +172,12 @@ SPECS: tuple[Spec, ...] = (
          "the plan shows GPUs needed without GPUs owned"),
     Spec("planning", "plan_days", 14, int, _at_least_one, "a whole number >= 1",
          "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
+    Spec("tracing", "trace_seconds", 60.0, float, _positive, "a finite number > 0",
+         "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
+         "timeout is cached with its reason)"),
+    Spec("tracing", "trace_night_seconds", 600.0, float, _positive, "a finite number > 0",
+         "the traced prior: seconds all of a night's new traces may take together; configurations not reached "
+         "are traced on a later night (their jobs get the analytic prior tonight)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 assert len(SPEC_BY_FIELD) == len(SPECS), "a setting's name is unique across concerns (override takes bare names)"
@@ -243,6 +250,11 @@ class Storage(_Checked):
     @property
     def models_dir(self) -> Path:
         return self.home / "models"
+
+    @property
+    def trace_cache_path(self) -> Path:
+        """The traced prior's cache: one entry per traced configuration (`tasks/learn/traced.py`)."""
+        return self.models_dir / "traces.json"
 
     @property
     def reports_dir(self) -> Path:
@@ -335,8 +347,16 @@ class Alerts(_Checked):
     webhook_url: str = _default("webhook_url")
 
 
+@dataclass(frozen=True)
+class Tracing(_Checked):
+    """The time bounds of the traced prior (`tasks/learn/traced.py`): one trace, and all of a night's."""
+
+    trace_seconds: float = _default("trace_seconds")
+    trace_night_seconds: float = _default("trace_night_seconds")
+
+
 CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
-                             "quality": Quality, "training": TrainingDefaults, "alerts": Alerts}
+                             "quality": Quality, "training": TrainingDefaults, "alerts": Alerts, "tracing": Tracing}
 assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name} for name, cls in CONCERNS.items())
 
 
@@ -352,6 +372,7 @@ class Settings:
     quality: Quality = Quality()
     training: TrainingDefaults = TrainingDefaults()
     alerts: Alerts = Alerts()
+    tracing: Tracing = Tracing()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -197,7 +197,7 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
     values[c.MODEL_TYPE] = _canonical(c.MODEL_TYPE, MODEL_TYPE_SYNONYMS)
     values[c.OPTIMIZER] = _canonical(c.OPTIMIZER, OPTIMIZER_SYNONYMS)
     values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
-    for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE):
+    for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH):
         values[name] = pl.col(_t(name))
 
     return values, errors, flags

@@ -5,7 +5,11 @@
   not logged or not in the catalogue) and `peak_tflops` (the logged peak, else the catalogue's at the
   job's precision; null when unknown); `gpu_count` is a contract column (missing means 1);
 * the analytic priors of `tasks/learn/priors.py` (model-state and activation memory, FLOPs per iteration,
-  throughput, run time).
+  throughput, run time);
+* the traced prior (`tasks/learn/traced.py`), for jobs whose `arch` the model zoo knows, when the caller
+  traced them: `prior_mem_gb` and `prior_gflop_per_iter` (and so `prior_runtime_hours`) are then the
+  traced values, the analytic ones kept as `analytic_mem_gb` and `analytic_gflop_per_iter`, and a
+  missing parameter count, depth or input size is the traced network's.
 
 A **feature set** says which of them a model sees (`FEATURE_SETS`): `contract`, the contract's 11 (the seed
 paper's);
@@ -33,7 +37,7 @@ import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import priors
+from gpucast.tasks.learn import priors, traced
 
 
 @dataclass(frozen=True)
@@ -96,11 +100,16 @@ FEATURE_SETS = {fs.name: fs for fs in (
 )}
 
 
-def build(rows: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (contract columns) with the hardware context and the priors added; idempotent."""
-    missing = [pl.lit(None, dtype=pl.String if n == c.GPU_TYPE else pl.Float64).alias(n)
-               for n in c.HARDWARE if n not in rows.columns]  # rows from before contract v2
-    return priors.with_priors(rows.with_columns(missing) if missing else rows)
+def build(rows: pl.DataFrame, trace: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`rows` (contract columns) with the hardware context and the priors added; idempotent. `trace`:
+    `traced.trace_jobs(rows, ...)`, the traced prior's columns (None: those `rows` carry, else none)."""
+    missing = [pl.lit(None, dtype=pl.Float64 if n in (c.GPU_COUNT, c.GPU_PEAK_TFLOPS) else pl.String).alias(n)
+               for n in (*c.HARDWARE, c.ARCH) if n not in rows.columns]  # rows from before contract v2 / v3
+    rows = rows.with_columns(missing) if missing else rows
+    if trace is not None or not set(traced.TRACE_COLUMNS) <= set(rows.columns):
+        rows = rows.drop([n for n in traced.TRACE_COLUMNS if n in rows.columns])
+        rows = pl.concat([rows, trace if trace is not None else traced.empty_columns(rows.height)], how="horizontal")
+    return traced.use_traced_prior(priors.with_priors(traced.fill_features(rows)))
 
 
 # The feature set models learn from unless told otherwise: the one that won on validation (docs/models.md).

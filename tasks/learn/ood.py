@@ -13,6 +13,8 @@ Three checks, each cheap and each saying in words what it found (`ood_reason`):
    chosen over a learned novelty detector (an isolation forest, say) because it needs only a mean
    and a covariance (stored as JSON with the model), is exact to reproduce, and its false-alarm
    rate on jobs like the training ones is set by the quantile: 0.5% here, plus what checks 1-2 add.
+4. **a name that contradicts the size**: a logged `params_million` more than `ARCH_PARAMS_FACTOR` (2x)
+   off the parameters of the architecture the job names (`arch`, traced by `tasks/learn/traced.py`).
 
 A flagged job gets the analytic prior's forecast with the prior's own calibrated intervals when the
 champion's feature set has the priors (a formula extrapolates where trees go flat), else the
@@ -28,10 +30,12 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
+from gpucast.tasks.learn.traced import TRACED_PARAMS_MILLION
 
 RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range, on the log scale
 DISTANCE_QUANTILE = 0.995
 WIDEN_FACTOR = 2.0
+ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its named architecture's contradicts it
 
 
 def fit(rows: pl.DataFrame, feature_set: str) -> dict:
@@ -80,6 +84,8 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
     if c.GPU_TYPE in rows.columns and GPU_MODEL in rows.columns:  # a GPU the catalog does not know
         for i in np.flatnonzero(rows[c.GPU_TYPE].is_not_null().to_numpy() & rows[GPU_MODEL].is_null().to_numpy()):
             reasons[int(i)].append(f"unknown {c.GPU_TYPE} '{rows[c.GPU_TYPE][int(i)]}' (not in the GPU catalog)")
+    for i, reason in arch_mismatch(rows).items():
+        reasons[i].append(reason)
     nums = detector["numbers"]
     logs = _logs(rows, [n for n in nums if n in rows.columns]) if nums else np.zeros((rows.height, 0))
     for j, name in enumerate(n for n in nums if n in rows.columns):
@@ -107,3 +113,19 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
     for i, r in reasons.items():
         flags[i], words[i] = True, "; ".join(r)
     return flags, words
+
+
+def arch_mismatch(rows: pl.DataFrame) -> dict[int, str]:
+    """Row -> reason, for jobs whose logged `params_million` contradicts the parameters of the architecture
+    they name (the traced network's, `traced_params_million`) by more than `ARCH_PARAMS_FACTOR` either way:
+    the name or the count is wrong, and the forecast rests on one of them."""
+    if TRACED_PARAMS_MILLION not in rows.columns or c.PARAMS_MILLION not in rows.columns:
+        return {}
+    logged = rows[c.PARAMS_MILLION].cast(pl.Float64).to_numpy()
+    named = rows[TRACED_PARAMS_MILLION].cast(pl.Float64).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = logged / named
+    off = np.isfinite(ratio) & (named > 0) & ((ratio > ARCH_PARAMS_FACTOR) | (ratio < 1 / ARCH_PARAMS_FACTOR))
+    arch = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
+    return {int(i): f"params_million {logged[i]:.4g} contradicts {c.ARCH} '{arch[int(i)]}' ({named[i]:.4g} million "
+                    f"parameters built; more than {ARCH_PARAMS_FACTOR:g}x apart)" for i in np.flatnonzero(off)}

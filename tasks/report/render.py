@@ -184,6 +184,12 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
         if features.get("unknown_gpu_types"):
             lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
                 f"{markdown_text(t)} ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
+        if features.get("trace_statuses"):
+            lines.append("Traced prior, jobs naming an architecture: " + ", ".join(
+                f"{markdown_text(t)} {n:,}" for t, n in features["trace_statuses"].items()))
+        if features.get("unknown_archs"):
+            lines.append("Architecture names the model zoo does not know (kept; analytic prior used): " + ", ".join(
+                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features["unknown_archs"].items()))
     if steps.get("backtest"):
         lines += _backtest_lines(steps["backtest"])
     if train:

@@ -34,6 +34,10 @@ Two speed-ups, both checked by ``--self-check`` to change no number: the first s
 ``optimizer.step()`` on zero gradients (the optimizer state depends only on the parameters), and
 ``PeakMemTracker`` drops ``MemTracker``'s per-module peak snapshots (O(modules) work per op).
 
+The training step and its measurement (``PeakMemTracker``, the zero-gradient first step, autocast,
+the CPU attention FLOPs, the optimizers) are ``gpucast.tasks.learn.stepmem``, which the model zoo
+(``tasks/learn/zoo.py``) shares.
+
 Every candidate configuration draws from its own ``numpy.random.default_rng([seed, type index,
 candidate index])`` and candidates are accepted in index order, so the same ``--seed`` writes the
 same CSV bytes whatever ``--workers`` is, except the ``measure_seconds`` column (wall time).
@@ -69,13 +73,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import (
-    FlopCounterMode,
-    flop_registry,
-    register_flop_formula,
-    sdpa_backward_flop_count,
-    sdpa_flop_count,
+from torch.utils.flop_counter import FlopCounterMode
+
+from gpucast.tasks.learn.stepmem import (
+    AUTOCAST_DTYPES,
+    TOTAL_KEY,
+    PeakMemTracker,
+    build_optimizer,
+    count_params,
+    measure_step,
+    register_cpu_attention_flops,
+    snapshot_by_name,
+    training_backends,
+    training_step,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -101,7 +111,6 @@ CUDA_CONTEXT_GB = (0.3, 1.0)  # uniform; stands in for the CUDA context / alloca
 
 MODEL_TYPES = ("MLP", "CNN", "ResNet", "RNN", "LSTM", "GRU", "Transformer")
 PRECISION_SHARES = {"FP32": 0.35, "FP16": 0.28, "BF16": 0.32, "FP64": 0.05}
-AUTOCAST_DTYPES = {"FP16": torch.float16, "BF16": torch.bfloat16}
 OPTIMIZER_SHARES = {"Adam": 0.28, "AdamW": 0.28, "SGD": 0.24, "RMSprop": 0.10, "Adagrad": 0.10}
 ITERATIONS_RANGE = (1e3, 1e6)  # log-uniform; planned optimizer steps
 LEARNING_RATE_RANGE = (1e-5, 1e-1)  # log-uniform
@@ -109,8 +118,6 @@ REGULARIZATION_SHARE = 0.5
 DATA_AUGMENTATION_SHARE = 0.5
 
 DROPOUT_P = 0.1  # dropout probability of every dropout layer when regularization is on
-WEIGHT_DECAY = {"Adam": 1e-4, "AdamW": 1e-2, "SGD": 5e-4, "RMSprop": 1e-4, "Adagrad": 1e-4}
-SGD_MOMENTUM = 0.9  # SGD keeps one state tensor (the momentum buffer)
 
 MLP_CLASSES = 10
 IMAGE_CLASSES = 1000
@@ -147,7 +154,6 @@ BREAKDOWN = {
     "activations_gb": ("Activation", "Temp"),
     "batch_gb": ("Other",),
 }
-TOTAL_KEY = "Total"
 
 FEATURE_COLUMNS = (
     "model_type", "params_million", "batch_size", "input_dim", "num_layers", "iterations",
@@ -447,11 +453,6 @@ def sample_config(model_type: str, rng: np.random.Generator) -> JobConfig:
                      learning_rate, regularization, data_augmentation, cuda_context_gb, keep_draw)
 
 
-def count_params(model: nn.Module) -> int:
-    """Trainable parameters of ``model``."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def _meta_params(cfg: JobConfig, width: int) -> int:
     with torch.device("meta"):
         return count_params(ARCHITECTURES[cfg.model_type].builder(cfg, width))
@@ -479,15 +480,9 @@ def choose_width(cfg: JobConfig) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def make_optimizer(cfg: JobConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """The job's optimizer; weight decay only with regularization; ``foreach=True`` as on CUDA."""
-    decay = WEIGHT_DECAY[cfg.optimizer] if cfg.regularization else 0.0
-    params = model.parameters()
-    if cfg.optimizer == "SGD":
-        return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=SGD_MOMENTUM, weight_decay=decay, foreach=True)
-    optimizer_class = {"Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW, "RMSprop": torch.optim.RMSprop,
-                       "Adagrad": torch.optim.Adagrad}[cfg.optimizer]
-    return optimizer_class(params, lr=cfg.learning_rate, weight_decay=decay, foreach=True)
+def job_optimizer(cfg: JobConfig, model: nn.Module) -> torch.optim.Optimizer:
+    """The job's optimizer (``stepmem.build_optimizer``: weight decay only with regularization, foreach)."""
+    return build_optimizer(model.parameters(), cfg.optimizer, cfg.learning_rate, cfg.regularization)
 
 
 def make_batch(cfg: JobConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -501,47 +496,6 @@ def make_batch(cfg: JobConfig) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.randn(b, IMAGE_CHANNELS, cfg.input_dim, cfg.input_dim, dtype=dtype), torch.randint(0, IMAGE_CLASSES, (b,))
     vocab = RNN_VOCAB if cfg.model_type in ("RNN", "LSTM", "GRU") else TRANSFORMER_VOCAB
     return torch.randint(0, vocab, (b, cfg.input_dim)), torch.randint(0, vocab, (b, cfg.input_dim))
-
-
-def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: torch.Tensor, targets: torch.Tensor,
-                  precision: str, flop_counter: FlopCounterMode | None = None) -> None:
-    """Forward and loss (under autocast for FP16/BF16), backward, optimizer step, zero_grad."""
-    autocast_dtype = AUTOCAST_DTYPES.get(precision)
-    with flop_counter if flop_counter is not None else contextlib.nullcontext():
-        with torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
-            logits = model(inputs)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-        loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-
-@contextlib.contextmanager
-def training_backends(precision: str) -> Iterator[None]:
-    """Kernel choices of a measured step: oneDNN off (see the module docstring); math SDPA for FP64."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
-        if precision == "FP64":
-            stack.enter_context(sdpa_kernel(SDPBackend.MATH))
-        yield
-
-
-def register_cpu_attention_flops() -> None:
-    """Count the CPU flash-attention kernels with PyTorch's own SDPA FLOP formulas.
-
-    ``FlopCounterMode`` knows the CUDA flash / memory-efficient / cuDNN SDPA kernels but not
-    ``_scaled_dot_product_flash_attention_for_cpu``; without this it would count no attention FLOPs.
-    """
-    aten = torch.ops.aten
-    forward, backward = aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_flash_attention_for_cpu_backward
-    if forward not in flop_registry:
-        register_flop_formula(forward)(
-            lambda query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs: sdpa_flop_count(
-                query_shape, key_shape, value_shape))
-    if backward not in flop_registry:
-        register_flop_formula(backward)(
-            lambda grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs: sdpa_backward_flop_count(
-                grad_out_shape, query_shape, key_shape, value_shape))
 
 
 @dataclass
@@ -567,39 +521,6 @@ def _breakdown(snapshot: dict[str, int]) -> dict[str, int]:
     return {column: sum(snapshot.get(key, 0) for key in keys) for column, keys in BREAKDOWN.items()}
 
 
-def _snapshot_by_name(tracker: MemTracker) -> dict[str, int]:
-    """The tracker's peak snapshot of the CPU device, keyed by category name."""
-    snapshot = tracker.get_tracker_snapshot("peak").get(torch.device("cpu"), {})
-    return {getattr(key, "value", key): int(value) for key, value in snapshot.items()}
-
-
-class PeakMemTracker(MemTracker):
-    """``MemTracker`` keeping only the whole-step peak.
-
-    After every op ``MemTracker`` also refreshes a peak snapshot for each active module, which costs
-    O(modules) per op (most of the run time of a ResNet-152). Storage tracking and categorisation are
-    unchanged; ``--self-check`` confirms the peak equals plain ``MemTracker``'s.
-    """
-
-    def _update_peak_stats(self, peak_state: object) -> None:
-        for device, snapshot in self._curr_mem_snap.items():
-            if snapshot[TOTAL_KEY] > self._peak_mem.get(device, 0):
-                self._peak_mem[device] = snapshot[TOTAL_KEY]
-                self._peak_mem_snap[device] = dict(snapshot)
-
-
-def create_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """The first training step as far as memory is concerned: ``optimizer.step()`` creates its state.
-
-    The state depends only on the parameters, so zero gradients stand in for a forward and backward
-    pass (half the cost); ``--self-check`` confirms the second step measures the same either way.
-    """
-    for p in model.parameters():
-        p.grad = torch.zeros_like(p)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-
 def measure(cfg: JobConfig, width: int | None = None, tracker_class: type[MemTracker] = PeakMemTracker,
             full_first_step: bool = False) -> Measurement:
     """Build the network under fake tensors, run two training steps, measure the second one."""
@@ -607,25 +528,10 @@ def measure(cfg: JobConfig, width: int | None = None, tracker_class: type[MemTra
     width = choose_width(cfg) if width is None else width
     model = build_model(cfg, width, "meta")
     params = count_params(model)
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)  # only for to_empty: meta -> fake CPU tensors
-    with fake_mode, training_backends(cfg.precision):
-        model.to_empty(device="cpu")
-        fake_mode.allow_non_fake_inputs = False
-        model.train()
-        optimizer = make_optimizer(cfg, model)
-        inputs, targets = make_batch(cfg)
-        if full_first_step:
-            training_step(model, optimizer, inputs, targets, cfg.precision)
-        else:
-            create_optimizer_state(model, optimizer)
-        tracker = tracker_class()
-        tracker.track_external(model, optimizer, inputs, targets)
-        flop_counter = FlopCounterMode(display=False)
-        with tracker:
-            training_step(model, optimizer, inputs, targets, cfg.precision, flop_counter)
-    snapshot = _snapshot_by_name(tracker)
-    return Measurement(params, width, snapshot[TOTAL_KEY], _breakdown(snapshot), int(flop_counter.get_total_flops()),
-                       time.perf_counter() - start)
+    step = measure_step(model, lambda m: job_optimizer(cfg, m), lambda: make_batch(cfg), cfg.precision, tracker_class,
+                        full_first_step)
+    snapshot = step.peak_by_category
+    return Measurement(params, width, step.peak_bytes, _breakdown(snapshot), step.flops, time.perf_counter() - start)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -836,7 +742,7 @@ def measure_real(cfg: JobConfig, width: int) -> tuple[int, int, int]:
     torch.manual_seed(0)
     with training_backends(cfg.precision):
         model = build_model(cfg, width, "cpu").train()
-        optimizer = make_optimizer(cfg, model)
+        optimizer = job_optimizer(cfg, model)
         inputs, targets = make_batch(cfg)
         training_step(model, optimizer, inputs, targets, cfg.precision)
         live = [*model.parameters(), *model.buffers(), inputs, targets,
@@ -848,7 +754,7 @@ def measure_real(cfg: JobConfig, width: int) -> tuple[int, int, int]:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
             with tracker:
                 training_step(model, optimizer, inputs, targets, cfg.precision, flop_counter)
-    return _snapshot_by_name(tracker)[TOTAL_KEY], baseline + _allocator_peak_delta(prof), int(flop_counter.get_total_flops())
+    return snapshot_by_name(tracker)[TOTAL_KEY], baseline + _allocator_peak_delta(prof), int(flop_counter.get_total_flops())
 
 
 def check_linear_flops() -> bool:

@@ -47,6 +47,7 @@ def test_good_fixture_passes():
     [
         ({"job_id": None}, "expect_column_values_to_not_be_null", c.JOB_ID),
         ({"job_id": "x" * 129}, "expect_column_value_lengths_to_be_between", c.JOB_ID),
+        ({"arch": "resnet" * 22}, "expect_column_value_lengths_to_be_between", c.ARCH),  # 132 characters (v3)
         ({"submitted_at": None}, "expect_column_values_to_not_be_null", c.SUBMITTED_AT),
         ({"model_type": None}, "expect_column_values_to_not_be_null", c.MODEL_TYPE),
         ({"status": "EXPLODED"}, "expect_column_values_to_be_in_set", c.STATUS),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -120,3 +121,52 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypa
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT status FROM score_runs").fetchall() == [("published",)]
         assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out["forecasts"]
+
+
+def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path):
+    """Three pending jobs alike but for `arch`: 'ResNet-50' (the zoo's resnet50: traced in a child process,
+    cached under models/), 'MyNet-7' (unknown: kept, analytic prior) and none. The champion is the prior
+    alone, so the forecasts' ratios are the priors' ratios: traced / analytic for the named job (1e6 steps: the
+    run time is far above the calibration's floor)."""
+    from gpucast.flows import score as score_flow
+    from gpucast.tasks.learn import features
+    from tests.records import jsonl, record
+
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.0, seed=4))
+    job = dict(status="PENDING", updated_at=None, model_type="ResNet", params_million=25.6, batch_size=32, iterations=1e6,
+               input_dim=224, num_layers=50, precision="FP16", optimizer="AdamW", gpu_demand_gflops=None,
+               peak_gpu_mem_gb=None, runtime_hours=None, queue="q", team="t")
+    pending = [record(job_id="named", arch="ResNet-50", **job), record(job_id="unknown", arch="MyNet-7", **job),
+               record(job_id="plain", **job)]
+    (tmp_path / "logs" / "pending.jsonl").write_text(jsonl(*pending))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    assert main(["train", "--models", "prior", "--repeats", "1", "--min-labelled", "10"]) == 0
+    score_flow.score_pending()
+
+    cache = Settings.from_env().storage.trace_cache_path
+    (key, entry), = json.loads(cache.read_text())["entries"].items()
+    assert key.startswith('["resnet50", 32, 224, "FP16", "AdamW"') and entry["status"] == "traced"
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT job_id, target, p50 FROM forecasts WHERE job_id IN ('named', 'unknown', 'plain')").fetchall()
+    p50 = {(j, t): v for j, t, v in rows}
+    analytic = features.build(_contract_row(pending[2]))
+    traced_mem = entry["peak_bytes"] / 1e9 + 0.5
+    assert p50["named", c.PEAK_GPU_MEM_GB] / p50["plain", c.PEAK_GPU_MEM_GB] == pytest.approx(
+        traced_mem / analytic["prior_mem_gb"][0], rel=1e-4)
+    assert p50["named", c.RUNTIME_HOURS] / p50["plain", c.RUNTIME_HOURS] == pytest.approx(
+        entry["flops"] / 1e9 / analytic["prior_gflop_per_iter"][0], rel=1e-4)
+    for target in c.TARGETS:  # the unknown name: the analytic prior, as if no name were given
+        assert p50["unknown", target] == pytest.approx(p50["plain", target], rel=1e-9)
+
+
+def _contract_row(rec: dict):
+    """One record as the typed contract row the warehouse returns (through the real normaliser)."""
+    import polars as pl
+
+    from gpucast.tasks.ingest.normalize import normalize
+
+    raw = pl.DataFrame([{k: (None if rec.get(k) is None else str(rec.get(k))) for k in c.COLUMNS}],
+                       schema={k: pl.String for k in c.COLUMNS})
+    raw = raw.with_columns(pl.lit(1).alias("_row"), pl.lit(None, dtype=pl.String).alias("_raw"),
+                           pl.lit(None, dtype=pl.String).alias("_read_error"))
+    return normalize(raw).select(c.COLUMNS)

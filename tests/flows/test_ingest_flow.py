@@ -221,6 +221,28 @@ def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(ho
     assert query(home, "SELECT gpu_type, gpu_count FROM job_logs WHERE job_id = 'old-1'") == [("A100-80GB", 4)]
 
 
+def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home, tmp_path):
+    """Contract v3 added `arch`. A v2 record (hardware set, no arch) hashed as v2 hashed it (the v1 columns
+    and the v2 block) is still a duplicate after the upgrade; the same job logged with its arch (an alias
+    column name, padded) is a new record, kept as logged but trimmed."""
+    v2 = record(job_id="v2-1", gpu_type="A100-80GB", gpu_count=4)
+    ingest(write(tmp_path / "a.jsonl", jsonl(v2)))
+    v2_columns = ", ".join(c.ADDED_BY_VERSION[2])
+    v2_hash = (f"md5(CAST(to_json(struct_pack({', '.join(c.V1_COLUMNS)})) AS VARCHAR) || CASE WHEN "
+               f"{' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[2])} THEN "
+               f"CAST(to_json(struct_pack({v2_columns})) AS VARCHAR) ELSE '' END)")  # the v2 definition, frozen here
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v2 warehouse
+        stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
+        assert con.execute(f"SELECT {v2_hash} FROM job_logs").fetchall() == stored  # v3 hashes a v2 record as v2 did
+        for table in ("job_log_records", "job_logs"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {c.ARCH}")
+    s = ingest(write(tmp_path / "b.jsonl", jsonl(v2)))
+    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    s = ingest(write(tmp_path / "c.jsonl", jsonl({**v2, "Architecture": "  ResNet-50 "})))
+    assert s["rows_loaded"] == 1
+    assert query(home, "SELECT arch, gpu_type FROM job_logs WHERE job_id = 'v2-1'") == [("ResNet-50", "A100-80GB")]
+
+
 def test_hardware_fields_unknown_gpu_kept_impossible_values_rejected(home, tmp_path):
     rows = [record(job_id="h-1", gpu_type="A100-80GB", gpu_count=8),
             record(job_id="h-2", gpu_type="Quantum-9000", gpu_count=2),  # not in the catalogue: kept

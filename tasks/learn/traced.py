@@ -1,0 +1,338 @@
+"""The traced prior: one training step of a named architecture, measured, as prior columns.
+
+For a job whose `arch` (contract v3) is a name the model zoo knows (`tasks/learn/zoo.py`, `canonical`),
+the zoo builds the network on the meta device and measures one training step's tensor peak and FLOPs
+with PyTorch's own tools (FakeTensorMode, MemTracker, FlopCounterMode: the method of
+tests/data/make_measured_jobs.py). `trace_jobs` returns, per job:
+
+* `traced_mem_gb`: the tensor peak / 1e9 + the CUDA context the analytic prior adds
+  (`priors.CUDA_CONTEXT_GB`), i.e. what a GPU would report;
+* `traced_gflop_per_iter`: forward + backward FLOPs of one step, in GFLOP;
+* `traced_params_million`, `traced_num_layers`, `traced_input_dim`: the built network's size, which
+  fill the job's features when the log lacks them (`fill_features`);
+* `trace_status`: "traced" (tonight), "cached" (an earlier night's), "unknown arch" (the name is kept as
+  logged; the analytic prior is used), "failed: <error>" and "timed out after N s" (recorded, the
+  analytic prior used), "not traced: ..." (no batch size, or the night's trace budget spent); null when
+  the job logs no `arch`.
+
+**One trace per configuration**: (canonical arch, batch per GPU, input size, precision, optimizer,
+regularization). With `gpu_count` GPUs in data parallel each GPU holds its share of the batch and a
+full copy of the model state (as the analytic prior assumes), so the trace runs at the per-GPU batch
+and its FLOPs are multiplied by the GPU count.
+
+**Bounds**: each trace runs in a child process ('spawn': a clean interpreter, no forked torch threads),
+killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new traces stop once
+`Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night.
+
+**Cache** (a JSON file, `Storage.trace_cache_path`: models/traces.json), keyed by the configuration, so a
+night pays once per configuration. A failure or a timeout is cached too, with its reason, and is not
+retried every night: a failure is retried only under another torch version (an upgrade may fix it), a
+timeout only when the bound is now longer than the one it ran out of. An unreadable cache file is
+reported and replaced, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import priors
+
+TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACE_STATUS = "traced_mem_gb", "traced_gflop_per_iter", "trace_status"
+TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM = "traced_params_million", "traced_num_layers", "traced_input_dim"
+TRACE_COLUMNS = (TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM,
+                 TRACE_STATUS)
+TRACE_SCHEMA = {TRACED_MEM_GB: pl.Float64, TRACED_GFLOP_PER_ITER: pl.Float64, TRACED_PARAMS_MILLION: pl.Float64,
+                TRACED_NUM_LAYERS: pl.Int64, TRACED_INPUT_DIM: pl.Int64, TRACE_STATUS: pl.String}
+TRACED, CACHED, UNKNOWN_ARCH = "traced", "cached", "unknown arch"
+NO_BATCH, NIGHT_SPENT = "not traced: no batch_size", "not traced: the night's trace budget was spent"
+CACHE_VERSION = 1
+REASON_MAX_LEN = 300  # a failure's message kept in the cache and the status
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How long one trace, and all of a night's new traces together, may take (seconds)."""
+
+    trace_seconds: float = 60.0
+    night_seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class Config:
+    """One traced configuration: what a trace depends on (the cache's key)."""
+
+    arch: str  # canonical
+    batch_size: int  # per GPU
+    input_dim: int  # the logged one, else the architecture's default
+    precision: str
+    optimizer: str | None
+    regularization: bool | None
+
+    @property
+    def key(self) -> str:
+        return json.dumps([self.arch, self.batch_size, self.input_dim, self.precision, self.optimizer,
+                           self.regularization])
+
+
+def _zoo():
+    from gpucast.tasks.learn import zoo  # torch, torchvision and transformers: imported only when a job names an arch
+
+    return zoo
+
+
+def _per_gpu_batch(batch: float, gpus: float | None) -> int:
+    return max(1, math.ceil(batch / max(1.0, gpus or 1.0)))
+
+
+def job_configs(rows: pl.DataFrame) -> list[Config | str | None]:
+    """Per row: its `Config`, or the status that says why it has none (`UNKNOWN_ARCH`, `NO_BATCH`), or
+    None when the job logs no `arch`."""
+    if c.ARCH not in rows.columns or rows[c.ARCH].null_count() == rows.height:
+        return [None] * rows.height
+    names = {n: _zoo().canonical(n) for n in rows[c.ARCH].drop_nulls().unique().to_list()}
+    cols = (c.ARCH, c.BATCH_SIZE, c.GPU_COUNT, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER, c.REGULARIZATION)
+    present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
+    out: list[Config | str | None] = []
+    for arch, batch, gpus, dim, precision, optimizer, regularization in present.iter_rows():
+        if arch is None:
+            out.append(None)
+        elif names[arch] is None:
+            out.append(UNKNOWN_ARCH)
+        elif batch is None:
+            out.append(NO_BATCH)
+        else:
+            default = _zoo().ARCHITECTURES[names[arch]].default_input_dim  # one key for "224" and "not logged"
+            out.append(Config(names[arch], _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
+                              precision or "FP32", optimizer, regularization))
+    return out
+
+
+def zoo_trace(config: Config) -> dict:
+    """The default tracer (it runs in the child process): the zoo's trace of `config`, as a dict."""
+    zoo = _zoo()
+    request = zoo.TraceRequest(arch=config.arch, batch_size=config.batch_size, input_dim=config.input_dim,
+                               precision=config.precision, optimizer=config.optimizer,
+                               regularization=config.regularization)
+    t = zoo.trace(request)
+    return {"params": t.params, "layers": t.layers, "input_dim": t.input_dim, "peak_bytes": t.peak_bytes,
+            "flops": t.flops, "seconds": t.seconds}
+
+
+def _child(tracer: Callable[[Config], dict], config: Config, conn) -> None:
+    try:
+        conn.send(("traced", tracer(config)))
+    except BaseException as exc:  # noqa: BLE001  (any failure of a trace is recorded, with its reason)
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"[:REASON_MAX_LEN]))
+    finally:
+        conn.close()
+
+
+def run_trace(config: Config, seconds: float, tracer: Callable[[Config], dict] = zoo_trace) -> dict:
+    """One trace in a child process killed past `seconds` (its start included): a cache entry, with
+    `status` "traced" (and the trace's numbers), "failed" (and `reason`) or "timed out" (and `bound_s`)."""
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    t0 = time.monotonic()
+    try:
+        proc = ctx.Process(target=_child, args=(tracer, config, send), daemon=True, name=f"trace {config.arch}")
+        proc.start()
+    except Exception as exc:  # noqa: BLE001  (e.g. inside a daemonic worker: no child processes there)
+        return {"status": "failed", "reason": f"could not start the trace's process: {type(exc).__name__}: {exc}"}
+    send.close()
+    try:
+        if receive.poll(seconds):
+            status, value = receive.recv()
+        else:
+            status, value = "timed out", None
+    except EOFError:  # the child died without a word (killed, out of memory)
+        proc.join(5)
+        status, value = "failed", f"the trace's process died (exit code {proc.exitcode})"
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        receive.close()
+    entry = {"status": status, "wall_s": round(time.monotonic() - t0, 2)}
+    if status == "traced":
+        entry.update(value)
+    elif status == "failed":
+        entry["reason"] = value
+    else:
+        entry["bound_s"] = seconds
+    return entry
+
+
+def _torch_version() -> str | None:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def load_cache(path: Path | None) -> tuple[dict[str, dict], str | None]:
+    """The cached entries by configuration key, and a warning when the file was there but unreadable
+    (it is then started afresh: a bad cache costs traces, never the night)."""
+    if path is None or not path.exists():
+        return {}, None
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
+            raise ValueError(f"not a version {CACHE_VERSION} trace cache")
+        return data["entries"], None
+    except (OSError, ValueError, AttributeError) as exc:
+        return {}, f"trace cache {path} unreadable ({type(exc).__name__}: {exc}); starting a new one"
+
+
+def save_cache(path: Path | None, entries: dict[str, dict]) -> None:
+    """Write the cache atomically (a crash mid-write leaves the previous file)."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def reusable(entry: dict, torch_version: str | None, trace_seconds: float) -> bool:
+    """A cached entry stands: a trace always; a failure under the same torch version; a timeout unless
+    the bound is now longer than the one it ran out of."""
+    if entry.get("status") == "traced":
+        return True
+    if entry.get("status") == "failed":
+        return entry.get("torch") == torch_version
+    return entry.get("status") == "timed out" and trace_seconds <= entry.get("bound_s", 0.0)
+
+
+def status_of(entry: dict, fresh: bool) -> str:
+    """A cache entry as the `trace_status` words."""
+    if entry["status"] == "traced":
+        return TRACED if fresh else CACHED
+    if entry["status"] == "failed":
+        return f"failed: {entry.get('reason', 'unknown error')}"
+    return f"timed out after {entry.get('bound_s', 0.0):g} s"
+
+
+def _describe(config: Config, entry: dict) -> str:
+    what = f"{config.arch} batch {config.batch_size} input {config.input_dim or 'default'} {config.precision} " \
+           f"{config.optimizer or 'Adam'}"
+    if entry["status"] == "traced":
+        return (f"traced {what}: {entry['peak_bytes'] / 1e9:.2f} GB tensor peak, {entry['flops'] / 1e9:,.1f} GFLOP "
+                f"per step ({entry['wall_s']:.1f} s)")
+    return f"trace of {what}: {status_of(entry, True)}"
+
+
+def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
+            tracer: Callable[[Config], dict] = zoo_trace, progress: Callable[[str], None] | None = None,
+            cache_path: Path | None = None) -> dict[str, str | tuple[dict, bool]]:
+    """Per configuration key: (its entry, traced tonight?) from the cache or a new trace, or `NIGHT_SPENT`.
+    New entries go into `cache` (and its file, after each trace)."""
+    torch_version, spent, out = _torch_version(), 0.0, {}
+    for config in dict.fromkeys(configs):  # each configuration once, in order of first appearance
+        entry = cache.get(config.key)
+        if entry is not None and reusable(entry, torch_version, bounds.trace_seconds):
+            out[config.key] = (entry, False)
+            continue
+        left = bounds.night_seconds - spent
+        if left <= 0:
+            out[config.key] = NIGHT_SPENT
+            continue
+        t0 = time.monotonic()
+        entry = {**run_trace(config, min(bounds.trace_seconds, left), tracer), "torch": torch_version,
+                 "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        spent += time.monotonic() - t0
+        cache[config.key] = entry
+        save_cache(cache_path, cache)
+        out[config.key] = (entry, True)
+        if progress:
+            progress(_describe(config, entry))
+    return out
+
+
+def _row_values(plan: Config | str | None, result: str | tuple[dict, bool] | None, gpus: float | None) -> tuple:
+    """One row of `TRACE_COLUMNS`."""
+    if plan is None or isinstance(plan, str):
+        return None, None, None, None, None, plan
+    if isinstance(result, str):
+        return None, None, None, None, None, result
+    entry, fresh = result
+    if entry["status"] != "traced":
+        return None, None, None, None, None, status_of(entry, fresh)
+    return (entry["peak_bytes"] / priors.GB + priors.CUDA_CONTEXT_GB,
+            entry["flops"] / 1e9 * max(1.0, gpus or 1.0),  # the trace ran one GPU's share of the batch
+            entry["params"] / 1e6, int(entry["layers"]), int(entry["input_dim"]), status_of(entry, fresh))
+
+
+def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bounds(),
+               progress: Callable[[str], None] | None = None,
+               tracer: Callable[[Config], dict] = zoo_trace) -> pl.DataFrame:
+    """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc."""
+    plans = job_configs(rows)
+    configs = [p for p in plans if isinstance(p, Config)]
+    results: dict = {}
+    if configs:
+        cache, warning = load_cache(cache_path)
+        if warning and progress:
+            progress(warning)
+        results = resolve(configs, cache, bounds, tracer, progress, cache_path)
+    gpus = rows[c.GPU_COUNT].to_list() if c.GPU_COUNT in rows.columns else [None] * rows.height
+    values = [_row_values(p, results.get(p.key) if isinstance(p, Config) else None, g) for p, g in zip(plans, gpus, strict=True)]
+    return pl.DataFrame(values, schema=TRACE_SCHEMA, orient="row")
+
+
+def empty_columns(height: int) -> pl.DataFrame:
+    """`TRACE_COLUMNS`, all null: rows nobody traced (a job without `arch`, or a frame built without tracing)."""
+    return pl.DataFrame({n: pl.Series([None] * height, dtype=t) for n, t in TRACE_SCHEMA.items()})
+
+
+# The features a trace fills when the log lacks them: contract column -> trace column.
+FILLED_FEATURES = {c.PARAMS_MILLION: TRACED_PARAMS_MILLION, c.NUM_LAYERS: TRACED_NUM_LAYERS,
+                   c.INPUT_DIM: TRACED_INPUT_DIM}
+
+
+def fill_features(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (with `TRACE_COLUMNS`) whose missing parameter count, depth and input size come from the trace."""
+    def dtype(name: str, traced: str) -> pl.DataType:
+        return TRACE_SCHEMA[traced] if rows.schema[name] == pl.Null else rows.schema[name]
+
+    return rows.with_columns(pl.coalesce(pl.col(name).cast(dtype(name, traced)), pl.col(traced).cast(dtype(name, traced)))
+                             .alias(name) for name, traced in FILLED_FEATURES.items() if name in rows.columns)
+
+
+ANALYTIC_MEM_GB, ANALYTIC_GFLOP_PER_ITER = "analytic_mem_gb", "analytic_gflop_per_iter"
+
+
+def use_traced_prior(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` (priors and `TRACE_COLUMNS`) with the analytic memory and FLOPs priors kept as `analytic_mem_gb`
+    and `analytic_gflop_per_iter`, and `prior_mem_gb`, `prior_gflop_per_iter` (and through it
+    `prior_runtime_hours`) the traced values where there is a trace."""
+    traced = pl.col(TRACED_MEM_GB).is_not_null()
+    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in df.columns else pl.lit(1.0)
+    runtime = iterations * pl.col(TRACED_GFLOP_PER_ITER) / pl.col("prior_gflops") / 3600.0
+    df = df.drop(ANALYTIC_MEM_GB, ANALYTIC_GFLOP_PER_ITER, strict=False)  # (re)built after the priors
+    return df.with_columns(pl.col("prior_mem_gb").alias(ANALYTIC_MEM_GB),
+                           pl.col("prior_gflop_per_iter").alias(ANALYTIC_GFLOP_PER_ITER),
+                           pl.coalesce(TRACED_MEM_GB, "prior_mem_gb").alias("prior_mem_gb"),
+                           pl.coalesce(TRACED_GFLOP_PER_ITER, "prior_gflop_per_iter").alias("prior_gflop_per_iter"),
+                           pl.when(traced).then(runtime).otherwise(pl.col("prior_runtime_hours")).alias("prior_runtime_hours"))
+
+
+def summary(rows: pl.DataFrame, trace: pl.DataFrame) -> dict:
+    """What the traced prior did for these jobs: jobs per `trace_status`, and the names the zoo does not
+    know with their job counts (kept as logged; those jobs get the analytic prior)."""
+    both = pl.concat([rows.select(pl.col(c.ARCH) if c.ARCH in rows.columns else pl.lit(None, pl.String).alias(c.ARCH)),
+                      trace.select(TRACE_STATUS)], how="horizontal").filter(pl.col(TRACE_STATUS).is_not_null())
+    statuses = both.group_by(TRACE_STATUS).len().sort(["len", TRACE_STATUS], descending=[True, False])
+    unknown = (both.filter(pl.col(TRACE_STATUS) == UNKNOWN_ARCH).group_by(c.ARCH).len()
+               .sort(["len", c.ARCH], descending=[True, False]))
+    return {"trace_statuses": dict(statuses.iter_rows()), "unknown_archs": dict(unknown.iter_rows())}

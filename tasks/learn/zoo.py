@@ -1,0 +1,405 @@
+"""The model zoo: named real architectures built from code alone, and one training step traced on them.
+
+Image nets are torchvision's ``models.get_model(name, weights=None)``; text nets are Hugging Face
+``transformers`` models built from their config classes with the published sizes (a language-model
+head on every token), never downloaded. ``trace`` builds one on the meta device and measures one
+training step's peak tensor memory and FLOPs under fake tensors, exactly as
+``tests/data/make_measured_jobs.py`` does (the shared core is ``stepmem.py``).
+
+This module imports only the standard library at load time (``canonical`` and ``ARCHITECTURES``
+cost nothing); torch, torchvision and transformers are imported inside ``trace``. It also loads by
+file path (``importlib``) on a machine that has torch, torchvision and transformers but not gpucast.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FAMILIES = (
+    "alexnet", "vgg", "resnet", "resnext", "wide_resnet", "densenet", "inception", "mobilenet", "mnasnet",
+    "efficientnet", "shufflenet", "squeezenet", "regnet", "convnext", "vit", "swin", "maxvit",
+    "bert", "roberta", "distilbert", "albert", "xlnet", "gpt2", "opt", "t5", "bart",
+)
+PRECISIONS = ("FP32", "FP16", "BF16", "FP64")
+IMAGE_CLASSES = 1000
+IMAGE_CHANNELS = 3
+LEARNING_RATE = 1e-3  # the traced optimizer's (no effect on memory or FLOPs)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One named architecture the zoo can build from code alone."""
+
+    name: str  # canonical, e.g. "resnet50", "vgg16", "efficientnet_b0", "bert-large-uncased", "gpt2-xl"
+    family: str  # one of FAMILIES
+    model_type: str  # the contract's model_type a site would log for it: "CNN", "ResNet" or "Transformer"
+    kind: str  # "image" (input_dim = pixels per side) or "text" (input_dim = tokens)
+    default_input_dim: int  # 224 / 299 for Inception / 512 or 1024 tokens, ...
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One training configuration to trace."""
+
+    arch: str  # canonical name
+    batch_size: int
+    input_dim: int | None  # None -> the arch's default
+    precision: str  # "FP32" | "FP16" | "BF16" (autocast mixed precision) | "FP64"
+    optimizer: str | None  # "Adam" | "AdamW" | "SGD" | "RMSprop" | "Adagrad"; None or unknown -> Adam
+    regularization: bool | None = None  # weight decay in the optimizer; None -> none
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What one traced training step gives."""
+
+    arch: str
+    params: int  # parameters of the built network
+    layers: int  # conv/linear layers of a CNN (shortcut projections not counted), transformer blocks otherwise
+    input_dim: int  # the input size used
+    peak_bytes: int  # tensor memory at the peak of one training step
+    flops: int  # forward + backward FLOPs of one step
+    seconds: float  # wall time of the trace
+
+
+@dataclass(frozen=True)
+class _Build:
+    """How the zoo builds one architecture."""
+
+    target: str  # torchvision model name, or the transformers model class
+    config: str = ""  # transformers config class ("" for torchvision)
+    kwargs: tuple[tuple[str, Any], ...] = ()  # builder (torchvision) or config (transformers) arguments
+    max_tokens_key: str = ""  # the config field bounding the sequence length ("" = no bound)
+    seq2seq: bool = False  # encoder-decoder: the decoder gets a target sequence of the same length
+
+
+_ENTRIES: list[tuple[Arch, _Build]] = []
+
+
+def _vision(name: str, family: str, model_type: str, input_dim: int = 224, **kwargs: Any) -> None:
+    _ENTRIES.append((Arch(name, family, model_type, "image", input_dim), _Build(name, kwargs=tuple(kwargs.items()))))
+
+
+def _text(name: str, family: str, config: str, model_class: str, input_dim: int, max_tokens_key: str = "",
+          seq2seq: bool = False, **kwargs: Any) -> None:
+    build = _Build(model_class, config, tuple(kwargs.items()), max_tokens_key, seq2seq)
+    _ENTRIES.append((Arch(name, family, "Transformer", "text", input_dim), build))
+
+
+def _register_vision() -> None:
+    _vision("alexnet", "alexnet", "CNN")
+    for depth in ("11", "13", "16", "19"):
+        _vision(f"vgg{depth}", "vgg", "CNN")
+        _vision(f"vgg{depth}_bn", "vgg", "CNN")
+    for depth in ("18", "34", "50", "101", "152"):
+        _vision(f"resnet{depth}", "resnet", "ResNet")
+    for name in ("resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d"):
+        _vision(name, "resnext", "ResNet")
+    for name in ("wide_resnet50_2", "wide_resnet101_2"):
+        _vision(name, "wide_resnet", "ResNet")
+    for depth in ("121", "161", "169", "201"):
+        _vision(f"densenet{depth}", "densenet", "CNN")
+    _vision("inception_v3", "inception", "CNN", 299, aux_logits=False, init_weights=True)
+    _vision("googlenet", "inception", "CNN", aux_logits=False, init_weights=True)
+    for name in ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"):
+        _vision(name, "mobilenet", "CNN")
+    for name in ("mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"):
+        _vision(name, "mnasnet", "CNN")
+    # EfficientNet at the resolutions of the papers (Tan & Le 2019, 2021)
+    for name, side in (("b0", 224), ("b1", 240), ("b2", 260), ("b3", 300), ("b4", 380), ("b5", 456), ("b6", 528),
+                       ("b7", 600), ("v2_s", 384), ("v2_m", 480), ("v2_l", 480)):
+        _vision(f"efficientnet_{name}", "efficientnet", "CNN", side)
+    for name in ("x0_5", "x1_0", "x1_5", "x2_0"):
+        _vision(f"shufflenet_v2_{name}", "shufflenet", "CNN")
+    _vision("squeezenet1_0", "squeezenet", "CNN")
+    _vision("squeezenet1_1", "squeezenet", "CNN")
+    for size in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf"):
+        _vision(f"regnet_x_{size}", "regnet", "CNN")
+        _vision(f"regnet_y_{size}", "regnet", "CNN")
+    _vision("regnet_y_128gf", "regnet", "CNN")
+    for size in ("tiny", "small", "base", "large"):
+        _vision(f"convnext_{size}", "convnext", "CNN")
+    for name in ("vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"):
+        _vision(name, "vit", "Transformer")
+    for name in ("swin_t", "swin_s", "swin_b"):
+        _vision(name, "swin", "Transformer")
+    for name in ("swin_v2_t", "swin_v2_s", "swin_v2_b"):
+        _vision(name, "swin", "Transformer", 256)
+    _vision("maxvit_t", "maxvit", "Transformer")
+
+
+def _register_encoders() -> None:
+    large = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}
+    # Attention-probability dropout is off in every text net: on CPU it forces SDPA's math kernel, which
+    # stores the L x L score matrix that flash / memory-efficient attention on a GPU never keeps.
+    no_attn_drop = {"attention_probs_dropout_prob": 0.0}
+    for case, vocab in (("uncased", 30522), ("cased", 28996)):
+        _text(f"bert-base-{case}", "bert", "BertConfig", "BertForMaskedLM", 512, "max_position_embeddings",
+              vocab_size=vocab, **no_attn_drop)
+        _text(f"bert-large-{case}", "bert", "BertConfig", "BertForMaskedLM", 512, "max_position_embeddings",
+              vocab_size=vocab, **large, **no_attn_drop)
+    roberta = {"vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1, "pad_token_id": 1,
+               "layer_norm_eps": 1e-5, **no_attn_drop}
+    _text("roberta-base", "roberta", "RobertaConfig", "RobertaForMaskedLM", 512, "max_position_embeddings", **roberta)
+    _text("roberta-large", "roberta", "RobertaConfig", "RobertaForMaskedLM", 512, "max_position_embeddings",
+          **roberta, **large)
+    _text("distilbert-base-uncased", "distilbert", "DistilBertConfig", "DistilBertForMaskedLM", 512,
+          "max_position_embeddings", attention_dropout=0.0)
+    for size, hidden, layers, heads in (("base", 768, 12, 12), ("large", 1024, 24, 16), ("xlarge", 2048, 24, 16),
+                                        ("xxlarge", 4096, 12, 64)):
+        _text(f"albert-{size}-v2", "albert", "AlbertConfig", "AlbertForMaskedLM", 512, "max_position_embeddings",
+              hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * hidden,
+              **no_attn_drop)
+    # XLNet's relative attention has no SDPA path (it keeps the L x L scores on a GPU too) and no length bound
+    _text("xlnet-base-cased", "xlnet", "XLNetConfig", "XLNetLMHeadModel", 512, d_model=768, n_layer=12, n_head=12,
+          d_inner=3072)
+    _text("xlnet-large-cased", "xlnet", "XLNetConfig", "XLNetLMHeadModel", 512, d_model=1024, n_layer=24, n_head=16,
+          d_inner=4096)
+
+
+def _register_decoders() -> None:
+    for name, width, layers, heads in (("gpt2", 768, 12, 12), ("gpt2-medium", 1024, 24, 16),
+                                       ("gpt2-large", 1280, 36, 20), ("gpt2-xl", 1600, 48, 25)):
+        _text(name, "gpt2", "GPT2Config", "GPT2LMHeadModel", 1024, "n_positions", n_embd=width, n_layer=layers,
+              n_head=heads, attn_pdrop=0.0)
+    for name, width, layers, heads, projection in (("opt-125m", 768, 12, 12, 768), ("opt-350m", 1024, 24, 16, 512),
+                                                   ("opt-1.3b", 2048, 24, 32, 2048)):
+        _text(name, "opt", "OPTConfig", "OPTForCausalLM", 2048, "max_position_embeddings", hidden_size=width,
+              num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=4 * width, word_embed_proj_dim=projection,
+              do_layer_norm_before=name != "opt-350m")
+    for name, width, layers, heads in (("t5-small", 512, 6, 8), ("t5-base", 768, 12, 12), ("t5-large", 1024, 24, 16)):
+        _text(name, "t5", "T5Config", "T5ForConditionalGeneration", 512, seq2seq=True, d_model=width, d_ff=4 * width,
+              num_layers=layers, num_decoder_layers=layers, num_heads=heads)
+    for name, width, layers, heads in (("bart-base", 768, 6, 12), ("bart-large", 1024, 12, 16)):
+        _text(name, "bart", "BartConfig", "BartForConditionalGeneration", 1024, "max_position_embeddings", seq2seq=True,
+              d_model=width, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=heads,
+              decoder_attention_heads=heads, encoder_ffn_dim=4 * width, decoder_ffn_dim=4 * width)
+
+
+_register_vision()
+_register_encoders()
+_register_decoders()
+ARCHITECTURES: dict[str, Arch] = {arch.name: arch for arch, _ in _ENTRIES}
+_BUILDS: dict[str, _Build] = {arch.name: build for arch, build in _ENTRIES}
+
+# Other spellings sites use for a canonical name (beyond case and separators, which canonical() ignores)
+_ALIASES = {
+    "bert-base": "bert-base-uncased", "bert-large": "bert-large-uncased",
+    "xlnet-base": "xlnet-base-cased", "xlnet-large": "xlnet-large-cased",
+    "distilbert": "distilbert-base-uncased", "distilbert-base": "distilbert-base-uncased",
+    "albert-base": "albert-base-v2", "albert-large": "albert-large-v2", "albert-xlarge": "albert-xlarge-v2",
+    "albert-xxlarge": "albert-xxlarge-v2",
+    "gpt2-small": "gpt2", "gpt2-base": "gpt2", "inception": "inception_v3", "googlenet-v1": "googlenet",
+}
+_NAME_PREFIXES = ("torchvisionmodels", "torchvision", "transformers")
+
+
+def _key(name: str) -> str:
+    """Lower case without separators, except that a separator between two digits becomes 'p'.
+
+    'ResNet-50' and 'resnet_50' -> 'resnet50'; 'regnet_y_1_6gf' and 'RegNetY-1.6GF' -> 'regnety1p6gf',
+    which stays apart from 'regnet_y_16gf' -> 'regnety16gf'.
+    """
+    lowered = name.strip().lower()
+    lowered = re.sub(r"(?<=\d)[^a-z0-9]+(?=\d)", "p", lowered)
+    return re.sub(r"[^a-z0-9]", "", lowered)
+
+
+_BY_KEY: dict[str, str] = {_key(alias): name for alias, name in _ALIASES.items()}
+_BY_KEY.update({_key(name): name for name in ARCHITECTURES})
+
+
+def canonical(name: str | None) -> str | None:
+    """The zoo's canonical name for a spelling of an architecture; None when the zoo does not know it.
+
+    Case, separators and a 'torchvision.' prefix do not matter; a Hugging Face hub owner
+    ('openai-community/gpt2-xl') is dropped.
+    """
+    if not isinstance(name, str) or not name.strip():
+        return None
+    candidates = [name, name.split("/", 1)[1]] if "/" in name else [name]
+    for candidate in candidates:
+        key = _key(candidate)
+        for prefix in _NAME_PREFIXES:
+            if key.startswith(prefix) and key[len(prefix):] in _BY_KEY:
+                key = key[len(prefix):]
+        if key in _BY_KEY:
+            return _BY_KEY[key]
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Building and tracing (torch, torchvision and transformers are imported here, on first use)
+# --------------------------------------------------------------------------------------------------
+
+
+def step_core() -> types.ModuleType:
+    """The tracing core (``stepmem``) zoo uses: ``gpucast.tasks.learn.stepmem``, or the sibling file when loaded by path."""
+    if __package__:
+        from . import stepmem
+        return stepmem
+    name = "gpucast_zoo_stepmem"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("stepmem.py"))
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return sys.modules[name]
+
+
+def _import_torchvision() -> types.ModuleType:
+    """``torchvision.models``, also where torchvision's compiled ops do not load.
+
+    A torchvision wheel built for another torch (e.g. a CUDA build beside CPU torch) fails at import
+    while registering its detection ops (``operator torchvision::nms does not exist``). The zoo needs
+    only the classification models, which are plain torch: the op registrations are skipped then.
+    """
+    try:
+        import torchvision.models
+    except RuntimeError as exc:
+        if "torchvision::" not in str(exc):
+            raise
+        for module in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[module]
+        sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
+        import torchvision.models
+    return torchvision.models
+
+
+_BLOCK_CLASSES = ("EncoderBlock", "SwinTransformerBlock", "SwinTransformerBlockV2", "MaxVitLayer")
+_SHORTCUT_MODULES = ("downsample", "shortcut")
+
+
+def _image_layers(model: Any, model_type: str) -> int:
+    """Depth as a site logs it: transformer blocks, or conv + linear layers off the shortcut paths
+    (resnet50 -> 50, vgg16 -> 16, densenet121 -> 121)."""
+    from torch import nn
+    if model_type == "Transformer":
+        return sum(type(m).__name__ in _BLOCK_CLASSES for m in model.modules())
+    return sum(isinstance(m, nn.Conv2d | nn.Linear) and not any(part in _SHORTCUT_MODULES for part in name.split("."))
+               for name, m in model.named_modules())
+
+
+def _build_image(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int]:
+    """A torchvision classifier on ``device``, and its depth."""
+    import torch
+    models = _import_torchvision()
+    kwargs = dict(build.kwargs)
+    if arch.family == "vit":
+        kwargs["image_size"] = input_dim
+    elif arch.family == "maxvit":
+        kwargs["input_size"] = (input_dim, input_dim)
+    with torch.device(device):
+        model = models.get_model(build.target, weights=None, **kwargs)
+    return model, _image_layers(model, arch.model_type)
+
+
+def _text_config(arch: Arch, build: _Build, input_dim: int) -> Any:
+    """The transformers config of ``arch`` (SDPA attention where the model has it)."""
+    import transformers
+    _import_torchvision()  # transformers imports torchvision when it is installed
+    config = getattr(transformers, build.config)(**dict(build.kwargs))
+    if build.max_tokens_key and input_dim > getattr(config, build.max_tokens_key):
+        raise ValueError(f"{arch.name} takes at most {getattr(config, build.max_tokens_key)} tokens, got {input_dim}")
+    config._attn_implementation = "eager" if arch.family in ("xlnet", "t5") else "sdpa"
+    return config
+
+
+def _build_text(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int, int]:
+    """A transformers language model on ``device``, its transformer blocks and its vocabulary."""
+    import torch
+    import transformers
+    config = _text_config(arch, build, input_dim)
+    with torch.device(device):
+        model = getattr(transformers, build.target)(config)
+    layers = config.num_hidden_layers
+    if build.seq2seq:
+        layers += getattr(config, "num_decoder_layers", None) or config.decoder_layers
+    return model, layers, config.vocab_size
+
+
+def _batch_maker(arch: Arch, build: _Build, request: TraceRequest, input_dim: int, vocab: int) -> Any:
+    """A function making the training batch (inputs, targets) inside fake-tensor mode."""
+    import torch
+
+    def image_batch() -> tuple[Any, Any]:
+        dtype = torch.float64 if request.precision == "FP64" else torch.float32
+        images = torch.randn(request.batch_size, IMAGE_CHANNELS, input_dim, input_dim, dtype=dtype)
+        return images, torch.randint(0, IMAGE_CLASSES, (request.batch_size,))
+
+    def text_batch() -> tuple[Any, Any]:
+        shape = (request.batch_size, input_dim)
+        inputs = {"input_ids": torch.randint(0, vocab, shape)}
+        if build.seq2seq:
+            inputs["decoder_input_ids"] = torch.randint(0, vocab, shape)
+        return inputs, torch.randint(0, vocab, shape)
+
+    return image_batch if arch.kind == "image" else text_batch
+
+
+def _check_request(request: TraceRequest) -> Arch:
+    if request.arch not in ARCHITECTURES:
+        raise KeyError(f"unknown architecture {request.arch!r}: the zoo builds {len(ARCHITECTURES)} (see zoo.ARCHITECTURES)")
+    if request.precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {request.precision!r}")
+    if request.batch_size < 1 or (request.input_dim is not None and request.input_dim < 1):
+        raise ValueError(f"batch_size and input_dim must be at least 1, got {request.batch_size} and {request.input_dim}")
+    return ARCHITECTURES[request.arch]
+
+
+@dataclass(frozen=True)
+class Network:
+    """A built network of the zoo, ready for a training step."""
+
+    model: Any  # torch.nn.Module, float64 for FP64
+    layers: int
+    input_dim: int
+    make_batch: Any  # () -> (inputs, targets) on torch's current default device
+
+
+def build_network(request: TraceRequest, device: str = "meta") -> Network:
+    """The request's network on ``device`` ("meta": no memory; "cuda": a real one) and its batch maker."""
+    arch = _check_request(request)
+    build = _BUILDS[arch.name]
+    input_dim = request.input_dim or arch.default_input_dim
+    vocab = 0
+    if arch.kind == "image":
+        model, layers = _build_image(arch, build, input_dim, device)
+    else:
+        model, layers, vocab = _build_text(arch, build, input_dim, device)
+    if request.precision == "FP64":
+        model = model.double()
+    return Network(model, layers, input_dim, _batch_maker(arch, build, request, input_dim, vocab))
+
+
+def traced_optimizer(name: str | None) -> str:
+    """The optimizer a request is traced with: its own when the zoo knows it, else Adam."""
+    stepmem = step_core()
+    return name if name in stepmem.OPTIMIZERS else stepmem.DEFAULT_OPTIMIZER
+
+
+def trace(request: TraceRequest) -> Trace:
+    """Build the network on the meta device and measure one training step under fake tensors.
+
+    Raises KeyError for an unknown arch, ValueError for a bad request; any other exception of a
+    failed trace propagates (the caller records it). It does not bound its own time.
+    """
+    start = time.perf_counter()
+    stepmem = step_core()
+    stepmem.register_cpu_attention_flops()
+    network = build_network(request)
+    params = stepmem.count_params(network.model)
+    optimizer = traced_optimizer(request.optimizer)
+    measured = stepmem.measure_step(
+        network.model,
+        lambda m: stepmem.build_optimizer(m.parameters(), optimizer, LEARNING_RATE, bool(request.regularization)),
+        network.make_batch, request.precision)
+    return Trace(request.arch, params, network.layers, network.input_dim, measured.peak_bytes, measured.flops,
+                 time.perf_counter() - start)

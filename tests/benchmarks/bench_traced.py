@@ -1,0 +1,65 @@
+"""Benchmark: the traced prior beside the analytic one on a few named jobs, and what a trace costs.
+
+    python tests/benchmarks/bench_traced.py [--bound 120]
+
+Each job below names an architecture (`arch`) with its published size logged, as a site would log it.
+For each: the analytic prior's memory and FLOPs (`priors`, from the 11 features alone) and the traced
+prior's (`traced.trace_jobs`: the zoo's network on the meta device, one training step, in a child
+process), then the same jobs again to time a night that finds them all in the cache. The traced
+values are measurements of the step's tensors (plus the 0.5 GB CUDA context), not of a GPU: how they
+compare with a GPU's peak is `tests/data/measure_gpu_archs.py`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import features, traced
+
+# arch, model_type, params_million, num_layers, batch, input_dim, precision, optimizer
+JOBS = (
+    ("resnet50", "ResNet", 25.6, 50, 32, 224, "FP16", "AdamW"),
+    ("vgg16", "CNN", 138.4, 16, 32, 224, "FP16", "SGD"),
+    ("mobilenet_v2", "CNN", 3.5, 53, 64, 224, "FP32", "Adam"),
+    ("bert-base-uncased", "Transformer", 110.0, 12, 8, 512, "FP16", "AdamW"),
+)
+
+
+def rows() -> pl.DataFrame:
+    names = (c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.BATCH_SIZE, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER)
+    df = pl.DataFrame([dict(zip(names, j, strict=True)) for j in JOBS])
+    return df.with_columns(pl.Series(c.JOB_ID, [f"j{i}" for i in range(df.height)]), pl.lit(1000.0).alias(c.ITERATIONS),
+                           pl.lit(None, pl.Float64).alias(c.LEARNING_RATE), pl.lit(None, pl.Boolean).alias(c.REGULARIZATION),
+                           pl.lit(None, pl.Boolean).alias(c.DATA_AUGMENTATION))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bound", type=float, default=120.0, help="seconds one trace may take (GPUCAST_TRACE_SECONDS)")
+    args = p.parse_args()
+    jobs = rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "traces.json"
+        t0 = time.perf_counter()
+        trace = traced.trace_jobs(jobs, cache, traced.Bounds(args.bound, 10 * args.bound), progress=print)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = traced.trace_jobs(jobs, cache, traced.Bounds(args.bound, 10 * args.bound))
+        warm = time.perf_counter() - t0
+    built = features.build(jobs, trace)
+    with pl.Config(tbl_cols=-1, tbl_width_chars=200, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        print(built.select(c.ARCH, c.BATCH_SIZE, c.PRECISION, c.OPTIMIZER, pl.col("analytic_mem_gb").round(2),
+                           pl.col("prior_mem_gb").round(2).alias("traced_mem_gb"), pl.col("analytic_gflop_per_iter").round(0),
+                           pl.col("prior_gflop_per_iter").round(0).alias("traced_gflop"), traced.TRACE_STATUS))
+    print(f"first night: {cold:.1f} s for {jobs.height} traces; second night (all cached, statuses "
+          f"{sorted(set(again[traced.TRACE_STATUS].to_list()))}): {warm:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

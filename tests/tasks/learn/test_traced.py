@@ -1,0 +1,182 @@
+"""The traced prior (`tasks/learn/traced.py`): cache, bounds, unknown names, failures, and the prior it sets.
+
+The tracers here stand in for the zoo's (`traced.zoo_trace`) so that the cache and the bounds are tested
+in seconds: they are module-level functions because each trace runs in a spawned child process, which
+imports them by name. One test traces a real (small) torchvision network through the zoo.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import features, ood, priors, traced
+from gpucast.tasks.learn.traced import TRACE_STATUS, Bounds
+
+FAKE = {"params": 25_000_000, "layers": 50, "input_dim": 224, "peak_bytes": 3_000_000_000, "flops": 800_000_000_000,
+        "seconds": 0.01}
+
+
+def fake_tracer(config: traced.Config) -> dict:
+    return dict(FAKE)
+
+
+def failing_tracer(config: traced.Config) -> dict:
+    raise RuntimeError(f"no kernel for {config.arch}")
+
+
+def sleeping_tracer(config: traced.Config) -> dict:
+    time.sleep(60)
+    return dict(FAKE)
+
+
+def jobs(**columns) -> pl.DataFrame:
+    """Pending jobs: 2 x ResNet-50 (one configuration, logged in two spellings), an unknown name, no name."""
+    base = {c.JOB_ID: ["a", "b", "c", "d"], c.STATUS: ["PENDING"] * 4, c.MODEL_TYPE: ["ResNet", "ResNet", "CNN", "MLP"],
+            c.ARCH: ["resnet50", "ResNet-50", "MyNet-7", None], c.PARAMS_MILLION: [None, 25.6, 3.0, 1.0],
+            c.BATCH_SIZE: [32, 32, 16, 64], c.INPUT_DIM: [None, 224, 64, 100], c.NUM_LAYERS: [None, 50, 8, 3],
+            c.ITERATIONS: [1000.0] * 4, c.PRECISION: ["FP16", "FP16", "FP32", "FP32"],
+            c.OPTIMIZER: ["AdamW", "AdamW", "SGD", "Adam"], c.REGULARIZATION: [None] * 4}
+    return pl.DataFrame({**base, **columns}, schema_overrides={c.REGULARIZATION: pl.Boolean})
+
+
+def statuses(frame: pl.DataFrame) -> list[str | None]:
+    return frame[TRACE_STATUS].to_list()
+
+
+def test_a_configuration_is_traced_once_then_read_from_the_cache(tmp_path):
+    cache = tmp_path / "traces.json"
+    lines: list[str] = []
+    first = traced.trace_jobs(jobs(), cache, Bounds(30, 60), lines.append, tracer=fake_tracer)
+    # 'resnet50' and 'ResNet-50' (same batch, precision, optimizer; the input size defaults to 224) are one trace
+    assert statuses(first) == ["traced", "traced", "unknown arch", None]
+    assert len(json.loads(cache.read_text())["entries"]) == 1 and len(lines) == 1 and "resnet50" in lines[0]
+    assert first[traced.TRACED_MEM_GB].to_list()[:2] == [3.0 + priors.CUDA_CONTEXT_GB] * 2
+    assert first[traced.TRACED_GFLOP_PER_ITER][0] == pytest.approx(800.0)
+    # a second night: the cache answers, so a tracer that would fail is never called
+    second = traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=failing_tracer)
+    assert statuses(second) == ["cached", "cached", "unknown arch", None]
+    assert second.drop(TRACE_STATUS).equals(first.drop(TRACE_STATUS))
+
+
+def test_a_trace_past_its_bound_is_killed_recorded_and_not_retried_under_the_same_bound(tmp_path):
+    cache = tmp_path / "traces.json"
+    t0 = time.monotonic()
+    out = traced.trace_jobs(jobs(), cache, Bounds(1.5, 60), tracer=sleeping_tracer)
+    assert time.monotonic() - t0 < 20  # killed at 1.5 s, not left to sleep its 60
+    assert statuses(out)[:2] == ["timed out after 1.5 s"] * 2 and out[traced.TRACED_MEM_GB].null_count() == 4
+    again = traced.trace_jobs(jobs(), cache, Bounds(1.5, 60), tracer=fake_tracer)
+    assert statuses(again)[:2] == ["timed out after 1.5 s"] * 2  # cached: not paid again every night
+    longer = traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=fake_tracer)
+    assert statuses(longer)[:2] == ["traced"] * 2  # a longer bound tries again
+
+
+def test_a_failed_trace_is_recorded_with_its_reason_and_the_analytic_prior_is_used(tmp_path):
+    cache = tmp_path / "traces.json"
+    trace = traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=failing_tracer)
+    assert statuses(trace)[:2] == ["failed: RuntimeError: no kernel for resnet50"] * 2
+    assert json.loads(cache.read_text())["entries"].popitem()[1]["reason"] == "RuntimeError: no kernel for resnet50"
+    built = features.build(jobs(), trace)
+    analytic = features.build(jobs())
+    assert built["prior_mem_gb"].to_list() == analytic["prior_mem_gb"].to_list() == built["analytic_mem_gb"].to_list()
+    # the same torch version: the failure stands (a fake tracer that would succeed is not called)
+    assert statuses(traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=fake_tracer))[:2] == statuses(trace)[:2]
+
+
+def test_an_unknown_name_is_kept_reported_and_gets_the_analytic_prior(tmp_path):
+    rows = jobs(**{c.ARCH: ["MyNet-7", "resnet-5O", "MyNet-7", None]})
+    trace = traced.trace_jobs(rows, tmp_path / "traces.json", Bounds(30, 60), tracer=failing_tracer)
+    assert statuses(trace) == ["unknown arch", "unknown arch", "unknown arch", None]
+    assert not (tmp_path / "traces.json").exists()  # nothing to trace, nothing written
+    built = features.build(rows, trace)
+    assert built[c.ARCH].to_list() == rows[c.ARCH].to_list()  # kept as logged
+    assert built["prior_mem_gb"].to_list() == built["analytic_mem_gb"].to_list()
+    assert traced.summary(rows, trace)["unknown_archs"] == {"MyNet-7": 2, "resnet-5O": 1}
+
+
+def test_the_traced_values_are_the_prior_and_fill_the_missing_features(tmp_path):
+    trace = traced.trace_jobs(jobs(), tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
+    built, analytic = features.build(jobs(), trace), features.build(jobs())
+    assert built["prior_mem_gb"].to_list()[:2] == [3.5, 3.5]
+    assert built["prior_mem_gb"].to_list()[2:] == analytic["prior_mem_gb"].to_list()[2:]
+    assert built["analytic_mem_gb"][1] == analytic["prior_mem_gb"][1]
+    assert built["prior_gflop_per_iter"][0] == pytest.approx(800.0)
+    # run time: 1000 steps x 800 GFLOP at the job's achieved GFLOP/s
+    assert built["prior_runtime_hours"][0] == pytest.approx(1000 * 800.0 / built["prior_gflops"][0] / 3600)
+    # job a logged no size: the trace's fills it; job b logged its own, kept
+    assert built.select(c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM).row(0) == (25.0, 50, 224)
+    assert built.select(c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM).row(1) == (25.6, 50, 224)
+    assert features.build(built).equals(built)  # idempotent: a built frame keeps its trace
+
+
+def test_data_parallel_jobs_trace_one_gpus_share_of_the_batch(tmp_path):
+    rows = jobs(**{c.GPU_COUNT: [4, 1, 1, 1]})
+    configs = traced.job_configs(rows)
+    assert (configs[0].batch_size, configs[1].batch_size) == (8, 32)
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
+    assert trace[traced.TRACED_GFLOP_PER_ITER].to_list()[:2] == pytest.approx([3200.0, 800.0])
+
+
+def test_the_nights_budget_leaves_the_rest_for_a_later_night(tmp_path):
+    rows = jobs(**{c.ARCH: ["resnet50", "vgg16", "resnet18", None]})
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(1.0, 1.0), tracer=sleeping_tracer)
+    assert statuses(trace)[:3] == ["timed out after 1 s", traced.NIGHT_SPENT, traced.NIGHT_SPENT]
+    entries = json.loads((tmp_path / "t.json").read_text())["entries"]
+    assert len(entries) == 1  # the configurations not reached are not cached
+
+
+def test_a_missing_batch_size_is_not_traced(tmp_path):
+    rows = jobs(**{c.BATCH_SIZE: [None, 32, 16, 64]})
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
+    assert statuses(trace)[:2] == [traced.NO_BATCH, "traced"]
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"version": 99, "entries": {}}', "[1, 2]"])
+def test_an_unreadable_cache_is_reported_and_replaced(tmp_path, content):
+    cache = tmp_path / "traces.json"
+    cache.write_text(content)
+    lines: list[str] = []
+    trace = traced.trace_jobs(jobs(), cache, Bounds(30, 60), lines.append, tracer=fake_tracer)
+    assert statuses(trace)[:2] == ["traced", "traced"]
+    assert "unreadable" in lines[0] and json.loads(cache.read_text())["version"] == traced.CACHE_VERSION
+
+
+def test_a_name_contradicting_the_logged_parameters_is_flagged(tmp_path):
+    rows = jobs(**{c.PARAMS_MILLION: [None, 200.0, 3.0, 1.0]})  # job b: 'ResNet-50' with 200 M parameters?
+    built = features.build(rows, traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
+    assert ood.arch_mismatch(built) == {1: "params_million 200 contradicts arch 'ResNet-50' (25 million parameters "
+                                           "built; more than 2x apart)"}
+    detector = {"categories": {}, "numbers": [], "ranges": {}, "density": None}
+    flags, reasons = ood.flag(built, detector)
+    assert flags.tolist() == [False, True, False, False] and "contradicts arch" in reasons[1]
+
+
+def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
+    """resnet18 at batch 2, 64 px, FP32, SGD: the zoo's real trace in a child process, well inside 60 s."""
+    rows = jobs(**{c.ARCH: ["resnet18", None, None, None], c.BATCH_SIZE: [2, 1, 1, 1], c.INPUT_DIM: [64, 1, 1, 1],
+                   c.PRECISION: ["FP32"] * 4, c.OPTIMIZER: ["SGD"] * 4})
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(120, 120))
+    assert statuses(trace)[0] == "traced", statuses(trace)[0]
+    assert trace[traced.TRACED_PARAMS_MILLION][0] == pytest.approx(11.69, abs=0.01)  # torchvision's resnet18
+    # weights + grads + momentum at FP32 are 3 x 4 bytes x 11.7 M = 0.14 GB; the activations of 2 images add a little
+    assert 0.14 < trace[traced.TRACED_MEM_GB][0] - priors.CUDA_CONTEXT_GB < 0.3
+    assert np.isfinite(trace[traced.TRACED_GFLOP_PER_ITER][0]) and trace[traced.TRACED_GFLOP_PER_ITER][0] > 0
+
+
+def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
+    from gpucast.tasks.report.render import nightly_report
+
+    rows = jobs(**{c.ARCH: ["resnet50", "My|Net", "My|Net", None]})
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
+    summary = traced.summary(rows, trace)
+    assert summary == {"trace_statuses": {"unknown arch": 2, "traced": 1}, "unknown_archs": {"My|Net": 2}}
+    feats = {"labelled_jobs": 0, "pending": 4, "labelled": {}, **summary}
+    report = nightly_report({"features": feats}, [], {}, None)
+    assert "Traced prior, jobs naming an architecture: unknown arch 2, traced 1" in report
+    line = next(x for x in report.splitlines() if x.startswith("Architecture names the model zoo does not know"))
+    assert "(2 jobs)" in line and "My|Net" not in line  # the name is escaped for the Markdown page
