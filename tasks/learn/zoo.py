@@ -245,7 +245,7 @@ def canonical(name: str | None) -> str | None:
 def step_core() -> types.ModuleType:
     """The tracing core (``stepmem``) zoo uses: ``gpucast.tasks.learn.stepmem``, or the sibling file when loaded by path."""
     if __package__:
-        from . import stepmem
+        from gpucast.tasks.learn import stepmem
         return stepmem
     name = "gpucast_zoo_stepmem"
     if name not in sys.modules:
