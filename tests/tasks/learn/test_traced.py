@@ -187,3 +187,13 @@ def test_a_traced_peak_becomes_what_a_gpu_reports():
     """The H100 measurements' constants (tests/data/gpu_archs_h100.csv): x1.15 the tensor peak + 0.81 GB."""
     assert traced.reported_gb(10e9) == pytest.approx(10 * 1.15 + 0.81)
     assert traced.reported_gb(0) == pytest.approx(0.81)
+
+
+def test_the_gpu_constants_are_the_shipped_h100_measurements():
+    """RESERVED_OVER_TENSOR and TRACED_CONTEXT_GB are the medians of tests/data/gpu_archs_h100.csv's runs."""
+    from pathlib import Path
+
+    runs = pl.read_csv(Path(__file__).resolve().parents[2] / "data" / "gpu_archs_h100.csv").filter(pl.col("status") == "ok")
+    assert runs.height >= 40
+    assert traced.RESERVED_OVER_TENSOR == pytest.approx(runs["reserved_over_traced"].median(), abs=0.01)
+    assert traced.TRACED_CONTEXT_GB == pytest.approx(runs["cuda_context_gb"].median(), abs=0.02)
