@@ -53,11 +53,11 @@ from gpucast.tasks.learn import priors
 # architectures on an H100, PyTorch 2.11, CUDA 13; docs/models.md). The allocator's peak allocation was a median
 # 1.017x the traced tensor peak (0.91-1.14x), so the trace is right; the caching allocator *reserved* a median
 # 1.147x (0.94-1.60x: cuDNN workspaces of large convolutions at the top, VGG and Inception), and the CUDA context
-# held 0.81-0.84 GB beside it. With these two constants the traced prior was 9.5% off what the GPU reported
+# held 0.81-0.84 GB (median 0.83) beside it. With these two constants the traced prior was 9.5% off what the GPU reported
 # (mean absolute, each family's error measured with constants taken from the other families); the tensor
 # peak + the analytic prior's 0.5 GB was 15.4% off and under the real figure in 89% of the runs.
 RESERVED_OVER_TENSOR = 1.15
-TRACED_CONTEXT_GB = 0.81
+TRACED_CONTEXT_GB = 0.83
 TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACE_STATUS = "traced_mem_gb", "traced_gflop_per_iter", "trace_status"
 TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM = "traced_params_million", "traced_num_layers", "traced_input_dim"
 TRACE_COLUMNS = (TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM,
