@@ -1,43 +1,64 @@
 """Out-of-distribution flags: is a pending job unlike every job its champion learned from?
 
-Three checks, each cheap and each saying in words what it found (`ood_reason`):
-1. **unseen category**: a model type, precision, optimizer or GPU the champion never saw in training,
-   or a logged `gpu_type` the GPU catalog does not know (a missing value is not a category: missing
-   values are common and models handle them);
-2. **outside the training range**: a number (parameters, batch, input size, layers, iterations,
+Four checks (`CHECKS`), each cheap and each saying in words what it found (`ood_reason`):
+1. **unseen category**: a model type, precision or optimizer the champion never saw in training (a
+   missing value is not a category: missing values are common and models handle them);
+2. **unknown GPU**: a logged `gpu_type` whose peak throughput is unknown (neither logged as
+   `gpu_peak_tflops` nor in the GPU catalogue) and that the champion's training jobs never ran on. A
+   GPU is judged by the history, not by a reference table: one the catalogue lacks is known when the
+   log gives its peak (check 3 then judges the peak like any number) or the training jobs used it;
+3. **outside the training range**: a number (parameters, batch, input size, layers, iterations,
    learning rate, GPUs, peak throughput) below the smallest or above the largest value the champion
    saw, on the log scale, by more than `RANGE_MARGIN` (a tenth of a decade);
-3. **low density**: a combination of numbers unlike the training jobs' although each is in range:
+4. **low density**: a combination of numbers unlike the training jobs' although each is in range:
    the Mahalanobis distance of the job's standardised log numbers from the training jobs' mean,
    above the `DISTANCE_QUANTILE` of the training jobs' own distances. Mahalanobis distance was
    chosen over a learned novelty detector (an isolation forest, say) because it needs only a mean
    and a covariance (stored as JSON with the model), is exact to reproduce, and its false-alarm
-   rate on jobs like the training ones is set by the quantile: 0.5% here, plus what checks 1-2 add.
+   rate on jobs like the training ones is set by the quantile: 0.5% here, plus what checks 1-3 add.
+A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
+`CHECKS` (and, when it needs something learned at training time, one more key in `fit`'s dict).
 
-A flagged job gets the analytic prior's forecast with the prior's own calibrated intervals when the
-champion's feature set has the priors (a formula extrapolates where trees go flat), else the
-champion's interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
+**The fallback is chosen by evidence** (`held_out_best`, at training time): leave one model family
+(`model_type`) out of the champion's training rows, fit on the others, forecast it, for every family
+with at least `MIN_FAMILY_ROWS` rows; on those held-out forecasts, compare the trained model's
+extrapolation, the analytic prior (the target's prior column) and their geometric mean (`blend`),
+and keep the one with the lowest MAPE. Its interval factor is the `INTERVAL_QUANTILE` of its held-out
+|log(actual / estimate)|: a flagged job gets P50 = that estimate, P10 = P50 / exp(q), P90 = P50 x exp(q).
+Without that evidence (one family, or too few rows) a flagged job gets the analytic prior with its
+own calibrated intervals when the champion's feature set has the priors, else the champion's
+interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import polars as pl
 
+from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
 
 RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range, on the log scale
 DISTANCE_QUANTILE = 0.995
 WIDEN_FACTOR = 2.0
+# The held-out-family evidence (`held_out_best`).
+FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
+MIN_FAMILY_ROWS = 20  # a family with fewer rows is not held out (its error would be noise)
+INTERVAL_QUANTILE = 0.9  # of the chosen estimate's held-out |log error|: the interval factor
+CANDIDATES = ("model", "prior", "blend")  # the trained model's extrapolation, the prior, their geometric mean
+CHOSEN_BY = "mape"
+
+Reasons = Iterable[tuple[int, str]]  # (row index, words) pairs a check finds
 
 
 def fit(rows: pl.DataFrame, feature_set: str) -> dict:
     """What `flag` needs, JSON-ready, learned from the champion's training rows."""
     fs = FEATURE_SETS[feature_set]
-    cats = [s.name for s in fs.specs if s.kind == "categorical"]
+    cats = [s.name for s in fs.specs if s.kind == "categorical" and s.name != GPU_MODEL]  # a GPU: `_unknown_gpus`
     nums = [s.name for s in fs.specs if s.kind == "log" and not s.name.startswith("prior_")]
     logs = _logs(rows, nums)
     ranges = {n: [float(np.nanmin(logs[:, i])), float(np.nanmax(logs[:, i]))] if np.isfinite(logs[:, i]).any() else None
@@ -50,7 +71,9 @@ def fit(rows: pl.DataFrame, feature_set: str) -> dict:
         distances = _mahalanobis(complete, mean, inv)
         detector = {"mean": mean.tolist(), "inverse_covariance": inv.tolist(),
                     "threshold": float(np.quantile(distances, DISTANCE_QUANTILE))}
+    gpus = rows[c.GPU_TYPE].drop_nulls().unique().to_list() if c.GPU_TYPE in rows.columns else []
     return {"categories": {n: sorted(rows[n].drop_nulls().cast(pl.String).unique().to_list()) for n in cats},
+            "gpu_types": sorted({catalog.fold(g) for g in gpus}),  # folded: `A100_80GB` is `a100 80gb`
             "numbers": nums, "ranges": ranges, "density": detector}
 
 
@@ -67,22 +90,35 @@ def _mahalanobis(x: np.ndarray, mean: np.ndarray, inv: np.ndarray) -> np.ndarray
     return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", d, inv, d), 0.0))
 
 
-def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
-    """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
-    reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
+def _unseen_categories(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
     for name, known in detector["categories"].items():
-        if name not in rows.columns:
+        if name not in rows.columns or name == GPU_MODEL:  # (a detector saved before the GPU rule listed it)
             continue
         values = rows[name].cast(pl.String)
         unseen = (values.is_not_null() & ~values.is_in(known)).to_numpy()  # vectorised: scoring runs it on every pending job
         for i in np.flatnonzero(unseen):
-            reasons[int(i)].append(f"unseen {name} '{values[int(i)]}'")
-    if c.GPU_TYPE in rows.columns and GPU_MODEL in rows.columns:  # a GPU the catalog does not know
-        for i in np.flatnonzero(rows[c.GPU_TYPE].is_not_null().to_numpy() & rows[GPU_MODEL].is_null().to_numpy()):
-            reasons[int(i)].append(f"unknown {c.GPU_TYPE} '{rows[c.GPU_TYPE][int(i)]}' (not in the GPU catalog)")
-    nums = detector["numbers"]
-    logs = _logs(rows, [n for n in nums if n in rows.columns]) if nums else np.zeros((rows.height, 0))
-    for j, name in enumerate(n for n in nums if n in rows.columns):
+            yield int(i), f"unseen {name} '{values[int(i)]}'"
+
+
+def _unknown_gpus(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    """A GPU with no known peak (not logged, not in the catalogue) that the training jobs never ran on."""
+    if c.GPU_TYPE not in rows.columns:
+        return
+    types = rows[c.GPU_TYPE].cast(pl.String)
+    seen = set(detector.get("gpu_types", []))
+    known = {t: catalog.fold(t) in seen for t in types.drop_nulls().unique().to_list()}  # a few names per million jobs
+    in_history = types.replace_strict(known, default=False, return_dtype=pl.Boolean)
+    in_catalog = rows[GPU_MODEL].is_not_null() if GPU_MODEL in rows.columns else folded.is_null()
+    peak_logged = (rows[c.GPU_PEAK_TFLOPS].cast(pl.Float64) > 0).fill_null(False) if c.GPU_PEAK_TFLOPS in rows.columns \
+        else pl.Series([False] * rows.height)
+    unknown = (types.is_not_null() & ~in_catalog & ~peak_logged & ~in_history).to_numpy()
+    for i in np.flatnonzero(unknown):
+        yield int(i), (f"unknown {c.GPU_TYPE} '{types[int(i)]}' (not in the GPU catalog, no {c.GPU_PEAK_TFLOPS} logged, "
+                       f"never in the training jobs)")
+
+
+def _out_of_range(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    for j, name in enumerate(n for n in detector["numbers"] if n in rows.columns):
         bounds = detector["ranges"].get(name)
         if not bounds:
             continue
@@ -91,19 +127,38 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
         for i in np.flatnonzero(np.isfinite(col) & ((col < low) | (col > high))):
             side = "below" if col[i] < low else "above"
             edge = np.exp(bounds[0] if side == "below" else bounds[1])
-            which = "min" if side == "below" else "max"
-            reasons[int(i)].append(f"{name} {np.exp(col[i]):.4g} {side} the training range ({which} {edge:.4g})")
+            yield int(i), f"{name} {np.exp(col[i]):.4g} {side} the training range ({'min' if side == 'below' else 'max'} {edge:.4g})"
+
+
+def _low_density(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
     density = detector.get("density")
-    if density and logs.shape[1] == len(density["mean"]):
-        complete = np.isfinite(logs).all(axis=1)
-        dist = np.full(rows.height, np.nan)
-        dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
-        for i in np.flatnonzero(complete & (dist > density["threshold"])):
-            if not reasons.get(int(i)):  # an out-of-range number explains a large distance already
-                reasons[int(i)].append(f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
-                                  f"the training jobs' {DISTANCE_QUANTILE:.1%})")
+    if not density or logs.shape[1] != len(density["mean"]):
+        return
+    complete = np.isfinite(logs).all(axis=1)
+    dist = np.full(rows.height, np.nan)
+    dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
+    for i in np.flatnonzero(complete & (dist > density["threshold"])):
+        yield int(i), (f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
+                       f"the training jobs' {DISTANCE_QUANTILE:.1%})")
+
+
+# The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check
+# explained (an out-of-range number explains a large distance already).
+CHECKS: tuple[Callable[[pl.DataFrame, dict, np.ndarray], Reasons], ...] = (
+    _unseen_categories, _unknown_gpus, _out_of_range, _low_density)
+
+
+def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
+    """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
+    reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
+    nums = [n for n in detector["numbers"] if n in rows.columns]
+    logs = _logs(rows, nums)
+    for check in CHECKS:
+        for i, words in check(rows, detector, logs):
+            if check is not _low_density or not reasons.get(i):
+                reasons[i].append(words)
     flags = np.zeros(rows.height, dtype=bool)
-    words: list[str | None] = [None] * rows.height
+    out: list[str | None] = [None] * rows.height
     for i, r in reasons.items():
-        flags[i], words[i] = True, "; ".join(r)
-    return flags, words
+        flags[i], out[i] = True, "; ".join(r)
+    return flags, out
