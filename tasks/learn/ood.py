@@ -108,7 +108,9 @@ def _unknown_gpus(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reaso
     seen = set(detector.get("gpu_types", []))
     known = {t: catalog.fold(t) in seen for t in types.drop_nulls().unique().to_list()}  # a few names per million jobs
     in_history = types.replace_strict(known, default=False, return_dtype=pl.Boolean)
-    in_catalog = rows[GPU_MODEL].is_not_null() if GPU_MODEL in rows.columns else folded.is_null()
+    catalogued = {t: catalog.canonical(t) is not None for t in known}
+    in_catalog = (rows[GPU_MODEL].is_not_null() if GPU_MODEL in rows.columns
+                  else types.replace_strict(catalogued, default=False, return_dtype=pl.Boolean))
     peak_logged = (rows[c.GPU_PEAK_TFLOPS].cast(pl.Float64) > 0).fill_null(False) if c.GPU_PEAK_TFLOPS in rows.columns \
         else pl.Series([False] * rows.height)
     unknown = (types.is_not_null() & ~in_catalog & ~peak_logged & ~in_history).to_numpy()
