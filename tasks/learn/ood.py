@@ -164,3 +164,62 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
     for i, r in reasons.items():
         flags[i], out[i] = True, "; ".join(r)
     return flags, out
+
+
+# fit_predict(train row indices, held-out row indices) -> (the model's forecasts of the held-out rows,
+# the prior's, or None when the feature set has no prior)
+FitPredict = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+
+
+def held_out_best(families: np.ndarray, y: np.ndarray, fit_predict: FitPredict, learner: str) -> dict | None:
+    """Which estimate forecasts a model family best when trained without it, JSON-ready, or None when
+    fewer than two families have `MIN_FAMILY_ROWS` rows (nothing to hold out and learn from).
+
+    Every family with enough rows is held out once (`fit_predict` fits on the other rows); the
+    candidates (`CANDIDATES`: the model, the prior, their geometric mean) are scored on all held-out
+    rows together; the one with the lowest MAPE is the estimate, and `interval_factor` is
+    exp(`INTERVAL_QUANTILE` of its |log(actual / estimate)|)."""
+    fam = np.array(["" if f is None else str(f) for f in families], dtype=object)  # a missing family: never held out
+    names, counts = np.unique(fam[fam != ""].astype(str), return_counts=True)
+    held = [str(f) for f, n in zip(names, counts, strict=True) if n >= MIN_FAMILY_ROWS]
+    if len(held) < 2:
+        return None
+    parts: dict[str, list[np.ndarray]] = defaultdict(list)
+    for name in held:
+        test, train = np.flatnonzero(fam == name), np.flatnonzero(fam != name)
+        model, prior = fit_predict(train, test)
+        parts["actual"].append(y[test])
+        parts["family"].append(fam[test])
+        for cand, pred in _candidates(model, prior).items():
+            parts[cand].append(pred)
+    actual, family = np.concatenate(parts["actual"]), np.concatenate(parts["family"])
+    scores = {cand: _held_out_errors(actual, np.concatenate(parts[cand]), family)
+              for cand in CANDIDATES if cand in parts}
+    best = min(scores, key=lambda k: scores[k][CHOSEN_BY])
+    return {"estimate": best, "chosen_by": f"lowest held-out {CHOSEN_BY}", "learner": learner,
+            "families": {n: int(k) for n, k in zip(names, counts, strict=True) if str(n) in held},
+            "held_out_rows": len(actual), "interval_quantile": INTERVAL_QUANTILE,
+            "interval_factor": scores[best]["interval_factor"], "candidates": scores}
+
+
+def _candidates(model: np.ndarray, prior: np.ndarray | None) -> dict[str, np.ndarray]:
+    model = np.maximum(np.asarray(model, dtype=np.float64), 1e-12)
+    if prior is None:
+        return {"model": model}
+    prior = np.maximum(np.asarray(prior, dtype=np.float64), 1e-12)
+    return {"model": model, "prior": prior, "blend": np.sqrt(model * prior)}
+
+
+def _held_out_errors(actual: np.ndarray, estimate: np.ndarray, family: np.ndarray) -> dict:
+    err = np.abs(np.log(actual / estimate))
+    ape = np.abs(estimate - actual) / np.abs(actual) * 100.0
+    return {"mape": round(float(ape.mean()), 3), "median_log_error": round(float(np.median(err)), 5),
+            "interval_factor": round(float(np.exp(np.quantile(err, INTERVAL_QUANTILE))), 5),
+            "mape_by_family": {str(f): round(float(ape[family == f].mean()), 3) for f in np.unique(family)}}
+
+
+def estimate(evidence: dict, model: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P10, P50, P90 of out-of-distribution jobs by the held-out-best estimate (`held_out_best`'s `evidence`)."""
+    p50 = _candidates(model, prior)[evidence["estimate"]]
+    factor = float(evidence["interval_factor"])
+    return p50 / factor, p50, p50 * factor
