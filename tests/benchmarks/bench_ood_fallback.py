@@ -4,9 +4,8 @@ For each data set and target, `train.held_out_evidence` leaves each model family
 turn (a LightGBM of 100 trees, the stand-in for a costly champion, fitted on the other families) and
 scores the trained model's extrapolation, the target's analytic prior and their geometric mean on the
 held-out family. Printed per candidate: MAPE over all held-out rows, median |log error|, the interval
-factor (90th percentile of |log(actual / estimate)|), MAPE per family; the chosen estimate;
-  seconds (wall and CPU: on a shared machine the wall
-time says more about the neighbours).
+factor (90th percentile of |log(actual / estimate)|), MAPE per family; the chosen estimate; seconds
+(wall and CPU: on a shared machine the wall time says more about the neighbours).
 
 Data sets: the measured set (`tests/data/measured_jobs.csv`: 840 real PyTorch networks, 7 families;
 memory and FLOPs per step) and simulated jobs (`tasks/simulate.py`, the demo's generator; 3,000 jobs).
