@@ -407,8 +407,8 @@ def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, ch
     evidence = ood.held_out_best(rows[ood.FAMILY].to_numpy(), y, fit_predict, named)
     if evidence:
         evidence["seconds"] = round(time.perf_counter() - t0, 2)
-        build.progress(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence['estimate']} "
-                       f"(x/÷ {evidence['interval_factor']:.2f}, {len(evidence['families'])} families held out)")
+        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence['estimate']} "
+                                     f"(x/÷ {evidence['interval_factor']:.2f}, {len(evidence['families'])} families held out)")
     return evidence
 
 

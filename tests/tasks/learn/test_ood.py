@@ -125,3 +125,15 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
                for r in f["ood_reason"])
     ratio = (f["p90"] / f["p50"]).to_numpy()
     assert np.allclose(ratio, evidence["interval_factor"]) and np.allclose((f["p50"] / f["p10"]).to_numpy(), ratio)
+
+
+def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_says_so():
+    from gpucast.tasks.learn.features import build, labelled_rows
+    from gpucast.tasks.learn.models import registry
+    from gpucast.tasks.learn.train import STAND_IN_TREES, held_out_evidence
+
+    rows = labelled_rows(build(simulate_jobs(700, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
+    evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=2))
+    assert evidence["learner"] == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
+    assert evidence["held_out_rows"] == sum(evidence["families"].values())
+    assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence["families"].values())
