@@ -89,7 +89,6 @@ class Scorer:
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
                              "ood_reason": pl.Series(reasons, dtype=pl.String)})
 
-
     def _fallback(self, X: np.ndarray, pred: np.ndarray, champion: tuple[np.ndarray, ...],
                   groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
         """P10, P50, P90, the `model` column and the words `ood_reason` ends with, for flagged jobs: the

@@ -370,10 +370,10 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         prior = PriorModel.on(prior_column, X.shape[1])
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
-    if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
-        result.ood["fallback"] = evidence  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
+    if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
+        result.ood["fallback"] = evidence  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
     build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
 
