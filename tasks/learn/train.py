@@ -350,7 +350,8 @@ def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOption
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
            build: registry.Build) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
-    (and the prior's, the fallback for out-of-distribution jobs) on that slice; fit the OOD detector."""
+    (and the prior's) on that slice; fit the OOD detector and measure, on held-out families, which estimate
+    out-of-distribution jobs get (`held_out_evidence`)."""
     from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
 
     y = rows[target].to_numpy().astype(np.float64)
