@@ -137,3 +137,14 @@ def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_
     assert evidence["learner"] == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
     assert evidence["held_out_rows"] == sum(evidence["families"].values())
     assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence["families"].values())
+
+
+def test_without_evidence_flagged_jobs_get_the_calibrated_prior_and_the_reason_says_so(tmp_path):
+    jobs = simulate_jobs(1500, np.random.default_rng(6), date(2026, 11, 1), 0.0).filter(pl.col(c.MODEL_TYPE) == "CNN")
+    result = train_target(jobs, c.PEAK_GPU_MEM_GB, TrainOptions(models=("decision_tree",), repeats=1), tmp_path,
+                          threads=2)
+    assert "fallback" not in result.ood  # one family: nothing to hold out
+    rows = simulate_jobs(10, np.random.default_rng(7), date(2026, 11, 2), 0.0).with_columns(pl.lit(1e8).alias(c.PARAMS_MILLION))
+    f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
+    assert f["ood"].all() and (f["model"] == "prior").all()
+    assert all(r.endswith("-> prior (no held-out-family evidence)") for r in f["ood_reason"])
