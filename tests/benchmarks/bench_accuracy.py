@@ -4,8 +4,8 @@ The measured set (`tests/data/measured_jobs.csv`, made by `tests/data/make_measu
 real PyTorch training configurations whose peak training memory and FLOPs per step were measured
 with PyTorch's own tooling: nothing in it comes from gpucast's simulator. For each target (memory;
 compute as FLOPs per training step) and each repeat, the rows are split as the product splits them
-(70/30, 20% of train for validation); every model is fitted on the fit rows, the champion is the
-lowest mean validation RMSE, and intervals are split-conformal on the validation rows. The named
+(70/30, 20% of train for validation); every model is fitted on the fit rows, the champion is chosen
+on validation by the product's rule (`choose_champion`), and intervals are split-conformal on the validation rows. The named
 baseline is a plain LightGBM on the 11 raw features (`contract`), on the same splits, with a plain
 quantile LightGBM (alpha 0.9) for its P90.
 
