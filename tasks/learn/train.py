@@ -5,8 +5,11 @@ Protocol, per target and per repeat r = 0..repeats-1 (seed = base seed + r):
    **validation**; every model of the repeat sees the same three sets;
 2. each model is fitted on train minus validation, then scored on validation and on test;
 3. metrics (MSE, RMSE, MAE, MAPE in %, R²) are on the original scale of the target.
-The **champion** is the model with the lowest mean *validation* RMSE over the repeats: test rows
-never take part in choosing it. Test metrics are reported as mean and spread over the repeats,
+The **champion** is chosen on *validation* RMSE alone (test rows never take part): the model with the
+lowest mean over the repeats, unless other models are tied with it within noise (within one standard
+error of the paired per-repeat differences, or `TIE_FLOOR` of its mean, whichever is larger); then the
+first of the tied in `registry.PREFERENCE` (trees before the network), so that one lucky slice cannot
+flip the choice (`champion_choice`). Test metrics are reported as mean and spread over the repeats,
 because one 70/30 split of a small table is noise. The champion of the first repeat is saved.
 """
 
@@ -38,6 +41,12 @@ DEFAULT_MAX_ROWS = 500_000
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
 CHAMPION_METRIC = "rmse"
+# Models within this share of the best mean validation RMSE are tied with it even when the repeats
+# cannot tell (one repeat has no standard error; two agreeing repeats have a tiny one).
+TIE_FLOOR = 0.02
+CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; models within one standard error of "
+                 f"the paired per-repeat differences (at least {TIE_FLOOR:.0%} of the lowest mean) are tied, and "
+                 f"the first tied one in this order wins: {', '.join(registry.PREFERENCE)}")
 # Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
 # (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
 COMPILE_MIN_PENDING = 200_000
@@ -286,8 +295,8 @@ class Finished:
 
 def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[FitOutcome],
                   holdout: list[str] | None = None, *, threads: int, progress: Callable[[str], None] = log.info) -> Finished:
-    """From the fits' outcomes: the metrics, the champion (lowest mean validation RMSE over the
-    repeats each model finished), the gate's predictions, and the champion refitted and calibrated.
+    """From the fits' outcomes: the metrics, the champion (`CHAMPION_RULE` over the repeats each model
+    finished), the gate's predictions, and the champion refitted and calibrated.
     Skipped fits are kept in `result.skipped_fits` with their reason. Pure, like `fit_one`."""
     result = TargetResult(target=target, rows=rows.height)
     build = registry.Build(seed=options.seed, threads=threads, progress=progress)
@@ -315,8 +324,9 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
             return Finished(result)
         result.skipped += "; the analytic prior scores it"
         return _refit(rows, target, options, registry.PRIOR, result, build)
-    champion = choose_champion(result.metrics)
-    progress(f"{target}: champion {champion} (lowest mean validation {CHAMPION_METRIC.upper()}); refitting it")
+    choice = champion_choice(result.metrics)
+    champion = choice.champion
+    progress(f"{target}: champion {champion} ({choice.describe()}); refitting it")
     if holdout:
         y = rows[target].to_numpy().astype(np.float64)
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build)
@@ -429,12 +439,59 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     store.save_metadata(folder, _metadata(target, options, result))
 
 
-def choose_champion(metric_rows: list[MetricRow]) -> str:
-    """The model with the lowest mean validation RMSE over the repeats; test rows never count.
-    Ties go to the model first in the registry's order (a stable choice)."""
+@dataclass(frozen=True)
+class ChampionChoice:
+    """How the champion was chosen (`CHAMPION_RULE`): the model with the lowest mean validation RMSE,
+    the models tied with it within noise (in `registry.PREFERENCE` order, the champion first), and each
+    model's mean validation RMSE."""
+
+    champion: str
+    lowest: str
+    tied: tuple[str, ...]
+    means: dict[str, float]
+
+    def describe(self) -> str:
+        if self.champion == self.lowest and len(self.tied) == 1:
+            return f"lowest mean validation {CHAMPION_METRIC.upper()}"
+        if self.champion == self.lowest:
+            return (f"lowest mean validation {CHAMPION_METRIC.upper()}, tied within noise with "
+                    f"{', '.join(self.tied[1:])}; first in the preference order")
+        return (f"tied within noise with {self.lowest} (lowest mean validation {CHAMPION_METRIC.upper()} "
+                f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g}); first in the preference order")
+
+
+def _tie_margin(val: pl.DataFrame, model: str, lowest: str, floor: float) -> float:
+    """How far above `lowest`'s mean `model`'s may be and still be tied: one standard error of the
+    per-repeat differences (the repeats both finished: same validation rows), at least `floor`."""
+    pair = (val.filter(pl.col("model") == model).join(val.filter(pl.col("model") == lowest), on="repeat", suffix="_lowest")
+            .select((pl.col(CHAMPION_METRIC) - pl.col(f"{CHAMPION_METRIC}_lowest")).alias("d")))
+    if pair.height < 2:
+        return floor
+    return max(floor, float(pair["d"].std(ddof=1)) / np.sqrt(pair.height))
+
+
+def _preference(model: str) -> int:
+    return registry.PREFERENCE.index(model) if model in registry.PREFERENCE else len(registry.PREFERENCE)
+
+
+def champion_choice(metric_rows: list[MetricRow] | list[dict]) -> ChampionChoice:
+    """Choose the champion by `CHAMPION_RULE` from the metric rows (validation rows only count)."""
     val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
+    if "repeat" not in val.columns:
+        val = val.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
     ranking = val.group_by("model", maintain_order=True).agg(pl.col(CHAMPION_METRIC).mean())
-    return ranking.sort(CHAMPION_METRIC, maintain_order=True)["model"][0]
+    ranking = ranking.sort(CHAMPION_METRIC, maintain_order=True)
+    means = dict(ranking.iter_rows())
+    lowest = ranking["model"][0]
+    floor = TIE_FLOOR * means[lowest]
+    tied = [m for m in means if means[m] - means[lowest] <= _tie_margin(val, m, lowest, floor)]
+    tied.sort(key=lambda m: (_preference(m), means[m]))
+    return ChampionChoice(tied[0], lowest, tuple(tied), means)
+
+
+def choose_champion(metric_rows: list[MetricRow] | list[dict]) -> str:
+    """The champion by `CHAMPION_RULE`; test rows never count."""
+    return champion_choice(metric_rows).champion
 
 
 def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
@@ -446,7 +503,8 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "refit": asdict(result.refit),
         "preset": options.preset,
         "champion": result.champion,
-        "champion_metric": f"mean validation {CHAMPION_METRIC}",
+        "champion_metric": CHAMPION_RULE,
+        "champion_tied": list(champion_choice(result.metrics).tied) if result.metrics else [],
         "rows": result.rows,
         "python": platform.python_version(),
         "versions": store.library_versions(),

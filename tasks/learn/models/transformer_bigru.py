@@ -41,6 +41,20 @@ from tqdm import tqdm
 from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESETS, TBGConfig
 
 log = logging.getLogger(__name__)
+# Every epoch takes at least this many optimizer steps: a preset's batch (256, 512) is cut to a share of
+# the training rows when there are fewer than this many batches of them. Without it, 228 training rows
+# (480 jobs after the splits) made one step an epoch under `tuned` (batch 512): its learning-rate drop
+# (epoch 60) and early stopping (15 epochs) counted single steps, and it stopped barely trained, at
+# 1.25x the best tree's test RMSE over 2 splits (1.14x with this rule; docs/models.md). From
+# MIN_BATCHES_PER_EPOCH x the preset's batch rows up (2,048 for `paper`), the preset's batch is used.
+MIN_BATCHES_PER_EPOCH = 8
+MIN_BATCH_ROWS = 16
+
+
+def batch_rows(n_rows: int, preset_batch: int) -> int:
+    """The batch an epoch over `n_rows` training rows uses: the preset's, or fewer rows so that an epoch
+    has `MIN_BATCHES_PER_EPOCH` steps (never under `MIN_BATCH_ROWS`, never over the preset's)."""
+    return min(preset_batch, max(MIN_BATCH_ROWS, math.ceil(n_rows / MIN_BATCHES_PER_EPOCH)))
 
 
 class PeriodicEmbedding(nn.Module):
@@ -180,6 +194,7 @@ class TransformerBiGRURegressor(RegressorMixin, BaseEstimator):
         idx = np.random.default_rng(self.seed).permutation(len(X))
         n_val = int(len(X) * cfg.validation_fraction) if cfg.early_stopping_patience else 0
         train, val = idx[n_val:], idx[:n_val]
+        self.batch_rows_ = batch_rows(len(train), cfg.batch_size)
         self.model_ = TransformerBiGRU(cfg, X.shape[1], tuple(self.categorical), tuple(self.cardinalities)).to(self.device_)
         best_state = self._train(self._tensors(X[train], z[train]), self._tensors(X[val], z[val]) if n_val else None)
         if best_state is not None:
@@ -233,8 +248,8 @@ class TransformerBiGRURegressor(RegressorMixin, BaseEstimator):
         self.model_.train()
         order = torch.randperm(len(Xt), generator=gen).to(self.device_)
         total = 0.0
-        for start in range(0, len(Xt), self.config_.batch_size):
-            b = order[start:start + self.config_.batch_size]
+        for start in range(0, len(Xt), self.batch_rows_):
+            b = order[start:start + self.batch_rows_]
             opt.zero_grad()
             loss = loss_fn(self.model_(Xt[b]), zt[b])
             loss.backward()

@@ -83,6 +83,23 @@ def test_time_budget_stops_training_after_the_epoch_that_crosses_it(data):
     assert unlimited.epochs_run_ == 3 and unlimited.stopped_by_ is None
 
 
+def test_an_epoch_takes_several_optimizer_steps_however_few_the_training_rows(data, monkeypatch):
+    """The defect (issue 26, item 6): `tuned`'s batch of 512 made ONE optimizer step an epoch on the 228
+    training rows of 480 jobs, so its learning-rate drop and early stopping counted single steps and it
+    stopped barely trained. Now an epoch takes at least MIN_BATCHES_PER_EPOCH steps; big data keeps the
+    preset's batch."""
+    from gpucast.tasks.learn.models.transformer_bigru import MIN_BATCHES_PER_EPOCH, batch_rows
+
+    enc, X, y = data
+    steps = []
+    step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: (steps.append(1), step(self, *a, **k))[1])
+    est = TransformerBiGRURegressor("tuned", epochs=1, categorical=enc.categorical,
+                                    cardinalities=enc.cardinalities).fit(X[:268], y[:268])  # 228 fit, 40 validation
+    assert len(steps) >= MIN_BATCHES_PER_EPOCH and est.batch_rows_ < PRESETS["tuned"].batch_size
+    assert batch_rows(100_000, 512) == 512 and batch_rows(2_048, 256) == 256  # Table 2's batch where rows allow
+
+
 @pytest.fixture(scope="module")
 def residual_data():
     """The richest feature set: hardware context, priors, and the target learned relative to its prior."""
