@@ -13,11 +13,13 @@ file path (``importlib``) on a machine that has torch, torchvision and transform
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import sys
 import time
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,7 +245,7 @@ def canonical(name: str | None) -> str | None:
 def step_core() -> types.ModuleType:
     """The tracing core (``stepmem``) zoo uses: ``gpucast.tasks.learn.stepmem``, or the sibling file when loaded by path."""
     if __package__:
-        from . import stepmem
+        from gpucast.tasks.learn import stepmem
         return stepmem
     name = "gpucast_zoo_stepmem"
     if name not in sys.modules:
@@ -296,9 +298,40 @@ def _build_image(arch: Arch, build: _Build, input_dim: int, device: str) -> tupl
         kwargs["image_size"] = input_dim
     elif arch.family == "maxvit":
         kwargs["input_size"] = (input_dim, input_dim)
-    with torch.device(device):
+    placement = _tensors_on_meta() if device == "meta" and arch.family in _CPU_ARITHMETIC_FAMILIES else torch.device(device)
+    with placement:
         model = models.get_model(build.target, weights=None, **kwargs)
     return model, _image_layers(model, arch.model_type)
+
+
+# Builders that compute their layer widths with torch tensors (RegNet's BlockParams: arange, round,
+# tolist) cannot run with meta as the default device; for them only parameters and buffers go to meta.
+_CPU_ARITHMETIC_FAMILIES = ("regnet",)
+
+
+@contextlib.contextmanager
+def _tensors_on_meta() -> Iterator[None]:
+    """Put every parameter and buffer a constructor registers on the meta device (default device unchanged).
+
+    A parameter is created on the CPU (``torch.empty``: no initialisation, pages untouched) and moved
+    before the constructor initialises it, so nothing real is computed.
+    """
+    from torch import nn
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def on_meta_parameter(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        register_parameter(module, name, param)
+        if param is not None:
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    def on_meta_buffer(module: nn.Module, name: str, tensor: Any, persistent: bool = True) -> None:
+        register_buffer(module, name, None if tensor is None else tensor.to("meta"), persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = on_meta_parameter, on_meta_buffer  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer  # type: ignore[method-assign]
 
 
 def _text_config(arch: Arch, build: _Build, input_dim: int) -> Any:

@@ -12,7 +12,7 @@ draws them, so ``peak_gpu_mem_gb`` = tensor peak + a uniform 0.3-1.0 GB context.
 Each row draws from ``numpy.random.default_rng([seed, arch index, batch index, precision slot])``, so
 the CSV does not depend on ``--workers`` or on the order traces finish (except ``measure_seconds``).
 Finished rows are appended to ``<out>.partial.csv`` as they come; a rerun with the same arguments
-skips them (``--fresh`` starts over), and the CSV is written, in configuration order, at the end.
+skips them and traces failed ones again (``--fresh`` starts over), and the CSV is written, in configuration order, at the end.
 
 Usage (from the repository root)::
 
@@ -172,7 +172,7 @@ def partial_record(outcome: Outcome) -> dict[str, object]:
 
 
 def read_partial(path: Path, configs: list[RefConfig]) -> dict[str, dict[str, str]]:
-    """Rows finished by an earlier run, by job id; they must match today's configurations."""
+    """Rows finished by an earlier run, by job id (a later line wins); they must match today's configurations."""
     if not path.exists():
         return {}
     by_id = {f"ref-{c.index:05d}": c for c in configs}
@@ -205,9 +205,11 @@ def run_traces(todo: list[RefConfig], executor: Executor | None, on_done: Callab
 def trace_all(configs: list[RefConfig], partial: Path, workers: int, log: Callable[[str], None]) -> dict[str, dict[str, str]]:
     """Trace every configuration not in ``partial`` yet, appending each finished row to it."""
     done = read_partial(partial, configs)
-    todo = [c for c in configs if f"ref-{c.index:05d}" not in done]
-    log(f"{len(configs)} configurations, {len(done)} already in {partial.name}, {len(todo)} to trace on {workers} worker(s)")
+    todo = [c for c in configs if done.get(f"ref-{c.index:05d}", {}).get("status") not in ("kept", "skipped")]
+    log(f"{len(configs)} configurations, {len(configs) - len(todo)} already in {partial.name}, {len(todo)} to trace "
+        f"(failed ones again) on {workers} worker(s)")
     start = time.perf_counter()
+    finished: list[object] = []
     new_file = not partial.exists()
     with partial.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=PARTIAL_COLUMNS, lineterminator="\n")
@@ -219,9 +221,10 @@ def trace_all(configs: list[RefConfig], partial: Path, workers: int, log: Callab
             writer.writerow(record)
             f.flush()
             done[str(record["job_id"])] = {k: str(v) for k, v in record.items()}
+            finished.append(record["job_id"])
             c = outcome.config
             what = f"{record['tensor_peak_gb']} GB, {record['measure_seconds']} s" if outcome.trace else record["reason"]
-            log(f"[{len(done)}/{len(configs)}] {c.arch} batch {c.batch_size} {c.precision} {c.optimizer}: "
+            log(f"[{len(finished)}/{len(todo)}] {c.arch} batch {c.batch_size} {c.precision} {c.optimizer}: "
                 f"{record['status']} ({what}); {time.perf_counter() - start:.0f} s")
 
         with _executor(workers) as executor:

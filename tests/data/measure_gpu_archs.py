@@ -12,6 +12,8 @@ records, for the third step (peaks reset before it):
 * ``cuda_context_gb``: device memory in use that PyTorch did not reserve (CUDA context, kernels,
   library handles): ``total - free`` (``torch.cuda.mem_get_info``) minus ``memory_reserved``;
 * ``device_used_gb``: ``total - free`` after the step, what ``nvidia-smi`` would show for the job;
+* ``context_at_init_gb``: device memory in use just after CUDA initialisation minus what
+  ``nvidia-smi`` showed before this process touched CUDA (the same for every row; empty without nvidia-smi);
 
 and, in the same process, the traced peak of the same request (``zoo.trace``: meta device, fake
 tensors, MemTracker) with the ratios real / traced. Rows are written (and flushed) as they finish,
@@ -59,7 +61,7 @@ RUNS = (
 COLUMNS = (
     "arch", "family", "model_type", "batch_size", "input_dim", "precision", "optimizer", "params_million", "status",
     "traced_peak_gb", "real_allocated_gb", "real_reserved_gb", "allocated_over_traced", "reserved_over_traced",
-    "cuda_context_gb", "device_used_gb", "traced_gflop", "step_ms", "trace_seconds", "error",
+    "cuda_context_gb", "context_at_init_gb", "device_used_gb", "traced_gflop", "step_ms", "trace_seconds", "error",
 )
 
 
@@ -136,14 +138,15 @@ def measure_one(torch: types.ModuleType, zoo: types.ModuleType, arch: str, batch
         "traced_gflop": f"{traced.flops / 1e9:.1f}", "trace_seconds": f"{traced.seconds:.1f}", "status": "ok", "error": "",
     }
     release(torch)
+    real = None
     try:
         real = real_step(torch, zoo, request)
     except Exception as exc:  # out of memory ('oom') or a failed step: recorded, the other runs go on
         oom = isinstance(exc, torch.cuda.OutOfMemoryError)
         row.update(status="oom" if oom else "failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        release(torch)
+    release(torch)  # here, once the exception (and the frames holding the model) is gone
+    if real is None:
         return row
-    release(torch)
     row.update({k: f"{v:.4f}" if k != "step_ms" else f"{v:.1f}" for k, v in real.items()})
     row["allocated_over_traced"] = f"{real['real_allocated_gb'] * GB / traced.peak_bytes:.3f}"
     row["reserved_over_traced"] = f"{real['real_reserved_gb'] * GB / traced.peak_bytes:.3f}"
@@ -180,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     zoo = load_zoo()
     torch.cuda.init()
     torch.zeros(1, device="cuda")
+    after_init = device_used_gb(torch)
+    context_at_init = "" if smi_before is None else f"{after_init - smi_before:.4f}"
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; device memory in use before CUDA init "
-          f"{smi_before if smi_before is not None else 'n/a'} GB (nvidia-smi), after init {device_used_gb(torch):.3f} GB",
-          flush=True)
+          f"{smi_before if smi_before is not None else 'n/a'} GB (nvidia-smi), after init {after_init:.3f} GB", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
@@ -191,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             for batch in batches:
                 for precision in ("FP32", mixed):
                     row = measure_one(torch, zoo, arch, batch, precision, optimizer)
+                    row["context_at_init_gb"] = context_at_init
                     writer.writerow(row)
                     f.flush()
                     print(f"{arch} batch {batch} {precision} {optimizer}: traced {row.get('traced_peak_gb', '-')} GB, "

@@ -70,6 +70,14 @@ def test_published_parameter_counts(arch: str, input_dim: int, params: int, laye
     assert (traced.params, traced.layers, traced.input_dim) == (params, layers, input_dim)
 
 
+def test_regnet_builds_on_meta() -> None:
+    """RegNet computes its widths with torch ops, which meta as the default device cannot run."""
+    request = zoo.TraceRequest("regnet_y_400mf", 2, 64, "FP32", "SGD")
+    network = zoo.build_network(request)
+    assert {t.device.type for t in (*network.model.parameters(), *network.model.buffers())} == {"meta"}
+    assert zoo.trace(request).params == 4_344_144  # torchvision's published 4.344M
+
+
 def test_bert_base_with_its_masked_lm_head() -> None:
     traced = _trace("bert-base-uncased", input_dim=16)
     assert traced.params == pytest.approx(110e6, rel=0.01)  # 109.5M: encoder + MLM transform, decoder tied
@@ -154,3 +162,28 @@ def test_build_network_trains_for_real() -> None:
         stepmem.training_step(network.model, optimizer, inputs, targets, precision)
     assert any(not torch.equal(b, p) for b, p in zip(before, network.model.parameters(), strict=True))
     assert zoo.traced_optimizer("LAMB") == "Adam"
+
+
+REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference_archs.csv"
+
+
+def test_reference_set_of_real_architectures() -> None:
+    """tests/data/reference_archs.csv: 40+ zoo architectures, 3+ batch sizes, FP32 and mixed, as measured_jobs does it."""
+    import csv
+    with REFERENCE_CSV.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    archs = {row["arch"] for row in rows}
+    assert len(archs) >= 40 and all(zoo.canonical(a) == a for a in archs)
+    batches = {arch: {row["batch_size"] for row in rows if row["arch"] == arch} for arch in archs}
+    assert min(len(b) for b in batches.values()) >= 2  # a largest batch over 200 GB is skipped (gpt2-xl at 32)
+    assert sum(len(b) >= 3 for b in batches.values()) >= 0.95 * len(archs)
+    for arch in archs:
+        assert {"FP32"} < {row["precision"] for row in rows if row["arch"] == arch} <= {"FP32", "FP16", "BF16"}, arch
+    for row in rows:
+        spec = zoo.ARCHITECTURES[row["arch"]]
+        assert (row["arch_family"], row["model_type"]) == (spec.family, spec.model_type)
+        tensor, context = float(row["tensor_peak_gb"]), float(row["cuda_context_gb"])
+        assert 0.3 <= context <= 1.0 and float(row["peak_gpu_mem_gb"]) == pytest.approx(tensor + context, abs=2e-6)
+        assert tensor <= 200.0
+        if row["precision"] == "FP32" and row["optimizer"] in ("Adam", "AdamW"):  # weights + grads + 2 moments
+            assert tensor * 1e9 >= 16 * float(row["params_million"]) * 1e6, row["job_id"]
