@@ -23,6 +23,8 @@ under-provisioning (actual > `safe_request_gb(P90)`, the request the product adv
 * `champion`: the same champion without `arch` (the analytic prior as its base);
 * `pipeline+arch`, `pipeline`: what the nightly publishes (`Scorer`: the champion, or the analytic /
   traced prior with its own calibration for jobs flagged out of distribution);
+* `traced history`: a champion trained on the measured set as if its jobs had logged their `arch` (their own
+  traced peak as the prior), `arch` given: what the nightly learns once the history has traces;
 * `plain LightGBM`: LightGBM on the 11 raw features (log target), a quantile LightGBM (alpha 0.9) for P90;
 * `traced prior`: the trace alone (tensor peak + `priors.CUDA_CONTEXT_GB`; its P90 is itself);
 * `accelerate`: weights + gradients + optimizer state only (`prior_state_gb`; its P90 is itself).
@@ -116,7 +118,8 @@ def print_prior_error(reference: Path) -> None:
 
 TARGET = c.PEAK_GPU_MEM_GB
 DEFAULT_MODELS = ("lightgbm", "extra_trees", "xgboost", "prior")
-ESTIMATORS = ("champion+arch", "champion", "pipeline+arch", "pipeline", "plain LightGBM", "traced prior", "accelerate")
+ESTIMATORS = ("champion+arch", "champion", "pipeline+arch", "pipeline", "traced history", "plain LightGBM", "traced prior",
+              "accelerate")
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,13 @@ def plain_lightgbm(history: pl.DataFrame, rows: pl.DataFrame) -> tuple[np.ndarra
     return np.exp(p50), np.exp(p90)
 
 
-def forecasts(scorer: Scorer, history: pl.DataFrame, ev: EvalSet) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def traced_history(history: pl.DataFrame) -> pl.DataFrame:
+    """The measured set as if every job had logged its `arch`: its own traced peak as the traced prior."""
+    return features.build(history, trace=trace_columns(history, "tensor_peak_gb", priors.GFLOP_PER_ITERATION))
+
+
+def forecasts(scorer: Scorer, traced_scorer: Scorer, history: pl.DataFrame,
+              ev: EvalSet) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(P50, P90) of every estimator (`ESTIMATORS`) for the jobs of `ev`."""
     with_arch = features.build(ev.rows, trace=ev.trace)
     without = features.build(ev.rows.with_columns(pl.lit(None, pl.String).alias(c.ARCH)), trace=None)
@@ -197,6 +206,7 @@ def forecasts(scorer: Scorer, history: pl.DataFrame, ev: EvalSet) -> dict[str, t
     for name, rows in (("pipeline+arch", with_arch), ("pipeline", without)):
         scored = scorer.score(rows)
         out[name] = (scored["p50"].to_numpy(), scored["p90"].to_numpy())
+    out["traced history"] = champion_forecast(traced_scorer, with_arch)
     out["plain LightGBM"] = plain_lightgbm(history, ev.rows)
     point = with_arch[traced.TRACED_MEM_GB].to_numpy()
     out["traced prior"] = (point, point)
@@ -238,13 +248,15 @@ def real_architectures(args: argparse.Namespace) -> dict[str, pl.DataFrame]:
     history = measured.load()
     reference = reference_set(args.reference, args.family_names)
     sets = [reference, gpu_set(args.gpu_runs, reference.rows)]
-    with tempfile.TemporaryDirectory() as folder:
-        scorer = train_champion(history, tuple(args.models.split(",")), args.repeats, Path(folder))
-        print(f"memory champion trained on the measured set ({history.height} jobs): {scorer.champion.model} "
-              f"({time.perf_counter() - t0:.0f} s)")
+    models = tuple(args.models.split(","))
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as folder2:
+        scorer = train_champion(history, models, args.repeats, Path(folder))
+        traced_scorer = train_champion(traced_history(history), models, args.repeats, Path(folder2))
+        print(f"memory champions trained on the measured set ({history.height} jobs): {scorer.champion.model}, "
+              f"with traced priors {traced_scorer.champion.model} ({time.perf_counter() - t0:.0f} s)")
         tables = {}
         for ev in sets:
-            tables[ev.name] = score_table(ev, forecasts(scorer, history, ev))
+            tables[ev.name] = score_table(ev, forecasts(scorer, traced_scorer, history, ev))
             print_scores(ev, tables[ev.name])
     print(f"\n{time.perf_counter() - t0:.0f} s")
     return tables
