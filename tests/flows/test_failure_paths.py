@@ -129,7 +129,7 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     alone, so the forecasts' ratios are the priors' ratios: traced / analytic for the named job (1e6 steps: the
     run time is far above the calibration's floor)."""
     from gpucast.flows import score as score_flow
-    from gpucast.tasks.learn import features
+    from gpucast.tasks.learn import features, traced
     from tests.records import jsonl, record
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.0, seed=4))
@@ -150,7 +150,7 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
         rows = con.execute("SELECT job_id, target, p50 FROM forecasts WHERE job_id IN ('named', 'unknown', 'plain')").fetchall()
     p50 = {(j, t): v for j, t, v in rows}
     analytic = features.build(_contract_row(pending[2]))
-    traced_mem = entry["peak_bytes"] / 1e9 + 0.5
+    traced_mem = traced.reported_gb(entry["peak_bytes"])
     assert p50["named", c.PEAK_GPU_MEM_GB] / p50["plain", c.PEAK_GPU_MEM_GB] == pytest.approx(
         traced_mem / analytic["prior_mem_gb"][0], rel=1e-4)
     assert p50["named", c.RUNTIME_HOURS] / p50["plain", c.RUNTIME_HOURS] == pytest.approx(

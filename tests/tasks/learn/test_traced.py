@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import features, ood, priors, traced
+from gpucast.tasks.learn import features, ood, traced
 from gpucast.tasks.learn.traced import TRACE_STATUS, Bounds
 
 FAKE = {"params": 25_000_000, "layers": 50, "input_dim": 224, "peak_bytes": 3_000_000_000, "flops": 800_000_000_000,
@@ -56,7 +56,7 @@ def test_a_configuration_is_traced_once_then_read_from_the_cache(tmp_path):
     # 'resnet50' and 'ResNet-50' (same batch, precision, optimizer; the input size defaults to 224) are one trace
     assert statuses(first) == ["traced", "traced", "unknown arch", None]
     assert len(json.loads(cache.read_text())["entries"]) == 1 and len(lines) == 1 and "resnet50" in lines[0]
-    assert first[traced.TRACED_MEM_GB].to_list()[:2] == [3.0 + priors.CUDA_CONTEXT_GB] * 2
+    assert first[traced.TRACED_MEM_GB].to_list()[:2] == [traced.reported_gb(3e9)] * 2
     assert first[traced.TRACED_GFLOP_PER_ITER][0] == pytest.approx(800.0)
     # a second night: the cache answers, so a tracer that would fail is never called
     second = traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=failing_tracer)
@@ -102,7 +102,7 @@ def test_an_unknown_name_is_kept_reported_and_gets_the_analytic_prior(tmp_path):
 def test_the_traced_values_are_the_prior_and_fill_the_missing_features(tmp_path):
     trace = traced.trace_jobs(jobs(), tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
     built, analytic = features.build(jobs(), trace), features.build(jobs())
-    assert built["prior_mem_gb"].to_list()[:2] == [3.5, 3.5]
+    assert built["prior_mem_gb"].to_list()[:2] == [traced.reported_gb(3e9)] * 2
     assert built["prior_mem_gb"].to_list()[2:] == analytic["prior_mem_gb"].to_list()[2:]
     assert built["analytic_mem_gb"][1] == analytic["prior_mem_gb"][1]
     assert built["prior_gflop_per_iter"][0] == pytest.approx(800.0)
@@ -164,7 +164,8 @@ def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
     assert statuses(trace)[0] == "traced", statuses(trace)[0]
     assert trace[traced.TRACED_PARAMS_MILLION][0] == pytest.approx(11.69, abs=0.01)  # torchvision's resnet18
     # weights + grads + momentum at FP32 are 3 x 4 bytes x 11.7 M = 0.14 GB; the activations of 2 images add a little
-    assert 0.14 < trace[traced.TRACED_MEM_GB][0] - priors.CUDA_CONTEXT_GB < 0.3
+    tensor_gb = (trace[traced.TRACED_MEM_GB][0] - traced.TRACED_CONTEXT_GB) / traced.RESERVED_OVER_TENSOR
+    assert 0.14 < tensor_gb < 0.3
     assert np.isfinite(trace[traced.TRACED_GFLOP_PER_ITER][0]) and trace[traced.TRACED_GFLOP_PER_ITER][0] > 0
 
 
@@ -180,3 +181,19 @@ def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
     assert "Traced prior, jobs naming an architecture: unknown arch 2, traced 1" in report
     line = next(x for x in report.splitlines() if x.startswith("Architecture names the model zoo does not know"))
     assert "(2 jobs)" in line and "My|Net" not in line  # the name is escaped for the Markdown page
+
+
+def test_a_traced_peak_becomes_what_a_gpu_reports():
+    """The H100 measurements' constants (tests/data/gpu_archs_h100.csv): x1.15 the tensor peak + 0.83 GB."""
+    assert traced.reported_gb(10e9) == pytest.approx(10 * 1.15 + 0.83)
+    assert traced.reported_gb(0) == pytest.approx(0.83)
+
+
+def test_the_gpu_constants_are_the_shipped_h100_measurements():
+    """RESERVED_OVER_TENSOR and TRACED_CONTEXT_GB are the medians of tests/data/gpu_archs_h100.csv's runs."""
+    from pathlib import Path
+
+    runs = pl.read_csv(Path(__file__).resolve().parents[2] / "data" / "gpu_archs_h100.csv").filter(pl.col("status") == "ok")
+    assert runs.height >= 40
+    assert traced.RESERVED_OVER_TENSOR == pytest.approx(runs["reserved_over_traced"].median(), abs=0.01)
+    assert traced.TRACED_CONTEXT_GB == pytest.approx(runs["cuda_context_gb"].median(), abs=0.02)
