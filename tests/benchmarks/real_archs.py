@@ -26,7 +26,7 @@ under-provisioning (actual > `safe_request_gb(P90)`, the request the product adv
 * `traced history`: a champion trained on the measured set as if its jobs had logged their `arch` (their own
   traced peak as the prior), `arch` given: what the nightly learns once the history has traces;
 * `plain LightGBM`: LightGBM on the 11 raw features (log target), a quantile LightGBM (alpha 0.9) for P90;
-* `traced prior`: the trace alone (tensor peak + `priors.CUDA_CONTEXT_GB`; its P90 is itself);
+* `traced prior`: the trace alone (`traced.reported_gb` of its tensor peak; its P90 is itself);
 * `accelerate`: weights + gradients + optimizer state only (`prior_state_gb`; its P90 is itself).
 
     .venv/bin/python tests/benchmarks/real_archs.py --prior-error
@@ -134,7 +134,8 @@ class EvalSet:
 
 def trace_columns(df: pl.DataFrame, tensor_peak_gb: str, gflop: str) -> pl.DataFrame:
     """`traced.TRACE_COLUMNS` from a set's own trace (as `traced.trace_jobs` would return them)."""
-    return pl.DataFrame({traced.TRACED_MEM_GB: df[tensor_peak_gb] + priors.CUDA_CONTEXT_GB,
+    reported = [traced.reported_gb(gb * priors.GB) for gb in df[tensor_peak_gb].to_list()]
+    return pl.DataFrame({traced.TRACED_MEM_GB: reported,
                          traced.TRACED_GFLOP_PER_ITER: df[gflop], traced.TRACED_PARAMS_MILLION: df[c.PARAMS_MILLION],
                          traced.TRACED_NUM_LAYERS: df[c.NUM_LAYERS], traced.TRACED_INPUT_DIM: df[c.INPUT_DIM],
                          traced.TRACE_STATUS: pl.Series([traced.CACHED] * df.height)}, schema=traced.TRACE_SCHEMA)
