@@ -15,6 +15,7 @@ the priors); the Transformer-BiGRU presets against the best tree ensemble (RMSE 
 and what refitting the champion on all labelled jobs gains, at full size and at 300 jobs.
 
     .venv/bin/python tests/benchmarks/bench_accuracy.py [--repeats 3] [--nn-epochs 200] [--nn-presets paper,tuned] [--targets T,T] [--quick]
+    .venv/bin/python tests/benchmarks/bench_accuracy.py --real-architectures [real_archs.py's flags]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from gpucast.tasks.learn.score import safe_request_gb
 from gpucast.tasks.learn.train import CALIBRATION_FRACTION, TrainOptions, _build, choose_champion, metrics, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from tests.benchmarks import real_archs  # noqa: E402
 from tests.measured import load  # noqa: E402
 
 TARGETS = {c.PEAK_GPU_MEM_GB: "memory (GB)", priors.GFLOP_PER_ITERATION: "compute (GFLOP per training step)"}
@@ -158,7 +160,11 @@ def main() -> None:
     ap.add_argument("--nn-presets", default="paper,tuned", help="network presets set against the best tree ensemble")
     ap.add_argument("--quick", action="store_true", help="2 repeats, no network, fewer sets: a smoke run")
     ap.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
-    args = ap.parse_args()
+    ap.add_argument("--real-architectures", action="store_true", help="forecast real named architectures instead "
+                    "(tests/benchmarks/real_archs.py, whose flags follow)")
+    args, rest = ap.parse_known_args()
+    if args.real_architectures or rest:
+        return real_archs.main(rest) if args.real_architectures else ap.error(f"unrecognized arguments: {' '.join(rest)}")
     rows = load()
     repeats = 2 if args.quick else args.repeats
     sets = ("contract", "residual") if args.quick else tuple(args.features.split(","))
