@@ -21,6 +21,7 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
     flash / memory-efficient attention no longer keeps; traced training steps keep more (FP32 copies of
     normalisations and softmax inputs, dropout masks): 24 was fitted on the measured set's Transformers
     (prior MAPE 32.7% -> 26.6%) and holds on the reference set's named ones (44.9% -> 42.6%).
+    A vision transformer (ViT, DeiT, BEiT: named so) logs its image side: s = (side / 16)^2 + 1 tokens.
   - RNN / GRU / LSTM: h = sqrt(P / 2gL) with g = 1 / 3 / 4 gates; (g + 2) h values per step and layer.
   - Convolutional: stages of convolutions whose channels grow (x1 x2 x4 x8 x8 for "cnn" and "vgg";
     x1 x2 x4 x8 for "resnet" and "convnet"; Simonyan & Zisserman 2015, He et al. 2016) while the feature
@@ -72,14 +73,17 @@ FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet", "vgg", 
 # A logged model type -> family; unknown types by keyword (the first that the lower-cased type contains),
 # else "mlp" (the plainest estimate). "cnn" is a plain stack of 3x3 convolutions (VGG-style, no dense head);
 # "vgg" the named VGG / AlexNet nets with their dense head; "convnet" an ImageNet-style convolutional net
-# whose weights sit mostly in 1x1 convolutions (bottleneck, depthwise-separable, dense and inception blocks).
-FAMILY_KEYWORDS = (("former", "transformer"), ("bert", "transformer"), ("gpt", "transformer"), ("llama", "transformer"),
-                   ("vit", "transformer"), ("swin", "transformer"), ("xlnet", "transformer"), ("t5", "transformer"),
-                   ("bart", "transformer"), ("electra", "transformer"), ("opt-", "transformer"), ("bloom", "transformer"),
-                   ("mistral", "transformer"), ("falcon", "transformer"), ("gemma", "transformer"), ("qwen", "transformer"),
-                   ("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn"), ("resnet", "resnet"), ("resnext", "resnet"),
-                   ("vgg", "vgg"), ("alexnet", "vgg"), ("inception", "convnet"), ("googlenet", "convnet"),
-                   ("xception", "convnet"), ("efficientnet", "convnet"), ("mobilenet", "convnet"), ("mnasnet", "convnet"),
+# whose weights sit mostly in 1x1 convolutions (bottleneck, depthwise-separable, dense and inception blocks);
+# "vit" a vision transformer (computed as a "transformer" over its patches, `VIT_PATCH`).
+FAMILY_KEYWORDS = (("former", "transformer"), ("bert", "transformer"), ("gpt", "transformer"),
+                   ("llama", "transformer"), ("maxvit", "transformer"), ("vit", "vit"), ("deit", "vit"),
+                   ("beit", "vit"), ("swin", "transformer"), ("xlnet", "transformer"), ("t5", "transformer"),
+                   ("bart", "transformer"), ("electra", "transformer"), ("opt-", "transformer"),
+                   ("bloom", "transformer"), ("mistral", "transformer"), ("falcon", "transformer"),
+                   ("gemma", "transformer"), ("qwen", "transformer"), ("lstm", "lstm"), ("gru", "gru"),
+                   ("rnn", "rnn"), ("resnet", "resnet"), ("resnext", "resnet"), ("vgg", "vgg"), ("alexnet", "vgg"),
+                   ("inception", "convnet"), ("googlenet", "convnet"), ("xception", "convnet"),
+                   ("efficientnet", "convnet"), ("mobilenet", "convnet"), ("mnasnet", "convnet"),
                    ("densenet", "convnet"), ("convnext", "convnet"), ("regnet", "convnet"), ("shufflenet", "convnet"),
                    ("squeezenet", "convnet"), ("unet", "cnn"), ("cnn", "cnn"), ("conv", "cnn"), ("mlp", "mlp"))
 # OPT's names carry a dash ("opt-1.3b"; "OPT" alone: exact match below) so that "optical" is not one.
@@ -87,6 +91,9 @@ EXACT_FAMILIES = {"opt": "transformer"}
 # A plain stack of convolutions deeper than this does not train without shortcuts (He et al., 2016, fig. 1):
 # a "cnn" deeper than it is an ImageNet-style "convnet". The measured set's plain CNNs have 5-20 layers.
 PLAIN_CNN_MAX_LAYERS = 20
+# A vision transformer ("vit": ViT, DeiT, BEiT) logs the image side as `input_dim`; it attends over
+# (side / 16)^2 patches and a class token (Dosovitskiy et al., 2021: 16 px patches), as a "transformer".
+VIT_PATCH = 16
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 # Convolutional stages: channel multipliers per stage, and the image side up to which the stem keeps
 # full resolution (ResNet's CIFAR stem; VGG-style nets always do).
@@ -174,6 +181,9 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     fam = families(df[c.MODEL_TYPE].to_list(), layers)
     batch = _column(df, c.BATCH_SIZE, 1.0)
     dim = _column(df, c.INPUT_DIM, 1.0)
+    vision = fam == "vit"
+    dim = np.where(vision, (dim / VIT_PATCH) ** 2 + 1, dim)  # the tokens a vision transformer attends over
+    fam[vision] = "transformer"
     iterations = _column(df, c.ITERATIONS, 1.0)
     gpus = np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0)
 

@@ -19,6 +19,7 @@ from tests.benchmarks import real_archs
     ("ConvNeXt", "convnet"), ("RegNet", "convnet"), ("ShuffleNet", "convnet"), ("SqueezeNet", "convnet"),
     ("ResNeXt", "resnet"), ("WideResNet", "resnet"), ("XLNet", "transformer"), ("RoBERTa", "transformer"),
     ("T5", "transformer"), ("OPT", "transformer"), ("opt-1.3b", "transformer"), ("Swin", "transformer"),
+    ("ViT-B/16", "vit"), ("MaxViT", "transformer"),
     ("gpt2-xl", "transformer"), ("CNN", "cnn"), ("MLP", "mlp"), ("Optical flow", "mlp"), (None, "mlp"),
 ])
 def test_logged_names_map_to_their_family(model_type, family):
@@ -72,3 +73,10 @@ def test_the_priors_memory_error_on_the_reference_set_is_bounded(reference_error
     """All 62 architectures named by family: 41% MAPE when measured (72% before the families' formulas)."""
     (mape,) = reference_error.filter(pl.col(real_archs.FAMILY) == "all")["mem MAPE %"]
     assert mape < 50.0
+
+
+def test_a_vision_transformer_attends_over_patches_not_pixels():
+    """ViT-B/16 at 224 px: 197 tokens, not 224 (its FLOPs: 6 x 86 M x 197 per image, and attention)."""
+    vit, text = _priors([_job("ViT", 86.6, 12), _job("Transformer", 86.6, 12)]).iter_rows(named=True)
+    assert vit["prior_gflop_per_iter"] == pytest.approx(text["prior_gflop_per_iter"] * 197 / 224, rel=0.05)
+    assert vit["prior_activation_gb"] < text["prior_activation_gb"]
