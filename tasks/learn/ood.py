@@ -1,33 +1,47 @@
 """Out-of-distribution flags: is a pending job unlike every job its champion learned from?
 
-Three checks, each cheap and each saying in words what it found (`ood_reason`):
-1. **unseen category**: a model type, precision, optimizer or GPU the champion never saw in training,
-   or a logged `gpu_type` the GPU catalog does not know (a missing value is not a category: missing
-   values are common and models handle them);
-2. **outside the training range**: a number (parameters, batch, input size, layers, iterations,
+Four checks (`CHECKS`), each cheap and each saying in words what it found (`ood_reason`):
+1. **unseen category**: a model type, precision or optimizer the champion never saw in training (a
+   missing value is not a category: missing values are common and models handle them);
+2. **unknown GPU**: a logged `gpu_type` whose peak throughput is unknown (neither logged as
+   `gpu_peak_tflops` nor in the GPU catalogue) and that the champion's training jobs never ran on. A
+   GPU is judged by the history, not by a reference table: one the catalogue lacks is known when the
+   log gives its peak (check 3 then judges the peak like any number) or the training jobs used it;
+3. **outside the training range**: a number (parameters, batch, input size, layers, iterations,
    learning rate, GPUs, peak throughput) below the smallest or above the largest value the champion
    saw, on the log scale, by more than `RANGE_MARGIN` (a tenth of a decade);
-3. **low density**: a combination of numbers unlike the training jobs' although each is in range:
+4. **low density**: a combination of numbers unlike the training jobs' although each is in range:
    the Mahalanobis distance of the job's standardised log numbers from the training jobs' mean,
    above the `DISTANCE_QUANTILE` of the training jobs' own distances. Mahalanobis distance was
    chosen over a learned novelty detector (an isolation forest, say) because it needs only a mean
    and a covariance (stored as JSON with the model), is exact to reproduce, and its false-alarm
-   rate on jobs like the training ones is set by the quantile: 0.5% here, plus what checks 1-2 add.
-4. **a name that contradicts the size**: a logged `params_million` more than `ARCH_PARAMS_FACTOR` (2x)
-   off the parameters of the architecture the job names (`arch`, traced by `tasks/learn/traced.py`).
+   rate on jobs like the training ones is set by the quantile: 0.5% here, plus what the other checks add.
+5. **a name that contradicts the size** (`_arch_mismatch`): a logged `params_million` more than
+   `ARCH_PARAMS_FACTOR` (2x) off the parameters of the architecture the job names (`arch`, traced by
+   `tasks/learn/traced.py`).
+A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
+`CHECKS` (and, when it needs something learned at training time, one more key in `fit`'s dict).
 
-A flagged job gets the analytic prior's forecast with the prior's own calibrated intervals when the
-champion's feature set has the priors (a formula extrapolates where trees go flat), else the
-champion's interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
+**The fallback is chosen by evidence** (`held_out_best`, at training time): leave one model family
+(`model_type`) out of the champion's training rows, fit on the others, forecast it, for every family
+with at least `MIN_FAMILY_ROWS` rows; on those held-out forecasts, compare the trained model's
+extrapolation, the analytic prior (the target's prior column) and their geometric mean (`blend`),
+and keep the one with the lowest MAPE. Its interval factor is the `INTERVAL_QUANTILE` of its held-out
+|log(actual / estimate)|: a flagged job gets P50 = that estimate, P10 = P50 / exp(q), P90 = P50 x exp(q).
+Without that evidence (one family, or too few rows) a flagged job gets the analytic prior with its
+own calibrated intervals when the champion's feature set has the priors, else the champion's
+interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import polars as pl
 
+from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
 from gpucast.tasks.learn.traced import TRACED_PARAMS_MILLION
@@ -36,12 +50,20 @@ RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range,
 DISTANCE_QUANTILE = 0.995
 WIDEN_FACTOR = 2.0
 ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its named architecture's contradicts it
+# The held-out-family evidence (`held_out_best`).
+FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
+MIN_FAMILY_ROWS = 20  # a family with fewer rows is not held out (its error would be noise)
+INTERVAL_QUANTILE = 0.9  # of the chosen estimate's held-out |log error|: the interval factor
+CANDIDATES = ("model", "prior", "blend")  # the trained model's extrapolation, the prior, their geometric mean
+CHOSEN_BY = "mape"
+
+Reasons = Iterable[tuple[int, str]]  # (row index, words) pairs a check finds
 
 
 def fit(rows: pl.DataFrame, feature_set: str) -> dict:
     """What `flag` needs, JSON-ready, learned from the champion's training rows."""
     fs = FEATURE_SETS[feature_set]
-    cats = [s.name for s in fs.specs if s.kind == "categorical"]
+    cats = [s.name for s in fs.specs if s.kind == "categorical" and s.name != GPU_MODEL]  # a GPU: `_unknown_gpus`
     nums = [s.name for s in fs.specs if s.kind == "log" and not s.name.startswith("prior_")]
     logs = _logs(rows, nums)
     ranges = {n: [float(np.nanmin(logs[:, i])), float(np.nanmax(logs[:, i]))] if np.isfinite(logs[:, i]).any() else None
@@ -54,7 +76,9 @@ def fit(rows: pl.DataFrame, feature_set: str) -> dict:
         distances = _mahalanobis(complete, mean, inv)
         detector = {"mean": mean.tolist(), "inverse_covariance": inv.tolist(),
                     "threshold": float(np.quantile(distances, DISTANCE_QUANTILE))}
+    gpus = rows[c.GPU_TYPE].drop_nulls().unique().to_list() if c.GPU_TYPE in rows.columns else []
     return {"categories": {n: sorted(rows[n].drop_nulls().cast(pl.String).unique().to_list()) for n in cats},
+            "gpu_types": sorted({catalog.fold(g) for g in gpus}),  # folded: `A100_80GB` is `a100 80gb`
             "numbers": nums, "ranges": ranges, "density": detector}
 
 
@@ -71,24 +95,37 @@ def _mahalanobis(x: np.ndarray, mean: np.ndarray, inv: np.ndarray) -> np.ndarray
     return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", d, inv, d), 0.0))
 
 
-def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
-    """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
-    reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
+def _unseen_categories(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
     for name, known in detector["categories"].items():
-        if name not in rows.columns:
+        if name not in rows.columns or name == GPU_MODEL:  # (a detector saved before the GPU rule listed it)
             continue
         values = rows[name].cast(pl.String)
         unseen = (values.is_not_null() & ~values.is_in(known)).to_numpy()  # vectorised: scoring runs it on every pending job
         for i in np.flatnonzero(unseen):
-            reasons[int(i)].append(f"unseen {name} '{values[int(i)]}'")
-    if c.GPU_TYPE in rows.columns and GPU_MODEL in rows.columns:  # a GPU the catalog does not know
-        for i in np.flatnonzero(rows[c.GPU_TYPE].is_not_null().to_numpy() & rows[GPU_MODEL].is_null().to_numpy()):
-            reasons[int(i)].append(f"unknown {c.GPU_TYPE} '{rows[c.GPU_TYPE][int(i)]}' (not in the GPU catalog)")
-    for i, reason in arch_mismatch(rows).items():
-        reasons[i].append(reason)
-    nums = detector["numbers"]
-    logs = _logs(rows, [n for n in nums if n in rows.columns]) if nums else np.zeros((rows.height, 0))
-    for j, name in enumerate(n for n in nums if n in rows.columns):
+            yield int(i), f"unseen {name} '{values[int(i)]}'"
+
+
+def _unknown_gpus(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    """A GPU with no known peak (not logged, not in the catalogue) that the training jobs never ran on."""
+    if c.GPU_TYPE not in rows.columns:
+        return
+    types = rows[c.GPU_TYPE].cast(pl.String)
+    seen = set(detector.get("gpu_types", []))
+    known = {t: catalog.fold(t) in seen for t in types.drop_nulls().unique().to_list()}  # a few names per million jobs
+    in_history = types.replace_strict(known, default=False, return_dtype=pl.Boolean)
+    catalogued = {t: catalog.canonical(t) is not None for t in known}
+    in_catalog = (rows[GPU_MODEL].is_not_null() if GPU_MODEL in rows.columns
+                  else types.replace_strict(catalogued, default=False, return_dtype=pl.Boolean))
+    peak_logged = (rows[c.GPU_PEAK_TFLOPS].cast(pl.Float64) > 0).fill_null(False) if c.GPU_PEAK_TFLOPS in rows.columns \
+        else pl.Series([False] * rows.height)
+    unknown = (types.is_not_null() & ~in_catalog & ~peak_logged & ~in_history).to_numpy()
+    for i in np.flatnonzero(unknown):
+        yield int(i), (f"unknown {c.GPU_TYPE} '{types[int(i)]}' (not in the GPU catalog, no {c.GPU_PEAK_TFLOPS} logged, "
+                       f"never in the training jobs)")
+
+
+def _out_of_range(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    for j, name in enumerate(n for n in detector["numbers"] if n in rows.columns):
         bounds = detector["ranges"].get(name)
         if not bounds:
             continue
@@ -97,35 +134,114 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
         for i in np.flatnonzero(np.isfinite(col) & ((col < low) | (col > high))):
             side = "below" if col[i] < low else "above"
             edge = np.exp(bounds[0] if side == "below" else bounds[1])
-            which = "min" if side == "below" else "max"
-            reasons[int(i)].append(f"{name} {np.exp(col[i]):.4g} {side} the training range ({which} {edge:.4g})")
-    density = detector.get("density")
-    if density and logs.shape[1] == len(density["mean"]):
-        complete = np.isfinite(logs).all(axis=1)
-        dist = np.full(rows.height, np.nan)
-        dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
-        for i in np.flatnonzero(complete & (dist > density["threshold"])):
-            if not reasons.get(int(i)):  # an out-of-range number explains a large distance already
-                reasons[int(i)].append(f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
-                                  f"the training jobs' {DISTANCE_QUANTILE:.1%})")
-    flags = np.zeros(rows.height, dtype=bool)
-    words: list[str | None] = [None] * rows.height
-    for i, r in reasons.items():
-        flags[i], words[i] = True, "; ".join(r)
-    return flags, words
+            yield int(i), f"{name} {np.exp(col[i]):.4g} {side} the training range ({'min' if side == 'below' else 'max'} {edge:.4g})"
 
 
-def arch_mismatch(rows: pl.DataFrame) -> dict[int, str]:
-    """Row -> reason, for jobs whose logged `params_million` contradicts the parameters of the architecture
-    they name (the traced network's, `traced_params_million`) by more than `ARCH_PARAMS_FACTOR` either way:
-    the name or the count is wrong, and the forecast rests on one of them."""
+def _arch_mismatch(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    """Jobs whose logged `params_million` contradicts the parameters of the architecture they name (the
+    traced network's, `traced_params_million`) by more than `ARCH_PARAMS_FACTOR` either way: the name or
+    the count is wrong, and the forecast rests on one of them."""
     if TRACED_PARAMS_MILLION not in rows.columns or c.PARAMS_MILLION not in rows.columns:
-        return {}
+        return
     logged = rows[c.PARAMS_MILLION].cast(pl.Float64).to_numpy()
     named = rows[TRACED_PARAMS_MILLION].cast(pl.Float64).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = logged / named
     off = np.isfinite(ratio) & (named > 0) & ((ratio > ARCH_PARAMS_FACTOR) | (ratio < 1 / ARCH_PARAMS_FACTOR))
     arch = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
-    return {int(i): f"params_million {logged[i]:.4g} contradicts {c.ARCH} '{arch[int(i)]}' ({named[i]:.4g} million "
-                    f"parameters built; more than {ARCH_PARAMS_FACTOR:g}x apart)" for i in np.flatnonzero(off)}
+    for i in np.flatnonzero(off):
+        yield int(i), (f"params_million {logged[i]:.4g} contradicts {c.ARCH} '{arch[int(i)]}' ({named[i]:.4g} million "
+                       f"parameters built; more than {ARCH_PARAMS_FACTOR:g}x apart)")
+
+
+def _low_density(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+    density = detector.get("density")
+    if not density or logs.shape[1] != len(density["mean"]):
+        return
+    complete = np.isfinite(logs).all(axis=1)
+    dist = np.full(rows.height, np.nan)
+    dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
+    for i in np.flatnonzero(complete & (dist > density["threshold"])):
+        yield int(i), (f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
+                       f"the training jobs' {DISTANCE_QUANTILE:.1%})")
+
+
+# The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check
+# explained (an out-of-range number explains a large distance already).
+CHECKS: tuple[Callable[[pl.DataFrame, dict, np.ndarray], Reasons], ...] = (
+    _unseen_categories, _unknown_gpus, _arch_mismatch, _out_of_range, _low_density)
+
+
+def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
+    """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
+    reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
+    nums = [n for n in detector["numbers"] if n in rows.columns]
+    logs = _logs(rows, nums)
+    for check in CHECKS:
+        for i, words in check(rows, detector, logs):
+            if check is not _low_density or not reasons.get(i):
+                reasons[i].append(words)
+    flags = np.zeros(rows.height, dtype=bool)
+    out: list[str | None] = [None] * rows.height
+    for i, r in reasons.items():
+        flags[i], out[i] = True, "; ".join(r)
+    return flags, out
+
+
+# fit_predict(train row indices, held-out row indices) -> (the model's forecasts of the held-out rows,
+# the prior's, or None when the feature set has no prior)
+FitPredict = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
+
+
+def held_out_best(families: np.ndarray, y: np.ndarray, fit_predict: FitPredict, learner: str) -> dict | None:
+    """Which estimate forecasts a model family best when trained without it, JSON-ready, or None when
+    fewer than two families have `MIN_FAMILY_ROWS` rows (nothing to hold out and learn from).
+
+    Every family with enough rows is held out once (`fit_predict` fits on the other rows); the
+    candidates (`CANDIDATES`: the model, the prior, their geometric mean) are scored on all held-out
+    rows together; the one with the lowest MAPE is the estimate, and `interval_factor` is
+    exp(`INTERVAL_QUANTILE` of its |log(actual / estimate)|)."""
+    fam = np.array(["" if f is None else str(f) for f in families], dtype=object)  # a missing family: never held out
+    names, counts = np.unique(fam[fam != ""].astype(str), return_counts=True)
+    held = [str(f) for f, n in zip(names, counts, strict=True) if n >= MIN_FAMILY_ROWS]
+    if len(held) < 2:
+        return None
+    parts: dict[str, list[np.ndarray]] = defaultdict(list)
+    for name in held:
+        test, train = np.flatnonzero(fam == name), np.flatnonzero(fam != name)
+        model, prior = fit_predict(train, test)
+        parts["actual"].append(y[test])
+        parts["family"].append(fam[test])
+        for cand, pred in _candidates(model, prior).items():
+            parts[cand].append(pred)
+    actual, family = np.concatenate(parts["actual"]), np.concatenate(parts["family"])
+    scores = {cand: _held_out_errors(actual, np.concatenate(parts[cand]), family)
+              for cand in CANDIDATES if cand in parts}
+    best = min(scores, key=lambda k: scores[k][CHOSEN_BY])
+    return {"estimate": best, "chosen_by": f"lowest held-out {CHOSEN_BY}", "learner": learner,
+            "families": {n: int(k) for n, k in zip(names, counts, strict=True) if str(n) in held},
+            "held_out_rows": len(actual), "interval_quantile": INTERVAL_QUANTILE,
+            "interval_factor": scores[best]["interval_factor"], "candidates": scores}
+
+
+def _candidates(model: np.ndarray, prior: np.ndarray | None) -> dict[str, np.ndarray]:
+    model = np.maximum(np.asarray(model, dtype=np.float64), 1e-12)
+    if prior is None:
+        return {"model": model}
+    prior = np.maximum(np.asarray(prior, dtype=np.float64), 1e-12)
+    return {"model": model, "prior": prior, "blend": np.sqrt(model * prior)}
+
+
+def _held_out_errors(actual: np.ndarray, estimate: np.ndarray, family: np.ndarray) -> dict:
+    err = np.abs(np.log(actual / estimate))
+    ape = np.abs(estimate - actual) / np.abs(actual) * 100.0
+    return {"mape": round(float(ape.mean()), 3), "median_log_error": round(float(np.median(err)), 5),
+            "interval_factor": round(float(np.exp(np.quantile(err, INTERVAL_QUANTILE))), 5),
+            "mape_by_family": {str(f): round(float(ape[family == f].mean()), 3) for f in np.unique(family)}}
+
+
+def estimate(evidence: dict, model: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P10, P50, P90 of out-of-distribution jobs by the held-out-best estimate (`held_out_best`'s `evidence`)."""
+    p50 = _candidates(model, prior)[evidence["estimate"]]
+    factor = float(evidence["interval_factor"])
+    return p50 / factor, p50, p50 * factor

@@ -51,6 +51,9 @@ class Scorer:
         # out-of-distribution jobs: the prior with its own calibration when there is one (see tasks/learn/ood.py)
         self.fallback = ((PriorModel.on(prior_column, len(self.encoder.names)), intervals.Calibrated(prior_cal))
                          if prior_column is not None and prior_cal and "residuals" in prior_cal else None)
+        self.prior_column = prior_column
+        # the estimate that measured best on held-out families (tasks/learn/ood.py `held_out_best`), when measured
+        self.evidence = (self.detector or {}).get("fallback")
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
               progress: Callable[[str], None] | None = None) -> pl.DataFrame:
@@ -72,21 +75,37 @@ class Scorer:
     def _score_batch(self, batch: pl.DataFrame) -> pl.DataFrame:
         X = self.encoder.transform(batch)
         groups = {g: batch[g].to_numpy() for g in intervals.GROUPINGS if g in batch.columns}
-        p10, p50, p90 = self.calibration.intervals(np.asarray(self.estimator.predict(X), dtype=np.float64), groups)
+        pred = np.asarray(self.estimator.predict(X), dtype=np.float64)
+        p10, p50, p90 = self.calibration.intervals(pred, groups)
         flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
                                                                              [None] * batch.height)
         model = np.full(batch.height, self.champion.model, dtype=object)
         if flags.any():
-            if self.fallback:
-                prior, cal = self.fallback
-                f10, f50, f90 = cal.intervals(prior.predict(X[flags]), {g: v[flags] for g, v in groups.items()})
-                model[flags] = registry.PRIOR
-            else:
-                f10, f50, f90 = p10[flags] / ood.WIDEN_FACTOR, p50[flags], p90[flags] * ood.WIDEN_FACTOR
-            p10[flags], p50[flags], p90[flags] = f10, f50, f90
+            p10[flags], p50[flags], p90[flags], model[flags], used = self._fallback(
+                X[flags], pred[flags], (p10[flags], p50[flags], p90[flags]), {g: v[flags] for g, v in groups.items()})
+            for i in np.flatnonzero(flags):
+                reasons[i] = f"{reasons[i]} -> {used}"
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
                              "ood_reason": pl.Series(reasons, dtype=pl.String)})
+
+    def _fallback(self, X: np.ndarray, pred: np.ndarray, champion: tuple[np.ndarray, ...],
+                  groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
+        """P10, P50, P90, the `model` column and the words `ood_reason` ends with, for flagged jobs: the
+        held-out-best estimate when measured at training time, else the prior with its own calibration,
+        else the champion's interval widened by `ood.WIDEN_FACTOR`."""
+        if self.evidence:
+            prior = np.exp(X[:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
+            name = self.evidence["estimate"]
+            label = {"model": self.champion.model, "prior": registry.PRIOR}.get(name, f"{self.champion.model}+{registry.PRIOR}")
+            return (*ood.estimate(self.evidence, pred, prior), label,
+                    f"held-out-best: {name} (x/÷ {self.evidence['interval_factor']:.2f})")
+        if self.fallback:
+            prior_model, cal = self.fallback
+            return (*cal.intervals(prior_model.predict(X), groups), registry.PRIOR, "prior (no held-out-family evidence)")
+        p10, p50, p90 = champion
+        return (p10 / ood.WIDEN_FACTOR, p50, p90 * ood.WIDEN_FACTOR, self.champion.model,
+                f"{self.champion.model}, interval x/÷ {ood.WIDEN_FACTOR:g} (no held-out-family evidence)")
 
 
 def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:

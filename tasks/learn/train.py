@@ -350,7 +350,8 @@ def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOption
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
            build: registry.Build) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
-    (and the prior's, the fallback for out-of-distribution jobs) on that slice; fit the OOD detector."""
+    (and the prior's) on that slice; fit the OOD detector and measure, on held-out families, which estimate
+    out-of-distribution jobs get (`held_out_evidence`)."""
     from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
 
     y = rows[target].to_numpy().astype(np.float64)
@@ -372,8 +373,44 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
+    if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
+        result.ood["fallback"] = evidence  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
     build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
+
+
+# The held-out-family evidence refits a model once per family: the champion's own class when it is this
+# cheap, else a LightGBM of `STAND_IN_TREES` trees (the metadata's `ood.fallback.learner` says which).
+CHEAP_LEARNERS = ("linear_fs", "decision_tree")
+STAND_IN, STAND_IN_TREES = "lightgbm", 100
+
+
+def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str,
+                      build: registry.Build) -> dict | None:
+    """Which estimate out-of-distribution jobs get (`ood.held_out_best`), measured by leaving each model
+    family of the champion's training `rows` out in turn; None when there are too few families."""
+    t0 = time.perf_counter()
+    learner = champion if champion in CHEAP_LEARNERS else STAND_IN
+    prior_column = FEATURE_SETS[options.features].prior_column(target)
+    y = rows[target].to_numpy().astype(np.float64)
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        encoder = FeatureEncoder(options.features).fit(rows[train])  # the held-out family's codes unseen, as at scoring
+        X_train, X_test = encoder.transform(rows[train]), encoder.transform(rows[test])
+        est = _build(learner, encoder, target, options, build)
+        if learner == STAND_IN:
+            est.set_params(regressor__n_estimators=STAND_IN_TREES)
+        est.fit(X_train, y[train])
+        return est.predict(X_test), (np.exp(X_test[:, prior_column].astype(np.float64)) if prior_column is not None else None)
+
+    named = learner if learner != STAND_IN else f"{STAND_IN} ({STAND_IN_TREES} trees" + (
+        ")" if champion == STAND_IN else f", a stand-in for {champion})")
+    evidence = ood.held_out_best(rows[ood.FAMILY].to_numpy(), y, fit_predict, named)
+    if evidence:
+        evidence["seconds"] = round(time.perf_counter() - t0, 2)
+        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence['estimate']} "
+                                     f"(x/÷ {evidence['interval_factor']:.2f}, {len(evidence['families'])} families held out)")
+    return evidence
 
 
 def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished, *, threads: int) -> None:

@@ -201,7 +201,7 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
     if score:
         lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
                   f"{score['pending_jobs']:,} pending jobs; {score.get('ood_forecasts', 0):,} out of distribution "
-                  "(forecast by the analytic prior or with widened intervals: see `ood_reason`)"]
+                  "(forecast by the estimate that measured best on held-out families: see `ood_reason`)"]
         if totals is not None:
             lines += ["", markdown_table(totals)]
     if plan := steps.get("plan"):

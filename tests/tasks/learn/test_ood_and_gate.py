@@ -37,7 +37,8 @@ def test_unseen_categories_and_out_of_range_sizes_are_all_flagged_with_a_reason(
     unseen = base.head(10).with_columns(pl.lit("Mamba").alias(c.MODEL_TYPE))
     huge = base.slice(10, 10).with_columns((pl.col(c.PARAMS_MILLION) * 1e4).alias(c.PARAMS_MILLION))
     tiny_lr = base.slice(20, 10).with_columns(pl.lit(1e-10).alias(c.LEARNING_RATE))
-    gpus = base.slice(30, 10).with_columns(pl.lit("H900").alias(c.GPU_TYPE))
+    gpus = base.slice(30, 10).with_columns(pl.lit("H900").alias(c.GPU_TYPE),  # no peak logged: nothing known of it
+                                           pl.lit(None, dtype=pl.Float64).alias(c.GPU_PEAK_TFLOPS))
     injected = pl.concat([unseen, build(huge), tiny_lr, build(gpus)], how="diagonal_relaxed")
     flags, reasons = ood.flag(injected, detector)
     assert flags.all(), [r for f, r in zip(flags, reasons, strict=True) if not f]
@@ -45,6 +46,40 @@ def test_unseen_categories_and_out_of_range_sizes_are_all_flagged_with_a_reason(
     assert all(f"{c.PARAMS_MILLION}" in r and "above the training range" in r for r in reasons[10:20])
     assert all(f"{c.LEARNING_RATE}" in r and "below the training range" in r for r in reasons[20:30])
     assert all(f"unknown {c.GPU_TYPE} 'H900'" in r for r in reasons[30:40])
+
+
+def _on_one_gpu(n: int, seed: int, gpu: str, peak: float | None) -> pl.DataFrame:
+    """Simulated jobs all run on `gpu` (a consumer card the catalogue lacks), its peak logged or not."""
+    rows = simulate_jobs(n, np.random.default_rng(seed), date(2026, 1, 1), 0.0)
+    return build(rows.with_columns(pl.lit(gpu).alias(c.GPU_TYPE), pl.lit(peak, dtype=pl.Float64).alias(c.GPU_PEAK_TFLOPS)))
+
+
+def test_a_gpu_the_catalogue_lacks_is_known_when_the_history_ran_on_it():
+    # The reviewer's case: every training job on one uncatalogued GPU, its peak in the log; the pending
+    # jobs run on the same GPU (spelt another way) and are scored by the champion, not the fallback.
+    detector = ood.fit(_on_one_gpu(400, 1, "GeForce RTX 3060", 25.0), FEATURE_SET)
+    pending = _on_one_gpu(400, 2, "geforce_rtx_3060", 25.0)
+    _, reasons = ood.flag(pending, detector)
+    assert not any(r and c.GPU_TYPE in r for r in reasons)
+    no_peak = _on_one_gpu(50, 3, "GeForce RTX 3060", None)  # peak not logged: the history alone knows it
+    _, reasons = ood.flag(no_peak, detector)
+    assert not any(r and c.GPU_TYPE in r for r in reasons)
+
+
+def test_an_uncatalogued_gpu_with_a_logged_peak_is_judged_by_its_peak():
+    detector = ood.fit(_on_one_gpu(400, 1, "GeForce RTX 3060", 25.0), FEATURE_SET)
+    other = _on_one_gpu(50, 2, "Radeon RX 7900 XTX", 25.0)  # never seen, but its peak is in range
+    _, reasons = ood.flag(other, detector)
+    assert not any(r and c.GPU_TYPE in r for r in reasons)
+    faster = _on_one_gpu(50, 2, "Radeon RX 7900 XTX", 250.0)  # ten times the fastest peak in training
+    flags, reasons = ood.flag(faster, detector)
+    assert flags.all() and all("peak_tflops 250 above the training range" in r for r in reasons)
+
+
+def test_a_gpu_neither_seen_in_training_nor_logged_with_a_peak_is_flagged():
+    detector = ood.fit(_on_one_gpu(400, 1, "GeForce RTX 3060", 25.0), FEATURE_SET)
+    flags, reasons = ood.flag(_on_one_gpu(50, 2, "Radeon RX 7900 XTX", None), detector)
+    assert flags.all() and all(f"unknown {c.GPU_TYPE} 'Radeon RX 7900 XTX'" in r for r in reasons)
 
 
 def test_a_missing_value_is_not_a_new_category(detector_and_fresh):

@@ -149,8 +149,8 @@ def test_an_unreadable_cache_is_reported_and_replaced(tmp_path, content):
 def test_a_name_contradicting_the_logged_parameters_is_flagged(tmp_path):
     rows = jobs(**{c.PARAMS_MILLION: [None, 200.0, 3.0, 1.0]})  # job b: 'ResNet-50' with 200 M parameters?
     built = features.build(rows, traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
-    assert ood.arch_mismatch(built) == {1: "params_million 200 contradicts arch 'ResNet-50' (25 million parameters "
-                                           "built; more than 2x apart)"}
+    assert list(ood._arch_mismatch(built, {}, None)) == [(1, "params_million 200 contradicts arch 'ResNet-50' (25 million "
+                                                             "parameters built; more than 2x apart)")]
     detector = {"categories": {}, "numbers": [], "ranges": {}, "density": None}
     flags, reasons = ood.flag(built, detector)
     assert flags.tolist() == [False, True, False, False] and "contradicts arch" in reasons[1]

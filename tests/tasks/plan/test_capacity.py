@@ -108,7 +108,7 @@ def test_unknown_size_is_planned_as_a_whole_gpu_and_counted_and_too_big_is_liste
     assert big["unknown_size_jobs"].item() == 1 and big["gpus_needed_p90"].item() == 2  # nothing shares its GPU
     assert plan.jobs == 2 and plan.unknown_size_jobs == 1
     listed = dict(plan.unplaceable.select("job_id", "smallest_fitting_gpu").iter_rows())
-    assert listed == {"huge": "MI250X-128GB", "giant": None}  # the catalogue's smallest >= 100 GB; none >= 500 GB
+    assert listed == {"huge": "Gaudi3-128GB", "giant": None}  # the catalogue's smallest >= 100 GB (128 GB, first by name); none >= 500 GB
 
 
 def test_a_queue_without_inventory_is_planned_on_the_default_gpu_with_owned_unknown(inventory):

@@ -1,0 +1,150 @@
+"""The out-of-distribution fallback chosen by evidence: held-out families decide which estimate and how wide."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.expectations.records import Champion
+from gpucast.tasks.learn import ood
+from gpucast.tasks.learn.score import Scorer
+from gpucast.tasks.learn.train import TrainOptions, train_target
+from gpucast.tasks.simulate import simulate_jobs
+
+
+def _history(seed: int = 0, families: int = 4, per_family: int = 60):
+    """Jobs of `families` families, each on its own range of sizes x (family k: x in [10^k, 10^(k+1)]),
+    whose actual value is 2x with a little noise."""
+    rng = np.random.default_rng(seed)
+    fam = np.repeat([f"F{k}" for k in range(families)], per_family)
+    x = 10 ** (np.repeat(np.arange(families), per_family) + rng.uniform(0, 1, families * per_family))
+    return fam, x, 2 * x * np.exp(rng.normal(0, 0.05, len(x)))
+
+
+def _flat_model(x: np.ndarray, y: np.ndarray):
+    """A model that is right inside its training range and flat outside it, as trees are."""
+    def fit_predict(train, test):
+        lo, hi = x[train].min(), x[train].max()
+        return 2 * np.clip(x[test], lo, hi), None
+    return fit_predict
+
+
+def test_an_exact_prior_beats_a_model_that_goes_flat_outside_its_range():
+    fam, x, y = _history()
+
+    def fit_predict(train, test):
+        return _flat_model(x, y)(train, test)[0], 2 * x[test]  # the prior: the exact formula
+    evidence = ood.held_out_best(fam, y, fit_predict, "flat")
+    assert evidence["estimate"] == "prior"
+    assert evidence["candidates"]["prior"]["mape"] < evidence["candidates"]["blend"]["mape"] < evidence["candidates"]["model"]["mape"]
+    assert set(evidence["families"]) == {"F0", "F1", "F2", "F3"} and evidence["held_out_rows"] == len(y)
+
+
+def test_a_model_that_extrapolates_beats_a_prior_that_is_off():
+    fam, x, y = _history()
+
+    def fit_predict(train, test):
+        return 2 * x[test], 2 * x[test] * 5  # the model is right everywhere; the prior 5x too high
+    evidence = ood.held_out_best(fam, y, fit_predict, "exact")
+    assert evidence["estimate"] == "model"
+    assert evidence["candidates"]["prior"]["mape"] == pytest.approx(400, rel=0.05)
+
+
+def test_without_a_prior_the_model_is_the_only_candidate_and_still_gets_a_measured_interval():
+    fam, x, y = _history()
+    evidence = ood.held_out_best(fam, y, _flat_model(x, y), "flat")
+    assert evidence["estimate"] == "model" and set(evidence["candidates"]) == {"model"}
+    assert evidence["interval_factor"] > 2  # a flat model is far off on the extreme families
+
+
+def test_the_interval_covers_about_its_quantile_of_the_held_out_jobs():
+    rng = np.random.default_rng(3)
+    fam, x, _ = _history(per_family=500)
+    y = 2 * x * np.exp(rng.normal(0, 0.3, len(x)))  # the prior is right in the median, 30% log noise
+
+    def fit_predict(train, test):
+        return 2 * x[test] * 3, 2 * x[test]
+    evidence = ood.held_out_best(fam, y, fit_predict, "off")
+    assert evidence["estimate"] == "prior"
+    assert evidence["interval_factor"] == pytest.approx(np.exp(1.645 * 0.3), rel=0.06)  # |N(0, 0.3)|'s 90%
+    p10, p50, p90 = ood.estimate(evidence, 2 * x * 3, 2 * x)
+    assert np.mean((y >= p10) & (y <= p90)) == pytest.approx(ood.INTERVAL_QUANTILE, abs=0.01)
+    assert np.allclose(p50, 2 * x)
+
+
+@pytest.mark.parametrize("families, per_family, why", [
+    (1, 200, "one family: nothing to learn from when it is held out"),
+    (3, ood.MIN_FAMILY_ROWS - 1, "every family below the minimum: its error would be noise"),
+])
+def test_no_evidence_without_two_families_of_enough_rows(families, per_family, why):
+    fam, x, y = _history(families=families, per_family=per_family)
+    assert ood.held_out_best(fam, y, _flat_model(x, y), "flat") is None, why
+
+
+def test_a_missing_family_is_never_held_out():
+    fam, x, y = _history(families=3)
+    fam = fam.astype(object)
+    fam[:60] = None
+    held = []
+
+    def fit_predict(train, test):
+        held.append(len(test))
+        return 2 * x[test], None
+    evidence = ood.held_out_best(fam, y, fit_predict, "exact")
+    assert set(evidence["families"]) == {"F1", "F2"} and held == [60, 60]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A decision-tree champion of peak memory on 3,000 simulated jobs of seven model families (the quickest
+    to fit; a LightGBM champion's stand-in is tests/tasks/learn/test_score.py's)."""
+    out = tmp_path_factory.mktemp("models")
+    jobs = simulate_jobs(3000, np.random.default_rng(1), date(2026, 11, 1), 0.0)
+    opts = TrainOptions(models=("decision_tree",), repeats=1, seed=0)
+    return {t: train_target(jobs, t, opts, out / t, threads=2) for t in (c.PEAK_GPU_MEM_GB,)}
+
+
+def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(trained):
+    import json
+    from pathlib import Path
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    evidence = json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]["fallback"]
+    assert evidence["estimate"] in ood.CANDIDATES and evidence["learner"] == "decision_tree"
+    assert len(evidence["families"]) >= 2 and evidence["interval_factor"] > 1
+    champ = Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)
+    rows = simulate_jobs(40, np.random.default_rng(5), date(2026, 11, 2), 0.0)
+    rows = rows.with_columns(pl.lit(1e8).alias(c.PARAMS_MILLION))  # every job above the training range
+    f = Scorer(champ).score(rows)
+    assert f["ood"].all()
+    assert all(r.endswith(f"-> held-out-best: {evidence['estimate']} (x/÷ {evidence['interval_factor']:.2f})")
+               for r in f["ood_reason"])
+    ratio = (f["p90"] / f["p50"]).to_numpy()
+    assert np.allclose(ratio, evidence["interval_factor"]) and np.allclose((f["p50"] / f["p10"]).to_numpy(), ratio)
+
+
+def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_says_so():
+    from gpucast.tasks.learn.features import build, labelled_rows
+    from gpucast.tasks.learn.models import registry
+    from gpucast.tasks.learn.train import STAND_IN_TREES, held_out_evidence
+
+    rows = labelled_rows(build(simulate_jobs(700, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
+    evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=2))
+    assert evidence["learner"] == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
+    assert evidence["held_out_rows"] == sum(evidence["families"].values())
+    assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence["families"].values())
+
+
+def test_without_evidence_flagged_jobs_get_the_calibrated_prior_and_the_reason_says_so(tmp_path):
+    jobs = simulate_jobs(1500, np.random.default_rng(6), date(2026, 11, 1), 0.0).filter(pl.col(c.MODEL_TYPE) == "CNN")
+    result = train_target(jobs, c.PEAK_GPU_MEM_GB, TrainOptions(models=("decision_tree",), repeats=1), tmp_path,
+                          threads=2)
+    assert "fallback" not in result.ood  # one family: nothing to hold out
+    rows = simulate_jobs(10, np.random.default_rng(7), date(2026, 11, 2), 0.0).with_columns(pl.lit(1e8).alias(c.PARAMS_MILLION))
+    f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
+    assert f["ood"].all() and (f["model"] == "prior").all()
+    assert all(r.endswith("-> prior (no held-out-family evidence)") for r in f["ood_reason"])
