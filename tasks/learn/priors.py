@@ -16,15 +16,25 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
 * **Activations** kept for the backward pass, per sample, by family; the width is inferred from the
   parameters and depth (a layer of width w has ~w^2 weights):
   - MLP: w = sqrt(P / L); 4 w values per layer (input, pre-activation, activation, mask).
-  - Transformer: h = sqrt(P / 12L) (12 h^2 weights a layer); 17 s h values a layer: Korthikanti et
-    al. (2022), eq. 1, 34 s h bytes at 16 bit, without the s^2 attention scores that flash /
-    memory-efficient attention no longer keeps.
+  - Transformer: h = sqrt(P / 12L) (12 h^2 weights a layer); 24 s h values a layer: Korthikanti et
+    al. (2022), eq. 1, count 34 s h bytes at 16 bit (17 values), without the s^2 attention scores that
+    flash / memory-efficient attention no longer keeps; traced training steps keep more (FP32 copies of
+    normalisations and softmax inputs, dropout masks): 24 was fitted on the measured set's Transformers
+    (prior MAPE 32.7% -> 26.6%) and holds on the reference set's named ones (44.9% -> 42.6%).
+    A vision transformer (ViT, DeiT, BEiT: named so) logs its image side: s = (side / 16)^2 + 1 tokens.
   - RNN / GRU / LSTM: h = sqrt(P / 2gL) with g = 1 / 3 / 4 gates; (g + 2) h values per step and layer.
-  - CNN / ResNet: stages of 3x3 convolutions whose channels grow (VGG: x1 x2 x4 x8 x8; ResNet:
-    x1 x2 x4 x8, Simonyan & Zisserman 2015, He et al. 2016) while the feature map halves after each
-    stage, from a stem of stride 1 (VGG; ResNets on images up to 64 px, the CIFAR stem of He et al.,
-    sec. 4.2) or 4 (the ImageNet stem); the base width follows from P = sum of 9 c^2 per conv. Each conv
-    keeps 3 values per position and channel (its output, the normalisation's, the activation's).
+  - Convolutional: stages of convolutions whose channels grow (x1 x2 x4 x8 x8 for "cnn" and "vgg";
+    x1 x2 x4 x8 for "resnet" and "convnet"; Simonyan & Zisserman 2015, He et al. 2016) while the feature
+    map halves after each stage, from a stem of stride 1 ("cnn", "vgg"; ResNets and convnets on images
+    up to 64 px, the CIFAR stem of He et al., sec. 4.2) or 4 (the ImageNet stem of ResNets and convnets).
+    The base width c follows from the parameters: P = sum over convs of k c_stage^2, with k = 9 for 3x3
+    convolutions ("cnn", "resnet", "vgg") and k = 1 for "convnet", whose weights sit in 1x1 convolutions
+    (depthwise-separable, bottleneck, dense and inception blocks: MobileNet, EfficientNet, DenseNet,
+    Inception, RegNet, ConvNeXt, ...; a "cnn" deeper than 20 layers is one, as a plain stack that deep
+    does not train, He et al. 2016, fig. 1). A "vgg" (VGG, AlexNet: named so) keeps most of its
+    parameters in its dense head (8c x 7 x 7 -> 4096 -> 4096 -> 1000; 124 M of VGG16's 138 M), its
+    last 3 layers: c solves P = 9 c^2 sum(convs x mult^2) + 8c x 49 x 4096 + 4096 x 5096. Each conv keeps
+    3 values per position and channel (its output, the normalisation's, the activation's).
   Values are 2 bytes under mixed precision, 4 in FP32, 8 in FP64. With `gpu_count` GPUs in data
   parallel, each GPU keeps the activations of its share of the batch and a full copy of the state.
 * **CUDA context**: 0.5 GB, which a GPU counts in its reported peak (typically 0.3-1 GB).
@@ -32,7 +42,8 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
   is applied to (Kaplan et al., 2020: C ~ 6 N per token): tokens = 1 for an MLP, the sequence
   length for sequence models, and for convolutions the positions of the stage its weights belong
   to (the same stages; ResNet-50 at 224 px: ~150 uses per weight, its 4.1 GMACs over 25.6 M
-  parameters), plus attention's 4 s^2 h per layer forward for Transformers.
+  parameters; a VGG's dense head: once per sample), plus attention's 4 s^2 h per layer forward for
+  Transformers.
 * **Throughput**: the GPU's peak at the job's precision (`gpu_peak_tflops`, else the GPU catalogue by
   `gpu_type`, else the reference GPU) x a model-FLOPs utilisation by family: Transformers 0.40
   (PaLM reports 46%, Chowdhery et al., 2022), convolutional 0.35, MLP 0.30, recurrent 0.15
@@ -58,21 +69,48 @@ STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 10, "BF16": 10}
 ACTIVATION_BYTES = {"FP32": 4, "FP64": 8, "FP16": 2, "BF16": 2}
 OPTIMIZER_SCALE = {"FP64": 2.0}  # FP64 keeps its optimizer state in FP64
 
-FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet")
-# A logged model type -> family; unknown types by keyword, else "mlp" (the plainest estimate).
-FAMILY_KEYWORDS = (("former", "transformer"), ("bert", "transformer"), ("gpt", "transformer"), ("llama", "transformer"),
-                   ("vit", "transformer"), ("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn"), ("resnet", "resnet"),
-                   ("unet", "cnn"), ("cnn", "cnn"), ("conv", "cnn"), ("mlp", "mlp"))
+FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet", "vgg", "convnet")
+# A logged model type -> family; unknown types by keyword (the first that the lower-cased type contains),
+# else "mlp" (the plainest estimate). "cnn" is a plain stack of 3x3 convolutions (VGG-style, no dense head);
+# "vgg" the named VGG / AlexNet nets with their dense head; "convnet" an ImageNet-style convolutional net
+# whose weights sit mostly in 1x1 convolutions (bottleneck, depthwise-separable, dense and inception blocks);
+# "vit" a vision transformer (computed as a "transformer" over its patches, `VIT_PATCH`).
+FAMILY_KEYWORDS = (("former", "transformer"), ("bert", "transformer"), ("gpt", "transformer"),
+                   ("llama", "transformer"), ("maxvit", "transformer"), ("vit", "vit"), ("deit", "vit"),
+                   ("beit", "vit"), ("swin", "transformer"), ("xlnet", "transformer"), ("t5", "transformer"),
+                   ("bart", "transformer"), ("electra", "transformer"), ("opt-", "transformer"),
+                   ("bloom", "transformer"), ("mistral", "transformer"), ("falcon", "transformer"),
+                   ("gemma", "transformer"), ("qwen", "transformer"), ("lstm", "lstm"), ("gru", "gru"),
+                   ("rnn", "rnn"), ("resnet", "resnet"), ("resnext", "resnet"), ("vgg", "vgg"), ("alexnet", "vgg"),
+                   ("inception", "convnet"), ("googlenet", "convnet"), ("xception", "convnet"),
+                   ("efficientnet", "convnet"), ("mobilenet", "convnet"), ("mnasnet", "convnet"),
+                   ("densenet", "convnet"), ("convnext", "convnet"), ("regnet", "convnet"), ("shufflenet", "convnet"),
+                   ("squeezenet", "convnet"), ("unet", "cnn"), ("cnn", "cnn"), ("conv", "cnn"), ("mlp", "mlp"))
+# OPT's names carry a dash ("opt-1.3b"; "OPT" alone: exact match below) so that "optical" is not one.
+EXACT_FAMILIES = {"opt": "transformer"}
+# A plain stack of convolutions deeper than this does not train without shortcuts (He et al., 2016, fig. 1):
+# a "cnn" deeper than it is an ImageNet-style "convnet". The measured set's plain CNNs have 5-20 layers.
+PLAIN_CNN_MAX_LAYERS = 20
+# A vision transformer ("vit": ViT, DeiT, BEiT) logs the image side as `input_dim`; it attends over
+# (side / 16)^2 patches and a class token (Dosovitskiy et al., 2021: 16 px patches), as a "transformer".
+VIT_PATCH = 16
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
 # Convolutional stages: channel multipliers per stage, and the image side up to which the stem keeps
 # full resolution (ResNet's CIFAR stem; VGG-style nets always do).
-CONV_STAGES = {"cnn": (1, 2, 4, 8, 8), "resnet": (1, 2, 4, 8)}
+CONV_STAGES = {"cnn": (1, 2, 4, 8, 8), "vgg": (1, 2, 4, 8, 8), "resnet": (1, 2, 4, 8), "convnet": (1, 2, 4, 8)}
 RESNET_SMALL_IMAGE_SIDE = 64
-RESNET_STEM_STRIDE = 4
+# The stem's stride on images larger than RESNET_SMALL_IMAGE_SIDE: 4 for ImageNet-style nets (a strided conv
+# and a pooling, or two strided convs), 1 for plain stacks and VGG.
+CONV_STEM_STRIDE = {"cnn": 1.0, "vgg": 1.0, "resnet": 4.0, "convnet": 4.0}
+# Weights of one convolution per (input channel x output channel): 9 for 3x3 convolutions; 1 where the weights
+# sit in 1x1 convolutions (the pointwise halves of depthwise-separable convs, bottlenecks, dense blocks).
+CONV_KERNEL_WEIGHTS = {"cnn": 9, "vgg": 9, "resnet": 9, "convnet": 1}
+# VGG's dense head (Simonyan & Zisserman, 2015; torchvision pools the last map to 7x7): 3 of its layers.
+VGG_HEAD, VGG_HEAD_MAP, VGG_DENSE_LAYERS = (4096, 4096, 1000), 7, 3
 CONV_VALUES_PER_POSITION = 3
 MLP_VALUES_PER_WIDTH = 4
-TRANSFORMER_VALUES_PER_HIDDEN = 17
-MFU = {"transformer": 0.40, "cnn": 0.35, "resnet": 0.35, "mlp": 0.30, "rnn": 0.15, "gru": 0.15, "lstm": 0.15}
+TRANSFORMER_VALUES_PER_HIDDEN = 24
+MFU = {"transformer": 0.40, "cnn": 0.35, "resnet": 0.35, "vgg": 0.35, "convnet": 0.35, "mlp": 0.30, "rnn": 0.15, "gru": 0.15, "lstm": 0.15}
 
 PRIOR_COLUMNS = ("prior_state_gb", "prior_activation_gb", "prior_mem_gb", "prior_gflop_per_iter", "prior_peak_tflops",
                  "prior_gflops", "prior_runtime_hours")
@@ -87,8 +125,15 @@ PRIOR_FOR_TARGET = {c.PEAK_GPU_MEM_GB: "prior_mem_gb", c.GPU_DEMAND_GFLOPS: "pri
 def family(model_type: str | None) -> str:
     if not model_type:
         return "mlp"
-    low = model_type.lower()
-    return next((fam for key, fam in FAMILY_KEYWORDS if key in low), "mlp")
+    low = model_type.strip().lower()
+    return EXACT_FAMILIES.get(low) or next((fam for key, fam in FAMILY_KEYWORDS if key in low), "mlp")
+
+
+def families(model_types: list[str | None], layers: np.ndarray) -> np.ndarray:
+    """The family of each job (`family`), a "cnn" deeper than `PLAIN_CNN_MAX_LAYERS` being a "convnet"."""
+    fam = np.array([family(m) for m in model_types], dtype=object)
+    fam[(fam == "cnn") & (layers > PLAIN_CNN_MAX_LAYERS)] = "convnet"
+    return fam
 
 
 def _column(df: pl.DataFrame, name: str, default: float) -> np.ndarray:
@@ -129,13 +174,16 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     Missing numbers get neutral stand-ins (one layer, batch 1, ...): a prior is never null, so it can
     always be a fallback; models also see the raw features, with their missing values, beside it.
     """
-    fam = np.array([family(m) for m in df[c.MODEL_TYPE].to_list()], dtype=object)
     precision = np.array([p or "FP32" for p in df[c.PRECISION].to_list()], dtype=object)
     optimizer = df[c.OPTIMIZER].to_list()
     params = _column(df, c.PARAMS_MILLION, 1.0) * 1e6
     layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
+    fam = families(df[c.MODEL_TYPE].to_list(), layers)
     batch = _column(df, c.BATCH_SIZE, 1.0)
     dim = _column(df, c.INPUT_DIM, 1.0)
+    vision = fam == "vit"
+    dim = np.where(vision, (dim / VIT_PATCH) ** 2 + 1, dim)  # the tokens a vision transformer attends over
+    fam[vision] = "transformer"
     iterations = _column(df, c.ITERATIONS, 1.0)
     gpus = np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0)
 
@@ -181,7 +229,7 @@ def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndar
             g = GATES[f]
             values[m] = s * L * np.sqrt(P / (2 * g * L)) * (g + 2)
             tokens[m] = s
-        else:  # cnn, resnet
+        else:  # cnn, resnet, vgg, convnet
             values[m], tokens[m] = _conv_stages(f, P, L, s)
     return values, tokens
 
@@ -189,14 +237,30 @@ def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndar
 def _conv_stages(fam: str, P: np.ndarray, L: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(activation values per sample, uses per weight) of a staged convolutional network."""
     mult = np.asarray(CONV_STAGES[fam], dtype=np.float64)
-    convs = np.maximum(L / len(mult), 1.0)  # per stage
-    base = np.sqrt(P / (9 * convs * np.sum(mult**2)))  # channels of the first stage
-    stem = np.where((fam == "resnet") & (s > RESNET_SMALL_IMAGE_SIDE), RESNET_STEM_STRIDE, 1.0)
+    convs = np.maximum((L - (VGG_DENSE_LAYERS if fam == "vgg" else 0)) / len(mult), 1.0)  # per stage
+    weights = CONV_KERNEL_WEIGHTS[fam] * convs * np.sum(mult**2)  # conv weights = weights x base^2
+    head = np.zeros_like(P)
+    if fam == "vgg":
+        base = _vgg_base(P, weights)
+        head = np.minimum(P, base * mult[-1] * VGG_HEAD_MAP**2 * VGG_HEAD[0] + np.sum(np.multiply(VGG_HEAD[:-1], VGG_HEAD[1:])))
+    else:
+        base = np.sqrt(P / weights)  # channels of the first stage
+    stem = np.where(s > RESNET_SMALL_IMAGE_SIDE, CONV_STEM_STRIDE[fam], 1.0)
     side = s[:, None] / stem[:, None] / 2.0 ** np.arange(len(mult))  # (jobs, stages)
     positions = np.maximum(side, 1.0) ** 2
     values = CONV_VALUES_PER_POSITION * convs * base * np.sum(positions * mult, axis=1)
-    uses = np.sum(positions * mult**2, axis=1) / np.sum(mult**2)  # FLOP-weighted positions per weight
-    return values, uses
+    uses = np.sum(positions * mult**2, axis=1) / np.sum(mult**2)  # FLOP-weighted positions per conv weight
+    return values, (uses * (P - head) + head) / P  # a dense head's weights are used once per sample
+
+
+def _vgg_base(P: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """First-stage channels c of a VGG whose P parameters are its convolutions (`weights` c^2) and its dense
+    head (8c x 7 x 7 -> 4096 -> 4096 -> 1000): the positive root of weights c^2 + 49 x 8 x 4096 c + 4096 x 5096 = P,
+    or the plain stack's width when P is below the head's fixed part."""
+    linear = CONV_STAGES["vgg"][-1] * VGG_HEAD_MAP**2 * VGG_HEAD[0]
+    fixed = float(np.sum(np.multiply(VGG_HEAD[:-1], VGG_HEAD[1:])))
+    root = (-linear + np.sqrt(linear**2 + 4 * weights * np.maximum(P - fixed, 0.0))) / (2 * weights)
+    return np.where(P > fixed, np.maximum(root, 1.0), np.sqrt(P / weights))
 
 
 def _attention_flops(fam: np.ndarray, params: np.ndarray, layers: np.ndarray, dim: np.ndarray) -> np.ndarray:

@@ -27,6 +27,10 @@ state (`accelerate_style`, memory only). Printed per held-out type: MAPE, R², P
 under-provisioning (actual above `safe_request_gb` of the P90, the request a planner makes).
 
     .venv/bin/python tests/benchmarks/bench_accuracy.py --leave-one-family-out [--repeats 2] [--nn-epochs 20] [--quick]
+
+`--real-architectures`: train on the measured set, forecast real named architectures (tests/benchmarks/real_archs.py):
+
+    .venv/bin/python tests/benchmarks/bench_accuracy.py --real-architectures [real_archs.py's flags]
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from gpucast.tasks.learn.score import safe_request_gb
 from gpucast.tasks.learn.train import CALIBRATION_FRACTION, TrainOptions, _build, choose_champion, metrics, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from tests.benchmarks import real_archs  # noqa: E402
 from tests.measured import load  # noqa: E402
 
 TARGETS = {c.PEAK_GPU_MEM_GB: "memory (GB)", priors.GFLOP_PER_ITERATION: "compute (GFLOP per training step)"}
@@ -295,7 +300,11 @@ def main() -> None:
     ap.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
     ap.add_argument("--leave-one-family-out", action="store_true",
                     help="train without each model type and forecast it (the first of --nn-presets; --quick: trees only)")
-    args = ap.parse_args()
+    ap.add_argument("--real-architectures", action="store_true", help="forecast real named architectures instead "
+                    "(tests/benchmarks/real_archs.py, whose flags follow)")
+    args, rest = ap.parse_known_args()
+    if args.real_architectures or rest:
+        return real_archs.main(rest) if args.real_architectures else ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.leave_one_family_out:
         lofo_main(args, args.nn_presets or "tuned", args.nn_epochs or LOFO_NN_EPOCHS)
         return
