@@ -20,9 +20,10 @@ import polars as pl
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
-from gpucast.tasks.learn import features, intervals, ood
+from gpucast.tasks.learn import features, intervals, ood, traced
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PRIOR
 
 DEFAULT_BATCH_ROWS = 250_000
 # Memory advice. PyTorch's caching allocator reserves more than the tensors it holds
@@ -80,14 +81,29 @@ class Scorer:
         flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
                                                                              [None] * batch.height)
         model = np.full(batch.height, self.champion.model, dtype=object)
-        if flags.any():
-            p10[flags], p50[flags], p90[flags], model[flags], used = self._fallback(
-                X[flags], pred[flags], (p10[flags], p50[flags], p90[flags]), {g: v[flags] for g, v in groups.items()})
-            for i in np.flatnonzero(flags):
+        named = self._traced_unlearned(batch)
+        if (flags & ~named).any():
+            other = flags & ~named
+            p10[other], p50[other], p90[other], model[other], used = self._fallback(
+                X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v[other] for g, v in groups.items()})
+            for i in np.flatnonzero(other):
                 reasons[i] = f"{reasons[i]} -> {used}"
+        if named.any():  # the traced prior itself, with the spread measured against a real GPU
+            mem, q = batch[TRACED_MEM_GB].to_numpy()[named], traced.REPORTED_INTERVAL
+            p10[named], p50[named], p90[named], model[named], flags[named] = mem / q, mem, mem * q, TRACED_PRIOR, True
+            words = (f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs "
+                     f"-> traced prior (x/÷ {q:.2f})")
+            for i in np.flatnonzero(named):
+                reasons[i] = f"{reasons[i]}; {words}" if reasons[i] else words
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
                              "ood_reason": pl.Series(reasons, dtype=pl.String)})
+
+    def _traced_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
+        """Memory forecasts of jobs with a traced prior the champion never learned to correct (`ood.traced_unlearned`)."""
+        if self.champion.target != c.PEAK_GPU_MEM_GB or not self.detector:
+            return np.zeros(batch.height, dtype=bool)
+        return ood.traced_unlearned(batch, self.detector)
 
     def _fallback(self, X: np.ndarray, pred: np.ndarray, champion: tuple[np.ndarray, ...],
                   groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:

@@ -58,6 +58,10 @@ from gpucast.tasks.learn import priors
 # peak + the analytic prior's 0.5 GB was 15.4% off and under the real figure in 89% of the runs.
 RESERVED_OVER_TENSOR = 1.15
 TRACED_CONTEXT_GB = 0.83
+# The traced prior's interval as a forecast of its own: x/÷ the 90th percentile of |log(reported / traced prior)|
+# over those runs (1.20), as the held-out fallback's interval is set (tasks/learn/ood.py, INTERVAL_QUANTILE).
+REPORTED_INTERVAL = 1.20
+TRACED_PRIOR = "traced_prior"  # the `model` of a forecast that is the traced prior itself
 TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACE_STATUS = "traced_mem_gb", "traced_gflop_per_iter", "trace_status"
 TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM = "traced_params_million", "traced_num_layers", "traced_input_dim"
 TRACE_COLUMNS = (TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM,

@@ -147,12 +147,16 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     (key, entry), = json.loads(cache.read_text())["entries"].items()
     assert key.startswith('["resnet50", 32, 224, "FP16", "AdamW"') and entry["status"] == "traced"
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        rows = con.execute("SELECT job_id, target, p50 FROM forecasts WHERE job_id IN ('named', 'unknown', 'plain')").fetchall()
-    p50 = {(j, t): v for j, t, v in rows}
+        rows = con.execute("SELECT job_id, target, p10, p50, p90, model, ood, ood_reason FROM forecasts "
+                           "WHERE job_id IN ('named', 'unknown', 'plain')").fetchall()
+    p50 = {(j, t): v for j, t, _, v, *_ in rows}
     analytic = features.build(_contract_row(pending[2]))
-    traced_mem = traced.reported_gb(entry["peak_bytes"])
-    assert p50["named", c.PEAK_GPU_MEM_GB] / p50["plain", c.PEAK_GPU_MEM_GB] == pytest.approx(
-        traced_mem / analytic["prior_mem_gb"][0], rel=1e-4)
+    # memory: the history logged no arch, so the champion never learned to correct a trace: the traced prior itself
+    (named_mem,) = [r for r in rows if r[0] == "named" and r[1] == c.PEAK_GPU_MEM_GB]
+    _, _, p10, mem, p90, model, flagged, reason = named_mem
+    assert mem == pytest.approx(traced.reported_gb(entry["peak_bytes"]), rel=1e-9) and model == traced.TRACED_PRIOR
+    assert p90 / mem == pytest.approx(traced.REPORTED_INTERVAL) and mem / p10 == pytest.approx(traced.REPORTED_INTERVAL)
+    assert flagged and reason.endswith(f"-> traced prior (x/÷ {traced.REPORTED_INTERVAL:.2f})"), reason
     assert p50["named", c.RUNTIME_HOURS] / p50["plain", c.RUNTIME_HOURS] == pytest.approx(
         entry["flops"] / 1e9 / analytic["prior_gflop_per_iter"][0], rel=1e-4)
     for target in c.TARGETS:  # the unknown name: the analytic prior, as if no name were given

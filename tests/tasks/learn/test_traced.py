@@ -197,3 +197,16 @@ def test_the_gpu_constants_are_the_shipped_h100_measurements():
     assert runs.height >= 40
     assert traced.RESERVED_OVER_TENSOR == pytest.approx(runs["reserved_over_traced"].median(), abs=0.01)
     assert traced.TRACED_CONTEXT_GB == pytest.approx(runs["cuda_context_gb"].median(), abs=0.02)
+    reported = traced.reported_gb(runs["traced_peak_gb"].to_numpy() * 1e9)
+    errors = np.abs(np.log(runs["device_used_gb"].to_numpy() / reported))
+    assert np.log(traced.REPORTED_INTERVAL) == pytest.approx(np.quantile(errors, ood.INTERVAL_QUANTILE), abs=0.01)
+
+
+def test_a_traced_prior_the_champion_never_learned_to_correct_is_used_as_it_is(tmp_path):
+    rows = features.build(jobs(), traced.trace_jobs(jobs(), tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
+    named = rows[traced.TRACED_MEM_GB].is_not_null().to_list()
+    assert named == [True, True, False, False]
+    assert ood.traced_unlearned(rows, {"traced_rows": 0}).tolist() == named
+    assert ood.traced_unlearned(rows, {}).tolist() == named  # a champion saved before traces were counted
+    assert not ood.traced_unlearned(rows, {"traced_rows": ood.MIN_TRACED_ROWS}).any()  # it learned from traced jobs
+    assert not ood.traced_unlearned(rows.drop(traced.TRACED_MEM_GB), {}).any()
