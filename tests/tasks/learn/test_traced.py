@@ -210,3 +210,10 @@ def test_a_traced_prior_the_champion_never_learned_to_correct_is_used_as_it_is(t
     assert ood.traced_unlearned(rows, {}).tolist() == named  # a champion saved before traces were counted
     assert not ood.traced_unlearned(rows, {"traced_rows": ood.MIN_TRACED_ROWS}).any()  # it learned from traced jobs
     assert not ood.traced_unlearned(rows.drop(traced.TRACED_MEM_GB), {}).any()
+
+
+def test_the_detector_counts_the_training_jobs_with_a_traced_prior(tmp_path):
+    logged = jobs().with_columns(pl.lit(1e-3).alias(c.LEARNING_RATE), pl.lit(True).alias(c.DATA_AUGMENTATION))
+    rows = features.build(logged, traced.trace_jobs(logged, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
+    assert ood.fit(rows, "residual")["traced_rows"] == 2
+    assert ood.fit(features.build(logged), "residual")["traced_rows"] == 0
