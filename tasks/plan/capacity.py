@@ -205,16 +205,18 @@ class Packed:
 
 
 def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, days: int,
-                  gpu_types: list[str] | None = None, default_gb: float = 80.0, progress=None) -> Plan:
+                  gpu_types: list[str] | None = None, default_gb: float = 80.0, progress=None,
+                  queues: list[str] | None = None) -> Plan:
     """The plan for `days` days from `start` (see the module doc). `jobs` has JOB_COLUMNS; a job's
-    `day` before `start` starts on `start` (it is waiting now). Steps: the jobs' day offsets, the GPU
+    `day` before `start` starts on `start` (it is waiting now). `queues`: planned too with no job queued
+    (the queues the demand forecast expects jobs in). Steps: the jobs' day offsets, the GPU
     types of each queue, then per queue each job on the smallest type that holds it, packed per type."""
     notes = []
     if inventory is None:
         notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_GPU_MEM_GB), owned unknown")
     jobs = _in_window(jobs, start, days)
     rows, unplaceable, coloc, unknown_total = [], [], [], 0
-    for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list(), gpu_types, default_gb).items():
+    for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list() + list(queues or []), gpu_types, default_gb).items():
         qjobs = jobs.filter(pl.col("queue") == queue)
         pick, too_big = _smallest_type_that_holds(qjobs, options)
         if too_big.any():

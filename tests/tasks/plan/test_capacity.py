@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations.inventory import InventoryError, load_inventory
+from gpucast.tasks.plan.arrivals import EFFICIENCY_FLOOR, EXPECTED_COLUMNS, FORECAST_SCHEMA, PACKING_SCHEMA, add_expected
 from gpucast.tasks.plan.capacity import best_fit, pack, plan_capacity
 
 START = date(2026, 11, 23)
@@ -150,3 +151,66 @@ def test_the_demo_inventory_is_valid():
     inv = load_inventory(path)
     assert {o.queue: o.gpu_type for o in inv.owned} == QUEUE_GPU and all(o.count > 0 for o in inv.owned)
 
+
+
+# Expected arrivals (issue 30): the demand forecast's GPU-hours as GPUs beside the queued jobs'
+def forecast(rows: list[tuple]) -> pl.DataFrame:
+    """(day offset, queue, gpu_type, gpu_hours_p50, gpu_hours_p90) rows as `current_demand_forecast` gives them."""
+    return pl.DataFrame([(START + timedelta(days=d), q, t, h50, h90) for d, q, t, h50, h90 in rows],
+                        schema=FORECAST_SCHEMA, orient="row")
+
+
+def test_expected_arrivals_are_forecast_gpu_hours_over_the_day_and_the_measured_packing_efficiency(inventory):
+    # known: three 60 GB jobs of 6 h run one after another on one A100-80GB: 18 GPU-hours on 1 GPU today
+    known = plan_capacity(jobs([(f"j{i}", "big", 0, 1, 60.0, 6.0, 6.0) for i in range(3)]), inventory, START, 3)
+    # an earlier plan's first day: 30 GPU-hours on 2 GPUs; efficiency (18 + 30) / (24 x (1 + 2)) = 2/3
+    recent = pl.DataFrame({"queue": ["big"], "gpu_type": ["A100-80GB"], "gpu_hours_p50": [30.0], "gpus_needed_p50": [2]})
+    demand = forecast([
+        (1, "big", "A100-80GB", 32.0, 48.0), (1, "big", "unknown", 8.0, 16.0),  # unknown type: the queue's largest
+        (1, "small", "a100 40gb", 20.0, 25.0),  # a catalogue alias of a type the queue is planned on
+        (1, "small", "unknown", 4.0, 4.0), (1, "small", "H100-80GB", 0.0, 1.0),  # not planned on small: its largest
+        (9, "big", "A100-80GB", 99.0, 99.0),  # past the plan's 3 days
+    ])
+    rows, notes = add_expected(known.rows, demand, recent)
+    by = {(r["queue"], r["gpu_type"], (r["day"] - START).days): r for r in rows.iter_rows(named=True)}
+    big = by["big", "A100-80GB", 1]
+    assert big["expected_gpu_hours_p50"] == 40.0 and big["expected_gpu_hours_p90"] == 64.0
+    assert big["packing_efficiency"] == pytest.approx(2 / 3)
+    # P50: 40 / 24 / (2/3) = 2.5 -> 3 GPUs; P90: 64 / 24 / (2/3) = 4.0 exactly -> 4, not 5
+    assert (big["gpus_needed_expected_p50"], big["gpus_needed_expected_p90"]) == (3, 4)
+    assert (big["gpus_needed_p50"], big["gpus_total_p50"], big["gpus_total_p90"]) == (0, 3, 4)  # no known job on day 1
+    assert (big["shortfall_total_p50"], big["shortfall_total_p90"]) == (1, 2)  # 2 owned
+    today = by["big", "A100-80GB", 0]  # the first day: the known jobs only (no forecast for it)
+    assert (today["gpus_needed_p50"], today["gpus_needed_expected_p50"], today["gpus_total_p90"]) == (1, 0, 1)
+    small = by["small", "A100-40GB", 1]  # nothing measured on small: efficiency 1.0
+    assert small["packing_efficiency"] == 1.0 and small["expected_gpu_hours_p90"] == 30.0
+    assert (small["gpus_needed_expected_p50"], small["gpus_needed_expected_p90"]) == (1, 2)  # 24 h -> 1; 30 h -> 2
+    assert by["small", "L4-24GB", 1]["gpus_needed_expected_p90"] == 0
+    assert rows.select(EXPECTED_COLUMNS).null_count().sum_horizontal().item() == 0
+    assert notes == [f"the demand forecast covers 1 of the plan's 3 days ({START + timedelta(days=1)} to "
+                     f"{START + timedelta(days=9)}); the others have no expected arrivals"]
+
+
+def test_a_day_of_one_short_job_does_not_multiply_the_expected_gpus_past_the_floor(inventory):
+    known = plan_capacity(jobs([("short", "big", 0, 1, 60.0, 2.0, 2.0)]), inventory, START, 2)  # 2 h on 1 GPU: 0.08
+    rows, _ = add_expected(known.rows, forecast([(1, "big", "A100-80GB", 24.0, 24.0)]), pl.DataFrame(schema=PACKING_SCHEMA))
+    day1 = rows.filter((pl.col("queue") == "big") & (pl.col("day") == START + timedelta(days=1))).to_dicts()[0]
+    assert day1["packing_efficiency"] == EFFICIENCY_FLOOR and day1["gpus_needed_expected_p50"] == 2  # 24 / 24 / 0.5
+
+
+def test_without_a_demand_forecast_the_plan_is_the_queued_jobs_and_says_so(inventory):
+    known = plan_capacity(jobs([("a", "big", 0, 1, 60.0, 30.0, 30.0)]), inventory, START, 3)
+    rows, notes = add_expected(known.rows, pl.DataFrame(schema=FORECAST_SCHEMA), pl.DataFrame(schema=PACKING_SCHEMA))
+    assert rows.select(pl.col("^gpus_needed_expected_.*$").sum()).row(0) == (0, 0)
+    assert rows["gpus_total_p90"].to_list() == rows["gpus_needed_p90"].to_list()
+    assert rows["shortfall_total_p90"].to_list() == rows["shortfall_p90"].to_list()
+    assert notes and notes[0].startswith("no demand forecast")
+
+
+def test_a_queue_only_the_forecast_names_is_planned_with_owned_unknown():
+    known = plan_capacity(jobs([]), None, START, 2, queues=["new"])
+    rows, _ = add_expected(known.rows, forecast([(0, "new", "unknown", 48.0, 72.0)]), pl.DataFrame(schema=PACKING_SCHEMA))
+    first = rows.sort("day").to_dicts()[0]
+    assert (first["queue"], first["gpu_type"], first["gpus_needed_expected_p50"], first["gpus_total_p90"]) == \
+        ("new", "any-80GB", 2, 3)
+    assert first["gpus_owned"] is None and first["shortfall_total_p90"] is None

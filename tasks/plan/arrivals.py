@@ -1,0 +1,104 @@
+"""Expected arrivals in the capacity plan: the jobs not queued yet, from the demand forecast, as GPUs.
+
+The packing (`capacity.py`) plans the jobs already queued ("known"); they all wait "now", so after
+the first days the known load is only the tails of long jobs. Each plan row (day x queue x GPU type)
+also gets the GPUs for the jobs the demand forecast (`current_demand_forecast`) expects that day:
+
+    expected_gpu_hours_q = the forecast's daily GPU-hours at quantile q (P50, P90) of the series mapped to the row
+    packing_efficiency   = sum(gpu_hours_p50) / (24 x sum(gpus_needed_p50)) over the plan's own packing of
+                           known jobs on recent days (the first day of this plan and of the last
+                           RECENT_PLAN_RUNS plan runs), per queue x GPU type; no such day: 1.0; never
+                           under EFFICIENCY_FLOOR
+    gpus_needed_expected_q = ceil(expected_gpu_hours_q / 24 / packing_efficiency)
+    gpus_total_q         = gpus_needed_q (known jobs) + gpus_needed_expected_q
+    shortfall_total_q    = max(0, gpus_total_q - gpus_owned)
+
+A day's GPU-hours over 24 hours are the GPUs busy on average through the day in steady state (the
+overflow of long jobs into tomorrow is matched by yesterday's overflow into today); the efficiency
+turns busy GPU-hours into GPUs as the packing really needs them (under 1: whole GPUs for partial
+days; over 1: jobs sharing GPUs). The floor keeps a queue whose recent days held a single short job
+(2 GPU-hours on one GPU: 0.08) from multiplying its expected GPUs by 12.
+
+Series map to rows by GPU type: a series whose type is one of its queue's planned types goes to
+that row; 'unknown' (or a type the queue is not planned on) goes to the queue's largest type, the
+rule for a known job of unknown size. Two series on one row add up (their P90s too: a conservative
+band, not the P90 of the sum).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.tasks.plan.capacity import DAY_HOURS, QUANTILES, first_day
+
+RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing efficiency (with today's: a week)
+EFFICIENCY_FLOOR = 0.5
+# the demand forecast's columns the plan reads (warehouse/plan.py)
+FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90")
+# the recent packing the efficiency is measured on: per earlier plan run's first day
+PACKING_COLUMNS = ("queue", "gpu_type", "gpu_hours_p50", "gpus_needed_p50")
+EXPECTED_COLUMNS = ("expected_gpu_hours_p50", "expected_gpu_hours_p90", "packing_efficiency",
+                    "gpus_needed_expected_p50", "gpus_needed_expected_p90", "gpus_total_p50", "gpus_total_p90",
+                    "shortfall_total_p50", "shortfall_total_p90")
+FORECAST_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64,
+                   "gpu_hours_p90": pl.Float64}
+PACKING_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64, "gpus_needed_p50": pl.Int64}
+
+
+def efficiency(gpu_hours: pl.Expr, gpus: pl.Expr) -> pl.Expr:
+    """Exclusive GPU-hours per GPU-hour the packing needed: 1.0 when nothing was measured, never under the floor."""
+    measured = (gpu_hours / (DAY_HOURS * gpus)).clip(lower_bound=EFFICIENCY_FLOOR)
+    return pl.when((gpus > 0) & (gpu_hours > 0)).then(measured).otherwise(1.0)
+
+
+def gpus_for(gpu_hours: pl.Expr, eff: pl.Expr) -> pl.Expr:
+    """GPUs a day's expected GPU-hours need at packing efficiency `eff`, rounded up (0 for none)."""
+    return pl.when(gpu_hours > 0).then((gpu_hours / DAY_HOURS / eff - 1e-9).ceil()).otherwise(0).cast(pl.Int64)
+
+
+def packing_efficiency(rows: pl.DataFrame, recent: pl.DataFrame) -> pl.DataFrame:
+    """queue, gpu_type, packing_efficiency: measured on this plan's first day and the recent runs' first days."""
+    today = first_day(rows).select(PACKING_COLUMNS).cast(PACKING_SCHEMA)
+    days = pl.concat([today, recent.select(PACKING_COLUMNS).cast(PACKING_SCHEMA)])
+    sums = days.group_by("queue", "gpu_type").agg(pl.col("gpu_hours_p50").sum(), pl.col("gpus_needed_p50").sum())
+    return sums.select("queue", "gpu_type",
+                       efficiency(pl.col("gpu_hours_p50"), pl.col("gpus_needed_p50")).alias("packing_efficiency"))
+
+
+def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """The forecast's daily GPU-hours summed per day x queue x the plan's GPU type (see the module doc);
+    series of a queue the plan has no row for are left out (the caller plans every forecast queue)."""
+    types = rows.select("queue", "gpu_type", "gpu_memory_gb").unique()
+    largest = types.sort("gpu_memory_gb", "gpu_type").group_by("queue").agg(pl.col("gpu_type").last().alias("_largest"))
+    names = {t: catalog.canonical(t) or t for t in forecast["gpu_type"].unique().to_list()}
+    f = (forecast.select(FORECAST_COLUMNS).with_columns(pl.col("gpu_type").replace_strict(names))
+         .join(largest, on="queue", how="inner")
+         .join(types.select("queue", "gpu_type", pl.lit(True).alias("_planned")), on=["queue", "gpu_type"], how="left")
+         .with_columns(pl.when(pl.col("_planned")).then(pl.col("gpu_type")).otherwise(pl.col("_largest")).alias("gpu_type")))
+    return f.group_by("day", "queue", "gpu_type").agg(
+        pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
+        pl.col("gpu_hours_p90").sum().alias("expected_gpu_hours_p90"))
+
+
+def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The plan's rows with EXPECTED_COLUMNS (see the module doc), and notes on what the forecast covered."""
+    notes = []
+    if forecast.is_empty():
+        notes.append("no demand forecast (run `gpucast demand`): expected arrivals 0, the plan holds the queued jobs only")
+    else:
+        days = rows["day"].unique()
+        covered = forecast.filter(pl.col("day").is_in(days.implode()))["day"].n_unique()
+        if covered < days.len():
+            notes.append(f"the demand forecast covers {covered} of the plan's {days.len()} days "
+                         f"({forecast['day'].min()} to {forecast['day'].max()}); the others have no expected arrivals")
+    eff = packing_efficiency(rows, recent)
+    out = (rows.join(map_series(forecast.cast(FORECAST_SCHEMA), rows), on=["day", "queue", "gpu_type"], how="left")
+           .join(eff, on=["queue", "gpu_type"], how="left")
+           .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))
+    for q in QUANTILES:
+        out = out.with_columns(gpus_for(pl.col(f"expected_gpu_hours_{q}"), pl.col("packing_efficiency"))
+                               .alias(f"gpus_needed_expected_{q}"))
+        out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
+        out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
+    return out.select(*rows.columns, *EXPECTED_COLUMNS), notes
