@@ -428,6 +428,7 @@ def _model_commands(sub) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import capacity_plan
+    from gpucast.tasks.plan.arrivals import by_day
     from gpucast.tasks.plan.capacity import first_day
     from gpucast.tasks.report.render import text_table
 
@@ -435,6 +436,8 @@ def _plan(args: argparse.Namespace) -> int:
     rows = out["rows"]
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
+    print("every day, all queues: GPUs for the queued jobs (known) + the demand forecast's arrivals (expected)")
+    print(text_table(by_day(rows)))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")
     return 0

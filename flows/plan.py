@@ -1,7 +1,8 @@
 """Prefect flow `capacity-plan` and the planners' page.
 
 `capacity_plan` reads the pending jobs with their latest forecasts, packs them onto each queue's GPUs
-(`tasks/plan/capacity.py`), and writes the plan in one transaction (`warehouse/plan.py`): a failed plan run
+(`tasks/plan/capacity.py`), adds the arrivals the latest demand forecast expects (`tasks/plan/arrivals.py`;
+none without a forecast, and the run's message says so), and writes the plan in one transaction (`warehouse/plan.py`): a failed plan run
 leaves the previous plan in the planners' views. It leaves a table artifact of the plan's first day.
 `write_site` renders `$GPUCAST_HOME/site/index.html` (or `--out`) from the planners' published copy
 and leaves a link artifact to it.
@@ -17,6 +18,7 @@ from prefect.artifacts import create_link_artifact, create_table_artifact
 
 from gpucast.expectations import catalog
 from gpucast.expectations.inventory import Inventory, load_inventory
+from gpucast.tasks.plan import arrivals
 from gpucast.tasks.plan import capacity as steps
 from gpucast.tasks.report.literal import visible_frame
 from gpucast.tasks.report.site import render_site
@@ -60,10 +62,24 @@ def read_plan_input(storage: Storage):
         return store.plan_input(con)
 
 
+@task(name="read-demand-forecast")
+def read_demand_input(storage: Storage):
+    with db.writer(storage) as con:
+        return store.demand_input(con, arrivals.RECENT_PLAN_RUNS)
+
+
 @task(name="pack-jobs")
 def pack_jobs(jobs, inventory: Inventory | None, start: date, days: int, gpu_types: list[str] | None,
-              default_gb: float) -> steps.Plan:
-    return steps.plan_capacity(jobs, inventory, start, days, gpu_types, default_gb, progress=get_run_logger().info)
+              default_gb: float, forecast) -> steps.Plan:
+    return steps.plan_capacity(jobs, inventory, start, days, gpu_types, default_gb, progress=get_run_logger().info,
+                               queues=arrivals.forecast_queues(forecast))
+
+
+@task(name="add-expected-arrivals")
+def add_expected(plan: steps.Plan, forecast, recent) -> steps.Plan:
+    plan.rows, notes = arrivals.add_expected(plan.rows, forecast, recent)
+    plan.notes += notes
+    return plan
 
 
 @task(name="record-plan", retries=2, retry_delay_seconds=5)
@@ -85,10 +101,12 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
     with lifecycle(storage, "plan", days=days, gpu_types=types,
                    inventory=inventory.source if inventory else None) as run:
         jobs, score_run_id, start = read_plan_input(storage)
-        plan = pack_jobs(jobs, inventory, start, days, types, settings.planning.gpu_mem_gb)
+        forecast, demand_run_id, recent = read_demand_input(storage)
+        plan = pack_jobs(jobs, inventory, start, days, types, settings.planning.gpu_mem_gb, forecast)
+        plan = add_expected(plan, forecast, recent)
         note = "; ".join(plan.notes) or None
-        record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, jobs=plan.jobs,
-                    unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
+        record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, demand_run_id=demand_run_id,
+                    jobs=plan.jobs, unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
     first = visible_frame(steps.first_day(plan.rows))  # queue names as data: no control character in an artifact
     create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")

@@ -28,6 +28,21 @@ FROM score_runs r LEFT JOIN forecasts f USING (score_run_id)
 WHERE r.status = 'published'
 GROUP BY r.score_run_id, r.started_at ORDER BY r.started_at DESC, r.score_run_id DESC LIMIT 1
 """
+# The latest succeeded demand forecast (issue 30), per future day x queue x GPU type, and its run.
+DEMAND_FORECAST = """
+SELECT day, queue, gpu_type, gpu_hours_p50, gpu_hours_p90 FROM current_demand_forecast ORDER BY day, queue, gpu_type
+"""
+LATEST_DEMAND_RUN = """
+SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded' ORDER BY started_at DESC, demand_run_id DESC LIMIT 1
+"""
+# The first day of each of the last ? succeeded plans, per queue x GPU type: the packing of known jobs
+# the expected arrivals' packing efficiency is measured on (tasks/plan/arrivals.py).
+RECENT_PACKING = """
+WITH runs AS (SELECT plan_run_id, start_day FROM plan_runs WHERE status = 'succeeded'
+              ORDER BY started_at DESC, plan_run_id DESC LIMIT ?)
+SELECT p.queue, p.gpu_type, p.gpu_hours_p50, p.gpus_needed_p50
+FROM capacity_plan p JOIN runs r ON p.plan_run_id = r.plan_run_id AND p.day = r.start_day
+"""
 KEEP_DETAIL_RUNS = 7  # plan runs whose per-job rows (unplaceable, co-location) are kept
 OLDER_PLAN_RUNS = """SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
                      ORDER BY started_at DESC, plan_run_id DESC OFFSET ?"""
@@ -40,6 +55,13 @@ def plan_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str | None
     latest = con.execute(LATEST_SCORE_RUN).fetchone()
     score_run_id, day = latest if latest else (None, None)
     return jobs, score_run_id, day or datetime.now(UTC).date()
+
+
+def demand_input(con: duckdb.DuckDBPyConnection, recent_runs: int) -> tuple[pl.DataFrame, str | None, pl.DataFrame]:
+    """(the latest demand forecast, its run id or None, the first days of the last `recent_runs` plans)."""
+    forecast = con.sql(DEMAND_FORECAST).pl()
+    latest = con.sql(LATEST_DEMAND_RUN).fetchall()  # all rows read: DuckDB 2.0 keeps an unread result open
+    return forecast, latest[0][0] if latest else None, con.sql(RECENT_PACKING, params=[recent_runs]).pl()
 
 
 def record(con: duckdb.DuckDBPyConnection, plan_run_id: str, rows: pl.DataFrame, unplaceable: pl.DataFrame,

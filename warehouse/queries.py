@@ -257,9 +257,22 @@ FROM pending_forecasts f JOIN job_logs j USING (job_id)
 WHERE f.target = 'runtime_hours'
 GROUP BY ALL ORDER BY day, queue
 """
+# Issue 30: daily GPU-hours per queue, the last ? days of history (`demand_daily`) and the latest demand
+# forecast (`current_demand_forecast`; per-series quantiles summed over GPU types: a conservative band).
+DEMAND_HISTORY = """
+SELECT day, queue, sum(gpu_hours) AS gpu_hours FROM demand_daily
+WHERE day > (SELECT max(day) FROM demand_daily) - to_days(CAST(? AS INTEGER))
+GROUP BY ALL ORDER BY day, queue
+"""
+DEMAND_OUTLOOK = """
+SELECT day, queue, sum(gpu_hours_p10) AS gpu_hours_p10, sum(gpu_hours_p50) AS gpu_hours_p50,
+       sum(gpu_hours_p90) AS gpu_hours_p90, string_agg(DISTINCT method, ', ' ORDER BY method) AS method
+FROM current_demand_forecast GROUP BY ALL ORDER BY day, queue
+"""
+HISTORY_DAYS = 56  # days of demand history the page's chart shows before the forecast
 PLAN = "SELECT * EXCLUDE (plan_run_id) FROM current_capacity_plan ORDER BY day, queue, gpu_memory_gb, gpu_type"
 PLAN_RUN = """
-SELECT plan_run_id, started_at, start_day, days, inventory, score_run_id, jobs, unknown_size_jobs, unplaceable_jobs,
+SELECT plan_run_id, started_at, start_day, days, inventory, score_run_id, demand_run_id, jobs, unknown_size_jobs, unplaceable_jobs,
        coalesce(message, '') AS message
 FROM plan_runs WHERE status = 'succeeded' ORDER BY started_at DESC, plan_run_id DESC LIMIT 1
 """
@@ -296,9 +309,10 @@ SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many 
 
 def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
     """Everything the planners' page shows, read from one database (the published copy)."""
-    names = ("demand", "plan", "plan_run", "oom", "oom_count", "unplaceable", "unplaceable_count", "colocation",
-             "leaderboard", "coverage", "runs")
-    frames = _read(path, (DEMAND_BY_DAY, []), (PLAN, []), (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
+    names = ("demand", "demand_history", "demand_outlook", "plan", "plan_run", "oom", "oom_count", "unplaceable",
+             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs")
+    frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS]), (DEMAND_OUTLOOK, []), (PLAN, []),
+                   (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
                    (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
                    (COVERAGE, []), (RECENT_RUNS, [runs]))
     return dict(zip(names, frames, strict=True))

@@ -66,6 +66,11 @@ def packing_efficiency(rows: pl.DataFrame, recent: pl.DataFrame) -> pl.DataFrame
                        efficiency(pl.col("gpu_hours_p50"), pl.col("gpus_needed_p50")).alias("packing_efficiency"))
 
 
+def forecast_queues(forecast: pl.DataFrame) -> list[str]:
+    """The queues the demand forecast expects jobs in: planned even with none queued."""
+    return sorted(forecast["queue"].unique().to_list())
+
+
 def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """The forecast's daily GPU-hours summed per day x queue x the plan's GPU type (see the module doc);
     series of a queue the plan has no row for are left out (the caller plans every forecast queue)."""
@@ -102,3 +107,13 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
         out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
     return out.select(*rows.columns, *EXPECTED_COLUMNS), notes
+
+
+def by_day(rows: pl.DataFrame) -> pl.DataFrame:
+    """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short."""
+    return rows.group_by("day").agg(
+        pl.col("gpus_needed_p50").sum().alias("known_p50"), pl.col("gpus_needed_expected_p50").sum().alias("expected_p50"),
+        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p90").sum(),
+        pl.when(pl.col("gpus_owned").is_not_null().any()).then(pl.col("gpus_owned").sum()).alias("gpus_owned"),
+        pl.col("shortfall_total_p90").sum(),
+    ).sort("day")

@@ -65,8 +65,34 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
     return _svg(fig)
 
 
+def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
+    """Daily GPU-hours per queue: the history (`demand_daily`) and the forecast's P50 line in its P10-P90 fan."""
+    queues = sorted(set(history["queue"].to_list()) | set(outlook["queue"].to_list()))
+    if not queues:
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(queues), figsize=(3.6 * len(queues), 2.8), squeeze=False)
+    for k, (ax, q) in enumerate(zip(axes[0], queues, strict=True)):
+        colour = QUEUE_COLOURS[k % len(QUEUE_COLOURS)]
+        past = history.filter(pl.col("queue") == q).sort("day")
+        ahead = outlook.filter(pl.col("queue") == q).sort("day")
+        ax.plot(past["day"].to_list(), past["gpu_hours"].to_list(), color=colour, linewidth=1, label="history")
+        if ahead.height:
+            ax.fill_between(ahead["day"].to_list(), ahead["gpu_hours_p10"].to_list(), ahead["gpu_hours_p90"].to_list(),
+                            color=colour, alpha=0.2, linewidth=0, label="forecast P10-P90")
+            ax.plot(ahead["day"].to_list(), ahead["gpu_hours_p50"].to_list(), color=colour, linestyle="--",
+                    label="forecast P50")
+        plain(ax.set_title(q, fontsize=9))
+        ax.tick_params(axis="x", labelsize=7, rotation=30)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_ylabel("GPU-hours per day")
+    axes[0][0].legend(fontsize=7, frameon=False)
+    return _svg(fig)
+
+
 def plan_chart(plan: pl.DataFrame) -> str | None:
-    """GPUs needed (P50, P90) vs owned and the lower bound, per queue and GPU type over the days."""
+    """GPUs needed per day, queue and GPU type: queued jobs (known) and expected arrivals stacked (P50),
+    the P90 total, owned."""
     if plan.is_empty():
         return None
     plt = _pyplot()
@@ -75,9 +101,12 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
     for ax, (q, t) in zip(axes[0], keys, strict=True):
         sub = plan.filter((pl.col("queue") == q) & (pl.col("gpu_type") == t)).sort("day")
         x = list(range(sub.height))
-        ax.step(x, sub["gpus_needed_p90"].to_list(), where="mid", color="#d62728", label="needed P90")
-        ax.step(x, sub["gpus_needed_p50"].to_list(), where="mid", color="#1f77b4", label="needed P50")
-        ax.step(x, sub["lower_bound_p90"].to_list(), where="mid", color="#7f7f7f", linestyle=":", label="bound P90")
+        known = sub["gpus_needed_p50"].to_list()
+        ax.bar(x, known, color="#1f77b4", label="known P50")
+        ax.bar(x, sub["gpus_needed_expected_p50"].fill_null(0).to_list(), bottom=known, color="#aec7e8",
+               label="expected P50")
+        ax.step(x, sub["gpus_total_p90"].fill_null(sub["gpus_needed_p90"]).to_list(), where="mid", color="#d62728",
+                label="total P90")
         if sub["gpus_owned"].null_count() < sub.height:
             ax.step(x, sub["gpus_owned"].to_list(), where="mid", color="black", linestyle="--", label="owned")
         plain(ax.set_title(f"{q} · {t}", fontsize=9))
@@ -87,6 +116,11 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
     axes[0][0].set_ylabel("GPUs")
     axes[0][0].legend(fontsize=7, frameon=False)
     return _svg(fig)
+
+
+def outlook_first_day(outlook: pl.DataFrame) -> list[dict]:
+    """The forecast's first day per queue: GPU-hours P10 / P50 / P90 and the method."""
+    return first_day(outlook).to_dicts() if not outlook.is_empty() else []
 
 
 def _table(df: pl.DataFrame) -> dict:
@@ -115,15 +149,17 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
     frames = {name: visible_frame(df) for name, df in frames.items()}
     env = Environment(loader=PackageLoader("gpucast.tasks.report", "templates"), autoescape=select_autoescape(["html", "j2"]))
     plan = frames["plan"]
-    shortfall = (plan.group_by("day").agg(pl.col("shortfall_p90").sum()).sort("day") if not plan.is_empty()
-                 else pl.DataFrame(schema={"day": pl.Date, "shortfall_p90": pl.Int64}))
+    shortfall = (plan.group_by("day").agg(pl.col("shortfall_total_p90").sum()).sort("day") if not plan.is_empty()
+                 else pl.DataFrame(schema={"day": pl.Date, "shortfall_total_p90": pl.Int64}))
     run = frames["plan_run"].to_dicts()[0] if frames["plan_run"].height else None
     return env.get_template("site.html.j2").render(
         generated_at=f"{generated_at:%Y-%m-%d %H:%M} UTC",
         plan_run=run,
         headline=headline(plan),
-        shortfall=_table(shortfall.filter(pl.col("shortfall_p90") > 0)),
+        shortfall=_table(shortfall.filter(pl.col("shortfall_total_p90") > 0)),
         demand_svg=demand_chart(frames["demand"]),
+        outlook_svg=outlook_chart(frames["demand_history"], frames["demand_outlook"]),
+        outlook=outlook_first_day(frames["demand_outlook"]),
         plan_svg=plan_chart(plan),
         plan=_table(plan.drop("gpu_memory_gb")),
         oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),

@@ -153,3 +153,67 @@ def test_an_inventory_with_a_python_tag_exits_2_with_one_line_and_no_traceback(h
         f"gpucast plan: {home / 'inventory.yaml'}, line 4: tag !!python/name:os.system is not allowed"), out.stderr
     assert "Traceback" not in out.stderr + out.stdout and "Encountered exception" not in out.stderr + out.stdout
     assert "Finished in state Failed" in out.stderr  # the run's own state still says what failed
+
+
+def _queue_two_jobs_and_forecast_demand(start, forecast: bool) -> None:
+    """Without `forecast`: two pending a100-80g jobs with no forecast (unknown size: a whole GPU each for the
+    first day) and one finished job a week ago (history). With it: a succeeded demand run for 14 days from `start`."""
+    from datetime import timedelta
+
+    from gpucast.expectations import contract as c
+    from gpucast.warehouse import db
+    from gpucast.warehouse.settings import Settings
+
+    with db.writer(Settings.from_env().storage) as con:
+        if not forecast:
+            for job_id, status, ago in (("p1", "PENDING", 0), ("p2", "PENDING", 0), ("done", "COMPLETED", 7)):
+                con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
+                            f"{c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
+                            "VALUES (?, ?, ?, 'a100-80g', 'CNN', 3.0, 'h', 1, 'f', 1, 'i', now())",
+                            [job_id, start - timedelta(days=ago), status])
+            return
+        con.execute("INSERT INTO demand_runs (demand_run_id, started_at, status, as_of, days) "
+                    "VALUES ('demand-1', now(), 'succeeded', ?, 14)", [start - timedelta(days=1)])
+        for h in range(1, 15):  # a100-80g: 36 + 12 (type unknown) GPU-hours P50 a day, 60 at P90
+            for gpu_type, p50, p90 in (("A100-80GB", 36.0, 45.0), ("unknown", 12.0, 15.0)):
+                con.execute("INSERT INTO demand_forecast VALUES ('demand-1', ?, ?, 'a100-80g', ?, ?, ?, ?, 2.0, "
+                            "'AutoETS', NULL)", [start + timedelta(days=h - 1), h, gpu_type, p50 - 6, p50, p90])
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the_forecast(home, capsys):
+    from datetime import UTC, datetime
+
+    _demo_inventory(home)
+    start = datetime.now(UTC).date()  # no score run: the plan starts today
+    _queue_two_jobs_and_forecast_demand(start, forecast=False)
+    assert main(["plan", "--days", "14"]) == 0
+    published = home / "published.duckdb"
+    (message, demand_run), = _rows(published, "SELECT message, demand_run_id FROM plan_runs")
+    assert "no demand forecast" in message and demand_run is None
+    assert _rows(published, "SELECT sum(gpus_needed_expected_p90), sum(gpus_total_p90 - gpus_needed_p90) "
+                            "FROM current_capacity_plan") == [(0, 0)]
+
+    _queue_two_jobs_and_forecast_demand(start, forecast=True)
+    assert main(["plan", "--days", "14"]) == 0
+    printed = capsys.readouterr().out
+    assert "known_p50" in printed and "expected_p50" in printed  # the 14 days, known + expected
+    assert _rows(published, "SELECT demand_run_id FROM plan_runs ORDER BY started_at DESC LIMIT 1") == [("demand-1",)]
+    days = _rows(published, "SELECT day, gpus_needed_p50, packing_efficiency, expected_gpu_hours_p50, "
+                            "gpus_needed_expected_p50, gpus_needed_expected_p90, gpus_total_p50, gpus_total_p90, "
+                            "shortfall_total_p90 FROM current_capacity_plan WHERE queue = 'a100-80g' ORDER BY day")
+    assert len(days) == 14
+    # the packing measured on the first days (this plan's and the plan before): 2 unknown-size jobs = 2 GPUs
+    # for 48 GPU-hours, efficiency 1.0; 48 GPU-hours expected a day (A100-80GB 36 + unknown-type 12) / 24 = 2
+    # GPUs at P50, 60 / 24 = 2.5 -> 3 at P90; the first day adds the 2 queued jobs
+    assert days[0][1:] == (2, 1.0, 48.0, 2, 3, 4, 5, 0)
+    assert all(row[1:] == (0, 1.0, 48.0, 2, 3, 2, 3, 0) for row in days[1:])  # GPUs needed on every one of the 14 days
+
+    assert main(["site"]) == 0
+    dom = chromium("--dump-dom", (home / "site" / "index.html").resolve().as_uri()).stdout
+    tile = re.search(r'id="outlook">.*?data-queue="a100-80g">.*?forecast for ([0-9-]+).*?class="forecast-p50">([0-9.,]+)<',
+                     dom, re.S)
+    assert tile and tile.groups() == (str(start), "48.0")  # the forecast's first day, in the browser's DOM
+    assert "demand forecast demand-1" in dom
+    # the charts: history + forecast fan, and the GPUs needed (no pending job has a run-time forecast: no third)
+    assert dom.count("<svg") == 2 and "forecast P10-P90" in dom and "expected P50" in dom

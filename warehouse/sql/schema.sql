@@ -397,6 +397,18 @@ CREATE TABLE IF NOT EXISTS capacity_plan (
     shortfall_p90 BIGINT,
     PRIMARY KEY (plan_run_id, day, queue, gpu_type)
 );
+-- Issue 30: the jobs not queued yet, from the demand forecast (tasks/plan/arrivals.py; docs/planners.md,
+-- "The 14-day plan"). gpus_needed_p50/p90 above stay the queued ("known") jobs; the totals add the expected.
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_gpu_hours_p50 DOUBLE;   -- the forecast's GPU-hours that day
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_gpu_hours_p90 DOUBLE;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS packing_efficiency DOUBLE;       -- GPU-hours per GPU-hour packed, recent days
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_expected_p50 BIGINT; -- ceil(expected GPU-hours / 24 / efficiency)
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_expected_p90 BIGINT;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p50 BIGINT;           -- gpus_needed_p50 + gpus_needed_expected_p50
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p90 BIGINT;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p50 BIGINT;      -- max(0, total - owned)
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p90 BIGINT;
+ALTER TABLE plan_runs ADD COLUMN IF NOT EXISTS demand_run_id VARCHAR;                -- the demand forecast planned from (NULL: none)
 
 -- Jobs no GPU of their queue can hold, with the smallest catalogue GPU that would (NULL: none).
 CREATE TABLE IF NOT EXISTS capacity_unplaceable (

@@ -18,7 +18,7 @@ from markupsafe import escape
 
 from gpucast.tasks.report.literal import markdown_text, visible
 from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, status_text, text_table
-from gpucast.tasks.report.site import demand_chart, plan_chart, render_site
+from gpucast.tasks.report.site import demand_chart, outlook_chart, plan_chart, render_site
 from tests.records import HOSTILE_STRINGS
 
 DAY = date(2026, 11, 23)
@@ -47,7 +47,16 @@ def plan(queues: list[str], gpu_type: str = "A100-80GB") -> pl.DataFrame:
     return pl.DataFrame({"day": [DAY + timedelta(days=d) for _ in queues for d in (0, 1)],
                          "queue": [q for q in queues for _ in (0, 1)], "gpu_type": gpu_type, "gpu_memory_gb": 80.0,
                          "jobs": 2, "gpus_needed_p50": 1, "gpus_needed_p90": 2, "lower_bound_p90": 1,
-                         "shared_bound_p90": 1, "gpus_owned": 4, "shortfall_p90": 0})
+                         "shared_bound_p90": 1, "gpus_owned": 4, "shortfall_p90": 0, "gpus_needed_expected_p50": 1,
+                         "gpus_total_p50": 2, "gpus_total_p90": 3, "shortfall_total_p90": 0})
+
+
+def outlook(queues: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(demand history, demand forecast) frames: two days of each per queue."""
+    history = pl.DataFrame({"day": [DAY - timedelta(days=d) for _ in queues for d in (1, 0)],
+                            "queue": [q for q in queues for _ in (0, 1)], "gpu_hours": 5.0})
+    ahead = demand(queues).drop("jobs").with_columns(pl.col("day") + timedelta(days=1), method=pl.lit("AutoETS"))
+    return history, ahead
 
 
 def site_frames(queues: list[str], job_id: str = "j-1", team: str = "nlp", model_type: str = "CNN") -> dict:
@@ -55,6 +64,7 @@ def site_frames(queues: list[str], job_id: str = "j-1", team: str = "nlp", model
     q = queues[0]
     return {
         "demand": demand(queues), "plan": plan(queues),
+        "demand_history": outlook(queues)[0], "demand_outlook": outlook(queues)[1],
         "plan_run": pl.DataFrame({"plan_run_id": ["plan-1"], "started_at": [datetime(2026, 11, 23, tzinfo=UTC)],
                                   "start_day": [DAY], "days": [2], "inventory": [None], "score_run_id": ["score-1"],
                                   "jobs": [2 * len(queues)], "unknown_size_jobs": [0], "unplaceable_jobs": [1],
@@ -106,13 +116,14 @@ def test_a_tex_queue_name_is_drawn_as_its_characters(queue):
 
 def test_balanced_tex_is_not_typeset_either():
     """`$\\alpha$` parses as math (it rendered an alpha); shown as data it is its eight characters."""
-    for svg in (demand_chart(demand([r"$\alpha$"])), plan_chart(plan(["a"], gpu_type=r"$\alpha$"))):
+    for svg in (demand_chart(demand([r"$\alpha$"])), plan_chart(plan(["a"], gpu_type=r"$\alpha$")),
+                outlook_chart(*outlook([r"$\alpha$"]))):
         assert DOLLAR_GLYPH in svg and "Oblique" not in svg  # mathtext draws an alpha from the italic font
 
 
 def test_the_page_renders_with_a_tex_queue_name():
     page = render_site(site_frames(["$x^$", "a100-80g"]), datetime(2026, 11, 23, tzinfo=UTC))
-    assert 'data-queue="$x^$"' in page and len(svgs(page)) == 2
+    assert 'data-queue="$x^$"' in page and len(svgs(page)) == 3
 
 
 # --- item 10: a pipe splits a Markdown cell; a leading underscore hides a legend entry --------------------
@@ -167,7 +178,7 @@ def test_control_characters_are_shown_as_escapes_on_the_page():
     frames = site_frames(["nul\x00here", "esc\x1b[2Jnew\nline"], job_id="j\x07", team="t\x7f", model_type="m\ufffe")
     page = render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))
     assert RAW_CONTROL.search(page) is None
-    assert len(svgs(page)) == 2  # both charts are well-formed XML
+    assert len(svgs(page)) == 3  # every chart is well-formed XML
     for shown in (r"nul\x00here", r"esc\x1b[2Jnew\x0aline", r"j\x07", r"t\x7f", r"m\ufffe"):
         assert f">{shown}<" in page, shown
 
@@ -212,7 +223,7 @@ def test_any_string_renders_on_the_page_as_itself(queues, job_id, team, model_ty
     frames["plan"] = frames["plan"].with_columns(gpu_type=pl.lit(gpu_type))
     page = render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))
     assert RAW_CONTROL.search(page) is None
-    assert len(svgs(page)) == 2
+    assert len(svgs(page)) == 3
     for value in (*queues, job_id, team, model_type):
         assert f">{escape(visible(value))}<" in page, value  # as Jinja2's autoescape writes it
     assert legend_labels(demand_chart(demand(queues))) == [svg_comment(visible(q)) for q in sorted(queues)]
