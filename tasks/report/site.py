@@ -110,7 +110,8 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
         if sub["gpus_owned"].null_count() < sub.height:
             ax.step(x, sub["gpus_owned"].to_list(), where="mid", color="black", linestyle="--", label="owned")
         plain(ax.set_title(f"{q} · {t}", fontsize=9))
-        ax.set_xticks(x[::max(1, len(x) // 5)], [f"{d:%d %b}" for d in sub["day"].to_list()][::max(1, len(x) // 5)],
+        every = max(1, -(-len(x) // 4))  # at most 4 labels: 14 day labels overlap
+        ax.set_xticks(x[::every], [f"{d:%d %b}" for d in sub["day"].to_list()][::every],
                       fontsize=7)
         ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_ylabel("GPUs")
