@@ -10,6 +10,7 @@ and leaves a link artifact to it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -77,9 +78,8 @@ def pack_jobs(jobs, inventory: Inventory | None, start: date, days: int, gpu_typ
 
 @task(name="add-expected-arrivals")
 def add_expected(plan: steps.Plan, forecast, recent) -> steps.Plan:
-    plan.rows, notes = arrivals.add_expected(plan.rows, forecast, recent)
-    plan.notes += notes
-    return plan
+    rows, notes = arrivals.add_expected(plan.rows, forecast, recent)
+    return replace(plan, rows=rows, notes=[*plan.notes, *notes])
 
 
 @task(name="record-plan", retries=2, retry_delay_seconds=5)
