@@ -68,3 +68,24 @@ def test_pending_forecasts_hold_only_the_latest_forecast_of_jobs_still_pending(c
     assert {j for j, *_ in rows} == {"a", "b", "c"}
     assert {r for *_, r in rows} == {"s2"}
     assert len(rows) == 3 * 3
+
+
+def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_of_recent_plans(con):
+    from gpucast.warehouse.plan import demand_input
+
+    for run, started, status in (("d-old", T, "succeeded"), ("d-new", datetime(2026, 11, 2, tzinfo=UTC), "succeeded"),
+                                 ("d-failed", datetime(2026, 11, 3, tzinfo=UTC), "failed")):
+        con.execute("INSERT INTO demand_runs (demand_run_id, started_at, status) VALUES (?, ?, ?)", [run, started, status])
+        con.execute("INSERT INTO demand_forecast VALUES (?, '2026-11-04', 1, 'q1', 'unknown', 1, ?, 3, 1, 'naive', NULL)",
+                    [run, {"d-old": 10.0, "d-new": 20.0, "d-failed": 30.0}[run]])
+    for k, (run, status) in enumerate((("p1", "succeeded"), ("p2", "failed"), ("p3", "succeeded"), ("p4", "succeeded"))):
+        start = datetime(2026, 11, 1 + k).date()
+        con.execute("INSERT INTO plan_runs (plan_run_id, started_at, status, start_day) VALUES (?, ?, ?, ?)",
+                    [run, datetime(2026, 11, 1 + k, tzinfo=UTC), status, start])
+        for day, gpus in ((start, 10 + k), (datetime(2026, 11, 2 + k).date(), 100)):  # the first day, and the next
+            con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpu_hours_p50, gpus_needed_p50) "
+                        "VALUES (?, ?, 'q1', 'A100-80GB', 24.0, ?)", [run, day, gpus])
+    forecast, demand_run_id, recent = demand_input(con, 2)
+    assert demand_run_id == "d-new" and forecast["gpu_hours_p50"].to_list() == [20.0]
+    # the first day of the last 2 succeeded plans (p4: 13 GPUs, p3: 12); not p2 (failed), not later days
+    assert sorted(recent["gpus_needed_p50"].to_list()) == [12, 13]
