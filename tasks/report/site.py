@@ -141,7 +141,8 @@ def headline(plan: pl.DataFrame) -> list[dict]:
         return []
     first = first_day(plan)
     return first.select("queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90",
-                        "shared_bound_p90", "gpus_owned", "shortfall_p90").to_dicts()
+                        "shared_bound_p90", "gpus_owned", "shortfall_p90", "gpus_needed_expected_p90", "gpus_total_p90",
+                        "shortfall_total_p90").to_dicts()
 
 
 def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:

@@ -78,7 +78,7 @@ def check(home: Path, report: str) -> list[str]:
         assert {len(r) for r in rows} == {len(rows[0])}, rows
     for page in (home / "site" / "index.html", home.parent / "site" / "index.html"):
         html = page.read_text(encoding="utf-8")
-        assert RAW_CONTROL.search(html) is None and len(svgs(html)) == 2
+        assert RAW_CONTROL.search(html) is None and len(svgs(html)) == 3  # pending demand, history + forecast, plan
         for job_id, queue, team, model_type in loaded:
             assert f'data-queue="{escape(visible(queue))}"' in html, queue
             if job_id in oom:  # (a team of only whitespace, e.g. NEL '\x85', is stored as no team: nothing to show)
@@ -112,7 +112,7 @@ def test_a_browser_renders_the_page_of_the_corpus_night(corpus_night):
     dom = chromium("--dump-dom", (home / "site" / "index.html").resolve().as_uri()).stdout
     for queue in ("$x^$", "q|pipe", "_hidden", r"nul\x00byte"):
         assert re.search(rf'data-queue="{re.escape(str(escape(queue)))}"', dom), queue
-    assert dom.count("<svg") == 2
+    assert dom.count("<svg") == 3
 
 
 def split_tables(markdown: str) -> list[list[list[str]]]:

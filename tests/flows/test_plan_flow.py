@@ -215,5 +215,8 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
                      dom, re.S)
     assert tile and tile.groups() == (str(start), "48.0")  # the forecast's first day, in the browser's DOM
     assert "demand forecast demand-1" in dom
+    first = re.search(r'data-queue="a100-80g" data-gpu-type="A100-80GB">.*?class="needed-p90">(\d+)<.*?'
+                      r'class="expected-p90">(\d+)<', dom, re.S)
+    assert first and first.groups() == ("2", "3")  # the first day: 2 GPUs for the queued jobs + 3 expected (P90)
     # the charts: history + forecast fan, and the GPUs needed (no pending job has a run-time forecast: no third)
     assert dom.count("<svg") == 2 and "forecast P10-P90" in dom and "expected P50" in dom

@@ -48,7 +48,7 @@ def plan(queues: list[str], gpu_type: str = "A100-80GB") -> pl.DataFrame:
                          "queue": [q for q in queues for _ in (0, 1)], "gpu_type": gpu_type, "gpu_memory_gb": 80.0,
                          "jobs": 2, "gpus_needed_p50": 1, "gpus_needed_p90": 2, "lower_bound_p90": 1,
                          "shared_bound_p90": 1, "gpus_owned": 4, "shortfall_p90": 0, "gpus_needed_expected_p50": 1,
-                         "gpus_total_p50": 2, "gpus_total_p90": 3, "shortfall_total_p90": 0})
+                         "gpus_needed_expected_p90": 1, "gpus_total_p50": 2, "gpus_total_p90": 3, "shortfall_total_p90": 0})
 
 
 def outlook(queues: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
