@@ -12,6 +12,8 @@ also gets the GPUs for the jobs the demand forecast (`current_demand_forecast`) 
     gpus_needed_expected_q = ceil(expected_gpu_hours_q / 24 / packing_efficiency)
     gpus_total_q         = gpus_needed_q (known jobs) + gpus_needed_expected_q
     shortfall_total_q    = max(0, gpus_total_q - gpus_owned)
+    gpus_needed_known    = gpus_needed_p50 and gpus_needed_expected = gpus_needed_expected_p50: the
+                           issue's names for the two parts of the P50 total, kept as columns for planners
 
 A day's GPU-hours over 24 hours are the GPUs busy on average through the day in steady state (the
 overflow of long jobs into tomorrow is matched by yesterday's overflow into today); the efficiency
@@ -40,7 +42,7 @@ FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90"
 PACKING_COLUMNS = ("queue", "gpu_type", "gpu_hours_p50", "gpus_needed_p50")
 EXPECTED_COLUMNS = ("expected_gpu_hours_p50", "expected_gpu_hours_p90", "packing_efficiency",
                     "gpus_needed_expected_p50", "gpus_needed_expected_p90", "gpus_total_p50", "gpus_total_p90",
-                    "shortfall_total_p50", "shortfall_total_p90")
+                    "shortfall_total_p50", "shortfall_total_p90", "gpus_needed_known", "gpus_needed_expected")
 FORECAST_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64,
                    "gpu_hours_p90": pl.Float64}
 PACKING_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64, "gpus_needed_p50": pl.Int64}
@@ -106,6 +108,9 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
                                .alias(f"gpus_needed_expected_{q}"))
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
         out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
+    # the names for the two parts at P50: the queued jobs and the expected arrivals
+    out = out.with_columns(pl.col("gpus_needed_p50").alias("gpus_needed_known"),
+                           pl.col("gpus_needed_expected_p50").alias("gpus_needed_expected"))
     return out.select(*rows.columns, *EXPECTED_COLUMNS), notes
 
 

@@ -208,6 +208,9 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
     # GPUs at P50, 60 / 24 = 2.5 -> 3 at P90; the first day adds the 2 queued jobs
     assert days[0][1:] == (2, 1.0, 48.0, 2, 3, 4, 5, 0)
     assert all(row[1:] == (0, 1.0, 48.0, 2, 3, 2, 3, 0) for row in days[1:])  # GPUs needed on every one of the 14 days
+    parts = _rows(published, "SELECT gpus_needed_known, gpus_needed_expected FROM current_capacity_plan "
+                             "WHERE queue = 'a100-80g' ORDER BY day")
+    assert parts == [(row[1], row[4]) for row in days]  # the names: known and expected at P50
 
     assert main(["site"]) == 0
     dom = chromium("--dump-dom", (home / "site" / "index.html").resolve().as_uri()).stdout

@@ -408,6 +408,8 @@ ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p50 BIGINT;       
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p90 BIGINT;
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p50 BIGINT;      -- max(0, total - owned)
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p90 BIGINT;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_known BIGINT;        -- = gpus_needed_p50: the queued jobs at P50
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_expected BIGINT;     -- = gpus_needed_expected_p50: the expected arrivals at P50
 ALTER TABLE plan_runs ADD COLUMN IF NOT EXISTS demand_run_id VARCHAR;                -- the demand forecast planned from (NULL: none)
 
 -- Jobs no GPU of their queue can hold, with the smallest catalogue GPU that would (NULL: none).
