@@ -10,21 +10,25 @@ Everything that can be wrong with the input is found before the ingest run start
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
-from gpucast.flows.environment import child_environment
+from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
+from gpucast.tasks.sources.sources_file import Source, load_sources
 from gpucast.warehouse.housekeeping import claim_staging
+from gpucast.warehouse.load import start_columns
+from gpucast.warehouse.runs import describe, record_failed_run
 from gpucast.warehouse.settings import Settings
 from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
@@ -145,7 +149,8 @@ def import_mlflow(tracking_uri: str, experiments: tuple[str, ...] = (), since: s
         floor = floor_ms if since else (marks[exp_id] - OVERLAP_MS if exp_id in marks else None)
         got = _search(client, tracking_uri, exp_id, floor)
         runs += [r for r, _ in got]
-        seen[exp_id] = max([marks.get(exp_id, 0), *(t for _, t in got)])
+        if mark := max([marks.get(exp_id, 0), *(t for _, t in got)]):
+            seen[exp_id] = mark  # an experiment without runs has none yet
     parsed = runs_to_jobs(runs, parsed_mapping)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run = ingest_frame(parsed.jobs, f"mlflow-{stamp}.parquet", "mlflow", mapping, settings)
@@ -173,9 +178,7 @@ def mlflow_client(tracking_uri: str):
     if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"mlflow {tracking_uri}: no MLflow store at {path}; give the tracking URI the runs "
                                 "were logged to (file:///path/mlruns, sqlite:////path/mlflow.db or http://host:5000)")
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # reading a file store (MLflow 3 refuses it otherwise)
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")  # an unreachable server: fail in seconds
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    configure_mlflow()
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
@@ -237,3 +240,58 @@ def _run(client, run) -> MlflowRun:
              for gpu, key in keys.items()}
     return MlflowRun(run.info.run_id, run.info.status, run.info.start_time, run.info.end_time,
                      dict(run.data.params), dict(run.data.tags), peaks)
+
+
+# Sources the nightly pulls (sources.yaml) -------------------------------------------------------
+
+@dataclass
+class Pulled:
+    """What the nightly's pull of the sources file did: each source's ingest run, and the ones that failed."""
+
+    runs: dict[str, dict] = field(default_factory=dict)  # source name -> its ingest run's summary
+    failed: dict[str, str] = field(default_factory=dict)  # source name -> why (one line)
+
+
+def pull_sources(settings: Settings) -> Pulled:
+    """Import every source the sources file lists (none without one). A source that fails (or a sources file
+    that cannot be read) is recorded as a failed ingest run naming it (`gpucast status`) and returned in
+    `failed`; the other sources load regardless, and the night goes on with what loaded."""
+    pulled = Pulled()
+    path = settings.sources_path
+    if path is None:
+        return pulled
+    try:
+        sources = load_sources(path)
+    except (OSError, ValueError) as exc:
+        _failed(pulled, settings, f"sources file {path}", "sources", exc)
+        return pulled
+    for source in sources:
+        try:
+            pulled.runs.update(_pull(source, settings))
+        except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
+            _failed(pulled, settings, source.name, source.kind, exc)
+    return pulled
+
+
+def _failed(pulled: Pulled, settings: Settings, name: str, kind: str, exc: Exception) -> None:
+    why = f"{name} failed: {describe(exc)}"
+    pulled.failed[name] = why
+    record_failed_run(settings.storage, "ingest", why, **start_columns(0, source=kind))
+    print(why)
+
+
+def _pull(source: Source, settings: Settings) -> dict[str, dict]:
+    """Import one source of the sources file: {name: ingest run summary} (one per file of a Slurm glob)."""
+    o = source.options
+    if source.kind == "mlflow":
+        done = import_mlflow(o["tracking_uri"], tuple(o.get("experiments") or ()), since=o.get("since"),
+                             mapping=o.get("mapping"), settings=settings)
+        return {source.name: done.run}
+    join = (MlflowJoin(o["mlflow_uri"], tuple(o.get("mlflow_experiments") or ()), o.get("join_tag") or JOIN_TAG)
+            if o.get("mlflow_uri") else None)
+    if o.get("sacct"):
+        return {source.name: import_slurm(None, o.get("since"), o.get("mapping"), settings, join).run}
+    files = sorted(glob.glob(str(Path(o["files"]).expanduser())))
+    if not files:
+        raise FileNotFoundError(f"no file matches {o['files']}")
+    return {f"slurm {f}": import_slurm(f, None, o.get("mapping"), settings, join).run for f in files}

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.tasks.ingest.readers import header_key, normalise_name
 from gpucast.tasks.sources.mapping import Mapping, named_fields
@@ -124,6 +125,8 @@ def run_record(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, str 
     })
     if run.gpu_mem_mb:
         record[c.GPU_COUNT] = str(len(run.gpu_mem_mb))
+    if record[c.GPU_TYPE]:  # `L4` -> `L4-24GB`, as the Slurm import names a GPU; unknown kept as written
+        record[c.GPU_TYPE] = catalog.canonical(record[c.GPU_TYPE]) or record[c.GPU_TYPE]
     return record
 
 
