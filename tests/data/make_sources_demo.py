@@ -1,20 +1,22 @@
 """Write a small MLflow store and a sacct file for `make demo-sources` (docs/sources.md), with MLflow itself.
 
-    python tests/data/make_sources_demo.py FOLDER [--runs 160] [--seed 0]
+    python tests/data/make_sources_demo.py FOLDER [--runs 240] [--seed 0]
 
-writes FOLDER/mlflow.db (a SQLite tracking store; experiment `demo-sweeps`) and FOLDER/sacct.txt (as
-`sacct --parsable2` prints it). Each run logs the params a training script logs (batch size, learning
-rate, optimizer, model, layers, steps, precision), the tags `queue`, `team`, `gpu_type`, and one
-`system/gpu_N_memory_usage_megabytes` series per GPU, as MLflow's system-metrics monitor writes it. Memory
-and run time grow with the model's size, the batch and the steps, so the models have something to learn.
-A quarter of the runs also ran as Slurm jobs (tag `slurm_job_id`): their sacct lines carry the
-scheduler's view (partition, account, state, times, GPUs) and no model features, which the join gives.
-`log_run` is also what the tests log their runs with.
+writes FOLDER/mlflow.db (a SQLite tracking store) and FOLDER/sacct.txt (as `sacct --parsable2` prints it).
+Each run logs the params a training script logs (batch size, learning rate, optimizer, model, layers, steps,
+precision), the tags `queue`, `team`, `gpu_type`, and one `system/gpu_N_memory_usage_megabytes` series per
+GPU, as MLflow's system-metrics monitor writes it. Memory and run time grow with the model's size, the batch
+and the steps, so the models have something to learn. Three quarters of the runs are in experiment
+`demo-sweeps`, launched outside Slurm; the rest ran as Slurm jobs and are in `demo-cluster`, tagged `slurm_job_id`:
+their sacct lines carry the scheduler's view (partition, account, state, times, GPUs, memory) and no model
+features, which the join gives. Twelve more jobs wait in the queue (PENDING, with their features in a JSON
+Comment): what the demo forecasts. `log_run` is also what the tests log their runs with.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 from datetime import UTC, datetime, timedelta
@@ -42,7 +44,7 @@ def log_run(client, experiment_id: str, *, start_ms: int, end_ms: int | None = N
     return run_id
 
 
-def demo_run(rng: random.Random, index: int) -> dict:
+def demo_run(rng: random.Random) -> dict:
     """One simulated training run: its params, tags, GPUs, peak memory (MB) and hours."""
     model = rng.choice(list(MODELS))
     millions, layers = MODELS[model]
@@ -61,7 +63,7 @@ def demo_run(rng: random.Random, index: int) -> dict:
             "tags": {"queue": "gpu-a100", "team": rng.choice(["vision", "nlp"]), "gpu_type": "A100-80GB"}}
 
 
-def write_demo(folder: Path, runs: int = 160, seed: int = 0) -> tuple[Path, Path]:
+def write_demo(folder: Path, runs: int = 240, seed: int = 0) -> tuple[Path, Path]:
     """FOLDER/mlflow.db and FOLDER/sacct.txt (see the module doc); both overwritten."""
     os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     from mlflow.tracking import MlflowClient
@@ -70,32 +72,44 @@ def write_demo(folder: Path, runs: int = 160, seed: int = 0) -> tuple[Path, Path
     db, sacct = folder / "mlflow.db", folder / "sacct.txt"
     db.unlink(missing_ok=True)
     client = MlflowClient(tracking_uri=f"sqlite:///{db.resolve()}")
-    experiment = client.create_experiment("demo-sweeps")
+    sweeps, cluster = client.create_experiment("demo-sweeps"), client.create_experiment("demo-cluster")
     rng = random.Random(seed)
     start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=14)
     lines = [SACCT_HEADER]
     for i in range(runs):
-        run = demo_run(rng, i)
-        t0 = start + timedelta(minutes=120 * i * 14 * 12 / runs)
+        run = demo_run(rng)
+        t0 = start + timedelta(days=13 * i / runs)
         t1 = t0 + timedelta(hours=run["hours"])
         series = [[run["peak_mb"] * f * rng.uniform(0.95, 1.0) for f in (0.3, 1.0, 0.8)] for _ in range(run["gpus"])]
         job_id = str(50_000 + i) if i % 4 == 0 else None  # a quarter of the runs ran under Slurm
         tags = run["tags"] | ({"slurm_job_id": job_id} if job_id else {})
-        log_run(client, experiment, start_ms=int(t0.timestamp() * 1000), end_ms=int(t1.timestamp() * 1000),
-                status=run["status"], params=run["params"], tags=tags, gpu_mb=series)
+        log_run(client, cluster if job_id else sweeps, start_ms=int(t0.timestamp() * 1000),
+                end_ms=int(t1.timestamp() * 1000), status=run["status"], params=run["params"], tags=tags, gpu_mb=series)
         if job_id:
             lines.append(_sacct_line(job_id, run, t0, t1))
+    now = datetime.now(UTC).replace(microsecond=0)
+    for i in range(12):  # waiting in the queue: no run yet; the submit script wrote the features into the Comment
+        run = demo_run(rng)
+        lines.append(_sacct_line(str(60_000 + i), run, now, None))
     sacct.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return db, sacct
 
 
-def _sacct_line(job_id: str, run: dict, t0: datetime, t1: datetime) -> str:
-    state = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "KILLED": "CANCELLED by 1234"}[run["status"]]
+def _sacct_line(job_id: str, run: dict, t0: datetime, t1: datetime | None) -> str:
+    """One job line as `sacct --parsable2` prints it (times in UTC); `t1` None: the job is pending."""
     when = lambda t: t.strftime("%Y-%m-%dT%H:%M:%S")  # noqa: E731  (sacct prints local time: TZ=UTC here)
+    tres = f"billing=8,cpu=8,gres/gpu:a100={run['gpus']},gres/gpu={run['gpus']},mem=64G,node=1"
+    if t1 is None:
+        p = run["params"]
+        comment = json.dumps({"model_type": p["model"], "batch_size": p["batch_size"], "learning_rate": p["lr"],
+                              "optimizer": p["optimizer"], "num_layers": p["num_layers"], "iterations": p["max_steps"],
+                              "precision": p["precision"], "params_million": p["num_params"] / 1e6})
+        return "|".join([job_id, f"train-{run['model'].lower()}", "demo", "gpu-a100", run["tags"]["team"], "alice",
+                         "PENDING", "0:0", when(t0), "Unknown", "Unknown", "00:00:00", "", tres, "", "", comment])
+    state = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "KILLED": "CANCELLED by 1234"}[run["status"]]
     seconds = int((t1 - t0).total_seconds())
     elapsed = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-    tres = f"billing=8,cpu=8,gres/gpu:a100={run['gpus']},gres/gpu={run['gpus']},mem=64G,node=1"
-    gpumem = f"gres/gpumem={int(run['peak_mb'] * 1e6 / 2**20)}M"
+    gpumem = f"gres/gpumem={int(run['peak_mb'] * 1e6 / 2**20)}M"  # one GPU's peak, in MiB as Slurm prints it
     code = "0:0" if run["status"] == "FINISHED" else "1:0"
     return "|".join([job_id, f"train-{run['model'].lower()}", "demo", "gpu-a100", run["tags"]["team"], "alice", state,
                      code, when(t0 - timedelta(minutes=5)), when(t0), when(t1), elapsed, tres, tres, gpumem, "", ""])
@@ -104,11 +118,11 @@ def _sacct_line(job_id: str, run: dict, t0: datetime, t1: datetime) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
-    ap.add_argument("--runs", type=int, default=160)
+    ap.add_argument("--runs", type=int, default=240)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     db, sacct = write_demo(args.folder, args.runs, args.seed)
-    print(f"wrote {db} (experiment demo-sweeps, {args.runs} runs) and {sacct}")
+    print(f"wrote {db} (experiments demo-sweeps and demo-cluster, {args.runs} runs) and {sacct}")
 
 
 if __name__ == "__main__":
