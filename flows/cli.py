@@ -134,6 +134,11 @@ def _import_slurm(args: argparse.Namespace) -> int:
           f"job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
           + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
           + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)")
+    return _imported_run(s)
+
+
+def _imported_run(s: dict) -> int:
+    """An import's ingest run in one line, and where its rejected rows are."""
     print(f"run {s['run_id']}: {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
           f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate")
     if s["rows_rejected"]:
@@ -151,12 +156,7 @@ def _import_mlflow(args: argparse.Namespace) -> int:
     print(f"mlflow {args.tracking_uri}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
           f"changed: {p.jobs.height:,} job(s), {len(p.not_started):,} run(s) not started (not loaded); "
           f"{len(p.no_gpu_metrics):,} finished run(s) without GPU metrics (loaded without peak_gpu_mem_gb)")
-    print(f"run {s['run_id']}: {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
-          f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate")
-    if s["rows_rejected"]:
-        print("see why: gpucast sql \"SELECT job_id, reason_text FROM rejected_job_logs "
-              f"WHERE ingest_run_id = '{s['run_id']}' LIMIT 20\"")
-    return 0
+    return _imported_run(s)
 
 
 def _status(args: argparse.Namespace) -> int:

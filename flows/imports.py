@@ -181,7 +181,10 @@ def mlflow_client(tracking_uri: str):
     configure_mlflow()
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri)
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)  # a database store is opened here
+    except Exception as exc:  # noqa: BLE001  (see resolve_experiments)
+        raise _unreachable(tracking_uri, exc) from None
 
 
 def _unreachable(tracking_uri: str, exc: Exception) -> SourceUnavailable:
