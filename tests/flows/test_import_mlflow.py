@@ -167,6 +167,12 @@ def test_a_store_that_cannot_be_read_is_one_line(home, tmp_path, capsys, target,
     assert not (home / "warehouse.duckdb").exists() or rows(home, "SELECT count(*) FROM ingest_runs") == [(0,)]
 
 
+def test_since_must_be_a_time(home, tmp_path, capsys):
+    assert main(["import", "mlflow", "--tracking-uri", f"file://{tmp_path}", "--since", "yesterday"]) == 2
+    assert capsys.readouterr().err == ("gpucast import: --since 'yesterday' is not an ISO 8601 time (e.g. 2026-11-01 "
+                                       "or 2026-11-01T02:00:00Z)\n")
+
+
 def test_without_the_extra_the_command_says_how_to_get_it(home, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "mlflow.tracking", None)  # as if MLflow were not installed
     assert main(["import", "mlflow", "--tracking-uri", f"file://{tmp_path}"]) == 5
@@ -181,22 +187,27 @@ def test_the_sources_file_pulls_each_source_and_names_the_one_that_fails(home, t
     from gpucast.warehouse.settings import Settings
 
     uri = f"file://{tmp_path / 'mlruns'}"
-    _, _, ids = store(uri)
+    client, exp, ids = store(uri)
+    log_run(client, exp, start_ms=T0, end_ms=T0 + HOUR, params=BERT, tags={"slurm_job_id": "7001"})
     sacct = write(tmp_path / "exports" / "sacct-1.txt", SACCT_HEADER + "\n7001|train|hpc|gpu-a100|nlp|bob|COMPLETED|"
                   "0:0|2026-11-20T07:55:00|2026-11-20T08:00:00|2026-11-20T09:00:00|01:00:00|gres/gpu=1|gres/gpu=1|"
                   "||{\"model_type\": \"CNN\"}\n")
     sources = write(tmp_path / "sources.yaml", f"mlflow:\n  - tracking_uri: http://127.0.0.1:9\n"
-                    f"  - tracking_uri: {uri}\n    experiments: sweeps\nslurm:\n  - files: exports/*.txt\n")
+                    f"  - tracking_uri: {uri}\n    experiments: sweeps\nslurm:\n  - files: exports/*.txt\n"
+                    f"    mlflow_uri: {uri}\n")
     monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
     pulled = pull_sources(Settings.from_env().ensure())
     assert list(pulled.failed) == ["mlflow http://127.0.0.1:9"]
     assert pulled.failed["mlflow http://127.0.0.1:9"].startswith(
         "mlflow http://127.0.0.1:9 failed: SourceUnavailable: mlflow http://127.0.0.1:9: cannot be read")
-    assert {k: v["rows_loaded"] for k, v in pulled.runs.items()} == {f"mlflow {uri}": 6, f"slurm {sacct}": 1}
+    assert {k: v["rows_loaded"] for k, v in pulled.runs.items()} == {f"mlflow {uri}": 7, f"slurm {sacct}": 1}
     assert rows(home, "SELECT source, status, left(message, 40) FROM ingest_runs ORDER BY started_at") == [
         ("mlflow", "failed", "mlflow http://127.0.0.1:9 failed: Source"), ("mlflow", "succeeded", None),
         ("slurm", "succeeded", None)]
-    assert rows(home, "SELECT count(*) FROM job_logs") == [(7,)]
+    assert rows(home, "SELECT count(*) FROM job_logs") == [(8,)]
+    # the Slurm entry joins its job to the run tagged with it: the run's model, not the Comment's
+    assert rows(home, "SELECT model_type, batch_size FROM job_logs WHERE job_id = 'slurm-hpc-7001'") == [
+        ("Transformer", 16)]
     capsys.readouterr()
     assert main(["status"]) == 0
     assert "mlflow http://127.0.0.1:9 failed" in capsys.readouterr().out
