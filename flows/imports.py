@@ -91,7 +91,8 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
     joined = 0
     if join:
         runs = read_runs(join.tracking_uri, join.experiments, tagged=join.tag)
-        parsed.jobs, joined = join_runs(parsed.jobs, [r for r, _ in runs], join.tag, parsed_mapping)
+        # the runs' params by MLflow's usual names: `mapping` describes the sacct side (Comment keys, fields)
+        parsed.jobs, joined = join_runs(parsed.jobs, [r for r, _ in runs], join.tag)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
     return Imported(parsed, ingest_frame(parsed.jobs, name, "slurm", mapping, settings), joined)
