@@ -46,6 +46,11 @@ def test_statuses_and_what_a_run_not_finished_lacks(status, end, want):
     assert got[c.GPU_COUNT] == "1"
 
 
+def test_a_failure_reason_the_training_code_tagged():
+    assert run_record(run(status="FAILED", tags={"failure_reason": "OOM"}))[c.FAILURE_REASON] == "OOM"
+    assert run_record(run(status="FAILED"))[c.FAILURE_REASON] is None
+
+
 def test_runs_without_gpu_metrics_or_a_start_are_counted():
     out = runs_to_jobs([run(run_id="a"), run(run_id="b", gpus={0: 1000.0}), MlflowRun("c", "SCHEDULED", None, None)])
     assert out.jobs[c.JOB_ID].to_list() == ["mlflow-a", "mlflow-b"]
