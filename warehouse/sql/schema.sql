@@ -85,7 +85,8 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
 );
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
--- where the records came from: 'files' as they are, 'slurm' (`gpucast import slurm`), or 'mapping' (`gpucast ingest --mapping FILE`: the
+-- where the records came from: 'files' as they are, 'slurm' (`gpucast import slurm`), 'mlflow' (`gpucast import mlflow`),
+-- 'sources' (a sources.yaml the nightly could not read: a failed run naming it), or 'mapping' (`gpucast ingest --mapping FILE`: the
 -- mapping file's absolute path and the sha256 of the version used)
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'files';
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_path VARCHAR;
