@@ -102,6 +102,23 @@ def test_runs_load_field_by_field(home, uri, capsys):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
+def test_a_mapping_file_names_the_params_and_is_recorded_with_the_run(home, tmp_path, capsys):
+    uri = f"file://{tmp_path / 'mlruns'}"
+    client = client_for(uri)
+    exp = client.create_experiment("sweeps")
+    log_run(client, exp, start_ms=T0, end_ms=T0 + HOUR, params={**CNN, "global_bs": 512, "optimizer": "adam_w"},
+            tags=L4, gpu_mb=[[4_000.0]])
+    m = write(tmp_path / "names.yaml", "fields:\n  batch_size: global_bs\nvalues:\n  optimizer: {adam_w: AdamW}\n"
+                                       "constants:\n  team: research\n")
+    assert main(["import", "mlflow", "--tracking-uri", uri, "--mapping", str(m)]) == 0
+    assert "1 rows read: 1 loaded, 0 rejected, 0 duplicate" in capsys.readouterr().out
+    assert rows(home, "SELECT batch_size, optimizer, team, model_type FROM job_logs") == [(512, "AdamW", "research",
+                                                                                            "CNN")]
+    assert rows(home, "SELECT source, mapping_path FROM ingest_runs") == [("mlflow", str(m.resolve()))]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 def test_a_second_import_reads_what_is_new_or_changed(home, tmp_path, capsys):
     uri = f"file://{tmp_path / 'mlruns'}"
     client, exp, ids = store(uri)
