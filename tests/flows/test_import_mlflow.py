@@ -39,6 +39,13 @@ def client_for(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
+def empty_store(tmp_path) -> tuple[str, object, str]:
+    """A file store with an empty experiment `sweeps`: (URI, client, experiment id)."""
+    uri = f"file://{tmp_path / 'mlruns'}"
+    client = client_for(uri)
+    return uri, client, client.create_experiment("sweeps")
+
+
 def store(uri: str) -> tuple[object, str, dict[str, str]]:
     """Runs of every kind in experiment `sweeps`: (client, experiment id, {name: run id})."""
     client = client_for(uri)
@@ -103,9 +110,7 @@ def test_runs_load_field_by_field(home, uri, capsys):
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_mapping_file_names_the_params_and_is_recorded_with_the_run(home, tmp_path, capsys):
-    uri = f"file://{tmp_path / 'mlruns'}"
-    client = client_for(uri)
-    exp = client.create_experiment("sweeps")
+    uri, client, exp = empty_store(tmp_path)
     log_run(client, exp, start_ms=T0, end_ms=T0 + HOUR, params={**CNN, "global_bs": 512, "optimizer": "adam_w"},
             tags=L4, gpu_mb=[[4_000.0]])
     m = write(tmp_path / "names.yaml", "fields:\n  batch_size: global_bs\nvalues:\n  optimizer: {adam_w: AdamW}\n"
@@ -148,9 +153,7 @@ def test_a_second_import_reads_what_is_new_or_changed(home, tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 def test_slurm_jobs_take_their_model_features_from_the_run_they_ran(home, tmp_path, capsys):
-    uri = f"file://{tmp_path / 'mlruns'}"
-    client = client_for(uri)
-    exp = client.create_experiment("sweeps")
+    uri, client, exp = empty_store(tmp_path)
     log_run(client, exp, start_ms=T0, end_ms=T0 + HOUR, params=BERT, tags={"slurm_job_id": "7001"},
             gpu_mb=[[30_000.0]])
     sacct = write(tmp_path / "sacct.txt", SACCT_HEADER + "\n" + "\n".join([
