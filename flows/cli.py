@@ -386,6 +386,31 @@ def _data_commands(sub) -> None:
                    "source columns to contract fields, units, value maps, constants (docs/sources.md)")
     i.set_defaults(func=_ingest)
 
+    _import_commands(sub)
+
+    st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")
+    st.add_argument("--limit", type=int, default=10)
+    st.add_argument("--flows", action=argparse.BooleanOptionalAction, default=None,
+                    help="recent Prefect flow runs too (default: when a Prefect API is configured, PREFECT_API_URL, "
+                         f"asked with a {STATUS_API_TIMEOUT_S:.0f} s timeout; --flows without one starts a temporary "
+                         "server, about 20 s); --no-flows: only the warehouse")
+    st.set_defaults(func=_status)
+
+    q = sub.add_parser("sql", help="run a read-only SQL query on the planners' copy of the warehouse")
+    q.add_argument("query")
+    q.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (at most --max-rows rows), csv or json (every row)")
+    q.add_argument("--max-rows", type=int, default=SQL_MAX_ROWS,
+                   help=f"rows a table shows (default {SQL_MAX_ROWS:,}; 0: all); the row count is always printed")
+    q.set_defaults(func=_sql)
+
+    r = sub.add_parser("restore", help="put back the previous published copy (published.prev.duckdb) "
+                                       "when the current one is broken or wrong")
+    r.set_defaults(func=_restore)
+
+
+def _import_commands(sub) -> None:
+    """import slurm, import mlflow: a scheduler's and a tracker's own records."""
     im = sub.add_parser("import", help="import jobs from a scheduler's or a tracker's own records (slurm, mlflow)").add_subparsers(
         dest="source", required=True)
     sl = im.add_parser("slurm", help="Slurm accounting: a sacct --parsable2 file, or --sacct (docs/sources.md)")
@@ -412,26 +437,6 @@ def _data_commands(sub) -> None:
     ml.add_argument("--mapping", metavar="FILE", help="a YAML mapping file naming the params or tags that contract "
                     "fields come from, with units and value maps (docs/sources.md)")
     ml.set_defaults(func=_import_mlflow)
-
-    st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")
-    st.add_argument("--limit", type=int, default=10)
-    st.add_argument("--flows", action=argparse.BooleanOptionalAction, default=None,
-                    help="recent Prefect flow runs too (default: when a Prefect API is configured, PREFECT_API_URL, "
-                         f"asked with a {STATUS_API_TIMEOUT_S:.0f} s timeout; --flows without one starts a temporary "
-                         "server, about 20 s); --no-flows: only the warehouse")
-    st.set_defaults(func=_status)
-
-    q = sub.add_parser("sql", help="run a read-only SQL query on the planners' copy of the warehouse")
-    q.add_argument("query")
-    q.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                   help="table (at most --max-rows rows), csv or json (every row)")
-    q.add_argument("--max-rows", type=int, default=SQL_MAX_ROWS,
-                   help=f"rows a table shows (default {SQL_MAX_ROWS:,}; 0: all); the row count is always printed")
-    q.set_defaults(func=_sql)
-
-    r = sub.add_parser("restore", help="put back the previous published copy (published.prev.duckdb) "
-                                       "when the current one is broken or wrong")
-    r.set_defaults(func=_restore)
 
 
 def _model_commands(sub) -> None:
