@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
+.PHONY: demo demo-sources test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
 
 # System packages from Debian's registry: gcc compiles tree champions for bulk scoring (without it
 # they are scored by their own library, slower); chromium renders the planners' page in its test
@@ -24,6 +24,21 @@ setup: $(STAMP)
 
 demo: $(STAMP)  ## the nightly pipeline on the built-in simulated logs
 	$(VENV)/bin/gpucast demo
+
+SOURCES_DEMO := .gpucast-sources
+demo-sources: $(STAMP)  ## a generated MLflow store and sacct file, imported end to end to forecasts (docs/sources.md)
+	rm -rf $(SOURCES_DEMO)
+	$(VENV)/bin/python tests/data/make_sources_demo.py $(SOURCES_DEMO)/inputs
+	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast import mlflow \
+		--tracking-uri sqlite:///$(CURDIR)/$(SOURCES_DEMO)/inputs/mlflow.db --experiment demo-sweeps
+	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast import slurm $(SOURCES_DEMO)/inputs/sacct.txt \
+		--mlflow-uri sqlite:///$(CURDIR)/$(SOURCES_DEMO)/inputs/mlflow.db --mlflow-experiment demo-cluster
+	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast train --target peak_gpu_mem_gb,runtime_hours \
+		--models prior,linear_fs,decision_tree,lightgbm \
+		--repeats 1 --runner local --min-labelled 100
+	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast score
+	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast sql "SELECT job_id, model_type, target, round(p50, 2) AS p50, \
+		round(p90, 2) AS p90, model FROM pending_forecasts ORDER BY job_id, target LIMIT 12"
 
 test: $(STAMP)  ## the linter, then the whole test suite
 	$(VENV)/bin/ruff check .

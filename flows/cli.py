@@ -116,24 +116,47 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _import_slurm(args: argparse.Namespace) -> int:
-    from gpucast.flows.imports import import_slurm
+    from gpucast.flows.imports import MlflowJoin, import_slurm
 
     if bool(args.file) == bool(args.sacct):
         raise ValueError("give the sacct --parsable2 output to import (FILE), or --sacct to run sacct; not both")
     if args.since and not args.sacct:
         raise ValueError("--since is for --sacct (a FILE holds the jobs its export chose)")
-    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args))
+    if args.mlflow_experiment and not args.mlflow_uri:
+        raise ValueError("--mlflow-experiment needs --mlflow-uri (the tracking URI of the runs the jobs ran)")
+    join = MlflowJoin(args.mlflow_uri, tuple(args.mlflow_experiment or ()), args.join_tag) if args.mlflow_uri else None
+    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args), join=join)
+    if join:
+        print(f"mlflow {join.tracking_uri}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
+              "(model features from the run's params)")
     p, s = done.parsed, done.run
     print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps:,} step(s) folded into their "
           f"job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
           + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
           + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)")
+    return _imported_run(s)
+
+
+def _imported_run(s: dict) -> int:
+    """An import's ingest run in one line, and where its rejected rows are."""
     print(f"run {s['run_id']}: {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
           f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate")
     if s["rows_rejected"]:
         print("see why: gpucast sql \"SELECT job_id, reason_text FROM rejected_job_logs "
               f"WHERE ingest_run_id = '{s['run_id']}' LIMIT 20\"")
     return 0
+
+
+def _import_mlflow(args: argparse.Namespace) -> int:
+    from gpucast.flows.imports import import_mlflow
+
+    done = import_mlflow(args.tracking_uri, tuple(args.experiment or ()), since=args.since, mapping=args.mapping,
+                         settings=settings_from(args))
+    p, s = done.parsed, done.run
+    print(f"mlflow {args.tracking_uri}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
+          f"changed: {p.jobs.height:,} job(s), {len(p.not_started):,} run(s) not started (not loaded); "
+          f"{len(p.no_gpu_metrics):,} finished run(s) without GPU metrics (loaded without peak_gpu_mem_gb)")
+    return _imported_run(s)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -363,16 +386,7 @@ def _data_commands(sub) -> None:
                    "source columns to contract fields, units, value maps, constants (docs/sources.md)")
     i.set_defaults(func=_ingest)
 
-    im = sub.add_parser("import", help="import jobs from a scheduler's own records (slurm)").add_subparsers(
-        dest="source", required=True)
-    sl = im.add_parser("slurm", help="Slurm accounting: a sacct --parsable2 file, or --sacct (docs/sources.md)")
-    sl.add_argument("file", nargs="?", help="sacct --parsable2 output (any field order; docs/sources.md shows the "
-                    "recommended --format)")
-    sl.add_argument("--sacct", action="store_true", help="run sacct (it must be on PATH) instead of reading a file")
-    sl.add_argument("--since", help="with --sacct: sacct's --starttime (default now-1days)")
-    sl.add_argument("--mapping", metavar="FILE", help="a YAML mapping file naming the Comment keys or sacct fields "
-                    "(WCKey, JobName) that model features come from, with units and value maps (docs/sources.md)")
-    sl.set_defaults(func=_import_slurm)
+    _import_commands(sub)
 
     st = sub.add_parser("status", help="recent runs (ingest, train, score, flows), failures and their errors")
     st.add_argument("--limit", type=int, default=10)
@@ -393,6 +407,36 @@ def _data_commands(sub) -> None:
     r = sub.add_parser("restore", help="put back the previous published copy (published.prev.duckdb) "
                                        "when the current one is broken or wrong")
     r.set_defaults(func=_restore)
+
+
+def _import_commands(sub) -> None:
+    """import slurm, import mlflow: a scheduler's and a tracker's own records."""
+    im = sub.add_parser("import", help="import jobs from a scheduler's or a tracker's own records (slurm, mlflow)").add_subparsers(
+        dest="source", required=True)
+    sl = im.add_parser("slurm", help="Slurm accounting: a sacct --parsable2 file, or --sacct (docs/sources.md)")
+    sl.add_argument("file", nargs="?", help="sacct --parsable2 output (any field order; docs/sources.md shows the "
+                    "recommended --format)")
+    sl.add_argument("--sacct", action="store_true", help="run sacct (it must be on PATH) instead of reading a file")
+    sl.add_argument("--since", help="with --sacct: sacct's --starttime (default now-1days)")
+    sl.add_argument("--mapping", metavar="FILE", help="a YAML mapping file naming the Comment keys or sacct fields "
+                    "(WCKey, JobName) that model features come from, with units and value maps (docs/sources.md)")
+    sl.add_argument("--mlflow-uri", metavar="URI", help="the MLflow tracking URI of the runs the jobs ran: a job's "
+                    "model features come from the run tagged with its JobID (docs/sources.md)")
+    sl.add_argument("--mlflow-experiment", metavar="NAME", action="append", help="with --mlflow-uri: an experiment "
+                    "to look in (repeatable; default: all)")
+    sl.add_argument("--join-tag", default="slurm_job_id", help="with --mlflow-uri: the run tag holding the JobID")
+    sl.set_defaults(func=_import_slurm)
+    ml = im.add_parser("mlflow", help="MLflow runs: params, tags, system metrics (needs gpucast[mlflow]; "
+                       "docs/sources.md)")
+    ml.add_argument("--tracking-uri", required=True, metavar="URI",
+                    help="file:///path/mlruns, sqlite:////path/mlflow.db or http(s)://host:5000")
+    ml.add_argument("--experiment", metavar="NAME", action="append", help="an experiment to import (repeatable; "
+                    "default: every active one)")
+    ml.add_argument("--since", metavar="TS", help="read the runs started or ended since TS (ISO 8601) instead of "
+                    "since the last import's watermark")
+    ml.add_argument("--mapping", metavar="FILE", help="a YAML mapping file naming the params or tags that contract "
+                    "fields come from, with units and value maps (docs/sources.md)")
+    ml.set_defaults(func=_import_mlflow)
 
 
 def _model_commands(sub) -> None:
@@ -586,6 +630,9 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     from gpucast.warehouse.publish import PublishFailed
     from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
 
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] == "mlflow":
+        return 5, (f"this command needs the `mlflow` extra ({exc.name} is not installed): "
+                   "pip install 'gpucast[mlflow]'")
     if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
         return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
                    "pip install 'gpucast[ml]' (or `make setup` in a checkout)")

@@ -39,6 +39,19 @@ def configure() -> None:
     children.install()
 
 
+# MLflow's client, as `gpucast import mlflow` reads a store: MLflow 3 refuses a file store unless told (reading
+# one is what an import does), and retries an unreachable server for minutes by default (here: fail at once; the
+# nightly tries again the next night).
+MLFLOW_DEFAULTS = {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def configure_mlflow() -> None:
+    """Set `MLFLOW_DEFAULTS` where unset (before MLflow's client is made; a site's own values win)."""
+    for key, value in MLFLOW_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
 def configured_prefect_api() -> str | None:
     """The Prefect API this process would talk to when one is configured (PREFECT_API_URL in the
     environment, or in the active profile of PREFECT_HOME's profiles.toml); None means every flow run

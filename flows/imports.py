@@ -1,28 +1,40 @@
-"""`gpucast import slurm`: Slurm accounting read into contract rows, staged, and ingested like any file.
+"""`gpucast import slurm` and `gpucast import mlflow`: a scheduler's accounting and an experiment tracker's
+runs read into contract rows, staged, and ingested like any file.
 
-Wiring only: the text comes from a file or from running `sacct`; `tasks/sources/slurm.py` parses it; the
-parsed jobs are written as one Parquet file in a staging folder of this process and ingested through
+Wiring only: sacct's text comes from a file or from running `sacct`, MLflow's runs from MLflow's own client
+(imported lazily: the `mlflow` extra is optional); `tasks/sources/` turns them into rows; the rows are
+written as one Parquet file in a staging folder of this process and ingested through
 `ingest_job_logs`, so validation, quarantine, duplicates and reconciliation are exactly those of any file.
 Everything that can be wrong with the input is found before the ingest run starts (nothing half-loaded).
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpucast.flows.environment import child_environment
+import polars as pl
+
+from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
+from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
+from gpucast.tasks.sources.sources_file import Source, load_sources
 from gpucast.warehouse.housekeeping import claim_staging
+from gpucast.warehouse.load import start_columns
+from gpucast.warehouse.runs import describe, record_failed_run
 from gpucast.warehouse.settings import Settings
+from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
 SACCT_TIMEOUT_S = 600
+SEARCH_PAGE = 1000  # runs per MLflow search page
+OVERLAP_MS = 3600_000  # an import re-reads the hour before its watermark: the clocks of the machines that log differ
 
 
 @dataclass
@@ -31,6 +43,7 @@ class Imported:
 
     parsed: SlurmImport
     run: dict
+    joined: int = 0  # jobs whose model features came from their MLflow run
 
 
 def sacct_command(since: str) -> list[str]:
@@ -68,21 +81,221 @@ def read_file(path: str) -> str:
 
 
 def import_slurm(path: str | None = None, since: str | None = None, mapping: str | None = None,
-                 settings: Settings | None = None) -> Imported:
-    """Import one sacct output (a file, or `sacct` run when `path` is None) into the warehouse (source `slurm`)."""
-    from gpucast.flows.ingest import ingest_job_logs
-
+                 settings: Settings | None = None, join: MlflowJoin | None = None) -> Imported:
+    """Import one sacct output (a file, or `sacct` run when `path` is None) into the warehouse (source `slurm`).
+    `join`: the MLflow runs the jobs ran, whose params give the jobs' model features (docs/sources.md)."""
     settings = (settings or Settings.from_env()).ensure()
     parsed_mapping = load_mapping(mapping) if mapping else None  # a bad mapping: one line, before anything
     text, source = (read_file(path), path) if path else read_sacct(since or "now-1days")
     parsed = parse_sacct(text, source, parsed_mapping)
+    joined = 0
+    if join:
+        runs = read_runs(join.tracking_uri, join.experiments, tagged=join.tag)
+        # the runs' params by MLflow's usual names: `mapping` describes the sacct side (Comment keys, fields)
+        parsed.jobs, joined = join_runs(parsed.jobs, [r for r, _ in runs], join.tag)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = claim_staging(settings.storage.staging_dir / f"import-slurm-{os.getpid()}-{stamp}")
+    name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
+    return Imported(parsed, ingest_frame(parsed.jobs, name, "slurm", mapping, settings), joined)
+
+
+def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None, settings: Settings) -> dict:
+    """Write an importer's rows as one Parquet file in a staging folder of this process and ingest it
+    (validation, quarantine, duplicates and reconciliation of any file); the ingest run's summary."""
+    from gpucast.flows.ingest import ingest_job_logs
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = claim_staging(settings.storage.staging_dir / f"import-{source}-{os.getpid()}-{stamp}")
     try:
-        name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
         staged = folder / name
-        parsed.jobs.write_parquet(staged)
-        run = ingest_job_logs(paths=[str(staged)], settings=settings, source="slurm", source_mapping=mapping)
+        jobs.write_parquet(staged)
+        return ingest_job_logs(paths=[str(staged)], settings=settings, source=source, source_mapping=mapping)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return Imported(parsed, run)
+
+
+# MLflow ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MlflowJoin:
+    """Where the runs of Slurm jobs are: tracking URI, experiments (none: all), the tag naming the job."""
+
+    tracking_uri: str
+    experiments: tuple[str, ...] = ()
+    tag: str = JOIN_TAG
+
+
+@dataclass
+class MlflowImported:
+    """What `gpucast import mlflow` read and what its ingest run did."""
+
+    parsed: MlflowImport
+    run: dict
+    runs_read: int
+    experiments: dict[str, str]  # id -> name
+
+
+def import_mlflow(tracking_uri: str, experiments: tuple[str, ...] = (), since: str | None = None,
+                  mapping: str | None = None, settings: Settings | None = None) -> MlflowImported:
+    """Import the runs new or changed since the last import (or since `since`, an ISO time) of each
+    experiment (none: every active one) into the warehouse (source `mlflow`); then move the watermarks."""
+    settings = (settings or Settings.from_env()).ensure()
+    parsed_mapping = load_mapping(mapping) if mapping else None
+    floor_ms = since_ms(since) if since else None
+    client = mlflow_client(tracking_uri)
+    found = resolve_experiments(client, tracking_uri, experiments)
+    marks = read_watermarks(settings.storage, "mlflow", tracking_uri)
+    runs: list[MlflowRun] = []
+    seen: dict[str, int] = {}
+    for exp_id in found:
+        floor = floor_ms if since else (marks[exp_id] - OVERLAP_MS if exp_id in marks else None)
+        got = _search(client, tracking_uri, exp_id, floor)
+        runs += [r for r, _ in got]
+        if mark := max([marks.get(exp_id, 0), *(t for _, t in got)]):
+            seen[exp_id] = mark  # an experiment without runs has none yet
+    parsed = runs_to_jobs(runs, parsed_mapping)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    run = ingest_frame(parsed.jobs, f"mlflow-{stamp}.parquet", "mlflow", mapping, settings)
+    save_watermarks(settings.storage, "mlflow", tracking_uri, seen, run["run_id"])
+    return MlflowImported(parsed, run, len(runs), found)
+
+
+def since_ms(since: str) -> int:
+    """`--since` (ISO 8601; no zone means UTC) as ms since the epoch."""
+    try:
+        when = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-01 or 2026-11-01T02:00:00Z)") from None
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def mlflow_client(tracking_uri: str):
+    """MLflow's client for `tracking_uri` (imported here only: the `mlflow` extra is optional). A local
+    store that does not exist is refused (exit 2) rather than created empty by MLflow."""
+    from urllib.parse import urlparse
+
+    where = urlparse(tracking_uri)
+    local = {"file": where.path, "": tracking_uri, "sqlite": tracking_uri.removeprefix("sqlite:///")}
+    path = local.get(where.scheme) if where.scheme in local else None
+    if path is not None and not Path(path).exists():
+        raise FileNotFoundError(f"mlflow {tracking_uri}: no MLflow store at {path}; give the tracking URI the runs "
+                                "were logged to (file:///path/mlruns, sqlite:////path/mlflow.db or http://host:5000)")
+    configure_mlflow()
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri=tracking_uri)  # a database store is opened here
+    except Exception as exc:  # noqa: BLE001  (see resolve_experiments)
+        raise _unreachable(tracking_uri, exc) from None
+
+
+def _unreachable(tracking_uri: str, exc: Exception) -> SourceUnavailable:
+    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    return SourceUnavailable(f"mlflow {tracking_uri}: cannot be read ({said}); check the tracking URI and that the "
+                             "tracking server (or the store's disk) is reachable, then rerun")
+
+
+def resolve_experiments(client, tracking_uri: str, names: tuple[str, ...]) -> dict[str, str]:
+    """{experiment id: name} of the experiments named (none: every active one); an unknown name: exit 2."""
+    try:
+        every = {e.name: e.experiment_id for e in client.search_experiments()}
+    except Exception as exc:  # noqa: BLE001  (MLflow raises its own, requests' and SQLAlchemy's errors)
+        raise _unreachable(tracking_uri, exc) from None
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise ValueError(f"mlflow {tracking_uri}: no experiment named {', '.join(map(repr, unknown))} (experiments: "
+                         f"{', '.join(sorted(every)) or 'none'}); give --experiment one of them, or none for all")
+    return {every[n]: n for n in (names or tuple(every))}
+
+
+def read_runs(tracking_uri: str, experiments: tuple[str, ...] = (), tagged: str | None = None
+              ) -> list[tuple[MlflowRun, int]]:
+    """Every active run of the experiments (none: all), or only those carrying the tag `tagged`."""
+    client = mlflow_client(tracking_uri)
+    found = resolve_experiments(client, tracking_uri, experiments)
+    return [got for exp_id in found for got in _search(client, tracking_uri, exp_id, None, tagged)]
+
+
+def _search(client, tracking_uri: str, exp_id: str, floor_ms: int | None, tagged: str | None = None
+            ) -> list[tuple[MlflowRun, int]]:
+    """(run, its latest start or end time) of the runs that started or ended at or after `floor_ms` (all
+    when None): two searches, as MLflow's filter has no OR; a run still going is read again when it ends."""
+    filters = ([f"attributes.start_time >= {floor_ms}", f"attributes.end_time >= {floor_ms}"]
+               if floor_ms is not None else [""])
+    if tagged:
+        filters = [" and ".join(x for x in (f, f"tags.`{tagged}` LIKE '%'") if x) for f in filters]
+    runs = {}
+    try:
+        for text in filters:
+            token = None
+            while True:
+                page = client.search_runs([exp_id], filter_string=text, max_results=SEARCH_PAGE, page_token=token)
+                runs.update({r.info.run_id: r for r in page})
+                if not (token := page.token):
+                    break
+        return [(_run(client, r), max(r.info.start_time or 0, r.info.end_time or 0)) for r in runs.values()]
+    except Exception as exc:  # noqa: BLE001  (see resolve_experiments)
+        raise _unreachable(tracking_uri, exc) from None
+
+
+def _run(client, run) -> MlflowRun:
+    """One MLflow run as `tasks/sources/mlflow.py` reads it: each GPU memory series' maximum."""
+    keys = gpu_memory_keys(run.data.metrics)
+    peaks = {gpu: max((m.value for m in client.get_metric_history(run.info.run_id, key)), default=0.0)
+             for gpu, key in keys.items()}
+    return MlflowRun(run.info.run_id, run.info.status, run.info.start_time, run.info.end_time,
+                     dict(run.data.params), dict(run.data.tags), peaks)
+
+
+# Sources the nightly pulls (sources.yaml) -------------------------------------------------------
+
+@dataclass
+class Pulled:
+    """What the nightly's pull of the sources file did: each source's ingest run, and the ones that failed."""
+
+    runs: dict[str, dict] = field(default_factory=dict)  # source name -> its ingest run's summary
+    failed: dict[str, str] = field(default_factory=dict)  # source name -> why (one line)
+
+
+def pull_sources(settings: Settings) -> Pulled:
+    """Import every source the sources file lists (none without one). A source that fails (or a sources file
+    that cannot be read) is recorded as a failed ingest run naming it (`gpucast status`) and returned in
+    `failed`; the other sources load regardless, and the night goes on with what loaded."""
+    pulled = Pulled()
+    path = settings.sources_path
+    if path is None:
+        return pulled
+    try:
+        sources = load_sources(path)
+    except (OSError, ValueError) as exc:
+        _failed(pulled, settings, f"sources file {path}", "sources", exc)
+        return pulled
+    for source in sources:
+        try:
+            pulled.runs.update(_pull(source, settings))
+        except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
+            _failed(pulled, settings, source.name, source.kind, exc)
+    return pulled
+
+
+def _failed(pulled: Pulled, settings: Settings, name: str, kind: str, exc: Exception) -> None:
+    why = f"{name} failed: {describe(exc)}"
+    pulled.failed[name] = why
+    record_failed_run(settings.storage, "ingest", why, **start_columns(0, source=kind))
+    print(why)
+
+
+def _pull(source: Source, settings: Settings) -> dict[str, dict]:
+    """Import one source of the sources file: {name: ingest run summary} (one per file of a Slurm glob)."""
+    o = source.options
+    if source.kind == "mlflow":
+        done = import_mlflow(o["tracking_uri"], tuple(o.get("experiments") or ()), since=o.get("since"),
+                             mapping=o.get("mapping"), settings=settings)
+        return {source.name: done.run}
+    join = (MlflowJoin(o["mlflow_uri"], tuple(o.get("mlflow_experiments") or ()), o.get("join_tag") or JOIN_TAG)
+            if o.get("mlflow_uri") else None)
+    if o.get("sacct"):
+        return {source.name: import_slurm(None, o.get("since"), o.get("mapping"), settings, join).run}
+    files = sorted(glob.glob(str(Path(o["files"]).expanduser())))
+    if not files:
+        raise FileNotFoundError(f"no file matches {o['files']}")
+    return {f"slurm {f}": import_slurm(f, None, o.get("mapping"), settings, join).run for f in files}

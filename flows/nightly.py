@@ -25,6 +25,7 @@ from prefect.artifacts import create_markdown_artifact
 from gpucast.flows.backtest import backtest_step
 from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
 from gpucast.flows.gpu_pool import train_where_possible
+from gpucast.flows.imports import pull_sources
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
@@ -136,6 +137,10 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
     try:
         with _timed(seconds, "ingest"):
             steps["ingest"] = ingest_job_logs(paths=paths, publish=False, settings=settings)
+            if paths is None:  # the inbox's night also pulls sources.yaml's sources (GPUCAST_SOURCES): one
+                pulled = pull_sources(settings)  # that fails is a warning and a failed ingest run; the rest load
+                steps["sources"] = pulled.runs
+                warnings += pulled.failed.values()
         with _timed(seconds, "quality-gate"):
             warnings += quality_gate(steps["ingest"], settings.quality, settings.storage)
         with _timed(seconds, "backtest"):

@@ -33,7 +33,7 @@ class SqlRefused(ValueError):
 
 
 RECENT_INGESTS = """
-SELECT run_id, status, started_at, round(epoch(finished_at - started_at), 1) AS seconds,
+SELECT run_id, source, status, started_at, round(epoch(finished_at - started_at), 1) AS seconds,
        files, files_rejected, rows_read, rows_loaded, rows_rejected, rows_duplicate
 FROM ingest_runs ORDER BY started_at DESC LIMIT ?
 """

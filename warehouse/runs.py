@@ -99,6 +99,17 @@ def record_failure(storage: Storage, run: Run, exc: BaseException) -> None:
                     describe(exc))
 
 
+def record_failed_run(storage: Storage, kind: str, message: str, **start_columns) -> str:
+    """A `kind` run that failed before it could start (a source the nightly could not read): its row,
+    failed with `message`, so `gpucast status` names it. Returns its id."""
+    now = datetime.now(UTC)
+    run_id = new_run_id(kind, now)
+    with writer(storage) as con:
+        start(con, Run(kind, run_id, now, storage.staging_dir / run_id), **start_columns)
+        finish(con, kind, run_id, "failed", message)
+    return run_id
+
+
 @contextlib.contextmanager
 def lifecycle(storage: Storage, kind: str, **start_columns) -> Iterator[Run]:
     """Sweep orphans, start a `kind` run, yield it; mark it failed on an error; remove its staging."""

@@ -170,6 +170,9 @@ SPECS: tuple[Spec, ...] = (
     Spec("planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
          "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
          "the plan shows GPUs needed without GPUs owned"),
+    Spec("storage", "sources", "", str, _any, "a path to a YAML file, or empty",
+         "the sources the nightly pulls besides the inbox: MLflow tracking URIs, Slurm exports or sacct "
+         "(docs/sources.md); empty: $GPUCAST_HOME/sources.yaml when it exists, else the inbox only"),
     Spec("planning", "plan_days", 14, int, _at_least_one, "a whole number >= 1",
          "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
     Spec("tracing", "trace_seconds", 60.0, float, _positive, "a finite number > 0",
@@ -226,6 +229,7 @@ class Storage(_Checked):
     duckdb_memory: str = _default("duckdb_memory")
     keep_train_runs: int = _default("keep_train_runs")
     keep_forecast_days: int = _default("keep_forecast_days")
+    sources: str = _default("sources")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
@@ -421,6 +425,15 @@ class Settings:
         if self.planning.inventory:
             return Path(self.planning.inventory).expanduser()
         default = self.storage.home / "inventory.yaml"
+        return default if default.exists() else None
+
+    @property
+    def sources_path(self) -> Path | None:
+        """The sources file: GPUCAST_SOURCES's (it must exist), else $GPUCAST_HOME/sources.yaml if it
+        exists, else None (the nightly reads the inbox only)."""
+        if self.storage.sources:
+            return Path(self.storage.sources).expanduser()
+        default = self.storage.home / "sources.yaml"
         return default if default.exists() else None
 
     def ensure(self) -> Settings:

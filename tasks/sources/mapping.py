@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,14 +73,15 @@ class Mapping:
     values: dict[str, dict[str, str]] = field(default_factory=dict)  # field -> {source value, lower case: value}
     constants: dict[str, str] = field(default_factory=dict)  # field -> the value of every row
 
-    def field_for(self, column: str) -> str:
-        """A source column's contract name: the mapping's, else the usual spelling; a column whose usual
-        name the mapping fills from another column or a constant is ignored ("")."""
+    def field_for(self, column: str, usual: Callable[[str], str] = normalise_name) -> str:
+        """A source column's contract name: the mapping's, else the usual spelling (`usual`: a source's own
+        names, e.g. MLflow's params); a column whose usual name the mapping fills from another column or a
+        constant is ignored ("")."""
         key = header_key(column)
         mapped = {header_key(s): f for s, f in self.columns.items()}
         if key in mapped:
             return mapped[key]
-        name = normalise_name(column)
+        name = usual(column)
         return "" if name in set(self.columns.values()) | set(self.constants) else name
 
     def apply(self, chunk: pl.DataFrame) -> pl.DataFrame:
@@ -108,6 +110,24 @@ class Mapping:
                                                                     return_dtype=pl.String).alias(name))
         exprs += [pl.lit(v, dtype=pl.String).alias(f) for f, v in self.constants.items()]
         return chunk.with_columns(exprs)
+
+
+def named_fields(source: dict[str, str], mapping: Mapping | None,
+                 usual: Callable[[str], str] = normalise_name) -> dict[str, str]:
+    """Contract fields from one record's named values (a JSON Comment's keys, an MLflow run's params and
+    tags): each name through the mapping's `fields`, else `usual`; the first value of a field wins; then
+    the mapping's units, value maps, timestamp formats and constants. Values stay text."""
+    out: dict[str, str] = {}
+    for key, value in source.items():
+        name = mapping.field_for(key, usual) if mapping else usual(key)
+        if name in c.COLUMNS and name not in out:
+            out[name] = value
+    if mapping:
+        frame = pl.DataFrame({"_one": ["1"], **{k: [v] for k, v in out.items()}},
+                             schema={"_one": pl.String, **{k: pl.String for k in out}})
+        applied = mapping.apply(frame).drop("_one").row(0, named=True)
+        out = {k: v for k, v in applied.items() if v is not None}
+    return out
 
 
 # Parsing -----------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.tasks.ingest.readers import normalise_name
-from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError
+from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fields
 
 # The fields the docs recommend (`sacct --format=...`); Comment last, so a `|` inside it cannot shift the others.
 SACCT_FIELDS = ("JobID", "JobName", "Cluster", "Partition", "Account", "User", "State", "ExitCode", "Submit",
@@ -208,14 +207,4 @@ def _features(row: dict[str, str], mapping: Mapping | None) -> dict[str, str]:
         for column in mapping.columns:
             if column not in source and column.lower() in named and _value(row[named[column.lower()]]):
                 source[column] = row[named[column.lower()]].strip()
-    out: dict[str, str] = {}
-    for key, value in source.items():
-        name = mapping.field_for(key) if mapping else normalise_name(key)
-        if name in c.COLUMNS and name not in out:
-            out[name] = value
-    if mapping:  # its units, value maps, timestamp formats and constants
-        frame = pl.DataFrame({"_one": ["1"], **{k: [v] for k, v in out.items()}},
-                             schema={"_one": pl.String, **{k: pl.String for k in out}})
-        applied = mapping.apply(frame).drop("_one").row(0, named=True)
-        out = {k: v for k, v in applied.items() if v is not None}
-    return out
+    return named_fields(source, mapping)

@@ -69,6 +69,19 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
     assert _scalar(published, "SELECT count(*) FROM pending_forecasts") == 3 * pending
     assert _scalar(published, "SELECT count(DISTINCT score_run_id) FROM pending_forecasts") == 1
 
+    # a third night pulls the sources file: the Slurm export loads, the unreachable tracking server fails
+    # alone, named in the report and in `gpucast status`; the night still scores and publishes
+    sacct = ROOT / "tests" / "fixtures" / "slurm" / "sacct.txt"
+    (home / "sources.yaml").write_text(f"mlflow:\n  - tracking_uri: http://127.0.0.1:9\nslurm:\n  - files: {sacct}\n")
+    assert main(["nightly", "--no-train"]) == 0
+    report = Artifact.get("nightly-report").data
+    assert "**Succeeded**" in report and "- mlflow http://127.0.0.1:9 failed: SourceUnavailable: mlflow " in report
+    assert _scalar(published, "SELECT count(*) FROM job_logs WHERE job_id LIKE 'slurm-hpc1-%'") == 11
+    assert _scalar(published, "SELECT count(*) FROM score_runs WHERE status = 'published'") == 3
+    capsys.readouterr()
+    assert main(["status"]) == 0
+    assert "mlflow http://127.0.0.1:9 failed: SourceUnavailable" in capsys.readouterr().out
+
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")

@@ -85,11 +85,25 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
 );
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
--- where the records came from: 'files' as they are, 'slurm' (`gpucast import slurm`), or 'mapping' (`gpucast ingest --mapping FILE`: the
+-- where the records came from: 'files' as they are, 'slurm' (`gpucast import slurm`), 'mlflow' (`gpucast import mlflow`),
+-- 'sources' (a sources.yaml the nightly could not read: a failed run naming it), or 'mapping' (`gpucast ingest --mapping FILE`: the
 -- mapping file's absolute path and the sha256 of the version used)
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS source VARCHAR DEFAULT 'files';
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_path VARCHAR;
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_sha256 VARCHAR;
+
+-- How far an incremental source has been read (`gpucast import mlflow`, warehouse/watermarks.py): per
+-- tracking URI and experiment id, the latest run start or end time an import saw (ms since the epoch, as
+-- MLflow records it). The next import re-reads from an hour before it (docs/sources.md).
+CREATE TABLE IF NOT EXISTS source_watermarks (
+    source VARCHAR NOT NULL,           -- 'mlflow'
+    location VARCHAR NOT NULL,         -- the tracking URI, as given
+    scope VARCHAR NOT NULL,            -- the experiment id
+    watermark_ms BIGINT NOT NULL,
+    ingest_run_id VARCHAR NOT NULL,    -- the ingest run that loaded what it read
+    updated_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (source, location, scope)
+);
 
 -- What the Parquet lake holds per day, as of its last rewrite: a day whose records differ (or whose
 -- folder is gone) is stale, and the next ingest rewrites it (warehouse/load.py, refresh_lake).

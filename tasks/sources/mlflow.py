@@ -1,0 +1,188 @@
+"""MLflow runs as contract rows: one row per run, its features from params and tags, two targets from
+its times and its system metrics.
+
+Pure logic: `MlflowRun` (what `flows/imports.py` reads with MLflow's own client) in, a Polars frame of
+contract fields (text, as any file's values) out; the flow stages it and ingests it like any file.
+Nothing here imports MLflow. The decisions are written out in docs/sources.md, "MLflow runs".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import polars as pl
+
+from gpucast.expectations import catalog
+from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.readers import header_key, normalise_name
+from gpucast.tasks.sources.mapping import Mapping, named_fields
+
+# MLflow's run status -> the contract's. A SCHEDULED run has not started: PENDING.
+STATUSES = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
+            "SCHEDULED": "PENDING"}
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
+# MLflow's system metric for one GPU's memory in use: MB (decimal: NVML's bytes / 1e6, mlflow/system_metrics).
+GPU_MEMORY_METRIC = re.compile(r"^system/gpu_(\d+)_memory_usage_megabytes$")
+MB_PER_GB = 1000  # the contract's GB are decimal, like MLflow's MB
+
+# Param and tag names common in training scripts -> contract fields (matched as `header_key` spells them),
+# on top of the contract's own names and aliases. A mapping file's `fields` win over these.
+PARAM_FIELDS = {
+    **dict.fromkeys(("bs", "train_batch_size", "per_device_train_batch_size", "batch"), c.BATCH_SIZE),
+    **dict.fromkeys(("learning_rate", "lr", "base_lr"), c.LEARNING_RATE),
+    **dict.fromkeys(("optimizer_name", "optim", "opt"), c.OPTIMIZER),
+    **dict.fromkeys(("model_type", "model", "model_family"), c.MODEL_TYPE),
+    **dict.fromkeys(("arch", "architecture", "model_name", "model_name_or_path"), c.ARCH),
+    **dict.fromkeys(("n_layers", "num_layers", "depth", "num_hidden_layers", "layers"), c.NUM_LAYERS),
+    **dict.fromkeys(("max_steps", "iterations", "num_steps", "total_steps", "train_steps"), c.ITERATIONS),
+    **dict.fromkeys(("precision", "mixed_precision", "dtype"), c.PRECISION),
+    **dict.fromkeys(("params_million", "params_m", "num_params_million"), c.PARAMS_MILLION),
+    **dict.fromkeys(("input_dim", "image_size", "img_size", "seq_len", "max_seq_length", "block_size"), c.INPUT_DIM),
+    **dict.fromkeys(("gpu_type", "gpu", "gpu_name"), c.GPU_TYPE),
+    **dict.fromkeys(("queue", "partition"), c.QUEUE),
+    **dict.fromkeys(("team", "account", "project"), c.TEAM),
+}
+# Parameter counts logged as a count (not millions): divided by 10^6 into params_million.
+PARAM_COUNTS = ("num_params", "n_params", "num_parameters", "param_count", "parameters")
+# Boolean precision flags (Hugging Face's `fp16`/`bf16` arguments): true sets the precision.
+PRECISION_FLAGS = {"fp16": "FP16", "bf16": "BF16"}
+MIXED_PRECISION_OFF = ("no", "none", "false")  # accelerate's `mixed_precision=no`: full precision
+# The tag naming the Slurm job a run ran in (`gpucast import slurm --mlflow-uri`), and what the run gives it.
+JOIN_TAG = "slurm_job_id"
+JOINED_FIELDS = (*c.FEATURES, c.ARCH)  # the run's params win over the sacct line's (the training code logged them)
+FILLED_FIELDS = (c.GPU_TYPE, c.PEAK_GPU_MEM_GB)  # the run's fill these where sacct has none
+# Fields the runs' own attributes and metrics fill: a param or tag of that name is ignored.
+FROM_THE_RUN = (c.JOB_ID, c.SUBMITTED_AT, c.UPDATED_AT, c.STATUS, c.RUNTIME_HOURS, c.PEAK_GPU_MEM_GB)
+
+
+@dataclass(frozen=True)
+class MlflowRun:
+    """One MLflow run as the importer read it (times in ms since the epoch, as MLflow keeps them)."""
+
+    run_id: str
+    status: str
+    start_ms: int | None
+    end_ms: int | None
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    gpu_mem_mb: dict[int, float] = field(default_factory=dict)  # GPU index -> its series' maximum
+
+
+@dataclass
+class MlflowImport:
+    """The jobs made from a batch of runs, and what happened to them."""
+
+    jobs: pl.DataFrame  # contract fields, text (None = missing), one row per run
+    no_gpu_metrics: list[str] = field(default_factory=list)  # finished runs without GPU memory: loaded without it
+    not_started: list[str] = field(default_factory=list)  # runs without a start time: not loaded
+
+
+def gpu_memory_keys(metric_keys: list[str] | set[str]) -> dict[int, str]:
+    """{GPU index: metric key} of a run's GPU memory series."""
+    return {int(m[1]): k for k in metric_keys if (m := GPU_MEMORY_METRIC.match(k))}
+
+
+def param_field(name: str) -> str:
+    """A param's or tag's contract field: the MLflow names above, else the contract's spelling ("" for
+    MLflow's own tags, `mlflow.*`)."""
+    if name.startswith("mlflow."):
+        return ""
+    key = header_key(name)
+    return PARAM_FIELDS.get(key) or normalise_name(name)
+
+
+def runs_to_jobs(runs: list[MlflowRun], mapping: Mapping | None = None) -> MlflowImport:
+    """One contract row per run that has started."""
+    out = MlflowImport(pl.DataFrame())
+    records = []
+    for run in runs:
+        if run.start_ms is None:
+            out.not_started.append(run.run_id)
+            continue
+        record = run_record(run, mapping)
+        if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
+            out.no_gpu_metrics.append(run.run_id)
+        records.append(record)
+    schema = {n: pl.String for n in c.COLUMNS}
+    out.jobs = pl.DataFrame(records, schema=schema, orient="row") if records else pl.DataFrame(schema=schema)
+    return out
+
+
+def run_record(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, str | None]:
+    """A run's contract record: params and tags for the features (params first), the run for the rest."""
+    status = STATUSES.get(run.status, run.status)  # another word: left for the contract to reject
+    finished = status in FINISHED and run.end_ms is not None
+    record: dict[str, str | None] = dict.fromkeys(c.COLUMNS)
+    record.update(run_features(run, mapping))
+    record.update({
+        c.JOB_ID: f"mlflow-{run.run_id}", c.SUBMITTED_AT: _iso(run.start_ms), c.STATUS: status,
+        c.UPDATED_AT: _iso(run.end_ms if finished else run.start_ms),
+        c.RUNTIME_HOURS: repr((run.end_ms - run.start_ms) / 3.6e6) if finished and run.end_ms > run.start_ms else None,
+        c.PEAK_GPU_MEM_GB: (repr(max(run.gpu_mem_mb.values()) / MB_PER_GB)
+                            if finished and run.gpu_mem_mb and max(run.gpu_mem_mb.values()) > 0 else None),
+    })
+    if run.gpu_mem_mb:
+        record[c.GPU_COUNT] = str(len(run.gpu_mem_mb))
+    if record[c.GPU_TYPE]:  # `L4` -> `L4-24GB`, as the Slurm import names a GPU; unknown kept as written
+        record[c.GPU_TYPE] = catalog.canonical(record[c.GPU_TYPE]) or record[c.GPU_TYPE]
+    return record
+
+
+def run_features(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, str]:
+    """Contract fields from a run's params and tags (a param wins over a tag of the same field)."""
+    source = {**{k: v for k, v in run.tags.items() if k not in run.params}, **run.params}
+    flags = {}
+    for key in list(source):
+        name = header_key(key)
+        if _mapped(key, mapping):
+            continue
+        if name in PARAM_COUNTS:
+            flags[c.PARAMS_MILLION] = _millions(source.pop(key))
+        elif name in PRECISION_FLAGS:
+            if source.pop(key).strip().lower() in ("true", "1", "yes"):
+                flags[c.PRECISION] = PRECISION_FLAGS[name]
+        elif name == "mixed_precision" and source[key].strip().lower() in MIXED_PRECISION_OFF:
+            source[key] = "FP32"
+    out = named_fields(source, mapping, param_field)
+    for name, value in flags.items():
+        out.setdefault(name, value)
+    return {k: v for k, v in out.items() if k not in FROM_THE_RUN}
+
+
+def _mapped(key: str, mapping: Mapping | None) -> bool:
+    """Whether the mapping file's `fields` name this param or tag (then it is read as the mapping says)."""
+    return mapping is not None and header_key(key) in {header_key(s) for s in mapping.columns}
+
+
+def _millions(text: str) -> str:
+    try:
+        return repr(float(text) / 1e6)
+    except ValueError:
+        return text  # left for the contract's rule to name ("'abc' is not a number")
+
+
+def _iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def join_runs(jobs: pl.DataFrame, runs: list[MlflowRun], tag: str = JOIN_TAG,
+              mapping: Mapping | None = None) -> tuple[pl.DataFrame, int]:
+    """Slurm jobs (`parse_sacct`'s rows, `slurm-<cluster>-<JobID>`) with the model features of the run whose
+    tag `tag` is the job's JobID as sacct prints it (`1234`, `1010_7`); (jobs, how many were joined). A
+    JobID has no `-`, so it is what follows the id's last `-`. Two runs naming one job: the latest started."""
+    by_job = {}
+    for run in sorted(runs, key=lambda r: r.start_ms or 0):
+        if (value := run.tags.get(tag, "").strip()):
+            by_job[value] = run
+    rows, joined = [], 0
+    for row in jobs.iter_rows(named=True):
+        run = by_job.get(row[c.JOB_ID].rsplit("-", 1)[-1])
+        if run is not None:
+            joined += 1
+            found = run_record(run, mapping)
+            row.update({k: found[k] for k in JOINED_FIELDS if found[k] is not None})
+            row.update({k: found[k] for k in FILLED_FIELDS if row[k] is None and found[k] is not None})
+        rows.append(row)
+    return pl.DataFrame(rows, schema=jobs.schema, orient="row") if rows else jobs, joined

@@ -1,0 +1,108 @@
+"""MLflow runs as contract rows (`tasks/sources/mlflow.py`): pure logic, no MLflow store."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.sources.mapping import load_mapping
+from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, join_runs, run_record, runs_to_jobs
+from tests.conftest import write
+
+T0 = 1_795_000_000_000  # ms: 2026-11-18T11:06:40Z
+
+
+def run(status="FINISHED", end=T0 + 2 * 3_600_000, params=None, tags=None, gpus=None, run_id="r1") -> MlflowRun:
+    return MlflowRun(run_id, status, T0, end, params or {}, tags or {}, gpus or {})
+
+
+def test_a_finished_run_field_by_field():
+    r = run(params={"bs": "64", "learning_rate": "3e-4", "optimizer_name": "AdamW", "model": "Transformer",
+                    "arch": "bert-base-uncased", "n_layers": "12", "max_steps": "5000", "num_params": "110000000",
+                    "bf16": "True", "image_size": "224", "epochs": "3"},
+            tags={"queue": "gpu-a100", "team": "nlp", "gpu_type": "A100-80GB", "mlflow.user": "alice"},
+            gpus={0: 61_000.0, 1: 65_500.0, 2: 64_000.0})
+    got = {k: v for k, v in run_record(r).items() if v is not None}
+    assert got == {
+        c.JOB_ID: "mlflow-r1", c.SUBMITTED_AT: "2026-11-18T11:06:40.000000Z", c.UPDATED_AT: "2026-11-18T13:06:40.000000Z",
+        c.STATUS: "COMPLETED", c.QUEUE: "gpu-a100", c.TEAM: "nlp", c.MODEL_TYPE: "Transformer", c.ARCH: "bert-base-uncased",
+        c.BATCH_SIZE: "64", c.LEARNING_RATE: "3e-4", c.OPTIMIZER: "AdamW", c.NUM_LAYERS: "12", c.ITERATIONS: "5000",
+        c.PARAMS_MILLION: "110.0", c.PRECISION: "BF16", c.INPUT_DIM: "224", c.GPU_TYPE: "A100-80GB",
+        c.GPU_COUNT: "3", c.PEAK_GPU_MEM_GB: "65.5", c.RUNTIME_HOURS: "2.0",
+    }  # epochs are not steps: not mapped (a mapping file may name a steps param)
+
+
+@pytest.mark.parametrize(("status", "end", "want"), [
+    ("FAILED", T0 + 1_800_000, ("FAILED", "0.5", "40.0")),
+    ("KILLED", T0 + 900_000, ("CANCELLED", "0.25", "40.0")),
+    ("RUNNING", None, ("RUNNING", None, None)),  # a run going: no measured targets yet
+    ("SCHEDULED", None, ("PENDING", None, None)),
+])
+def test_statuses_and_what_a_run_not_finished_lacks(status, end, want):
+    got = run_record(run(status=status, end=end, gpus={0: 40_000.0}))
+    assert (got[c.STATUS], got[c.RUNTIME_HOURS], got[c.PEAK_GPU_MEM_GB]) == want
+    assert got[c.UPDATED_AT] == ("2026-11-18T11:06:40.000000Z" if end is None else got[c.UPDATED_AT])
+    assert got[c.GPU_COUNT] == "1"
+
+
+def test_a_failure_reason_the_training_code_tagged():
+    assert run_record(run(status="FAILED", tags={"failure_reason": "OOM"}))[c.FAILURE_REASON] == "OOM"
+    assert run_record(run(status="FAILED"))[c.FAILURE_REASON] is None
+
+
+def test_runs_without_gpu_metrics_or_a_start_are_counted():
+    out = runs_to_jobs([run(run_id="a"), run(run_id="b", gpus={0: 1000.0}), MlflowRun("c", "SCHEDULED", None, None)])
+    assert out.jobs[c.JOB_ID].to_list() == ["mlflow-a", "mlflow-b"]
+    assert out.jobs[c.PEAK_GPU_MEM_GB].to_list() == [None, "1.0"]
+    assert out.jobs[c.GPU_COUNT].to_list() == [None, "1"]  # no series: the contract's default (1) applies
+    assert (out.no_gpu_metrics, out.not_started) == (["a"], ["c"])
+
+
+def test_values_are_left_as_written_for_the_contract_to_judge():
+    got = run_record(run(params={"batch_size": "large", "num_params": "many", "mixed_precision": "no",
+                                 "precision": "fp16"}))
+    assert (got[c.BATCH_SIZE], got[c.PARAMS_MILLION], got[c.PRECISION]) == ("large", "many", "FP32")
+
+
+def test_a_param_wins_over_a_tag_and_run_attributes_over_both():
+    got = run_record(run(params={"queue": "from-param", "status": "COMPLETED", "runtime_hours": "99"},
+                         tags={"queue": "from-tag", "job_id": "x"}))
+    assert (got[c.QUEUE], got[c.STATUS], got[c.RUNTIME_HOURS], got[c.JOB_ID]) == ("from-param", "COMPLETED", "2.0",
+                                                                                  "mlflow-r1")
+
+
+def test_a_mapping_file_overrides_the_built_in_names(tmp_path):
+    mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  batch_size: global_bs\n  iterations: epochs\n"
+                                 "values:\n  optimizer: {adam_w: AdamW}\nconstants:\n  team: research\n"))
+    got = run_record(run(params={"global_bs": "256", "bs": "32", "epochs": "10", "optimizer": "adam_w"},
+                         tags={"team": "nlp"}), mapping)
+    assert (got[c.BATCH_SIZE], got[c.ITERATIONS], got[c.OPTIMIZER], got[c.TEAM]) == ("256", "10", "AdamW", "research")
+
+
+def test_gpu_memory_keys():
+    keys = ["system/gpu_0_memory_usage_megabytes", "system/gpu_3_memory_usage_megabytes",
+            "system/gpu_0_utilization_percentage", "loss"]
+    assert gpu_memory_keys(keys) == {0: keys[0], 3: keys[1]}
+
+
+def test_the_join_gives_slurm_jobs_the_runs_model_features():
+    jobs = pl.DataFrame([{**dict.fromkeys(c.COLUMNS), c.JOB_ID: "slurm-hpc-1-1001", c.STATUS: "COMPLETED",
+                          c.MODEL_TYPE: "CNN", c.PEAK_GPU_MEM_GB: "30.0"},
+                         {**dict.fromkeys(c.COLUMNS), c.JOB_ID: "slurm-hpc-1-1002", c.STATUS: "FAILED"},
+                         {**dict.fromkeys(c.COLUMNS), c.JOB_ID: "slurm-hpc-1-1010_7", c.STATUS: "COMPLETED"}],
+                        schema={n: pl.String for n in c.COLUMNS})
+    runs = [run(run_id="old", params={"model": "LSTM"}, tags={"slurm_job_id": "1001"}),
+            MlflowRun("new", "FINISHED", T0 + 1, T0 + 60_000, {"model": "Transformer", "bs": "8"},
+                      {"slurm_job_id": "1001", "queue": "ignored"}, {0: 50_000.0}),
+            run(run_id="arr", status="FAILED", params={"lr": "0.1"}, tags={"slurm_job_id": "1010_7", "gpu_type": "L4"},
+                gpus={0: 20_000.0}),
+            run(run_id="none", params={"bs": "1"})]
+    out, joined = join_runs(jobs, runs)
+    rows = {r[c.JOB_ID]: r for r in out.iter_rows(named=True)}
+    assert joined == 2
+    a, b, arr = rows["slurm-hpc-1-1001"], rows["slurm-hpc-1-1002"], rows["slurm-hpc-1-1010_7"]
+    # the latest run naming the job; its features win, Slurm's memory and queue stay
+    assert (a[c.MODEL_TYPE], a[c.BATCH_SIZE], a[c.PEAK_GPU_MEM_GB], a[c.QUEUE]) == ("Transformer", "8", "30.0", None)
+    assert (b[c.MODEL_TYPE], b[c.BATCH_SIZE]) == (None, None)
+    assert (arr[c.LEARNING_RATE], arr[c.GPU_TYPE], arr[c.PEAK_GPU_MEM_GB]) == ("0.1", "L4-24GB", "20.0")
