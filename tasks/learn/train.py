@@ -302,7 +302,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     build = registry.Build(seed=options.seed, threads=threads, progress=progress)
     if reason := too_few(rows, options):
         result.skipped = reason
-        if FEATURE_SETS[options.features].prior_column(target) is None:
+        # no labelled job at all: nothing to calibrate the prior's intervals on, so nothing scores it
+        if FEATURE_SETS[options.features].prior_column(target) is None or rows.is_empty():
             progress(f"{target}: skipped: {result.skipped}")
             return Finished(result)
         result.skipped += "; the analytic prior scores it"

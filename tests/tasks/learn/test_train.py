@@ -87,6 +87,13 @@ def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(t
     assert res.calibration["prior"]["n"] == res.rows and res.refit.rows == 0
 
 
+def test_a_target_no_job_has_measured_is_skipped_even_with_a_prior(tmp_path, jobs):
+    unmeasured = jobs.head(50).with_columns(pl.lit(None, dtype=pl.Float64).alias(c.RUNTIME_HOURS))
+    res = train_target(unmeasured, c.RUNTIME_HOURS, options(features="residual"), tmp_path, threads=2)
+    # no labelled job: nothing to calibrate the prior's intervals on, so no champion (and no crash)
+    assert res.champion is None and res.rows == 0 and res.skipped.startswith("0 labelled COMPLETED jobs")
+
+
 def test_the_champion_is_the_lowest_mean_validation_rmse():
     def rows(model, val, test):
         return [{"model": model, "split": "validation", "rmse": v} for v in val] + [
