@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpucast.flows.environment import configure, configured_prefect_api
-from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
+from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
@@ -99,12 +99,15 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from gpucast.expectations.validate import warm_up
     from gpucast.flows.ingest import ingest_job_logs, mapping_source
     from gpucast.tasks.ingest.staging import discover
     from gpucast.tasks.sources.mapping import check_files
 
     if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
         check_files(source, discover(args.paths))
+    # Great Expectations' import and context (3-4 s) while the flow starts Prefect's temporary server
+    threading.Thread(target=warm_up, name="gx-warm-up").start()
     s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args),
                         mapping=args.mapping)
     print(f"run {s['run_id']}: {s['files']} file(s), {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
@@ -267,6 +270,8 @@ def _demo(args: argparse.Namespace) -> int:
               + (f" (gate: {decisions})" if decisions else "")
               + f"; {sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs, {sc['ood_forecasts']:,} out of "
               "distribution")
+        print(f"night {night} took {sum(result['seconds'].values()):.0f} s: "
+              + ", ".join(f"{step} {sec:.0f} s" for step, sec in result["seconds"].items()))
     print("\n" + nights[-1]["report"].split("## Capacity plan", 1)[-1].split("\n## ", 1)[0].strip()
           if "## Capacity plan" in nights[-1]["report"] else "")
     print(capacity_summary(settings.storage), end="")
