@@ -101,16 +101,26 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(args: argparse.Namespace) -> int:
+def _warm_up_validation() -> None:
+    """Great Expectations' import and context (3-4 s) in a thread, for a command about to start a flow: the flow's
+    first seconds are Prefect's temporary server starting, mostly a wait on another process."""
     from gpucast.expectations.validate import warm_up
+
+    def quietly() -> None:  # a failure here (GX missing, say) comes back where validation runs, as one line
+        with contextlib.suppress(Exception):
+            warm_up()
+
+    threading.Thread(target=quietly, name="gx-warm-up").start()
+
+
+def _ingest(args: argparse.Namespace) -> int:
     from gpucast.flows.ingest import ingest_job_logs, mapping_source
     from gpucast.tasks.ingest.staging import discover
     from gpucast.tasks.sources.mapping import check_files
 
     if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
         check_files(source, discover(args.paths))
-    # Great Expectations' import and context (3-4 s) while the flow starts Prefect's temporary server
-    threading.Thread(target=warm_up, name="gx-warm-up").start()
+    _warm_up_validation()
     s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args),
                         mapping=args.mapping)
     print(f"run {s['run_id']}: {s['files']} file(s), {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
@@ -248,6 +258,7 @@ def _nightly(args: argparse.Namespace) -> int:
     from gpucast.flows.report import capacity_summary
 
     settings = settings_from(args)
+    _warm_up_validation()
     out = _run_nightly(args, settings)
     print(out["report"])
     print(capacity_summary(settings.storage), end="")
@@ -262,6 +273,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
                     pending_fraction=args.pending_fraction, seed=args.seed)
+    _warm_up_validation()
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
         ing, sc, back = result["ingest"], result["score"], result["backtest"]
