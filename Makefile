@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
+.PHONY: demo test setup lint clean-data bench-ingest bench-cli bench-train bench-score bench-scale clean constraints
 
 # System packages from Debian's registry: gcc compiles tree champions for bulk scoring (without it
 # they are scored by their own library, slower); chromium renders the planners' page in its test
@@ -42,6 +42,9 @@ lint: $(STAMP)
 
 bench-ingest: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_ingest.py
+
+bench-cli: $(STAMP)  ## the quick commands' start-to-exit seconds (goal: under 2 s each)
+	$(VENV)/bin/python tests/benchmarks/bench_cli.py
 
 bench-train: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_train.py
