@@ -3,22 +3,30 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-sources test setup lint clean-data bench-ingest bench-train bench-score bench-scale clean constraints
+.PHONY: demo demo-sources test setup lint clean-data bench-ingest bench-cli bench-train bench-score bench-scale clean constraints
 
 # System packages from Debian's registry: gcc compiles tree champions for bulk scoring (without it
 # they are scored by their own library, slower); chromium renders the planners' page in its test
 # (without it that test is skipped, saying why). Not root and no sudo: say so and go on.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo >/dev/null && { [ "$$(id -u)" = 0 ] || echo sudo; })
 
+# One line per set-up step: the package managers' own output goes to $(SETUP_LOG). `step`: make stops when it
+# fails, showing the end of that log; `optional`: set-up goes on and says what is lost.
+SETUP_LOG := setup.log
+EXTRAS := .[ml,mlflow,dev]
+step = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok; else echo FAILED; \
+	tail -n 30 $(SETUP_LOG); echo "(whole log: $(SETUP_LOG))"; exit 1; fi
+optional = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok; else echo "not installed: $(3) ($(SETUP_LOG))"; fi
+
 $(STAMP): pyproject.toml constraints.txt
-	@command -v gcc >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; } \
-		|| echo "gcc could not be installed: tree champions will be scored without compiling (slower)"
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-		|| echo "chromium could not be installed: the test of the planners' page in a browser will be skipped"
-	$(PY) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[ml,mlflow,dev]'
-	touch $(STAMP)
+	@: > $(SETUP_LOG)
+	@$(call optional,gcc (compiles tree champions for scoring),command -v gcc || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; },tree champions will be scored without compiling (slower))
+	@$(call optional,chromium (renders the planners page in a test; ~2 min),command -v chromium || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; },the test of the planners' page in a browser will be skipped)
+	@$(call step,Python environment $(VENV),$(PY) -m venv $(VENV))
+	@$(call step,pip,$(VENV)/bin/pip install --quiet --upgrade pip)
+	@$(call step,gpucast and its libraries (constraints.txt; minutes),$(VENV)/bin/pip install --quiet -c constraints.txt -e '$(EXTRAS)')
+	@touch $(STAMP)
+	@echo "set-up done (the package managers' output: $(SETUP_LOG))"
 
 setup: $(STAMP)
 
@@ -49,6 +57,9 @@ lint: $(STAMP)
 
 bench-ingest: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_ingest.py
+
+bench-cli: $(STAMP)  ## the quick commands' start-to-exit seconds (goal: under 2 s each)
+	$(VENV)/bin/python tests/benchmarks/bench_cli.py
 
 bench-train: $(STAMP)
 	$(VENV)/bin/python tests/benchmarks/bench_train.py

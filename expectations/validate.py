@@ -14,6 +14,7 @@ On every batch the two must agree on whether each expectation holds, or validati
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -64,6 +65,21 @@ class Validation:
                 counts[group] = {int(n): int(v) for n, v in row.items()}
         return {k: [replace(o, success=per[i] == 0, unexpected_count=per[i]) if i in per else o
                     for i, o in enumerate(self.outcomes)] for k, per in counts.items()}
+
+
+_BUILDING = threading.Lock()  # one build per suite when `warm_up` runs in a thread beside the first validation
+
+
+def warm_up(suite_name: str = "job_logs") -> None:
+    """Import Great Expectations and build the suite's context now (3-4 s the first time in a process), for
+    a caller that has something to wait for meanwhile (`gpucast ingest`: Prefect's temporary server
+    starting); `validate_frame` then finds it built, or waits for the build under way."""
+    _built(suite_name)
+
+
+def _built(name: str):
+    with _BUILDING:
+        return _context_and_suite(name)
 
 
 @cache
@@ -166,7 +182,7 @@ def _sentence(rule: str, kwargs: dict, row: dict) -> str:
 
 def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
     """Validate `frame` (its row positions are the keys of `reasons`) against a suite."""
-    batch_definition, suite = _context_and_suite(suite_name)
+    batch_definition, suite = _built(suite_name)
     frame = frame.fill_nan(None)  # pandas, hence GX, reads NaN as missing; Polars would compare it
     batch = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
     result = batch.validate(suite, result_format={"result_format": "BOOLEAN_ONLY"})

@@ -34,11 +34,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
+from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 
 if TYPE_CHECKING:
     from gpucast.tasks.sources.mapping import Mapping
 
-DEFAULT_CHUNK_ROWS = 100_000
 MAX_RAW_CHARS = 10_000
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
 _SAMPLE_LINES = 200

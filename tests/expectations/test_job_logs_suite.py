@@ -191,3 +191,18 @@ def test_each_row_rule_picks_exactly_the_rows_great_expectations_picks(tmp_path)
         compared += bool(gx_rows)
     assert compared >= 5, "the dirty logs should break several expectations"
     assert not any(pos >= dirty.height for pos in ours.reasons), "the edge rows are valid"
+
+
+def test_a_warm_up_in_a_thread_and_a_validation_build_the_suite_once():
+    """`gpucast ingest` builds GX's context in a thread while Prefect starts: a validation that comes
+    meanwhile waits for that build instead of making a second context, and validates as usual."""
+    import threading
+
+    from gpucast.expectations import validate
+
+    validate._context_and_suite.cache_clear()
+    warming = threading.Thread(target=validate.warm_up)
+    warming.start()
+    v = validate_frame(typed(*GOOD_ROWS))
+    warming.join()
+    assert v.success and validate._context_and_suite.cache_info().misses == 1
