@@ -24,7 +24,7 @@ from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
-from gpucast.tasks.simulate import FORMATS, SimConfig
+from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
 from gpucast.warehouse.errors import environment_error, storage_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
@@ -37,7 +37,8 @@ TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-min
 # Older spellings a flag still answers to (scripts and deployments that use them keep working).
 FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
 TRAIN_DEFAULTS = TrainOptions()
-DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
+# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many jobs as a flat week of 500
+DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm())
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
@@ -91,8 +92,10 @@ def _require_ml() -> None:
 def _simulate(args: argparse.Namespace) -> int:
     from gpucast.tasks.simulate import write_logs
 
+    rhythm = None if args.flat else Rhythm(weekend_factor=args.weekend_factor, trend_per_week=args.trend_per_week,
+                                           burst_chance=args.burst_chance, burst_factor=args.burst_factor)
     cfg = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, pending_fraction=args.pending_fraction,
-                    dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format)
+                    dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format, rhythm=rhythm)
     paths = write_logs(Path(args.out), cfg)
     print(f"wrote {len(paths)} file(s) to {args.out}")
     return 0
@@ -255,7 +258,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
-                    pending_fraction=args.pending_fraction, seed=args.seed)
+                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm)
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
         ing, sc, back = result["ingest"], result["score"], result["backtest"]
@@ -344,16 +347,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _rhythm_flags(p: argparse.ArgumentParser) -> None:
+    """The arrivals' calendar (tasks/simulate.py `Rhythm`): each volume is Poisson around its mean."""
+    r = Rhythm()
+    p.add_argument("--weekend-factor", type=float, default=r.weekend_factor,
+                   help=f"a weekend day's volume as a share of a weekday's (default {r.weekend_factor})")
+    p.add_argument("--trend-per-week", type=float, default=r.trend_per_week,
+                   help=f"growth of the volume per week, compounding (default {r.trend_per_week}; 0: none)")
+    p.add_argument("--burst-chance", type=float, default=r.burst_chance,
+                   help=f"chance that a day is a deadline (default {r.burst_chance}, about one a month)")
+    p.add_argument("--burst-factor", type=float, default=r.burst_factor,
+                   help=f"volume multiplier on the 3 days before a deadline (default {r.burst_factor})")
+    p.add_argument("--flat", action="store_true", help="no rhythm: exactly --jobs-per-day jobs every day")
+
+
 def _data_commands(sub) -> None:
     """simulate, ingest, status, sql: getting logs in and looking at the warehouse."""
     s = sub.add_parser("simulate", help="write simulated job logs")
     s.add_argument("--out", required=True, help="folder to write into")
     s.add_argument("--days", type=int, default=SimConfig.days)
-    s.add_argument("--jobs-per-day", type=int, default=SimConfig.jobs_per_day)
+    s.add_argument("--jobs-per-day", type=int, default=SimConfig.jobs_per_day,
+                   help=f"jobs a weekday gets at the start (default {SimConfig.jobs_per_day}; with --flat: every day)")
     s.add_argument("--pending-fraction", type=float, default=SimConfig.pending_fraction)
     s.add_argument("--dirty-fraction", type=float, default=SimConfig.dirty_fraction, help="share of bad records to inject")
     s.add_argument("--seed", type=int, default=SimConfig.seed, help="also part of every job id, so seeds never collide")
     s.add_argument("--format", choices=FORMATS, default=SimConfig.fmt)
+    _rhythm_flags(s)
     s.set_defaults(func=_simulate)
 
     i = sub.add_parser("ingest", help="ingest job-log files, folders or globs (default: new inbox files)")
@@ -468,7 +487,7 @@ def _nightly_commands(sub) -> None:
     n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     n.set_defaults(func=_nightly)
 
-    d = sub.add_parser("demo", help="simulate a week of logs and run the nightly flow on them (CPU, minutes)")
+    d = sub.add_parser("demo", help="simulate 8 weeks of logs and run the nightly flow on them (CPU, minutes)")
     d.add_argument("--days", type=int, default=DEMO.days)
     d.add_argument("--jobs-per-day", type=int, default=DEMO.jobs_per_day)
     d.add_argument("--pending-fraction", type=float, default=DEMO.pending_fraction)
