@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
@@ -37,8 +38,10 @@ TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-min
 # Older spellings a flag still answers to (scripts and deployments that use them keep working).
 FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
 TRAIN_DEFAULTS = TrainOptions()
-# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many jobs as a flat week of 500
-DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm())
+# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many jobs as a flat week of
+# 500, ending on 2026-10-31 (night 2 replays 2026-11-01): in the past, which ingest's time check requires
+DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm(),
+                 start=date(2026, 9, 6))
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
@@ -258,7 +261,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
-                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm)
+                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start)
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
         ing, sc, back = result["ingest"], result["score"], result["backtest"]
@@ -459,6 +462,26 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demand(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from gpucast.flows.demand import demand_forecast
+    from gpucast.tasks.report.render import text_table
+
+    out = demand_forecast(days=args.days, settings=settings_from(args))
+    f = out["forecast"]
+    table = f.group_by("queue", "gpu_type", "method", "fallback_reason", maintain_order=True).agg(
+        pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
+        pl.col("gpu_hours_p90").first().round(1).alias("day1_p90"), pl.col("gpu_hours_p50").sum().round(1).alias("all_days_p50"),
+        pl.col("jobs_p50").sum().round(0).alias("jobs_p50"))
+    print(text_table(table.select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
+                                  "method", "fallback_reason")))
+    print(f"GPU-hours a day from {out['as_of']} + 1 (day1) and over {out['days']} day(s) (all_days); every day: "
+          "gpucast sql \"SELECT * FROM current_demand_forecast ORDER BY ALL\"; how good it is: "
+          "gpucast sql \"SELECT * FROM demand_backtest_summary WHERE queue IS NULL ORDER BY horizon\"")
+    return 0
+
+
 def _site(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import write_site
 
@@ -467,13 +490,17 @@ def _site(args: argparse.Namespace) -> int:
 
 
 def _plan_commands(sub) -> None:
-    """plan, site: what planners act on."""
+    """plan, demand, site: what planners act on."""
     pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
     pl_.add_argument("--days", type=int, default=None,
                      help=f"days from the latest forecasts' day (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
     pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
     _setting_flag(pl_, "--gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
     pl_.set_defaults(func=_plan)
+    de = sub.add_parser("demand", help="forecast daily GPU-hours per queue and GPU type (P10/P50/P90) and backtest it")
+    de.add_argument("--days", type=int, default=None,
+                    help=f"days after the last full day of history (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
+    de.set_defaults(func=_demand)
     si = sub.add_parser("site", help="write the planners' page (self-contained HTML) from the published copy")
     si.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/site)")
     si.set_defaults(func=_site)
@@ -546,7 +573,7 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(stop.code)
-FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
+FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan", "demand"}  # the commands that run Prefect flows
 
 
 class ExpectedErrors(logging.Filter):
