@@ -20,7 +20,7 @@ OLDER_DEMAND_RUNS = """SELECT demand_run_id FROM demand_runs WHERE status = 'suc
 
 def demand_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, date | None]:
     """(the demand series, `demand_daily`; the latest submission day, None on an empty warehouse)."""
-    return con.sql(DEMAND_INPUT).pl(), con.execute(LATEST_SUBMISSION_DAY).fetchone()[0]
+    return con.sql(DEMAND_INPUT).pl(), con.execute(LATEST_SUBMISSION_DAY).fetchall()[0][0]
 
 
 def record(con: duckdb.DuckDBPyConnection, demand_run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
