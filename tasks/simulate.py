@@ -111,11 +111,12 @@ class Rhythm:
     def __post_init__(self) -> None:
         for name in ("weekend_factor", "burst_chance", "burst_factor"):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be 0 or more, got {getattr(self, name)!r}")
         if self.burst_chance > 1:
-            raise ValueError(f"burst_chance is a probability (0 to 1), got {self.burst_chance!r}")
+            raise ValueError(f"burst_chance (--burst-chance) is a probability (0 to 1), got {self.burst_chance!r}")
         if not self.trend_per_week > -1:
-            raise ValueError(f"trend_per_week must be above -1 (a decline of less than 100% a week), got {self.trend_per_week!r}")
+            raise ValueError("trend_per_week (--trend-per-week) must be above -1 (a decline of less than 100% a week), "
+                             f"got {self.trend_per_week!r}")
 
 
 @dataclass(frozen=True)
