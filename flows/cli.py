@@ -38,10 +38,11 @@ TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-min
 # Older spellings a flag still answers to (scripts and deployments that use them keep working).
 FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
 TRAIN_DEFAULTS = TrainOptions()
-# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many jobs as a flat week of
-# 500, ending on 2026-10-31 (night 2 replays 2026-11-01): in the past, which ingest's time check requires
+# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many rows as the flat week
+# of 500 jobs it had, in the past (ingest refuses times after its clock): Friday 2026-09-04 to Thursday 2026-10-29, so
+# night 1's last day is a weekday (the most pending jobs for night 2, Friday, to start and the backtest to check)
 DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm(),
-                 start=date(2026, 9, 6))
+                 start=date(2026, 9, 4))
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
