@@ -509,7 +509,7 @@ def _plan_commands(sub) -> None:
 
 def _nightly_commands(sub) -> None:
     """nightly, demo."""
-    n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> plan -> publish -> page")
+    n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> demand -> plan -> publish -> page")
     n.add_argument("paths", nargs="*", help="files, folders or globs; none means new files in $GPUCAST_HOME/inbox")
     _nightly_flags(n)
     n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
