@@ -120,3 +120,21 @@ def test_a_rhythm_out_of_range_is_refused(bad):
 
     with pytest.raises(ValueError, match=next(iter(bad))):
         Rhythm(**bad)
+
+
+def test_gpucast_simulate_has_a_rhythm_by_default_and_flat_on_request(tmp_path, capsys):
+    from gpucast.flows.cli import main
+
+    def submitted_per_day(folder) -> list[int]:
+        """Jobs submitted on each file's own day (ids carry it; a file also logs the day before's starts)."""
+        return [pl.read_parquet(p).filter(pl.col(c.JOB_ID).str.contains(p.stem.removeprefix("jobs-").replace("-", "")))
+                [c.JOB_ID].n_unique() for p in sorted(folder.iterdir())]
+
+    common = ["--days", "7", "--jobs-per-day", "60", "--format", "parquet"]
+    assert main(["simulate", "--out", str(tmp_path / "flat"), *common, "--flat"]) == 0
+    assert submitted_per_day(tmp_path / "flat") == [60] * 7
+    assert main(["simulate", "--out", str(tmp_path / "rhythm"), *common, "--weekend-factor", "0.1", "--burst-chance", "0"]) == 0
+    days = submitted_per_day(tmp_path / "rhythm")
+    assert days[0] < 15 and days[6] < 15 and min(days[1:6]) > 40  # Sunday 2026-11-01 and Saturday: quiet
+    assert main(["simulate", "--out", str(tmp_path / "bad"), "--burst-chance", "2"]) == 2
+    assert "--burst-chance" in capsys.readouterr().err
