@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,7 +25,7 @@ from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
-from gpucast.tasks.simulate import FORMATS, SimConfig
+from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
 from gpucast.warehouse.errors import environment_error, storage_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
@@ -37,7 +38,11 @@ TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-min
 # Older spellings a flag still answers to (scripts and deployments that use them keep working).
 FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
 TRAIN_DEFAULTS = TrainOptions()
-DEMO = SimConfig(pending_fraction=0.15, dirty_fraction=0.02)  # the demo's week of simulated logs
+# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many rows as the flat week
+# of 500 jobs it had, in the past (ingest refuses times after its clock): Friday 2026-09-04 to Thursday 2026-10-29, so
+# night 1's last day is a weekday (the most pending jobs for night 2, Friday, to start and the backtest to check)
+DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm(),
+                 start=date(2026, 9, 4))
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
@@ -94,8 +99,10 @@ def _require_ml() -> None:
 def _simulate(args: argparse.Namespace) -> int:
     from gpucast.tasks.simulate import write_logs
 
+    rhythm = None if args.flat else Rhythm(weekend_factor=args.weekend_factor, trend_per_week=args.trend_per_week,
+                                           burst_chance=args.burst_chance, burst_factor=args.burst_factor)
     cfg = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, pending_fraction=args.pending_fraction,
-                    dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format)
+                    dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format, rhythm=rhythm)
     paths = write_logs(Path(args.out), cfg)
     print(f"wrote {len(paths)} file(s) to {args.out}")
     return 0
@@ -295,7 +302,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
-                    pending_fraction=args.pending_fraction, seed=args.seed)
+                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start)
     _warm_up_validation()
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
@@ -390,16 +397,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _rhythm_flags(p: argparse.ArgumentParser) -> None:
+    """The arrivals' calendar (tasks/simulate.py `Rhythm`): each volume is Poisson around its mean."""
+    r = Rhythm()
+    p.add_argument("--weekend-factor", type=float, default=r.weekend_factor,
+                   help=f"a weekend day's volume as a share of a weekday's (default {r.weekend_factor})")
+    p.add_argument("--trend-per-week", type=float, default=r.trend_per_week,
+                   help=f"growth of the volume per week, compounding (default {r.trend_per_week}; 0: none)")
+    p.add_argument("--burst-chance", type=float, default=r.burst_chance,
+                   help=f"chance that a day is a deadline (default {r.burst_chance}, about one a month)")
+    p.add_argument("--burst-factor", type=float, default=r.burst_factor,
+                   help=f"volume multiplier on the 3 days before a deadline (default {r.burst_factor})")
+    p.add_argument("--flat", action="store_true", help="no rhythm: exactly --jobs-per-day jobs every day")
+
+
 def _data_commands(sub) -> None:
     """simulate, ingest, status, sql: getting logs in and looking at the warehouse."""
     s = sub.add_parser("simulate", help="write simulated job logs")
     s.add_argument("--out", required=True, help="folder to write into")
     s.add_argument("--days", type=int, default=SimConfig.days)
-    s.add_argument("--jobs-per-day", type=int, default=SimConfig.jobs_per_day)
+    s.add_argument("--jobs-per-day", type=int, default=SimConfig.jobs_per_day,
+                   help=f"jobs a weekday gets at the start (default {SimConfig.jobs_per_day}; with --flat: every day)")
     s.add_argument("--pending-fraction", type=float, default=SimConfig.pending_fraction)
     s.add_argument("--dirty-fraction", type=float, default=SimConfig.dirty_fraction, help="share of bad records to inject")
     s.add_argument("--seed", type=int, default=SimConfig.seed, help="also part of every job id, so seeds never collide")
     s.add_argument("--format", choices=FORMATS, default=SimConfig.fmt)
+    _rhythm_flags(s)
     s.set_defaults(func=_simulate)
 
     i = sub.add_parser("ingest", help="ingest job-log files, folders or globs (default: new inbox files)")
@@ -510,6 +533,26 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demand(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from gpucast.flows.demand import demand_forecast
+    from gpucast.tasks.report.render import text_table
+
+    out = demand_forecast(days=args.days, settings=settings_from(args))
+    f = out["forecast"]
+    table = f.group_by("queue", "gpu_type", "method", "fallback_reason", maintain_order=True).agg(
+        pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
+        pl.col("gpu_hours_p90").first().round(1).alias("day1_p90"), pl.col("gpu_hours_p50").sum().round(1).alias("all_days_p50"),
+        pl.col("jobs_p50").sum().round(0).alias("jobs_p50"))
+    print(text_table(table.select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
+                                  "method", "fallback_reason")))
+    print(f"GPU-hours a day from {out['as_of']} + 1 (day1) and over {out['days']} day(s) (all_days); every day: "
+          "gpucast sql \"SELECT * FROM current_demand_forecast ORDER BY ALL\"; how good it is: "
+          "gpucast sql \"SELECT * FROM demand_backtest_summary WHERE queue IS NULL ORDER BY horizon\"")
+    return 0
+
+
 def _site(args: argparse.Namespace) -> int:
     from gpucast.flows.plan import write_site
 
@@ -518,13 +561,17 @@ def _site(args: argparse.Namespace) -> int:
 
 
 def _plan_commands(sub) -> None:
-    """plan, site: what planners act on."""
+    """plan, demand, site: what planners act on."""
     pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
     pl_.add_argument("--days", type=int, default=None,
                      help=f"days from the latest forecasts' day (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
     pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
     _setting_flag(pl_, "--gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
     pl_.set_defaults(func=_plan)
+    de = sub.add_parser("demand", help="forecast daily GPU-hours per queue and GPU type (P10/P50/P90) and backtest it")
+    de.add_argument("--days", type=int, default=None,
+                    help=f"days after the last full day of history (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
+    de.set_defaults(func=_demand)
     si = sub.add_parser("site", help="write the planners' page (self-contained HTML) from the published copy")
     si.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/site)")
     si.set_defaults(func=_site)
@@ -532,13 +579,13 @@ def _plan_commands(sub) -> None:
 
 def _nightly_commands(sub) -> None:
     """nightly, demo."""
-    n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> plan -> publish -> page")
+    n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> demand -> plan -> publish -> page")
     n.add_argument("paths", nargs="*", help="files, folders or globs; none means new files in $GPUCAST_HOME/inbox")
     _nightly_flags(n)
     n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     n.set_defaults(func=_nightly)
 
-    d = sub.add_parser("demo", help="simulate a week of logs and run the nightly flow on them (CPU, minutes)")
+    d = sub.add_parser("demo", help="simulate 8 weeks of logs and run the nightly flow on them (CPU, minutes)")
     d.add_argument("--days", type=int, default=DEMO.days)
     d.add_argument("--jobs-per-day", type=int, default=DEMO.jobs_per_day)
     d.add_argument("--pending-fraction", type=float, default=DEMO.pending_fraction)
@@ -597,7 +644,7 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(stop.code)
-FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan"}  # the commands that run Prefect flows
+FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan", "demand"}  # the commands that run Prefect flows
 
 
 class ExpectedErrors(logging.Filter):

@@ -1,7 +1,9 @@
 """`gpucast demo`: two simulated nights, so everything a new user should see has data.
 
 The demo writes a GPU inventory for the simulator's queues (`$GPUCAST_HOME/inventory.yaml`) unless
-one is there or GPUCAST_INVENTORY names one. Night 1 ingests a simulated week and trains, scores and publishes as of the end of that week.
+one is there or GPUCAST_INVENTORY names one. Night 1 ingests the simulated history (8 weeks with a
+weekly rhythm at a small daily volume, so the demand forecast has weekly seasonality to learn) and
+trains, scores and publishes as of its end.
 Night 2 ingests the next day, in which the simulator starts (and finishes) a share of night 1's
 pending jobs: the backtest then compares them with night 1's forecasts, and the champion gate
 weighs tonight's challengers against that evidence. Each night stamps its forecasts with its own

@@ -1,4 +1,4 @@
-"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → plan → publish → page.
+"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → demand → plan → publish → page.
 
 Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
 failed. Transient steps retry (loading, scoring, publishing); the quality gate does not: it fails
@@ -6,7 +6,8 @@ the run with the reason. A night that fails does not publish, so planners keep t
 night's copy; the one exception is the quality gate, which fails after a successful ingest: that
 warehouse is sound, and publishing it lets on-call read the rejected rows with `gpucast sql` (no
 forecast changes). The failure report is written from what the steps returned, without touching
-the warehouse (which may be what failed).
+the warehouse (which may be what failed). The demand forecast is the one step whose failure does not
+fail the night: it becomes a warning, and planners keep the previous forecast (`flows/demand.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
 from gpucast.flows.backtest import backtest_step
+from gpucast.flows.demand import demand_step
 from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
 from gpucast.flows.gpu_pool import train_where_possible
 from gpucast.flows.imports import pull_sources
@@ -155,6 +157,9 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "score"):
             steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
                                            as_of=as_of, settings=settings)
+        with _timed(seconds, "demand"):
+            steps["demand"], failed = demand_step(settings, as_of)
+            warnings += failed
         with _timed(seconds, "plan"):
             steps["plan"] = capacity_plan(publish=False, inventory=inventory, settings=settings)
         with _timed(seconds, "publish"):

@@ -59,9 +59,9 @@ def backtest_text(storage: Storage, backtest_days: int) -> str:
 
     now = datetime.now(UTC)  # this run's clock: the window never starts after it (warehouse/backtest.py)
     counts = refresh_backtest(storage, backtest_days, now)
+    publish_snapshot(storage)  # planners read forecast_backtest in the published copy (an empty window included)
     if counts["window_start"] is None:
         return "no completed jobs in the warehouse yet: nothing to backtest"
-    publish_snapshot(storage)  # planners read forecast_backtest in the published copy
     with db.writer(storage) as con:
         table = backtest.summary(con, backtest_days, now)
     return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({backtest_days} "

@@ -24,6 +24,11 @@ Outcomes follow documented first-order relationships, not random numbers:
 * **Failures.** A job whose memory exceeds its GPU's fails with `OOM`, reporting the GPU's
   size as peak memory; 2% of the rest fail for other reasons.
 * **Noise.** Every measurement carries multiplicative log-normal noise (sigma 0.08).
+* **Rhythm** (`Rhythm`, on for `gpucast simulate` and `gpucast demo`; `SimConfig()` alone is flat:
+  exactly `jobs_per_day` a day, which the tests' fixtures rely on). A day's volume is drawn Poisson
+  around `jobs_per_day` x the weekday's factor (Saturday and Sunday: `weekend_factor`) x a slow
+  compounding trend (`trend_per_week`) x a burst: each day is a deadline with chance `burst_chance`, and
+  the `BURST_DAYS` days before it carry `burst_factor` times the volume (teams rushing to finish).
 * **The queue moves.** A share of each day's PENDING jobs (`start_next_day`) start the next day:
   that day's file logs them RUNNING, then COMPLETED (or FAILED) with their measurements, so a
   forecast made the night before can be checked against them (the backtest).
@@ -91,6 +96,29 @@ TEXT_ONLY_KINDS = ("truncated_line", "text_in_number", "missing_submitted_at", "
 PARQUET_DIRTY_KINDS = tuple(k for k in DIRTY_KINDS if k not in TEXT_ONLY_KINDS)
 
 
+BURST_DAYS = 3  # days before a deadline that carry its burst
+
+
+@dataclass(frozen=True)
+class Rhythm:
+    """The arrivals' calendar (module doc); defaults are `gpucast simulate`'s and the demo's."""
+
+    weekend_factor: float = 0.4  # a Saturday's or Sunday's volume, as a share of a weekday's
+    trend_per_week: float = 0.02  # growth of the volume per week (compounding; 0: none, negative: decline)
+    burst_chance: float = 0.04  # chance that a day is a deadline (about one a month)
+    burst_factor: float = 1.8  # volume multiplier on the BURST_DAYS days before a deadline
+
+    def __post_init__(self) -> None:
+        for name in ("weekend_factor", "burst_chance", "burst_factor"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} (--{name.replace('_', '-')}) must be 0 or more, got {getattr(self, name)!r}")
+        if self.burst_chance > 1:
+            raise ValueError(f"burst_chance (--burst-chance) is a probability (0 to 1), got {self.burst_chance!r}")
+        if not self.trend_per_week > -1:
+            raise ValueError("trend_per_week (--trend-per-week) must be above -1 (a decline of less than 100% a week), "
+                             f"got {self.trend_per_week!r}")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """What `gpucast simulate` writes."""
@@ -104,6 +132,22 @@ class SimConfig:
     start: date = date(2026, 11, 1)
     update_fraction: float = 0.1  # share of finished jobs also logged earlier as RUNNING
     start_next_day: float = 0.6  # share of a day's PENDING jobs that start (and finish) the next day
+    rhythm: Rhythm | None = None  # None: exactly jobs_per_day every day
+
+
+def daily_volumes(cfg: SimConfig) -> np.ndarray:
+    """Jobs submitted on each simulated day: `jobs_per_day` flat, or drawn by `cfg.rhythm` (module doc)
+    from a generator of its own, so the jobs' draws stay seeded by `cfg.seed` alone."""
+    if cfg.rhythm is None:
+        return np.full(cfg.days, cfg.jobs_per_day, dtype=np.int64)
+    r, rng = cfg.rhythm, np.random.default_rng([cfg.seed, 0x5EA5])
+    days = np.arange(cfg.days)
+    weekend = np.array([(cfg.start + timedelta(days=int(d))).weekday() >= 5 for d in days])
+    deadline = rng.random(cfg.days + BURST_DAYS) < r.burst_chance  # deadlines may fall just after the last day
+    burst = np.array([deadline[d + 1:d + 1 + BURST_DAYS].any() for d in days])
+    mean = (cfg.jobs_per_day * np.where(weekend, r.weekend_factor, 1.0) * (1 + r.trend_per_week) ** (days / 7)
+            * np.where(burst, r.burst_factor, 1.0))
+    return rng.poisson(mean).astype(np.int64)
 
 
 def _choice(rng: np.random.Generator, shares: dict[str, float], n: int) -> np.ndarray:
@@ -412,9 +456,9 @@ def write_logs(out_dir: Path, cfg: SimConfig) -> list[Path]:
     rng = np.random.default_rng(cfg.seed)
     paths = []
     pending = None
-    for d in range(cfg.days):
+    for d, volume in enumerate(daily_volumes(cfg)):
         day = cfg.start + timedelta(days=d)
-        jobs = simulate_jobs(cfg.jobs_per_day, rng, day, cfg.pending_fraction, seed=cfg.seed, keep_outcomes=True)
+        jobs = simulate_jobs(int(volume), rng, day, cfg.pending_fraction, seed=cfg.seed, keep_outcomes=True)
         df = _with_running_updates(jobs.select(c.COLUMNS), rng, cfg.update_fraction)
         if pending is not None and pending.height:
             df = pl.concat([df, _next_day_starts(pending, day, rng, cfg.start_next_day).select(c.COLUMNS)])

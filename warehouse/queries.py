@@ -302,6 +302,7 @@ SELECT * FROM (
     UNION ALL SELECT 'train', train_run_id, status, started_at, coalesce(message, '') FROM train_runs
     UNION ALL SELECT 'score', score_run_id, status, started_at, coalesce(message, '') FROM score_runs
     UNION ALL SELECT 'plan', plan_run_id, status, started_at, coalesce(message, '') FROM plan_runs
+    UNION ALL SELECT 'demand', demand_run_id, status, started_at, coalesce(message, '') FROM demand_runs
 ) ORDER BY started_at DESC LIMIT ?
 """
 SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)

@@ -1,4 +1,4 @@
-"""One run lifecycle for ingest, train, score and plan: id, owner, staging folder, failure row, cleanup.
+"""One run lifecycle for ingest, train, score, plan and demand: id, owner, staging folder, failure row, cleanup.
 
     with runs.lifecycle(storage, "score") as run:
         ...                      # stage under run.staging; commit with the run's own transaction
@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 
 # kind -> (table, key column). The key names are the planners' public interface: kept as they are.
 RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
-              "score": ("score_runs", "score_run_id"), "plan": ("plan_runs", "plan_run_id")}
+              "score": ("score_runs", "score_run_id"), "plan": ("plan_runs", "plan_run_id"),
+              "demand": ("demand_runs", "demand_run_id")}
 MESSAGE_CHARS = 2000
 
 

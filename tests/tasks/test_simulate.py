@@ -90,3 +90,51 @@ def test_every_job_pending_over_several_days_is_simulated(tmp_path):
     first, second = (pl.read_parquet(p) for p in paths)
     assert set(first[c.STATUS]) == {"PENDING"}
     assert {"RUNNING", "PENDING"} <= set(second[c.STATUS])
+
+
+def test_the_rhythm_gives_quiet_weekends_a_trend_and_deadline_bursts():
+    """`Rhythm`: weekend days carry about `weekend_factor` of a weekday's jobs, the volume grows by
+    `trend_per_week`, and the days before a deadline carry `burst_factor` times it; without a rhythm
+    every day has exactly `jobs_per_day` (what the tests' fixtures rely on)."""
+    from datetime import timedelta
+
+    from gpucast.tasks.simulate import Rhythm, daily_volumes
+
+    flat = SimConfig(days=28, jobs_per_day=40)
+    assert daily_volumes(flat).tolist() == [40] * 28
+    cfg = SimConfig(days=364, jobs_per_day=200, rhythm=Rhythm(weekend_factor=0.25, trend_per_week=0.01, burst_chance=0.0))
+    v = daily_volumes(cfg)
+    weekend = [(cfg.start + timedelta(days=d)).weekday() >= 5 for d in range(cfg.days)]
+    weekday_mean, weekend_mean = v[~pl.Series(weekend).to_numpy()].mean(), v[pl.Series(weekend).to_numpy()].mean()
+    assert weekend_mean / weekday_mean == pytest.approx(0.25, abs=0.03)
+    assert v[-28:].mean() / v[:28].mean() == pytest.approx(1.01 ** 48, rel=0.1)  # 48 weeks apart
+    bursty = daily_volumes(SimConfig(days=364, jobs_per_day=200, rhythm=Rhythm(weekend_factor=1.0, trend_per_week=0.0,
+                                                                              burst_chance=0.05, burst_factor=2.0)))
+    assert (bursty > 300).sum() >= 20 and (bursty < 260).sum() > 200  # ~3 burst days per deadline, ~18 deadlines
+    assert daily_volumes(cfg).tolist() == v.tolist()  # seeded
+
+
+@pytest.mark.parametrize("bad", [{"weekend_factor": -0.1}, {"burst_chance": 1.5}, {"trend_per_week": -1.0}])
+def test_a_rhythm_out_of_range_is_refused(bad):
+    from gpucast.tasks.simulate import Rhythm
+
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        Rhythm(**bad)
+
+
+def test_gpucast_simulate_has_a_rhythm_by_default_and_flat_on_request(tmp_path, capsys):
+    from gpucast.flows.cli import main
+
+    def submitted_per_day(folder) -> list[int]:
+        """Jobs submitted on each file's own day (ids carry it; a file also logs the day before's starts)."""
+        return [pl.read_parquet(p).filter(pl.col(c.JOB_ID).str.contains(p.stem.removeprefix("jobs-").replace("-", "")))
+                [c.JOB_ID].n_unique() for p in sorted(folder.iterdir())]
+
+    common = ["--days", "7", "--jobs-per-day", "60", "--format", "parquet"]
+    assert main(["simulate", "--out", str(tmp_path / "flat"), *common, "--flat"]) == 0
+    assert submitted_per_day(tmp_path / "flat") == [60] * 7
+    assert main(["simulate", "--out", str(tmp_path / "rhythm"), *common, "--weekend-factor", "0.1", "--burst-chance", "0"]) == 0
+    days = submitted_per_day(tmp_path / "rhythm")
+    assert days[0] < 15 and days[6] < 15 and min(days[1:6]) > 40  # Sunday 2026-11-01 and Saturday: quiet
+    assert main(["simulate", "--out", str(tmp_path / "bad"), "--burst-chance", "2"]) == 2
+    assert "--burst-chance" in capsys.readouterr().err

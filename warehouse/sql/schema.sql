@@ -618,3 +618,60 @@ CREATE OR REPLACE VIEW current_demand_forecast AS
 SELECT d.* FROM demand_forecast d
 WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
                          ORDER BY started_at DESC, demand_run_id DESC LIMIT 1);
+
+-- Rolling-origin backtest of the demand forecast (tasks/demand/backtest.py), written with each demand
+-- run: per origin (a night in the past, from which the forecast is made on the days up to it only),
+-- horizon and series, the forecast, what happened, seasonal naive's forecast and the MASE scale.
+CREATE TABLE IF NOT EXISTS demand_backtest (
+    demand_run_id VARCHAR NOT NULL,
+    origin DATE NOT NULL,              -- the last day the origin's forecast saw
+    horizon INTEGER NOT NULL,
+    day DATE NOT NULL,                 -- origin + horizon
+    queue VARCHAR NOT NULL,
+    gpu_type VARCHAR NOT NULL,
+    method VARCHAR NOT NULL,           -- the model the origin's forecast chose for the series
+    actual DOUBLE NOT NULL,            -- GPU-hours submitted that day (demand_daily)
+    gpu_hours_p10 DOUBLE NOT NULL,
+    gpu_hours_p50 DOUBLE NOT NULL,
+    gpu_hours_p90 DOUBLE NOT NULL,
+    seasonal_naive DOUBLE,             -- the same weekday of the origin's last week
+    mase_scale DOUBLE,                 -- mean |y(t) - y(t-7)| over the days up to the origin; null when 0 or unknown
+    PRIMARY KEY (demand_run_id, origin, horizon, queue, gpu_type)
+);
+
+-- The latest successful demand run's backtest, per horizon and series, per horizon over all series
+-- (queue and gpu_type null), and over everything (horizon null too):
+--   mase:                mean |P50 - actual| / scale (MASE, scaled by in-sample seasonal naive)
+--   mase_seasonal_naive: the same for seasonal naive's forecast (the baseline: about 1 on a steady series)
+--   relative_mae:        sum |P50 - actual| / sum |seasonal naive - actual| (below 1: better than the baseline)
+--   coverage:            share of days whose actual fell within P10-P90 (80% is calibrated)
+CREATE OR REPLACE VIEW demand_backtest_summary AS
+SELECT b.demand_run_id, b.horizon, b.queue, b.gpu_type, count(*) AS days, count(DISTINCT b.origin) AS origins,
+       mode(b.method) AS method,
+       avg(abs(b.gpu_hours_p50 - b.actual) / b.mase_scale) AS mase,
+       avg(abs(b.seasonal_naive - b.actual) / b.mase_scale) AS mase_seasonal_naive,
+       sum(abs(b.gpu_hours_p50 - b.actual)) / nullif(sum(abs(b.seasonal_naive - b.actual)), 0) AS relative_mae,
+       avg(CAST(b.actual BETWEEN b.gpu_hours_p10 AND b.gpu_hours_p90 AS DOUBLE)) AS coverage
+FROM demand_backtest b
+WHERE b.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
+                         ORDER BY started_at DESC, demand_run_id DESC LIMIT 1)
+GROUP BY GROUPING SETS ((b.demand_run_id, b.horizon, b.queue, b.gpu_type), (b.demand_run_id, b.horizon), (b.demand_run_id));
+
+-- Every successful demand run's forecast of a day that has now happened (a day up to the latest
+-- successful run's as_of), against what happened (demand_daily; 0 on a day the series had no jobs).
+-- Recent days' actual GPU-hours still count pending and running jobs at their forecast P50.
+CREATE OR REPLACE VIEW demand_forecast_vs_actual AS
+WITH actual AS (
+    SELECT day, queue, coalesce(gpu_type, 'unknown') AS gpu_type, sum(gpu_hours) AS gpu_hours,
+           sum(jobs_submitted) AS jobs_submitted
+    FROM demand_daily GROUP BY ALL
+),
+runs AS (SELECT demand_run_id, as_of FROM demand_runs WHERE status = 'succeeded')
+SELECT f.demand_run_id, r.as_of, f.day, f.horizon, f.queue, f.gpu_type, f.method,
+       f.gpu_hours_p10, f.gpu_hours_p50, f.gpu_hours_p90, coalesce(a.gpu_hours, 0.0) AS actual_gpu_hours,
+       f.jobs_p50, coalesce(a.jobs_submitted, 0) AS actual_jobs,
+       coalesce(a.gpu_hours, 0.0) BETWEEN f.gpu_hours_p10 AND f.gpu_hours_p90 AS within_band,
+       abs(f.gpu_hours_p50 - coalesce(a.gpu_hours, 0.0)) AS abs_error
+FROM demand_forecast f JOIN runs r USING (demand_run_id)
+LEFT JOIN actual a ON a.day = f.day AND a.queue = f.queue AND a.gpu_type = f.gpu_type
+WHERE f.day <= (SELECT max(as_of) FROM runs);

@@ -1,0 +1,88 @@
+"""Prefect flow `demand-forecast`: next days' GPU-hours per queue x GPU type, and its backtest.
+
+Reads the demand series (`demand_daily`), forecasts the `days` days after the last full day of
+history (`tasks/demand/forecast.py`), backtests the same method from the last 8 weekly origins
+(`tasks/demand/backtest.py`), and writes both in one transaction (`warehouse/demand.py`); a failed
+run leaves the previous forecast in `current_demand_forecast`. `gpucast demand` runs it and
+publishes; the nightly runs it after scoring and before the plan, where a failure is a warning
+(`demand_step`): the night still plans and publishes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import polars as pl
+from prefect import flow, task
+
+from gpucast.tasks.demand.backtest import backtest_demand
+from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand
+from gpucast.warehouse import db
+from gpucast.warehouse import demand as store
+from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.runs import describe, lifecycle
+from gpucast.warehouse.settings import Settings, Storage
+
+
+def history_end(latest_submission: date | None, clock: datetime) -> date | None:
+    """The last full day of history: the day before the run's clock, or the latest submission day when
+    that is earlier (logs replayed from the past, as the demo's); None on an empty warehouse."""
+    if latest_submission is None:
+        return None
+    return min(latest_submission, (clock - timedelta(days=1)).date())
+
+
+@task(name="read-demand")
+def read_demand(storage: Storage) -> tuple[pl.DataFrame, date | None]:
+    with db.writer(storage) as con:
+        return store.demand_input(con)
+
+
+@task(name="forecast-demand")
+def forecast_step(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+    return forecast_demand(daily, as_of, days)
+
+
+@task(name="backtest-demand")
+def backtest_step(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+    return backtest_demand(daily, as_of, days)
+
+
+@task(name="record-demand", retries=2, retry_delay_seconds=5)
+def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame, **summary) -> None:
+    with db.writer(storage) as con:
+        store.record(con, run_id, forecast, backtest, **summary)
+
+
+@flow(name="demand-forecast", log_prints=True)
+def demand_forecast(days: int | None = None, publish: bool = True, as_of: datetime | None = None,
+                    settings: Settings | None = None) -> dict:
+    """Forecast `days` days (default GPUCAST_PLAN_DAYS, so the forecast covers the plan) after the last
+    full day of history before `as_of` (default now); backtest it; record both; publish unless told not to."""
+    settings = (settings or Settings.from_env()).override({"plan_days": "--days"}, plan_days=days).ensure()
+    storage, days = settings.storage, settings.planning.plan_days
+    with lifecycle(storage, "demand", days=days) as run:
+        daily, latest = read_demand(storage)
+        end = history_end(latest, as_of or datetime.now(UTC))
+        if end is None:
+            raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
+        forecast = forecast_step(daily, end, days)
+        backtest = backtest_step(daily, end, days)
+        fallbacks = forecast.filter(pl.col("fallback_reason").is_not_null())["queue", "gpu_type"].n_unique()
+        series = forecast["queue", "gpu_type"].n_unique() if forecast.height else 0
+        record_demand(storage, run.run_id, forecast, backtest, as_of=end, series=series, fallback_series=fallbacks)
+    if publish:
+        publish_snapshot(storage)
+    print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "
+          f"({SEASONAL_NAIVE} or {NAIVE}: see fallback_reason); backtest: {backtest.height:,} forecast days")
+    return {"demand_run_id": run.run_id, "as_of": str(end), "days": days, "series": series,
+            "fallback_series": fallbacks, "forecast": forecast, "backtest_rows": backtest.height}
+
+
+def demand_step(settings: Settings, as_of: datetime | None) -> tuple[dict | None, list[str]]:
+    """The nightly's step: the demand forecast, unpublished (the night publishes); a failure is a
+    warning, never the night's failure (the plan and the publish go on with the previous forecast)."""
+    try:
+        return demand_forecast(publish=False, as_of=as_of, settings=settings), []
+    except Exception as exc:  # noqa: BLE001  (see the docstring)
+        return None, [f"demand forecast failed, planners keep the previous one: {describe(exc)}"]

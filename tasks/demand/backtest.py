@@ -1,0 +1,66 @@
+"""Rolling-origin backtest of the demand forecast: how good it would have been over the history.
+
+From each origin (the latest one `days` before `as_of`, so its whole horizon has happened, then a
+week apart back over `origins` weeks) the forecast is made as it would have been that night, from
+the days up to the origin only, with the model choice included, and set against what happened.
+Each row also carries seasonal naive's forecast of that day (the same weekday of the origin's last
+week) and the MASE scale: the mean absolute difference between each day and the same weekday a week
+earlier over the history the origin saw. `demand_backtest_summary` (warehouse/sql/schema.sql) turns
+the rows into MASE against seasonal naive and the P10-P90 coverage per horizon and series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+
+from gpucast.tasks.demand.forecast import CANDIDATES, DEFAULT_DAYS, KEYS, SEASON, forecast_demand, series_frame
+
+ORIGINS = 8  # weekly origins: the last 8 weeks
+
+
+def backtest_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS, origins: int = ORIGINS,
+                    candidates: Sequence[Callable[[], object]] = CANDIDATES) -> pl.DataFrame:
+    """Per origin, horizon and series: the forecast (P10/P50/P90, method), the actual GPU-hours,
+    seasonal naive's forecast and the MASE scale; empty when the history is shorter than `days` + 1."""
+    series = series_frame(daily, as_of)
+    latest = as_of - timedelta(days=days)
+    frames = []
+    for k in range(origins):
+        origin = latest - timedelta(days=SEASON * k)
+        history = series.filter(pl.col("day") <= origin)
+        if history.is_empty():
+            break
+        forecast = forecast_demand(history, origin, days, candidates)
+        frames.append(_against_actual(forecast, series, _baseline(history, days), origin))
+    return pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
+
+
+SCHEMA = {"origin": pl.Date, "horizon": pl.Int32, "day": pl.Date, "queue": pl.String, "gpu_type": pl.String,
+          "method": pl.String, "actual": pl.Float64, "gpu_hours_p10": pl.Float64, "gpu_hours_p50": pl.Float64,
+          "gpu_hours_p90": pl.Float64, "seasonal_naive": pl.Float64, "mase_scale": pl.Float64}
+
+
+def _baseline(history: pl.DataFrame, days: int) -> pl.DataFrame:
+    """Per series and horizon: seasonal naive's forecast and the in-sample MASE scale (null when the
+    series has no week-earlier day, or never changed from one week to the next)."""
+    rows = []
+    for key, group in history.group_by(*KEYS, maintain_order=True):
+        y = group["gpu_hours"].to_numpy()
+        diffs = np.abs(y[SEASON:] - y[:-SEASON])
+        scale = float(diffs.mean()) if len(diffs) and diffs.mean() > 0 else None
+        for h in range(1, days + 1):
+            naive = float(y[len(y) - SEASON + (h - 1) % SEASON]) if len(y) >= SEASON else None
+            rows.append((*key, h, naive, scale))
+    return pl.DataFrame(rows, schema={"queue": pl.String, "gpu_type": pl.String, "horizon": pl.Int32,
+                                      "seasonal_naive": pl.Float64, "mase_scale": pl.Float64}, orient="row")
+
+
+def _against_actual(forecast: pl.DataFrame, series: pl.DataFrame, baseline: pl.DataFrame, origin: date) -> pl.DataFrame:
+    actual = series.select("day", *KEYS, pl.col("gpu_hours").alias("actual"))
+    return (forecast.join(actual, on=["day", *KEYS], how="left").join(baseline, on=[*KEYS, "horizon"], how="left")
+            .with_columns(pl.lit(origin).alias("origin"), pl.col("actual").fill_null(0.0))
+            .select(*SCHEMA).cast(SCHEMA))

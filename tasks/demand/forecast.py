@@ -1,0 +1,216 @@
+"""The demand forecast: daily GPU-hours (and jobs submitted) per queue x GPU type for the next days.
+
+Pure: takes the daily series (`demand_daily`'s columns `day, queue, gpu_type, jobs_submitted,
+gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method, with why
+(docs/planners.md, "Demand forecast"):
+
+* Each series is modelled on log(1 + GPU-hours): a day's GPU-hours are a sum of a few heavy-tailed
+  jobs, and in log space the weekly rhythm is a steady pattern instead of a few spikes. The
+  transform is monotone, so the P10 / P50 / P90 of the log forecast, mapped back, are the
+  P10 / P50 / P90 of the GPU-hours (P50 is the median day, below the mean day of a heavy tail).
+* Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season) are compared with
+  **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation
+  (`StatsForecast.cross_validation`, horizon = the forecast's days, origins a week apart); the
+  lowest mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series
+  unless a candidate beats it.
+* The band is the chosen model's own 80% prediction interval (P10-P90) in log space. Conformal
+  intervals (`ConformalIntervals`) need `windows x horizon + 1` days inside every cross-validation
+  fit, more history than 8 weeks of demo gives, and with 2 windows their quantiles rest on 2
+  residuals per horizon; the models' levels covered 80% in the measurement (docs/planners.md).
+* Fallbacks, each with its reason in `fallback_reason`: fewer than `MIN_SEASONAL_DAYS` days:
+  `naive` (the last day repeated); too short to cross-validate: `seasonal_naive`; every candidate
+  failed or none beat the baseline: `seasonal_naive`; the chosen model failing at the final fit:
+  `seasonal_naive`. A failure is caught per series: one series never stops the others.
+
+Days without jobs are zeros: each series runs from its first day to `as_of` without gaps.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import numpy as np
+import pandas as pd
+import polars as pl
+
+SEASON = 7  # days: the weekly rhythm
+LEVEL = 80  # the P10-P90 band
+DEFAULT_DAYS = 14
+MIN_SEASONAL_DAYS = 2 * SEASON  # fewer days of history: the naive forecast (no weekly pattern to copy)
+MIN_FIT_DAYS = 3 * SEASON  # the least history a candidate is fitted on inside cross-validation
+CV_WINDOWS = 3  # rolling origins, a week apart, that choose a series' model
+UNKNOWN_GPU = "unknown"  # a series of jobs that did not log their GPU type
+KEYS = ("queue", "gpu_type")
+COLUMNS = ("day", "horizon", "queue", "gpu_type", "gpu_hours_p10", "gpu_hours_p50", "gpu_hours_p90", "jobs_p50",
+           "method", "fallback_reason")
+SEASONAL_NAIVE, NAIVE = "seasonal_naive", "naive"
+
+
+def _auto_ets():
+    from statsforecast.models import AutoETS
+
+    # additive error and season in log space (multiplicative on GPU-hours), trend chosen (none, additive,
+    # damped): as accurate as the full search (ZZZ) on the simulator, ~6x faster (docs/planners.md)
+    return AutoETS(season_length=SEASON, model="AZA")
+
+
+def _auto_theta():
+    from statsforecast.models import AutoTheta
+
+    return AutoTheta(season_length=SEASON)
+
+
+# AutoARIMA and MSTL were measured too: no better than AutoETS on the simulator, AutoARIMA ~10x slower, and MSTL's
+# band too narrow (70% coverage).
+CANDIDATES: tuple[Callable[[], object], ...] = (_auto_ets, _auto_theta)
+
+
+@dataclass(frozen=True)
+class Choice:
+    method: str  # a candidate's alias, `seasonal_naive` or `naive`
+    model: Callable[[], object]
+    reason: str | None  # why a series got a fallback
+
+
+def series_frame(daily: pl.DataFrame, as_of: date) -> pl.DataFrame:
+    """Per queue x GPU type (null: `unknown`), every day from the series' first day to `as_of` (zeros
+    where no row says otherwise); days after `as_of` are left out."""
+    rows = (daily.filter(pl.col("day") <= as_of)
+            .with_columns(pl.col("gpu_type").fill_null(UNKNOWN_GPU))
+            .group_by("day", *KEYS).agg(pl.col("gpu_hours").sum().cast(pl.Float64),
+                                        pl.col("jobs_submitted").sum().cast(pl.Float64)))
+    if rows.is_empty():
+        return rows.sort(*KEYS, "day")
+    firsts = rows.group_by(*KEYS).agg(pl.col("day").min().alias("first"))
+    calendar = firsts.with_columns(pl.date_ranges("first", pl.lit(as_of)).alias("day")).explode("day").drop("first")
+    return (calendar.join(rows, on=["day", *KEYS], how="left")
+            .with_columns(pl.col("gpu_hours", "jobs_submitted").fill_null(0.0).clip(lower_bound=0.0))
+            .sort(*KEYS, "day"))
+
+
+def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,
+                    candidates: Sequence[Callable[[], object]] = CANDIDATES) -> pl.DataFrame:
+    """`days` days after `as_of` per series, at P10 / P50 / P90 (never below 0), with each series'
+    method and fallback reason (module doc)."""
+    if days < 1:
+        raise ValueError(f"--days must be 1 or more, got {days}")
+    series = series_frame(daily, as_of)
+    out = [_forecast_one(group, key, as_of, days, candidates)
+           for key, group in series.group_by(*KEYS, maintain_order=True)]
+    return pl.concat(out) if out else pl.DataFrame(schema=_schema())
+
+
+def _schema() -> dict:
+    return {"day": pl.Date, "horizon": pl.Int32, "queue": pl.String, "gpu_type": pl.String,
+            "gpu_hours_p10": pl.Float64, "gpu_hours_p50": pl.Float64, "gpu_hours_p90": pl.Float64,
+            "jobs_p50": pl.Float64, "method": pl.String, "fallback_reason": pl.String}
+
+
+def _forecast_one(group: pl.DataFrame, key: tuple, as_of: date, days: int,
+                  candidates: Sequence[Callable[[], object]]) -> pl.DataFrame:
+    hours, jobs = group["gpu_hours"].to_numpy(), group["jobs_submitted"].to_numpy()
+    choice = choose(hours, days, candidates)
+    try:
+        band, jobs_p50 = _predict(choice.model, hours, days), _predict(choice.model, jobs, days)[1]
+    except Exception as exc:  # noqa: BLE001  (a model failing for one series: that series falls back)
+        choice = Choice(SEASONAL_NAIVE, _seasonal_naive, f"{choice.method} failed at the final fit: {_describe(exc)}")
+        band, jobs_p50 = _predict(choice.model, hours, days), _predict(choice.model, jobs, days)[1]
+    p10, p50, p90 = band
+    return pl.DataFrame({
+        "day": [as_of + timedelta(days=h) for h in range(1, days + 1)], "horizon": list(range(1, days + 1)),
+        "queue": [key[0]] * days, "gpu_type": [key[1]] * days,
+        "gpu_hours_p10": p10, "gpu_hours_p50": p50, "gpu_hours_p90": p90, "jobs_p50": jobs_p50,
+        "method": [choice.method] * days, "fallback_reason": [choice.reason] * days,
+    }, schema=_schema())
+
+
+def _seasonal_naive():
+    from statsforecast.models import SeasonalNaive
+
+    return SeasonalNaive(season_length=SEASON, alias=SEASONAL_NAIVE)
+
+
+def _naive():
+    from statsforecast.models import Naive
+
+    return Naive(alias=NAIVE)
+
+
+def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] = CANDIDATES) -> Choice:
+    """The model a series is forecast with: the candidate with the lowest cross-validated MAE if it
+    beats seasonal naive's, else a fallback with its reason (module doc)."""
+    n = len(y)
+    if n < MIN_SEASONAL_DAYS:
+        return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
+    h = min(days, 2 * SEASON)
+    windows = min(CV_WINDOWS, (n - MIN_FIT_DAYS - h) // SEASON + 1)
+    if windows < 1 or not candidates:
+        return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
+                      f"(needs {MIN_FIT_DAYS + h})")
+    errors = cv_errors(y, [*candidates, _seasonal_naive], h, windows)
+    baseline = errors.pop(SEASONAL_NAIVE)
+    if isinstance(baseline, str):  # even the baseline failed: the last day repeated
+        return Choice(NAIVE, _naive, f"seasonal naive failed in cross-validation: {baseline}")
+    scored = {name: e for name, e in errors.items() if not isinstance(e, str)}
+    failed = "; ".join(f"{name} failed: {e}" for name, e in errors.items() if isinstance(e, str))
+    if not scored:
+        return Choice(SEASONAL_NAIVE, _seasonal_naive, failed)
+    best = min(scored, key=scored.get)
+    if scored[best] >= baseline:
+        return Choice(SEASONAL_NAIVE, _seasonal_naive, "no model beat seasonal naive in cross-validation "
+                      f"(best {best}: MAE {scored[best]:.4g} vs {baseline:.4g} GPU-hours a day)"
+                      + (f"; {failed}" if failed else ""))
+    factory = next(f for f in candidates if _alias(f()) == best)
+    return Choice(best, factory, None)
+
+
+def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, windows: int) -> dict[str, float | str]:
+    """Per model alias: the mean absolute error on GPU-hours over `windows` rolling origins a week
+    apart, forecasting `h` days; or the error text of a model that failed."""
+    frame = pd.DataFrame({"unique_id": "s", "ds": pd.date_range("2000-01-03", periods=len(y), freq="D"),
+                          "y": np.log1p(np.asarray(y, dtype=float))})
+    out: dict[str, float | str] = {}
+    for factory in factories:
+        model = factory()
+        try:
+            cv = _cross_validation(model, frame, h, windows)
+        except Exception as exc:  # noqa: BLE001  (a model failing: recorded, the others go on)
+            out[_alias(model)] = _describe(exc)
+            continue
+        forecast = np.expm1(cv[_alias(model)].to_numpy())
+        out[_alias(model)] = float(np.mean(np.abs(np.clip(forecast, 0, None) - np.expm1(cv["y"].to_numpy()))))
+    return out
+
+
+def _cross_validation(model, frame: pd.DataFrame, h: int, windows: int) -> pd.DataFrame:
+    from statsforecast import StatsForecast
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StatsForecast(models=[model], freq="D", n_jobs=1).cross_validation(
+            df=frame, h=h, n_windows=windows, step_size=SEASON)
+
+
+def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P10, P50, P90) of the next `days` days of `y`, fitted in log space and mapped back, never below 0
+    (a band the model leaves undefined, as naive's on one day, collapses onto P50)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = factory().forecast(y=np.log1p(np.asarray(y, dtype=float)), h=days, level=[LEVEL])
+    p50 = out["mean"]
+    lo, hi = (np.where(np.isfinite(out[k]), out[k], p50) for k in (f"lo-{LEVEL}", f"hi-{LEVEL}"))
+    p10, p50, p90 = (np.clip(np.expm1(v), 0.0, None) for v in (np.minimum(lo, p50), p50, np.maximum(hi, p50)))
+    if not np.all(np.isfinite(p50)):
+        raise ValueError("the forecast is not a number")
+    return p10, p50, p90
+
+
+def _alias(model) -> str:
+    return getattr(model, "alias", None) or type(model).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    return (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:300]

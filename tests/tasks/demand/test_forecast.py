@@ -1,0 +1,134 @@
+"""The demand forecast and its backtest on series whose answer is known (tasks/demand)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+from statsforecast.models import AutoETS
+
+from gpucast.tasks.demand.backtest import backtest_demand
+from gpucast.tasks.demand.forecast import (
+    MIN_SEASONAL_DAYS,
+    NAIVE,
+    SEASONAL_NAIVE,
+    choose,
+    forecast_demand,
+    series_frame,
+)
+
+START = date(2026, 9, 6)  # a Sunday
+
+
+def weekly(days: int, seed: int = 0, queue: str = "q", gpu_type: str | None = "A100-80GB") -> pl.DataFrame:
+    """A weekly rhythm (weekdays ~100 GPU-hours, weekends ~30) with log-normal noise: what the
+    simulator's arrivals look like, with a known pattern."""
+    rng = np.random.default_rng(seed)
+    day = [START + timedelta(days=d) for d in range(days)]
+    level = np.array([30.0 if d.weekday() >= 5 else 100.0 for d in day])
+    hours = level * np.exp(rng.normal(0, 0.5, days))
+    return pl.DataFrame({"day": day, "queue": queue, "gpu_type": gpu_type, "jobs_submitted": np.round(level / 10),
+                         "gpu_hours": hours})
+
+
+def _mae(forecast: pl.DataFrame, truth: np.ndarray) -> float:
+    return float(np.mean(np.abs(forecast["gpu_hours_p50"].to_numpy() - truth)))
+
+
+def test_a_weekly_series_is_forecast_at_least_as_well_as_seasonal_naive():
+    """On a noisy weekly series the chosen model's 14 days are nearer the truth than last week repeated."""
+    history, future = weekly(70), weekly(84)[70:]
+    as_of = START + timedelta(days=69)
+    out = forecast_demand(history, as_of, 14)
+    assert out["day"].to_list() == future["day"].to_list() and out["horizon"].to_list() == list(range(1, 15))
+    assert out["method"][0] != NAIVE  # 10 weeks: cross-validated (a model, or seasonal naive having won)
+    y = history["gpu_hours"].to_numpy()
+    naive = np.array([y[len(y) - 7 + (h - 1) % 7] for h in range(1, 15)])
+    truth = future["gpu_hours"].to_numpy()
+    assert _mae(out, truth) <= float(np.mean(np.abs(naive - truth)))
+    assert (out["gpu_hours_p10"] <= out["gpu_hours_p50"]).all() and (out["gpu_hours_p50"] <= out["gpu_hours_p90"]).all()
+    assert (out["gpu_hours_p10"] >= 0).all()
+    weekend = out.filter(pl.col("day").dt.weekday() >= 6)["gpu_hours_p50"].mean()
+    assert weekend < out.filter(pl.col("day").dt.weekday() <= 5)["gpu_hours_p50"].mean() / 2  # the rhythm is learnt
+
+
+def test_a_short_series_gets_the_naive_forecast_and_says_so():
+    out = forecast_demand(weekly(5), START + timedelta(days=4), 3)
+    assert set(out["method"]) == {NAIVE}
+    assert f"5 day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})" in out["fallback_reason"][0]
+    assert (out["gpu_hours_p10"] >= 0).all() and out.height == 3
+    # two weeks: seasonal naive, too short to cross-validate a model
+    two_weeks = forecast_demand(weekly(15), START + timedelta(days=14), 14)
+    assert set(two_weeks["method"]) == {SEASONAL_NAIVE}
+    assert "too short to cross-validate" in two_weeks["fallback_reason"][0]
+
+
+class Broken(AutoETS):
+    """A model that fails whatever it is given."""
+
+    def __init__(self):
+        super().__init__(season_length=7, alias="Broken")
+
+    def forecast(self, *args, **kwargs):
+        raise RuntimeError("the model broke")
+
+    def fit(self, *args, **kwargs):
+        raise RuntimeError("the model broke")
+
+
+def test_a_failing_model_falls_back_to_seasonal_naive_with_the_reason():
+    out = forecast_demand(weekly(70), START + timedelta(days=69), 7, candidates=[Broken])
+    assert set(out["method"]) == {SEASONAL_NAIVE}
+    assert "Broken failed: RuntimeError: the model broke" in out["fallback_reason"][0]
+    assert (out["gpu_hours_p50"] >= 0).all()
+
+
+def test_a_model_failing_only_at_the_final_fit_falls_back_too(monkeypatch):
+    """Chosen in cross-validation, then failing on the whole history: the series still gets a forecast."""
+    from gpucast.tasks.demand import forecast as module
+
+    original = module._predict
+
+    def failing(factory, y, days):
+        if factory is module._auto_ets:
+            raise ValueError("no convergence")
+        return original(factory, y, days)
+
+    monkeypatch.setattr(module, "_predict", failing)
+    monkeypatch.setattr(module, "choose", lambda y, days, candidates: module.Choice("AutoETS", module._auto_ets, None))
+    out = forecast_demand(weekly(70), START + timedelta(days=69), 7)
+    assert set(out["method"]) == {SEASONAL_NAIVE}
+    assert out["fallback_reason"][0] == "AutoETS failed at the final fit: ValueError: no convergence"
+
+
+def test_gaps_are_zeros_and_series_are_split_by_queue_and_gpu_type():
+    """Days without rows are zero days up to as_of; a null GPU type is its own `unknown` series."""
+    daily = pl.concat([weekly(3), weekly(2, queue="q2", gpu_type=None)]).filter(pl.col("day") != START + timedelta(days=1))
+    frame = series_frame(daily, START + timedelta(days=4))
+    q = frame.filter(pl.col("queue") == "q")
+    assert q["day"].to_list() == [START + timedelta(days=d) for d in range(5)]
+    assert q["gpu_hours"].to_list()[1] == 0.0 and q["gpu_hours"].to_list()[3:] == [0.0, 0.0]
+    assert frame.filter(pl.col("queue") == "q2")["gpu_type"].unique().to_list() == ["unknown"]
+
+
+def test_choose_keeps_seasonal_naive_when_no_model_beats_it():
+    """A series that repeats every week exactly: seasonal naive is perfect, nothing beats it."""
+    y = np.tile([5.0, 80, 90, 100, 95, 85, 10], 10)
+    choice = choose(y, 14)
+    assert choice.method == SEASONAL_NAIVE and "no model beat seasonal naive" in choice.reason
+
+
+def test_the_backtest_forecasts_each_origin_from_its_own_past():
+    history = weekly(70)
+    as_of = START + timedelta(days=69)
+    rows = backtest_demand(history, as_of, days=14, origins=3)
+    assert rows["origin"].unique().sort().to_list() == [as_of - timedelta(days=14 + 7 * k) for k in (2, 1, 0)]
+    assert rows.height == 3 * 14 and rows["horizon"].max() == 14
+    truth = dict(zip(history["day"].to_list(), history["gpu_hours"].to_list(), strict=True))
+    assert all(abs(truth[d] - a) < 1e-9 for d, a in zip(rows["day"].to_list(), rows["actual"].to_list(), strict=True))
+    first = rows.filter(pl.col("origin") == as_of - timedelta(days=14), pl.col("horizon") == 1)
+    assert first["seasonal_naive"][0] == pytest.approx(truth[as_of - timedelta(days=20)])  # the same weekday a week before
+    assert (rows["mase_scale"] > 0).all()
+    assert backtest_demand(weekly(10), START + timedelta(days=9), days=14).is_empty()  # no origin with a full horizon
