@@ -41,8 +41,11 @@ TRAIN_DEFAULTS = TrainOptions()
 # the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many rows as the flat week
 # of 500 jobs it had, in the past (ingest refuses times after its clock): Friday 2026-09-04 to Thursday 2026-10-29, so
 # night 1's last day is a weekday (the most pending jobs for night 2, Friday, to start and the backtest to check)
-DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.15, dirty_fraction=0.02, rhythm=Rhythm(),
-                 start=date(2026, 9, 4))
+# The demo's history: 8 weeks at 80 jobs a weekday (about the rows of the flat week it had). Half of each day's jobs
+# wait a day and 90% of those start then, so night 2 completes ~36 of night 1's queued jobs: enough (>= 30) for
+# the champion gate's backtest to judge on jobs completed since they were forecast, not on validation alone.
+DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.5, dirty_fraction=0.02, rhythm=Rhythm(),
+                 start=date(2026, 9, 4), start_next_day=0.9)
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
@@ -302,7 +305,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
-                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start)
+                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start,
+                    start_next_day=DEMO.start_next_day)
     _warm_up_validation()
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
