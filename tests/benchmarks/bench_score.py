@@ -61,15 +61,20 @@ GOAL_JOBS_PER_MIN = 1_500_000
 FAMILIES = ("lightgbm", "xgboost", "random_forest", "extra_trees")
 
 
-def gpucast(*args: str) -> tuple[float, str]:
-    """Run the `gpucast` command in a fresh process as a user does; (wall seconds, its output)."""
+def gpucast(*args: str, check: bool = True) -> tuple[float, str | None]:
+    """Run the `gpucast` command in a fresh process as a user does; (wall seconds, None), or with `check` False
+    (seconds, why it failed) when it exits non-zero (with `check`: the benchmark stops there)."""
     exe = Path(sys.executable).with_name("gpucast")
     t = time.perf_counter()
     done = subprocess.run([str(exe), *args], capture_output=True, text=True, env=os.environ.copy())
     seconds = time.perf_counter() - t
-    if done.returncode:
-        raise SystemExit(f"gpucast {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return seconds, done.stdout + done.stderr
+    if not done.returncode:
+        return seconds, None
+    why = f"gpucast {' '.join(args)} failed ({done.returncode}): " + next(
+        (line.strip() for line in done.stderr.splitlines() if "Error" in line), done.stderr.strip()[-300:])[:300]
+    if check:
+        raise SystemExit(f"{why}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return seconds, why
 
 
 def part_scoring(n_pending: int, families: list[str], runs: int) -> None:
@@ -104,7 +109,11 @@ def score_family(family: str, pending: pl.DataFrame, runs: int) -> list[dict]:
           f"{len(champions)} targets: scoring path {floor:.2f} s, the library's own {native:.2f} s", flush=True)
     out = []
     for run in range(1, runs + 1):
-        s, _ = gpucast("score")
+        s, failed = gpucast("score", check=False)
+        if failed:  # said, and the next runs and families still measured
+            print(f"  run {run}: {failed} after {s:.1f} s", flush=True)
+            out.append({"family": family, "run": run, "command_s": round(s, 1), "failed": failed})
+            continue
         jpm = pending.height / s * 60
         print(f"  run {run}: gpucast score {s:.1f} s = {jpm:,.0f} jobs/min = {s / floor:.1f}x the predict alone on the "
               f"scoring path, {s / native:.1f}x the library's own predict", flush=True)
