@@ -64,8 +64,8 @@ def record_target(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetRes
             _insert_metrics(con, run_id, result)
         con.execute("INSERT INTO model_champions (train_run_id, target, model, preset, labelled_rows, validation_rmse, "
                     "test_rmse_mean, test_mape_mean, model_dir, skipped_reason, features, refit_rows, calibration_rows, "
-                    "challenger, decision, decision_reason, champion_run_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "challenger, decision, decision_reason, champion_run_id, most_accurate_model, choice_reason) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     _champion_row(run_id, result, features, decision, incumbent))
 
 
@@ -74,6 +74,7 @@ def _insert_metrics(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetR
         pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",
         "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
         pl.col("rows_eval").alias("rows_test"), "train_seconds", "device", pl.col("epochs").cast(pl.Int64),
+        pl.col("score_seconds_per_million").cast(pl.Float64),
     )
     con.register("new_metrics", m)
     con.execute("INSERT INTO model_metrics BY NAME SELECT * FROM new_metrics")
@@ -98,4 +99,5 @@ def _champion_row(run_id: str, result: TargetResult, features: str, decision, in
         model, model_dir, champion_run, verdict = incumbent.model, incumbent.model_dir, incumbent.train_run_id, "kept"
     refit = (result.refit.rows, result.refit.calibration_rows) if champ else (None, None)
     return [run_id, result.target, model, preset, result.rows, *stats, model_dir, result.skipped, features, *refit,
-            champ, verdict if champ else None, reason if champ else None, champion_run]
+            champ, verdict if champ else None, reason if champ else None, champion_run, result.most_accurate,
+            result.choice_reason]

@@ -8,9 +8,12 @@ Protocol, per target and per repeat r = 0..repeats-1 (seed = base seed + r):
 The **champion** is chosen on *validation* RMSE alone (test rows never take part): the model with the
 lowest mean over the repeats, unless other models are tied with it within noise (within one standard
 error of the paired per-repeat differences, or `TIE_FLOOR` of its mean, whichever is larger); then the
-first of the tied in `registry.PREFERENCE` (trees before the network), so that one lucky slice cannot
-flip the choice (`champion_choice`). Test metrics are reported as mean and spread over the repeats,
-because one 70/30 split of a small table is noise. The champion of the first repeat is saved.
+**cheapest to score** of the tied (each fit's `predict` timed on `SCORE_COST_ROWS` rows, scaled to 1M jobs:
+`score_cost`; costs within `COST_NOISE` of the cheapest count as equal, and then the first in
+`registry.PREFERENCE`, trees before the network), so that one lucky slice cannot flip the choice and a
+model no better than the others does not cost more to score each night (`champion_choice`). Test metrics
+are reported as mean and spread over the repeats, because one 70/30 split of a small table is noise. The
+champion of the first repeat is saved.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +47,14 @@ CHAMPION_METRIC = "rmse"
 # Models within this share of the best mean validation RMSE are tied with it even when the repeats
 # cannot tell (one repeat has no standard error; two agreeing repeats have a tiny one).
 TIE_FLOOR = 0.02
+# Scoring cost: each fit's `predict` is timed on this many rows (its validation and test rows, repeated) and
+# scaled to 1M jobs; two costs within `COST_NOISE` of each other are equal (one timing on a shared machine).
+SCORE_COST_ROWS = 20_000
+COST_NOISE = 0.25
 CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; models within one standard error of "
                  f"the paired per-repeat differences (at least {TIE_FLOOR:.0%} of the lowest mean) are tied, and "
-                 f"the first tied one in this order wins: {', '.join(registry.PREFERENCE)}")
+                 f"the cheapest tied one to score per 1M jobs wins (costs within {COST_NOISE:.0%} of the cheapest are "
+                 f"equal; then the first in this order: {', '.join(registry.PREFERENCE)})")
 # Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
 # (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
 COMPILE_MIN_PENDING = 200_000
@@ -238,13 +246,26 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
                                                                   max_seconds=max_seconds)).fit(X[fit_idx], y[fit_idx])
     seconds = time.perf_counter() - t0
     used = getattr(est, "device_", "cpu")
+    cost = score_cost(est, X[np.concatenate([val_idx, test_idx])])
     out = tuple(MetricRow(model=model, preset=options.preset if model == registry.NN else None,
                           features=options.features, repeat=repeat, seed=seed, split=split_name,
                           **metrics(y[idx], est.predict(X[idx])), rows_train=len(fit_idx), rows_eval=len(idx),
-                          train_seconds=seconds, device=used, epochs=getattr(est, "epochs_run_", None))
+                          train_seconds=seconds, device=used, epochs=getattr(est, "epochs_run_", None),
+                          score_seconds_per_million=cost)
                 for split_name, idx in (("validation", val_idx), ("test", test_idx)))
     return FitResult(target, model, repeat, out, est.predict(X[test_idx]), seconds, used,
                      getattr(est, "stopped_by_", None))
+
+
+def score_cost(est, X: np.ndarray, rows: int = SCORE_COST_ROWS) -> float:
+    """Seconds `est.predict` takes per 1M jobs, timed on `rows` rows of `X` (repeated when it has fewer),
+    after one warm-up call on a few rows. The library's own predict: a champion that compiles scores faster
+    still (docs/benchmarks.md), so this ranks the compiled families conservatively."""
+    sample = X[np.resize(np.arange(len(X)), rows)] if len(X) else X
+    est.predict(sample[:100])
+    t0 = time.perf_counter()
+    est.predict(sample)
+    return round((time.perf_counter() - t0) * 1_000_000 / max(len(sample), 1), 3)
 
 
 def describe_fit(outcome: FitOutcome, repeats: int) -> str:
@@ -326,8 +347,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         result.skipped += "; the analytic prior scores it"
         return _refit(rows, target, options, registry.PRIOR, result, build)
     choice = champion_choice(result.metrics)
-    champion = choice.champion
-    progress(f"{target}: champion {champion} ({choice.describe()}); refitting it")
+    champion, result.most_accurate, result.choice_reason = choice.champion, choice.lowest, choice.describe()
+    progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:
         y = rows[target].to_numpy().astype(np.float64)
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build)
@@ -442,23 +463,28 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
 
 @dataclass(frozen=True)
 class ChampionChoice:
-    """How the champion was chosen (`CHAMPION_RULE`): the model with the lowest mean validation RMSE,
-    the models tied with it within noise (in `registry.PREFERENCE` order, the champion first), and each
-    model's mean validation RMSE."""
+    """How the champion was chosen (`CHAMPION_RULE`): the model with the lowest mean validation RMSE (the most
+    accurate), the models tied with it within noise (cheapest to score first, the champion first), each model's
+    mean validation RMSE and its mean scoring cost (seconds per 1M jobs; absent where it was not measured)."""
 
     champion: str
     lowest: str
     tied: tuple[str, ...]
     means: dict[str, float]
+    costs: dict[str, float] = field(default_factory=dict)
 
     def describe(self) -> str:
-        if self.champion == self.lowest and len(self.tied) == 1:
-            return f"lowest mean validation {CHAMPION_METRIC.upper()}"
-        if self.champion == self.lowest:
-            return (f"lowest mean validation {CHAMPION_METRIC.upper()}, tied within noise with "
-                    f"{', '.join(self.tied[1:])}; first in the preference order")
-        return (f"tied within noise with {self.lowest} (lowest mean validation {CHAMPION_METRIC.upper()} "
-                f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g}); first in the preference order")
+        metric = f"mean validation {CHAMPION_METRIC.upper()}"
+        if len(self.tied) == 1:
+            return f"lowest {metric}"
+        others = ", ".join(m for m in self.tied if m != self.champion)
+        accuracy = (f"lowest {metric}, tied within noise with {others}" if self.champion == self.lowest else
+                    f"tied within noise with {others} (the most accurate, {self.lowest}: {metric} "
+                    f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g})")
+        if self.champion not in self.costs:
+            return f"{accuracy}; first in the preference order (scoring cost not measured)"
+        costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
+        return f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})"
 
 
 def _tie_margin(val: pl.DataFrame, model: str, lowest: str, floor: float) -> float:
@@ -486,8 +512,27 @@ def champion_choice(metric_rows: list[MetricRow] | list[dict]) -> ChampionChoice
     lowest = ranking["model"][0]
     floor = TIE_FLOOR * means[lowest]
     tied = [m for m in means if means[m] - means[lowest] <= _tie_margin(val, m, lowest, floor)]
-    tied.sort(key=lambda m: (_preference(m), means[m]))
-    return ChampionChoice(tied[0], lowest, tuple(tied), means)
+    costs = _mean_costs(val)
+    cheap = _equally_cheapest(costs, tied)
+    tied.sort(key=lambda m: (m not in cheap, _preference(m), means[m]))
+    return ChampionChoice(tied[0], lowest, tuple(tied), means, {m: costs[m] for m in tied if m in costs})
+
+
+def _mean_costs(val: pl.DataFrame) -> dict[str, float]:
+    """Each model's mean `score_seconds_per_million` over its repeats (models without one are left out)."""
+    if "score_seconds_per_million" not in val.columns:
+        return {}
+    mean = val.group_by("model").agg(pl.col("score_seconds_per_million").cast(pl.Float64).mean()).drop_nulls()
+    return dict(mean.iter_rows())
+
+
+def _equally_cheapest(costs: dict[str, float], tied: list[str]) -> set[str]:
+    """The tied models within `COST_NOISE` of the cheapest tied one's cost; all of them when a tied model's cost
+    is unknown (the preference order alone decides then)."""
+    if any(m not in costs for m in tied):
+        return set(tied)
+    cheapest = min(costs[m] for m in tied)
+    return {m for m in tied if costs[m] <= cheapest * (1 + COST_NOISE)}
 
 
 def choose_champion(metric_rows: list[MetricRow] | list[dict]) -> str:
@@ -506,6 +551,8 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "champion": result.champion,
         "champion_metric": CHAMPION_RULE,
         "champion_tied": list(champion_choice(result.metrics).tied) if result.metrics else [],
+        "most_accurate": result.most_accurate,
+        "choice_reason": result.choice_reason,
         "rows": result.rows,
         "python": platform.python_version(),
         "versions": store.library_versions(),

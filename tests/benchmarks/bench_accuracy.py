@@ -49,7 +49,7 @@ from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.intervals import Calibrated, calibrate
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.score import safe_request_gb
-from gpucast.tasks.learn.train import CALIBRATION_FRACTION, TrainOptions, _build, choose_champion, metrics, split
+from gpucast.tasks.learn.train import CALIBRATION_FRACTION, TrainOptions, _build, champion_choice, metrics, score_cost, split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks import real_archs  # noqa: E402
@@ -60,14 +60,16 @@ TREE_ENSEMBLES = ("extra_trees", "random_forest", "catboost", "xgboost", "lightg
 
 
 def fit_predict(name: str, rows: pl.DataFrame, y: np.ndarray, target: str, feature_set: str, fit: np.ndarray,
-                nn_epochs: int, preset: str = "paper") -> tuple[np.ndarray, float]:
-    """(predictions for every row, training seconds) of model `name` fitted on rows `fit`."""
+                nn_epochs: int, preset: str = "paper") -> tuple[np.ndarray, float, float]:
+    """(predictions for every row, training seconds, scoring seconds per 1M jobs: `score_cost`) of model
+    `name` fitted on rows `fit`."""
     enc = FeatureEncoder(feature_set).fit(rows[fit])
     X = enc.transform(rows)
     options = TrainOptions(features=feature_set, preset=preset, epochs=nn_epochs)
     t0 = time.perf_counter()
     est = _build(name, enc, target, options, registry.Build(seed=0, threads=2, progress=lambda _: None)).fit(X[fit], y[fit])
-    return est.predict(X), time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    return est.predict(X), seconds, score_cost(est, X)
 
 
 def plain_quantile_p90(rows: pl.DataFrame, y: np.ndarray, fit: np.ndarray) -> np.ndarray:
@@ -91,18 +93,19 @@ def compare(rows: pl.DataFrame, target: str, feature_set: str, models: tuple[str
     for r in range(repeats):
         fit, val, test = split(rows.height, r)
         for name in models:
-            pred, s = fit_predict(name, rows, y, target, feature_set, fit, nn_epochs, preset)
+            pred, s, cost = fit_predict(name, rows, y, target, feature_set, fit, nn_epochs, preset)
             seconds.setdefault(name, []).append(s)
-            val_rmse.append({"model": name, "split": "validation", "rmse": metrics(y[val], pred[val])["rmse"]})
+            val_rmse.append({"model": name, "split": "validation", "repeat": r, "rmse": metrics(y[val], pred[val])["rmse"],
+                             "score_seconds_per_million": cost})
             groups = {c.MODEL_TYPE: rows[c.MODEL_TYPE].gather(val).to_list()}
             cal = Calibrated(calibrate(y[val], pred[val], float(y[fit].min()), groups))
             p10, p50, p90 = cal.intervals(pred[test], {c.MODEL_TYPE: rows[c.MODEL_TYPE].gather(test).to_numpy()})
             tests.setdefault(name, []).append(rows[test].select(c.MODEL_TYPE).with_columns(
                 pl.Series("actual", y[test]), pl.Series("p50", pred[test]), pl.Series("p10", p10),
                 pl.Series("p90", p90), pl.lit(r).alias("repeat")))
-    champion = choose_champion(val_rmse)
+    choice = champion_choice(val_rmse)
     mean_val = pl.DataFrame(val_rmse).group_by("model").agg(pl.col("rmse").mean())
-    return {"champion": champion, "tests": {m: pl.concat(v) for m, v in tests.items()},
+    return {"champion": choice.champion, "choice": choice, "tests": {m: pl.concat(v) for m, v in tests.items()},
             "val_rmse": dict(mean_val.iter_rows()), "seconds": {m: float(np.mean(s)) for m, s in seconds.items()}}
 
 
@@ -112,7 +115,7 @@ def baseline(rows: pl.DataFrame, target: str, repeats: int) -> pl.DataFrame:
     parts = []
     for r in range(repeats):
         fit, _, test = split(rows.height, r)
-        pred, _ = fit_predict("lightgbm", rows, y, target, "contract", fit, 1)
+        pred, *_ = fit_predict("lightgbm", rows, y, target, "contract", fit, 1)
         p90 = plain_quantile_p90(rows, y, fit)
         parts.append(rows[test].select(c.MODEL_TYPE).with_columns(
             pl.Series("actual", y[test]), pl.Series("p50", pred[test]), pl.Series("p90", p90[test]),
@@ -162,7 +165,7 @@ def refit_gain(rows: pl.DataFrame, target: str, champion: str, feature_set: str,
         fit56, _, _ = split(len(history), r)
         refit = history[: len(history) - int(round(len(history) * CALIBRATION_FRACTION))]
         for chosen, out in ((history[fit56], before), (refit, after)):
-            pred, _ = fit_predict(champion, rows, y_all, target, feature_set, chosen, nn_epochs)
+            pred, *_ = fit_predict(champion, rows, y_all, target, feature_set, chosen, nn_epochs)
             out.append(metrics(y_all[test], pred[test])["mape"])
     return float(np.mean(before)), float(np.mean(after))
 
@@ -222,7 +225,7 @@ def evaluate(train_rows: pl.DataFrame, test_rows: pl.DataFrame, label: str, targ
     y = both[target].to_numpy().astype(np.float64)
     fit, test = np.arange(train_rows.height), np.arange(train_rows.height, both.height)
     pipe, champion = champion_pipeline(train_rows, test_rows, target, options, folder)
-    plain, _ = fit_predict("lightgbm", both, y, target, "contract", fit, 1)
+    plain, *_ = fit_predict("lightgbm", both, y, target, "contract", fit, 1)
     prior_col = priors.PRIOR_FOR_TARGET[target]
     prior = both[prior_col].to_numpy().astype(np.float64)
     prior_cal = Calibrated(calibrate(y[fit], prior[fit], float(y[fit].min()),
@@ -328,6 +331,7 @@ def main() -> None:
             best_val = res["val_rmse"][res["champion"]]
             print(f"  feature set {fs:9s}: champion {res['champion']:18s} validation RMSE {best_val:.4g}, "
                   f"test MAPE {scores(res['tests'][res['champion']], False)['mape']:.1f}% ({time.perf_counter() - t0:.0f} s)")
+            print(f"      {res['choice'].describe()}")
         best_set = min(results, key=lambda k: results[k]["val_rmse"][results[k]["champion"]])
         best = results[best_set]
         print(f"  -> kept on validation: {best_set} ({best['champion']})\n")

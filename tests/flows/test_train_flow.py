@@ -34,6 +34,11 @@ def test_train_then_report(home, tmp_path, capsys):
         epochs = con.execute("SELECT model, min(epochs), max(epochs) FROM model_metrics GROUP BY ALL ORDER BY 1").fetchall()
         assert epochs == [("lightgbm", None, None), ("linear_fs", None, None), ("transformer_bigru", 2, 2)]  # tiny: 2
         champs = con.execute("SELECT target, model, model_dir FROM model_champions ORDER BY target").fetchall()
+        costs = con.execute("SELECT min(score_seconds_per_million), count(score_seconds_per_million) FROM model_metrics").fetchone()
+        assert costs[0] > 0 and costs[1] == n  # every fit's scoring cost was timed (the champion rule's tie-break)
+        chosen = con.execute("SELECT challenger, most_accurate_model, choice_reason FROM model_champions").fetchall()
+    assert all(best in MODELS.split(",") and reason for _, best, reason in chosen)
+    assert all(challenger == best or "cheapest to score" in reason for challenger, best, reason in chosen)
     assert [t for t, _, _ in champs] == sorted(c.TARGETS)
     for _, model, model_dir in champs:
         assert model in MODELS.split(",") and (Path(model_dir) / "metadata.json").exists()

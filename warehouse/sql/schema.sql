@@ -168,6 +168,8 @@ CREATE TABLE IF NOT EXISTS model_metrics (
 -- warehouses created before the columns existed
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/learn/features.py)
+-- its predict's cost per 1M jobs, timed at train time (tasks/learn/train.py `score_cost`): the champion rule's tie-break
+ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS score_seconds_per_million DOUBLE;
 
 -- Per train run: the fits (target x model x repeat) it did not finish, and why: the night budget
 -- ran out (GPUCAST_NIGHT_BUDGET_MINUTES), or a worker was lost twice. The champion was chosen
@@ -204,6 +206,10 @@ ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS challenger VARCHAR;
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS decision VARCHAR;          -- first | promoted | kept
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS decision_reason VARCHAR;
 ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS champion_run_id VARCHAR;
+-- tonight's choice (`challenger`): the most accurate model on validation, and why the challenger was chosen
+-- (the cheapest to score of the models tied with the most accurate within noise: tasks/learn/train.py CHAMPION_RULE)
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS most_accurate_model VARCHAR;
+ALTER TABLE model_champions ADD COLUMN IF NOT EXISTS choice_reason VARCHAR;
 
 -- Forecasts (issue 4) ----------------------------------------------------------------------------
 -- One row per scoring run. Its forecasts are inserted in the same transaction that marks it

@@ -123,6 +123,26 @@ def test_a_near_tie_between_the_network_and_a_tree_goes_to_the_tree():
     assert choose_champion(_val("transformer_bigru", [1.00]) + _val("extra_trees", [1.05])) == "transformer_bigru"
 
 
+def _costed(model: str, rmses: list[float], cost: float | None) -> list[dict]:
+    return [{**row, "score_seconds_per_million": cost} for row in _val(model, rmses)]
+
+
+def test_among_the_tied_the_cheapest_to_score_wins_and_a_clearly_better_model_pays_its_cost():
+    from gpucast.tasks.learn.train import champion_choice
+
+    tied = _costed("lightgbm", [1.00, 1.02, 0.99], 12.0) + _costed("random_forest", [1.01, 1.00, 1.01], 3.0)
+    choice = champion_choice(tied + _costed("decision_tree", [1.30, 1.32, 1.29], 0.1))
+    assert (choice.champion, choice.lowest) == ("random_forest", "lightgbm")  # the tree: cheapest but not tied
+    assert choice.costs == {"random_forest": 3.0, "lightgbm": 12.0}
+    assert "cheapest to score" in choice.describe() and "the most accurate, lightgbm" in choice.describe()
+    # costs within COST_NOISE of the cheapest are equal: the preference order decides
+    assert choose_champion(_costed("lightgbm", [1.00], 3.5) + _costed("random_forest", [1.01], 3.0)) == "lightgbm"
+    # a model clearly more accurate wins however much it costs
+    assert choose_champion(_costed("lightgbm", [0.5, 0.52], 100.0) + _costed("random_forest", [1.0, 1.01], 1.0)) == "lightgbm"
+    # a tied model without a measured cost (an older run's rows): the preference order alone, as before
+    assert choose_champion(_costed("lightgbm", [1.0], None) + _costed("random_forest", [1.01], 1.0)) == "lightgbm"
+
+
 def test_a_clearly_better_network_is_champion_however_the_repeats_fall():
     net, tree = [0.50, 0.53, 0.49], [1.00, 1.03, 0.98]
     assert choose_champion(_val("transformer_bigru", net) + _val("lightgbm", tree)) == "transformer_bigru"
@@ -138,7 +158,8 @@ def test_every_registry_model_has_a_place_in_the_preference_the_network_last():
 
 def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_path, jobs):
     """On these jobs the lowest mean validation RMSE of memory is linear_fs with seed 0 and lightgbm with
-    seed 1 (two 20% slices decide): the rule ties them and keeps lightgbm for both."""
+    seed 1 (two 20% slices decide): the rule ties them with decision_tree, and keeps the cheapest of the tied
+    to score (decision_tree, tens of times cheaper than both) for both seeds."""
     import json
 
     from gpucast.tasks.learn.train import CHAMPION_RULE, champion_choice
@@ -149,9 +170,12 @@ def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_
     assert [m.rmse for m in runs[0, 1].metrics] == [m.rmse for m in runs[0, 2].metrics]
     lowest = {seed: champion_choice(runs[seed, 1].metrics).lowest for seed in (0, 1)}
     assert lowest[0] != lowest[1]  # the old rule (the lowest mean) flipped with the seed
-    assert runs[0, 1].champion == runs[1, 1].champion == "lightgbm"
+    assert runs[0, 1].champion == runs[1, 1].champion == "decision_tree"
+    choice = champion_choice(runs[0, 1].metrics)
+    assert choice.costs["decision_tree"] * 10 < min(choice.costs[m] for m in choice.tied[1:])
     saved = json.loads((tmp_path / "01" / "metadata.json").read_text())
-    assert saved["champion_metric"] == CHAMPION_RULE and saved["champion_tied"][0] == "lightgbm"
+    assert saved["champion_metric"] == CHAMPION_RULE and saved["champion_tied"][0] == "decision_tree"
+    assert saved["most_accurate"] == lowest[0] and "cheapest to score" in saved["choice_reason"]
 
 
 def test_fits_are_ordered_fast_baselines_first_the_last_champion_next_the_network_last():
