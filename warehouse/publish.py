@@ -6,10 +6,13 @@ file: at the end of each *successful* run the pipeline publishes a copy, holding
 so nothing changes meanwhile:
 
 1. checkpoint `warehouse.duckdb`;
-2. build the new copy in a temporary file beside `published.duckdb` with `ATTACH ... (READ_ONLY)` +
-   `COPY FROM DATABASE`: DuckDB reads every row of every table back, checking each block's
-   checksum, so a corrupted warehouse fails the publish instead of reaching planners (a byte copy
-   would carry the corruption over);
+2. build the new copy in a temporary file beside `published.duckdb` with `ATTACH ... (READ_ONLY)`,
+   one `CREATE TABLE ... AS SELECT *` per table, then every view: DuckDB reads every row of every
+   table back, checking each block's checksum, so a corrupted warehouse fails the publish instead of
+   reaching planners (a byte copy would carry the corruption over). The copy's tables have the
+   warehouse's columns and rows but not its keys and constraints: nothing writes the copy, and a
+   primary key's index must fit in memory (`COPY FROM DATABASE`, which rebuilds them, failed on 9 M
+   forecasts under the 1 GB limit, so a site scoring 1 M jobs a night lost its copy on night 3);
 3. make it read-only on disk (mode 0444);
 4. keep the current copy as `published.prev.duckdb` (a hard link to its file, so no bytes are
    copied; `gpucast restore` puts it back);
@@ -89,15 +92,16 @@ def restore_previous(storage: Storage) -> Path:
 
 
 def _verified_copy(storage: Storage, tmp: Path) -> None:
-    """Write every table, view and sequence of the warehouse into a new database file at `tmp`,
-    within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
+    """Write every table (its columns and rows, without keys or constraints) and every view of the warehouse
+    into a new database file at `tmp`, within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
     tmp.unlink(missing_ok=True)
     con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
     try:
         con.execute(f"ATTACH {sql_string(tmp)} AS copy")
         con.execute(f"ATTACH {sql_string(storage.db_path)} AS source (READ_ONLY)")
         try:
-            con.execute("COPY FROM DATABASE source TO copy")
+            _copy_tables(con)
+            _copy_views(con)
         except duckdb.Error as exc:
             if environment_error(exc):
                 raise  # a full disk or a permission error: said as such (exit 5), not as corruption
@@ -108,6 +112,34 @@ def _verified_copy(storage: Storage, tmp: Path) -> None:
         con.execute("CHECKPOINT copy")
     finally:
         con.close()
+
+
+def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Every table of `source`, read back whole into `copy` (one statement each: no index to hold in memory)."""
+    tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'source' "
+                         "ORDER BY schema_name, table_name").fetchall()
+    for schema, table in tables:
+        if schema != "main":
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS copy."{schema}"')
+        con.execute(f'CREATE TABLE copy."{schema}"."{table}" AS SELECT * FROM source."{schema}"."{table}"')
+
+
+def _copy_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Every view of `source`, defined again in `copy` from its own SQL. A view that reads another view
+    defined after it fails until that one exists, so the views are retried while each round adds one."""
+    pending = [sql for (sql,) in con.execute("SELECT sql FROM duckdb_views() WHERE database_name = 'source' "
+                                             "AND NOT internal ORDER BY view_oid").fetchall()]
+    con.execute("USE copy")
+    while pending:
+        failed = []
+        for sql in pending:
+            try:
+                con.execute(sql)
+            except duckdb.CatalogException:
+                failed.append(sql)
+        if len(failed) == len(pending):
+            con.execute(failed[0])  # no progress: raise the first one's own error
+        pending = failed
 
 
 def _replace_with_copy(src: Path, dst: Path) -> None:

@@ -8,6 +8,7 @@ carried it to planners). In each, planners keep a working copy and `gpucast sql`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import stat
@@ -142,3 +143,23 @@ def test_a_corrupted_warehouse_is_never_published(settings, capsys):
     code, out, _ = _sql(capsys, "SELECT DISTINCT n FROM night")
     assert code == 0 and out.splitlines()[1:] == ["1"]
     assert main(["status", "--no-flows"]) == 0
+
+
+def test_a_table_whose_key_index_would_not_fit_in_memory_is_published_whole_with_its_views(settings):
+    # A primary key's index is held in memory while a table is written; COPY FROM DATABASE rebuilt them and
+    # failed past ~6 M forecasts at the 1 GB default. Here the same at a small scale: a 16 MB limit, 600k rows.
+    with db.writer(settings) as con:
+        con.execute("CREATE TABLE keyed (run VARCHAR, job VARCHAR, target VARCHAR, p50 DOUBLE, PRIMARY KEY (run, job, target))")
+        con.execute("INSERT INTO keyed SELECT 'score-run-' || (i // 200000), 'job-' || lpad(CAST(i AS VARCHAR), 9, '0'), "
+                    "'peak_gpu_mem_gb', i FROM range(600000) t(i)")
+        con.execute("CREATE VIEW keyed_runs AS SELECT max(run) AS run FROM keyed")
+        con.execute("CREATE VIEW keyed_latest AS SELECT * FROM keyed_runs JOIN keyed USING (run)")
+        con.execute("CREATE OR REPLACE VIEW keyed_runs AS SELECT max(run) AS run FROM keyed")  # now defined after its reader
+    small = dataclasses.replace(settings, duckdb_memory="16MB")
+    published = publish_snapshot(small)
+    with duckdb.connect(str(published), read_only=True) as con:
+        assert con.execute("SELECT count(*), sum(p50) FROM keyed").fetchone() == (600000, sum(range(600000)))
+        assert con.execute("SELECT count(*) FROM keyed_latest").fetchone() == (200000,)
+        names = {n for (n,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        assert names == {n for (n,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
