@@ -45,10 +45,15 @@ def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
 
 
 def capacity_summary(storage: Storage) -> str:
-    """The capacity the pending queue needs per queue, and the champions (after a nightly run)."""
-    capacity, champions = queries.capacity_summary(storage.query_path)
+    """The capacity the pending queue needs per queue, the plan's days (queued + expected arrivals), and the
+    champions (after a nightly run)."""
+    from gpucast.tasks.plan.arrivals import by_day
+
+    capacity, champions, plan = queries.capacity_summary(storage.query_path)
+    days = ("" if plan.is_empty() else "\n\nGPUs needed every day of the plan, all queues: the queued jobs (known) + the "
+            "demand forecast's arrivals (expected) (current_capacity_plan):\n" + render.text_table(by_day(plan)))
     return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + render.text_table(capacity)
-            + "\n\nChampions (model_leaderboard):\n" + render.text_table(champions) + "\n")
+            + days + "\n\nChampions (model_leaderboard):\n" + render.text_table(champions) + "\n")
 
 
 def backtest_text(storage: Storage, backtest_days: int) -> str:

@@ -137,10 +137,13 @@ def leaderboard_and_capacity(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     return board, totals
 
 
-def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per queue: jobs, GPU-hours and memory of the pending queue; and the champion per target."""
-    capacity, champions = _read(path, (CAPACITY_BY_QUEUE, []), (CHAMPIONS, []))
-    return capacity, champions
+CURRENT_PLAN = "SELECT * FROM current_capacity_plan ORDER BY day, queue, gpu_type"
+
+
+def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Per queue: jobs, GPU-hours and memory of the pending queue; the champion per target; the current plan's rows."""
+    capacity, champions, plan = _read(path, (CAPACITY_BY_QUEUE, []), (CHAMPIONS, []), (CURRENT_PLAN, []))
+    return capacity, champions, plan
 
 
 # What a planner's query may be, by DuckDB's own parse (`duckdb.extract_statements`), not by matching
