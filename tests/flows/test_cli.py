@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -26,6 +27,8 @@ def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
     assert main(["demo", "--days", "2", "--jobs-per-day", "200", *QUICK]) == 0
     out = capsys.readouterr().out
     assert "Capacity needed by the pending queue" in out and "Where to look next" in out
+    plan_days = out.split("GPUs needed every day of the plan", 1)[1].split("Champions", 1)[0]
+    assert len(re.findall(r"^│ \d{4}-\d\d-\d\d ┆", plan_days, re.M)) == 14  # known + expected, every day of the plan
 
     assert main(["sql", "SELECT sum(jobs) AS n FROM capacity_daily", "--format", "json"]) == 0
     planned = json.loads(capsys.readouterr().out)[0]["n"]
