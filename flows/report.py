@@ -53,7 +53,7 @@ def capacity_summary(storage: Storage) -> str:
     days = ("" if plan.is_empty() else "\n\nGPUs needed every day of the plan, all queues: the queued jobs (known) + the "
             "demand forecast's arrivals (expected) (current_capacity_plan):\n" + render.text_table(by_day(plan)))
     return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + render.text_table(capacity)
-            + days + "\n\nChampions (model_leaderboard):\n" + render.text_table(champions) + "\n")
+            + days + "\n\nChampions (current_champions; metrics from the run that trained each):\n" + render.text_table(champions) + "\n")
 
 
 def backtest_text(storage: Storage, backtest_days: int) -> str:

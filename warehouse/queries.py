@@ -68,10 +68,14 @@ LEADERBOARD = """
 SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds, epochs
 FROM model_leaderboard ORDER BY target, rank
 """
+# The champion that scores each target (a champion the gate kept from an earlier run included), with its
+# metrics from the run that trained it (none for the analytic prior) and the last gate decision.
 CHAMPIONS = """
-SELECT target, model, round(validation_rmse, 3) AS validation_rmse, round(test_mape, 1) AS test_mape,
-       round(test_r2, 3) AS test_r2
-FROM model_leaderboard WHERE is_champion ORDER BY target
+SELECT c.target, c.model, round(s.validation_rmse, 3) AS validation_rmse, round(s.test_mape, 1) AS test_mape,
+       round(s.test_r2, 3) AS test_r2, c.decision AS gate
+FROM current_champions c
+LEFT JOIN run_model_summary s ON s.train_run_id = c.train_run_id AND s.target = c.target AND s.model = c.model
+ORDER BY c.target
 """
 CAPACITY_BY_QUEUE = """
 SELECT queue, sum(jobs) AS jobs, round(sum(gpu_hours_p50), 1) AS gpu_hours_p50,

@@ -29,6 +29,8 @@ def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
     assert "Capacity needed by the pending queue" in out and "Where to look next" in out
     plan_days = out.split("GPUs needed every day of the plan", 1)[1].split("Champions", 1)[0]
     assert len(re.findall(r"^│ \d{4}-\d\d-\d\d ┆", plan_days, re.M)) == 14  # known + expected, every day of the plan
+    champions = out.split("Champions (current_champions", 1)[1].split("Where to look next", 1)[0]
+    assert all(f"│ {t} " in champions for t in ("gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours"))
 
     assert main(["sql", "SELECT sum(jobs) AS n FROM capacity_daily", "--format", "json"]) == 0
     planned = json.loads(capsys.readouterr().out)[0]["n"]
