@@ -267,9 +267,12 @@ GROUP BY ALL ORDER BY day, queue
 # Issue 30: daily GPU-hours per queue, the last ? days of history (`demand_daily`) and the latest demand
 # forecast (`current_demand_forecast`; per-series quantiles summed over GPU types: a conservative band).
 DEMAND_HISTORY = """
-SELECT day, queue, sum(gpu_hours) AS gpu_hours FROM demand_daily
-WHERE day > (SELECT max(day) FROM demand_daily) - to_days(CAST(? AS INTEGER))
-GROUP BY ALL ORDER BY day, queue
+WITH seen AS (  -- the history the forecast saw: up to the day before its first day (none: the last day there is)
+    SELECT coalesce((SELECT min(day) - 1 FROM current_demand_forecast), (SELECT max(day) FROM demand_daily)) AS last_day
+)
+SELECT d.day, d.queue, sum(d.gpu_hours) AS gpu_hours FROM demand_daily d, seen
+WHERE d.day <= seen.last_day AND d.day > seen.last_day - to_days(CAST(? AS INTEGER))
+GROUP BY d.day, d.queue ORDER BY d.day, d.queue
 """
 DEMAND_OUTLOOK = """
 SELECT day, queue, sum(gpu_hours_p10) AS gpu_hours_p10, sum(gpu_hours_p50) AS gpu_hours_p50,

@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import legend, plain, visible_frame
 
+MAX_DAY_LABELS = 7  # day labels on the demand chart's axis
 QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -54,7 +55,8 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
         p50 = [r["gpu_hours_p50"] for r in rows]
         err = [[r["gpu_hours_p50"] - r["gpu_hours_p10"] for r in rows], [r["gpu_hours_p90"] - r["gpu_hours_p50"] for r in rows]]
         bars.append(ax.bar(xs, p50, width, yerr=err, capsize=3, color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)]))
-    ax.set_xticks(range(len(days)), [f"{d:%a %d %b}" for d in days], fontsize=8)
+    step = -(-len(days) // MAX_DAY_LABELS)  # weeks of pending jobs: a label every `step` days, not a smudge
+    ax.set_xticks(range(0, len(days), step), [f"{d:%a %d %b}" for d in days[::step]], fontsize=8)
     p50 = demand["gpu_hours_p50"].filter(demand["gpu_hours_p50"] > 0)
     log = p50.len() > 1 and p50.max() > 30 * p50.median()  # one huge day would flatten the others
     if log:

@@ -64,3 +64,14 @@ def test_backtest_summary_scales_errors_by_seasonal_naive(con):
     assert [g[:2] for g in got] == [(1, "q1"), (1, None), (None, None)]  # per series, per horizon, overall
     for g in got:
         assert g[2:5] == expected[:3] and g[5:] == pytest.approx(expected[3:])
+
+
+def test_the_pages_history_ends_where_the_latest_forecast_begins(con):
+    from gpucast.warehouse.queries import DEMAND_HISTORY
+
+    last_day = con.execute("SELECT max(day) FROM demand_daily").fetchone()[0]
+    assert con.execute(f"SELECT max(day) FROM ({DEMAND_HISTORY})", [56]).fetchone()[0] == last_day  # no forecast yet
+    _forecast(con, "r1", NOV[3], "q1", A100, 0.0, 1.0, 2.0)  # r1 is not the latest succeeded run: ignored
+    _forecast(con, "r3", NOV[4], "q1", A100, 0.0, 1.0, 2.0)  # the latest forecast starts on Nov 4
+    days = [d for (d,) in con.execute(f"SELECT DISTINCT day FROM ({DEMAND_HISTORY}) ORDER BY 1", [2]).fetchall()]
+    assert days == [NOV[2], NOV[3]]  # the 2 days before it, not the days the forecast covers
