@@ -28,6 +28,11 @@ def sql_string(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def sql_name(*parts: str) -> str:
+    """A quoted, dotted SQL identifier (`"schema"."table"`) of a name read from our own catalog."""
+    return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+
+
 class WarehouseBusy(RuntimeError):
     """Another gpucast writer holds the warehouse."""
 

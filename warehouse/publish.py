@@ -37,7 +37,7 @@ from pathlib import Path
 
 import duckdb
 
-from gpucast.warehouse.db import connect_writer, previous_copy, sql_string, writer_lock
+from gpucast.warehouse.db import connect_writer, previous_copy, sql_name, sql_string, writer_lock
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
@@ -118,10 +118,10 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every table of `source`, read back whole into `copy` (one statement each: no index to hold in memory)."""
     tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'source' "
                          "ORDER BY schema_name, table_name").fetchall()
-    for schema, table in tables:
+    for schema, name in tables:
         if schema != "main":
-            con.execute(f'CREATE SCHEMA IF NOT EXISTS copy."{schema}"')
-        con.execute(f'CREATE TABLE copy."{schema}"."{table}" AS SELECT * FROM source."{schema}"."{table}"')
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {sql_name('copy', schema)}")
+        con.execute(f"CREATE TABLE {sql_name('copy', schema, name)} AS SELECT * FROM {sql_name('source', schema, name)}")
 
 
 def _copy_views(con: duckdb.DuckDBPyConnection) -> None:

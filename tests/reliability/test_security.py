@@ -92,8 +92,8 @@ def _allowed(node: ast.expr) -> bool:
         return node.value.id == "c" or node.attr.isupper()
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
         return all(_allowed(a) or isinstance(a, ast.GeneratorExp | ast.ListComp) for a in node.args)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "len", "sql_string"):
-        return True  # a number, or a path we created, quoted (COPY ... TO takes no bound value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "len", "sql_string", "sql_name"):
+        return True  # a number, a path we created or a name from our own catalog, quoted (DDL takes no bound value)
     return False
 
 

@@ -159,7 +159,7 @@ def test_every_registry_model_has_a_place_in_the_preference_the_network_last():
 def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_path, jobs):
     """On these jobs the lowest mean validation RMSE of memory is linear_fs with seed 0 and lightgbm with
     seed 1 (two 20% slices decide): the rule ties them with decision_tree, and keeps the cheapest of the tied
-    to score (decision_tree, tens of times cheaper than both) for both seeds."""
+    to score (decision_tree, cheaper than both) for both seeds."""
     import json
 
     from gpucast.tasks.learn.train import CHAMPION_RULE, champion_choice
@@ -172,7 +172,9 @@ def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_
     assert lowest[0] != lowest[1]  # the old rule (the lowest mean) flipped with the seed
     assert runs[0, 1].champion == runs[1, 1].champion == "decision_tree"
     choice = champion_choice(runs[0, 1].metrics)
-    assert choice.costs["decision_tree"] * 10 < min(choice.costs[m] for m in choice.tied[1:])
+    # measured costs move with the machine's load (0.13 vs 0.35 s per 1M in one CI run, 0.29 vs 3.0 in another):
+    # the tree is the cheapest of the tied, not by a fixed factor
+    assert choice.costs["decision_tree"] < min(choice.costs[m] for m in choice.tied[1:])
     saved = json.loads((tmp_path / "01" / "metadata.json").read_text())
     assert saved["champion_metric"] == CHAMPION_RULE and saved["champion_tied"][0] == "decision_tree"
     assert saved["most_accurate"] == lowest[0] and "cheapest to score" in saved["choice_reason"]
