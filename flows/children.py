@@ -23,6 +23,7 @@ parent and exits the worker when the pipe closes (`distributed.process.AsyncProc
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -54,9 +55,51 @@ def install() -> None:
 
 
 def guard(server_module) -> None:
-    """Make `server_module` (Prefect's server module) start its uvicorn child guarded."""
+    """Make `server_module` (Prefect's server module) start its uvicorn child guarded, and its `start`
+    one caller at a time (`start_server_early`)."""
     if not isinstance(server_module.subprocess, _GuardedSubprocess):
         server_module.subprocess = _GuardedSubprocess()
+    server = server_module.SubprocessASGIServer
+    if not getattr(server.start, "_gpucast_serialised", False):
+        server.start = _serialised(server.start)
+
+
+_START_LOCK = threading.Lock()
+
+
+def _serialised(start):
+    """Prefect's `SubprocessASGIServer.start` marks the server running before it answers; a second caller
+    (the flow, while `start_server_early`'s thread waits for /health) would take it as up and call a
+    server that is not listening yet. Under this lock the second caller waits for the first to finish."""
+
+    def locked(self, *args, **kwargs):
+        with _START_LOCK:
+            return start(self, *args, **kwargs)
+
+    locked._gpucast_serialised = True
+    return locked
+
+
+def start_server_early() -> threading.Thread | None:
+    """Start Prefect's temporary API server now, for a command about to run a flow without a configured
+    API: its child imports Prefect's whole server (~5-8 s of CPU here) while this process imports what the
+    command needs, on the other core, instead of after it. The flow's own `get_client` then finds it
+    running (the same `SubprocessASGIServer` instance; `_serialised` makes it wait until it answers).
+    Prefect's server module is imported here, in the caller's thread (the flow imports it anyway): the
+    thread only starts the child and waits for it, two threads never import at once. A failure is left
+    for the flow's own start to meet and report."""
+    try:
+        from prefect.server.api.server import SubprocessASGIServer
+    except ImportError:
+        return None
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # the flow starts it again and says what failed
+            SubprocessASGIServer().start()
+
+    thread = threading.Thread(target=start, name="prefect-server-early", daemon=True)
+    thread.start()
+    return thread
 
 
 class _GuardedSubprocess:

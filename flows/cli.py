@@ -19,6 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
+from gpucast.flows import children
 from gpucast.flows.environment import configure, configured_prefect_api
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
@@ -683,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     configure()  # Prefect's defaults, before any flow module imports Prefect
     if args.command in FLOW_COMMANDS:  # (the others never start a Prefect run: they skip Prefect's import)
         quiet_expected_errors()
+        if configured_prefect_api() is None:  # the flow will need the temporary server: start it now
+            children.start_server_early()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -1,6 +1,6 @@
 """Benchmark: each tree family's compiled library (treelite + tl2cgen, gcc) against the library's own predict.
 
-    python tests/benchmarks/bench_compiled.py [--jobs 3000] [--rows 200000] [--threads 2] [--families ...]
+    python tests/benchmarks/bench_compiled.py [--jobs 3000] [--rows 200000] [--threads 2] [--families ...] [--plain]
 
 Per family: the registry's model with its own hyperparameters, fitted on `--jobs` simulated labelled jobs
 (peak GPU memory, the default feature set), saved and compiled as `save_champion` does; then the raw
@@ -37,7 +37,7 @@ def timed(fn, *args):
 
 
 def bench(name: str, X: np.ndarray, y: np.ndarray, rows: np.ndarray, base: int | None, categorical, threads: int,
-          folder: Path) -> None:
+          folder: Path, plain: bool = False) -> None:
     est, fit_s = timed(registry.build(name, registry.Build(threads=threads, categorical=categorical, base=base)).fit, X, y)
     path = store.save_model(folder, name, est)
     inner = est.regressor_
@@ -55,6 +55,14 @@ def bench(name: str, X: np.ndarray, y: np.ndarray, rows: np.ndarray, base: int |
     verdict = "kept" if name in compiled.COMPILABLE and diff <= compiled.AGREEMENT_RTOL else "stays native"
     print(f"{head} | compiled {fast_s:6.2f} s = {native_s / fast_s:5.2f}x | compile {compile_s:6.1f} s | "
           f"max rel diff {diff:.1e} (abs {np.max(np.abs(fast_pred - native_pred)):.1e}) | {verdict}", flush=True)
+    if plain:  # the same library without tl2cgen's options (`compiled.CODEGEN`: quantized thresholds)
+        lib = folder / f"{name}-plain{compiled.LIB_SUFFIX}"
+        _, plain_compile_s = timed(compiled.export, compiled.treelite_model(name, path, inner), lib, threads, {})
+        slow = compiled.CompiledTrees(lib, threads, float32_input=name in compiled.SKLEARN_TREES)
+        slow_pred, slow_s = timed(slow.predict, rows)
+        print(f"{'':14s} plain (no {compiled.CODEGEN}): compiled {slow_s:6.2f} s = {native_s / slow_s:5.2f}x native, "
+              f"{slow_s / fast_s:4.2f}x the codegen options' time | compile {plain_compile_s:6.1f} s | max rel diff "
+              f"{compiled.max_relative_difference(slow_pred, np.asarray(native_pred, dtype=np.float64)):.1e}", flush=True)
 
 
 def main() -> None:
@@ -63,6 +71,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000, help="rows predicted")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    ap.add_argument("--plain", action="store_true", help="also compile without compiled.CODEGEN, to measure it")
     args = ap.parse_args()
     options = TrainOptions()
     train = labelled(simulate_jobs(int(args.jobs * 1.6), np.random.default_rng(1), SimConfig().start, 0.0), TARGET,
@@ -76,7 +85,7 @@ def main() -> None:
     base = FEATURE_SETS[options.features].base_column(TARGET)
     with tempfile.TemporaryDirectory(prefix="gpucast-bench-compiled-") as tmp:
         for name in args.families:
-            bench(name, X, y, rows, base, encoder.categorical, args.threads, Path(tmp))
+            bench(name, X, y, rows, base, encoder.categorical, args.threads, Path(tmp), args.plain)
 
 
 def _features(jobs):
