@@ -251,7 +251,9 @@ def _report(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     _require_ml()
     from gpucast.flows.score import score_pending
+    from gpucast.tasks.learn.score import warm_up
 
+    warm_up()  # while Prefect's temporary server starts (flows/children.py start_server_early)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
                         settings=settings_from(args))
     print(f"score run {out['score_run_id']}: {out['forecasts']:,} forecasts for {out['pending_jobs']:,} pending jobs "

@@ -32,8 +32,12 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path]
             files = [str(p) for p in parts]
             con.execute(f"INSERT INTO forecasts ({', '.join(FORECAST_COLUMNS)}) "
                         f"SELECT {', '.join(FORECAST_COLUMNS)} FROM read_parquet(?)", [files])
-        n, n_ood = con.execute("SELECT count(*), count(*) FILTER (WHERE ood) FROM forecasts WHERE score_run_id = ?",
-                               [score_run_id]).fetchall()[0]
+        n, n_ood, distinct = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE ood), count(DISTINCT (job_id, target)) FROM forecasts "
+            "WHERE score_run_id = ?", [score_run_id]).fetchall()[0]
+        if distinct != n:  # what the table's key used to refuse (schema.sql): nothing is published
+            raise ValueError(f"score run {score_run_id} staged {n - distinct:,} forecast(s) twice for the same job and "
+                             "target; nothing was published")
         finish(con, "score", score_run_id, "published", pending_jobs=pending_jobs, forecasts=n, targets=targets,
                gpu_mem_gb=gpu_mem_gb, ood_forecasts=n_ood)
         pruned = prune(con, score_run_id, keep_days)

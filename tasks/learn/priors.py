@@ -53,6 +53,8 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -129,9 +131,18 @@ def family(model_type: str | None) -> str:
     return EXACT_FAMILIES.get(low) or next((fam for key, fam in FAMILY_KEYWORDS if key in low), "mlp")
 
 
-def families(model_types: list[str | None], layers: np.ndarray) -> np.ndarray:
+def per_value(values: pl.Series | list, fn: Callable, dtype: pl.DataType = pl.String) -> np.ndarray:
+    """`fn` of each value, computed once per distinct value (a missing one is passed as "": the columns
+    it maps, model type and precision, hold a handful, and a per-row Python call cost 2 s per 1M jobs)."""
+    values = pl.Series(values, dtype=pl.String).fill_null("")
+    table = {v: fn(v) for v in values.unique().to_list()}
+    out = values.replace_strict(table, return_dtype=dtype).to_numpy()
+    return out.astype(object) if dtype == pl.String else out
+
+
+def families(model_types: pl.Series | list[str | None], layers: np.ndarray) -> np.ndarray:
     """The family of each job (`family`), a "cnn" deeper than `PLAIN_CNN_MAX_LAYERS` being a "convnet"."""
-    fam = np.array([family(m) for m in model_types], dtype=object)
+    fam = per_value(model_types, family)
     fam[(fam == "cnn") & (layers > PLAIN_CNN_MAX_LAYERS)] = "convnet"
     return fam
 
@@ -162,7 +173,7 @@ def hardware(df: pl.DataFrame) -> pl.DataFrame:
 def _peak_or_reference(df: pl.DataFrame) -> np.ndarray:
     """The job's peak TFLOPS (`hardware`), else the reference GPU's at the job's precision."""
     reference = catalog.gpus()[catalog.REFERENCE_GPU]
-    fallback = np.array([reference.peak_tflops(p) for p in df[c.PRECISION].to_list()], dtype=np.float64)
+    fallback = per_value(df[c.PRECISION], lambda p: reference.peak_tflops(p or None), pl.Float64)
     peak = df[PEAK_TFLOPS].to_numpy() if PEAK_TFLOPS in df.columns else hardware(df)[PEAK_TFLOPS].to_numpy()
     peak = np.asarray(peak, dtype=np.float64)
     return np.where(np.isfinite(peak), peak, fallback)
@@ -174,11 +185,11 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     Missing numbers get neutral stand-ins (one layer, batch 1, ...): a prior is never null, so it can
     always be a fallback; models also see the raw features, with their missing values, beside it.
     """
-    precision = np.array([p or "FP32" for p in df[c.PRECISION].to_list()], dtype=object)
-    optimizer = df[c.OPTIMIZER].to_list()
+    precision = df[c.PRECISION].fill_null("").replace("", "FP32")
+    optimizer = df[c.OPTIMIZER]
     params = _column(df, c.PARAMS_MILLION, 1.0) * 1e6
     layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
-    fam = families(df[c.MODEL_TYPE].to_list(), layers)
+    fam = families(df[c.MODEL_TYPE], layers)
     batch = _column(df, c.BATCH_SIZE, 1.0)
     dim = _column(df, c.INPUT_DIM, 1.0)
     vision = fam == "vit"
@@ -187,17 +198,18 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     iterations = _column(df, c.ITERATIONS, 1.0)
     gpus = np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0)
 
-    opt_bytes = np.array([OPTIMIZER_STATE_BYTES.get(o, UNKNOWN_OPTIMIZER_BYTES) for o in optimizer], dtype=np.float64)
-    opt_bytes *= np.array([OPTIMIZER_SCALE.get(p, 1.0) for p in precision])
-    state = params * (np.array([STATE_BYTES.get(p, 8) for p in precision]) + opt_bytes)
+    opt_bytes = per_value(optimizer, lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)),
+                          pl.Float64)
+    opt_bytes = opt_bytes * per_value(precision, lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)), pl.Float64)
+    state = params * (per_value(precision, lambda p: float(STATE_BYTES.get(p, 8)), pl.Float64) + opt_bytes)
 
     values, tokens = _activations_and_tokens(fam, params, layers, dim)
-    act_bytes = np.array([ACTIVATION_BYTES.get(p, 4) for p in precision])
+    act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
     activations = batch / gpus * values * act_bytes
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
-    mfu = np.array([MFU[f] for f in fam])
+    mfu = per_value(fam, lambda f: float(MFU[f]), pl.Float64)
     achieved_tflops = _peak_or_reference(df) * mfu * gpus
     runtime_h = iterations * flops_per_iter / (achieved_tflops * 1e12) / 3600.0
     return pl.DataFrame({

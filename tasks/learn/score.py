@@ -33,6 +33,16 @@ ALLOCATOR_HEADROOM = 0.10
 REQUEST_STEP_GB = 0.5
 
 
+def warm_up() -> None:
+    """Import what loading any champion needs (scikit-learn's persistence through skops, the estimators'
+    wrappers, crepes: ~3 s here), for a command to do it while Prefect's temporary server is starting in
+    another process, instead of after it (`gpucast score`)."""
+    import crepes  # noqa: F401
+    import skops.io  # noqa: F401
+
+    from gpucast.tasks.learn.models import estimators  # noqa: F401
+
+
 class Scorer:
     """One target's champion, its encoder, interval calibration and out-of-distribution detector,
     ready to score frames."""

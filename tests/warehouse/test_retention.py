@@ -71,3 +71,44 @@ def test_pending_forecasts_reads_only_the_latest_published_run(con, tmp_path):
                 "VALUES ('p1', ?, 0, 99, 99, 'x', 't', 'score-failed', ?)", [c.PEAK_GPU_MEM_GB, DAY0 + timedelta(days=3)])
     got = con.execute("SELECT job_id, score_run_id, p50 FROM pending_forecasts ORDER BY job_id").fetchall()
     assert got == [("p1", "score-day002", 2.0), ("p2", "score-day002", 2.0)]
+
+
+def test_a_run_that_staged_a_job_twice_publishes_nothing(con, tmp_path):
+    """The table has no key (its index was most of a publish): the publish itself refuses duplicates."""
+    run_id, part = "score-twice", tmp_path / "twice.parquet"
+    runs.start(con, runs.Run("score", run_id, DAY0, None))
+    row = {"job_id": "p1", "target": c.PEAK_GPU_MEM_GB, "p10": 1.0, "p50": 2.0, "p90": 3.0, "model": "lightgbm",
+           "train_run_id": "t", "score_run_id": run_id, "scored_at": DAY0, "safe_request_gb": 3.5, "gpu_mem_gb": 80.0,
+           "oom_risk": False, "ood": False, "ood_reason": None}
+    pl.DataFrame([row, row]).write_parquet(part)
+    with pytest.raises(ValueError, match="twice"):
+        forecast.publish(con, run_id, [part], 1, [c.PEAK_GPU_MEM_GB], 80.0, 30)
+    assert con.execute("SELECT count(*) FROM forecasts").fetchone() == (0,)
+
+
+def test_a_warehouse_whose_forecasts_had_a_key_loses_it_keeping_rows_and_not_nulls(tmp_path):
+    """Warehouses made before the key was dropped: `connect_writer` rebuilds the table once."""
+    from gpucast.warehouse.db import connect_writer, migrate
+    from gpucast.warehouse.settings import Settings
+
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
+    old = duckdb.connect(str(storage.db_path))
+    old.execute(schema_sql())
+    old.execute("DROP TABLE forecasts")  # as schema.sql made it up to 2026-11-25
+    old.execute("CREATE TABLE forecasts (job_id VARCHAR NOT NULL, target VARCHAR NOT NULL, p10 DOUBLE NOT NULL, "
+                "p50 DOUBLE NOT NULL, p90 DOUBLE NOT NULL, model VARCHAR NOT NULL, train_run_id VARCHAR NOT NULL, "
+                "score_run_id VARCHAR NOT NULL, scored_at TIMESTAMPTZ NOT NULL, safe_request_gb DOUBLE, "
+                "gpu_mem_gb DOUBLE, oom_risk BOOLEAN, PRIMARY KEY (score_run_id, job_id, target))")
+    old.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
+                "VALUES ('p1', 'runtime_hours', 1, 2, 3, 'lightgbm', 't', 's', ?)", [DAY0])
+    old.close()
+    con = connect_writer(storage)
+    try:
+        kinds = con.execute("SELECT constraint_type, count(*) FROM duckdb_constraints() WHERE table_name = 'forecasts' "
+                            "GROUP BY ALL ORDER BY ALL").fetchall()
+        assert kinds == [("NOT NULL", 9)]
+        assert con.execute("SELECT job_id, p50, ood FROM forecasts").fetchall() == [("p1", 2.0, None)]
+        assert con.execute("SELECT count(*) FROM pending_forecasts").fetchone() == (0,)  # the views still bind
+        assert migrate(con) == []  # once
+    finally:
+        con.close()

@@ -79,3 +79,39 @@ def test_too_few_calibration_jobs_give_a_wide_uncalibrated_band_never_infinity()
     p10, p50, p90 = Calibrated(cal).intervals(np.array([3.0, -1.0]))
     assert np.isfinite(p90).all() and (p10 > 0).all()
     assert p50 == pytest.approx([3.0, 0.5]) and p90 == pytest.approx(p50 * 4) and p10 == pytest.approx(p50 / 4)
+
+
+def test_offsets_added_per_category_equal_crepes_own_prediction_job_by_job():
+    """`Calibrated` adds each category's offsets to log(prediction); crepes predicting every job itself
+    (with its Mondrian bins) must give the same numbers, to the bit, on every level and the pooled one."""
+    from gpucast.tasks.learn.intervals import _cps, _labels, _percentiles
+
+    rng = np.random.default_rng(5)
+    n = 3_000
+    types = rng.choice(["CNN", "Transformer", "GRU"], n, p=[0.6, 0.38, 0.02])
+    queues = rng.choice(["a", "b"], n)
+    residuals = rng.normal(0, 1, n) * np.where(types == "CNN", 0.2, 1.0)
+    raw = calibrate(np.exp(residuals), np.ones(n), 1e-3, {c.MODEL_TYPE: list(types), c.QUEUE: list(queues)})
+    cal = Calibrated(raw)
+    pred = np.exp(rng.normal(0, 2, 500))
+    groups = {c.MODEL_TYPE: rng.choice(["CNN", "Transformer", "GRU", "MLP", None], 500),
+              c.QUEUE: rng.choice(["a", "b", "c"], 500)}
+    got = np.log(np.column_stack(cal.intervals(pred, groups)))
+    log_hat = np.log(np.maximum(pred, cal.floor))
+    saved = {g: np.asarray(v, dtype=object) for g, v in raw["groups"].items()}
+    for i in range(len(pred)):  # the finest category with MIN_GROUP calibration jobs, else pooled
+        job = {g: np.asarray(v[i: i + 1], dtype=object) for g, v in groups.items()}
+        for level in ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,)):
+            labels, mine = _labels(saved, level, n), _labels(job, level, 1)
+            if (labels == mine[0]).sum() >= MIN_GROUP:
+                kinds, counts = np.unique(labels, return_counts=True)
+                keep = np.isin(labels, kinds[counts >= MIN_GROUP])
+                want = _percentiles(_cps(residuals_of(raw)[keep], labels[keep]), log_hat[i: i + 1], mine)
+                break
+        else:
+            want = _percentiles(_cps(residuals_of(raw)), log_hat[i: i + 1])
+        assert np.array_equal(np.log(np.exp(want[0])), got[i]), i
+
+
+def residuals_of(raw: dict) -> np.ndarray:
+    return np.asarray(raw["residuals"], dtype=np.float64)
