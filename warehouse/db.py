@@ -118,7 +118,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     for table in DROPPED_KEYS:
         where = "database_name = current_database() AND schema_name = 'main' AND table_name = ?"
         if not con.execute(f"SELECT count(*) FROM duckdb_constraints() WHERE {where} AND constraint_type = 'PRIMARY KEY'",
-                           [table]).fetchone()[0]:
+                           [table]).fetchall()[0][0]:
             continue
         required = [name for (name,) in con.execute(
             f"SELECT column_name FROM duckdb_columns() WHERE {where} AND NOT is_nullable ORDER BY column_index",

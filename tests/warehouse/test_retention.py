@@ -104,11 +104,13 @@ def test_a_warehouse_whose_forecasts_had_a_key_loses_it_keeping_rows_and_not_nul
     old.close()
     con = connect_writer(storage)
     try:
+        assert con.sql("SELECT 1").fetchall() == [(1,)]  # the migration left no unfinished result behind
         kinds = con.execute("SELECT constraint_type, count(*) FROM duckdb_constraints() WHERE table_name = 'forecasts' "
                             "GROUP BY ALL ORDER BY ALL").fetchall()
         assert kinds == [("NOT NULL", 9)]
         assert con.execute("SELECT job_id, p50, ood FROM forecasts").fetchall() == [("p1", 2.0, None)]
         assert con.execute("SELECT count(*) FROM pending_forecasts").fetchone() == (0,)  # the views still bind
         assert migrate(con) == []  # once
+        assert con.sql("SELECT 1").fetchall() == [(1,)]  # nor when it had nothing to do
     finally:
         con.close()
