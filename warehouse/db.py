@@ -111,17 +111,19 @@ DROPPED_KEYS = {"forecasts": "unique by construction and checked at publish; the
                              "a 3M-row publish"}
 
 
+A_MAIN_TABLE = "database_name = current_database() AND schema_name = 'main' AND table_name = ?"  # (the name bound)
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Rebuild, each in one transaction, the tables of `DROPPED_KEYS` that a warehouse made by an older
     gpucast still keys; return their names."""
     rebuilt = []
     for table in DROPPED_KEYS:
-        where = "database_name = current_database() AND schema_name = 'main' AND table_name = ?"
-        if not con.execute(f"SELECT count(*) FROM duckdb_constraints() WHERE {where} AND constraint_type = 'PRIMARY KEY'",
+        if not con.execute(f"SELECT count(*) FROM duckdb_constraints() WHERE {A_MAIN_TABLE} AND constraint_type = 'PRIMARY KEY'",
                            [table]).fetchall()[0][0]:
             continue
         required = [name for (name,) in con.execute(
-            f"SELECT column_name FROM duckdb_columns() WHERE {where} AND NOT is_nullable ORDER BY column_index",
+            f"SELECT column_name FROM duckdb_columns() WHERE {A_MAIN_TABLE} AND NOT is_nullable ORDER BY column_index",
             [table]).fetchall()]
         keyless = f"{table}__keyless"
         with transaction(con):
