@@ -105,10 +105,10 @@ def connect_writer(storage: Storage, timeout_s: float | None = None) -> duckdb.D
     return con
 
 
-# Keys dropped since their table was first made: table -> why. `migrate` rebuilds such a table once, keeping its
-# columns, rows and NOT NULLs (DuckDB cannot drop a key in place; `schema_sql` only adds).
-DROPPED_KEYS = {"forecasts": "unique by construction and checked at publish; the key's index was 2.8 of 3.6 s of "
-                             "a 3M-row publish"}
+# Tables whose primary key was dropped after they were first made (why: schema.sql beside each). `migrate`
+# rebuilds such a table once, keeping its columns, rows and NOT NULLs (DuckDB cannot drop a key in place;
+# `schema_sql` only adds).
+DROPPED_KEYS = ("forecasts",)
 
 
 A_MAIN_TABLE = "database_name = current_database() AND schema_name = 'main' AND table_name = ?"  # (the name bound)

@@ -109,8 +109,9 @@ class Calibrated:
             return np.exp(p50) / UNCALIBRATED_FACTOR, np.exp(p50), np.exp(p50) * UNCALIBRATED_FACTOR
         offsets = np.broadcast_to(self.pooled, (len(log_hat), 3)).copy()
         todo = np.ones(len(log_hat), dtype=bool)
+        groups = {g: np.asarray(v) for g, v in (groups or {}).items()}
         for level, index, level_offsets in self.levels:
-            labels = _labels({g: np.asarray(v) for g, v in (groups or {}).items()}, level, len(log_hat))
+            labels = _labels(groups, level, len(log_hat))
             if labels is None:
                 continue
             at = pl.Series(labels, dtype=pl.String).replace_strict(index, default=-1, return_dtype=pl.Int32).to_numpy()

@@ -2,7 +2,7 @@
 
 LightGBM's own `predict` walks 600 trees of 63 leaves per row through a generic interpreter; the
 same trees generated as C `if` chains over quantized features (`CODEGEN`) and compiled with gcc
-predicted 1M rows 2.3x faster here. Compiling takes about a minute for such a model, so it happens once,
+predicted 1M rows 2.15x faster here. Compiling takes about a minute for such a model, so it happens once,
 when the champion is saved, never per scoring run; the library sits beside the native model file.
 
 Which families (docs/benchmarks.md "Compiled tree champions per family" has the figures):
@@ -88,10 +88,10 @@ def node_count(name: str, inner) -> int:
 
 
 # tl2cgen's code-generation options. `quantize`: each feature value is first mapped to the index of its place
-# among that feature's split thresholds, and the trees compare small integers: 1.78x faster than the plain
-# library (7.6 s against 13.5 s per 1M rows for a 600 x 63-leaf LightGBM, 2.3x LightGBM's own 17.3 s; same
-# predictions to the bit) and 20% quicker to compile, measured 2026-11-25 (docs/benchmarks.md). Branch
-# annotation (`annotate_in`, the training rows' branch frequencies) added nothing measurable (7.4 vs 7.6 s).
+# among that feature's split thresholds, and the trees compare small integers: 1.71-1.73x faster than the
+# plain library (8.3 s against 14.1-14.3 s per 1M rows for a 600 x 63-leaf LightGBM, 2.15x LightGBM's own 17.8 s;
+# same predictions to the bit) and quicker to compile (`bench_compiled.py --plain`, 2026-11-25, docs/benchmarks.md).
+# Branch annotation (`annotate_in`, the training rows' branch frequencies) added nothing measurable (7.4 vs 7.6 s).
 CODEGEN = {"quantize": 1}
 
 
