@@ -548,12 +548,12 @@ def _demand(args: argparse.Namespace) -> int:
 
     out = demand_forecast(days=args.days, settings=settings_from(args))
     f = out["forecast"]
-    table = f.group_by("queue", "gpu_type", "method", "fallback_reason", maintain_order=True).agg(
+    table = f.group_by("queue", "gpu_type", "method", "fallback_reason", "jobs_method", maintain_order=True).agg(
         pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
         pl.col("gpu_hours_p90").first().round(1).alias("day1_p90"), pl.col("gpu_hours_p50").sum().round(1).alias("all_days_p50"),
         pl.col("jobs_p50").sum().round(0).alias("jobs_p50"))
     print(text_table(table.select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
-                                  "method", "fallback_reason")))
+                                  "method", "jobs_method", "fallback_reason")))
     print(f"GPU-hours a day from {out['as_of']} + 1 (day1) and over {out['days']} day(s) (all_days); every day: "
           "gpucast sql \"SELECT * FROM current_demand_forecast ORDER BY ALL\"; how good it is: "
           "gpucast sql \"SELECT * FROM demand_backtest_summary WHERE queue IS NULL ORDER BY horizon\"")

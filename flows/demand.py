@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 import polars as pl
 from prefect import flow, task
 
-from gpucast.tasks.demand.backtest import backtest_demand
+from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
 from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand
 from gpucast.warehouse import db
 from gpucast.warehouse import demand as store
@@ -73,8 +73,10 @@ def demand_forecast(days: int | None = None, publish: bool = True, as_of: dateti
         record_demand(storage, run.run_id, forecast, backtest, as_of=end, series=series, fallback_series=fallbacks)
     if publish:
         publish_snapshot(storage)
+    versus_naive = ", ".join(f"{name} {value:.2f}" for name, value in relative_mae(backtest).items() if value is not None)
     print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "
-          f"({SEASONAL_NAIVE} or {NAIVE}: see fallback_reason); backtest: {backtest.height:,} forecast days")
+          f"({SEASONAL_NAIVE} or {NAIVE}: see fallback_reason); backtest: {backtest.height:,} forecast days"
+          + (f", relative MAE against seasonal naive: {versus_naive}" if versus_naive else ""))
     return {"demand_run_id": run.run_id, "as_of": str(end), "days": days, "series": series,
             "fallback_series": fallbacks, "forecast": forecast, "backtest_rows": backtest.height}
 

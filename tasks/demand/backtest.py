@@ -5,8 +5,9 @@ week apart back over `origins` weeks) the forecast is made as it would have been
 the days up to the origin only, with the model choice included, and set against what happened.
 Each row also carries seasonal naive's forecast of that day (the same weekday of the origin's last
 week) and the MASE scale: the mean absolute difference between each day and the same weekday a week
-earlier over the history the origin saw. `demand_backtest_summary` (warehouse/sql/schema.sql) turns
-the rows into MASE against seasonal naive and the P10-P90 coverage per horizon and series.
+earlier over the history the origin saw. Both for GPU-hours and, in the `jobs_` columns, for jobs
+submitted. `demand_backtest_summary` (warehouse/sql/schema.sql) turns the rows into MASE against
+seasonal naive and the P10-P90 coverage per horizon and series, for each of the two.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ ORIGINS = 8  # weekly origins: the last 8 weeks
 
 
 def backtest_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS, origins: int = ORIGINS,
-                    candidates: Sequence[Callable[[], object]] = CANDIDATES) -> pl.DataFrame:
+                    candidates: Sequence[Callable[[], object]] = CANDIDATES,
+                    job_candidates: Sequence[Callable[[], object]] | None = None) -> pl.DataFrame:
     """Per origin, horizon and series: the forecast (P10/P50/P90, method), the actual GPU-hours,
-    seasonal naive's forecast and the MASE scale; empty when the history is shorter than `days` + 1."""
+    seasonal naive's forecast and the MASE scale, and the same for jobs submitted; empty when the
+    history is shorter than `days` + 1."""
     series = series_frame(daily, as_of)
     latest = as_of - timedelta(days=days)
     frames = []
@@ -34,33 +37,60 @@ def backtest_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS, 
         history = series.filter(pl.col("day") <= origin)
         if history.is_empty():
             break
-        forecast = forecast_demand(history, origin, days, candidates)
+        forecast = forecast_demand(history, origin, days, candidates, job_candidates)
         frames.append(_against_actual(forecast, series, _baseline(history, days), origin))
     return pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
 
 
 SCHEMA = {"origin": pl.Date, "horizon": pl.Int32, "day": pl.Date, "queue": pl.String, "gpu_type": pl.String,
           "method": pl.String, "actual": pl.Float64, "gpu_hours_p10": pl.Float64, "gpu_hours_p50": pl.Float64,
-          "gpu_hours_p90": pl.Float64, "seasonal_naive": pl.Float64, "mase_scale": pl.Float64}
+          "gpu_hours_p90": pl.Float64, "seasonal_naive": pl.Float64, "mase_scale": pl.Float64,
+          "jobs_method": pl.String, "actual_jobs": pl.Float64, "jobs_p10": pl.Float64, "jobs_p50": pl.Float64,
+          "jobs_p90": pl.Float64, "jobs_seasonal_naive": pl.Float64, "jobs_mase_scale": pl.Float64}
+# per series: (the column of `series_frame`, the prefix of its backtest columns)
+SERIES = (("gpu_hours", ""), ("jobs_submitted", "jobs_"))
+
+
+# per series: its backtest's (P50, actual, seasonal naive) columns
+SCORED = {"gpu_hours": ("gpu_hours_p50", "actual", "seasonal_naive"),
+          "jobs_submitted": ("jobs_p50", "actual_jobs", "jobs_seasonal_naive")}
+
+
+def relative_mae(rows: pl.DataFrame) -> dict[str, float | None]:
+    """Per series (`gpu_hours`, `jobs_submitted`): the backtest's sum |P50 - actual| / sum |seasonal naive - actual|
+    over the rows with a seasonal naive forecast (below 1: better than the baseline; what
+    `demand_backtest_summary` says over everything); None without a baseline error."""
+    out: dict[str, float | None] = {}
+    for series, (p50, actual, naive) in SCORED.items():
+        scored = rows.filter(pl.col(naive).is_not_null())
+        baseline = float((scored[naive] - scored[actual]).abs().sum())
+        out[series] = float((scored[p50] - scored[actual]).abs().sum()) / baseline if baseline > 0 else None
+    return out
 
 
 def _baseline(history: pl.DataFrame, days: int) -> pl.DataFrame:
     """Per series and horizon: seasonal naive's forecast and the in-sample MASE scale (null when the
-    series has no week-earlier day, or never changed from one week to the next)."""
+    series has no week-earlier day, or never changed from one week to the next), of GPU-hours and of jobs."""
     rows = []
     for key, group in history.group_by(*KEYS, maintain_order=True):
-        y = group["gpu_hours"].to_numpy()
-        diffs = np.abs(y[SEASON:] - y[:-SEASON])
-        scale = float(diffs.mean()) if len(diffs) and diffs.mean() > 0 else None
+        per_series = [_naive_and_scale(group[column].to_numpy(), days) for column, _ in SERIES]
         for h in range(1, days + 1):
-            naive = float(y[len(y) - SEASON + (h - 1) % SEASON]) if len(y) >= SEASON else None
-            rows.append((*key, h, naive, scale))
-    return pl.DataFrame(rows, schema={"queue": pl.String, "gpu_type": pl.String, "horizon": pl.Int32,
-                                      "seasonal_naive": pl.Float64, "mase_scale": pl.Float64}, orient="row")
+            rows.append((*key, h, *(v for naive, scale in per_series for v in (naive[h - 1], scale))))
+    schema = {"queue": pl.String, "gpu_type": pl.String, "horizon": pl.Int32}
+    for _, prefix in SERIES:
+        schema |= {f"{prefix}seasonal_naive": pl.Float64, f"{prefix}mase_scale": pl.Float64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _naive_and_scale(y: np.ndarray, days: int) -> tuple[list[float | None], float | None]:
+    diffs = np.abs(y[SEASON:] - y[:-SEASON])
+    scale = float(diffs.mean()) if len(diffs) and diffs.mean() > 0 else None
+    naive = [float(y[len(y) - SEASON + (h - 1) % SEASON]) if len(y) >= SEASON else None for h in range(1, days + 1)]
+    return naive, scale
 
 
 def _against_actual(forecast: pl.DataFrame, series: pl.DataFrame, baseline: pl.DataFrame, origin: date) -> pl.DataFrame:
-    actual = series.select("day", *KEYS, pl.col("gpu_hours").alias("actual"))
+    actual = series.select("day", *KEYS, pl.col("gpu_hours").alias("actual"), pl.col("jobs_submitted").alias("actual_jobs"))
     return (forecast.join(actual, on=["day", *KEYS], how="left").join(baseline, on=[*KEYS, "horizon"], how="left")
-            .with_columns(pl.lit(origin).alias("origin"), pl.col("actual").fill_null(0.0))
+            .with_columns(pl.lit(origin).alias("origin"), pl.col("actual", "actual_jobs").fill_null(0.0))
             .select(*SCHEMA).cast(SCHEMA))

@@ -30,7 +30,8 @@ def con():
 
 
 def _forecast(con, run, day, queue, gpu_type, p10, p50, p90):
-    con.execute("INSERT INTO demand_forecast VALUES (?, ?, 1, ?, ?, ?, ?, ?, 1.0, 'AutoETS', NULL)",
+    con.execute("INSERT INTO demand_forecast (demand_run_id, day, horizon, queue, gpu_type, gpu_hours_p10, gpu_hours_p50, "
+                "gpu_hours_p90, jobs_p50, method, fallback_reason) VALUES (?, ?, 1, ?, ?, ?, ?, ?, 1.0, 'AutoETS', NULL)",
                 [run, day, queue, gpu_type, p10, p50, p90])
 
 
@@ -51,13 +52,17 @@ def test_forecast_vs_actual_keeps_the_days_that_happened(con):
     ]
 
 
+BACKTEST_COLUMNS = ("demand_run_id, origin, horizon, day, queue, gpu_type, method, actual, gpu_hours_p10, gpu_hours_p50, "
+                    "gpu_hours_p90, seasonal_naive, mase_scale")
+
+
 def test_backtest_summary_scales_errors_by_seasonal_naive(con):
     rows = [  # run, origin, horizon, day, queue, gpu_type, actual, p10, p50, p90, seasonal naive, scale
         ("r3", NOV[1], 1, NOV[2], "q1", A100, 10.0, 5.0, 12.0, 15.0, 20.0, 4.0),  # |2|/4, naive |10|/4, covered
         ("r3", NOV[2], 1, NOV[3], "q1", A100, 20.0, 21.0, 14.0, 30.0, 10.0, 5.0),  # |6|/5, naive |10|/5, below P10
         ("r1", NOV[1], 1, NOV[2], "q1", A100, 10.0, 0.0, 99.0, 99.0, 10.0, 1.0),  # an older run: left out
     ]
-    con.executemany("INSERT INTO demand_backtest VALUES (?, ?, ?, ?, ?, ?, 'AutoETS', ?, ?, ?, ?, ?, ?)", rows)
+    con.executemany(f"INSERT INTO demand_backtest ({BACKTEST_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 'AutoETS', ?, ?, ?, ?, ?, ?)", rows)
     got = con.execute("SELECT horizon, queue, days, origins, method, mase, mase_seasonal_naive, relative_mae, coverage "
                       "FROM demand_backtest_summary ORDER BY queue NULLS LAST, horizon NULLS LAST").fetchall()
     expected = (2, 2, "AutoETS", (0.5 + 1.2) / 2, (2.5 + 2.0) / 2, 8 / 20, 0.5)
@@ -75,3 +80,17 @@ def test_the_pages_history_ends_where_the_latest_forecast_begins(con):
     _forecast(con, "r3", NOV[4], "q1", A100, 0.0, 1.0, 2.0)  # the latest forecast starts on Nov 4
     days = [d for (d,) in con.execute(f"SELECT DISTINCT day FROM ({DEMAND_HISTORY}) ORDER BY 1", [2]).fetchall()]
     assert days == [NOV[2], NOV[3]]  # the 2 days before it, not the days the forecast covers
+
+
+def test_backtest_summary_scores_jobs_submitted_beside_gpu_hours(con):
+    rows = [  # run, origin, horizon, day, queue, gpu_type, jobs: method, actual, p10, p50, p90, seasonal naive, scale
+        ("r3", NOV[1], 1, NOV[2], "q1", A100, "SeasWA", 10.0, 8.0, 9.0, 12.0, 14.0, 2.0),  # |1|/2, naive |4|/2, covered
+        ("r3", NOV[2], 1, NOV[3], "q1", A100, "SeasWA", 6.0, 7.0, 9.0, 11.0, 3.0, 3.0),  # |3|/3, naive |3|/3, below P10
+    ]
+    con.executemany(f"INSERT INTO demand_backtest ({BACKTEST_COLUMNS}, jobs_method, actual_jobs, jobs_p10, jobs_p50, "
+                    "jobs_p90, jobs_seasonal_naive, jobs_mase_scale) "
+                    "VALUES (?, ?, ?, ?, ?, ?, 'AutoETS', 1, 1, 1, 1, 1, 1, ?, ?, ?, ?, ?, ?, ?)", rows)
+    got = con.execute("SELECT jobs_method, jobs_mase, jobs_mase_seasonal_naive, jobs_relative_mae, jobs_coverage "
+                      "FROM demand_backtest_summary WHERE horizon IS NULL").fetchall()
+    assert got == [("SeasWA", pytest.approx((0.5 + 1.0) / 2), pytest.approx((2.0 + 1.0) / 2), pytest.approx(4 / 7),
+                    pytest.approx(0.5))]

@@ -621,6 +621,12 @@ CREATE TABLE IF NOT EXISTS demand_forecast (
     fallback_reason VARCHAR,           -- why the series got a fallback (too short, model failed, lost to the baseline)
     PRIMARY KEY (demand_run_id, day, queue, gpu_type)
 );
+-- jobs submitted are a series of their own with their own chosen model (tasks/demand/forecast.py): its band,
+-- model and fallback reason (null on rows of runs before these columns)
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_p10 DOUBLE;
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_p90 DOUBLE;
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_method VARCHAR;
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_fallback_reason VARCHAR;
 
 CREATE OR REPLACE VIEW current_demand_forecast AS
 SELECT d.* FROM demand_forecast d
@@ -646,6 +652,14 @@ CREATE TABLE IF NOT EXISTS demand_backtest (
     mase_scale DOUBLE,                 -- mean |y(t) - y(t-7)| over the days up to the origin; null when 0 or unknown
     PRIMARY KEY (demand_run_id, origin, horizon, queue, gpu_type)
 );
+-- the same for jobs submitted that day (null on rows of runs before these columns)
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_method VARCHAR;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS actual_jobs DOUBLE;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_p10 DOUBLE;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_p50 DOUBLE;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_p90 DOUBLE;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_seasonal_naive DOUBLE;
+ALTER TABLE demand_backtest ADD COLUMN IF NOT EXISTS jobs_mase_scale DOUBLE;
 
 -- The latest successful demand run's backtest, per horizon and series, per horizon over all series
 -- (queue and gpu_type null), and over everything (horizon null too):
@@ -653,13 +667,20 @@ CREATE TABLE IF NOT EXISTS demand_backtest (
 --   mase_seasonal_naive: the same for seasonal naive's forecast (the baseline: about 1 on a steady series)
 --   relative_mae:        sum |P50 - actual| / sum |seasonal naive - actual| (below 1: better than the baseline)
 --   coverage:            share of days whose actual fell within P10-P90 (80% is calibrated)
+-- and the same four for jobs submitted (jobs_mase, jobs_mase_seasonal_naive, jobs_relative_mae, jobs_coverage),
+-- whose model (jobs_method) is chosen on its own
 CREATE OR REPLACE VIEW demand_backtest_summary AS
 SELECT b.demand_run_id, b.horizon, b.queue, b.gpu_type, count(*) AS days, count(DISTINCT b.origin) AS origins,
        mode(b.method) AS method,
        avg(abs(b.gpu_hours_p50 - b.actual) / b.mase_scale) AS mase,
        avg(abs(b.seasonal_naive - b.actual) / b.mase_scale) AS mase_seasonal_naive,
        sum(abs(b.gpu_hours_p50 - b.actual)) / nullif(sum(abs(b.seasonal_naive - b.actual)), 0) AS relative_mae,
-       avg(CAST(b.actual BETWEEN b.gpu_hours_p10 AND b.gpu_hours_p90 AS DOUBLE)) AS coverage
+       avg(CAST(b.actual BETWEEN b.gpu_hours_p10 AND b.gpu_hours_p90 AS DOUBLE)) AS coverage,
+       mode(b.jobs_method) AS jobs_method,
+       avg(abs(b.jobs_p50 - b.actual_jobs) / b.jobs_mase_scale) AS jobs_mase,
+       avg(abs(b.jobs_seasonal_naive - b.actual_jobs) / b.jobs_mase_scale) AS jobs_mase_seasonal_naive,
+       sum(abs(b.jobs_p50 - b.actual_jobs)) / nullif(sum(abs(b.jobs_seasonal_naive - b.actual_jobs)), 0) AS jobs_relative_mae,
+       avg(CAST(b.actual_jobs BETWEEN b.jobs_p10 AND b.jobs_p90 AS DOUBLE)) AS jobs_coverage
 FROM demand_backtest b
 WHERE b.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
                          ORDER BY started_at DESC, demand_run_id DESC LIMIT 1)
@@ -677,7 +698,7 @@ WITH actual AS (
 runs AS (SELECT demand_run_id, as_of FROM demand_runs WHERE status = 'succeeded')
 SELECT f.demand_run_id, r.as_of, f.day, f.horizon, f.queue, f.gpu_type, f.method,
        f.gpu_hours_p10, f.gpu_hours_p50, f.gpu_hours_p90, coalesce(a.gpu_hours, 0.0) AS actual_gpu_hours,
-       f.jobs_p50, coalesce(a.jobs_submitted, 0) AS actual_jobs,
+       f.jobs_p50, coalesce(a.jobs_submitted, 0) AS actual_jobs, f.jobs_p10, f.jobs_p90, f.jobs_method,
        coalesce(a.gpu_hours, 0.0) BETWEEN f.gpu_hours_p10 AND f.gpu_hours_p90 AS within_band,
        abs(f.gpu_hours_p50 - coalesce(a.gpu_hours, 0.0)) AS abs_error
 FROM demand_forecast f JOIN runs r USING (demand_run_id)

@@ -132,3 +132,47 @@ def test_the_backtest_forecasts_each_origin_from_its_own_past():
     assert first["seasonal_naive"][0] == pytest.approx(truth[as_of - timedelta(days=20)])  # the same weekday a week before
     assert (rows["mase_scale"] > 0).all()
     assert backtest_demand(weekly(10), START + timedelta(days=9), days=14).is_empty()  # no origin with a full horizon
+
+
+def test_jobs_a_day_choose_their_own_model_and_beat_seasonal_naive():
+    """GPU-hours that repeat every week exactly (seasonal naive is perfect and keeps them) beside a noisy count
+    of jobs around a weekly rhythm: the jobs series chooses its own model, whose backtest beats seasonal naive
+    (it once took the GPU-hours' model, seasonal naive here: relative MAE 1.0)."""
+    rng = np.random.default_rng(3)
+    days = 98
+    day = [START + timedelta(days=d) for d in range(days)]
+    level = np.array([8.0 if d.weekday() >= 5 else 40.0 for d in day])
+    daily = pl.DataFrame({"day": day, "queue": "q", "gpu_type": "A100-80GB",
+                          "jobs_submitted": rng.negative_binomial(8, 8 / (8 + level)).astype(float),
+                          "gpu_hours": np.tile([5.0, 80, 90, 100, 95, 85, 10], days // 7)})
+    as_of = day[-1]
+    out = forecast_demand(daily, as_of, 14)
+    assert set(out["method"]) == {SEASONAL_NAIVE} and set(out["jobs_method"]) != {SEASONAL_NAIVE}
+    assert out["jobs_fallback_reason"].is_null().all()
+    assert ((out["jobs_p10"] <= out["jobs_p50"]) & (out["jobs_p50"] <= out["jobs_p90"]) & (out["jobs_p10"] >= 0)).all()
+    rows = backtest_demand(daily, as_of, days=14, origins=6)
+    error = (rows["jobs_p50"] - rows["actual_jobs"]).abs().sum()
+    naive_error = (rows["jobs_seasonal_naive"] - rows["actual_jobs"]).abs().sum()
+    assert error / naive_error <= 0.85
+    truth = dict(zip(daily["day"].to_list(), daily["jobs_submitted"].to_list(), strict=True))
+    assert all(truth[d] == a for d, a in zip(rows["day"].to_list(), rows["actual_jobs"].to_list(), strict=True))
+
+
+def test_the_seasonal_window_average_gets_a_conformal_band_or_none():
+    """statsforecast's window average has no band of its own: conformal where the history allows, else P50 alone."""
+    from gpucast.tasks.demand.forecast import _predict, _seasonal_window_average
+
+    y = np.random.default_rng(0).poisson(20, size=70).astype(float)
+    p10, p50, p90 = _predict(_seasonal_window_average, y, 14)
+    assert (p10 <= p50).all() and (p50 <= p90).all() and (p90 > p10).any()
+    short = _predict(_seasonal_window_average, y[:28], 14)  # 28 days: not more than 2 windows x 14
+    assert np.array_equal(short[0], short[1]) and np.array_equal(short[1], short[2])
+
+
+def test_relative_mae_per_series_is_the_sum_of_errors_against_seasonal_naives():
+    rows = pl.DataFrame({"gpu_hours_p50": [12.0, 14.0, 1.0], "actual": [10.0, 20.0, 5.0], "seasonal_naive": [20.0, 10.0, None],
+                         "jobs_p50": [9.0, 9.0, 0.0], "actual_jobs": [10.0, 6.0, 0.0], "jobs_seasonal_naive": [14.0, 3.0, 0.0]})
+    from gpucast.tasks.demand.backtest import relative_mae
+
+    assert relative_mae(rows) == {"gpu_hours": pytest.approx(8 / 20), "jobs_submitted": pytest.approx(4 / 7)}
+    assert relative_mae(rows.with_columns(jobs_seasonal_naive=pl.col("actual_jobs")))["jobs_submitted"] is None
