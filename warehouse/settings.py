@@ -118,6 +118,10 @@ def _dask_address(v: str) -> bool:
     return v == "" or re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+:\d+|[A-Za-z0-9.\-]+:\d+", v) is not None
 
 
+def _host(v: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", v) is not None  # a name or an IPv4/IPv6 address
+
+
 def _any(_: Any) -> bool:
     return True
 
@@ -188,6 +192,9 @@ SPECS: tuple[Spec, ...] = (
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
     Spec("cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
+    Spec("cluster", "dask_dashboard_host", "127.0.0.1", str, _host, "a host name or IP address",
+         "the address the local Dask cluster's dashboard listens on: this machine only by default; 0.0.0.0 shows it "
+         "to the network (the dashboard has no login)"),
     Spec("planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
          "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
          "the plan shows GPUs needed without GPUs owned"),
@@ -337,6 +344,7 @@ class Cluster(_Checked):
     train_runner: str = _default("train_runner")
     dask_address: str = _default("dask_address")
     dask_workers: int = _default("dask_workers")
+    dask_dashboard_host: str = _default("dask_dashboard_host")
 
 
 @dataclass(frozen=True)
