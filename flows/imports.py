@@ -26,7 +26,7 @@ from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
-from gpucast.tasks.sources.sources_file import Source, load_sources
+from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
@@ -301,6 +301,8 @@ def pull_sources(settings: Settings) -> Pulled:
         return pulled
     for source in sources:
         try:
+            if source.problem:  # an entry that cannot be used (sources_file.py): it fails alone
+                raise SourcesError(source.problem)
             pulled.runs.update(_pull(source, settings))
         except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
             _failed(pulled, settings, source.name, source.kind, exc)

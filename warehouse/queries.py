@@ -306,8 +306,12 @@ SELECT target, sum(jobs) AS jobs, round(sum(p10_p90_coverage * jobs) / sum(jobs)
        round(sum(p90_coverage * jobs) / sum(jobs), 3) AS p90_coverage
 FROM interval_coverage GROUP BY ALL ORDER BY target
 """
+# The page never shows a failed run's error text (a source's error may quote what it read: a file given by
+# mistake, a store's names); `gpucast status` shows it to on-call.
 RECENT_RUNS = """
-SELECT * FROM (
+SELECT kind, run_id, status, started_at,
+       CASE WHEN status = 'failed' THEN 'failed: the reason is in `gpucast status`' ELSE message END AS message
+FROM (
     SELECT 'ingest' AS kind, run_id, status, started_at, coalesce(message, '') AS message FROM ingest_runs
     UNION ALL SELECT 'train', train_run_id, status, started_at, coalesce(message, '') FROM train_runs
     UNION ALL SELECT 'score', score_run_id, status, started_at, coalesce(message, '') FROM score_runs
