@@ -22,16 +22,12 @@ from pathlib import Path
 import yaml
 
 from gpucast.expectations import catalog
+from gpucast.expectations.plain_yaml import YamlRefused, compose, first_unplain, shown_tag
 
 ENTRY_KEYS = ("gpu_type", "count")
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
 # (a count of 10**29 passed and overflowed Polars at the plan step).
 MAX_COUNT = 1_000_000
-# The plain YAML types a value may have; any other tag (`!!python/...`, `!!binary`, `!custom`) is refused.
-PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in ("null", "bool", "int", "float", "str", "timestamp", "map",
-                                                           "seq"))
-
-
 class InventoryError(ValueError):
     """The inventory file breaks its rules; the message names the file and line."""
 
@@ -60,25 +56,11 @@ def _fail(path: Path, node: yaml.Node, message: str) -> InventoryError:
     return InventoryError(f"{path}, line {node.start_mark.line + 1}: {message}")
 
 
-def _shown_tag(tag: str) -> str:
-    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
-
-
 def _check_tags(path: Path, root: yaml.Node) -> None:
-    """Refuse any node whose tag is not a plain YAML type (iteratively: aliases may share nodes)."""
-    todo, seen = [root], set()
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.tag not in PLAIN_TAGS:
-            raise _fail(path, node, f"tag {_shown_tag(node.tag)} is not allowed: the inventory holds plain text, "
-                                    "whole numbers, lists and mappings")
-        if isinstance(node, yaml.MappingNode):
-            todo += [n for pair in node.value for n in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            todo += node.value
+    """Refuse any node whose tag is not a plain YAML type (`plain_yaml.first_unplain`)."""
+    if (node := first_unplain(root)) is not None:
+        raise _fail(path, node, f"tag {shown_tag(node.tag)} is not allowed: the inventory holds plain text, "
+                                "whole numbers, lists and mappings")
 
 
 def _value(path: Path, node: yaml.Node):
@@ -88,7 +70,7 @@ def _value(path: Path, node: yaml.Node):
     try:
         return yaml.safe_load(yaml.serialize(node))
     except Exception as exc:  # noqa: BLE001  (an explicit tag on text it cannot read: `!!timestamp 0`, `!!int x`)
-        raise _fail(path, node, f"{node.value!r} is not a valid {_shown_tag(node.tag)} value "
+        raise _fail(path, node, f"{node.value!r} is not a valid {shown_tag(node.tag)} value "
                                 f"({type(exc).__name__})") from None
 
 
@@ -120,16 +102,11 @@ def load_inventory(path: Path) -> Inventory:
 def _compose(path: Path) -> yaml.Node:
     """The file's YAML node tree; a file that cannot be read or parsed, or is empty, is an InventoryError."""
     try:
-        root = yaml.compose(path.read_text())
+        root = compose(path.read_text())  # the one YAML loader (expectations/plain_yaml.py)
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror or exc})") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InventoryError(f"{path}, line {line}: not valid YAML: {problem}") from None
-    except ValueError as exc:  # text PyYAML cannot take at all (a NUL character)
-        raise InventoryError(f"{path}, line 1: not valid YAML: {exc}") from None
+    except YamlRefused as exc:
+        raise InventoryError(f"{path}, line {exc.line}: {exc.problem}") from None
     if root is None:
         raise InventoryError(f"{path}, line 1: empty; it needs a `queues:` mapping (see docs/planners.md)")
     return root

@@ -204,14 +204,17 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from gpucast.tasks.report.render import query_result
-    from gpucast.warehouse.queries import run_sql
+    from gpucast.tasks.report.render import query_result_parts
+    from gpucast.warehouse.queries import check_table_size, run_sql
 
     settings = settings_from(args)
     max_rows = args.max_rows if args.format == "table" and args.max_rows > 0 else None
     storage = settings.storage
     df, total = run_sql(storage.query_path, args.query, settings.sql, storage.sql_temp_dir, max_rows)
-    print(query_result(df, args.format, total), end="")
+    if args.format == "table":
+        check_table_size(df, settings.sql)
+    for part in query_result_parts(df, args.format, total):  # a piece at a time: never the whole text at once
+        sys.stdout.write(part)
     return 0
 
 

@@ -10,6 +10,7 @@ Everything that can be wrong with the input is found before the ingest run start
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -23,9 +24,9 @@ import polars as pl
 from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
-from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs
+from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
-from gpucast.tasks.sources.sources_file import Source, load_sources
+from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
@@ -170,22 +171,51 @@ def since_ms(since: str) -> int:
 
 def mlflow_client(tracking_uri: str):
     """MLflow's client for `tracking_uri` (imported here only: the `mlflow` extra is optional). A local
-    store that does not exist is refused (exit 2) rather than created empty by MLflow."""
-    from urllib.parse import urlparse
-
-    where = urlparse(tracking_uri)
-    local = {"file": where.path, "": tracking_uri, "sqlite": tracking_uri.removeprefix("sqlite:///")}
-    path = local.get(where.scheme) if where.scheme in local else None
-    if path is not None and not Path(path).exists():
-        raise FileNotFoundError(f"mlflow {tracking_uri}: no MLflow store at {path}; give the tracking URI the runs "
-                                "were logged to (file:///path/mlruns, sqlite:////path/mlflow.db or http://host:5000)")
+    store is only read: one that is not an existing MLflow store is refused (exit 2) before MLflow sees
+    it, since MLflow creates what it lacks (a `.trash` in any folder, an `mlflow.db` for an empty URI)."""
     configure_mlflow()
     from mlflow.tracking import MlflowClient
 
+    if problem := not_a_local_store(tracking_uri):
+        raise FileNotFoundError(f"mlflow {tracking_uri}: {problem}; give the tracking URI the runs were logged to "
+                                "(file:///path/mlruns, sqlite:////path/mlflow.db or http://host:5000)")
     try:
         return MlflowClient(tracking_uri=tracking_uri)  # a database store is opened here
     except Exception as exc:  # noqa: BLE001  (see resolve_experiments)
         raise _unreachable(tracking_uri, exc) from None
+
+
+def not_a_local_store(tracking_uri: str) -> str | None:
+    """Why `tracking_uri` names no existing local MLflow store, or None (a server URL, or a store that is one).
+
+    A file store (`file:` or a bare path) must be a folder holding an experiment (`<id>/meta.yaml`, as
+    MLflow writes `0/meta.yaml` for its Default); a SQLite store (`sqlite:///`) a file holding MLflow's
+    `experiments` table, opened read-only to look."""
+    from urllib.parse import urlparse
+
+    if not tracking_uri.strip():
+        return "an empty tracking URI (MLflow would create ./mlflow.db)"
+    where = urlparse(tracking_uri)
+    if where.scheme == "sqlite":
+        path = Path(tracking_uri.removeprefix("sqlite:///"))
+        if not path.is_file():
+            return f"no MLflow store at {path}"
+        import sqlite3
+
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+                tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error as exc:
+            return f"{path} is not an MLflow store (not an SQLite database: {exc})"
+        return None if "experiments" in tables else f"{path} is not an MLflow store (no experiments table)"
+    if where.scheme not in ("file", "") and len(where.scheme) > 1:  # a server (http, databricks ...); C:\ is a path
+        return None
+    path = Path(where.path if where.scheme == "file" else tracking_uri).expanduser()
+    if not path.is_dir():
+        return f"no MLflow store at {path}"
+    if not any((d / "meta.yaml").is_file() for d in path.iterdir() if d.is_dir() and d.name != ".trash"):
+        return f"{path} is not an MLflow store (no experiment folder with a meta.yaml)"
+    return None
 
 
 def _unreachable(tracking_uri: str, exc: Exception) -> SourceUnavailable:
@@ -238,9 +268,9 @@ def _search(client, tracking_uri: str, exp_id: str, floor_ms: int | None, tagged
 
 
 def _run(client, run) -> MlflowRun:
-    """One MLflow run as `tasks/sources/mlflow.py` reads it: each GPU memory series' maximum."""
+    """One MLflow run as `tasks/sources/mlflow.py` reads it: each GPU memory series as one figure (`series_peak`)."""
     keys = gpu_memory_keys(run.data.metrics)
-    peaks = {gpu: max((m.value for m in client.get_metric_history(run.info.run_id, key)), default=0.0)
+    peaks = {gpu: series_peak(m.value for m in client.get_metric_history(run.info.run_id, key))
              for gpu, key in keys.items()}
     return MlflowRun(run.info.run_id, run.info.status, run.info.start_time, run.info.end_time,
                      dict(run.data.params), dict(run.data.tags), peaks)
@@ -271,6 +301,8 @@ def pull_sources(settings: Settings) -> Pulled:
         return pulled
     for source in sources:
         try:
+            if source.problem:  # an entry that cannot be used (sources_file.py): it fails alone
+                raise SourcesError(source.problem)
             pulled.runs.update(_pull(source, settings))
         except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
             _failed(pulled, settings, source.name, source.kind, exc)

@@ -39,7 +39,8 @@ def choose_runner(cluster: Cluster, local_cluster: bool) -> RunnerChoice:
     `train_runner=local`: this process, one task after another. A `dask_address`: that scheduler when it
     answers within `DASK_CONNECT_TIMEOUT_S`, else this process with the reason as the note. No address:
     a local cluster of `dask_workers` processes (one per core by default), one thread each, reporting to
-    this run's Prefect API, when `local_cluster`; else this process.
+    this run's Prefect API, its dashboard on `dask_dashboard_host` (127.0.0.1), when `local_cluster`; else
+    this process.
     """
     if cluster.train_runner == "local" and local_cluster:
         return RunnerChoice(ThreadPoolTaskRunner(max_workers=1))
@@ -60,8 +61,12 @@ def choose_runner(cluster: Cluster, local_cluster: bool) -> RunnerChoice:
         api_url = str(client.api_url)
     workers = cluster.dask_workers or os.cpu_count() or 1
     env = {"PREFECT_API_URL": api_url, "DASK_LOGGING__DISTRIBUTED": "warning"}
+    # the dashboard on GPUCAST_DASK_DASHBOARD_HOST (this machine by default): Dask's own default listens on
+    # every interface (0.0.0.0:8787) while printing http://127.0.0.1:8787/status; a port in use: Dask takes a free one
+    host = cluster.dask_dashboard_host
+    dashboard = f"[{host}]:8787" if ":" in host else f"{host}:8787"
     return RunnerChoice(DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
-                                                       "processes": True, "env": env}))
+                                                       "processes": True, "env": env, "dashboard_address": dashboard}))
 
 
 def dask_unreachable(address: str, timeout_s: float) -> str | None:

@@ -158,6 +158,7 @@ def capacity_summary(path: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFra
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN,
                              duckdb.StatementType.PRAGMA, duckdb.StatementType.CALL})
 FETCH_ROWS = 2048  # rows fetched at a time (one DuckDB vector): the result is counted as it arrives
+VALUE_SHARE = 8  # one value may hold at most this share of GPUCAST_SQL_MEMORY (printing it copies it)
 
 
 def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
@@ -214,10 +215,14 @@ def _refuse_all_but_reads(query: str) -> None:
 
 
 def _fetch_within(rel: duckdb.DuckDBPyRelation, limits: SqlSandbox) -> pl.DataFrame:
-    """The relation's rows, fetched FETCH_ROWS at a time; `SqlTooLarge` once they hold more than the memory limit."""
+    """The relation's rows, fetched FETCH_ROWS at a time; `SqlTooLarge` once they hold more than the memory
+    limit, or as soon as one value (a text or a blob) holds more than `VALUE_SHARE` of it: printing a value
+    takes several copies of it (`repeat('x', 250000000)` under a 256MB limit printed at 2.3 GB peak)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     reader = rel.fetch_record_batch(FETCH_ROWS)
+    most = limits.memory_bytes // VALUE_SHARE
     batches, held, rows = [], 0, 0
     for batch in reader:
         held += batch.nbytes
@@ -225,8 +230,30 @@ def _fetch_within(rel: duckdb.DuckDBPyRelation, limits: SqlSandbox) -> pl.DataFr
         if held > limits.memory_bytes:
             raise SqlTooLarge(f"the result passed GPUCAST_SQL_MEMORY ({limits.memory}) after {rows:,} rows and was "
                               "stopped; select fewer rows or columns (WHERE, LIMIT, an aggregate) or raise the limit")
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            if _is_bytes(column.type) and (size := pc.max(pc.binary_length(column)).as_py() or 0) > most:
+                raise SqlTooLarge(f"a value of column {name!r} holds {size:,} bytes, more than `gpucast sql` prints "
+                                  f"({most:,} bytes: GPUCAST_SQL_MEMORY ({limits.memory}) / {VALUE_SHARE}); select "
+                                  f"part of it (left({name}, 1000), length({name})) or raise the limit")
         batches.append(batch)
     return pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
+
+
+def check_table_size(df: pl.DataFrame, limits: SqlSandbox) -> None:
+    """`SqlTooLarge` when a result is too large to lay out as one text table (a table is built whole, at
+    several times the result's size: 100k rows of 1 kB took 1 GB): at most `VALUE_SHARE` of the limit."""
+    most = limits.memory_bytes // VALUE_SHARE
+    if (size := df.estimated_size()) > most:
+        raise SqlTooLarge(f"the result ({size:,} bytes) is more than a table lays out ({most:,} bytes: GPUCAST_SQL_MEMORY "
+                          f"({limits.memory}) / {VALUE_SHARE}); print it with --format csv or json (printed a piece at "
+                          "a time), or fewer rows (--max-rows)")
+
+
+def _is_bytes(kind) -> bool:
+    import pyarrow as pa
+
+    return any(test(kind) for test in (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+                                       pa.types.is_large_binary))
 
 
 def _spill_folder(folder: Path) -> Path:
@@ -306,8 +333,12 @@ SELECT target, sum(jobs) AS jobs, round(sum(p10_p90_coverage * jobs) / sum(jobs)
        round(sum(p90_coverage * jobs) / sum(jobs), 3) AS p90_coverage
 FROM interval_coverage GROUP BY ALL ORDER BY target
 """
+# The page never shows a failed run's error text (a source's error may quote what it read: a file given by
+# mistake, a store's names); `gpucast status` shows it to on-call.
 RECENT_RUNS = """
-SELECT * FROM (
+SELECT kind, run_id, status, started_at,
+       CASE WHEN status = 'failed' THEN 'failed: the reason is in `gpucast status`' ELSE message END AS message
+FROM (
     SELECT 'ingest' AS kind, run_id, status, started_at, coalesce(message, '') AS message FROM ingest_runs
     UNION ALL SELECT 'train', train_run_id, status, started_at, coalesce(message, '') FROM train_runs
     UNION ALL SELECT 'score', score_run_id, status, started_at, coalesce(message, '') FROM score_runs

@@ -49,21 +49,20 @@ class SettingsError(ValueError):
     """A setting's value breaks its rule; the message names the variable or flag."""
 
 
-# Rules a parsed value must keep.
-def _positive(v: float) -> bool:
-    return math.isfinite(v) and v > 0
+# Rules a parsed value must keep. Every number and size has an upper bound as well as a lower one: a
+# setting far past any real use (GPUCAST_SQL_THREADS=1000000 started 29,610 threads) is a typing error,
+# refused at load with the variable and the rule, never tried.
+def _between(low: float, high: float, *, above: bool = False, whole: bool = False) -> tuple[Callable[[Any], bool], str]:
+    """(rule, the rule in words) of a number from `low` (excluded when `above`) to `high`."""
+    def rule(v: float) -> bool:
+        return math.isfinite(v) and (v > low if above else v >= low) and v <= high
 
-
-def _non_negative(v: float) -> bool:
-    return math.isfinite(v) and v >= 0
+    kind = "a whole number" if whole else "a finite number"
+    return rule, f"{kind} {'>' if above else '>='} {low:g} and <= {high:g}"
 
 
 def _fraction(v: float) -> bool:
     return math.isfinite(v) and 0 <= v <= 1
-
-
-def _at_least_one(v: int) -> bool:
-    return v >= 1
 
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
@@ -71,14 +70,40 @@ _UNIT_BYTES = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
                "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them (300MB: 286.1 MiB)
 
 
-def _memory_size(v: str) -> bool:
-    return _SIZE.fullmatch(v) is not None
-
-
 def size_bytes(v: str) -> int:
     """A size such as 512MB or 2GiB, in bytes."""
     number, unit = _SIZE.fullmatch(v.strip()).groups()
     return int(float(number) * _UNIT_BYTES[unit.lower()])
+
+
+def machine_memory_bytes() -> int:
+    """This machine's physical memory (4TB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 4 * 10**12
+
+
+# A memory limit: at least MIN_MEMORY (GPUCAST_DUCKDB_MEMORY=0GB was taken, then `gpucast plan` failed with
+# DuckDB's multi-line OutOfMemoryException; the publish of 600k keyed rows runs in 16MB, tests/warehouse/
+# test_publish.py), at most this machine's memory.
+MIN_MEMORY = "16MB"
+MAX_TEMP = "100TB"  # a spill cap past any disk
+
+
+def _size_between(low: str, high: int | str, high_shown: str) -> tuple[Callable[[Any], bool], str]:
+    """(rule, words) of a size such as 512MB from `low` to `high` (bytes, or a size)."""
+    top = high if isinstance(high, int) else size_bytes(high)
+
+    def rule(v: str) -> bool:
+        return _SIZE.fullmatch(v) is not None and size_bytes(low) <= size_bytes(v) <= top
+
+    return rule, f"a size such as 512MB or 2GB, from {low} to {high_shown}"
+
+
+_MEMORY = _size_between(MIN_MEMORY, machine_memory_bytes(), f"this machine's memory ({machine_memory_bytes() / 1e9:.1f}GB)")
+DAY_S, DAY_MIN = 86_400, 1_440
+MAX_THREADS = 256  # GPUCAST_SQL_THREADS and GPUCAST_DASK_WORKERS: far above the cores of any one machine
 
 
 def _webhook_url(v: str) -> bool:
@@ -93,8 +118,8 @@ def _dask_address(v: str) -> bool:
     return v == "" or re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+:\d+|[A-Za-z0-9.\-]+:\d+", v) is not None
 
 
-def _non_negative_int(v: int) -> bool:
-    return v >= 0
+def _host(v: str) -> bool:
+    return re.fullmatch(r"[A-Za-z0-9.\-:]{1,253}", v) is not None  # a name or an IPv4/IPv6 address
 
 
 def _any(_: Any) -> bool:
@@ -127,37 +152,37 @@ class Spec:
 SPECS: tuple[Spec, ...] = (
     Spec("storage", "home", Path(DEFAULT_HOME), Path, _any, "a path",
          "the data directory: warehouse, lake, inbox, staging, models, Prefect state (git-ignored)"),
-    Spec("storage", "lock_timeout_s", 600.0, float, _positive, "a finite number > 0",
+    Spec("storage", "lock_timeout_s", 600.0, float, *_between(0, DAY_S, above=True),
          "seconds a writer waits for another writer before giving up (exit code 3)"),
-    Spec("storage", "duckdb_memory", "1GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("storage", "duckdb_memory", "1GB", str, *_MEMORY,
          "DuckDB's memory limit for the pipeline's writer (it spills to disk beyond)"),
-    Spec("planning", "gpu_mem_gb", 80.0, float, _positive, "a finite number > 0",
+    Spec("planning", "gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
          "the GPU memory (GB) `oom_risk` is judged against (`--gpu-mem-gb`)"),
     Spec("quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
          "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
-    Spec("storage", "keep_train_runs", 7, int, _at_least_one, "a whole number >= 1",
+    Spec("storage", "keep_train_runs", 7, int, *_between(1, 1_000, whole=True),
          "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
-    Spec("training", "nn_max_minutes", 20.0, float, _non_negative, "a finite number >= 0",
+    Spec("training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
-    Spec("quality", "backtest_days", 7, int, _at_least_one, "a whole number >= 1",
+    Spec("quality", "backtest_days", 7, int, *_between(1, 3_660, whole=True),
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
-    Spec("quality", "future_tolerance_hours", 24.0, float, _non_negative, "a finite number >= 0",
+    Spec("quality", "future_tolerance_hours", 24.0, float, *_between(0, 8_760),
          "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
     Spec("alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
          "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
          "empty: no alert, only the run's state"),
-    Spec("storage", "keep_forecast_days", 30, int, _at_least_one, "a whole number >= 1",
+    Spec("storage", "keep_forecast_days", 30, int, *_between(1, 3_660, whole=True),
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
-    Spec("sql", "memory", "2GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("sql", "memory", "2GB", str, *_MEMORY,
          "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond), and the most its "
          "fetched result may hold (a larger result is refused, exit code 2)"),
-    Spec("sql", "threads", 2, int, _at_least_one, "a whole number >= 1",
+    Spec("sql", "threads", 2, int, *_between(1, MAX_THREADS, whole=True),
          "`gpucast sql`: threads one planner query may use"),
-    Spec("sql", "temp_limit", "4GB", str, _memory_size, "a size such as 512MB or 2GB",
+    Spec("sql", "temp_limit", "4GB", str, *_size_between("0MB", MAX_TEMP, MAX_TEMP),
          "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
-    Spec("sql", "timeout_s", 300.0, float, _positive, "a finite number > 0",
+    Spec("sql", "timeout_s", 300.0, float, *_between(0, DAY_S, above=True),
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
-    Spec("training", "night_budget_minutes", 30.0, float, _non_negative, "a finite number >= 0",
+    Spec("training", "night_budget_minutes", 30.0, float, *_between(0, DAY_MIN),
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
     Spec("cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
@@ -165,20 +190,23 @@ SPECS: tuple[Spec, ...] = (
          "local (one after another in the flow's process) (`--runner`)"),
     Spec("cluster", "dask_address", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
-    Spec("cluster", "dask_workers", 0, int, _non_negative_int, "a whole number >= 0",
+    Spec("cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
+    Spec("cluster", "dask_dashboard_host", "127.0.0.1", str, _host, "a host name or IP address",
+         "the address the local Dask cluster's dashboard listens on: this machine only by default; 0.0.0.0 shows it "
+         "to the network (the dashboard has no login)"),
     Spec("planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
          "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
          "the plan shows GPUs needed without GPUs owned"),
     Spec("storage", "sources", "", str, _any, "a path to a YAML file, or empty",
          "the sources the nightly pulls besides the inbox: MLflow tracking URIs, Slurm exports or sacct "
          "(docs/sources.md); empty: $GPUCAST_HOME/sources.yaml when it exists, else the inbox only"),
-    Spec("planning", "plan_days", 14, int, _at_least_one, "a whole number >= 1",
+    Spec("planning", "plan_days", 14, int, *_between(1, 366, whole=True),
          "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
-    Spec("tracing", "trace_seconds", 60.0, float, _positive, "a finite number > 0",
+    Spec("tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
          "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
          "timeout is cached with its reason)"),
-    Spec("tracing", "trace_night_seconds", 600.0, float, _positive, "a finite number > 0",
+    Spec("tracing", "trace_night_seconds", 600.0, float, *_between(0, DAY_S, above=True),
          "the traced prior: seconds all of a night's new traces may take together; configurations not reached "
          "are traced on a later night (their jobs get the analytic prior tonight)"),
 )
@@ -316,6 +344,7 @@ class Cluster(_Checked):
     train_runner: str = _default("train_runner")
     dask_address: str = _default("dask_address")
     dask_workers: int = _default("dask_workers")
+    dask_dashboard_host: str = _default("dask_dashboard_host")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ Each chunk is a Polars frame of *strings* with contract column names, plus:
 * `_row`: where the record is in its file as a person counts (JSONL: line number; CSV: line
   number of the row's first line, the header being line 1; Parquet: 1-based row number);
 * `_raw`: the record's original text (JSONL lines only; other formats rebuild it on rejection);
-* `_read_error`: why the record could not be read (invalid JSON, a ragged CSV row), else null.
+* `_read_error`: why the record could not be read (invalid JSON, a ragged CSV row), else null. A
+  Parquet file an importer staged (flows/imports.py) may carry it as its column `SOURCE_ERROR`: the
+  importer's reason a record cannot be used (a negative MLflow memory series), which rejects it.
 
 A file that cannot be read at all raises `FileRejected` with a reason a person can act on.
 With a mapping file (`FileInfo.mapping`, tasks/sources/mapping.py) its columns are named through
@@ -414,6 +416,9 @@ def _seed_ids(frame: pl.DataFrame) -> pl.DataFrame:
 
 # Parquet ----------------------------------------------------------------------------------------
 
+SOURCE_ERROR = "_source_error"  # a staged file's column: why the importer could not use the record (null: it could)
+
+
 def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFrame]:
     if info.compressed:
         raise FileRejected("gzip-compressed Parquet is not supported: Parquet compresses itself")
@@ -421,7 +426,8 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise FileRejected(f"not a readable Parquet file: {exc}") from exc
-    names = {n: info.name_of(n) for n in pf.schema_arrow.names}
+    errors = SOURCE_ERROR in pf.schema_arrow.names
+    names = {n: info.name_of(n) for n in pf.schema_arrow.names if n != SOURCE_ERROR}
     kept = {}
     for src, name in names.items():
         if name in c.COLUMNS and name not in kept.values():
@@ -433,15 +439,16 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
         raise FileRejected(f"missing required column(s) {', '.join(missing)}; found {', '.join(names) or 'none'}")
     start = 1
     try:
-        for batch in pf.iter_batches(batch_size=chunk_rows, columns=list(kept)):
+        for batch in pf.iter_batches(batch_size=chunk_rows, columns=list(kept) + ([SOURCE_ERROR] if errors else [])):
             frame = pl.from_arrow(batch)
             assert isinstance(frame, pl.DataFrame)
-            frame = frame.rename(kept)  # the types of the renamed frame (an alias such as `id` is renamed)
+            error = frame[SOURCE_ERROR].cast(pl.String) if errors else pl.lit(None, dtype=pl.String)
+            frame = frame.drop(SOURCE_ERROR, strict=False).rename(kept)  # the types of the renamed frame (an alias such as `id` is renamed)
             frame = frame.with_columns([_as_string(frame.schema[n], n) for n in kept.values()])
             yield frame.with_columns(
                 pl.int_range(start, start + frame.height, dtype=pl.Int64).alias("_row"),
                 pl.lit(None, dtype=pl.String).alias("_raw"),
-                pl.lit(None, dtype=pl.String).alias("_read_error"),
+                error.alias("_read_error"),
             )
             start += frame.height
     except (pa.ArrowException, OSError) as exc:

@@ -10,6 +10,7 @@ nothing here reads a database or a file.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,17 +43,38 @@ def markdown_table(df: pl.DataFrame) -> str:
         return str(df)
 
 
+PIECE_BYTES = 8 * 10**6  # csv and json are rendered and printed about this much of the result at a time
+
+
 def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> str:
-    """A query's result as `gpucast sql` prints it: csv or json (every row given), or a table of
-    every row given, whole strings and headers (up to Polars' widest table, TABLE_MAX_WIDTH characters;
-    csv and json have no limit), and a last line with the row count that says when
-    `total` (the query's row count) is more than was shown."""
-    if fmt == "csv":
-        return df.write_csv()
-    if fmt == "json":
-        return df.write_json() + "\n"
+    """A query's result as `gpucast sql` prints it (`query_result_parts`, joined)."""
+    return "".join(query_result_parts(df, fmt, total))
+
+
+def query_result_parts(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> Iterator[str]:
+    """A query's result as `gpucast sql` prints it, in pieces: csv or json (every row given) rendered
+    about PIECE_BYTES of the result at a time, so that printing holds one piece's text, never the whole
+    result's (a 100 MB result took 480 MB printed whole); or a table of every row given, whole strings
+    and headers (up to Polars' widest table, TABLE_MAX_WIDTH characters; csv and json have no limit),
+    and a last line with the row count that says when `total` (the query's row count) is more than was shown."""
+    if fmt in ("csv", "json"):
+        step = max(1, min(df.height, PIECE_BYTES * df.height // max(1, df.estimated_size())))
+        starts = range(0, df.height, step)
+        if fmt == "csv":
+            for start in starts or [0]:
+                yield df.slice(start, step).write_csv(include_header=start == 0)
+            return
+        if not df.height:
+            yield df.write_json() + "\n"
+            return
+        for start in starts:
+            yield ("[" if start == 0 else ",") + df.slice(start, step).write_json()[1:-1]
+        yield "]\n"
+        return
     total = df.height if total is None else total
-    df = visible_frame(df)  # a table: control characters as escapes (csv and json carry the data as it is)
+    # a table: control characters as escapes (csv and json carry the data as it is); a string is shown up
+    # to TABLE_MAX_WIDTH characters, so only that much of it is escaped and laid out
+    df = visible_frame(df.with_columns(pl.col(pl.String).str.slice(0, TABLE_MAX_WIDTH + 1)))
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=TABLE_MAX_WIDTH, fmt_str_lengths=TABLE_MAX_WIDTH,
                    fmt_table_cell_list_len=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         table = str(df)
@@ -60,7 +82,7 @@ def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None)
     if total > df.height:
         rows = (f"first {df.height:,} of {rows} shown (--max-rows N to see more; --format csv or json "
                 "print every row)")
-    return f"{table}\n({rows})\n"
+    yield f"{table}\n({rows})\n"
 
 
 def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:

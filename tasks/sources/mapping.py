@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from gpucast.expectations import contract as c
+from gpucast.expectations.plain_yaml import PLAIN_TAGS, YamlRefused, compose, shown_key
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import FileRejected, _open_text, header_key, normalise_name, sniff_format
 
@@ -54,7 +55,6 @@ def _family(unit: str) -> dict[str, int] | None:
 
 UNITS = {f.name: fam for f in c.FIELDS if (fam := _family(f.unit))}  # field -> the units it converts from
 NAMED_KINDS = ("string", "status", "precision", "bool")  # fields whose values a value map may rename
-_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp", "map", "seq")}
 
 
 class MappingError(ValueError):
@@ -144,13 +144,9 @@ def load_mapping(path: str | Path) -> Mapping:
     except UnicodeDecodeError:
         raise MappingError(f"{shown}: not UTF-8 text; save the mapping as UTF-8 YAML") from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" line {mark.line + 1}" if mark else ""
-        raise MappingError(f"{shown}{where}: not valid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise MappingError(f"{shown}: not valid YAML: {exc}") from None
+        root = compose(text)  # the one YAML loader (expectations/plain_yaml.py)
+    except YamlRefused as exc:
+        raise MappingError(f"{shown} line {exc.line}: {exc.problem}") from None
     if root is None:
         raise MappingError(f"{shown}: empty; write the sections {', '.join(SECTIONS)} (docs/sources.md)")
     return _Parser(shown, hashlib.sha256(data).hexdigest()).parse(root)
@@ -172,13 +168,13 @@ class _Parser:
         for k, v in node.value:
             key = self.scalar(k, "a key")
             if key in seen:
-                raise self.fail(k, f"{key!r} is given twice")
+                raise self.fail(k, f"{shown_key(key)} is given twice")
             seen.add(key)
             out.append((key, k, v))
         return out
 
     def plain(self, node: yaml.Node) -> None:
-        if node.tag not in _PLAIN_TAGS:
+        if node.tag not in PLAIN_TAGS:
             raise self.fail(node, f"YAML tags are not allowed ({node.tag}); write plain values")
 
     def scalar(self, node: yaml.Node, what: str) -> str:
@@ -191,7 +187,7 @@ class _Parser:
 
     def contract_field(self, key: str, node: yaml.Node) -> c.Field:
         if key not in c.FIELD_BY_NAME:
-            raise self.fail(node, f"unknown contract field {key!r} (fields: {', '.join(c.COLUMNS)})")
+            raise self.fail(node, f"unknown contract field {shown_key(key)} (fields: {', '.join(c.COLUMNS)})")
         return c.FIELD_BY_NAME[key]
 
     def parse(self, root: yaml.Node) -> Mapping:
@@ -199,7 +195,7 @@ class _Parser:
         sections = self.pairs(root, "a mapping file")
         for name, key, _ in sections:
             if name not in SECTIONS:
-                raise self.fail(key, f"unknown section {name!r} (sections: {', '.join(SECTIONS)})")
+                raise self.fail(key, f"unknown section {shown_key(name)} (sections: {', '.join(SECTIONS)})")
         for name, _, value in sorted(sections, key=lambda s: SECTIONS.index(s[0])):  # constants after fields
             getattr(self, f"_{name}")(m, value)
         return m

@@ -8,7 +8,9 @@ Nothing here imports MLflow. The decisions are written out in docs/sources.md, "
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -16,7 +18,7 @@ import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.tasks.ingest.readers import header_key, normalise_name
+from gpucast.tasks.ingest.readers import SOURCE_ERROR, header_key, normalise_name
 from gpucast.tasks.sources.mapping import Mapping, named_fields
 
 # MLflow's run status -> the contract's. A SCHEDULED run has not started: PENDING.
@@ -67,7 +69,7 @@ class MlflowRun:
     end_ms: int | None
     params: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    gpu_mem_mb: dict[int, float] = field(default_factory=dict)  # GPU index -> its series' maximum
+    gpu_mem_mb: dict[int, float | None] = field(default_factory=dict)  # GPU index -> `series_peak` of its series
 
 
 @dataclass
@@ -77,6 +79,17 @@ class MlflowImport:
     jobs: pl.DataFrame  # contract fields, text (None = missing), one row per run
     no_gpu_metrics: list[str] = field(default_factory=list)  # finished runs without GPU memory: loaded without it
     not_started: list[str] = field(default_factory=list)  # runs without a start time: not loaded
+
+
+def series_peak(samples: Iterable[float]) -> float | None:
+    """One GPU's memory series as one figure: the largest finite sample (a NaN or infinite sample is one
+    NVML did not take: ignored wherever it is in the series); None when no sample is finite (no
+    measurement for that GPU); the smallest sample when one is negative (no memory reading can be: the
+    run is quarantined, `run_record`)."""
+    finite = [v for v in samples if math.isfinite(v)]
+    if not finite:
+        return None
+    return min(finite) if min(finite) < 0 else max(finite)
 
 
 def gpu_memory_keys(metric_keys: list[str] | set[str]) -> dict[int, str]:
@@ -102,11 +115,12 @@ def runs_to_jobs(runs: list[MlflowRun], mapping: Mapping | None = None) -> Mlflo
             out.not_started.append(run.run_id)
             continue
         record = run_record(run, mapping)
-        if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
+        if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED and SOURCE_ERROR not in record:
             out.no_gpu_metrics.append(run.run_id)
         records.append(record)
-    schema = {n: pl.String for n in c.COLUMNS}
-    out.jobs = pl.DataFrame(records, schema=schema, orient="row") if records else pl.DataFrame(schema=schema)
+    schema = {n: pl.String for n in (*c.COLUMNS, SOURCE_ERROR)}
+    out.jobs = pl.DataFrame([{SOURCE_ERROR: None, **r} for r in records], schema=schema) if records else \
+        pl.DataFrame(schema=schema)
     return out
 
 
@@ -120,14 +134,27 @@ def run_record(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, str 
         c.JOB_ID: f"mlflow-{run.run_id}", c.SUBMITTED_AT: _iso(run.start_ms), c.STATUS: status,
         c.UPDATED_AT: _iso(run.end_ms if finished else run.start_ms),
         c.RUNTIME_HOURS: repr((run.end_ms - run.start_ms) / 3.6e6) if finished and run.end_ms > run.start_ms else None,
-        c.PEAK_GPU_MEM_GB: (repr(max(run.gpu_mem_mb.values()) / MB_PER_GB)
-                            if finished and run.gpu_mem_mb and max(run.gpu_mem_mb.values()) > 0 else None),
+        c.PEAK_GPU_MEM_GB: repr(peak / MB_PER_GB) if finished and (peak := _peak_mb(run)) else None,
     })
+    negative = {gpu: mb for gpu, mb in sorted(run.gpu_mem_mb.items()) if mb is not None and mb < 0}
+    if negative:  # not loaded: the reason names the series (`SOURCE_ERROR` rejects the row at the ingest)
+        gpu, mb = next(iter(negative.items()))
+        record[SOURCE_ERROR] = (f"system/gpu_{gpu}_memory_usage_megabytes: {mb:g} MB is a negative memory reading "
+                                "(MLflow's system metrics are broken for this run)")
     if run.gpu_mem_mb:
         record[c.GPU_COUNT] = str(len(run.gpu_mem_mb))
     if record[c.GPU_TYPE]:  # `L4` -> `L4-24GB`, as the Slurm import names a GPU; unknown kept as written
         record[c.GPU_TYPE] = catalog.canonical(record[c.GPU_TYPE]) or record[c.GPU_TYPE]
     return record
+
+
+def _peak_mb(run: MlflowRun) -> float | None:
+    """The run's peak memory on one GPU (MB): the largest of its GPUs' series peaks, those measured; None when
+    no GPU's series has a finite sample, when one is negative (quarantined), or when it is 0 (nothing measured)."""
+    measured = [mb for mb in run.gpu_mem_mb.values() if mb is not None]
+    if not measured or min(measured) < 0 or max(measured) <= 0:
+        return None
+    return max(measured)
 
 
 def run_features(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, str]:

@@ -93,9 +93,13 @@ def _rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]:
     header = lines[0].rstrip("|").split("|") if lines else []  # --parsable (not 2) ends every line with `|`
     absent = [f for f in REQUIRED_FIELDS if f not in header]
     if absent:
-        found = lines[0][:120] if lines else "an empty file"
+        # the first line is quoted only when it reads as a header of names: a file given by mistake
+        # (`files: /etc/passwd`) must not have its lines copied into run messages that planners read
+        first = lines[0] if lines else "an empty file"
+        found = repr(first) if re.fullmatch(r"[A-Za-z0-9_ ,;|\t.\-]{1,120}", first) else \
+            f"a line of {len(first)} characters that is not a header of names"
         raise NotSacctOutput(f"{source}: not sacct --parsable2 output: its first line names no {', '.join(absent)} "
-                             f"(found {found!r}); export it with `sacct --parsable2 --format="
+                             f"(found {found}); export it with `sacct --parsable2 --format="
                              f"{','.join(SACCT_FIELDS)}` (docs/sources.md), or ingest it with `gpucast ingest`")
     rows = []
     for number, line in enumerate(lines[1:], start=2):

@@ -9,20 +9,32 @@
       - sacct: true                           # ... or run sacct (since: now-1days by default)
         mlflow_uri: http://mlflow:5000        # optional: the runs the jobs ran (join by tag)
 
-Relative paths (mappings, files) are read from the sources file's folder. Parsing only: the flow pulls.
+Relative paths (mappings, files) are read from the sources file's folder and must stay under it
+(`../../etc/shadow` is refused; an absolute path is taken as written). The file is read by the one YAML
+loader (`expectations/plain_yaml.py`): plain values only, each entry at most `MAX_VALUES` values once
+its aliases are expanded (an alias bomb under one `tracking_uri` is that entry's problem, not a 2.8 GB
+string). A file that cannot be read at all is a `SourcesError`; an entry that cannot be used is a
+`Source` with its `problem`, which fails that source only: the night pulls the others. Parsing only:
+the flow pulls.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from gpucast.expectations.plain_yaml import YamlRefused, compose, line_of, plain_value
+
 KEYS = {
     "mlflow": ("tracking_uri", "experiments", "mapping", "since"),
     "slurm": ("files", "sacct", "since", "mapping", "mlflow_uri", "mlflow_experiments", "join_tag"),
 }
+LISTS = ("experiments", "mlflow_experiments")  # a name, or a list of names
+FLAGS = ("sacct",)  # true or false
+PATHS = ("mapping", "files")  # relative to the sources file's folder, and under it
 
 
 class SourcesError(ValueError):
@@ -31,55 +43,115 @@ class SourcesError(ValueError):
 
 @dataclass(frozen=True)
 class Source:
-    """One entry: its kind (`mlflow`, `slurm`), a name for messages, and its settings as written."""
+    """One entry: its kind (`mlflow`, `slurm`), a name for messages, its settings as written (paths made
+    absolute), and why it cannot be pulled (empty: it can)."""
 
     kind: str
     name: str
     options: dict = field(default_factory=dict)
+    problem: str = ""
 
 
 def load_sources(path: Path) -> list[Source]:
-    """The sources a sources file lists, in its order; `SourcesError` for anything it cannot mean."""
+    """The sources a sources file lists, in its order. `SourcesError` when the file as a whole cannot be
+    read; an entry that cannot be used comes back with its `problem` (one line naming the file, the line
+    and the entry), so that only it fails."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        root = compose(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"sources file {path} not found (GPUCAST_SOURCES)") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SourcesError(f"{path}: not valid YAML ({str(exc).splitlines()[0]}); see docs/sources.md") from None
-    if data is None:
+    except UnicodeDecodeError:
+        raise SourcesError(f"{path}: not UTF-8 text; save the sources file as UTF-8 YAML (docs/sources.md)") from None
+    except YamlRefused as exc:
+        raise SourcesError(f"{path}: line {exc.line}: {exc.problem}; see docs/sources.md") from None
+    if root is None:
         return []
-    if not isinstance(data, dict) or set(data) - set(KEYS):
-        raise SourcesError(f"{path}: its top level lists sources by kind ({', '.join(KEYS)}); found "
-                           f"{', '.join(map(str, data)) if isinstance(data, dict) else type(data).__name__}")
+    kinds = _kinds(path, root)
+    return [_entry(path, kind, i, node) for kind, entries in kinds for i, node in enumerate(entries.value, start=1)]
+
+
+def _kinds(path: Path, root: yaml.Node) -> list[tuple[str, yaml.SequenceNode]]:
+    """(kind, its list of entries) of the top level, which must name kinds only."""
+    keys = [k.value if isinstance(k, yaml.ScalarNode) else "?" for k, _ in root.value] \
+        if isinstance(root, yaml.MappingNode) else []
+    if not isinstance(root, yaml.MappingNode) or set(keys) - set(KEYS):
+        found = ", ".join(k if k in KEYS else "an unknown key" for k in keys) if keys else "no mapping"
+        raise SourcesError(f"{path}: line {line_of(root)}: its top level lists sources by kind ({', '.join(KEYS)}); "
+                           f"found {found}")
     out = []
-    for kind, entries in data.items():
-        if not isinstance(entries, list):
-            raise SourcesError(f"{path}: `{kind}` is a list of entries (`- ...` lines)")
-        out += [_entry(path, kind, i, e) for i, e in enumerate(entries, start=1)]
+    for key, entries in root.value:
+        if not isinstance(entries, yaml.SequenceNode):
+            raise SourcesError(f"{path}: line {line_of(entries)}: `{key.value}` is a list of entries (`- ...` lines)")
+        out.append((key.value, entries))
     return out
 
 
-def _entry(path: Path, kind: str, number: int, entry: object) -> Source:
-    where = f"{path}: {kind} entry {number}"
+def _entry(path: Path, kind: str, number: int, node: yaml.Node) -> Source:
+    """One entry as a `Source`: its settings checked, or the problem that keeps it from being pulled."""
+    name = f"{kind} entry {number}"
+    try:
+        options = _options(path, kind, plain_value(node))
+    except YamlRefused as exc:
+        return Source(kind, name, {}, f"{path}: line {exc.line}: {name}: {exc.problem}")
+    except SourcesError as exc:
+        return Source(kind, name, {}, f"{path}: line {line_of(node)}: {name} {exc}")
+    shown = options.get("tracking_uri") or options.get("files") or "sacct"
+    return Source(kind, f"{kind} {shown}", options)
+
+
+def _options(path: Path, kind: str, entry: object) -> dict:
+    """An entry's settings, each of the kind of value it takes; `SourcesError` (the entry's problem) else."""
     if not isinstance(entry, dict):
-        raise SourcesError(f"{where} is not a mapping of settings ({', '.join(KEYS[kind])})")
+        raise SourcesError(f"is not a mapping of settings ({', '.join(KEYS[kind])})")
     unknown = [k for k in entry if k not in KEYS[kind]]
     if unknown:
-        raise SourcesError(f"{where}: unknown setting(s) {', '.join(map(str, unknown))} (settings: {', '.join(KEYS[kind])})")
-    options = {k: _local(path, k, v) for k, v in entry.items()}
+        raise SourcesError(f"has unknown setting(s) {', '.join(map(_shown, unknown))} (settings: {', '.join(KEYS[kind])})")
+    options = {k: _value(path, k, v) for k, v in entry.items() if v is not None}
     if kind == "mlflow" and not options.get("tracking_uri"):
-        raise SourcesError(f"{where} needs tracking_uri")
+        raise SourcesError("needs tracking_uri")
     if kind == "slurm" and bool(options.get("files")) == bool(options.get("sacct")):
-        raise SourcesError(f"{where} needs files (a file or a glob) or sacct: true, not both")
-    for key in ("experiments", "mlflow_experiments"):
-        if isinstance(options.get(key), str):
-            options[key] = [options[key]]
-    name = options.get("tracking_uri") or options.get("files") or "sacct"
-    return Source(kind, f"{kind} {name}", options)
+        raise SourcesError("needs files (a file or a glob) or sacct: true, not both")
+    return options
 
 
-def _local(path: Path, key: str, value: object) -> object:
-    """A mapping file or an export glob relative to the sources file's folder, as an absolute path."""
-    if key in ("mapping", "files") and isinstance(value, str) and not Path(value).expanduser().is_absolute():
-        return str(path.parent.resolve() / value)
-    return value
+def _value(path: Path, key: str, value: object) -> object:
+    """A setting's value as the flow uses it: yes/no, a list of names, or text (a path: absolute)."""
+    if key in FLAGS:
+        if not isinstance(value, bool):
+            raise SourcesError(f"{key} is true or false, not {_kind(value)}")
+        return value
+    if key in LISTS:
+        names = value if isinstance(value, list) else [value]
+        if not all(_text_like(v) for v in names):
+            raise SourcesError(f"{key} is a name or a list of names, not {_kind(value)}")
+        return [str(v) for v in names]
+    if not _text_like(value):
+        raise SourcesError(f"{key} is a single value, not {_kind(value)}")
+    text = value.isoformat() if isinstance(value, dt.date) else str(value)
+    return _local(path, key, text) if key in PATHS else text
+
+
+def _local(path: Path, key: str, value: str) -> str:
+    """A mapping file or an export glob: relative to the sources file's folder, and under it; absolute as written."""
+    if Path(value).expanduser().is_absolute():
+        return value
+    folder = path.parent.resolve()
+    where = (folder / value).resolve()
+    if not where.is_relative_to(folder):
+        raise SourcesError(f"{key} {_shown(value)} leaves the sources file's folder ({folder}); a relative path is read "
+                           "under it: write an absolute path to read a file elsewhere")
+    return str(where)
+
+
+def _text_like(value: object) -> bool:
+    return isinstance(value, str | int | float | dt.date) and not isinstance(value, bool)
+
+
+def _kind(value: object) -> str:
+    return {dict: "a mapping", list: "a list", bool: "true/false"}.get(type(value), type(value).__name__)
+
+
+def _shown(text: object, limit: int = 60) -> str:
+    """A value of the file in a message: escaped, and cut to `limit` characters."""
+    shown = repr(str(text))
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

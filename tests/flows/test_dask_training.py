@@ -231,3 +231,19 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
     fallback = score_pending(partition_min_jobs=1)
     assert f"Dask scheduler {refused} (GPUCAST_DASK_ADDRESS) did not answer" in fallback["scored_on"]
     assert fallback["forecasts"] == here["forecasts"]
+
+
+def test_the_local_clusters_dashboard_listens_on_this_machine_only():
+    """Issue 38, defect 4: the dashboard of the local cluster `gpucast train` starts listened on 0.0.0.0 while
+    the log printed http://127.0.0.1:<port>/status. It binds GPUCAST_DASK_DASHBOARD_HOST, 127.0.0.1 by default."""
+    import psutil
+
+    from gpucast.flows.runners import choose_runner
+    from gpucast.warehouse.settings import Cluster as ClusterSettings
+
+    choice = choose_runner(ClusterSettings(dask_workers=1), local_cluster=True)
+    with choice.runner:  # the local cluster the night's training starts, scheduler (and dashboard) in this process
+        port = choice.runner.client.scheduler_info()["services"]["dashboard"]
+        bound = {s.laddr.ip for s in psutil.Process().net_connections("tcp")
+                 if s.status == psutil.CONN_LISTEN and s.laddr.port == port}
+    assert bound == {"127.0.0.1"}

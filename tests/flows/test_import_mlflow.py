@@ -187,6 +187,64 @@ def test_a_store_that_cannot_be_read_is_one_line(home, tmp_path, capsys, target,
     assert not (home / "warehouse.duckdb").exists() or rows(home, "SELECT count(*) FROM ingest_runs") == [(0,)]
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_nan_samples_are_ignored_and_a_negative_series_quarantines_its_run(home, tmp_path, capsys):
+    """Issue 38, defect 7, through a real store and the real ingest: NaN samples count nowhere in a series,
+    a GPU whose series has no finite sample is no measurement, a negative series rejects its run naming it."""
+    uri, client, exp = empty_store(tmp_path)
+    nan = float("nan")
+    ids = {name: log_run(client, exp, start_ms=T0 + i * HOUR, end_ms=T0 + i * HOUR + HOUR // 2, params=CNN, tags=L4,
+                         gpu_mb=series)
+           for i, (name, series) in enumerate({"last_nan": [[5000.0, nan]], "first_nan": [[nan, 5000.0]],
+                                               "gpu1_nan": [[40_000.0], [nan, nan]], "gpu0_nan": [[nan, nan], [40_000.0]],
+                                               "negative": [[20_000.0], [3000.0, -512.0]]}.items())}
+    assert main(["import", "mlflow", "--tracking-uri", uri]) == 0
+    capsys.readouterr()
+    peaks = dict(rows(home, "SELECT job_id, peak_gpu_mem_gb FROM job_logs"))
+    assert {name: peaks.get(f"mlflow-{run_id}") for name, run_id in ids.items()} == {
+        "last_nan": 5.0, "first_nan": 5.0, "gpu1_nan": 40.0, "gpu0_nan": 40.0, "negative": None}
+    assert rows(home, "SELECT job_id, reason_text FROM rejected_job_logs") == [
+        (f"mlflow-{ids['negative']}", "system/gpu_1_memory_usage_megabytes: -512 MB is a negative memory reading "
+                                      "(MLflow's system metrics are broken for this run)")]
+
+
+def _tree(folder) -> dict[str, bytes | None]:
+    """Every path under `folder` (hidden ones too) with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("target", ["file://{dir}", "{dir}", "sqlite:///{dir}/notes.db", "sqlite:///{dir}/readme.txt",
+                                    "file://{dir}/missing"])
+def test_an_import_creates_nothing_where_there_is_no_mlflow_store(home, tmp_path, capsys, target):
+    """Issue 38, defect 3: `--tracking-uri file:///etc` created /etc/.trash (any folder given as a file store got
+    one). A URI naming no existing MLflow store is refused, one line, exit 2, and nothing there changes."""
+    import sqlite3
+
+    folder = tmp_path / "not-a-store"
+    write(folder / "readme.txt", "some folder\n")
+    write(folder / "sub" / "data.csv", "a,b\n")
+    with sqlite3.connect(folder / "notes.db") as con:  # an SQLite file, not MLflow's: MLflow would add its tables
+        con.execute("CREATE TABLE notes (n TEXT)")
+    before = _tree(folder)
+    uri = target.format(dir=folder)
+    assert main(["import", "mlflow", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpucast import: mlflow {uri}: ") and err.count("\n") == 1
+    assert "MLflow store" in err
+    assert _tree(folder) == before
+
+
+def test_an_empty_tracking_uri_creates_no_database_here(home, tmp_path, monkeypatch, capsys):
+    """`--tracking-uri ''` created a 954 kB ./mlflow.db and exited 0."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", "mlflow", "--tracking-uri", ""]) == 2
+    assert capsys.readouterr().err == ("gpucast import: mlflow : an empty tracking URI (MLflow would create ./mlflow.db); "
+                                       "give the tracking URI the runs were logged to (file:///path/mlruns, "
+                                       "sqlite:////path/mlflow.db or http://host:5000)\n")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()
+
+
 def test_since_must_be_a_time(home, tmp_path, capsys):
     assert main(["import", "mlflow", "--tracking-uri", f"file://{tmp_path}", "--since", "yesterday"]) == 2
     assert capsys.readouterr().err == ("gpucast import: --since 'yesterday' is not an ISO 8601 time (e.g. 2026-11-01 "

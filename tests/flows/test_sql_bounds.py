@@ -121,3 +121,39 @@ def test_the_sandbox_writes_no_file_not_even_in_its_own_spill_folder(published, 
     out, err = capsys.readouterr()
     assert out == "" and "only reads; refused: " in err
     assert not spill.exists()
+
+
+# Issue 38, defect 6: `GPUCAST_SQL_MEMORY=256MB gpucast sql --format csv "select repeat('x', 250000000) s"` exited 0
+# at 2.34 GB peak RSS: the result was held within the limit, but printing it took several copies of it.
+
+def _sql_peak(fmt: str, query: str, memory: str) -> tuple[int, int, str]:
+    """(exit code, peak RSS in MiB, stderr) of `gpucast sql` in its own process."""
+    env = {**os.environ, "GPUCAST_SQL_MEMORY": memory}
+    done = subprocess.run([sys.executable, "-c", PEAK_RSS_OF, sys.executable, "-m", "gpucast.flows.cli", "sql",
+                           "--format", fmt, "--max-rows", "0", query], env=env, capture_output=True, text=True, timeout=300)
+    code, peak_kib = (int(x) for x in done.stdout.split())
+    return code, peak_kib // 1024, done.stderr
+
+
+@pytest.mark.slow
+def test_one_value_too_large_to_print_is_refused(published):
+    """The probe's command, 12 times smaller: a 20 MB value under a 64MB limit (a value may hold an eighth)."""
+    code, _, err = _sql_peak("csv", "SELECT repeat('x', 20000000) AS s", "64MB")
+    assert code == 2
+    assert err.endswith("a value of column 's' holds 20,000,000 bytes, more than `gpucast sql` prints (8,000,000 "
+                        "bytes: GPUCAST_SQL_MEMORY (64MB) / 8); select part of it (left(s, 1000), length(s)) or raise "
+                        "the limit\n") and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_printing_a_result_takes_a_piece_at_a_time(published):
+    """60 MB in 60,000 rows under a 256MB limit: csv and json are printed a piece at a time, so the process
+    grows by about the result (1.5x measured; printed whole it was 3.1x); a table, laid out whole, is refused."""
+    base = _sql_peak("csv", "SELECT 1 AS n", "256MB")[1]
+    query = "SELECT repeat('x', 1000) AS s FROM range(60000)"
+    for fmt in ("csv", "json"):
+        code, peak, err = _sql_peak(fmt, query, "256MB")
+        assert code == 0, err
+        assert peak - base < 2.2 * 60, f"{fmt}: {peak} MiB peak, {base} MiB for SELECT 1"
+    code, _, err = _sql_peak("table", query, "256MB")
+    assert code == 2 and "is more than a table lays out" in err and "--format csv or json" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -69,6 +70,55 @@ def test_every_variable_is_read(spec, tmp_path):
 def test_a_bad_value_names_the_variable_and_the_rule(env, raw, says):
     with pytest.raises(SettingsError, match=re.escape(f"{env}='{raw}' is not {says}")):
         Settings.from_env({env: raw})
+
+
+# Issue 38, defect 1 (and 13's variable): every number has an upper bound as well as a lower one;
+# GPUCAST_SQL_THREADS=1000000 ran 850 s with 29,610 threads, GPUCAST_DUCKDB_MEMORY=0GB was taken.
+@pytest.mark.parametrize(("env", "raw", "says"), [
+    ("GPUCAST_SQL_THREADS", "1000000", "a whole number >= 1 and <= 256"),
+    ("GPUCAST_DASK_WORKERS", "100000", "a whole number >= 0 and <= 256"),
+    ("GPUCAST_SQL_TIMEOUT_S", "1e12", "a finite number > 0 and <= 86400"),
+    ("GPUCAST_LOCK_TIMEOUT_S", "1e9", "a finite number > 0 and <= 86400"),
+    ("GPUCAST_NIGHT_BUDGET_MINUTES", "100000", "a finite number >= 0 and <= 1440"),
+    ("GPUCAST_NN_MAX_MINUTES", "1e30", "a finite number >= 0 and <= 1440"),
+    ("GPUCAST_PLAN_DAYS", "100000", "a whole number >= 1 and <= 366"),
+    ("GPUCAST_BACKTEST_DAYS", "99999999", "a whole number >= 1 and <= 3660"),
+    ("GPUCAST_KEEP_FORECAST_DAYS", "99999999", "a whole number >= 1 and <= 3660"),
+    ("GPUCAST_KEEP_TRAIN_RUNS", "1000001", "a whole number >= 1 and <= 1000"),
+    ("GPUCAST_FUTURE_TOLERANCE_HOURS", "1e9", "a finite number >= 0 and <= 8760"),
+    ("GPUCAST_GPU_MEM_GB", "1e9", "a finite number > 0 and <= 10000"),
+    ("GPUCAST_TRACE_SECONDS", "1e9", "a finite number > 0 and <= 3600"),
+    ("GPUCAST_TRACE_NIGHT_SECONDS", "1e9", "a finite number > 0 and <= 86400"),
+    ("GPUCAST_DUCKDB_MEMORY", "0GB", "a size such as 512MB or 2GB, from 16MB to this machine's memory"),
+    ("GPUCAST_SQL_MEMORY", "1MB", "a size such as 512MB or 2GB, from 16MB to this machine's memory"),
+    ("GPUCAST_SQL_MEMORY", "1000000TB", "a size such as 512MB or 2GB, from 16MB to this machine's memory"),
+    ("GPUCAST_SQL_TEMP_LIMIT", "1000TB", "a size such as 512MB or 2GB, from 0MB to 100TB"),
+])
+def test_a_value_past_its_upper_or_lower_bound_names_the_variable_and_the_rule(env, raw, says):
+    with pytest.raises(SettingsError, match=re.escape(f"{env}='{raw}' is not {says}")):
+        Settings.from_env({env: raw})
+
+
+def test_every_number_and_size_has_an_upper_bound():
+    """No numeric setting is open above: one far past any use is refused (a test per rule kind)."""
+    for spec in SPECS:
+        if spec.parse in (int, float):
+            assert not spec.rule(spec.parse("1e15" if spec.parse is float else "1000000000000000")), spec.env
+        elif spec.expects.startswith("a size"):
+            assert not spec.rule("100000TB"), spec.env
+
+
+def test_sql_with_a_million_threads_stops_at_once_with_one_line(home, tmp_path):
+    """The probe's command: refused before any query runs, one line, exit 2 (it ran 850 s before)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GPUCAST_HOME": str(home), "GPUCAST_SQL_THREADS": "1000000"}
+    done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "sql", "select 1"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("gpucast sql: GPUCAST_SQL_THREADS='1000000' is not a whole number >= 1 and <= 256 "
+                           "(default 2)\n")
 
 
 def test_an_empty_data_directory_is_refused_not_defaulted():

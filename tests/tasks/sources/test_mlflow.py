@@ -6,8 +6,9 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.readers import SOURCE_ERROR
 from gpucast.tasks.sources.mapping import load_mapping
-from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, join_runs, run_record, runs_to_jobs
+from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, join_runs, run_record, runs_to_jobs, series_peak
 from tests.conftest import write
 
 T0 = 1_795_000_000_000  # ms: 2026-11-18T11:06:40Z
@@ -106,3 +107,32 @@ def test_the_join_gives_slurm_jobs_the_runs_model_features():
     assert (a[c.MODEL_TYPE], a[c.BATCH_SIZE], a[c.PEAK_GPU_MEM_GB], a[c.QUEUE]) == ("Transformer", "8", "30.0", None)
     assert (b[c.MODEL_TYPE], b[c.BATCH_SIZE]) == (None, None)
     assert (arr[c.LEARNING_RATE], arr[c.GPU_TYPE], arr[c.PEAK_GPU_MEM_GB]) == ("0.1", "L4-24GB", "20.0")
+
+
+# Issue 38, defect 7: NaN samples. [5000, NaN] loaded 5.0 GB and [NaN, 5000] null (Python's max stops at a NaN
+# first); two GPUs with one all-NaN series loaded null or 40.0 by their order; a negative series loaded null.
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("samples", "peak"), [
+    ([5000.0, NAN], 5000.0), ([NAN, 5000.0], 5000.0), ([NAN, 3000.0, NAN, 5000.0, NAN], 5000.0),
+    ([float("inf"), 2000.0], 2000.0), ([NAN, NAN], None), ([], None), ([-512.0, 3000.0], -512.0), ([0.0], 0.0),
+])
+def test_a_series_peak_ignores_nan_samples_wherever_they_are(samples, peak):
+    assert series_peak(samples) == peak
+
+
+@pytest.mark.parametrize("order", [(40_000.0, None), (None, 40_000.0)])
+def test_a_gpu_without_a_finite_sample_is_no_measurement_whatever_the_order(order):
+    """The run's peak is that of the GPUs measured; the count is still both GPUs (both series exist)."""
+    record = run_record(run(gpus=dict(enumerate(order))))
+    assert (record[c.PEAK_GPU_MEM_GB], record[c.GPU_COUNT], record.get(SOURCE_ERROR)) == ("40.0", "2", None)
+    assert run_record(run(gpus={0: None, 1: None}))[c.PEAK_GPU_MEM_GB] is None
+
+
+def test_a_negative_memory_series_quarantines_the_run_naming_the_metric():
+    out = runs_to_jobs([run(run_id="neg", gpus={0: 20_000.0, 1: -512.0}), run(run_id="ok", gpus={0: 1000.0})])
+    reasons = dict(zip(out.jobs[c.JOB_ID], out.jobs[SOURCE_ERROR], strict=True))
+    assert reasons == {"mlflow-neg": "system/gpu_1_memory_usage_megabytes: -512 MB is a negative memory reading "
+                                    "(MLflow's system metrics are broken for this run)", "mlflow-ok": None}
+    assert out.no_gpu_metrics == []  # quarantined, not "loaded without GPU memory"
