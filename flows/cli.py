@@ -27,7 +27,7 @@ from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
-from gpucast.warehouse.errors import environment_error, storage_error
+from gpucast.warehouse.errors import environment_error, printable, storage_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
 # Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
@@ -698,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         code, message = _exit_code(exc)
         if code == 1:
             raise
-        print(f"gpucast {args.command}: {message}", file=sys.stderr)
+        print(f"gpucast {args.command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
         return code
 
 

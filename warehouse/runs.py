@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.db import WarehouseBusy, writer
+from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
 from gpucast.warehouse.settings import Storage
 
@@ -85,7 +86,7 @@ def describe(exc: BaseException) -> str:
     """The error as on-call should read it: its type and message."""
     if type(exc).__name__ in ("TerminationSignal", "Terminated"):  # Prefect's SIGTERM handler, or the CLI's
         return f"stopped by SIGTERM ({type(exc).__name__}); nothing of this run was published; rerunning is safe"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return printable(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
 
 
 def record_failure(storage: Storage, run: Run, exc: BaseException) -> None:
