@@ -25,7 +25,7 @@ from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
-from gpucast.tasks.sources.sources_file import Source, load_sources
+from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
 from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
@@ -271,6 +271,9 @@ def pull_sources(settings: Settings) -> Pulled:
         _failed(pulled, settings, f"sources file {path}", "sources", exc)
         return pulled
     for source in sources:
+        if source.error:  # an entry the file cannot mean (a value of the wrong type): it fails, the others load
+            _failed(pulled, settings, source.name, source.kind, SourcesError(source.error))
+            continue
         try:
             pulled.runs.update(_pull(source, settings))
         except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)

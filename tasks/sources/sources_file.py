@@ -15,6 +15,7 @@ Relative paths (mappings, files) are read from the sources file's folder. Parsin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,19 @@ import yaml
 KEYS = {
     "mlflow": ("tracking_uri", "experiments", "mapping", "since"),
     "slurm": ("files", "sacct", "since", "mapping", "mlflow_uri", "mlflow_experiments", "join_tag"),
+}
+
+
+# What each setting's value must be, as YAML writes it: checked where it is read, so a wrong type is one line naming
+# the file, the entry, the setting and the type, and fails that source only (not a TypeError in the pull).
+TEXT = (str,)
+NAMES = (str, list)  # one name or a list of names
+TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "tracking_uri": (TEXT, "a URI (text)"), "mlflow_uri": (TEXT, "a URI (text)"),
+    "experiments": (NAMES, "a name or a list of names"), "mlflow_experiments": (NAMES, "a name or a list of names"),
+    "mapping": (TEXT, "a file path (text)"), "files": (TEXT, "a file path or a glob (text)"),
+    "since": ((str, date), "a time (text, e.g. now-1days or 2026-11-01T02:00:00Z)"), "sacct": ((bool,), "true or false"),
+    "join_tag": (TEXT, "a tag name (text)"),
 }
 
 
@@ -36,6 +50,7 @@ class Source:
     kind: str
     name: str
     options: dict = field(default_factory=dict)
+    error: str | None = None  # why this entry cannot be used (a value of the wrong type): this source fails alone
 
 
 def load_sources(path: Path) -> list[Source]:
@@ -66,7 +81,10 @@ def _entry(path: Path, kind: str, number: int, entry: object) -> Source:
     unknown = [k for k in entry if k not in KEYS[kind]]
     if unknown:
         raise SourcesError(f"{where}: unknown setting(s) {', '.join(map(str, unknown))} (settings: {', '.join(KEYS[kind])})")
-    options = {k: _local(path, k, v) for k, v in entry.items()}
+    if wrong := _wrong_types(where, entry):
+        return Source(kind, f"{kind} entry {number}", error=wrong)
+    # YAML reads `since: 2026-11-01` as a date: the importers take ISO 8601 text
+    options = {k: _local(path, k, v.isoformat() if isinstance(v, date) else v) for k, v in entry.items()}
     if kind == "mlflow" and not options.get("tracking_uri"):
         raise SourcesError(f"{where} needs tracking_uri")
     if kind == "slurm" and bool(options.get("files")) == bool(options.get("sacct")):
@@ -76,6 +94,17 @@ def _entry(path: Path, kind: str, number: int, entry: object) -> Source:
             options[key] = [options[key]]
     name = options.get("tracking_uri") or options.get("files") or "sacct"
     return Source(kind, f"{kind} {name}", options)
+
+
+def _wrong_types(where: str, entry: dict) -> str | None:
+    """One line naming each setting whose value is not of its type (TYPES), else None. An empty value (`mapping:`)
+    is a setting not given, as before."""
+    wrong = []
+    for key, value in entry.items():
+        kinds, expected = TYPES[key]
+        if value is not None and not isinstance(value, kinds) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            wrong.append(f"{key} must be {expected}, got {type(value).__name__} {repr(value)[:60]}")
+    return f"{where}: {'; '.join(wrong)}" if wrong else None
 
 
 def _local(path: Path, key: str, value: object) -> object:

@@ -131,3 +131,26 @@ def test_sacct_run_here_with_a_job_name_mapping(home, tmp_path, monkeypatch, cap
         ("slurm-hpc1-1001", "train-bert", "COMPLETED", None, 110.0),  # a name the map does not list: as written
         ("slurm-hpc1-1005", "GRU", "FAILED", "NODE_FAIL", None)]
     assert rows(home, "SELECT source, mapping_path FROM ingest_runs") == [("slurm", str(m.resolve()))]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypatch, capsys):
+    """`files: 123` was a TypeError (and `tracking_uri: [a, b]` an AttributeError) inside the pull; now that entry
+    fails with one line naming file, entry, setting and type, and the next entry loads (issue 38, defect 13)."""
+    from gpucast.flows.imports import pull_sources
+    from gpucast.warehouse.settings import Settings
+
+    write(tmp_path / "exports" / "sacct.txt", SACCT.read_text())
+    sources = write(tmp_path / "sources.yaml", "mlflow:\n  - tracking_uri: [a, b]\n"
+                                               "slurm:\n  - files: 123\n  - files: exports/*.txt\n")
+    monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
+    pulled = pull_sources(Settings.from_env().ensure())
+    assert pulled.failed == {
+        "mlflow entry 1": f"mlflow entry 1 failed: SourcesError: {sources}: mlflow entry 1: tracking_uri must be a URI "
+                          "(text), got list ['a', 'b']",
+        "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}: slurm entry 1: files must be a file path or a "
+                         "glob (text), got int 123"}
+    assert [v["rows_loaded"] for v in pulled.runs.values()] == [11]
+    assert rows(home, "SELECT source, status, message FROM ingest_runs WHERE status = 'failed' ORDER BY started_at") == [
+        ("mlflow", "failed", pulled.failed["mlflow entry 1"]), ("slurm", "failed", pulled.failed["slurm entry 1"])]
