@@ -643,6 +643,23 @@ def _stop_now(code: int) -> None:
     os._exit(code)
 
 
+def stopped_line(command: str, stop: BaseException) -> str:
+    """The one line a SIGTERM ends with: the step and run it stopped (the notes `note_stop` left on the way out,
+    on this exception or Prefect's it replaced) and what planners have meanwhile."""
+    notes, seen = [], stop
+    while seen is not None:
+        notes += [n for n in getattr(seen, "__notes__", ()) if n not in notes]
+        seen = seen.__context__
+    steps = [n for n in notes if n.startswith("step ")]  # the nightly's (outermost last)
+    runs = [n for n in notes if not n.startswith("step ")]
+    where = " at " + steps[-1] if steps else ""
+    if runs:
+        where += f" ({', '.join(runs)}: recorded as failed)"
+    kept = ("the night was published before it stopped; only its page was not rewritten" if steps == ["step page"]
+            else "nothing of it was published: planners keep the previous copy")
+    return printable(f"gpucast {command}: stopped by SIGTERM{where}; {kept}; rerunning is safe")
+
+
 def _exit_stopped(stop: Terminated) -> NoReturn:
     """The end of a SIGTERM: the unwinding has recorded the run, released the locks and closed the Dask
     cluster; the atexit hooks stop Prefect's temporary server. Then exit without the interpreter's
@@ -696,6 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Terminated as stop:
+        print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
         code, message = _exit_code(exc)

@@ -21,3 +21,4 @@ def test_controls_are_escaped_and_the_rest_kept(text, shown):
 
 def test_a_runs_message_is_one_line():
     assert describe(ValueError("store 'x\n\x1b]0;title\x07'")) == "ValueError: store 'x\\n\\x1b]0;title\\x07'"
+
