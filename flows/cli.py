@@ -540,6 +540,8 @@ def _plan(args: argparse.Namespace) -> int:
     print(text_table(by_day(rows)))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")
+    if out["note"]:  # what the plan lacks (no demand forecast, or one whose days miss the plan's): last, not lost
+        print(f"note: {out['note']}")
     return 0
 
 

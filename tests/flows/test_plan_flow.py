@@ -234,3 +234,12 @@ def test_site_out_an_existing_file_is_one_line_and_leaves_the_file(home, tmp_pat
     assert err == f"gpucast site: --out {taken} is a file, not a folder; give a folder (the page is written as " \
                   "<folder>/index.html)\n"
     assert taken.read_text() == "mine\n"
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_plan_ends_with_what_it_lacks(home, capsys):
+    """The plan's notes (no demand forecast, or one whose days miss the plan's: issue 38, defect 10) were only in
+    the run's log line and plan_runs.message; `gpucast plan` ends with them."""
+    assert main(["plan"]) == 0
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("note: ") and "no demand forecast (run `gpucast demand`): expected arrivals 0" in last
