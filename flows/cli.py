@@ -162,8 +162,8 @@ def _import_slurm(args: argparse.Namespace) -> int:
           + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
           + (f", {p.superseded:,} line(s) superseded by a later record of their job" if p.superseded else "")
           + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
-          + (f"; {len(p.elapsed_from_times):,} finished job(s) with an unreadable Elapsed: run time from End - Start"
-             if p.elapsed_from_times else ""))
+          + (f"; {len(p.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or unreadable): "
+             "run time from End - Start" if p.elapsed_from_times else ""))
     return _imported_run(s)
 
 

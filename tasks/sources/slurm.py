@@ -60,7 +60,7 @@ class SlurmImport:
     superseded: int = 0  # job lines of a job id another of its lines is later than (`latest_record`): not loaded
     no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
     no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
-    elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs whose Elapsed was unreadable: End - Start
+    elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs without a usable Elapsed: End - Start
 
     def accounted(self) -> int:
         """The lines this says what became of: each GPU job loaded (or quarantined by the contract), step folded or

@@ -177,7 +177,8 @@ def test_every_sacct_line_is_accounted_for_and_an_unreadable_elapsed_is_named(ho
     out = capsys.readouterr().out
     assert ("slurm: 8 sacct line(s): 3 GPU job(s), 1 step(s) folded into their job, 1 job(s) without GPUs not loaded, "
             "3 line(s) superseded by a later record of their job; 3 finished job(s) without GPU memory (loaded "
-            "without peak_gpu_mem_gb); 1 finished job(s) with an unreadable Elapsed: run time from End - Start") in out
+            "without peak_gpu_mem_gb); 1 finished job(s) without a usable Elapsed (missing, zero or unreadable): run "
+            "time from End - Start") in out
     assert "3 rows read: 2 loaded, 1 rejected, 0 duplicate" in out
     assert rows(home, "SELECT job_id, status, runtime_hours FROM job_logs ORDER BY job_id") == [
         ("slurm-local-5", "FAILED", 3.0), ("slurm-local-6", "COMPLETED", 1.5)]
