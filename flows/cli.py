@@ -27,7 +27,7 @@ from gpucast.tasks.learn.models.presets import PRESET_NAMES
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
-from gpucast.warehouse.errors import environment_error, storage_error
+from gpucast.warehouse.errors import environment_error, printable, storage_error
 from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
 # Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
@@ -157,10 +157,13 @@ def _import_slurm(args: argparse.Namespace) -> int:
         print(f"mlflow {join.tracking_uri}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
               "(model features from the run's params)")
     p, s = done.parsed, done.run
-    print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps:,} step(s) folded into their "
-          f"job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
+    print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps - p.orphan_steps:,} step(s) folded "
+          f"into their job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
           + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
-          + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)")
+          + (f", {p.superseded:,} line(s) superseded by a later record of their job" if p.superseded else "")
+          + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
+          + (f"; {len(p.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or unreadable): "
+             "run time from End - Start" if p.elapsed_from_times else ""))
     return _imported_run(s)
 
 
@@ -540,6 +543,8 @@ def _plan(args: argparse.Namespace) -> int:
     print(text_table(by_day(rows)))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")
+    if out["note"]:  # what the plan lacks (no demand forecast, or one whose days miss the plan's): last, not lost
+        print(f"note: {out['note']}")
     return 0
 
 
@@ -643,6 +648,23 @@ def _stop_now(code: int) -> None:
     os._exit(code)
 
 
+def stopped_line(command: str, stop: BaseException) -> str:
+    """The one line a SIGTERM ends with: the step and run it stopped (the notes `note_stop` left on the way out,
+    on this exception or Prefect's it replaced) and what planners have meanwhile."""
+    notes, seen = [], stop
+    while seen is not None:
+        notes += [n for n in getattr(seen, "__notes__", ()) if n not in notes]
+        seen = seen.__context__
+    steps = [n for n in notes if n.startswith("step ")]  # the nightly's (outermost last)
+    runs = [n for n in notes if not n.startswith("step ")]
+    where = " at " + steps[-1] if steps else ""
+    if runs:
+        where += f" ({', '.join(runs)}: recorded as failed)"
+    kept = ("the night was published before it stopped; only its page was not rewritten" if steps == ["step page"]
+            else "nothing of it was published: planners keep the previous copy")
+    return printable(f"gpucast {command}: stopped by SIGTERM{where}; {kept}; rerunning is safe")
+
+
 def _exit_stopped(stop: Terminated) -> NoReturn:
     """The end of a SIGTERM: the unwinding has recorded the run, released the locks and closed the Dask
     cluster; the atexit hooks stop Prefect's temporary server. Then exit without the interpreter's
@@ -696,12 +718,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Terminated as stop:
+        print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
         code, message = _exit_code(exc)
         if code == 1:
             raise
-        print(f"gpucast {args.command}: {message}", file=sys.stderr)
+        print(f"gpucast {args.command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
         return code
 
 

@@ -27,6 +27,7 @@ from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
+from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
@@ -310,7 +311,7 @@ def pull_sources(settings: Settings) -> Pulled:
 
 
 def _failed(pulled: Pulled, settings: Settings, name: str, kind: str, exc: Exception) -> None:
-    why = f"{name} failed: {describe(exc)}"
+    why = printable(f"{name} failed: {describe(exc)}")  # the source's name is the file's text
     pulled.failed[name] = why
     record_failed_run(settings.storage, "ingest", why, **start_columns(0, source=kind))
     print(why)

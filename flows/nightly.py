@@ -37,6 +37,7 @@ from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.runs import note_stop
 from gpucast.warehouse.settings import Quality, Settings, Storage
 
 ARTIFACT_KEY = "nightly-report"
@@ -127,6 +128,9 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
     t0 = time.perf_counter()
     try:
         yield
+    except BaseException as exc:
+        note_stop(exc, f"step {step}")  # a SIGTERM: the command line names the step it stopped
+        raise
     finally:
         seconds[step] = round(time.perf_counter() - t0, 1)
 

@@ -124,6 +124,9 @@ def write_site(storage: Storage, out: Path | None = None, artifact: bool = True)
     """Render the planners' page from the published copy into `out` (default $GPUCAST_HOME/site);
     written to a temporary name and renamed, so a reader never sees half a page."""
     folder = Path(out) if out else storage.site_dir
+    if folder.exists() and not folder.is_dir():  # not a traceback (FileExistsError) and never written over
+        raise ValueError(f"{'--out ' if out else 'the site folder '}{folder} is a file, not a folder; give a folder "
+                         "(the page is written as <folder>/index.html)")
     folder.mkdir(parents=True, exist_ok=True)
     html = render_site(queries.site_frames(storage.query_path), datetime.now(UTC))
     page = folder / "index.html"

@@ -20,6 +20,16 @@ IO_ERROR_TYPES = ("IOException", "TransactionException", "FatalException")  # Du
 ENVIRONMENT_PHRASES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
 
 
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal or a log line: every character that is not printable (newlines, tabs,
+    ESC and the other C0/C1 controls, bidi overrides) written as its Python escape (`\\n`, `\\x1b`, `\\u202e`),
+    so a name read from a store (an MLflow experiment, a file name, a queue) can neither break the one line an
+    error is nor drive the terminal. Printable text, accents and CJK included, is kept as it is."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def environment_error(exc: BaseException) -> str | None:
     """One line for a disk-full or permission error found on `exc` or anything that caused it, else None."""
     seen: BaseException | None = exc

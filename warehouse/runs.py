@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.db import WarehouseBusy, writer
+from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
 from gpucast.warehouse.settings import Storage
 
@@ -81,11 +82,21 @@ def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) 
                 [note, MESSAGE_CHARS, run_id])
 
 
+STOP_SIGNALS = ("TerminationSignal", "Terminated")  # Prefect's SIGTERM handler's exception, or the CLI's
+
+
+def note_stop(exc: BaseException, where: str) -> None:
+    """On a SIGTERM's exception unwinding through a run or step: a note of `where` it stopped (`add_note`), which
+    the command line prints in its one line (flows/cli.py `stopped_line`)."""
+    if type(exc).__name__ in STOP_SIGNALS:
+        exc.add_note(where)
+
+
 def describe(exc: BaseException) -> str:
     """The error as on-call should read it: its type and message."""
-    if type(exc).__name__ in ("TerminationSignal", "Terminated"):  # Prefect's SIGTERM handler, or the CLI's
+    if type(exc).__name__ in STOP_SIGNALS:
         return f"stopped by SIGTERM ({type(exc).__name__}); nothing of this run was published; rerunning is safe"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return printable(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
 
 
 def record_failure(storage: Storage, run: Run, exc: BaseException) -> None:
@@ -124,6 +135,7 @@ def lifecycle(storage: Storage, kind: str, **start_columns) -> Iterator[Run]:
         yield run
     except BaseException as exc:
         record_failure(storage, run, exc)
+        note_stop(exc, f"{kind} run {run_id}")
         raise
     finally:
         shutil.rmtree(run.staging, ignore_errors=True)

@@ -41,7 +41,11 @@ from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 if TYPE_CHECKING:
     from gpucast.tasks.sources.mapping import Mapping
 
-MAX_RAW_CHARS = 10_000
+MAX_RAW_CHARS = 10_000  # a rejected row's raw_record: its text cut here, bare (it is the record as read)
+# one reason of a rejected row (`reasons`, and so `reason_text`): a reason quotes the value it refuses, which can be
+# any size (a 100 kB MLflow param gave a 100,238-character reason); cut here and marked, with the length it had
+MAX_REASON_CHARS = 1_000
+CUT_MARK = " …[cut: {} characters]"
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
 _SAMPLE_LINES = 200
 

@@ -26,8 +26,10 @@ from gpucast.expectations.records import FileResult
 from gpucast.expectations.validate import validate_frame
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import (
+    CUT_MARK,
     DEFAULT_CHUNK_ROWS,
     MAX_RAW_CHARS,
+    MAX_REASON_CHARS,
     FileInfo,
     FileRejected,
     file_sha256,
@@ -121,6 +123,15 @@ def _raw_text(chunk: pl.DataFrame) -> pl.Series:
     source = [n for n in chunk.columns if not n.startswith("_")]
     rebuilt = pl.struct(source).struct.json_encode() if source else pl.lit("{}")
     return chunk.select(pl.coalesce(pl.col("_raw"), rebuilt).str.slice(0, MAX_RAW_CHARS)).to_series()
+
+
+def _cut_reason(reason: pl.Expr) -> pl.Expr:
+    """A reason past MAX_REASON_CHARS cut there, marked with the length it had (CUT_MARK)."""
+    n = reason.str.len_chars()
+    before, after = CUT_MARK.split("{}")
+    return pl.when(n > MAX_REASON_CHARS).then(
+        pl.concat_str(reason.str.slice(0, MAX_REASON_CHARS), pl.lit(before), n.cast(pl.String), pl.lit(after))
+    ).otherwise(reason)
 
 
 def stage_file(
@@ -379,7 +390,7 @@ def _split(chunk: pl.DataFrame, not_after: datetime | None = None) -> tuple[pl.D
     rejected = typed.filter(bad).select(
         pl.col("_row").alias("source_row"),
         pl.col(c.JOB_ID).alias("job_id"),
-        pl.col("_errors").alias("reasons"),
+        pl.col("_errors").list.eval(_cut_reason(pl.element())).alias("reasons"),
         "_file",
     )
     # the original text of the rejected rows only (rebuilding it for every row is costly)

@@ -94,11 +94,7 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     if forecast.is_empty():
         notes.append("no demand forecast (run `gpucast demand`): expected arrivals 0, the plan holds the queued jobs only")
     else:
-        days = rows["day"].unique()
-        covered = forecast.filter(pl.col("day").is_in(days.implode()))["day"].n_unique()
-        if covered < days.len():
-            notes.append(f"the demand forecast covers {covered} of the plan's {days.len()} days "
-                         f"({forecast['day'].min()} to {forecast['day'].max()}); the others have no expected arrivals")
+        notes += coverage_notes(rows["day"].unique(), forecast["day"])
     eff = packing_efficiency(rows, recent)
     out = (rows.join(map_series(forecast.cast(FORECAST_SCHEMA), rows), on=["day", "queue", "gpu_type"], how="left")
            .join(eff, on=["queue", "gpu_type"], how="left")
@@ -112,6 +108,25 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     out = out.with_columns(pl.col("gpus_needed_p50").alias("gpus_needed_known"),
                            pl.col("gpus_needed_expected_p50").alias("gpus_needed_expected"))
     return out.select(*rows.columns, *EXPECTED_COLUMNS), notes
+
+
+def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
+    """What the plan's days miss of the demand forecast, with what to run: none when it covers them all. A forecast
+    whose days are all before the plan (its history ends long before the plan's first day) gives no arrivals at all:
+    said first, so no planner reads the plan's zeros as a quiet fortnight (issue 38, defect 10)."""
+    covered = forecast_days.filter(forecast_days.is_in(plan_days.implode())).n_unique()
+    if covered == plan_days.len():
+        return []
+    first, last = forecast_days.min(), forecast_days.max()
+    plan_first, plan_last = plan_days.min(), plan_days.max()
+    further = f"`gpucast demand --days {(plan_last - first).days + 1}`"
+    if covered == 0:
+        return [f"NO EXPECTED ARRIVALS: the demand forecast ({first} to {last}) covers none of the plan's "
+                f"{plan_days.len()} days ({plan_first} to {plan_last}), so expected arrivals are 0 on every day and "
+                "the plan holds the queued jobs only; import the jobs since the history's end, or forecast as far as "
+                f"the plan with {further}"]
+    return [f"the demand forecast covers {covered} of the plan's {plan_days.len()} days ({first} to {last}); the "
+            f"others have no expected arrivals (forecast as far as the plan with {further})"]
 
 
 def by_day(rows: pl.DataFrame) -> pl.DataFrame:

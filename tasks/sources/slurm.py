@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import polars as pl
 
@@ -56,35 +57,74 @@ class SlurmImport:
     lines: int = 0  # data lines read (jobs and steps)
     steps: int = 0  # step lines folded into their job
     orphan_steps: int = 0  # step lines whose job line is not in the output (not loaded)
+    superseded: int = 0  # job lines of a job id another of its lines is later than (`latest_record`): not loaded
     no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
     no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
+    elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs without a usable Elapsed: End - Start
+
+    def accounted(self) -> int:
+        """The lines this says what became of: each GPU job loaded (or quarantined by the contract), step folded or
+        orphaned, job without GPUs, superseded line. Equal to `lines` (a test holds it)."""
+        return self.jobs.height + self.steps + len(self.no_gpu) + self.superseded
 
 
 def parse_sacct(text: str, source: str, mapping: Mapping | None = None) -> SlurmImport:
     """Parse `sacct --parsable2` output (any field order, extra fields ignored) into one contract row per job."""
     header, rows = _rows(text, source)
-    jobs: dict[str, dict[str, str]] = {}
+    jobs: dict[str, list[dict[str, str]]] = {}
     steps: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         job_id = row["JobID"]
         if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
             steps.setdefault(job_id.split(".", 1)[0], []).append(row)
         else:
-            jobs[job_id] = row
+            jobs.setdefault(job_id, []).append(row)  # several: a requeued job (`--duplicates`), exports joined
     out = SlurmImport(pl.DataFrame(), lines=len(rows), steps=sum(len(s) for s in steps.values()))
     out.orphan_steps = sum(len(s) for j, s in steps.items() if j not in jobs)
+    out.superseded = sum(len(lines) - 1 for lines in jobs.values())
     records = []
-    for job_id, row in jobs.items():
+    for job_id, lines in jobs.items():
+        row = latest_record(lines)
         record = _job(row, steps.get(job_id, []), mapping)
         if record[c.GPU_COUNT] is None:
             out.no_gpu.append(record[c.JOB_ID])
             continue
         if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
             out.no_gpu_mem.append(record[c.JOB_ID])
+        runtime = record[c.RUNTIME_HOURS]
+        if runtime and not runtime.startswith("Elapsed") and record[c.STATUS] in FINISHED and not _hours(row.get("Elapsed")):
+            out.elapsed_from_times.append(record[c.JOB_ID])
         records.append(record)
     out.jobs = pl.DataFrame(records, schema={n: pl.String for n in c.COLUMNS}, orient="row") if records else \
         pl.DataFrame(schema={n: pl.String for n in c.COLUMNS})
     return out
+
+
+# A job id's lines ordered by the lifecycle stage their state is (the later wins when their times tie)
+STAGE = {"PENDING": 0, "RUNNING": 1, **dict.fromkeys(FINISHED, 2)}
+
+
+def latest_record(lines: list[dict[str, str]]) -> dict[str, str]:
+    """The line of a job id that is its latest record: the one whose latest known time (End, else Start, else
+    Submit: the last thing that happened to it) is latest; on a tie, the later stage (finished > running >
+    pending; a state gpucast does not know counts as pending); then the later line. So a requeued job's current
+    attempt wins over the attempts before it, and a job seen pending, running and finished is finished."""
+    def recency(numbered: tuple[int, dict[str, str]]) -> tuple:
+        number, row = numbered
+        times = [t for k in ("End", "Start", "Submit") if (t := _time(row.get(k))) is not None]
+        state = STATES.get(row["State"].split(" ")[0], (None, None))[0]
+        return max(times, default=datetime.min), STAGE.get(state, 0), number
+
+    return max(enumerate(lines), key=recency)[1]
+
+
+def _time(text: str | None) -> datetime | None:
+    """sacct's `2026-11-20T08:05:00` (UTC: `read_sacct` runs it with TZ=UTC); None when missing or unreadable."""
+    value = _value(text)
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=None) if value else None
+    except ValueError:
+        return None
 
 
 def _rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]:
@@ -135,7 +175,7 @@ def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | No
         c.UPDATED_AT: (end if finished else None) or start or submitted, c.STATUS: status,
         c.QUEUE: _value(row.get("Partition")), c.TEAM: _value(row.get("Account")), c.FAILURE_REASON: reason,
         c.GPU_TYPE: gpu_type, c.GPU_COUNT: gpu_count,
-        c.RUNTIME_HOURS: _hours(row.get("Elapsed")) if finished else None,
+        c.RUNTIME_HOURS: _runtime(row) if finished else None,
         c.PEAK_GPU_MEM_GB: _gpu_mem_gb([row, *steps]),
     })
     for name, value in _features(row, mapping).items():
@@ -182,6 +222,24 @@ def _gpu_mem_gb(lines: list[dict[str, str]]) -> str | None:
                 peaks.append(float(m[1]) * sizes[TRES_UNITS[m[2]]] / sizes["GB"])
     best = max(peaks, default=0.0)
     return repr(best) if best > 0 else None  # 0: the GPU reported nothing, not a job that used none
+
+
+def _runtime(row: dict[str, str]) -> str | None:
+    """A finished job's run time: its Elapsed; when Elapsed is missing or unreadable (`UNLIMITED`, `INVALID`,
+    `-00:01:00`, `1:2:3:4`), End - Start when both are known. An unreadable Elapsed without both times is passed
+    on as `Elapsed <text>`, so the contract quarantines the job naming the field (`runtime_hours: 'Elapsed
+    UNLIMITED' is not a number`) rather than loading it with no run time, silently."""
+    if (hours := _hours(row.get("Elapsed"))) is not None:
+        return hours
+    start, end = _time(row.get("Start")), _time(row.get("End"))
+    if start is not None and end is not None and end >= start:
+        return _hours_of((end - start).total_seconds())
+    elapsed = _value(row.get("Elapsed"))
+    return f"Elapsed {elapsed}" if elapsed is not None and not _ELAPSED.match(elapsed) else None
+
+
+def _hours_of(seconds: float) -> str | None:
+    return repr(seconds / 3600) if seconds > 0 else None
 
 
 def _hours(elapsed: str | None) -> str | None:

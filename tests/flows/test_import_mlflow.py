@@ -289,3 +289,15 @@ def test_the_sources_file_pulls_each_source_and_names_the_one_that_fails(home, t
     capsys.readouterr()
     assert main(["status"]) == 0
     assert "mlflow http://127.0.0.1:9 failed" in capsys.readouterr().out
+
+
+def test_a_store_name_with_controls_is_printed_escaped_on_one_line(tmp_path, home, capsys):
+    """An experiment named with a newline and a terminal escape (ESC[31m): the error lists the store's experiments,
+    and before the fix printed both raw, breaking the one line and colouring the terminal (issue 38, defect 11)."""
+    uri, client, _ = empty_store(tmp_path)
+    client.create_experiment("evil\n\x1b[31mred")
+    assert main(["import", "mlflow", "--tracking-uri", uri, "--experiment", "nope"]) == 2
+    err = capsys.readouterr().err  # (Prefect's temporary server says its lines first)
+    line = err[err.index("gpucast import: "):]
+    assert line.count("\n") == 1 and line.endswith("\n") and "\x1b" not in err
+    assert "(experiments: Default, evil\\n\\x1b[31mred, sweeps)" in line

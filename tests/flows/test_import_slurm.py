@@ -131,3 +131,56 @@ def test_sacct_run_here_with_a_job_name_mapping(home, tmp_path, monkeypatch, cap
         ("slurm-hpc1-1001", "train-bert", "COMPLETED", None, 110.0),  # a name the map does not list: as written
         ("slurm-hpc1-1005", "GRU", "FAILED", "NODE_FAIL", None)]
     assert rows(home, "SELECT source, mapping_path FROM ingest_runs") == [("slurm", str(m.resolve()))]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypatch, capsys):
+    """`files: 123` was a TypeError (and `tracking_uri: [a, b]` an AttributeError) inside the pull; now that entry
+    fails with one line naming file, entry, setting and type, and the next entry loads (issue 38, defect 13)."""
+    from gpucast.flows.imports import pull_sources
+    from gpucast.warehouse.settings import Settings
+
+    write(tmp_path / "exports" / "sacct.txt", SACCT.read_text())
+    sources = write(tmp_path / "sources.yaml", "mlflow:\n  - tracking_uri: [a, b]\n"
+                                               "slurm:\n  - files: {x: 1}\n  - files: exports/*.txt\n")
+    monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
+    pulled = pull_sources(Settings.from_env().ensure())
+    assert pulled.failed == {
+        "mlflow entry 1": f"mlflow entry 1 failed: SourcesError: {sources}: line 2: mlflow entry 1 tracking_uri is a "
+                          "single value, not a list",
+        "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}: line 4: slurm entry 1 files is a single value, "
+                         "not a mapping"}
+    assert [v["rows_loaded"] for v in pulled.runs.values()] == [11]
+    assert rows(home, "SELECT source, status, message FROM ingest_runs WHERE status = 'failed' ORDER BY started_at") == [
+        ("mlflow", "failed", pulled.failed["mlflow entry 1"]), ("slurm", "failed", pulled.failed["slurm entry 1"])]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_every_sacct_line_is_accounted_for_and_an_unreadable_elapsed_is_named(home, tmp_path, capsys):
+    """Issue 38, defects 8 and 9: one job id on four lines loaded its last line (RUNNING) and the summary left four
+    lines out; an unreadable Elapsed loaded a finished job with no run time, silently."""
+    head = "JobID|Partition|Account|State|Submit|Start|End|Elapsed|AllocTRES|Comment\n"
+    cnn = '{"model_type": "CNN"}'
+    text = head + "".join(f"5|gpu|nlp|{state}|2026-11-01T00:00:00|{start}|{end}|{el}|gres/gpu=1|{cnn}\n"
+                          for state, start, end, el in (
+                              ("COMPLETED", "2026-11-01T01:00:00", "2026-11-01T02:00:00", "01:00:00"),
+                              ("FAILED", "2026-11-01T03:00:00", "2026-11-01T06:00:00", "03:00:00"),
+                              ("PENDING", "Unknown", "Unknown", "00:00:00"),
+                              ("RUNNING", "2026-11-01T05:00:00", "Unknown", "00:30:00")))
+    text += (f"6|gpu|nlp|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T01:30:00|UNLIMITED|gres/gpu=1|{cnn}\n"
+             f"7|gpu|nlp|TIMEOUT|2026-11-01T00:00:00|Unknown|2026-11-01T01:30:00|1:2:3:4|gres/gpu=1|{cnn}\n"
+             "7.batch|gpu|nlp|CANCELLED|2026-11-01T00:00:00|Unknown|2026-11-01T01:30:00|1:2:3:4|gres/gpu=1|\n"
+             "8|cpu|nlp|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T01:30:00|01:30:00||\n")
+    assert main(["import", "slurm", str(write(tmp_path / "sacct.txt", text))]) == 0
+    out = capsys.readouterr().out
+    assert ("slurm: 8 sacct line(s): 3 GPU job(s), 1 step(s) folded into their job, 1 job(s) without GPUs not loaded, "
+            "3 line(s) superseded by a later record of their job; 3 finished job(s) without GPU memory (loaded "
+            "without peak_gpu_mem_gb); 1 finished job(s) without a usable Elapsed (missing, zero or unreadable): run "
+            "time from End - Start") in out
+    assert "3 rows read: 2 loaded, 1 rejected, 0 duplicate" in out
+    assert rows(home, "SELECT job_id, status, runtime_hours FROM job_logs ORDER BY job_id") == [
+        ("slurm-local-5", "FAILED", 3.0), ("slurm-local-6", "COMPLETED", 1.5)]
+    assert rows(home, "SELECT job_id, reason_text FROM rejected_job_logs") == [
+        ("slurm-local-7", "runtime_hours: 'Elapsed 1:2:3:4' is not a number")]

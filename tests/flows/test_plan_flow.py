@@ -223,3 +223,23 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
     assert first and first.groups() == ("2", "3")  # the first day: 2 GPUs for the queued jobs + 3 expected (P90)
     # the charts: history + forecast fan, and the GPUs needed (no pending job has a run-time forecast: no third)
     assert dom.count("<svg") == 2 and "forecast P10-P90" in dom and "expected P50" in dom
+
+
+def test_site_out_an_existing_file_is_one_line_and_leaves_the_file(home, tmp_path, capsys):
+    """Before: `FileExistsError` and a traceback (exit 1). The file given is never written over."""
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine\n")
+    assert main(["site", "--out", str(taken)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gpucast site: --out {taken} is a file, not a folder; give a folder (the page is written as " \
+                  "<folder>/index.html)\n"
+    assert taken.read_text() == "mine\n"
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_plan_ends_with_what_it_lacks(home, capsys):
+    """The plan's notes (no demand forecast, or one whose days miss the plan's: issue 38, defect 10) were only in
+    the run's log line and plan_runs.message; `gpucast plan` ends with them."""
+    assert main(["plan"]) == 0
+    last = capsys.readouterr().out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("note: ") and "no demand forecast (run `gpucast demand`): expected arrivals 0" in last

@@ -118,6 +118,11 @@ CASES = [
     Case("very-long-line", {"a.jsonl": jsonl(record(job_id="a", team=LONG), record(job_id="b"))}, 1, 1,
          reason="team is 1 to 128 characters",
          checks=[("SELECT max(length(raw_record)) FROM rejected_job_logs", 10_000)]),
+    # a reason quotes the value it refuses: a 100 kB value gave a 100,000+ character reason_text (issue 38, defect 14)
+    Case("huge-refused-value", {"a.jsonl": jsonl(record(job_id="a", learning_rate="1" + "0" * 100_000))}, 0, 1,
+         reason="learning_rate: 1000",
+         checks=[("SELECT length(reason_text) < 1100 AND reason_text LIKE '%0 …[cut: 100039 characters]' "
+                  "FROM rejected_job_logs", True)]),
     Case("job-id-too-long", {"a.jsonl": jsonl(record(job_id="j" * 500))}, 0, 1, reason="job_id is 1 to 128 characters"),
     Case("sql-looking-strings",
          {"a.jsonl": jsonl(record(job_id="a'; DROP TABLE job_logs; --", team="x\"); DELETE FROM job_logs; --"),

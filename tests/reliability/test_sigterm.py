@@ -89,6 +89,11 @@ def test_sigterm_ends_the_run_in_time_recorded_and_leaves_no_child(tmp_path, log
     with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as con:
         ((status, message),) = con.execute("SELECT status, message FROM ingest_runs").fetchall()
     assert status == "failed" and "stopped by SIGTERM" in message, f"{status}: {message} ({took:.1f} s)"
+    # the terminal's last word is gpucast's, saying what stopped (before: only Prefect's "Crash detected" line)
+    (run_id,) = duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True).execute(
+        "SELECT run_id FROM ingest_runs").fetchone()
+    assert (f"gpucast ingest: stopped by SIGTERM (ingest run {run_id}: recorded as failed); nothing of it was "
+            "published: planners keep the previous copy; rerunning is safe\n") in (tmp_path / "out.txt").read_text()
 
 
 def test_sigkill_leaves_no_child(tmp_path, logs):
@@ -163,8 +168,11 @@ def test_no_dask_worker_or_server_outlives_a_night_stopped_while_training(tmp_pa
             pytest.fail(f"still running {STOP_WITHIN_S} s after SIGTERM: " + (tmp_path / "out.txt").read_text()[-3000:])
         assert proc.returncode == 128 + signal.SIGTERM, (tmp_path / "out.txt").read_text()[-3000:]
         with duckdb.connect(str(tmp_path / "home" / "warehouse.duckdb"), read_only=True) as con:
-            ((status, message),) = con.execute("SELECT status, message FROM train_runs").fetchall()
+            ((run_id, status, message),) = con.execute("SELECT train_run_id, status, message FROM train_runs").fetchall()
         assert status == "failed" and "stopped by SIGTERM" in message
+        assert (f"gpucast nightly: stopped by SIGTERM at step train (train run {run_id}: recorded as failed); nothing "
+                "of it was published: planners keep the previous copy; rerunning is safe\n"
+                ) in (tmp_path / "out.txt").read_text()
     left = _alive(children)
     for p in children:
         if p.is_running():

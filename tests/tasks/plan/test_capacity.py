@@ -188,7 +188,23 @@ def test_expected_arrivals_are_forecast_gpu_hours_over_the_day_and_the_measured_
     assert by["small", "L4-24GB", 1]["gpus_needed_expected_p90"] == 0
     assert rows.select(EXPECTED_COLUMNS).null_count().sum_horizontal().item() == 0
     assert notes == [f"the demand forecast covers 1 of the plan's 3 days ({START + timedelta(days=1)} to "
-                     f"{START + timedelta(days=9)}); the others have no expected arrivals"]
+                     f"{START + timedelta(days=9)}); the others have no expected arrivals (forecast as far as the plan "
+                     "with `gpucast demand --days 2`)"]
+
+
+def test_a_forecast_of_days_before_the_plan_is_said_not_taken_for_zero_arrivals(inventory):
+    """Issue 38, defect 10: history ending 11-01, forecast 11-02..11-15, plan 11-26..12-09: expected 0 every day
+    and not a word (the note said only how many days were covered, and nothing printed it)."""
+    plan_start = date(2026, 11, 26)
+    known = plan_capacity(jobs([("j", "big", 0, 1, 60.0, 6.0, 6.0)]), inventory, plan_start, 14)
+    demand = pl.DataFrame([(date(2026, 11, 2) + timedelta(days=d), "big", "A100-80GB", 40.0, 60.0) for d in range(14)],
+                          schema=FORECAST_SCHEMA, orient="row")
+    rows, notes = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    assert rows["gpus_needed_expected_p90"].sum() == 0
+    assert notes == ["NO EXPECTED ARRIVALS: the demand forecast (2026-11-02 to 2026-11-15) covers none of the plan's 14 "
+                     "days (2026-11-26 to 2026-12-09), so expected arrivals are 0 on every day and the plan holds the "
+                     "queued jobs only; import the jobs since the history's end, or forecast as far as the plan with "
+                     "`gpucast demand --days 38`"]
 
 
 def test_a_day_of_one_short_job_does_not_multiply_the_expected_gpus_past_the_floor(inventory):

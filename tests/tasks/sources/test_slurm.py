@@ -136,3 +136,50 @@ def test_parsable_with_a_trailing_bar_and_an_unknown_state():
     got = jobs("JobID|State|Submit|AllocTRES|\n7|SPECIAL_EXIT|2026-11-01T00:00:00|gres/gpu=1|\n")
     # a state gpucast does not know is left as written: the contract quarantines it, nothing is guessed
     assert (got["slurm-local-7"][c.STATUS], got["slurm-local-7"][c.GPU_COUNT]) == ("SPECIAL_EXIT", "1")
+
+
+HEAD = "JobID|State|Submit|Start|End|Elapsed|AllocTRES\n"
+
+
+def test_one_job_on_four_lines_is_its_latest_record_and_the_others_are_counted():
+    """Issue 38, defect 8: the last line (RUNNING) was loaded and three lines went uncounted. A requeued job: two
+    attempts that ended, then the pending requeue, then the attempt running now; plus a job whose lines tie."""
+    parsed = parse_sacct(HEAD + (
+        "5|COMPLETED|2026-11-01T00:00:00|2026-11-01T01:00:00|2026-11-01T02:00:00|01:00:00|gres/gpu=1\n"
+        "5|FAILED|2026-11-01T03:00:00|2026-11-01T04:00:00|2026-11-01T06:00:00|02:00:00|gres/gpu=1\n"
+        "5|PENDING|2026-11-01T00:00:00|Unknown|Unknown|00:00:00|gres/gpu=1\n"
+        "5|RUNNING|2026-11-01T00:00:00|2026-11-01T05:00:00|Unknown|00:30:00|gres/gpu=1\n"
+        # the same times on every line: the later stage wins, whatever the lines' order
+        "6|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T00:00:00|00:00:00|gres/gpu=1\n"
+        "6|PENDING|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T00:00:00|00:00:00|gres/gpu=1\n"
+        "7|RUNNING|2026-11-01T00:00:00|2026-11-01T00:00:00|Unknown|00:00:00|\n"  # superseded, then a CPU job
+        "7|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T00:10:00|00:10:00|\n"
+        "7.batch|COMPLETED|2026-11-01T00:00:00|2026-11-01T00:00:00|2026-11-01T00:10:00|00:10:00|\n"), "s.txt")
+    got = {r[c.JOB_ID]: r for r in parsed.jobs.iter_rows(named=True)}
+    assert (got["slurm-local-5"][c.STATUS], got["slurm-local-5"][c.UPDATED_AT]) == ("FAILED", "2026-11-01T06:00:00")
+    assert got["slurm-local-6"][c.STATUS] == "COMPLETED"
+    assert (parsed.lines, parsed.jobs.height, parsed.steps, parsed.no_gpu, parsed.superseded) == (
+        9, 2, 1, ["slurm-local-7"], 3 + 1 + 1)
+    assert parsed.accounted() == parsed.lines  # every line read is loaded, folded, not a GPU job, or superseded
+
+
+def test_the_fixtures_lines_all_accounted_for():
+    parsed = parse_sacct(SACCT.read_text(), "sacct.txt")
+    assert parsed.superseded == 0 and parsed.accounted() == parsed.lines == 28
+
+
+@pytest.mark.parametrize("elapsed", ["UNLIMITED", "INVALID", "-00:01:00", "1:2:3:4", "", "Unknown"])
+def test_an_unreadable_elapsed_takes_end_minus_start(elapsed):
+    """Issue 38, defect 9: these loaded a finished job with a null run time, silently."""
+    parsed = parse_sacct(HEAD + f"8|COMPLETED|2026-11-01T00:00:00|2026-11-01T01:00:00|2026-11-01T02:30:00|{elapsed}|"
+                                "gres/gpu=1\n", "s.txt")
+    (row,) = parsed.jobs.iter_rows(named=True)
+    assert float(row[c.RUNTIME_HOURS]) == 1.5 and parsed.elapsed_from_times == ["slurm-local-8"]
+
+
+@pytest.mark.parametrize("elapsed", ["UNLIMITED", "INVALID", "-00:01:00", "1:2:3:4"])
+def test_an_unreadable_elapsed_without_both_times_is_passed_on_for_the_contract_to_quarantine(elapsed):
+    parsed = parse_sacct(HEAD + f"9|FAILED|2026-11-01T00:00:00|Unknown|2026-11-01T02:30:00|{elapsed}|gres/gpu=1\n",
+                         "s.txt")
+    (row,) = parsed.jobs.iter_rows(named=True)
+    assert row[c.RUNTIME_HOURS] == f"Elapsed {elapsed}" and parsed.elapsed_from_times == []

@@ -103,3 +103,8 @@ def test_a_relative_path_must_stay_under_the_sources_files_folder(tmp_path, entr
     (absolute,) = load_sources(write(tmp_path / "conf" / "abs.yaml", "slurm:\n  - files: /data/x/*.txt\n"
                                                                      "    mapping: names/m.yaml\n"))
     assert absolute.options == {"files": "/data/x/*.txt", "mapping": str(tmp_path / "conf" / "names" / "m.yaml")}
+
+
+def test_a_date_given_as_since_is_iso_text(tmp_path):
+    (source,) = load_sources(write(tmp_path / "s.yaml", "slurm:\n  - sacct: true\n    since: 2026-11-01\n"))
+    assert source.options["since"] == "2026-11-01"
