@@ -1,0 +1,105 @@
+"""Where a Prefect server runs, commands use it (issue 40, decision 1).
+
+A real `prefect server start` on a free loopback port; `gpucast ingest` in a fresh process with
+`PREFECT_API_URL` pointing at it starts no temporary API server (no uvicorn child, Prefect's
+`SubprocessASGIServer` never started) and its flow run is recorded by that server. Without the
+setting, the same command starts its temporary server: the check tells the two apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.records import jsonl, record
+
+pytestmark = pytest.mark.slow
+
+# `gpucast ingest ARGS` as the console script runs it; once `main` returns (Prefect's temporary server, if
+# one was started, still runs until the interpreter exits) it writes what was started to the file named first.
+COMMAND = """
+import json, sys
+import psutil
+out = sys.argv.pop(1)
+sys.argv[0] = "gpucast"
+from gpucast.flows.cli import main
+code = main()
+server = sys.modules.get("prefect.server.api.server")
+started = [s.port for s in server.SubprocessASGIServer._instances.values() if s.server_process] if server else []
+uvicorn = [p.pid for p in psutil.Process().children(recursive=True) if "uvicorn" in " ".join(p.cmdline())]
+open(out, "w").write(json.dumps({"code": code, "started": started, "uvicorn": uvicorn}))
+sys.exit(code)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any Prefect setting (the test session's own harness among them)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    """`prefect server start` on a free loopback port (its own home and database); its API URL. Stopped after."""
+    home = tmp_path_factory.mktemp("prefect-server")
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+                               str(port)], env=_clean_env(PREFECT_HOME=str(home)), stdout=subprocess.DEVNULL,
+                              stderr=open(home / "server.log", "wb"), start_new_session=True)  # noqa: SIM115
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 180
+    try:
+        while True:  # its health endpoint, asked until it answers (a fresh database takes ~10-20 s here)
+            assert server.poll() is None, (home / "server.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "prefect server start did not answer within 180 s"
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.25)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def ingest(tmp_path: Path, name: str, **env: str) -> dict:
+    """`gpucast ingest` of two records in a fresh process and data directory; what it started."""
+    work = tmp_path / name
+    logs = work / "logs.jsonl"
+    logs.parent.mkdir(parents=True)
+    logs.write_text(jsonl(record(job_id="a"), record(job_id="b")))
+    out = work / "started.json"
+    done = subprocess.run([sys.executable, "-c", COMMAND, str(out), "ingest", str(logs)], capture_output=True, text=True,
+                          env=_clean_env(GPUCAST_HOME=str(work / "home"), **env), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 loaded" in done.stdout, done.stdout
+    return json.loads(out.read_text())
+
+
+def test_a_running_server_is_used_and_no_temporary_server_starts(prefect_server, tmp_path):
+    started = ingest(tmp_path, "with-server", PREFECT_API_URL=prefect_server)
+    assert started == {"code": 0, "started": [], "uvicorn": []}
+    runs = httpx.post(f"{prefect_server}/flow_runs/filter",
+                      json={"flows": {"name": {"any_": ["ingest-job-logs"]}}}, timeout=30).json()
+    assert [r["state_type"] for r in runs] == ["COMPLETED"]  # the run is the server's
+
+
+def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path):
+    started = ingest(tmp_path, "temporary")
+    assert len(started["started"]) == 1 and len(started["uvicorn"]) == 1, started
