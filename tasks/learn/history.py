@@ -47,6 +47,7 @@ MIN_QUEUE_ROWS = 5  # a queue's own percentiles need this many labelled jobs
 CALIBRATION_SHARE = 0.25
 MAX_CATEGORIES = 250  # per categorical fact, the most frequent (HistGradientBoosting takes at most 255)
 MODEL = "scheduler_history"  # the `model` column of its forecasts
+MEDIAN = "history_queue_median"  # ... when the queue median forecast the held-out jobs better
 QUANTILES = "history_quantiles"
 OTHER_FEATURES = tuple(f for f in c.FEATURES if f != c.MODEL_TYPE)
 MAX_FIT_ROWS = 200_000  # the most recent labelled jobs a model learns from (bounds a night's fitting time)
@@ -124,8 +125,17 @@ class SchedulerHistory:
                 categorical_features=[True] * len(CATEGORICAL) + [False] * len(NUMERIC), random_state=self.seed,
             ).fit(X[fit], np.log(y[fit]))
             cal_pred = np.exp(self.estimator_.predict(X[cal]))
-        groups = {c.MODEL_TYPE: [c.UNKNOWN_MODEL_TYPE] * len(cal), c.QUEUE: facts[c.QUEUE].to_numpy()[cal].tolist()}
-        self.calibration_ = intervals.calibrate(y[cal], cal_pred, float(y[fit].min()), groups)
+        # chosen by evidence, like the champions' fallback (ood.py): the trees, unless the plain queue median
+        # forecasts the held-out jobs better (lower MAPE): where the facts carry nothing beyond the queue
+        queues = facts[c.QUEUE].to_numpy()
+        self.medians_ = {str(q): float(np.median(y[fit][queues[fit] == q])) for q in np.unique(queues[fit].astype(str))}
+        self.pooled_median_ = float(np.median(y[fit]))
+        cal_median = self._queue_medians(queues[cal])
+        self.evidence_ = {MODEL: _mape(y[cal], cal_pred), MEDIAN: _mape(y[cal], cal_median)}
+        self.chosen_ = MEDIAN if self.evidence_[MEDIAN] < self.evidence_[MODEL] else MODEL
+        groups = {c.MODEL_TYPE: [c.UNKNOWN_MODEL_TYPE] * len(cal), c.QUEUE: queues[cal].tolist()}
+        self.calibration_ = intervals.calibrate(y[cal], cal_pred if self.chosen_ == MODEL else cal_median,
+                                                float(y[fit].min()), groups)
         self.calibrated_ = intervals.Calibrated(self.calibration_)
         return self
 
@@ -142,14 +152,20 @@ class SchedulerHistory:
                 X[:, j] = 0.0
         return X
 
+    def _queue_medians(self, queues: np.ndarray) -> np.ndarray:
+        return np.array([self.medians_.get(str(q), self.pooled_median_) for q in queues], dtype=np.float64)
+
     def intervals(self, rows: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(p10, p50, p90) per row; NaN where nothing is known (no labelled history at all)."""
         facts = scheduler_facts(rows)
         if self.estimator_ is not None:
-            from threadpoolctl import threadpool_limits
+            if self.chosen_ == MEDIAN:
+                pred = self._queue_medians(facts[c.QUEUE].to_numpy())
+            else:
+                from threadpoolctl import threadpool_limits
 
-            with threadpool_limits(limits=self.threads):
-                pred = np.exp(self.estimator_.predict(self._encode(facts)))
+                with threadpool_limits(limits=self.threads):
+                    pred = np.exp(self.estimator_.predict(self._encode(facts)))
             groups = {c.MODEL_TYPE: np.full(rows.height, c.UNKNOWN_MODEL_TYPE, dtype=object),
                       c.QUEUE: facts[c.QUEUE].to_numpy()}
             p10, p50, p90 = self.calibrated_.intervals(pred, groups)
@@ -172,8 +188,13 @@ class SchedulerHistory:
         if self.estimator_ is not None:
             band = ("conformal by queue" if self.calibrated_.pooled is not None
                     else f"x/÷ {intervals.UNCALIBRATED_FACTOR:g}: too few jobs to calibrate")
-            return (f"model features unknown -> scheduler history: {MODEL} (queue, account, GPUs, time limit, name) "
-                    f"learned from {self.rows_:,} jobs, P10-P90 {band}")
+            held_out = (f"held-out MAPE {self.evidence_[self.chosen_]:.0%} vs "
+                        f"{self.evidence_[MODEL if self.chosen_ == MEDIAN else MEDIAN]:.0%} for the "
+                        + ("trees" if self.chosen_ == MEDIAN else "queue median"))
+            what = (f"{MODEL} (queue, account, GPUs, time limit, name)" if self.chosen_ == MODEL
+                    else f"{MEDIAN} (the facts beat no queue median)")
+            return (f"model features unknown -> scheduler history: {what} learned from {self.rows_:,} jobs, "
+                    f"{held_out}, P10-P90 {band}")
         return (f"model features unknown -> {QUANTILES}: P10/P50/P90 of {self.rows_:,} labelled job(s) "
                 f"(the queue's where it has {MIN_QUEUE_ROWS}+); too few for a model ({self.min_rows})")
 
@@ -181,7 +202,7 @@ class SchedulerHistory:
         """job_id, p10, p50, p90, model, ood, ood_reason: the rows that get a forecast (none without any history)."""
         p10, p50, p90 = self.intervals(rows)
         known = np.isfinite(p50)
-        name = MODEL if self.estimator_ is not None else QUANTILES
+        name = self.chosen_ if self.estimator_ is not None else QUANTILES
         return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(known)), "p10": p10[known], "p50": p50[known],
                              "p90": p90[known], "model": [name] * int(known.sum()), "ood": [True] * int(known.sum()),
                              "ood_reason": [self.describe()] * int(known.sum())},
@@ -196,3 +217,7 @@ def queue_median(history: pl.DataFrame, rows: pl.DataFrame, target: str, by: tup
     medians = labelled.group_by(list(by)).agg(pl.col(target).median().alias("__m"))
     return (rows.select(list(by)).join(medians, on=list(by), how="left", maintain_order="left")["__m"]
             .fill_null(pooled).to_numpy().astype(np.float64))
+
+
+def _mape(y: np.ndarray, pred: np.ndarray) -> float:
+    return float(np.mean(np.abs(pred - y) / y)) if len(y) else 0.0

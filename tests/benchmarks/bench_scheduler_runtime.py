@@ -9,7 +9,8 @@ measured on the later ones (a time split: the forecast never sees the future), o
 * `simulator`: `tasks/simulate.py`'s jobs with their model features dropped (its logs have no time limit
   or job name: queue, team and GPUs are all the scheduler knows there), COMPLETED jobs, days 1-10 to fit,
   11-14 to measure.
-Prints MAE (hours), MAPE, the P10-P90 coverage and the ratio of MAEs against each baseline (< 1: better).
+Prints MAE (hours), MAPE, the P10-P90 coverage, the ratio of MAEs against each baseline (< 1: better) and which
+estimate `SchedulerHistory` chose on its held-out slice (its trees, or the queue median when the facts beat no median).
 
     .venv/bin/python tests/benchmarks/bench_scheduler_runtime.py [--sim-jobs-per-day 400] [--seed 0]
 """
@@ -67,7 +68,7 @@ def measure(name: str, fit: pl.DataFrame, test: pl.DataFrame, seed: int) -> dict
     model = SchedulerHistory(c.RUNTIME_HOURS, seed=seed).fit(fit)
     p10, p50, p90 = model.intervals(test)
     seconds = time.perf_counter() - t0
-    forecasts = {"scheduler_history": p50, "queue median": queue_median(fit, test, c.RUNTIME_HOURS),
+    forecasts = {"SchedulerHistory": p50, "queue median": queue_median(fit, test, c.RUNTIME_HOURS),
                  "seasonal median (queue x weekday)": queue_median(fit, test, c.RUNTIME_HOURS, (c.QUEUE, WEEKDAY))}
     mae = {k: float(np.mean(np.abs(p - y))) for k, p in forecasts.items()}
     mape = {k: float(np.mean(np.abs(p - y) / y)) for k, p in forecasts.items()}
@@ -76,10 +77,11 @@ def measure(name: str, fit: pl.DataFrame, test: pl.DataFrame, seed: int) -> dict
     print(f"  {'forecast':<36}{'MAE h':>9}{'MAPE':>9}")
     for k in forecasts:
         print(f"  {k:<36}{mae[k]:>9.3f}{mape[k]:>9.1%}")
+    print(f"  SchedulerHistory chose {model.chosen_}: {model.describe()}")
     coverage = float(np.mean((y >= p10) & (y <= p90)))
-    q, s = mae["scheduler_history"] / mae["queue median"], mae["scheduler_history"] / mae["seasonal median (queue x weekday)"]
+    q, s = mae["SchedulerHistory"] / mae["queue median"], mae["SchedulerHistory"] / mae["seasonal median (queue x weekday)"]
     print(f"  P10-P90 coverage {coverage:.1%} (goal ~80%); MAE vs queue median x{q:.2f}, vs seasonal median x{s:.2f}; "
-          f"MAPE vs queue median x{mape['scheduler_history'] / mape['queue median']:.2f}")
+          f"MAPE vs queue median x{mape['SchedulerHistory'] / mape['queue median']:.2f}")
     return {"mae_ratio_queue": q, "mae_ratio_seasonal": s, "coverage": coverage}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
-from gpucast.tasks.learn.history import MODEL
+from gpucast.tasks.learn.history import MEDIAN, MODEL
 from tests.conftest import write
 from tests.data.make_sacct_sample import HEADER, lines
 
@@ -58,11 +58,11 @@ def test_a_sacct_only_site_gets_forecasts_a_demand_forecast_a_plan_and_a_page(ho
     # no champion learned from jobs without features; every pending job still has a memory and a run-time forecast,
     # from the scheduler's history, flagged with its reason; the run time never above the time limit
     assert rows(db, "SELECT count(*) FROM current_champions") == [(0,)]
-    got = rows(db, "SELECT f.target, count(*), bool_and(f.model = ?), bool_and(f.ood), "
+    got = rows(db, "SELECT f.target, count(*), bool_and(f.model IN (?, ?)), bool_and(f.ood), "
                    "bool_and(f.ood_reason LIKE 'model features unknown -> scheduler history%'), "
                    "bool_and(f.p10 <= f.p50 AND f.p50 <= f.p90 AND f.p10 > 0), "
                    "bool_and(f.target <> 'runtime_hours' OR f.p90 <= j.time_limit_hours + 1e-9) "
-                   "FROM pending_forecasts f JOIN job_logs j USING (job_id) GROUP BY 1 ORDER BY 1", [MODEL])
+                   "FROM pending_forecasts f JOIN job_logs j USING (job_id) GROUP BY 1 ORDER BY 1", [MODEL, MEDIAN])
     assert got == [(c.PEAK_GPU_MEM_GB, len(pending), True, True, True, True, True),
                    (c.RUNTIME_HOURS, len(pending), True, True, True, True, True)]  # compute: nothing measured it
     # the demand history counts them (GPU-hours from their run time), the demand forecast is made from it
@@ -82,7 +82,7 @@ def test_a_sacct_only_site_gets_forecasts_a_demand_forecast_a_plan_and_a_page(ho
     write(tmp_path / "later.txt", finished_now(pending, datetime.now(UTC).replace(tzinfo=None)))
     assert main(["import", "slurm", str(tmp_path / "later.txt")]) == 0
     assert main(["nightly", "--no-train"]) == 0
-    back = rows(db, "SELECT target, count(*), bool_and(model = ?), count(ape) FROM forecast_backtest "
+    back = rows(db, "SELECT target, count(*), bool_and(model IN (?, ?)), count(ape) FROM forecast_backtest "
                     "WHERE job_id IN (SELECT unnest(?)) GROUP BY 1 ORDER BY 1",
-                [MODEL, [f"slurm-local-{ln.split('|')[0]}" for ln in pending]])
+                [MODEL, MEDIAN, [f"slurm-local-{ln.split('|')[0]}" for ln in pending]])
     assert back == [(c.RUNTIME_HOURS, len(pending), True, len(pending))]  # memory: the later export has no gpumem

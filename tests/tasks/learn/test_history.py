@@ -56,6 +56,17 @@ def test_the_name_pattern_and_the_time_limit_forecast_what_the_queue_median_cann
         "learned from 200 jobs" in out["ood_reason"][0]
 
 
+def test_where_the_facts_carry_nothing_the_queue_median_is_chosen_by_evidence():
+    rng = np.random.default_rng(5)
+    noise = jobs(400, **{c.JOB_NAME: [f"job_{i}{'xyz'[i % 3]}" for i in range(400)], c.TIME_LIMIT_HOURS: [None] * 400,
+                         c.RUNTIME_HOURS: np.exp(rng.normal(0.0, 1.0, 400))})  # run time unrelated to name or limit
+    model = h.SchedulerHistory(c.RUNTIME_HOURS).fit(noise)
+    assert model.chosen_ == h.MEDIAN and model.evidence_[h.MEDIAN] < model.evidence_[h.MODEL]
+    out = model.forecast(jobs(3))
+    assert out["model"].to_list() == [h.MEDIAN] * 3 and out["p50"].n_unique() == 1  # one queue: its median
+    assert "history_queue_median (the facts beat no queue median)" in out["ood_reason"][0]
+
+
 def test_run_time_never_above_the_time_limit():
     model = h.SchedulerHistory(c.RUNTIME_HOURS).fit(jobs(200))
     tight = jobs(2, **{c.JOB_ID: ["a", "b"], c.JOB_NAME: ["train_bert_1", "train_bert_2"], c.TIME_LIMIT_HOURS: [4.0, None]})
