@@ -6,6 +6,10 @@ each (target, partition) is a Prefect task run on that cluster, like training's 
 the champion from its folder (so they must see `$GPUCAST_HOME/models`: a shared volume) and return
 the scored rows; this process applies the memory advice, stages and publishes. A partition that
 fails on the cluster (a worker lost, the models folder not visible there) is scored here instead.
+
+Jobs without model features (contract v4: `model_type` unknown and nothing else logged) are not the
+champions': each target's are forecast in this process from the scheduler's history of similar jobs
+(`tasks/learn/history.py`), fitted here on the labelled history, and published with the champions'.
 """
 
 from __future__ import annotations
