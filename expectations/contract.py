@@ -1,9 +1,11 @@
-"""Job-log contract v3: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v4: every column name, type, unit, allowed value and bound, defined once.
 
 v2 added the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`), v3 the optional
-architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...). A v1 or v2 log, without them, reads
-exactly as before, and records loaded under v1 or v2 keep their identity (each version's columns
-enter the record hash only when one of them is set, see `record_hash_sql`).
+architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...), v4 the scheduler's own facts
+(`time_limit_hours`, `job_name`) and made `model_type` optional (missing: `unknown`, kept as such: a
+job known only by its scheduler still counts in demand and plans). A v1, v2 or v3 log reads exactly as
+before, and records loaded under an older version keep their identity (each version's columns enter
+the record hash only when one of them is set, see `record_hash_sql`).
 
 This is the data contract of the pipeline, so it lives with the expectations and imports nothing
 of ours. Readers, the normaliser, the simulator, features and models import these names; the
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 3
+CONTRACT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ FEATURES = (
 
 PRECISIONS = ("FP16", "BF16", "FP32", "FP64")
 KNOWN_MODEL_TYPES = ("MLP", "CNN", "ResNet", "RNN", "LSTM", "GRU", "Transformer")
+# A job logged without a model type (contract v4: a scheduler's accounting has none) is `unknown`: its
+# memory, compute and run time are forecast from the scheduler's facts (tasks/learn/history.py).
+UNKNOWN_MODEL_TYPE = "unknown"
 KNOWN_OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad")
 
 # Hardware context (contract v2, optional) ------------------------------------------------------
@@ -88,6 +93,12 @@ HARDWARE = (GPU_TYPE, GPU_COUNT, GPU_PEAK_TFLOPS)
 # (tasks/learn/zoo.py) canonicalises it where it is used, to trace the traced prior.
 ARCH = "arch"
 
+# The scheduler's own facts (contract v4, optional): the run time the job asked for (Slurm's `Timelimit`)
+# and its name (`JobName`), which forecast the run time of jobs without model features.
+TIME_LIMIT_HOURS = "time_limit_hours"
+JOB_NAME = "job_name"
+SCHEDULER = (TIME_LIMIT_HOURS, JOB_NAME)
+
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
 PEAK_GPU_MEM_GB = "peak_gpu_mem_gb"
@@ -98,6 +109,7 @@ JOB_ID_MAX_LEN = 128
 # Caps on the other free-text fields: longer values are rejected with the length rule, never cut
 # (a 3,000,000-character queue name is an exporter bug, and would bloat every table it reaches).
 NAME_MAX_LEN = 128  # queue, team, model type, optimizer, GPU type, architecture
+JOB_NAME_MAX_LEN = 256  # a scheduler's job name (Slurm allows long ones; a longer one is an exporter bug)
 TEXT_MAX_LEN = 2_000  # failure_reason
 
 # `maximum` is the plausibility ceiling: above it a value is a unit or typing error, not a real job
@@ -110,8 +122,8 @@ FIELDS: tuple[Field, ...] = (
     Field(QUEUE, "string", "", f"any, 1-{NAME_MAX_LEN} characters; missing means `{DEFAULT_QUEUE}`",
           max_length=NAME_MAX_LEN),
     Field(TEAM, "string", "", f"any, 1-{NAME_MAX_LEN} characters", max_length=NAME_MAX_LEN),
-    Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + f", ...; unknown kept; 1-{NAME_MAX_LEN} characters",
-          required=True, max_length=NAME_MAX_LEN),
+    Field(MODEL_TYPE, "string", "", ", ".join(KNOWN_MODEL_TYPES) + f", ...; unknown kept; 1-{NAME_MAX_LEN} characters; "
+          f"missing means `{UNKNOWN_MODEL_TYPE}` (v4)", max_length=NAME_MAX_LEN),
     Field(PARAMS_MILLION, "float", "millions of parameters", "> 0", maximum=1e7),
     Field(BATCH_SIZE, "int", "samples", "> 0", maximum=1e7),
     Field(INPUT_DIM, "int", "features, pixels per side or tokens", "> 0", maximum=1e8),
@@ -134,6 +146,11 @@ FIELDS: tuple[Field, ...] = (
     Field(PEAK_GPU_MEM_GB, "float", "GB", "> 0; peak GPU memory as the GPU reports it", maximum=1e4, measured=True),
     Field(RUNTIME_HOURS, "float", "hours", "> 0; GPU wall time", maximum=1e5, measured=True),
     Field(FAILURE_REASON, "string", "", f"free text, e.g. `OOM`; 1-{TEXT_MAX_LEN:,} characters", max_length=TEXT_MAX_LEN),
+    # v4 fields last: a warehouse made under v3 gains them at the end of its tables (warehouse/schema.py)
+    Field(TIME_LIMIT_HOURS, "float", "hours", "> 0; the wall time the job asked for (Slurm `Timelimit`)",
+          maximum=1e5, since=4),
+    Field(JOB_NAME, "string", "", f"the scheduler's job name (Slurm `JobName`); 1-{JOB_NAME_MAX_LEN} characters",
+          max_length=JOB_NAME_MAX_LEN, since=4),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -148,7 +165,8 @@ STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", 
 PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
-# The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,)}.
+# The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,),
+# 4: (time_limit_hours, job_name)}.
 ADDED_BY_VERSION = {v: tuple(f.name for f in FIELDS if f.since == v) for v in range(2, CONTRACT_VERSION + 1)}
 
 
@@ -207,4 +225,5 @@ COLUMN_ALIASES = {
     "architecture": ARCH,
     "model_name": ARCH,
     "arch_name": ARCH,
+    "jobname": JOB_NAME,
 }

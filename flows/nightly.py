@@ -160,6 +160,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
                 steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])
         with _timed(seconds, "score"):
             steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
+                                           history_path=steps["features"]["history_path"],
                                            as_of=as_of, settings=settings)
         with _timed(seconds, "demand"):
             steps["demand"], failed = demand_step(settings, as_of)

@@ -6,6 +6,10 @@ each (target, partition) is a Prefect task run on that cluster, like training's 
 the champion from its folder (so they must see `$GPUCAST_HOME/models`: a shared volume) and return
 the scored rows; this process applies the memory advice, stages and publishes. A partition that
 fails on the cluster (a worker lost, the models folder not visible there) is scored here instead.
+
+Jobs without model features (contract v4: `model_type` unknown and nothing else logged) are not the
+champions': each target's are forecast in this process from the scheduler's history of similar jobs
+(`tasks/learn/history.py`), fitted here on the labelled history, and published with the champions'.
 """
 
 from __future__ import annotations
@@ -18,25 +22,37 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.stage import PENDING, stage_features
 from gpucast.tasks.learn import score as steps
+from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
 from gpucast.tasks.learn.score import Scorer
-from gpucast.warehouse import db, forecast, runs
+from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.settings import Cluster, Settings, Storage
 
+NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
+
 
 @task(name="read-champions")
 def read_champions(storage: Storage) -> list[Champion]:
+    """The current champions; none is an error only when a pending job has model features (`score_pending`)."""
     with db.writer(storage) as con:
-        champions = forecast.latest_champions(con)
-    if not champions:
-        raise FileNotFoundError("no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first")
-    return champions
+        return forecast.latest_champions(con)
+
+
+@task(name="stage-scheduler-history")
+def stage_scheduler_history(storage: Storage, folder: Path) -> str:
+    """The labelled history the scheduler-history forecasts learn from (`tasks/learn/history.py`), as Parquet."""
+    with db.writer(storage) as con:
+        rows = training.read_training_jobs(con)
+    path = folder / "scheduler_history.parquet"
+    rows.write_parquet(path)
+    return str(path)
 
 
 PARTITION_MIN_JOBS = 200_000  # pending jobs from which scoring is spread over a given Dask cluster
@@ -84,22 +100,34 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
     return runners.choose_runner(cluster, local_cluster=False)
 
 
-@task(name="score-target", task_run_name="score {champion.target}", retries=1, retry_delay_seconds=10)
-def score_target(champion: Champion, pending_path: str, out: str, score_run_id: str, scored_at: datetime,
-                 gpu_mem_gb: float, batch_rows: int, device: str | None,
-                 partitions: list[pl.DataFrame | None] | None = None) -> int:
-    """Score the staged pending jobs with one champion (or take the partitions the cluster scored,
-    scoring here any that failed there); stage the forecasts as Parquet; return how many jobs were
-    out of the champion's distribution."""
+@task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10)
+def score_target(champion: Champion | None, target: str, pending_path: str, out: str, score_run_id: str,
+                 scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
+                 partitions: list[pl.DataFrame | None] | None = None, history_path: str | None = None) -> int:
+    """Score the staged pending jobs of one target: those with model features with its champion (or take
+    the partitions the cluster scored, scoring here any that failed there), those without from the
+    scheduler's history (`history_path`, `tasks/learn/history.py`); stage the forecasts as Parquet; return
+    how many jobs were out of the champion's distribution (the scheduler-history ones included)."""
     pending = pl.read_parquet(pending_path)
-    if partitions:
-        size = -(-pending.height // len(partitions))
-        scored = pl.concat([part if part is not None else
-                            _scorer(champion, device).score(pending.slice(k * size, size), batch_rows=batch_rows)
-                            for k, part in enumerate(partitions)])
-    else:
+    without = featureless(pending)
+    known, unknown = pending.filter(~without), pending.filter(without)
+    parts = []
+    if champion is not None and partitions:
+        size = -(-known.height // len(partitions))
+        parts.append(pl.concat([part if part is not None else
+                                _scorer(champion, device).score(known.slice(k * size, size), batch_rows=batch_rows)
+                                for k, part in enumerate(partitions)]))
+    elif champion is not None and known.height:
         scorer = Scorer(champion, device=device, threads=runners.threads_here())
-        scored = scorer.score(pending, batch_rows=batch_rows, progress=get_run_logger().info)
+        parts.append(scorer.score(known, batch_rows=batch_rows, progress=get_run_logger().info))
+    if unknown.height and history_path:
+        model = SchedulerHistory(target, threads=runners.threads_here()).fit(pl.read_parquet(history_path))
+        made = model.forecast(unknown)
+        print(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
+              + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
+        parts.append(made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id")))
+    columns = [*SCORED_SCHEMA]
+    scored = pl.concat([p.select(columns) for p in parts], how="vertical_relaxed") if parts else pl.DataFrame(schema=SCORED_SCHEMA)
     scored = steps.memory_advice(scored, steps.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
         pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
@@ -123,7 +151,7 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
 def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAULT_BATCH_ROWS,
                   device: str | None = None, pending_path: str | None = None, publish: bool = True,
                   as_of: datetime | None = None, settings: Settings | None = None,
-                  partition_min_jobs: int = PARTITION_MIN_JOBS) -> dict:
+                  partition_min_jobs: int = PARTITION_MIN_JOBS, history_path: str | None = None) -> dict:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
     `gpu_mem_gb` is the GPU size `oom_risk` is judged against (default: the GPUCAST_GPU_MEM_GB
@@ -132,7 +160,10 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     (the nightly flow publishes once, itself). `as_of`: the time the forecasts are stamped with
     (default: now), for a backfill or a demo replaying past days; the backtest compares it with the
     jobs' start times. `partition_min_jobs`: from how many pending jobs scoring is spread over the
-    cluster GPUCAST_DASK_ADDRESS names (see the module doc).
+    cluster GPUCAST_DASK_ADDRESS names (see the module doc). `history_path`: the labelled history already
+    staged by the caller (the nightly's features step), which jobs without model features are forecast from
+    (`tasks/learn/history.py`); else it is read here when such jobs are pending. Without any champion, only
+    such jobs can be scored: a pending job with model features then fails the run (train first).
     """
     settings = (settings or Settings.from_env()).override(gpu_mem_gb=gpu_mem_gb).ensure()
     storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
@@ -140,25 +171,34 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
         champions = read_champions(storage)
         pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing)["pending_path"]
         pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
-        print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(champions)} target(s): "
-              + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions))
+        without = int(featureless(pl.read_parquet(pending_path, columns=[*c.FEATURES])).sum())
+        if not champions and pending_jobs > without:  # jobs only a champion can forecast
+            raise FileNotFoundError(NO_CHAMPION)
+        if without and not history_path:
+            history_path = stage_scheduler_history(storage, run.staging)
+        by_target = {ch.target: ch for ch in champions}
+        targets = [t for t in c.TARGETS if t in by_target or without]
+        print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(targets)} target(s): "
+              + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions)
+              + (f"; {without:,} without model features: from the scheduler's history" if without else ""))
         partitions, scored_on = _on_cluster(settings.cluster, champions, pending_path, pending_jobs, partition_min_jobs,
                                             batch_rows, device)
         print(f"{run.run_id}: scoring on {scored_on}")
         parts, ood = [], {}
-        for ch in champions:
-            out = run.staging / f"{ch.target}.parquet"
-            ood[ch.target] = score_target(ch, pending_path, str(out), run.run_id, as_of or run.started_at,
-                                          gpu_mem_gb, batch_rows, device, partitions.get(ch.target))
+        for target in targets:
+            out = run.staging / f"{target}.parquet"
+            ood[target] = score_target(by_target.get(target), target, pending_path, str(out), run.run_id,
+                                       as_of or run.started_at, gpu_mem_gb, batch_rows, device, partitions.get(target),
+                                       history_path)
             parts.append(str(out))
         failpoint("score:after-staging")
-        n = publish_forecasts(run.run_id, parts, pending_jobs, [ch.target for ch in champions], gpu_mem_gb,
-                              storage, settings.quality.backtest_days)
+        n = publish_forecasts(run.run_id, parts, pending_jobs, targets, gpu_mem_gb, storage,
+                              settings.quality.backtest_days)
     if publish:
         publish_snapshot(storage)
     print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
     return {"score_run_id": run.run_id, "pending_jobs": pending_jobs, "forecasts": n, "scored_on": scored_on,
-            "ood_forecasts": sum(ood.values()), "ood_by_target": ood,
+            "ood_forecasts": sum(ood.values()), "ood_by_target": ood, "featureless_jobs": without,
             "champions": {ch.target: ch.model for ch in champions}}
 
 
@@ -166,13 +206,16 @@ def _on_cluster(cluster: Cluster, champions: list[Champion], pending_path: str, 
                 batch_rows: int, device: str | None) -> tuple[dict[str, list], str]:
     """(per target the partitions scored on the Dask cluster, in words where scoring ran): nothing is
     scored here when scoring stays in this process."""
+    if not champions:
+        return {}, "this process (no champion: jobs without model features only)"
     choice = scoring_runner(cluster, pending_jobs, min_jobs)
     if choice.runner is None:
         return {}, "this process" + (f" ({choice.note})" if choice.note else "")
     workers = _workers(cluster.dask_address)
     parts = 2 * workers  # two partitions a worker keep them all busy
+    pending = pl.read_parquet(pending_path)
     partitions = score_partitions.with_options(task_runner=choice.runner)(
-        champions, pl.read_parquet(pending_path), parts, batch_rows, device)
+        champions, pending.filter(~featureless(pending)), parts, batch_rows, device)
     return partitions, f"Dask at {cluster.dask_address}: {parts} partitions on {workers} worker(s)"
 
 

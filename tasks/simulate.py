@@ -191,6 +191,9 @@ def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction:
                                         np.where(failed_oom, hardware["gpu_gb"], np.nan)),
             c.RUNTIME_HOURS: np.where(completed, np.round(runtime_h, 4), np.nan),
             c.FAILURE_REASON: np.where(failed_oom, "OOM", np.where(status == "FAILED", "ERROR", None)).tolist(),
+            # contract v4's scheduler facts: the simulated logs are a tracker's, with no time limit or job name
+            c.TIME_LIMIT_HOURS: pl.Series([None] * n, dtype=pl.Float64),
+            c.JOB_NAME: pl.Series([None] * n, dtype=pl.String),
         },
         strict=False,
     ).select(c.COLUMNS).with_columns(pl.col(*c.TARGETS, c.GPU_PEAK_TFLOPS).fill_nan(None))

@@ -346,15 +346,21 @@ FROM (
     UNION ALL SELECT 'demand', demand_run_id, status, started_at, coalesce(message, '') FROM demand_runs
 ) ORDER BY started_at DESC LIMIT ?
 """
+# Pending jobs forecast from the scheduler's history (no model features, contract v4): the reason
+# tasks/learn/history.py (`SchedulerHistory.describe`) gives them begins with these words.
+FEATURELESS = """
+SELECT count(DISTINCT job_id) AS jobs, string_agg(DISTINCT model, ', ' ORDER BY model) AS models
+FROM pending_forecasts WHERE ood_reason LIKE 'model features unknown -> %'
+"""
 SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)
 
 
 def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
     """Everything the planners' page shows, read from one database (the published copy)."""
     names = ("demand", "demand_history", "demand_outlook", "plan", "plan_run", "oom", "oom_count", "unplaceable",
-             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs")
+             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs", "featureless")
     frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS]), (DEMAND_OUTLOOK, []), (PLAN, []),
                    (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
                    (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
-                   (COVERAGE, []), (RECENT_RUNS, [runs]))
+                   (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []))
     return dict(zip(names, frames, strict=True))

@@ -43,6 +43,7 @@ MODEL_TYPE_SYNONYMS = {
     "convnet": "CNN",
     "resnet50": "ResNet",
     "transformers": "Transformer",
+    c.UNKNOWN_MODEL_TYPE: c.UNKNOWN_MODEL_TYPE,  # any case: `Unknown`, `UNKNOWN`
 }
 OPTIMIZER_SYNONYMS = {o.lower(): o for o in c.KNOWN_OPTIMIZERS}
 
@@ -194,10 +195,12 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
     status = pl.col(_t(c.STATUS)).str.to_uppercase()
     values[c.STATUS] = status.replace_strict(STATUS_SYNONYMS, default=status, return_dtype=pl.String)
     values[c.PRECISION] = _canonical(c.PRECISION, PRECISION_SYNONYMS, upper=True)
-    values[c.MODEL_TYPE] = _canonical(c.MODEL_TYPE, MODEL_TYPE_SYNONYMS)
+    # contract v4: a job without a model type is `unknown` (forecast from the scheduler's facts), like a
+    # missing queue is `default`
+    values[c.MODEL_TYPE] = _canonical(c.MODEL_TYPE, MODEL_TYPE_SYNONYMS).fill_null(c.UNKNOWN_MODEL_TYPE)
     values[c.OPTIMIZER] = _canonical(c.OPTIMIZER, OPTIMIZER_SYNONYMS)
     values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
-    for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH):
+    for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH, c.JOB_NAME):
         values[name] = pl.col(_t(name))
 
     return values, errors, flags

@@ -212,7 +212,9 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     mfu = per_value(fam, lambda f: float(MFU[f]), pl.Float64)
     achieved_tflops = _peak_or_reference(df) * mfu * gpus
     runtime_h = iterations * flops_per_iter / (achieved_tflops * 1e12) / 3600.0
-    return pl.DataFrame({
+    # float arrays whatever the row count: with no row (a night with nothing pending) numpy's empty results
+    # are object arrays, which Polars would keep as Object columns
+    return pl.DataFrame({k: np.asarray(v, dtype=np.float64) for k, v in {
         "prior_state_gb": state / GB,
         "prior_activation_gb": activations / GB,
         "prior_mem_gb": (state + activations) / GB + CUDA_CONTEXT_GB,
@@ -220,7 +222,7 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
         "prior_peak_tflops": achieved_tflops / mfu / gpus,
         "prior_gflops": achieved_tflops * 1e3,
         "prior_runtime_hours": runtime_h,
-    })
+    }.items()})
 
 
 def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,

@@ -33,6 +33,7 @@ from gpucast.expectations import contract as c
 from gpucast.expectations.records import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
 from gpucast.tasks.learn import features, intervals, ood
 from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.history import featureless
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESET_NAMES
 
@@ -208,10 +209,13 @@ def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None)
 
 
 def labelled(history: pl.DataFrame, target: str, options: TrainOptions) -> pl.DataFrame:
-    """The jobs with `target` measured, with the feature set's columns (built here when missing)."""
+    """The jobs with `target` measured and model features logged, with the feature set's columns (built here
+    when missing). Jobs without model features (contract v4, `model_type` unknown) teach a champion nothing
+    about them and blur what it learns from the others: the scheduler's history forecasts them (`history.py`)."""
     if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
         history = features.build(history)
-    return labelled_rows(history, target)
+    rows = labelled_rows(history, target)
+    return rows.filter(~featureless(rows))
 
 
 def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:

@@ -172,4 +172,5 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         leaderboard=_table(frames["leaderboard"]),
         coverage=_table(frames["coverage"]),
         runs=_table(frames["runs"]),
+        featureless=frames["featureless"].to_dicts()[0] if "featureless" in frames and frames["featureless"].height else None,
     )

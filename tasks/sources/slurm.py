@@ -20,7 +20,7 @@ from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fi
 
 # The fields the docs recommend (`sacct --format=...`); Comment last, so a `|` inside it cannot shift the others.
 SACCT_FIELDS = ("JobID", "JobName", "Cluster", "Partition", "Account", "User", "State", "ExitCode", "Submit",
-                "Start", "End", "Elapsed", "AllocTRES", "ReqTRES", "TRESUsageInMax", "WCKey", "Comment")
+                "Start", "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES", "TRESUsageInMax", "WCKey", "Comment")
 REQUIRED_FIELDS = ("JobID", "State", "Submit")
 
 # Slurm's job states -> (contract status, failure_reason); a state not listed is left as written, so the
@@ -174,6 +174,8 @@ def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | No
         c.JOB_ID: f"slurm-{cluster}-{row['JobID']}", c.SUBMITTED_AT: submitted,
         c.UPDATED_AT: (end if finished else None) or start or submitted, c.STATUS: status,
         c.QUEUE: _value(row.get("Partition")), c.TEAM: _value(row.get("Account")), c.FAILURE_REASON: reason,
+        # contract v4: what the job asked for and its name forecast the run time of jobs without model features
+        c.JOB_NAME: _value(row.get("JobName")), c.TIME_LIMIT_HOURS: _hours(row.get("Timelimit")),
         c.GPU_TYPE: gpu_type, c.GPU_COUNT: gpu_count,
         c.RUNTIME_HOURS: _runtime(row) if finished else None,
         c.PEAK_GPU_MEM_GB: _gpu_mem_gb([row, *steps]),
@@ -243,7 +245,7 @@ def _hours_of(seconds: float) -> str | None:
 
 
 def _hours(elapsed: str | None) -> str | None:
-    """`[D-][HH:]MM:SS` as hours; None for a missing or zero time."""
+    """`[D-][HH:]MM:SS` as hours; None for a missing or zero time (and for `UNLIMITED`, `Partition_Limit`)."""
     m = _ELAPSED.match((elapsed or "").strip())
     if not m:
         return None

@@ -49,7 +49,8 @@ def test_good_fixture_passes():
         ({"job_id": "x" * 129}, "expect_column_value_lengths_to_be_between", c.JOB_ID),
         ({"arch": "resnet" * 22}, "expect_column_value_lengths_to_be_between", c.ARCH),  # 132 characters (v3)
         ({"submitted_at": None}, "expect_column_values_to_not_be_null", c.SUBMITTED_AT),
-        ({"model_type": None}, "expect_column_values_to_not_be_null", c.MODEL_TYPE),
+        ({"time_limit_hours": 0}, "expect_column_values_to_be_between", c.TIME_LIMIT_HOURS),  # v4
+        ({"job_name": "n" * 257}, "expect_column_value_lengths_to_be_between", c.JOB_NAME),  # v4
         ({"status": "EXPLODED"}, "expect_column_values_to_be_in_set", c.STATUS),
         ({"precision": "FP12"}, "expect_column_values_to_be_in_set", c.PRECISION),
         ({"params_million": -1}, "expect_column_values_to_be_between", c.PARAMS_MILLION),
@@ -206,3 +207,14 @@ def test_a_warm_up_in_a_thread_and_a_validation_build_the_suite_once():
     v = validate_frame(typed(*GOOD_ROWS))
     warming.join()
     assert v.success and validate._context_and_suite.cache_info().misses == 1
+
+
+def test_a_job_without_model_features_passes_as_unknown():
+    """Contract v4: a scheduler's record (no model type, no features, a time limit and a name) is a valid job."""
+    bare = record(job_id="slurm-1", model_type=None, params_million=None, batch_size=None, precision=None,
+                  time_limit_hours=4, job_name="train_bert_042")
+    rows = typed(*GOOD_ROWS, bare)
+    v = validate_frame(rows)
+    assert v.success, failed(v)
+    assert rows.filter(pl.col(c.JOB_ID) == "slurm-1")[c.MODEL_TYPE].to_list() == [c.UNKNOWN_MODEL_TYPE]
+    assert job_logs_suite()["meta"]["contract_version"] == 4

@@ -29,7 +29,7 @@ def test_a_sacct_file_loads_field_by_field(home, capsys):
     out = capsys.readouterr().out
     assert ("slurm: 28 sacct line(s): 12 GPU job(s), 14 step(s) folded into their job, 2 job(s) without GPUs not "
             "loaded; 2 finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)") in out
-    assert "12 rows read: 11 loaded, 1 rejected, 0 duplicate" in out
+    assert "12 rows read: 12 loaded, 0 rejected, 0 duplicate" in out
 
     got = {r[0]: r[1:] for r in rows(home, f"SELECT {', '.join(COLUMNS)} FROM job_logs ORDER BY job_id")}
     t = lambda d, h, mi, s=0: datetime(2026, 11, d, h, mi, s, tzinfo=UTC)  # noqa: E731
@@ -43,6 +43,9 @@ def test_a_sacct_file_loads_field_by_field(home, capsys):
                             t(20, 10, 0), t(20, 10, 12)),
         "slurm-hpc1-1004": ("FAILED", "TIMEOUT", "gpu-l4", "vision", "ResNet", "L4-24GB", 1, 18.5,
                             pytest.approx(24 + 12 / 3600), t(19, 6, 0), t(20, 6, 0, 12)),
+        # no Comment: no model features; loaded as `unknown` (contract v4), forecast from the scheduler's history
+        "slurm-hpc1-1005": ("FAILED", "NODE_FAIL", "gpu-a100", "speech", "unknown", "a100", 1, None, 0.75,
+                            t(20, 11, 0), t(20, 11, 45, 30)),
         "slurm-hpc1-1006": ("FAILED", "exit code 2", "gpu-a100", "speech", "MLP", "a100", 1, pytest.approx(1024 * MIB),
                             pytest.approx(1 / 60), t(20, 12, 0), t(20, 12, 1, 10)),
         "slurm-hpc1-1007": ("PENDING", None, "gpu-a100", "nlp", "Transformer", "a100", 4, None, None, t(21, 7, 0),
@@ -58,17 +61,15 @@ def test_a_sacct_file_loads_field_by_field(home, capsys):
         "slurm-hpc1-1020+0": ("COMPLETED", None, "gpu-a100", "nlp", "Transformer", "a100", 1,
                               pytest.approx(30720 * MIB), 1.0, t(20, 14, 0), t(20, 15, 0, 2)),
     }
-    # the NODE_FAIL job has no model features: quarantined by the contract, as any file's row would be
-    assert rows(home, "SELECT job_id, reason_text FROM rejected_job_logs") == [
-        ("slurm-hpc1-1005", "model_type is required (got nothing)")]
+    assert rows(home, "SELECT count(*) FROM rejected_job_logs") == [(0,)]
     (run,) = rows(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate, source FROM ingest_runs")
-    assert run == (12, 11, 1, 0, "slurm") and run[0] == run[1] + run[2] + run[3]
+    assert run == (12, 12, 0, 0, "slurm") and run[0] == run[1] + run[2] + run[3]
     assert not list((home / "staging").iterdir())  # the staged Parquet is gone with its run
 
     # the same accounting again: every record a duplicate, nothing loaded twice
     assert main(["import", "slurm", str(SACCT)]) == 0
-    assert "12 rows read: 0 loaded, 1 rejected, 11 duplicate" in capsys.readouterr().out
-    assert rows(home, "SELECT count(*) FROM job_logs") == [(11,)]
+    assert "12 rows read: 0 loaded, 0 rejected, 12 duplicate" in capsys.readouterr().out
+    assert rows(home, "SELECT count(*) FROM job_logs") == [(12,)]
 
 
 def test_a_csv_that_is_not_sacct_output_is_one_line_and_exit_2(home, tmp_path, capsys):
@@ -114,7 +115,7 @@ def test_sacct_is_run_with_the_recommended_fields_in_utc(home, tmp_path, monkeyp
                                        "database: Connection refused; check that slurmdbd is reachable\n")
     assert log.read_text() == (
         "UTC --parsable2 --allusers --format=JobID,JobName,Cluster,Partition,Account,User,State,ExitCode,Submit,Start,"
-        "End,Elapsed,AllocTRES,ReqTRES,TRESUsageInMax,WCKey,Comment --starttime=2026-11-01 --endtime=now\n")
+        "End,Elapsed,Timelimit,AllocTRES,ReqTRES,TRESUsageInMax,WCKey,Comment --starttime=2026-11-01 --endtime=now\n")
 
 
 @pytest.mark.slow

@@ -116,7 +116,7 @@ def test_bad_files_are_quarantined_and_good_rows_still_land(home, tmp_path):
     assert (s["rows_loaded"], s["rows_rejected"], s["files_rejected"]) == (1, 1, 2)
     rejected = dict(query(home, "SELECT source_file, reason FROM rejected_files"))
     assert "not valid UTF-8 at line 2" in rejected[str(latin1)]
-    assert "missing required column(s) submitted_at, status, model_type" in rejected[str(nocols)]
+    assert "missing required column(s) submitted_at, status in the header" in rejected[str(nocols)]  # v4: model_type optional
     statuses = dict(query(home, "SELECT source_file, status FROM ingest_files"))
     assert statuses[str(empty)] == "empty"
     (row,) = query(home, "SELECT source_row, job_id, reason_text, raw_record FROM rejected_job_logs")
@@ -241,6 +241,32 @@ def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home,
     s = ingest(write(tmp_path / "c.jsonl", jsonl({**v2, "Architecture": "  ResNet-50 "})))
     assert s["rows_loaded"] == 1
     assert query(home, "SELECT arch, gpu_type FROM job_logs WHERE job_id = 'v2-1'") == [("ResNet-50", "A100-80GB")]
+
+
+def test_a_v3_warehouse_upgrades_to_v4_keeps_its_records_and_loads_jobs_without_model_features(home, tmp_path):
+    """Contract v4 added `time_limit_hours` and `job_name` and made `model_type` optional. A v3 record (arch set)
+    hashed as v3 hashed it is still a duplicate after the upgrade; a v3 warehouse (no v4 columns, model_type
+    NOT NULL) gains the columns and loads a job without a model type as `unknown`."""
+    v3 = record(job_id="v3-1", gpu_type="A100-80GB", arch="resnet50")
+    ingest(write(tmp_path / "a.jsonl", jsonl(v3)))
+    block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
+    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
+                    f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in (2, 3))
+    v3_hash = f"md5({block(c.V1_COLUMNS)}{later})"  # the v3 definition, frozen here
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v3 warehouse
+        stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
+        assert con.execute(f"SELECT {v3_hash} FROM job_logs").fetchall() == stored  # v4 hashes a v3 record as v3 did
+        for table in ("job_log_records", "job_logs"):
+            for name in c.ADDED_BY_VERSION[4]:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+    s = ingest(write(tmp_path / "b.jsonl", jsonl(v3)))
+    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    bare = {"job_id": "sched-1", "submitted_at": "2026-11-01T10:00:00Z", "status": "PENDING", "queue": "gpu",
+            "gpu_count": 2, "time_limit_hours": 4, "JobName": "train_bert_042"}
+    s = ingest(write(tmp_path / "c.jsonl", jsonl(bare)))
+    assert (s["rows_loaded"], s["rows_rejected"]) == (1, 0)
+    assert query(home, "SELECT model_type, time_limit_hours, job_name FROM job_logs WHERE job_id = 'sched-1'") == [
+        (c.UNKNOWN_MODEL_TYPE, 4.0, "train_bert_042")]
 
 
 def test_hardware_fields_unknown_gpu_kept_impossible_values_rejected(home, tmp_path):

@@ -83,8 +83,11 @@ CASES = [
     Case("status-spellings", {"a.jsonl": jsonl(record(job_id="a", status="succeeded"), record(job_id="b", status="queued"))},
          2, checks=[("SELECT string_agg(status, ',' ORDER BY job_id) FROM job_logs", "COMPLETED,PENDING")]),
     Case("unknown-precision", {"a.jsonl": jsonl(record(job_id="a", precision="FP7"))}, 0, 1, reason="precision is one of"),
-    Case("missing-required-field", {"a.jsonl": jsonl(record(job_id="a", model_type=...), record(job_id="b"))}, 1, 1,
-         reason="model_type is required"),
+    Case("missing-required-field", {"a.jsonl": jsonl(record(job_id="a", submitted_at=...), record(job_id="b"))}, 1, 1,
+         reason="submitted_at is required"),
+    # contract v4: no model type is a job known only by its scheduler, loaded as `unknown`
+    Case("missing-model-type", {"a.jsonl": jsonl(record(job_id="a", model_type=...), record(job_id="b"))}, 2,
+         checks=[("SELECT string_agg(model_type, ',' ORDER BY job_id) FROM job_logs", "unknown,Transformer")]),
     Case("missing-required-column", {"a.csv": "job_id,status\na,PENDING\n"}, 0,
          file_rejected="missing required column(s) submitted_at"),
     Case("duplicate-within-file", {"a.jsonl": jsonl(record(job_id="a"), record(job_id="a"), record(job_id="b"))}, 2,

@@ -61,6 +61,11 @@ def test_output_has_every_contract_column_typed():
         (c.BATCH_SIZE, "32.0", 32),
         (c.PARAMS_MILLION, " 1.5e3 ", 1500.0),
         (c.PARAMS_MILLION, "NA", None),  # a missing token, not an error
+        (c.MODEL_TYPE, None, c.UNKNOWN_MODEL_TYPE),  # contract v4: a job without a model type loads as `unknown`
+        (c.MODEL_TYPE, "n/a", c.UNKNOWN_MODEL_TYPE),
+        (c.MODEL_TYPE, "UNKNOWN", c.UNKNOWN_MODEL_TYPE),
+        (c.TIME_LIMIT_HOURS, "4", 4.0),
+        (c.JOB_NAME, " train_bert_042 ", "train_bert_042"),
     ],
 )
 def test_spellings_are_normalised(column, given, expected):

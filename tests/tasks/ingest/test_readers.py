@@ -88,7 +88,8 @@ def test_empty_file_has_no_rows(tmp_path):
 
 
 def test_csv_missing_required_columns_rejects_the_file(tmp_path):
-    with pytest.raises(FileRejected, match="missing required column.*status, model_type"):
+    # contract v4: model_type is optional (missing means `unknown`), so only status is named
+    with pytest.raises(FileRejected, match=r"missing required column\(s\) status in the header"):
         read_all(write(tmp_path / "a.csv", "job_id,submitted_at\na,2026-11-01\n"))
 
 

@@ -57,3 +57,13 @@ def test_round_trip_through_json():
 def test_labelled_rows_are_completed_with_a_positive_measurement():
     df = pl.DataFrame({c.STATUS: ["COMPLETED", "COMPLETED", "FAILED", "PENDING"], "y": [1.0, None, 2.0, 3.0]})
     assert labelled_rows(df, "y").height == 1
+
+
+def test_no_rows_build_float_priors():
+    """A night with nothing pending (or no labelled job) stages an empty frame: its priors are floats, not
+    numpy's object arrays of no element, which Polars kept as Object columns and could not combine (issue 38)."""
+    from gpucast.tasks.learn import features, priors
+
+    built = features.build(rows().head(0))
+    assert built.height == 0
+    assert {built.schema[p] for p in priors.PRIOR_COLUMNS} == {pl.Float64}

@@ -74,7 +74,7 @@ def test_model_features_come_from_the_json_comment():
     assert pick("1001") == ("Transformer", "110", "32", "bf16", None, None)
     assert pick("1007") == ("Transformer", "1300", "8", "bf16", "AdamW", None)
     assert pick("1010_2") == ("CNN", None, None, None, None, "0.001")
-    assert pick("1005") == (None,) * 6  # no Comment: model_type missing, left for the contract to quarantine
+    assert pick("1005") == (None,) * 6  # no Comment: model_type missing; the normaliser makes it `unknown`
 
 
 def test_what_happened_to_every_line_is_counted():
@@ -183,3 +183,18 @@ def test_an_unreadable_elapsed_without_both_times_is_passed_on_for_the_contract_
                          "s.txt")
     (row,) = parsed.jobs.iter_rows(named=True)
     assert row[c.RUNTIME_HOURS] == f"Elapsed {elapsed}" and parsed.elapsed_from_times == []
+
+
+def test_a_plain_export_carries_its_time_limit_and_job_name():
+    """Contract v4: `Timelimit` as hours (`UNLIMITED` and `Partition_Limit` missing) and `JobName` as written;
+    no Comment, no mapping: no model features, left for the normaliser to make `unknown`."""
+    head = "JobID|JobName|Partition|Account|State|Submit|Start|End|Elapsed|Timelimit|AllocTRES"
+    tres = "gres/gpu:a100=1,gres/gpu=1"
+    text = "\n".join([head,
+                      f"7|train_bert_042|gpu|nlp|COMPLETED|2026-11-20T08:00:00|2026-11-20T08:00:00|2026-11-20T09:00:00|"
+                      f"01:00:00|1-12:00:00|{tres}",
+                      f"8|sweep|gpu|nlp|PENDING|2026-11-20T08:00:00|Unknown|Unknown|00:00:00|UNLIMITED|{tres}",
+                      f"9|eval|gpu|nlp|PENDING|2026-11-20T08:00:00|Unknown|Unknown|00:00:00|Partition_Limit|{tres}"]) + "\n"
+    got = jobs(text)
+    assert [(r[c.JOB_NAME], r[c.TIME_LIMIT_HOURS], r[c.MODEL_TYPE]) for r in got.values()] == [
+        ("train_bert_042", "36.0", None), ("sweep", None, None), ("eval", None, None)]
