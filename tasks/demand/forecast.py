@@ -96,7 +96,7 @@ def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,
     """`days` days after `as_of` per series, at P10 / P50 / P90 (never below 0), with each series'
     method and fallback reason (module doc)."""
     if days < 1:
-        raise ValueError(f"--days must be 1 or more, got {days}")
+        raise ValueError(f"--horizon-days must be 1 or more, got {days}")
     series = series_frame(daily, as_of)
     out = [_forecast_one(group, key, as_of, days, candidates)
            for key, group in series.group_by(*KEYS, maintain_order=True)]
