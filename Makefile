@@ -48,9 +48,12 @@ demo-sources: $(STAMP)  ## a generated MLflow store and sacct file, imported end
 	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast sql "SELECT job_id, model_type, target, round(p50, 2) AS p50, \
 		round(p90, 2) AS p90, model FROM pending_forecasts ORDER BY job_id, target LIMIT 12"
 
-test: $(STAMP)  ## the linter, then the whole test suite
+# The suite runs on parallel workers (pytest-xdist), one per core by default; each worker has its own data
+# directory and Prefect test server (tests/conftest.py). TEST_WORKERS=0: one process. docs/testing.md has the rest.
+TEST_WORKERS ?= auto
+test: $(STAMP)  ## the linter, then the whole test suite (the 20 slowest tests listed at the end)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

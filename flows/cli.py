@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from gpucast.flows import children
 from gpucast.flows.environment import configure, configured_prefect_api
+from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
@@ -105,7 +106,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     rhythm = None if args.flat else Rhythm(weekend_factor=args.weekend_factor, trend_per_week=args.trend_per_week,
                                            burst_chance=args.burst_chance, burst_factor=args.burst_factor)
-    cfg = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, pending_fraction=args.pending_fraction,
+    cfg = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, pending_fraction=args.pending_fraction,
                     dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format, rhythm=rhythm)
     paths = write_logs(Path(args.out), cfg)
     print(f"wrote {len(paths)} file(s) to {args.out}")
@@ -271,7 +272,7 @@ def _score(args: argparse.Namespace) -> int:
 def _backtest(args: argparse.Namespace) -> int:
     from gpucast.flows.report import backtest_text
 
-    settings = settings_from(args).override({"backtest_days": "--days"}, backtest_days=args.days)
+    settings = settings_from(args).override({"backtest_days": "--window-days"}, backtest_days=args.window_days)
     print(backtest_text(settings.storage, settings.quality.backtest_days))
     return 0
 
@@ -313,7 +314,7 @@ def _demo(args: argparse.Namespace) -> int:
     from gpucast.flows.report import capacity_summary
 
     settings = settings_from(args)
-    sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
+    sim = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
                     pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start,
                     start_next_day=DEMO.start_next_day)
     _warm_up_validation()
@@ -355,6 +356,14 @@ def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str, kind: type =
     spec = SPEC_BY_FIELD[SETTING_FLAGS.get(flag) or TRAIN_SETTING_FLAGS[flag]]
     p.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=spec.field, type=kind, default=None,
                    help=f"{what} (env {spec.env}, default {spec.default or 'none'})", **kw)
+
+
+def _days_flag(p: argparse.ArgumentParser, flag: str, default: int | None, what: str) -> None:
+    """A count of days, named for what it counts on this command. `--days`, the name every such flag once had,
+    still answers (hidden from the help), so scripts that use it keep working."""
+    dest = flag.removeprefix("--").replace("-", "_")
+    p.add_argument(flag, type=int, default=default, metavar="N", help=what + (f" (default {default})" if default else ""))
+    p.add_argument("--days", type=int, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epochs: int | None = None,
@@ -428,7 +437,7 @@ def _data_commands(sub) -> None:
     """simulate, ingest, status, sql: getting logs in and looking at the warehouse."""
     s = sub.add_parser("simulate", help="write simulated job logs")
     s.add_argument("--out", required=True, help="folder to write into")
-    s.add_argument("--days", type=int, default=SimConfig.days)
+    _days_flag(s, "--history-days", SimConfig.days, "days of logs to write, one file a day")
     s.add_argument("--jobs-per-day", type=int, default=SimConfig.jobs_per_day,
                    help=f"jobs a weekday gets at the start (default {SimConfig.jobs_per_day}; with --flat: every day)")
     s.add_argument("--pending-fraction", type=float, default=SimConfig.pending_fraction)
@@ -523,9 +532,8 @@ def _model_commands(sub) -> None:
     sc.set_defaults(func=_score)
 
     b = sub.add_parser("backtest", help="compare the jobs that completed since they were forecast with their forecasts")
-    b.add_argument("--days", type=int, default=None,
-                   help=f"jobs completed in the last N days of the logs (env GPUCAST_BACKTEST_DAYS, default "
-                        f"{SPEC_BY_FIELD['backtest_days'].default})")
+    _days_flag(b, "--window-days", None, "the window: jobs completed in the last N days of the logs (env "
+                                          f"GPUCAST_BACKTEST_DAYS, default {SPEC_BY_FIELD['backtest_days'].default})")
     b.set_defaults(func=_backtest)
 
 
@@ -535,7 +543,7 @@ def _plan(args: argparse.Namespace) -> int:
     from gpucast.tasks.plan.capacity import first_day
     from gpucast.tasks.report.render import text_table
 
-    out = capacity_plan(days=args.days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
+    out = capacity_plan(days=args.horizon_days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
     rows = out["rows"]
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
@@ -554,7 +562,7 @@ def _demand(args: argparse.Namespace) -> int:
     from gpucast.flows.demand import demand_forecast
     from gpucast.tasks.report.render import text_table
 
-    out = demand_forecast(days=args.days, settings=settings_from(args))
+    out = demand_forecast(days=args.horizon_days, settings=settings_from(args))
     f = out["forecast"]
     table = f.group_by("queue", "gpu_type", "method", "fallback_reason", "jobs_method", maintain_order=True).agg(
         pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
@@ -578,14 +586,14 @@ def _site(args: argparse.Namespace) -> int:
 def _plan_commands(sub) -> None:
     """plan, demand, site: what planners act on."""
     pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
-    pl_.add_argument("--days", type=int, default=None,
-                     help=f"days from the latest forecasts' day (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
+    _days_flag(pl_, "--horizon-days", None, "days planned from the latest forecasts' day (env GPUCAST_PLAN_DAYS, "
+                                            f"default {SPEC_BY_FIELD['plan_days'].default})")
     pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
     _setting_flag(pl_, "--gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
     pl_.set_defaults(func=_plan)
     de = sub.add_parser("demand", help="forecast daily GPU-hours per queue and GPU type (P10/P50/P90) and backtest it")
-    de.add_argument("--days", type=int, default=None,
-                    help=f"days after the last full day of history (env GPUCAST_PLAN_DAYS, default {SPEC_BY_FIELD['plan_days'].default})")
+    _days_flag(de, "--horizon-days", None, "days forecast after the last full day of history (env GPUCAST_PLAN_DAYS, "
+                                           f"default {SPEC_BY_FIELD['plan_days'].default})")
     de.set_defaults(func=_demand)
     si = sub.add_parser("site", help="write the planners' page (self-contained HTML) from the published copy")
     si.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/site)")
@@ -594,14 +602,14 @@ def _plan_commands(sub) -> None:
 
 def _nightly_commands(sub) -> None:
     """nightly, demo."""
-    n = sub.add_parser("nightly", help="ingest -> quality-gate -> features -> train -> score -> demand -> plan -> publish -> page")
+    n = sub.add_parser("nightly", help=NIGHTLY_CHAIN)
     n.add_argument("paths", nargs="*", help="files, folders or globs; none means new files in $GPUCAST_HOME/inbox")
     _nightly_flags(n)
     n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     n.set_defaults(func=_nightly)
 
     d = sub.add_parser("demo", help="simulate 8 weeks of logs and run the nightly flow on them (CPU, minutes)")
-    d.add_argument("--days", type=int, default=DEMO.days)
+    _days_flag(d, "--history-days", DEMO.days, "days of simulated history before night 1")
     d.add_argument("--jobs-per-day", type=int, default=DEMO.jobs_per_day)
     d.add_argument("--pending-fraction", type=float, default=DEMO.pending_fraction)
     d.add_argument("--dirty-fraction", type=float, default=DEMO.dirty_fraction)

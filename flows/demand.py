@@ -18,7 +18,7 @@ from prefect import flow, task
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
 from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand
 from gpucast.warehouse import db
-from gpucast.warehouse import demand as store
+from gpucast.warehouse import demand as demand_tables
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import describe, lifecycle
 from gpucast.warehouse.settings import Settings, Storage
@@ -35,23 +35,23 @@ def history_end(latest_submission: date | None, clock: datetime) -> date | None:
 @task(name="read-demand")
 def read_demand(storage: Storage) -> tuple[pl.DataFrame, date | None]:
     with db.writer(storage) as con:
-        return store.demand_input(con)
+        return demand_tables.demand_input(con)
 
 
 @task(name="forecast-demand")
-def forecast_step(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+def forecast_demand_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
     return forecast_demand(daily, as_of, days)
 
 
 @task(name="backtest-demand")
-def backtest_step(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+def backtest_demand_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
     return backtest_demand(daily, as_of, days)
 
 
 @task(name="record-demand", retries=2, retry_delay_seconds=5)
 def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame, **summary) -> None:
     with db.writer(storage) as con:
-        store.record(con, run_id, forecast, backtest, **summary)
+        demand_tables.record(con, run_id, forecast, backtest, **summary)
 
 
 @flow(name="demand-forecast", log_prints=True)
@@ -59,15 +59,15 @@ def demand_forecast(days: int | None = None, publish: bool = True, as_of: dateti
                     settings: Settings | None = None) -> dict:
     """Forecast `days` days (default GPUCAST_PLAN_DAYS, so the forecast covers the plan) after the last
     full day of history before `as_of` (default now); backtest it; record both; publish unless told not to."""
-    settings = (settings or Settings.from_env()).override({"plan_days": "--days"}, plan_days=days).ensure()
+    settings = (settings or Settings.from_env()).override({"plan_days": "--horizon-days"}, plan_days=days).ensure()
     storage, days = settings.storage, settings.planning.plan_days
     with lifecycle(storage, "demand", days=days) as run:
         daily, latest = read_demand(storage)
         end = history_end(latest, as_of or datetime.now(UTC))
         if end is None:
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
-        forecast = forecast_step(daily, end, days)
-        backtest = backtest_step(daily, end, days)
+        forecast = forecast_demand_task(daily, end, days)
+        backtest = backtest_demand_task(daily, end, days)
         fallbacks = forecast.filter(pl.col("fallback_reason").is_not_null())["queue", "gpu_type"].n_unique()
         series = forecast["queue", "gpu_type"].n_unique() if forecast.height else 0
         record_demand(storage, run.run_id, forecast, backtest, as_of=end, series=series, fallback_series=fallbacks)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from importlib import resources
 
 from gpucast.flows.nightly import nightly
+from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse.settings import Settings
@@ -41,6 +42,6 @@ def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Cal
             shutil.copy2(f, inbox / f.name)
         as_of = datetime.combine(sim.start, datetime.min.time(), tzinfo=UTC) + timedelta(days=sim.days + night - 1)
         say(f"[night {night}/2] {len(files)} day(s) of simulated logs in {inbox}; nightly flow as of "
-            f"{as_of:%Y-%m-%d %H:%M} UTC: ingest -> quality-gate -> backtest -> features -> train -> score -> plan -> publish -> page")
+            f"{as_of:%Y-%m-%d %H:%M} UTC: {NIGHTLY_CHAIN}")
         results.append(nightly(options=options, settings=settings, as_of=as_of))
     return results

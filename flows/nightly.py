@@ -1,4 +1,4 @@
-"""Prefect flow `nightly`: ingest → quality-gate → backtest → features → train → score → demand → plan → publish → page.
+"""Prefect flow `nightly`: the steps of `NIGHTLY_STEPS` (`flows/nightly_steps.py`), in that order.
 
 Each step is a flow or task of its own, so the Prefect UI (and `gpucast status`) shows which one
 failed. Transient steps retry (loading, scoring, publishing); the quality gate does not: it fails
@@ -29,6 +29,7 @@ from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
 from gpucast.flows.gpu_pool import train_where_possible
 from gpucast.flows.imports import pull_sources
 from gpucast.flows.ingest import ingest_job_logs
+from gpucast.flows.nightly_steps import NIGHTLY_STEPS
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.stage import stage_features
@@ -125,6 +126,8 @@ def _staging(storage: Storage) -> Iterator[Path]:
 @contextlib.contextmanager
 def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
     """Record the wall seconds of one step (also when it fails) for the report."""
+    if step not in NIGHTLY_STEPS:
+        raise ValueError(f"{step!r} is not a nightly step: add it to NIGHTLY_STEPS (flows/nightly_steps.py)")
     t0 = time.perf_counter()
     try:
         yield

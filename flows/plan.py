@@ -24,7 +24,7 @@ from gpucast.tasks.plan import capacity as steps
 from gpucast.tasks.report.literal import visible_frame
 from gpucast.tasks.report.site import render_site
 from gpucast.warehouse import db, queries
-from gpucast.warehouse import plan as store
+from gpucast.warehouse import plan as plan_tables
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import lifecycle
 from gpucast.warehouse.settings import Settings, Storage
@@ -60,13 +60,13 @@ def gpu_type_names(names: list[str] | None) -> list[str] | None:
 @task(name="read-plan-input")
 def read_plan_input(storage: Storage):
     with db.writer(storage) as con:
-        return store.plan_input(con)
+        return plan_tables.plan_input(con)
 
 
 @task(name="read-demand-forecast")
 def read_demand_input(storage: Storage):
     with db.writer(storage) as con:
-        return store.demand_input(con, arrivals.RECENT_PLAN_RUNS)
+        return plan_tables.demand_input(con, arrivals.RECENT_PLAN_RUNS)
 
 
 @task(name="pack-jobs")
@@ -85,7 +85,7 @@ def add_expected(plan: steps.Plan, forecast, recent) -> steps.Plan:
 @task(name="record-plan", retries=2, retry_delay_seconds=5)
 def record_plan(storage: Storage, run_id: str, plan: steps.Plan, **summary) -> None:
     with db.writer(storage) as con:
-        store.record(con, run_id, plan.rows, plan.unplaceable, plan.colocation, **summary)
+        plan_tables.record(con, run_id, plan.rows, plan.unplaceable, plan.colocation, **summary)
 
 
 @flow(name="capacity-plan", log_prints=True)
@@ -94,7 +94,7 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
     """Plan the GPUs the pending jobs need for `days` days (default GPUCAST_PLAN_DAYS) from the day of
     the latest forecasts. `inventory`: already read by the caller (the nightly reads it first, so a
     bad file stops the night before anything runs); else read here."""
-    settings = (settings or Settings.from_env()).override({"plan_days": "--days"}, plan_days=days).ensure()
+    settings = (settings or Settings.from_env()).override({"plan_days": "--horizon-days"}, plan_days=days).ensure()
     types = gpu_type_names(gpu_types)
     inventory = inventory or read_inventory(settings)
     storage, days = settings.storage, settings.planning.plan_days

@@ -1,4 +1,9 @@
-"""Shared fixtures: an isolated data directory per test, one Prefect test server per session."""
+"""Shared fixtures: an isolated data directory per test, one Prefect test server per session.
+
+`make test` runs the suite on parallel workers (pytest-xdist, `-n`): each worker is a session of its own,
+with its own data directory, Prefect home and Prefect test server (on a free port), so tests never share
+state across workers. docs/testing.md says how to run, group and time the tests.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,16 @@ from pathlib import Path
 
 import pytest
 
+# The variables this file set in a parent pytest process: xdist's workers inherit the controller's
+# environment, and must not share its data directory or Prefect home (each worker makes its own).
+_SET_HERE = "GPUCAST_TEST_SESSION_SET"
+for _name in os.environ.pop(_SET_HERE, "").split():
+    os.environ.pop(_name, None)
+_before = set(os.environ)
+
 # Before anything imports gpucast.flows (which reads these to configure Prefect).
 if "GPUCAST_HOME" not in os.environ:
-    _session_home = tempfile.mkdtemp(prefix="gpucast-test-home-")
+    _session_home = tempfile.mkdtemp(prefix=f"gpucast-test-home-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-")
     os.environ["GPUCAST_HOME"] = _session_home
     atexit.register(shutil.rmtree, _session_home, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
@@ -20,6 +32,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 from gpucast.flows.environment import configure  # noqa: E402
 
 configure()  # Prefect's defaults under the session's home, before any test module imports a flow
+os.environ[_SET_HERE] = " ".join(sorted(set(os.environ) - _before))
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -54,3 +67,22 @@ def write(path: Path, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items) -> None:
+    """For parallel runs (`make test`: `-n ... --dist loadgroup`), two scheduling rules:
+
+    * a module whose tests share a module-scoped fixture (a trained model, a reference night) keeps them
+      on one worker, so the fixture is built once, not once per worker that gets one of its tests;
+    * tests marked `slow` start first, so the longest ones do not run alone at the end.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # xdist's workers collect; a plain run keeps the file order
+        return
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        shared = defs and any(d.scope in ("module", "package", "class")
+                              for fixturedefs in defs.name2fixturedefs.values() for d in fixturedefs)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -165,7 +165,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
     Spec("quality", "backtest_days", 7, int, *_between(1, 3_660, whole=True),
-         "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --days`)"),
+         "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --window-days`)"),
     Spec("quality", "future_tolerance_hours", 24.0, float, *_between(0, 8_760),
          "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
     Spec("alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
@@ -202,7 +202,7 @@ SPECS: tuple[Spec, ...] = (
          "the sources the nightly pulls besides the inbox: MLflow tracking URIs, Slurm exports or sacct "
          "(docs/sources.md); empty: $GPUCAST_HOME/sources.yaml when it exists, else the inbox only"),
     Spec("planning", "plan_days", 14, int, *_between(1, 366, whole=True),
-         "days the capacity plan covers from the latest forecasts' day (`gpucast plan --days`)"),
+         "days the capacity plan covers from the latest forecasts' day (`gpucast plan --horizon-days`)"),
     Spec("tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
          "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
          "timeout is cached with its reason)"),

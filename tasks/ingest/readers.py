@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import duckdb
 import polars as pl
@@ -37,9 +37,6 @@ import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
-
-if TYPE_CHECKING:
-    from gpucast.tasks.sources.mapping import Mapping
 
 MAX_RAW_CHARS = 10_000  # a rejected row's raw_record: its text cut here, bare (it is the record as read)
 # one reason of a rejected row (`reasons`, and so `reason_text`): a reason quotes the value it refuses, which can be
@@ -58,6 +55,18 @@ class FileRejected(Exception):
         self.reason = reason
 
 
+class ColumnMapping(Protocol):
+    """What reading needs of a mapping file (`tasks/sources/mapping.py` `Mapping` is the one there is). A protocol,
+    so the mapping, which uses this module's readers, is not imported back from here (no import cycle)."""
+
+    columns: dict[str, str]  # source column, as written -> contract field
+    constants: dict[str, str]  # field -> the value of every row
+
+    def field_for(self, column: str) -> str: ...
+
+    def apply(self, chunk: pl.DataFrame) -> pl.DataFrame: ...
+
+
 @dataclass
 class FileInfo:
     """What reading a file learned about it, for the run report."""
@@ -67,7 +76,7 @@ class FileInfo:
     compressed: bool = False
     seed_format: bool = False
     ignored_columns: set[str] = field(default_factory=set)
-    mapping: Mapping | None = None  # `--mapping FILE` (tasks/sources/mapping.py): names columns, converts values
+    mapping: ColumnMapping | None = None  # `--mapping FILE` (tasks/sources/mapping.py): names columns, converts values
 
     def name_of(self, column: str) -> str:
         """A source column's contract name (not a contract name: ignored)."""

@@ -45,7 +45,7 @@ def gpucast(*args: str, env: dict, code: str = CONSOLE_SCRIPT) -> float:
 def small_warehouse(env: dict) -> None:
     """One simulated day of 500 jobs, ingested: what `status` and `sql` read (not timed)."""
     logs = Path(env["GPUCAST_HOME"]) / "bench-logs"
-    gpucast("simulate", "--out", str(logs), "--days", "1", "--jobs-per-day", "500", env=env)
+    gpucast("simulate", "--out", str(logs), "--history-days", "1", "--jobs-per-day", "500", env=env)
     gpucast("ingest", str(logs), env=env)
 
 

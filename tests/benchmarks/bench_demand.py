@@ -75,7 +75,7 @@ def main() -> None:
     from gpucast.tasks.demand.backtest import backtest_demand
     from gpucast.tasks.demand.forecast import forecast_demand
     from gpucast.warehouse import db
-    from gpucast.warehouse import demand as store
+    from gpucast.warehouse import demand as demand_tables
     from gpucast.warehouse.settings import Settings
 
     start = datetime.now(UTC).date() - timedelta(days=args.days)
@@ -87,7 +87,7 @@ def main() -> None:
     ingest_job_logs(paths=[str(logs)], publish=False, settings=settings)
     out = demand_forecast(days=14, publish=False, settings=settings)
     with db.writer(settings.storage) as con:
-        daily, latest = store.demand_input(con)
+        daily, latest = demand_tables.demand_input(con)
         summary = con.sql("SELECT horizon, origins, days, round(mase, 3) AS mase, round(mase_seasonal_naive, 3) "
                           "AS mase_seasonal_naive, round(mase / mase_seasonal_naive, 3) AS mase_ratio, "
                           "round(relative_mae, 3) AS relative_mae, round(coverage, 3) AS coverage "

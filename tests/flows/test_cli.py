@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from gpucast.flows.cli import ExpectedErrors, main
+from gpucast.flows.nightly_steps import NIGHTLY_CHAIN, NIGHTLY_STEPS
 from gpucast.warehouse.publish import PublishFailed
 from tests.conftest import write
 from tests.records import jsonl, record
@@ -24,9 +25,13 @@ QUICK = ["--models", "lightgbm,linear_fs,transformer_bigru", "--preset", "tiny",
 
 
 def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
-    assert main(["demo", "--days", "2", "--jobs-per-day", "200", *QUICK]) == 0
+    assert main(["demo", "--history-days", "2", "--jobs-per-day", "200", *QUICK]) == 0
     out = capsys.readouterr().out
     assert "Capacity needed by the pending queue" in out and "Where to look next" in out
+    # the demo announces the nightly's steps as the flow runs them (flows/nightly_steps.py, the one list)
+    assert f"UTC: {NIGHTLY_CHAIN}\n" in out
+    ran = re.search(r"^night 2 took \d+ s: (.*)$", out, re.M).group(1)
+    assert [step.rsplit(" ", 2)[0] for step in ran.split(", ")] == list(NIGHTLY_STEPS)
     plan_days = out.split("GPUs needed every day of the plan", 1)[1].split("Champions", 1)[0]
     assert len(re.findall(r"^│ \d{4}-\d\d-\d\d ┆", plan_days, re.M)) == 14  # known + expected, every day of the plan
     champions = out.split("Champions (current_champions", 1)[1].split("Where to look next", 1)[0]

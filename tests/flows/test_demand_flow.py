@@ -34,7 +34,7 @@ def _ingest_unpublished(home, tmp_path) -> None:
 
 def test_gpucast_demand_forecasts_backtests_and_publishes(home, tmp_path, capsys):
     _ingest_unpublished(home, tmp_path)
-    assert main(["demand", "--days", "7"]) == 0
+    assert main(["demand", "--horizon-days", "7"]) == 0
     out = capsys.readouterr().out
     assert "day1_p50" in out and "current_demand_forecast" in out
     (run,) = _sql(capsys, "SELECT status, as_of, days, series, fallback_series FROM demand_runs")
@@ -55,7 +55,7 @@ def test_gpucast_demand_forecasts_backtests_and_publishes(home, tmp_path, capsys
 
 def test_gpucast_backtest_publishes_what_it_writes(home, tmp_path, capsys):
     _ingest_unpublished(home, tmp_path)
-    assert main(["backtest", "--days", "60"]) == 0
+    assert main(["backtest", "--window-days", "60"]) == 0
     written = _sql(capsys, "SELECT count(*) AS n FROM forecast_backtest")[0]["n"]
     assert written > 0  # visible in the planners' copy without waiting for the night
 

@@ -18,6 +18,8 @@ from gpucast.flows import children
 
 
 def test_a_second_start_waits_for_the_first_to_finish():
+    inside = threading.Event()
+
     class Server:  # Prefect's contract: `running` is set at once, the server answers later
         running, answered = False, False
 
@@ -25,14 +27,15 @@ def test_a_second_start_waits_for_the_first_to_finish():
             if self.running:
                 return
             self.running = True
-            time.sleep(0.3)
+            inside.set()
+            time.sleep(0.3)  # the server taking its time to answer (what is simulated, not a wait)
             self.answered = True
 
     start = children._serialised(Server.start)
     server = Server()
     first = threading.Thread(target=start, args=(server,))
     first.start()
-    time.sleep(0.05)  # the first caller is inside, waiting for its server
+    assert inside.wait(30)  # the first caller is inside, waiting for its server
     start(server)
     assert server.answered, "the second caller came back before the server answered"
     first.join()

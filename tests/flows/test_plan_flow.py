@@ -87,7 +87,7 @@ def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_
     assert (pixels < 128).mean() > 0.01 and pixels.std() > 20  # text and charts, not a blank page
 
     # `gpucast plan` narrowed to one GPU type and 3 days: a new plan replaces the current one
-    assert main(["plan", "--days", "3", "--gpu-types", "a100 80gb"]) == 0
+    assert main(["plan", "--horizon-days", "3", "--gpu-types", "a100 80gb"]) == 0
     printed = capsys.readouterr().out
     assert "A100-80GB" in printed and "current_capacity_plan" in printed
     rows = _rows(published, "SELECT DISTINCT gpu_type, count(*) OVER () FROM current_capacity_plan")
@@ -187,7 +187,7 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
     _demo_inventory(home)
     start = datetime.now(UTC).date()  # no score run: the plan starts today
     _queue_two_jobs_and_forecast_demand(start, forecast=False)
-    assert main(["plan", "--days", "14"]) == 0
+    assert main(["plan", "--horizon-days", "14"]) == 0
     published = home / "published.duckdb"
     (message, demand_run), = _rows(published, "SELECT message, demand_run_id FROM plan_runs")
     assert "no demand forecast" in message and demand_run is None
@@ -195,7 +195,7 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
                             "FROM current_capacity_plan") == [(0, 0)]
 
     _queue_two_jobs_and_forecast_demand(start, forecast=True)
-    assert main(["plan", "--days", "14"]) == 0
+    assert main(["plan", "--horizon-days", "14"]) == 0
     printed = capsys.readouterr().out
     assert "known_p50" in printed and "expected_p50" in printed  # the 14 days, known + expected
     assert _rows(published, "SELECT demand_run_id FROM plan_runs ORDER BY started_at DESC LIMIT 1") == [("demand-1",)]

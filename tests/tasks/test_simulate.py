@@ -130,7 +130,7 @@ def test_gpucast_simulate_has_a_rhythm_by_default_and_flat_on_request(tmp_path, 
         return [pl.read_parquet(p).filter(pl.col(c.JOB_ID).str.contains(p.stem.removeprefix("jobs-").replace("-", "")))
                 [c.JOB_ID].n_unique() for p in sorted(folder.iterdir())]
 
-    common = ["--days", "7", "--jobs-per-day", "60", "--format", "parquet"]
+    common = ["--history-days", "7", "--jobs-per-day", "60", "--format", "parquet"]
     assert main(["simulate", "--out", str(tmp_path / "flat"), *common, "--flat"]) == 0
     assert submitted_per_day(tmp_path / "flat") == [60] * 7
     assert main(["simulate", "--out", str(tmp_path / "rhythm"), *common, "--weekend-factor", "0.1", "--burst-chance", "0"]) == 0
