@@ -241,17 +241,26 @@ def _apply_runs(con: duckdb.DuckDBPyConnection, into: str, source: str, run: str
     changed = [r for r in have.keys() & want.keys() if have[r] != want[r]]
     gone = [r for r in have.keys() - want.keys()] + ([] if key else changed)
     new = [r for r in want.keys() - have.keys()] + ([] if key else changed)
-    in_runs = f"{sql_name(run)} IN (SELECT unnest(?))"
+    def in_runs(ids: list[str], table: str = source) -> str:
+        """A filter on the runs `ids` that reads no other run's rows of `source`: the run column's values share
+        their first 8 bytes ('score-20'), so its zone maps cannot skip row groups, but a run's rows were appended
+        together and a range of row ids does (the range is read off the run column alone)."""
+        where = f"{sql_name(run)} IN ({', '.join(['?'] * len(ids))})"
+        if table != source:
+            return where
+        lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE {where}", ids).fetchall()[0]
+        return f"rowid BETWEEN {int(lo)} AND {int(hi)} AND {where}"
+
     if gone:
-        con.execute(f"DELETE FROM {into} WHERE {in_runs}", [gone])
+        con.execute(f"DELETE FROM {into} WHERE {in_runs(gone, into)}", gone)
     if key and changed:
         k = sql_name(key)
-        con.execute(f"DELETE FROM {into} WHERE {in_runs} AND {k} NOT IN (SELECT {k} FROM {source} WHERE {in_runs})",
-                    [changed, changed])
-        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs} "
-                    f"AND {k} NOT IN (SELECT {k} FROM {into} WHERE {in_runs})", [changed, changed])
+        con.execute(f"DELETE FROM {into} WHERE {in_runs(changed, into)} AND {k} NOT IN "
+                    f"(SELECT {k} FROM {source} WHERE {in_runs(changed)})", [*changed, *changed])
+        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs(changed)} "
+                    f"AND {k} NOT IN (SELECT {k} FROM {into} WHERE {in_runs(changed, into)})", [*changed, *changed])
     if new:
-        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs}", [new])
+        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs(new)}", new)
     if runs(into) != want:
         raise duckdb.InvalidInputException(f"{into} does not hold the warehouse's rows per {run} after the publish")
 
