@@ -6,10 +6,18 @@ file: at the end of each *successful* run the pipeline publishes a copy, holding
 so nothing changes meanwhile:
 
 1. checkpoint `warehouse.duckdb`;
-2. build the new copy in a temporary file beside `published.duckdb` with `ATTACH ... (READ_ONLY)`,
-   one `CREATE TABLE ... AS SELECT *` per table, then every view: DuckDB reads every row of every
-   table back, checking each block's checksum, so a corrupted warehouse fails the publish instead of
-   reaching planners (a byte copy would carry the corruption over). The copy's tables have the
+2. build the new copy in a temporary file beside `published.duckdb`, in one of two ways:
+   * **incremental** (the usual night, issue 40): byte-copy the current `published.duckdb` (disk speed;
+     the file planners hold open is only read), then, with `ATTACH ... (READ_ONLY)` on the warehouse,
+     bring the copy up to date: the tables of `INCREMENTAL` (`forecasts`) gain the runs the warehouse
+     added and lose the runs retention pruned (`DELETE` in place), and every other table and every
+     view is made again from the warehouse. Only what changed is read back;
+   * **full** (the first publish, or when the current copy is not the one the last publish wrote, see
+     below): one `CREATE TABLE ... AS SELECT *` per table, then every view.
+   Either way every row that goes into the copy is read back from the warehouse, with each block's
+   checksum checked, so a corrupted warehouse fails the publish instead of reaching planners (a byte
+   copy of the *warehouse* would carry the corruption over), and the copy's row counts must equal the
+   warehouse's, table by table and, for `forecasts`, run by run. The copy's tables have the
    warehouse's columns and rows but not its keys and constraints: nothing writes the copy, and a
    primary key's index must fit in memory (`COPY FROM DATABASE`, which rebuilds them, failed on 9 M
    forecasts under the 1 GB limit, so a site scoring 1 M jobs a night lost its copy on night 3);
@@ -21,7 +29,11 @@ so nothing changes meanwhile:
    the old session's tables and rows in tonight's copy), so it goes before the rename;
 6. rename the temporary file over `published.duckdb`. A rename is atomic: a planner's open session
    keeps reading the copy it opened, new sessions see the new one, nobody ever sees a half-written
-   file, and no open session can block the nightly run.
+   file, and no open session can block the nightly run;
+7. note the new file's identity (device, inode, size, modification time) in `published.state.json`.
+   The next publish builds on the current copy only if it is still exactly that file, unchanged
+   before and after its byte copy; a copy someone wrote into (root, or a planner who changed its
+   mode), a restored one, or one of an older gpucast gets a full publish instead.
 
 Planners who want tables of their own keep them in a scratch database that attaches the published
 copy read-only (README "Your own tables"); anything written into `published.duckdb` itself is
@@ -31,13 +43,14 @@ replaced at the next publish.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from pathlib import Path
 
 import duckdb
 
-from gpucast.warehouse.db import connect_writer, previous_copy, sql_name, sql_string, writer_lock
+from gpucast.warehouse.db import connect_writer, previous_copy, sql_name, sql_string, transaction, writer_lock
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
@@ -45,13 +58,33 @@ from gpucast.warehouse.settings import Storage
 
 READ_ONLY_MODE = 0o444
 
+# Tables the copy keeps between publishes, bringing each up to date run by run (`_apply_runs`): per table,
+# the column naming the run that wrote a row, and the column that identifies a row (None: none needed).
+# * `forecasts` gains a score run in one transaction and loses it whole when retention prunes it
+#   (warehouse/forecast.py); a published run's forecasts never change.
+# * `job_log_records` (history) only gains rows, an ingest run's at a time; `job_logs` loses a job's row
+#   when a later run loads a newer record of the job (warehouse/load.py); `arrival` numbers every record
+#   version once, so it identifies a row of either.
+# Every other table is small, or rewritten in place by its step, and is copied whole.
+INCREMENTAL: dict[str, tuple[str, str | None]] = {
+    "forecasts": ("score_run_id", None),
+    "job_log_records": ("ingest_run_id", "arrival"),
+    "job_logs": ("ingest_run_id", "arrival"),
+}
+
+SOURCE_TABLES = ("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'source' "
+                 "ORDER BY schema_name, table_name")
+COLUMNS = ("SELECT database_name, schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+           "WHERE database_name IN ('copy', 'source') ORDER BY database_name, schema_name, table_name, column_index")
+
 
 class PublishFailed(RuntimeError):
     """The warehouse could not be read back whole; the planners' copy was left as it was."""
 
 
-def publish_snapshot(storage: Storage) -> Path:
-    """Publish the warehouse to `published.duckdb` (steps in the module doc); return its path."""
+def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
+    """Publish the warehouse to `published.duckdb` (steps in the module doc); return its path. `full`
+    builds the copy from nothing even when the current one could be brought up to date."""
     target = storage.published_path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with writer_lock(storage):
@@ -62,7 +95,8 @@ def publish_snapshot(storage: Storage) -> Path:
         finally:
             con.close()
         try:
-            _verified_copy(storage, tmp)
+            incremental = not full and _byte_copy_of_last_publish(target, tmp)
+            _verified_copy(storage, tmp, incremental)
             os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
             if target.exists():  # a second name for the current copy's file: no bytes copied
@@ -72,6 +106,7 @@ def publish_snapshot(storage: Storage) -> Path:
                 os.replace(keep, previous_copy(target))
             Path(f"{target}.wal").unlink(missing_ok=True)
             os.replace(tmp, target)
+            _note_published(target)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(tmp, 0o644)
@@ -91,16 +126,58 @@ def restore_previous(storage: Storage) -> Path:
     return target
 
 
-def _verified_copy(storage: Storage, tmp: Path) -> None:
-    """Write every table (its columns and rows, without keys or constraints) and every view of the warehouse
-    into a new database file at `tmp`, within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
+def state_path(target: Path) -> Path:
+    """`published.duckdb` -> `published.state.json`: the identity of the file the last publish wrote."""
+    return target.with_suffix(".state.json")
+
+
+def _identity(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _note_published(target: Path) -> None:
+    """Write the new copy's identity (step 7), replacing the note atomically."""
+    note = state_path(target)
+    tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"identity": _identity(target)}))
+    os.replace(tmp, note)
+
+
+def _byte_copy_of_last_publish(target: Path, tmp: Path) -> bool:
+    """Copy `target` to `tmp` if it is, unchanged before and after the copy, the file the last publish wrote;
+    return whether it was (False: nothing usable at `tmp`, build the copy in full)."""
+    try:
+        noted = json.loads(state_path(target).read_text())["identity"]
+        if _identity(target) != noted:
+            return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # no copy yet, no note (an older gpucast), or an unreadable one
     tmp.unlink(missing_ok=True)
+    shutil.copyfile(target, tmp)  # in-kernel copy (sendfile); the file planners hold open is only read
+    os.chmod(tmp, 0o644)
+    if _identity(target) != noted:  # written into while we copied
+        tmp.unlink()
+        return False
+    return True
+
+
+def _verified_copy(storage: Storage, tmp: Path, incremental: bool) -> None:
+    """Bring the database file at `tmp` to every table (its columns and rows, without keys or constraints) and
+    every view of the warehouse: from the byte copy of the last publish at `tmp` when `incremental`, else from
+    nothing; within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
+    if not incremental:
+        tmp.unlink(missing_ok=True)
     con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
     try:
         con.execute(f"ATTACH {sql_string(tmp)} AS copy")
         con.execute(f"ATTACH {sql_string(storage.db_path)} AS source (READ_ONLY)")
         try:
-            _copy_tables(con)
+            # incremental: one transaction, so the copy's WAL is written and synced once, not once per
+            # statement (~30 tables); full: a statement per table, as before (each commit frees its memory)
+            with transaction(con) if incremental else contextlib.nullcontext():
+                _drop_views(con)
+                _copy_tables(con)
             _copy_views(con)
         except duckdb.Error as exc:
             if environment_error(exc):
@@ -114,14 +191,78 @@ def _verified_copy(storage: Storage, tmp: Path) -> None:
         con.close()
 
 
+def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Every view of `copy` (each is defined again from the warehouse's SQL; views are bound when read, so
+    dropping them in any order is fine)."""
+    for schema, name in con.execute("SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = 'copy' "
+                                    "AND NOT internal").fetchall():
+        con.execute(f"DROP VIEW {sql_name('copy', schema, name)}")
+
+
 def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Every table of `source`, read back whole into `copy` (one statement each: no index to hold in memory)."""
-    tables = con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'source' "
-                         "ORDER BY schema_name, table_name").fetchall()
+    """Every table of `source` into `copy`: the tables of `INCREMENTAL` by their runs' difference where `copy`
+    has them with the same columns, every other one read back whole (one statement each: no index to hold in
+    memory); then tables `copy` has and `source` does not are dropped, and row counts are compared."""
+    columns: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    for database, schema, name, column, kind in con.execute(COLUMNS).fetchall():
+        columns.setdefault((database, schema, name), []).append((column, kind))
+    tables = con.execute(SOURCE_TABLES).fetchall()
     for schema, name in tables:
+        into, source = sql_name("copy", schema, name), sql_name("source", schema, name)
+        by_run = INCREMENTAL.get(name) if schema == "main" else None
+        if by_run and columns.get(("copy", schema, name)) == columns[("source", schema, name)]:
+            _apply_runs(con, into, source, *by_run)
+            continue
         if schema != "main":
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {sql_name('copy', schema)}")
-        con.execute(f"CREATE TABLE {sql_name('copy', schema, name)} AS SELECT * FROM {sql_name('source', schema, name)}")
+        con.execute(f"DROP TABLE IF EXISTS {into}")
+        con.execute(f"CREATE TABLE {into} AS SELECT * FROM {source}")
+    wanted = set(tables)
+    for schema, name in con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'copy'").fetchall():
+        if (schema, name) not in wanted:
+            con.execute(f"DROP TABLE {sql_name('copy', schema, name)}")
+    counts = " UNION ALL ".join(f"SELECT {i}, (SELECT count(*) FROM {sql_name('copy', schema, name)}), "
+                                f"(SELECT count(*) FROM {sql_name('source', schema, name)})" for i, (schema, name) in enumerate(tables))
+    for i, published, held in con.execute(counts).fetchall() if tables else []:
+        if published != held:
+            schema, name = tables[i]
+            raise duckdb.InvalidInputException(f"{schema}.{name} has {held:,} rows but {published:,} were published")
+
+
+def _apply_runs(con: duckdb.DuckDBPyConnection, into: str, source: str, run: str, key: str | None) -> None:
+    """Make `into` hold the rows `source` holds, run by run: delete the runs it no longer has (pruned), insert
+    the runs it did not have (new). A run both hold with different row counts lost or gained rows: with a `key`,
+    the rows whose key the other side lacks are deleted or inserted; without one, the run is replaced whole.
+    Afterwards both must hold the same rows per run."""
+    def runs(table: str) -> dict[str, int]:
+        return dict(con.execute(f"SELECT {sql_name(run)}, count(*) FROM {table} GROUP BY ALL").fetchall())
+
+    have, want = runs(into), runs(source)
+    changed = [r for r in have.keys() & want.keys() if have[r] != want[r]]
+    gone = [r for r in have.keys() - want.keys()] + ([] if key else changed)
+    new = [r for r in want.keys() - have.keys()] + ([] if key else changed)
+    def in_runs(ids: list[str], table: str = source) -> str:
+        """A filter on the runs `ids` that reads no other run's rows of `source`: the run column's values share
+        their first 8 bytes ('score-20'), so its zone maps cannot skip row groups, but a run's rows were appended
+        together and a range of row ids does (the range is read off the run column alone)."""
+        where = f"{sql_name(run)} IN ({', '.join(['?'] * len(ids))})"
+        if table != source:
+            return where
+        lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE {where}", ids).fetchall()[0]
+        return f"rowid BETWEEN {int(lo)} AND {int(hi)} AND {where}"
+
+    if gone:
+        con.execute(f"DELETE FROM {into} WHERE {in_runs(gone, into)}", gone)
+    if key and changed:
+        k = sql_name(key)
+        con.execute(f"DELETE FROM {into} WHERE {in_runs(changed, into)} AND {k} NOT IN "
+                    f"(SELECT {k} FROM {source} WHERE {in_runs(changed)})", [*changed, *changed])
+        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs(changed)} "
+                    f"AND {k} NOT IN (SELECT {k} FROM {into} WHERE {in_runs(changed, into)})", [*changed, *changed])
+    if new:
+        con.execute(f"INSERT INTO {into} SELECT * FROM {source} WHERE {in_runs(new)}", new)
+    if runs(into) != want:
+        raise duckdb.InvalidInputException(f"{into} does not hold the warehouse's rows per {run} after the publish")
 
 
 def _copy_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -130,6 +271,13 @@ def _copy_views(con: duckdb.DuckDBPyConnection) -> None:
     pending = [sql for (sql,) in con.execute("SELECT sql FROM duckdb_views() WHERE database_name = 'source' "
                                              "AND NOT internal ORDER BY view_oid").fetchall()]
     con.execute("USE copy")
+    try:
+        with transaction(con):  # in one go when each view comes after those it reads (one WAL sync)
+            for sql in pending:
+                con.execute(sql)
+        return
+    except duckdb.CatalogException:
+        pass
     while pending:
         failed = []
         for sql in pending:

@@ -7,6 +7,8 @@ registry's names (`gpucast sql` and `--help` must work there) but never builds a
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.compose import TransformedTargetRegressor
@@ -24,11 +26,13 @@ class LogTarget(TransformedTargetRegressor):
     only `regressor_`: `LogTarget.fitted`).
     """
 
-    def __init__(self, regressor=None, *, base: int | None = None):
+    def __init__(self, regressor=None, *, base: int | None = None, validation_fraction: float = 0.0):
         # the transform is fixed (log in, exp out, which `predict` applies with the offset), so it is not
-        # a parameter: get_params/clone see `regressor` and `base` only, and no setting is silently ignored
+        # a parameter: get_params/clone see `regressor`, `base` and `validation_fraction` only, and no setting
+        # is silently ignored
         super().__init__(regressor=regressor, func=np.log, inverse_func=np.exp, check_inverse=False)
         self.base = base
+        self.validation_fraction = validation_fraction
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -44,7 +48,23 @@ class LogTarget(TransformedTargetRegressor):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)  # finite (the encoder never leaves NaN), same length
-        return super().fit(X, y / np.exp(self._offset(X)), **fit_params)
+        target = y / np.exp(self._offset(X))
+        if self.validation_fraction:
+            # early stopping (a boosted ensemble built with its library's patience: registry.py): a fixed random
+            # `validation_fraction` of the rows is held out, and the library stops adding trees once its error
+            # there stops falling, keeping the best round's trees. The held-out rows are not fitted on.
+            order = np.random.default_rng(0).permutation(len(y))
+            held = max(1, round(len(y) * self.validation_fraction))
+            val, fit = order[:held], order[held:]
+            accepts = inspect.signature(self.regressor.fit).parameters
+            if "eval_X" in accepts:  # LightGBM >= 4.7 (its `eval_set` is deprecated)
+                fit_params = {**fit_params, "eval_X": (X[val],), "eval_y": (np.log(target[val]),)}
+            else:
+                fit_params = {**fit_params, "eval_set": [(X[val], np.log(target[val]))]}
+            if "verbose" in accepts:
+                fit_params.setdefault("verbose", False)  # XGBoost would print every round's error
+            X, target = X[fit], target[fit]
+        return super().fit(X, target, **fit_params)
 
     def predict(self, X, **predict_params):
         if not hasattr(self, "regressor_"):  # (check_is_fitted would ask a loaded booster for sklearn tags)

@@ -66,10 +66,21 @@ class ModelEntry:
     load: Callable[[Path, str | None], object]  # (path, device) -> estimator
 
 
+# Boosted ensembles stop early (issue 40): `LogTarget` holds out this fraction of the training rows, and the
+# library stops adding trees after PATIENCE rounds without a lower error there, keeping the best round's trees
+# (LightGBM saves only those; XGBoost predicts with them; CatBoost's `use_best_model` drops the rest). The
+# tree counts below are caps. Fewer trees score faster (docs/models.md "Ensemble sizes").
+EARLY_STOPPING_FRACTION = 0.15
+PATIENCE = 50
+
 # Forests grow a leaf per few rows unless capped: at 100k jobs an uncapped 300-tree ExtraTrees was
 # a 1.0 GB file (RandomForest 0.66 GB) per target and night. 2,048 leaves a tree keeps each forest
 # near 90 MB whatever the history's size, and was as accurate or better (README "Training").
 FOREST_MAX_LEAVES = 2048
+# Trees per forest (issue 40): a forest scores in proportion to its trees. The validation error of the first k
+# trees of a 300-tree forest levels off well before 300 (tests/benchmarks/bench_ensemble_size.py; docs/models.md
+# "Ensemble sizes"): FOREST_TREES is where it is within noise of 300's.
+FOREST_TREES = 100
 
 
 def _extra_trees(b: Build):
@@ -77,7 +88,7 @@ def _extra_trees(b: Build):
 
     from gpucast.tasks.learn.models.estimators import LogTarget
 
-    return LogTarget(ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.8,
+    return LogTarget(ExtraTreesRegressor(n_estimators=FOREST_TREES, min_samples_leaf=2, max_features=0.8,
                                          max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=b.threads, random_state=b.seed), base=b.base)
 
 
@@ -86,7 +97,7 @@ def _random_forest(b: Build):
 
     from gpucast.tasks.learn.models.estimators import LogTarget
 
-    return LogTarget(RandomForestRegressor(n_estimators=300, min_samples_leaf=2, max_features=0.6,
+    return LogTarget(RandomForestRegressor(n_estimators=FOREST_TREES, min_samples_leaf=2, max_features=0.6,
                                            max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=b.threads, random_state=b.seed),
                      base=b.base)
 
@@ -130,7 +141,8 @@ def _xgboost(b: Build):
     from gpucast.tasks.learn.models.estimators import LogTarget
 
     return LogTarget(XGBRegressor(n_estimators=600, learning_rate=0.05, max_depth=8, subsample=0.8, colsample_bytree=0.8,
-                                  random_state=b.seed, n_jobs=b.threads, tree_method="hist"), base=b.base)
+                                  random_state=b.seed, n_jobs=b.threads, tree_method="hist", early_stopping_rounds=PATIENCE),
+                     base=b.base, validation_fraction=EARLY_STOPPING_FRACTION)
 
 
 def _lightgbm(b: Build):
@@ -139,7 +151,8 @@ def _lightgbm(b: Build):
     from gpucast.tasks.learn.models.estimators import LogTarget
 
     return LogTarget(LGBMRegressor(n_estimators=600, learning_rate=0.05, num_leaves=63, subsample=0.8, subsample_freq=1,
-                                   colsample_bytree=0.8, random_state=b.seed, n_jobs=b.threads, verbose=-1), base=b.base)
+                                   colsample_bytree=0.8, random_state=b.seed, n_jobs=b.threads, verbose=-1,
+                                   early_stopping_round=PATIENCE), base=b.base, validation_fraction=EARLY_STOPPING_FRACTION)
 
 
 def _catboost(b: Build):
@@ -148,7 +161,8 @@ def _catboost(b: Build):
     from gpucast.tasks.learn.models.estimators import LogTarget
 
     return LogTarget(CatBoostRegressor(iterations=800, learning_rate=0.08, depth=8, random_seed=b.seed,
-                                       thread_count=b.threads, verbose=False, allow_writing_files=False), base=b.base)
+                                       thread_count=b.threads, verbose=False, allow_writing_files=False,
+                                       early_stopping_rounds=PATIENCE), base=b.base, validation_fraction=EARLY_STOPPING_FRACTION)
 
 
 def _transformer_bigru(b: Build):

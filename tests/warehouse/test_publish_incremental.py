@@ -1,0 +1,148 @@
+"""The incremental planners' copy (issue 40): the last copy's bytes plus the night's difference, equal to a
+full copy, and a full copy whenever the last copy cannot be trusted as a base (warehouse/publish.py)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse import db, forecast, runs
+from gpucast.warehouse.publish import PublishFailed, publish_snapshot
+from gpucast.warehouse.settings import Settings, Storage
+
+DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
+DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
+FORECASTS_PER_RUN = 122_880  # 40,960 jobs x 3 targets: one row group (DuckDB's 122,880 rows) per run
+
+
+@pytest.fixture
+def storage(home) -> Storage:
+    return Settings.from_env().ensure().storage
+
+
+def _score(storage: Storage, day: int, keep_days: int = 30) -> str:
+    """Score run `day` (DAY0 + day) of 40,960 jobs x 3 targets through the real publish path (retention included)."""
+    run_id, at = f"score-day{day:03d}", DAY0 + timedelta(days=day)
+    part = storage.staging_dir / f"{run_id}.parquet"
+    with db.writer(storage) as con:
+        runs.start(con, runs.Run("score", run_id, at, None))
+        con.execute(f"""COPY (SELECT 'job-' || (i // 3) AS job_id, ([?, ?, ?])[(i % 3) + 1] AS target, 1.0 AS p10,
+                        ? + i AS p50, 1e9 AS p90, 'lightgbm' AS model, 't' AS train_run_id, ? AS score_run_id,
+                        ?::TIMESTAMPTZ AS scored_at, NULL AS safe_request_gb, NULL AS gpu_mem_gb, NULL AS oom_risk,
+                        false AS ood, NULL AS ood_reason FROM range({FORECASTS_PER_RUN}) t(i))
+                        TO '{part}' (FORMAT parquet)""", [*c.TARGETS, day * 1e6, run_id, at])
+        forecast.publish(con, run_id, [part], FORECASTS_PER_RUN // 3, list(c.TARGETS), 80.0, keep_days)
+    part.unlink()
+    return run_id
+
+
+def _ingest(storage: Storage, run_id: str, jobs: range) -> None:
+    """An ingest run loading a new record of each job in `jobs` (as warehouse/load.py merges one)."""
+    with db.writer(storage) as con:
+        base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE fresh AS
+                        SELECT 'job-' || i AS {c.JOB_ID}, ?::TIMESTAMPTZ AS {c.SUBMITTED_AT}, 'PENDING' AS {c.STATUS},
+                               'CNN' AS {c.MODEL_TYPE}, 'h' || i AS record_hash, ? + i AS arrival, 'f' AS source_file,
+                               i AS source_row, ? AS ingest_run_id, ?::TIMESTAMPTZ AS loaded_at
+                        FROM range(?, ?) t(i)""", [DAY0, base - jobs.start + 1, run_id, DAY0, jobs.start, jobs.stop])
+        con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM fresh")
+        con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM fresh)")
+        con.execute("INSERT INTO job_logs BY NAME SELECT * FROM fresh")
+
+
+def _same_as_warehouse(storage: Storage) -> None:
+    """Every table of the copy holds the warehouse's rows, every view is there."""
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{storage.db_path}' AS w (READ_ONLY)")
+    con.execute(f"ATTACH '{storage.published_path}' AS p (READ_ONLY)")
+    tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
+    assert tables == {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'p'").fetchall()}
+    for name in tables:
+        assert con.execute(f"SELECT count(*) FROM (FROM w.{name} EXCEPT ALL FROM p.{name})").fetchone() == (0,), name
+        assert con.execute(f"SELECT count(*) FROM (FROM p.{name} EXCEPT ALL FROM w.{name})").fetchone() == (0,), name
+    views = "SELECT view_name, sql FROM duckdb_views() WHERE database_name = '{}' AND NOT internal ORDER BY 1"
+    assert con.execute(views.format("w")).fetchall() == con.execute(views.format("p")).fetchall()
+    con.close()
+
+
+def _runs_in(path) -> list[str]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return [r for (r,) in con.execute("SELECT DISTINCT score_run_id FROM forecasts ORDER BY 1").fetchall()]
+
+
+def _corrupt_a_block_of(storage: Storage, run_id: str) -> None:
+    """Overwrite one data block of run `run_id`'s P50s in the working warehouse, as a failing disk would."""
+    with db.writer(storage) as con:
+        con.execute("CHECKPOINT")
+        (block,), = con.execute("SELECT min(block_id) FROM pragma_storage_info('forecasts') WHERE column_name = 'p50' "
+                                "AND row_group_id = (SELECT min(row_group_id) FROM pragma_storage_info('forecasts')) "
+                                "AND block_id >= 0").fetchall()
+        assert con.execute("SELECT min(score_run_id) FROM forecasts").fetchone() == (run_id,)  # the first row group's run
+    with open(storage.db_path, "r+b") as f:
+        f.seek(DUCKDB_HEADERS + block * DUCKDB_BLOCK + 8)  # past the block checksum, into the data it covers
+        f.write(b"\xff" * 64)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def test_nights_of_new_runs_pruned_runs_and_updated_jobs_publish_what_a_full_copy_would(storage):
+    _ingest(storage, "ingest-1", range(0, 1000))
+    _score(storage, 0, keep_days=2)
+    publish_snapshot(storage, full=True)
+    for day in (1, 2, 3, 4):
+        _ingest(storage, f"ingest-{day + 1}", range(day * 300, day * 300 + 500))  # new jobs and newer records of old ones
+        _score(storage, day, keep_days=2)  # from day 3 on, the run of 3 days before is pruned
+        publish_snapshot(storage)
+        _same_as_warehouse(storage)
+    assert _runs_in(storage.published_path) == ["score-day002", "score-day003", "score-day004"]
+    assert _runs_in(storage.home / "published.prev.duckdb") == ["score-day001", "score-day002", "score-day003"]
+
+
+def test_only_what_changed_is_read_back_and_a_full_publish_reads_everything(storage):
+    """An incremental publish does not read past runs' forecasts again (that is its speed): a block of the
+    first run corrupted in the warehouse after it was published does not reach planners, who keep that run
+    as it was verified; a full publish reads it and refuses to publish (planners keep their copy)."""
+    first = _score(storage, 0)
+    publish_snapshot(storage)
+    _score(storage, 1)
+    _corrupt_a_block_of(storage, first)
+
+    publish_snapshot(storage)
+    assert _runs_in(storage.published_path) == [first, "score-day001"]
+    with duckdb.connect(str(storage.published_path), read_only=True) as con:
+        assert con.execute("SELECT sum(p50) FROM forecasts WHERE score_run_id = ?", [first]).fetchone() == (
+            sum(range(FORECASTS_PER_RUN)),)
+    before = storage.published_path.read_bytes()
+    with pytest.raises(PublishFailed, match="could not read .*warehouse.duckdb back whole"):
+        publish_snapshot(storage, full=True)
+    assert storage.published_path.read_bytes() == before
+
+
+def test_a_copy_someone_wrote_into_is_not_built_on(storage):
+    _score(storage, 0)
+    publish_snapshot(storage)
+    os.chmod(storage.published_path, 0o644)  # root, or a planner who changed the mode, writes and closes cleanly
+    with duckdb.connect(str(storage.published_path)) as con:
+        con.execute("CREATE TABLE mine AS SELECT 1 AS x")
+        con.execute("DELETE FROM forecasts WHERE p50 < 100")
+        con.execute("CHECKPOINT")
+    _score(storage, 1)
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)  # neither the planner's table nor the deleted forecasts carried over
+
+
+def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_again(storage):
+    first = _score(storage, 0)
+    _ingest(storage, "ingest-1", range(0, 100))
+    publish_snapshot(storage)
+    with db.writer(storage) as con:  # neither happens in gpucast today; the publish must not miss them if they do
+        con.execute("DELETE FROM forecasts WHERE score_run_id = ? AND p50 < 10", [first])
+        con.execute("DELETE FROM job_log_records WHERE arrival < 5")
+        con.execute("ALTER TABLE forecasts ADD COLUMN note VARCHAR DEFAULT 'new'")
+    _score(storage, 1)  # the new column gets its default
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
