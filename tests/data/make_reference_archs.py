@@ -70,7 +70,7 @@ REFERENCE_ARCHS = (
     "albert-base-v2", "albert-large-v2", "xlnet-base-cased", "xlnet-large-cased",
     "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "opt-125m", "opt-350m", "t5-small", "t5-base", "bart-base",
     # issue 37: timm's image nets and more of the zoo, traced at two batch sizes (the derived grid,
-    # `derive_grid`, needs two per precision)
+    # `derived_rows`, needs two per precision)
     "legacy_xception", "xception41", "xception65", "xception71", "inception_v4", "inception_resnet_v2",
     "efficientnet_lite0", "efficientnetv2_rw_s", "convnext_atto", "convnext_nano", "convnext_xlarge", "convnextv2_tiny",
     "convnextv2_base", "regnety_040", "regnety_064", "regnety_120", "deit_tiny_patch16_224", "deit_small_patch16_224",
