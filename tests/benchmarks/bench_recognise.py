@@ -199,11 +199,30 @@ def zoo_teaches(args: argparse.Namespace) -> None:
                     "and shapes recognised", table)
 
 
+def print_traced_errors(ev: ra.EvalSet, tensor_col: str, matches: list[zoo.Match], grid: Grid, logging: str) -> None:
+    """Memory MAPE and P90 coverage (x 1.20) of the traced prior a recognised job gets (the nightly's forecast for
+    it while the champion learned from fewer than 20 traced jobs), matched right and wrongly, and the worst families."""
+    mem = inferred_trace(ev.rows, tensor_col, matches, grid)[traced.TRACED_MEM_GB].to_numpy().astype(float)
+    kinds = np.array([outcome(a, m) for a, m in zip(ev.rows[c.ARCH].to_list(), matches, strict=True)])
+    err = np.abs(mem / ev.truth - 1) * 100
+    cover = ev.truth <= mem * traced.REPORTED_INTERVAL
+    cells = []
+    for k in ("right", "wrong"):
+        sel = (kinds == k) & ~np.isnan(mem)
+        if sel.any():
+            cells.append(f"{k}: {sel.sum()} jobs, MAPE {err[sel].mean():.1f}%, P90 covers {cover[sel].mean():.0%}")
+    fam = ev.rows[ra.FAMILY].to_numpy()
+    per = {f: err[(fam == f) & ~np.isnan(mem)].mean() for f in sorted(set(fam)) if ((fam == f) & ~np.isnan(mem)).any()}
+    worst = ", ".join(f"{f} {v:.1f}%" for f, v in sorted(per.items(), key=lambda kv: -kv[1])[:3])
+    print(f"  {logging}: traced prior of the recognised architecture: {'; '.join(cells)}; worst families {worst}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(ra.DEFAULT_MODELS))
     ap.add_argument("--reference", type=Path, default=ra.REFERENCE)
     ap.add_argument("--zoo-teaches", action="store_true", help="item 3: train with / without the reference set")
+    ap.add_argument("--no-champion", action="store_true", help="recognition and the traced prior only (no training)")
     ap.add_argument("--folds", type=int, default=4, help="--zoo-teaches: groups of held-out families")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -218,15 +237,19 @@ def main(argv: list[str] | None = None) -> None:
     print(f"zoo: {len(zoo.ARCHITECTURES)} architectures; tolerances: parameters {zoo.PARAMS_TOLERANCE}, depth "
           f"{zoo.DEPTH_TOLERANCE} (log), tie {zoo.EQUAL_DISTANCE}")
     matches = {}
-    for ev, label in ((reference, "reference set"), (gpu, "H100 runs")):
+    for ev, label, tensor_col in ((reference, "reference set", "tensor_peak_gb"), (gpu, "H100 runs", "traced_peak_gb")):
         print(f"\nRecognition, names removed, {label} ({ev.rows.height} jobs, {ev.rows[c.ARCH].n_unique()} architectures):")
         for logging in ("built", "published"):
             matches[(label, logging)] = recognise(ev.rows, logging)
             print_rates(f"{logging} parameter counts", ev.rows, matches[(label, logging)])
+            print_traced_errors(ev, tensor_col, matches[(label, logging)], grid, logging)
     site = recognise(history.with_columns(pl.lit("site").alias(c.ARCH)), "built")
     matched = sum(m.arch is not None for m in site)
     print(f"\nMeasured set (the site's own networks, none of them the zoo's): {matched}/{history.height} jobs "
           f"({matched / history.height:.1%}) matched a zoo entry, {sum(m.reason.startswith('shape matches') for m in site)} tied")
+    if args.no_champion:
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        return
     with tempfile.TemporaryDirectory() as folder:
         scorer = ra.train_champion(history, tuple(args.models.split(",")), 1, Path(folder))
         print(f"\nmemory champion trained on the measured set: {scorer.champion.model}")
