@@ -323,10 +323,13 @@ def _inference_values(match) -> tuple:
 
 def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bounds(),
                progress: Callable[[str], None] | None = None,
-               tracer: Callable[[Config], dict] = zoo_trace, infer: bool = True) -> pl.DataFrame:
+               tracer: Callable[[Config], dict] = zoo_trace, infer: bool | list[bool] = True) -> pl.DataFrame:
     """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc.
-    `infer`: recognise the architecture of jobs that log none from their shape (`zoo.match_shape`)."""
-    inferred = infer_archs(rows) if infer else [None] * rows.height
+    `infer`: recognise the architecture of jobs that log none from their shape (`zoo.match_shape`), and resolve
+    bare family names; for every row, or per row (a list)."""
+    wanted = [infer] * rows.height if isinstance(infer, bool) else list(infer)
+    inferred = [m if w else None for m, w in zip(infer_archs(rows) if any(wanted) else [None] * rows.height, wanted,
+                                                   strict=True)]
     plans = job_configs(rows, inferred)
     configs = [p for p in plans if isinstance(p, Config)]
     results: dict = {}

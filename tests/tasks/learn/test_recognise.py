@@ -156,3 +156,11 @@ def test_the_forecast_reason_leads_with_the_inference():
     assert inferred.to_list() == ["vgg16", None, None] and distance.to_list() == [0.001, None, None]
     assert reasons == ["arch inferred from shape: vgg16 (distance 0.001); model type unseen",
                        "shape matches a and b equally: no arch inferred", "x"]
+
+
+def test_inference_can_be_asked_for_per_row(tmp_path):
+    # the nightly infers for pending jobs only (flows/stage.py): the history's rows keep today's path
+    out = traced.trace_jobs(shape_jobs(), tmp_path / "traces.json", traced.Bounds(30, 60), tracer=fake_tracer,
+                            infer=[False, True, True, True])
+    assert out[traced.ARCH_INFERRED].to_list() == [None, None, None, "efficientnet_b0"]
+    assert out[traced.TRACE_STATUS].to_list() == [None, None, None, "traced"]
