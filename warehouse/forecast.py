@@ -12,7 +12,7 @@ from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
 FORECAST_COLUMNS = ("job_id", "target", "p10", "p50", "p90", "model", "train_run_id", "score_run_id", "scored_at",
-                    "safe_request_gb", "gpu_mem_gb", "oom_risk", "ood", "ood_reason")
+                    "safe_request_gb", "gpu_mem_gb", "oom_risk", "ood", "ood_reason", "arch_inferred", "arch_match_distance")
 
 # The same rule as the `model_leaderboard` view's `latest` CTE (schema.sql), which reads this view.
 LATEST_CHAMPIONS = "SELECT target, model, train_run_id, model_dir FROM current_champions ORDER BY target"

@@ -68,7 +68,8 @@ class Scorer:
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
               progress: Callable[[str], None] | None = None) -> pl.DataFrame:
-        """job_id, target, p10, p50, p90, model, train_run_id, ood, ood_reason for every row of `rows`
+        """job_id, target, p10, p50, p90, model, train_run_id, ood, ood_reason, arch_inferred and
+        arch_match_distance for every row of `rows`
         (contract columns; the derived ones are built here when the rows do not carry them yet)."""
         if not set(self.encoder.names) <= set(rows.columns):
             rows = features.build(rows)
@@ -79,7 +80,9 @@ class Scorer:
                 progress(f"{self.champion.target}: scored {min(start + batch_rows, rows.height):,}/{rows.height:,} jobs")
         out = pl.concat(parts) if parts else pl.DataFrame(schema={c.JOB_ID: pl.String, "p10": pl.Float64,
                                                                    "p50": pl.Float64, "p90": pl.Float64, "model": pl.String,
-                                                                   "ood": pl.Boolean, "ood_reason": pl.String})
+                                                                   "ood": pl.Boolean, "ood_reason": pl.String,
+                                                                   traced.ARCH_INFERRED: pl.String,
+                                                                   traced.ARCH_MATCH_DISTANCE: pl.Float64})
         return out.with_columns(pl.lit(self.champion.target).alias("target"),
                                 pl.lit(self.champion.train_run_id).alias("train_run_id"))
 
@@ -105,9 +108,11 @@ class Scorer:
                      f"-> traced prior (x/÷ {q:.2f})")
             for i in np.flatnonzero(named):
                 reasons[i] = f"{reasons[i]}; {words}" if reasons[i] else words
+        inferred, distance, reasons = traced.with_inference(batch, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
-                             "ood_reason": pl.Series(reasons, dtype=pl.String)})
+                             "ood_reason": pl.Series(reasons, dtype=pl.String),
+                             traced.ARCH_INFERRED: inferred, traced.ARCH_MATCH_DISTANCE: distance})
 
     def _traced_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
         """Memory forecasts of jobs with a traced prior the champion never learned to correct (`ood.traced_unlearned`)."""

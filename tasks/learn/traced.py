@@ -64,10 +64,14 @@ REPORTED_INTERVAL = 1.20
 TRACED_PRIOR = "traced_prior"  # the `model` of a forecast that is the traced prior itself
 TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACE_STATUS = "traced_mem_gb", "traced_gflop_per_iter", "trace_status"
 TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM = "traced_params_million", "traced_num_layers", "traced_input_dim"
+# The architecture traced for a job that logs none (recognised from its shape) or only a family name, the
+# match distance (null for a family's default member), and the words that say how (or why nothing was inferred).
+ARCH_INFERRED, ARCH_MATCH_DISTANCE, ARCH_INFERENCE = "arch_inferred", "arch_match_distance", "arch_inference"
 TRACE_COLUMNS = (TRACED_MEM_GB, TRACED_GFLOP_PER_ITER, TRACED_PARAMS_MILLION, TRACED_NUM_LAYERS, TRACED_INPUT_DIM,
-                 TRACE_STATUS)
+                 TRACE_STATUS, ARCH_INFERRED, ARCH_MATCH_DISTANCE, ARCH_INFERENCE)
 TRACE_SCHEMA = {TRACED_MEM_GB: pl.Float64, TRACED_GFLOP_PER_ITER: pl.Float64, TRACED_PARAMS_MILLION: pl.Float64,
-                TRACED_NUM_LAYERS: pl.Int64, TRACED_INPUT_DIM: pl.Int64, TRACE_STATUS: pl.String}
+                TRACED_NUM_LAYERS: pl.Int64, TRACED_INPUT_DIM: pl.Int64, TRACE_STATUS: pl.String,
+                ARCH_INFERRED: pl.String, ARCH_MATCH_DISTANCE: pl.Float64, ARCH_INFERENCE: pl.String}
 TRACED, CACHED, UNKNOWN_ARCH = "traced", "cached", "unknown arch"
 NO_BATCH, NIGHT_SPENT = "not traced: no batch_size", "not traced: the night's trace budget was spent"
 CACHE_VERSION = 1
@@ -109,25 +113,45 @@ def _per_gpu_batch(batch: float, gpus: float | None) -> int:
     return max(1, math.ceil(batch / max(1.0, gpus or 1.0)))
 
 
-def job_configs(rows: pl.DataFrame) -> list[Config | str | None]:
+def infer_archs(rows: pl.DataFrame) -> list:
+    """Per row: a `zoo.Match` when the architecture comes from somewhere other than a name the zoo knows
+    (a bare family name resolved to a member, or no `arch` and a logged shape that matches or ties), else None.
+    Jobs of one shape are matched once."""
+    cols = (c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM)
+    present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
+    zoo, memo, out = _zoo(), {}, []
+    for key in present.iter_rows():
+        if key not in memo:
+            arch, model_type, params, layers, dim = key
+            if arch is None:
+                match = zoo.match_shape(model_type, params, layers, dim)
+                memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
+            else:
+                memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim) if zoo.canonical(arch) is None else None
+        out.append(memo[key])
+    return out
+
+
+def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config | str | None]:
     """Per row: its `Config`, or the status that says why it has none (`UNKNOWN_ARCH`, `NO_BATCH`), or
-    None when the job logs no `arch`."""
-    if c.ARCH not in rows.columns or rows[c.ARCH].null_count() == rows.height:
+    None when the job logs no `arch` and none is inferred. `inferred`: `infer_archs(rows)` (None: no inference)."""
+    inferred = inferred or [None] * rows.height
+    if (c.ARCH not in rows.columns or rows[c.ARCH].null_count() == rows.height) and not any(m and m.arch for m in inferred):
         return [None] * rows.height
-    names = {n: _zoo().canonical(n) for n in rows[c.ARCH].drop_nulls().unique().to_list()}
+    arch_col = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
+    names = {n: _zoo().canonical(n) for n in arch_col.drop_nulls().unique().to_list()}
     cols = (c.ARCH, c.BATCH_SIZE, c.GPU_COUNT, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER, c.REGULARIZATION)
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
     out: list[Config | str | None] = []
-    for arch, batch, gpus, dim, precision, optimizer, regularization in present.iter_rows():
-        if arch is None:
-            out.append(None)
-        elif names[arch] is None:
-            out.append(UNKNOWN_ARCH)
+    for match, (arch, batch, gpus, dim, precision, optimizer, regularization) in zip(inferred, present.iter_rows(), strict=True):
+        name = match.arch if match is not None and match.arch else names.get(arch)
+        if name is None:
+            out.append(None if arch is None else UNKNOWN_ARCH)
         elif batch is None:
             out.append(NO_BATCH)
         else:
-            default = _zoo().ARCHITECTURES[names[arch]].default_input_dim  # one key for "224" and "not logged"
-            out.append(Config(names[arch], _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
+            default = _zoo().ARCHITECTURES[name].default_input_dim  # one key for "224" and "not logged"
+            out.append(Config(name, _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
                               precision or "FP32", optimizer, regularization))
     return out
 
@@ -279,7 +303,7 @@ def reported_gb(peak_bytes: float) -> float:
 
 
 def _row_values(plan: Config | str | None, result: str | tuple[dict, bool] | None, gpus: float | None) -> tuple:
-    """One row of `TRACE_COLUMNS`."""
+    """One row of the trace's own columns (`TRACE_COLUMNS` up to `TRACE_STATUS`)."""
     if plan is None or isinstance(plan, str):
         return None, None, None, None, None, plan
     if isinstance(result, str):
@@ -292,11 +316,21 @@ def _row_values(plan: Config | str | None, result: str | tuple[dict, bool] | Non
             entry["params"] / 1e6, int(entry["layers"]), int(entry["input_dim"]), status_of(entry, fresh))
 
 
+def _inference_values(match) -> tuple:
+    """`ARCH_INFERRED`, `ARCH_MATCH_DISTANCE`, `ARCH_INFERENCE` of one row."""
+    return (None, None, None) if match is None else (match.arch, match.distance, match.reason)
+
+
 def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bounds(),
                progress: Callable[[str], None] | None = None,
-               tracer: Callable[[Config], dict] = zoo_trace) -> pl.DataFrame:
-    """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc."""
-    plans = job_configs(rows)
+               tracer: Callable[[Config], dict] = zoo_trace, infer: bool | list[bool] = True) -> pl.DataFrame:
+    """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc.
+    `infer`: recognise the architecture of jobs that log none from their shape (`zoo.match_shape`), and resolve
+    bare family names; for every row, or per row (a list)."""
+    wanted = [infer] * rows.height if isinstance(infer, bool) else list(infer)
+    inferred = [m if w else None for m, w in zip(infer_archs(rows) if any(wanted) else [None] * rows.height, wanted,
+                                                   strict=True)]
+    plans = job_configs(rows, inferred)
     configs = [p for p in plans if isinstance(p, Config)]
     results: dict = {}
     if configs:
@@ -305,8 +339,20 @@ def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bou
             progress(warning)
         results = resolve(configs, cache, bounds, tracer, progress, cache_path)
     gpus = rows[c.GPU_COUNT].to_list() if c.GPU_COUNT in rows.columns else [None] * rows.height
-    values = [_row_values(p, results.get(p.key) if isinstance(p, Config) else None, g) for p, g in zip(plans, gpus, strict=True)]
+    values = [(*_row_values(p, results.get(p.key) if isinstance(p, Config) else None, g), *_inference_values(m))
+              for p, g, m in zip(plans, gpus, inferred, strict=True)]
     return pl.DataFrame(values, schema=TRACE_SCHEMA, orient="row")
+
+
+def with_inference(rows: pl.DataFrame, reasons: list[str | None]) -> tuple[pl.Series, pl.Series, list[str | None]]:
+    """`ARCH_INFERRED` and `ARCH_MATCH_DISTANCE` of `rows`, and `reasons` (the forecasts' `ood_reason`) led by
+    what the architecture inference said (an inferred arch, a family's member, or a tie between two)."""
+    def column(name: str) -> pl.Series:
+        return (rows[name] if name in rows.columns else pl.Series([None] * rows.height)).cast(TRACE_SCHEMA[name]).alias(name)
+
+    words = column(ARCH_INFERENCE).to_list()
+    merged = [r if w is None else (f"{w}; {r}" if r else w) for w, r in zip(words, reasons, strict=True)]
+    return column(ARCH_INFERRED), column(ARCH_MATCH_DISTANCE), merged
 
 
 def empty_columns(height: int) -> pl.DataFrame:

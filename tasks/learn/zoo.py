@@ -1,13 +1,14 @@
 """The model zoo: named real architectures built from code alone, and one training step traced on them.
 
-Image nets are torchvision's ``models.get_model(name, weights=None)``; text nets are Hugging Face
+Image nets are torchvision's ``models.get_model(name, weights=None)`` and timm's (PyTorch Image Models)
+``timm.create_model(name, pretrained=False)``; text nets are Hugging Face
 ``transformers`` models built from their config classes with the published sizes (a language-model
 head on every token), never downloaded. ``trace`` builds one on the meta device and measures one
 training step's peak tensor memory and FLOPs under fake tensors, exactly as
 ``tests/data/make_measured_jobs.py`` does (the shared core is ``stepmem.py``).
 
 This module imports only the standard library at load time (``canonical`` and ``ARCHITECTURES``
-cost nothing); torch, torchvision and transformers are imported inside ``trace``. It also loads by
+cost nothing); torch, torchvision, timm and transformers are imported inside ``trace``. It also loads by
 file path (``importlib``) on a machine that has torch, torchvision and transformers but not gpucast.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import re
 import sys
 import time
@@ -28,6 +30,8 @@ FAMILIES = (
     "alexnet", "vgg", "resnet", "resnext", "wide_resnet", "densenet", "inception", "mobilenet", "mnasnet",
     "efficientnet", "shufflenet", "squeezenet", "regnet", "convnext", "vit", "swin", "maxvit",
     "bert", "roberta", "distilbert", "albert", "xlnet", "gpt2", "opt", "t5", "bart",
+    # from timm
+    "xception", "senet", "resnest", "cspnet", "ghostnet", "mixnet", "nasnet", "dpn", "mobilevit",
 )
 PRECISIONS = ("FP32", "FP16", "BF16", "FP64")
 IMAGE_CLASSES = 1000
@@ -75,11 +79,12 @@ class Trace:
 class _Build:
     """How the zoo builds one architecture."""
 
-    target: str  # torchvision model name, or the transformers model class
+    target: str  # torchvision / timm model name, or the transformers model class
     config: str = ""  # transformers config class ("" for torchvision)
     kwargs: tuple[tuple[str, Any], ...] = ()  # builder (torchvision) or config (transformers) arguments
     max_tokens_key: str = ""  # the config field bounding the sequence length ("" = no bound)
     seq2seq: bool = False  # encoder-decoder: the decoder gets a target sequence of the same length
+    library: str = "torchvision"  # "torchvision" | "timm" | "transformers"
 
 
 _ENTRIES: list[tuple[Arch, _Build]] = []
@@ -91,7 +96,7 @@ def _vision(name: str, family: str, model_type: str, input_dim: int = 224, **kwa
 
 def _text(name: str, family: str, config: str, model_class: str, input_dim: int, max_tokens_key: str = "",
           seq2seq: bool = False, **kwargs: Any) -> None:
-    build = _Build(model_class, config, tuple(kwargs.items()), max_tokens_key, seq2seq)
+    build = _Build(model_class, config, tuple(kwargs.items()), max_tokens_key, seq2seq, library="transformers")
     _ENTRIES.append((Arch(name, family, "Transformer", "text", input_dim), build))
 
 
@@ -135,6 +140,35 @@ def _register_vision() -> None:
     for name in ("swin_v2_t", "swin_v2_s", "swin_v2_b"):
         _vision(name, "swin", "Transformer", 256)
     _vision("maxvit_t", "maxvit", "Transformer")
+
+
+def _timm(name: str, family: str, model_type: str, input_dim: int = 224) -> None:
+    _ENTRIES.append((Arch(name, family, model_type, "image", input_dim), _Build(name, library="timm")))
+
+
+def _register_timm() -> None:
+    """Image nets of timm that torchvision lacks (a timm net of the same shape as a torchvision one, e.g.
+    ``tf_efficientnet_b0`` or ``vit_base_patch16_224``, is left out or an alias: one shape, one name)."""
+    for name in ("legacy_xception", "xception41", "xception65", "xception71"):
+        _timm(name, "xception", "CNN", 299)
+    _timm("inception_v4", "inception", "CNN", 299)
+    _timm("inception_resnet_v2", "inception", "CNN", 299)
+    _timm("efficientnet_lite0", "efficientnet", "CNN")
+    _timm("efficientnetv2_rw_s", "efficientnet", "CNN", 288)
+    for name in ("convnext_atto", "convnext_nano", "convnext_xlarge", "convnextv2_tiny", "convnextv2_base"):
+        _timm(name, "convnext", "CNN")
+    for name in ("regnety_040", "regnety_064", "regnety_120"):
+        _timm(name, "regnet", "CNN")
+    for name in ("deit_tiny_patch16_224", "deit_small_patch16_224"):  # DeiT-B is torchvision's vit_b_16
+        _timm(name, "vit", "Transformer")
+    _timm("seresnet50", "senet", "ResNet")
+    _timm("resnest50d", "resnest", "ResNet")
+    _timm("cspdarknet53", "cspnet", "CNN", 256)
+    _timm("ghostnet_100", "ghostnet", "CNN")
+    _timm("mixnet_s", "mixnet", "CNN")
+    _timm("nasnetalarge", "nasnet", "CNN", 331)
+    _timm("dpn92", "dpn", "CNN")
+    _timm("mobilevit_s", "mobilevit", "CNN", 256)
 
 
 def _register_encoders() -> None:
@@ -186,6 +220,7 @@ def _register_decoders() -> None:
 
 
 _register_vision()
+_register_timm()
 _register_encoders()
 _register_decoders()
 ARCHITECTURES: dict[str, Arch] = {arch.name: arch for arch, _ in _ENTRIES}
@@ -198,9 +233,22 @@ _ALIASES = {
     "distilbert": "distilbert-base-uncased", "distilbert-base": "distilbert-base-uncased",
     "albert-base": "albert-base-v2", "albert-large": "albert-large-v2", "albert-xlarge": "albert-xlarge-v2",
     "albert-xxlarge": "albert-xxlarge-v2",
-    "gpt2-small": "gpt2", "gpt2-base": "gpt2", "inception": "inception_v3", "googlenet-v1": "googlenet",
+    "gpt2-small": "gpt2", "gpt2-base": "gpt2", "googlenet-v1": "googlenet",
+    "inception-resnet-v2": "inception_resnet_v2",
+    "vit_tiny_patch16_224": "deit_tiny_patch16_224", "vit_small_patch16_224": "deit_small_patch16_224",
+    "vit_base_patch16_224": "vit_b_16", "deit_base_patch16_224": "vit_b_16", "vit_large_patch16_224": "vit_l_16",
 }
-_NAME_PREFIXES = ("torchvisionmodels", "torchvision", "transformers")
+# A bare family name stands for its default member (the family's commonest size), said in the forecast's
+# reason; with a logged shape the family's nearest member is taken instead (`resolve`).
+FAMILY_DEFAULTS = {
+    "efficientnet": "efficientnet_b0", "inception": "inception_v3", "xception": "legacy_xception",
+    "bert": "bert-base-uncased", "gpt2": "gpt2", "resnet": "resnet50", "vgg": "vgg16", "densenet": "densenet121",
+    "mobilenet": "mobilenet_v2", "resnext": "resnext50_32x4d", "convnext": "convnext_tiny", "regnet": "regnet_y_400mf",
+    "vit": "vit_b_16", "swin": "swin_t", "roberta": "roberta-base", "albert": "albert-base-v2", "xlnet": "xlnet-base-cased",
+    "opt": "opt-125m", "t5": "t5-base", "bart": "bart-base", "alexnet": "alexnet", "squeezenet": "squeezenet1_1",
+    "shufflenet": "shufflenet_v2_x1_0", "mnasnet": "mnasnet1_0", "wide_resnet": "wide_resnet50_2",
+}
+_NAME_PREFIXES = ("torchvisionmodels", "torchvision", "transformers", "timm")
 
 
 def _key(name: str) -> str:
@@ -289,9 +337,30 @@ def _image_layers(model: Any, model_type: str) -> int:
                for name, m in model.named_modules())
 
 
-def _build_image(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int]:
-    """A torchvision classifier on ``device``, and its depth."""
+_TIMM_SHORTCUTS = ("skip",)  # timm's Xception names its shortcut projection "skip"
+
+
+def _build_timm(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int]:
+    """A timm classifier on ``device`` (``pretrained=False``: built from code, nothing downloaded), and its depth."""
     import torch
+    from torch import nn
+    _import_torchvision()  # timm imports torchvision: the same guard against a mismatched build
+    import timm
+    kwargs = {"img_size": input_dim} if arch.model_type == "Transformer" else {}
+    with torch.device(device):
+        model = timm.create_model(build.target, pretrained=False, num_classes=IMAGE_CLASSES, **kwargs)
+    if arch.model_type == "Transformer":
+        return model, len(model.blocks)
+    skipped = (*_SHORTCUT_MODULES, *_TIMM_SHORTCUTS)
+    return model, sum(isinstance(m, nn.Conv2d | nn.Linear) and not any(part in skipped for part in name.split("."))
+                      for name, m in model.named_modules())
+
+
+def _build_image(arch: Arch, build: _Build, input_dim: int, device: str) -> tuple[Any, int]:
+    """A torchvision (or timm) classifier on ``device``, and its depth."""
+    import torch
+    if build.library == "timm":
+        return _build_timm(arch, build, input_dim, device)
     models = _import_torchvision()
     kwargs = dict(build.kwargs)
     if arch.family == "vit":
@@ -436,3 +505,181 @@ def trace(request: TraceRequest) -> Trace:
         network.make_batch, request.precision)
     return Trace(request.arch, params, network.layers, network.input_dim, measured.peak_bytes, measured.flops,
                  time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------------------
+# Recognising an architecture from its logged shape
+# --------------------------------------------------------------------------------------------------
+
+SHAPES_FILE = Path(__file__).with_name("zoo_shapes.json")  # every entry's built size (`write_shapes` makes it)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The size of a built zoo network, as a site would log it."""
+
+    params: int  # trainable parameters
+    layers: int  # depth, as `Trace.layers` counts it
+    max_input: int | None  # the most tokens a text net takes (None: no bound, or an image net)
+
+
+def measure_shapes(names: list[str] | None = None) -> dict:
+    """Build each architecture on the meta device (nothing computed) and count its parameters and depth.
+
+    Returns ``{"versions": {...}, "shapes": {name: {params, layers, max_input}}, "failed": {name: reason}}``:
+    a network that fails to build (a timm name this timm lacks, ...) is recorded with its reason."""
+    from importlib import metadata
+    stepmem = step_core()
+    shapes, failed = {}, {}
+    for name in names or list(ARCHITECTURES):
+        arch, build = ARCHITECTURES[name], _BUILDS[name]
+        try:
+            network = build_network(TraceRequest(name, 1, None, "FP32", None))
+            max_input = (getattr(_text_config(arch, build, 1), build.max_tokens_key)
+                         if arch.kind == "text" and build.max_tokens_key else None)
+            shapes[name] = {"params": stepmem.count_params(network.model), "layers": network.layers, "max_input": max_input}
+        except Exception as exc:  # noqa: BLE001  (recorded with its reason; that name is never inferred)
+            failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+    versions = {}
+    for package in ("torch", "torchvision", "timm", "transformers"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[package] = metadata.version(package)
+    return {"versions": versions, "shapes": shapes, "failed": failed}
+
+
+def write_shapes(path: Path = SHAPES_FILE) -> dict:
+    """Measure every entry's shape and write ``path`` (JSON); returns what was written."""
+    import json
+    data = measure_shapes()
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
+
+
+_SHAPES: dict[str, Shape] | None = None
+
+
+def shapes() -> dict[str, Shape]:
+    """The built size of every entry that builds (``zoo_shapes.json``; an entry missing there is never inferred)."""
+    global _SHAPES
+    if _SHAPES is None:
+        import json
+        data = json.loads(SHAPES_FILE.read_text())["shapes"] if SHAPES_FILE.exists() else {}
+        _SHAPES = {n: Shape(v["params"], v["layers"], v.get("max_input")) for n, v in data.items() if n in ARCHITECTURES}
+    return _SHAPES
+
+
+# The rule's constants, measured on the published sizes of the reference set's architectures
+# (tests/benchmarks/bench_recognise.py, docs/models.md "Recognising architectures and learning from the zoo"):
+# published parameter counts are within 6.4% of the built ones (GPT-2: "117M" for 124.4M built; XLNet-base 5.9%;
+# CNNs within 1.4%), so a logged count within 8% (log scale) of a built one matches.
+PARAMS_TOLERANCE = 0.08
+# Depth as sites log it is the counted one (resnet50 50, vgg16 16, xception 71, efficientnet_b0 82, bert 12)
+# except where a published depth counts the longest path (`PUBLISHED_DEPTHS`); within 10% matches.
+DEPTH_TOLERANCE = 0.10
+PUBLISHED_DEPTHS = {"inception_v3": 48, "googlenet": 22, "squeezenet1_0": 18, "squeezenet1_1": 18,
+                    "inception_resnet_v2": 164}
+# Parameter counts as published (papers, model cards, Keras / torchvision docs) where they differ from the built
+# network's by more than rounding (a language-model head, a tied embedding, a different count): also matched.
+PUBLISHED_PARAMS_MILLION = {"gpt2": 117.0, "gpt2-medium": 345.0, "gpt2-large": 774.0, "gpt2-xl": 1558.0,
+                            "bert-base-uncased": 110.0, "bert-large-uncased": 340.0, "xlnet-base-cased": 110.0,
+                            "xlnet-large-cased": 340.0, "roberta-base": 125.0, "roberta-large": 355.0,
+                            "distilbert-base-uncased": 66.0, "albert-base-v2": 12.0, "albert-large-v2": 18.0,
+                            "albert-xlarge-v2": 60.0, "albert-xxlarge-v2": 235.0, "t5-small": 60.0, "t5-base": 220.0,
+                            "t5-large": 770.0, "bart-base": 140.0, "bart-large": 400.0}
+DEPTH_WEIGHT = 0.5  # distance = |ln params ratio| + 0.5 |ln depth ratio| + 0.02 |ln input / the net's default input|
+INPUT_WEIGHT = 0.02
+# Two architectures of different families closer than this to each other in distance match "equally": no inference.
+EQUAL_DISTANCE = 0.003
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a logged shape says about the architecture: the inferred one, or why none."""
+
+    arch: str | None  # canonical name, None when nothing is inferred
+    distance: float | None  # the match distance (0 = the built size exactly)
+    reason: str  # in words, for the forecast's `ood_reason`
+
+
+def _compatible(model_type: str, arch: Arch) -> bool:
+    """The logged model type fits the architecture: its model type or its family's name; a CNN may be a ResNet."""
+    key = _key(model_type)
+    return key in (_key(arch.model_type), _key(arch.family)) or (key == "cnn" and arch.model_type == "ResNet")
+
+
+def _distance(arch: Arch, shape: Shape, params: float, layers: float, input_dim: float | None) -> float | None:
+    """The match distance of a logged shape to one architecture; None outside the tolerances."""
+    published = PUBLISHED_PARAMS_MILLION.get(arch.name)
+    dp = min(abs(math.log(params / p)) for p in (shape.params, published * 1e6 if published else shape.params))
+    depths = {shape.layers, PUBLISHED_DEPTHS.get(arch.name, shape.layers)}
+    dl = min(abs(math.log(layers / d)) for d in depths)
+    if dp > PARAMS_TOLERANCE or dl > DEPTH_TOLERANCE:
+        return None
+    di = 0.0
+    if input_dim is not None:
+        if arch.kind == "text" and shape.max_input is not None and input_dim > shape.max_input:
+            return None  # the net cannot take that many tokens
+        di = abs(math.log(input_dim / arch.default_input_dim))  # the size the net is commonly trained at
+    return dp + DEPTH_WEIGHT * dl + INPUT_WEIGHT * di
+
+
+def _valid(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
+
+
+def match_shape(model_type: str | None, params_million: float | None, num_layers: float | None,
+                input_dim: float | None = None, family: str | None = None) -> Match:
+    """The zoo entry whose built size the logged one matches (`family`: only that family's members).
+
+    Needs a model type, a parameter count and a depth. The nearest entry within the tolerances wins;
+    two entries of different families within `EQUAL_DISTANCE` of each other are a tie (no inference, the
+    reason names both); within one family the first registered (the commonest spelling: vgg16 before
+    vgg16_bn, bert-base-uncased before -cased) wins such a tie."""
+    if not isinstance(model_type, str) or not _valid(params_million) or not _valid(num_layers):
+        return Match(None, None, "no shape to match (model type, parameter count and depth are needed)")
+    params = float(params_million) * 1e6
+    dim = float(input_dim) if _valid(input_dim) else None
+    order = {name: i for i, name in enumerate(ARCHITECTURES)}
+    scored = []
+    for name, shape in shapes().items():
+        arch = ARCHITECTURES[name]
+        if (family is None and not _compatible(model_type, arch)) or (family is not None and arch.family != family):
+            continue
+        d = _distance(arch, shape, params, float(num_layers), dim)
+        if d is not None:
+            scored.append((d, order[name], name))
+    if not scored:
+        return Match(None, None, "no zoo architecture of that shape")
+    scored.sort()
+    best_d, _, best = scored[0]
+    tied = [(o, n) for d, o, n in scored if d - best_d <= EQUAL_DISTANCE]
+    other = next((n for _, n in sorted(tied) if ARCHITECTURES[n].family != ARCHITECTURES[best].family), None)
+    if other is not None:
+        return Match(None, None, f"shape matches {best} and {other} equally: no arch inferred")
+    chosen = min(tied)[1]
+    distance = next(d for d, _, n in scored if n == chosen)
+    return Match(chosen, round(distance, 4), f"arch inferred from shape: {chosen} (distance {distance:.3f})")
+
+
+def resolve_family(name: str | None, model_type: str | None = None, params_million: float | None = None,
+                   num_layers: float | None = None, input_dim: float | None = None) -> Match | None:
+    """A bare family name (`FAMILY_DEFAULTS`: 'efficientnet', 'inception', 'bert', ...) as one member: the member
+    the logged shape matches, else the family's default member; None when `name` is no family name."""
+    if not isinstance(name, str):
+        return None
+    family = next((f for f in FAMILY_DEFAULTS if _key(f) == _key(name)), None)
+    if family is None:
+        return None
+    by_shape = match_shape(model_type or "", params_million, num_layers, input_dim, family=family)
+    if by_shape.arch is not None:
+        return Match(by_shape.arch, by_shape.distance,
+                     f"arch {name!r} is a family name: traced as {by_shape.arch}, its member nearest the logged shape "
+                     f"(distance {by_shape.distance:.3f})")
+    default = FAMILY_DEFAULTS[family]
+    return Match(default, None, f"arch {name!r} is a family name: traced as its default member {default}")
+
+
+if __name__ == "__main__":  # python tasks/learn/zoo.py --write-shapes: regenerate zoo_shapes.json
+    if sys.argv[1:] == ["--write-shapes"]:
+        written = write_shapes()
+        print(f"{len(written['shapes'])} shapes, {len(written['failed'])} failed: {written['failed']} -> {SHAPES_FILE}")

@@ -138,7 +138,9 @@ def trace_columns(df: pl.DataFrame, tensor_peak_gb: str, gflop: str) -> pl.DataF
     return pl.DataFrame({traced.TRACED_MEM_GB: reported,
                          traced.TRACED_GFLOP_PER_ITER: df[gflop], traced.TRACED_PARAMS_MILLION: df[c.PARAMS_MILLION],
                          traced.TRACED_NUM_LAYERS: df[c.NUM_LAYERS], traced.TRACED_INPUT_DIM: df[c.INPUT_DIM],
-                         traced.TRACE_STATUS: pl.Series([traced.CACHED] * df.height)}, schema=traced.TRACE_SCHEMA)
+                         traced.TRACE_STATUS: pl.Series([traced.CACHED] * df.height),
+                         **{n: [None] * df.height for n in (traced.ARCH_INFERRED, traced.ARCH_MATCH_DISTANCE,
+                                                            traced.ARCH_INFERENCE)}}, schema=traced.TRACE_SCHEMA)
 
 
 def reference_set(path: Path, family_names: bool) -> EvalSet:

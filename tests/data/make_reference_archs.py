@@ -69,11 +69,35 @@ REFERENCE_ARCHS = (
     "bert-base-uncased", "bert-large-uncased", "roberta-base", "roberta-large", "distilbert-base-uncased",
     "albert-base-v2", "albert-large-v2", "xlnet-base-cased", "xlnet-large-cased",
     "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "opt-125m", "opt-350m", "t5-small", "t5-base", "bart-base",
+    # issue 37: timm's image nets and more of the zoo, traced at two batch sizes (the derived grid,
+    # `derived_rows`, needs two per precision)
+    "legacy_xception", "xception41", "xception65", "xception71", "inception_v4", "inception_resnet_v2",
+    "efficientnet_lite0", "efficientnetv2_rw_s", "convnext_atto", "convnext_nano", "convnext_xlarge", "convnextv2_tiny",
+    "convnextv2_base", "regnety_040", "regnety_064", "regnety_120", "deit_tiny_patch16_224", "deit_small_patch16_224",
+    "seresnet50", "resnest50d", "cspdarknet53", "ghostnet_100", "mixnet_s", "dpn92", "mobilevit_s",
 )
+FIRST_TWO_BATCH_ARCH = "legacy_xception"  # this one and those after it: two batch sizes (NEW_*_BATCHES)
+NEW_IMAGE_BATCHES = (16, 64)
+NEW_TEXT_BATCHES = (2, 8)
 
 DRAW_COLUMNS = ("iterations", "precision", "optimizer", "learning_rate", "regularization", "data_augmentation")
 COLUMNS = ("job_id", "arch", "arch_family", *measured.FEATURE_COLUMNS, *measured.TARGET_COLUMNS,
-           "tensor_peak_gb", "cuda_context_gb", "measure_seconds")
+           "tensor_peak_gb", "cuda_context_gb", "measure_seconds", "source")
+TRACED_SOURCE = "traced"  # `source` of a row traced here; a derived row names the rows it was fitted on
+
+# The derived grid (issue 37: thousands of training steps; a trace costs 2-20 s here, so 3,000 would take hours):
+# per architecture and precision class (FP32 / mixed: FP16 and BF16 hold the same bytes), the traced rows'
+# tensor peak is fitted as  a + s * batch + 4 bytes * params * k(optimizer)  (k: state tensors per parameter,
+# FP32 under autocast too), then evaluated on every grid batch and precision with a seeded optimizer; the FLOPs
+# per sample are the traces'. Image CNNs also at GRID_INPUT_SCALES of their input side (activations and FLOPs
+# x scale^2). `--check-grid` measures the fit on traced rows it did not use (docs/models.md).
+GRID_IMAGE_BATCHES = (8, 16, 32, 64, 128, 256)
+GRID_TEXT_BATCHES = (1, 2, 4, 8, 16, 32)
+GRID_PRECISIONS = ("FP32", "FP16", "BF16")
+GRID_INPUT_SCALES = (1.0, 0.75)  # image CNNs only: 224 -> 168, 299 -> 224, ...
+GRID_OPTIMIZER_SHARES = {"Adam": 0.3, "AdamW": 0.3, "SGD": 0.25, "RMSprop": 0.1, "Adagrad": 0.05}
+STATE_TENSORS = {"Adam": 2, "AdamW": 2, "SGD": 1, "RMSprop": 1, "Adagrad": 1}
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -113,7 +137,11 @@ def configurations(archs: tuple[str, ...], seed: int, batches: tuple[int, ...] |
     """Every (arch, batch, FP32 / mixed) row in order, with its draws."""
     configs: list[RefConfig] = []
     for arch in archs:
-        kind_batches = batches or (IMAGE_BATCHES if zoo.ARCHITECTURES[arch].kind == "image" else TEXT_BATCHES)
+        image = zoo.ARCHITECTURES[arch].kind == "image"
+        if REFERENCE_ARCHS.index(arch) >= REFERENCE_ARCHS.index(FIRST_TWO_BATCH_ARCH):
+            kind_batches = batches or (NEW_IMAGE_BATCHES if image else NEW_TEXT_BATCHES)
+        else:
+            kind_batches = batches or (IMAGE_BATCHES if image else TEXT_BATCHES)
         for b, batch_size in enumerate(kind_batches):
             for slot in (0, 1):
                 rng = np.random.default_rng([seed, REFERENCE_ARCHS.index(arch), b, slot])
@@ -153,6 +181,7 @@ def csv_row(config: RefConfig, trace: zoo.Trace) -> dict[str, object]:
         "peak_gpu_mem_gb": f"{tensor_peak_gb + config.cuda_context_gb:.6f}",
         "train_gflop_per_iter": f"{trace.flops / measured.GFLOP:.6f}", "tensor_peak_gb": f"{tensor_peak_gb:.6f}",
         "cuda_context_gb": f"{config.cuda_context_gb:.4f}", "measure_seconds": f"{trace.seconds:.3f}",
+        "source": TRACED_SOURCE,
     }
 
 
@@ -254,6 +283,105 @@ def write_csv(done: dict[str, dict[str, str]], configs: list[RefConfig], out: Pa
     return tally
 
 
+def _precision_class(precision: str) -> str:
+    return "FP32" if precision == "FP32" else "mixed"
+
+
+def fit_step(rows: list[dict[str, str]]) -> tuple[float, float] | None:
+    """(a, s) of  tensor_gb = a + s * batch + 4 B * params * k(optimizer) / 1e9  over traced rows of one
+    architecture and precision class (least squares); None under two distinct batch sizes."""
+    if len({r["batch_size"] for r in rows}) < 2:
+        return None
+    batch = np.array([float(r["batch_size"]) for r in rows])
+    state = np.array([FP32_BYTES * float(r["params_million"]) * 1e6 * STATE_TENSORS.get(r["optimizer"], 2) / measured.GB
+                      for r in rows])
+    y = np.array([float(r["tensor_peak_gb"]) for r in rows]) - state
+    s, a = np.polyfit(batch, y, 1)
+    return float(a), max(float(s), 0.0)
+
+
+def derived_rows(traced_rows: list[dict[str, str]], seed: int, first_index: int) -> list[dict[str, object]]:
+    """The derived grid (see `GRID_*`) from the traced rows, in a fixed order, each row's draws seeded."""
+    out: list[dict[str, object]] = []
+    by_arch: dict[str, list[dict[str, str]]] = {}
+    for r in traced_rows:
+        by_arch.setdefault(r["arch"], []).append(r)
+    for a_index, arch_name in enumerate(sorted(by_arch)):
+        rows, arch = by_arch[arch_name], zoo.ARCHITECTURES[arch_name]
+        fits = {cls: fit_step([r for r in rows if _precision_class(r["precision"]) == cls]) for cls in ("FP32", "mixed")}
+        anchors = {cls: ",".join(r["job_id"] for r in rows if _precision_class(r["precision"]) == cls) for cls in fits}
+        params, layers, dim = float(rows[0]["params_million"]), int(rows[0]["num_layers"]), int(rows[0]["input_dim"])
+        gflop_per_sample = np.median([float(r["train_gflop_per_iter"]) / float(r["batch_size"]) for r in rows])
+        scales = GRID_INPUT_SCALES if arch.kind == "image" and arch.model_type != "Transformer" else (1.0,)
+        batches = GRID_IMAGE_BATCHES if arch.kind == "image" else GRID_TEXT_BATCHES
+        for s_index, scale in enumerate(scales):
+            for b_index, batch in enumerate(batches):
+                for p_index, precision in enumerate(GRID_PRECISIONS):
+                    fit = fits[_precision_class(precision)]
+                    if fit is None:
+                        continue
+                    rng = np.random.default_rng([seed, 7, a_index, s_index, b_index, p_index])
+                    draw = draw_config(0, arch_name, batch, rng, mixed=False)
+                    optimizer = measured._choice(rng, GRID_OPTIMIZER_SHARES)
+                    state = FP32_BYTES * params * 1e6 * STATE_TENSORS[optimizer] / measured.GB
+                    tensor = fit[0] + state + fit[1] * batch * scale ** 2
+                    if tensor > measured.MAX_TENSOR_PEAK_GB or tensor <= 0:
+                        continue
+                    out.append({
+                        "job_id": f"ref-{first_index + len(out):05d}", "arch": arch_name, "arch_family": arch.family,
+                        "model_type": arch.model_type, "params_million": f"{params:.6f}", "batch_size": batch,
+                        "input_dim": round(dim * scale), "num_layers": layers, "iterations": f"{draw.iterations:.1f}",
+                        "precision": precision, "optimizer": optimizer, "learning_rate": f"{draw.learning_rate:.4g}",
+                        "regularization": str(draw.regularization).lower(),
+                        "data_augmentation": str(draw.data_augmentation).lower(),
+                        "peak_gpu_mem_gb": f"{tensor + draw.cuda_context_gb:.6f}",
+                        "train_gflop_per_iter": f"{gflop_per_sample * batch * scale ** 2:.6f}",
+                        "tensor_peak_gb": f"{tensor:.6f}", "cuda_context_gb": f"{draw.cuda_context_gb:.4f}",
+                        "measure_seconds": "0.000", "source": f"derived from {anchors[_precision_class(precision)]}",
+                    })
+    return out
+
+
+def check_grid(traced_rows: list[dict[str, str]], log: Callable[[str], None] = print) -> dict[str, float]:
+    """The grid's fit on traced rows it did not see: per architecture and precision class with three batch
+    sizes, fit on the two smallest and forecast the largest; MAPE and worst of the tensor peak."""
+    errors = []
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for r in traced_rows:
+        groups.setdefault((r["arch"], _precision_class(r["precision"])), []).append(r)
+    for rows in groups.values():
+        batches = sorted({int(r["batch_size"]) for r in rows})
+        if len(batches) < 3:
+            continue
+        fit = fit_step([r for r in rows if int(r["batch_size"]) < batches[-1]])
+        for r in (r for r in rows if int(r["batch_size"]) == batches[-1]):
+            state = FP32_BYTES * float(r["params_million"]) * 1e6 * STATE_TENSORS[r["optimizer"]] / measured.GB
+            errors.append(abs(fit[0] + state + fit[1] * batches[-1] - float(r["tensor_peak_gb"])) / float(r["tensor_peak_gb"]))
+    out = {"n": len(errors), "mape": 100 * float(np.mean(errors)), "p90": 100 * float(np.quantile(errors, 0.9)),
+           "worst": 100 * float(np.max(errors))}
+    log(f"grid fit on {out['n']} held-out traced rows (largest batch from the two smaller): tensor-peak MAPE "
+        f"{out['mape']:.1f}%, 90th percentile {out['p90']:.1f}%, worst {out['worst']:.1f}%")
+    return out
+
+
+def add_grid(out: Path, seed: int, log: Callable[[str], None] = print) -> int:
+    """Append the derived grid to the traced rows of ``out`` (rewritten: traced rows first, then derived)."""
+    with out.open(newline="") as f:
+        traced_rows = [r for r in csv.DictReader(f) if (r.get("source") or TRACED_SOURCE) == TRACED_SOURCE]
+    for r in traced_rows:
+        r["source"] = TRACED_SOURCE
+    check_grid(traced_rows, log)
+    first = max(int(r["job_id"].split("-")[1]) for r in traced_rows) + 1
+    grid = derived_rows(traced_rows, seed, first)
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(traced_rows)
+        writer.writerows(grid)
+    log(f"{out}: {len(traced_rows)} traced rows + {len(grid)} derived = {len(traced_rows) + len(grid)}")
+    return len(grid)
+
+
 def generate(archs: tuple[str, ...], batches: tuple[int, ...] | None, seed: int, out: Path, workers: int,
              fresh: bool, log: Callable[[str], None] = print) -> dict[str, int]:
     """Trace every configuration (resuming from ``<out>.partial.csv``) and write ``out``."""
@@ -283,6 +411,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                         help=f"processes tracing in parallel (default {DEFAULT_WORKERS}); the CSV does not depend on it")
     parser.add_argument("--fresh", action="store_true", help="start over instead of resuming from <out>.partial.csv")
+    parser.add_argument("--no-grid", action="store_true", help="traced rows only (no derived grid)")
+    parser.add_argument("--grid-only", action="store_true", help="only (re)derive the grid from <out>'s traced rows")
     args = parser.parse_args(argv)
     if args.out is None:  # a smoke run never overwrites the shipped CSV unless told to
         args.out = QUICK_OUT if args.quick else DEFAULT_OUT
@@ -297,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"not in the zoo: {', '.join(unknown)}")
     archs, batches = (QUICK_ARCHS, QUICK_BATCHES) if args.quick else (REFERENCE_ARCHS, None)
-    generate(archs, batches, args.seed, args.out, args.workers, args.fresh, log=lambda line: print(line, flush=True))
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    if not args.grid_only:
+        generate(archs, batches, args.seed, args.out, args.workers, args.fresh, log=log)
+    if not args.no_grid:
+        add_grid(args.out, args.seed, log=log)
     return 0
 
 

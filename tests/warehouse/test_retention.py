@@ -36,7 +36,7 @@ def _score(con, tmp_path, day: int, keep_days: int = 30, p50: float | None = Non
                   "p50": [p50 or float(day)] * 2, "p90": [3.0] * 2, "model": ["lightgbm"] * 2, "train_run_id": ["t"] * 2,
                   "score_run_id": [run_id] * 2, "scored_at": [at] * 2, "safe_request_gb": [3.3] * 2,
                   "gpu_mem_gb": [80.0] * 2, "oom_risk": [False] * 2, "ood": [False] * 2, "ood_reason": [None] * 2,
-                  }).write_parquet(part)
+                  "arch_inferred": [None] * 2, "arch_match_distance": [None] * 2}).write_parquet(part)
     n, pruned = forecast.publish(con, run_id, [part], 2, [c.PEAK_GPU_MEM_GB], 80.0, keep_days)
     assert n == 2
     return run_id, pruned
@@ -79,7 +79,7 @@ def test_a_run_that_staged_a_job_twice_publishes_nothing(con, tmp_path):
     runs.start(con, runs.Run("score", run_id, DAY0, None))
     row = {"job_id": "p1", "target": c.PEAK_GPU_MEM_GB, "p10": 1.0, "p50": 2.0, "p90": 3.0, "model": "lightgbm",
            "train_run_id": "t", "score_run_id": run_id, "scored_at": DAY0, "safe_request_gb": 3.5, "gpu_mem_gb": 80.0,
-           "oom_risk": False, "ood": False, "ood_reason": None}
+           "oom_risk": False, "ood": False, "ood_reason": None, "arch_inferred": None, "arch_match_distance": None}
     pl.DataFrame([row, row]).write_parquet(part)
     with pytest.raises(ValueError, match="twice"):
         forecast.publish(con, run_id, [part], 1, [c.PEAK_GPU_MEM_GB], 80.0, 30)
@@ -114,3 +114,18 @@ def test_a_warehouse_whose_forecasts_had_a_key_loses_it_keeping_rows_and_not_nul
         assert con.sql("SELECT 1").fetchall() == [(1,)]  # nor when it had nothing to do
     finally:
         con.close()
+
+
+def test_a_forecast_keeps_the_architecture_inferred_for_it(con, tmp_path):
+    """Issue 37: `arch_inferred` and `arch_match_distance` travel from the staged part into `forecasts`."""
+    run_id, part = "score-inferred", tmp_path / "inferred.parquet"
+    runs.start(con, runs.Run("score", run_id, DAY0, None))
+    rows = [{"job_id": job, "target": c.PEAK_GPU_MEM_GB, "p10": 1.0, "p50": 2.0, "p90": 3.0, "model": "traced_prior",
+             "train_run_id": "t", "score_run_id": run_id, "scored_at": DAY0, "safe_request_gb": 3.5, "gpu_mem_gb": 80.0,
+             "oom_risk": False, "ood": True, "ood_reason": reason, "arch_inferred": arch, "arch_match_distance": distance}
+            for job, arch, distance, reason in (("p1", "vgg16", 0.0003, "arch inferred from shape: vgg16 (distance 0.000)"),
+                                                ("p2", None, None, None))]
+    pl.DataFrame(rows).write_parquet(part)
+    forecast.publish(con, run_id, [part], 2, [c.PEAK_GPU_MEM_GB], 80.0, 30)
+    got = con.execute("SELECT job_id, arch_inferred, arch_match_distance FROM forecasts ORDER BY job_id").fetchall()
+    assert got == [("p1", "vgg16", 0.0003), ("p2", None, None)]

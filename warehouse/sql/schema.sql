@@ -252,6 +252,10 @@ CREATE TABLE IF NOT EXISTS forecasts (
 -- 3.6 s per 3M-row publish. A warehouse made with the key loses it once (warehouse/db.py `migrate`).
 ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood BOOLEAN;         -- unlike the champion's training jobs (tasks/learn/ood.py)
 ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS ood_reason VARCHAR;  -- what made it so, in words
+-- a job that logs no `arch`: the zoo architecture its shape matched, and how closely (tasks/learn/zoo.py match_shape);
+-- a bare family name ('efficientnet'): the member traced (distance null for the family's default member)
+ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS arch_inferred VARCHAR;
+ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS arch_match_distance DOUBLE;
 
 -- Planner views --------------------------------------------------------------------------------
 -- The latest published forecast of every job that is still PENDING, per target.

@@ -168,7 +168,7 @@ REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference_archs.
 
 
 def test_reference_set_of_real_architectures() -> None:
-    """tests/data/reference_archs.csv: 40+ zoo architectures, 3+ batch sizes, FP32 and mixed, as measured_jobs does it."""
+    """tests/data/reference_archs.csv: 40+ zoo architectures, 2+ batch sizes, FP32 and mixed, as measured_jobs does it."""
     import csv
     with REFERENCE_CSV.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -179,6 +179,12 @@ def test_reference_set_of_real_architectures() -> None:
     assert sum(len(b) >= 3 for b in batches.values()) >= 0.95 * len(archs)
     for arch in archs:
         assert {"FP32"} < {row["precision"] for row in rows if row["arch"] == arch} <= {"FP32", "FP16", "BF16"}, arch
+    traced_ids = {row["job_id"] for row in rows if row["source"] == "traced"}
+    derived = [row for row in rows if row["source"] != "traced"]
+    assert len(rows) >= 2000 and len(traced_ids) >= 369  # issue 37: thousands of training steps, each traced or fitted on traces
+    for row in derived:  # a derived row names the traced rows of its architecture it was fitted on
+        anchors = row["source"].removeprefix("derived from ").split(",")
+        assert len(anchors) >= 2 and set(anchors) <= traced_ids, row["job_id"]
     for row in rows:
         spec = zoo.ARCHITECTURES[row["arch"]]
         assert (row["arch_family"], row["model_type"]) == (spec.family, spec.model_type)
