@@ -33,7 +33,8 @@ def _score(storage: Storage, day: int, keep_days: int = 30) -> str:
         con.execute(f"""COPY (SELECT 'job-' || (i // 3) AS job_id, ([?, ?, ?])[(i % 3) + 1] AS target, 1.0 AS p10,
                         ? + i AS p50, 1e9 AS p90, 'lightgbm' AS model, 't' AS train_run_id, ? AS score_run_id,
                         ?::TIMESTAMPTZ AS scored_at, NULL AS safe_request_gb, NULL AS gpu_mem_gb, NULL AS oom_risk,
-                        false AS ood, NULL AS ood_reason FROM range({FORECASTS_PER_RUN}) t(i))
+                        false AS ood, NULL AS ood_reason, NULL AS arch_inferred, NULL AS arch_match_distance
+                        FROM range({FORECASTS_PER_RUN}) t(i))
                         TO '{part}' (FORMAT parquet)""", [*c.TARGETS, day * 1e6, run_id, at])
         forecast.publish(con, run_id, [part], FORECASTS_PER_RUN // 3, list(c.TARGETS), 80.0, keep_days)
     part.unlink()
