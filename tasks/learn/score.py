@@ -105,9 +105,31 @@ class Scorer:
                      f"-> traced prior (x/÷ {q:.2f})")
             for i in np.flatnonzero(named):
                 reasons[i] = f"{reasons[i]}; {words}" if reasons[i] else words
+        self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
                              "ood_reason": pl.Series(reasons, dtype=pl.String)})
+
+    def _never_impossible(self, batch: pl.DataFrame, X: np.ndarray, pred: np.ndarray, bands: tuple[np.ndarray, ...],
+                          model: np.ndarray, flags: np.ndarray, reasons: list[str | None]) -> None:
+        """In place, for the jobs whose P50 is above what is possible (`ood.ceiling`: their kind's largest in the
+        history x a measured margin; for memory the largest GPU of the catalogue): flagged out of distribution,
+        the reason says which bound, and the forecast is the held-out-best estimate within it (`ood.within_ceiling`)."""
+        p10, p50, p90 = bands
+        bound, words = ood.ceiling(batch, self.champion.target, (self.detector or {}).get("ceiling"))
+        over = p50 > bound
+        if not over.any():
+            return
+        prior = np.exp(X[over][:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
+        p10[over], new50, p90[over], used = ood.within_ceiling(self.evidence, pred[over], prior, bound[over])
+        for k, i in enumerate(np.flatnonzero(over)):
+            label = {"model": self.champion.model, "prior": registry.PRIOR, "blend": f"{self.champion.model}+{registry.PRIOR}"}
+            model[i] = label.get(used[k], model[i])
+            says = (f"impossible: P50 {p50[i]:.4g} above {words[i]} -> "
+                    + (f"capped at {new50[k]:.4g}" if used[k] == "capped" else f"{used[k]} within it ({new50[k]:.4g})"))
+            reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
+        p50[over] = new50
+        flags[over] = True
 
     def _traced_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
         """Memory forecasts of jobs with a traced prior the champion never learned to correct (`ood.traced_unlearned`)."""

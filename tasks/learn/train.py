@@ -403,6 +403,7 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         prior = PriorModel.on(prior_column, X.shape[1])
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
+    result.ood["ceiling"] = ood.fit_ceiling(rows, target)  # every labelled job: what any job of its kind used
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
     if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
