@@ -20,7 +20,7 @@ import polars as pl
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
-from gpucast.tasks.learn import features, intervals, ood, traced
+from gpucast.tasks.learn import features, intervals, ood, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PRIOR
@@ -98,13 +98,14 @@ class Scorer:
                 X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v[other] for g, v in groups.items()})
             for i in np.flatnonzero(other):
                 reasons[i] = f"{reasons[i]} -> {used}"
-        if named.any():  # the traced prior itself, with the spread measured against a real GPU
-            mem, q = batch[TRACED_MEM_GB].to_numpy()[named], traced.REPORTED_INTERVAL
-            p10[named], p50[named], p90[named], model[named], flags[named] = mem / q, mem, mem * q, TRACED_PRIOR, True
-            words = (f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs "
-                     f"-> traced prior (x/÷ {q:.2f})")
-            for i in np.flatnonzero(named):
-                reasons[i] = f"{reasons[i]}; {words}" if reasons[i] else words
+        if named.any():  # the traced prior itself, with its family's spread measured against a real GPU
+            mem = batch[TRACED_MEM_GB].to_numpy()[named]
+            low, high = traced_bands.bands(_arch_names(batch).filter(pl.Series(named)))
+            p10[named], p50[named], p90[named], model[named], flags[named] = mem * low, mem, mem * high, TRACED_PRIOR, True
+            words = f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs -> traced prior"
+            for k, i in enumerate(np.flatnonzero(named)):
+                says = f"{words} ({traced_bands.describe(low[k], high[k])})"
+                reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
@@ -154,6 +155,17 @@ class Scorer:
         p10, p50, p90 = champion
         return (p10 / ood.WIDEN_FACTOR, p50, p90 * ood.WIDEN_FACTOR, self.champion.model,
                 f"{self.champion.model}, interval x/÷ {ood.WIDEN_FACTOR:g} (no held-out-family evidence)")
+
+
+ARCH_INFERRED = "arch_inferred"  # the architecture recognised from a job's shape (issue 37), when there is one
+
+
+def _arch_names(batch: pl.DataFrame) -> pl.Series:
+    """Each job's architecture name: its logged `arch`, else the one inferred from its shape."""
+    names = [n for n in (c.ARCH, ARCH_INFERRED) if n in batch.columns]
+    if not names:
+        return pl.Series([None] * batch.height, dtype=pl.String)
+    return batch.select(pl.coalesce([pl.col(n).cast(pl.String) for n in names])).to_series()
 
 
 def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
