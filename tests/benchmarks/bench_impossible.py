@@ -13,7 +13,7 @@ each scored with the check (`Scorer`) and without it: P50 above 1.5x the largest
 largest P50, MAPE, how many forecasts the check replaced.
 
     .venv/bin/python tests/benchmarks/bench_impossible.py --margins
-    .venv/bin/python tests/benchmarks/bench_impossible.py [--models lightgbm,extra_trees]
+    .venv/bin/python tests/benchmarks/bench_impossible.py [--models lightgbm,extra_trees] [--preset tuned --epochs 60]
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.expectations.records import Champion
 from gpucast.tasks.learn import features, ood, priors
 from gpucast.tasks.learn.features import build, labelled_rows
 from gpucast.tasks.learn.score import Scorer
-from gpucast.tasks.learn.train import metrics
+from gpucast.tasks.learn.train import TrainOptions, metrics, train_target
 from gpucast.tasks.simulate import simulate_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
 from tests import measured  # noqa: E402
-from tests.benchmarks.real_archs import GPU_RUNS, REFERENCE, gpu_set, reference_set, train_champion  # noqa: E402
+from tests.benchmarks.real_archs import GPU_RUNS, REFERENCE, gpu_set, reference_set  # noqa: E402
 
 MEM = c.PEAK_GPU_MEM_GB
 
@@ -58,6 +59,14 @@ def margins() -> None:
             margin = ood.CEILING_MARGIN.get(t if t != priors.GFLOP_PER_ITERATION else c.GPU_DEMAND_GFLOPS)
             print(f"{name:13s} {t:22s} {len(y):5d} jobs: largest held-out / its kind's training max over 30 splits "
                   f"{max(worst):.2f} (median split {np.median(worst):.2f}); margin {margin}")
+
+
+def train_champion(history: pl.DataFrame, args: argparse.Namespace, folder: Path) -> Scorer:
+    """The memory champion trained as the nightly trains it (`train_target`, the default feature set)."""
+    options = TrainOptions(targets=(MEM,), models=tuple(args.models.split(",")), repeats=args.repeats, preset=args.preset,
+                           epochs=args.epochs, nn_max_minutes=0)
+    result = train_target(history, MEM, options, folder, threads=2, progress=lambda _: None)
+    return Scorer(Champion(MEM, result.champion, "bench", str(folder)), threads=2)
 
 
 def vgg16_as_cnn(precision: str, optimizer: str) -> pl.DataFrame:
@@ -96,15 +105,16 @@ def main() -> None:
     ap.add_argument("--margins", action="store_true")
     ap.add_argument("--models", default="lightgbm,extra_trees")
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--preset", default="tuned", help="the network's, when --models names it")
+    ap.add_argument("--epochs", type=int, default=60, help="caps the network's epochs (a CPU run)")
     args = ap.parse_args()
     if args.margins:
         margins()
         return
     t0 = time.perf_counter()
     history = measured.load()
-    models = tuple(args.models.split(","))
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as folder2:
-        scorer = train_champion(history, models, args.repeats, Path(folder))
+        scorer = train_champion(history, args, Path(folder))
         print(f"memory champion on the measured set: {scorer.champion.model}; largest GPU of the catalogue "
               f"{ood.largest_gpu_gb()}; CNN ceiling {ood.CEILING_MARGIN[MEM]} x "
               f"{history.filter(pl.col(c.MODEL_TYPE) == 'CNN')[MEM].max():.1f} GB")
@@ -119,7 +129,7 @@ def main() -> None:
             line(ev.name.split(" (")[0] + ", no arch", ev.truth, *both(scorer, rows))
         idx = np.random.default_rng(0).permutation(history.height)
         fit, held = history[np.sort(idx[: int(0.7 * history.height)])], history[np.sort(idx[int(0.7 * history.height):])]
-        scorer70 = train_champion(fit, models, args.repeats, Path(folder2))
+        scorer70 = train_champion(fit, args, Path(folder2))
         line("measured set, 30% held out", held[MEM].to_numpy(), *both(scorer70, held))
     print(f"{time.perf_counter() - t0:.0f} s")
 
