@@ -293,33 +293,42 @@ def largest_gpu_gb() -> tuple[str, float]:
     return gpu.gpu_type, float(gpu.memory_gb)
 
 
-def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.ndarray, list[str | None]]:
-    """Per row: the largest P50 that is possible (inf where nothing bounds it) and the words saying which
-    bound it is: `fitted`'s maximum of the job's kind x its margin, and for memory the catalogue's largest GPU;
-    the lower of the two. A job whose own trace (`traced_mem_gb`) is above the bound lifts it to the trace:
-    the job's own network says so. A kind the history never ran has no kind bound (it is flagged already)."""
+KIND_BOUND, GPU_BOUND, TRACE_BOUND = 1, 2, 3  # which bound a row's ceiling is (`ceiling`)
+
+
+def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.ndarray, Callable[[int], str | None]]:
+    """Per row, the largest P50 that is possible (inf where nothing bounds it), and a function saying in words
+    which bound row i's is (called for the few rows above it only: scoring runs this on every pending job):
+    `fitted`'s maximum of the job's kind x its margin, and for memory the catalogue's largest GPU; the lower of
+    the two. A job whose own trace (`traced_mem_gb`) is above the bound lifts it to the trace: the job's own
+    network says so. A kind the history never ran has no kind bound (it is flagged already)."""
     bound = np.full(rows.height, np.inf)
-    words: list[str | None] = [None] * rows.height
-    if fitted and FAMILY in rows.columns:
-        kinds = rows[FAMILY].cast(pl.String)
-        most = kinds.replace_strict(fitted["by_kind"], default=None, return_dtype=pl.Float64).to_numpy()
+    which = np.zeros(rows.height, dtype=np.int8)
+    most = np.full(rows.height, np.nan)
+    kinds = rows[FAMILY].cast(pl.String) if FAMILY in rows.columns else None
+    if fitted and kinds is not None:
+        most = kinds.replace_strict(fitted["by_kind"], default=None, return_dtype=pl.Float64).fill_null(np.nan).to_numpy()
         known = np.isfinite(most)
-        bound[known] = most[known] * fitted["margin"]
-        for i in np.flatnonzero(known):
-            words[i] = (f"{fitted['margin']:g}x the largest {target} of a {kinds[int(i)]} job in the history "
-                        f"({most[i]:.4g})")
+        bound[known], which[known] = most[known] * fitted["margin"], KIND_BOUND
+    name, gb = largest_gpu_gb()
+    trace = np.full(rows.height, np.nan)
     if target == c.PEAK_GPU_MEM_GB:
-        name, gb = largest_gpu_gb()
         lower = gb * GPU_MEMORY_MARGIN < bound
-        bound[lower] = gb * GPU_MEMORY_MARGIN
-        for i in np.flatnonzero(lower):
-            words[i] = f"the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)"
+        bound[lower], which[lower] = gb * GPU_MEMORY_MARGIN, GPU_BOUND
         if TRACED_MEM_GB in rows.columns:
             trace = rows[TRACED_MEM_GB].cast(pl.Float64).fill_null(np.nan).to_numpy()
             lifted = np.isfinite(trace) & (trace > bound)
-            bound[lifted] = trace[lifted]
-            for i in np.flatnonzero(lifted):
-                words[i] = f"the job's own trace ({trace[i]:.4g} GB)"
+            bound[lifted], which[lifted] = trace[lifted], TRACE_BOUND
+
+    def words(i: int) -> str | None:
+        if which[i] == KIND_BOUND:
+            return f"{fitted['margin']:g}x the largest {target} of a {kinds[i]} job in the history ({most[i]:.4g})"
+        if which[i] == GPU_BOUND:
+            return f"the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)"
+        if which[i] == TRACE_BOUND:
+            return f"the job's own trace ({trace[i]:.4g} GB)"
+        return None
+
     return bound, words
 
 

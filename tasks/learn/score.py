@@ -126,7 +126,7 @@ class Scorer:
         for k, i in enumerate(np.flatnonzero(over)):
             label = {"model": self.champion.model, "prior": registry.PRIOR, "blend": f"{self.champion.model}+{registry.PRIOR}"}
             model[i] = label.get(used[k], model[i])
-            says = (f"impossible: P50 {p50[i]:.4g} above {words[i]} -> "
+            says = (f"impossible: P50 {p50[i]:.4g} above {words(int(i))} -> "
                     + (f"capped at {new50[k]:.4g}" if used[k] == "capped" else f"{used[k]} within it ({new50[k]:.4g})"))
             reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         p50[over] = new50

@@ -78,7 +78,7 @@ def test_a_jobs_own_trace_above_the_bound_is_published_as_it_is():
     rows = pl.DataFrame({c.MODEL_TYPE: ["CNN", "CNN"], traced.TRACED_MEM_GB: [300.0, None]})
     bound, words = ood.ceiling(rows, MEM, {"target": MEM, "margin": 2.5, "by_kind": {"CNN": 10.0}})
     assert bound.tolist() == [300.0, 25.0]
-    assert words[0] == "the job's own trace (300 GB)"
+    assert words(0) == "the job's own trace (300 GB)" and words(1) == f"2.5x the largest {MEM} of a CNN job in the history (10)"
 
 
 def test_run_time_and_gflops_have_the_same_check_and_an_unseen_kind_only_the_gpu_bound():
