@@ -65,13 +65,14 @@ SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejecte
 GROUP BY ALL ORDER BY n DESC, reason LIMIT ?
 """
 LEADERBOARD = """
-SELECT target, rank, model, validation_rmse, test_rmse, test_mape, test_r2, train_seconds, epochs
+SELECT target, rank, model, validation_rmse, backtest_rmse, test_rmse, test_mape, backtest_mape, test_r2, train_seconds, epochs
 FROM model_leaderboard ORDER BY target, rank
 """
 # The champion that scores each target (a champion the gate kept from an earlier run included), with its
 # metrics from the run that trained it (none for the analytic prior) and the last gate decision.
 CHAMPIONS = """
-SELECT c.target, c.model, round(s.validation_rmse, 3) AS validation_rmse, round(s.test_mape, 1) AS test_mape,
+SELECT c.target, c.model, round(s.validation_rmse, 3) AS validation_rmse, round(s.backtest_rmse, 3) AS backtest_rmse,
+       round(s.test_mape, 1) AS test_mape,
        round(s.test_r2, 3) AS test_r2, c.decision AS gate
 FROM current_champions c
 LEFT JOIN run_model_summary s ON s.train_run_id = c.train_run_id AND s.target = c.target AND s.model = c.model

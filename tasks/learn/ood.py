@@ -259,3 +259,97 @@ def estimate(evidence: dict, model: np.ndarray, prior: np.ndarray | None) -> tup
     p50 = _candidates(model, prior)[evidence["estimate"]]
     factor = float(evidence["interval_factor"])
     return p50 / factor, p50, p50 * factor
+
+
+# --------------------------------------------------------------------------------------------------
+# Never publish the impossible (issue 37): a P50 above what any job of its kind used, or above what the
+# largest GPU could hold
+# --------------------------------------------------------------------------------------------------
+# How far above the largest value of its kind (`model_type`) in the history a real job of that kind went,
+# measured (tests/benchmarks/bench_impossible.py `--margins`): 30 seeded 70/30 splits of the measured set
+# (840 real PyTorch networks) and of 6,000 simulated jobs, the largest ratio of a held-out job's value to
+# the training jobs' maximum of its kind: memory 2.05 (measured set; simulated 1.83), FLOPs per step 4.08
+# (measured set; the demand in GFLOPS 1.68 simulated), run time 2.71 (simulated). The margin is that
+# ratio with room to spare, so no real job of those sets would have been called impossible.
+CEILING_MARGIN = {c.PEAK_GPU_MEM_GB: 2.5, c.GPU_DEMAND_GFLOPS: 4.5, c.RUNTIME_HOURS: 3.0}
+# Peak memory is per GPU, and no GPU holds more than its memory: above the largest GPU of the catalogue
+# (expectations/reference/gpu_catalog.csv) is impossible whatever the history, so that bound has no margin.
+GPU_MEMORY_MARGIN = 1.0
+
+
+def fit_ceiling(rows: pl.DataFrame, target: str) -> dict | None:
+    """The largest `target` of each kind (`FAMILY`) in the champion's training rows, JSON-ready, for
+    `ceiling`; None for a target without a measured margin."""
+    if target not in CEILING_MARGIN or FAMILY not in rows.columns or rows.is_empty():
+        return None
+    maxima = rows.group_by(FAMILY).agg(pl.col(target).cast(pl.Float64).max()).drop_nulls()
+    return {"target": target, "margin": CEILING_MARGIN[target],
+            "by_kind": {str(k): float(v) for k, v in maxima.iter_rows()}}
+
+
+def largest_gpu_gb() -> tuple[str, float]:
+    """The catalogue's largest GPU memory: (its name, GB)."""
+    gpu = max(catalog.gpus().values(), key=lambda g: g.memory_gb)
+    return gpu.gpu_type, float(gpu.memory_gb)
+
+
+KIND_BOUND, GPU_BOUND, TRACE_BOUND = 1, 2, 3  # which bound a row's ceiling is (`ceiling`)
+
+
+def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.ndarray, Callable[[int], str | None]]:
+    """Per row, the largest P50 that is possible (inf where nothing bounds it), and a function saying in words
+    which bound row i's is (called for the few rows above it only: scoring runs this on every pending job):
+    `fitted`'s maximum of the job's kind x its margin, and for memory the catalogue's largest GPU; the lower of
+    the two. A job whose own trace (`traced_mem_gb`) is above the bound lifts it to the trace: the job's own
+    network says so. A kind the history never ran has no kind bound (it is flagged already)."""
+    bound = np.full(rows.height, np.inf)
+    which = np.zeros(rows.height, dtype=np.int8)
+    most = np.full(rows.height, np.nan)
+    kinds = rows[FAMILY].cast(pl.String) if FAMILY in rows.columns else None
+    if fitted and kinds is not None:
+        most = kinds.replace_strict(fitted["by_kind"], default=None, return_dtype=pl.Float64).fill_null(np.nan).to_numpy()
+        known = np.isfinite(most)
+        bound[known], which[known] = most[known] * fitted["margin"], KIND_BOUND
+    name, gb = largest_gpu_gb()
+    trace = np.full(rows.height, np.nan)
+    if target == c.PEAK_GPU_MEM_GB:
+        lower = gb * GPU_MEMORY_MARGIN < bound
+        bound[lower], which[lower] = gb * GPU_MEMORY_MARGIN, GPU_BOUND
+        if TRACED_MEM_GB in rows.columns:
+            trace = rows[TRACED_MEM_GB].cast(pl.Float64).fill_null(np.nan).to_numpy()
+            lifted = np.isfinite(trace) & (trace > bound)
+            bound[lifted], which[lifted] = trace[lifted], TRACE_BOUND
+
+    def words(i: int) -> str | None:
+        if which[i] == KIND_BOUND:
+            return f"{fitted['margin']:g}x the largest {target} of a {kinds[i]} job in the history ({most[i]:.4g})"
+        if which[i] == GPU_BOUND:
+            return f"the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)"
+        if which[i] == TRACE_BOUND:
+            return f"the job's own trace ({trace[i]:.4g} GB)"
+        return None
+
+    return bound, words
+
+
+def within_ceiling(evidence: dict | None, model: np.ndarray, prior: np.ndarray | None,
+                   bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """P10, P50, P90 and the estimate's name for jobs whose forecast is impossible (P50 above `bound`): the
+    held-out-best estimate (`held_out_best`'s `evidence`) when it is within the bound, else the next
+    candidate by held-out MAPE that is, else the bound itself (P50 = P90 = the bound: the most it can be).
+    Without evidence, the candidates are the prior, then the bound."""
+    cands = _candidates(model, prior)
+    factor = float(evidence["interval_factor"]) if evidence else WIDEN_FACTOR
+    if evidence:
+        ranked = sorted(evidence["candidates"], key=lambda k: evidence["candidates"][k][CHOSEN_BY])
+        order = [evidence["estimate"], *(k for k in ranked if k != evidence["estimate"])]
+    else:
+        order = ["prior"] if prior is not None else []
+    p50, used = bound.copy(), np.full(len(bound), "capped", dtype=object)
+    todo = np.ones(len(bound), dtype=bool)
+    for name in (k for k in order if k in cands):
+        ok = todo & (cands[name] <= bound)
+        p50[ok], used[ok] = cands[name][ok], name
+        todo &= ~ok
+    p10, p90 = p50 / factor, np.where(todo, bound, p50 * factor)
+    return p10, p50, p90, used.tolist()

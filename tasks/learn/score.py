@@ -20,7 +20,7 @@ import polars as pl
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
-from gpucast.tasks.learn import features, intervals, ood, traced
+from gpucast.tasks.learn import features, intervals, ood, traced, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PRIOR
@@ -101,18 +101,41 @@ class Scorer:
                 X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v[other] for g, v in groups.items()})
             for i in np.flatnonzero(other):
                 reasons[i] = f"{reasons[i]} -> {used}"
-        if named.any():  # the traced prior itself, with the spread measured against a real GPU
-            mem, q = batch[TRACED_MEM_GB].to_numpy()[named], traced.REPORTED_INTERVAL
-            p10[named], p50[named], p90[named], model[named], flags[named] = mem / q, mem, mem * q, TRACED_PRIOR, True
-            words = (f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs "
-                     f"-> traced prior (x/÷ {q:.2f})")
-            for i in np.flatnonzero(named):
-                reasons[i] = f"{reasons[i]}; {words}" if reasons[i] else words
+        if named.any():  # the traced prior itself, with its family's spread measured against a real GPU
+            mem = batch[TRACED_MEM_GB].to_numpy()[named]
+            low, high = traced_bands.bands(_arch_names(batch).filter(pl.Series(named)))
+            p10[named], p50[named], p90[named], model[named], flags[named] = mem * low, mem, mem * high, TRACED_PRIOR, True
+            words = f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs -> traced prior"
+            for k, i in enumerate(np.flatnonzero(named)):
+                says = f"{words} ({traced_bands.describe(low[k], high[k])})"
+                reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
+        self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
         inferred, distance, reasons = traced.with_inference(batch, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
                              "model": pl.Series(model, dtype=pl.String), "ood": flags,
                              "ood_reason": pl.Series(reasons, dtype=pl.String),
                              traced.ARCH_INFERRED: inferred, traced.ARCH_MATCH_DISTANCE: distance})
+
+    def _never_impossible(self, batch: pl.DataFrame, X: np.ndarray, pred: np.ndarray, bands: tuple[np.ndarray, ...],
+                          model: np.ndarray, flags: np.ndarray, reasons: list[str | None]) -> None:
+        """In place, for the jobs whose P50 is above what is possible (`ood.ceiling`: their kind's largest in the
+        history x a measured margin; for memory the largest GPU of the catalogue): flagged out of distribution,
+        the reason says which bound, and the forecast is the held-out-best estimate within it (`ood.within_ceiling`)."""
+        p10, p50, p90 = bands
+        bound, words = ood.ceiling(batch, self.champion.target, (self.detector or {}).get("ceiling"))
+        over = p50 > bound
+        if not over.any():
+            return
+        prior = np.exp(X[over][:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
+        p10[over], new50, p90[over], used = ood.within_ceiling(self.evidence, pred[over], prior, bound[over])
+        for k, i in enumerate(np.flatnonzero(over)):
+            label = {"model": self.champion.model, "prior": registry.PRIOR, "blend": f"{self.champion.model}+{registry.PRIOR}"}
+            model[i] = label.get(used[k], model[i])
+            says = (f"impossible: P50 {p50[i]:.4g} above {words(int(i))} -> "
+                    + (f"capped at {new50[k]:.4g}" if used[k] == "capped" else f"{used[k]} within it ({new50[k]:.4g})"))
+            reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
+        p50[over] = new50
+        flags[over] = True
 
     def _traced_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
         """Memory forecasts of jobs with a traced prior the champion never learned to correct (`ood.traced_unlearned`)."""
@@ -137,6 +160,14 @@ class Scorer:
         p10, p50, p90 = champion
         return (p10 / ood.WIDEN_FACTOR, p50, p90 * ood.WIDEN_FACTOR, self.champion.model,
                 f"{self.champion.model}, interval x/÷ {ood.WIDEN_FACTOR:g} (no held-out-family evidence)")
+
+
+def _arch_names(batch: pl.DataFrame) -> pl.Series:
+    """Each job's architecture name: its logged `arch`, else the one inferred from its shape."""
+    names = [n for n in (c.ARCH, traced.ARCH_INFERRED) if n in batch.columns]
+    if not names:
+        return pl.Series([None] * batch.height, dtype=pl.String)
+    return batch.select(pl.coalesce([pl.col(n).cast(pl.String) for n in names])).to_series()
 
 
 def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:

@@ -94,6 +94,33 @@ def calibration_split(n: int, seed: int, learns: bool = True) -> tuple[np.ndarra
     return idx[n_cal:], idx[:n_cal]
 
 
+# The backtest (issue 37, item 6): the latest week's completed jobs are never fitted nor validated on in the
+# comparison; each fit forecasts them as well (`split` "backtest" in model_metrics), and a champion that
+# validates well but backtests worse than the best tree loses to it (`champion_choice`).
+BACKTEST_DAYS = 7
+BACKTEST_MIN_JOBS = 30  # fewer completed jobs in the latest week say too little (as the gate's window)
+BACKTEST_MAX_SHARE = 0.5  # a history of about a week or less has no older jobs to learn from: no backtest
+TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
+
+
+def backtest_mask(rows: pl.DataFrame) -> np.ndarray:
+    """The labelled (completed) jobs submitted in the last `BACKTEST_DAYS` of the history's submissions (`submitted_at`,
+    else `updated_at`: a few long jobs completing weeks later would make a week of completions nearly empty);
+    none when they are fewer than `BACKTEST_MIN_JOBS` or more than `BACKTEST_MAX_SHARE` of the jobs."""
+    cols = [pl.col(n).dt.epoch("s") for n in (c.SUBMITTED_AT, c.UPDATED_AT)
+            if n in rows.columns and rows.schema[n].is_temporal()]
+    none = np.zeros(rows.height, dtype=bool)
+    if not cols or rows.is_empty():
+        return none
+    done = rows.select(pl.coalesce(cols).alias("t"))
+    if done["t"].null_count() == rows.height:
+        return none
+    mask = done.select(pl.col("t") > pl.col("t").max() - BACKTEST_DAYS * 86_400)["t"].fill_null(False).to_numpy()
+    if mask.sum() < BACKTEST_MIN_JOBS or mask.mean() > BACKTEST_MAX_SHARE:
+        return none
+    return mask
+
+
 def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fit, validation, test) row indices: 30% test, then 20% of the rest for validation."""
     idx = np.random.default_rng(seed).permutation(n)
@@ -242,6 +269,8 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
         max_seconds = min(max_seconds, left) if max_seconds else left
     seed = options.seed + repeat
     fit_idx, val_idx, test_idx = split(rows.height, seed)
+    back = backtest_mask(rows)  # the latest week: neither fitted nor validated on, forecast as the backtest
+    fit_idx, val_idx = fit_idx[~back[fit_idx]], val_idx[~back[val_idx]]
     encoder = FeatureEncoder(options.features).fit(rows[fit_idx])
     X = encoder.transform(rows)
     y = rows[target].to_numpy().astype(np.float64)
@@ -256,7 +285,8 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
                           **metrics(y[idx], est.predict(X[idx])), rows_train=len(fit_idx), rows_eval=len(idx),
                           train_seconds=seconds, device=used, epochs=getattr(est, "epochs_run_", None),
                           score_seconds_per_million=cost)
-                for split_name, idx in (("validation", val_idx), ("test", test_idx)))
+                for split_name, idx in (("validation", val_idx), ("test", test_idx), ("backtest", np.flatnonzero(back)))
+                if split_name != "backtest" or len(idx))
     return FitResult(target, model, repeat, out, est.predict(X[test_idx]), seconds, used,
                      getattr(est, "stopped_by_", None))
 
@@ -407,6 +437,7 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         prior = PriorModel.on(prior_column, X.shape[1])
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
     result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
+    result.ood["ceiling"] = ood.fit_ceiling(rows, target)  # every labelled job: what any job of its kind used
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
     if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
@@ -476,19 +507,26 @@ class ChampionChoice:
     tied: tuple[str, ...]
     means: dict[str, float]
     costs: dict[str, float] = field(default_factory=dict)
+    backtest: dict[str, float] = field(default_factory=dict)  # mean backtest RMSE per model (none without a backtest)
+    generalises: str = ""  # what the backtest decided, in words ("" without a backtest)
 
     def describe(self) -> str:
         metric = f"mean validation {CHAMPION_METRIC.upper()}"
+        if self.champion not in self.tied:  # the backtest overruled validation
+            return f"{self.lowest} had the lowest {metric}; {self.generalises}"
         if len(self.tied) == 1:
-            return f"lowest {metric}"
+            return f"lowest {metric}" + self._backtest_words()
         others = ", ".join(m for m in self.tied if m != self.champion)
         accuracy = (f"lowest {metric}, tied within noise with {others}" if self.champion == self.lowest else
                     f"tied within noise with {others} (the most accurate, {self.lowest}: {metric} "
                     f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g})")
         if self.champion not in self.costs:
-            return f"{accuracy}; first in the preference order (scoring cost not measured)"
+            return f"{accuracy}; first in the preference order (scoring cost not measured)" + self._backtest_words()
         costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
-        return f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})"
+        return f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})" + self._backtest_words()
+
+    def _backtest_words(self) -> str:
+        return f"; {self.generalises}" if self.generalises else ""
 
 
 def _tie_margin(val: pl.DataFrame, model: str, lowest: str, floor: float) -> float:
@@ -519,7 +557,40 @@ def champion_choice(metric_rows: list[MetricRow] | list[dict]) -> ChampionChoice
     costs = _mean_costs(val)
     cheap = _equally_cheapest(costs, tied)
     tied.sort(key=lambda m: (m not in cheap, _preference(m), means[m]))
-    return ChampionChoice(tied[0], lowest, tuple(tied), means, {m: costs[m] for m in tied if m in costs})
+    choice = ChampionChoice(tied[0], lowest, tuple(tied), means, {m: costs[m] for m in tied if m in costs})
+    return _generalises(choice, pl.DataFrame(metric_rows), costs)
+
+
+def _generalises(choice: ChampionChoice, rows: pl.DataFrame, costs: dict[str, float]) -> ChampionChoice:
+    """The backtest's say (`backtest_mask`): a champion that is not the best tree on validation (the tree of
+    lowest mean validation RMSE) keeps its place only if its backtest RMSE is not worse than that tree's. Worse
+    beyond noise (the same margin as validation's ties, on the backtest's paired per-repeat differences): the
+    tree is champion. Worse within noise: they are tied, and the cheaper to score wins (then the preference
+    order). Without backtest rows, validation decides alone."""
+    back = rows.filter(pl.col("split") == "backtest") if "split" in rows.columns else rows.clear()
+    if back.is_empty():
+        return choice
+    if "repeat" not in back.columns:
+        back = back.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
+    means = dict(back.group_by("model").agg(pl.col(CHAMPION_METRIC).mean()).iter_rows())
+    trees = [m for m in sorted(choice.means, key=choice.means.get) if m in TREES and m in means]
+    champion = choice.champion
+    if not trees or champion not in means:
+        return replace(choice, backtest=means)
+    tree = trees[0]
+    if champion == tree:
+        return replace(choice, backtest=means, generalises=f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g}")
+    d = means[champion] - means[tree]
+    margin = _tie_margin(back, champion, tree, TIE_FLOOR * means[tree])
+    says = (f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g} vs the best tree {tree}'s {means[tree]:.4g}")
+    if d <= 0:
+        return replace(choice, backtest=means, generalises=f"{says}: not worse, kept")
+    if d > margin:
+        return replace(choice, champion=tree, backtest=means,
+                       generalises=f"{champion} validated best but {says}, worse beyond noise: {tree} is champion")
+    pair = sorted((champion, tree), key=lambda m: (costs.get(m, np.inf), _preference(m)))
+    return replace(choice, champion=pair[0], tied=tuple(dict.fromkeys((*choice.tied, tree))), backtest=means,
+                   generalises=f"{says}, worse within noise: tied, the cheaper to score wins ({pair[0]})")
 
 
 def _mean_costs(val: pl.DataFrame) -> dict[str, float]:

@@ -1,6 +1,11 @@
 """Benchmark: the traced prior beside the analytic one on a few named jobs, and what a trace costs.
 
     python tests/benchmarks/bench_traced.py [--bound 120]
+    python tests/benchmarks/bench_traced.py --bands
+
+`--bands` (issue 37, item 5): the traced prior's interval per architecture family (`traced_bands`) on the H100
+runs of `tests/data/gpu_archs_h100.csv`: per family, its band, the share of runs its P90 covers in sample, leaving
+each run out (the bands refitted without it: an honest figure), and with the one factor of before (x/÷ 1.20).
 
 Each job below names an architecture (`arch`) with its published size logged, as a site would log it.
 For each: the analytic prior's memory and FLOPs (`priors`, from the 11 features alone) and the traced
@@ -17,10 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import features, traced
+from gpucast.tasks.learn import features, traced, traced_bands
+
+GPU_RUNS = Path(__file__).resolve().parents[1] / "data" / "gpu_archs_h100.csv"
 
 # arch, model_type, params_million, num_layers, batch, input_dim, precision, optimizer
 JOBS = (
@@ -39,10 +47,39 @@ def rows() -> pl.DataFrame:
                            pl.lit(None, pl.Boolean).alias(c.DATA_AUGMENTATION))
 
 
+def bands() -> None:
+    """Per family: runs, band, P90 (and P10) coverage in sample, leaving each run out, and with one factor."""
+    t0 = time.perf_counter()
+    runs = pl.read_csv(GPU_RUNS).filter(pl.col("status") == "ok")
+    fam, kind = runs["family"].to_numpy(), runs["model_type"].to_numpy()
+    actual, mem = runs["device_used_gb"].to_numpy(), traced.reported_gb(runs["traced_peak_gb"].to_numpy() * 1e9)
+    low, high = traced_bands.bands(runs["arch"])
+    loo = np.zeros(len(actual), dtype=bool)  # P90 covers the run when the bands are fitted without it
+    loo_low = np.zeros(len(actual), dtype=bool)
+    for i in range(len(actual)):
+        keep = np.arange(len(actual)) != i
+        groups, families = traced_bands.fit(fam[keep], kind[keep], actual[keep], mem[keep])
+        lo, hi = families.get(fam[i], groups[traced_bands.group_of(kind[i])])
+        loo[i], loo_low[i] = actual[i] <= mem[i] * hi, actual[i] >= mem[i] * lo
+    one = traced.REPORTED_INTERVAL
+    print(f"{'family':13s} {'runs':>4s} {'band':>14s} {'P90 covers':>10s} {'left out':>9s} {'x1.20 did':>9s} "
+          f"{'above P10':>9s} {'left out':>9s}")
+    for f in [*sorted(set(fam)), "all"]:
+        m = np.ones(len(fam), bool) if f == "all" else fam == f
+        band = "" if f == "all" else traced_bands.describe(low[m][0], high[m][0])
+        print(f"{f:13s} {int(m.sum()):4d} {band:>14s} {np.mean(actual[m] <= mem[m] * high[m]):10.0%} {np.mean(loo[m]):9.0%} "
+              f"{np.mean(actual[m] <= mem[m] * one):9.0%} {np.mean(actual[m] >= mem[m] * low[m]):9.0%} {np.mean(loo_low[m]):9.0%}")
+    print(f"groups: {traced_bands.GROUP_BANDS}; {time.perf_counter() - t0:.1f} s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bound", type=float, default=120.0, help="seconds one trace may take (GPUCAST_TRACE_SECONDS)")
+    p.add_argument("--bands", action="store_true", help="the traced prior's interval per family (issue 37)")
     args = p.parse_args()
+    if args.bands:
+        bands()
+        return
     jobs = rows()
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "traces.json"

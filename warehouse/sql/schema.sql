@@ -157,7 +157,7 @@ CREATE TABLE IF NOT EXISTS model_metrics (
     preset VARCHAR,                    -- the Transformer-BiGRU preset; null for baselines
     repeat BIGINT NOT NULL,
     seed BIGINT NOT NULL,
-    split VARCHAR NOT NULL,            -- validation (chooses the champion) | test (reported)
+    split VARCHAR NOT NULL,            -- validation (chooses the champion) | test (reported) | backtest (the latest week, never fitted on: a champion worse there than the best tree loses, tasks/learn/train.py)
     mse DOUBLE, rmse DOUBLE, mae DOUBLE, mape DOUBLE, r2 DOUBLE,
     rows_train BIGINT NOT NULL,
     rows_test BIGINT NOT NULL,         -- rows of the evaluated split
@@ -307,7 +307,9 @@ SELECT train_run_id, target, model, any_value(preset) AS preset, any_value(featu
        count(DISTINCT repeat) AS repeats,
        avg(train_seconds) AS train_seconds,
        any_value(device) AS device,
-       max(epochs) AS epochs
+       max(epochs) AS epochs,
+       avg(rmse) FILTER (WHERE split = 'backtest') AS backtest_rmse,  -- the latest week's completed jobs (null: no backtest)
+       avg(mape) FILTER (WHERE split = 'backtest') AS backtest_mape
 FROM model_metrics
 GROUP BY train_run_id, target, model;
 
@@ -317,7 +319,7 @@ SELECT s.target, s.model, s.preset, s.features, s.train_run_id,
        rank() OVER (PARTITION BY s.target ORDER BY s.validation_rmse) AS rank,
        s.model = l.model AND l.train_run_id = s.train_run_id AS is_champion,
        s.validation_rmse, s.test_mse, s.test_rmse, s.test_mae, s.test_mape, s.test_r2, s.repeats,
-       s.train_seconds, s.device, s.epochs
+       s.train_seconds, s.device, s.epochs, s.backtest_rmse, s.backtest_mape
 FROM run_model_summary s JOIN current_champions l ON l.target = s.target AND l.decided_by_run_id = s.train_run_id;
 
 -- The seed paper's comparison: the 11 raw features only, from the latest successful train run that

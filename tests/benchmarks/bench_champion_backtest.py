@@ -1,0 +1,78 @@
+"""Champion chosen on what generalises (issue 37, item 6), on the shipped measured set.
+
+The measured set (`tests/data/measured_jobs.csv`, 840 real PyTorch networks) has no dates: the jobs are
+given submission days over `--weeks` weeks (a seeded shuffle, the same every run), so the latest week's jobs are
+the backtest (`train.backtest_mask`) that no fit sees. For each target and repeat count, trained as the nightly
+trains (`train_target`): per model, mean validation RMSE, backtest RMSE and MAPE, test RMSE; the champion chosen
+on validation alone (the rule before: `champion_choice` without the backtest rows) and the champion now, with
+the reason.
+
+    .venv/bin/python tests/benchmarks/bench_champion_backtest.py [--models lightgbm,extra_trees,transformer_bigru]
+        [--preset tuned] [--epochs 60] [--repeats 1,3] [--targets peak_gpu_mem_gb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import train
+from gpucast.tasks.learn.train import TrainOptions, train_target
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from tests.measured import load  # noqa: E402
+
+
+def dated(rows: pl.DataFrame, weeks: int, seed: int = 0) -> pl.DataFrame:
+    """The rows with `submitted_at` spread evenly over `weeks` weeks in a seeded random order."""
+    order = np.random.default_rng(seed).permutation(rows.height)
+    start = datetime(2026, 10, 1, tzinfo=UTC)
+    span = timedelta(weeks=weeks).total_seconds()
+    when = [start + timedelta(seconds=span * k / rows.height) for k in np.argsort(order)]
+    return rows.with_columns(pl.Series(c.SUBMITTED_AT, when, dtype=pl.Datetime("us", "UTC")))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="lightgbm,extra_trees,transformer_bigru")
+    ap.add_argument("--preset", default="tuned")
+    ap.add_argument("--epochs", type=int, default=60, help="caps the network's epochs (a CPU run)")
+    ap.add_argument("--repeats", default="1,3")
+    ap.add_argument("--targets", default=c.PEAK_GPU_MEM_GB)
+    ap.add_argument("--weeks", type=int, default=8)
+    args = ap.parse_args()
+    rows = dated(load(), args.weeks)
+    back = train.backtest_mask(rows)
+    print(f"measured set: {rows.height} jobs over {args.weeks} weeks; backtest (the latest week): {int(back.sum())} jobs")
+    for target in args.targets.split(","):
+        for repeats in (int(r) for r in args.repeats.split(",")):
+            options = TrainOptions(targets=(target,), models=tuple(args.models.split(",")), repeats=repeats,
+                                   preset=args.preset, epochs=args.epochs, nn_max_minutes=0)
+            t0 = time.perf_counter()
+            with tempfile.TemporaryDirectory() as folder:
+                result = train_target(rows, target, options, Path(folder), threads=2, progress=lambda _: None)
+            metrics = pl.DataFrame(result.metrics)
+            table = (metrics.group_by("model", "split").agg(pl.col("rmse").mean(), pl.col("mape").mean())
+                     .pivot(on="split", index="model", values=["rmse", "mape"]).sort("rmse_validation"))
+            before = train.champion_choice(metrics.filter(pl.col("split") != "backtest").to_dicts())
+            print(f"\n{target}, {repeats} repeat(s) ({time.perf_counter() - t0:.0f} s):")
+            print(f"  {'model':<18} {'val RMSE':>9} {'backtest RMSE':>14} {'backtest MAPE':>14} {'test RMSE':>10}")
+            for r in table.iter_rows(named=True):
+                print(f"  {r['model']:<18} {r['rmse_validation']:9.4g} {r['rmse_backtest']:14.4g} {r['mape_backtest']:13.1f}% "
+                      f"{r['rmse_test']:10.4g}")
+            champ = table.filter(pl.col("model") == result.champion).row(0, named=True)
+            print(f"  champion on validation alone (before): {before.champion}; now: {result.champion} "
+                  f"(validation {champ['rmse_validation']:.4g}, backtest {champ['rmse_backtest']:.4g})")
+            print(f"  why: {result.choice_reason}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Champion chosen on what generalises (issue 37, item 6): the latest week's completed jobs are a backtest no
+fit sees, every model's error on it is reported, and a champion that validates well but backtests worse than
+the best tree loses (or is tied)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import train
+from gpucast.tasks.learn.train import TrainOptions, backtest_mask, champion_choice, train_target
+from gpucast.tasks.simulate import simulate_jobs
+
+NN = "transformer_bigru"
+
+
+def _rows(model: str, split: str, rmses: list[float], cost: float | None = None) -> list[dict]:
+    return [{"model": model, "split": split, "repeat": r, "rmse": v, "score_seconds_per_million": cost}
+            for r, v in enumerate(rmses)]
+
+
+def _history(weeks: int = 4, per_day: int = 40) -> pl.DataFrame:
+    """Completed and failed jobs submitted over `weeks` weeks, `per_day` a day."""
+    days = [simulate_jobs(per_day, np.random.default_rng(d), date(2026, 10, 1) + timedelta(days=d), 0.0, seed=d)
+            for d in range(7 * weeks)]
+    return pl.concat(days, how="diagonal_relaxed")
+
+
+def test_the_backtest_is_the_latest_week_of_completions_when_there_are_enough_older_jobs():
+    history = _history()
+    mask = backtest_mask(history)
+    done = history[c.SUBMITTED_AT]
+    assert mask.any() and (done.filter(pl.Series(mask)).min() > done.max() - timedelta(days=7))
+    assert not (done.filter(pl.Series(~mask)) > done.max() - timedelta(days=7)).any()
+    assert 0.15 < mask.mean() < 0.35  # one week of four
+    assert not backtest_mask(_history(weeks=1)).any()  # a week of history: nothing older to learn from
+    assert not backtest_mask(history.drop(c.UPDATED_AT, c.SUBMITTED_AT)).any()  # no times: no backtest
+
+
+def test_a_champion_that_validates_best_but_backtests_worse_than_the_best_tree_loses_to_it():
+    val = _rows(NN, "validation", [0.51], 500.0) + _rows("lightgbm", "validation", [1.22], 10.0)
+    choice = champion_choice(val + _rows(NN, "backtest", [2.0]) + _rows("lightgbm", "backtest", [1.3]))
+    assert choice.lowest == NN and choice.champion == "lightgbm"
+    assert choice.backtest == {NN: 2.0, "lightgbm": 1.3}
+    assert "worse beyond noise: lightgbm is champion" in choice.describe() and f"{NN} had the lowest" in choice.describe()
+    assert champion_choice(val).champion == NN  # without a backtest, validation decides alone
+
+
+def test_within_noise_on_the_backtest_they_are_tied_and_better_there_the_champion_stays():
+    val = _rows(NN, "validation", [0.51, 0.50, 0.52], 500.0) + _rows("lightgbm", "validation", [1.22, 1.20, 1.25], 10.0)
+    tied = champion_choice(val + _rows(NN, "backtest", [1.31, 1.25, 1.40]) + _rows("lightgbm", "backtest", [1.30, 1.30, 1.30]))
+    assert tied.champion == "lightgbm" and set(tied.tied) == {NN, "lightgbm"}  # the cheaper to score of the tied
+    assert "worse within noise: tied" in tied.describe()
+    kept = champion_choice(val + _rows(NN, "backtest", [0.9, 0.8, 1.0]) + _rows("lightgbm", "backtest", [1.3, 1.3, 1.3]))
+    assert kept.champion == NN and "not worse, kept" in kept.describe()
+
+
+@pytest.fixture(scope="module")
+def history() -> pl.DataFrame:
+    return _history()
+
+
+def test_no_fit_sees_the_backtest_jobs_and_every_model_reports_its_error_on_them(tmp_path, history):
+    target = c.PEAK_GPU_MEM_GB
+    options = TrainOptions(models=("linear_fs", "decision_tree"), repeats=2, min_labelled=10)
+    a = train_target(history, target, options, tmp_path / "a", threads=2)
+    rows = train.labelled(history, target, options)
+    back = backtest_mask(rows)
+    wrecked_ids = rows.filter(pl.Series(back))[c.JOB_ID]
+    wrecked = history.with_columns(pl.when(pl.col(c.JOB_ID).is_in(wrecked_ids.implode())).then(pl.col(target) * 1000)
+                                   .otherwise(pl.col(target)).alias(target))
+    b = train_target(wrecked, target, options, tmp_path / "b", threads=2)
+    for split in ("validation", "backtest"):
+        assert {(m.model, m.repeat) for m in a.metrics if m.split == split} == {(m, r) for m in options.models for r in (0, 1)}
+    assert all(m.rows_eval == back.sum() for m in a.metrics if m.split == "backtest")
+    val = lambda res: [m.rmse for m in res.metrics if m.split == "validation"]  # noqa: E731
+    assert val(a) == pytest.approx(val(b))  # the wrecked labels never reached a fit or its validation
+    bt = lambda res: [m.rmse for m in res.metrics if m.split == "backtest"]  # noqa: E731
+    assert all(x > 100 * y for x, y in zip(bt(b), bt(a), strict=True))  # ... but they are the backtest
+    assert "backtest RMSE" in a.choice_reason
