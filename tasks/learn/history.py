@@ -35,7 +35,7 @@ import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import intervals
+from gpucast.tasks.learn import intervals, traced
 
 NAME_PATTERN = "name_pattern"  # job_name, lower case, digits stripped
 GPU_MEMORY = "gpu_memory_gb"  # the catalogue's memory of the job's GPU type
@@ -53,7 +53,9 @@ OTHER_FEATURES = tuple(f for f in c.FEATURES if f != c.MODEL_TYPE)
 MAX_FIT_ROWS = 200_000  # the most recent labelled jobs a model learns from (bounds a night's fitting time)
 # what `forecast` returns, with the target and the run that made it: the scorer's columns (tasks/learn/score.py)
 FORECAST_SCHEMA = {c.JOB_ID: pl.String, "p10": pl.Float64, "p50": pl.Float64, "p90": pl.Float64, "model": pl.String,
-                   "ood": pl.Boolean, "ood_reason": pl.String}
+                   "ood": pl.Boolean, "ood_reason": pl.String,
+                   # no architecture is recognised for a job without model features (null): the scorer's columns
+                   traced.ARCH_INFERRED: pl.String, traced.ARCH_MATCH_DISTANCE: pl.Float64}
 SCORED_SCHEMA = {**FORECAST_SCHEMA, "target": pl.String, "train_run_id": pl.String}
 
 
@@ -205,7 +207,8 @@ class SchedulerHistory:
         name = self.chosen_ if self.estimator_ is not None else QUANTILES
         return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(known)), "p10": p10[known], "p50": p50[known],
                              "p90": p90[known], "model": [name] * int(known.sum()), "ood": [True] * int(known.sum()),
-                             "ood_reason": [self.describe()] * int(known.sum())},
+                             "ood_reason": [self.describe()] * int(known.sum()),
+                             traced.ARCH_INFERRED: [None] * int(known.sum()), traced.ARCH_MATCH_DISTANCE: [None] * int(known.sum())},
                             schema=FORECAST_SCHEMA)
 
 
