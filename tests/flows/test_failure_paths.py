@@ -136,8 +136,9 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     job = dict(status="PENDING", updated_at=None, model_type="ResNet", params_million=25.6, batch_size=32, iterations=1e6,
                input_dim=224, num_layers=50, precision="FP16", optimizer="AdamW", gpu_demand_gflops=None,
                peak_gpu_mem_gb=None, runtime_hours=None, queue="q", team="t")
-    pending = [record(job_id="named", arch="ResNet-50", **job), record(job_id="unknown", arch="MyNet-7", **job),
-               record(job_id="plain", **job)]
+    odd = {**job, "num_layers": 37}  # a depth no zoo entry of 25.6M parameters has: not recognised from its shape
+    pending = [record(job_id="named", arch="ResNet-50", **job), record(job_id="unknown", arch="MyNet-7", **odd),
+               record(job_id="plain", **odd), record(job_id="shaped", **job)]
     (tmp_path / "logs" / "pending.jsonl").write_text(jsonl(*pending))
     assert main(["ingest", str(tmp_path / "logs")]) == 0
     assert main(["train", "--models", "prior", "--repeats", "1", "--min-labelled", "10"]) == 0
@@ -149,6 +150,7 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         rows = con.execute("SELECT job_id, target, p10, p50, p90, model, ood, ood_reason FROM forecasts "
                            "WHERE job_id IN ('named', 'unknown', 'plain')").fetchall()
+        shaped = con.execute("SELECT target, p50, arch_inferred FROM forecasts WHERE job_id = 'shaped'").fetchall()
     p50 = {(j, t): v for j, t, _, v, *_ in rows}
     analytic = features.build(_contract_row(pending[2]))
     # memory: the history logged no arch, so the champion never learned to correct a trace: the traced prior itself
@@ -162,6 +164,8 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
         entry["flops"] / 1e9 / analytic["prior_gflop_per_iter"][0], rel=1e-4)
     for target in c.TARGETS:  # the unknown name: the analytic prior, as if no name were given
         assert p50["unknown", target] == pytest.approx(p50["plain", target], rel=1e-9)
+    # no name, but resnet50's shape (issue 37): recognised, and forecast as the named job is
+    assert {t: (round(v / p50["named", t], 9), a) for t, v, a in shaped} == {t: (1.0, "resnet50") for t in c.TARGETS}
 
 
 def _contract_row(rec: dict):
