@@ -201,7 +201,7 @@ def test_hostile_case(case: Case, home, tmp_path):
 
 
 # Every file a run may leave, relative to the test's folder (inputs under in/, the data directory home/).
-EXPECTED_FILES = re.compile(r"in/.+|home/(warehouse|published)\.duckdb(\.wal)?|home/writer\.lock"
+EXPECTED_FILES = re.compile(r"in/.+|home/(warehouse|published)\.duckdb(\.wal)?|home/published\.state\.json|home/writer\.lock"
                             r"|home/lake/job_logs/submitted_date=\d{4}-\d\d-\d\d/part-\d+\.parquet")
 
 
