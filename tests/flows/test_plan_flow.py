@@ -176,8 +176,10 @@ def _queue_two_jobs_and_forecast_demand(start, forecast: bool) -> None:
                     "VALUES ('demand-1', now(), 'succeeded', ?, 14)", [start - timedelta(days=1)])
         for h in range(1, 15):  # a100-80g: 36 + 12 (type unknown) GPU-hours P50 a day, 60 at P90
             for gpu_type, p50, p90 in (("A100-80GB", 36.0, 45.0), ("unknown", 12.0, 15.0)):
-                con.execute("INSERT INTO demand_forecast VALUES ('demand-1', ?, ?, 'a100-80g', ?, ?, ?, ?, 2.0, "
-                            "'AutoETS', NULL)", [start + timedelta(days=h - 1), h, gpu_type, p50 - 6, p50, p90])
+                con.execute("INSERT INTO demand_forecast (demand_run_id, day, horizon, queue, gpu_type, "
+                            "gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, jobs_p50, method, fallback_reason) "
+                            "VALUES ('demand-1', ?, ?, 'a100-80g', ?, ?, ?, ?, 2.0, 'AutoETS', NULL)",
+                            [start + timedelta(days=h - 1), h, gpu_type, p50 - 6, p50, p90])
 
 
 @pytest.mark.usefixtures("prefect_harness")

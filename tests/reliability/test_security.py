@@ -81,7 +81,11 @@ def test_the_listener_check_sees_a_socket_open_to_every_interface():
 # job id, a reason, a file name, a query) must be bound parameters.
 SQL_FRAGMENT_NAMES = {
     "cols", "table", "key", "names", "sets", "labelled", "missing", "limit", "kind", "CONTRACT_COLS", "files",
+    # the incremental publish (warehouse/publish.py): `into`, `source`, `k` are sql_name(...) of our own catalog's
+    # tables and columns; `where` and `in_runs(...)` are filters whose run ids are bound `?` parameters
+    "into", "source", "k", "where",
 }
+OWN_FRAGMENT_CALLS = ("int", "len", "sql_string", "sql_name", "in_runs")
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|VALUES|SET|FROM|COPY)\b")
 
 
@@ -92,7 +96,7 @@ def _allowed(node: ast.expr) -> bool:
         return node.value.id == "c" or node.attr.isupper()
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join":
         return all(_allowed(a) or isinstance(a, ast.GeneratorExp | ast.ListComp) for a in node.args)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "len", "sql_string", "sql_name"):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in OWN_FRAGMENT_CALLS:
         return True  # a number, a path we created or a name from our own catalog, quoted (DDL takes no bound value)
     return False
 
