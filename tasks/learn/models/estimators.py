@@ -15,6 +15,8 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
+# below this many rows left to fit on, early stopping holds none out (sklearn's one-sample checks, tiny sites)
+MIN_ROWS_TO_HOLD_OUT = 20
 
 class LogTarget(TransformedTargetRegressor):
     """scikit-learn's `TransformedTargetRegressor` learning log(y), with an offset: the log-prior column
@@ -56,6 +58,8 @@ class LogTarget(TransformedTargetRegressor):
             order = np.random.default_rng(0).permutation(len(y))
             held = max(1, round(len(y) * self.validation_fraction))
             val, fit = order[:held], order[held:]
+            if len(fit) < MIN_ROWS_TO_HOLD_OUT:  # too few rows to spare any: fit on all (the library still needs an eval set)
+                fit = order
             accepts = inspect.signature(self.regressor.fit).parameters
             if "eval_X" in accepts:  # LightGBM >= 4.7 (its `eval_set` is deprecated)
                 fit_params = {**fit_params, "eval_X": (X[val],), "eval_y": (np.log(target[val]),)}
