@@ -76,8 +76,9 @@ def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_
     for run, started, status in (("d-old", T, "succeeded"), ("d-new", datetime(2026, 11, 2, tzinfo=UTC), "succeeded"),
                                  ("d-failed", datetime(2026, 11, 3, tzinfo=UTC), "failed")):
         con.execute("INSERT INTO demand_runs (demand_run_id, started_at, status) VALUES (?, ?, ?)", [run, started, status])
-        con.execute("INSERT INTO demand_forecast (demand_run_id, day, horizon, queue, gpu_type, gpu_hours_p10, gpu_hours_p50, "
-                    "gpu_hours_p90, jobs_p50, method, fallback_reason) VALUES (?, '2026-11-04', 1, 'q1', 'unknown', 1, ?, 3, 1, 'naive', NULL)",
+        con.execute("INSERT INTO demand_forecast (demand_run_id, day, horizon, queue, gpu_type, gpu_hours_p10, "
+                    "gpu_hours_p50, gpu_hours_p90, jobs_p50, method, fallback_reason) "
+                    "VALUES (?, '2026-11-04', 1, 'q1', 'unknown', 1, ?, 3, 1, 'naive', NULL)",
                     [run, {"d-old": 10.0, "d-new": 20.0, "d-failed": 30.0}[run]])
     for k, (run, status) in enumerate((("p1", "succeeded"), ("p2", "failed"), ("p3", "succeeded"), ("p4", "succeeded"))):
         start = datetime(2026, 11, 1 + k).date()
