@@ -108,7 +108,9 @@ def trained(tmp_path_factory):
     return {t: train_target(jobs, t, opts, out / t, threads=2) for t in (c.PEAK_GPU_MEM_GB,)}
 
 
-@pytest.mark.xfail(reason="issue 37 item 4 merge: 1e8 M parameters is now also above the impossible bound, which caps the forecast (p10 = p50 = p90); the test needs a value above the training range but under the bound", strict=False)
+@pytest.mark.xfail(reason="issue 37 item 4 merge: 1e8 M parameters is now also above the impossible bound, "
+                   "which caps the forecast (p10 = p50 = p90); needs a value above the training range, under the bound",
+                   strict=False)
 def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(trained):
     import json
     from pathlib import Path

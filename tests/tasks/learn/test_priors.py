@@ -63,7 +63,8 @@ CONV_FAMILIES = ("densenet", "efficientnet", "mnasnet", "mobilenet", "regnet", "
                  "vgg", "wide_resnet", "inception", "convnext")
 
 
-@pytest.mark.xfail(reason="issue 37 item 1 merge: the bare name 'inception' now resolves through resolve_family to a member other than the one the H100 run measured; to re-check", strict=False)
+@pytest.mark.xfail(reason="issue 37 item 1 merge: the bare name 'inception' now resolves through resolve_family "
+                   "to a member other than the one the H100 run measured; to re-check", strict=False)
 def test_the_prior_of_named_convolutional_nets_is_within_2x_of_their_measured_peak(reference_error):
     """Before the named families, these were 2.4-5.9x too high as "CNN" and 0.06-0.4x as unknown names."""
     ratios = dict(reference_error.select(real_archs.FAMILY, "mem ratio").iter_rows())
