@@ -63,12 +63,18 @@ CONV_FAMILIES = ("densenet", "efficientnet", "mnasnet", "mobilenet", "regnet", "
                  "vgg", "wide_resnet", "inception", "convnext")
 
 
-@pytest.mark.xfail(reason="issue 37 item 1 merge: the bare name 'inception' now resolves through resolve_family "
-                   "to a member other than the one the H100 run measured; to re-check", strict=False)
+# The Inception nets (v3, v4, Inception-ResNet-v2: stride-8 stems and factorised blocks) are the convnet
+# formula's known miss: 2.5-3.4x high per net on the traced reference set (GoogLeNet 1.2x). The family passed
+# the 2x check while it held only v3 and GoogLeNet; timm's v4 and Inception-ResNet-v2 (issue 37) showed it.
+KNOWN_HIGH = {"inception": (2.0, 3.5)}
+
+
 def test_the_prior_of_named_convolutional_nets_is_within_2x_of_their_measured_peak(reference_error):
     """Before the named families, these were 2.4-5.9x too high as "CNN" and 0.06-0.4x as unknown names."""
     ratios = dict(reference_error.select(real_archs.FAMILY, "mem ratio").iter_rows())
-    assert {f: r for f, r in ratios.items() if f in CONV_FAMILIES and not 0.5 <= r <= 2.0} == {}
+    off = {f: r for f, r in ratios.items() if f in CONV_FAMILIES and not 0.5 <= r <= 2.0}
+    assert {f: r for f, r in off.items() if f not in KNOWN_HIGH} == {}
+    assert all(lo <= ratios[f] <= hi for f, (lo, hi) in KNOWN_HIGH.items()), "a known miss moved: update KNOWN_HIGH"
 
 
 def test_the_priors_memory_error_on_the_reference_set_is_bounded(reference_error):
