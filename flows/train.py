@@ -182,7 +182,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         for target in options.targets:
             outcomes.append(_record(run.run_id, target, options, fitted["finished"][target], windows.get(target), settings))
             failpoint("train:after-first-target")
-        _finish(run.run_id, outcomes, choice.note, fitted["where"], settings)
+        _finish(run.run_id, outcomes, steps.reference_note(options, choice.note), fitted["where"], settings)
     if publish:
         publish_snapshot(settings.storage)
     report = render.train_markdown(run.run_id, *queries.train_tables(settings.storage.db_path, run.run_id))

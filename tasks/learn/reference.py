@@ -5,6 +5,12 @@ trace as the traced prior, ready to stand beside a site's history.
 `load` never raises for a bad file: a missing or unreadable set, or one missing a column or holding a
 bad value, comes back as no rows and a one-line warning naming the file (and the row), so training goes
 on without it and the nightly report says why.
+
+The set's own truth (`peak_gpu_mem_gb`) is the measured set's convention: the traced tensor peak plus a
+0.3-1.0 GB context draw, no caching allocator. A site's history is what its GPUs *report* (the allocator's
+reserve included: x1.15 on the H100, docs/models.md "Traced against a real GPU"), so `load` puts the truth on
+that convention by default (`gpu_convention`): `traced.reported_gb` of the tensor peak, the same figure the
+traced prior gives a job of the site.
 """
 
 from __future__ import annotations
@@ -48,8 +54,10 @@ def _problem(df: pl.DataFrame) -> str | None:
     return None
 
 
-def load(path: Path | None) -> ReferenceSet:
-    """The reference set at `path` as training rows; `ReferenceSet(None, warning)` when it cannot be used."""
+def load(path: Path | None, gpu_convention: bool = True, traced_prior: bool = True) -> ReferenceSet:
+    """The reference set at `path` as training rows; `ReferenceSet(None, warning)` when it cannot be used.
+    `gpu_convention`: the truth is what a GPU would report for the traced step (`on_gpu_convention`);
+    `traced_prior`: each row's prior is its own trace (else the analytic prior, as for a job not recognised)."""
     if path is None:
         return ReferenceSet(None, None)
     why = "training goes on without it"
@@ -61,11 +69,18 @@ def load(path: Path | None) -> ReferenceSet:
         return ReferenceSet(None, f"reference set {path} is unreadable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}): {why}")
     if problem := _problem(df):
         return ReferenceSet(None, f"reference set {path} is corrupt ({problem}): {why}")
-    return ReferenceSet(as_rows(df), None)
+    return ReferenceSet(as_rows(on_gpu_convention(df) if gpu_convention else df, traced_prior), None)
 
 
-def as_rows(df: pl.DataFrame) -> pl.DataFrame:
-    """Contract rows of the set (COMPLETED, no hardware logged), features built with each row's own trace."""
+def on_gpu_convention(df: pl.DataFrame) -> pl.DataFrame:
+    """The set with `peak_gpu_mem_gb` replaced by what a GPU reports for its traced tensor peak."""
+    reported = [traced.reported_gb(gb * priors.GB) for gb in df[TENSOR_PEAK_GB].cast(pl.Float64).to_list()]
+    return df.with_columns(pl.Series(c.PEAK_GPU_MEM_GB, reported, dtype=pl.Float64))
+
+
+def as_rows(df: pl.DataFrame, traced_prior: bool = True) -> pl.DataFrame:
+    """Contract rows of the set (COMPLETED, no hardware logged), features built with each row's own trace
+    (`traced_prior`), else with the analytic prior."""
     df = df.with_columns(pl.format(f"{JOB_ID_PREFIX}{{}}", pl.col(c.JOB_ID) if c.JOB_ID in df.columns else pl.int_range(pl.len()))
                          .alias(c.JOB_ID), pl.lit("COMPLETED").alias(c.STATUS),
                          *[pl.col(n).cast(pl.Boolean) for n in (c.REGULARIZATION, c.DATA_AUGMENTATION) if n in df.columns],
@@ -74,6 +89,8 @@ def as_rows(df: pl.DataFrame) -> pl.DataFrame:
         if name not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=pl.String if name == c.GPU_TYPE else
                                         pl.Boolean if name in (c.REGULARIZATION, c.DATA_AUGMENTATION) else pl.Float64).alias(name))
+    if not traced_prior:
+        return features.build(df.with_columns(pl.lit(None, pl.String).alias(c.ARCH)), trace=None)
     n = df.height
     trace = pl.DataFrame({
         traced.TRACED_MEM_GB: [traced.reported_gb(gb * priors.GB) for gb in df[TENSOR_PEAK_GB].cast(pl.Float64).to_list()],

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
-from gpucast.tasks.learn import features, intervals, ood
+from gpucast.tasks.learn import features, intervals, ood, reference
 from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.history import featureless
 from gpucast.tasks.learn.models import compiled, registry, store
@@ -59,6 +59,10 @@ CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; mo
 # Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
 # (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
 COMPILE_MIN_PENDING = 200_000
+# The zoo's reference set (issue 37 item 3; docs/models.md "Learning from the zoo"): the shipped file, and the
+# share of its rows that trains beside the site's history by default (0: none; the measured decision).
+REFERENCE_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "reference_archs.csv"
+DEFAULT_REFERENCE_WEIGHT = 0.0
 
 
 def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
@@ -152,6 +156,12 @@ class TrainOptions(BaseModel):
     nn_max_minutes: float | None = Field(None, ge=0)  # per network fit
     night_budget_minutes: float | None = Field(None, ge=0)  # for every fit of the run together
     compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
+    # The zoo's reference set beside the history (`reference_rows`): the share of its rows (a seeded sample) that
+    # trains with the site's jobs, 0 for none; the set's path (None: the shipped `REFERENCE_SET`); whether its rows
+    # learn as traced jobs (their trace as the prior) or as jobs the zoo did not recognise (the analytic prior).
+    reference_weight: float = Field(DEFAULT_REFERENCE_WEIGHT, ge=0, le=1)
+    reference_set: str | None = None
+    reference_traced: bool = False
 
     @field_validator("targets")
     @classmethod
@@ -242,7 +252,50 @@ def labelled(history: pl.DataFrame, target: str, options: TrainOptions) -> pl.Da
     if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
         history = features.build(history)
     rows = labelled_rows(history, target)
-    return rows.filter(~featureless(rows))
+    rows = rows.filter(~featureless(rows))
+    extra = reference_rows(options)
+    if extra.rows is None or target not in extra.rows.columns:  # the set measures memory and FLOPs, not run times
+        return rows
+    return pl.concat([rows, labelled_rows(extra.rows, target)], how="diagonal_relaxed")
+
+
+def reference_rows(options: TrainOptions) -> reference.ReferenceSet:
+    """The reference set's rows that train beside the history (`options.reference_weight` of them, a sample
+    seeded by `options.seed`), or none and why (`warning`: the set is missing or corrupt; None when not asked for).
+    They only ever train: they are never history rows of the warehouse, and never forecast."""
+    if options.reference_weight <= 0:
+        return reference.ReferenceSet(None, None)
+    ref = _load_reference(options.reference_set or str(REFERENCE_SET), options.reference_traced)
+    if ref.rows is None or options.reference_weight >= 1:
+        return ref
+    return reference.ReferenceSet(ref.rows.sample(fraction=options.reference_weight, seed=options.seed), None)
+
+
+_REFERENCE_CACHE: dict[tuple, reference.ReferenceSet] = {}
+
+
+def _load_reference(path: str, traced_prior: bool) -> reference.ReferenceSet:
+    """`reference.load`, once per file version in a process (every target of a night reads it)."""
+    try:
+        stamp = Path(path).stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    key = (path, stamp, traced_prior)
+    if key not in _REFERENCE_CACHE:
+        _REFERENCE_CACHE.clear()
+        _REFERENCE_CACHE[key] = reference.load(Path(path), traced_prior=traced_prior)
+    return _REFERENCE_CACHE[key]
+
+
+def reference_note(options: TrainOptions, note: str | None = None) -> str | None:
+    """`note` (the run's message so far) and what it says of the reference set: why it was left out (missing or
+    corrupt), or how many of its rows trained; nothing when the run does not use it."""
+    words = None
+    if options.reference_weight > 0:
+        ref = reference_rows(options)
+        words = ref.warning if ref.rows is None else (f"learned beside {ref.rows.height} rows of the reference set "
+                                                      f"(weight {options.reference_weight:g})")
+    return "; ".join(filter(None, (note, words))) or None
 
 
 def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:
