@@ -260,7 +260,7 @@ def _score(args: argparse.Namespace) -> int:
     from gpucast.flows.score import score_pending
     from gpucast.tasks.learn.score import warm_up
 
-    warm_up()  # while Prefect's temporary server starts (flows/children.py start_server_early)
+    warm_up()  # while the temporary Prefect server starts (flows/children.py)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
                         settings=settings_from(args))
     print(f"score run {out['score_run_id']}: {out['forecasts']:,} forecasts for {out['pending_jobs']:,} pending jobs "
@@ -717,14 +717,16 @@ def quiet_expected_errors() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure()  # Prefect's defaults, before any flow module imports Prefect
-    if args.command in FLOW_COMMANDS:  # (the others never start a Prefect run: they skip Prefect's import)
+    server = None
+    if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
+        if configured_prefect_api() is None:  # start the temporary server now: it starts while we import
+            server = children.start()
         quiet_expected_errors()
-        if configured_prefect_api() is None:  # the flow will need the temporary server: start it now
-            children.start_server_early()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return args.func(args)
+        with children.serving(server):
+            return args.func(args)
     except Terminated as stop:
         print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)
