@@ -55,14 +55,10 @@ def configure_mlflow() -> None:
 def configured_prefect_api() -> str | None:
     """The Prefect API this process would talk to when one is configured (PREFECT_API_URL in the
     environment, or in the active profile of PREFECT_HOME's profiles.toml); None means every flow run
-    starts a temporary local server. Read without importing Prefect (2 s), for commands that answer at once;
-    where Prefect is imported already, its current settings answer (a `temporary_settings` block included, as
-    the test session's harness sets). The temporary server gpucast started (`flows/children.py`) is not one."""
-    url = os.environ.get("PREFECT_API_URL", "").strip()
-    if not url and "prefect.settings" in sys.modules:
-        url = sys.modules["prefect.settings"].get_current_settings().api.url or ""
-    if url:
-        return None if url == children.temporary_url() else url  # gpucast's own temporary server is not configured
+    starts a temporary local server (the one gpucast started, `flows/children.py`, is not a configured one).
+    Read without importing Prefect (2 s), for commands that answer at once."""
+    if url := os.environ.get("PREFECT_API_URL", "").strip():
+        return None if url == children.temporary_url() else url
     profiles = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser() / "profiles.toml"
     try:
         data = tomllib.loads(profiles.read_text())
@@ -70,6 +66,18 @@ def configured_prefect_api() -> str | None:
         return None
     active = os.environ.get("PREFECT_PROFILE") or data.get("active", "ephemeral")
     return str(data.get("profiles", {}).get(active, {}).get("PREFECT_API_URL", "")).strip() or None
+
+
+def prefect_api_in_use() -> str | None:
+    """`configured_prefect_api`, or, once Prefect is imported, the API its current settings name (a
+    `temporary_settings` block, as the test session's harness sets): where a flow run would go without a
+    temporary server. None: a flow command needs one."""
+    if url := configured_prefect_api():
+        return url
+    if "prefect.settings" in sys.modules:
+        url = sys.modules["prefect.settings"].get_current_settings().api.url
+        return url if url and url != children.temporary_url() else None
+    return None
 
 
 def child_environment(**overrides: str) -> dict[str, str]:
