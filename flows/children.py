@@ -1,7 +1,9 @@
-"""No child process outlives `gpucast`, whatever stops it.
+"""The temporary Prefect API server a command runs against, started and stopped by gpucast itself.
 
-Prefect starts its temporary API server (`prefect.server.api.server.SubprocessASGIServer`, a
-`python -m uvicorn` child) in the caller's process group. Two things went wrong with that (issue 27):
+Where no Prefect API is configured (`PREFECT_API_URL`, in the environment or the active profile), a
+flow command needs a local one (SQLite under `PREFECT_HOME`). Prefect would start its own
+(`SubprocessASGIServer`, a uvicorn child in the caller's process group). Two things went wrong with
+that (issue 27):
 
 * a SIGTERM to the whole group (what `timeout`, systemd, Kubernetes and Prefect's own cancellation
   send) reached the server as well as `gpucast`: the server exited while `gpucast` was still recording
@@ -9,12 +11,22 @@ Prefect starts its temporary API server (`prefect.server.api.server.SubprocessAS
   minutes (every thread idle, seen with py-spy in `PrefectHttpxSyncClient._send_with_retry`);
 * a SIGKILL to `gpucast` left the server running, reparented to pid 1, listening, ~250 MB each.
 
-So the server is started in a session of its own (signals sent to `gpucast`'s group do not reach it:
-`gpucast` records the run, then Prefect's atexit hook stops the server), and with a thread inside it
-that stops it as soon as its parent is gone (kill -9 included). That thread watches `os.getppid()`,
-which, unlike Linux's PR_SET_PDEATHSIG, does not fire early when the *thread* that started the server
-ends, and works on macOS too. `install()` arranges both without importing Prefect's server module
-(1 s and 80 MB that `gpucast sql` does not need): it patches that module when Prefect imports it.
+So gpucast starts the server itself, with public means only (issue 39, item 3: no patching of
+Prefect's modules): `python -m uvicorn --factory gpucast.flows.children:create_server_app` on a free
+loopback port, in a session of its own (`start_new_session`: signals sent to `gpucast`'s group do not
+reach it), the factory being Prefect's public `create_app(ephemeral=True)` (no UI, no background
+services, as Prefect's own temporary server) plus a thread that stops the server as soon as its parent
+is gone (kill -9 included). That thread watches `os.getppid()`, which, unlike Linux's
+PR_SET_PDEATHSIG, does not fire early when the *thread* that started the server ends, and works on
+macOS too. The command runs with `PREFECT_API_URL` pointing at it (`temporary_settings` in this
+process, the environment for the processes it starts), so Prefect never starts a server of its own;
+the server is stopped when the interpreter exits (atexit, as Prefect's own; `cli._exit_stopped` runs
+those hooks after a SIGTERM, once the run is recorded).
+
+The server is started before the command imports what it needs (`start`), so its child imports
+Prefect's server (~5-8 s of CPU here) on the other core meanwhile. Nothing waits for it: gpucast makes
+the listening socket and hands it to uvicorn (`--fd`), so the first flow's first request waits in the
+socket's queue until the app serves it (a request never meets a refused connection).
 
 Dask's local workers need nothing of ours: `distributed` gives each worker process a pipe from its
 parent and exits the worker when the pipe closes (`distributed.process.AsyncProcess`); the tests in
@@ -23,132 +35,112 @@ parent and exits the worker when the pipe closes (`distributed.process.AsyncProc
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import importlib.abc
-import importlib.machinery
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-SERVER_MODULE = "prefect.server.api.server"
-PREFECT_FACTORY = "prefect.server.api.server:create_app"  # the uvicorn factory Prefect's command names
-GUARDED_FACTORY = "gpucast.flows.children:create_server_app"
+FACTORY = "gpucast.flows.children:create_server_app"
 PARENT_PID = "_GPUCAST_SERVER_PARENT_PID"  # a hand-over to the child, not a setting
-# uvicorn waits for open connections on SIGTERM without limit; Prefect's `stop` then waits 5 s and
-# kills it. With a night's Dask workers connected that took the whole 5 s: bounded at 1 s here.
+# uvicorn waits for open connections on SIGTERM without limit; with a night's Dask workers connected
+# a stop took 5 s: bounded at 1 s here.
 GRACEFUL_S = 1
+STOP_WAIT_S = 5.0  # then it is killed (Prefect's own `stop` gives it as long)
 POLL_S = 0.5  # how often the server looks for its parent
-GRACE_S = 5.0  # what it then gets to stop cleanly (Prefect's own `stop` gives it as long)
+GRACE_S = 5.0  # what it then gets to stop cleanly
+BACKLOG = 128  # requests the listening socket queues while the server starts (a night's Dask workers included)
 
 
-def install() -> None:
-    """Guard Prefect's temporary server in this process: now if Prefect's server module is loaded,
-    else when Prefect imports it."""
-    if SERVER_MODULE in sys.modules:
-        guard(sys.modules[SERVER_MODULE])
-    elif not any(isinstance(f, _GuardOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _GuardOnImport())
+@dataclass
+class TemporaryServer:
+    """A temporary API server: its process and its API address (`http://127.0.0.1:PORT/api`)."""
+
+    process: subprocess.Popen
+    url: str
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM (uvicorn's clean shutdown, bounded by GRACEFUL_S), then SIGKILL after STOP_WAIT_S."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
-def guard(server_module) -> None:
-    """Make `server_module` (Prefect's server module) start its uvicorn child guarded, and its `start`
-    one caller at a time (`start_server_early`)."""
-    if not isinstance(server_module.subprocess, _GuardedSubprocess):
-        server_module.subprocess = _GuardedSubprocess()
-    server = server_module.SubprocessASGIServer
-    if not getattr(server.start, "_gpucast_serialised", False):
-        server.start = _serialised(server.start)
+_server: TemporaryServer | None = None  # the one this process started, reused by later commands in it
 
 
-_START_LOCK = threading.Lock()
+def start() -> TemporaryServer:
+    """Start this process's temporary API server (or return the one already running). It does not wait for
+    the server to answer: the listening socket is made here and handed to uvicorn (`--fd`), so a request
+    sent while the server starts waits in the socket's queue until Prefect's app serves it (uvicorn
+    accepts once the app's lifespan has started). Stopped when the interpreter exits."""
+    global _server
+    if _server is not None and _server.alive():
+        return _server
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(BACKLOG)
+        port = listener.getsockname()[1]
+        command = [sys.executable, "-m", "uvicorn", "--factory", FACTORY, "--fd", str(listener.fileno()),
+                   "--log-level", "error", "--lifespan", "on", "--timeout-graceful-shutdown", str(GRACEFUL_S)]
+        process = subprocess.Popen(command, env={**os.environ, PARENT_PID: str(os.getpid())},
+                                   pass_fds=(listener.fileno(),), start_new_session=True)
+    # (closed here: once the server has exited, nobody holds the socket and a request fails at once)
+    _server = TemporaryServer(process, f"http://127.0.0.1:{port}/api")
+    atexit.register(_server.stop)
+    return _server
 
 
-def _serialised(start):
-    """Prefect's `SubprocessASGIServer.start` marks the server running before it answers; a second caller
-    (the flow, while `start_server_early`'s thread waits for /health) would take it as up and call a
-    server that is not listening yet. Under this lock the second caller waits for the first to finish."""
-
-    def locked(self, *args, **kwargs):
-        with _START_LOCK:
-            return start(self, *args, **kwargs)
-
-    locked._gpucast_serialised = True
-    return locked
+def temporary_url() -> str | None:
+    """The API address of the temporary server this process runs, if it runs one."""
+    return _server.url if _server is not None and _server.alive() else None
 
 
-def start_server_early() -> threading.Thread | None:
-    """Start Prefect's temporary API server now, for a command about to run a flow without a configured
-    API: its child imports Prefect's whole server (~5-8 s of CPU here) while this process imports what the
-    command needs, on the other core, instead of after it. The flow's own `get_client` then finds it
-    running (the same `SubprocessASGIServer` instance; `_serialised` makes it wait until it answers).
-    Prefect's server module is imported here, in the caller's thread (the flow imports it anyway): the
-    thread only starts the child and waits for it, two threads never import at once. A failure is left
-    for the flow's own start to meet and report."""
+@contextlib.contextmanager
+def serving(server: TemporaryServer | None) -> Iterator[None]:
+    """Run what is inside against `server`: Prefect's settings in this process (its flow and
+    task runs, Dask workers through the serialised settings context) and PREFECT_API_URL in the environment
+    of the processes started meanwhile. Nothing when `server` is None (an API is configured)."""
+    if server is None:
+        yield
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = server.url
     try:
-        from prefect.server.api.server import SubprocessASGIServer
-    except ImportError:
-        return None
-
-    def start() -> None:
-        with contextlib.suppress(Exception):  # the flow starts it again and says what failed
-            SubprocessASGIServer().start()
-
-    thread = threading.Thread(target=start, name="prefect-server-early", daemon=True)
-    thread.start()
-    return thread
-
-
-class _GuardedSubprocess:
-    """`subprocess` as Prefect's server module sees it: its server command gets its own session and
-    gpucast's factory (Prefect's app plus the parent watch); everything else is the real module."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(subprocess, name)
-
-    @staticmethod
-    def Popen(args, **kwargs) -> subprocess.Popen:  # noqa: N802  (stands in for subprocess.Popen)
-        args = list(args)
-        if PREFECT_FACTORY in args:
-            args[args.index(PREFECT_FACTORY)] = GUARDED_FACTORY
-            args += ["--timeout-graceful-shutdown", str(GRACEFUL_S)]
-            kwargs["env"] = {**(kwargs.get("env") or os.environ), PARENT_PID: str(os.getpid())}
-            kwargs["start_new_session"] = True
-        return subprocess.Popen(args, **kwargs)
-
-
-class _GuardOnImport(importlib.abc.MetaPathFinder):
-    """Finds Prefect's server module as the other finders would, and guards it once it has run."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != SERVER_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is None or spec.loader is None:
-            return None
-        run = spec.loader.exec_module
-
-        def exec_and_guard(module) -> None:
-            run(module)
-            guard(module)
-
-        spec.loader.exec_module = exec_and_guard  # this file's own loader instance only
-        return spec
+        with temporary_settings(updates={PREFECT_API_URL: server.url}):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
 
 
 # In the server process ---------------------------------------------------------------------------
 
 def create_server_app():
-    """uvicorn's factory in the server child: Prefect's app, and a thread that stops this server when
-    the process that started it is gone."""
+    """uvicorn's factory in the server child: Prefect's app as its temporary server has it (no UI, no
+    background services), and a thread that stops this server when the process that started it is gone."""
     parent = int(os.environ.pop(PARENT_PID, "0")) or os.getppid()
     threading.Thread(target=_stop_when_orphaned, args=(parent,), name="gpucast-parent-watch", daemon=True).start()
     from prefect.server.api.server import create_app
 
-    return create_app()
+    return create_app(ephemeral=True, final=True)
 
 
 def _stop_when_orphaned(parent: int) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from gpucast.flows import children
-from gpucast.flows.environment import configure, configured_prefect_api
+from gpucast.flows.environment import configure, configured_prefect_api, prefect_api_in_use
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
@@ -260,7 +260,7 @@ def _score(args: argparse.Namespace) -> int:
     from gpucast.flows.score import score_pending
     from gpucast.tasks.learn.score import warm_up
 
-    warm_up()  # while Prefect's temporary server starts (flows/children.py start_server_early)
+    warm_up()  # while the temporary Prefect server starts (flows/children.py)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
                         settings=settings_from(args))
     print(f"score run {out['score_run_id']}: {out['forecasts']:,} forecasts for {out['pending_jobs']:,} pending jobs "
@@ -312,6 +312,7 @@ def _demo(args: argparse.Namespace) -> int:
     _require_ml()
     from gpucast.flows.demo import run_demo
     from gpucast.flows.report import capacity_summary
+    from gpucast.tasks.report.render import capacity_plan_lines, page_line
 
     settings = settings_from(args)
     sim = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
@@ -331,8 +332,10 @@ def _demo(args: argparse.Namespace) -> int:
               "distribution")
         print(f"night {night} took {sum(result['seconds'].values()):.0f} s: "
               + ", ".join(f"{step} {sec:.0f} s" for step, sec in result["seconds"].items()))
-    print("\n" + nights[-1]["report"].split("## Capacity plan", 1)[-1].split("\n## ", 1)[0].strip()
-          if "## Capacity plan" in nights[-1]["report"] else "")
+    last = nights[-1]  # its plan as the night's report shows it, from the plan's own result
+    plan = ([*capacity_plan_lines(last["plan"]), *(["", page_line(last["page"])] if last.get("page") else [])]
+            if last.get("plan") else [])
+    print("\n" + "\n".join(plan) if plan else "")
     print(capacity_summary(settings.storage), end="")
     print(f"""
 Where to look next:
@@ -557,18 +560,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _demand(args: argparse.Namespace) -> int:
-    import polars as pl
-
     from gpucast.flows.demand import demand_forecast
+    from gpucast.tasks.demand.forecast import summary
     from gpucast.tasks.report.render import text_table
 
     out = demand_forecast(days=args.horizon_days, settings=settings_from(args))
-    f = out["forecast"]
-    table = f.group_by("queue", "gpu_type", "method", "fallback_reason", "jobs_method", maintain_order=True).agg(
-        pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
-        pl.col("gpu_hours_p90").first().round(1).alias("day1_p90"), pl.col("gpu_hours_p50").sum().round(1).alias("all_days_p50"),
-        pl.col("jobs_p50").sum().round(0).alias("jobs_p50"))
-    print(text_table(table.select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
+    print(text_table(summary(out["forecast"]).select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
                                   "method", "jobs_method", "fallback_reason")))
     print(f"GPU-hours a day from {out['as_of']} + 1 (day1) and over {out['days']} day(s) (all_days); every day: "
           "gpucast sql \"SELECT * FROM current_demand_forecast ORDER BY ALL\"; how good it is: "
@@ -717,14 +714,16 @@ def quiet_expected_errors() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure()  # Prefect's defaults, before any flow module imports Prefect
-    if args.command in FLOW_COMMANDS:  # (the others never start a Prefect run: they skip Prefect's import)
+    server = None
+    if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
+        if prefect_api_in_use() is None:  # start the temporary server now: it starts while we import
+            server = children.start()
         quiet_expected_errors()
-        if configured_prefect_api() is None:  # the flow will need the temporary server: start it now
-            children.start_server_early()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return args.func(args)
+        with children.serving(server):
+            return args.func(args)
     except Terminated as stop:
         print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)

@@ -10,26 +10,18 @@ publishes; the nightly runs it after scoring and before the plan, where a failur
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import polars as pl
 from prefect import flow, task
 
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
-from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand
+from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end
 from gpucast.warehouse import db
 from gpucast.warehouse import demand as demand_tables
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import describe, lifecycle
 from gpucast.warehouse.settings import Settings, Storage
-
-
-def history_end(latest_submission: date | None, clock: datetime) -> date | None:
-    """The last full day of history: the day before the run's clock, or the latest submission day when
-    that is earlier (logs replayed from the past, as the demo's); None on an empty warehouse."""
-    if latest_submission is None:
-        return None
-    return min(latest_submission, (clock - timedelta(days=1)).date())
 
 
 @task(name="read-demand")

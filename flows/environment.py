@@ -6,14 +6,15 @@ sets them at import time.
   and leaves nothing in the user's home;
 * telemetry is off (`DO_NOT_TRACK` is not enough for the server: shared/STACK-NOTES.md);
 * the temporary local API server gets 90 s to start on a busy 2-core machine (the default 20 s was
-  exceeded here), runs in a session of its own and stops when `gpucast` is gone, however it ended
-  (`flows/children.py`).
+  exceeded here); the CLI starts that server itself, in a session of its own, and it stops when
+  `gpucast` is gone, however it ended (`flows/children.py`).
 Values already in the environment win, so a deployment's own Prefect settings are kept.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tomllib
 from pathlib import Path
 
@@ -32,11 +33,10 @@ def defaults(home: Path) -> dict[str, str]:
 
 def configure() -> None:
     """Set the defaults above where unset, create Prefect's home (its temporary server cannot start
-    without it, and Prefect makes it without parents), and guard that server (`children.install`)."""
+    without it, and Prefect makes it without parents)."""
     for key, value in defaults(home_from_env()).items():
         os.environ.setdefault(key, value)
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
-    children.install()
 
 
 # MLflow's client, as `gpucast import mlflow` reads a store: MLflow 3 refuses a file store unless told (reading
@@ -55,9 +55,10 @@ def configure_mlflow() -> None:
 def configured_prefect_api() -> str | None:
     """The Prefect API this process would talk to when one is configured (PREFECT_API_URL in the
     environment, or in the active profile of PREFECT_HOME's profiles.toml); None means every flow run
-    starts a temporary local server. Read without importing Prefect (2 s), for commands that answer at once."""
+    starts a temporary local server (the one gpucast started, `flows/children.py`, is not a configured one).
+    Read without importing Prefect (2 s), for commands that answer at once."""
     if url := os.environ.get("PREFECT_API_URL", "").strip():
-        return url
+        return None if url == children.temporary_url() else url
     profiles = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser() / "profiles.toml"
     try:
         data = tomllib.loads(profiles.read_text())
@@ -65,6 +66,18 @@ def configured_prefect_api() -> str | None:
         return None
     active = os.environ.get("PREFECT_PROFILE") or data.get("active", "ephemeral")
     return str(data.get("profiles", {}).get(active, {}).get("PREFECT_API_URL", "")).strip() or None
+
+
+def prefect_api_in_use() -> str | None:
+    """`configured_prefect_api`, or, once Prefect is imported, the API its current settings name (a
+    `temporary_settings` block, as the test session's harness sets): where a flow run would go without a
+    temporary server. None: a flow command needs one."""
+    if url := configured_prefect_api():
+        return url
+    if "prefect.settings" in sys.modules:
+        url = sys.modules["prefect.settings"].get_current_settings().api.url
+        return url if url and url != children.temporary_url() else None
+    return None
 
 
 def child_environment(**overrides: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from gpucast.flows.nightly_steps import NIGHTLY_STEPS
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.stage import stage_features
+from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
@@ -46,23 +47,14 @@ ARTIFACT_KEY = "nightly-report"
 
 @task(name="quality-gate")
 def quality_gate(ingest: dict, quality: Quality, storage: Storage) -> list[str]:
-    """Fail when the rejected share of tonight's rows exceeds the limit; return warnings otherwise."""
-    read = ingest["rows_read"]
-    share = ingest["rows_rejected"] / read if read else 0.0
-    warnings = []
-    if ingest["files_rejected"]:
-        warnings.append(f"{ingest['files_rejected']} file(s) rejected whole: see rejected_files")
-    if share > quality.max_reject_fraction:
+    """Fail when the rejected share of tonight's rows exceeds the limit (`tasks/ingest/gate.py`), with the most
+    common reasons; return warnings otherwise."""
+    gate = RejectGate(ingest["rows_read"], ingest["rows_rejected"], ingest["files_rejected"], quality.max_reject_fraction)
+    if gate.failed:
         with db.writer(storage) as con:
             top = queries.top_rejection_reasons(con, ingest["run_id"])
-        reasons = "; ".join(f"{n:,} x {r}" for r, n in top)
-        raise ValidationFailed(
-            f"validation failed: {ingest['rows_rejected']:,} of {read:,} rows rejected ({share:.1%}), more than "
-            f"{quality.max_reject_fraction:.0%} (GPUCAST_MAX_REJECT_FRACTION); most common: {reasons}. Rows are in "
-            f"rejected_job_logs (ingest_run_id = '{ingest['run_id']}'); fix the exporter or raise the limit, then rerun.")
-    if ingest["rows_rejected"]:
-        warnings.append(f"{ingest['rows_rejected']:,} row(s) rejected ({share:.1%}): see rejected_job_logs")
-    return warnings
+        raise ValidationFailed(gate.failure(top, ingest["run_id"]))
+    return gate.warnings()
 
 
 @task(name="publish", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)

@@ -75,9 +75,8 @@ def score_partitions(champions: list[Champion], pending: pl.DataFrame, parts: in
                      device: str | None) -> dict[str, list[pl.DataFrame | None]]:
     """Every (target, partition) as a task run on this flow's task runner (the cluster); per target the
     scored partitions in order, None where a partition failed (the caller scores it itself)."""
-    size = -(-pending.height // parts)
-    slices = [pending.slice(i * size, size) for i in range(parts)]
-    futures = {ch.target: [score_partition.submit(ch, rows, k, batch_rows, device) for k, rows in enumerate(slices)]
+    futures = {ch.target: [score_partition.submit(ch, rows, k, batch_rows, device)
+                           for k, rows in enumerate(steps.partitions(pending, parts))]
                for ch in champions}
     out: dict[str, list[pl.DataFrame | None]] = {}
     for target, futs in futures.items():
@@ -113,9 +112,8 @@ def score_target(champion: Champion | None, target: str, pending_path: str, out:
     known, unknown = pending.filter(~without), pending.filter(without)
     parts = []
     if champion is not None and partitions:
-        size = -(-known.height // len(partitions))
-        parts.append(pl.concat([part if part is not None else
-                                _scorer(champion, device).score(known.slice(k * size, size), batch_rows=batch_rows)
+        again = steps.partitions(known, len(partitions))  # the same cut as `score_partitions`, for the failed ones
+        parts.append(pl.concat([part if part is not None else _scorer(champion, device).score(again[k], batch_rows=batch_rows)
                                 for k, part in enumerate(partitions)]))
     elif champion is not None and known.height:
         scorer = Scorer(champion, device=device, threads=runners.threads_here())

@@ -46,11 +46,11 @@ def with_time_limits(options: TrainOptions, defaults: TrainingDefaults) -> Train
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
     """Options with what they leave open filled in: the time limits (`with_time_limits`), and whether
     tree champions are compiled for scoring (auto: when the pending queue is large enough for the
-    minute of compiling to pay, `steps.COMPILE_MIN_PENDING`)."""
+    minute of compiling to pay, `steps.compile_trees_for`)."""
     options = with_time_limits(options, settings.training)
     if options.compile_trees is None:
         with db.writer(settings.storage) as con:
-            compile_trees = training.count_pending(con) >= steps.COMPILE_MIN_PENDING
+            compile_trees = steps.compile_trees_for(training.count_pending(con))
         options = options.model_copy(update={"compile_trees": compile_trees})
     return options
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -109,6 +109,24 @@ def series_frame(daily: pl.DataFrame, as_of: date) -> pl.DataFrame:
     return (calendar.join(rows, on=["day", *KEYS], how="left")
             .with_columns(pl.col("gpu_hours", "jobs_submitted").fill_null(0.0).clip(lower_bound=0.0))
             .sort(*KEYS, "day"))
+
+
+def history_end(latest_submission: date | None, clock: datetime) -> date | None:
+    """The last full day of history: the day before the run's clock, or the latest submission day when
+    that is earlier (logs replayed from the past, as the demo's); None on an empty warehouse."""
+    if latest_submission is None:
+        return None
+    return min(latest_submission, (clock - timedelta(days=1)).date())
+
+
+def summary(forecast: pl.DataFrame) -> pl.DataFrame:
+    """Per series of a forecast (`forecast_demand`'s rows, days in order): the first day's GPU-hours band
+    (`day1_p10`, `day1_p50`, `day1_p90`), the P50 GPU-hours over all days (`all_days_p50`) and the P50 jobs
+    over all days (`jobs_p50`), rounded as `gpucast demand` prints them, with the series' methods."""
+    return forecast.group_by("queue", "gpu_type", "method", "fallback_reason", "jobs_method", maintain_order=True).agg(
+        pl.col("gpu_hours_p10").first().round(1).alias("day1_p10"), pl.col("gpu_hours_p50").first().round(1).alias("day1_p50"),
+        pl.col("gpu_hours_p90").first().round(1).alias("day1_p90"), pl.col("gpu_hours_p50").sum().round(1).alias("all_days_p50"),
+        pl.col("jobs_p50").sum().round(0).alias("jobs_p50"))
 
 
 def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,

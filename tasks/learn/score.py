@@ -33,6 +33,13 @@ ALLOCATOR_HEADROOM = 0.10
 REQUEST_STEP_GB = 0.5
 
 
+def partitions(rows: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
+    """`rows` cut into `parts` consecutive slices of equal size (the last ones shorter or empty), in order:
+    how the pending jobs are spread over a Dask cluster, and how a failed partition is found again."""
+    size = -(-rows.height // parts)  # ceil
+    return [rows.slice(k * size, size) for k in range(parts)]
+
+
 def warm_up() -> None:
     """Import what loading any champion needs (scikit-learn's persistence through skops, the estimators'
     wrappers, crepes: ~3 s here), for a command to do it while Prefect's temporary server is starting in

@@ -65,6 +65,12 @@ REFERENCE_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "refere
 DEFAULT_REFERENCE_WEIGHT = 0.0
 
 
+def compile_trees_for(pending_jobs: int) -> bool:
+    """Whether tree champions are compiled for scoring when the options leave it open: when the pending
+    queue is large enough for the minute of compiling to pay (`COMPILE_MIN_PENDING`)."""
+    return pending_jobs >= COMPILE_MIN_PENDING
+
+
 def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     """MSE, RMSE, MAE, MAPE (%) and R² on the original scale."""
     y_true = np.asarray(y_true, dtype=np.float64)

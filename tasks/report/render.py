@@ -190,6 +190,25 @@ def _backtest_lines(back: dict) -> list[str]:
     return lines
 
 
+def capacity_plan_lines(plan: dict) -> list[str]:
+    """The capacity plan as the nightly report and the demo show it: the plan run in one line, then its
+    first day per queue and GPU type (a Markdown table)."""
+    lines = [f"plan run `{plan['plan_run_id']}`: {plan['jobs']:,} pending jobs over {plan['days']} day(s) from "
+             f"{plan['start_day']}; {plan['unknown_size_jobs']:,} of unknown size, {plan['unplaceable_jobs']:,} fit no "
+             "GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
+    rows = plan["rows"]
+    if rows.height:
+        first = first_day(rows).select(
+            "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
+            "shortfall_p90")
+        lines += ["", markdown_table(first)]
+    return lines
+
+
+def page_line(page: str) -> str:
+    return f"Planners' page: {page}"
+
+
 def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: dict[str, float], error: str | None,
                    board: pl.DataFrame | None = None, totals: pl.DataFrame | None = None) -> str:
     """The nightly run's Markdown report. `steps` holds what each step returned (None if it did not
@@ -227,17 +246,9 @@ def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: 
         if totals is not None:
             lines += ["", markdown_table(totals)]
     if plan := steps.get("plan"):
-        lines += ["", "## Capacity plan", f"plan run `{plan['plan_run_id']}`: {plan['jobs']:,} pending jobs over "
-                  f"{plan['days']} day(s) from {plan['start_day']}; {plan['unknown_size_jobs']:,} of unknown size, "
-                  f"{plan['unplaceable_jobs']:,} fit no GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
-        rows = plan["rows"]
-        if rows.height:
-            first = first_day(rows).select(
-                "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
-                "shortfall_p90")
-            lines += ["", markdown_table(first)]
+        lines += ["", "## Capacity plan", *capacity_plan_lines(plan)]
     if steps.get("page"):
-        lines += ["", f"Planners' page: {steps['page']}"]
+        lines += ["", page_line(steps["page"])]
     if seconds:
         lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
     if warnings:

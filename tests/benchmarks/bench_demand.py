@@ -70,10 +70,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from gpucast.flows.demand import demand_forecast, history_end
+    from gpucast.flows.demand import demand_forecast
     from gpucast.flows.ingest import ingest_job_logs
     from gpucast.tasks.demand.backtest import backtest_demand
-    from gpucast.tasks.demand.forecast import forecast_demand
+    from gpucast.tasks.demand.forecast import forecast_demand, history_end
     from gpucast.warehouse import db
     from gpucast.warehouse import demand as demand_tables
     from gpucast.warehouse.settings import Settings

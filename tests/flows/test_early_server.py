@@ -1,60 +1,59 @@
-"""A flow command starts Prefect's temporary server while it imports (`flows/children.py start_server_early`).
+"""gpucast's temporary Prefect API server (`flows/children.py`), started by public means (issue 39, item 3).
 
-The flow's own start must then wait for that server to answer, not take "running" for "up": Prefect marks
-the server running before its /health answers, so without `_serialised` the flow would call a server that
-is not listening yet.
+A flow command starts it before importing what it needs and does not wait for it: the listening socket is
+gpucast's, handed to uvicorn, so a request sent while the server starts waits until Prefect's app answers it.
+The server runs in a session of its own, Prefect never starts its own `SubprocessASGIServer`, a flow run
+inside `serving` is recorded by that server, and the server is gone once the process has exited.
+(Signals and kill -9: tests/reliability/test_sigterm.py.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 
-from gpucast.flows import children
+import psutil
+
+CODE = textwrap.dedent("""
+    import json, os, sys
+    import httpx, psutil
+    from gpucast.flows.environment import configure
+    configure()
+    from gpucast.flows import children
+    server = children.start()
+    asked_at_once = httpx.get(server.url + "/health", timeout=120).status_code  # no wait before it
+    same = children.start() is server  # a second command in this process reuses it
+    from prefect import flow
+
+    @flow(name="thin-check")
+    def check() -> int:
+        return 7
+
+    with children.serving(server):
+        result = check()
+        url_inside = os.environ["PREFECT_API_URL"]
+    runs = httpx.post(server.url + "/flow_runs/filter", json={"flows": {"name": {"any_": ["thin-check"]}}},
+                      timeout=30).json()
+    print(json.dumps({"status": asked_at_once, "same": same, "result": result, "url_inside": url_inside,
+                      "url": server.url, "url_after": os.environ.get("PREFECT_API_URL"),
+                      "runs": [r["state_type"] for r in runs], "pid": server.process.pid,
+                      "own_session": os.getsid(server.process.pid) != os.getsid(0),
+                      "prefect_server_module": "prefect.server.api.server" in sys.modules}))
+""")
 
 
-def test_a_second_start_waits_for_the_first_to_finish():
-    inside = threading.Event()
-
-    class Server:  # Prefect's contract: `running` is set at once, the server answers later
-        running, answered = False, False
-
-        def start(self):
-            if self.running:
-                return
-            self.running = True
-            inside.set()
-            time.sleep(0.3)  # the server taking its time to answer (what is simulated, not a wait)
-            self.answered = True
-
-    start = children._serialised(Server.start)
-    server = Server()
-    first = threading.Thread(target=start, args=(server,))
-    first.start()
-    assert inside.wait(30)  # the first caller is inside, waiting for its server
-    start(server)
-    assert server.answered, "the second caller came back before the server answered"
-    first.join()
-
-
-def test_the_server_started_early_answers_when_the_flow_asks_for_it(tmp_path):
-    code = textwrap.dedent("""
-        import httpx, psutil
-        from gpucast.flows.environment import configure
-        configure()
-        from gpucast.flows import children
-        early = children.start_server_early()
-        from prefect.server.api.server import SubprocessASGIServer
-        server = SubprocessASGIServer()  # what Prefect's get_client does for a flow run
-        server.start()
-        servers = [p for p in psutil.Process().children() if "uvicorn" in p.cmdline()]
-        print(early is not None, httpx.get(server.api_url + "/health").status_code, len(servers))
-    """)
+def test_the_temporary_server_answers_at_once_runs_apart_and_records_the_flow(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"GPUCAST_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "200", "1"], done.stdout + done.stderr[-2000:]  # one server, answering
+    done = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == 200 and out["same"] and out["result"] == 7, out
+    assert out["url_inside"] == out["url"] and out["url_after"] is None, out  # the environment is given back
+    assert out["runs"] == ["COMPLETED"], out  # the flow ran against gpucast's server
+    assert out["own_session"], "the server shares gpucast's session: a group SIGTERM would reach it"
+    assert not out["prefect_server_module"], "Prefect's server module was imported in gpucast's process"
+    assert not psutil.pid_exists(out["pid"]) or psutil.Process(out["pid"]).status() == psutil.STATUS_ZOMBIE, \
+        "the server outlived the process that started it"

@@ -55,8 +55,10 @@ def _alive(processes: list[psutil.Process]) -> list[str]:
 
 
 def _server_port(children: list[psutil.Process]) -> int:
+    """The port gpucast's temporary API server listens on (a socket gpucast made and handed to it)."""
     (server,) = [p for p in children if "uvicorn" in p.cmdline()]
-    return int(server.cmdline()[server.cmdline().index("--port") + 1])
+    (port,) = {c.laddr.port for c in server.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    return port
 
 
 @pytest.fixture(scope="module")

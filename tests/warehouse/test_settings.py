@@ -165,7 +165,7 @@ def test_only_the_settings_module_reads_gpucast_variables():
 
 
 # settings.py: the settings; flows/environment.py: Prefect's switches, set (not read) by the CLI before
-# Prefect is imported; flows/children.py: hands gpucast's pid to Prefect's server child in that child's
+# Prefect is imported; flows/children.py: hands gpucast's pid to its temporary API server child in that child's
 # environment (a hand-over between two processes, not a setting).
 ALLOWED_ENV_READERS = {"warehouse/settings.py", "flows/environment.py", "flows/children.py"}
 
