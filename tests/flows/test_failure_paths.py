@@ -117,10 +117,10 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypa
     monkeypatch.setattr(forecast, "publish", flaky)
     monkeypatch.setattr(score_flow, "publish_forecasts", score_flow.publish_forecasts.with_options(retry_delay_seconds=0))
     out = score_flow.score_pending()
-    assert len(calls) == 2 and out["forecasts"] == 3 * out["pending_jobs"] > 0
+    assert len(calls) == 2 and out.forecasts == 3 * out.pending_jobs > 0
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT status FROM score_runs").fetchall() == [("published",)]
-        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out["forecasts"]
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out.forecasts
 
 
 def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path):
