@@ -58,10 +58,12 @@ def test_a_writer_waits_for_another_then_gives_up_with_exit_3_naming_it(home, tm
 
 @pytest.mark.parametrize(("rejected", "passes"), [(20, True), (21, False)])
 def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejected, passes):
+    from gpucast.expectations.results import IngestResult
     from gpucast.flows.nightly import ValidationFailed, quality_gate
 
     settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
-    ingest = {"run_id": "ingest-x", "rows_read": 100, "rows_rejected": rejected, "files_rejected": 0}
+    ingest = IngestResult(run_id="ingest-x", files=1, files_rejected=0, rows_read=100, rows_loaded=100 - rejected,
+                          rows_rejected=rejected, rows_duplicate=0)
     if passes:
         warnings = quality_gate.fn(ingest, settings.quality, settings.storage)
         assert warnings == [f"{rejected} row(s) rejected ({rejected / 100:.1%}): see rejected_job_logs"]
