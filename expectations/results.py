@@ -3,8 +3,9 @@ flow, the same type on every path it runs (in-process, Dask, the GPU work pool).
 
 Defined here, beside the contract, because every layer reads them: `flows/` builds them, `tasks/report/render.py`
 renders them (and `tasks/` may not import `flows/`). Readers use attributes; a field added here is found by the
-type checker and by `grep`, a key added to a dict is not. Frozen dataclasses pickle, so Prefect can carry them
-wherever it carries a flow's or task's return value (they are returned in-process today).
+type checker and by `grep`, a key added to a dict is not. They are returned in-process today (no result is
+persisted); should one be, Prefect's default result serializer (pickle) carries every one unchanged, and its JSON
+serializer those without frames (tests/expectations/test_results.py).
 """
 
 from __future__ import annotations
