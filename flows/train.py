@@ -225,8 +225,8 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Fin
         steps.save_champion(store.target_folder(settings.storage.models_dir, run_id, target), target, options, finished,
                             threads=runners.threads_here())
         if result.compiled:  # built once here, beside the model: scoring runs never compile
-            print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled['compile_seconds']} s"
-                  if result.compiled["used"] else f"scores natively: {result.compiled['reason']}"))
+            print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled.compile_seconds} s"
+                  if result.compiled.used else f"scores natively: {result.compiled.reason}"))
     decision = None
     if window and result.champion and result.gate_predictions is not None:
         mine = pl.DataFrame({k: window[k] for k in ("job_id", "p50", "actual")}).join(

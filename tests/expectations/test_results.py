@@ -65,3 +65,15 @@ def test_every_flow_returns_its_result_type():
                 stage.stage_features.fn: r.FeaturesResult}
     for fn, kind in expected.items():
         assert typing.get_type_hints(fn)["return"] is kind, fn.__qualname__
+
+
+def test_compile_info_has_one_shape_written_and_read():
+    """`compile_model` writes it and `load_compiled` reads it back (tasks/learn/models/compiled.py); a file written
+    before the record existed (keys it did not know left out) still reads, and an unknown key is ignored."""
+    from gpucast.expectations.records import CompileInfo
+
+    info = CompileInfo(model="lightgbm", used=True, float32_input=False, compile_seconds=1.5, tl2cgen="1.0.0",
+                       codegen={"parallel_comp": 2}, max_relative_difference=1e-9, checked_rows=100)
+    assert CompileInfo.from_json(info.to_json()) == info
+    older = CompileInfo.from_json('{"model": "xgboost", "used": false, "reason": "stays native", "extra": 1}')
+    assert older == CompileInfo(model="xgboost", used=False, reason="stays native")

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.expectations.results import IngestResult
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
 from tests.records import jsonl, record
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 TABLES = ("job_logs", "job_log_records", "rejected_job_logs", "rejected_files")
 
 
-def ingest(*paths) -> dict:
+def ingest(*paths) -> IngestResult:
     from gpucast.flows.ingest import ingest_job_logs
 
     return ingest_job_logs(paths=[str(p) for p in paths] if paths else None)
@@ -174,7 +175,7 @@ def test_merging_in_small_batches_equals_one_merge(home, tmp_path, monkeypatch):
           + jsonl(record(job_id="late", status="COMPLETED", updated_at="2026-11-01T12:00:00Z"),
                   record(job_id="late", status="RUNNING", updated_at="2026-11-01T11:00:00Z")))
 
-    def run(name: str, batch_rows: int) -> tuple[dict, dict[str, pl.DataFrame]]:
+    def run(name: str, batch_rows: int) -> tuple[IngestResult, dict[str, pl.DataFrame]]:
         monkeypatch.setenv("GPUCAST_HOME", str(tmp_path / name))
         monkeypatch.setattr(load, "MERGE_BATCH_ROWS", batch_rows)
         summary = ingest_job_logs(paths=[str(logs)], chunk_rows=25)  # many staged chunks
@@ -339,7 +340,7 @@ def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
         assert con.execute(counts).fetchall() == before
     assert {k: again[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")} == \
            {k: first[k] for k in ("rows_loaded", "rows_rejected", "rows_duplicate")}
-    assert first.rows_loaded > 0 and first.rows_duplicate >= 0 and again.rows_duplicate == first.rows_duplicate
+    assert first["rows_loaded"] > 0 and first["rows_duplicate"] >= 0 and again["rows_duplicate"] == first["rows_duplicate"]
 
 
 def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkeypatch):
