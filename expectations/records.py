@@ -6,7 +6,8 @@ Neither layer imports the other (tests/test_layout.py), so the shapes they hand 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,32 @@ class Refit:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class CompileInfo:
+    """What compiling a tree champion for scoring did: written once, beside the model, by
+    `tasks/learn/models/compiled.py` `compile_model` (as `<model>.compiled.json`, and in the model's
+    `metadata.json` under "compiled"); read back by the same module's `load_compiled` before scoring."""
+
+    model: str  # the registry model
+    used: bool  # the library was built and agreed with the native model: scoring may use it
+    reason: str | None = None  # why it is not used (a family that stays native, too many nodes, a mismatch, an error)
+    float32_input: bool = False  # rows are rounded to float32 first, as scikit-learn's trees do
+    compile_seconds: float | None = None  # wall seconds of tl2cgen's export (gcc included)
+    tl2cgen: str | None = None  # the tl2cgen version that built the library (another one does not load it)
+    codegen: JsonObject | None = None  # tl2cgen's code-generation parameters
+    max_relative_difference: float | None = None  # compiled vs native raw predictions on `checked_rows` rows
+    checked_rows: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> CompileInfo:
+        """From `to_json`'s text (or an older file's, which left out what it did not know)."""
+        data = json.loads(text)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
 @dataclass
 class TargetResult:
     """One target's training outcome: metrics of every model x repeat x split, and the champion."""
@@ -112,7 +139,7 @@ class TargetResult:
     ood: JsonObject = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/learn/ood.py)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
     skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish
-    compiled: JsonObject | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)
+    compiled: CompileInfo | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)
     most_accurate: str | None = None  # the lowest mean validation RMSE (the champion may be a cheaper tied one)
     choice_reason: str | None = None  # why the champion was chosen (tasks/learn/train.py `ChampionChoice.describe`)
 

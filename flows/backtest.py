@@ -10,24 +10,23 @@ from datetime import UTC, datetime
 
 from prefect import task
 
+from gpucast.expectations.results import BacktestResult
 from gpucast.tasks.learn import gate
 from gpucast.warehouse import backtest, db
 from gpucast.warehouse.settings import Storage
 
 
-def refresh_backtest(storage: Storage, backtest_days: int, now: datetime | None = None) -> dict:
+def refresh_backtest(storage: Storage, backtest_days: int, now: datetime | None = None) -> BacktestResult:
     """Rewrite `forecast_backtest` for the last `backtest_days` days; return its counts, each champion's
     P90 coverage on it and the drift warnings."""
     now = now or datetime.now(UTC)  # the run's own clock anchors the window (with the logs' latest submission)
     with db.writer(storage) as con:
         counts = backtest.run(con, backtest_days, now)
         coverage = backtest.champion_coverage(con, backtest_days, now).to_dicts()
-    return {**counts, "window_start": counts["window_start"], "champions": coverage,
-            "warnings": gate.drift_warnings(coverage)}
+    return BacktestResult(**counts, champions=tuple(coverage), warnings=tuple(gate.drift_warnings(coverage)))
 
 
 @task(name="backtest")
-def backtest_step(storage: Storage, backtest_days: int, now: datetime | None = None) -> dict:
-    """The nightly's step: the backtest refreshed, with the window start as text for the report."""
-    out = refresh_backtest(storage, backtest_days, now)
-    return {**out, "window_start": str(out["window_start"])}
+def backtest_step(storage: Storage, backtest_days: int, now: datetime | None = None) -> BacktestResult:
+    """The nightly's step: the backtest refreshed."""
+    return refresh_backtest(storage, backtest_days, now)

@@ -19,6 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import NoReturn
 
+from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows import children
 from gpucast.flows.environment import configure, configured_prefect_api, prefect_api_in_use
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
@@ -135,11 +136,11 @@ def _ingest(args: argparse.Namespace) -> int:
     _warm_up_validation()
     s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args),
                         mapping=args.mapping)
-    print(f"run {s['run_id']}: {s['files']} file(s), {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
-          f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate; {s['files_rejected']} file(s) rejected")
-    if s["rows_rejected"] or s["files_rejected"]:
+    print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
+          f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate; {s.files_rejected} file(s) rejected")
+    if s.rows_rejected or s.files_rejected:
         print("see why: gpucast sql \"SELECT source_file, source_row, reason_text FROM rejected_job_logs "
-              f"WHERE ingest_run_id = '{s['run_id']}' LIMIT 20\"")
+              f"WHERE ingest_run_id = '{s.run_id}' LIMIT 20\"")
     return 0
 
 
@@ -168,13 +169,13 @@ def _import_slurm(args: argparse.Namespace) -> int:
     return _imported_run(s)
 
 
-def _imported_run(s: dict) -> int:
+def _imported_run(s: IngestResult) -> int:
     """An import's ingest run in one line, and where its rejected rows are."""
-    print(f"run {s['run_id']}: {s['rows_read']:,} rows read: {s['rows_loaded']:,} loaded, "
-          f"{s['rows_rejected']:,} rejected, {s['rows_duplicate']:,} duplicate")
-    if s["rows_rejected"]:
+    print(f"run {s.run_id}: {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
+          f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate")
+    if s.rows_rejected:
         print("see why: gpucast sql \"SELECT job_id, reason_text FROM rejected_job_logs "
-              f"WHERE ingest_run_id = '{s['run_id']}' LIMIT 20\"")
+              f"WHERE ingest_run_id = '{s.run_id}' LIMIT 20\"")
     return 0
 
 
@@ -234,13 +235,13 @@ def _train(args: argparse.Namespace) -> int:
     from gpucast.flows.train import train_models
 
     out = train_models(train_options(args), settings=settings_from(args))
-    if out["note"]:
-        print(f"note: {out['note']}")
-    print(f"train run {out['train_run_id']} on {out['device']}, fits on {out['fits_on']}:")
-    for t in out["targets"]:
-        what = f"skipped ({t['skipped']})" if t["skipped"] else f"champion {t['champion']} ({t['rows']:,} labelled jobs)"
-        cut = f"; {t['skipped_fits']} fit(s) skipped (table skipped_fits)" if t["skipped_fits"] else ""
-        print(f"  {t['target']}: {what}{cut}")
+    if out.note:
+        print(f"note: {out.note}")
+    print(f"train run {out.train_run_id} on {out.device}, fits on {out.fits_on}:")
+    for t in out.targets:
+        what = f"skipped ({t.skipped})" if t.skipped else f"champion {t.champion} ({t.rows:,} labelled jobs)"
+        cut = f"; {t.skipped_fits} fit(s) skipped (table skipped_fits)" if t.skipped_fits else ""
+        print(f"  {t.target}: {what}{cut}")
     print("see: gpucast report")
     return 0
 
@@ -263,8 +264,8 @@ def _score(args: argparse.Namespace) -> int:
     warm_up()  # while the temporary Prefect server starts (flows/children.py)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
                         settings=settings_from(args))
-    print(f"score run {out['score_run_id']}: {out['forecasts']:,} forecasts for {out['pending_jobs']:,} pending jobs "
-          f"({', '.join(f'{t}: {m}' for t, m in out['champions'].items())})")
+    print(f"score run {out.score_run_id}: {out.forecasts:,} forecasts for {out.pending_jobs:,} pending jobs "
+          f"({', '.join(f'{t}: {m}' for t, m in out.champions.items())})")
     print('see: gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"')
     return 0
 
@@ -289,7 +290,7 @@ def _as_of(text: str | None):
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> dict:
+def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> NightResult:
     from gpucast.flows.nightly import nightly
 
     return nightly(paths=args.paths or None, options=train_options(args), retrain=not args.no_train, settings=settings,
@@ -303,7 +304,7 @@ def _nightly(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     _warm_up_validation()
     out = _run_nightly(args, settings)
-    print(out["report"])
+    print(out.report)
     print(capacity_summary(settings.storage), end="")
     return 0
 
@@ -321,25 +322,24 @@ def _demo(args: argparse.Namespace) -> int:
     _warm_up_validation()
     nights = run_demo(settings, sim, train_options(args))
     for night, result in enumerate(nights, 1):
-        ing, sc, back = result["ingest"], result["score"], result["backtest"]
-        decisions = ", ".join(f"{o['target']} {o['decision']}" for o in result["train"].get("targets", []) if o.get("decision"))
-        trained = result["train"]["where"] + (f" (fits on {result['train']['fits_on']})" if result["train"].get("fits_on") else "")
-        print(f"\nnight {night}: ingested {ing['rows_read']:,} rows ({ing['rows_loaded']:,} loaded, {ing['rows_rejected']:,} "
-              f"rejected, {ing['rows_duplicate']:,} duplicate); backtest: {back['forecast']:,} completions checked against "
-              f"their forecasts, {back['not_forecast']:,} not forecast; trained {trained}"
+        ing, sc, back, train = result.ingest, result.score, result.backtest, result.train
+        decisions = ", ".join(f"{o.target} {o.decision}" for o in train.targets if o.decision)
+        trained = train.where + (f" (fits on {train.fits_on})" if train.fits_on else "")
+        print(f"\nnight {night}: ingested {ing.rows_read:,} rows ({ing.rows_loaded:,} loaded, {ing.rows_rejected:,} "
+              f"rejected, {ing.rows_duplicate:,} duplicate); backtest: {back.forecast:,} completions checked against "
+              f"their forecasts, {back.not_forecast:,} not forecast; trained {trained}"
               + (f" (gate: {decisions})" if decisions else "")
-              + f"; {sc['forecasts']:,} forecasts for {sc['pending_jobs']:,} pending jobs, {sc['ood_forecasts']:,} out of "
+              + f"; {sc.forecasts:,} forecasts for {sc.pending_jobs:,} pending jobs, {sc.ood_forecasts:,} out of "
               "distribution")
-        print(f"night {night} took {sum(result['seconds'].values()):.0f} s: "
-              + ", ".join(f"{step} {sec:.0f} s" for step, sec in result["seconds"].items()))
+        print(f"night {night} took {sum(result.seconds.values()):.0f} s: "
+              + ", ".join(f"{step} {sec:.0f} s" for step, sec in result.seconds.items()))
     last = nights[-1]  # its plan as the night's report shows it, from the plan's own result
-    plan = ([*capacity_plan_lines(last["plan"]), *(["", page_line(last["page"])] if last.get("page") else [])]
-            if last.get("plan") else [])
+    plan = [*capacity_plan_lines(last.plan), *(["", page_line(last.page)] if last.page else [])] if last.plan else []
     print("\n" + "\n".join(plan) if plan else "")
     print(capacity_summary(settings.storage), end="")
     print(f"""
 Where to look next:
-  {nights[-1].get("page")}   # the planners' page: open it in a browser
+  {nights[-1].page}   # the planners' page: open it in a browser
   gpucast sql "SELECT * FROM current_capacity_plan ORDER BY ALL"   # GPUs needed vs owned per day, queue, GPU type
   gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"          # per day and queue
   gpucast sql "SELECT * FROM pending_forecasts WHERE oom_risk"       # jobs that will not fit
@@ -547,15 +547,15 @@ def _plan(args: argparse.Namespace) -> int:
     from gpucast.tasks.report.render import text_table
 
     out = capacity_plan(days=args.horizon_days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
-    rows = out["rows"]
+    rows = out.rows
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
     print("every day, all queues: GPUs for the queued jobs (known) + the demand forecast's arrivals (expected)")
     print(text_table(by_day(rows)))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")
-    if out["note"]:  # what the plan lacks (no demand forecast, or one whose days miss the plan's): last, not lost
-        print(f"note: {out['note']}")
+    if out.note:  # what the plan lacks (no demand forecast, or one whose days miss the plan's): last, not lost
+        print(f"note: {out.note}")
     return 0
 
 
@@ -565,9 +565,9 @@ def _demand(args: argparse.Namespace) -> int:
     from gpucast.tasks.report.render import text_table
 
     out = demand_forecast(days=args.horizon_days, settings=settings_from(args))
-    print(text_table(summary(out["forecast"]).select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
+    print(text_table(summary(out.forecast).select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
                                   "method", "jobs_method", "fallback_reason")))
-    print(f"GPU-hours a day from {out['as_of']} + 1 (day1) and over {out['days']} day(s) (all_days); every day: "
+    print(f"GPU-hours a day from {out.history_end} + 1 (day1) and over {out.days} day(s) (all_days); every day: "
           "gpucast sql \"SELECT * FROM current_demand_forecast ORDER BY ALL\"; how good it is: "
           "gpucast sql \"SELECT * FROM demand_backtest_summary WHERE queue IS NULL ORDER BY horizon\"")
     return 0

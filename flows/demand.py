@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime
 import polars as pl
 from prefect import flow, task
 
+from gpucast.expectations.results import DemandResult
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
 from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end
 from gpucast.warehouse import db
@@ -48,7 +49,7 @@ def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtes
 
 @flow(name="demand-forecast", log_prints=True)
 def demand_forecast(days: int | None = None, publish: bool = True, as_of: datetime | None = None,
-                    settings: Settings | None = None) -> dict:
+                    settings: Settings | None = None) -> DemandResult:
     """Forecast `days` days (default GPUCAST_PLAN_DAYS, so the forecast covers the plan) after the last
     full day of history before `as_of` (default now); backtest it; record both; publish unless told not to."""
     settings = (settings or Settings.from_env()).override({"plan_days": "--horizon-days"}, plan_days=days).ensure()
@@ -69,11 +70,11 @@ def demand_forecast(days: int | None = None, publish: bool = True, as_of: dateti
     print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "
           f"({SEASONAL_NAIVE} or {NAIVE}: see fallback_reason); backtest: {backtest.height:,} forecast days"
           + (f", relative MAE against seasonal naive: {versus_naive}" if versus_naive else ""))
-    return {"demand_run_id": run.run_id, "as_of": str(end), "days": days, "series": series,
-            "fallback_series": fallbacks, "forecast": forecast, "backtest_rows": backtest.height}
+    return DemandResult(demand_run_id=run.run_id, history_end=end, days=days, series=series, fallback_series=fallbacks,
+                        forecast=forecast, backtest_rows=backtest.height)
 
 
-def demand_step(settings: Settings, as_of: datetime | None) -> tuple[dict | None, list[str]]:
+def demand_step(settings: Settings, as_of: datetime | None) -> tuple[DemandResult | None, list[str]]:
     """The nightly's step: the demand forecast, unpublished (the night publishes); a failure is a
     warning, never the night's failure (the plan and the publish go on with the previous forecast)."""
     try:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 
+from gpucast.expectations.results import NightResult
 from gpucast.flows.nightly import nightly
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.tasks.learn.train import TrainOptions
@@ -24,7 +25,7 @@ from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse.settings import Settings
 
 
-def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Callable[[str], None] = print) -> list[dict]:
+def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Callable[[str], None] = print) -> list[NightResult]:
     """Simulate `sim.days` + 1 days; run the nightly flow after day `sim.days` and after the day after."""
     settings = settings.ensure()
     inventory = settings.storage.home / "inventory.yaml"

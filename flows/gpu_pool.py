@@ -11,14 +11,17 @@ paths leave the same tables behind (`train_runs` records what each run was given
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
+from gpucast.expectations.results import IN_PROCESS, TrainResult
 from gpucast.flows.train import train_models, with_time_limits
 from gpucast.tasks.learn.train import TrainOptions
+from gpucast.warehouse import db, training
 from gpucast.warehouse.settings import Settings
 
 GPU_POOL = "gpu"
 GPU_DEPLOYMENT = "train-models/gpu-train"
+ON_THE_POOL = f"work pool {GPU_POOL}"  # `TrainResult.where` of a run the pool's worker trained
 _WAITING = {"SCHEDULED", "PENDING", "LATE", "AWAITINGRETRY"}
 
 
@@ -70,13 +73,14 @@ def _logger():
 
 
 def train_where_possible(options: TrainOptions, settings: Settings, history_path: str | None = None,
-                         pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600) -> dict:
+                         pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600) -> TrainResult:
     """Hand training to the `gpu` pool's deployment when a worker serves it, else train in-process.
 
     A worker that is online but does not start the run within `pickup_timeout_s` (busy, or
     serving another queue) counts as absent: the run is cancelled and training happens here, so
     a stuck GPU worker never costs the night's forecasts. A run that starts there and fails
-    fails this call (it is a real training failure, not a missing worker).
+    fails this call (it is a real training failure, not a missing worker). Either way the result is a
+    `TrainResult`: the pool's is read back from what its run wrote to the shared warehouse (`pool_result`).
     """
     from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
@@ -86,7 +90,7 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
     here = {"options": options, "history_path": history_path, "publish": False, "settings": settings}
     if not gpu_worker_online():
         logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
-        return {"where": "in-process", **train_models(**here)}
+        return replace(train_models(**here), where=IN_PROCESS)
     flow_run = run_deployment(GPU_DEPLOYMENT, parameters=handoff_parameters(options, settings), timeout=0, as_subflow=True)
     logger.info(f"training handed to work pool {GPU_POOL!r}: flow run {flow_run.id}")
     with get_client(sync_client=True) as client:
@@ -95,10 +99,23 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
             client.set_flow_run_state(flow_run.id, Cancelled(message="no gpu worker picked it up"), force=True)
             logger.warning(f"work pool {GPU_POOL!r} did not start flow run {flow_run.id} within "
                            f"{pickup_timeout_s:.0f} s: cancelled it, training in-process")
-            return {"where": "in-process", "cancelled_flow_run_id": str(flow_run.id), **train_models(**here)}
+            return replace(train_models(**here), where=IN_PROCESS, cancelled_flow_run_id=str(flow_run.id))
         run = _wait(client, flow_run.id, time.monotonic() + timeout_s, waiting=False)
     if not (run.state and run.state.is_completed()):
         state = run.state.name if run.state else "unknown"
         raise RuntimeError(f"training on the {GPU_POOL!r} pool ended {state} (flow run {flow_run.id}); "
                            f"see: prefect flow-run inspect {flow_run.id}")
-    return {"where": f"work pool {GPU_POOL}", "flow_run_id": str(flow_run.id)}
+    return pool_result(settings, str(flow_run.id), options.targets)
+
+
+def pool_result(settings: Settings, flow_run_id: str, targets: tuple[str, ...]) -> TrainResult:
+    """The `TrainResult` of the pool's completed flow run, from what it wrote to the shared warehouse (its
+    `train_runs` row, found by the flow run's id, and the champions and gate decisions it recorded): the same
+    type the in-process path returns, `where` saying the pool trained."""
+    with db.writer(settings.storage) as con:
+        result = training.train_result(con, flow_run_id, ON_THE_POOL, targets)
+    if result is None:
+        raise RuntimeError(f"training on the {GPU_POOL!r} pool completed (flow run {flow_run_id}) but no succeeded train "
+                           f"run of it is in {settings.storage.db_path}: does the worker's GPUCAST_HOME name the "
+                           "nightly's warehouse?")
+    return result

@@ -15,12 +15,13 @@ import glob
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
 
+from gpucast.expectations.results import IngestResult, SourcesResult
 from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.tasks.sources.mapping import load_mapping
@@ -39,12 +40,12 @@ SEARCH_PAGE = 1000  # runs per MLflow search page
 OVERLAP_MS = 3600_000  # an import re-reads the hour before its watermark: the clocks of the machines that log differ
 
 
-@dataclass
+@dataclass(frozen=True)
 class Imported:
-    """What an import read and what its ingest run did."""
+    """What `gpucast import slurm` read and what its ingest run did."""
 
     parsed: SlurmImport
-    run: dict
+    run: IngestResult
     joined: int = 0  # jobs whose model features came from their MLflow run
 
 
@@ -100,7 +101,7 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
     return Imported(parsed, ingest_frame(parsed.jobs, name, "slurm", mapping, settings), joined)
 
 
-def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None, settings: Settings) -> dict:
+def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None, settings: Settings) -> IngestResult:
     """Write an importer's rows as one Parquet file in a staging folder of this process and ingest it
     (validation, quarantine, duplicates and reconciliation of any file); the ingest run's summary."""
     from gpucast.flows.ingest import ingest_job_logs
@@ -126,12 +127,12 @@ class MlflowJoin:
     tag: str = JOIN_TAG
 
 
-@dataclass
+@dataclass(frozen=True)
 class MlflowImported:
     """What `gpucast import mlflow` read and what its ingest run did."""
 
     parsed: MlflowImport
-    run: dict
+    run: IngestResult
     runs_read: int
     experiments: dict[str, str]  # id -> name
 
@@ -157,7 +158,7 @@ def import_mlflow(tracking_uri: str, experiments: tuple[str, ...] = (), since: s
     parsed = runs_to_jobs(runs, parsed_mapping)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run = ingest_frame(parsed.jobs, f"mlflow-{stamp}.parquet", "mlflow", mapping, settings)
-    save_watermarks(settings.storage, "mlflow", tracking_uri, seen, run["run_id"])
+    save_watermarks(settings.storage, "mlflow", tracking_uri, seen, run.run_id)
     return MlflowImported(parsed, run, len(runs), found)
 
 
@@ -279,45 +280,38 @@ def _run(client, run) -> MlflowRun:
 
 # Sources the nightly pulls (sources.yaml) -------------------------------------------------------
 
-@dataclass
-class Pulled:
-    """What the nightly's pull of the sources file did: each source's ingest run, and the ones that failed."""
-
-    runs: dict[str, dict] = field(default_factory=dict)  # source name -> its ingest run's summary
-    failed: dict[str, str] = field(default_factory=dict)  # source name -> why (one line)
-
-
-def pull_sources(settings: Settings) -> Pulled:
+def pull_sources(settings: Settings) -> SourcesResult:
     """Import every source the sources file lists (none without one). A source that fails (or a sources file
     that cannot be read) is recorded as a failed ingest run naming it (`gpucast status`) and returned in
     `failed`; the other sources load regardless, and the night goes on with what loaded."""
-    pulled = Pulled()
+    runs: dict[str, IngestResult] = {}
+    failed: dict[str, str] = {}
     path = settings.sources_path
     if path is None:
-        return pulled
+        return SourcesResult()
     try:
         sources = load_sources(path)
     except (OSError, ValueError) as exc:
-        _failed(pulled, settings, f"sources file {path}", "sources", exc)
-        return pulled
+        _failed(failed, settings, f"sources file {path}", "sources", exc)
+        return SourcesResult(runs, failed)
     for source in sources:
         try:
             if source.problem:  # an entry that cannot be used (sources_file.py): it fails alone
                 raise SourcesError(source.problem)
-            pulled.runs.update(_pull(source, settings))
+            runs.update(_pull(source, settings))
         except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
-            _failed(pulled, settings, source.name, source.kind, exc)
-    return pulled
+            _failed(failed, settings, source.name, source.kind, exc)
+    return SourcesResult(runs, failed)
 
 
-def _failed(pulled: Pulled, settings: Settings, name: str, kind: str, exc: Exception) -> None:
+def _failed(failed: dict[str, str], settings: Settings, name: str, kind: str, exc: Exception) -> None:
     why = printable(f"{name} failed: {describe(exc)}")  # the source's name is the file's text
-    pulled.failed[name] = why
+    failed[name] = why
     record_failed_run(settings.storage, "ingest", why, **start_columns(0, source=kind))
     print(why)
 
 
-def _pull(source: Source, settings: Settings) -> dict[str, dict]:
+def _pull(source: Source, settings: Settings) -> dict[str, IngestResult]:
     """Import one source of the sources file: {name: ingest run summary} (one per file of a Slurm glob)."""
     o = source.options
     if source.kind == "mlflow":

@@ -10,6 +10,7 @@ from prefect import flow, get_run_logger, task
 from prefect.utilities.annotations import quote
 
 from gpucast.expectations.records import FileResult
+from gpucast.expectations.results import IngestResult
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
@@ -109,7 +110,7 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
 @flow(name="ingest-job-logs", log_prints=True)
 def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
                     settings: Settings | None = None, mapping: str | None = None, source: str | None = None,
-                    source_mapping: str | None = None) -> dict:
+                    source_mapping: str | None = None) -> IngestResult:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
@@ -147,4 +148,4 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
           f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
           f"{totals['files_rejected']} file(s) rejected")
     seconds = {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in ("read", "check", "write")}
-    return {"run_id": run.run_id, "files": len(files), **totals, "stage_seconds": seconds}
+    return IngestResult(run_id=run.run_id, files=len(files), **totals, stage_seconds=seconds)

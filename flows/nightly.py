@@ -17,12 +17,14 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
+from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows.backtest import backtest_step
 from gpucast.flows.demand import demand_step
 from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
@@ -46,14 +48,14 @@ ARTIFACT_KEY = "nightly-report"
 
 
 @task(name="quality-gate")
-def quality_gate(ingest: dict, quality: Quality, storage: Storage) -> list[str]:
+def quality_gate(ingest: IngestResult, quality: Quality, storage: Storage) -> list[str]:
     """Fail when the rejected share of tonight's rows exceeds the limit (`tasks/ingest/gate.py`), with the most
     common reasons; return warnings otherwise."""
-    gate = RejectGate(ingest["rows_read"], ingest["rows_rejected"], ingest["files_rejected"], quality.max_reject_fraction)
+    gate = RejectGate(ingest.rows_read, ingest.rows_rejected, ingest.files_rejected, quality.max_reject_fraction)
     if gate.failed:
         with db.writer(storage) as con:
-            top = queries.top_rejection_reasons(con, ingest["run_id"])
-        raise ValidationFailed(gate.failure(top, ingest["run_id"]))
+            top = queries.top_rejection_reasons(con, ingest.run_id)
+        raise ValidationFailed(gate.failure(top, ingest.run_id))
     return gate.warnings()
 
 
@@ -92,7 +94,7 @@ def alert_on_failure(flow, flow_run, state) -> None:
       on_crashed=[alert_on_failure])
 def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
             gpu_mem_gb: float | None = None, max_reject_fraction: float | None = None,
-            as_of: datetime | None = None, settings: Settings | None = None) -> dict:
+            as_of: datetime | None = None, settings: Settings | None = None) -> NightResult:
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails.
 
     `options`: what training does (prefect.yaml's `options:`); `gpu_mem_gb` and
@@ -131,8 +133,8 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 
 
 def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path,
-           as_of: datetime | None, inventory) -> dict:
-    steps: dict[str, dict | None] = {}
+           as_of: datetime | None, inventory) -> NightResult:
+    steps: dict = {}  # step -> what it returned (NightResult's fields), filled in as the steps run
     warnings: list[str] = []
     seconds: dict[str, float] = {}
     try:
@@ -146,16 +148,16 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             warnings += quality_gate(steps["ingest"], settings.quality, settings.storage)
         with _timed(seconds, "backtest"):
             steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days, as_of)
-            warnings += steps["backtest"]["warnings"]
+            warnings += steps["backtest"].warnings
         with _timed(seconds, "features"):
             steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows,
                                                  tracing=settings.tracing)
         if retrain:
             with _timed(seconds, "train"):
-                steps["train"] = train_where_possible(options, settings, steps["features"]["history_path"])
+                steps["train"] = train_where_possible(options, settings, steps["features"].history_path)
         with _timed(seconds, "score"):
-            steps["score"] = score_pending(pending_path=steps["features"]["pending_path"], publish=False,
-                                           history_path=steps["features"]["history_path"],
+            steps["score"] = score_pending(pending_path=steps["features"].pending_path, publish=False,
+                                           history_path=steps["features"].history_path,
                                            as_of=as_of, settings=settings)
         with _timed(seconds, "demand"):
             steps["demand"], failed = demand_step(settings, as_of)
@@ -167,13 +169,14 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "page"):
             page = steps["page"] = str(write_site(settings.storage))
     except Exception as exc:
-        report = render.nightly_report(steps, warnings, seconds, f"{type(exc).__name__}: {exc}")
+        night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds)
+        report = render.nightly_report(night, f"{type(exc).__name__}: {exc}")
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
             publish(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
         raise
-    report = render.nightly_report(steps, warnings, seconds, None,
-                                   *queries.leaderboard_and_capacity(settings.storage.published_path))
+    night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds, published=where)
+    report = render.nightly_report(night, None, *queries.leaderboard_and_capacity(settings.storage.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
     print(f"published {where}; planners' page: {page}")
-    return {**steps, "warnings": warnings, "published": where, "seconds": seconds, "report": report}
+    return replace(night, report=report)

@@ -19,6 +19,7 @@ from prefect.artifacts import create_link_artifact, create_table_artifact
 
 from gpucast.expectations import catalog
 from gpucast.expectations.inventory import Inventory, load_inventory
+from gpucast.expectations.results import PlanResult
 from gpucast.tasks.plan import arrivals
 from gpucast.tasks.plan import capacity as steps
 from gpucast.tasks.report.literal import visible_frame
@@ -90,7 +91,7 @@ def record_plan(storage: Storage, run_id: str, plan: steps.Plan, **summary) -> N
 
 @flow(name="capacity-plan", log_prints=True)
 def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, publish: bool = True,
-                  inventory: Inventory | None = None, settings: Settings | None = None) -> dict:
+                  inventory: Inventory | None = None, settings: Settings | None = None) -> PlanResult:
     """Plan the GPUs the pending jobs need for `days` days (default GPUCAST_PLAN_DAYS) from the day of
     the latest forecasts. `inventory`: already read by the caller (the nightly reads it first, so a
     bad file stops the night before anything runs); else read here."""
@@ -115,9 +116,9 @@ def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, p
     print(f"{run.run_id}: planned {plan.jobs:,} pending job(s) over {days} day(s) from {start}; "
           f"{plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable.height:,} fit no GPU of their queue"
           + (f" ({note})" if note else ""))
-    return {"plan_run_id": run.run_id, "start_day": str(start), "days": days, "jobs": plan.jobs,
-            "unknown_size_jobs": plan.unknown_size_jobs, "unplaceable_jobs": plan.unplaceable.height,
-            "rows": plan.rows, "note": note}
+    return PlanResult(plan_run_id=run.run_id, start_day=start, days=days, jobs=plan.jobs,
+                      unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, rows=plan.rows,
+                      note=note)
 
 
 def write_site(storage: Storage, out: Path | None = None, artifact: bool = True) -> Path:

@@ -65,10 +65,10 @@ def backtest_text(storage: Storage, backtest_days: int) -> str:
     now = datetime.now(UTC)  # this run's clock: the window never starts after it (warehouse/backtest.py)
     counts = refresh_backtest(storage, backtest_days, now)
     publish_snapshot(storage)  # planners read forecast_backtest in the published copy (an empty window included)
-    if counts["window_start"] is None:
+    if counts.window_start is None:
         return "no completed jobs in the warehouse yet: nothing to backtest"
     with db.writer(storage) as con:
         table = backtest.summary(con, backtest_days, now)
-    return (f"backtest of the jobs completed since {counts['window_start']:%Y-%m-%d %H:%M} UTC ({backtest_days} "
-            f"days): {counts['jobs']:,} job x target pairs, {counts['forecast']:,} forecast before they ran, "
-            f"{counts['not_forecast']:,} not forecast; published to {storage.published_path}\n" + render.text_table(table))
+    return (f"backtest of the jobs completed since {counts.window_start:%Y-%m-%d %H:%M} UTC ({backtest_days} "
+            f"days): {counts.jobs:,} job x target pairs, {counts.forecast:,} forecast before they ran, "
+            f"{counts.not_forecast:,} not forecast; published to {storage.published_path}\n" + render.text_table(table))

@@ -24,6 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
+from gpucast.expectations.results import ScoreResult
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.stage import PENDING, stage_features
@@ -149,7 +150,7 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
 def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAULT_BATCH_ROWS,
                   device: str | None = None, pending_path: str | None = None, publish: bool = True,
                   as_of: datetime | None = None, settings: Settings | None = None,
-                  partition_min_jobs: int = PARTITION_MIN_JOBS, history_path: str | None = None) -> dict:
+                  partition_min_jobs: int = PARTITION_MIN_JOBS, history_path: str | None = None) -> ScoreResult:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
     `gpu_mem_gb` is the GPU size `oom_risk` is judged against (default: the GPUCAST_GPU_MEM_GB
@@ -167,7 +168,7 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
-        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing)["pending_path"]
+        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing).pending_path
         pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
         without = int(featureless(pl.read_parquet(pending_path, columns=[*c.FEATURES])).sum())
         if not champions and pending_jobs > without:  # jobs only a champion can forecast
@@ -195,9 +196,9 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     if publish:
         publish_snapshot(storage)
     print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
-    return {"score_run_id": run.run_id, "pending_jobs": pending_jobs, "forecasts": n, "scored_on": scored_on,
-            "ood_forecasts": sum(ood.values()), "ood_by_target": ood, "featureless_jobs": without,
-            "champions": {ch.target: ch.model for ch in champions}}
+    return ScoreResult(score_run_id=run.run_id, pending_jobs=pending_jobs, forecasts=n, scored_on=scored_on,
+                       ood_forecasts=sum(ood.values()), ood_by_target=ood, featureless_jobs=without,
+                       champions={ch.target: ch.model for ch in champions})
 
 
 def _on_cluster(cluster: Cluster, champions: list[Champion], pending_path: str, pending_jobs: int, min_jobs: int,

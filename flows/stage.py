@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 from prefect import get_run_logger, task
 
+from gpucast.expectations.results import FeaturesResult
 from gpucast.tasks.learn import features, traced
 from gpucast.warehouse import db, training
 from gpucast.warehouse.settings import Storage, Tracing
@@ -21,7 +22,7 @@ HISTORY, PENDING = "history", "pending"
 
 @task(name="stage-features")
 def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HISTORY, PENDING),
-                   max_rows: int | None = None, tracing: Tracing | None = None) -> dict:
+                   max_rows: int | None = None, tracing: Tracing | None = None) -> FeaturesResult:
     """Stage `parts` (the labelled `history`, at most `max_rows` recent jobs; the `pending` jobs) in
     `folder`; return their paths (`history_path`, `pending_path`), what the traced prior did
     (`traced.summary`: statuses, unknown architecture names) and what tonight's models see
@@ -38,7 +39,7 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
         out[f"{part}_path"] = str(path)
     if frames[HISTORY] is not None and frames[PENDING] is not None:
         out.update(features.summary(frames[HISTORY], frames[PENDING]))
-    return out
+    return FeaturesResult(**out)
 
 
 def _trace(staged: dict[str, pl.DataFrame], storage: Storage, tracing: Tracing) -> dict[str, pl.DataFrame]:

@@ -10,7 +10,7 @@ compares with the clock (`tasks/learn/train.py` `fit_one`).
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import polars as pl
@@ -20,6 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 
 from gpucast.expectations.records import FitOutcome, FitSkipped
+from gpucast.expectations.results import TrainedTarget, TrainResult
 from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
 from gpucast.flows.stage import HISTORY, stage_features
@@ -85,8 +86,17 @@ def refit_champion(rows: pl.DataFrame, target: str, options: TrainOptions, outco
                                progress=get_run_logger().info)
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What `fit-models` hands back to `train-models` (in this process): each target's finished fits."""
+
+    where: str  # where the fits ran, in words
+    finished: dict[str, steps.Finished]  # target -> its champion refitted (or why none)
+    fit_seconds: float  # wall seconds of the fits (the refits not included)
+
+
 @flow(name="fit-models", log_prints=True)
-def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict], previous: dict[str, str]) -> dict:
+def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict], previous: dict[str, str]) -> Fitted:
     """Every fit of the run as its own task run on this flow's task runner (Dask, or in-process),
     in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted.
 
@@ -121,7 +131,7 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
             get_run_logger().warning(f"{t}: the refit failed on the cluster ({type(exc).__name__}: {exc}); refitting here")
             finished[t] = steps.finish_target(rows[t], t, options, outcomes[t], holdout[t], threads=runners.threads_here(),
                                               progress=print)
-    return {"where": where, "finished": finished, "fit_seconds": fit_seconds}
+    return Fitted(where=where, finished=finished, fit_seconds=fit_seconds)
 
 
 def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions, budget_ends_at: float | None,
@@ -147,7 +157,7 @@ def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions
 
 @flow(name="train-models", log_prints=True)
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
-                 cluster: Cluster | None = None, quality: Quality | None = None, settings: Settings | None = None) -> dict:
+                 cluster: Cluster | None = None, quality: Quality | None = None, settings: Settings | None = None) -> TrainResult:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
@@ -167,11 +177,12 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     used = pick_device(options.device)
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,
-                        train_runner=cluster.train_runner, dask_address=cluster.dask_address or None) as run:
+                        train_runner=cluster.train_runner, dask_address=cluster.dask_address or None,
+                        flow_run_id=str(FlowRunContext.get().flow_run.id)) as run:
         print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,
-                                                         tracing=settings.tracing)["history_path"]
+                                                         tracing=settings.tracing).history_path
         windows = gate_windows(settings, options.targets)
         previous = {t: w["champion"].model for t, w in windows.items()}
         choice = runners.choose_runner(cluster, local_cluster=True)
@@ -180,21 +191,21 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows, previous)
         outcomes = []
         for target in options.targets:
-            outcomes.append(_record(run.run_id, target, options, fitted["finished"][target], windows.get(target), settings))
+            outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows.get(target), settings))
             failpoint("train:after-first-target")
-        _finish(run.run_id, outcomes, steps.reference_note(options, choice.note), fitted["where"], settings)
+        _finish(run.run_id, outcomes, steps.reference_note(options, choice.note), fitted.where, settings)
     if publish:
         publish_snapshot(settings.storage)
     report = render.train_markdown(run.run_id, *queries.train_tables(settings.storage.db_path, run.run_id))
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
-    return {"train_run_id": run.run_id, "device": used, "fits_on": fitted["where"], "fit_seconds": fitted["fit_seconds"],
-            "targets": outcomes, "note": choice.note}
+    return TrainResult(train_run_id=run.run_id, targets=tuple(outcomes), device=used, fits_on=fitted.where,
+                       fit_seconds=fitted.fit_seconds, note=choice.note)
 
 
-def _finish(run_id: str, outcomes: list[dict], note: str | None, fits_on: str, settings: Settings) -> None:
+def _finish(run_id: str, outcomes: list[TrainedTarget], note: str | None, fits_on: str, settings: Settings) -> None:
     """Mark the run succeeded with what on-call should know, and prune old model folders."""
-    skipped = "; ".join(f"{o['target']}: {o['skipped']}" for o in outcomes if o["skipped"])
-    cut = sum(o["skipped_fits"] for o in outcomes)
+    skipped = "; ".join(f"{o.target}: {o.skipped}" for o in outcomes if o.skipped)
+    cut = sum(o.skipped_fits for o in outcomes)
     message = "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None) if m)
     storage = settings.storage
     with db.writer(storage) as con:  # under the lock, so no run can start between the two
@@ -206,7 +217,7 @@ def _finish(run_id: str, outcomes: list[dict], note: str | None, fits_on: str, s
 
 
 def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Finished, window: dict | None,
-            settings: Settings) -> dict:
+            settings: Settings) -> TrainedTarget:
     """Save the target's champion in the registry, gate it against the current one, and write the
     metrics, the skipped fits and the decision to the warehouse (this process: the one writer)."""
     result = finished.result
@@ -214,8 +225,8 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Fin
         steps.save_champion(store.target_folder(settings.storage.models_dir, run_id, target), target, options, finished,
                             threads=runners.threads_here())
         if result.compiled:  # built once here, beside the model: scoring runs never compile
-            print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled['compile_seconds']} s"
-                  if result.compiled["used"] else f"scores natively: {result.compiled['reason']}"))
+            print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled.compile_seconds} s"
+                  if result.compiled.used else f"scores natively: {result.compiled.reason}"))
     decision = None
     if window and result.champion and result.gate_predictions is not None:
         mine = pl.DataFrame({k: window[k] for k in ("job_id", "p50", "actual")}).join(
@@ -224,7 +235,7 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Fin
         print(f"{target}: gate: {'promoted' if decision.promote else 'kept'} - {decision.reason}")
     with db.writer(settings.storage) as con:
         training.record_target(con, run_id, result, options.features, decision, window["champion"] if window else None)
-    return {"target": target, "champion": result.champion, "skipped": result.skipped, "rows": result.rows,
-            "skipped_fits": len(result.skipped_fits),
-            "decision": None if decision is None else ("promoted" if decision.promote else "kept")}
+    return TrainedTarget(target=target, champion=result.champion, skipped=result.skipped, rows=result.rows,
+                         skipped_fits=len(result.skipped_fits),
+                         decision=None if decision is None else ("promoted" if decision.promote else "kept"))
 

@@ -8,10 +8,14 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion, TargetResult
+from gpucast.expectations.results import TrainedTarget, TrainResult
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.forecast import latest_champions
 
 DEFAULT_MAX_TRAIN_ROWS = 500_000
+# `model_champions.decision_reason` when the champion gate did not decide (no incumbent, or no backtest evidence)
+NO_INCUMBENT = "no champion before"
+NO_EVIDENCE = "no backtest evidence: chosen on validation"
 
 
 def read_training_jobs(con: duckdb.DuckDBPyConnection, max_rows: int | None = DEFAULT_MAX_TRAIN_ROWS) -> pl.DataFrame:
@@ -93,11 +97,39 @@ def _champion_row(run_id: str, result: TargetResult, features: str, decision, in
     preset = next((m.preset for m in result.metrics if m.model == champ), None)
     model, model_dir, champion_run = champ, result.model_dir, run_id if champ else None
     verdict = "first" if incumbent is None else "promoted"
-    reason = decision.reason if decision is not None else ("no champion before" if incumbent is None else
-                                                           "no backtest evidence: chosen on validation")
+    reason = decision.reason if decision is not None else (NO_INCUMBENT if incumbent is None else NO_EVIDENCE)
     if decision is not None and not decision.promote:
         model, model_dir, champion_run, verdict = incumbent.model, incumbent.model_dir, incumbent.train_run_id, "kept"
     refit = (result.refit.rows, result.refit.calibration_rows) if champ else (None, None)
     return [run_id, result.target, model, preset, result.rows, *stats, model_dir, result.skipped, features, *refit,
             champ, verdict if champ else None, reason if champ else None, champion_run, result.most_accurate,
             result.choice_reason]
+
+
+TRAIN_RESULT = """
+SELECT r.train_run_id, r.device, r.fits_on, c.target, c.challenger, c.skipped_reason, c.labelled_rows, c.decision,
+       c.decision_reason, (SELECT count(*) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id AND f.target = c.target)
+FROM train_runs r JOIN model_champions c USING (train_run_id)
+WHERE r.train_run_id = (SELECT train_run_id FROM train_runs WHERE flow_run_id = ? AND status = 'succeeded'
+                        ORDER BY started_at DESC LIMIT 1)
+"""
+
+
+def train_result(con: duckdb.DuckDBPyConnection, flow_run_id: str, where: str, targets: tuple[str, ...]) -> TrainResult | None:
+    """The `TrainResult` of the succeeded train run the Prefect flow run `flow_run_id` recorded (the GPU pool's),
+    as `train_models` returns it in-process, its `targets` in the order given; None when there is none.
+    The gate's decision is "promoted" or "kept" only where the gate decided (`decision_reason` not
+    `NO_INCUMBENT` / `NO_EVIDENCE`), as in-process. What the warehouse does not keep stays None
+    (`fit_seconds`; `note`, which the run's `message` carries)."""
+    rows = con.execute(TRAIN_RESULT, [flow_run_id]).fetchall()
+    if not rows:
+        return None
+    by_target = {
+        target: TrainedTarget(target=target, champion=champion, skipped=skipped, rows=labelled or 0, skipped_fits=cut,
+                              decision=decision if decision in ("promoted", "kept") and reason not in (NO_INCUMBENT, NO_EVIDENCE)
+                              else None)
+        for _, _, _, target, champion, skipped, labelled, decision, reason, cut in rows}
+    run_id, device, fits_on = rows[0][:3]
+    ordered = [t for t in targets if t in by_target] + sorted(t for t in by_target if t not in targets)
+    return TrainResult(train_run_id=run_id, targets=tuple(by_target[t] for t in ordered), where=where, device=device,
+                       fits_on=fits_on, flow_run_id=flow_run_id)

@@ -693,5 +693,5 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "metrics": [asdict(m) for m in result.metrics],
         "calibration": result.calibration,
         "ood": result.ood,
-        "compiled": result.compiled,
+        "compiled": asdict(result.compiled) if result.compiled else None,
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from gpucast.expectations.results import BacktestResult, NightResult, PlanResult
 from gpucast.tasks.learn.models.registry import NN
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
@@ -181,22 +182,22 @@ def predicted_vs_actual(predictions: pl.DataFrame, target: str, path: Path, mode
     return path
 
 
-def _backtest_lines(back: dict) -> list[str]:
-    lines = ["", "## Backtest", f"{back['jobs']:,} completed job x target pairs in the window (since "
-             f"{back['window_start']}): {back['forecast']:,} forecast before they ran, {back['not_forecast']:,} not forecast"]
-    for r in back.get("champions", []):
+def _backtest_lines(back: BacktestResult) -> list[str]:
+    lines = ["", "## Backtest", f"{back.jobs:,} completed job x target pairs in the window (since "
+             f"{back.window_start}): {back.forecast:,} forecast before they ran, {back.not_forecast:,} not forecast"]
+    for r in back.champions:
         lines.append(f"- {r['target']}: champion {r['model']}: P90 covered {r['p90_coverage']:.0%} and [P10, P90] "
                      f"{r['p10_p90_coverage']:.0%} of {r['jobs']:,} jobs; MAPE {r['mape']:.1f}%")
     return lines
 
 
-def capacity_plan_lines(plan: dict) -> list[str]:
+def capacity_plan_lines(plan: PlanResult) -> list[str]:
     """The capacity plan as the nightly report and the demo show it: the plan run in one line, then its
     first day per queue and GPU type (a Markdown table)."""
-    lines = [f"plan run `{plan['plan_run_id']}`: {plan['jobs']:,} pending jobs over {plan['days']} day(s) from "
-             f"{plan['start_day']}; {plan['unknown_size_jobs']:,} of unknown size, {plan['unplaceable_jobs']:,} fit no "
-             "GPU of their queue" + (f" ({plan['note']})" if plan.get("note") else "")]
-    rows = plan["rows"]
+    lines = [f"plan run `{plan.plan_run_id}`: {plan.jobs:,} pending jobs over {plan.days} day(s) from "
+             f"{plan.start_day}; {plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable_jobs:,} fit no "
+             "GPU of their queue" + (f" ({plan.note})" if plan.note else "")]
+    rows = plan.rows
     if rows.height:
         first = first_day(rows).select(
             "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90", "lower_bound_p90", "gpus_owned",
@@ -209,48 +210,47 @@ def page_line(page: str) -> str:
     return f"Planners' page: {page}"
 
 
-def nightly_report(steps: dict[str, dict | None], warnings: list[str], seconds: dict[str, float], error: str | None,
-                   board: pl.DataFrame | None = None, totals: pl.DataFrame | None = None) -> str:
-    """The nightly run's Markdown report. `steps` holds what each step returned (None if it did not
-    run); on failure the report is built from those alone, so it never needs a working warehouse."""
-    ingest, features, train, score = (steps.get(k) for k in ("ingest", "features", "train", "score"))
+def nightly_report(night: NightResult, error: str | None, board: pl.DataFrame | None = None,
+                   totals: pl.DataFrame | None = None) -> str:
+    """The nightly run's Markdown report from what each step returned (a step that did not run is None);
+    on failure the report is built from those alone, so it never needs a working warehouse."""
+    ingest, features, train, score = night.ingest, night.features, night.train, night.score
     lines = ["# gpucast nightly", "", f"**FAILED**: {markdown_text(error)}" if error else "**Succeeded**"]
     if ingest:
-        lines += ["", "## Ingest", f"run `{ingest['run_id']}`: {ingest['files']} file(s), rows read {ingest['rows_read']:,} = "
-                  f"loaded {ingest['rows_loaded']:,} + rejected {ingest['rows_rejected']:,} + duplicate "
-                  f"{ingest['rows_duplicate']:,}; files rejected {ingest['files_rejected']}"]
+        lines += ["", "## Ingest", f"run `{ingest.run_id}`: {ingest.files} file(s), rows read {ingest.rows_read:,} = "
+                  f"loaded {ingest.rows_loaded:,} + rejected {ingest.rows_rejected:,} + duplicate "
+                  f"{ingest.rows_duplicate:,}; files rejected {ingest.files_rejected}"]
     if features:
-        lines += ["", "## Features", f"{features['labelled_jobs']:,} labelled jobs read, {features['pending']:,} pending; "
-                  "labelled per target: " + ", ".join(f"{t} {n:,}" for t, n in features["labelled"].items())]
-        if features.get("unknown_gpu_types"):
+        lines += ["", "## Features", f"{features.labelled_jobs:,} labelled jobs read, {features.pending:,} pending; "
+                  "labelled per target: " + ", ".join(f"{t} {n:,}" for t, n in features.labelled.items())]
+        if features.unknown_gpu_types:
             lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
-                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features["unknown_gpu_types"].items()))
-        if features.get("trace_statuses"):
+                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features.unknown_gpu_types.items()))
+        if features.trace_statuses:
             lines.append("Traced prior, jobs naming an architecture: " + ", ".join(
-                f"{markdown_text(t)} {n:,}" for t, n in features["trace_statuses"].items()))
-        if features.get("unknown_archs"):
+                f"{markdown_text(t)} {n:,}" for t, n in features.trace_statuses.items()))
+        if features.unknown_archs:
             lines.append("Architecture names the model zoo does not know (kept; analytic prior used): " + ", ".join(
-                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features["unknown_archs"].items()))
-    if steps.get("backtest"):
-        lines += _backtest_lines(steps["backtest"])
+                f"{markdown_text(t)} ({n:,} jobs)" for t, n in features.unknown_archs.items()))
+    if night.backtest:
+        lines += _backtest_lines(night.backtest)
     if train:
-        lines += ["", "## Training", f"where: {train['where']}; run `{train.get('train_run_id', train.get('flow_run_id'))}`"]
-        lines += [f"- {o['target']}: tonight's best {o['champion']}; gate: {o['decision']}" for o in train.get("targets", [])
-                  if o.get("decision")]
+        lines += ["", "## Training", f"where: {train.where}; run `{train.train_run_id}`"]
+        lines += [f"- {o.target}: tonight's best {o.champion}; gate: {o.decision}" for o in train.targets if o.decision]
     if board is not None and board.height:
         lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
     if score:
-        lines += ["", "## Forecasts", f"score run `{score['score_run_id']}`: {score['forecasts']:,} forecasts for "
-                  f"{score['pending_jobs']:,} pending jobs; {score.get('ood_forecasts', 0):,} out of distribution "
+        lines += ["", "## Forecasts", f"score run `{score.score_run_id}`: {score.forecasts:,} forecasts for "
+                  f"{score.pending_jobs:,} pending jobs; {score.ood_forecasts:,} out of distribution "
                   "(forecast by the estimate that measured best on held-out families: see `ood_reason`)"]
         if totals is not None:
             lines += ["", markdown_table(totals)]
-    if plan := steps.get("plan"):
+    if plan := night.plan:
         lines += ["", "## Capacity plan", *capacity_plan_lines(plan)]
-    if steps.get("page"):
-        lines += ["", page_line(steps["page"])]
-    if seconds:
-        lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in seconds.items())]
-    if warnings:
-        lines += ["", "## Warnings", *[f"- {w}" for w in warnings]]
+    if night.page:
+        lines += ["", page_line(night.page)]
+    if night.seconds:
+        lines += ["", "## Time per step", ", ".join(f"{step} {s:,.1f} s" for step, s in night.seconds.items())]
+    if night.warnings:
+        lines += ["", "## Warnings", *[f"- {w}" for w in night.warnings]]
     return "\n".join(lines) + "\n"

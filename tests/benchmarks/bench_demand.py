@@ -112,7 +112,7 @@ def main() -> None:
     timings = {name: (_timed(forecast_demand, daily, end, 14, **kw), _timed(backtest_demand, daily, end, 14, **kw))
                for name, kw in (("chosen model", {}), ("seasonal naive alone", {"candidates": ()}))}
     print(f"demand: {args.days} days x {args.jobs_per_day} jobs a weekday (rhythm {Rhythm()}), seed {args.seed}; "
-          f"{out['series']} series, history to {out['as_of']}")
+          f"{out.series} series, history to {out.history_end}")
     print(methods)
     with pl.Config(tbl_rows=40, tbl_cols=20):
         print(summary)

@@ -61,12 +61,13 @@ import json, sys, time
 t0 = time.perf_counter()
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from prefect import flow
+from dataclasses import asdict
 from gpucast.flows.ingest import ingest_job_logs
 flow(name="warm-up")(lambda: None)()  # starts Prefect's temporary API server, outside the timing
 t = time.perf_counter()
 summary = ingest_job_logs(paths=[sys.argv[1]], chunk_rows=int(sys.argv[2]))
 print(json.dumps({"seconds": time.perf_counter() - t, "startup_seconds": t - t0,
-                  "rss_mb": peak_rss_mb(), **summary}))
+                  "rss_mb": peak_rss_mb(), **asdict(summary)}))
 """
 
 
@@ -107,11 +108,12 @@ import json, sys, time
 t0 = time.perf_counter()
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from prefect import flow
+from dataclasses import asdict
 from gpucast.flows.ingest import ingest_job_logs
 flow(name="warm-up")(lambda: None)()
 t = time.perf_counter()
 summary = ingest_job_logs(paths=[sys.argv[1]])
-print(json.dumps({"seconds": time.perf_counter() - t, "startup_seconds": t - t0, "rss_mb": peak_rss_mb(), **summary}))
+print(json.dumps({"seconds": time.perf_counter() - t, "startup_seconds": t - t0, "rss_mb": peak_rss_mb(), **asdict(summary)}))
 """
 
 

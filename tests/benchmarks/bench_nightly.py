@@ -44,14 +44,14 @@ out = nightly(paths=[sys.argv[1]], options=TrainOptions(**opts))
 wall = time.perf_counter() - t
 s = Settings.from_env()
 with duckdb.connect(str(s.published_path), read_only=True) as con:
-    run = out["train"]["train_run_id"]
+    run = out.train.train_run_id
     fits = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'", [run]).fetchone()[0]
     skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run]).fetchone()[0]
     forecasts = con.execute("SELECT count(*) FROM pending_forecasts").fetchone()[0]
     champions = con.execute("SELECT target || '=' || model FROM current_champions ORDER BY 1").fetchall()
-print(json.dumps({"wall": wall, "seconds": out["seconds"], "fits": fits, "skipped": skipped, "forecasts": forecasts,
-                  "labelled": out["features"]["labelled_jobs"], "pending": out["features"]["pending"],
-                  "fits_on": out["train"].get("fits_on"), "fit_seconds": out["train"].get("fit_seconds"),
+print(json.dumps({"wall": wall, "seconds": out.seconds, "fits": fits, "skipped": skipped, "forecasts": forecasts,
+                  "labelled": out.features.labelled_jobs, "pending": out.features.pending,
+                  "fits_on": out.train.fits_on, "fit_seconds": out.train.fit_seconds,
                   "champions": [c for (c,) in champions], "rss_mb": peak_rss_mb()}))
 """
 
@@ -61,7 +61,7 @@ from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.train import train_models
 from gpucast.tasks.learn.train import TrainOptions
 out = train_models(TrainOptions(models=sys.argv[1].split(","), repeats=int(sys.argv[2])), publish=False)
-print(json.dumps({"fit_seconds": out["fit_seconds"], "fits_on": out["fits_on"], "rss_mb": peak_rss_mb()}))
+print(json.dumps({"fit_seconds": out.fit_seconds, "fits_on": out.fits_on, "rss_mb": peak_rss_mb()}))
 """
 
 

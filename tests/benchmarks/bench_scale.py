@@ -36,10 +36,11 @@ def vs_bound(rss_mb: float) -> str:
 INGEST = PEAK_RSS + """
 import json, sys, time
 from gpucast.flows.environment import configure; configure()  # noqa: E702
+from dataclasses import asdict
 from gpucast.flows.ingest import ingest_job_logs
 t = time.perf_counter()
 s = ingest_job_logs(paths=[sys.argv[1]], publish=False)
-print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **s}))
+print(json.dumps({"seconds": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **asdict(s)}))
 """
 
 TRAIN = PEAK_RSS + """
@@ -55,10 +56,11 @@ print(json.dumps({"train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))
 SCORE = PEAK_RSS + """
 import json, sys, time
 from gpucast.flows.environment import configure; configure()  # noqa: E702
+from dataclasses import asdict
 from gpucast.flows.score import score_pending
 t = time.perf_counter()
 out = score_pending(publish=False)
-print(json.dumps({"score_s": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **out}))
+print(json.dumps({"score_s": time.perf_counter() - t, "rss_mb": peak_rss_mb(), **asdict(out)}))
 """
 
 

@@ -164,9 +164,9 @@ def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
     t = time.perf_counter()
     out = nightly(options=TrainOptions(repeats=1, epochs=nn_epochs))
     total = time.perf_counter() - t
-    print(f"\nnightly end to end: {out['ingest']['rows_loaded']:,} jobs loaded, {out['score']['forecasts']:,} forecasts, "
-          f"trained {out['train']['where']}: {total:.1f} s ({total / 60:.1f} min)")
-    print("  per step: " + ", ".join(f"{step} {s:,.1f} s" for step, s in out["seconds"].items()))
+    print(f"\nnightly end to end: {out.ingest.rows_loaded:,} jobs loaded, {out.score.forecasts:,} forecasts, "
+          f"trained {out.train.where}: {total:.1f} s ({total / 60:.1f} min)")
+    print("  per step: " + ", ".join(f"{step} {s:,.1f} s" for step, s in out.seconds.items()))
 
 
 def main() -> None:

@@ -209,7 +209,7 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
 
     assert main([*TRAIN, "--models", "lightgbm,linear_fs", "--repeats", "1", "--runner", "local"]) == 0
     here = score_pending()
-    assert here["scored_on"] == "this process"
+    assert here.scored_on == "this process"
     cluster = Cluster(2, tmp_path)
     try:
         monkeypatch.setenv("GPUCAST_DASK_ADDRESS", cluster.address)
@@ -217,11 +217,11 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
         few = score_pending()  # under the threshold: in-process, and it says why
     finally:
         cluster.close()
-    assert spread["scored_on"] == f"Dask at {cluster.address}: 4 partitions on 2 worker(s)"
-    assert "fewer than 200,000: scored in-process" in few["scored_on"]
-    expected = _forecasts(ingested, here["score_run_id"])
-    assert len(expected) == 3 * here["pending_jobs"] > 0
-    got = _forecasts(ingested, spread["score_run_id"])
+    assert spread.scored_on == f"Dask at {cluster.address}: 4 partitions on 2 worker(s)"
+    assert "fewer than 200,000: scored in-process" in few.scored_on
+    expected = _forecasts(ingested, here.score_run_id)
+    assert len(expected) == 3 * here.pending_jobs > 0
+    got = _forecasts(ingested, spread.score_run_id)
     assert [r[:2] + r[5:] for r in got] == [r[:2] + r[5:] for r in expected]
     for a, b in zip(expected, got, strict=True):
         assert b[2:5] == pytest.approx(a[2:5], rel=1e-12)
@@ -231,8 +231,8 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
         refused = f"tcp://127.0.0.1:{s.getsockname()[1]}"  # closed when the block ends: nothing listens
     monkeypatch.setenv("GPUCAST_DASK_ADDRESS", refused)
     fallback = score_pending(partition_min_jobs=1)
-    assert f"Dask scheduler {refused} (GPUCAST_DASK_ADDRESS) did not answer" in fallback["scored_on"]
-    assert fallback["forecasts"] == here["forecasts"]
+    assert f"Dask scheduler {refused} (GPUCAST_DASK_ADDRESS) did not answer" in fallback.scored_on
+    assert fallback.forecasts == here.forecasts
 
 
 def test_the_local_clusters_dashboard_listens_on_this_machine_only():

@@ -58,10 +58,12 @@ def test_a_writer_waits_for_another_then_gives_up_with_exit_3_naming_it(home, tm
 
 @pytest.mark.parametrize(("rejected", "passes"), [(20, True), (21, False)])
 def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejected, passes):
+    from gpucast.expectations.results import IngestResult
     from gpucast.flows.nightly import ValidationFailed, quality_gate
 
     settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
-    ingest = {"run_id": "ingest-x", "rows_read": 100, "rows_rejected": rejected, "files_rejected": 0}
+    ingest = IngestResult(run_id="ingest-x", files=1, files_rejected=0, rows_read=100, rows_loaded=100 - rejected,
+                          rows_rejected=rejected, rows_duplicate=0)
     if passes:
         warnings = quality_gate.fn(ingest, settings.quality, settings.storage)
         assert warnings == [f"{rejected} row(s) rejected ({rejected / 100:.1%}): see rejected_job_logs"]
@@ -117,10 +119,10 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypa
     monkeypatch.setattr(forecast, "publish", flaky)
     monkeypatch.setattr(score_flow, "publish_forecasts", score_flow.publish_forecasts.with_options(retry_delay_seconds=0))
     out = score_flow.score_pending()
-    assert len(calls) == 2 and out["forecasts"] == 3 * out["pending_jobs"] > 0
+    assert len(calls) == 2 and out.forecasts == 3 * out.pending_jobs > 0
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT status FROM score_runs").fetchall() == [("published",)]
-        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out["forecasts"]
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out.forecasts
 
 
 def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path):

@@ -278,7 +278,7 @@ def test_the_sources_file_pulls_each_source_and_names_the_one_that_fails(home, t
     assert list(pulled.failed) == ["mlflow http://127.0.0.1:9"]
     assert pulled.failed["mlflow http://127.0.0.1:9"].startswith(
         "mlflow http://127.0.0.1:9 failed: SourceUnavailable: mlflow http://127.0.0.1:9: cannot be read")
-    assert {k: v["rows_loaded"] for k, v in pulled.runs.items()} == {f"mlflow {uri}": 7, f"slurm {sacct}": 1}
+    assert {k: v.rows_loaded for k, v in pulled.runs.items()} == {f"mlflow {uri}": 7, f"slurm {sacct}": 1}
     assert rows(home, "SELECT source, status, left(message, 40) FROM ingest_runs ORDER BY started_at") == [
         ("mlflow", "failed", "mlflow http://127.0.0.1:9 failed: Source"), ("mlflow", "succeeded", None),
         ("slurm", "succeeded", None)]

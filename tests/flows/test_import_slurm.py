@@ -152,7 +152,7 @@ def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypat
                           "single value, not a list",
         "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}: line 4: slurm entry 1 files is a single value, "
                          "not a mapping"}
-    assert [v["rows_loaded"] for v in pulled.runs.values()] == [12]  # job 1005 (no model type) loads as unknown (v4)
+    assert [v.rows_loaded for v in pulled.runs.values()] == [12]  # job 1005 (no model type) loads as unknown (v4)
     assert rows(home, "SELECT source, status, message FROM ingest_runs WHERE status = 'failed' ORDER BY started_at") == [
         ("mlflow", "failed", pulled.failed["mlflow entry 1"]), ("slurm", "failed", pulled.failed["slurm entry 1"])]
 

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.expectations.results import IngestResult
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
 from tests.records import jsonl, record
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 TABLES = ("job_logs", "job_log_records", "rejected_job_logs", "rejected_files")
 
 
-def ingest(*paths) -> dict:
+def ingest(*paths) -> IngestResult:
     from gpucast.flows.ingest import ingest_job_logs
 
     return ingest_job_logs(paths=[str(p) for p in paths] if paths else None)
@@ -49,25 +50,25 @@ def test_simulated_dirty_logs_end_to_end(home, tmp_path):
     files = write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=300, dirty_fraction=0.05, seed=3))
     summary = ingest(tmp_path / "logs")
 
-    assert summary["files"] == 2 and summary["files_rejected"] == 0
-    assert summary["rows_read"] == summary["rows_loaded"] + summary["rows_rejected"] + summary["rows_duplicate"]
-    assert summary["rows_rejected"] > 0 and summary["rows_duplicate"] > 0
+    assert summary.files == 2 and summary.files_rejected == 0
+    assert summary.rows_read == summary.rows_loaded + summary.rows_rejected + summary.rows_duplicate
+    assert summary.rows_rejected > 0 and summary.rows_duplicate > 0
     lines = sum(1 for f in files for line in f.read_text().splitlines() if line.strip())
-    assert summary["rows_read"] == lines
+    assert summary.rows_read == lines
 
     # per file, and in the tables themselves, the counts reconcile
     for read, loaded, rejected, dup in query(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate FROM ingest_files"):
         assert read == loaded + rejected + dup
-    assert query(home, "SELECT count(*) FROM job_log_records")[0][0] == summary["rows_loaded"]
-    assert query(home, "SELECT count(*) FROM rejected_job_logs")[0][0] == summary["rows_rejected"]
+    assert query(home, "SELECT count(*) FROM job_log_records")[0][0] == summary.rows_loaded
+    assert query(home, "SELECT count(*) FROM rejected_job_logs")[0][0] == summary.rows_rejected
     assert query(home, "SELECT count(*) = count(DISTINCT job_id) FROM job_logs")[0][0]
     reasons = query(home, "SELECT reason_text FROM rejected_job_logs")
     assert all(r and len(r) > 10 for (r,) in reasons)
 
-    run = query(home, "SELECT status, rows_read, files FROM ingest_runs WHERE run_id = ?", [summary["run_id"]])
-    assert run == [("succeeded", summary["rows_read"], 2)]
+    run = query(home, "SELECT status, rows_read, files FROM ingest_runs WHERE run_id = ?", [summary.run_id])
+    assert run == [("succeeded", summary.rows_read, 2)]
     lake = pl.read_parquet(home / "lake" / "job_logs" / "**" / "*.parquet", hive_partitioning=True)
-    assert lake.height == summary["rows_loaded"]
+    assert lake.height == summary.rows_loaded
     assert sorted(p.name for p in (home / "lake" / "job_logs").iterdir()) == [
         "submitted_date=2026-11-01", "submitted_date=2026-11-02"]
 
@@ -78,9 +79,9 @@ def test_ingesting_the_same_files_twice_changes_nothing(home, tmp_path):
     before = snapshot(home)
     second = ingest(tmp_path / "logs")
     after = snapshot(home)
-    assert second["rows_loaded"] == 0
-    assert second["rows_duplicate"] == first["rows_loaded"] + first["rows_duplicate"]
-    assert second["rows_rejected"] == first["rows_rejected"]
+    assert second.rows_loaded == 0
+    assert second.rows_duplicate == first.rows_loaded + first.rows_duplicate
+    assert second.rows_rejected == first.rows_rejected
     for name in before:
         assert before[name].equals(after[name]), name
 
@@ -104,7 +105,7 @@ def test_duplicates_within_and_across_files(home, tmp_path):
     b = write(tmp_path / "b.csv", "job_id,submitted_at,status,model_type\ny,2026-11-01,PENDING,CNN\n")
     c_ = write(tmp_path / "c.jsonl", jsonl(record(job_id="y")))
     s = ingest(a, b, c_)
-    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"], s["rows_rejected"]) == (5, 3, 2, 0)
+    assert (s.rows_read, s.rows_loaded, s.rows_duplicate, s.rows_rejected) == (5, 3, 2, 0)
 
 
 def test_bad_files_are_quarantined_and_good_rows_still_land(home, tmp_path):
@@ -113,7 +114,7 @@ def test_bad_files_are_quarantined_and_good_rows_still_land(home, tmp_path):
     nocols = write(tmp_path / "nocols.csv", "id,when\n1,2\n")
     empty = write(tmp_path / "empty.jsonl", "")
     s = ingest(good, latin1, nocols, empty)
-    assert (s["rows_loaded"], s["rows_rejected"], s["files_rejected"]) == (1, 1, 2)
+    assert (s.rows_loaded, s.rows_rejected, s.files_rejected) == (1, 1, 2)
     rejected = dict(query(home, "SELECT source_file, reason FROM rejected_files"))
     assert "not valid UTF-8 at line 2" in rejected[str(latin1)]
     assert "missing required column(s) submitted_at, status in the header" in rejected[str(nocols)]  # v4: model_type optional
@@ -128,16 +129,16 @@ def test_inbox_files_are_picked_up_once_and_archived(home):
     (original,) = write_logs(home / "inbox" / "day1", SimConfig(days=1, jobs_per_day=50, seed=5))
     content = original.read_bytes()
     first = ingest()
-    assert first["files"] == 1 and first["rows_loaded"] > 0
+    assert first.files == 1 and first.rows_loaded > 0
     today = f"{datetime.now(UTC):%Y-%m-%d}"
     archived = home / "inbox" / "archive" / today / "day1" / original.name
     assert archived.read_bytes() == content and not original.exists()  # moved, out of the next run's scan
-    assert ingest()["files"] == 0
+    assert ingest().files == 0
 
     # the same content dropped again under another name is recognised by its hash: archived, not loaded
     again = home / "inbox" / "resent.jsonl"
     again.write_bytes(content)
-    assert ingest()["files"] == 0
+    assert ingest().files == 0
     assert not again.exists() and (home / "inbox" / "archive" / today / "resent.jsonl").exists()
     assert query(home, "SELECT count(*) FROM ingest_runs WHERE status = 'succeeded'")[0][0] == 3
 
@@ -156,8 +157,8 @@ def test_seed_table_imports_as_completed_jobs(home, tmp_path):
 def test_dirty_csv_and_parquet_reconcile(home, tmp_path, fmt):
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=400, dirty_fraction=0.08, seed=9, fmt=fmt))
     s = ingest(tmp_path / "logs")
-    assert s["rows_rejected"] > 0
-    assert s["rows_read"] == s["rows_loaded"] + s["rows_rejected"] + s["rows_duplicate"]
+    assert s.rows_rejected > 0
+    assert s.rows_read == s.rows_loaded + s.rows_rejected + s.rows_duplicate
     assert query(home, "SELECT count(*) FROM rejected_job_logs WHERE reason_text = ''") == [(0,)]
 
 
@@ -174,7 +175,7 @@ def test_merging_in_small_batches_equals_one_merge(home, tmp_path, monkeypatch):
           + jsonl(record(job_id="late", status="COMPLETED", updated_at="2026-11-01T12:00:00Z"),
                   record(job_id="late", status="RUNNING", updated_at="2026-11-01T11:00:00Z")))
 
-    def run(name: str, batch_rows: int) -> tuple[dict, dict[str, pl.DataFrame]]:
+    def run(name: str, batch_rows: int) -> tuple[IngestResult, dict[str, pl.DataFrame]]:
         monkeypatch.setenv("GPUCAST_HOME", str(tmp_path / name))
         monkeypatch.setattr(load, "MERGE_BATCH_ROWS", batch_rows)
         summary = ingest_job_logs(paths=[str(logs)], chunk_rows=25)  # many staged chunks
@@ -185,9 +186,9 @@ def test_merging_in_small_batches_equals_one_merge(home, tmp_path, monkeypatch):
         return summary, tables
 
     one, batched = run("one", 1_000_000), run("batched", 30)
-    assert {k: one[0][k] for k in ("rows_read", "rows_loaded", "rows_rejected", "rows_duplicate")} == {
-        k: batched[0][k] for k in ("rows_read", "rows_loaded", "rows_rejected", "rows_duplicate")}
-    assert one[0]["rows_duplicate"] > 120  # the replayed file
+    assert {k: getattr(one[0], k) for k in ("rows_read", "rows_loaded", "rows_rejected", "rows_duplicate")} == {
+        k: getattr(batched[0], k) for k in ("rows_read", "rows_loaded", "rows_rejected", "rows_duplicate")}
+    assert one[0].rows_duplicate > 120  # the replayed file
     for name, table in one[1].items():
         assert table.equals(batched[1][name]), name
     assert query(tmp_path / "batched", "SELECT status FROM job_logs WHERE job_id = 'late'") == [("COMPLETED",)]
@@ -196,8 +197,8 @@ def test_merging_in_small_batches_equals_one_merge(home, tmp_path, monkeypatch):
 def test_two_simulations_with_different_seeds_ingest_as_the_sum_of_their_jobs(home, tmp_path):
     for seed in (1, 2):
         write_logs(tmp_path / f"s{seed}", SimConfig(days=1, jobs_per_day=80, update_fraction=0.0, seed=seed))
-    one = ingest(tmp_path / "s1")["rows_loaded"]
-    two = ingest(tmp_path / "s2")["rows_loaded"]
+    one = ingest(tmp_path / "s1").rows_loaded
+    two = ingest(tmp_path / "s2").rows_loaded
     assert one == two == 80
     assert query(home, "SELECT count(*) FROM job_logs")[0][0] == 160
 
@@ -214,10 +215,10 @@ def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(ho
             for name in c.ADDED_COLUMNS:
                 con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v1)))
-    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
     # the same job logged later with its hardware is a new record, and the columns are back
     s = ingest(write(tmp_path / "c.jsonl", jsonl(record(job_id="old-1", gpu_type="A100-80GB", gpu_count=4))))
-    assert s["rows_loaded"] == 1
+    assert s.rows_loaded == 1
     assert query(home, "SELECT gpu_type, gpu_count FROM job_logs WHERE job_id = 'old-1'") == [("A100-80GB", 4)]
 
 
@@ -237,9 +238,9 @@ def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home,
         for table in ("job_log_records", "job_logs"):
             con.execute(f"ALTER TABLE {table} DROP COLUMN {c.ARCH}")
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v2)))
-    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
     s = ingest(write(tmp_path / "c.jsonl", jsonl({**v2, "Architecture": "  ResNet-50 "})))
-    assert s["rows_loaded"] == 1
+    assert s.rows_loaded == 1
     assert query(home, "SELECT arch, gpu_type FROM job_logs WHERE job_id = 'v2-1'") == [("ResNet-50", "A100-80GB")]
 
 
@@ -260,11 +261,11 @@ def test_a_v3_warehouse_upgrades_to_v4_keeps_its_records_and_loads_jobs_without_
             for name in c.ADDED_BY_VERSION[4]:
                 con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v3)))
-    assert (s["rows_read"], s["rows_loaded"], s["rows_duplicate"]) == (1, 0, 1)
+    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
     bare = {"job_id": "sched-1", "submitted_at": "2026-11-01T10:00:00Z", "status": "PENDING", "queue": "gpu",
             "gpu_count": 2, "time_limit_hours": 4, "JobName": "train_bert_042"}
     s = ingest(write(tmp_path / "c.jsonl", jsonl(bare)))
-    assert (s["rows_loaded"], s["rows_rejected"]) == (1, 0)
+    assert (s.rows_loaded, s.rows_rejected) == (1, 0)
     assert query(home, "SELECT model_type, time_limit_hours, job_name FROM job_logs WHERE job_id = 'sched-1'") == [
         (c.UNKNOWN_MODEL_TYPE, 4.0, "train_bert_042")]
 
@@ -276,7 +277,7 @@ def test_hardware_fields_unknown_gpu_kept_impossible_values_rejected(home, tmp_p
             record(job_id="h-4", gpu_count=2.5),
             record(job_id="h-5", gpu_peak_tflops=-1.0)]
     s = ingest(write(tmp_path / "hw.jsonl", jsonl(*rows)))
-    assert (s["rows_loaded"], s["rows_rejected"]) == (2, 3)
+    assert (s.rows_loaded, s.rows_rejected) == (2, 3)
     assert query(home, "SELECT job_id, gpu_type FROM job_logs ORDER BY job_id") == [("h-1", "A100-80GB"),
                                                                                   ("h-2", "Quantum-9000")]
     reasons = dict(query(home, "SELECT job_id, reason_text FROM rejected_job_logs"))
@@ -298,20 +299,20 @@ def test_a_failed_lake_refresh_keeps_the_run_and_the_next_ingest_repairs_the_lak
 
     first = ingest(tmp_path / "day1")
     (status, loaded, message), = query(home, "SELECT status, rows_loaded, message FROM ingest_runs")
-    assert status == "succeeded" and loaded == first["rows_loaded"] > 0  # the warehouse committed; counts true
+    assert status == "succeeded" and loaded == first.rows_loaded > 0  # the warehouse committed; counts true
     assert "lake refresh failed" in message and "next ingest rewrites the stale days" in message
     assert query(home, "SELECT count(*) FROM job_log_records")[0][0] == loaded
 
     blocker.unlink()
     second = ingest(tmp_path / "day2")  # touches only day 5, but day 1 is stale: both are written
-    assert second["lake_days"] == 2
-    assert _lake(home).height == first["rows_loaded"] + second["rows_loaded"]
+    assert second.lake_days == 2
+    assert _lake(home).height == first.rows_loaded + second.rows_loaded
     # a partition deleted by hand is stale too
     import shutil
 
     shutil.rmtree(lake_dir / "submitted_date=2026-11-01")
-    assert ingest(tmp_path / "day2")["lake_days"] == 1
-    assert _lake(home).height == first["rows_loaded"] + second["rows_loaded"]
+    assert ingest(tmp_path / "day2").lake_days == 1
+    assert _lake(home).height == first.rows_loaded + second.rows_loaded
     # swap folders live outside the lake and are gone afterwards: the lake holds only day partitions
     assert sorted(p.name for p in lake_dir.iterdir()) == ["submitted_date=2026-11-01", "submitted_date=2026-11-05"]
     assert not (home / "lake" / ".swap").exists()
@@ -358,9 +359,9 @@ def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkey
         return result
 
     monkeypatch.setattr(steps, "stage_file", stage_then_append)
-    assert ingest()["rows_loaded"] == 2
+    assert ingest().rows_loaded == 2
     assert inbox_file.exists() and not (home / "inbox" / "archive").exists()
     monkeypatch.setattr(steps, "stage_file", real)
     again = ingest()
-    assert (again["rows_loaded"], again["rows_duplicate"]) == (1, 2)
+    assert (again.rows_loaded, again.rows_duplicate) == (1, 2)
     assert not inbox_file.exists()  # complete now: archived

@@ -122,19 +122,19 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
     options = TrainOptions(models=("linear_fs",), repeats=1, min_labelled=50, epochs=2, seed=5)
     params = {"options": options, "settings": given}
     assert not gpu_worker_online()
-    assert train_where_possible(**params)["where"] == "in-process"
+    assert train_where_possible(**params).where == "in-process"
 
     with get_client(sync_client=True) as client:
         _gpu_deployment(client, ROOT)
         try:
             assert not gpu_worker_online()  # the pool exists, nobody serves it
-            assert train_where_possible(**params)["where"] == "in-process"
+            assert train_where_possible(**params).where == "in-process"
 
             client.send_worker_heartbeat(GPU_POOL, "stuck-worker", heartbeat_interval_seconds=30)
             assert gpu_worker_online()
             out = train_where_possible(pickup_timeout_s=3, **params)
-            assert out["where"] == "in-process"
-            assert client.read_flow_run(out["cancelled_flow_run_id"]).state.is_cancelled()
+            assert out.where == "in-process"
+            assert client.read_flow_run(out.cancelled_flow_run_id).state.is_cancelled()
 
             env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_WORKER_QUERY_SECONDS": "2",
                    "GPUCAST_NIGHT_BUDGET_MINUTES": "99", "GPUCAST_BACKTEST_DAYS": "99", "GPUCAST_TRAIN_RUNNER": "dask"}
@@ -145,8 +145,8 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
             finally:
                 worker.terminate()
                 worker.wait(timeout=60)
-            assert out["where"] == "work pool gpu"
-            handed = client.read_flow_run(out["flow_run_id"])
+            assert out.where == "work pool gpu"
+            handed = client.read_flow_run(out.flow_run_id)
             assert handed.state.is_completed()
             # every option the nightly had, its time limits filled in from the nightly's settings
             sent = {**options.model_dump(mode="json"), "night_budget_minutes": 7.5,

@@ -179,8 +179,8 @@ def test_hostile_case(case: Case, home, tmp_path):
         p.write_bytes(content if isinstance(content, bytes) else content.encode())
     summary = ingest_job_logs(paths=[str(folder)])  # must not raise
 
-    assert summary["rows_read"] == summary["rows_loaded"] + summary["rows_rejected"] + summary["rows_duplicate"]
-    assert (summary["rows_loaded"], summary["rows_rejected"], summary["rows_duplicate"]) == (
+    assert summary.rows_read == summary.rows_loaded + summary.rows_rejected + summary.rows_duplicate
+    assert (summary.rows_loaded, summary.rows_rejected, summary.rows_duplicate) == (
         case.loaded, case.rejected, case.duplicate), summary
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM ingest_files").fetchone()[0] == len(case.files)
@@ -232,10 +232,10 @@ def test_a_symlink_in_the_inbox_is_refused_not_followed(home, tmp_path):
     (inbox / "good.jsonl").write_text(jsonl(record(job_id="a")))
 
     summary = ingest_job_logs()
-    assert (summary["files"], summary["rows_loaded"], summary["rows_rejected"], summary["files_rejected"]) == (2, 1, 0, 1)
+    assert (summary.files, summary.rows_loaded, summary.rows_rejected, summary.files_rejected) == (2, 1, 0, 1)
     with duckdb.connect(str(home / "published.duckdb"), read_only=True) as con:
         (reason,), = con.execute("SELECT reason FROM rejected_files").fetchall()
         assert reason.startswith(f"a symbolic link (to {secret}), not followed")
         for table in ("rejected_job_logs", "job_log_records", "rejected_files", "ingest_files"):
             assert "s3cr3t" not in str(con.execute(f"SELECT * FROM {table}").fetchall()), table
-    assert ingest_job_logs()["files"] == 0  # reported once, not every night
+    assert ingest_job_logs().files == 0  # reported once, not every night

@@ -41,7 +41,7 @@ def test_bad_sources_fail_alone_and_quote_nothing_they_read(home, tmp_path, monk
                     f"    mapping: {secret}\n")                     # absolute: read, not a mapping, not quoted
     monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
     pulled = pull_sources(Settings.from_env().ensure())
-    assert {k: v["rows_loaded"] for k, v in pulled.runs.items()} == {f"slurm {export}": 1}
+    assert {k: v.rows_loaded for k, v in pulled.runs.items()} == {f"slurm {export}": 1}
     assert set(pulled.failed) == {"mlflow entry 1", "slurm entry 2", f"slurm {tmp_path}/etc/passwd", f"slurm {conf}/exports/*.txt"}
     messages = [m for (m,) in rows(home, "SELECT message FROM ingest_runs WHERE status = 'failed'")]
     assert sorted(messages) == sorted(pulled.failed.values()) and len(messages) == 4

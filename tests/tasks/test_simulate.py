@@ -77,9 +77,9 @@ def test_every_documented_flag_combination_writes_logs_that_ingest_and_reconcile
         assert len(paths) == days
         s = ingest_job_logs(paths=[str(root / "logs")], publish=False,
                             settings=Settings.from_env().override(home=root / "home"))
-        assert s["files"] == days and s["files_rejected"] == 0
-        assert s["rows_read"] == sum(_records_written(p) for p in paths)
-        assert s["rows_read"] == s["rows_loaded"] + s["rows_rejected"] + s["rows_duplicate"]
+        assert s.files == days and s.files_rejected == 0
+        assert s.rows_read == sum(_records_written(p) for p in paths)
+        assert s.rows_read == s.rows_loaded + s.rows_rejected + s.rows_duplicate
 
     check()
 

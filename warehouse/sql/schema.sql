@@ -149,6 +149,7 @@ ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS night_budget_minutes DOUBLE;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS train_runner VARCHAR;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS dask_address VARCHAR;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS fits_on VARCHAR;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS flow_run_id VARCHAR;  -- the Prefect flow run that trained (the GPU pool's caller reads its results by it)
 
 CREATE TABLE IF NOT EXISTS model_metrics (
     train_run_id VARCHAR NOT NULL,

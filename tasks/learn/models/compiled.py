@@ -23,12 +23,13 @@ accelerator, never a requirement.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import numpy as np
+
+from gpucast.expectations.records import CompileInfo
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def max_relative_difference(compiled: np.ndarray, native: np.ndarray) -> float:
     return float(np.max(np.abs(compiled - native) / np.maximum(np.abs(native), 1e-12)))
 
 
-def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: int = 2) -> dict:
+def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: int = 2) -> CompileInfo:
     """Compile the saved native model `native` of registry model `name` beside it; check it against
     `inner` (the fitted model's raw predictor) on `sample` rows. Returns what happened (written
     next to the library as JSON, and logged): `used` true only when the library may score."""
@@ -129,8 +130,9 @@ def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: i
     else:
         log.info("%s: compiled in %.1f s, agrees with the native model to %.1e relative on %d rows", native,
                  info["compile_seconds"], info["max_relative_difference"], info["checked_rows"])
-    info_path.write_text(json.dumps(info, indent=2))
-    return info
+    result = CompileInfo(**info)
+    info_path.write_text(result.to_json())
+    return result
 
 
 def _compile_and_check(name: str, native: Path, inner, sample: np.ndarray, threads: int, lib: Path) -> dict:
@@ -159,20 +161,21 @@ def load_compiled(native: Path, threads: int | None = None) -> tuple[CompiledTre
     lib, info_path = native.with_suffix(LIB_SUFFIX), native.with_suffix(INFO_SUFFIX)
     if not info_path.exists():
         return None, "no compiled library was built for it (compile_trees off, or not a tree champion)"
-    info = json.loads(info_path.read_text())
-    if not info.get("used"):
-        return None, f"not compiled: {info.get('reason', 'unknown')}"
+    info = CompileInfo.from_json(info_path.read_text())
+    if not info.used:
+        return None, f"not compiled: {info.reason or 'unknown'}"
     if not lib.exists():
         return None, f"{lib.name} is missing"
     try:
         import tl2cgen
     except ImportError:
         return None, "tl2cgen is not installed"
-    if info.get("tl2cgen") != tl2cgen.__version__:
-        return None, f"the library was built by tl2cgen {info.get('tl2cgen')}, this is {tl2cgen.__version__}"
+    if info.tl2cgen != tl2cgen.__version__:
+        return None, f"the library was built by tl2cgen {info.tl2cgen}, this is {tl2cgen.__version__}"
+    agreed = info.max_relative_difference if info.max_relative_difference is not None else float("nan")
     try:
-        return CompiledTrees(lib, threads, float32_input=info.get("float32_input", False)), \
-            f"compiled library {lib.name} (agreed to {info.get('max_relative_difference', float('nan')):.1e})"
+        return CompiledTrees(lib, threads, float32_input=info.float32_input), \
+            f"compiled library {lib.name} (agreed to {agreed:.1e})"
     except Exception as exc:  # noqa: BLE001  (a library that no longer loads: score with the native model)
         return None, f"{lib.name} did not load ({type(exc).__name__}: {str(exc)[:200]})"
 

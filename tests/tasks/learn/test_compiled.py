@@ -32,7 +32,7 @@ def champion(jobs, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("compiled")
     opts = TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50, compile_trees=True)
     result = train_target(jobs, TARGET, opts, folder, threads=2)
-    assert result.compiled["used"] is True, result.compiled
+    assert result.compiled.used is True, result.compiled
     return folder
 
 
@@ -76,14 +76,14 @@ def test_a_library_that_disagrees_with_its_model_is_not_kept(tmp_path):
     X = rng.normal(size=(500, 4))
     model = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(X, X[:, 0] * 2)
     model.booster_.save_model(str(tmp_path / "lightgbm.txt"))
-    assert compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", model, X)["used"] is True
+    assert compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", model, X).used is True
 
     class Off:
         def predict(self, X):
             return np.full(len(X), 1e3)
 
     info = compiled.compile_model("lightgbm", tmp_path / "lightgbm.txt", Off(), X)
-    assert info["used"] is False and "differ by up to" in info["reason"]
+    assert info.used is False and "differ by up to" in info.reason
     assert not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
     assert compiled.load_compiled(tmp_path / "lightgbm.txt")[0] is None
 

@@ -170,14 +170,15 @@ def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
 
 
 def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
+    from gpucast.expectations.results import FeaturesResult, NightResult
     from gpucast.tasks.report.render import nightly_report
 
     rows = jobs(**{c.ARCH: ["resnet50", "My|Net", "My|Net", None]})
     trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
     summary = traced.summary(rows, trace)
     assert summary == {"trace_statuses": {"unknown arch": 2, "traced": 1}, "unknown_archs": {"My|Net": 2}}
-    feats = {"labelled_jobs": 0, "pending": 4, "labelled": {}, **summary}
-    report = nightly_report({"features": feats}, [], {}, None)
+    feats = FeaturesResult(labelled_jobs=0, pending=4, labelled={}, **summary)
+    report = nightly_report(NightResult(features=feats), None)
     assert "Traced prior, jobs naming an architecture: unknown arch 2, traced 1" in report
     line = next(x for x in report.splitlines() if x.startswith("Architecture names the model zoo does not know"))
     assert "(2 jobs)" in line and "My|Net" not in line  # the name is escaped for the Markdown page

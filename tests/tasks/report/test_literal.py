@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markupsafe import escape
 
+from gpucast.expectations.results import NightResult, PlanResult
 from gpucast.tasks.report.literal import markdown_text, visible
 from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, status_text, text_table
 from gpucast.tasks.report.site import demand_chart, outlook_chart, plan_chart, render_site
@@ -149,8 +150,9 @@ def markdown_cells(markdown: str) -> list[list[str]]:
 
 def report_with_plan(queues: list[str]) -> str:
     rows = plan(queues)
-    return nightly_report({"plan": {"plan_run_id": "plan-1", "jobs": 2, "days": 2, "start_day": DAY,
-                                    "unknown_size_jobs": 0, "unplaceable_jobs": 0, "rows": rows}}, [], {}, None)
+    plan_run = PlanResult(plan_run_id="plan-1", jobs=2, days=2, start_day=DAY, unknown_size_jobs=0, unplaceable_jobs=0,
+                          rows=rows)
+    return nightly_report(NightResult(plan=plan_run), None)
 
 
 def test_a_pipe_in_a_queue_name_stays_in_its_cell_of_the_nightly_report():
@@ -203,7 +205,7 @@ def test_a_rejected_file_name_cannot_send_escapes_to_on_calls_terminal(tmp_path)
 
 
 def test_a_failure_message_with_data_in_it_cannot_break_the_report():
-    report = nightly_report({}, [], {}, "ValueError: queue `$x^$`\n| a | b |\x00")
+    report = nightly_report(NightResult(), "ValueError: queue `$x^$`\n| a | b |\x00")
     assert RAW_CONTROL.search(report) is None
     assert "**FAILED**" in report and markdown_cells(report) == []
 
