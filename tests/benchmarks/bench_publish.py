@@ -46,7 +46,8 @@ COPY (
            'lightgbm' AS model, 'train-20261101T020000Z-abc123' AS train_run_id, ? AS score_run_id,
            ?::TIMESTAMPTZ AS scored_at, 20 + random() * 40 AS safe_request_gb, 80.0 AS gpu_mem_gb,
            random() < 0.05 AS oom_risk, random() < 0.02 AS ood,
-           CASE WHEN random() < 0.02 THEN 'batch_size above the training range (max 4096)' END AS ood_reason
+           CASE WHEN random() < 0.02 THEN 'batch_size above the training range (max 4096)' END AS ood_reason,
+           NULL::VARCHAR AS arch_inferred, NULL::DOUBLE AS arch_match_distance
     FROM range(?) t(i)
 ) TO '{path}' (FORMAT parquet)
 """
