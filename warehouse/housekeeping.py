@@ -69,8 +69,9 @@ def sweep_staging(storage: Storage, alive: Callable[[int], bool]) -> list[Path]:
         if not (pid.isdigit() and alive(int(pid))):
             shutil.rmtree(spill, ignore_errors=True)
             removed.append(spill)
-    for tmp in storage.home.glob(f".{storage.published_path.stem}*.tmp"):  # the copy and the kept previous
-        pid = tmp.name.split(".")[-2]
+    # the copy and the kept previous, and the WAL of a copy killed while written
+    for tmp in [*storage.home.glob(f".{storage.published_path.stem}*.tmp"), *storage.home.glob(f".{storage.published_path.stem}*.tmp.wal")]:
+        pid = tmp.name.removesuffix(".wal").split(".")[-2]
         if not (pid.isdigit() and alive(int(pid))):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)

@@ -4,7 +4,13 @@ full copy, and a full copy whenever the last copy cannot be trusted as a base (w
 from __future__ import annotations
 
 import os
+import signal
+import stat
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -145,5 +151,109 @@ def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_ag
         con.execute("DELETE FROM job_log_records WHERE arrival < 5")
         con.execute("ALTER TABLE forecasts ADD COLUMN note VARCHAR DEFAULT 'new'")
     _score(storage, 1)  # the new column gets its default
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
+
+
+def _inode(path) -> int:
+    return os.stat(path).st_ino
+
+
+def test_each_publish_brings_the_previous_copy_up_to_date_in_place_and_retention_prunes_it_in_place(storage):
+    """The two copies take turns (no byte copy of the current one): tonight's copy is the file that was
+    `published.prev.duckdb`, brought up to date in place; the current one becomes the previous one. Pruned runs
+    are deleted in place and their space is reused: with a run pruned each night the file does not grow."""
+    _score(storage, 0, keep_days=1)
+    publish_snapshot(storage)
+    _score(storage, 1, keep_days=1)
+    publish_snapshot(storage)  # a byte copy of the first (no previous copy yet to bring up to date)
+    sizes = []
+    for day in range(2, 8):
+        _ingest(storage, f"ingest-{day}", range(day * 100, day * 100 + 300))
+        _score(storage, day, keep_days=1)  # the run of 2 days before is pruned
+        current, previous = _inode(storage.published_path), _inode(storage.home / "published.prev.duckdb")
+        publish_snapshot(storage)
+        assert (_inode(storage.published_path), _inode(storage.home / "published.prev.duckdb")) == (previous, current)
+        assert _runs_in(storage.published_path) == [f"score-day{day - 1:03d}", f"score-day{day:03d}"]
+        assert _runs_in(storage.home / "published.prev.duckdb") == [f"score-day{day - 2:03d}", f"score-day{day - 1:03d}"]
+        assert stat.S_IMODE(os.stat(storage.published_path).st_mode) == 0o444
+        _same_as_warehouse(storage)
+        with duckdb.connect(str(storage.published_path), read_only=True) as con:  # the file's blocks, used or free
+            sizes.append(con.execute("SELECT total_blocks FROM pragma_database_size()").fetchone()[0])
+    # each run takes a few blocks; were pruned runs' blocks not reused, each file would gain them every other night
+    assert max(sizes[3:]) <= max(sizes[:3]), f"the copy grows night after night (blocks per night: {sizes})"
+
+
+def test_a_session_holding_the_previous_copy_keeps_it_and_the_publish_copies_instead(storage):
+    _score(storage, 0)
+    publish_snapshot(storage)
+    _score(storage, 1)
+    publish_snapshot(storage)
+    held = storage.home / "published.prev.duckdb"  # a planner's session opened it (or opened published.duckdb two nights ago)
+    before = _runs_in(held)
+    code = (f"import duckdb, sys; con = duckdb.connect({str(held)!r}, read_only=True)\n"
+            "print(con.execute('SELECT count(*) FROM forecasts').fetchone()[0], flush=True); sys.stdin.readline()\n"
+            "runs = con.execute('SELECT DISTINCT score_run_id FROM forecasts ORDER BY 1').fetchall()\n"
+            "print(','.join(r for (r,) in runs), flush=True)")
+    planner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(planner.stdout.readline()) == FORECASTS_PER_RUN * len(before)
+        held_inode = _inode(held)
+        _score(storage, 2)
+        publish_snapshot(storage)  # DuckDB's lock says the file is open: not written; a byte copy of the current one
+        assert _inode(storage.published_path) != held_inode
+        _same_as_warehouse(storage)
+        planner.stdin.write("\n")
+        planner.stdin.flush()
+        assert planner.stdout.readline().strip().split(",") == before  # its own file, unchanged
+    finally:
+        planner.kill()
+        planner.wait()
+    _score(storage, 3)
+    publish_snapshot(storage)  # and the turns resume
+    _same_as_warehouse(storage)
+
+
+def _publish_killed_at(storage: Storage, point: str, tmp_path) -> None:
+    """Run a publish in another process and SIGKILL it at the failpoint `point` (tests/failpoints.py)."""
+    marker = tmp_path / "marker"
+    code = ("from pathlib import Path; from tests.failpoints import stop_at\n"
+            "from gpucast.warehouse.housekeeping import install_failpoint_hook\n"
+            "from gpucast.warehouse.publish import publish_snapshot\n"
+            "from gpucast.warehouse.settings import Storage\n"
+            f"install_failpoint_hook(stop_at({point!r}, Path({str(marker)!r})))\n"
+            f"publish_snapshot(Storage(Path({str(storage.home)!r})))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])
+    try:
+        while not marker.exists():
+            assert proc.poll() is None, f"the publish ended before {point}"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.parametrize("point", ["publish:before-commit", "publish:before-rename"])
+def test_a_publish_killed_while_writing_the_previous_copy_in_place_leaves_the_current_copy_as_it_was(storage, point, tmp_path):
+    """Killed inside the transaction (DuckDB's WAL rolls it back) or after it, before the rename: planners keep
+    tonight's copy byte for byte, `published.prev.duckdb` is a second name of it, the next publish is whole."""
+    for day in (0, 1, 2):
+        _score(storage, day)
+        publish_snapshot(storage)
+    _score(storage, 3)
+    before = storage.published_path.read_bytes()
+    previous_file = _inode(storage.home / "published.prev.duckdb")
+    _publish_killed_at(storage, point, tmp_path)
+    left = sorted(p.name for p in storage.home.glob(".published*"))
+    assert left and all(".tmp" in name for name in left), left  # the file being written (and its WAL), not renamed in
+    assert storage.published_path.read_bytes() == before
+    assert _inode(storage.home / "published.prev.duckdb") == _inode(storage.published_path) != previous_file
+    assert _runs_in(storage.published_path) == ["score-day000", "score-day001", "score-day002"]
+
+    runs.sweep_orphans(storage)  # as the next run's start does
+    assert list(storage.home.glob(".published*")) == []
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
+    _score(storage, 4)
     publish_snapshot(storage)
     _same_as_warehouse(storage)
