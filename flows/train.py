@@ -193,13 +193,14 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         for target in options.targets:
             outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows.get(target), settings))
             failpoint("train:after-first-target")
-        _finish(run.run_id, outcomes, steps.reference_note(options, choice.note), fitted.where, settings)
+        note = steps.reference_note(options, choice.note)  # where the fits ran, and the reference set's use
+        _finish(run.run_id, outcomes, note, fitted.where, settings)
     if publish:
         publish_snapshot(settings.storage)
     report = render.train_markdown(run.run_id, *queries.train_tables(settings.storage.db_path, run.run_id))
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
     return TrainResult(train_run_id=run.run_id, targets=tuple(outcomes), device=used, fits_on=fitted.where,
-                       fit_seconds=fitted.fit_seconds, note=choice.note)
+                       fit_seconds=fitted.fit_seconds, note=note)
 
 
 def _finish(run_id: str, outcomes: list[TrainedTarget], note: str | None, fits_on: str, settings: Settings) -> None:

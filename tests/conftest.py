@@ -32,7 +32,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 # imported; gpucast passes it to the tree libraries, `flows/runners.py` `cores_here`). Two workers each running
 # LightGBM on both cores of a 2-core machine made fits 10-30x slower (docs/testing.md).
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 from gpucast.flows.environment import configure  # noqa: E402
 

@@ -234,9 +234,11 @@ def _verified_copy(storage: Storage, tmp: Path, incremental: bool, in_place_of: 
     try:
         try:
             con.execute(f"ATTACH {sql_string(tmp)} AS copy")
-        except duckdb.IOException as exc:
-            if in_place_of is not None and "lock" in str(exc).lower():
-                raise _CopyInUse(str(exc)) from exc
+        except duckdb.Error as exc:
+            # the previous copy's file locked by a session, or unreadable (corrupt, cut short): it is only a head
+            # start, so the publish byte-copies the current one instead of failing over it
+            if in_place_of is not None:
+                raise _CopyInUse(f"{type(exc).__name__}: {exc}") from exc
             raise
         if in_place_of is not None and _identity(tmp) != in_place_of:  # now locked: written into before we locked it
             raise _CopyInUse(f"{tmp} changed")

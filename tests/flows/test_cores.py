@@ -24,10 +24,10 @@ def test_without_a_usable_omp_num_threads_every_core_the_process_may_run_on(monk
 
 
 def test_parallel_test_workers_each_get_their_share_of_the_cores():
-    """The conftest gives each xdist worker cores // workers OpenMP threads (at least 1)."""
+    """The conftest gives each xdist worker the cores it may run on // workers OpenMP threads (at least 1)."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "GPUCAST_TEST_SESSION_SET")}
     env["PYTEST_XDIST_WORKER_COUNT"] = "2"
     probe = ("import os, sys; sys.path.insert(0, 'tests'); import conftest; "
              "print(os.environ['OMP_NUM_THREADS'])")
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
-    assert int(out) == max(1, (os.cpu_count() or 1) // 2)
+    assert int(out) == max(1, len(os.sched_getaffinity(0)) // 2)

@@ -257,3 +257,21 @@ def test_a_publish_killed_while_writing_the_previous_copy_in_place_leaves_the_cu
     _score(storage, 4)
     publish_snapshot(storage)
     _same_as_warehouse(storage)
+
+
+def test_an_unreadable_previous_copy_is_not_built_on_and_the_publish_copies_instead(storage):
+    """The previous copy is only a head start: its file cut or garbled behind our back (same size and times, so it
+    still looks untouched) makes the publish byte-copy the current one, never fail (review of 2026-11-26)."""
+    _score(storage, 0)
+    publish_snapshot(storage)
+    _score(storage, 1)
+    publish_snapshot(storage)
+    prev = storage.home / "published.prev.duckdb"
+    times = os.stat(prev)
+    with open(prev, "r+b") as f:
+        f.write(b"\x00" * DUCKDB_HEADERS)  # no DuckDB header left: ATTACH refuses the file
+    os.utime(prev, ns=(times.st_atime_ns, times.st_mtime_ns))
+    _score(storage, 2)
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
+    assert _runs_in(storage.published_path) == ["score-day000", "score-day001", "score-day002"]
