@@ -11,9 +11,12 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import train
 from gpucast.tasks.learn.train import TrainOptions, backtest_mask, champion_choice, train_target
 from gpucast.tasks.simulate import simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 NN = "transformer_bigru"
 
@@ -67,13 +70,13 @@ def history() -> pl.DataFrame:
 def test_no_fit_sees_the_backtest_jobs_and_every_model_reports_its_error_on_them(tmp_path, history):
     target = c.PEAK_GPU_MEM_GB
     options = TrainOptions(models=("linear_fs", "decision_tree"), repeats=2, min_labelled=10)
-    a = train_target(history, target, options, tmp_path / "a", threads=2)
+    a = train_target(history, target, options, tmp_path / "a", threads=THREADS)
     rows = train.labelled(history, target, options)
     back = backtest_mask(rows)
     wrecked_ids = rows.filter(pl.Series(back))[c.JOB_ID]
     wrecked = history.with_columns(pl.when(pl.col(c.JOB_ID).is_in(wrecked_ids.implode())).then(pl.col(target) * 1000)
                                    .otherwise(pl.col(target)).alias(target))
-    b = train_target(wrecked, target, options, tmp_path / "b", threads=2)
+    b = train_target(wrecked, target, options, tmp_path / "b", threads=THREADS)
     for split in ("validation", "backtest"):
         assert {(m.model, m.repeat) for m in a.metrics if m.split == split} == {(m, r) for m in options.models for r in (0, 1)}
     assert all(m.rows_eval == back.sum() for m in a.metrics if m.split == "backtest")

@@ -11,11 +11,14 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import TargetResult
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import intervals
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.train import Finished, TrainOptions, labelled, save_champion, train_target
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on this machine: nothing to compile with")
 TARGET = c.PEAK_GPU_MEM_GB
@@ -31,7 +34,7 @@ def champion(jobs, tmp_path_factory) -> Path:
     """A LightGBM champion trained and compiled once (compiling is the slow part)."""
     folder = tmp_path_factory.mktemp("compiled")
     opts = TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50, compile_trees=True)
-    result = train_target(jobs, TARGET, opts, folder, threads=2)
+    result = train_target(jobs, TARGET, opts, folder, threads=THREADS)
     assert result.compiled.used is True, result.compiled
     return folder
 
@@ -64,7 +67,7 @@ def test_without_a_usable_library_scoring_falls_back_to_the_native_model(champio
 
 def test_not_compiled_unless_asked(jobs, tmp_path):
     result = train_target(jobs, c.RUNTIME_HOURS, TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50,
-                                                             compile_trees=False), tmp_path, threads=2)
+                                                             compile_trees=False), tmp_path, threads=THREADS)
     assert result.compiled is None and not (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists()
 
 
@@ -99,13 +102,13 @@ def _saved_champion(name: str, jobs, folder: Path) -> Path:
     rows = labelled(jobs, TARGET, options).head(400)
     encoder = FeatureEncoder(options.features).fit(rows)
     X, y = encoder.transform(rows), rows[TARGET].to_numpy().astype(np.float64)
-    est = registry.build(name, registry.Build(threads=2, categorical=encoder.categorical,
+    est = registry.build(name, registry.Build(threads=THREADS, categorical=encoder.categorical,
                                               base=FEATURE_SETS[options.features].base_column(TARGET)))
     est.regressor.set_params(**TINY[name])
     est.fit(X, y)
     result = TargetResult(TARGET, rows=rows.height, champion=name,
                           calibration={name: intervals.calibrate(y, est.predict(X), float(y.min()))})
-    save_champion(folder, TARGET, options, Finished(result, est, encoder, X), threads=2)
+    save_champion(folder, TARGET, options, Finished(result, est, encoder, X), threads=THREADS)
     return folder
 
 

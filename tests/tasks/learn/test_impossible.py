@@ -12,9 +12,12 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import features, ood, traced
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.learn.train import TrainOptions, train_target
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests import measured  # noqa: E402
@@ -35,8 +38,8 @@ def vgg16_as_cnn(precision: str = "FP32", optimizer: str = "SGD", batch: int = 1
 
 def _scorer(history: pl.DataFrame, models: tuple[str, ...], folder: Path) -> Scorer:
     options = TrainOptions(targets=(MEM,), models=models, repeats=1)
-    result = train_target(history, MEM, options, folder, threads=2, progress=lambda _: None)
-    return Scorer(Champion(MEM, result.champion, "t", str(folder)), threads=2)
+    result = train_target(history, MEM, options, folder, threads=THREADS, progress=lambda _: None)
+    return Scorer(Champion(MEM, result.champion, "t", str(folder)), threads=THREADS)
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,15 @@ import pytest
 import torch
 
 from gpucast.expectations import contract as c
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import features, intervals
 from gpucast.tasks.learn.features import CATEGORICAL, FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.models.estimators import LogTarget
 from gpucast.tasks.learn.models.transformer_bigru import PRESETS, TransformerBiGRU, TransformerBiGRURegressor
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +116,7 @@ def residual_data():
 def test_every_model_round_trips_and_scores_unseen_inputs(tmp_path, residual_data, name):
     enc, X, y = residual_data
     base = FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB)
-    est = registry.build(name, registry.Build(seed=0, threads=2, categorical=enc.categorical,
+    est = registry.build(name, registry.Build(seed=0, threads=THREADS, categorical=enc.categorical,
                                               base=base, cardinalities=enc.cardinalities, preset="tiny", epochs=1))
     est.fit(X, y)
     pred = est.predict(X)

@@ -10,10 +10,13 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import ood
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.learn.train import TrainOptions, train_target
 from gpucast.tasks.simulate import simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 
 def _history(seed: int = 0, families: int = 4, per_family: int = 60):
@@ -105,7 +108,7 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     jobs = simulate_jobs(3000, np.random.default_rng(1), date(2026, 11, 1), 0.0)
     opts = TrainOptions(models=("decision_tree",), repeats=1, seed=0)
-    return {t: train_target(jobs, t, opts, out / t, threads=2) for t in (c.PEAK_GPU_MEM_GB,)}
+    return {t: train_target(jobs, t, opts, out / t, threads=THREADS) for t in (c.PEAK_GPU_MEM_GB,)}
 
 
 def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(trained):
@@ -139,7 +142,7 @@ def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_
     from gpucast.tasks.learn.train import STAND_IN_TREES, held_out_evidence
 
     rows = labelled_rows(build(simulate_jobs(700, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
-    evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=2))
+    evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=THREADS))
     assert evidence["learner"] == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
     assert evidence["held_out_rows"] == sum(evidence["families"].values())
     assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence["families"].values())
@@ -148,7 +151,7 @@ def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_
 def test_without_evidence_flagged_jobs_get_the_calibrated_prior_and_the_reason_says_so(tmp_path):
     jobs = simulate_jobs(1500, np.random.default_rng(6), date(2026, 11, 1), 0.0).filter(pl.col(c.MODEL_TYPE) == "CNN")
     result = train_target(jobs, c.PEAK_GPU_MEM_GB, TrainOptions(models=("decision_tree",), repeats=1), tmp_path,
-                          threads=2)
+                          threads=THREADS)
     assert "fallback" not in result.ood  # one family: nothing to hold out
     rows = simulate_jobs(10, np.random.default_rng(7), date(2026, 11, 2), 0.0).with_columns(pl.lit(1e8).alias(c.PARAMS_MILLION))
     f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)

@@ -10,9 +10,12 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import features, reference, traced, train
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.learn.train import TrainOptions
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 SHIPPED = Path(__file__).resolve().parents[2] / "data" / "reference_archs.csv"
 
@@ -102,8 +105,8 @@ def test_a_family_the_site_never_ran_is_known_once_the_reference_set_trains_besi
     for w in (0.0, 0.1):
         options = TrainOptions(targets=(c.PEAK_GPU_MEM_GB,), models=("lightgbm",), repeats=1, reference_weight=w)
         folder = tmp_path / f"w{w}"
-        result = train.train_target(history, c.PEAK_GPU_MEM_GB, options, folder, threads=2, progress=lambda _: None)
-        scored[w] = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "test", str(folder)), threads=2).score(jobs)
+        result = train.train_target(history, c.PEAK_GPU_MEM_GB, options, folder, threads=THREADS, progress=lambda _: None)
+        scored[w] = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "test", str(folder)), threads=THREADS).score(jobs)
     alone, beside = scored[0.0], scored[0.1]
     assert alone["ood"].all() and alone["ood_reason"].str.contains("Transformer").all()
     assert not beside["ood"].any() and beside["p50"].is_finite().all()

@@ -10,10 +10,13 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.records import Champion
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn.features import labelled_rows
 from gpucast.tasks.learn.score import Scorer, memory_advice, safe_request_gb
 from gpucast.tasks.learn.train import TrainOptions, train_target
 from gpucast.tasks.simulate import simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 
 def _jobs(n: int, seed: int) -> pl.DataFrame:
@@ -26,7 +29,7 @@ def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     jobs = _jobs(6000, seed=1)
     opts = TrainOptions(models=("lightgbm", "linear_fs"), repeats=1, seed=0)
-    results = {t: train_target(jobs, t, opts, out / t, threads=2) for t in c.TARGETS}
+    results = {t: train_target(jobs, t, opts, out / t, threads=THREADS) for t in c.TARGETS}
     return {t: Champion(t, r.champion, "train-test", r.model_dir) for t, r in results.items()}
 
 

@@ -7,8 +7,11 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn.train import TrainOptions, choose_champion, metrics, split, train_target
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
+
+THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 
 def test_metrics_match_hand_computation():
@@ -41,14 +44,14 @@ def options(**kw) -> TrainOptions:
 
 def test_champion_never_reads_test_rows(tmp_path, jobs):
     target = c.PEAK_GPU_MEM_GB
-    a = train_target(jobs, target, options(), tmp_path / "a", threads=2)
+    a = train_target(jobs, target, options(), tmp_path / "a", threads=THREADS)
     # wreck the labels of every test row: validation metrics and the champion must not change
     labelled = jobs.with_row_index("_i").filter((pl.col(c.STATUS) == "COMPLETED") & (pl.col(target) > 0))
     wrecked_ids = labelled[sorted(split(labelled.height, 0)[2].tolist())]["_i"].to_list()
     wrecked = jobs.with_row_index("_i").with_columns(
         pl.when(pl.col("_i").is_in(wrecked_ids)).then(pl.col(target) * 1000).otherwise(pl.col(target)).alias(target)
     ).drop("_i")
-    b = train_target(wrecked, target, options(), tmp_path / "b", threads=2)
+    b = train_target(wrecked, target, options(), tmp_path / "b", threads=THREADS)
     val = lambda res: [m.rmse for m in res.metrics if m.split == "validation"]  # noqa: E731
     assert val(a) == pytest.approx(val(b))
     assert a.champion == b.champion
@@ -59,7 +62,7 @@ def test_champion_never_reads_test_rows(tmp_path, jobs):
 
 def test_results_registry_and_summary(tmp_path, jobs):
     folder = tmp_path / c.GPU_DEMAND_GFLOPS
-    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder, threads=2)
+    res = train_target(jobs, c.GPU_DEMAND_GFLOPS, options(repeats=2), folder, threads=THREADS)
     # the champion alone is kept, refitted, with its encoder, metadata and every model's test predictions
     model_files = {"decision_tree": "decision_tree.skops", "linear_fs": "linear_fs.skops", "lightgbm": "lightgbm.txt"}
     assert {p.name for p in folder.iterdir()} == {"encoder.json", "metadata.json", "test_predictions.parquet",
@@ -75,12 +78,12 @@ def test_results_registry_and_summary(tmp_path, jobs):
 
 
 def test_target_without_enough_labels_is_skipped(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="contract"), tmp_path, threads=2)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="contract"), tmp_path, threads=THREADS)
     assert res.champion is None and "fewer than the minimum 200" in res.skipped
 
 
 def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(tmp_path, jobs):
-    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path, threads=2)
+    res = train_target(jobs.head(50), c.RUNTIME_HOURS, options(min_labelled=200, features="residual"), tmp_path, threads=THREADS)
     assert res.champion == "prior" and res.skipped.endswith("the analytic prior scores it")
     assert res.metrics == []  # nothing was compared
     # the prior learns nothing, so every labelled job calibrates its intervals
@@ -89,7 +92,7 @@ def test_with_the_priors_a_target_without_enough_labels_is_scored_by_the_prior(t
 
 def test_a_target_no_job_has_measured_is_skipped_even_with_a_prior(tmp_path, jobs):
     unmeasured = jobs.head(50).with_columns(pl.lit(None, dtype=pl.Float64).alias(c.RUNTIME_HOURS))
-    res = train_target(unmeasured, c.RUNTIME_HOURS, options(features="residual"), tmp_path, threads=2)
+    res = train_target(unmeasured, c.RUNTIME_HOURS, options(features="residual"), tmp_path, threads=THREADS)
     # no labelled job: nothing to calibrate the prior's intervals on, so no champion (and no crash)
     assert res.champion is None and res.rows == 0 and res.skipped.startswith("0 labelled COMPLETED jobs")
 
@@ -165,7 +168,7 @@ def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_
     from gpucast.tasks.learn.train import CHAMPION_RULE, champion_choice
 
     runs = {(seed, n): train_target(jobs, c.PEAK_GPU_MEM_GB, options(repeats=2, seed=seed), tmp_path / f"{seed}{n}",
-                                    threads=2) for seed in (0, 1) for n in (1, 2)}
+                                    threads=THREADS) for seed in (0, 1) for n in (1, 2)}
     assert runs[0, 1].champion == runs[0, 2].champion  # the same data and seed, twice
     assert [m.rmse for m in runs[0, 1].metrics] == [m.rmse for m in runs[0, 2].metrics]
     lowest = {seed: champion_choice(runs[seed, 1].metrics).lowest for seed in (0, 1)}
@@ -204,8 +207,8 @@ def test_a_fit_past_the_night_budget_is_skipped_not_run(jobs):
     from gpucast.tasks.learn.train import fit_one, labelled
 
     rows = labelled(jobs, "runtime_hours", options())
-    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=2, budget_ends_at=time.time() - 1)
+    out = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=THREADS, budget_ends_at=time.time() - 1)
     assert out == FitSkipped("runtime_hours", "lightgbm", 0, "the night budget ran out before it started", failed=False)
-    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=2, budget_ends_at=time.time() + 600)
+    done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=THREADS, budget_ends_at=time.time() + 600)
     assert isinstance(done, FitResult)
     assert {m.split for m in done.metrics} == {"validation", "test"} and len(done.test_pred) > 0
