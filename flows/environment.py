@@ -83,3 +83,21 @@ def prefect_api_in_use() -> str | None:
 def child_environment(**overrides: str) -> dict[str, str]:
     """This process's environment with `overrides`, for a program gpucast runs (e.g. `sacct` in UTC)."""
     return {**os.environ, **overrides}
+
+
+def cores_here() -> int:
+    """The cores this process may use: `OMP_NUM_THREADS` when it is set to a whole number >= 1 (the OpenMP
+    libraries' own variable, which torch reads too), else the cores the process may run on.
+
+    The fits pass this count to LightGBM, XGBoost, CatBoost and scikit-learn explicitly, which overrides
+    their own reading of `OMP_NUM_THREADS`; so a machine shared with other work (or a test run on parallel
+    workers) sets it once for all of them. More OpenMP threads than free cores is not a little slower but
+    10-30x (threads spin at every barrier while another process holds the core: a LightGBM fit of 2,000
+    rows took 5-7 s on one thread and 74-182 s on two beside other work, docs/testing.md)."""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) >= 1:
+        return int(given)
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no affinity call on this platform (macOS)
+        return os.cpu_count() or 1

@@ -20,6 +20,7 @@ import polars as pl
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from gpucast.flows.environment import cores_here
 from gpucast.warehouse.settings import Cluster
 
 DASK_CONNECT_TIMEOUT_S = 10
@@ -102,24 +103,6 @@ def threads_here() -> int:
         return 1
     except (ImportError, ValueError):  # ValueError: not on a worker
         return cores_here()
-
-
-def cores_here() -> int:
-    """The cores this process may use: `OMP_NUM_THREADS` when it is set to a whole number >= 1 (the OpenMP
-    libraries' own variable, which torch reads too), else the cores the process may run on.
-
-    The fits pass this count to LightGBM, XGBoost, CatBoost and scikit-learn explicitly, which overrides
-    their own reading of `OMP_NUM_THREADS`; so a machine shared with other work (or a test run on parallel
-    workers) sets it once for all of them. More OpenMP threads than free cores is not a little slower but
-    10-30x (threads spin at every barrier while another process holds the core: a LightGBM fit of 2,000
-    rows took 5-7 s on one thread and 74-182 s on two beside other work, docs/testing.md)."""
-    given = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if given.isdigit() and int(given) >= 1:
-        return int(given)
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # no affinity call on this platform (macOS)
-        return os.cpu_count() or 1
 
 
 def on_dask(runner) -> bool:

@@ -29,7 +29,7 @@ if "GPUCAST_HOME" not in os.environ:
     atexit.register(shutil.rmtree, _session_home, ignore_errors=True)
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 # Parallel workers share the cores: each gets its share of OpenMP threads (torch reads this when it is first
-# imported; gpucast passes it to the tree libraries, `flows/runners.py` `cores_here`). Two workers each running
+# imported; gpucast passes it to the tree libraries, `flows/environment.py` `cores_here`). Two workers each running
 # LightGBM on both cores of a 2-core machine made fits 10-30x slower (docs/testing.md).
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))

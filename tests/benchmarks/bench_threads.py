@@ -6,7 +6,7 @@ One LightGBM fit of `--rows` rows (20 features) with `n_jobs` = 1 and = every co
 second process running the same fit at the same time (as two test workers, or a nightly beside another job,
 do). The baseline is one thread. It prints wall and CPU seconds per case and the ratio to the baseline: more
 threads than free cores spin at every barrier, and the fit becomes many times slower, not a little
-(`flows/runners.py` `cores_here`, docs/testing.md).
+(`flows/environment.py` `cores_here`, docs/testing.md).
 """
 
 from __future__ import annotations

@@ -166,7 +166,8 @@ def test_only_the_settings_module_reads_gpucast_variables():
 
 # settings.py: the settings; flows/environment.py: Prefect's switches, set (not read) by the CLI before
 # Prefect is imported; flows/children.py: hands gpucast's pid to its temporary API server child in that child's
-# environment (a hand-over between two processes, not a setting).
+# environment (a hand-over between two processes, not a setting); flows/environment.py also reads OMP_NUM_THREADS
+# (`cores_here`: the OpenMP libraries' own variable, not a gpucast setting).
 ALLOWED_ENV_READERS = {"warehouse/settings.py", "flows/environment.py", "flows/children.py"}
 
 

@@ -111,7 +111,7 @@ def max_relative_difference(compiled: np.ndarray, native: np.ndarray) -> float:
     return float(np.max(np.abs(compiled - native) / np.maximum(np.abs(native), 1e-12)))
 
 
-def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: int = 2) -> CompileInfo:
+def compile_model(name: str, native: Path, inner, sample: np.ndarray, threads: int = 1) -> CompileInfo:
     """Compile the saved native model `native` of registry model `name` beside it; check it against
     `inner` (the fitted model's raw predictor) on `sample` rows. Returns what happened (written
     next to the library as JSON, and logged): `used` true only when the library may score."""
