@@ -34,6 +34,13 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.environ:
     os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
+# No new traces of the traced prior in the suite's nights (GPUCAST_TRACE_NIGHT_SECONDS=0: cached traces are still
+# used). A night on simulated logs recognises zoo architectures from their shapes and traced them for up to the
+# 600 s budget, in every test that runs a night: minutes each, and a trace that timed out on a loaded machine
+# changed the forecasts. The tests of tracing set their own bounds (tests/tasks/learn/test_traced.py) or the
+# variable (tests/flows/test_failure_paths.py).
+os.environ.setdefault("GPUCAST_TRACE_NIGHT_SECONDS", "0")
+
 from gpucast.flows.environment import configure  # noqa: E402
 
 configure()  # Prefect's defaults under the session's home, before any test module imports a flow

@@ -206,9 +206,10 @@ SPECS: tuple[Spec, ...] = (
     Spec("tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
          "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
          "timeout is cached with its reason)"),
-    Spec("tracing", "trace_night_seconds", 600.0, float, *_between(0, DAY_S, above=True),
+    Spec("tracing", "trace_night_seconds", 600.0, float, *_between(0, DAY_S),
          "the traced prior: seconds all of a night's new traces may take together; configurations not reached "
-         "are traced on a later night (their jobs get the analytic prior tonight)"),
+         "are traced on a later night (their jobs get the analytic prior tonight); 0: no new traces (cached "
+         "ones are still used)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 assert len(SPEC_BY_FIELD) == len(SPECS), "a setting's name is unique across concerns (override takes bare names)"

@@ -125,7 +125,7 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypa
         assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out.forecasts
 
 
-def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path):
+def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path, monkeypatch):
     """Three pending jobs alike but for `arch`: 'ResNet-50' (the zoo's resnet50: traced in a child process,
     cached under models/), 'MyNet-7' (unknown: kept, analytic prior) and none. The champion is the prior
     alone, so the forecasts' ratios are the priors' ratios: traced / analytic for the named job (1e6 steps: the
@@ -133,6 +133,8 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     from gpucast.flows import score as score_flow
     from gpucast.tasks.learn import features, traced, traced_bands
     from tests.records import jsonl, record
+
+    monkeypatch.setenv("GPUCAST_TRACE_NIGHT_SECONDS", "600")  # the suite's default is 0 (tests/conftest.py)
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.0, seed=4))
     job = dict(status="PENDING", updated_at=None, model_type="ResNet", params_million=25.6, batch_size=32, iterations=1e6,

@@ -130,6 +130,17 @@ def test_the_nights_budget_leaves_the_rest_for_a_later_night(tmp_path):
     assert len(entries) == 1  # the configurations not reached are not cached
 
 
+def test_a_night_budget_of_zero_traces_nothing_new_and_still_reads_the_cache(tmp_path):
+    """GPUCAST_TRACE_NIGHT_SECONDS=0 (the test suite's default, tests/conftest.py): no tracer is started; what
+    an earlier night traced is still used."""
+    cache = tmp_path / "t.json"
+    traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=fake_tracer)  # an earlier night traced resnet50
+    rows = jobs(**{c.ARCH: ["resnet50", "vgg16", "resnet18", None]})
+    trace = traced.trace_jobs(rows, cache, Bounds(30, 0), tracer=failing_tracer)
+    assert statuses(trace)[:3] == ["cached", traced.NIGHT_SPENT, traced.NIGHT_SPENT]
+    assert len(json.loads(cache.read_text())["entries"]) == 1
+
+
 def test_a_missing_batch_size_is_not_traced(tmp_path):
     rows = jobs(**{c.BATCH_SIZE: [None, 32, 16, 64]})
     trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
