@@ -135,6 +135,7 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     from tests.records import jsonl, record
 
     monkeypatch.setenv("GPUCAST_TRACE_NIGHT_SECONDS", "600")  # the suite's default is 0 (tests/conftest.py)
+    monkeypatch.setenv("GPUCAST_TRACE_SECONDS", "600")  # resnet50's trace: ~10 s alone, past 60 s at load 13
 
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.0, seed=4))
     job = dict(status="PENDING", updated_at=None, model_type="ResNet", params_million=25.6, batch_size=32, iterations=1e6,
