@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from prefect import task
 
 from gpucast.expectations.results import BacktestResult
+from gpucast.flows.settings import Storage
 from gpucast.tasks.learn import gate
 from gpucast.warehouse import backtest, db
-from gpucast.warehouse.settings import Storage
 
 
 def refresh_backtest(storage: Storage, backtest_days: int, now: datetime | None = None) -> BacktestResult:

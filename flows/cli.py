@@ -1,7 +1,7 @@
 """`gpucast`: the command line for data engineers, planners and on-call staff.
 
 This module only parses, calls and prints. Defaults shown in `--help` come from the settings table
-(`warehouse/settings.py`) and the training options (`tasks/learn/train.py`); the environment is read
+(`flows/settings.py`) and the training options (`tasks/learn/train.py`); the environment is read
 after parsing, so `--help` works whatever it holds, and a bad value ends with its variable's name.
 """
 
@@ -23,6 +23,7 @@ from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows import children
 from gpucast.flows.environment import configure, configured_prefect_api, prefect_api_in_use
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
+from gpucast.flows.settings import RUNNERS, SPEC_BY_FIELD, Settings
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
@@ -30,7 +31,6 @@ from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
 from gpucast.warehouse.errors import environment_error, printable, storage_error
-from gpucast.warehouse.settings import RUNNERS, SPEC_BY_FIELD, Settings
 
 # Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
 SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_reject_fraction",
@@ -134,8 +134,9 @@ def _ingest(args: argparse.Namespace) -> int:
     if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
         check_files(source, discover(args.paths))
     _warm_up_validation()
-    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, settings=settings_from(args),
-                        mapping=args.mapping)
+    settings = settings_from(args)
+    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
+                        storage=settings.storage, quality=settings.quality)
     print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
           f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate; {s.files_rejected} file(s) rejected")
     if s.rows_rejected or s.files_rejected:
@@ -234,7 +235,9 @@ def _train(args: argparse.Namespace) -> int:
     _require_ml()
     from gpucast.flows.train import train_models
 
-    out = train_models(train_options(args), settings=settings_from(args))
+    s = settings_from(args)
+    out = train_models(train_options(args), storage=s.storage, cluster=s.cluster, quality=s.quality, training=s.training,
+                       tracing=s.tracing)
     if out.note:
         print(f"note: {out.note}")
     print(f"train run {out.train_run_id} on {out.device}, fits on {out.fits_on}:")
@@ -262,8 +265,9 @@ def _score(args: argparse.Namespace) -> int:
     from gpucast.tasks.learn.score import warm_up
 
     warm_up()  # while the temporary Prefect server starts (flows/children.py)
-    out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of),
-                        settings=settings_from(args))
+    s = settings_from(args)
+    out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of), storage=s.storage,
+                        planning=s.planning, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
     print(f"score run {out.score_run_id}: {out.forecasts:,} forecasts for {out.pending_jobs:,} pending jobs "
           f"({', '.join(f'{t}: {m}' for t, m in out.champions.items())})")
     print('see: gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"')
@@ -546,7 +550,8 @@ def _plan(args: argparse.Namespace) -> int:
     from gpucast.tasks.plan.capacity import first_day
     from gpucast.tasks.report.render import text_table
 
-    out = capacity_plan(days=args.horizon_days, gpu_types=_csv(args.gpu_types), settings=settings_from(args))
+    s = settings_from(args).override({"plan_days": "--horizon-days"}, plan_days=args.horizon_days)
+    out = capacity_plan(gpu_types=_csv(args.gpu_types), storage=s.storage, planning=s.planning)
     rows = out.rows
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
@@ -564,7 +569,8 @@ def _demand(args: argparse.Namespace) -> int:
     from gpucast.tasks.demand.forecast import summary
     from gpucast.tasks.report.render import text_table
 
-    out = demand_forecast(days=args.horizon_days, settings=settings_from(args))
+    s = settings_from(args).override({"plan_days": "--horizon-days"}, plan_days=args.horizon_days)
+    out = demand_forecast(storage=s.storage, planning=s.planning)
     print(text_table(summary(out.forecast).select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
                                   "method", "jobs_method", "fallback_reason")))
     print(f"GPU-hours a day from {out.history_end} + 1 (day1) and over {out.days} day(s) (all_days); every day: "

@@ -16,13 +16,13 @@ import polars as pl
 from prefect import flow, task
 
 from gpucast.expectations.results import DemandResult
+from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
 from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end
 from gpucast.warehouse import db
 from gpucast.warehouse import demand as demand_tables
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import describe, lifecycle
-from gpucast.warehouse.settings import Settings, Storage
 
 
 @task(name="read-demand")
@@ -48,11 +48,12 @@ def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtes
 
 
 @flow(name="demand-forecast", log_prints=True)
-def demand_forecast(days: int | None = None, publish: bool = True, as_of: datetime | None = None,
-                    settings: Settings | None = None) -> DemandResult:
-    """Forecast `days` days (default GPUCAST_PLAN_DAYS, so the forecast covers the plan) after the last
-    full day of history before `as_of` (default now); backtest it; record both; publish unless told not to."""
-    settings = (settings or Settings.from_env()).override({"plan_days": "--horizon-days"}, plan_days=days).ensure()
+def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage: Storage | None = None,
+                    planning: Planning | None = None) -> DemandResult:
+    """Forecast `planning.plan_days` days (GPUCAST_PLAN_DAYS, so the forecast covers the plan; `gpucast
+    demand --horizon-days` sets them) after the last full day of history before `as_of` (default now);
+    backtest it; record both; publish unless told not to. `storage`, `planning`: default the environment's."""
+    settings = Settings.given(storage=storage, planning=planning).ensure()
     storage, days = settings.storage, settings.planning.plan_days
     with lifecycle(storage, "demand", days=days) as run:
         daily, latest = read_demand(storage)
@@ -78,6 +79,6 @@ def demand_step(settings: Settings, as_of: datetime | None) -> tuple[DemandResul
     """The nightly's step: the demand forecast, unpublished (the night publishes); a failure is a
     warning, never the night's failure (the plan and the publish go on with the previous forecast)."""
     try:
-        return demand_forecast(publish=False, as_of=as_of, settings=settings), []
+        return demand_forecast(publish=False, as_of=as_of, storage=settings.storage, planning=settings.planning), []
     except Exception as exc:  # noqa: BLE001  (see the docstring)
         return None, [f"demand forecast failed, planners keep the previous one: {describe(exc)}"]

@@ -20,9 +20,9 @@ from importlib import resources
 from gpucast.expectations.results import NightResult
 from gpucast.flows.nightly import nightly
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
+from gpucast.flows.settings import Settings
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
-from gpucast.warehouse.settings import Settings
 
 
 def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Callable[[str], None] = print) -> list[NightResult]:

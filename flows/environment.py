@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 
 from gpucast.flows import children
-from gpucast.warehouse.settings import home_from_env
+from gpucast.flows.settings import home_from_env
 
 
 def defaults(home: Path) -> dict[str, str]:

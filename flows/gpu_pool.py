@@ -14,10 +14,10 @@ import time
 from dataclasses import asdict, replace
 
 from gpucast.expectations.results import IN_PROCESS, TrainResult
+from gpucast.flows.settings import Settings
 from gpucast.flows.train import train_models, with_time_limits
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.warehouse import db, training
-from gpucast.warehouse.settings import Settings
 
 GPU_POOL = "gpu"
 GPU_DEPLOYMENT = "train-models/gpu-train"
@@ -87,7 +87,8 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
     from prefect.states import Cancelled
 
     logger = _logger()
-    here = {"options": options, "history_path": history_path, "publish": False, "settings": settings}
+    here = {"options": options, "history_path": history_path, "publish": False, "storage": settings.storage,
+            "cluster": settings.cluster, "quality": settings.quality, "training": settings.training, "tracing": settings.tracing}
     if not gpu_worker_online():
         logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
         return replace(train_models(**here), where=IN_PROCESS)

@@ -24,6 +24,7 @@ import polars as pl
 from gpucast.expectations.results import IngestResult, SourcesResult
 from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
+from gpucast.flows.settings import Settings
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
@@ -32,7 +33,6 @@ from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
-from gpucast.warehouse.settings import Settings
 from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
 SACCT_TIMEOUT_S = 600
@@ -111,7 +111,8 @@ def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None
     try:
         staged = folder / name
         jobs.write_parquet(staged)
-        return ingest_job_logs(paths=[str(staged)], settings=settings, source=source, source_mapping=mapping)
+        return ingest_job_logs(paths=[str(staged)], source=source, source_mapping=mapping, storage=settings.storage,
+                               quality=settings.quality)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

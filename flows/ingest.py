@@ -12,6 +12,7 @@ from prefect.utilities.annotations import quote
 from gpucast.expectations.records import FileResult
 from gpucast.expectations.results import IngestResult
 from gpucast.flows.errors import no_retry_on_environment
+from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping
@@ -19,7 +20,6 @@ from gpucast.warehouse import db, load, runs
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings, Storage
 
 
 @task(name="find-files")
@@ -109,17 +109,17 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
 
 @flow(name="ingest-job-logs", log_prints=True)
 def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS, publish: bool = True,
-                    settings: Settings | None = None, mapping: str | None = None, source: str | None = None,
-                    source_mapping: str | None = None) -> IngestResult:
+                    mapping: str | None = None, source: str | None = None, source_mapping: str | None = None,
+                    storage: Storage | None = None, quality: Quality | None = None) -> IngestResult:
     """Ingest job-log files (or the inbox's new files) into the lake and the warehouse.
 
     `publish` refreshes the planners' copy after a successful run (the nightly flow publishes once,
-    itself). `settings` defaults to the environment's (`Settings.from_env()`). `mapping`: a mapping
+    itself). `storage`, `quality` (how far ahead a timestamp may be) default to the environment's. `mapping`: a mapping
     file (docs/sources.md) that every file of `paths` is read through; checked before the run starts.
     `source`: the importer whose staged files `paths` are (`slurm`, `flows/imports.py`), recorded in
     `ingest_runs.source` with `source_mapping`, the mapping file that importer applied (if any).
     """
-    settings = (settings or Settings.from_env()).ensure()
+    settings = Settings.given(storage=storage, quality=quality).ensure()
     storage = settings.storage
     # the run's own clock: a timestamp beyond it plus the tolerance is a clock or typing error (rejected)
     not_after = datetime.now(UTC) + timedelta(hours=settings.quality.future_tolerance_hours)

@@ -34,6 +34,7 @@ from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.nightly_steps import NIGHTLY_STEPS
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
+from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.flows.stage import stage_features
 from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.train import TrainOptions
@@ -42,7 +43,6 @@ from gpucast.warehouse import db, queries
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import note_stop
-from gpucast.warehouse.settings import Quality, Settings, Storage
 
 ARTIFACT_KEY = "nightly-report"
 
@@ -93,16 +93,15 @@ def alert_on_failure(flow, flow_run, state) -> None:
 @flow(name="nightly", log_prints=True, timeout_seconds=NIGHTLY_TIMEOUT_S, on_failure=[alert_on_failure],
       on_crashed=[alert_on_failure])
 def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
-            gpu_mem_gb: float | None = None, max_reject_fraction: float | None = None,
             as_of: datetime | None = None, settings: Settings | None = None) -> NightResult:
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails.
 
-    `options`: what training does (prefect.yaml's `options:`); `gpu_mem_gb` and
-    `max_reject_fraction` override their settings (GPUCAST_GPU_MEM_GB, GPUCAST_MAX_REJECT_FRACTION);
-    `as_of` stamps the forecasts (default: now; the demo replays past days).
+    `options`: what training does (prefect.yaml's `options:`); `settings`: every concern (it runs every
+    step), default the environment's (a deployment sets GPUCAST_* in its work pool's `job_variables.env`;
+    the CLI passes its flags on top, `--gpu-mem-gb`, `--max-reject-fraction`, ...); `as_of` stamps the
+    forecasts (default: now; the demo replays past days). Each step gets only the concerns it uses.
     """
-    settings = (settings or Settings.from_env()).override(
-        gpu_mem_gb=gpu_mem_gb, max_reject_fraction=max_reject_fraction).ensure()
+    settings = (settings or Settings.from_env()).ensure()
     inventory = read_inventory(settings)  # a bad inventory stops the night before anything runs
     with exclusive_run(settings.storage, "nightly"), _staging(settings.storage) as staging:
         return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of, inventory)
@@ -139,7 +138,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "ingest"):
-            steps["ingest"] = ingest_job_logs(paths=paths, publish=False, settings=settings)
+            steps["ingest"] = ingest_job_logs(paths=paths, publish=False, storage=settings.storage, quality=settings.quality)
             if paths is None:  # the inbox's night also pulls sources.yaml's sources (GPUCAST_SOURCES): one
                 pulled = pull_sources(settings)  # that fails is a warning and a failed ingest run; the rest load
                 steps["sources"] = pulled.runs
@@ -157,13 +156,15 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
                 steps["train"] = train_where_possible(options, settings, steps["features"].history_path)
         with _timed(seconds, "score"):
             steps["score"] = score_pending(pending_path=steps["features"].pending_path, publish=False,
-                                           history_path=steps["features"].history_path,
-                                           as_of=as_of, settings=settings)
+                                           history_path=steps["features"].history_path, as_of=as_of,
+                                           storage=settings.storage, planning=settings.planning, cluster=settings.cluster,
+                                           quality=settings.quality, tracing=settings.tracing)
         with _timed(seconds, "demand"):
             steps["demand"], failed = demand_step(settings, as_of)
             warnings += failed
         with _timed(seconds, "plan"):
-            steps["plan"] = capacity_plan(publish=False, inventory=inventory, settings=settings)
+            steps["plan"] = capacity_plan(publish=False, inventory=inventory, storage=settings.storage,
+                                          planning=settings.planning)
         with _timed(seconds, "publish"):
             where = publish(settings.storage)
         with _timed(seconds, "page"):

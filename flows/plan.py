@@ -20,6 +20,7 @@ from prefect.artifacts import create_link_artifact, create_table_artifact
 from gpucast.expectations import catalog
 from gpucast.expectations.inventory import Inventory, load_inventory
 from gpucast.expectations.results import PlanResult
+from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.tasks.plan import arrivals
 from gpucast.tasks.plan import capacity as steps
 from gpucast.tasks.report.literal import visible_frame
@@ -28,7 +29,6 @@ from gpucast.warehouse import db, queries
 from gpucast.warehouse import plan as plan_tables
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import lifecycle
-from gpucast.warehouse.settings import Settings, Storage
 
 PLAN_ARTIFACT_KEY = "capacity-plan"
 SITE_ARTIFACT_KEY = "capacity-page"
@@ -90,12 +90,13 @@ def record_plan(storage: Storage, run_id: str, plan: steps.Plan, **summary) -> N
 
 
 @flow(name="capacity-plan", log_prints=True)
-def capacity_plan(days: int | None = None, gpu_types: list[str] | None = None, publish: bool = True,
-                  inventory: Inventory | None = None, settings: Settings | None = None) -> PlanResult:
-    """Plan the GPUs the pending jobs need for `days` days (default GPUCAST_PLAN_DAYS) from the day of
-    the latest forecasts. `inventory`: already read by the caller (the nightly reads it first, so a
-    bad file stops the night before anything runs); else read here."""
-    settings = (settings or Settings.from_env()).override({"plan_days": "--horizon-days"}, plan_days=days).ensure()
+def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inventory: Inventory | None = None,
+                  storage: Storage | None = None, planning: Planning | None = None) -> PlanResult:
+    """Plan the GPUs the pending jobs need for `planning.plan_days` days from the day of the latest
+    forecasts. `inventory`: already read by the caller (the nightly reads it first, so a bad file stops
+    the night before anything runs); else read here. `storage`, `planning`: default the environment's
+    (GPUCAST_PLAN_DAYS, GPUCAST_GPU_MEM_GB, GPUCAST_INVENTORY; `gpucast plan --horizon-days` sets the days)."""
+    settings = Settings.given(storage=storage, planning=planning).ensure()
     types = gpu_type_names(gpu_types)
     inventory = inventory or read_inventory(settings)
     storage, days = settings.storage, settings.planning.plan_days

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import polars as pl
 
+from gpucast.flows.settings import Storage
 from gpucast.tasks.learn.models import store
 from gpucast.tasks.report import render
 from gpucast.warehouse import queries
-from gpucast.warehouse.settings import Storage
 
 
 def write_train_report(storage: Storage, run_id: str | None, out: Path | None) -> tuple[str, list[Path]]:

@@ -21,7 +21,7 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from gpucast.flows.environment import cores_here
-from gpucast.warehouse.settings import Cluster
+from gpucast.flows.settings import Cluster
 
 DASK_CONNECT_TIMEOUT_S = 10
 

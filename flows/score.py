@@ -27,6 +27,7 @@ from gpucast.expectations.records import Champion
 from gpucast.expectations.results import ScoreResult
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
+from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage, Tracing
 from gpucast.flows.stage import PENDING, stage_features
 from gpucast.tasks.learn import score as steps
 from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
@@ -34,7 +35,6 @@ from gpucast.tasks.learn.score import Scorer
 from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Cluster, Settings, Storage
 
 NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
 
@@ -147,14 +147,16 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
 
 
 @flow(name="score-pending", log_prints=True)
-def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAULT_BATCH_ROWS,
-                  device: str | None = None, pending_path: str | None = None, publish: bool = True,
-                  as_of: datetime | None = None, settings: Settings | None = None,
-                  partition_min_jobs: int = PARTITION_MIN_JOBS, history_path: str | None = None) -> ScoreResult:
+def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None = None, pending_path: str | None = None,
+                  publish: bool = True, as_of: datetime | None = None, partition_min_jobs: int = PARTITION_MIN_JOBS,
+                  history_path: str | None = None, storage: Storage | None = None, planning: Planning | None = None,
+                  cluster: Cluster | None = None, quality: Quality | None = None,
+                  tracing: Tracing | None = None) -> ScoreResult:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
-    `gpu_mem_gb` is the GPU size `oom_risk` is judged against (default: the GPUCAST_GPU_MEM_GB
-    setting). `pending_path`: the pending jobs already staged by the caller (the nightly's features
+    `planning.gpu_mem_gb` is the GPU size `oom_risk` is judged against; `storage`, `planning`, `cluster`
+    (where large runs are spread), `quality` (the backtest window) and `tracing` default to the environment's
+    (GPUCAST_GPU_MEM_GB, ...). `pending_path`: the pending jobs already staged by the caller (the nightly's features
     step); else they are read here. `publish` refreshes the planners' copy after a successful run
     (the nightly flow publishes once, itself). `as_of`: the time the forecasts are stamped with
     (default: now), for a backfill or a demo replaying past days; the backtest compares it with the
@@ -164,7 +166,7 @@ def score_pending(gpu_mem_gb: float | None = None, batch_rows: int = steps.DEFAU
     (`tasks/learn/history.py`); else it is read here when such jobs are pending. Without any champion, only
     such jobs can be scored: a pending job with model features then fails the run (train first).
     """
-    settings = (settings or Settings.from_env()).override(gpu_mem_gb=gpu_mem_gb).ensure()
+    settings = Settings.given(storage=storage, planning=planning, cluster=cluster, quality=quality, tracing=tracing).ensure()
     storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)

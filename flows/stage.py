@@ -13,9 +13,9 @@ import polars as pl
 from prefect import get_run_logger, task
 
 from gpucast.expectations.results import FeaturesResult
+from gpucast.flows.settings import Storage, Tracing
 from gpucast.tasks.learn import features, traced
 from gpucast.warehouse import db, training
-from gpucast.warehouse.settings import Storage, Tracing
 
 HISTORY, PENDING = "history", "pending"
 

@@ -10,7 +10,7 @@ compares with the clock (`tasks/learn/train.py` `fit_one`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import polars as pl
@@ -23,6 +23,7 @@ from gpucast.expectations.records import FitOutcome, FitSkipped
 from gpucast.expectations.results import TrainedTarget, TrainResult
 from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
+from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, TrainingDefaults
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.tasks.learn import gate
 from gpucast.tasks.learn import train as steps
@@ -32,7 +33,6 @@ from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Cluster, Quality, Settings, TrainingDefaults
 
 
 def with_time_limits(options: TrainOptions, defaults: TrainingDefaults) -> TrainOptions:
@@ -157,7 +157,8 @@ def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions
 
 @flow(name="train-models", log_prints=True)
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
-                 cluster: Cluster | None = None, quality: Quality | None = None, settings: Settings | None = None) -> TrainResult:
+                 storage: Storage | None = None, cluster: Cluster | None = None, quality: Quality | None = None,
+                 training: TrainingDefaults | None = None, tracing: Tracing | None = None) -> TrainResult:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
@@ -165,14 +166,14 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     nightly flow publishes once, itself). `cluster`: where the fits run (default: the settings',
     GPUCAST_TRAIN_RUNNER / GPUCAST_DASK_ADDRESS / GPUCAST_DASK_WORKERS); the GPU pool's run gets the
     nightly's (`flows/gpu_pool.py`). `quality`: the backtest window the champion gate looks at
-    (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's).
+    (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's). `storage`,
+    `training` (the time limits options leave unset), `tracing`: default the environment's. Each concern is
+    a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off).
     """
     from gpucast.tasks.learn.models.transformer_bigru import pick_device
 
-    settings = (settings or Settings.from_env()).ensure()
-    if quality is not None:
-        settings = replace(settings, quality=quality)
-    cluster = cluster or settings.cluster
+    settings = Settings.given(storage=storage, cluster=cluster, quality=quality, training=training, tracing=tracing).ensure()
+    cluster = settings.cluster
     options = resolve(options or TrainOptions(), settings)
     used = pick_device(options.device)
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,

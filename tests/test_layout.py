@@ -113,3 +113,51 @@ def test_tasks_are_grouped_by_stage():
     assert top == ["simulate.py"]
     packages = sorted(p.name for p in (ROOT / "tasks").iterdir() if (p / "__init__.py").exists())
     assert packages == sorted(STAGES)
+
+
+# Settings at the edge (issue 39, item 2): the environment is read and the settings table lives in flows/
+# (`flows/settings.py`); the warehouse receives the two concerns it uses (`warehouse/concerns.py`: `Storage`,
+# `SqlSandbox`), never the whole `Settings`, and imports nothing of flows/ to get them.
+WHOLE_SETTINGS = {"Settings"}
+
+
+def whole_settings_parameters(path: Path) -> list[str]:
+    """`file:line function(parameter)` for every parameter of a function in `path` annotated with the whole
+    settings object (`Settings`, `settings.Settings`, `"Settings"`, `Settings | None`, ...)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = node.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]:
+            if arg.annotation is None:
+                continue
+            text = ast.unparse(arg.annotation)
+            names = set(ast.walk(ast.parse(text.strip("'\""), mode="eval")))
+            words = {n.id for n in names if isinstance(n, ast.Name)} | {n.attr for n in names if isinstance(n, ast.Attribute)}
+            if words & WHOLE_SETTINGS:
+                found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{arg.lineno} "
+                             f"{node.name}({arg.arg}: {text})")
+    return found
+
+
+def test_the_warehouse_never_imports_flows_nor_takes_the_whole_settings():
+    files = sorted((ROOT / "warehouse").rglob("*.py"))
+    assert [f"{p.relative_to(ROOT)}:{line} imports {name}" for p in files for line, name in imports(p)
+            if name == "gpucast.flows" or name.startswith("gpucast.flows.")] == []
+    assert [bad for p in files for bad in whole_settings_parameters(p)] == []
+    assert not (ROOT / "warehouse" / "settings.py").exists()  # the settings model lives at the edge: flows/settings.py
+
+
+def test_the_whole_settings_check_is_not_vacuous(tmp_path):
+    """A warehouse function taking `Settings` (bare, quoted, optional or through a module) is reported; one
+    taking a `Storage` named `settings` is not."""
+    module = tmp_path / "m.py"
+    module.write_text("from gpucast.warehouse.concerns import Storage\n"
+                      "def fine(settings: Storage, n: int) -> None: ...\n"
+                      "def bare(settings: Settings) -> None: ...\n"
+                      "def quoted(*, s: 'Settings | None' = None) -> None: ...\n"
+                      "def dotted(s: flows_settings.Settings) -> None: ...\n")
+    assert whole_settings_parameters(module) == [f"{module}:3 bare(settings: Settings)",
+                                                 f"{module}:4 quoted(s: 'Settings | None')",
+                                                 f"{module}:5 dotted(s: flows_settings.Settings)"]

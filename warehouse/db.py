@@ -19,8 +19,8 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.schema import schema_sql
-from gpucast.warehouse.settings import Storage
 
 
 def sql_string(path: Path) -> str:

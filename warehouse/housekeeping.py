@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import WarehouseBusy, file_lock
-from gpucast.warehouse.settings import Storage
 
 OWNER_FILE = "owner.pid"
 UNOWNED_GRACE_S = 3600  # a staging folder without an owner file is left alone this long

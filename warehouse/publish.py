@@ -65,11 +65,11 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import connect_writer, previous_copy, sql_name, sql_string, transaction, writer_lock
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
-from gpucast.warehouse.settings import Storage
 
 READ_ONLY_MODE = 0o444
 

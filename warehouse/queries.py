@@ -15,9 +15,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpucast.warehouse.concerns import SqlSandbox
 from gpucast.warehouse.db import connect_reader
 from gpucast.warehouse.errors import QueryError
-from gpucast.warehouse.settings import SqlSandbox
 
 
 class SqlTimeout(RuntimeError):

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import WarehouseBusy, writer
 from gpucast.warehouse.errors import printable
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
-from gpucast.warehouse.settings import Storage
 
 log = logging.getLogger(__name__)
 

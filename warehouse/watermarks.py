@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import transaction, writer
-from gpucast.warehouse.settings import Storage
 
 
 def read_watermarks(storage: Storage, source: str, location: str) -> dict[str, int]:

@@ -72,20 +72,20 @@ def main() -> None:
 
     from gpucast.flows.demand import demand_forecast
     from gpucast.flows.ingest import ingest_job_logs
+    from gpucast.flows.settings import Settings
     from gpucast.tasks.demand.backtest import backtest_demand
     from gpucast.tasks.demand.forecast import forecast_demand, history_end
     from gpucast.warehouse import db
     from gpucast.warehouse import demand as demand_tables
-    from gpucast.warehouse.settings import Settings
 
     start = datetime.now(UTC).date() - timedelta(days=args.days)
     sim = SimConfig(days=args.days, jobs_per_day=args.jobs_per_day, pending_fraction=0.1, seed=args.seed, start=start,
                     rhythm=Rhythm())
     logs = Path(with_home) / "logs"
     write_logs(logs, sim)
-    settings = Settings.from_env()
-    ingest_job_logs(paths=[str(logs)], publish=False, settings=settings)
-    out = demand_forecast(days=14, publish=False, settings=settings)
+    settings = Settings.from_env().override(plan_days=14)
+    ingest_job_logs(paths=[str(logs)], publish=False, storage=settings.storage)
+    out = demand_forecast(publish=False, storage=settings.storage, planning=settings.planning)
     with db.writer(settings.storage) as con:
         daily, latest = demand_tables.demand_input(con)
         summary = con.sql("SELECT horizon, origins, days, round(mase, 3) AS mase, round(mase_seasonal_naive, 3) "

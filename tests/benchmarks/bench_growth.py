@@ -21,9 +21,9 @@ from pathlib import Path
 import duckdb
 
 from gpucast.expectations import contract as c
+from gpucast.flows.settings import SPEC_BY_FIELD
 from gpucast.warehouse import forecast, runs
 from gpucast.warehouse.schema import schema_sql
-from gpucast.warehouse.settings import SPEC_BY_FIELD
 
 KEEP_DAYS = SPEC_BY_FIELD["keep_forecast_days"].default
 NIGHT0 = datetime(2026, 11, 1, 2, tzinfo=UTC)

@@ -37,7 +37,7 @@ import duckdb
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.nightly import nightly
 from gpucast.tasks.learn.train import TrainOptions
-from gpucast.warehouse.settings import Settings
+from gpucast.flows.settings import Settings
 opts = json.loads(sys.argv[2])
 t = time.perf_counter()
 out = nightly(paths=[sys.argv[1]], options=TrainOptions(**opts))

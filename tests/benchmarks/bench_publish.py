@@ -36,9 +36,9 @@ from pathlib import Path
 import duckdb
 
 from gpucast.expectations import contract as c
+from gpucast.flows.settings import Storage
 from gpucast.warehouse import db, forecast, runs
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Storage
 
 NIGHT0 = datetime(2026, 11, 1, 2, tzinfo=UTC)
 GOAL_S = 3.0

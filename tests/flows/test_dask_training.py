@@ -271,7 +271,7 @@ def test_the_local_clusters_dashboard_listens_on_this_machine_only():
     import psutil
 
     from gpucast.flows.runners import choose_runner
-    from gpucast.warehouse.settings import Cluster as ClusterSettings
+    from gpucast.flows.settings import Cluster as ClusterSettings
 
     choice = choose_runner(ClusterSettings(dask_workers=1), local_cluster=True)
     with choice.runner:  # the local cluster the night's training starts, scheduler (and dashboard) in this process

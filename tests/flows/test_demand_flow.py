@@ -25,10 +25,10 @@ def _sql(capsys, query: str) -> list[dict]:
 
 def _ingest_unpublished(home, tmp_path) -> None:
     from gpucast.flows.ingest import ingest_job_logs
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     write_logs(tmp_path / "logs", HISTORY)
-    ingest_job_logs(paths=[str(tmp_path / "logs")], publish=False, settings=Settings.from_env())
+    ingest_job_logs(paths=[str(tmp_path / "logs")], publish=False, storage=Settings.from_env().storage)
     assert not (home / "published.duckdb").exists()
 
 
@@ -65,7 +65,7 @@ def test_a_failing_demand_forecast_is_a_warning_for_the_night(home, tmp_path, mo
     import duckdb
 
     from gpucast.flows import demand
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     _ingest_unpublished(home, tmp_path)
 

@@ -14,9 +14,9 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
+from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import training
-from gpucast.warehouse.settings import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -25,7 +25,7 @@ def _hold_writer_lock(home: Path, release: Path) -> subprocess.Popen:
     """Another pipeline writer (a process holding the writer lock) until `release` exists."""
     code = ("import sys, time, pathlib\n"
             "from gpucast.warehouse.db import writer_lock\n"
-            "from gpucast.warehouse.settings import Storage\n"
+            "from gpucast.flows.settings import Storage\n"
             f"with writer_lock(Storage(home={str(home)!r})):\n"
             "    print('held', flush=True)\n"
             f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.1)\n")

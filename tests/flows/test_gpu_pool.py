@@ -26,10 +26,10 @@ def test_the_nightly_report_shows_the_gate_decisions_of_training_on_the_gpu_pool
     from gpucast.flows.gpu_pool import ON_THE_POOL, pool_result
     from gpucast.flows.ingest import ingest_job_logs
     from gpucast.flows.score import score_pending
+    from gpucast.flows.settings import Settings
     from gpucast.flows.train import train_models
     from gpucast.tasks.learn.train import TrainOptions
     from gpucast.tasks.report.render import nightly_report
-    from gpucast.warehouse.settings import Settings
 
     settings = Settings.from_env().ensure()
     days = write_logs(tmp_path / "logs", SimConfig(**{**SIM.__dict__, "days": SIM.days + 1}))
@@ -37,13 +37,13 @@ def test_the_nightly_report_shows_the_gate_decisions_of_training_on_the_gpu_pool
     night_1 = datetime.combine(SIM.start, datetime.min.time(), tzinfo=UTC) + timedelta(days=SIM.days)
 
     # night 1: the history, a first champion per target, and its forecasts of the jobs still waiting
-    ingest_job_logs(paths=[str(f) for f in days[:-1]], publish=False, settings=settings)
-    train_models(options, publish=False, settings=settings)
-    score_pending(publish=False, as_of=night_1, settings=settings)
+    ingest_job_logs(paths=[str(f) for f in days[:-1]], publish=False, storage=settings.storage)
+    train_models(options, publish=False, storage=settings.storage)
+    score_pending(publish=False, as_of=night_1, storage=settings.storage)
     # night 2: the next day, in which most of those jobs ran; training as the pool's worker runs it (a flow run of
     # `train-models` writing to the shared warehouse), gating tonight's best against night 1's champion
-    ingest_job_logs(paths=[str(days[-1])], publish=False, settings=settings)
-    state = train_models(options, publish=False, settings=settings, return_state=True)
+    ingest_job_logs(paths=[str(days[-1])], publish=False, storage=settings.storage)
+    state = train_models(options, publish=False, storage=settings.storage, return_state=True)
     on_the_worker: TrainResult = state.result()
     decided = {t.target: t.decision for t in on_the_worker.targets if t.decision}
     assert decided and set(decided.values()) <= {"promoted", "kept"}  # the gate judged on a backtest window
@@ -67,7 +67,7 @@ def test_a_pool_run_that_left_nothing_in_the_warehouse_is_an_error_naming_it(hom
     """A completed pool run whose train run is not in this warehouse (the worker's GPUCAST_HOME is another): one
     line that says so, not a report without training."""
     from gpucast.flows.gpu_pool import pool_result
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     settings = Settings.from_env().ensure()
     with pytest.raises(RuntimeError, match=r"flow run no-such-run\) but no succeeded train run of it is in .*GPUCAST_HOME"):

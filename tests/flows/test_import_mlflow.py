@@ -262,7 +262,7 @@ def test_without_the_extra_the_command_says_how_to_get_it(home, tmp_path, monkey
 @pytest.mark.usefixtures("prefect_harness")
 def test_the_sources_file_pulls_each_source_and_names_the_one_that_fails(home, tmp_path, monkeypatch, capsys):
     from gpucast.flows.imports import pull_sources
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     uri = f"file://{tmp_path / 'mlruns'}"
     client, exp, ids = store(uri)

@@ -140,7 +140,7 @@ def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypat
     """`files: 123` was a TypeError (and `tracking_uri: [a, b]` an AttributeError) inside the pull; now that entry
     fails with one line naming file, entry, setting and type, and the next entry loads (issue 38, defect 13)."""
     from gpucast.flows.imports import pull_sources
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     write(tmp_path / "exports" / "sacct.txt", SACCT.read_text())
     sources = write(tmp_path / "sources.yaml", "mlflow:\n  - tracking_uri: [a, b]\n"

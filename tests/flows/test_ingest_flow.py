@@ -321,9 +321,9 @@ def test_a_failed_lake_refresh_keeps_the_run_and_the_next_ingest_repairs_the_lak
 def test_a_load_retried_after_its_commit_loads_nothing_twice(home, tmp_path):
     """Prefect retries `load-run` when it fails after the commit (the lake, the connection): the retry
     must find the committed run and change no table."""
+    from gpucast.flows.settings import Settings
     from gpucast.tasks.ingest import staging as steps
     from gpucast.warehouse import db, load, runs
-    from gpucast.warehouse.settings import Settings
 
     settings = Settings.from_env().ensure().storage
     files = write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=100, dirty_fraction=0.1, seed=13))

@@ -19,10 +19,10 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
+from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import forecast
 from gpucast.warehouse.db import writer
-from gpucast.warehouse.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50"]

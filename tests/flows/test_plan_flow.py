@@ -161,8 +161,8 @@ def _queue_two_jobs_and_forecast_demand(start, forecast: bool) -> None:
     from datetime import timedelta
 
     from gpucast.expectations import contract as c
+    from gpucast.flows.settings import Settings
     from gpucast.warehouse import db
-    from gpucast.warehouse.settings import Settings
 
     with db.writer(Settings.from_env().storage) as con:
         if not forecast:

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from gpucast.flows.cli import main
+from gpucast.flows.settings import Settings, Storage
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import db
-from gpucast.warehouse.settings import Settings, Storage
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from gpucast.flows.cli import main
+from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db
 from gpucast.warehouse.publish import publish_snapshot
-from gpucast.warehouse.settings import Settings, Storage
 
 
 @pytest.fixture

@@ -46,8 +46,8 @@ def test_a_missing_ml_extra_names_the_install_command():
 
 
 def test_sql_errors_are_sql_errors(home, capsys):
+    from gpucast.flows.settings import Settings
     from gpucast.warehouse import db
-    from gpucast.warehouse.settings import Settings
 
     with db.writer(Settings.from_env().ensure().storage):
         pass
@@ -98,8 +98,8 @@ def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_ex
     """Without the `ml` extra (torch, scikit-learn, ... unimportable) a planner's SQL typo is still an
     SQL error, and `gpucast train` says which extra to install, with no traceback."""
     from gpucast.flows.cli import ML_MODULES
+    from gpucast.flows.settings import Settings
     from gpucast.warehouse import db
-    from gpucast.warehouse.settings import Settings
 
     with db.writer(Settings.from_env().ensure().storage):
         pass

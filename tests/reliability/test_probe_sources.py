@@ -7,7 +7,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from gpucast.warehouse.settings import Settings
+from gpucast.flows.settings import Settings
 from tests.conftest import write
 from tests.data.make_sources_demo import SACCT_HEADER
 from tests.tasks.sources.test_sources_file import bomb

@@ -62,8 +62,8 @@ def test_every_documented_flag_combination_writes_logs_that_ingest_and_reconcile
     from hypothesis import strategies as st
 
     from gpucast.flows.ingest import ingest_job_logs
+    from gpucast.flows.settings import Settings
     from gpucast.tasks.simulate import FORMATS
-    from gpucast.warehouse.settings import Settings
 
     fraction = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(0, 1))
 
@@ -76,7 +76,7 @@ def test_every_documented_flag_combination_writes_logs_that_ingest_and_reconcile
                                                     dirty_fraction=dirty, seed=seed, fmt=fmt))
         assert len(paths) == days
         s = ingest_job_logs(paths=[str(root / "logs")], publish=False,
-                            settings=Settings.from_env().override(home=root / "home"))
+                            storage=Settings.from_env().override(home=root / "home").storage)
         assert s.files == days and s.files_rejected == 0
         assert s.rows_read == sum(_records_written(p) for p in paths)
         assert s.rows_read == s.rows_loaded + s.rows_rejected + s.rows_duplicate

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gpucast.flows.settings import Settings
 from gpucast.tasks.learn.models import store
 from gpucast.warehouse import db, runs, training
 from gpucast.warehouse.housekeeping import claim_staging
-from gpucast.warehouse.settings import Settings
 
 
 def _dead_pid() -> int:

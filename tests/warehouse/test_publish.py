@@ -19,9 +19,9 @@ import duckdb
 import pytest
 
 from gpucast.flows.cli import main
+from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db
 from gpucast.warehouse.publish import PublishFailed, publish_snapshot
-from gpucast.warehouse.settings import Settings, Storage
 
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
 

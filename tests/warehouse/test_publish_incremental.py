@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db, forecast, runs
 from gpucast.warehouse.publish import PublishFailed, publish_snapshot
-from gpucast.warehouse.settings import Settings, Storage
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
@@ -220,7 +220,7 @@ def _publish_killed_at(storage: Storage, point: str, tmp_path) -> None:
     code = ("from pathlib import Path; from tests.failpoints import stop_at\n"
             "from gpucast.warehouse.housekeeping import install_failpoint_hook\n"
             "from gpucast.warehouse.publish import publish_snapshot\n"
-            "from gpucast.warehouse.settings import Storage\n"
+            "from gpucast.flows.settings import Storage\n"
             f"install_failpoint_hook(stop_at({point!r}, Path({str(marker)!r})))\n"
             f"publish_snapshot(Storage(Path({str(storage.home)!r})))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])

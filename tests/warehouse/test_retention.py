@@ -88,8 +88,8 @@ def test_a_run_that_staged_a_job_twice_publishes_nothing(con, tmp_path):
 
 def test_a_warehouse_whose_forecasts_had_a_key_loses_it_keeping_rows_and_not_nulls(tmp_path):
     """Warehouses made before the key was dropped: `connect_writer` rebuilds the table once."""
+    from gpucast.flows.settings import Settings
     from gpucast.warehouse.db import connect_writer, migrate
-    from gpucast.warehouse.settings import Settings
 
     storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
     old = duckdb.connect(str(storage.db_path))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpucast.warehouse.settings import Settings
+from gpucast.flows.settings import Settings
 from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucast.warehouse.settings import CONCERNS, ENV_PREFIX, SPECS, Settings, SettingsError
+from gpucast.flows.settings import CONCERNS, ENV_PREFIX, SPECS, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,7 +169,7 @@ def test_only_the_settings_module_reads_gpucast_variables():
 # Prefect is imported; flows/children.py: hands gpucast's pid to its temporary API server child in that child's
 # environment (a hand-over between two processes, not a setting); flows/environment.py also reads OMP_NUM_THREADS
 # (`cores_here`: the OpenMP libraries' own variable, not a gpucast setting).
-ALLOWED_ENV_READERS = {"warehouse/settings.py", "flows/environment.py", "flows/children.py"}
+ALLOWED_ENV_READERS = {"flows/settings.py", "flows/environment.py", "flows/children.py"}
 
 
 def test_nothing_writes_the_environment_at_import_time():
@@ -190,3 +190,62 @@ def test_nothing_writes_the_environment_at_import_time():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def flow_parameters(path: Path) -> dict[str, list[str]]:
+    """Every Prefect flow in `path` (a function decorated `@flow` or `@flow(...)`) -> its parameter names."""
+    import ast
+
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef) and any(
+                (d.func if isinstance(d, ast.Call) else d).__dict__.get("id") == "flow" for d in node.decorator_list):
+            a = node.args
+            found[node.name] = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    return found
+
+
+# A flow parameter that has a setting's name but is not its value: the plan's `inventory` is the parsed inventory
+# file (an `Inventory`, read first by the nightly so a bad file stops it early), not GPUCAST_INVENTORY's path.
+NOT_THE_SETTING = {"plan.py:capacity_plan": {"inventory"}}
+
+
+def test_a_flow_takes_the_concerns_it_needs_never_settings_and_the_same_values_again():
+    """Issue 39: `train_models(cluster, quality, settings)` took the bundle and parts of it again. A flow takes the
+    whole `settings` (the nightly: it runs every step) or the concern objects it uses, never a concern or a setting's
+    own name beside `settings`; and no flow takes a setting as a loose scalar (`gpu_mem_gb`, `days` of the plan)."""
+    flows = {f"{p.name}:{name}": params for p in sorted((ROOT / "flows").glob("*.py"))
+             for name, params in flow_parameters(p).items()}
+    assert "train.py:train_models" in flows and "nightly.py:nightly" in flows  # the check sees the flows
+    mixed = {f: sorted(set(p) & (set(CONCERNS) | {s.field for s in SPECS})) for f, p in flows.items() if "settings" in p}
+    assert {f: both for f, both in mixed.items() if both} == {}
+    loose = {f: sorted(set(p) & {s.field for s in SPECS} - NOT_THE_SETTING.get(f, set())) for f, p in flows.items()}
+    assert {f: names for f, names in loose.items() if names} == {}
+    assert set(flows["train.py:train_models"]) >= {"storage", "cluster", "quality"}
+
+
+def test_the_flow_check_sees_a_flow_that_takes_settings_and_a_scalar(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("@flow(name='x')\ndef x(gpu_mem_gb: float, settings=None): ...\n"
+                      "@flow\ndef y(storage=None): ...\ndef z(settings, gpu_mem_gb): ...\n")
+    assert flow_parameters(module) == {"x": ["gpu_mem_gb", "settings"], "y": ["storage"]}
+
+
+def test_a_deployment_hands_concerns_over_as_json():
+    """The gpu pool's hand-off and prefect.yaml pass concerns as JSON objects; the flow gets the typed concern."""
+    from gpucast.flows.settings import Cluster, Storage
+    from gpucast.flows.train import train_models
+
+    given = train_models.validate_parameters({"storage": {"home": "/srv/gpucast"}, "cluster": {"train_runner": "local"},
+                                              "publish": False})
+    assert given["storage"] == Storage(Path("/srv/gpucast")) and given["cluster"] == Cluster(train_runner="local")
+
+
+def test_given_concerns_win_over_the_environment_and_the_rest_is_read(tmp_path):
+    from gpucast.flows.settings import Quality
+
+    s = Settings.given(quality=Quality(backtest_days=3), planning=None)
+    env = Settings.from_env()
+    assert s.quality.backtest_days == 3 and s.planning == env.planning and s.storage == env.storage
+    with pytest.raises(TypeError, match="not a settings concern: gpu_mem_gb"):
+        Settings.given(gpu_mem_gb=40.0)

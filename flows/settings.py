@@ -12,8 +12,8 @@ who gets each (a function takes the one it needs, never the whole bundle):
 
 | concern | object | what it says | used by |
 |---|---|---|---|
-| storage | `Storage` | where the data directory's parts live, the writer's lock wait and memory, what is kept | every warehouse function |
-| sql | `SqlSandbox` | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
+| storage | `Storage`* | where the data directory's parts live, the writer's lock wait and memory, what is kept | every warehouse function |
+| sql | `SqlSandbox`* | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
 | cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
 | planning | `Planning` | GPU memory of unknown GPUs, the plan's days, the inventory file | scoring, the plan |
 | quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
@@ -21,8 +21,12 @@ who gets each (a function takes the one it needs, never the whole bundle):
 | tracing | `Tracing` | the time bounds of the traced prior's traces (one trace, one night) | `flows/stage.py` |
 | alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
 
+*The warehouse's two concerns are defined in `warehouse/concerns.py` as plain values (the warehouse
+imports nothing of `flows/` and reads no environment); this module checks them when it builds a
+`Settings`. The other concerns live here, beside the edge that uses them.
+
 The CLI's help text and docs/operations.md's settings table are written from `SPECS`
-(tests/warehouse/test_settings.py checks the docs). Every path the pipeline writes is under one data
+(tests/flows/test_settings.py checks the docs). Every path the pipeline writes is under one data
 directory, `GPUCAST_HOME` (default `./.gpucast`).
 """
 
@@ -32,9 +36,14 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+from gpucast.warehouse.concerns import SqlSandbox, Storage, is_size, size_bytes
+
+__all__ = ["CONCERNS", "ENV_PREFIX", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
+           "Settings", "SettingsError", "SqlSandbox", "Storage", "TrainingDefaults", "Tracing", "home_from_env", "size_bytes"]
 
 HOME_ENV = "GPUCAST_HOME"
 DEFAULT_HOME = ".gpucast"
@@ -65,17 +74,6 @@ def _fraction(v: float) -> bool:
     return math.isfinite(v) and 0 <= v <= 1
 
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
-_UNIT_BYTES = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # as DuckDB reads them (300MB: 286.1 MiB)
-
-
-def size_bytes(v: str) -> int:
-    """A size such as 512MB or 2GiB, in bytes."""
-    number, unit = _SIZE.fullmatch(v.strip()).groups()
-    return int(float(number) * _UNIT_BYTES[unit.lower()])
-
-
 def machine_memory_bytes() -> int:
     """This machine's physical memory (4TB where the system does not say)."""
     try:
@@ -96,7 +94,7 @@ def _size_between(low: str, high: int | str, high_shown: str) -> tuple[Callable[
     top = high if isinstance(high, int) else size_bytes(high)
 
     def rule(v: str) -> bool:
-        return _SIZE.fullmatch(v) is not None and size_bytes(low) <= size_bytes(v) <= top
+        return is_size(v) and size_bytes(low) <= size_bytes(v) <= top
 
     return rule, f"a size such as 512MB or 2GB, from {low} to {high_shown}"
 
@@ -241,101 +239,18 @@ def _default(name: str) -> Any:
     return SPEC_BY_FIELD[name].default
 
 
+def check_concern(concern: Any) -> None:
+    """Every field of a concern keeps its spec's rule; a SettingsError naming the field else."""
+    for f in fields(concern):
+        _check(SPEC_BY_FIELD[f.name], getattr(concern, f.name), f.name)
+
+
 class _Checked:
-    """Every field of a concern keeps its spec's rule (checked when the object is built)."""
+    """A concern of the edge's own: every field keeps its spec's rule (checked when the object is built).
+    The warehouse's concerns (`Storage`, `SqlSandbox`) are plain values: `Settings` checks them."""
 
     def __post_init__(self) -> None:
-        for f in fields(self):  # type: ignore[arg-type]
-            _check(SPEC_BY_FIELD[f.name], getattr(self, f.name), f.name)
-
-
-@dataclass(frozen=True)
-class Storage(_Checked):
-    """Where the data directory's parts live, and how the pipeline's one writer behaves."""
-
-    home: Path
-    lock_timeout_s: float = _default("lock_timeout_s")
-    duckdb_memory: str = _default("duckdb_memory")
-    keep_train_runs: int = _default("keep_train_runs")
-    keep_forecast_days: int = _default("keep_forecast_days")
-    sources: str = _default("sources")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
-        super().__post_init__()
-
-    @property
-    def db_path(self) -> Path:
-        return self.home / "warehouse.duckdb"
-
-    @property
-    def lake_dir(self) -> Path:
-        return self.home / "lake" / "job_logs"
-
-    @property
-    def inbox_dir(self) -> Path:
-        return self.home / "inbox"
-
-    @property
-    def staging_dir(self) -> Path:
-        return self.home / "staging"
-
-    @property
-    def models_dir(self) -> Path:
-        return self.home / "models"
-
-    @property
-    def trace_cache_path(self) -> Path:
-        """The traced prior's cache: one entry per traced configuration (`tasks/learn/traced.py`)."""
-        return self.models_dir / "traces.json"
-
-    @property
-    def reports_dir(self) -> Path:
-        return self.home / "reports"
-
-    @property
-    def site_dir(self) -> Path:
-        """The planners' page: index.html, written by every nightly run and `gpucast site`."""
-        return self.home / "site"
-
-    @property
-    def published_path(self) -> Path:
-        """The planners' copy: replaced atomically at the end of each run (see warehouse/publish.py)."""
-        return self.home / "published.duckdb"
-
-    @property
-    def query_path(self) -> Path:
-        """What people query: the published copy once one exists, else the working file."""
-        return self.published_path if self.published_path.exists() else self.db_path
-
-    @property
-    def sql_temp_dir(self) -> Path:
-        """`gpucast sql`'s spill folder: one per process, removed when the query ends."""
-        return self.home / "tmp" / f"sql-{os.getpid()}"
-
-    @property
-    def lock_path(self) -> Path:
-        return self.home / "writer.lock"
-
-    def ensure(self) -> Storage:
-        for d in (self.home, self.inbox_dir, self.staging_dir, self.lake_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        return self
-
-
-@dataclass(frozen=True)
-class SqlSandbox(_Checked):
-    """The limits of one planner query (`gpucast sql`)."""
-
-    memory: str = _default("memory")
-    threads: int = _default("threads")
-    temp_limit: str = _default("temp_limit")
-    timeout_s: float = _default("timeout_s")
-
-    @property
-    def memory_bytes(self) -> int:
-        """`memory` in bytes: also the most a query's fetched result may hold (`queries.run_sql`)."""
-        return size_bytes(self.memory)
+        check_concern(self)
 
 
 @dataclass(frozen=True)
@@ -392,6 +307,8 @@ class Tracing(_Checked):
 CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
                              "quality": Quality, "training": TrainingDefaults, "alerts": Alerts, "tracing": Tracing}
 assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name} for name, cls in CONCERNS.items())
+assert all(f.default == SPEC_BY_FIELD[f.name].default for cls in (Storage, SqlSandbox) for f in fields(cls)
+           if f.default is not MISSING), "the warehouse concerns' defaults are the settings table's"
 
 
 @dataclass(frozen=True)
@@ -407,6 +324,10 @@ class Settings:
     training: TrainingDefaults = TrainingDefaults()
     alerts: Alerts = Alerts()
     tracing: Tracing = Tracing()
+
+    def __post_init__(self) -> None:
+        check_concern(self.storage)  # the warehouse's concerns do not check themselves (warehouse/concerns.py)
+        check_concern(self.sql)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -431,6 +352,16 @@ class Settings:
         for name, value in values.items():
             by_concern[SPEC_BY_FIELD[name].concern][name] = value
         return cls(**{name: CONCERNS[name](**given) for name, given in by_concern.items()})
+
+    @classmethod
+    def given(cls, **concerns: Any) -> Settings:
+        """The environment's settings (`from_env`) with the concerns a caller handed over on top; None: not
+        handed over. A flow takes the concern objects it needs (`storage=`, `cluster=`, ...), never the bundle
+        and never the same values again as scalars (issue 39), and builds its view with this."""
+        unknown = set(concerns) - set(CONCERNS)
+        if unknown:
+            raise TypeError(f"not a settings concern: {', '.join(sorted(unknown))}; concerns: {', '.join(CONCERNS)}")
+        return replace(cls.from_env(), **{name: c for name, c in concerns.items() if c is not None})
 
     def override(self, sources: Mapping[str, str] | None = None, **values: Any) -> Settings:
         """A copy with `values` (bare setting names) on top; None keeps the current value. `sources`
