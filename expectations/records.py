@@ -136,7 +136,7 @@ class TargetResult:
     calibration: dict[str, JsonObject] = field(default_factory=dict)  # model -> interval calibration
     test_predictions: pl.DataFrame | None = None  # repeat 0: actual and every model's prediction
     refit: Refit = field(default_factory=Refit)
-    ood: JsonObject = field(default_factory=dict)  # the champion's out-of-distribution detector (tasks/learn/ood.py)
+    ood: Any = None  # the champion's out-of-distribution detector: tasks/learn/ood.py `Detector` (saved by its `to_json`)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
     skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish
     compiled: CompileInfo | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)

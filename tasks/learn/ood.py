@@ -20,7 +20,8 @@ Four checks (`CHECKS`), each cheap and each saying in words what it found (`ood_
    `ARCH_PARAMS_FACTOR` (2x) off the parameters of the architecture the job names (`arch`, traced by
    `tasks/learn/traced.py`).
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
-`CHECKS` (and, when it needs something learned at training time, one more key in `fit`'s dict).
+`CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
+default so older metadata files still load).
 
 **The fallback is chosen by evidence** (`held_out_best`, at training time): leave one model family
 (`model_type`) out of the champion's training rows, fit on the others, forecast it, for every family
@@ -36,7 +37,9 @@ interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -61,16 +64,126 @@ INTERVAL_QUANTILE = 0.9  # of the chosen estimate's held-out |log error|: the in
 CANDIDATES = ("model", "prior", "blend")  # the trained model's extrapolation, the prior, their geometric mean
 CHOSEN_BY = "mape"
 
+
+# --------------------------------------------------------------------------------------------------
+# What training learns for scoring, saved in the champion's metadata.json under "ood" (issue 39, item 1):
+# one writer (`Detector.to_json`, called by tasks/learn/train.py) and one reader (`Detector.from_json`, called
+# by tasks/learn/score.py). The JSON keys are the field names; a metadata file written before a field existed
+# loads with that field's default (no traced_rows: 0, no gpu_types: none seen, no ceiling / fallback: None).
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Density:
+    """The low-density check's Mahalanobis detector (check 4)."""
+
+    mean: tuple[float, ...]
+    inverse_covariance: tuple[tuple[float, ...], ...]
+    threshold: float
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Density | None:
+        if not data:
+            return None
+        return cls(tuple(map(float, data["mean"])), tuple(tuple(map(float, r)) for r in data["inverse_covariance"]),
+                   float(data["threshold"]))
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The largest value of `target` per kind (`FAMILY`) in the training rows, and its margin (`fit_ceiling`)."""
+
+    target: str
+    margin: float
+    by_kind: Mapping[str, float]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Ceiling | None:
+        if not data:
+            return None
+        return cls(str(data["target"]), float(data["margin"]), {str(k): float(v) for k, v in data["by_kind"].items()})
+
+
+@dataclass(frozen=True)
+class HeldOutScore:
+    """One candidate estimate's errors on the held-out families (`held_out_best`)."""
+
+    mape: float
+    median_log_error: float
+    interval_factor: float
+    mape_by_family: Mapping[str, float]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HeldOutScore:
+        return cls(float(data["mape"]), float(data["median_log_error"]), float(data["interval_factor"]),
+                   {str(k): float(v) for k, v in data.get("mape_by_family", {}).items()})
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What out-of-distribution jobs get, chosen by held-out evidence (`held_out_best`); `estimate` is one
+    of `CANDIDATES`, `interval_factor` its held-out `INTERVAL_QUANTILE` of |log error| as a factor."""
+
+    estimate: str
+    chosen_by: str
+    learner: str
+    families: Mapping[str, int]
+    held_out_rows: int
+    interval_quantile: float
+    interval_factor: float
+    candidates: Mapping[str, HeldOutScore]
+    seconds: float | None = None  # how long measuring it took (tasks/learn/train.py `held_out_evidence`)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Fallback | None:
+        if not data:
+            return None
+        return cls(str(data["estimate"]), str(data.get("chosen_by", f"lowest held-out {CHOSEN_BY}")), str(data.get("learner", "")),
+                   {str(k): int(v) for k, v in data.get("families", {}).items()}, int(data.get("held_out_rows", 0)),
+                   float(data.get("interval_quantile", INTERVAL_QUANTILE)), float(data["interval_factor"]),
+                   {str(k): HeldOutScore.from_json(v) for k, v in data.get("candidates", {}).items()}, data.get("seconds"))
+
+
+@dataclass(frozen=True)
+class Detector:
+    """What `flag` needs, learned from the champion's training rows (`fit`), with the impossible-forecast
+    ceiling (`fit_ceiling`) and the held-out-best fallback (`held_out_best`) training adds."""
+
+    categories: Mapping[str, tuple[str, ...]]
+    numbers: tuple[str, ...]
+    ranges: Mapping[str, tuple[float, float] | None]
+    density: Density | None = None
+    gpu_types: tuple[str, ...] = ()  # folded names (`catalog.fold`)
+    traced_rows: int = 0  # training jobs with a traced memory prior
+    ceiling: Ceiling | None = None
+    fallback: Fallback | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The one writer: JSON-ready (tuples become lists), keys the field names."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Detector | None:
+        """The one reader: `to_json`'s dict, or an older metadata file's (missing fields get their defaults);
+        None for a champion saved without a detector."""
+        if not data:
+            return None
+        return cls(categories={str(k): tuple(map(str, v)) for k, v in data.get("categories", {}).items()},
+                   numbers=tuple(data.get("numbers", ())),
+                   ranges={str(k): (float(v[0]), float(v[1])) if v else None for k, v in data.get("ranges", {}).items()},
+                   density=Density.from_json(data.get("density")), gpu_types=tuple(data.get("gpu_types", ())),
+                   traced_rows=int(data.get("traced_rows", 0)), ceiling=Ceiling.from_json(data.get("ceiling")),
+                   fallback=Fallback.from_json(data.get("fallback")))
+
+
 Reasons = Iterable[tuple[int, str]]  # (row index, words) pairs a check finds
 
 
-def fit(rows: pl.DataFrame, feature_set: str) -> dict:
-    """What `flag` needs, JSON-ready, learned from the champion's training rows."""
+def fit(rows: pl.DataFrame, feature_set: str) -> Detector:
+    """What `flag` needs, learned from the champion's training rows."""
     fs = FEATURE_SETS[feature_set]
     cats = [s.name for s in fs.specs if s.kind == "categorical" and s.name != GPU_MODEL]  # a GPU: `_unknown_gpus`
     nums = [s.name for s in fs.specs if s.kind == "log" and not s.name.startswith("prior_")]
     logs = _logs(rows, nums)
-    ranges = {n: [float(np.nanmin(logs[:, i])), float(np.nanmax(logs[:, i]))] if np.isfinite(logs[:, i]).any() else None
+    ranges = {n: (float(np.nanmin(logs[:, i])), float(np.nanmax(logs[:, i]))) if np.isfinite(logs[:, i]).any() else None
               for i, n in enumerate(nums)}
     complete = logs[np.isfinite(logs).all(axis=1)]
     detector = None
@@ -78,20 +191,19 @@ def fit(rows: pl.DataFrame, feature_set: str) -> dict:
         mean = complete.mean(axis=0)
         inv = np.linalg.pinv(np.cov(complete, rowvar=False))
         distances = _mahalanobis(complete, mean, inv)
-        detector = {"mean": mean.tolist(), "inverse_covariance": inv.tolist(),
-                    "threshold": float(np.quantile(distances, DISTANCE_QUANTILE))}
+        detector = Density(tuple(mean.tolist()), tuple(map(tuple, inv.tolist())), float(np.quantile(distances, DISTANCE_QUANTILE)))
     gpus = rows[c.GPU_TYPE].drop_nulls().unique().to_list() if c.GPU_TYPE in rows.columns else []
-    return {"categories": {n: sorted(rows[n].drop_nulls().cast(pl.String).unique().to_list()) for n in cats},
-            "gpu_types": sorted({catalog.fold(g) for g in gpus}),  # folded: `A100_80GB` is `a100 80gb`
-            "numbers": nums, "ranges": ranges, "density": detector,
-            "traced_rows": int(rows[TRACED_MEM_GB].is_not_null().sum()) if TRACED_MEM_GB in rows.columns else 0}
+    return Detector(categories={n: tuple(sorted(rows[n].drop_nulls().cast(pl.String).unique().to_list())) for n in cats},
+                    gpu_types=tuple(sorted({catalog.fold(g) for g in gpus})),  # folded: `A100_80GB` is `a100 80gb`
+                    numbers=tuple(nums), ranges=ranges, density=detector,
+                    traced_rows=int(rows[TRACED_MEM_GB].is_not_null().sum()) if TRACED_MEM_GB in rows.columns else 0)
 
 
-def traced_unlearned(rows: pl.DataFrame, detector: dict) -> np.ndarray:
+def traced_unlearned(rows: pl.DataFrame, detector: Detector) -> np.ndarray:
     """Jobs whose memory prior is a trace (`traced_mem_gb`) while the champion learned from fewer than
     `MIN_TRACED_ROWS` traced jobs (a detector saved before traces counted none): they get the traced prior
     itself (`tasks/learn/score.py`)."""
-    if TRACED_MEM_GB not in rows.columns or detector.get("traced_rows", 0) >= MIN_TRACED_ROWS:
+    if TRACED_MEM_GB not in rows.columns or detector.traced_rows >= MIN_TRACED_ROWS:
         return np.zeros(rows.height, dtype=bool)
     return rows[TRACED_MEM_GB].is_not_null().to_numpy()
 
@@ -109,8 +221,8 @@ def _mahalanobis(x: np.ndarray, mean: np.ndarray, inv: np.ndarray) -> np.ndarray
     return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", d, inv, d), 0.0))
 
 
-def _unseen_categories(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
-    for name, known in detector["categories"].items():
+def _unseen_categories(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
+    for name, known in detector.categories.items():
         if name not in rows.columns or name == GPU_MODEL:  # (a detector saved before the GPU rule listed it)
             continue
         values = rows[name].cast(pl.String)
@@ -119,12 +231,12 @@ def _unseen_categories(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> 
             yield int(i), f"unseen {name} '{values[int(i)]}'"
 
 
-def _unknown_gpus(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+def _unknown_gpus(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
     """A GPU with no known peak (not logged, not in the catalogue) that the training jobs never ran on."""
     if c.GPU_TYPE not in rows.columns:
         return
     types = rows[c.GPU_TYPE].cast(pl.String)
-    seen = set(detector.get("gpu_types", []))
+    seen = set(detector.gpu_types)
     known = {t: catalog.fold(t) in seen for t in types.drop_nulls().unique().to_list()}  # a few names per million jobs
     in_history = types.replace_strict(known, default=False, return_dtype=pl.Boolean)
     catalogued = {t: catalog.canonical(t) is not None for t in known}
@@ -138,9 +250,9 @@ def _unknown_gpus(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reaso
                        f"never in the training jobs)")
 
 
-def _out_of_range(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
-    for j, name in enumerate(n for n in detector["numbers"] if n in rows.columns):
-        bounds = detector["ranges"].get(name)
+def _out_of_range(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
+    for j, name in enumerate(n for n in detector.numbers if n in rows.columns):
+        bounds = detector.ranges.get(name)
         if not bounds:
             continue
         low, high = bounds[0] - RANGE_MARGIN, bounds[1] + RANGE_MARGIN
@@ -151,7 +263,7 @@ def _out_of_range(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reaso
             yield int(i), f"{name} {np.exp(col[i]):.4g} {side} the training range ({'min' if side == 'below' else 'max'} {edge:.4g})"
 
 
-def _arch_mismatch(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
+def _arch_mismatch(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
     """Jobs whose logged `params_million` contradicts the parameters of the architecture they name (the
     traced network's, `traced_params_million`) by more than `ARCH_PARAMS_FACTOR` either way: the name or
     the count is wrong, and the forecast rests on one of them."""
@@ -168,28 +280,28 @@ def _arch_mismatch(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reas
                        f"parameters built; more than {ARCH_PARAMS_FACTOR:g}x apart)")
 
 
-def _low_density(rows: pl.DataFrame, detector: dict, logs: np.ndarray) -> Reasons:
-    density = detector.get("density")
-    if not density or logs.shape[1] != len(density["mean"]):
+def _low_density(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
+    density = detector.density
+    if not density or logs.shape[1] != len(density.mean):
         return
     complete = np.isfinite(logs).all(axis=1)
     dist = np.full(rows.height, np.nan)
-    dist[complete] = _mahalanobis(logs[complete], np.asarray(density["mean"]), np.asarray(density["inverse_covariance"]))
-    for i in np.flatnonzero(complete & (dist > density["threshold"])):
-        yield int(i), (f"an unusual combination of sizes (distance {dist[i]:.1f} > {density['threshold']:.1f}, "
+    dist[complete] = _mahalanobis(logs[complete], np.asarray(density.mean), np.asarray(density.inverse_covariance))
+    for i in np.flatnonzero(complete & (dist > density.threshold)):
+        yield int(i), (f"an unusual combination of sizes (distance {dist[i]:.1f} > {density.threshold:.1f}, "
                        f"the training jobs' {DISTANCE_QUANTILE:.1%})")
 
 
 # The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check
 # explained (an out-of-range number explains a large distance already).
-CHECKS: tuple[Callable[[pl.DataFrame, dict, np.ndarray], Reasons], ...] = (
+CHECKS: tuple[Callable[[pl.DataFrame, Detector, np.ndarray], Reasons], ...] = (
     _unseen_categories, _unknown_gpus, _arch_mismatch, _out_of_range, _low_density)
 
 
-def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | None]]:
+def flag(rows: pl.DataFrame, detector: Detector) -> tuple[np.ndarray, list[str | None]]:
     """(ood per row, the reasons in words or None) for jobs scored by a champion with this detector."""
     reasons: dict[int, list[str]] = defaultdict(list)  # only flagged rows get a list: scoring runs this on 1M jobs
-    nums = [n for n in detector["numbers"] if n in rows.columns]
+    nums = [n for n in detector.numbers if n in rows.columns]
     logs = _logs(rows, nums)
     for check in CHECKS:
         for i, words in check(rows, detector, logs):
@@ -207,8 +319,8 @@ def flag(rows: pl.DataFrame, detector: dict) -> tuple[np.ndarray, list[str | Non
 FitPredict = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]]
 
 
-def held_out_best(families: np.ndarray, y: np.ndarray, fit_predict: FitPredict, learner: str) -> dict | None:
-    """Which estimate forecasts a model family best when trained without it, JSON-ready, or None when
+def held_out_best(families: np.ndarray, y: np.ndarray, fit_predict: FitPredict, learner: str) -> Fallback | None:
+    """Which estimate forecasts a model family best when trained without it, or None when
     fewer than two families have `MIN_FAMILY_ROWS` rows (nothing to hold out and learn from).
 
     Every family with enough rows is held out once (`fit_predict` fits on the other rows); the
@@ -231,11 +343,11 @@ def held_out_best(families: np.ndarray, y: np.ndarray, fit_predict: FitPredict, 
     actual, family = np.concatenate(parts["actual"]), np.concatenate(parts["family"])
     scores = {cand: _held_out_errors(actual, np.concatenate(parts[cand]), family)
               for cand in CANDIDATES if cand in parts}
-    best = min(scores, key=lambda k: scores[k][CHOSEN_BY])
-    return {"estimate": best, "chosen_by": f"lowest held-out {CHOSEN_BY}", "learner": learner,
-            "families": {n: int(k) for n, k in zip(names, counts, strict=True) if str(n) in held},
-            "held_out_rows": len(actual), "interval_quantile": INTERVAL_QUANTILE,
-            "interval_factor": scores[best]["interval_factor"], "candidates": scores}
+    best = min(scores, key=lambda k: getattr(scores[k], CHOSEN_BY))
+    return Fallback(estimate=best, chosen_by=f"lowest held-out {CHOSEN_BY}", learner=learner,
+                    families={str(n): int(k) for n, k in zip(names, counts, strict=True) if str(n) in held},
+                    held_out_rows=len(actual), interval_quantile=INTERVAL_QUANTILE,
+                    interval_factor=scores[best].interval_factor, candidates=scores)
 
 
 def _candidates(model: np.ndarray, prior: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -246,18 +358,18 @@ def _candidates(model: np.ndarray, prior: np.ndarray | None) -> dict[str, np.nda
     return {"model": model, "prior": prior, "blend": np.sqrt(model * prior)}
 
 
-def _held_out_errors(actual: np.ndarray, estimate: np.ndarray, family: np.ndarray) -> dict:
+def _held_out_errors(actual: np.ndarray, estimate: np.ndarray, family: np.ndarray) -> HeldOutScore:
     err = np.abs(np.log(actual / estimate))
     ape = np.abs(estimate - actual) / np.abs(actual) * 100.0
-    return {"mape": round(float(ape.mean()), 3), "median_log_error": round(float(np.median(err)), 5),
-            "interval_factor": round(float(np.exp(np.quantile(err, INTERVAL_QUANTILE))), 5),
-            "mape_by_family": {str(f): round(float(ape[family == f].mean()), 3) for f in np.unique(family)}}
+    return HeldOutScore(mape=round(float(ape.mean()), 3), median_log_error=round(float(np.median(err)), 5),
+                        interval_factor=round(float(np.exp(np.quantile(err, INTERVAL_QUANTILE))), 5),
+                        mape_by_family={str(f): round(float(ape[family == f].mean()), 3) for f in np.unique(family)})
 
 
-def estimate(evidence: dict, model: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def estimate(evidence: Fallback, model: np.ndarray, prior: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """P10, P50, P90 of out-of-distribution jobs by the held-out-best estimate (`held_out_best`'s `evidence`)."""
-    p50 = _candidates(model, prior)[evidence["estimate"]]
-    factor = float(evidence["interval_factor"])
+    p50 = _candidates(model, prior)[evidence.estimate]
+    factor = float(evidence.interval_factor)
     return p50 / factor, p50, p50 * factor
 
 
@@ -277,14 +389,13 @@ CEILING_MARGIN = {c.PEAK_GPU_MEM_GB: 2.5, c.GPU_DEMAND_GFLOPS: 4.5, c.RUNTIME_HO
 GPU_MEMORY_MARGIN = 1.0
 
 
-def fit_ceiling(rows: pl.DataFrame, target: str) -> dict | None:
-    """The largest `target` of each kind (`FAMILY`) in the champion's training rows, JSON-ready, for
+def fit_ceiling(rows: pl.DataFrame, target: str) -> Ceiling | None:
+    """The largest `target` of each kind (`FAMILY`) in the champion's training rows, for
     `ceiling`; None for a target without a measured margin."""
     if target not in CEILING_MARGIN or FAMILY not in rows.columns or rows.is_empty():
         return None
     maxima = rows.group_by(FAMILY).agg(pl.col(target).cast(pl.Float64).max()).drop_nulls()
-    return {"target": target, "margin": CEILING_MARGIN[target],
-            "by_kind": {str(k): float(v) for k, v in maxima.iter_rows()}}
+    return Ceiling(target, CEILING_MARGIN[target], {str(k): float(v) for k, v in maxima.iter_rows()})
 
 
 def largest_gpu_gb() -> tuple[str, float]:
@@ -296,7 +407,7 @@ def largest_gpu_gb() -> tuple[str, float]:
 KIND_BOUND, GPU_BOUND, TRACE_BOUND = 1, 2, 3  # which bound a row's ceiling is (`ceiling`)
 
 
-def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.ndarray, Callable[[int], str | None]]:
+def ceiling(rows: pl.DataFrame, target: str, fitted: Ceiling | None) -> tuple[np.ndarray, Callable[[int], str | None]]:
     """Per row, the largest P50 that is possible (inf where nothing bounds it), and a function saying in words
     which bound row i's is (called for the few rows above it only: scoring runs this on every pending job):
     `fitted`'s maximum of the job's kind x its margin, and for memory the catalogue's largest GPU; the lower of
@@ -307,9 +418,9 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.nd
     most = np.full(rows.height, np.nan)
     kinds = rows[FAMILY].cast(pl.String) if FAMILY in rows.columns else None
     if fitted and kinds is not None:
-        most = kinds.replace_strict(fitted["by_kind"], default=None, return_dtype=pl.Float64).fill_null(np.nan).to_numpy()
+        most = kinds.replace_strict(dict(fitted.by_kind), default=None, return_dtype=pl.Float64).fill_null(np.nan).to_numpy()
         known = np.isfinite(most)
-        bound[known], which[known] = most[known] * fitted["margin"], KIND_BOUND
+        bound[known], which[known] = most[known] * fitted.margin, KIND_BOUND
     name, gb = largest_gpu_gb()
     trace = np.full(rows.height, np.nan)
     if target == c.PEAK_GPU_MEM_GB:
@@ -322,7 +433,7 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.nd
 
     def words(i: int) -> str | None:
         if which[i] == KIND_BOUND:
-            return f"{fitted['margin']:g}x the largest {target} of a {kinds[i]} job in the history ({most[i]:.4g})"
+            return f"{fitted.margin:g}x the largest {target} of a {kinds[i]} job in the history ({most[i]:.4g})"
         if which[i] == GPU_BOUND:
             return f"the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)"
         if which[i] == TRACE_BOUND:
@@ -332,17 +443,17 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: dict | None) -> tuple[np.nd
     return bound, words
 
 
-def within_ceiling(evidence: dict | None, model: np.ndarray, prior: np.ndarray | None,
+def within_ceiling(evidence: Fallback | None, model: np.ndarray, prior: np.ndarray | None,
                    bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """P10, P50, P90 and the estimate's name for jobs whose forecast is impossible (P50 above `bound`): the
     held-out-best estimate (`held_out_best`'s `evidence`) when it is within the bound, else the next
     candidate by held-out MAPE that is, else the bound itself (P50 = P90 = the bound: the most it can be).
     Without evidence, the candidates are the prior, then the bound."""
     cands = _candidates(model, prior)
-    factor = float(evidence["interval_factor"]) if evidence else WIDEN_FACTOR
+    factor = float(evidence.interval_factor) if evidence else WIDEN_FACTOR
     if evidence:
-        ranked = sorted(evidence["candidates"], key=lambda k: evidence["candidates"][k][CHOSEN_BY])
-        order = [evidence["estimate"], *(k for k in ranked if k != evidence["estimate"])]
+        ranked = sorted(evidence.candidates, key=lambda k: getattr(evidence.candidates[k], CHOSEN_BY))
+        order = [evidence.estimate, *(k for k in ranked if k != evidence.estimate)]
     else:
         order = ["prior"] if prior is not None else []
     p50, used = bound.copy(), np.full(len(bound), "capped", dtype=object)

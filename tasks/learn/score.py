@@ -62,7 +62,7 @@ class Scorer:
         self.calibration = intervals.Calibrated(loaded.calibration)
         self.encoder = loaded.encoder
         self.estimator = loaded.estimator
-        self.detector = loaded.metadata.get("ood")
+        self.detector = ood.Detector.from_json(loaded.metadata.get("ood"))  # the one reader
         feature_set = FEATURE_SETS[self.encoder.feature_set]
         prior_column = feature_set.prior_column(champion.target)
         prior_cal = loaded.metadata.get("calibration", {}).get(registry.PRIOR)
@@ -71,7 +71,7 @@ class Scorer:
                          if prior_column is not None and prior_cal and "residuals" in prior_cal else None)
         self.prior_column = prior_column
         # the estimate that measured best on held-out families (tasks/learn/ood.py `held_out_best`), when measured
-        self.evidence = (self.detector or {}).get("fallback")
+        self.evidence = self.detector.fallback if self.detector else None
 
     def score(self, rows: pl.DataFrame, batch_rows: int = DEFAULT_BATCH_ROWS,
               progress: Callable[[str], None] | None = None) -> pl.DataFrame:
@@ -112,7 +112,7 @@ class Scorer:
             mem = batch[TRACED_MEM_GB].to_numpy()[named]
             low, high = traced_bands.bands(_arch_names(batch).filter(pl.Series(named)))
             p10[named], p50[named], p90[named], model[named], flags[named] = mem * low, mem, mem * high, TRACED_PRIOR, True
-            words = f"{c.ARCH} traced, but the champion learned from {self.detector.get('traced_rows', 0)} traced jobs -> traced prior"
+            words = f"{c.ARCH} traced, but the champion learned from {self.detector.traced_rows} traced jobs -> traced prior"
             for k, i in enumerate(np.flatnonzero(named)):
                 says = f"{words} ({traced_bands.describe(low[k], high[k])})"
                 reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
@@ -129,7 +129,7 @@ class Scorer:
         history x a measured margin; for memory the largest GPU of the catalogue): flagged out of distribution,
         the reason says which bound, and the forecast is the held-out-best estimate within it (`ood.within_ceiling`)."""
         p10, p50, p90 = bands
-        bound, words = ood.ceiling(batch, self.champion.target, (self.detector or {}).get("ceiling"))
+        bound, words = ood.ceiling(batch, self.champion.target, self.detector.ceiling if self.detector else None)
         over = p50 > bound
         if not over.any():
             return
@@ -157,10 +157,10 @@ class Scorer:
         else the champion's interval widened by `ood.WIDEN_FACTOR`."""
         if self.evidence:
             prior = np.exp(X[:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
-            name = self.evidence["estimate"]
+            name = self.evidence.estimate
             label = {"model": self.champion.model, "prior": registry.PRIOR}.get(name, f"{self.champion.model}+{registry.PRIOR}")
             return (*ood.estimate(self.evidence, pred, prior), label,
-                    f"held-out-best: {name} (x/÷ {self.evidence['interval_factor']:.2f})")
+                    f"held-out-best: {name} (x/÷ {self.evidence.interval_factor:.2f})")
         if self.fallback:
             prior_model, cal = self.fallback
             return (*cal.intervals(prior_model.predict(X), groups), registry.PRIOR, "prior (no held-out-family evidence)")

@@ -495,12 +495,13 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
-    result.ood = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
-    result.ood["ceiling"] = ood.fit_ceiling(rows, target)  # every labelled job: what any job of its kind used
+    detector = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
+    detector = replace(detector, ceiling=ood.fit_ceiling(rows, target))  # every labelled job: what any job of its kind used
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
     if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
-        result.ood["fallback"] = evidence  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
+        detector = replace(detector, fallback=evidence)  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
+    result.ood = detector
     build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
 
@@ -512,7 +513,7 @@ STAND_IN, STAND_IN_TREES = "lightgbm", 100
 
 
 def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str,
-                      build: registry.Build) -> dict | None:
+                      build: registry.Build) -> ood.Fallback | None:
     """Which estimate out-of-distribution jobs get (`ood.held_out_best`), measured by leaving each model
     family of the champion's training `rows` out in turn; None when there are too few families."""
     t0 = time.perf_counter()
@@ -533,9 +534,9 @@ def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, ch
         ")" if champion == STAND_IN else f", a stand-in for {champion})")
     evidence = ood.held_out_best(rows[ood.FAMILY].to_numpy(), y, fit_predict, named)
     if evidence:
-        evidence["seconds"] = round(time.perf_counter() - t0, 2)
-        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence['estimate']} "
-                                     f"(x/÷ {evidence['interval_factor']:.2f}, {len(evidence['families'])} families held out)")
+        evidence = replace(evidence, seconds=round(time.perf_counter() - t0, 2))
+        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence.estimate} "
+                                     f"(x/÷ {evidence.interval_factor:.2f}, {len(evidence.families)} families held out)")
     return evidence
 
 
@@ -692,6 +693,6 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "versions": store.library_versions(),
         "metrics": [asdict(m) for m in result.metrics],
         "calibration": result.calibration,
-        "ood": result.ood,
+        "ood": result.ood.to_json() if result.ood else None,  # the one writer (tasks/learn/ood.py `Detector`)
         "compiled": asdict(result.compiled) if result.compiled else None,
     }

@@ -316,6 +316,8 @@ def _groups(shelf: np.ndarray, job_row: np.ndarray, ids: np.ndarray, mem: np.nda
     """Shelves holding two or more different jobs: jobs that fit one GPU together (MIG/MPS candidates)."""
     frame = pl.DataFrame({"shelf": shelf, "row": job_row}).unique()
     many = (frame.group_by("shelf").agg(pl.col("row").sort()).filter(pl.col("row").list.len() > 1)
-            .unique("row", keep="first").sort("shelf"))  # a multi-GPU job's copies repeat a group: once
+            .sort("shelf").unique("row", keep="first", maintain_order=True))  # a multi-GPU job's copies repeat a
+    # group: once, as its lowest shelf (sorted first: group_by's order varies from run to run, and with it which
+    # copy `keep="first"` kept, so a group's id did; the golden nights caught it, tests/golden)
     return [{"day": start_day, "group_id": int(s), "jobs": len(rows), "job_ids": [str(ids[r]) for r in rows],
              "mem_gb": float(mem[rows].sum())} for s, rows in many.iter_rows()]

@@ -40,14 +40,14 @@ def report(name: str, rows: pl.DataFrame, target: str) -> None:
     cpu = time.process_time()
     evidence = held_out_evidence(rows, target, TrainOptions(), "lightgbm", registry.Build(threads=2, progress=lambda _: None))
     cpu = time.process_time() - cpu
-    print(f"\n{name}, {target}: {rows.height} rows; chosen: {evidence['estimate']} "
-          f"(x/÷ {evidence['interval_factor']:.2f}); {evidence['seconds']:.1f} s wall, {cpu:.1f} s CPU; "
-          f"learner {evidence['learner']}")
-    families = list(evidence["families"])
+    print(f"\n{name}, {target}: {rows.height} rows; chosen: {evidence.estimate} "
+          f"(x/÷ {evidence.interval_factor:.2f}); {evidence.seconds:.1f} s wall, {cpu:.1f} s CPU; "
+          f"learner {evidence.learner}")
+    families = list(evidence.families)
     print(f"  {'candidate':<9} {'MAPE %':>8} {'med|log|':>9} {'factor':>7}  " + " ".join(f"{f[:11]:>11}" for f in families))
-    for cand, s in evidence["candidates"].items():
-        print(f"  {cand:<9} {s['mape']:8.1f} {s['median_log_error']:9.3f} {s['interval_factor']:7.2f}  "
-              + " ".join(f"{s['mape_by_family'][f]:11.1f}" for f in families))
+    for cand, s in evidence.candidates.items():
+        print(f"  {cand:<9} {s.mape:8.1f} {s.median_log_error:9.3f} {s.interval_factor:7.2f}  "
+              + " ".join(f"{s.mape_by_family[f]:11.1f}" for f in families))
 
 
 def main() -> None:

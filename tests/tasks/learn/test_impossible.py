@@ -79,7 +79,7 @@ def test_a_forecast_above_the_largest_gpu_of_the_catalogue_is_never_published(tm
 def test_a_jobs_own_trace_above_the_bound_is_published_as_it_is():
     """The trace says so: a bound below the job's own traced memory is lifted to it."""
     rows = pl.DataFrame({c.MODEL_TYPE: ["CNN", "CNN"], traced.TRACED_MEM_GB: [300.0, None]})
-    bound, words = ood.ceiling(rows, MEM, {"target": MEM, "margin": 2.5, "by_kind": {"CNN": 10.0}})
+    bound, words = ood.ceiling(rows, MEM, ood.Ceiling(MEM, 2.5, {"CNN": 10.0}))
     assert bound.tolist() == [300.0, 25.0]
     assert words(0) == "the job's own trace (300 GB)" and words(1) == f"2.5x the largest {MEM} of a CNN job in the history (10)"
 
@@ -95,8 +95,8 @@ def test_run_time_and_gflops_have_the_same_check_and_an_unseen_kind_only_the_gpu
 
 
 def test_within_the_bound_the_held_out_best_is_kept_else_the_next_candidate_else_the_bound():
-    evidence = {"estimate": "blend", "interval_factor": 2.0,
-                "candidates": {"model": {"mape": 30.0}, "prior": {"mape": 50.0}, "blend": {"mape": 20.0}}}
+    evidence = ood.Fallback.from_json({"estimate": "blend", "interval_factor": 2.0, "candidates": {
+        k: {"mape": m, "median_log_error": 0.0, "interval_factor": 2.0} for k, m in (("model", 30.0), ("prior", 50.0), ("blend", 20.0))}})
     model, prior, bound = np.array([400.0, 900.0, 400.0]), np.array([4.0, 100.0, 900.0]), np.array([100.0, 250.0, 50.0])
     p10, p50, p90, used = ood.within_ceiling(evidence, model, prior, bound)
     assert used == ["blend", "prior", "capped"]

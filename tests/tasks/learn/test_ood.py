@@ -42,9 +42,9 @@ def test_an_exact_prior_beats_a_model_that_goes_flat_outside_its_range():
     def fit_predict(train, test):
         return _flat_model(x, y)(train, test)[0], 2 * x[test]  # the prior: the exact formula
     evidence = ood.held_out_best(fam, y, fit_predict, "flat")
-    assert evidence["estimate"] == "prior"
-    assert evidence["candidates"]["prior"]["mape"] < evidence["candidates"]["blend"]["mape"] < evidence["candidates"]["model"]["mape"]
-    assert set(evidence["families"]) == {"F0", "F1", "F2", "F3"} and evidence["held_out_rows"] == len(y)
+    assert evidence.estimate == "prior"
+    assert evidence.candidates["prior"].mape < evidence.candidates["blend"].mape < evidence.candidates["model"].mape
+    assert set(evidence.families) == {"F0", "F1", "F2", "F3"} and evidence.held_out_rows == len(y)
 
 
 def test_a_model_that_extrapolates_beats_a_prior_that_is_off():
@@ -53,15 +53,15 @@ def test_a_model_that_extrapolates_beats_a_prior_that_is_off():
     def fit_predict(train, test):
         return 2 * x[test], 2 * x[test] * 5  # the model is right everywhere; the prior 5x too high
     evidence = ood.held_out_best(fam, y, fit_predict, "exact")
-    assert evidence["estimate"] == "model"
-    assert evidence["candidates"]["prior"]["mape"] == pytest.approx(400, rel=0.05)
+    assert evidence.estimate == "model"
+    assert evidence.candidates["prior"].mape == pytest.approx(400, rel=0.05)
 
 
 def test_without_a_prior_the_model_is_the_only_candidate_and_still_gets_a_measured_interval():
     fam, x, y = _history()
     evidence = ood.held_out_best(fam, y, _flat_model(x, y), "flat")
-    assert evidence["estimate"] == "model" and set(evidence["candidates"]) == {"model"}
-    assert evidence["interval_factor"] > 2  # a flat model is far off on the extreme families
+    assert evidence.estimate == "model" and set(evidence.candidates) == {"model"}
+    assert evidence.interval_factor > 2  # a flat model is far off on the extreme families
 
 
 def test_the_interval_covers_about_its_quantile_of_the_held_out_jobs():
@@ -72,8 +72,8 @@ def test_the_interval_covers_about_its_quantile_of_the_held_out_jobs():
     def fit_predict(train, test):
         return 2 * x[test] * 3, 2 * x[test]
     evidence = ood.held_out_best(fam, y, fit_predict, "off")
-    assert evidence["estimate"] == "prior"
-    assert evidence["interval_factor"] == pytest.approx(np.exp(1.645 * 0.3), rel=0.06)  # |N(0, 0.3)|'s 90%
+    assert evidence.estimate == "prior"
+    assert evidence.interval_factor == pytest.approx(np.exp(1.645 * 0.3), rel=0.06)  # |N(0, 0.3)|'s 90%
     p10, p50, p90 = ood.estimate(evidence, 2 * x * 3, 2 * x)
     assert np.mean((y >= p10) & (y <= p90)) == pytest.approx(ood.INTERVAL_QUANTILE, abs=0.01)
     assert np.allclose(p50, 2 * x)
@@ -98,7 +98,7 @@ def test_a_missing_family_is_never_held_out():
         held.append(len(test))
         return 2 * x[test], None
     evidence = ood.held_out_best(fam, y, fit_predict, "exact")
-    assert set(evidence["families"]) == {"F1", "F2"} and held == [60, 60]
+    assert set(evidence.families) == {"F1", "F2"} and held == [60, 60]
 
 
 @pytest.fixture(scope="module")
@@ -119,20 +119,20 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
     from pathlib import Path
 
     result = trained[c.PEAK_GPU_MEM_GB]
-    evidence = json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]["fallback"]
-    assert evidence["estimate"] in ood.CANDIDATES and evidence["learner"] == "decision_tree"
-    assert len(evidence["families"]) >= 2 and evidence["interval_factor"] > 1
+    evidence = ood.Detector.from_json(json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]).fallback
+    assert evidence.estimate in ood.CANDIDATES and evidence.learner == "decision_tree"
+    assert len(evidence.families) >= 2 and evidence.interval_factor > 1
     champ = Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)
     rows = simulate_jobs(40, np.random.default_rng(5), date(2026, 11, 2), 0.0)
     rows = rows.with_columns(pl.lit(1e4).alias(c.PARAMS_MILLION))  # every job above the training range
     f = Scorer(champ).score(rows)
     assert f["ood"].all()
-    assert all(f"-> held-out-best: {evidence['estimate']} (x/÷ {evidence['interval_factor']:.2f})" in r
+    assert all(f"-> held-out-best: {evidence.estimate} (x/÷ {evidence.interval_factor:.2f})" in r
                for r in f["ood_reason"])
     capped = f["ood_reason"].str.contains("impossible: ").to_numpy()
     assert 0 < capped.sum() < f.height, "some jobs keep the held-out estimate, some are capped"
     ratio, low = (f["p90"] / f["p50"]).to_numpy(), (f["p50"] / f["p10"]).to_numpy()
-    assert np.allclose(ratio[~capped], evidence["interval_factor"]) and np.allclose(low[~capped], ratio[~capped])
+    assert np.allclose(ratio[~capped], evidence.interval_factor) and np.allclose(low[~capped], ratio[~capped])
     assert np.allclose(ratio[capped], 1.0) and (low[capped] >= 1.0).all()  # P50 = P90 = the cap; P10 at or under it
 
 
@@ -143,17 +143,53 @@ def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_
 
     rows = labelled_rows(build(simulate_jobs(700, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
     evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=THREADS))
-    assert evidence["learner"] == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
-    assert evidence["held_out_rows"] == sum(evidence["families"].values())
-    assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence["families"].values())
+    assert evidence.learner == f"lightgbm ({STAND_IN_TREES} trees, a stand-in for xgboost)"
+    assert evidence.held_out_rows == sum(evidence.families.values())
+    assert all(n >= ood.MIN_FAMILY_ROWS for n in evidence.families.values())
 
 
 def test_without_evidence_flagged_jobs_get_the_calibrated_prior_and_the_reason_says_so(tmp_path):
     jobs = simulate_jobs(1500, np.random.default_rng(6), date(2026, 11, 1), 0.0).filter(pl.col(c.MODEL_TYPE) == "CNN")
     result = train_target(jobs, c.PEAK_GPU_MEM_GB, TrainOptions(models=("decision_tree",), repeats=1), tmp_path,
                           threads=THREADS)
-    assert "fallback" not in result.ood  # one family: nothing to hold out
+    assert result.ood.fallback is None  # one family: nothing to hold out
     rows = simulate_jobs(10, np.random.default_rng(7), date(2026, 11, 2), 0.0).with_columns(pl.lit(1e8).alias(c.PARAMS_MILLION))
     f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
     assert f["ood"].all() and (f["model"] == "prior").all()
     assert all("-> prior (no held-out-family evidence)" in r for r in f["ood_reason"])
+
+
+def test_the_detector_is_written_and_read_as_one_typed_record(trained):
+    """Issue 39, item 1: `Detector.to_json` is the metadata's one writer, `Detector.from_json` its one reader;
+    what training saved reads back equal to what it fitted, and the file stays plain JSON."""
+    import json
+    from pathlib import Path
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    saved = json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]
+    assert set(saved) == {"categories", "numbers", "ranges", "density", "gpu_types", "traced_rows", "ceiling", "fallback"}
+    assert saved["fallback"]["candidates"][saved["fallback"]["estimate"]]["mape"] > 0  # readable as before: nested dicts
+    loaded = ood.Detector.from_json(saved)
+    assert loaded == result.ood and isinstance(loaded.fallback, ood.Fallback) and isinstance(loaded.ceiling, ood.Ceiling)
+    assert ood.Detector.from_json(json.loads(json.dumps(loaded.to_json()))) == loaded
+    assert ood.Detector.from_json(None) is None and ood.Detector.from_json({}) is None  # a champion saved without one
+
+
+def test_a_detector_saved_before_the_newer_fields_still_loads_and_flags(trained):
+    """Metadata written before `gpu_types`, `traced_rows`, `ceiling`, `fallback` (and the fallback's `seconds`) existed
+    loads with their defaults, and flags as it did: a job above the training range still is."""
+    import json
+    from pathlib import Path
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    saved = json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]
+    old = {k: saved[k] for k in ("categories", "numbers", "ranges", "density")}
+    loaded = ood.Detector.from_json(old)
+    assert (loaded.gpu_types, loaded.traced_rows, loaded.ceiling, loaded.fallback) == ((), 0, None, None)
+    fallback = {k: v for k, v in saved["fallback"].items() if k not in ("seconds", "chosen_by", "learner")}
+    assert ood.Fallback.from_json(fallback).interval_factor == saved["fallback"]["interval_factor"]
+    jobs = simulate_jobs(20, np.random.default_rng(5), date(2026, 11, 2), 0.0).with_columns(pl.lit(1e6).alias(c.PARAMS_MILLION))
+    from gpucast.tasks.learn.features import build
+
+    flags, reasons = ood.flag(build(jobs), loaded)
+    assert flags.all() and all("params_million" in r for r in reasons)

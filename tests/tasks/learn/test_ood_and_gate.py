@@ -92,8 +92,8 @@ def test_a_missing_value_is_not_a_new_category(detector_and_fresh):
 def test_an_unusual_combination_of_in_range_sizes_is_flagged_by_density(detector_and_fresh):
     detector, fresh = detector_and_fresh
     # Every size at its training minimum except parameters at its maximum: each in range, together odd.
-    lo = {n: float(np.exp(detector["ranges"][n][0])) for n in detector["numbers"] if detector["ranges"][n]}
-    hi = {n: float(np.exp(detector["ranges"][n][1])) for n in detector["numbers"] if detector["ranges"][n]}
+    lo = {n: float(np.exp(detector.ranges[n][0])) for n in detector.numbers if detector.ranges[n]}
+    hi = {n: float(np.exp(detector.ranges[n][1])) for n in detector.numbers if detector.ranges[n]}
     odd = fresh.head(1).with_columns([pl.lit(lo[n]).alias(n) for n in lo if n in fresh.columns])
     odd = odd.with_columns(pl.lit(hi[c.PARAMS_MILLION]).alias(c.PARAMS_MILLION))
     flags, reasons = ood.flag(odd, detector)

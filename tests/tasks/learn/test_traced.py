@@ -160,9 +160,10 @@ def test_an_unreadable_cache_is_reported_and_replaced(tmp_path, content):
 def test_a_name_contradicting_the_logged_parameters_is_flagged(tmp_path):
     rows = jobs(**{c.PARAMS_MILLION: [None, 200.0, 3.0, 1.0]})  # job b: 'ResNet-50' with 200 M parameters?
     built = features.build(rows, traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
-    assert list(ood._arch_mismatch(built, {}, None)) == [(1, "params_million 200 contradicts arch 'ResNet-50' (25 million "
+    nothing = ood.Detector({}, (), {})
+    assert list(ood._arch_mismatch(built, nothing, None)) == [(1, "params_million 200 contradicts arch 'ResNet-50' (25 million "
                                                              "parameters built; more than 2x apart)")]
-    detector = {"categories": {}, "numbers": [], "ranges": {}, "density": None}
+    detector = ood.Detector(categories={}, numbers=(), ranges={})
     flags, reasons = ood.flag(built, detector)
     assert flags.tolist() == [False, True, False, False] and "contradicts arch" in reasons[1]
 
@@ -218,14 +219,15 @@ def test_a_traced_prior_the_champion_never_learned_to_correct_is_used_as_it_is(t
     rows = features.build(jobs(), traced.trace_jobs(jobs(), tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
     named = rows[traced.TRACED_MEM_GB].is_not_null().to_list()
     assert named == [True, True, False, False]
-    assert ood.traced_unlearned(rows, {"traced_rows": 0}).tolist() == named
-    assert ood.traced_unlearned(rows, {}).tolist() == named  # a champion saved before traces were counted
-    assert not ood.traced_unlearned(rows, {"traced_rows": ood.MIN_TRACED_ROWS}).any()  # it learned from traced jobs
-    assert not ood.traced_unlearned(rows.drop(traced.TRACED_MEM_GB), {}).any()
+    assert ood.traced_unlearned(rows, ood.Detector({}, (), {}, traced_rows=0)).tolist() == named
+    saved_before = ood.Detector.from_json({"categories": {}, "numbers": [], "ranges": {}})  # before traces were counted
+    assert ood.traced_unlearned(rows, saved_before).tolist() == named
+    assert not ood.traced_unlearned(rows, ood.Detector({}, (), {}, traced_rows=ood.MIN_TRACED_ROWS)).any()  # it learned from traced jobs
+    assert not ood.traced_unlearned(rows.drop(traced.TRACED_MEM_GB), ood.Detector({}, (), {})).any()
 
 
 def test_the_detector_counts_the_training_jobs_with_a_traced_prior(tmp_path):
     logged = jobs().with_columns(pl.lit(1e-3).alias(c.LEARNING_RATE), pl.lit(True).alias(c.DATA_AUGMENTATION))
     rows = features.build(logged, traced.trace_jobs(logged, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
-    assert ood.fit(rows, "residual")["traced_rows"] == 2
-    assert ood.fit(features.build(logged), "residual")["traced_rows"] == 0
+    assert ood.fit(rows, "residual").traced_rows == 2
+    assert ood.fit(features.build(logged), "residual").traced_rows == 0

@@ -230,3 +230,17 @@ def test_a_queue_only_the_forecast_names_is_planned_with_owned_unknown():
     assert (first["queue"], first["gpu_type"], first["gpus_needed_expected_p50"], first["gpus_total_p90"]) == \
         ("new", "any-80GB", 2, 3)
     assert first["gpus_owned"] is None and first["shortfall_total_p90"] is None
+
+
+def test_a_group_repeated_on_several_shelves_is_named_by_its_lowest_shelf_every_run():
+    """A multi-GPU job's copies put the same jobs together on several shelves: the group is listed once, as its
+    lowest shelf. Before, the shelf kept followed polars' group_by order, which varies from run to run (the golden
+    nights, tests/golden, saw a group_id change between two runs of the same data)."""
+    from gpucast.tasks.plan.capacity import _groups
+
+    shelves = 64
+    shelf, job_row = np.repeat(np.arange(shelves), 2), np.tile([0, 1], shelves)
+    ids, mem = np.array(["a", "b"]), np.array([3.0, 4.0])
+    for _ in range(5):
+        assert _groups(shelf, job_row, ids, mem, start_day=0) == [
+            {"day": 0, "group_id": 0, "jobs": 2, "job_ids": ["a", "b"], "mem_gb": 7.0}]
