@@ -58,7 +58,7 @@ def run_nights(home: Path, traces: Path | None = TRACES) -> list:
     import shutil
 
     from gpucast.flows.demo import run_demo
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     settings = Settings.from_env({"GPUCAST_HOME": str(home)}).override(train_runner="local")
     if traces is not None:
@@ -120,7 +120,7 @@ def page_text(page: str, home: Path) -> list[str]:
 
 def fingerprint(home: Path) -> dict[str, list[str]]:
     """What the planners read after the nights, as text lines per part (module doc)."""
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     storage = Settings.from_env({"GPUCAST_HOME": str(home)}).storage
     out: dict[str, list[str]] = {}
@@ -147,7 +147,7 @@ def retrace(to: Path = TRACES) -> None:
     import shutil
     import tempfile
 
-    from gpucast.warehouse.settings import Settings
+    from gpucast.flows.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="gpucast-golden-") as tmp:
         run_nights(Path(tmp) / "home", traces=None)
