@@ -40,6 +40,10 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "OMP_NUM_THREADS" not in os.env
 # changed the forecasts. The tests of tracing set their own bounds (tests/tasks/learn/test_traced.py) or the
 # variable (tests/flows/test_failure_paths.py).
 os.environ.setdefault("GPUCAST_TRACE_NIGHT_SECONDS", "0")
+# Fits one after another in the test's own process: a local Dask cluster per training call cost ~18 CPU-s to start
+# and stop, at ~40 call sites (docs/testing.md). The tests of the Dask path set `dask` themselves
+# (tests/flows/test_dask_training.py, tests/reliability/test_sigterm.py, the GPU-pool deployment's environment).
+os.environ.setdefault("GPUCAST_TRAIN_RUNNER", "local")
 
 from gpucast.flows.environment import configure  # noqa: E402
 

@@ -68,6 +68,12 @@ class Cluster:
         self.log.close()
 
 
+@pytest.fixture(autouse=True)
+def dask_by_default(monkeypatch):
+    """The product's default runner (the suite's is `local`: tests/conftest.py)."""
+    monkeypatch.setenv("GPUCAST_TRAIN_RUNNER", "dask")
+
+
 @pytest.fixture
 def ingested(home, tmp_path) -> Path:
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=600, seed=2))
