@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from gpucast.expectations import catalog
-from gpucast.expectations.plain_yaml import YamlRefused, compose, first_unplain, shown_tag
+from gpucast.expectations.plain_yaml import first_unplain, line_of, read_config, shown_tag, where
 
 ENTRY_KEYS = ("gpu_type", "count")
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
@@ -53,7 +53,7 @@ class Inventory:
 
 
 def _fail(path: Path, node: yaml.Node, message: str) -> InventoryError:
-    return InventoryError(f"{path}, line {node.start_mark.line + 1}: {message}")
+    return InventoryError(f"{where(path, line_of(node))}: {message}")
 
 
 def _check_tags(path: Path, root: yaml.Node) -> None:
@@ -100,15 +100,10 @@ def load_inventory(path: Path) -> Inventory:
 
 
 def _compose(path: Path) -> yaml.Node:
-    """The file's YAML node tree; a file that cannot be read or parsed, or is empty, is an InventoryError."""
-    try:
-        root = compose(path.read_text())  # the one YAML loader (expectations/plain_yaml.py)
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read the inventory ({exc.strerror or exc})") from exc
-    except YamlRefused as exc:
-        raise InventoryError(f"{path}, line {exc.line}: {exc.problem}") from None
+    """The file's YAML node tree (`plain_yaml.read_config`, the one reader); an empty file is an InventoryError."""
+    root, _ = read_config(path, InventoryError, "inventory", "see docs/planners.md")
     if root is None:
-        raise InventoryError(f"{path}, line 1: empty; it needs a `queues:` mapping (see docs/planners.md)")
+        raise InventoryError(f"{where(path, 1)}: empty; it needs a `queues:` mapping (see docs/planners.md)")
     return root
 
 

@@ -6,13 +6,17 @@ Nothing in a file is ever constructed as a Python object by tag: the text is com
 plain YAML type (`PLAIN_TAGS`), and a value is built only from a node whose expansion holds at most
 `MAX_VALUES` values. An alias bomb (anchors nested 9 deep in a 442-byte `sources.yaml`) composes into a
 few dozen nodes, and would expand to hundreds of millions of values: it is refused by counting, before
-anything is built (building it made a 2.8 GB string and took the night down). Each reader turns the
-`YamlRefused` (a line and a problem) into its own one-line error naming its file.
+anything is built (building it made a 2.8 GB string and took the night down).
+
+Every reader opens its file with `read_config` (not found, unreadable, not UTF-8, not YAML: one line each) and
+names a place in it as `where` does, `file:line` (what editors and compilers print), so an error in any
+configuration file reads `sources.yaml:7: <the rule>`.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,6 +37,32 @@ class YamlRefused(ValueError):
 
 def line_of(node: yaml.Node) -> int:
     return node.start_mark.line + 1
+
+
+def where(path: str | Path, line: int) -> str:
+    """A place in a configuration file, as every reader names it: `file:line`."""
+    return f"{path}:{line}"
+
+
+def read_config(path: str | Path, error: type[ValueError], what: str, docs: str) -> tuple[yaml.Node | None, bytes]:
+    """The one way gpucast opens a YAML configuration file: (its node tree, None when empty; its bytes).
+    A missing file is `FileNotFoundError` ("<what> <file> not found"); a file that cannot be read, is not UTF-8
+    (a BOM is allowed) or is not YAML is `error` with one line naming `file:line` and pointing at `docs`."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} not found") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise error(f"{where(path, line)}: not UTF-8 text; save the {what} as UTF-8 YAML ({docs})") from None
+    try:
+        return compose(text), data
+    except YamlRefused as exc:
+        raise error(f"{where(path, exc.line)}: {exc.problem} ({docs})") from None
 
 
 def compose(text: str) -> yaml.Node | None:

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.plain_yaml import PLAIN_TAGS, YamlRefused, compose, shown_key
+from gpucast.expectations.plain_yaml import PLAIN_TAGS, line_of, read_config, shown_key, where
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import FileRejected, _open_text, header_key, normalise_name, sniff_format
 
@@ -135,20 +135,9 @@ def named_fields(source: dict[str, str], mapping: Mapping | None,
 def load_mapping(path: str | Path) -> Mapping:
     """Parse and check a mapping file; raise `MappingError` naming the file and line of the first problem."""
     shown = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"mapping file {shown} not found") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise MappingError(f"{shown}: not UTF-8 text; save the mapping as UTF-8 YAML") from None
-    try:
-        root = compose(text)  # the one YAML loader (expectations/plain_yaml.py)
-    except YamlRefused as exc:
-        raise MappingError(f"{shown} line {exc.line}: {exc.problem}") from None
+    root, data = read_config(path, MappingError, "mapping file", "docs/sources.md")  # the one reader (plain_yaml)
     if root is None:
-        raise MappingError(f"{shown}: empty; write the sections {', '.join(SECTIONS)} (docs/sources.md)")
+        raise MappingError(f"{where(shown, 1)}: empty; write the sections {', '.join(SECTIONS)} (docs/sources.md)")
     return _Parser(shown, hashlib.sha256(data).hexdigest()).parse(root)
 
 
@@ -157,7 +146,7 @@ class _Parser:
         self.shown, self.sha256 = shown, sha256
 
     def fail(self, node: yaml.Node, what: str) -> MappingError:
-        return MappingError(f"{self.shown} line {node.start_mark.line + 1}: {what}")
+        return MappingError(f"{where(self.shown, line_of(node))}: {what}")
 
     def pairs(self, node: yaml.Node, what: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
         """(key, key node, value node) of a YAML mapping; refuses tags, other shapes and repeated keys."""

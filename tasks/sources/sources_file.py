@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucast.expectations.plain_yaml import YamlRefused, compose, line_of, plain_value
+from gpucast.expectations.plain_yaml import YamlRefused, line_of, plain_value, read_config, where
 
 KEYS = {
     "mlflow": ("tracking_uri", "experiments", "mapping", "since"),
@@ -56,14 +56,7 @@ def load_sources(path: Path) -> list[Source]:
     """The sources a sources file lists, in its order. `SourcesError` when the file as a whole cannot be
     read; an entry that cannot be used comes back with its `problem` (one line naming the file, the line
     and the entry), so that only it fails."""
-    try:
-        root = compose(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"sources file {path} not found (GPUCAST_SOURCES)") from None
-    except UnicodeDecodeError:
-        raise SourcesError(f"{path}: not UTF-8 text; save the sources file as UTF-8 YAML (docs/sources.md)") from None
-    except YamlRefused as exc:
-        raise SourcesError(f"{path}: line {exc.line}: {exc.problem}; see docs/sources.md") from None
+    root, _ = read_config(path, SourcesError, "sources file", "see docs/sources.md; GPUCAST_SOURCES")  # the one reader
     if root is None:
         return []
     kinds = _kinds(path, root)
@@ -76,12 +69,12 @@ def _kinds(path: Path, root: yaml.Node) -> list[tuple[str, yaml.SequenceNode]]:
         if isinstance(root, yaml.MappingNode) else []
     if not isinstance(root, yaml.MappingNode) or set(keys) - set(KEYS):
         found = ", ".join(k if k in KEYS else "an unknown key" for k in keys) if keys else "no mapping"
-        raise SourcesError(f"{path}: line {line_of(root)}: its top level lists sources by kind ({', '.join(KEYS)}); "
+        raise SourcesError(f"{where(path, line_of(root))}: its top level lists sources by kind ({', '.join(KEYS)}); "
                            f"found {found}")
     out = []
     for key, entries in root.value:
         if not isinstance(entries, yaml.SequenceNode):
-            raise SourcesError(f"{path}: line {line_of(entries)}: `{key.value}` is a list of entries (`- ...` lines)")
+            raise SourcesError(f"{where(path, line_of(entries))}: `{key.value}` is a list of entries (`- ...` lines)")
         out.append((key.value, entries))
     return out
 
@@ -92,9 +85,9 @@ def _entry(path: Path, kind: str, number: int, node: yaml.Node) -> Source:
     try:
         options = _options(path, kind, plain_value(node))
     except YamlRefused as exc:
-        return Source(kind, name, {}, f"{path}: line {exc.line}: {name}: {exc.problem}")
+        return Source(kind, name, {}, f"{where(path, exc.line)}: {name}: {exc.problem}")
     except SourcesError as exc:
-        return Source(kind, name, {}, f"{path}: line {line_of(node)}: {name} {exc}")
+        return Source(kind, name, {}, f"{where(path, line_of(node))}: {name} {exc}")
     shown = options.get("tracking_uri") or options.get("files") or "sacct"
     return Source(kind, f"{kind} {shown}", options)
 

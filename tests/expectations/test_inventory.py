@@ -31,7 +31,7 @@ GOOD = "queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 2\n"
 def test_a_hostile_inventory_is_an_inventory_error_with_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "inventory.yaml"
     path.write_text(text)
-    with pytest.raises(InventoryError, match=rf"inventory.yaml, line {line}: .*{re.escape(message)}"):
+    with pytest.raises(InventoryError, match=rf"inventory.yaml:{line}: .*{re.escape(message)}"):
         load_inventory(path)
 
 
@@ -80,7 +80,7 @@ def test_any_inventory_document_is_accepted_or_refused_with_file_and_line(tmp_pa
     try:
         inventory = load_inventory(path)
     except InventoryError as exc:
-        assert re.match(rf"{re.escape(str(path))}, line \d+: \S", str(exc)), str(exc)
+        assert re.match(rf"{re.escape(str(path))}:\d+: \S", str(exc)), str(exc)
         return
     assert isinstance(inventory, Inventory)
     assert all(type(o.count) is int and 0 <= o.count <= MAX_COUNT for o in inventory.owned)

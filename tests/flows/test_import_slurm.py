@@ -148,9 +148,9 @@ def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypat
     monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
     pulled = pull_sources(Settings.from_env().ensure())
     assert pulled.failed == {
-        "mlflow entry 1": f"mlflow entry 1 failed: SourcesError: {sources}: line 2: mlflow entry 1 tracking_uri is a "
+        "mlflow entry 1": f"mlflow entry 1 failed: SourcesError: {sources}:2: mlflow entry 1 tracking_uri is a "
                           "single value, not a list",
-        "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}: line 4: slurm entry 1 files is a single value, "
+        "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}:4: slurm entry 1 files is a single value, "
                          "not a mapping"}
     assert [v.rows_loaded for v in pulled.runs.values()] == [12]  # job 1005 (no model type) loads as unknown (v4)
     assert rows(home, "SELECT source, status, message FROM ingest_runs WHERE status = 'failed' ORDER BY started_at") == [

@@ -90,9 +90,9 @@ def test_a_mapped_csv_loads_field_by_field(home, tmp_path, capsys):
 
 @pytest.mark.parametrize(("mapping", "expected"), [
     ("fields:\n  job_id: JobID\n\n  gpu_mem: {column: Mem, unit: MiB}\n",
-     "gpucast ingest: {m} line 4: unknown contract field 'gpu_mem' (fields: job_id, "),
+     "gpucast ingest: {m}:4: unknown contract field 'gpu_mem' (fields: job_id, "),
     ("fields:\n  peak_gpu_mem_gb: {column: Mem, unit: MiBs}\n",
-     "gpucast ingest: {m} line 2: unknown unit 'MiBs' for peak_gpu_mem_gb (units: B, KB, MB,"),
+     "gpucast ingest: {m}:2: unknown unit 'MiBs' for peak_gpu_mem_gb (units: B, KB, MB,"),
 ])
 def test_a_bad_mapping_is_one_line_and_exit_2(home, tmp_path, capsys, mapping, expected):
     m = write(tmp_path / "m.yaml", mapping)

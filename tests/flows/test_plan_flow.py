@@ -120,7 +120,7 @@ def test_a_bad_inventory_stops_the_nightly_before_anything_runs(home, capsys):
     (home / "inventory.yaml").write_text("queues:\n  a100-80g:\n    - gpu_type: A100-80GB\n      count: -4\n")
     assert main(["nightly", *QUICK]) == 2
     err = capsys.readouterr().err
-    assert f"{home / 'inventory.yaml'}, line 4: count must be a whole number >= 0, got -4" in err
+    assert f"{home / 'inventory.yaml'}:4: count must be a whole number >= 0, got -4" in err
     assert not (home / "warehouse.duckdb").exists() and not (home / "published.duckdb").exists()
 
 
@@ -150,7 +150,7 @@ def test_an_inventory_with_a_python_tag_exits_2_with_one_line_and_no_traceback(h
     assert out.returncode == 2, out.stderr[-3000:]
     said = [line for line in out.stderr.splitlines() if line.startswith("gpucast plan: ")]
     assert len(said) == 1 and said[0].startswith(
-        f"gpucast plan: {home / 'inventory.yaml'}, line 4: tag !!python/name:os.system is not allowed"), out.stderr
+        f"gpucast plan: {home / 'inventory.yaml'}:4: tag !!python/name:os.system is not allowed"), out.stderr
     assert "Traceback" not in out.stderr + out.stdout and "Encountered exception" not in out.stderr + out.stdout
     assert "Finished in state Failed" in out.stderr  # the run's own state still says what failed
 

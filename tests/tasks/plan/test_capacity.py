@@ -138,7 +138,7 @@ def test_jobs_waiting_since_before_the_plan_start_on_its_first_day_and_later_one
 def test_a_bad_inventory_names_the_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "inventory.yaml"
     path.write_text(text)
-    with pytest.raises(InventoryError, match=rf"inventory.yaml, line {line}: .*{message}" if line > 0 else message):
+    with pytest.raises(InventoryError, match=rf"inventory.yaml:{line}: .*{message}" if line > 0 else message):
         load_inventory(path)
 
 
