@@ -1,7 +1,8 @@
 """Process control, in this module only: the exit codes and the one line an error ends with, SIGTERM (its
 handler, the deadline, the exit without the interpreter's teardown), the temporary Prefect server around a
 flow command, and the console's filter of Prefect's tracebacks for errors answered with a code.
-`tests/flows/test_cli_package.py` fails if `os._exit`, `atexit`, `signal` or `sys.exit` appears elsewhere in the package.
+`tests/flows/test_cli_package.py` fails if `os._exit`, `atexit`, `signal` or `sys.exit` appears elsewhere in the
+package (but for `__main__.py`'s `sys.exit(main())`, the console script's own wrapper).
 """
 
 from __future__ import annotations
