@@ -1,7 +1,7 @@
 """`gpucast`: the command line for data engineers, planners and on-call staff.
 
 The package only parses, calls and prints; the environment is read after parsing, so `--help` works whatever it
-holds, and a bad value ends with its variable's name. Where things are (one module per concern, each < 300 lines):
+holds, and a bad value ends with its variable's name. Where things are (one module per concern, each at most 300 lines):
 
     parser.py    the argparse tree: commands, flags, defaults (from the settings table and the training options)
     options.py   what the command groups share: Settings and TrainOptions from the flags, the `ml` extra's check
