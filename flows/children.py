@@ -20,7 +20,7 @@ is gone (kill -9 included). That thread watches `os.getppid()`, which, unlike Li
 PR_SET_PDEATHSIG, does not fire early when the *thread* that started the server ends, and works on
 macOS too. The command runs with `PREFECT_API_URL` pointing at it (`temporary_settings` in this
 process, the environment for the processes it starts), so Prefect never starts a server of its own;
-the server is stopped when the interpreter exits (atexit, as Prefect's own; `cli._exit_stopped` runs
+the server is stopped when the interpreter exits (atexit, as Prefect's own; `cli/process.py` `_exit_stopped` runs
 those hooks after a SIGTERM, once the run is recorded).
 
 The server is started before the command imports what it needs (`start`), so its child imports

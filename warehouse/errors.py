@@ -1,7 +1,7 @@
 """Storage errors as the layers above see them: only this module knows DuckDB's exception types.
 
 * `environment_error`: the machine's fault, not the input's or the code's (disk full, permissions).
-  The command line turns it into exit code 5 with one line (`flows/cli.py`), tasks that retry
+  The command line turns it into exit code 5 with one line (`flows/cli/process.py`), tasks that retry
   transient failures do not retry it (`flows/errors.py`), and the publish does not mistake it for a
   corrupted warehouse (`warehouse/publish.py`).
 * `StorageError` and its kinds: a DuckDB or file operation of the warehouse failed (`QueryError`, a

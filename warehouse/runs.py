@@ -87,7 +87,7 @@ STOP_SIGNALS = ("TerminationSignal", "Terminated")  # Prefect's SIGTERM handler'
 
 def note_stop(exc: BaseException, where: str) -> None:
     """On a SIGTERM's exception unwinding through a run or step: a note of `where` it stopped (`add_note`), which
-    the command line prints in its one line (flows/cli.py `stopped_line`)."""
+    the command line prints in its one line (flows/cli/process.py `stopped_line`)."""
     if type(exc).__name__ in STOP_SIGNALS:
         exc.add_note(where)
 

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from gpucast.flows.cli import ExpectedErrors, main
+from gpucast.flows.cli import main
+from gpucast.flows.cli.process import ExpectedErrors
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN, NIGHTLY_STEPS
 from gpucast.warehouse.publish import PublishFailed
 from tests.conftest import write

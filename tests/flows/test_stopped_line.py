@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_a_sigterm_says_the_step_and_run_it_stopped():
     """The notes `note_stop` leaves on Prefect's TerminationSignal reach the CLI's Terminated that replaced it."""
-    from gpucast.flows.cli import Terminated, stopped_line
+    from gpucast.flows.cli.process import Terminated, stopped_line
     from gpucast.warehouse.runs import note_stop
 
     class TerminationSignal(BaseException):  # Prefect's, by name (warehouse/runs.py STOP_SIGNALS)

@@ -11,7 +11,8 @@ import uuid
 import duckdb
 import pytest
 
-from gpucast.flows.cli import _exit_code, main
+from gpucast.flows.cli import main
+from gpucast.flows.cli.process import _exit_code
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 
@@ -97,7 +98,7 @@ sys.exit(main(sys.argv[1:]))
 def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_extra(home):
     """Without the `ml` extra (torch, scikit-learn, ... unimportable) a planner's SQL typo is still an
     SQL error, and `gpucast train` says which extra to install, with no traceback."""
-    from gpucast.flows.cli import ML_MODULES
+    from gpucast.flows.cli.options import ML_MODULES
     from gpucast.flows.settings import Settings
     from gpucast.warehouse import db
 

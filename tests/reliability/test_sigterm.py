@@ -115,12 +115,12 @@ def test_sigkill_leaves_no_child(tmp_path, logs):
 
 HANGS_WHILE_STOPPING = """
 import signal, sys, time
-from gpucast.flows import cli
-signal.signal(signal.SIGTERM, cli._terminate)
+from gpucast.flows.cli import process
+signal.signal(signal.SIGTERM, process._terminate)
 try:
     print("ready", flush=True)  # inside the try: the signal may come before the sleep
     time.sleep(120)
-except cli.Terminated:
+except process.Terminated:
     time.sleep(120)  # an unwinding that never ends (a cluster that does not close, an API that does not answer)
 """
 

@@ -1,0 +1,30 @@
+"""`gpucast`: the command line for data engineers, planners and on-call staff.
+
+The package only parses, calls and prints; the environment is read after parsing, so `--help` works whatever it
+holds, and a bad value ends with its variable's name. Where things are (one module per concern, each at most 300 lines):
+
+    parser.py    the argparse tree: commands, flags, defaults (from the settings table and the training options)
+    options.py   what the command groups share: Settings and TrainOptions from the flags, the `ml` extra's check
+    pipeline.py  the data path's commands: simulate, ingest, import slurm|mlflow, train, score, nightly, demo
+    planning.py  what planners act on: plan, demand, site
+    query.py     the read commands: status, sql, backtest, report
+    ops.py       on-call operations on the published copy: restore
+    process.py   process control, and nowhere else: exit codes and the one-line errors, SIGTERM, the temporary
+                 Prefect server around a flow command, Prefect's console tracebacks (tests/flows/test_cli_package.py)
+    __main__.py  `python -m gpucast.flows.cli`, as the console script `gpucast` (pyproject.toml)
+
+A new command: its handler in the group's module (calls a flow or a query, prints, returns 0), its entry in
+`parser.py`; an error it should answer with a code other than 1: `process.py` `_exit_code`.
+"""
+
+from __future__ import annotations
+
+from gpucast.flows.cli.parser import build_parser
+from gpucast.flows.cli.process import run_command
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script `gpucast`: parse the command line, then run the command (`process.py`)."""
+    return run_command(build_parser().parse_args(argv))

@@ -1,0 +1,228 @@
+"""The commands that run the pipeline's flows on data: simulate, ingest, import, train, score, nightly, demo.
+
+Each parses nothing and exits nowhere: it calls a flow, prints what it did and returns 0 (`process.py` turns an
+error into its exit code and one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import threading
+from datetime import date
+from pathlib import Path
+
+from gpucast.expectations.results import IngestResult, NightResult
+from gpucast.flows.cli.options import _require_ml, settings_from, train_options
+from gpucast.flows.settings import Settings
+from gpucast.tasks.simulate import Rhythm, SimConfig
+
+# the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many rows as the flat week
+# of 500 jobs it had, in the past (ingest refuses times after its clock): Friday 2026-09-04 to Thursday 2026-10-29, so
+# night 1's last day is a weekday (the most pending jobs for night 2, Friday, to start and the backtest to check)
+# The demo's history: 8 weeks at 80 jobs a weekday (about the rows of the flat week it had). Half of each day's jobs
+# wait a day and 90% of those start then, so night 2 completes ~36 of night 1's queued jobs: enough (>= 30) for
+# the champion gate's backtest to judge on jobs completed since they were forecast, not on validation alone.
+DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.5, dirty_fraction=0.02, rhythm=Rhythm(),
+                 start=date(2026, 9, 4), start_next_day=0.9)
+# The demo's training (issue 31, item 5: two nights within 5 minutes on 2 cores): 2 repeats, the fewest that give
+# the champion rule a standard error; the network's `tuned` preset (4-5x faster an epoch than `paper` on the demo's
+# rows, measured: docs/benchmarks.md "The demo's time"), capped at 12 epochs as `paper` was
+DEMO_REPEATS, DEMO_EPOCHS, DEMO_PRESET = 2, 12, "tuned"
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from gpucast.tasks.simulate import write_logs
+
+    rhythm = None if args.flat else Rhythm(weekend_factor=args.weekend_factor, trend_per_week=args.trend_per_week,
+                                           burst_chance=args.burst_chance, burst_factor=args.burst_factor)
+    cfg = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, pending_fraction=args.pending_fraction,
+                    dirty_fraction=args.dirty_fraction, seed=args.seed, fmt=args.format, rhythm=rhythm)
+    paths = write_logs(Path(args.out), cfg)
+    print(f"wrote {len(paths)} file(s) to {args.out}")
+    return 0
+
+
+def _warm_up_validation() -> None:
+    """Great Expectations' import and context (3-4 s) in a thread, for a command about to start a flow: the flow's
+    first seconds are Prefect's temporary server starting, mostly a wait on another process."""
+    from gpucast.expectations.validate import warm_up
+
+    def quietly() -> None:  # a failure here (GX missing, say) comes back where validation runs, as one line
+        with contextlib.suppress(Exception):
+            warm_up()
+
+    threading.Thread(target=quietly, name="gx-warm-up").start()
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from gpucast.flows.ingest import ingest_job_logs, mapping_source
+    from gpucast.tasks.ingest.staging import discover
+    from gpucast.tasks.sources.mapping import check_files
+
+    if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
+        check_files(source, discover(args.paths))
+    _warm_up_validation()
+    settings = settings_from(args)
+    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
+                        storage=settings.storage, quality=settings.quality)
+    print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
+          f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate; {s.files_rejected} file(s) rejected")
+    if s.rows_rejected or s.files_rejected:
+        print("see why: gpucast sql \"SELECT source_file, source_row, reason_text FROM rejected_job_logs "
+              f"WHERE ingest_run_id = '{s.run_id}' LIMIT 20\"")
+    return 0
+
+
+def _import_slurm(args: argparse.Namespace) -> int:
+    from gpucast.flows.imports import MlflowJoin, import_slurm
+
+    if bool(args.file) == bool(args.sacct):
+        raise ValueError("give the sacct --parsable2 output to import (FILE), or --sacct to run sacct; not both")
+    if args.since and not args.sacct:
+        raise ValueError("--since is for --sacct (a FILE holds the jobs its export chose)")
+    if args.mlflow_experiment and not args.mlflow_uri:
+        raise ValueError("--mlflow-experiment needs --mlflow-uri (the tracking URI of the runs the jobs ran)")
+    join = MlflowJoin(args.mlflow_uri, tuple(args.mlflow_experiment or ()), args.join_tag) if args.mlflow_uri else None
+    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args), join=join)
+    if join:
+        print(f"mlflow {join.tracking_uri}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
+              "(model features from the run's params)")
+    p, s = done.parsed, done.run
+    print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps - p.orphan_steps:,} step(s) folded "
+          f"into their job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
+          + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
+          + (f", {p.superseded:,} line(s) superseded by a later record of their job" if p.superseded else "")
+          + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
+          + (f"; {len(p.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or unreadable): "
+             "run time from End - Start" if p.elapsed_from_times else ""))
+    return _imported_run(s)
+
+
+def _imported_run(s: IngestResult) -> int:
+    """An import's ingest run in one line, and where its rejected rows are."""
+    print(f"run {s.run_id}: {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
+          f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate")
+    if s.rows_rejected:
+        print("see why: gpucast sql \"SELECT job_id, reason_text FROM rejected_job_logs "
+              f"WHERE ingest_run_id = '{s.run_id}' LIMIT 20\"")
+    return 0
+
+
+def _import_mlflow(args: argparse.Namespace) -> int:
+    from gpucast.flows.imports import import_mlflow
+
+    done = import_mlflow(args.tracking_uri, tuple(args.experiment or ()), since=args.since, mapping=args.mapping,
+                         settings=settings_from(args))
+    p, s = done.parsed, done.run
+    print(f"mlflow {args.tracking_uri}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
+          f"changed: {p.jobs.height:,} job(s), {len(p.not_started):,} run(s) not started (not loaded); "
+          f"{len(p.no_gpu_metrics):,} finished run(s) without GPU metrics (loaded without peak_gpu_mem_gb)")
+    return _imported_run(s)
+
+
+def _train(args: argparse.Namespace) -> int:
+    _require_ml()
+    from gpucast.flows.train import train_models
+
+    s = settings_from(args)
+    out = train_models(train_options(args), storage=s.storage, cluster=s.cluster, quality=s.quality, training=s.training,
+                       tracing=s.tracing)
+    if out.note:
+        print(f"note: {out.note}")
+    print(f"train run {out.train_run_id} on {out.device}, fits on {out.fits_on}:")
+    for t in out.targets:
+        what = f"skipped ({t.skipped})" if t.skipped else f"champion {t.champion} ({t.rows:,} labelled jobs)"
+        cut = f"; {t.skipped_fits} fit(s) skipped (table skipped_fits)" if t.skipped_fits else ""
+        print(f"  {t.target}: {what}{cut}")
+    print("see: gpucast report")
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    _require_ml()
+    from gpucast.flows.score import score_pending
+    from gpucast.tasks.learn.score import warm_up
+
+    warm_up()  # while the temporary Prefect server starts (flows/children.py)
+    s = settings_from(args)
+    out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of), storage=s.storage,
+                        planning=s.planning, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
+    print(f"score run {out.score_run_id}: {out.forecasts:,} forecasts for {out.pending_jobs:,} pending jobs "
+          f"({', '.join(f'{t}: {m}' for t, m in out.champions.items())})")
+    print('see: gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"')
+    return 0
+
+
+def _as_of(text: str | None):
+    from datetime import UTC, datetime
+
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"--as-of={text!r} is not an ISO 8601 time (e.g. 2026-11-08T02:00:00Z)") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> NightResult:
+    from gpucast.flows.nightly import nightly
+
+    return nightly(paths=args.paths or None, options=train_options(args), retrain=not args.no_train, settings=settings,
+                   as_of=as_of or _as_of(getattr(args, "as_of", None)))
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    _require_ml()
+    from gpucast.flows.report import capacity_summary
+
+    settings = settings_from(args)
+    _warm_up_validation()
+    out = _run_nightly(args, settings)
+    print(out.report)
+    print(capacity_summary(settings.storage), end="")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    _require_ml()
+    from gpucast.flows.demo import run_demo
+    from gpucast.flows.report import capacity_summary
+    from gpucast.tasks.report.render import capacity_plan_lines, page_line
+
+    settings = settings_from(args)
+    sim = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
+                    pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start,
+                    start_next_day=DEMO.start_next_day)
+    _warm_up_validation()
+    nights = run_demo(settings, sim, train_options(args))
+    for night, result in enumerate(nights, 1):
+        ing, sc, back, train = result.ingest, result.score, result.backtest, result.train
+        decisions = ", ".join(f"{o.target} {o.decision}" for o in train.targets if o.decision)
+        trained = train.where + (f" (fits on {train.fits_on})" if train.fits_on else "")
+        print(f"\nnight {night}: ingested {ing.rows_read:,} rows ({ing.rows_loaded:,} loaded, {ing.rows_rejected:,} "
+              f"rejected, {ing.rows_duplicate:,} duplicate); backtest: {back.forecast:,} completions checked against "
+              f"their forecasts, {back.not_forecast:,} not forecast; trained {trained}"
+              + (f" (gate: {decisions})" if decisions else "")
+              + f"; {sc.forecasts:,} forecasts for {sc.pending_jobs:,} pending jobs, {sc.ood_forecasts:,} out of "
+              "distribution")
+        print(f"night {night} took {sum(result.seconds.values()):.0f} s: "
+              + ", ".join(f"{step} {sec:.0f} s" for step, sec in result.seconds.items()))
+    last = nights[-1]  # its plan as the night's report shows it, from the plan's own result
+    plan = [*capacity_plan_lines(last.plan), *(["", page_line(last.page)] if last.page else [])] if last.plan else []
+    print("\n" + "\n".join(plan) if plan else "")
+    print(capacity_summary(settings.storage), end="")
+    print(f"""
+Where to look next:
+  {nights[-1].page}   # the planners' page: open it in a browser
+  gpucast sql "SELECT * FROM current_capacity_plan ORDER BY ALL"   # GPUs needed vs owned per day, queue, GPU type
+  gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"          # per day and queue
+  gpucast sql "SELECT * FROM pending_forecasts WHERE oom_risk"       # jobs that will not fit
+  gpucast sql "SELECT * FROM pending_forecasts WHERE ood"            # jobs unlike anything trained on, and why
+  gpucast sql "SELECT * FROM model_leaderboard ORDER BY target, rank"
+  gpucast backtest                                                   # last night's forecasts against what ran
+  gpucast status                                                     # runs, failures, the champions' gate
+  gpucast report                                                     # charts of the training run
+  planners' database: {settings.storage.published_path} (read-only copy, replaced atomically each run)""")
+    return 0

@@ -1,0 +1,169 @@
+"""Process control, in this module only: the exit codes and the one line an error ends with, SIGTERM (its
+handler, the deadline, the exit without the interpreter's teardown), the temporary Prefect server around a
+flow command, and the console's filter of Prefect's tracebacks for errors answered with a code.
+`tests/flows/test_cli_package.py` fails if `os._exit`, `atexit`, `signal` or `sys.exit` appears elsewhere in the
+package (but for `__main__.py`'s `sys.exit(main())`, the console script's own wrapper).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import NoReturn
+
+from gpucast.flows import children
+from gpucast.flows.cli.options import ML_MODULES
+from gpucast.flows.environment import configure, prefect_api_in_use
+from gpucast.warehouse.errors import environment_error, printable, storage_error
+
+EXIT_CODES = """exit codes:
+  0  success
+  1  an unexpected error (a traceback follows: please report it)
+  2  bad input: a missing file, a bad setting or flag, an SQL error or a statement that writes, a query past
+     GPUCAST_SQL_TIMEOUT_S or a result past GPUCAST_SQL_MEMORY
+  3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
+  4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
+  5  environment: disk full, permission denied, read-only file system, or a missing install extra
+  6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)
+  143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
+
+
+class Terminated(SystemExit):
+    """SIGTERM (a scheduler's stop, `kill`): unwinds like an error, so runs are recorded as failed,
+    locks are released and Prefect's temporary API server is stopped (its atexit hook runs)."""
+
+    def __str__(self) -> str:
+        return f"stopped by SIGTERM (exit code {self.code})"
+
+
+STOP_DEADLINE_S = 8.0  # after SIGTERM, exit by then even if unwinding has not finished (SIGKILL often follows at 10 s)
+
+
+def _terminate(signum: int, frame) -> None:
+    deadline = threading.Timer(STOP_DEADLINE_S, _stop_now, (128 + signum,))
+    deadline.daemon = True
+    deadline.start()
+    raise Terminated(128 + signum)
+
+
+def _stop_now(code: int) -> None:
+    """The unwinding after SIGTERM took too long (closing a local Dask cluster alone took 4-6 s on 2 busy
+    cores): exit now. The run stays `running` until the next run marks it crashed, as after a SIGKILL;
+    Prefect's server and Dask's workers notice their parent is gone and stop (flows/children.py)."""
+    print(f"gpucast: still stopping {STOP_DEADLINE_S:g} s after SIGTERM; exiting now (the next run marks this "
+          "one crashed)", file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def stopped_line(command: str, stop: BaseException) -> str:
+    """The one line a SIGTERM ends with: the step and run it stopped (the notes `note_stop` left on the way out,
+    on this exception or Prefect's it replaced) and what planners have meanwhile."""
+    notes, seen = [], stop
+    while seen is not None:
+        notes += [n for n in getattr(seen, "__notes__", ()) if n not in notes]
+        seen = seen.__context__
+    steps = [n for n in notes if n.startswith("step ")]  # the nightly's (outermost last)
+    runs = [n for n in notes if not n.startswith("step ")]
+    where = " at " + steps[-1] if steps else ""
+    if runs:
+        where += f" ({', '.join(runs)}: recorded as failed)"
+    kept = ("the night was published before it stopped; only its page was not rewritten" if steps == ["step page"]
+            else "nothing of it was published: planners keep the previous copy")
+    return printable(f"gpucast {command}: stopped by SIGTERM{where}; {kept}; rerunning is safe")
+
+
+def _exit_stopped(stop: Terminated) -> NoReturn:
+    """The end of a SIGTERM: the unwinding has recorded the run, released the locks and closed the Dask
+    cluster; the atexit hooks stop Prefect's temporary server. Then exit without the interpreter's
+    teardown, which took 3-4 s after a night's imports (torch, Dask) on 2 busy cores: deployments
+    send SIGKILL 10 s after SIGTERM (issue 27). A second SIGTERM meanwhile is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(stop.code)
+
+
+FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan", "demand"}  # the commands that run Prefect flows
+
+
+class ExpectedErrors(logging.Filter):
+    """On the console: drop Prefect's own ERROR record of a failed flow or task run ("Encountered exception
+    during execution", "Task run failed with exception") when its error is one `main` answers with a clear
+    exit code (2-6) and one line, so the person sees that line and no traceback. The run's state keeps the
+    error (`gpucast status`, the Prefect UI), and Prefect's API handler, on the run loggers themselves, has
+    already sent the record before it reaches the console. An unexpected error (exit 1) keeps its traceback."""
+
+    LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name not in self.LOGGERS or not record.exc_info or record.exc_info[1] is None:
+            return True
+        return _exit_code(record.exc_info[1])[0] == 1
+
+
+def quiet_expected_errors() -> None:
+    """Install `ExpectedErrors` on the root logger's handlers (Prefect's console handler lives there; the run
+    loggers propagate to it). Sets up Prefect's logging first (as its first flow would); idempotent."""
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()
+
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, ExpectedErrors) for f in handler.filters):
+            handler.addFilter(ExpectedErrors())
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: its flow's temporary server, SIGTERM's handler, and the exit code its outcome gets."""
+    configure()  # Prefect's defaults, before any flow module imports Prefect
+    server = None
+    if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
+        if prefect_api_in_use() is None:  # start the temporary server now: it starts while we import
+            server = children.start()
+        quiet_expected_errors()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        with children.serving(server):
+            return args.func(args)
+    except Terminated as stop:
+        print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
+        _exit_stopped(stop)
+    except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
+        code, message = _exit_code(exc)
+        if code == 1:
+            raise
+        print(f"gpucast {args.command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
+        return code
+
+
+def _exit_code(exc: BaseException) -> tuple[int, str]:
+    """(exit code, the one line to print) for an error; 1 for one nobody foresaw (re-raised)."""
+    from gpucast.flows.errors import SourceUnavailable, ValidationFailed
+    from gpucast.warehouse.db import WarehouseBusy
+    from gpucast.warehouse.publish import PublishFailed
+    from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
+
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] == "mlflow":
+        return 5, (f"this command needs the `mlflow` extra ({exc.name} is not installed): "
+                   "pip install 'gpucast[mlflow]'")
+    if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
+        return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
+                   "pip install 'gpucast[ml]' (or `make setup` in a checkout)")
+    if environment := environment_error(exc):
+        return 5, environment
+    for kind, code in ((ValidationFailed, 4), (WarehouseBusy, 3), (PublishFailed, 6), (SourceUnavailable, 5),
+                       ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
+        if isinstance(exc, kind):
+            return code, str(exc)
+    if storage := storage_error(exc):  # a failing query, a constraint the input broke
+        return 2, storage
+    return 1, ""
