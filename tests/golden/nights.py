@@ -40,7 +40,7 @@ MODELS = ("lightgbm",)  # one model for every target: the champion is never a ch
 
 
 def sim_config():
-    from gpucast.flows.cli import DEMO
+    from gpucast.flows.cli.pipeline import DEMO
 
     return replace(DEMO, days=HISTORY_DAYS, jobs_per_day=JOBS_PER_DAY, seed=SEED)
 
