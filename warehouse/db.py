@@ -145,6 +145,12 @@ def previous_copy(path: Path) -> Path:
     return path.with_suffix(".prev" + path.suffix)
 
 
+def forecast_files_dir(path: Path) -> Path:
+    """`published.duckdb` -> `published_forecasts/`: the Parquet files, one per published score run, that the
+    copies' `forecasts` view reads (warehouse/publish.py). Readers may read them, and nothing else on disk."""
+    return path.with_name(path.stem + "_forecasts")
+
+
 def connect_reader(db_path: Path, warn: Callable[[str], None] | None = None,
                    limits: dict[str, object] | None = None) -> duckdb.DuckDBPyConnection:
     """A read-only connection that cannot touch other files or databases (planners' SQL); `limits`
@@ -174,6 +180,8 @@ def connect_reader(db_path: Path, warn: Callable[[str], None] | None = None,
     con.execute("SET TimeZone = 'UTC'")
     for key, value in (limits or {}).items():
         con.execute(f"SET {key} = ?", [value])  # keys are ours (warehouse/queries.py), values bound
+    # the copy's `forecasts` is a view over Parquet files (warehouse/publish.py): readable, and no other file
+    con.execute("SET allowed_directories = ?", [[f"{forecast_files_dir(db_path)}{os.sep}"]])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

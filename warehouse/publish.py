@@ -11,7 +11,7 @@ so nothing changes meanwhile:
      current one, so two publishes old) is taken: it gets the temporary name and loses the name
      `published.prev.duckdb`, which goes to the current copy's file at once (step 4, moved first). Then,
      with `ATTACH ... (READ_ONLY)` on the warehouse and in one transaction, it is brought up to date: the
-     tables of `INCREMENTAL` (`forecasts`) gain the runs the warehouse added and lose the runs retention
+     tables of `INCREMENTAL` (the job tables) gain the runs the warehouse added and lose the runs retention
      pruned (`DELETE` in place; DuckDB reuses the freed blocks), and every other table and every view is
      made again from the warehouse. Only what changed is read back and written: no copy of the whole file.
      Taken only when it is still exactly the file the last publish noted (step 7) and no session holds it
@@ -22,6 +22,10 @@ so nothing changes meanwhile:
      planners hold open is only read), then bring the copy up to date the same way;
    * **full** (the first publish, or when the current copy is not the one the last publish wrote, see
      below): one `CREATE TABLE ... AS SELECT *` per table, then every view.
+   Either way the copy's `forecasts` is not a table but a view over one immutable Parquet file per score run in
+   `published_forecasts/` beside it (`FORECASTS` below): a publish writes the files of the runs that have none
+   (the night's run), so it no longer writes a night's millions of forecasts into the copy (issue 40's goal);
+   `gpucast sql` may read that folder and no other file.
    Either way every row that goes into the copy is read back from the warehouse, with each block's
    checksum checked, so a corrupted warehouse fails the publish instead of reaching planners (a byte
    copy of the *warehouse* would carry the corruption over), and the copy's row counts must equal the
@@ -39,7 +43,8 @@ so nothing changes meanwhile:
    keeps reading the copy it opened, new sessions see the new one, nobody ever sees a half-written
    file, and no open session can block the nightly run;
 7. note the identity (device, inode, size, modification time) of the new file and of the previous
-   copy's in `published.state.json`. The next publish builds on a copy only if it is still exactly that
+   copy's in `published.state.json`, with the forecast files of the last publishes' copies (then the files
+   none of them reads are removed). The next publish builds on a copy only if it is still exactly that
    file (for the byte copy: unchanged before and after it; in place: once locked); a copy someone wrote
    into (root, or a planner who changed its mode), a restored one, or one of an older gpucast is not
    built on.
@@ -58,6 +63,7 @@ replaced at the next publish.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -66,7 +72,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.concerns import Storage
-from gpucast.warehouse.db import connect_writer, previous_copy, sql_name, sql_string, transaction, writer_lock
+from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_copy, sql_name, sql_string, transaction, writer_lock
 from gpucast.warehouse.errors import environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
@@ -82,10 +88,19 @@ READ_ONLY_MODE = 0o444
 #   version once, so it identifies a row of either.
 # Every other table is small, or rewritten in place by its step, and is copied whole.
 INCREMENTAL: dict[str, tuple[str, str | None]] = {
-    "forecasts": ("score_run_id", None),
     "job_log_records": ("ingest_run_id", "arrival"),
     "job_logs": ("ingest_run_id", "arrival"),
 }
+
+# The forecasts are not copied into the copy at all (issue 40: writing a night's 3M forecasts into it again was
+# most of a publish's time). Each score run the warehouse holds is written once, read back from the warehouse, as an
+# immutable Parquet file in `published_forecasts/` (`db.forecast_files_dir`), named by the run, the forecasts
+# table's columns (a digest of names and types) and its row count, so a run that changed, or a new column, gets a
+# new file. The copy's `forecasts` is a view over the files of the runs the warehouse holds (absolute paths, the
+# warehouse's column types). A file stays while a copy of the last `FORECAST_FILE_PUBLISHES` publishes names it:
+# `published.prev.duckdb` and planners' sessions opened up to that many publishes ago keep reading their runs.
+FORECASTS = "forecasts"
+FORECAST_FILE_PUBLISHES = 4
 
 SOURCE_TABLES = ("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'source' "
                  "ORDER BY schema_name, table_name")
@@ -112,15 +127,16 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
         try:
             noted = _noted(target)
             previous = not full and noted is not None and _take_previous_copy(target, tmp, noted)
-            try:
-                if previous:
-                    _verified_copy(storage, tmp, True, in_place_of=noted[1])
-            except _CopyInUse:  # a session holds the previous copy's file, or wrote into it: copy instead
-                tmp.unlink()  # only our name for it: the session keeps reading its file
-                previous = False
+            files = None
+            if previous:
+                try:
+                    files = _verified_copy(storage, tmp, True, full=full, in_place_of=noted[1])
+                except _CopyInUse:  # a session holds the previous copy's file, or wrote into it: copy instead
+                    tmp.unlink()  # only our name for it: the session keeps reading its file
+                    previous = False
             if not previous:
                 incremental = not full and noted is not None and _byte_copy_of_last_publish(target, tmp, noted[0])
-                _verified_copy(storage, tmp, incremental)
+                files = _verified_copy(storage, tmp, incremental, full=full)
             os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
             if target.exists() and not previous:  # a second name for the current copy's file: no bytes copied
@@ -128,7 +144,11 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
             Path(f"{target}.wal").unlink(missing_ok=True)
             os.replace(tmp, target)
             # the copy this one replaced, now published.prev.duckdb, is the base of the next publish when unchanged
-            _note_published(target, noted[0] if noted is not None and _identity(previous_copy(target)) == noted[0] else None)
+            kept = _noted_files(target)
+            _note_published(target, noted[0] if noted is not None and _identity(previous_copy(target)) == noted[0] else None,
+                            [files, *(kept or [])][:FORECAST_FILE_PUBLISHES])
+            if kept is not None:  # else an older gpucast's note, or none: which files older copies read is unknown
+                _sweep_forecast_files(target, [files, *kept][:FORECAST_FILE_PUBLISHES])
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(tmp, 0o644)
@@ -161,12 +181,34 @@ def _identity(path: Path) -> list[int] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def _note_published(target: Path, previous: list[int] | None) -> None:
-    """Write the identity of the new copy's file and of the previous copy's (step 7), replacing the note atomically."""
+def _note_published(target: Path, previous: list[int] | None, forecast_files: list[list[str]]) -> None:
+    """Write the identity of the new copy's file and of the previous copy's (step 7), and the forecast files of the
+    last publishes' copies (newest first), replacing the note atomically."""
     note = state_path(target)
     tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"identity": _identity(target), "previous": previous}))
+    tmp.write_text(json.dumps({"identity": _identity(target), "previous": previous, "forecast_files": forecast_files}))
     os.replace(tmp, note)
+
+
+def _noted_files(target: Path) -> list[list[str]] | None:
+    """The forecast files the copies of the last publishes read, newest first, as the last publish noted them
+    (None: no note, or one of an older gpucast)."""
+    try:
+        files = json.loads(state_path(target).read_text())["forecast_files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(files, list) and all(isinstance(f, list) and all(isinstance(n, str) for n in f) for f in files)):
+        return None
+    return files
+
+
+def _sweep_forecast_files(target: Path, kept: list[list[str]]) -> None:
+    """Remove the forecast files no copy of the last publishes reads, and files left by a publish that was killed."""
+    folder = forecast_files_dir(target)
+    read = {name for names in kept for name in names}
+    for path in folder.iterdir() if folder.is_dir() else []:
+        if path.name not in read and (path.suffix == ".parquet" or path.name.endswith(".tmp")):
+            path.unlink(missing_ok=True)
 
 
 def _noted(target: Path) -> tuple[list[int], list[int] | None] | None:
@@ -223,11 +265,14 @@ class _CopyInUse(Exception):
     """The previous copy's file is open in a session (DuckDB's lock), or was written into before we locked it."""
 
 
-def _verified_copy(storage: Storage, tmp: Path, incremental: bool, in_place_of: list[int] | None = None) -> None:
+def _verified_copy(storage: Storage, tmp: Path, incremental: bool, *, full: bool = False,
+                   in_place_of: list[int] | None = None) -> list[str]:
     """Bring the database file at `tmp` to every table (its columns and rows, without keys or constraints) and
     every view of the warehouse: from an earlier copy at `tmp` when `incremental` (a byte copy of the last publish,
     or the previous copy's own file, whose identity is `in_place_of`: `_CopyInUse` when a session holds it or it
-    changed), else from nothing; within the pipeline's DuckDB memory limit (spilling to the staging folder)."""
+    changed), else from nothing; within the pipeline's DuckDB memory limit (spilling to the staging folder).
+    `forecasts` becomes a view over the runs' Parquet files (`_publish_forecasts`; `full`: every file written again).
+    Return the names of the files the view reads."""
     if not incremental:
         tmp.unlink(missing_ok=True)
     con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
@@ -249,6 +294,7 @@ def _verified_copy(storage: Storage, tmp: Path, incremental: bool, in_place_of: 
             with transaction(con) if incremental else contextlib.nullcontext():
                 _drop_views(con)
                 _copy_tables(con)
+                files = _publish_forecasts(con, forecast_files_dir(storage.published_path), rewrite=full)
                 failpoint("publish:before-commit")
             _copy_views(con)
         except duckdb.Error as exc:
@@ -261,6 +307,7 @@ def _verified_copy(storage: Storage, tmp: Path, incremental: bool, in_place_of: 
         con.execute("CHECKPOINT copy")
     finally:
         con.close()
+    return files
 
 
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -278,7 +325,7 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
     columns: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for database, schema, name, column, kind in con.execute(COLUMNS).fetchall():
         columns.setdefault((database, schema, name), []).append((column, kind))
-    tables = con.execute(SOURCE_TABLES).fetchall()
+    tables = [t for t in con.execute(SOURCE_TABLES).fetchall() if t != ("main", FORECASTS)]  # a view (_publish_forecasts)
     for schema, name in tables:
         into, source = sql_name("copy", schema, name), sql_name("source", schema, name)
         by_run = INCREMENTAL.get(name) if schema == "main" else None
@@ -299,6 +346,53 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
         if published != held:
             schema, name = tables[i]
             raise duckdb.InvalidInputException(f"{schema}.{name} has {held:,} rows but {published:,} were published")
+
+
+def _publish_forecasts(con: duckdb.DuckDBPyConnection, folder: Path, rewrite: bool) -> list[str]:
+    """Make `copy.forecasts` a view over one Parquet file per score run `source.forecasts` holds (see `FORECASTS`):
+    a run whose file is there (same run, columns and row count) is not read again unless `rewrite`; any other is
+    read back from the warehouse (block checksums checked) into a new file, written under a temporary name, flushed
+    to disk and renamed. Every file's row count is then checked against the warehouse's. Return the files' names."""
+    columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'source' "
+                          "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [FORECASTS]).fetchall()
+    digest = hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:12]
+    source = sql_name("source", "main", FORECASTS)
+    want = dict(con.execute(f"SELECT score_run_id, count(*) FROM {source} GROUP BY ALL ORDER BY 1").fetchall())
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for run, rows in want.items():
+        path = folder / f"{_file_safe(run)}.{digest}.{rows}.parquet"
+        files[run] = path
+        if path.exists() and not rewrite:
+            continue
+        part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE score_run_id = ?", [run]).fetchall()[0]
+        # the rows of a run were appended together: a row-id range lets the scan skip other runs' row groups
+        con.execute(f"COPY (SELECT * FROM {source} WHERE rowid BETWEEN {int(lo)} AND {int(hi)} AND score_run_id = ?) "
+                    f"TO {sql_string(part)} (FORMAT parquet)", [run])
+        with open(part, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(part, path)
+    if files:
+        paths = [str(p) for p in files.values()]
+        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]).fetchall())
+        wrong = [run for run, path in files.items() if counts.get(str(path)) != want[run]]
+        if wrong:
+            raise duckdb.InvalidInputException(f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole")
+    if files:
+        select = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in columns)
+                  + f" FROM read_parquet([{', '.join(sql_string(p) for p in files.values())}])")
+    else:  # no run yet: the columns, no rows
+        select = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in columns) + " LIMIT 0"
+    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {select}")
+    return sorted(p.name for p in files.values())
+
+
+def _file_safe(run: str) -> str:
+    """A run id as part of a file name: as it is when it is made of letters, digits, '-' and '_' (gpucast's own ids
+    are), else a digest of it."""
+    return run if run and all(ch.isalnum() or ch in "-_" for ch in run) and run.isascii() else (
+        "run-" + hashlib.sha256(run.encode()).hexdigest()[:16])
 
 
 def _apply_runs(con: duckdb.DuckDBPyConnection, into: str, source: str, run: str, key: str | None) -> None:

@@ -14,7 +14,8 @@ Then, alternately, the two ways to publish (warehouse/publish.py), timed around 
 * the named baseline, `full=True`: every table read back whole into a new file (the only way before issue 40);
 * `full=False` (the default): the previous copy's file (two publishes old; after a full publish, the copy it
   replaced) brought up to date in place with the difference; a byte copy of the last copy first where that file
-  cannot be used (the first incremental publish of a home made by an older gpucast).
+  cannot be used (the first incremental publish of a home made by an older gpucast). The copy's `forecasts` is a
+  view over one Parquet file per run: only the night's new run is written (a full publish writes every run's).
 
 Each publish prints its wall time and its CPU time (all threads; load inflates the first, hardly the second).
 
@@ -103,9 +104,16 @@ def check(storage: Storage) -> tuple[int, int]:
     for (name,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall():
         assert con.execute(f"SELECT (SELECT count(*) FROM w.{name}) = (SELECT count(*) FROM p.{name})").fetchone()[0], name
     views = "SELECT view_name, sql FROM duckdb_views() WHERE database_name = '{}' AND NOT internal ORDER BY 1"
-    assert con.execute(views.format("w")).fetchall() == con.execute(views.format("p")).fetchall()
+    assert con.execute(views.format("w")).fetchall() == [  # the copy's forecasts: a view over Parquet files
+        v for v in con.execute(views.format("p")).fetchall() if v[0] != "forecasts"]
     con.close()
     return sum(r[1] for r in w), len(w)
+
+
+def gib(path: Path) -> float:
+    """The size of a file, or of the files in a folder, in GiB."""
+    files = path.iterdir() if path.is_dir() else [path]
+    return sum(f.stat().st_size for f in files) / 2**30
 
 
 def main() -> None:
@@ -147,7 +155,8 @@ def main() -> None:
                 kept, n_runs = check(storage)
                 print(f"night {nights}: {'full (baseline)' if full else 'incremental':16} {times[full][-1]:6.2f} s "
                       f"(CPU {cpus[full][-1]:6.2f} s, load {os.getloadavg()[0]:.1f}); "
-                      f"{kept:,} forecasts in {n_runs} runs kept; copy {storage.published_path.stat().st_size / 2**30:.2f} GiB, "
+                      f"{kept:,} forecasts in {n_runs} runs kept; copy {gib(storage.published_path):.2f} GiB + its forecast "
+                      f"files {gib(db.forecast_files_dir(storage.published_path)):.2f} GiB, "
                       f"warehouse {storage.db_path.stat().st_size / 2**30:.2f} GiB")
         if not args.rounds:
             return

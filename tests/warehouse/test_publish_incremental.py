@@ -17,8 +17,9 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.settings import Settings, Storage
-from gpucast.warehouse import db, forecast, runs
-from gpucast.warehouse.publish import PublishFailed, publish_snapshot
+from gpucast.warehouse import db, forecast, queries, runs
+from gpucast.warehouse.concerns import SqlSandbox
+from gpucast.warehouse.publish import FORECAST_FILE_PUBLISHES, PublishFailed, publish_snapshot
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
@@ -62,17 +63,23 @@ def _ingest(storage: Storage, run_id: str, jobs: range) -> None:
 
 
 def _same_as_warehouse(storage: Storage) -> None:
-    """Every table of the copy holds the warehouse's rows, every view is there."""
+    """Every table of the copy holds the warehouse's rows, every view is there; `forecasts` is a view over the
+    runs' Parquet files with the table's columns and rows, and the files folder holds no stray file."""
     con = duckdb.connect()
     con.execute(f"ATTACH '{storage.db_path}' AS w (READ_ONLY)")
     con.execute(f"ATTACH '{storage.published_path}' AS p (READ_ONLY)")
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
-    assert tables == {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'p'").fetchall()}
+    assert tables - {"forecasts"} == {n for (n,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = 'p'").fetchall()}
     for name in tables:
         assert con.execute(f"SELECT count(*) FROM (FROM w.{name} EXCEPT ALL FROM p.{name})").fetchone() == (0,), name
         assert con.execute(f"SELECT count(*) FROM (FROM p.{name} EXCEPT ALL FROM w.{name})").fetchone() == (0,), name
+    columns = "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = 'forecasts'"
+    assert con.execute(columns, ["w"]).fetchall() == con.execute(columns, ["p"]).fetchall()
     views = "SELECT view_name, sql FROM duckdb_views() WHERE database_name = '{}' AND NOT internal ORDER BY 1"
-    assert con.execute(views.format("w")).fetchall() == con.execute(views.format("p")).fetchall()
+    assert con.execute(views.format("w")).fetchall() == [
+        v for v in con.execute(views.format("p")).fetchall() if v[0] != "forecasts"]
+    assert not list(db.forecast_files_dir(storage.published_path).glob(".*")), "a temporary file left behind"
     con.close()
 
 
@@ -130,16 +137,18 @@ def test_only_what_changed_is_read_back_and_a_full_publish_reads_everything(stor
 
 
 def test_a_copy_someone_wrote_into_is_not_built_on(storage):
+    _ingest(storage, "ingest-0", range(0, 10))
     _score(storage, 0)
     publish_snapshot(storage)
     os.chmod(storage.published_path, 0o644)  # root, or a planner who changed the mode, writes and closes cleanly
     with duckdb.connect(str(storage.published_path)) as con:
         con.execute("CREATE TABLE mine AS SELECT 1 AS x")
-        con.execute("DELETE FROM forecasts WHERE p50 < 100")
+        con.execute("DELETE FROM job_log_records")
+        con.execute("CREATE OR REPLACE VIEW forecasts AS SELECT * FROM range(3)")
         con.execute("CHECKPOINT")
     _score(storage, 1)
     publish_snapshot(storage)
-    _same_as_warehouse(storage)  # neither the planner's table nor the deleted forecasts carried over
+    _same_as_warehouse(storage)  # neither the planner's table, the deleted rows nor the replaced view carried over
 
 
 def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_again(storage):
@@ -275,3 +284,32 @@ def test_an_unreadable_previous_copy_is_not_built_on_and_the_publish_copies_inst
     publish_snapshot(storage)
     _same_as_warehouse(storage)
     assert _runs_in(storage.published_path) == ["score-day000", "score-day001", "score-day002"]
+
+
+def test_each_run_is_written_once_and_its_file_kept_while_a_recent_copy_reads_it(storage):
+    """The copy's `forecasts` reads one Parquet file per run: a publish writes only the new run's file, leaves the
+    others' untouched, and removes a pruned run's file only once no copy of the last `FORECAST_FILE_PUBLISHES`
+    publishes reads it; planners' bounded SQL reads the view but no other file."""
+    folder = db.forecast_files_dir(storage.published_path)
+    seen: dict[str, int] = {}  # file name -> inode when first seen
+    read_by: list[set[str]] = []  # per publish, the files its copy reads
+    for day in range(8):
+        _score(storage, day, keep_days=1)  # from day 2 on, the run of 2 days before is pruned
+        publish_snapshot(storage)
+        _same_as_warehouse(storage)
+        with duckdb.connect(str(storage.published_path), read_only=True) as con:
+            (sql,), = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'forecasts'").fetchall()
+        read_by.append({p.name for p in folder.iterdir() if str(p) in sql})
+        new = {p.name for p in folder.iterdir()} - seen.keys()
+        assert len(new) == 1 and next(iter(new)).startswith(f"score-day{day:03d}."), new  # tonight's run only
+        assert all(folder.joinpath(name).stat().st_ino == ino for name, ino in seen.items() if folder.joinpath(name).exists())
+        seen.update({name: folder.joinpath(name).stat().st_ino for name in new})
+        assert {p.name for p in folder.iterdir()} == set().union(*read_by[-FORECAST_FILE_PUBLISHES:])
+    assert not folder.joinpath(min(seen)).exists()  # day 0's run: pruned, and read by no recent copy
+
+    spill = storage.home / "tmp" / "sql-test"
+    df, total = queries.run_sql(storage.published_path, "SELECT count(*) AS n FROM forecasts", SqlSandbox(), spill)
+    assert df["n"].to_list() == [FORECASTS_PER_RUN * 2]
+    with pytest.raises(queries.QueryError, match="disabled by configuration|Permission"):
+        queries.run_sql(storage.published_path, f"SELECT * FROM read_parquet('{storage.staging_dir}/*.parquet')",
+                        SqlSandbox(), spill)
