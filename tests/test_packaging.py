@@ -56,6 +56,10 @@ def test_the_built_wheel_installs_imports_every_module_and_runs(tmp_path):
     assert count >= len(modules)  # every module (and package) of the tree is in the wheel and imports
     help_text = run(venv / "bin" / "gpucast", "--help", cwd=tmp_path).stdout
     assert "usage: gpucast" in help_text
+    # the shipped data training reads (the zoo's reference set, issue 37) is in the wheel, not only in the tree
+    found, path = run(py, "-c", "from gpucast.tasks.learn.train import REFERENCE_SET as p; print(p.is_file(), p)",
+                      cwd=tmp_path).stdout.split()
+    assert found == "True" and Path(path).is_relative_to(venv), path
 
 
 def _requirement_names() -> list[str]:

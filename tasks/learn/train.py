@@ -61,7 +61,7 @@ CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; mo
 COMPILE_MIN_PENDING = 200_000
 # The zoo's reference set (issue 37 item 3; docs/models.md "Learning from the zoo"): the shipped file, and the
 # share of its rows that trains beside the site's history by default (0: none; the measured decision).
-REFERENCE_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "reference_archs.csv"
+REFERENCE_SET = Path(__file__).with_name("reference_archs.csv")  # package data: in the wheel
 DEFAULT_REFERENCE_WEIGHT = 0.0
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/bench_recognise.py [--models lightgbm,extra_trees,xgboost,prior]
 
-Names removed (`arch` null), every job of the reference set (`tests/data/reference_archs.csv`) and of the real
+Names removed (`arch` null), every job of the reference set (`tasks/learn/reference_archs.csv`) and of the real
 H100 runs (`tests/data/gpu_archs_h100.csv`, the unseen test) goes through `zoo.match_shape` with its logged
 model type, parameter count, depth and input size, in two loggings: the built network's parameter count, and
 the published one (`zoo.PUBLISHED_PARAMS_MILLION`, else the built count to 3 significant digits).

@@ -3,7 +3,7 @@ trained on the measured set forecasting the reference set and real H100 runs.
 
 Two evaluation sets, neither used for training:
 
-* the reference set `tests/data/reference_archs.csv` (named torchvision / transformers architectures x 3
+* the reference set `tasks/learn/reference_archs.csv` (named torchvision / transformers architectures x 3
   batch sizes x FP32 / mixed precision, traced by the zoo with the tooling of the measured set;
   truth = `peak_gpu_mem_gb`, the traced tensor peak + a seeded CUDA-context draw);
 * the real H100 runs `tests/data/gpu_archs_h100.csv` (truth = `device_used_gb`, what the GPU reports).
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
 from tests import measured  # noqa: E402
 
-REFERENCE = ROOT / "tests" / "data" / "reference_archs.csv"
+REFERENCE = ROOT / "tasks" / "learn" / "reference_archs.csv"
 GPU_RUNS = ROOT / "tests" / "data" / "gpu_archs_h100.csv"
 FAMILY = "arch_family"
 # The name a site would log for an architecture family (model_type), when it logs the family's name.

@@ -44,7 +44,7 @@ import make_measured_jobs as measured  # noqa: E402  (the measured set's draws a
 from gpucast.tasks.learn import zoo  # noqa: E402
 
 DEFAULT_SEED = 20261125
-DEFAULT_OUT = Path(__file__).resolve().parent / "reference_archs.csv"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tasks" / "learn" / "reference_archs.csv"  # shipped in the wheel
 QUICK_OUT = Path(tempfile.gettempdir()) / "reference_archs_quick.csv"
 DEFAULT_WORKERS = 2
 

@@ -1,6 +1,6 @@
 """The analytic prior on named families: the names sites log map to the right family, and the formulas
 for dense heads, 1x1-convolution nets and ImageNet stems hold on the reference set of real architectures
-(tests/data/reference_archs.csv) without moving the measured set's plain CNNs."""
+(tasks/learn/reference_archs.csv) without moving the measured set's plain CNNs."""
 
 from __future__ import annotations
 

@@ -3,8 +3,6 @@ training must go on without (with a warning naming the file and the row)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 
@@ -17,7 +15,7 @@ from gpucast.tasks.learn.train import TrainOptions
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
-SHIPPED = Path(__file__).resolve().parents[2] / "data" / "reference_archs.csv"
+SHIPPED = train.REFERENCE_SET
 
 
 def test_the_shipped_reference_set_loads_as_traced_training_rows():

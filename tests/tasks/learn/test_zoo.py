@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpucast.tasks.learn import zoo
+from gpucast.tasks.learn.train import REFERENCE_SET
 
 ZOO_FILE = Path(zoo.__file__)
 
@@ -164,11 +165,11 @@ def test_build_network_trains_for_real() -> None:
     assert zoo.traced_optimizer("LAMB") == "Adam"
 
 
-REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference_archs.csv"
+REFERENCE_CSV = REFERENCE_SET  # shipped as package data
 
 
 def test_reference_set_of_real_architectures() -> None:
-    """tests/data/reference_archs.csv: 40+ zoo architectures, 2+ batch sizes, FP32 and mixed, as measured_jobs does it."""
+    """tasks/learn/reference_archs.csv: 40+ zoo architectures, 2+ batch sizes, FP32 and mixed, as measured_jobs does it."""
     import csv
     with REFERENCE_CSV.open(newline="") as f:
         rows = list(csv.DictReader(f))
