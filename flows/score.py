@@ -140,7 +140,7 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
     keep_days = max(storage.keep_forecast_days, backtest_days)
     with db.writer(storage) as con:
         n, pruned = forecast.publish(con, score_run_id, [Path(p) for p in parts], pending_jobs, targets, gpu_mem_gb,
-                                     keep_days)
+                                     keep_days, keep_in=db.forecast_files_dir(storage.published_path))
     if pruned:
         print(f"pruned the forecasts of {pruned} score run(s) older than {keep_days} days (GPUCAST_KEEP_FORECAST_DAYS)")
     return n

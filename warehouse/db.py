@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import sys
@@ -149,6 +150,14 @@ def forecast_files_dir(path: Path) -> Path:
     """`published.duckdb` -> `published_forecasts/`: the Parquet files, one per published score run, that the
     copies' `forecasts` view reads (warehouse/publish.py). Readers may read them, and nothing else on disk."""
     return path.with_name(path.stem + "_forecasts")
+
+
+def forecast_file_stem(run: str) -> str:
+    """How a score run's files in `forecast_files_dir` begin: the run id when it is made of ASCII letters, digits,
+    '-' and '_' (gpucast's own ids are), else a digest of it."""
+    if run and run.isascii() and all(ch.isalnum() or ch in "-_" for ch in run):
+        return run
+    return "run-" + hashlib.sha256(run.encode()).hexdigest()[:16]
 
 
 def connect_reader(db_path: Path, warn: Callable[[str], None] | None = None,

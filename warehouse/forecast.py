@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import duckdb
 
 from gpucast.expectations.records import Champion
-from gpucast.warehouse.db import transaction
+from gpucast.warehouse.db import forecast_file_stem, transaction
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
 
@@ -24,9 +25,14 @@ def latest_champions(con: duckdb.DuckDBPyConnection) -> list[Champion]:
 
 
 def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path], pending_jobs: int,
-            targets: list[str], gpu_mem_gb: float, keep_days: int) -> tuple[int, int]:
+            targets: list[str], gpu_mem_gb: float, keep_days: int, keep_in: Path | None = None) -> tuple[int, int]:
     """Insert a run's staged forecasts, mark it published and prune old runs' forecasts, in one
-    transaction: all or nothing. Returns (forecasts published, score runs pruned)."""
+    transaction: all or nothing. Returns (forecasts published, score runs pruned).
+
+    `keep_in` (the planners' forecast files folder, `db.forecast_files_dir`): once committed, the staged Parquet
+    parts also get a name there (a hard link: no bytes copied), so the next publish of the planners' copy takes
+    them as the run's files instead of writing the run's forecasts again (warehouse/publish.py). Call it under the
+    writer lock (`db.writer`), which the publish of the copy holds too."""
     with transaction(con):
         if parts:
             files = [str(p) for p in parts]
@@ -42,7 +48,27 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path]
                gpu_mem_gb=gpu_mem_gb, ood_forecasts=n_ood)
         pruned = prune(con, score_run_id, keep_days)
         failpoint("score:before-commit")
+    if keep_in is not None:
+        keep_staged(keep_in, score_run_id, parts)
     return n, pruned
+
+
+STAGED = "staged"  # the middle of a kept part's name: `<run>.staged.<i>.parquet`
+
+
+def keep_staged(folder: Path, score_run_id: str, parts: list[Path]) -> None:
+    """Give each of a published run's staged parts a second name in `folder` (see `publish`). Where a hard link is
+    not possible (another file system), nothing is kept: the copy's publish then writes the run's file itself."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, part in enumerate(parts):
+        name = folder / f"{forecast_file_stem(score_run_id)}.{STAGED}.{i}.parquet"
+        tmp = name.with_name(f".{name.name}.{os.getpid()}.tmp")
+        try:
+            tmp.unlink(missing_ok=True)
+            os.link(part, tmp)
+        except OSError:
+            return
+        os.replace(tmp, name)
 
 
 # Score runs whose forecasts are older than the retention, by forecast time (`scored_at`, which a

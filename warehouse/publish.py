@@ -71,6 +71,7 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.warehouse import db, forecast
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_copy, sql_name, sql_string, transaction, writer_lock
 from gpucast.warehouse.errors import environment_error
@@ -349,50 +350,81 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _publish_forecasts(con: duckdb.DuckDBPyConnection, folder: Path, rewrite: bool) -> list[str]:
-    """Make `copy.forecasts` a view over one Parquet file per score run `source.forecasts` holds (see `FORECASTS`):
-    a run whose file is there (same run, columns and row count) is not read again unless `rewrite`; any other is
-    read back from the warehouse (block checksums checked) into a new file, written under a temporary name, flushed
-    to disk and renamed. Every file's row count is then checked against the warehouse's. Return the files' names."""
+    """Make `copy.forecasts` a view over the Parquet files of each score run `source.forecasts` holds (see
+    `FORECASTS`). A run's files, named `<run>.<columns digest>.<rows>[.part<i>].parquet`, are, unless `rewrite`:
+    1. those it already has (same run, columns and row count): nothing is read or written;
+    2. else the parts its score run staged and kept (`forecast.keep_staged`), when they hold every column and as
+       many rows as the warehouse: flushed to disk and renamed, nothing is written again;
+    3. else (and always when `rewrite`) one file read back from the warehouse (block checksums checked), written
+       under a temporary name, flushed to disk and renamed.
+    Every run's row count in its files is then checked against the warehouse's. Return the files' names."""
     columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'source' "
                           "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [FORECASTS]).fetchall()
     digest = hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:12]
     source = sql_name("source", "main", FORECASTS)
     want = dict(con.execute(f"SELECT score_run_id, count(*) FROM {source} GROUP BY ALL ORDER BY 1").fetchall())
     folder.mkdir(parents=True, exist_ok=True)
-    files = {}
+    present = sorted(p.name for p in folder.iterdir())
+    files: dict[str, list[Path]] = {}
     for run, rows in want.items():
-        path = folder / f"{_file_safe(run)}.{digest}.{rows}.parquet"
-        files[run] = path
-        if path.exists() and not rewrite:
-            continue
-        part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE score_run_id = ?", [run]).fetchall()[0]
-        # the rows of a run were appended together: a row-id range lets the scan skip other runs' row groups
-        con.execute(f"COPY (SELECT * FROM {source} WHERE rowid BETWEEN {int(lo)} AND {int(hi)} AND score_run_id = ?) "
-                    f"TO {sql_string(part)} (FORMAT parquet)", [run])
-        with open(part, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(part, path)
-    if files:
-        paths = [str(p) for p in files.values()]
-        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]).fetchall())
-        wrong = [run for run, path in files.items() if counts.get(str(path)) != want[run]]
-        if wrong:
-            raise duckdb.InvalidInputException(f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole")
-    if files:
+        stem = f"{db.forecast_file_stem(run)}.{digest}.{rows}"
+        # a run's own file (written here), else its adopted parts (a later full publish writes the file)
+        have = ([folder / f"{stem}.parquet"] if f"{stem}.parquet" in present else
+                [folder / n for n in present if n.startswith(f"{stem}.part") and n.endswith(".parquet")])
+        run_files = None
+        if not rewrite:
+            run_files = have or _adopt_staged(con, folder, run, stem, rows, [name for name, _ in columns])
+        files[run] = run_files or [_export_run(con, source, run, folder / f"{stem}.parquet")]
+    paths = [str(p) for run_files in files.values() for p in run_files]
+    counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]).fetchall()) if paths else {}
+    wrong = [run for run, run_files in files.items() if sum(counts.get(str(p), 0) for p in run_files) != want[run]]
+    if wrong:
+        raise duckdb.InvalidInputException(f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole")
+    if paths:
         select = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in columns)
-                  + f" FROM read_parquet([{', '.join(sql_string(p) for p in files.values())}])")
+                  + f" FROM read_parquet([{', '.join(sql_string(Path(p)) for p in paths)}], union_by_name = true)")
     else:  # no run yet: the columns, no rows
         select = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in columns) + " LIMIT 0"
     con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {select}")
-    return sorted(p.name for p in files.values())
+    return sorted(Path(p).name for p in paths)
 
 
-def _file_safe(run: str) -> str:
-    """A run id as part of a file name: as it is when it is made of letters, digits, '-' and '_' (gpucast's own ids
-    are), else a digest of it."""
-    return run if run and all(ch.isalnum() or ch in "-_" for ch in run) and run.isascii() else (
-        "run-" + hashlib.sha256(run.encode()).hexdigest()[:16])
+def _adopt_staged(con: duckdb.DuckDBPyConnection, folder: Path, run: str, stem: str, rows: int,
+                  columns: list[str]) -> list[Path] | None:
+    """The parts the score run `run` kept (`forecast.keep_staged`), renamed to the run's file names, if they hold
+    the table's `columns` and `rows` rows in all; else None (and they are left for the sweep)."""
+    staged = sorted(folder.glob(f"{db.forecast_file_stem(run)}.{forecast.STAGED}.*.parquet"))
+    if not staged:
+        return None
+    paths = [str(p) for p in staged]
+    try:
+        held = con.execute("SELECT sum(num_rows) FROM parquet_file_metadata(?)", [paths]).fetchall()[0][0]
+        names = [{n for (n,) in con.execute("SELECT name FROM parquet_schema(?)", [p]).fetchall()} for p in paths]
+    except duckdb.Error:  # unreadable: the run is written from the warehouse instead
+        return None
+    if held != rows or not all(set(columns) <= n for n in names):
+        return None
+    adopted = []
+    for i, part in enumerate(staged):
+        with open(part, "rb") as f:
+            os.fsync(f.fileno())
+        name = folder / f"{stem}.part{i}.parquet"
+        os.replace(part, name)
+        adopted.append(name)
+    return adopted
+
+
+def _export_run(con: duckdb.DuckDBPyConnection, source: str, run: str, path: Path) -> Path:
+    """Write run `run`'s forecasts, read back from the warehouse, to `path` (a temporary name, flushed, renamed)."""
+    part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE score_run_id = ?", [run]).fetchall()[0]
+    # the rows of a run were appended together: a row-id range lets the scan skip other runs' row groups
+    con.execute(f"COPY (SELECT * FROM {source} WHERE rowid BETWEEN {int(lo)} AND {int(hi)} AND score_run_id = ?) "
+                f"TO {sql_string(part)} (FORMAT parquet)", [run])
+    with open(part, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(part, path)
+    return path
 
 
 def _apply_runs(con: duckdb.DuckDBPyConnection, into: str, source: str, run: str, key: str | None) -> None:

@@ -15,7 +15,8 @@ Then, alternately, the two ways to publish (warehouse/publish.py), timed around 
 * `full=False` (the default): the previous copy's file (two publishes old; after a full publish, the copy it
   replaced) brought up to date in place with the difference; a byte copy of the last copy first where that file
   cannot be used (the first incremental publish of a home made by an older gpucast). The copy's `forecasts` is a
-  view over one Parquet file per run: only the night's new run is written (a full publish writes every run's).
+  view over Parquet files per run: the night's new run takes the part its score run staged and kept (renamed,
+  not written again); a full publish writes every run's file from the warehouse.
 
 Each publish prints its wall time and its CPU time (all threads; load inflates the first, hardly the second).
 
@@ -87,7 +88,8 @@ def night(storage: Storage, n: int, pending: int, kept: int, jobs: int) -> None:
         ingest(con, f"ingest-night{n:03d}", (n % 10) * (jobs // 10), jobs // 10)
         runs.start(con, runs.Run("score", run_id, at, None))
         con.execute(STAGED.format(path=part), [*c.TARGETS, run_id, at, 3 * pending])
-        forecast.publish(con, run_id, [part], pending, list(c.TARGETS), 80.0, kept - 1)
+        forecast.publish(con, run_id, [part], pending, list(c.TARGETS), 80.0, kept - 1,
+                         keep_in=db.forecast_files_dir(storage.published_path))  # as flows/score.py does
         con.execute("CHECKPOINT")
     part.unlink()
 

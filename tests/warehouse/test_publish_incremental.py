@@ -43,8 +43,9 @@ def _score(storage: Storage, day: int, keep_days: int = 30) -> str:
                         false AS ood, NULL AS ood_reason, NULL AS arch_inferred, NULL AS arch_match_distance
                         FROM range({FORECASTS_PER_RUN}) t(i))
                         TO '{part}' (FORMAT parquet)""", [*c.TARGETS, day * 1e6, run_id, at])
-        forecast.publish(con, run_id, [part], FORECASTS_PER_RUN // 3, list(c.TARGETS), 80.0, keep_days)
-    part.unlink()
+        forecast.publish(con, run_id, [part], FORECASTS_PER_RUN // 3, list(c.TARGETS), 80.0, keep_days,
+                         keep_in=db.forecast_files_dir(storage.published_path))  # as flows/score.py does
+    part.unlink()  # the staging folder goes at the end of a run; the kept name stays
     return run_id
 
 
@@ -302,6 +303,7 @@ def test_each_run_is_written_once_and_its_file_kept_while_a_recent_copy_reads_it
         read_by.append({p.name for p in folder.iterdir() if str(p) in sql})
         new = {p.name for p in folder.iterdir()} - seen.keys()
         assert len(new) == 1 and next(iter(new)).startswith(f"score-day{day:03d}."), new  # tonight's run only
+        assert next(iter(new)).endswith(".part0.parquet")  # the part the score run staged: taken, not written again
         assert all(folder.joinpath(name).stat().st_ino == ino for name, ino in seen.items() if folder.joinpath(name).exists())
         seen.update({name: folder.joinpath(name).stat().st_ino for name in new})
         assert {p.name for p in folder.iterdir()} == set().union(*read_by[-FORECAST_FILE_PUBLISHES:])
@@ -313,3 +315,17 @@ def test_each_run_is_written_once_and_its_file_kept_while_a_recent_copy_reads_it
     with pytest.raises(queries.QueryError, match="disabled by configuration|Permission"):
         queries.run_sql(storage.published_path, f"SELECT * FROM read_parquet('{storage.staging_dir}/*.parquet')",
                         SqlSandbox(), spill)
+
+
+def test_a_kept_part_that_does_not_hold_the_run_is_not_taken_and_the_run_is_written_from_the_warehouse(storage):
+    run = _score(storage, 0)
+    (kept,) = db.forecast_files_dir(storage.published_path).glob(f"{run}.staged.*.parquet")
+    kept.unlink()  # its second name only: replaced by a part that lost rows
+    with duckdb.connect(str(storage.db_path), read_only=True) as con:
+        con.execute(f"COPY (SELECT * FROM forecasts LIMIT 10) TO '{kept}' (FORMAT parquet)")
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
+    with duckdb.connect(str(storage.published_path), read_only=True) as con:
+        (sql,), = con.execute("SELECT sql FROM duckdb_views() WHERE view_name = 'forecasts'").fetchall()
+    read = [p.name for p in db.forecast_files_dir(storage.published_path).iterdir() if str(p) in sql]
+    assert len(read) == 1 and read[0].endswith(f".{FORECASTS_PER_RUN}.parquet"), read  # written, not the part
