@@ -119,17 +119,15 @@ def infer_archs(rows: pl.DataFrame) -> list:
     Jobs of one shape are matched once."""
     cols = (c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM)
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
-    zoo, memo, out = _zoo(), {}, []
-    for key in present.iter_rows():
-        if key not in memo:
-            arch, model_type, params, layers, dim = key
-            if arch is None:
-                match = zoo.match_shape(model_type, params, layers, dim)
-                memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
-            else:
-                memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim) if zoo.canonical(arch) is None else None
-        out.append(memo[key])
-    return out
+    zoo, keys = _zoo(), present.rows()
+    memo = dict.fromkeys(keys)
+    shaped = [k for k in memo if k[0] is None]  # no arch: matched on their shapes together (`zoo.match_shapes`)
+    for key, match in zip(shaped, zoo.match_shapes(*([k[i] for k in shaped] for i in range(1, 5))), strict=True):
+        memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
+    for key in memo.keys() - set(shaped):
+        arch, model_type, params, layers, dim = key
+        memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim) if zoo.canonical(arch) is None else None
+    return [memo[key] for key in keys]
 
 
 def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config | str | None]:
