@@ -746,40 +746,6 @@ def match_shapes(model_types: list, params_million: list, num_layers: list, inpu
                 name, distance = e.names[chosen], float(d[k, chosen])
                 out[rows[k]] = Match(name, round(distance, 4), f"arch inferred from shape: {name} (distance {distance:.3f})")
     return out
-    if family is not None:
-        allowed = {None: e.families == family}
-    else:
-        allowed = {t: np.array([_compatible(t, ARCHITECTURES[name]) for name in e.names])
-                   for t in {model_types[i] for i in ok_rows}}
-    for lo in range(0, len(ok_rows), _CHUNK):
-        rows = ok_rows[lo:lo + _CHUNK]
-        params = np.array([float(params_million[i]) * 1e6 for i in rows])[:, None]
-        layers = np.array([float(num_layers[i]) for i in rows])[:, None]
-        dims = np.array([float(input_dims[i]) if _valid(input_dims[i]) else np.nan for i in rows])[:, None]
-        dp = np.minimum(np.abs(np.log(params / e.params)), np.abs(np.log(params / e.published)))
-        dl = np.minimum(np.abs(np.log(layers / e.layers)), np.abs(np.log(layers / e.published_layers)))
-        has_dim = ~np.isnan(dims)
-        di = np.where(has_dim, np.abs(np.log(np.where(has_dim, dims, 1.0) / e.default_input)), 0.0)
-        compatible = np.stack([allowed[None if family is not None else model_types[i]] for i in rows])
-        ok = compatible & (dp <= PARAMS_TOLERANCE) & (dl <= DEPTH_TOLERANCE) & ~(has_dim & (dims > e.max_input))
-        d = np.where(ok, dp + DEPTH_WEIGHT * dl + INPUT_WEIGHT * di, np.inf)
-        best = np.argmin(d, axis=1)  # the first of equal distances: the first registered
-        at = np.arange(len(rows))
-        best_d = d[at, best]
-        with np.errstate(invalid="ignore"):  # inf - inf where nothing matched: those rows are NO_MATCH below
-            tied = ok & (d - best_d[:, None] <= EQUAL_DISTANCE)
-        other = tied & (e.families[None, :] != e.families[best][:, None])
-        chosen = np.argmax(tied, axis=1)  # the first registered of the tied (all of the best's family when no other)
-        for k, i in enumerate(rows):
-            if not np.isfinite(best_d[k]):
-                out[i] = NO_MATCH
-            elif other[k].any():
-                out[i] = Match(None, None, f"shape matches {e.names[best[k]]} and {e.names[int(np.argmax(other[k]))]} "
-                                           "equally: no arch inferred")
-            else:
-                name, distance = e.names[chosen[k]], float(d[k, chosen[k]])
-                out[i] = Match(name, round(distance, 4), f"arch inferred from shape: {name} (distance {distance:.3f})")
-    return out
 
 
 def resolve_family(name: str | None, model_type: str | None = None, params_million: float | None = None,
