@@ -626,10 +626,6 @@ def _distance(arch: Arch, shape: Shape, params: float, layers: float, input_dim:
     return dp + DEPTH_WEIGHT * dl + INPUT_WEIGHT * di
 
 
-def _valid(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value > 0
-
-
 def match_shape(model_type: str | None, params_million: float | None, num_layers: float | None,
                 input_dim: float | None = None, family: str | None = None) -> Match:
     """The zoo entry whose built size the logged one matches (`family`: only that family's members).
