@@ -381,11 +381,11 @@ def _publish_forecasts(con: duckdb.DuckDBPyConnection, folder: Path, rewrite: bo
     if wrong:
         raise duckdb.InvalidInputException(f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole")
     if paths:
-        select = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in columns)
+        body = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in columns)
                   + f" FROM read_parquet([{', '.join(sql_string(Path(p)) for p in paths)}], union_by_name = true)")
     else:  # no run yet: the columns, no rows
-        select = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in columns) + " LIMIT 0"
-    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {select}")
+        body = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in columns) + " LIMIT 0"
+    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {body}")
     return sorted(Path(p).name for p in paths)
 
 

@@ -84,6 +84,9 @@ SQL_FRAGMENT_NAMES = {
     # the incremental publish (warehouse/publish.py): `into`, `source`, `k` are sql_name(...) of our own catalog's
     # tables and columns; `where` and `in_runs(...)` are filters whose run ids are bound `?` parameters
     "into", "source", "k", "where",
+    # the copy's `forecasts` view (warehouse/publish.py `_publish_forecasts`): our catalog's column names and types,
+    # and the Parquet files the publish itself wrote, each through sql_name / sql_string
+    "body",
 }
 OWN_FRAGMENT_CALLS = ("int", "len", "sql_string", "sql_name", "in_runs")
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|VALUES|SET|FROM|COPY)\b")
