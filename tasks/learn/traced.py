@@ -117,17 +117,20 @@ def infer_archs(rows: pl.DataFrame) -> list:
     """Per row: a `zoo.Match` when the architecture comes from somewhere other than a name the zoo knows
     (a bare family name resolved to a member, or no `arch` and a logged shape that matches or ties), else None.
     Jobs of one shape are matched once."""
-    cols = (c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM)
+    cols = [c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM]
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
-    zoo, keys = _zoo(), present.rows()
-    memo = dict.fromkeys(keys)
-    shaped = [k for k in memo if k[0] is None]  # no arch: matched on their shapes together (`zoo.match_shapes`)
-    for key, match in zip(shaped, zoo.match_shapes(*([k[i] for k in shaped] for i in range(1, 5))), strict=True):
+    keys = present.unique(maintain_order=True).with_row_index("key")  # each (arch, shape) once
+    index = present.join(keys, on=cols, how="left", nulls_equal=True, maintain_order="left")["key"].to_list()
+    zoo, memo = _zoo(), [None] * keys.height
+    shaped = keys.filter(pl.col(c.ARCH).is_null())  # no arch: matched on their shapes together (`zoo.match_shapes`)
+    matches = zoo.match_shapes(*(shaped[n].to_list() for n in cols[1:]))
+    for key, match in zip(shaped["key"].to_list(), matches, strict=True):
         memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
-    for key in memo.keys() - set(shaped):
-        arch, model_type, params, layers, dim = key
-        memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim) if zoo.canonical(arch) is None else None
-    return [memo[key] for key in keys]
+    named = keys.filter(pl.col(c.ARCH).is_not_null())
+    unknown = {n for n in named[c.ARCH].unique().to_list() if zoo.canonical(n) is None}  # maybe a family name
+    for key, arch, model_type, params, layers, dim in named.filter(pl.col(c.ARCH).is_in(unknown)).iter_rows():
+        memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim)
+    return [memo[key] for key in index]
 
 
 def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config | str | None]:

@@ -22,7 +22,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -655,6 +655,10 @@ class _Entries:
     default_input: np.ndarray  # ln of the input size the net is commonly trained at
     max_input: np.ndarray  # the most tokens a text net takes; inf: no bound (or an image net)
 
+    def subset(self, at: np.ndarray) -> _Entries:
+        """The entries at the positions `at` (increasing: the order stays the registration order)."""
+        return _Entries([self.names[i] for i in at.tolist()], *(getattr(self, f.name)[at] for f in fields(self)[1:]))
+
 
 _ENTRIES: _Entries | None = None
 
@@ -664,6 +668,17 @@ def _floats(values: list) -> np.ndarray:
     import numpy as np
 
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _near_any(values: np.ndarray, sizes: np.ndarray, tolerance: float) -> np.ndarray:
+    """Per value (a log): whether some of `sizes` (logs) lies within `tolerance` of it, the same test
+    `match_shapes` makes against each entry (|value - size| <= tolerance), by binary search in the sorted sizes."""
+    import numpy as np
+
+    ordered = np.sort(sizes)
+    at = np.searchsorted(ordered, values)
+    below, above = ordered[np.maximum(at - 1, 0)], ordered[np.minimum(at, len(ordered) - 1)]
+    return np.minimum(np.abs(values - below), np.abs(values - above)) <= tolerance
 
 
 def _entries() -> _Entries:
@@ -691,7 +706,8 @@ def _entries() -> _Entries:
 
 def match_shapes(model_types: list, params_million: list, num_layers: list, input_dims: list,
                  family: str | None = None) -> list[Match]:
-    """`match_shape` of many shapes at once (numpy, `_CHUNK` shapes at a time against every entry): per shape,
+    """`match_shape` of many shapes at once (numpy, per model type `_CHUNK` shapes at a time against every entry
+    it may be): per shape,
     distance = |ln params ratio| + `DEPTH_WEIGHT` |ln depth ratio| + `INPUT_WEIGHT` |ln input / the net's default
     input| to each entry of a compatible model type (or of `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
     (each ratio to the built size or the published one, whichever is nearer; a text net never takes more tokens than
@@ -714,34 +730,55 @@ def match_shapes(model_types: list, params_million: list, num_layers: list, inpu
     else:
         allowed = {t: np.array([_compatible(t, ARCHITECTURES[name]) for name in e.names])
                    for t in {model_types[i] for i in ok_rows}}
-    kinds = list(allowed)
-    masks = np.stack([allowed[t] for t in kinds])
-    kind_of = {t: k for k, t in enumerate(kinds)}
-    for lo in range(0, len(ok_rows), _CHUNK):
-        rows = np.array(ok_rows[lo:lo + _CHUNK])
+    code = {kind: k for k, kind in enumerate(allowed)}
+    kind_of = np.array([code[None if family is not None else model_types[i]] for i in ok_rows])
+    ok_rows = np.array(ok_rows)
+    for kind, mask in allowed.items():  # each model type against the entries it may be (none: no match)
+        at, rows = np.flatnonzero(mask), ok_rows[kind_of == code[kind]]
+        if len(at) and len(rows):
+            _match_rows(out, rows, e.subset(at), params_all, layers_all, dims_all)
+    return out
+
+
+def _match_rows(out: list[Match], rows: np.ndarray, e: _Entries, params_all: np.ndarray, layers_all: np.ndarray,
+                dims_all: np.ndarray) -> None:
+    """`match_shapes`' rule for `rows` (indices into the `*_all` arrays and `out`) against the entries `e`, all
+    compatible with them; the rows that match or tie get their `Match` in `out`."""
+    import numpy as np
+
+    # Most logged shapes are near no entry: only the rows whose size and depth are each within tolerance of some
+    # entry's (a necessary condition, found by binary search) are compared with every entry.
+    for values, sizes, tolerance in ((params_all, (e.params, e.published), PARAMS_TOLERANCE),
+                                     (layers_all, (e.layers, e.published_layers), DEPTH_TOLERANCE)):
+        rows = rows[_near_any(np.log(values[rows]), np.concatenate(sizes), tolerance)]
+    for lo in range(0, len(rows), _CHUNK):
+        chunk = rows[lo:lo + _CHUNK]
         # ln(a / b) as ln a - ln b: the logarithms of the rows' sizes once, not of every ratio (4x faster)
-        params, layers = np.log(params_all[rows])[:, None], np.log(layers_all[rows])[:, None]
-        dims = dims_all[rows][:, None]
+        params, layers = np.log(params_all[chunk])[:, None], np.log(layers_all[chunk])[:, None]
+        dims = dims_all[chunk][:, None]
         dp = np.minimum(np.abs(params - e.params), np.abs(params - e.published))
         dl = np.minimum(np.abs(layers - e.layers), np.abs(layers - e.published_layers))
         has_dim = np.isfinite(dims) & (dims > 0)
         di = np.where(has_dim, np.abs(np.log(np.where(has_dim, dims, 1.0)) - e.default_input), 0.0)
-        compatible = masks[[kind_of[None if family is not None else model_types[i]] for i in rows.tolist()]]
-        ok = compatible & (dp <= PARAMS_TOLERANCE) & (dl <= DEPTH_TOLERANCE) & ~(has_dim & (dims > e.max_input))
+        ok = (dp <= PARAMS_TOLERANCE) & (dl <= DEPTH_TOLERANCE) & ~(has_dim & (dims > e.max_input))
         d = np.where(ok, dp + DEPTH_WEIGHT * dl + INPUT_WEIGHT * di, np.inf)
         best = np.argmin(d, axis=1)  # the first of equal distances: the first registered
-        best_d = d[np.arange(len(rows)), best]
-        for k in np.flatnonzero(np.isfinite(best_d)).tolist():  # the others stay NO_MATCH
-            tied = ok[k] & (d[k] - best_d[k] <= EQUAL_DISTANCE)
-            other = tied & (e.families != e.families[best[k]])
-            if other.any():
-                out[rows[k]] = Match(None, None, f"shape matches {e.names[best[k]]} and {e.names[int(np.argmax(other))]} "
-                                                 "equally: no arch inferred")
+        best_d = d[np.arange(len(chunk)), best]
+        found = np.isfinite(best_d)  # the others stay NO_MATCH
+        chunk, d, ok, best, best_d = chunk[found], d[found], ok[found], best[found], best_d[found]
+        tied = ok & (d - best_d[:, None] <= EQUAL_DISTANCE)
+        other = tied & (e.families[None, :] != e.families[best][:, None])
+        two = other.any(axis=1)
+        second = np.argmax(other, axis=1)  # the first registered of another family
+        chosen = np.argmax(tied, axis=1)  # the first registered of the tied, all of the best's family
+        distance = d[np.arange(len(chunk)), chosen]
+        for row, tie, b, s, name_at, dist in zip(chunk.tolist(), two.tolist(), best.tolist(), second.tolist(),
+                                                 chosen.tolist(), distance.tolist(), strict=True):
+            if tie:
+                out[row] = Match(None, None, f"shape matches {e.names[b]} and {e.names[s]} equally: no arch inferred")
             else:
-                chosen = int(np.argmax(tied))  # the first registered of the tied, all of the best's family
-                name, distance = e.names[chosen], float(d[k, chosen])
-                out[rows[k]] = Match(name, round(distance, 4), f"arch inferred from shape: {name} (distance {distance:.3f})")
-    return out
+                name = e.names[name_at]
+                out[row] = Match(name, round(dist, 4), f"arch inferred from shape: {name} (distance {dist:.3f})")
 
 
 def resolve_family(name: str | None, model_type: str | None = None, params_million: float | None = None,
