@@ -59,16 +59,27 @@ def _percentiles(cps, log_hat: np.ndarray, bins: np.ndarray | None = None) -> np
 LEVELS = ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,))  # finest first; then pooled
 
 
-def _labels(groups: dict[str, np.ndarray], level: tuple[str, ...], n: int) -> np.ndarray | None:
+def _label_series(groups: dict[str, pl.Series | np.ndarray], level: tuple[str, ...], n: int) -> pl.Series | None:
     """Each job's group label at `level`: its values joined by "|" (a missing value reads "None", as
-    calibrations saved before this was vectorised spelled it)."""
+    calibrations saved before this was vectorised spelled it). `groups`: polars Series (the fast path, no
+    Python objects) or arrays."""
     if not all(g in groups for g in level):
         return None
     if not n:
-        return np.array([], object)
-    columns = {g: pl.Series(g, np.asarray(groups[g], dtype=object), dtype=pl.String, strict=False).fill_null("None")
-               for g in level}
-    return pl.DataFrame(columns).select(pl.concat_str(list(level), separator="|")).to_series().to_numpy().astype(object)
+        return pl.Series([], dtype=pl.String)
+
+    def strings(values: pl.Series | np.ndarray) -> pl.Series:
+        if not isinstance(values, pl.Series):
+            values = pl.Series(np.asarray(values, dtype=object), dtype=pl.String, strict=False)
+        return values.cast(pl.String, strict=False).fill_null("None")
+
+    return pl.DataFrame({g: strings(groups[g]) for g in level}).select(pl.concat_str(list(level), separator="|")).to_series()
+
+
+def _labels(groups: dict[str, np.ndarray], level: tuple[str, ...], n: int) -> np.ndarray | None:
+    """`_label_series` as an array of Python strings."""
+    labels = _label_series(groups, level, n)
+    return None if labels is None else labels.to_numpy().astype(object)
 
 
 class Calibrated:
@@ -101,20 +112,21 @@ class Calibrated:
                 offsets = _percentiles(_cps(residuals[keep], labels[keep]), np.zeros(len(big)), np.array(big, dtype=object))
                 self.levels.append((level, {label: i for i, label in enumerate(big)}, offsets))
 
-    def intervals(self, pred: np.ndarray, groups: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
-        """(p10, p50, p90) for point predictions `pred` of jobs with these groups (model type, queue)."""
+    def intervals(self, pred: np.ndarray, groups: dict[str, pl.Series | np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
+        """(p10, p50, p90) for point predictions `pred` of jobs with these groups (model type, queue): polars
+        Series, or arrays."""
         log_hat = np.log(np.maximum(np.asarray(pred, dtype=np.float64), self.floor))
         if self.pooled is None:  # too few calibration jobs for any guarantee: a fixed, wide band
             p50 = log_hat + self.median_residual
             return np.exp(p50) / UNCALIBRATED_FACTOR, np.exp(p50), np.exp(p50) * UNCALIBRATED_FACTOR
         offsets = np.broadcast_to(self.pooled, (len(log_hat), 3)).copy()
         todo = np.ones(len(log_hat), dtype=bool)
-        groups = {g: np.asarray(v) for g, v in (groups or {}).items()}
+        groups = groups or {}
         for level, index, level_offsets in self.levels:
-            labels = _labels(groups, level, len(log_hat))
+            labels = _label_series(groups, level, len(log_hat))
             if labels is None:
                 continue
-            at = pl.Series(labels, dtype=pl.String).replace_strict(index, default=-1, return_dtype=pl.Int32).to_numpy()
+            at = labels.replace_strict(index, default=-1, return_dtype=pl.Int32).to_numpy()
             mine = todo & (at >= 0)
             offsets[mine] = level_offsets[at[mine]]
             todo &= ~mine

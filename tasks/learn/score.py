@@ -95,7 +95,7 @@ class Scorer:
 
     def _score_batch(self, batch: pl.DataFrame) -> pl.DataFrame:
         X = self.encoder.transform(batch)
-        groups = {g: batch[g].to_numpy() for g in intervals.GROUPINGS if g in batch.columns}
+        groups = {g: batch[g] for g in intervals.GROUPINGS if g in batch.columns}
         pred = np.asarray(self.estimator.predict(X), dtype=np.float64)
         p10, p50, p90 = self.calibration.intervals(pred, groups)
         flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
@@ -105,7 +105,7 @@ class Scorer:
         if (flags & ~named).any():
             other = flags & ~named
             p10[other], p50[other], p90[other], model[other], used = self._fallback(
-                X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v[other] for g, v in groups.items()})
+                X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v.filter(other) for g, v in groups.items()})
             for i in np.flatnonzero(other):
                 reasons[i] = f"{reasons[i]} -> {used}"
         if named.any():  # the traced prior itself, with its family's spread measured against a real GPU
@@ -151,7 +151,7 @@ class Scorer:
         return ood.traced_unlearned(batch, self.detector)
 
     def _fallback(self, X: np.ndarray, pred: np.ndarray, champion: tuple[np.ndarray, ...],
-                  groups: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
+                  groups: dict[str, pl.Series]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
         """P10, P50, P90, the `model` column and the words `ood_reason` ends with, for flagged jobs: the
         held-out-best estimate when measured at training time, else the prior with its own calibration,
         else the champion's interval widened by `ood.WIDEN_FACTOR`."""
@@ -203,6 +203,9 @@ def memory_advice(forecasts: pl.DataFrame, gpu_mem: pl.DataFrame | float) -> pl.
     if not isinstance(gpu_mem, pl.DataFrame):
         gpu_mem = job_gpu_memory(forecasts.select(c.JOB_ID).unique(), gpu_mem)
     is_mem = pl.col("target") == c.PEAK_GPU_MEM_GB
+    if not forecasts.select(is_mem.any()).item():  # another target's forecasts: no advice (no join of 1M ids)
+        return forecasts.with_columns(pl.lit(None, pl.Float64).alias("safe_request_gb"),
+                                      pl.lit(None, pl.Float64).alias("gpu_mem_gb"), pl.lit(None, pl.Boolean).alias("oom_risk"))
     safe = pl.col("p90").map_batches(lambda s: pl.Series(safe_request_gb(s.to_numpy())), return_dtype=pl.Float64)
     return (forecasts.join(gpu_mem, on=c.JOB_ID, how="left", maintain_order="left")
             .with_columns(pl.when(is_mem).then(safe).alias("safe_request_gb"),

@@ -143,17 +143,20 @@ def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config
     names = {n: _zoo().canonical(n) for n in arch_col.drop_nulls().unique().to_list()}
     cols = (c.ARCH, c.BATCH_SIZE, c.GPU_COUNT, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER, c.REGULARIZATION)
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
-    out: list[Config | str | None] = []
-    for match, (arch, batch, gpus, dim, precision, optimizer, regularization) in zip(inferred, present.iter_rows(), strict=True):
+    out: list[Config | str | None] = [None] * rows.height  # no arch logged nor inferred: most jobs, not visited
+    some = [i for i, (match, arch) in enumerate(zip(inferred, arch_col.to_list(), strict=True))
+            if arch is not None or (match is not None and match.arch)]
+    for i, (arch, batch, gpus, dim, precision, optimizer, regularization) in zip(some, present[some].iter_rows(), strict=True):
+        match = inferred[i]
         name = match.arch if match is not None and match.arch else names.get(arch)
         if name is None:
-            out.append(None if arch is None else UNKNOWN_ARCH)
+            out[i] = UNKNOWN_ARCH
         elif batch is None:
-            out.append(NO_BATCH)
+            out[i] = NO_BATCH
         else:
             default = _zoo().ARCHITECTURES[name].default_input_dim  # one key for "224" and "not logged"
-            out.append(Config(name, _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
-                              precision or "FP32", optimizer, regularization))
+            out[i] = Config(name, _per_gpu_batch(batch, gpus), default if dim is None else int(dim),
+                            precision or "FP32", optimizer, regularization)
     return out
 
 
@@ -317,11 +320,6 @@ def _row_values(plan: Config | str | None, result: str | tuple[dict, bool] | Non
             entry["params"] / 1e6, int(entry["layers"]), int(entry["input_dim"]), status_of(entry, fresh))
 
 
-def _inference_values(match) -> tuple:
-    """`ARCH_INFERRED`, `ARCH_MATCH_DISTANCE`, `ARCH_INFERENCE` of one row."""
-    return (None, None, None) if match is None else (match.arch, match.distance, match.reason)
-
-
 def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bounds(),
                progress: Callable[[str], None] | None = None,
                tracer: Callable[[Config], dict] = zoo_trace, infer: bool | list[bool] = True) -> pl.DataFrame:
@@ -340,9 +338,18 @@ def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bou
             progress(warning)
         results = resolve(configs, cache, bounds, tracer, progress, cache_path)
     gpus = rows[c.GPU_COUNT].to_list() if c.GPU_COUNT in rows.columns else [None] * rows.height
-    values = [(*_row_values(p, results.get(p.key) if isinstance(p, Config) else None, g), *_inference_values(m))
-              for p, g, m in zip(plans, gpus, inferred, strict=True)]
-    return pl.DataFrame(values, schema=TRACE_SCHEMA, orient="row")
+    # column by column: most rows have no plan, and 1M row tuples cost seconds
+    own = list(TRACE_SCHEMA)[:list(TRACE_SCHEMA).index(TRACE_STATUS) + 1]
+    columns = {name: [None] * rows.height for name in own[:-1]}
+    columns[TRACE_STATUS] = [p if isinstance(p, str) else None for p in plans]
+    for i, plan in enumerate(plans):
+        if isinstance(plan, Config):
+            for name, value in zip(own, _row_values(plan, results.get(plan.key), gpus[i]), strict=True):
+                columns[name][i] = value
+    columns[ARCH_INFERRED] = [None if m is None else m.arch for m in inferred]
+    columns[ARCH_MATCH_DISTANCE] = [None if m is None else m.distance for m in inferred]
+    columns[ARCH_INFERENCE] = [None if m is None else m.reason for m in inferred]
+    return pl.DataFrame({name: pl.Series(name, columns[name], dtype=t) for name, t in TRACE_SCHEMA.items()})
 
 
 def with_inference(rows: pl.DataFrame, reasons: list[str | None]) -> tuple[pl.Series, pl.Series, list[str | None]]:
