@@ -164,8 +164,9 @@ def hardware(df: pl.DataFrame) -> pl.DataFrame:
     names = {t: catalog.canonical(t) for t in types.drop_nulls().unique().to_list()}
     model = types.replace_strict(names, default=None, return_dtype=pl.String).alias(GPU_MODEL)
     pairs = pl.DataFrame({"m": model, "p": df[c.PRECISION]})
-    peaks = {(m, p): gpus[m].peak_tflops(p) for m, p in pairs.unique().iter_rows() if m}
-    from_catalog = pl.Series([peaks.get(k) for k in pairs.iter_rows()], dtype=pl.Float64)
+    known = pairs.unique().filter(pl.col("m").is_not_null())
+    peaks = known.with_columns(pl.Series("peak", [gpus[m].peak_tflops(p) for m, p in known.iter_rows()], dtype=pl.Float64))
+    from_catalog = pairs.join(peaks, on=["m", "p"], how="left", nulls_equal=True, maintain_order="left")["peak"]
     logged = df[c.GPU_PEAK_TFLOPS].cast(pl.Float64) if c.GPU_PEAK_TFLOPS in df.columns else from_catalog * None
     return pl.DataFrame([model, pl.Series(PEAK_TFLOPS, logged).fill_null(from_catalog)])
 

@@ -358,8 +358,10 @@ def with_inference(rows: pl.DataFrame, reasons: list[str | None]) -> tuple[pl.Se
     def column(name: str) -> pl.Series:
         return (rows[name] if name in rows.columns else pl.Series([None] * rows.height)).cast(TRACE_SCHEMA[name]).alias(name)
 
-    words = column(ARCH_INFERENCE).to_list()
-    merged = [r if w is None else (f"{w}; {r}" if r else w) for w, r in zip(words, reasons, strict=True)]
+    words = column(ARCH_INFERENCE)
+    merged = list(reasons)  # only the few rows with words are visited (1M a batch in `gpucast score`)
+    for i, w in zip(words.is_not_null().arg_true().to_list(), words.drop_nulls().to_list(), strict=True):
+        merged[i] = f"{w}; {merged[i]}" if merged[i] else w
     return column(ARCH_INFERRED), column(ARCH_MATCH_DISTANCE), merged
 
 
