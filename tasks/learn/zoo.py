@@ -706,10 +706,10 @@ def _entries() -> _Entries:
 
 def match_shapes(model_types: list, params_million: list, num_layers: list, input_dims: list,
                  family: str | None = None) -> list[Match]:
-    """`match_shape` of many shapes at once (numpy, per model type `_CHUNK` shapes at a time against every entry
-    it may be): per shape,
-    distance = |ln params ratio| + `DEPTH_WEIGHT` |ln depth ratio| + `INPUT_WEIGHT` |ln input / the net's default
-    input| to each entry of a compatible model type (or of `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
+    """`match_shape` of many shapes at once (numpy: per model type, `_CHUNK` shapes at a time against every entry
+    it may be, `_match_rows`): per shape, distance = |ln params ratio| + `DEPTH_WEIGHT` |ln depth ratio| +
+    `INPUT_WEIGHT` |ln input / the net's default input| to each entry of a compatible model type (or of
+    `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
     (each ratio to the built size or the published one, whichever is nearer; a text net never takes more tokens than
     it can); then the rule of `match_shape`. Shapes without a model type, parameter count or depth: `NO_SHAPE`."""
     import numpy as np
