@@ -82,14 +82,11 @@ class TemporaryServer:
 _server: TemporaryServer | None = None  # the one this process started, reused by later commands in it
 
 
-def start() -> TemporaryServer:
-    """Start this process's temporary API server (or return the one already running). It does not wait for
+def launch() -> TemporaryServer:
+    """Start a temporary API server of its own (not this process's shared one: `start`). It does not wait for
     the server to answer: the listening socket is made here and handed to uvicorn (`--fd`), so a request
     sent while the server starts waits in the socket's queue until Prefect's app serves it (uvicorn
-    accepts once the app's lifespan has started). Stopped when the interpreter exits."""
-    global _server
-    if _server is not None and _server.alive():
-        return _server
+    accepts once the app's lifespan has started). Stopped when the interpreter exits, or by `stop()`."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(BACKLOG)
@@ -99,8 +96,17 @@ def start() -> TemporaryServer:
         process = subprocess.Popen(command, env={**os.environ, PARENT_PID: str(os.getpid())},
                                    pass_fds=(listener.fileno(),), start_new_session=True)
     # (closed here: once the server has exited, nobody holds the socket and a request fails at once)
-    _server = TemporaryServer(process, f"http://127.0.0.1:{port}/api")
-    atexit.register(_server.stop)
+    server = TemporaryServer(process, f"http://127.0.0.1:{port}/api")
+    atexit.register(server.stop)
+    return server
+
+
+def start() -> TemporaryServer:
+    """This process's temporary API server, the one its commands share: started by the first (`launch`),
+    returned to the later ones while it runs."""
+    global _server
+    if _server is None or not _server.alive():
+        _server = launch()
     return _server
 
 

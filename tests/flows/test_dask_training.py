@@ -23,7 +23,9 @@ from gpucast.tasks.learn.train import ChampionChoice, champion_choice
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
-TRAIN = ["train", "--models", "lightgbm,linear_fs,transformer_bigru", "--preset", "tiny", "--repeats", "2",
+# One repeat: what these tests compare (metrics per fit, fits accounted for, champions named) does not need a
+# second; it halved their fits (docs/testing.md).
+TRAIN = ["train", "--models", "lightgbm,linear_fs,transformer_bigru", "--preset", "tiny", "--repeats", "1",
          "--min-labelled", "100"]
 COMPARED = "target, model, repeat, split, rmse, mae, mape, r2, rows_train, epochs"
 
@@ -133,7 +135,7 @@ def test_same_metrics_in_process_on_a_local_cluster_and_on_two_workers(ingested,
     runs = _runs(ingested)
     assert [status for _, status, _ in runs] == ["succeeded"] * 3
     local, dask_local, dask_two = (_metrics(ingested, run_id) for run_id, _, _ in runs)
-    assert len(local) == 3 * 3 * 2 * 2  # targets x models x repeats x splits
+    assert len(local) == 3 * 3 * 1 * 2  # targets x models x repeats x splits
     for other in (dask_local, dask_two):  # identical keys; metrics equal up to float summation order
         assert [row[:4] for row in other] == [row[:4] for row in local]
         for a, b in zip(local, other, strict=True):
@@ -188,7 +190,7 @@ def test_a_worker_killed_mid_fit_does_not_cost_the_night(ingested, tmp_path, mon
         finished = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'",
                                [run_id]).fetchone()[0]
         skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchone()[0]
-    assert finished + skipped == 3 * 3 * 2  # every fit accounted for: finished or skipped with a reason
+    assert finished + skipped == 3 * 3  # every fit accounted for: finished or skipped with a reason
     assert all(model for _, model in _champions(ingested, run_id))
 
 
@@ -214,8 +216,10 @@ def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested,
 
 def test_a_night_budget_skips_what_it_cannot_fit_and_still_names_champions(ingested, capsys):
     """A budget of 6 s: the fast baselines finish, the rest is skipped or stopped at the budget; every
-    fit is accounted for, each target still gets a champion, and the run succeeds."""
-    assert main([*TRAIN, "--epochs", "400", "--budget-minutes", "0.1", "--runner", "local"]) == 0
+    fit is accounted for, each target still gets a champion, and the run succeeds. (The network's own budget per
+    fit, 6 s too, bounds the champion's refit, which the night budget does not stop: 57 s at 400 epochs.)"""
+    assert main([*TRAIN, "--epochs", "400", "--budget-minutes", "0.1", "--nn-max-minutes", "0.1",
+                 "--runner", "local"]) == 0
     out = capsys.readouterr().out
     (run_id, status, message), = _runs(ingested)
     assert status == "succeeded" and "fit(s) skipped: see skipped_fits" in message
@@ -223,8 +227,8 @@ def test_a_night_budget_skips_what_it_cannot_fit_and_still_names_champions(inges
         finished = con.execute("SELECT model, count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test' "
                                "GROUP BY ALL", [run_id]).fetchall()
         skipped = con.execute("SELECT model, reason FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchall()
-    assert sum(n for _, n in finished) + len(skipped) == 3 * 3 * 2
-    assert dict(finished)["linear_fs"] == 3 * 2  # the fast baselines run first: all of them finished
+    assert sum(n for _, n in finished) + len(skipped) == 3 * 3
+    assert dict(finished)["linear_fs"] == 3  # the fast baselines run first: all of them finished
     assert skipped and all(reason == "the night budget ran out before it started" for _, reason in skipped)
     assert {model for model, _ in skipped} <= {"lightgbm", "transformer_bigru"}
     assert all(model for _, model in _champions(ingested, run_id))
