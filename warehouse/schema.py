@@ -7,6 +7,7 @@ so adding a field to the contract adds its column without a second hand-written 
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from importlib import resources
 
@@ -39,7 +40,15 @@ def contract_migrations_ddl() -> str:
 
 
 @cache
+@cache
 def schema_sql() -> str:
-    """The whole DDL, idempotent: applied on every writer connection."""
+    """The whole DDL, idempotent: applied by a writer connection to a warehouse that does not hold it yet
+    (`schema_fingerprint`)."""
     text = resources.files("gpucast.warehouse").joinpath("sql/schema.sql").read_text()
     return text.replace(PLACEHOLDER, contract_columns_ddl()).replace(MIGRATIONS, contract_migrations_ddl())
+
+
+@cache
+def schema_fingerprint() -> str:
+    """The SHA-256 of `schema_sql()`: a warehouse that records it (table `schema_applied`) has this DDL applied."""
+    return hashlib.sha256(schema_sql().encode()).hexdigest()

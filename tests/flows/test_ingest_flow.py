@@ -210,6 +210,7 @@ def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(ho
     ingest(write(tmp_path / "a.jsonl", jsonl(v1)))
     v1_hash = f"md5(to_json(struct_pack({', '.join(c.V1_COLUMNS)})))"  # the v1 definition, frozen here
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v1 warehouse
+        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
         for table in ("job_log_records", "job_logs"):
             con.execute(f"UPDATE {table} SET record_hash = {v1_hash}")
             for name in c.ADDED_COLUMNS:
@@ -233,6 +234,7 @@ def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home,
                f"{' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[2])} THEN "
                f"CAST(to_json(struct_pack({v2_columns})) AS VARCHAR) ELSE '' END)")  # the v2 definition, frozen here
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v2 warehouse
+        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
         stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
         assert con.execute(f"SELECT {v2_hash} FROM job_logs").fetchall() == stored  # v3 hashes a v2 record as v2 did
         for table in ("job_log_records", "job_logs"):
@@ -255,6 +257,7 @@ def test_a_v3_warehouse_upgrades_to_v4_keeps_its_records_and_loads_jobs_without_
                     f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in (2, 3))
     v3_hash = f"md5({block(c.V1_COLUMNS)}{later})"  # the v3 definition, frozen here
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v3 warehouse
+        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
         stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
         assert con.execute(f"SELECT {v3_hash} FROM job_logs").fetchall() == stored  # v4 hashes a v3 record as v3 did
         for table in ("job_log_records", "job_logs"):
