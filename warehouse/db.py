@@ -108,8 +108,9 @@ def connect_writer(storage: Storage, timeout_s: float | None = None) -> duckdb.D
 def apply_schema(con: duckdb.DuckDBPyConnection) -> bool:
     """Apply the DDL and `migrate`, unless the warehouse records that this very DDL was applied (its fingerprint
     in `schema_applied`); True when applied. The DDL is ~120 statements, 12 of them views replaced: applied
-    on each of a night's ~20 writer connections it cost ~0.15-0.4 s each. A warehouse of an older gpucast (no
-    record, or another fingerprint) gets it, as always; the record is written in the same transaction."""
+    on every writer connection it cost ~0.15 s each. A warehouse of an older gpucast (no record, or another
+    fingerprint) gets it, as always; the record is written last, so a writer stopped before it applies the
+    (idempotent) DDL again."""
     fingerprint = schema_fingerprint()
     try:
         recorded = con.execute("SELECT fingerprint FROM schema_applied").fetchall()

@@ -40,7 +40,6 @@ def contract_migrations_ddl() -> str:
 
 
 @cache
-@cache
 def schema_sql() -> str:
     """The whole DDL, idempotent: applied by a writer connection to a warehouse that does not hold it yet
     (`schema_fingerprint`)."""
