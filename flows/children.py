@@ -28,9 +28,13 @@ Prefect's server (~5-8 s of CPU here) on the other core meanwhile. Nothing waits
 the listening socket and hands it to uvicorn (`--fd`), so the first flow's first request waits in the
 socket's queue until the app serves it (a request never meets a refused connection).
 
-Dask's local workers need nothing of ours: `distributed` gives each worker process a pipe from its
-parent and exits the worker when the pipe closes (`distributed.process.AsyncProcess`); the tests in
-`tests/reliability/test_sigterm.py` check both kinds of child with real processes.
+Dask's local workers leave `gpucast`'s process group as they start (`dask_setup`, loaded by each worker as a
+Dask preload module): a SIGTERM to the group killed them at once, their nannies (in `gpucast`'s process) restarted
+them while `gpucast` was stopping, and the two new workers' imports on a busy 2-core machine delayed the stop past
+10 s (seen in tests/reliability/test_sigterm.py). Out of the group, they are stopped by the cluster's close as
+`gpucast` unwinds; after a SIGKILL, `distributed` exits each worker when the pipe from its parent closes
+(`distributed.process.AsyncProcess`). The tests in `tests/reliability/test_sigterm.py` check both kinds of child
+with real processes.
 """
 
 from __future__ import annotations
@@ -155,3 +159,10 @@ def _stop_when_orphaned(parent: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own clean shutdown
     time.sleep(GRACE_S)
     os._exit(1)
+
+
+def dask_setup(worker) -> None:
+    """Dask's preload hook, run in each local worker process as it starts (`flows/runners.py` passes this module as
+    `preload`): the worker leaves `gpucast`'s process group, so a signal to the group reaches `gpucast` alone and
+    `gpucast` stops its workers (see the module's doc)."""
+    os.setpgid(0, 0)

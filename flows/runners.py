@@ -20,6 +20,7 @@ import polars as pl
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from gpucast.flows import children
 from gpucast.flows.environment import cores_here
 from gpucast.flows.settings import Cluster
 
@@ -67,7 +68,8 @@ def choose_runner(cluster: Cluster, local_cluster: bool) -> RunnerChoice:
     host = cluster.dask_dashboard_host
     dashboard = f"[{host}]:8787" if ":" in host else f"{host}:8787"
     return RunnerChoice(DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
-                                                       "processes": True, "env": env, "dashboard_address": dashboard}))
+                                                       "processes": True, "env": env, "dashboard_address": dashboard,
+                                                       "preload": [children.__name__]}))  # out of our group
 
 
 def dask_unreachable(address: str, timeout_s: float) -> str | None:
