@@ -18,7 +18,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
-from gpucast.flows.runners import DASK_CONNECT_TIMEOUT_S, dask_unreachable
+from gpucast.flows.runners import DASK_CONNECT_TIMEOUT_S
 from gpucast.tasks.learn.train import ChampionChoice, champion_choice
 from gpucast.tasks.simulate import SimConfig, write_logs
 
@@ -202,12 +202,13 @@ def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested,
     address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
     monkeypatch.setenv("GPUCAST_DASK_ADDRESS", address)
     try:
-        t0 = time.monotonic()  # the connect attempt alone gives up after 10 s (it once held a night for minutes)
-        assert dask_unreachable(address, DASK_CONNECT_TIMEOUT_S) is not None
-        assert time.monotonic() - t0 < DASK_CONNECT_TIMEOUT_S + 15  # its 10 s, the thread's 2 s of grace, a busy machine
+        t0 = time.monotonic()  # the connect attempt gives up after 10 s (it once held a night for minutes)
         assert main([*TRAIN, "--models", "linear_fs", "--repeats", "1"]) == 0
+        took = time.monotonic() - t0
     finally:
         silent.close()
+    # its 10 s, the thread's 2 s of grace, a busy machine, and the run's own ~5 s of in-process fits
+    assert DASK_CONNECT_TIMEOUT_S <= took < DASK_CONNECT_TIMEOUT_S + 25, took
     out = capsys.readouterr().out
     assert f"Dask scheduler {address} (GPUCAST_DASK_ADDRESS) did not answer within 10 s" in out
     (_, status, message), = _runs(ingested)

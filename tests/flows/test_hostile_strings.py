@@ -51,8 +51,8 @@ def hostile_jobs(i: int, queue: str, team: str, model_type: str, job_id: str) ->
             record(job_id=f"h{i}b-{job_id}", params_million=6300.0, batch_size=512, precision="FP32", **pending)]
 
 
-def night(trained: Path, folder: Path, jobs: list[dict]) -> tuple[Path, str]:
-    """Copy the trained directory to `folder`, ingest `jobs` and run a scoring night and `gpucast site`;
+def night(trained: Path, folder: Path, jobs: list[dict], *, site: bool = True) -> tuple[Path, str]:
+    """Copy the trained directory to `folder`, ingest `jobs` and run a scoring night and (`site`) `gpucast site`;
     both must succeed. Returns the data directory and the nightly's Markdown artifact."""
     home = folder / "home"
     shutil.copytree(trained, home)
@@ -63,7 +63,8 @@ def night(trained: Path, folder: Path, jobs: list[dict]) -> tuple[Path, str]:
         from prefect.artifacts import Artifact
 
         report = Artifact.get("nightly-report").data
-        assert main(["site", "--out", str(folder / "site")]) == 0
+        if site:
+            assert main(["site", "--out", str(folder / "site")]) == 0
     return home, report
 
 
@@ -76,7 +77,8 @@ def check(home: Path, report: str) -> list[str]:
     assert "**Succeeded**" in report and RAW_CONTROL.search(report) is None
     for rows in split_tables(report):  # every row of every table has its header's cells
         assert {len(r) for r in rows} == {len(rows[0])}, rows
-    for page in (home / "site" / "index.html", home.parent / "site" / "index.html"):
+    site_command = home.parent / "site" / "index.html"  # `gpucast site`'s page, where the night ran it
+    for page in (home / "site" / "index.html", *([site_command] if site_command.exists() else [])):
         html = page.read_text(encoding="utf-8")
         assert RAW_CONTROL.search(html) is None and len(svgs(html)) == 3  # pending demand, history + forecast, plan
         for job_id, queue, team, model_type in loaded:
@@ -131,5 +133,7 @@ def split_tables(markdown: str) -> list[list[list[str]]]:
 @example(fields=[("$x^$", "\x85", "$x^$", "$x^$")])  # found by CI: a team of NEL alone is whitespace, stored as none
 def test_any_strings_through_a_night(trained, tmp_path_factory, fields):
     folder = tmp_path_factory.mktemp("night")
-    home, report = night(trained, folder, [job for i, f in enumerate(fields) for job in hostile_jobs(i, *f)])
+    # the nightly's own page only: `gpucast site` draws the same page again (~1.5 s a night), and the corpus
+    # night above runs it on every string of the corpus
+    home, report = night(trained, folder, [job for i, f in enumerate(fields) for job in hostile_jobs(i, *f)], site=False)
     check(home, report)
