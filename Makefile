@@ -23,7 +23,7 @@ optional = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then ech
 # keeps the multi-GB CUDA build away) are passed on to it.
 UV_VERSION := 0.13.9
 FIND_LINKS = $(or $(PIP_FIND_LINKS),$(shell $(PY) -m pip config get global.find-links 2>/dev/null))
-UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -c constraints.txt \
+UV_INSTALL = $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python -c constraints.txt \
 	$(foreach d,$(FIND_LINKS),--find-links $(d)) -e '$(EXTRAS)' --upgrade-package pip pip
 PIP_INSTALL = $(VENV)/bin/pip install --quiet --upgrade pip && $(VENV)/bin/pip install --quiet -c constraints.txt -e '$(EXTRAS)'
 
