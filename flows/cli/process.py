@@ -43,13 +43,47 @@ class Terminated(SystemExit):
 
 
 STOP_DEADLINE_S = 8.0  # after SIGTERM, exit by then even if unwinding has not finished (SIGKILL often follows at 10 s)
+_deadline_started = threading.Event()
 
 
-def _terminate(signum: int, frame) -> None:
+def _start_deadline(signum: int) -> None:
+    """Exit `STOP_DEADLINE_S` from now whatever the unwinding is doing (once, however often it is called)."""
+    if _deadline_started.is_set():
+        return
+    _deadline_started.set()
     deadline = threading.Timer(STOP_DEADLINE_S, _stop_now, (128 + signum,))
     deadline.daemon = True
     deadline.start()
+
+
+def _terminate(signum: int, frame) -> None:
+    _start_deadline(signum)
     raise Terminated(128 + signum)
+
+
+def _deadline_from_arrival() -> None:
+    """Start the deadline when SIGTERM arrives, not when `_terminate` runs. Inside a flow run Prefect handles
+    SIGTERM itself (`prefect.utilities.engine`: it raises its own TerminationSignal, reports the runs crashed and
+    unwinds every flow) and sends the signal on to `_terminate` only once the outermost flow has ended: ~5 s later
+    on two busy cores, so the deadline ran out ~13 s after the signal (tests/reliability/test_sigterm.py). The
+    interpreter's C-level handler writes every handled signal's number to the wakeup fd at once, whichever Python
+    handler is installed; a thread reads it. Where something else already uses the wakeup fd (an asyncio loop in
+    the main thread), it is left alone and the deadline starts in `_terminate`, as before."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    if previous != -1:
+        signal.set_wakeup_fd(previous)
+        os.close(read_end)
+        os.close(write_end)
+        return
+
+    def watch() -> None:
+        while signal.SIGTERM not in os.read(read_end, 64):
+            pass
+        _start_deadline(signal.SIGTERM)
+
+    threading.Thread(target=watch, name="gpucast-sigterm-deadline", daemon=True).start()
 
 
 def _stop_now(code: int) -> None:
@@ -84,6 +118,10 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
     teardown, which took 3-4 s after a night's imports (torch, Dask) on 2 busy cores: deployments
     send SIGKILL 10 s after SIGTERM (issue 27). A second SIGTERM meanwhile is ignored."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Prefect's API log handler sends what it holds now, while the temporary server (stopped by an atexit hook)
+    # still answers: flushed after it, it waited ~5 s on the stopped server (py-spy, two busy cores)
+    logging.shutdown()
+    atexit.unregister(logging.shutdown)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -131,6 +169,7 @@ def run_command(args: argparse.Namespace) -> int:
         quiet_expected_errors()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
+        _deadline_from_arrival()
     try:
         with children.serving(server):
             return args.func(args)
