@@ -18,7 +18,7 @@ step = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok
 	tail -n 30 $(SETUP_LOG); echo "(whole log: $(SETUP_LOG))"; exit 1; fi
 optional = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok; else echo "not installed: $(3) ($(SETUP_LOG))"; fi
 
-# uv installs the pinned set (constraints.txt) in ~10 s where pip took ~100 s (docs/testing.md); pip is the
+# uv installs the pinned set (constraints.txt) in ~45 s, bytecode compiled, where pip took ~100 s (docs/testing.md); pip is the
 # fallback. uv reads no pip configuration: the folders pip finds local wheels in (here, torch's CPU build, which
 # keeps the multi-GB CUDA build away) are passed on to it.
 UV_VERSION := 0.13.9
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(call optional,gcc (compiles tree champions for scoring),command -v gcc || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; },tree champions will be scored without compiling (slower))
 	@$(call optional,chromium (renders the planners page in a test; ~2 min),command -v chromium || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; },the test of the planners' page in a browser will be skipped)
 	@$(call step,Python environment $(VENV),$(PY) -m venv $(VENV))
-	@$(call step,uv (installs in seconds what pip does in minutes),$(VENV)/bin/pip install --quiet uv==$(UV_VERSION))
+	@$(call step,uv (installs in under a minute what pip does in two),$(VENV)/bin/pip install --quiet uv==$(UV_VERSION))
 	@$(call step,gpucast and its libraries (constraints.txt),$(UV_INSTALL) || { echo "uv failed: pip instead"; $(PIP_INSTALL); })
 	@touch $(STAMP)
 	@echo "set-up done (the package managers' output: $(SETUP_LOG))"
