@@ -123,7 +123,8 @@ def temporary_url() -> str | None:
 def serving(server: TemporaryServer | None) -> Iterator[None]:
     """Run what is inside against `server`: Prefect's settings in this process (its flow and
     task runs, Dask workers through the serialised settings context) and PREFECT_API_URL in the environment
-    of the processes started meanwhile. Nothing when `server` is None (an API is configured)."""
+    of the processes started meanwhile, with flow-run heartbeats off (`without_heartbeats`). Nothing when
+    `server` is None (an API is configured: its site's settings, heartbeats included, stay as they are)."""
     if server is None:
         yield
         return
@@ -132,13 +133,28 @@ def serving(server: TemporaryServer | None) -> Iterator[None]:
     before = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = server.url
     try:
-        with temporary_settings(updates={PREFECT_API_URL: server.url}):
+        with temporary_settings(updates={PREFECT_API_URL: server.url}), without_heartbeats():
             yield
     finally:
         if before is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:
             os.environ["PREFECT_API_URL"] = before
+
+
+def without_heartbeats():
+    """Prefect's settings with flow-run heartbeats off, for runs against a server that ends with its process.
+
+    Since Prefect 3.9 every flow run starts a thread that sends a heartbeat event every 180 s
+    (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY`), for an automation on a long-lived server to mark a run whose process
+    died as crashed. The thread sleeps in 1-second steps and the run waits for it to notice the end, so each
+    flow run ended ~0.5 s later (5 to 7 flow runs a nightly; measured in docs/testing.md). A temporary server
+    stops with its command, so no automation can ever read those heartbeats: they are switched off there. The
+    setting cannot say "off" through the environment (it takes whole seconds >= 30), hence Prefect's
+    `temporary_settings`."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    return temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
 
 
 # In the server process ---------------------------------------------------------------------------

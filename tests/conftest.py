@@ -67,11 +67,14 @@ def prefect_harness():
     from prefect.logging.configuration import setup_logging
     from prefect.testing.utilities import prefect_test_harness
 
+    from gpucast.flows import children
 
     # Bind Prefect's console handler to the session's stream now; a handler first made inside a
     # test that uses `capsys` would keep writing to that test's closed stream.
     setup_logging(incremental=False)
-    with prefect_test_harness(server_startup_timeout=90):
+    # The harness stands for gpucast's temporary server (it ends with the session): no flow-run heartbeats,
+    # as `children.serving` runs that server's flows
+    with prefect_test_harness(server_startup_timeout=90), children.without_heartbeats():
         yield
 
 
