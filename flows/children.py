@@ -123,8 +123,10 @@ def temporary_url() -> str | None:
 def serving(server: TemporaryServer | None) -> Iterator[None]:
     """Run what is inside against `server`: Prefect's settings in this process (its flow and
     task runs, Dask workers through the serialised settings context) and PREFECT_API_URL in the environment
-    of the processes started meanwhile, with flow-run heartbeats off (`without_heartbeats`). Nothing when
-    `server` is None (an API is configured: its site's settings, heartbeats included, stay as they are)."""
+    of the processes started meanwhile; flow-run heartbeats off for this process's flow runs
+    (`without_heartbeats`: a setting the environment cannot carry, so a process started meanwhile keeps Prefect's
+    default; gpucast starts none that runs a flow). Nothing when `server` is None (an API is configured: its
+    site's settings, heartbeats included, stay as they are)."""
     if server is None:
         yield
         return
@@ -145,10 +147,11 @@ def serving(server: TemporaryServer | None) -> Iterator[None]:
 def without_heartbeats():
     """Prefect's settings with flow-run heartbeats off, for runs against a server that ends with its process.
 
-    Since Prefect 3.9 every flow run starts a thread that sends a heartbeat event every 180 s
-    (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY`), for an automation on a long-lived server to mark a run whose process
-    died as crashed. The thread sleeps in 1-second steps and the run waits for it to notice the end, so each
-    flow run ended ~0.5 s later (5 to 7 flow runs a nightly; measured in docs/testing.md). A temporary server
+    In the Prefect installed here (3.9.1; the default became 180 s in PrefectHQ/prefect#21058) every flow run
+    starts a thread that sends a heartbeat event at once and then every 180 s (`PREFECT_FLOWS_HEARTBEAT_FREQUENCY`),
+    for an automation on a long-lived server to mark a run whose process died as crashed. The thread sleeps in
+    1-second steps and a synchronous flow run waits for it (up to 2 s) to notice its end: ~0.4 s per flow run
+    measured, 5 to 7 flow runs a nightly (docs/testing.md). A temporary server
     stops with its command, so no automation can ever read those heartbeats: they are switched off there. The
     setting cannot say "off" through the environment (it takes whole seconds >= 30), hence Prefect's
     `temporary_settings`."""

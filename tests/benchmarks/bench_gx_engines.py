@@ -1,7 +1,7 @@
 """Benchmark: the `job_logs` suite run by Great Expectations on pandas (what the ingest does) and on DuckDB (issue 40).
 
-    .venv/bin/pip install duckdb-engine==0.17.0   # not a dependency of gpucast: only this benchmark uses it
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_gx_engines.py [--rows 100000] [--repeat 2]
+    .venv/bin/pip install --target DIR duckdb-engine==0.17.0   # not a dependency of gpucast: this benchmark's alone
+    PYTHONPATH=.:DIR .venv/bin/python tests/benchmarks/bench_gx_engines.py [--rows 100000] [--repeat 2] [--chunk-rows 100000]
 
 Simulated logs of `--rows` jobs (1% dirty) are read and normalised as the ingest does, and the rows that parse
 (the suite's input) are validated as one batch, `--repeat` times each way, with `result_format=BOOLEAN_ONLY`:
@@ -23,6 +23,8 @@ each cursor a DuckDB cursor of its own (a separate connection to the same databa
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -83,7 +85,8 @@ def main() -> None:
     from gpucast.expectations import validate
     from gpucast.expectations.suite import job_logs_suite
 
-    work = Path(tempfile.mkdtemp(prefix="bench-gx-"))
+    work = Path(tempfile.mkdtemp(prefix="bench-gx-"))  # the simulated logs and the DuckDB file: removed at exit
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     frame = frame_of(args.rows, work)  # noqa: F841  (DuckDB reads the Python variable `frame` by name)
     print(f"{frame.height:,} rows x {frame.width} columns; suite of {len(job_logs_suite()['expectations'])} expectations")
     started = time.perf_counter()
@@ -115,6 +118,7 @@ def main() -> None:
         by_chunk(frame, args, pandas_definition, pandas_suite, views,
                  source.add_table_asset(name="chunk", table_name="chunk").add_batch_definition_whole_table("all"),
                  duckdb_suite)
+    con.close()
 
 
 def by_chunk(frame, args, pandas_definition, pandas_suite, views, duckdb_definition, duckdb_suite) -> None:

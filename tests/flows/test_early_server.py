@@ -30,6 +30,8 @@ CODE = textwrap.dedent("""
     from prefect import flow
     from prefect.settings import get_current_settings
 
+    heartbeat_before = get_current_settings().flows.heartbeat_frequency
+
     @flow(name="thin-check")
     def check() -> tuple:
         return 7, get_current_settings().flows.heartbeat_frequency
@@ -41,7 +43,7 @@ CODE = textwrap.dedent("""
                       timeout=30).json()
     print(json.dumps({"status": asked_at_once, "same": same, "result": result, "url_inside": url_inside,
                       "url": server.url, "url_after": os.environ.get("PREFECT_API_URL"),
-                      "heartbeat_inside": heartbeat_inside,
+                      "heartbeat_before": heartbeat_before, "heartbeat_inside": heartbeat_inside,
                       "heartbeat_after": get_current_settings().flows.heartbeat_frequency,
                       "runs": [r["state_type"] for r in runs], "pid": server.process.pid,
                       "own_session": os.getsid(server.process.pid) != os.getsid(0),
@@ -57,9 +59,10 @@ def test_the_temporary_server_answers_at_once_runs_apart_and_records_the_flow(tm
     assert out["status"] == 200 and out["same"] and out["result"] == 7, out
     assert out["url_inside"] == out["url"] and out["url_after"] is None, out  # the environment is given back
     assert out["runs"] == ["COMPLETED"], out  # the flow ran against gpucast's server
-    # no heartbeats for a server that ends with the command (each flow run's end waited ~0.5 s for the thread);
-    # Prefect's default (180 s) outside, as a configured server's runs keep it
-    assert out["heartbeat_inside"] is None and out["heartbeat_after"] == 180, out
+    # no heartbeats for a server that ends with the command (each flow run's end waited ~0.4 s for the thread);
+    # Prefect's default (on) before and after, as a configured server's runs keep it
+    assert out["heartbeat_before"] is not None and out["heartbeat_inside"] is None, out
+    assert out["heartbeat_after"] == out["heartbeat_before"], out
     assert out["own_session"], "the server shares gpucast's session: a group SIGTERM would reach it"
     assert not out["prefect_server_module"], "Prefect's server module was imported in gpucast's process"
     assert not psutil.pid_exists(out["pid"]) or psutil.Process(out["pid"]).status() == psutil.STATUS_ZOMBIE, \
