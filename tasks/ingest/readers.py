@@ -44,6 +44,10 @@ MAX_RAW_CHARS = 10_000  # a rejected row's raw_record: its text cut here, bare (
 MAX_REASON_CHARS = 1_000
 CUT_MARK = " …[cut: {} characters]"
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
+# levels of `[` and `{` one JSON line may nest: a job record needs two or three. Python's json module recurses once per
+# level (2,000 levels raised RecursionError and stopped the whole ingest) and Polars' reader refuses ~1,000; a line
+# nested deeper is that row's read error, the same on every stack depth
+MAX_JSON_DEPTH = 100
 _SAMPLE_LINES = 200
 
 
@@ -172,7 +176,13 @@ def read_chunks(path: Path, info: FileInfo | None = None, chunk_rows: int = DEFA
         chunks = _read_csv(path, info, chunk_rows)
     else:
         chunks = _read_parquet(path, info, chunk_rows)
-    yield from (info.mapping.apply(chunk) for chunk in chunks) if info.mapping else chunks
+    try:
+        yield from (info.mapping.apply(chunk) for chunk in chunks) if info.mapping else chunks
+    except FileRejected:
+        raise
+    except Exception as exc:  # a case nobody foresaw (exit 1, a traceback): its last line names the file
+        exc.add_note(f"gpucast: this happened while reading {path}")
+        raise
 
 
 # JSON Lines -------------------------------------------------------------------------------------
@@ -229,12 +239,39 @@ def _read_jsonl(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Data
         yield _decode_json_lines(pl.concat(buffer), info)
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """Why JSON `text` may not be parsed (it nests deeper than `limit` levels), else None. Cheap: a text with at
+    most `limit` opening brackets cannot nest deeper, so only the others are scanned (strings skipped)."""
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth = 0
+    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limit:
+            return f"a value is nested deeper than {limit} levels of brackets; write it flatter"
+    return None
+
+
+def loads_bounded(text: str) -> object:
+    """`json.loads`, for text a user wrote: `ValueError` (never `RecursionError`) for text nested too deep."""
+    if reason := too_deep(text):
+        raise ValueError(reason)
+    try:
+        return json.loads(text)
+    except RecursionError:  # not reached below MAX_JSON_DEPTH; kept so no stack depth can make it escape
+        raise ValueError(f"a value is nested deeper than {MAX_JSON_DEPTH} levels of brackets") from None
+
+
 def _key_map(lines: list[str], info: FileInfo) -> dict[str, str]:
     """Map the keys seen in a sample of lines (and every contract name) to contract names."""
     seen: set[str] = set()
     for line in lines:
         try:
-            obj = json.loads(line)
+            obj = loads_bounded(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
@@ -263,24 +300,29 @@ _local = threading.local()
 
 
 def _json_objects_mask(lines: pl.Series) -> pl.Series:
-    """True where a line is a strict JSON object (DuckDB's C++ validator, which lets NaN pass: caught here).
-    One in-memory DuckDB per thread, kept: opening one cost ~20 ms, per file of a folder of one-row files."""
+    """True where a line is a strict JSON object (DuckDB's C++ validator, which lets NaN pass: caught here) with at
+    most MAX_JSON_DEPTH opening brackets (a deeper line may be nested too deep: `_python_decode` looks, ~15% of
+    this mask's time). One in-memory DuckDB per thread, kept: opening one cost ~20 ms, per file of a folder of
+    one-row files."""
     con = getattr(_local, "duckdb", None)
     if con is None:
         con = _local.duckdb = duckdb.connect()
     con.register("frame", pl.DataFrame({"line": lines}))
     try:
-        return con.sql(STRICT_JSON_OBJECT).pl()["ok"]
+        valid = con.sql(STRICT_JSON_OBJECT).pl()["ok"]
     finally:
         con.unregister("frame")
+    return valid & (lines.str.count_matches(r"[\[{]") <= MAX_JSON_DEPTH)
 
 
 def _python_decode(line: str) -> tuple[str | None, str | None]:
     """(re-encoded object, None) or (None, error) for a line the fast path refused."""
     try:
-        obj = json.loads(line)  # also accepts NaN and Infinity, which the rules then name
-    except ValueError as exc:
+        obj = loads_bounded(line)  # also accepts NaN and Infinity, which the rules then name
+    except json.JSONDecodeError as exc:
         return None, f"not valid JSON: {exc.msg} at character {exc.pos}"
+    except ValueError as exc:  # nested too deep
+        return None, f"not read: {exc}"
     if not isinstance(obj, dict):
         return None, f"a JSON line must be an object, got {type(obj).__name__}"
     return json.dumps({k: str(v) if isinstance(v, float) else v for k, v in obj.items()}), None
@@ -450,6 +492,11 @@ def _read_parquet(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Da
     missing = [r for r in c.REQUIRED if r not in kept.values() and r not in info.supplied()]
     if missing:
         raise FileRejected(f"missing required column(s) {', '.join(missing)}; found {', '.join(names) or 'none'}")
+    for src in kept:  # a list or a struct cannot be read as one value (casting it to text raised, stopping the ingest)
+        if pa.types.is_nested(kind := pf.schema_arrow.field(src).type):
+            shape = str(kind).split("<")[0].removeprefix("large_")  # list, struct, map, fixed_size_list
+            raise FileRejected(f"column {src!r} holds nested values ({shape}), not one value per row; write it as "
+                               "text or a number")
     start = 1
     try:
         for batch in pf.iter_batches(batch_size=chunk_rows, columns=list(kept) + ([SOURCE_ERROR] if errors else [])):

@@ -8,6 +8,7 @@ rows read = loaded + rejected + duplicate, and one `ingest_files` row per file.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 
 from tests.records import GOOD, jsonl, record
@@ -50,12 +52,26 @@ def _gz(text: str) -> bytes:
 
 
 LONG = "x" * 5_000_000
+
+
+def _parquet(frame: pl.DataFrame) -> bytes:
+    out = io.BytesIO()
+    frame.write_parquet(out)
+    return out.getvalue()
+
+
+DEEP_PARQUET = _parquet(pl.DataFrame({"job_id": ["a"], "submitted_at": ["2026-11-01T10:00:00Z"], "status": ["PENDING"],
+                                      "team": [["x", "y"]]}))
 SOON = f"{datetime.now(UTC) + timedelta(hours=2):%Y-%m-%dT%H:%M:%SZ}"  # ahead of the clock, within the tolerance
 
 CASES = [
     Case("truncated-line", {"a.jsonl": line(job_id="a") + "\n" + line(job_id="b")[:40] + "\n"}, 1, 1,
          reason="not valid JSON"),
     Case("invalid-json", {"a.jsonl": "{job_id: 'a'}\n" + line(job_id="b") + "\n"}, 1, 1, reason="not valid JSON"),
+    # issue 48 item 1: a value nested 2,000 levels deep raised RecursionError: exit 1, 0 rows, the inbox never archived
+    Case("deep-nesting", {"a.jsonl": line(job_id="a") + "\n" + line(job_id="b")[:-1] + ', "extra": ' + "[" * 2000
+                          + "]" * 2000 + "}\n"}, 1, 1, reason="nested deeper than 100 levels"),
+    Case("parquet-column-of-lists", {"a.parquet": DEEP_PARQUET}, 0, file_rejected="holds nested values (list)"),
     Case("huge-queue-name", {"a.jsonl": jsonl(record(job_id="a", queue="q" * 3_000_000), record(job_id="b"))}, 1, 1,
          reason="queue is 1 to 128 characters",
          checks=[("SELECT max(length(raw_record)) <= 10000 FROM rejected_job_logs", True)]),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import json
 
 import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.ingest.readers import FileInfo, FileRejected, read_chunks
+from gpucast.tasks.ingest import readers
+from gpucast.tasks.ingest.readers import MAX_JSON_DEPTH, FileInfo, FileRejected, read_chunks, too_deep
 from tests.conftest import write
 from tests.records import jsonl, record
 
@@ -48,6 +50,46 @@ def test_nan_literal_in_json_survives_as_text(tmp_path):
     p = write(tmp_path / "a.jsonl", '{"job_id": "a", "learning_rate": NaN}\n')
     df, _ = read_all(p)
     assert df[c.LEARNING_RATE][0] == "nan"
+
+
+def nested(depth: int, opener: str = "[") -> str:
+    closer = {"[": "]", "{": "}"}[opener]
+    inner = '{"k": ' if opener == "{" else opener
+    return inner * depth + "1" + closer * depth
+
+
+@pytest.mark.parametrize("opener", ["[", "{"])
+def test_a_line_nested_too_deep_is_that_rows_read_error(tmp_path, opener):
+    """Issue 48 item 1: a value nested 2,000 levels deep raised RecursionError (json.loads) and stopped the whole
+    ingest, 0 rows loaded. It is that row's read error; the rows around it are read; 100 levels still read."""
+    deep = json.dumps(record(job_id="b"))[:-1] + ', "extra": ' + nested(2000, opener) + "}"
+    edge = json.dumps(record(job_id="c"))[:-1] + ', "extra": ' + nested(MAX_JSON_DEPTH - 1, opener) + "}"
+    in_text = json.dumps(record(job_id="d", team="[" * 3000))  # brackets inside a string are not nesting
+    df, _ = read_all(write(tmp_path / "a.jsonl", jsonl(record(job_id="a"), deep, edge, in_text)))
+    assert df["_row"].to_list() == [1, 2, 3, 4]
+    assert df[c.JOB_ID].to_list() == ["a", None, "c", "d"]
+    errors = df["_read_error"].to_list()
+    assert errors[0] is None and errors[2] is None and errors[3] is None
+    assert f"nested deeper than {MAX_JSON_DEPTH} levels" in errors[1]
+
+
+def test_a_sample_of_deep_lines_still_maps_the_keys(tmp_path):
+    """The key map reads a sample of lines with the stdlib: deep lines there are skipped, not fatal."""
+    lines = ['{"Job ID": "x", "extra": ' + nested(5000) + "}"] * 3 + ['{"Job ID": "y", "submitted_at": "2026-11-01"}']
+    df, _ = read_all(write(tmp_path / "a.jsonl", jsonl(*lines)))
+    assert df[c.JOB_ID].to_list() == [None, None, None, "y"]
+
+
+@pytest.mark.parametrize("text, deep", [
+    ("[" * 101 + "]" * 101, True),
+    ("[" * 100 + "]" * 100, False),
+    ("[[]," * 150 + "1" + "]" * 150, True),  # 150 levels reached one by one
+    ("[" + "[]," * 500 + "1]", False),  # 500 brackets, 2 levels
+    ('["' + "[" * 500 + '"]', False),  # inside a string
+    ('["\\", "\"[' + "[" * 500 + '"]', False),  # escaped quotes and backslashes do not end a string
+])
+def test_too_deep_counts_levels_not_brackets(text, deep):
+    assert (too_deep(text) is not None) == deep
 
 
 def test_chunking_keeps_line_numbers(tmp_path):
@@ -114,6 +156,27 @@ def test_parquet_columns_under_an_alias_are_read(tmp_path):
                   "lr": [0.001]}).write_parquet(p)
     df, _ = read_all(p)
     assert (df[c.JOB_ID][0], df[c.LEARNING_RATE][0]) == ("a", "0.001")
+
+
+def test_a_parquet_column_of_lists_rejects_the_file(tmp_path):
+    """Issue 48 item 1: a contract column holding lists could not be cast to text: the polars error stopped the
+    ingest (exit 1). The file is rejected with one reason naming the column."""
+    p = tmp_path / "a.parquet"
+    pl.DataFrame({"job_id": ["a"], "submitted_at": ["2026-11-01"], "status": ["PENDING"],
+                  "team": [["x", "y"]]}).write_parquet(p)
+    with pytest.raises(FileRejected, match=r"column 'team' holds nested values \(list\), not one value per row"):
+        read_all(p)
+
+
+def test_an_unforeseen_error_names_the_file_it_was_reading(tmp_path, monkeypatch):
+    """An error nobody foresaw still stops the run (exit 1, a traceback), and its last lines name the file."""
+    def broken(*_):
+        raise RuntimeError("a defect")
+    monkeypatch.setattr(readers, "_decode_json_lines", broken)
+    p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a")))
+    with pytest.raises(RuntimeError) as caught:
+        read_all(p)
+    assert caught.value.__notes__ == [f"gpucast: this happened while reading {p}"]
 
 
 def test_gzip_jsonl_reads(tmp_path):
