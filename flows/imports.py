@@ -29,7 +29,7 @@ from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
-from gpucast.warehouse.errors import printable
+from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
@@ -147,7 +147,8 @@ def import_mlflow(tracking_uri: str, experiments: tuple[str, ...] = (), since: s
     floor_ms = since_ms(since) if since else None
     client = mlflow_client(tracking_uri)
     found = resolve_experiments(client, tracking_uri, experiments)
-    marks = read_watermarks(settings.storage, "mlflow", tracking_uri)
+    location = redact(tracking_uri)  # the watermarks' key: a password or token in the URI is no part of the store's name
+    marks = read_watermarks(settings.storage, "mlflow", location)
     runs: list[MlflowRun] = []
     seen: dict[str, int] = {}
     for exp_id in found:
@@ -159,7 +160,7 @@ def import_mlflow(tracking_uri: str, experiments: tuple[str, ...] = (), since: s
     parsed = runs_to_jobs(runs, parsed_mapping)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     run = ingest_frame(parsed.jobs, f"mlflow-{stamp}.parquet", "mlflow", mapping, settings)
-    save_watermarks(settings.storage, "mlflow", tracking_uri, seen, run.run_id)
+    save_watermarks(settings.storage, "mlflow", location, seen, run.run_id)
     return MlflowImported(parsed, run, len(runs), found)
 
 
@@ -222,7 +223,7 @@ def not_a_local_store(tracking_uri: str) -> str | None:
 
 
 def _unreachable(tracking_uri: str, exc: Exception) -> SourceUnavailable:
-    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    said = (redact(str(exc)).strip().splitlines() or [type(exc).__name__])[0][:300]  # masked before the cut
     return SourceUnavailable(f"mlflow {tracking_uri}: cannot be read ({said}); check the tracking URI and that the "
                              "tracking server (or the store's disk) is reachable, then rerun")
 
@@ -301,7 +302,7 @@ def pull_sources(settings: Settings) -> SourcesResult:
                 raise SourcesError(source.problem)
             runs.update(_pull(source, settings))
         except Exception as exc:  # noqa: BLE001  (one source's failure, whatever it is, must not stop the others)
-            _failed(failed, settings, source.name, source.kind, exc)
+            _failed(failed, settings, redact(source.name), source.kind, exc)
     return SourcesResult(runs, failed)
 
 
@@ -318,7 +319,7 @@ def _pull(source: Source, settings: Settings) -> dict[str, IngestResult]:
     if source.kind == "mlflow":
         done = import_mlflow(o["tracking_uri"], tuple(o.get("experiments") or ()), since=o.get("since"),
                              mapping=o.get("mapping"), settings=settings)
-        return {source.name: done.run}
+        return {redact(source.name): done.run}  # the name holds the tracking URI (sources_file.py)
     join = (MlflowJoin(o["mlflow_uri"], tuple(o.get("mlflow_experiments") or ()), o.get("join_tag") or JOIN_TAG)
             if o.get("mlflow_uri") else None)
     if o.get("sacct"):

@@ -18,6 +18,8 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import StateType
 from prefect.client.schemas.sorting import FlowRunSort
 
+from gpucast.warehouse.errors import printable, redact
+
 FAILED = {StateType.FAILED, StateType.CRASHED}
 
 
@@ -74,10 +76,10 @@ def flow_runs_text(limit: int = 10, timeout_s: float | None = None) -> str:
             rows = recent_flow_runs(limit)
             upcoming = next_scheduled_runs()
         except Exception as exc:  # noqa: BLE001  (status must print what it has; the warehouse part is above)
-            return (f"Prefect flow runs: the API at {PREFECT_API_URL.value()} did not answer within {timeout_s} s "
-                    f"({type(exc).__name__}: {str(exc)[:200]}); check it with `prefect server status` or rerun "
-                    "with --no-flows")
-    return _runs_text(rows, upcoming)
+            return printable(f"Prefect flow runs: the API at {PREFECT_API_URL.value()} did not answer within "
+                             f"{timeout_s} s ({type(exc).__name__}: {redact(str(exc))[:200]}); check it with "
+                             "`prefect server status` or rerun with --no-flows")
+    return redact(_runs_text(rows, upcoming))  # a run's error may quote an address with its password
 
 
 def _runs_text(rows: list[dict], upcoming: list[dict]) -> str:

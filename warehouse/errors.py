@@ -13,18 +13,54 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
 # DuckDB reports a full disk as an IOException / TransactionException whose text carries the OS error
 IO_ERROR_TYPES = ("IOException", "TransactionException", "FatalException")  # DuckDB's, by name
 ENVIRONMENT_PHRASES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
 
+# A URI in free text: scheme://, its authority (user info, host, port) up to the path, then the rest up to a space
+# or a quote. A query string anywhere (`?name=...`, as an HTTP library quotes a request's path) to the same end.
+_URI = re.compile(r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^\s'"<>`/?#]*)(?P<rest>[^\s'"<>`]*)""")
+_QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
+HIDDEN = "***"
+
+
+def redact(text: str) -> str:
+    """`text` with the secrets a URI may carry masked: its user info (`user:password@`), query string and fragment,
+    so `http://alice:S3cret@host/mlflow?access_token=T` reads `http://***@host/mlflow?***`. A query string without
+    its URI (`url: /mlflow?access_token=T/api/...`, as requests and urllib3 quote a request) is masked too. Applied
+    wherever text that may hold a configured address is printed, logged or stored (`printable`, the run records of
+    `warehouse/runs.py`): a tracking URI, PREFECT_API_URL or GPUCAST_DASK_ADDRESS may hold a password or a token,
+    and planners read the run records. Apply it before cutting text short: a cut inside `user:pass@` hides the `@`
+    that marks the user info."""
+    if "://" not in text and "?" not in text and "#" not in text:
+        return text
+    return _QUERY.sub(lambda m: _hidden(m[0]), _URI.sub(_redact_uri, text))
+
+
+def _redact_uri(m: re.Match) -> str:
+    authority, rest = m["authority"], m["rest"]
+    if "@" in authority:
+        authority = HIDDEN + authority[authority.rindex("@"):]
+    cut = min((rest.index(mark) for mark in "?#" if mark in rest), default=None)
+    return m["scheme"] + authority + (rest if cut is None else rest[:cut] + _hidden(rest[cut:]))
+
+
+def _hidden(tail: str) -> str:
+    """A query string or fragment (`?...`, `#...`) masked; the sentence's punctuation after it kept."""
+    kept = tail[1:].rstrip(").,;:]")
+    return tail[0] + HIDDEN + tail[1 + len(kept):]
+
 
 def printable(text: str) -> str:
-    """`text` safe to print on a terminal or a log line: every character that is not printable (newlines, tabs,
-    ESC and the other C0/C1 controls, bidi overrides) written as its Python escape (`\\n`, `\\x1b`, `\\u202e`),
-    so a name read from a store (an MLflow experiment, a file name, a queue) can neither break the one line an
-    error is nor drive the terminal. Printable text, accents and CJK included, is kept as it is."""
+    """`text` safe to print on a terminal or a log line: the secrets of any URI in it masked (`redact`), and every
+    character that is not printable (newlines, tabs, ESC and the other C0/C1 controls, bidi overrides) written as
+    its Python escape (`\\n`, `\\x1b`, `\\u202e`), so a name read from a store (an MLflow experiment, a file name, a
+    queue) can neither break the one line an error is nor drive the terminal. Printable text, accents and CJK
+    included, is kept as it is."""
+    text = redact(text)
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)

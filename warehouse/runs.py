@@ -29,7 +29,7 @@ import duckdb
 
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import WarehouseBusy, writer
-from gpucast.warehouse.errors import printable
+from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
 
 log = logging.getLogger(__name__)
@@ -68,18 +68,19 @@ def start(con: duckdb.DuckDBPyConnection, run: Run, **columns) -> None:
 
 def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, message: str | None = None,
            **columns) -> None:
-    """Set a run's end state, message and any of its kind's columns (counts, ...)."""
+    """Set a run's end state, message and any of its kind's columns (counts, ...). The message is stored with
+    any URI's secrets masked (`redact`): planners read the run tables in the published copy."""
     table, key = RUN_TABLES[kind]
     sets = ["finished_at = ?", "status = ?", "message = ?", *[f"{c} = ?" for c in columns]]
     con.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {key} = ?",
-                [datetime.now(UTC), status, message[:MESSAGE_CHARS] if message else None, *columns.values(), run_id])
+                [datetime.now(UTC), status, redact(message)[:MESSAGE_CHARS] if message else None, *columns.values(), run_id])
 
 
 def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) -> None:
-    """Append `note` to a run's message (a warning about a run that still succeeded)."""
+    """Append `note` to a run's message (a warning about a run that still succeeded), secrets masked (`finish`)."""
     table, key = RUN_TABLES[kind]
     con.execute(f"UPDATE {table} SET message = left(concat_ws('; ', message, ?), ?) WHERE {key} = ?",
-                [note, MESSAGE_CHARS, run_id])
+                [redact(note), MESSAGE_CHARS, run_id])
 
 
 STOP_SIGNALS = ("TerminationSignal", "Terminated")  # Prefect's SIGTERM handler's exception, or the CLI's
@@ -93,7 +94,7 @@ def note_stop(exc: BaseException, where: str) -> None:
 
 
 def describe(exc: BaseException) -> str:
-    """The error as on-call should read it: its type and message."""
+    """The error as on-call should read it: its type and message, on one line, any URI's secrets masked (`printable`)."""
     if type(exc).__name__ in STOP_SIGNALS:
         return f"stopped by SIGTERM ({type(exc).__name__}); nothing of this run was published; rerunning is safe"
     return printable(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__

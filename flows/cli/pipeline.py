@@ -16,6 +16,7 @@ from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows.cli.options import _require_ml, settings_from, train_options
 from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import Rhythm, SimConfig
+from gpucast.warehouse.errors import redact
 
 # the demo's simulated history: 8 weeks with a rhythm (weekly seasonality to learn), about as many rows as the flat week
 # of 500 jobs it had, in the past (ingest refuses times after its clock): Friday 2026-09-04 to Thursday 2026-10-29, so
@@ -86,7 +87,7 @@ def _import_slurm(args: argparse.Namespace) -> int:
     join = MlflowJoin(args.mlflow_uri, tuple(args.mlflow_experiment or ()), args.join_tag) if args.mlflow_uri else None
     done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args), join=join)
     if join:
-        print(f"mlflow {join.tracking_uri}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
+        print(f"mlflow {redact(join.tracking_uri)}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
               "(model features from the run's params)")
     p, s = done.parsed, done.run
     print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps - p.orphan_steps:,} step(s) folded "
@@ -115,7 +116,7 @@ def _import_mlflow(args: argparse.Namespace) -> int:
     done = import_mlflow(args.tracking_uri, tuple(args.experiment or ()), since=args.since, mapping=args.mapping,
                          settings=settings_from(args))
     p, s = done.parsed, done.run
-    print(f"mlflow {args.tracking_uri}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
+    print(f"mlflow {redact(args.tracking_uri)}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
           f"changed: {p.jobs.height:,} job(s), {len(p.not_started):,} run(s) not started (not loaded); "
           f"{len(p.no_gpu_metrics):,} finished run(s) without GPU metrics (loaded without peak_gpu_mem_gb)")
     return _imported_run(s)

@@ -148,3 +148,62 @@ con.execute(f"""
 con.execute(f"SELECT {CONTRACT_COLS} FROM job_logs WHERE {c.STATUS} = ?", [status])
 '''
     assert sql_interpolations(source) == [(2, "job_id"), (3, "path")]
+
+
+# Credentials in a tracking URI (issue 48, item 5): user info, a token in the query string, one in the fragment
+SECRETS = ("S3cretPw", "T0kenQuery", "Fr4gment")
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed: nothing listens there
+
+
+def _tables_text(path: Path) -> str:
+    """Every row of every table and view of a DuckDB file, as text."""
+    import duckdb
+
+    with duckdb.connect(str(path), read_only=True) as con:
+        names = [n for (n,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        return "\n".join(repr(con.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names)
+
+
+def test_credentials_in_a_tracking_uri_reach_no_table_status_line_or_log(home, tmp_path, monkeypatch, capsys, caplog):
+    """A real, failing MLflow pull of sources.yaml's credential-bearing URIs, and `gpucast import mlflow` given one:
+    the secrets are in no table of the warehouse or the published copy, no `gpucast status` line, nothing printed
+    and no log record; the runs are still recorded failed, naming the host."""
+    import logging
+
+    from gpucast.flows.cli import main
+    from gpucast.flows.imports import pull_sources
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse.publish import publish_snapshot
+
+    port = _dead_port()
+    uris = [f"http://alice:{SECRETS[0]}@127.0.0.1:{port}/mlflow", f"http://127.0.0.1:{port}/mlflow?access_token={SECRETS[1]}",
+            f"http://127.0.0.1:{port}/mlflow#token={SECRETS[2]}", f"postgresql://alice:{SECRETS[0]}@127.0.0.1:{port}/mlflow"]
+    sources = tmp_path / "sources.yaml"
+    sources.write_text("mlflow:\n" + "".join(f"  - tracking_uri: '{u}'\n" for u in uris))
+    monkeypatch.setenv("GPUCAST_SOURCES", str(sources))
+    caplog.set_level(logging.DEBUG)
+
+    pulled = pull_sources(Settings.from_env().ensure())
+    assert len(pulled.failed) == 4 and not pulled.runs
+    assert f"mlflow http://***@127.0.0.1:{port}/mlflow failed: SourceUnavailable" in " ".join(pulled.failed.values())
+    assert main(["import", "mlflow", "--tracking-uri", uris[1]]) == 5
+    storage = Settings.from_env().storage
+    publish_snapshot(storage)
+    assert main(["status", "--no-flows"]) == 0
+
+    out, err = capsys.readouterr()
+    assert "127.0.0.1" in out and f"gpucast import: mlflow http://127.0.0.1:{port}/mlflow?***: cannot be read" in err
+    logged = "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    stored = _tables_text(storage.db_path) + _tables_text(storage.published_path)
+    assert "failed: SourceUnavailable: mlflow http://***@127.0.0.1" in stored
+    for secret in SECRETS:
+        for where, text in (("printed", out + err), ("logged", logged), ("pulled", repr(pulled)), ("stored", stored)):
+            assert secret not in text, (where, secret)
+        assert not [f for f in home.rglob("*") if f.is_file() and secret.encode() in f.read_bytes()]

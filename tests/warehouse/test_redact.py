@@ -1,0 +1,37 @@
+"""`redact`: a URI's user info, query string and fragment never reach a terminal, a log or a run record (issue 48,
+item 5). The end-to-end check (a failing MLflow pull from sources.yaml) is in tests/reliability/test_security.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpucast.warehouse.errors import printable, redact
+from gpucast.warehouse.runs import describe
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("mlflow http://alice:S3cret@host:5000/mlflow: cannot be read", "mlflow http://***@host:5000/mlflow: cannot be read"),
+    ("http://host/mlflow?access_token=T0k#frag", "http://host/mlflow?***"),
+    ("https://host/#tok=F", "https://host/#***"),
+    ("postgresql://alice:p@ss@db:5432/mlflow", "postgresql://***@db:5432/mlflow"),  # an @ in the password
+    ("tcp://u:pw@h:8786", "tcp://***@h:8786"),  # GPUCAST_DASK_ADDRESS
+    # requests quotes a request's path with the URI's query (MLflow appends its path after the query)
+    ("Max retries exceeded with url: /mlflow?access_token=T0k/api/2.0/x (Caused by", "Max retries exceeded with url: /mlflow?*** (Caused by"),
+    ("(see http://h/x?a=1), then", "(see http://h/x?***), then"),  # the sentence's punctuation kept
+    ("two http://a:b@h and 'http://c:d@h2/p'", "two http://***@h and 'http://***@h2/p'"),
+])
+def test_user_info_query_and_fragment_are_masked(text, shown):
+    assert redact(text) == shown
+
+
+@pytest.mark.parametrize("text", [
+    "http://127.0.0.1:5000/api", "file:///data/mlruns", "sqlite:////data/mlflow.db", "no file matches /x/sacct-??.txt",
+    "row #3 is bad", "what? nothing", "a plain line",
+])
+def test_text_without_secrets_is_kept(text):
+    assert redact(text) == text
+
+
+def test_every_printed_or_recorded_line_is_redacted():
+    assert printable("http://alice:S3cret@h\n") == "http://***@h\\n"
+    assert describe(ConnectionError("http://h/x?access_token=S3cret")) == "ConnectionError: http://h/x?***"
