@@ -10,8 +10,11 @@ A small YAML file (default `$GPUCAST_HOME/inventory.yaml`, or `GPUCAST_INVENTORY
 Each GPU's memory comes from the catalogue. Any mistake (an unknown GPU type, a negative, fractional
 or absurd count, a missing field, an unknown key, broken YAML, a YAML tag such as `!!python/name:...`)
 is an `InventoryError` naming the file and the line, raised before anything is planned: nothing is
-published half. Nothing in the file is ever constructed as a Python object: it is composed into YAML
-nodes, every node's tag is checked against the plain YAML types, and only then are scalars read.
+published half. So is a key given twice (`plain_yaml`, for every configuration file) and a queue or GPU type
+name with white space at either end, an invisible or control character, or Latin, Greek and Cyrillic letters
+mixed (`plain_yaml.name_problem`): a look-alike of a queue the logs name. Nothing in the file is ever
+constructed as a Python object: it is composed into YAML nodes, every node's tag is checked against the
+plain YAML types, and only then are scalars read.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from gpucast.expectations import catalog
-from gpucast.expectations.plain_yaml import first_unplain, line_of, read_config, shown_tag, where
+from gpucast.expectations.plain_yaml import first_unplain, line_of, name_problem, read_config, shown_tag, where
 
 ENTRY_KEYS = ("gpu_type", "count")
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
@@ -88,6 +91,7 @@ def load_inventory(path: Path) -> Inventory:
         queue = _value(path, qnode)
         if not isinstance(queue, str) or not queue.strip():
             raise _fail(path, qnode, f"a queue name must be text, got {queue!r}")
+        _check_name(path, qnode, "queue", queue)
         if not isinstance(entries, yaml.SequenceNode) or not entries.value:
             raise _fail(path, entries, f"queue {queue!r} needs a list of {{gpu_type, count}} entries")
         for entry in entries.value:
@@ -97,6 +101,13 @@ def load_inventory(path: Path) -> Inventory:
             seen.add((queue, row.gpu_type))
             owned.append(row)
     return Inventory(str(path), tuple(owned))
+
+
+def _check_name(path: Path, node: yaml.Node, key: str, name: str) -> None:
+    """A queue or GPU type name as the job logs would spell it (`plain_yaml.name_problem`): `"gpu "` or `gpу` (a
+    Cyrillic у) was planned as a queue of its own with no jobs, while the real queue showed owned = null."""
+    if problem := name_problem(name):
+        raise _fail(path, node, f"{key} {ascii(name)} {problem}; write the name exactly as the job logs spell it")
 
 
 def _compose(path: Path) -> yaml.Node:
@@ -120,6 +131,8 @@ def _owned(path: Path, queue: str, entry: yaml.Node) -> Owned:
         raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
     type_node, count_node = fields["gpu_type"][1], fields["count"][1]
     name = _value(path, type_node)
+    if isinstance(name, str):
+        _check_name(path, type_node, "gpu_type", name)
     gpu_type = catalog.canonical(str(name)) if name is not None else None
     if gpu_type is None or gpu_type not in catalog.gpus():
         raise _fail(path, type_node, f"unknown GPU type {name!r} (the catalogue knows: {', '.join(catalog.gpus())})")

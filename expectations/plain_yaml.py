@@ -10,12 +10,15 @@ anything is built (building it made a 2.8 GB string and took the night down).
 
 Every reader opens its file with `read_config` (not found, unreadable, not UTF-8, not YAML: one line each) and
 names a place in it as `where` does, `file:line` (what editors and compilers print), so an error in any
-configuration file reads `sources.yaml:7: <the rule>`.
+configuration file reads `sources.yaml:7: <the rule>`. A key given twice in one mapping is refused there too, for
+every file alike (YAML loaders keep the last one silently: two `queues:` blocks dropped the first, `{count: 48,
+count: 2}` owned 2). `name_problem` is the rule for names a file defines (the inventory's queues and GPU types).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -66,15 +69,65 @@ def read_config(path: str | Path, error: type[ValueError], what: str, docs: str)
 
 
 def compose(text: str) -> yaml.Node | None:
-    """The text's YAML node tree (None for an empty document); `YamlRefused` for text YAML cannot parse."""
+    """The text's YAML node tree (None for an empty document); `YamlRefused` for text YAML cannot parse, or with a
+    key given twice in one mapping (`repeated_key`)."""
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
         raise YamlRefused(mark.line + 1 if mark is not None else 1, f"not valid YAML: {problem}") from None
     except (ValueError, RecursionError) as exc:  # text PyYAML cannot take at all (a NUL character, 10,000 `[`)
         raise YamlRefused(1, f"not valid YAML: {type(exc).__name__}") from None
+    if root is not None and (twice := repeated_key(root)) is not None:
+        again, first = twice
+        raise YamlRefused(line_of(again), f"{shown_key(again.value)} is given twice in one mapping (first on line "
+                                          f"{line_of(first)}); keep one: YAML would silently keep only the last")
+    return root
+
+
+def repeated_key(root: yaml.Node) -> tuple[yaml.ScalarNode, yaml.ScalarNode] | None:
+    """The first key written twice in one mapping (its second node, its first), or None. Keys are the same when
+    their text and tag are (`count` and `"count"` are; `1` and `"1"` are not); checked iteratively, each node once."""
+    todo, seen = [root], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[tuple[str, str], yaml.ScalarNode] = {}
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if (key.tag, key.value) in keys:
+                        return key, keys[key.tag, key.value]
+                    keys[key.tag, key.value] = key
+            todo += [n for pair in reversed(node.value) for n in reversed(pair)]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += reversed(node.value)
+    return None
+
+
+# Scripts whose letters look alike (`gpу` is two Latin letters and a Cyrillic one). A name may use any one script;
+# mixing these is refused. Whole names in one other script that look Latin are not caught: the plan's note names
+# an inventory queue no job uses.
+CONFUSABLE_SCRIPTS = ("LATIN", "GREEK", "CYRILLIC")
+
+
+def name_problem(text: str) -> str | None:
+    """Why `text` cannot be a name a file defines (a queue, a GPU type), else None: it must not begin or end with
+    white space, hold a control, format or other invisible character (a space is the only blank allowed inside),
+    or mix letters of the look-alike scripts `CONFUSABLE_SCRIPTS`. Such a name is a different queue from the one
+    the job logs name, while looking the same."""
+    if text != text.strip():
+        return "begins or ends with white space"
+    for ch in text:
+        if ch != " " and unicodedata.category(ch)[0] in "CZ":
+            return f"holds an invisible or control character (U+{ord(ch):04X})"
+    scripts = sorted({unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()} & set(CONFUSABLE_SCRIPTS))
+    if len(scripts) > 1:
+        return f"mixes {' and '.join(s.title() for s in scripts)} letters (a look-alike of a name?)"
+    return None
 
 
 def shown_key(text: str) -> str:

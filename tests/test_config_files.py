@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpucast.expectations.inventory import InventoryError, load_inventory
-from gpucast.expectations.plain_yaml import where
+from gpucast.expectations.plain_yaml import compose, where
 from gpucast.tasks.sources.mapping import MappingError, load_mapping
 from gpucast.tasks.sources.sources_file import SourcesError, load_sources
 
@@ -31,6 +31,31 @@ def test_each_file_kind_names_the_file_and_line_of_a_problem_alike(tmp_path, rea
         read(path)
     message = str(caught.value)
     assert message.startswith(f"{where(path, line)}: ") and rule in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("read, error", READERS)
+@pytest.mark.parametrize("content, line, key, first", [
+    ("a: 1\nb: 2\na: 3\n", 3, "a", 1),  # at the top level: two `queues:` blocks dropped the first
+    ("a:\n  - {count: 48, count: 2}\n", 2, "count", 2),  # in a flow mapping: the inventory owned 2
+    ("a:\n  - x: 1\n    'x': 2\n", 3, "x", 2),  # quoted or not, the same key
+])
+def test_a_key_given_twice_is_refused_in_every_file_kind(tmp_path, read, error, content, line, key, first):
+    """Issue 48 item 9: YAML keeps the last of two equal keys silently; every configuration file refuses them, with
+    the file, the line of the second, the key and the line of the first (the mapping file alone did before)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(content)
+    with pytest.raises(error) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{where(path, line)}: {key!r} is given twice in one mapping (first on line {first})"), \
+        message
+    assert "\n" not in message
+
+
+def test_keys_that_differ_in_type_are_not_the_same_key():
+    """`1` and `"1"` are two keys in YAML (an int and a string): not a repeat (each file kind's own rules judge
+    them); an alias used twice is one node, read once."""
+    assert compose("a: {1: x, '1': y}\nb: &s {k: 1}\nc: *s\nd: *s\n") is not None
 
 
 @pytest.mark.parametrize("read, error", READERS)

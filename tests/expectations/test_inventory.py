@@ -90,3 +90,43 @@ def test_the_safe_loader_alone_would_raise_on_these(tmp_path):
     """Why the check is needed: PyYAML's safe loader refuses a Python tag with its own error type."""
     with pytest.raises(yaml.constructor.ConstructorError):
         yaml.safe_load("count: !!python/name:os.system ''")
+
+
+@pytest.mark.parametrize("text, line, message", [
+    # issue 48 item 9: each was a queue of its own with no jobs, while the real queue `gpu` showed owned = null
+    ("queues:\n  'gpu ':\n    - {gpu_type: A100-80GB, count: 8}\n", 2, "queue 'gpu ' begins or ends with white space"),
+    ("queues:\n  \" gpu\":\n    - {gpu_type: A100-80GB, count: 8}\n", 2, "queue ' gpu' begins or ends with white space"),
+    ("queues:\n  gp\u0443:\n    - {gpu_type: A100-80GB, count: 8}\n", 2,
+     r"queue 'gp\u0443' mixes Cyrillic and Latin letters"),
+    ("queues:\n  \u03b1100:\n    - {gpu_type: A100-80GB, count: 8}\n", 2, None),  # Greek alone: one script, allowed
+    ("queues:\n  a\u03b1:\n    - {gpu_type: A100-80GB, count: 8}\n", 2, r"queue 'a\u03b1' mixes Greek and Latin letters"),
+    ("queues:\n  \"gpu\\u200b\":\n    - {gpu_type: A100-80GB, count: 8}\n", 2,
+     r"queue 'gpu\u200b' holds an invisible or control character (U+200B)"),
+    ("queues:\n  \"g\\tpu\":\n    - {gpu_type: A100-80GB, count: 8}\n", 2,
+     r"queue 'g\tpu' holds an invisible or control character (U+0009)"),
+    ("queues:\n  gpu:\n    - {gpu_type: 'A100-80GB ', count: 8}\n", 3, "gpu_type 'A100-80GB ' begins or ends with"),
+    ("queues:\n  gpu:\n    - {gpu_type: \u0410100-80GB, count: 8}\n", 3, r"gpu_type '\u0410100-80GB' mixes Cyrillic and"),
+    # a key given twice (plain_yaml, every configuration file): the first was dropped silently
+    ("queues:\n  a:\n    - {gpu_type: A100-80GB, count: 1}\nqueues:\n  b:\n    - {gpu_type: A100-80GB, count: 2}\n", 4,
+     "'queues' is given twice in one mapping (first on line 1)"),
+    ("queues:\n  a:\n    - {gpu_type: A100-80GB, count: 48, count: 2}\n", 3, "'count' is given twice"),
+    ("queues:\n  a:\n    - {gpu_type: A100-80GB, count: 4}\n  a:\n    - {gpu_type: L4-24GB, count: 4}\n", 4,
+     "'a' is given twice"),
+])
+def test_a_look_alike_name_or_a_repeated_key_is_refused(tmp_path, text, line, message):
+    path = tmp_path / "inventory.yaml"
+    path.write_text(text, encoding="utf-8")
+    if message is None:
+        assert load_inventory(path).owned
+        return
+    with pytest.raises(InventoryError) as caught:
+        load_inventory(path)
+    assert str(caught.value).startswith(f"{path}:{line}: {message}"), str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_name_with_spaces_inside_and_other_scripts_is_a_name(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text("queues:\n  night shift 2:\n    - {gpu_type: A100-80GB, count: 8}\n"
+                    "  \u65e5\u672c-gpu:\n    - {gpu_type: a100 80gb, count: 8}\n", encoding="utf-8")
+    assert [o.queue for o in load_inventory(path).owned] == ["night shift 2", "\u65e5\u672c-gpu"]

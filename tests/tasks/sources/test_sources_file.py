@@ -38,6 +38,9 @@ def test_an_empty_file_lists_nothing(tmp_path):
     ("inbox: true\n", 1, "its top level lists sources by kind (mlflow, slurm); found an unknown key"),
     ("mlflow: http://x\n", 1, "`mlflow` is a list of entries"),
     ("mlflow: [\n", 2, "not valid YAML"),
+    # issue 48 item 9: the last `files` was kept silently; two `slurm:` blocks dropped the first
+    ("slurm:\n  - files: a.txt\n    files: b.txt\n", 3, "'files' is given twice in one mapping (first on line 2)"),
+    ("slurm:\n  - files: a.txt\nslurm:\n  - sacct: true\n", 3, "'slurm' is given twice in one mapping (first on line 1)"),
 ])
 def test_a_file_it_cannot_read_is_one_line_naming_the_file(tmp_path, text, line, says):
     path = write(tmp_path / "s.yaml", text)
