@@ -216,6 +216,7 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
         notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_GPU_MEM_GB), owned unknown")
     jobs = _in_window(jobs, start, days)
     rows, unplaceable, coloc, unknown_total = [], [], [], 0
+    planned: dict[str, set[str]] = {}  # queue -> the GPU types a pending job is planned on
     for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list() + list(queues or []), gpu_types, default_gb).items():
         qjobs = jobs.filter(pl.col("queue") == queue)
         pick, too_big = _smallest_type_that_holds(qjobs, options)
@@ -225,18 +226,48 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
             sub = qjobs.filter(pl.Series((pick == t) & ~too_big))
             unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
             unknown_total += int(unknown.sum())
+            if sub.height:
+                planned.setdefault(queue, set()).add(choice.gpu_type)
             p50, p90 = (_pack_group(sub, unknown, choice, q, days) for q in QUANTILES)
             rows += _day_rows(queue, choice, start, days, p50, p90)
             coloc += [{**g, "queue": queue, "gpu_type": choice.gpu_type, "day": start + timedelta(days=g["day"])}
                       for g in p90.groups]
             if progress:
                 progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
+    if inventory is not None:
+        notes += unused_inventory(inventory, set(jobs["queue"].unique().to_list()), planned, set(queues or []),
+                                  gpu_types)
     plan_rows = pl.DataFrame(rows, schema=PLAN_SCHEMA).with_columns(
         *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
     ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", "gpu_type")
     unplaceable_df = pl.concat(unplaceable) if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
     return Plan(plan_rows, unplaceable_df, pl.DataFrame(coloc, schema=COLOCATION_SCHEMA),
                 jobs.height - unplaceable_df.height, unknown_total, notes)
+
+
+def unused_inventory(inventory: Inventory, pending: set[str], planned: dict[str, set[str]], expected: set[str],
+                     gpu_types: list[str] | None = None) -> list[str]:
+    """Notes naming what the inventory and the jobs do not share (issue 48: a queue `gpу`, Cyrillic у, was planned
+    as a queue of its own with no jobs while the real `gpu` showed owned = null, with no note): inventory queues
+    with no pending job in the plan (`pending`) and no expected arrivals (`expected`: the queues the demand
+    forecast knows); the queues of pending jobs the inventory does not list (planned with owned unknown); and, in
+    a queue with pending jobs, an owned GPU type none of them is planned on (`planned`: queue -> types used;
+    narrowed to `gpu_types` when given). Empty when everything is used."""
+    owned = inventory.queues()
+    unused = [q for q in owned if q not in pending and q not in expected]
+    unlisted = sorted(q for q in pending if q not in owned)
+    idle = [f"{o.gpu_type} of {q!r}" for q in owned if q in pending for o in owned[q]
+            if o.gpu_type not in planned.get(q, set()) and (not gpu_types or o.gpu_type in gpu_types)]
+    out = []
+    if unused:
+        out.append(f"inventory queue(s) no job uses: {', '.join(map(repr, unused))} (no pending job, no expected "
+                   f"arrivals; spelt as the job logs spell it? {inventory.source})")
+    if unlisted:
+        shown = ", ".join(map(repr, unlisted[:10])) + (f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else "")
+        out.append(f"queue(s) of pending jobs the inventory does not list, planned with owned unknown: {shown}")
+    if idle:
+        out.append(f"owned GPU type(s) no pending job is planned on: {', '.join(idle)}")
+    return out
 
 
 def _in_window(jobs: pl.DataFrame, start: date, days: int) -> pl.DataFrame:

@@ -121,6 +121,32 @@ def test_a_queue_without_inventory_is_planned_on_the_default_gpu_with_owned_unkn
     assert none.notes and none.rows["gpus_owned"].to_list() == [None]
 
 
+def test_the_note_names_inventory_queues_and_gpu_types_no_job_uses(tmp_path):
+    """Issue 48 item 9: an inventory queue spelt otherwise than the logs' (`gpu` with a Cyrillic у) was planned as a
+    queue with no jobs while the real one showed owned = null, and no note said so. Each side is named."""
+    path = tmp_path / "inventory.yaml"
+    path.write_text("queues:\n  \u0433\u0440\u0443:\n    - {gpu_type: A100-80GB, count: 8}\n"
+                    "  small:\n    - {gpu_type: L4-24GB, count: 1}\n    - {gpu_type: A100-40GB, count: 3}\n"
+                    "  idle:\n    - {gpu_type: L4-24GB, count: 1}\n", encoding="utf-8")
+    plan = plan_capacity(jobs([("a", "gpu", 0, 1, 30.0, 5.0, 5.0), ("b", "small", 0, 1, 10.0, 5.0, 5.0)]),
+                         load_inventory(path), START, 1, queues=["idle"])  # `idle`: the demand forecast expects jobs
+    assert plan.notes == [
+        f"inventory queue(s) no job uses: '\u0433\u0440\u0443' (no pending job, no expected arrivals; spelt as the "
+        f"job logs spell it? {path})",
+        "queue(s) of pending jobs the inventory does not list, planned with owned unknown: 'gpu'",
+        "owned GPU type(s) no pending job is planned on: A100-40GB of 'small'",
+    ]
+
+
+def test_no_note_when_the_inventory_and_the_jobs_match(inventory):
+    plan = plan_capacity(jobs([("a", "big", 0, 1, 30.0, 5.0, 5.0), ("b", "small", 0, 1, 10.0, 5.0, 5.0),
+                               ("c", "small", 0, 1, 30.0, 5.0, 5.0)]), inventory, START, 1)
+    assert plan.notes == []
+    narrowed = plan_capacity(jobs([("b", "small", 0, 1, 10.0, 5.0, 5.0)]), inventory, START, 1,
+                             gpu_types=["L4-24GB"], queues=["big"])
+    assert narrowed.notes == []  # A100-40GB is left out by --gpu-types, not unused
+
+
 def test_jobs_waiting_since_before_the_plan_start_on_its_first_day_and_later_ones_on_theirs(inventory):
     plan = plan_capacity(jobs([("old", "big", -3, 1, 70.0, 5.0, 5.0), ("later", "big", 2, 1, 70.0, 5.0, 5.0),
                                ("beyond", "big", 9, 1, 70.0, 5.0, 5.0)]), inventory, START, 3)
