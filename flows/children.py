@@ -144,6 +144,38 @@ def serving(server: TemporaryServer | None) -> Iterator[None]:
             os.environ["PREFECT_API_URL"] = before
 
 
+API_CHECK_S = 5.0  # a configured Prefect API answers its health check within this, or the command does not start
+
+
+def api_problem(url: str, timeout_s: float = API_CHECK_S) -> str | None:
+    """Why the configured Prefect API at `url` cannot run a command's flows, as the start of one line; None when it
+    answers its health check (`GET <url>/health`) within `timeout_s`.
+
+    Asked once, before a flow command starts, through Prefect's own client (a site's auth, headers and TLS settings
+    apply) with `timeout_s` per request and no retries, as `gpucast status` asks (`flows/status.py`). Without it, an
+    API at a dead port or answering 404 ended the command in Prefect's traceback (exit 1, 113 lines) after ~10 s of
+    retries, and a server that accepts connections and never answers held it silent for 437 s first (issue 48,
+    item 6)."""
+    import httpx
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    bounded = {PREFECT_API_URL: url, PREFECT_API_REQUEST_TIMEOUT: timeout_s, PREFECT_CLIENT_MAX_RETRIES: 0}
+    with temporary_settings(updates=bounded), get_client(sync_client=True) as client:
+        failed = client.api_healthcheck()
+    if failed is None:
+        return None
+    status = getattr(getattr(failed, "response", None), "status_code", None)
+    said = (str(failed).strip().splitlines() or [""])[0][:200]
+    if status:
+        why = f"answered HTTP {status} to its health check (is it the server's API address, ending in /api?)"
+    elif isinstance(failed, httpx.TimeoutException):
+        why = f"did not answer its health check within {timeout_s:g} s ({type(failed).__name__})"
+    else:
+        why = f"cannot be reached ({type(failed).__name__}: {said})"
+    return f"the Prefect API at {url} (PREFECT_API_URL) {why}"
+
+
 def without_heartbeats():
     """Prefect's settings with flow-run heartbeats off, for runs against a server that ends with its process.
 

@@ -29,7 +29,8 @@ EXIT_CODES = """exit codes:
      GPUCAST_SQL_TIMEOUT_S or a result past GPUCAST_SQL_MEMORY
   3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
   4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
-  5  environment: disk full, permission denied, read-only file system, or a missing install extra
+  5  environment: disk full, permission denied, read-only file system, a missing install extra, or a configured
+     Prefect API (PREFECT_API_URL) that does not answer
   6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)
   143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
 
@@ -164,8 +165,12 @@ def run_command(args: argparse.Namespace) -> int:
     configure()  # Prefect's defaults, before any flow module imports Prefect
     server = None
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
-        if prefect_api_in_use() is None:  # start the temporary server now: it starts while we import
+        if (api := prefect_api_in_use()) is None:  # start the temporary server now: it starts while we import
             server = children.start()
+        elif problem := children.api_problem(api):  # one configured: it must answer before anything starts
+            print(f"gpucast {args.command}: {printable(problem)}; start it (`prefect server start`) or point "
+                  "PREFECT_API_URL at one that runs, or unset it to run with a temporary local server", file=sys.stderr)
+            return 5
         quiet_expected_errors()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)

@@ -4,18 +4,23 @@ A real `prefect server start` on a free loopback port; `gpucast ingest` in a fre
 `PREFECT_API_URL` pointing at it starts no temporary API server (no uvicorn child, Prefect's
 `SubprocessASGIServer` never started) and its flow run is recorded by that server. Without the
 setting, the same command starts its temporary server (gpucast's, `flows/children.py`): the check tells
-the two apart.
+the two apart. A configured API that cannot be used (a dead port, a server answering 404, one that accepts and never
+answers) ends the command at once: exit 5 and one line (issue 48, item 6).
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -105,3 +110,75 @@ def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_pa
     """gpucast's own (flows/children.py), never Prefect's `SubprocessASGIServer` (issue 39, item 3)."""
     started = ingest(tmp_path, "temporary")
     assert started["started"] == [] and len(started["uvicorn"]) == 1, started
+
+
+@contextlib.contextmanager
+def _answering_404() -> Iterator[int]:
+    """An HTTP server on a free loopback port answering 404 to everything (not a Prefect API); its port."""
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def _never_answering() -> Iterator[int]:
+    """A socket on a free loopback port that accepts connections and never answers; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                held.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+@contextlib.contextmanager
+def _dead_port() -> Iterator[int]:
+    yield _free_port()  # closed: nothing listens there
+
+
+@pytest.mark.parametrize(("api", "says"), [
+    (_dead_port, "cannot be reached (ConnectError"),
+    (_answering_404, "answered HTTP 404 to its health check"),
+    (_never_answering, "did not answer its health check within 5 s (ReadTimeout)"),
+])
+def test_an_unusable_configured_api_ends_the_command_in_one_line_at_once(tmp_path, api, says):
+    """Before this, exit 1 and Prefect's 113-line traceback (dead port, 404) or 437 s of silence first (never
+    answering). The line names the API (its password masked) and what to do; no flow starts."""
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text(jsonl(record(job_id="a")))
+    with api() as port:
+        url = f"http://alice:S3cretPw@127.0.0.1:{port}/api"
+        t0 = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "ingest", str(logs)], capture_output=True,
+                              text=True, env=_clean_env(GPUCAST_HOME=str(tmp_path / "home"), PREFECT_API_URL=url),
+                              timeout=120)
+        seconds = time.monotonic() - t0
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 5 and len(lines) == 1, done.stdout + done.stderr[-3000:]
+    assert lines[0].startswith(f"gpucast ingest: the Prefect API at http://***@127.0.0.1:{port}/api (PREFECT_API_URL) "
+                               f"{says}"), lines[0]
+    assert "unset it to run with a temporary local server" in lines[0] and "S3cretPw" not in lines[0]
+    assert seconds < 30, seconds  # the process's start (~2-4 s) and the 5 s health check; it was 437 s
