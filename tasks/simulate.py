@@ -197,11 +197,21 @@ def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction:
         },
         strict=False,
     ).select(c.COLUMNS).with_columns(pl.col(*c.TARGETS, c.GPU_PEAK_TFLOPS).fill_nan(None))
+    frame = _typed(frame)
     if keep_outcomes:
         return frame.with_columns(pl.Series("_gflops", np.round(gflops, 2)), pl.Series("_mem_gb", np.round(mem_gb, 3)),
                                   pl.Series("_runtime_h", np.round(runtime_h, 4)), pl.Series("_oom", oom),
                                   pl.Series("_gpu_gb", hardware["gpu_gb"]))
     return frame
+
+
+def _typed(frame: pl.DataFrame) -> pl.DataFrame:
+    """Columns built from Python lists that held no value (a day of no jobs, a day of only pending ones) typed as
+    they are on any other day: the two timestamps, else text. Untyped (`null`), adding a minute to `submitted_at`
+    failed, and `gpucast simulate --history-days 1 --jobs-per-day 5 --seed 3` (a quiet Sunday: 0 jobs) stopped."""
+    untyped = [n for n, t in frame.schema.items() if t == pl.Null]
+    return frame.with_columns(pl.col(n).cast(pl.Datetime("us", "UTC") if n in (c.SUBMITTED_AT, c.UPDATED_AT)
+                                             else pl.String) for n in untyped)
 
 
 def _per_architecture(arch_idx: np.ndarray, field: int, pick=lambda v: v) -> np.ndarray:

@@ -138,3 +138,29 @@ def test_gpucast_simulate_has_a_rhythm_by_default_and_flat_on_request(tmp_path, 
     assert days[0] < 15 and days[6] < 15 and min(days[1:6]) > 40  # Sunday 2026-11-01 and Saturday: quiet
     assert main(["simulate", "--out", str(tmp_path / "bad"), "--burst-chance", "2"]) == 2
     assert "--burst-chance" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_tiny_simulations_with_days_of_no_jobs_are_written(tmp_path, fmt):
+    """Issue 48 item 11: `gpucast simulate --history-days 1 --jobs-per-day 5 --seed 3` drew 0 jobs for its one day
+    (a Sunday, at the rhythm's weekend factor) and stopped on a Polars error (the untyped, empty `submitted_at`).
+    A day of no jobs is a file of no records; a Friday's pending jobs still start on a Saturday of none."""
+    from datetime import date
+
+    from gpucast.tasks.ingest.readers import read_chunks
+    from gpucast.tasks.simulate import Rhythm
+
+    cfg = SimConfig(days=3, jobs_per_day=6, pending_fraction=0.5, start=date(2026, 10, 30), fmt=fmt, seed=3,
+                    rhythm=Rhythm(weekend_factor=0.0, trend_per_week=0.0, burst_chance=0.0))  # Fri, Sat, Sun
+    paths = write_logs(tmp_path, cfg)
+    rows = [sum(ch.height for ch in read_chunks(p)) for p in paths]
+    assert rows[0] >= 6 and rows[2] == 0
+    saturday = pl.concat(list(read_chunks(paths[1])), how="diagonal") if rows[1] else None
+    assert saturday is None or set(saturday[c.STATUS]) <= {"RUNNING", "COMPLETED", "FAILED"}  # Friday's starts only
+
+
+def test_gpucast_simulate_one_quiet_day(tmp_path, capsys):
+    from gpucast.flows.cli import main
+
+    assert main(["simulate", "--out", str(tmp_path), "--history-days", "1", "--jobs-per-day", "5", "--seed", "3"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["jobs-2026-11-01.jsonl"]
