@@ -149,8 +149,10 @@ def _score(args: argparse.Namespace) -> int:
     s = settings_from(args)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of), storage=s.storage,
                         planning=s.planning, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
-    print(f"score run {out.score_run_id}: {out.forecasts:,} forecasts for {out.pending_jobs:,} pending jobs "
-          f"({', '.join(f'{t}: {m}' for t, m in out.champions.items())})")
+    champions = ", ".join(f"{t}: {m}" for t, m in out.champions.items()) or (  # none: it printed "()" (issue 48)
+        "no champion yet: jobs without model features are forecast from the scheduler's history; run `gpucast train` "
+        "(or `gpucast nightly`) to forecast jobs with model features")
+    print(f"score run {out.score_run_id}: {out.forecasts:,} forecasts for {out.pending_jobs:,} pending jobs ({champions})")
     print('see: gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"')
     return 0
 
