@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 from prefect.futures import PrefectFuture, as_completed
@@ -35,13 +36,15 @@ class RunnerChoice:
     note: str | None = None
 
 
-def choose_runner(cluster: Cluster, local_cluster: bool) -> RunnerChoice:
+def choose_runner(cluster: Cluster, local_cluster: bool, scratch: Path | None = None) -> RunnerChoice:
     """The runner for a fan-out, from the cluster settings.
 
     `train_runner=local`: this process, one task after another. A `dask_address`: that scheduler when it
     answers within `DASK_CONNECT_TIMEOUT_S`, else this process with the reason as the note. No address:
     a local cluster of `dask_workers` processes (one per core by default), one thread each, reporting to
-    this run's Prefect API, its dashboard on `dask_dashboard_host` (127.0.0.1), when `local_cluster`; else
+    this run's Prefect API, its dashboard on `dask_dashboard_host` (127.0.0.1), its workers' scratch space
+    in `scratch` (the run's staging folder, under GPUCAST_HOME and removed with it; Dask's default,
+    `$TMPDIR/dask-scratch-space`, stayed behind outside the data directory), when `local_cluster`; else
     this process.
     """
     if cluster.train_runner == "local" and local_cluster:
@@ -67,9 +70,13 @@ def choose_runner(cluster: Cluster, local_cluster: bool) -> RunnerChoice:
     # every interface (0.0.0.0:8787) while printing http://127.0.0.1:8787/status; a port in use: Dask takes a free one
     host = cluster.dask_dashboard_host
     dashboard = f"[{host}]:8787" if ":" in host else f"{host}:8787"
-    return RunnerChoice(DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
-                                                       "processes": True, "env": env, "dashboard_address": dashboard,
-                                                       "preload": [children.__name__]}))  # out of our group
+    kwargs = {"n_workers": workers, "threads_per_worker": 1, "processes": True, "env": env,
+              "dashboard_address": dashboard, "preload": [children.__name__]}  # preload: out of our group
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        kwargs["local_directory"] = str(scratch)  # the workers' (and their nannies')
+        kwargs["scheduler_kwargs"] = {"local_directory": str(scratch)}  # the scheduler's, in this process
+    return RunnerChoice(DaskTaskRunner(cluster_kwargs=kwargs))
 
 
 def dask_unreachable(address: str, timeout_s: float) -> str | None:

@@ -186,7 +186,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
                                                          tracing=settings.tracing).history_path
         windows = gate_windows(settings, options.targets)
         previous = {t: w["champion"].model for t, w in windows.items()}
-        choice = runners.choose_runner(cluster, local_cluster=True)
+        choice = runners.choose_runner(cluster, local_cluster=True, scratch=run.staging / "dask")
         if choice.note:
             get_run_logger().warning(choice.note)
         fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows, previous)
