@@ -88,18 +88,34 @@ def test_sweep_removes_staging_of_dead_processes_only(home):
 def test_old_model_folders_are_pruned_but_never_a_champions_or_a_running_one(home):
     settings = Settings.from_env().ensure().storage
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    ids = {f"r{i}": runs.new_run_id("train", t0 + timedelta(days=i)) for i in range(1, 7)}  # as a run names itself
     statuses = {"r1": "succeeded", "r2": "succeeded", "r3": "failed", "r4": "succeeded", "r5": "succeeded",
                 "r6": "running"}
     with db.writer(settings) as con:
         for i, (run, status) in enumerate(statuses.items()):
-            _start(con, "train", run, models=["lightgbm"])
+            _start(con, "train", ids[run], models=["lightgbm"])
             con.execute("UPDATE train_runs SET started_at = ?, status = ? WHERE train_run_id = ?",
-                        [t0 + timedelta(days=i), status, run])
-            (settings.models_dir / run).mkdir(parents=True)
+                        [t0 + timedelta(days=i), status, ids[run]])
+            (settings.models_dir / ids[run]).mkdir(parents=True)
         # r1 trained the only champion of runtime_hours (later runs skipped that target): scoring needs it
         con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
-                    "VALUES ('r1', 'runtime_hours', 'lightgbm', 500, ?)", [str(settings.models_dir / "r1")])
+                    "VALUES (?, 'runtime_hours', 'lightgbm', 500, ?)", [ids["r1"], str(settings.models_dir / ids["r1"])])
         keep = training.runs_to_keep(con, 2)
+    # issue 48 item 11: what gpucast did not write there was deleted too (every folder not kept went)
+    foreign = ["traces", "my-experiments", "train-old", ids["r2"] + "-copy"]
+    for name in foreign:
+        (settings.models_dir / name).mkdir()
+        (settings.models_dir / name / "notes.txt").write_text("mine")
+    (settings.models_dir / "traces.json").write_text("{}")
     removed = store.prune(settings.models_dir, keep)
-    assert [p.name for p in removed] == ["r2", "r3"]
-    assert sorted(p.name for p in settings.models_dir.iterdir()) == ["r1", "r4", "r5", "r6"]
+    assert [p.name for p in removed] == [ids["r2"], ids["r3"]]
+    assert sorted(p.name for p in settings.models_dir.iterdir()) == sorted(
+        [ids[r] for r in ("r1", "r4", "r5", "r6")] + foreign + ["traces.json"])
+    assert all((settings.models_dir / name / "notes.txt").read_text() == "mine" for name in foreign)
+
+
+def test_a_run_folders_name_is_what_a_train_run_is_named():
+    """`store.RUN_FOLDER` (tasks may not import the warehouse) recognises `runs.new_run_id`'s train ids, only them."""
+    now = datetime(2026, 11, 28, 2, 0, tzinfo=UTC)
+    assert store.RUN_FOLDER.fullmatch(runs.new_run_id("train", now))
+    assert not store.RUN_FOLDER.fullmatch(runs.new_run_id("score", now))

@@ -7,7 +7,9 @@
         test_predictions.parquet   repeat 0's test rows: actual and every model's prediction (the report)
 
 Which runs to keep is the warehouse's answer (`warehouse.training.runs_to_keep`); `prune` removes
-the folders of all other runs. A folder's metrics and champion stay in the warehouse after it goes.
+the folders of all other runs, and only those: a folder named as a train run is (`RUN_FOLDER`). Anything else
+under `models_dir` (the trace cache, a folder a person put there) is not gpucast's to delete (it was: every
+folder not kept went). A folder's metrics and champion stay in the warehouse after it goes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import logging
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,8 @@ from gpucast.tasks.learn.models import compiled, registry
 
 log = logging.getLogger(__name__)
 
+# A train run's folder: its run id, `train-<UTC time>-<6 hex>` (warehouse/runs.py `new_run_id`; the test pins the two)
+RUN_FOLDER = re.compile(r"train-\d{8}T\d{6}Z-[0-9a-f]{6}")
 ENCODER_FILE = "encoder.json"
 METADATA_FILE = "metadata.json"
 TEST_PREDICTIONS_FILE = "test_predictions.parquet"
@@ -146,10 +151,11 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
 
 
 def prune(models_dir: Path, keep: set[str]) -> list[Path]:
-    """Delete every run folder under `models_dir` whose run id is not in `keep`; return them."""
+    """Delete every train run's folder (`RUN_FOLDER`) under `models_dir` whose run id is not in `keep`; return them.
+    Nothing else there is touched (a link named like a run is not followed: not a run folder gpucast wrote)."""
     removed = []
     for folder in sorted(models_dir.iterdir()) if models_dir.exists() else []:
-        if folder.is_dir() and folder.name not in keep:
+        if RUN_FOLDER.fullmatch(folder.name) and folder.is_dir() and not folder.is_symlink() and folder.name not in keep:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
