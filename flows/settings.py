@@ -32,6 +32,7 @@ directory, `GPUCAST_HOME` (default `./.gpucast`).
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
@@ -398,5 +399,11 @@ class Settings:
         return default if default.exists() else None
 
     def ensure(self) -> Settings:
+        """Make the data directory's folders (`Storage.ensure`), and refuse a lock file (`writer.lock`,
+        `nightly.lock`) that is a folder. A file where a folder goes, or that folder, raises the OS's error, which
+        `environment_error` (warehouse/errors.py) words as one line naming the path: exit code 5."""
         self.storage.ensure()
+        for lock in self.storage.home.glob("*.lock"):
+            if lock.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(lock))
         return self

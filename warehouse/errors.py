@@ -1,6 +1,7 @@
 """Storage errors as the layers above see them: only this module knows DuckDB's exception types.
 
-* `environment_error`: the machine's fault, not the input's or the code's (disk full, permissions).
+* `environment_error`: the machine's fault, not the input's or the code's (disk full, permissions, a file where a
+  folder is needed or the reverse).
   The command line turns it into exit code 5 with one line (`flows/cli/process.py`), tasks that retry
   transient failures do not retry it (`flows/errors.py`), and the publish does not mistake it for a
   corrupted warehouse (`warehouse/publish.py`).
@@ -14,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from pathlib import Path
 
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
 # DuckDB reports a full disk as an IOException / TransactionException whose text carries the OS error
@@ -72,6 +74,8 @@ def environment_error(exc: BaseException) -> str | None:
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in ENVIRONMENT_ERRNOS:
             return f"{os.strerror(seen.errno)}: {seen.filename or seen}; free space or fix permissions, then rerun"
+        if isinstance(seen, OSError) and (wrong := wrong_kind_of_path(seen)):
+            return wrong
         # only errors of I/O carry the OS's words; an SQL error that merely quotes them is not one
         if isinstance(seen, OSError) or type(seen).__name__ in IO_ERROR_TYPES:
             text = str(seen)
@@ -79,6 +83,26 @@ def environment_error(exc: BaseException) -> str | None:
                 if phrase in text:
                     return f"{phrase}: {text.splitlines()[0][:300]}; free space or fix permissions, then rerun"
         seen = seen.__cause__ or seen.__context__
+    return None
+
+
+WRONG_KIND_ERRNOS = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR}
+
+
+def wrong_kind_of_path(exc: OSError) -> str | None:
+    """One line for an OS error that a file where a folder is needed caused (a data directory, `inbox`, `staging` or
+    `lake` that is a file: mkdir's EEXIST, or ENOTDIR below it), or a folder where a file is (a lock file such as
+    `writer.lock` that is a folder: EISDIR); it names the path that is in the way, found on the disk. None for
+    any other error, or when the disk does not show such a path (an EEXIST of a folder that exists)."""
+    if exc.errno not in WRONG_KIND_ERRNOS or not exc.filename:
+        return None
+    path = Path(os.fsdecode(exc.filename)).absolute()
+    if exc.errno == errno.EISDIR:
+        return (f"{path} is a folder where gpucast needs a file; move the folder away (gpucast makes the file), "
+                "then rerun") if path.is_dir() else None
+    for part in reversed((path, *path.parents)):  # from the root down: the first that is there but not a folder
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file where gpucast needs a folder; move the file away (gpucast makes the folder), then rerun"
     return None
 
 

@@ -20,6 +20,7 @@ from typing import NoReturn
 from gpucast.flows import children
 from gpucast.flows.cli.options import ML_MODULES
 from gpucast.flows.environment import configure, prefect_api_in_use
+from gpucast.flows.settings import Settings
 from gpucast.warehouse.errors import environment_error, printable, storage_error
 
 EXIT_CODES = """exit codes:
@@ -29,8 +30,9 @@ EXIT_CODES = """exit codes:
      GPUCAST_SQL_TIMEOUT_S or a result past GPUCAST_SQL_MEMORY
   3  busy: another gpucast writer or run holds the warehouse (wait, or see `gpucast status`)
   4  failed validation: too many rejected rows tonight (rows are in rejected_job_logs)
-  5  environment: disk full, permission denied, read-only file system, a missing install extra, or a configured
-     Prefect API (PREFECT_API_URL) that does not answer
+  5  environment: disk full, permission denied, read-only file system, a file where a folder is needed (or a
+     folder where a file is), a missing install extra, or a configured Prefect API (PREFECT_API_URL) that does not
+     answer
   6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)
   143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
 
@@ -162,8 +164,13 @@ def quiet_expected_errors() -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed command: its flow's temporary server, SIGTERM's handler, and the exit code its outcome gets."""
-    configure()  # Prefect's defaults, before any flow module imports Prefect
     server = None
+    try:
+        configure()  # Prefect's defaults, before any flow module imports Prefect (its home: under GPUCAST_HOME)
+        if args.command in FLOW_COMMANDS:  # the data directory's folders, before a server or a flow starts
+            Settings.from_env().ensure()
+    except Exception as exc:  # noqa: BLE001  (a file where a folder goes: one line, exit 5)
+        return _answer(args.command, exc)
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
         if (api := prefect_api_in_use()) is None:  # start the temporary server now: it starts while we import
             server = children.start()
@@ -182,11 +189,16 @@ def run_command(args: argparse.Namespace) -> int:
         print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)
     except Exception as exc:  # noqa: BLE001  (the last line a person sees must say what failed)
-        code, message = _exit_code(exc)
-        if code == 1:
-            raise
-        print(f"gpucast {args.command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
-        return code
+        return _answer(args.command, exc)
+
+
+def _answer(command: str, exc: Exception) -> int:
+    """The exit code of a command's error, after its one line; an error nobody foresaw is raised (its traceback)."""
+    code, message = _exit_code(exc)
+    if code == 1:
+        raise exc
+    print(f"gpucast {command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
+    return code
 
 
 def _exit_code(exc: BaseException) -> tuple[int, str]:

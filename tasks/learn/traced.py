@@ -29,11 +29,13 @@ killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new trac
 night pays once per configuration. A failure or a timeout is cached too, with its reason, and is not
 retried every night: a failure is retried only under another torch version (an upgrade may fix it), a
 timeout only when the bound is now longer than the one it ran out of. An unreadable cache file is
-reported and replaced, never an error.
+reported and replaced, and one that cannot be written (`models/traces.json` a folder, a read-only disk) is
+reported and the night goes on with tonight's traces held in memory: a bad cache costs traces, never the night.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
@@ -236,14 +238,22 @@ def load_cache(path: Path | None) -> tuple[dict[str, dict], str | None]:
         return {}, f"trace cache {path} unreadable ({type(exc).__name__}: {exc}); starting a new one"
 
 
-def save_cache(path: Path | None, entries: dict[str, dict]) -> None:
-    """Write the cache atomically (a crash mid-write leaves the previous file)."""
+def save_cache(path: Path | None, entries: dict[str, dict]) -> str | None:
+    """Write the cache atomically (a crash mid-write leaves the previous file); a warning when it cannot be
+    written (the path a folder, a file where `models/` goes, a full or read-only disk), never an error."""
     if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        return (f"trace cache {path} cannot be written ({type(exc).__name__}: {exc}); tonight's traces are used "
+                "but not kept: move what is in the way, or free the disk")
+    return None
 
 
 def reusable(entry: dict, torch_version: str | None, trace_seconds: float) -> bool:
@@ -278,8 +288,8 @@ def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
             tracer: Callable[[Config], dict] = zoo_trace, progress: Callable[[str], None] | None = None,
             cache_path: Path | None = None) -> dict[str, str | tuple[dict, bool]]:
     """Per configuration key: (its entry, traced tonight?) from the cache or a new trace, or `NIGHT_SPENT`.
-    New entries go into `cache` (and its file, after each trace)."""
-    torch_version, spent, out = _torch_version(), 0.0, {}
+    New entries go into `cache` (and its file, after each trace; a file that cannot be written is reported once)."""
+    torch_version, spent, out, unsaved = _torch_version(), 0.0, {}, None
     for config in dict.fromkeys(configs):  # each configuration once, in order of first appearance
         entry = cache.get(config.key)
         if entry is not None and reusable(entry, torch_version, bounds.trace_seconds):
@@ -294,10 +304,13 @@ def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         spent += time.monotonic() - t0
         cache[config.key] = entry
-        save_cache(cache_path, cache)
+        warning = save_cache(cache_path, cache)
         out[config.key] = (entry, True)
         if progress:
             progress(_describe(config, entry))
+            if warning and not unsaved:
+                progress(warning)
+        unsaved = unsaved or warning
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import subprocess
 import sys
@@ -112,3 +113,50 @@ def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_ex
     assert any(line.startswith("gpucast train: this command needs the `ml` extra (") and "pip install 'gpucast[ml]'" in line
                for line in train.stderr.splitlines()), train.stderr[-2000:]
     assert "Traceback" not in train.stderr
+
+
+# A file where gpucast needs a folder, or a folder where it needs a file (issue 48, item 8): (what is in the way,
+# is it a folder, the command that meets it). Each was exit 1 and a traceback.
+WRONG_KIND = [
+    ("", False, "status"),  # GPUCAST_HOME itself a file: Prefect's home is made under it by every command
+    ("", False, "ingest"),
+    ("inbox", False, "ingest"),
+    ("staging", False, "ingest"),
+    ("lake", False, "ingest"),
+    ("writer.lock", True, "ingest"),
+    ("nightly.lock", True, "nightly"),
+]
+
+
+@pytest.mark.parametrize(("name", "folder", "command"), WRONG_KIND)
+def test_a_path_of_the_wrong_kind_is_exit_5_and_one_line_naming_it(tmp_path, name, folder, command):
+    """The real command in a fresh process: exit 5 and one line naming the path and what to do, within seconds
+    (refused before a Prefect server or flow starts), no traceback."""
+    home = tmp_path / "home"
+    blocker = home / name if name else home
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        (blocker / "x").mkdir(parents=True)
+    else:
+        blocker.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"GPUCAST_HOME": str(home)}
+    done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", command], capture_output=True, text=True,
+                          env=env, timeout=120)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 5 and len(lines) == 1, done.stdout + done.stderr[-3000:]
+    kind, needed = ("folder", "file") if folder else ("file", "folder")
+    assert lines[0] == (f"gpucast {command}: {blocker} is a {kind} where gpucast needs a {needed}; move the {kind} "
+                        f"away (gpucast makes the {needed}), then rerun")
+
+
+def test_the_path_in_the_way_is_found_on_the_disk_whatever_raised(tmp_path):
+    """Mid-run (a flow started by a deployment, where no command checked first): the OS's error is worded the same
+    way wherever it is raised; an EEXIST of a folder that is there is no such error (a bug: exit 1)."""
+    (tmp_path / "lake").write_text("")
+    (tmp_path / "writer.lock").mkdir()
+    below = NotADirectoryError(errno.ENOTDIR, "Not a directory", str(tmp_path / "lake" / "job_logs"))
+    assert _exit_code(below) == (5, f"{tmp_path / 'lake'} is a file where gpucast needs a folder; move the file away "
+                                    "(gpucast makes the folder), then rerun")
+    code, line = _exit_code(IsADirectoryError(errno.EISDIR, "Is a directory", str(tmp_path / "writer.lock")))
+    assert code == 5 and line.startswith(f"{tmp_path / 'writer.lock'} is a folder where gpucast needs a file")
+    assert _exit_code(FileExistsError(errno.EEXIST, "File exists", str(tmp_path / "writer.lock")))[0] == 1

@@ -157,6 +157,34 @@ def test_an_unreadable_cache_is_reported_and_replaced(tmp_path, content):
     assert "unreadable" in lines[0] and json.loads(cache.read_text())["version"] == traced.CACHE_VERSION
 
 
+def _folder(cache):
+    (cache / "x").mkdir(parents=True)  # traces.json a folder (with something in it)
+
+
+def _models_a_file(cache):
+    cache.parent.write_text("not a folder")
+
+
+def _not_text(cache):
+    cache.parent.mkdir()
+    cache.write_bytes(b"\xff\xfe\x00 not UTF-8")
+
+
+@pytest.mark.parametrize("spoil", [_folder, _models_a_file, _not_text])
+def test_a_cache_that_cannot_be_read_or_written_costs_no_trace_and_no_error(tmp_path, spoil):
+    """Issue 48, item 8: `models/traces.json` a folder (or `models` a file) failed the score when the first new trace
+    was saved (IsADirectoryError); the cache is taken as empty, the night's traces are used, and a line says so."""
+    cache = tmp_path / "models" / "traces.json"
+    spoil(cache)
+    lines: list[str] = []
+    trace = traced.trace_jobs(jobs(), cache, Bounds(30, 60), lines.append, tracer=fake_tracer)
+    assert statuses(trace)[:2] == ["traced", "traced"]
+    assert any("resnet50" in line for line in lines)
+    warnings = [line for line in lines if line.startswith("trace cache")]
+    assert warnings and all("\n" not in w and str(tmp_path / "models") in w for w in warnings), lines
+    assert not list(tmp_path.glob("models/.traces.json.*.tmp"))  # nothing half-written left behind
+
+
 def test_a_name_contradicting_the_logged_parameters_is_flagged(tmp_path):
     rows = jobs(**{c.PARAMS_MILLION: [None, 200.0, 3.0, 1.0]})  # job b: 'ResNet-50' with 200 M parameters?
     built = features.build(rows, traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
