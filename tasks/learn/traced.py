@@ -24,6 +24,8 @@ and its FLOPs are multiplied by the GPU count.
 **Bounds**: each trace runs in a child process ('spawn': a clean interpreter, no forked torch threads),
 killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new traces stop once
 `Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night.
+The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`_exit_with_parent`); before,
+it traced on, orphaned, until its trace ended, however long that took (nobody was left to kill it).
 
 **Cache** (a JSON file, `Storage.trace_cache_path`: models/traces.json), keyed by the configuration, so a
 night pays once per configuration. A failure or a timeout is cached too, with its reason, and is not
@@ -40,6 +42,7 @@ import json
 import math
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,7 +176,26 @@ def zoo_trace(config: Config) -> dict:
             "flops": t.flops, "seconds": t.seconds}
 
 
-def _child(tracer: Callable[[Config], dict], config: Config, conn) -> None:
+PARENT_POLL_S = 0.2  # how often a trace's child looks for its parent
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In the trace's child: a thread that ends the process once `parent` is gone (reparented to pid 1 or a
+    subreaper), however it ended. Polling `os.getppid()`, as the temporary Prefect server does (flows/children.py),
+    rather than Linux's PR_SET_PDEATHSIG: that signal fires when the *thread* that started the child ends, and
+    traces are started from Prefect's and Dask's worker threads, which may end while the process goes on (a
+    healthy trace would be killed); it is Linux-only too. The trace is Python code (FakeTensorMode's dispatch),
+    which lets this thread run every few milliseconds."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gpucast-trace-parent-watch", daemon=True).start()
+
+
+def _child(tracer: Callable[[Config], dict], config: Config, conn, parent: int) -> None:
+    _exit_with_parent(parent)  # `parent` handed over: it may be gone already by now
     try:
         conn.send(("traced", tracer(config)))
     except BaseException as exc:  # noqa: BLE001  (any failure of a trace is recorded, with its reason)
@@ -189,7 +211,8 @@ def run_trace(config: Config, seconds: float, tracer: Callable[[Config], dict] =
     receive, send = ctx.Pipe(duplex=False)
     t0 = time.monotonic()
     try:
-        proc = ctx.Process(target=_child, args=(tracer, config, send), daemon=True, name=f"trace {config.arch}")
+        proc = ctx.Process(target=_child, args=(tracer, config, send, os.getpid()), daemon=True,
+                           name=f"trace {config.arch}")
         proc.start()
     except Exception as exc:  # noqa: BLE001  (e.g. inside a daemonic worker: no child processes there)
         return {"status": "failed", "reason": f"could not start the trace's process: {type(exc).__name__}: {exc}"}

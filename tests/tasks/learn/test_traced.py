@@ -7,6 +7,7 @@ imports them by name. One test traces a real (small) torchvision network through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -259,3 +260,64 @@ def test_the_detector_counts_the_training_jobs_with_a_traced_prior(tmp_path):
     rows = features.build(logged, traced.trace_jobs(logged, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer))
     assert ood.fit(rows, "residual").traced_rows == 2
     assert ood.fit(features.build(logged), "residual").traced_rows == 0
+
+
+def marking_tracer(config: traced.Config) -> dict:
+    """Says it started (its pid, in the file TRACE_MARK names), then traces for a minute."""
+    import os
+    from pathlib import Path
+
+    Path(os.environ["TRACE_MARK"]).write_text(str(os.getpid()))
+    time.sleep(60)
+    return dict(FAKE)
+
+
+PARENT = """
+from gpucast.tasks.learn import traced
+from tests.tasks.learn.test_traced import marking_tracer
+traced.run_trace(traced.Config("resnet50", 32, 224, "FP32", None, None), 120, marking_tracer)
+"""
+
+
+def test_a_trace_child_dies_with_its_parent_killed_by_sigkill(tmp_path):
+    """Issue 48, item 11: `kill -9` of the process tracing left the trace's child running until its trace ended."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    mark = tmp_path / "child.pid"
+    root = Path(__file__).resolve().parents[3]
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, env={**os.environ, "TRACE_MARK": str(mark)})
+    try:
+        deadline = time.monotonic() + 60
+        while not mark.exists() or not mark.read_text():  # the child is in its trace
+            assert parent.poll() is None and time.monotonic() < deadline, "the trace's child did not start"
+            time.sleep(0.1)
+        child = psutil.Process(int(mark.read_text()))
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _gone_within(child, 3.0), "the trace's child outlived its parent's SIGKILL"
+    finally:
+        parent.kill()
+        with contextlib.suppress(psutil.Error, OSError, ValueError):
+            psutil.Process(int(mark.read_text())).kill()
+
+
+def _gone_within(process, seconds: float) -> bool:
+    """Whether `process` (not our child) has exited within `seconds`: gone, or a zombie its new parent has not
+    reaped yet (a container's pid 1 may never reap)."""
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
