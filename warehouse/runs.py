@@ -68,12 +68,14 @@ def start(con: duckdb.DuckDBPyConnection, run: Run, **columns) -> None:
 
 def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, message: str | None = None,
            **columns) -> None:
-    """Set a run's end state, message and any of its kind's columns (counts, ...). The message is stored with
-    any URI's secrets masked (`redact`): planners read the run tables in the published copy."""
+    """Set a run's end state, message and any of its kind's columns (counts, ...). The message and every text column
+    (where fits ran, ...) are stored with any URI's secrets masked (`redact`): planners read the run tables in the
+    published copy."""
     table, key = RUN_TABLES[kind]
     sets = ["finished_at = ?", "status = ?", "message = ?", *[f"{c} = ?" for c in columns]]
+    values = [redact(v) if isinstance(v, str) else v for v in columns.values()]
     con.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {key} = ?",
-                [datetime.now(UTC), status, redact(message)[:MESSAGE_CHARS] if message else None, *columns.values(), run_id])
+                [datetime.now(UTC), status, redact(message)[:MESSAGE_CHARS] if message else None, *values, run_id])
 
 
 def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) -> None:

@@ -21,7 +21,7 @@ from gpucast.flows import children
 from gpucast.flows.cli.options import ML_MODULES
 from gpucast.flows.environment import configure, prefect_api_in_use
 from gpucast.flows.settings import Settings
-from gpucast.warehouse.errors import environment_error, printable, storage_error
+from gpucast.warehouse.errors import environment_error, printable, redact, storage_error
 
 EXIT_CODES = """exit codes:
   0  success
@@ -150,16 +150,35 @@ class ExpectedErrors(logging.Filter):
         return _exit_code(record.exc_info[1])[0] == 1
 
 
+class RedactedUris(logging.Filter):
+    """A record's message with the secrets of any URI in it masked (`redact`): Prefect's own lines quote the API's
+    address ("View at http://user:password@host/runs/..." is derived from PREFECT_API_URL), and a flow's
+    printed lines may quote a tracking URI. Changes the record itself, so every handler after it sees it masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if (masked := redact(message)) != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+REDACTED_LOGGERS = ("", "prefect.flow_runs", "prefect.task_runs", "prefect.extra")  # the console's; Prefect's API's
+
+
 def quiet_expected_errors() -> None:
     """Install `ExpectedErrors` on the root logger's handlers (Prefect's console handler lives there; the run
-    loggers propagate to it). Sets up Prefect's logging first (as its first flow would); idempotent."""
+    loggers propagate to it), and `RedactedUris` there and on the run loggers' handlers (Prefect's API handler).
+    Sets up Prefect's logging first (as its first flow would); idempotent."""
     from prefect.logging.configuration import ensure_logging_setup
 
     ensure_logging_setup()
 
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, ExpectedErrors) for f in handler.filters):
-            handler.addFilter(ExpectedErrors())
+    for name in REDACTED_LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            wanted = (RedactedUris, ExpectedErrors) if name == "" else (RedactedUris,)
+            for kind in wanted:
+                if not any(isinstance(f, kind) for f in handler.filters):
+                    handler.addFilter(kind())
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -85,7 +85,8 @@ def prefect_server(tmp_path_factory):
 
 
 def ingest(tmp_path: Path, name: str, **env: str) -> dict:
-    """`gpucast ingest` of two records in a fresh process and data directory; what it started."""
+    """`gpucast ingest` of two records in a fresh process and data directory; what it started (and, under "output",
+    what it printed)."""
     work = tmp_path / name
     logs = work / "logs.jsonl"
     logs.parent.mkdir(parents=True)
@@ -95,15 +96,26 @@ def ingest(tmp_path: Path, name: str, **env: str) -> dict:
                           env=_clean_env(GPUCAST_HOME=str(work / "home"), **env), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 loaded" in done.stdout, done.stdout
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()) | {"output": done.stdout + done.stderr}
 
 
 def test_a_running_server_is_used_and_no_temporary_server_starts(prefect_server, tmp_path):
     started = ingest(tmp_path, "with-server", PREFECT_API_URL=prefect_server)
-    assert started == {"code": 0, "started": [], "uvicorn": []}
+    assert started | {"output": ""} == {"code": 0, "started": [], "uvicorn": [], "output": ""}
     runs = httpx.post(f"{prefect_server}/flow_runs/filter",
                       json={"flows": {"name": {"any_": ["ingest-job-logs"]}}}, timeout=30).json()
     assert [r["state_type"] for r in runs] == ["COMPLETED"]  # the run is the server's
+
+
+def test_a_password_in_the_api_address_is_never_printed(prefect_server, tmp_path):
+    """Prefect's "View at <UI>" line is derived from PREFECT_API_URL, user info included (issue 48, item 5): every
+    line on the console (and sent to the API's logs) has it masked."""
+    with_password = prefect_server.replace("http://", "http://alice:S3cretPw@")
+    started = ingest(tmp_path, "with-password", PREFECT_API_URL=with_password)
+    assert started["code"] == 0 and "View at http://***@127.0.0.1:" in started["output"], started["output"][-3000:]
+    assert "S3cretPw" not in started["output"]
+    logs = httpx.post(f"{prefect_server}/logs/filter", json={"limit": 200}, timeout=30).json()
+    assert logs and not [r["message"] for r in logs if "S3cretPw" in r["message"]]
 
 
 def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path):
