@@ -40,6 +40,7 @@ from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
+from gpucast.warehouse.errors import redact
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import note_stop
@@ -171,7 +172,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             page = steps["page"] = str(write_site(settings.storage))
     except Exception as exc:
         night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds)
-        report = render.nightly_report(night, f"{type(exc).__name__}: {exc}")
+        report = render.nightly_report(night, f"{type(exc).__name__}: {redact(str(exc))}")  # the UI's artifact
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
             publish(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)

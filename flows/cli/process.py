@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from typing import NoReturn
 
 from gpucast.flows import children
@@ -151,14 +152,19 @@ class ExpectedErrors(logging.Filter):
 
 
 class RedactedUris(logging.Filter):
-    """A record's message with the secrets of any URI in it masked (`redact`): Prefect's own lines quote the API's
-    address ("View at http://user:password@host/runs/..." is derived from PREFECT_API_URL), and a flow's
-    printed lines may quote a tracking URI. Changes the record itself, so every handler after it sees it masked."""
+    """A record's message and traceback with the secrets of any URI in them masked (`redact`): Prefect's own lines
+    quote the API's address ("View at http://user:password@host/runs/..." is derived from PREFECT_API_URL), and a
+    flow's printed lines or errors may quote a tracking URI. Changes the record itself, so every handler after it
+    sees it masked (a formatter prints `exc_text` when it is set)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if (masked := redact(message)) != message:
             record.msg, record.args = masked, None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            shown = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            if (masked := redact(shown)) != shown:
+                record.exc_text = masked
         return True
 
 

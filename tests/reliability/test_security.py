@@ -207,3 +207,28 @@ def test_credentials_in_a_tracking_uri_reach_no_table_status_line_or_log(home, t
         for where, text in (("printed", out + err), ("logged", logged), ("pulled", repr(pulled)), ("stored", stored)):
             assert secret not in text, (where, secret)
         assert not [f for f in home.rglob("*") if f.is_file() and secret.encode() in f.read_bytes()]
+
+
+def test_log_records_have_uri_secrets_masked_in_message_and_traceback():
+    """The filter the CLI puts on the console's and Prefect's API log handlers (flows/cli/process.py)."""
+    import io
+    import logging
+
+    from gpucast.flows.cli.process import RedactedUris
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactedUris())
+    log = logging.getLogger("tests.redacted")
+    log.addHandler(handler)
+    try:
+        log.warning("View at %s/runs/1", f"http://alice:{SECRETS[0]}@host:4200")
+        try:
+            raise ConnectionError(f"http://host/mlflow?access_token={SECRETS[1]} refused")
+        except ConnectionError:
+            log.exception("pull failed")
+    finally:
+        log.removeHandler(handler)
+    shown = stream.getvalue()
+    assert "View at http://***@host:4200/runs/1" in shown and "ConnectionError: http://host/mlflow?*** refused" in shown
+    assert not any(secret in shown for secret in SECRETS)
