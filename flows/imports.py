@@ -1,7 +1,8 @@
 """`gpucast import slurm` and `gpucast import mlflow`: a scheduler's accounting and an experiment tracker's
 runs read into contract rows, staged, and ingested like any file.
 
-Wiring only: sacct's text comes from a file or from running `sacct`, MLflow's runs from MLflow's own client
+Wiring only: sacct's lines come from a file or from `sacct` as it prints them (read once, a line at a time,
+never held whole), MLflow's runs from MLflow's own client
 (imported lazily: the `mlflow` extra is optional); `tasks/sources/` turns them into rows; the rows are
 written as one Parquet file in a staging folder of this process and ingested through
 `ingest_job_logs`, so validation, quarantine, duplicates and reconciliation are exactly those of any file.
@@ -15,11 +16,16 @@ import glob
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from gpucast.expectations.results import IngestResult, SourcesResult
 from gpucast.flows.environment import child_environment, configure_mlflow
@@ -27,7 +33,7 @@ from gpucast.flows.errors import SourceUnavailable
 from gpucast.flows.settings import Settings
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
-from gpucast.tasks.sources.slurm import SACCT_FIELDS, NotSacctOutput, SlurmImport, parse_sacct
+from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
 from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging
@@ -36,6 +42,7 @@ from gpucast.warehouse.runs import describe, record_failed_run
 from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
 SACCT_TIMEOUT_S = 600
+STAGED_SCHEMA = pa.schema([(n, pa.string()) for n in SCHEMA])  # the Slurm import's staged file: every field text
 SEARCH_PAGE = 1000  # runs per MLflow search page
 OVERLAP_MS = 3600_000  # an import re-reads the hour before its watermark: the clocks of the machines that log differ
 
@@ -55,62 +62,101 @@ def sacct_command(since: str) -> list[str]:
             f"--starttime={since}", "--endtime=now"]
 
 
-def read_sacct(since: str) -> tuple[str, str]:
-    """(text, source name) from running `sacct` with times in UTC; `SourceUnavailable` (exit 5) without it."""
+def read_sacct(since: str) -> Iterator[bytes]:
+    """The lines `sacct` prints (times in UTC), read as it prints them (never held whole); `SourceUnavailable`
+    (exit 5) without sacct, when it fails (raised once its output is read: nothing is ingested), or when it runs
+    longer than SACCT_TIMEOUT_S."""
     if shutil.which("sacct") is None:
         raise SourceUnavailable("sacct is not installed or not on PATH; run on a Slurm login node, or export "
                                 "the accounting there (docs/sources.md) and import the file: gpucast import slurm FILE")
-    try:
-        done = subprocess.run(sacct_command(since), capture_output=True, text=True, timeout=SACCT_TIMEOUT_S,
-                              env=child_environment(TZ="UTC", SLURM_TIME_FORMAT="standard"), check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SourceUnavailable(f"sacct could not be run ({exc}); check the Slurm client, then rerun") from None
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or ["no message"])[0][:300]
-        raise SourceUnavailable(f"sacct failed (exit {done.returncode}): {said}; check that slurmdbd is reachable")
-    return done.stdout, f"sacct --starttime={since}"
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(sacct_command(since), stdout=subprocess.PIPE, stderr=err,
+                                    env=child_environment(TZ="UTC", SLURM_TIME_FORMAT="standard"))
+        except OSError as exc:
+            raise SourceUnavailable(f"sacct could not be run ({exc}); check the Slurm client, then rerun") from None
+        late = threading.Event()
+        timer = threading.Timer(SACCT_TIMEOUT_S, lambda: (late.set(), proc.kill()))
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            yield from lines_of(proc.stdout)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:  # abandoned (an error while reading): stopped, not left running
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        if late.is_set():
+            raise SourceUnavailable(f"sacct could not be run (it did not finish within {SACCT_TIMEOUT_S} s); check "
+                                    "that slurmdbd is reachable, or import a shorter period (--since)")
+        if code != 0:
+            err.seek(0)
+            said = (err.read().decode(errors="replace").strip().splitlines() or ["no message"])[0][:300]
+            raise SourceUnavailable(f"sacct failed (exit {code}): {said}; check that slurmdbd is reachable")
 
 
-def read_file(path: str) -> str:
-    """An exported sacct file's text; a file that is not text is not sacct output (exit 2)."""
+def read_file(path: str) -> Iterator[bytes]:
+    """An exported sacct file's lines, read one at a time (never held whole)."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{path}: no such file; give the sacct --parsable2 output to import")
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise NotSacctOutput(f"{path}: not sacct --parsable2 output (not UTF-8 text); export it with "
-                             "`sacct --parsable2` (docs/sources.md)") from None
+    with p.open("rb") as f:
+        yield from lines_of(f)
 
 
 def import_slurm(path: str | None = None, since: str | None = None, mapping: str | None = None,
                  settings: Settings | None = None, join: MlflowJoin | None = None) -> Imported:
     """Import one sacct output (a file, or `sacct` run when `path` is None) into the warehouse (source `slurm`).
-    `join`: the MLflow runs the jobs ran, whose params give the jobs' model features (docs/sources.md)."""
+    `join`: the MLflow runs the jobs ran, whose params give the jobs' model features (docs/sources.md).
+
+    The output is read once, a line at a time, and its rows written to the staged Parquet file a chunk at a time
+    (`SacctReader`): memory grows with the jobs, not with the file. Its header is read first (not sacct output:
+    exit 2 before anything else), and the whole output before the ingest run starts (nothing half-loaded)."""
     settings = (settings or Settings.from_env()).ensure()
     parsed_mapping = load_mapping(mapping) if mapping else None  # a bad mapping: one line, before anything
-    text, source = (read_file(path), path) if path else read_sacct(since or "now-1days")
-    parsed = parse_sacct(text, source, parsed_mapping)
-    joined = 0
-    if join:
-        runs = read_runs(join.tracking_uri, join.experiments, tagged=join.tag)
-        # the runs' params by MLflow's usual names: `mapping` describes the sacct side (Comment keys, fields)
-        parsed.jobs, joined = join_runs(parsed.jobs, [r for r, _ in runs], join.tag)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
-    return Imported(parsed, ingest_frame(parsed.jobs, name, "slurm", mapping, settings), joined)
+    lines, source = (read_file(path), path) if path else (read_sacct(since or "now-1days"), f"sacct --starttime={since or 'now-1days'}")
+    with contextlib.closing(lines):
+        reader = SacctReader(source, parsed_mapping)
+        reader.start(lines)
+        runs = [r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)] if join else []
+        joined = 0
+
+        def write(staged: Path) -> None:
+            nonlocal joined
+            with pq.ParquetWriter(staged, STAGED_SCHEMA) as out:
+                def emit(rows: pl.DataFrame) -> None:
+                    nonlocal joined
+                    if join:  # the runs' params by MLflow's usual names: `mapping` describes the sacct side
+                        rows, n = join_runs(rows, runs, join.tag)
+                        joined += n
+                    out.write_table(rows.to_arrow().cast(STAGED_SCHEMA))
+                reader.read(lines, emit)
+
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
+        run = ingest_written(write, name, "slurm", mapping, settings)
+    return Imported(reader.out, run, joined)
 
 
 def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None, settings: Settings) -> IngestResult:
     """Write an importer's rows as one Parquet file in a staging folder of this process and ingest it
     (validation, quarantine, duplicates and reconciliation of any file); the ingest run's summary."""
+    return ingest_written(jobs.write_parquet, name, source, mapping, settings)
+
+
+def ingest_written(write: Callable[[Path], object], name: str, source: str, mapping: str | None,
+                   settings: Settings) -> IngestResult:
+    """`write` an importer's rows to one Parquet file (`name`) in a staging folder of this process, then ingest it;
+    the ingest run's summary. What `write` raises stops it before the ingest run starts; the folder goes either way."""
     from gpucast.flows.ingest import ingest_job_logs
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = claim_staging(settings.storage.staging_dir / f"import-{source}-{os.getpid()}-{stamp}")
     try:
         staged = folder / name
-        jobs.write_parquet(staged)
+        write(staged)
         return ingest_job_logs(paths=[str(staged)], source=source, source_mapping=mapping, storage=settings.storage,
                                quality=settings.quality)
     finally:

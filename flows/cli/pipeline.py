@@ -90,13 +90,7 @@ def _import_slurm(args: argparse.Namespace) -> int:
         print(f"mlflow {redact(join.tracking_uri)}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
               "(model features from the run's params)")
     p, s = done.parsed, done.run
-    print(f"slurm: {p.lines:,} sacct line(s): {p.jobs.height:,} GPU job(s), {p.steps - p.orphan_steps:,} step(s) folded "
-          f"into their job, {len(p.no_gpu):,} job(s) without GPUs not loaded"
-          + (f", {p.orphan_steps:,} step(s) without their job line not loaded" if p.orphan_steps else "")
-          + (f", {p.superseded:,} line(s) superseded by a later record of their job" if p.superseded else "")
-          + f"; {len(p.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
-          + (f"; {len(p.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or unreadable): "
-             "run time from End - Start" if p.elapsed_from_times else ""))
+    print(f"slurm: {p.summary()}")  # what became of every line (tasks/sources/slurm.py)
     return _imported_run(s)
 
 

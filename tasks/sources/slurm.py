@@ -1,21 +1,29 @@
 """Slurm accounting (`sacct --parsable2`) as contract rows: one row per job, its steps folded in.
 
-Pure logic: text in, a Polars frame of contract fields (text, as any file's values) out; the flow writes
-it as a staging file and ingests it like any other (`flows/ingest.py`). The decisions (ids, states,
-times, GPUs, memory, model features) are written out in docs/sources.md, "Slurm accounting".
+Pure logic: lines in (bytes as read, or text), contract rows (text, as any file's values) out, a chunk of rows
+at a time; the flow writes the chunks to one staging file and ingests it like any other (`flows/imports.py`).
+The output is read once, line by line: per job only what its row needs is kept (its latest line, its steps'
+largest GPU memory figure, whether a step ran out of memory), so memory grows with the jobs, not the bytes.
+A line that cannot be used (not UTF-8, not the header's fields, a Comment nested too deep, an array range too
+large) becomes a row carrying its reason (`SOURCE_ERROR`), which the ingest quarantines; the rest load. The
+decisions (ids, states, times, GPUs, memory, arrays, model features) are written out in docs/sources.md,
+"Slurm accounting".
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import BinaryIO
 
 import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.readers import SOURCE_ERROR
 from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fields
 
 # The fields the docs recommend (`sacct --format=...`); Comment last, so a `|` inside it cannot shift the others.
@@ -23,8 +31,9 @@ SACCT_FIELDS = ("JobID", "JobName", "Cluster", "Partition", "Account", "User", "
                 "Start", "End", "Elapsed", "Timelimit", "AllocTRES", "ReqTRES", "TRESUsageInMax", "WCKey", "Comment")
 REQUIRED_FIELDS = ("JobID", "State", "Submit")
 
-# Slurm's job states -> (contract status, failure_reason); a state not listed is left as written, so the
-# contract quarantines the job ("status: 'X' is not one of ...") rather than gpucast guessing.
+# Slurm's job states -> (contract status, failure_reason), matched on the state's first word in upper case
+# (`CANCELLED by 1234`, `completed`); a state not listed is left as written, so the contract quarantines the
+# job ("status: 'X' is not one of ...") rather than gpucast guessing.
 STATES: dict[str, tuple[str, str | None]] = {
     "PENDING": ("PENDING", None), "REQUEUED": ("PENDING", None), "REQUEUE_HOLD": ("PENDING", None),
     "REQUEUE_FED": ("PENDING", None),
@@ -44,78 +53,430 @@ TRES_UNITS = {"": "B", "K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _TRES_NUMBER = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$")
 
+MAX_LINE_BYTES = 1 << 20  # a longer line is quarantined; only this much of it is ever held
+MAX_COMMENT_DEPTH = 64  # a JSON Comment nested deeper is not read: its job is quarantined (no RecursionError)
+# Tasks one array range record (`7000_[1-1000]`) is expanded into. Slurm's own cap is MaxArraySize (default 1001,
+# at most 4,000,001); a range naming more tasks than this is quarantined with the reason, not exploded into rows.
+MAX_ARRAY_TASKS = 100_000
+CHUNK_ROWS = 10_000  # rows handed on at a time (10,000 rows held as records: ~25 MB)
+SCHEMA = {n: pl.String for n in (*c.COLUMNS, SOURCE_ERROR)}
+_ARRAY_RANGE = re.compile(r"^(\d+)_\[([^\]]*)\](?:%\d+)?$")  # 7000_[1-1000], 7000_[1,3,5-9], 7000_[1-999:2%20]
+_ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_EPOCH = datetime(1970, 1, 1)
+
 
 class NotSacctOutput(MappingError):
     """The input is not `sacct --parsable2` output (bad input: exit 2, one line)."""
 
 
+class CutLine(bytes):
+    """A line longer than MAX_LINE_BYTES (`lines_of`): its first MAX_LINE_BYTES bytes; the rest was skipped."""
+
+
+def lines_of(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary stream (a file, `sacct`'s stdout) one at a time, never more than MAX_LINE_BYTES of one
+    held: a longer line is handed on cut (`CutLine`), the rest of it read and dropped."""
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield CutLine(line[:MAX_LINE_BYTES])
+        else:
+            yield line
+
+
 @dataclass
 class SlurmImport:
-    """The jobs parsed from one sacct output, and what happened to its lines."""
+    """What became of one sacct output's lines, and (`parse_sacct`) the rows it gave."""
 
-    jobs: pl.DataFrame  # contract fields, text (None = missing), one row per job
-    lines: int = 0  # data lines read (jobs and steps)
+    jobs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SCHEMA))  # `parse_sacct`'s rows
+    rows: int = 0  # contract rows given: a job's latest record, an array task, a quarantined line
+    lines: int = 0  # data lines read (jobs and steps; not the first header, not blank lines)
+    headers: int = 0  # header lines inside the output (exports joined, `sacct` run twice): skipped
     steps: int = 0  # step lines folded into their job
     orphan_steps: int = 0  # step lines whose job line is not in the output (not loaded)
-    superseded: int = 0  # job lines of a job id another of its lines is later than (`latest_record`): not loaded
+    superseded: int = 0  # job lines of a job another of its lines is later than (`_recency`): not loaded
+    quarantined: int = 0  # rows given with the import's reason (`SOURCE_ERROR`, the ingest rejects them)
+    unreadable: int = 0  # of those, lines not read at all (not UTF-8, not the header's fields, too long)
+    ranges: int = 0  # array range lines (`7000_[3-1000]`) expanded into one row per task
+    tasks: int = 0  # the tasks those ranges name
+    tasks_superseded: int = 0  # of those, tasks a later record of the task itself (or a later range) supersedes
     no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
     no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
     elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs without a usable Elapsed: End - Start
 
+    @property
+    def task_rows(self) -> int:
+        return self.tasks - self.tasks_superseded
+
     def accounted(self) -> int:
-        """The lines this says what became of: each GPU job loaded (or quarantined by the contract), step folded or
-        orphaned, job without GPUs, superseded line. Equal to `lines` (a test holds it)."""
-        return self.jobs.height + self.steps + len(self.no_gpu) + self.superseded
+        """The lines this says what became of: each row given for a line (a GPU job loaded or quarantined, an
+        unreadable line), array range expanded (its tasks counted apart), step folded or orphaned, job without
+        GPUs, superseded line, header inside the output. Equal to `lines` (a test holds it)."""
+        return (self.rows - self.task_rows) + self.ranges + self.steps + len(self.no_gpu) + self.superseded \
+            + self.headers
+
+    def summary(self) -> str:
+        """One line: what became of every line (`gpucast import slurm` prints it after `slurm: `)."""
+        jobs, refused = self.rows - self.task_rows - self.unreadable, self.quarantined - self.unreadable
+        return (f"{self.lines:,} sacct line(s): {jobs:,} GPU job(s)"
+                + (f" ({refused:,} quarantined by the import, with the reason)" if refused else "")
+                + (f", {self.ranges:,} array range(s) expanded into {self.tasks:,} task(s)"
+                   + (f" ({self.tasks_superseded:,} superseded by a later record of the task)"
+                      if self.tasks_superseded else "") if self.ranges else "")
+                + f", {self.steps - self.orphan_steps:,} step(s) folded into their job, {len(self.no_gpu):,} job(s) "
+                  "without GPUs not loaded"
+                + (f", {self.orphan_steps:,} step(s) without their job line not loaded" if self.orphan_steps else "")
+                + (f", {self.superseded:,} line(s) superseded by a later record of their job" if self.superseded else "")
+                + (f", {self.headers:,} header line(s) inside the output skipped" if self.headers else "")
+                + (f", {self.unreadable:,} unreadable line(s) quarantined" if self.unreadable else "")
+                + f"; {len(self.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
+                + (f"; {len(self.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or "
+                   "unreadable): run time from End - Start" if self.elapsed_from_times else ""))
 
 
-def parse_sacct(text: str, source: str, mapping: Mapping | None = None) -> SlurmImport:
-    """Parse `sacct --parsable2` output (any field order, extra fields ignored) into one contract row per job."""
-    header, rows = _rows(text, source)
-    jobs: dict[str, list[dict[str, str]]] = {}
-    steps: dict[str, list[dict[str, str]]] = {}
-    for row in rows:
-        job_id = row["JobID"]
-        if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
-            steps.setdefault(job_id.split(".", 1)[0], []).append(row)
-        else:
-            jobs.setdefault(job_id, []).append(row)  # several: a requeued job (`--duplicates`), exports joined
-    out = SlurmImport(pl.DataFrame(), lines=len(rows), steps=sum(len(s) for s in steps.values()))
-    out.orphan_steps = sum(len(s) for j, s in steps.items() if j not in jobs)
-    out.superseded = sum(len(lines) - 1 for lines in jobs.values())
-    records = []
-    for job_id, lines in jobs.items():
-        row = latest_record(lines)
-        record = _job(row, steps.get(job_id, []), mapping)
-        if record[c.GPU_COUNT] is None:
-            out.no_gpu.append(record[c.JOB_ID])
-            continue
-        if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
-            out.no_gpu_mem.append(record[c.JOB_ID])
-        runtime = record[c.RUNTIME_HOURS]
-        if runtime and not runtime.startswith("Elapsed") and record[c.STATUS] in FINISHED and not _hours(row.get("Elapsed")):
-            out.elapsed_from_times.append(record[c.JOB_ID])
-        records.append(record)
-    out.jobs = pl.DataFrame(records, schema={n: pl.String for n in c.COLUMNS}, orient="row") if records else \
-        pl.DataFrame(schema={n: pl.String for n in c.COLUMNS})
+def parse_sacct(text: str | Iterable[bytes | str], source: str, mapping: Mapping | None = None) -> SlurmImport:
+    """Parse `sacct --parsable2` output (any field order, extra fields ignored) into one contract row per job,
+    all of them in `jobs` (the flow streams them instead: `SacctReader`)."""
+    frames: list[pl.DataFrame] = []
+    out = SacctReader(source, mapping).read(text.split("\n") if isinstance(text, str) else text, frames.append)
+    out.jobs = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
     return out
 
 
-# A job id's lines ordered by the lifecycle stage their state is (the later wins when their times tie)
+# A job's lines ordered by the lifecycle stage their state is (the later wins when their times tie)
 STAGE = {"PENDING": 0, "RUNNING": 1, **dict.fromkeys(FINISHED, 2)}
+# What is kept per job (a list, indexed by these): its latest line so far and what its steps said
+RECENCY, LINE, HEADER, NUMBER, STEP_MEM, STEP_OOM, STEP_LINES = range(7)
 
 
-def latest_record(lines: list[dict[str, str]]) -> dict[str, str]:
-    """The line of a job id that is its latest record: the one whose latest known time (End, else Start, else
-    Submit: the last thing that happened to it) is latest; on a tie, the later stage (finished > running >
-    pending; a state gpucast does not know counts as pending); then the later line. So a requeued job's current
-    attempt wins over the attempts before it, and a job seen pending, running and finished is finished."""
-    def recency(numbered: tuple[int, dict[str, str]]) -> tuple:
-        number, row = numbered
-        times = [t for k in ("End", "Start", "Submit") if (t := _time(row.get(k))) is not None]
-        state = STATES.get(row["State"].split(" ")[0], (None, None))[0]
-        return max(times, default=datetime.min), STAGE.get(state, 0), number
+class SacctReader:
+    """Reads sacct output a line at a time; `read` hands the rows on in chunks and returns what became of each line.
 
-    return max(enumerate(lines), key=recency)[1]
+    Per job (keyed by cluster and JobID: `sacct -M all` prints each cluster's 5001) it keeps its latest line
+    (the line, its header, its number, how late it is), its steps' largest GPU memory and whether one ran out of
+    memory; the rows are built at the end, one chunk at a time."""
+
+    def __init__(self, source: str, mapping: Mapping | None = None, chunk_rows: int = CHUNK_ROWS):
+        self.source, self.mapping, self.chunk_rows = source, mapping, chunk_rows
+        self.out = SlurmImport()
+        self.header: tuple[str, ...] = ()
+        self._at: dict[str, int] = {}
+        self._number = 0
+        self._jobs: dict[str, list] = {}  # "cluster|JobID" -> [RECENCY, LINE, HEADER, NUMBER, STEP_MEM, ...]
+        self._ranges: dict[str, None] = {}  # the keys of array range records, in order
+        self._rows: list[dict] = []
+        self._emit: Callable[[pl.DataFrame], object] = self._rows.extend
+        self._garbled, self._first_garbled = 0, ""
+        self._task_rows = 0
+
+    # reading ---------------------------------------------------------------------------------------
+
+    def start(self, lines: Iterator[bytes | str]) -> None:
+        """Read the header (the first line that is not blank); `NotSacctOutput` when it is not sacct's."""
+        for raw in lines:
+            self._number += 1
+            if isinstance(raw, bytes):
+                try:
+                    raw = raw.decode("utf-8-sig")
+                except UnicodeDecodeError:
+                    raise NotSacctOutput(f"{self.source}: not sacct --parsable2 output (not UTF-8 text); export it "
+                                         "with `sacct --parsable2` (docs/sources.md)") from None
+            if text := raw.lstrip("\ufeff").rstrip("\r\n"):
+                if text.strip():
+                    self._header(text)
+                    return
+        self._header("")
+
+    def _header(self, first: str) -> None:
+        header = first.rstrip("|").split("|") if first else []  # --parsable (not 2) ends every line with `|`
+        absent = [f for f in REQUIRED_FIELDS if f not in header]
+        if absent:
+            # the first line is quoted only when it reads as a header of names: a file given by mistake
+            # (`files: /etc/passwd`) must not have its lines copied into run messages that planners read
+            first = first or "an empty file"
+            found = repr(first) if re.fullmatch(r"[A-Za-z0-9_ ,;|\t.\-]{1,120}", first) else \
+                f"a line of {len(first)} characters that is not a header of names"
+            raise NotSacctOutput(f"{self.source}: not sacct --parsable2 output: its first line names no "
+                                 f"{', '.join(absent)} (found {found}); export it with `sacct --parsable2 --format="
+                                 f"{','.join(SACCT_FIELDS)}` (docs/sources.md), or ingest it with `gpucast ingest`")
+        self.header = tuple(header)
+        self._at = {name: i for i, name in reversed(list(enumerate(header)))}  # a name twice: its first place
+
+    def read(self, lines: Iterable[bytes | str], emit: Callable[[pl.DataFrame], object]) -> SlurmImport:
+        """Read every line (the header first, unless `start` read it), hand the rows to `emit` a chunk at a time;
+        what became of each line. `NotSacctOutput` when more than half of its lines cannot be read."""
+        lines = iter(lines)
+        if not self.header:
+            self.start(lines)
+        self._emit = emit
+        for raw in lines:
+            self.feed(raw)
+        return self._finish()
+
+    def feed(self, raw: bytes | str) -> None:
+        """One line: a job's record, a step, a header inside the output, or a line that cannot be read."""
+        self._number += 1
+        why, cut = None, False
+        if isinstance(raw, bytes):
+            cut, raw = isinstance(raw, CutLine), raw.rstrip(b"\r\n")
+            try:
+                text = raw.decode()
+            except UnicodeDecodeError as exc:
+                text, why = raw.decode(errors="replace"), self._not_utf8(raw, exc)
+            if cut:
+                why = f"longer than {MAX_LINE_BYTES:,} bytes (only that much was read)"
+        else:
+            text = raw.rstrip("\r\n")
+        if not text.strip():
+            return
+        self.out.lines += 1
+        if "Submit" in text and self._is_header(text):
+            self.out.headers += 1
+            self._header(text)
+            return
+        values = _split(text, self.header)
+        garbled = cut or len(values) != len(self.header)  # not a line of this output (a Latin-1 name is one)
+        if why is None and garbled:
+            why = f"{len(values)} fields where its header has {len(self.header)}"
+        if why is not None:
+            self._unreadable(values, why, garbled)
+            return
+        at = self._at
+        cluster = _value(values[at["Cluster"]]) or "local" if "Cluster" in at else "local"
+        job_id = values[at["JobID"]]
+        if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
+            self._step(f"{cluster}|{job_id.split('.', 1)[0]}", values)
+        else:
+            self._job(f"{cluster}|{job_id}", job_id, text, values)
+
+    def _is_header(self, text: str) -> bool:
+        """A header line inside the output (two exports joined): it names the required fields, and where this
+        header has its JobID it has no job id (they start with a digit)."""
+        names = text.rstrip("|").split("|")
+        if not all(f in names for f in REQUIRED_FIELDS):
+            return False
+        i = self._at["JobID"]
+        return i >= len(names) or not names[i][:1].isdigit()
+
+    def _job(self, key: str, job_id: str, text: str, values: list[str]) -> None:
+        recency = _recency(values, self._at)
+        entry = self._jobs.get(key)
+        if entry is None:
+            self._jobs[key] = [recency, text, self.header, self._number, 0.0, False, 0]
+        elif entry[LINE] is None or recency >= entry[RECENCY]:  # the later line wins a tie
+            self.out.superseded += entry[LINE] is not None
+            entry[:STEP_MEM] = [recency, text, self.header, self._number]
+        else:
+            self.out.superseded += 1
+            return
+        if "[" in job_id:  # an array range record (`7000_[3-1000]`): expanded into its tasks at the end
+            self._ranges[key] = None
+
+    def _step(self, key: str, values: list[str]) -> None:
+        entry = self._jobs.get(key)
+        if entry is None:
+            entry = self._jobs[key] = [None, None, None, 0, 0.0, False, 0]
+        self.out.steps += 1
+        entry[STEP_LINES] += 1
+        if "TRESUsageInMax" in self._at and (mem := _gpu_mem_gb(values[self._at["TRESUsageInMax"]])) > entry[STEP_MEM]:
+            entry[STEP_MEM] = mem
+        if values[self._at["State"]].split(" ")[0].upper() == "OUT_OF_MEMORY":
+            entry[STEP_OOM] = True
+
+    def _not_utf8(self, raw: bytes, exc: UnicodeDecodeError) -> str:
+        place = raw[:exc.start].count(b"|")
+        name = self.header[min(place, len(self.header) - 1)]
+        return (f"{name} holds byte 0x{raw[exc.start]:02x} (byte {exc.start + 1} of the line), which is not UTF-8; "
+                "export with a UTF-8 locale (LANG=C.UTF-8 sacct ...) or convert the file "
+                "(iconv -f latin1 -t utf-8)")
+
+    def _unreadable(self, values: list[str], why: str, garbled: bool) -> None:
+        """A line that cannot be read: a row with what could be read of it, and the reason, for the ingest to
+        quarantine (never the whole output for one line). `garbled`: not even the header's fields (counted to
+        tell output that is mostly not sacct's, `_finish`)."""
+        why = f"{self.source} line {self._number}: {why}"
+        if garbled:
+            self._first_garbled = self._first_garbled or why
+            self._garbled += 1
+        self.out.unreadable += 1
+        if len(values) == len(self.header):
+            record = _record(dict(zip(self.header, values, strict=True)), 0.0, False, None)
+        else:
+            record = dict.fromkeys(SCHEMA)
+            if (i := self._at["JobID"]) < len(values):
+                cluster = _value(values[self._at["Cluster"]]) if self._at.get("Cluster", len(values)) < len(values) \
+                    else None
+                record[c.JOB_ID] = f"slurm-{cluster or 'local'}-{values[i]}"
+        record[SOURCE_ERROR] = why
+        self._add(record)
+
+    # the rows ----------------------------------------------------------------------------------------
+
+    def _finish(self) -> SlurmImport:
+        out = self.out
+        if self._garbled * 2 > out.lines:  # mostly not lines of its header's fields: not sacct's output at all
+            raise NotSacctOutput(f"{self._first_garbled}; {self._garbled:,} of its {out.lines:,} line(s) cannot be "
+                                 "read, so it is not sacct --parsable2 output: export it again with `sacct "
+                                 "--parsable2` (docs/sources.md)")
+        ranges, claims = self._claims()
+        for key, entry in self._jobs.items():
+            if key in ranges:
+                self._tasks(key, *ranges[key], claims)
+            elif key in claims:  # a task whose latest record is an array range's: a row of that range's
+                continue
+            elif entry[LINE] is None:
+                out.orphan_steps += entry[STEP_LINES]
+            else:
+                row, record = self._built(entry)
+                if record[SOURCE_ERROR] is None and "[" in row["JobID"] and record[c.GPU_COUNT] is not None:
+                    try:  # an array range not expanded (`_claims`): this says why
+                        _expandable(row["JobID"])
+                    except ValueError as exc:
+                        record[SOURCE_ERROR] = f"{self.source} line {entry[NUMBER]}: JobID {row['JobID']}: {exc}"
+                self._job_row(record, row)
+        self._flush()
+        out.tasks_superseded = out.tasks - self._task_rows
+        self._jobs, self._ranges = {}, {}  # the jobs' lines: freed before the ingest that follows needs memory
+        return out
+
+    def _built(self, entry: list) -> tuple[dict[str, str], dict]:
+        """A job's latest line as {field: value}, and its contract record (a reason names the line)."""
+        row = dict(zip(entry[HEADER], _split(entry[LINE], entry[HEADER]), strict=True))
+        record = _record(row, entry[STEP_MEM], entry[STEP_OOM], self.mapping)
+        if record[SOURCE_ERROR] is not None:
+            record[SOURCE_ERROR] = f"{self.source} line {entry[NUMBER]}: {record[SOURCE_ERROR]}"
+        return row, record
+
+    def _job_row(self, record: dict, row: dict[str, str]) -> None:
+        """Hand on one job's row (a job without GPUs is only counted), counting what the summary says of it."""
+        out = self.out
+        if record[SOURCE_ERROR] is None:
+            if record[c.GPU_COUNT] is None:
+                out.no_gpu.append(record[c.JOB_ID])
+                return
+            if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
+                out.no_gpu_mem.append(record[c.JOB_ID])
+            runtime = record[c.RUNTIME_HOURS]
+            if runtime and not runtime.startswith("Elapsed") and record[c.STATUS] in FINISHED \
+                    and not _hours(row.get("Elapsed")):
+                out.elapsed_from_times.append(record[c.JOB_ID])
+        self._add(record)
+
+    def _claims(self) -> tuple[dict[str, tuple], dict[str, tuple[int, int, str]]]:
+        """The array range records expanded into their tasks ({key: (line as fields, record, array id, spans)}: a
+        GPU job, usable, written as Slurm writes ranges, within MAX_ARRAY_TASKS), and {task key: (recency, line
+        number, range key)} of the tasks whose latest record is one of them: a task several ranges name takes the
+        latest; a task with a line of its own as late or later is its own (the range's task is superseded), else
+        its own line is superseded by the range's."""
+        ranges: dict[str, tuple] = {}
+        claims: dict[str, tuple[int, int, str]] = {}
+        for key in self._ranges:
+            entry = self._jobs[key]
+            row, record = self._built(entry)
+            if record[SOURCE_ERROR] is not None or record[c.GPU_COUNT] is None:
+                continue
+            try:
+                array, spans = _expandable(row["JobID"])
+            except ValueError:
+                continue
+            ranges[key] = (row, record, array, spans)
+            cluster, late = key.split("|", 1)[0], (entry[RECENCY], entry[NUMBER], key)
+            for task in _task_ids(spans):
+                task_key = f"{cluster}|{array}_{task}"
+                if task_key not in claims or late[:2] >= claims[task_key][:2]:
+                    claims[task_key] = late
+        for task_key, (recency, _, _) in list(claims.items()):
+            own = self._jobs.get(task_key)
+            if own is not None and own[LINE] is not None:
+                if own[RECENCY] >= recency:
+                    del claims[task_key]
+                else:
+                    self.out.superseded += 1
+        return ranges, claims
+
+    def _tasks(self, key: str, row: dict[str, str], record: dict, array: str, spans: list[range],
+               claims: dict[str, tuple[int, int, str]]) -> None:
+        """An array range record (`7000_[3-1000]`): one row per task (`slurm-<cluster>-7000_5`), each the range's
+        record under the task's id, so the task's later record (running, finished) replaces it like any job's."""
+        cluster = key.split("|", 1)[0]
+        self.out.ranges += 1
+        for task in _task_ids(spans):
+            self.out.tasks += 1
+            task_key = f"{cluster}|{array}_{task}"
+            if claims.get(task_key, (0, 0, ""))[2] != key:
+                continue  # superseded: by the task's own record, or by a later range naming it
+            own = self._jobs.get(task_key)
+            if own is not None and own[STEP_LINES]:  # steps of the task itself without its line (rare): folded in
+                row_of_task = {**row, "JobID": f"{array}_{task}"}
+                self._job_row(_record(row_of_task, own[STEP_MEM], own[STEP_OOM], self.mapping), row_of_task)
+            else:
+                self._job_row({**record, c.JOB_ID: f"slurm-{cluster}-{array}_{task}"}, row)
+            self._task_rows += 1
+
+    def _add(self, record: dict) -> None:
+        self._rows.append(record)
+        self.out.rows += 1
+        self.out.quarantined += record[SOURCE_ERROR] is not None
+        if len(self._rows) >= self.chunk_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._emit(pl.DataFrame(self._rows, schema=SCHEMA))
+            self._rows = []
+
+
+def array_tasks(job_id: str) -> tuple[str, list[range]]:
+    """(array id, task id spans) of an array range record's JobID as Slurm writes it: `7000_[1-1000]`,
+    `7000_[1,3,5-9]`, `7000_[1-999:2]` (every second), with a `%20` throttle (how many run at once: ignored);
+    ValueError when it is not written so."""
+    m = _ARRAY_RANGE.match(job_id)
+    if not m:
+        raise ValueError("not an array range as Slurm writes one (7000_[1-1000], 7000_[1,3,5-9], 7000_[1-999:2], "
+                         "with a %N throttle)")
+    spans = []
+    for item in m[2].split("%", 1)[0].split(","):
+        part = _ARRAY_ITEM.match(item.strip())
+        first, last, step = (int(part[1]), int(part[2] or part[1]), int(part[3] or 1)) if part else (1, 0, 0)
+        if not part or last < first or step < 1:
+            raise ValueError(f"{item!r} is not a task id, a span a-b or a span with a step a-b:s")
+        spans.append(range(first, last + 1, step))
+    return m[1], spans
+
+
+def _expandable(job_id: str) -> tuple[str, list[range]]:
+    """`array_tasks`, and ValueError for a range that names more than MAX_ARRAY_TASKS tasks."""
+    array, spans = array_tasks(job_id)
+    if (count := sum(len(s) for s in spans)) > MAX_ARRAY_TASKS:
+        raise ValueError(f"an array range of {count:,} tasks, more than the {MAX_ARRAY_TASKS:,} one range record is "
+                         "expanded into; each task loads when it has a record of its own (running, finished)")
+    return array, spans
+
+
+def _task_ids(spans: list[range]) -> Iterator[int]:
+    """The task ids of the spans, each once, in their order."""
+    if len(spans) == 1:
+        yield from spans[0]
+        return
+    seen: set[int] = set()
+    for span in spans:
+        for task in span:
+            if task not in seen:
+                seen.add(task)
+                yield task
+
+
+def _recency(values: list[str], at: dict[str, int]) -> int:
+    """How late a job's line is: its latest known time (End, else Start, else Submit: the last thing that happened
+    to it), then its lifecycle stage (finished > running > pending; a state gpucast does not know counts as
+    pending), as one number; the later line wins a tie. So a requeued job's current attempt wins over the attempts
+    before it, and a job seen pending, running and finished is finished."""
+    times = [t for k in ("End", "Start", "Submit") if k in at and (t := _time(values[at[k]])) is not None]
+    seconds = int((max(times) - _EPOCH).total_seconds()) if times else -(10**12)
+    state = STATES.get(values[at["State"]].split(" ")[0].upper(), (None, None))[0]
+    return seconds * 4 + STAGE.get(state, 0)
 
 
 def _time(text: str | None) -> datetime | None:
@@ -127,49 +488,33 @@ def _time(text: str | None) -> datetime | None:
         return None
 
 
-def _rows(text: str, source: str) -> tuple[list[str], list[dict[str, str]]]:
-    """The header's field names and each data line as {field: value}; `NotSacctOutput` when it is not sacct's."""
-    lines = [ln for ln in text.lstrip("\ufeff").splitlines() if ln.strip()]
-    header = lines[0].rstrip("|").split("|") if lines else []  # --parsable (not 2) ends every line with `|`
-    absent = [f for f in REQUIRED_FIELDS if f not in header]
-    if absent:
-        # the first line is quoted only when it reads as a header of names: a file given by mistake
-        # (`files: /etc/passwd`) must not have its lines copied into run messages that planners read
-        first = lines[0] if lines else "an empty file"
-        found = repr(first) if re.fullmatch(r"[A-Za-z0-9_ ,;|\t.\-]{1,120}", first) else \
-            f"a line of {len(first)} characters that is not a header of names"
-        raise NotSacctOutput(f"{source}: not sacct --parsable2 output: its first line names no {', '.join(absent)} "
-                             f"(found {found}); export it with `sacct --parsable2 --format="
-                             f"{','.join(SACCT_FIELDS)}` (docs/sources.md), or ingest it with `gpucast ingest`")
-    rows = []
-    for number, line in enumerate(lines[1:], start=2):
-        values = line.split("|")
-        if len(values) > len(header) and header[-1] == "Comment":  # a `|` inside the last field, the Comment
-            values = values[:len(header) - 1] + ["|".join(values[len(header) - 1:])]
-        if line.endswith("|") and len(values) == len(header) + 1 and values[-1] == "":
-            values = values[:-1]
-        if len(values) != len(header):
-            raise NotSacctOutput(f"{source} line {number}: {len(values)} fields where its header has {len(header)}; "
-                                 "export it again with `sacct --parsable2` (docs/sources.md)")
-        rows.append(dict(zip(header, values, strict=True)))
-    return header, rows
+def _split(line: str, header: tuple[str, ...]) -> list[str]:
+    """A data line's values in its header's order (a `|` inside the last field, the Comment, kept in it)."""
+    values = line.split("|")
+    if len(values) > len(header) and header[-1] == "Comment":
+        values = values[:len(header) - 1] + ["|".join(values[len(header) - 1:])]
+    if line.endswith("|") and len(values) == len(header) + 1 and values[-1] == "":  # --parsable's trailing `|`
+        values = values[:-1]
+    return values
 
 
 def _value(text: str | None) -> str | None:
     return None if text is None or text.strip() in MISSING else text.strip()
 
 
-def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | None) -> dict[str, str | None]:
-    """One job's contract record: its own line's state and times, its steps' peak GPU memory."""
+def _record(row: dict[str, str], step_mem: float, step_oom: bool, mapping: Mapping | None) -> dict[str, str | None]:
+    """One job's contract record: its own line's state and times, its steps' peak GPU memory; `SOURCE_ERROR` set
+    when it cannot be used (a Comment nested too deep)."""
     cluster = _value(row.get("Cluster")) or "local"
-    state_word = row["State"].split(" ")[0]  # `CANCELLED by 1234`
+    state_word = row["State"].split(" ")[0].upper()  # `CANCELLED by 1234`, `completed`
     status, reason = STATES.get(state_word, (row["State"], None))
     if status == "FAILED" and reason is None:
-        reason = _failure(row, steps)
+        reason = _failure(row, step_oom)
     submitted, start, end = (_value(row.get(k)) for k in ("Submit", "Start", "End"))
     finished = status in FINISHED
     gpu_type, gpu_count = _gpus(_value(row.get("AllocTRES")) or _value(row.get("ReqTRES")) or "")
-    record: dict[str, str | None] = dict.fromkeys(c.COLUMNS)
+    peak = max(_gpu_mem_gb(row.get("TRESUsageInMax")), step_mem)
+    record: dict[str, str | None] = dict.fromkeys(SCHEMA)
     record.update({
         c.JOB_ID: f"slurm-{cluster}-{row['JobID']}", c.SUBMITTED_AT: submitted,
         c.UPDATED_AT: (end if finished else None) or start or submitted, c.STATUS: status,
@@ -178,9 +523,10 @@ def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | No
         c.JOB_NAME: _value(row.get("JobName")), c.TIME_LIMIT_HOURS: _hours(row.get("Timelimit")),
         c.GPU_TYPE: gpu_type, c.GPU_COUNT: gpu_count,
         c.RUNTIME_HOURS: _runtime(row) if finished else None,
-        c.PEAK_GPU_MEM_GB: _gpu_mem_gb([row, *steps]),
+        c.PEAK_GPU_MEM_GB: repr(peak) if peak > 0 else None,  # 0: the GPU reported nothing, not a job that used none
     })
-    for name, value in _features(row, mapping).items():
+    features, record[SOURCE_ERROR] = _features(row, mapping)
+    for name, value in features.items():
         # what sacct records wins over what a Comment says, except GPU memory: Slurm's gres/gpumem is a task's
         # (summed over the GPUs the task drives), a site's own figure is the contract's per-GPU peak
         if record.get(name) is None or name == c.PEAK_GPU_MEM_GB:
@@ -188,9 +534,9 @@ def _job(row: dict[str, str], steps: list[dict[str, str]], mapping: Mapping | No
     return record
 
 
-def _failure(row: dict[str, str], steps: list[dict[str, str]]) -> str:
+def _failure(row: dict[str, str], step_oom: bool) -> str:
     """A FAILED job's reason: OOM when one of its steps ran out of memory, else its exit code."""
-    if any(s["State"].split(" ")[0] == "OUT_OF_MEMORY" for s in steps):
+    if step_oom:
         return "OOM"
     code = (_value(row.get("ExitCode")) or "").split(":")[0]
     return f"exit code {code}" if code not in ("", "0") else "FAILED"
@@ -213,17 +559,17 @@ def _gpus(tres: str) -> tuple[str | None, str | None]:
     return gpu_type, count
 
 
-def _gpu_mem_gb(lines: list[dict[str, str]]) -> str | None:
-    """The maximum `gres/gpumem` over the job's lines (TRESUsageInMax), in GB (decimal, the contract's unit)."""
+def _gpu_mem_gb(tres: str | None) -> float:
+    """The `gres/gpumem` of one line's TRESUsageInMax, in GB (decimal, the contract's unit); 0.0 without one."""
+    if not tres or "gres/gpumem=" not in tres:
+        return 0.0
     sizes = UNITS[c.PEAK_GPU_MEM_GB]
-    peaks = []
-    for line in lines:
-        for item in (line.get("TRESUsageInMax") or "").split(","):
-            key, _, value = item.partition("=")
-            if key == "gres/gpumem" and (m := _TRES_NUMBER.match(value.strip())):
-                peaks.append(float(m[1]) * sizes[TRES_UNITS[m[2]]] / sizes["GB"])
-    best = max(peaks, default=0.0)
-    return repr(best) if best > 0 else None  # 0: the GPU reported nothing, not a job that used none
+    best = 0.0
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpumem" and (m := _TRES_NUMBER.match(value.strip())):
+            best = max(best, float(m[1]) * sizes[TRES_UNITS[m[2]]] / sizes["GB"])
+    return best
 
 
 def _runtime(row: dict[str, str]) -> str | None:
@@ -254,15 +600,19 @@ def _hours(elapsed: str | None) -> str | None:
     return repr(total) if total > 0 else None
 
 
-def _features(row: dict[str, str], mapping: Mapping | None) -> dict[str, str]:
+def _features(row: dict[str, str], mapping: Mapping | None) -> tuple[dict[str, str], str | None]:
     """Contract fields a site writes itself: the keys of a JSON `Comment` (contract names, their aliases, or
-    names the mapping's `fields` give), and sacct fields the mapping names (`model_type: WCKey`)."""
+    names the mapping's `fields` give), and sacct fields the mapping names (`model_type: WCKey`); and why the
+    job cannot be used (a Comment nested deeper than MAX_COMMENT_DEPTH), else None."""
     comment = _value(row.get("Comment")) or ""
     source: dict[str, str] = {}
     if comment.startswith("{"):
+        if (depth := _json_depth(comment)) > MAX_COMMENT_DEPTH:
+            return {}, (f"Comment: JSON nested {depth:,} levels deep, more than the {MAX_COMMENT_DEPTH} read; write "
+                        "the job's Comment as a flat JSON object of names and values")
         try:
             data = json.loads(comment)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             data = {}
         if isinstance(data, dict):
             source = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items() if v is not None}
@@ -271,4 +621,16 @@ def _features(row: dict[str, str], mapping: Mapping | None) -> dict[str, str]:
         for column in mapping.columns:
             if column not in source and column.lower() in named and _value(row[named[column.lower()]]):
                 source[column] = row[named[column.lower()]].strip()
-    return named_fields(source, mapping)
+    return named_fields(source, mapping), None
+
+
+def _json_depth(text: str) -> int:
+    """How deep JSON text nests (`[`, `{` outside strings), counted without parsing it; 0 when it cannot be deeper
+    than MAX_COMMENT_DEPTH (the usual Comment: counted in two string scans)."""
+    if text.count("[") + text.count("{") <= MAX_COMMENT_DEPTH:
+        return 0
+    depth = deepest = 0
+    for m in re.finditer(r"[\[\]{}]", _JSON_STRING.sub("", text)):
+        depth += 1 if m[0] in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import duckdb
@@ -27,9 +29,10 @@ def rows(home, sql: str) -> list[tuple]:
 def test_a_sacct_file_loads_field_by_field(home, capsys):
     assert main(["import", "slurm", str(SACCT)]) == 0
     out = capsys.readouterr().out
-    assert ("slurm: 28 sacct line(s): 12 GPU job(s), 14 step(s) folded into their job, 2 job(s) without GPUs not "
-            "loaded; 2 finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)") in out
-    assert "12 rows read: 12 loaded, 0 rejected, 0 duplicate" in out
+    assert ("slurm: 28 sacct line(s): 11 GPU job(s), 1 array range(s) expanded into 2 task(s), 14 step(s) folded into "
+            "their job, 2 job(s) without GPUs not loaded; 2 finished job(s) without GPU memory (loaded without "
+            "peak_gpu_mem_gb)") in out
+    assert "13 rows read: 13 loaded, 0 rejected, 0 duplicate" in out
 
     got = {r[0]: r[1:] for r in rows(home, f"SELECT {', '.join(COLUMNS)} FROM job_logs ORDER BY job_id")}
     t = lambda d, h, mi, s=0: datetime(2026, 11, d, h, mi, s, tzinfo=UTC)  # noqa: E731
@@ -56,20 +59,21 @@ def test_a_sacct_file_loads_field_by_field(home, capsys):
                               0.5, t(20, 13, 0), t(20, 13, 30, 1)),
         "slurm-hpc1-1010_2": ("COMPLETED", None, "gpu-l4", "vision", "CNN", "L4-24GB", 1, pytest.approx(6144 * MIB),
                               0.75, t(20, 13, 0), t(20, 13, 45, 1)),
-        "slurm-hpc1-1010_[3-4]": ("PENDING", None, "gpu-l4", "vision", "CNN", "L4-24GB", 1, None, None, t(20, 13, 0),
-                                  t(20, 13, 0)),
+        # the array's pending range 1010_[3-4]: a row per task, each counted in the demand (issue 48 item 3)
+        **{f"slurm-hpc1-1010_{k}": ("PENDING", None, "gpu-l4", "vision", "CNN", "L4-24GB", 1, None, None, t(20, 13, 0),
+                                    t(20, 13, 0)) for k in (3, 4)},
         "slurm-hpc1-1020+0": ("COMPLETED", None, "gpu-a100", "nlp", "Transformer", "a100", 1,
                               pytest.approx(30720 * MIB), 1.0, t(20, 14, 0), t(20, 15, 0, 2)),
     }
     assert rows(home, "SELECT count(*) FROM rejected_job_logs") == [(0,)]
     (run,) = rows(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate, source FROM ingest_runs")
-    assert run == (12, 12, 0, 0, "slurm") and run[0] == run[1] + run[2] + run[3]
+    assert run == (13, 13, 0, 0, "slurm") and run[0] == run[1] + run[2] + run[3]
     assert not list((home / "staging").iterdir())  # the staged Parquet is gone with its run
 
     # the same accounting again: every record a duplicate, nothing loaded twice
     assert main(["import", "slurm", str(SACCT)]) == 0
-    assert "12 rows read: 0 loaded, 0 rejected, 12 duplicate" in capsys.readouterr().out
-    assert rows(home, "SELECT count(*) FROM job_logs") == [(12,)]
+    assert "13 rows read: 0 loaded, 0 rejected, 13 duplicate" in capsys.readouterr().out
+    assert rows(home, "SELECT count(*) FROM job_logs") == [(13,)]
 
 
 def test_a_csv_that_is_not_sacct_output_is_one_line_and_exit_2(home, tmp_path, capsys):
@@ -126,7 +130,7 @@ def test_sacct_run_here_with_a_job_name_mapping(home, tmp_path, monkeypatch, cap
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     m = write(tmp_path / "names.yaml", "fields:\n  model_type: JobName\nvalues:\n  model_type: {train-gru: GRU}\n")
     assert main(["import", "slurm", "--sacct", "--mapping", str(m)]) == 0
-    assert "12 rows read: 12 loaded, 0 rejected, 0 duplicate" in capsys.readouterr().out
+    assert "13 rows read: 13 loaded, 0 rejected, 0 duplicate" in capsys.readouterr().out
     assert rows(home, "SELECT job_id, model_type, status, failure_reason, params_million FROM job_logs "
                       "WHERE job_id IN ('slurm-hpc1-1001', 'slurm-hpc1-1005') ORDER BY job_id") == [
         ("slurm-hpc1-1001", "train-bert", "COMPLETED", None, 110.0),  # a name the map does not list: as written
@@ -152,7 +156,7 @@ def test_a_sources_entry_of_the_wrong_type_fails_alone(home, tmp_path, monkeypat
                           "single value, not a list",
         "slurm entry 1": f"slurm entry 1 failed: SourcesError: {sources}:4: slurm entry 1 files is a single value, "
                          "not a mapping"}
-    assert [v.rows_loaded for v in pulled.runs.values()] == [12]  # job 1005 (no model type) loads as unknown (v4)
+    assert [v.rows_loaded for v in pulled.runs.values()] == [13]  # job 1005 (no model type) loads as unknown (v4)
     assert rows(home, "SELECT source, status, message FROM ingest_runs WHERE status = 'failed' ORDER BY started_at") == [
         ("mlflow", "failed", pulled.failed["mlflow entry 1"]), ("slurm", "failed", pulled.failed["slurm entry 1"])]
 
@@ -185,3 +189,123 @@ def test_every_sacct_line_is_accounted_for_and_an_unreadable_elapsed_is_named(ho
         ("slurm-local-5", "FAILED", 3.0), ("slurm-local-6", "COMPLETED", 1.5)]
     assert rows(home, "SELECT job_id, reason_text FROM rejected_job_logs") == [
         ("slurm-local-7", "runtime_hours: 'Elapsed 1:2:3:4' is not a number")]
+
+
+# Issue 48: the sacct import's hostile corpus (the job-log corpus is tests/reliability/test_hostile_inputs.py) ----
+
+HEAD48 = "JobID|JobName|Cluster|Partition|Account|State|Submit|Start|End|Elapsed|AllocTRES|TRESUsageInMax|Comment\n"
+
+
+def sacct_line(job: str, name: str = "train", cluster: str = "hpc1", state: str = "COMPLETED", mem: str = "",
+               comment: str = '{"model_type": "CNN"}', gpus: int = 1, started: bool = True) -> str:
+    times = ("2026-11-01T01:00:00|2026-11-01T02:00:00|01:00:00" if started and state != "RUNNING" else
+             "2026-11-01T01:00:00|Unknown|01:00:00" if started else "Unknown|Unknown|00:00:00")
+    return f"{job}|{name}|{cluster}|gpu|nlp|{state}|2026-11-01T00:00:00|{times}|gres/gpu={gpus}|{mem}|{comment}\n"
+
+
+@dataclass
+class SacctCase:
+    id: str
+    text: str | bytes
+    says: str  # in the summary line of `gpucast import slurm`
+    loaded: int
+    rejected: int = 0
+    reason: str | None = None  # in the rejected row's reason_text
+    checks: list[tuple[str, object]] = field(default_factory=list)  # (SQL on the warehouse, expected first row)
+
+
+SACCT_CASES = [
+    SacctCase("deep-nesting-in-comment",
+              HEAD48 + sacct_line("1") + sacct_line("2", comment='{"model_type": ' + "[" * 2000 + "]" * 2000 + "}"),
+              "2 sacct line(s): 2 GPU job(s) (1 quarantined by the import, with the reason)", 1, 1,
+              reason="sacct.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 64 read"),
+    SacctCase("latin1-job-name",
+              (HEAD48 + sacct_line("1") + sacct_line("2", name="caf\xe9") + sacct_line("3")).encode("latin-1"),
+              "3 sacct line(s): 2 GPU job(s), 0 step(s) folded into their job, 0 job(s) without GPUs not loaded, "
+              "1 unreadable line(s) quarantined", 2, 1,
+              reason="sacct.txt line 3: JobName holds byte 0xe9 (byte 6 of the line), which is not UTF-8",
+              checks=[("SELECT job_id FROM rejected_job_logs", ("slurm-hpc1-2",))]),
+    SacctCase("multi-cluster",
+              HEAD48 + sacct_line("5001") + sacct_line("5001.0", mem="gres/gpumem=2000M", comment="")
+              + sacct_line("5001", cluster="hpc2") + sacct_line("5001.0", cluster="hpc2", mem="gres/gpumem=70000M",
+                                                               comment=""),
+              "4 sacct line(s): 2 GPU job(s), 2 step(s) folded into their job, 0 job(s) without GPUs not loaded;", 2,
+              checks=[("SELECT string_agg(job_id || ' ' || round(peak_gpu_mem_gb, 2), ', ' ORDER BY job_id) FROM job_logs",
+                       ("slurm-hpc1-5001 2.1, slurm-hpc2-5001 73.4",))]),
+    SacctCase("array-range",
+              HEAD48 + sacct_line("7000_[1-1000%20]", state="PENDING", gpus=2, started=False),
+              "1 sacct line(s): 0 GPU job(s), 1 array range(s) expanded into 1,000 task(s)", 1000,
+              checks=[("SELECT count(*), sum(gpu_count), min(job_id), max(job_id) FROM job_logs WHERE status = 'PENDING'",
+                       (1000, 2000, "slurm-hpc1-7000_1", "slurm-hpc1-7000_999"))]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize("case", SACCT_CASES, ids=[x.id for x in SACCT_CASES])
+def test_hostile_sacct_case(case: SacctCase, home, tmp_path, capsys):
+    """Issue 48 items 1, 2, 3: one line is quarantined with its reason and the rest load (it was exit 1 with a
+    RecursionError, or exit 2 for the whole file); each cluster's job is its own; an array range counts its tasks.
+    (A range over the cap, lower-case states, headers inside the output: tests/tasks/sources/test_slurm.py.)"""
+    path = tmp_path / "sacct.txt"
+    path.write_bytes(case.text if isinstance(case.text, bytes) else case.text.encode())
+    assert main(["import", "slurm", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    (said,) = [x for x in out.splitlines() if x.startswith("slurm: ")]
+    assert said.startswith(f"slurm: {case.says}") or f"slurm: {case.says}" in said, said
+    assert f"rows read: {case.loaded:,} loaded, {case.rejected:,} rejected, 0 duplicate" in out
+    assert rows(home, "SELECT count(*) FROM rejected_job_logs") == [(case.rejected,)]
+    if case.reason:
+        reasons = [r for (r,) in rows(home, "SELECT reason_text FROM rejected_job_logs")]
+        assert any(r.startswith(f"{path.parent}/{case.reason}") or case.reason in r for r in reasons), reasons
+    for sql, expected in case.checks:
+        assert rows(home, sql)[0] == expected, sql
+    assert rows(home, "SELECT count(*) FROM job_logs WHERE job_id LIKE '%[%'") == [(0,)]  # no range is a job
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_array_s_tasks_leave_its_pending_range_night_by_night(home, tmp_path, capsys):
+    """Issue 48 item 3: night 1 `7000_[1-1000]` pending with 2 GPUs; night 2 tasks 1 and 2 run, `7000_[3-1000]`
+    pending. Both range records stayed PENDING and the score counted 2 pending jobs for 998 queued tasks."""
+    from gpucast.warehouse.training import count_pending
+
+    night1 = write(tmp_path / "night1.txt", HEAD48 + sacct_line("7000_[1-1000]", state="PENDING", gpus=2, started=False))
+    night2 = write(tmp_path / "night2.txt", HEAD48 + "".join(
+        sacct_line(f"7000_{k}", state="RUNNING", gpus=2) for k in (1, 2))
+        + sacct_line("7000_[3-1000]", state="PENDING", gpus=2, started=False))
+    assert main(["import", "slurm", str(night1)]) == 0
+    assert "1000 rows read: 1000 loaded" in capsys.readouterr().out.replace(",", "")
+    assert main(["import", "slurm", str(night2)]) == 0
+    out = capsys.readouterr().out
+    assert "3 sacct line(s): 2 GPU job(s), 1 array range(s) expanded into 998 task(s)" in out
+    assert "1,000 rows read: 2 loaded, 0 rejected, 998 duplicate" in out  # the tasks still pending: unchanged
+    assert rows(home, "SELECT status, count(*), sum(gpu_count) FROM job_logs GROUP BY ALL ORDER BY ALL") == [
+        ("PENDING", 998, 1996), ("RUNNING", 2, 4)]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert count_pending(con) == 998  # what `gpucast score` scores
+
+
+def test_sacct_that_fails_after_printing_loads_nothing(home, tmp_path, monkeypatch, capsys):
+    """Issue 48 item 10: sacct's output is read as it prints it; when it then fails, nothing is ingested."""
+    write(tmp_path / "bin" / "sacct", f"#!/bin/sh\ncat {SACCT}\necho 'sacct: error: slurmdbd: lost connection' >&2\n"
+                                      "exit 1\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    assert main(["import", "slurm", "--sacct"]) == 5
+    assert capsys.readouterr().err == ("gpucast import: sacct failed (exit 1): sacct: error: slurmdbd: lost connection; "
+                                       "check that slurmdbd is reachable\n")
+    assert not (home / "warehouse.duckdb").exists() and not list((home / "staging").iterdir())
+
+
+def test_sacct_that_runs_past_its_time_is_stopped(home, tmp_path, monkeypatch, capsys):
+    from gpucast.flows import imports
+
+    write(tmp_path / "bin" / "sacct", f"#!/bin/sh\nhead -3 {SACCT}\nexec sleep 60\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setattr(imports, "SACCT_TIMEOUT_S", 1)
+    started = time.monotonic()
+    assert main(["import", "slurm", "--sacct"]) == 5
+    assert time.monotonic() - started < 30
+    assert capsys.readouterr().err.startswith("gpucast import: sacct could not be run (it did not finish within 1 s)")
+    assert not (home / "warehouse.duckdb").exists()

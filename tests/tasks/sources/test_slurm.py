@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.tasks.sources import slurm
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.slurm import NotSacctOutput, parse_sacct
 from tests.conftest import FIXTURES, write
@@ -34,7 +37,8 @@ def test_every_job_of_the_fixture_field_by_field():
     t = "2026-11-{}".format
     assert list(got) == ["slurm-hpc1-1001", "slurm-hpc1-1002", "slurm-hpc1-1003", "slurm-hpc1-1004",
                          "slurm-hpc1-1005", "slurm-hpc1-1006", "slurm-hpc1-1007", "slurm-hpc1-1008",
-                         "slurm-hpc1-1010_1", "slurm-hpc1-1010_2", "slurm-hpc1-1010_[3-4]", "slurm-hpc1-1020+0"]
+                         "slurm-hpc1-1010_1", "slurm-hpc1-1010_2", "slurm-hpc1-1010_3", "slurm-hpc1-1010_4",
+                         "slurm-hpc1-1020+0"]
     expected = {
         # steps folded: the job's own state and times, the steps' maximum gres/gpumem (40960M of 20480M, 40960M)
         "1001": ("COMPLETED", None, t("20T08:00:00"), t("20T10:05:00"), 2.0, "gpu-a100", "nlp", "a100", "2",
@@ -58,8 +62,9 @@ def test_every_job_of_the_fixture_field_by_field():
                    12288 * MIB),
         "1010_2": ("COMPLETED", None, t("20T13:00:00"), t("20T13:45:01"), 0.75, "gpu-l4", "vision", "L4-24GB", "1",
                    6144 * MIB),
-        "1010_[3-4]": ("PENDING", None, t("20T13:00:00"), t("20T13:00:00"), None, "gpu-l4", "vision", "L4-24GB", "1",
-                       None),
+        # the array's pending range `1010_[3-4]`: one row per task (issue 48 item 3)
+        "1010_3": ("PENDING", None, t("20T13:00:00"), t("20T13:00:00"), None, "gpu-l4", "vision", "L4-24GB", "1", None),
+        "1010_4": ("PENDING", None, t("20T13:00:00"), t("20T13:00:00"), None, "gpu-l4", "vision", "L4-24GB", "1", None),
         "1020+0": ("COMPLETED", None, t("20T14:00:00"), t("20T15:00:02"), 1.0, "gpu-a100", "nlp", "a100", "1",
                    30720 * MIB),
     }
@@ -198,3 +203,197 @@ def test_a_plain_export_carries_its_time_limit_and_job_name():
     got = jobs(text)
     assert [(r[c.JOB_NAME], r[c.TIME_LIMIT_HOURS], r[c.MODEL_TYPE]) for r in got.values()] == [
         ("train_bert_042", "36.0", None), ("sweep", None, None), ("eval", None, None)]
+
+
+# Issue 48: one line never stops the import; clusters, arrays, streaming --------------------------------------
+
+FULL = "JobID|JobName|Cluster|Partition|State|Submit|Start|End|Elapsed|AllocTRES|TRESUsageInMax|Comment\n"
+
+
+def line(job: str, name: str = "train", cluster: str = "hpc1", state: str = "COMPLETED",
+         start: str = "2026-11-01T01:00:00", end: str = "2026-11-01T02:00:00", elapsed: str = "01:00:00",
+         tres: str = "gres/gpu=1", mem: str = "", comment: str = "") -> str:
+    return f"{job}|{name}|{cluster}|gpu|{state}|2026-11-01T00:00:00|{start}|{end}|{elapsed}|{tres}|{mem}|{comment}\n"
+
+
+def pending(job: str, gpus: int = 2, cluster: str = "hpc1") -> str:
+    return line(job, cluster=cluster, state="PENDING", start="Unknown", end="Unknown", elapsed="00:00:00",
+                tres=f"gres/gpu={gpus}")
+
+
+def by_id(parsed) -> dict[str, dict]:
+    return {r[c.JOB_ID]: r for r in parsed.jobs.iter_rows(named=True)}
+
+
+def test_a_comment_nested_2000_levels_deep_quarantines_its_job_alone():
+    """Issue 48 item 1: json.loads raised RecursionError and `gpucast import slurm` exited 1, loading nothing."""
+    deep = '{"model_type": ' + "[" * 2000 + "]" * 2000 + "}"
+    parsed = parse_sacct(FULL + line("1") + line("2", comment=deep) + line("3", comment='{"model_type": "CNN"}'),
+                         "s.txt")
+    got = by_id(parsed)
+    assert [got[f"slurm-hpc1-{j}"]["_source_error"] for j in "13"] == [None, None]
+    assert got["slurm-hpc1-2"]["_source_error"] == (
+        "s.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 64 read; write the job's Comment as a "
+        "flat JSON object of names and values")
+    assert got["slurm-hpc1-3"][c.MODEL_TYPE] == "CNN"
+    assert (parsed.rows, parsed.quarantined, parsed.accounted()) == (3, 1, parsed.lines)
+
+
+def test_a_latin1_job_name_quarantines_that_line_and_names_its_field_and_byte():
+    """Issue 48 item 1: one Latin-1 byte made the whole export "not sacct output" (exit 2)."""
+    data = (FULL + line("1") + line("2", name="entra\xeenement") + line("3")).encode("latin-1")
+    parsed = parse_sacct(io.BytesIO(data).readlines(), "s.txt")
+    got = by_id(parsed)
+    assert got["slurm-hpc1-2"]["_source_error"] == (
+        "s.txt line 3: JobName holds byte 0xee (byte 8 of the line), which is not UTF-8; export with a UTF-8 locale "
+        "(LANG=C.UTF-8 sacct ...) or convert the file (iconv -f latin1 -t utf-8)")
+    assert got["slurm-hpc1-2"][c.JOB_NAME] == "entra\ufffdnement"  # what it holds, shown in rejected_job_logs
+    assert [got[f"slurm-hpc1-{j}"]["_source_error"] for j in "13"] == [None, None]
+    assert (parsed.unreadable, parsed.quarantined, parsed.accounted(), parsed.lines) == (1, 1, 3, 3)
+    assert "1 unreadable line(s) quarantined" in parsed.summary()
+
+
+def test_a_latin1_line_alone_is_quarantined_not_taken_for_output_that_is_not_sacct():
+    """A line not UTF-8 but with its header's fields is sacct's line with an encoding fault, even the only one."""
+    parsed = parse_sacct([FULL.encode(), line("1", name="caf\xe9").encode("latin-1")], "s.txt")
+    assert (parsed.rows, parsed.unreadable, parsed.quarantined, parsed.accounted()) == (1, 1, 1, 1)
+
+
+def test_a_line_with_the_wrong_number_of_fields_is_quarantined_not_the_file():
+    parsed = parse_sacct(FULL + line("1") + "2|broken\n" + line("3"), "s.txt")
+    got = by_id(parsed)
+    assert got["slurm-local-2"]["_source_error"] == "s.txt line 3: 2 fields where its header has 12"
+    assert (parsed.rows, parsed.unreadable, parsed.accounted()) == (3, 1, parsed.lines)
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    # a header, then what is mostly not lines of its fields (binary, another format): refused whole, naming the first
+    # line that cannot be read
+    (bytes(range(256)) * 40, "s.txt line 2: "),
+    (b"1|x\n2|y\n3|z\n" + line("4").encode(), "s.txt line 2: 2 fields where its header has 12; 3 of its 4 "
+                                                      "line(s) cannot be read, so it is not sacct --parsable2 output"),
+])
+def test_output_that_is_mostly_unreadable_is_still_refused_whole(body, says):
+    with pytest.raises(NotSacctOutput) as err:
+        parse_sacct(io.BytesIO(FULL.encode() + body).readlines(), "s.txt")
+    assert str(err.value).startswith(says) and "\n" not in str(err.value)
+
+
+def test_a_line_longer_than_the_limit_is_read_in_part_and_quarantined(monkeypatch):
+    monkeypatch.setattr(slurm, "MAX_LINE_BYTES", 200)
+    data = (FULL + line("1") + line("2", comment='{"note": "' + "x" * 1000 + '"}') + line("3")).encode()
+    read = list(slurm.lines_of(io.BytesIO(data)))
+    assert [len(x) for x in read[2:3]] == [200] and isinstance(read[2], slurm.CutLine) and len(read) == 4
+    parsed = parse_sacct(read, "s.txt")
+    assert by_id(parsed)["slurm-hpc1-2"]["_source_error"] == "s.txt line 3: longer than 200 bytes (only that much was read)"
+    assert parsed.accounted() == parsed.lines == 3
+
+
+def test_the_same_job_id_on_two_clusters_is_two_jobs_each_with_its_own_steps():
+    """Issue 48 item 2: `sacct -M all`: 5001 of hpc1 and of hpc2 were one job (1 superseded) with hpc2's memory."""
+    parsed = parse_sacct(FULL + line("5001") + line("5001.0", mem="gres/gpumem=2000M")
+                         + line("5001", cluster="hpc2") + line("5001.0", cluster="hpc2", mem="gres/gpumem=70000M"), "s")
+    got = by_id(parsed)
+    assert {j: float(r[c.PEAK_GPU_MEM_GB]) for j, r in got.items()} == {
+        "slurm-hpc1-5001": pytest.approx(2000 * MIB), "slurm-hpc2-5001": pytest.approx(70000 * MIB)}
+    assert (parsed.superseded, parsed.steps, parsed.orphan_steps, parsed.accounted()) == (0, 2, 0, 4)
+
+
+@pytest.mark.parametrize(("job", "tasks"), [
+    ("7000_[1-1000]", [f"7000_{k}" for k in range(1, 1001)]),
+    ("7000_[1,3,5-9]", ["7000_1", "7000_3", "7000_5", "7000_6", "7000_7", "7000_8", "7000_9"]),
+    ("7000_[1-9:2]", ["7000_1", "7000_3", "7000_5", "7000_7", "7000_9"]),  # a step
+    ("7000_[3-6%2]", ["7000_3", "7000_4", "7000_5", "7000_6"]),  # a throttle: at most 2 at once, still 4 tasks
+    ("7000_[3-4]%2", ["7000_3", "7000_4"]),
+    ("7000_[5,1-3,2]", ["7000_5", "7000_1", "7000_2", "7000_3"]),  # a task named twice is one task
+])
+def test_a_pending_array_range_is_one_row_per_task(job, tasks):
+    """Issue 48 item 3: `7000_[1-1000]` was one pending job with 2 GPUs for 1,000 queued tasks."""
+    parsed = parse_sacct(FULL + pending(job), "s.txt")
+    assert parsed.jobs[c.JOB_ID].to_list() == [f"slurm-hpc1-{t}" for t in tasks]
+    assert set(parsed.jobs[c.STATUS]) == {"PENDING"} and set(parsed.jobs[c.GPU_COUNT]) == {"2"}
+    assert (parsed.ranges, parsed.tasks, parsed.tasks_superseded, parsed.rows) == (1, len(tasks), 0, len(tasks))
+    assert parsed.accounted() == parsed.lines == 1
+
+
+@pytest.mark.parametrize(("job", "says"), [
+    ("7000_[1-100001]", "JobID 7000_[1-100001]: an array range of 100,001 tasks, more than the 100,000 one range "
+                        "record is expanded into; each task loads when it has a record of its own (running, finished)"),
+    ("7000_[5-1]", "JobID 7000_[5-1]: '5-1' is not a task id, a span a-b or a span with a step a-b:s"),
+    ("7000_[a-b]", "JobID 7000_[a-b]: 'a-b' is not a task id"),
+    ("7000_[1-3", "JobID 7000_[1-3: not an array range as Slurm writes one"),
+])
+def test_an_array_range_too_large_or_not_written_as_slurm_writes_it_is_one_quarantined_row(job, says):
+    parsed = parse_sacct(FULL + line("1") + pending(job), "s.txt")
+    got = by_id(parsed)
+    assert got[f"slurm-hpc1-{job}"]["_source_error"].startswith(f"s.txt line 3: {says}")
+    assert (parsed.rows, parsed.ranges, parsed.tasks, parsed.quarantined, parsed.accounted()) == (2, 0, 0, 1, 2)
+
+
+def test_array_tasks_supersede_the_pending_range_they_leave():
+    """Two nights' exports joined (the header repeated): night 1 `7000_[1-4]` pending; night 2 tasks 1 and 2 run,
+    `7000_[3-4]` still pending. Each task is its latest record: 1 and 2 running, 3 and 4 pending once."""
+    night2 = (line("7000_1", state="RUNNING", end="Unknown", tres="gres/gpu=2")
+              + line("7000_1.0", state="RUNNING", end="Unknown", mem="gres/gpumem=4096M")
+              + line("7000_2", state="RUNNING", end="Unknown", tres="gres/gpu=2") + pending("7000_[3-4]"))
+    parsed = parse_sacct(FULL + pending("7000_[1-4]") + FULL + night2, "s.txt")
+    got = by_id(parsed)
+    assert {j: (r[c.STATUS], r[c.GPU_COUNT], r[c.PEAK_GPU_MEM_GB]) for j, r in got.items()} == {
+        "slurm-hpc1-7000_1": ("RUNNING", "2", repr(4096 * MIB)), "slurm-hpc1-7000_2": ("RUNNING", "2", None),
+        "slurm-hpc1-7000_3": ("PENDING", "2", None), "slurm-hpc1-7000_4": ("PENDING", "2", None)}
+    # 6 lines: 2 ranges (6 tasks: 1-2 superseded by their own records, 3-4 of night 1 by night 2's range), 2 task
+    # lines, 1 step, 1 header
+    assert (parsed.lines, parsed.headers, parsed.ranges, parsed.tasks, parsed.tasks_superseded, parsed.steps) == (
+        6, 1, 2, 6, 4, 1)
+    assert parsed.accounted() == parsed.lines
+    assert ("6 sacct line(s): 2 GPU job(s), 2 array range(s) expanded into 6 task(s) (4 superseded by a later record "
+            "of the task), 1 step(s) folded into their job, 0 job(s) without GPUs not loaded, 1 header line(s) inside "
+            "the output skipped;") in parsed.summary()
+
+
+def test_a_task_line_older_than_its_range_is_superseded_by_the_range():
+    """A task's own line that is older than a range naming it (requeued into the array's pending range)."""
+    old = line("7000_2", state="FAILED", start="2026-10-01T00:00:00", end="2026-10-01T00:10:00")
+    parsed = parse_sacct(FULL + old.replace("2026-11-01T00:00:00", "2026-10-01T00:00:00") + pending("7000_[1-2]"),
+                         "s.txt")
+    assert [(r[c.JOB_ID], r[c.STATUS]) for r in parsed.jobs.iter_rows(named=True)] == [
+        ("slurm-hpc1-7000_1", "PENDING"), ("slurm-hpc1-7000_2", "PENDING")]
+    assert (parsed.superseded, parsed.tasks_superseded, parsed.accounted(), parsed.lines) == (1, 0, 2, 2)
+
+
+def test_a_cpu_array_range_is_a_job_without_gpus_not_expanded():
+    parsed = parse_sacct(FULL + pending("7000_[1-1000]", gpus=0).replace("gres/gpu=0", ""), "s.txt")
+    assert (parsed.rows, parsed.no_gpu, parsed.ranges, parsed.accounted()) == (0, ["slurm-hpc1-7000_[1-1000]"], 0, 1)
+
+
+@pytest.mark.parametrize("state", ["completed", "Completed", "timeout", "cancelled by 0"])
+def test_states_are_matched_whatever_their_case(state):
+    """Issue 48 item 11: `completed` loaded without its run time (the state word was matched as written)."""
+    (row,) = parse_sacct(FULL + line("1", state=state), "s.txt").jobs.iter_rows(named=True)
+    assert row[c.STATUS] in ("COMPLETED", "FAILED", "CANCELLED") and float(row[c.RUNTIME_HOURS]) == 1.0
+
+
+def test_a_header_repeated_inside_the_output_is_skipped_and_counted():
+    """Issue 48 item 11: two exports joined: the second header counted as a job without GPUs."""
+    parsed = parse_sacct(FULL + line("1") + FULL + line("2"), "s.txt")
+    assert (list(by_id(parsed)), parsed.no_gpu, parsed.headers, parsed.lines, parsed.accounted()) == (
+        ["slurm-hpc1-1", "slurm-hpc1-2"], [], 1, 3, 3)
+    assert ", 1 header line(s) inside the output skipped;" in parsed.summary()
+
+
+def test_a_second_export_with_other_fields_is_read_by_its_own_header():
+    other = "Submit|State|JobID|AllocTRES|Cluster\n2026-11-02T00:00:00|PENDING|9|gres/gpu=4|hpc2\n"
+    parsed = parse_sacct(FULL + line("1") + other, "s.txt")
+    got = by_id(parsed)
+    assert (got["slurm-hpc2-9"][c.STATUS], got["slurm-hpc2-9"][c.GPU_COUNT]) == ("PENDING", "4")
+    assert (parsed.headers, parsed.accounted(), parsed.lines) == (1, 3, 3)
+
+
+def test_rows_are_handed_on_in_chunks_and_the_lines_read_once():
+    """Issue 48 item 10: the reader takes lines one at a time and hands the rows on a chunk at a time."""
+    chunks: list[int] = []
+    lines = iter((FULL + "".join(line(str(j)) + line(f"{j}.batch", mem="gres/gpumem=1024M") for j in range(1, 8))
+                  ).encode().splitlines(keepends=True))
+    out = slurm.SacctReader("s.txt", chunk_rows=3).read(lines, lambda rows: chunks.append(rows.height))
+    assert chunks == [3, 3, 1] and (out.rows, out.steps, out.accounted(), out.lines) == (7, 7, 14, 14)
+    assert next(lines, None) is None
