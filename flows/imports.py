@@ -33,12 +33,14 @@ from gpucast.flows.errors import SourceUnavailable
 from gpucast.flows.settings import Settings
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
-from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of
+from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of, retired_ranges
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
+from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
 from gpucast.warehouse.runs import describe, record_failed_run
+from gpucast.warehouse.sources import stored_array_ranges
 from gpucast.warehouse.watermarks import read_watermarks, save_watermarks
 
 SACCT_TIMEOUT_S = 600
@@ -116,28 +118,45 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
     exit 2 before anything else), and the whole output before the ingest run starts (nothing half-loaded)."""
     settings = (settings or Settings.from_env()).ensure()
     parsed_mapping = load_mapping(mapping) if mapping else None  # a bad mapping: one line, before anything
-    lines, source = (read_file(path), path) if path else (read_sacct(since or "now-1days"), f"sacct --starttime={since or 'now-1days'}")
+    since = since or "now-1days"
+    lines, source = (read_file(path), path) if path else (read_sacct(since), f"sacct --starttime={since}")
     with contextlib.closing(lines):
         reader = SacctReader(source, parsed_mapping)
         reader.start(lines)
         runs = [r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)] if join else []
-        joined = 0
-
-        def write(staged: Path) -> None:
-            nonlocal joined
-            with pq.ParquetWriter(staged, STAGED_SCHEMA) as out:
-                def emit(rows: pl.DataFrame) -> None:
-                    nonlocal joined
-                    if join:  # the runs' params by MLflow's usual names: `mapping` describes the sacct side
-                        rows, n = join_runs(rows, runs, join.tag)
-                        joined += n
-                    out.write_table(rows.to_arrow().cast(STAGED_SCHEMA))
-                reader.read(lines, emit)
-
+        staging = SacctStaging(reader, lines, join, runs, settings.storage)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
-        run = ingest_written(write, name, "slurm", mapping, settings)
-    return Imported(reader.out, run, joined)
+        run = ingest_written(staging.write, name, "slurm", mapping, settings)
+    return Imported(reader.out, run, staging.joined)
+
+
+@dataclass
+class SacctStaging:
+    """Writes the rest of a sacct output (its header read) to the staged Parquet file, a chunk at a time: its jobs
+    (with their MLflow runs' features when joined), then the array ranges an older gpucast stored as one job that
+    this output's arrays retire."""
+
+    reader: SacctReader
+    lines: Iterator[bytes]
+    join: MlflowJoin | None
+    runs: list[MlflowRun]
+    storage: Storage
+    joined: int = 0  # jobs whose model features came from their MLflow run
+
+    def write(self, staged: Path) -> None:
+        with pq.ParquetWriter(staged, STAGED_SCHEMA) as self._out:
+            self.reader.read(self.lines, self._emit)
+            stored = stored_array_ranges(self.storage) if self.reader.arrays else pl.DataFrame()
+            if stored.height and (retired := retired_ranges(stored, self.reader.arrays)).height:
+                self._out.write_table(retired.to_arrow().cast(STAGED_SCHEMA))
+                self.reader.out.retired = retired.height
+
+    def _emit(self, rows: pl.DataFrame) -> None:
+        if self.join:  # the runs' params by MLflow's usual names: the mapping describes the sacct side
+            rows, n = join_runs(rows, self.runs, self.join.tag)
+            self.joined += n
+        self._out.write_table(rows.to_arrow().cast(STAGED_SCHEMA))
 
 
 def ingest_frame(jobs: pl.DataFrame, name: str, source: str, mapping: str | None, settings: Settings) -> IngestResult:

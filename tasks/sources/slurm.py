@@ -102,6 +102,7 @@ class SlurmImport:
     ranges: int = 0  # array range lines (`7000_[3-1000]`) expanded into one row per task
     tasks: int = 0  # the tasks those ranges name
     tasks_superseded: int = 0  # of those, tasks a later record of the task itself (or a later range) supersedes
+    retired: int = 0  # array ranges an older gpucast stored as one job, retired by this output (`retired_ranges`)
     no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
     no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
     elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs without a usable Elapsed: End - Start
@@ -133,7 +134,9 @@ class SlurmImport:
                 + (f", {self.unreadable:,} unreadable line(s) quarantined" if self.unreadable else "")
                 + f"; {len(self.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
                 + (f"; {len(self.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or "
-                   "unreadable): run time from End - Start" if self.elapsed_from_times else ""))
+                   "unreadable): run time from End - Start" if self.elapsed_from_times else "")
+                + (f"; {self.retired:,} array range(s) stored as one job by an older gpucast retired (CANCELLED: "
+                   "their tasks are jobs of their own)" if self.retired else ""))
 
 
 def parse_sacct(text: str | Iterable[bytes | str], source: str, mapping: Mapping | None = None) -> SlurmImport:
@@ -166,6 +169,7 @@ class SacctReader:
         self._number = 0
         self._jobs: dict[str, list] = {}  # "cluster|JobID" -> [RECENCY, LINE, HEADER, NUMBER, STEP_MEM, ...]
         self._ranges: dict[str, None] = {}  # the keys of array range records, in order
+        self.arrays: set[str] = set()  # "cluster|array id" of every array with a record here (a task or a range)
         self._rows: list[dict] = []
         self._emit: Callable[[pl.DataFrame], object] = self._rows.extend
         self._garbled, self._first_garbled = 0, ""
@@ -271,8 +275,10 @@ class SacctReader:
         else:
             self.out.superseded += 1
             return
-        if "[" in job_id:  # an array range record (`7000_[3-1000]`): expanded into its tasks at the end
-            self._ranges[key] = None
+        if "_" in job_id:  # an array's task (`7000_5`) or range record (`7000_[3-1000]`, expanded at the end)
+            self.arrays.add(f"{key.split('|', 1)[0]}|{job_id.split('_', 1)[0]}")
+            if "[" in job_id:
+                self._ranges[key] = None
 
     def _step(self, key: str, values: list[str]) -> None:
         entry = self._jobs.get(key)
@@ -426,6 +432,26 @@ class SacctReader:
         if self._rows:
             self._emit(pl.DataFrame(self._rows, schema=SCHEMA))
             self._rows = []
+
+
+RETIRED = ("superseded: gpucast loads a pending array range as one job per task since issue 48 (the tasks are "
+           "jobs of their own: {}_<task>)")
+_STORED_RANGE = re.compile(r"^slurm-(.+)-(\d+)_\[")
+
+
+def retired_ranges(stored: pl.DataFrame, arrays: set[str]) -> pl.DataFrame:
+    """Rows that retire the array ranges an older gpucast stored as one pending job (`slurm-hpc1-7000_[1-1000]`,
+    never written again, so pending for ever): of `stored` (their latest records, as the warehouse holds them),
+    each range of an array this output has a record of (`SacctReader.arrays`), again, as CANCELLED with the reason
+    (`RETIRED`) at its own time, so the warehouse's latest-record rule makes it the job's row. Contract text."""
+    keep = [bool((m := _STORED_RANGE.match(job)) and f"{m[1]}|{m[2]}" in arrays) for job in stored[c.JOB_ID]]
+    stored = stored.filter(pl.Series(keep, dtype=pl.Boolean)) if keep else stored
+    text = [pl.col(n).dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ") if isinstance(t, pl.Datetime)
+            else pl.col(n).cast(pl.String) for n, t in stored.select(c.COLUMNS).schema.items()]
+    return stored.select(text).with_columns(
+        pl.lit("CANCELLED").alias(c.STATUS), pl.lit(None, dtype=pl.String).alias(c.RUNTIME_HOURS),
+        pl.format(RETIRED, pl.col(c.JOB_ID).str.replace(r"_\[.*$", "")).alias(c.FAILURE_REASON),
+        pl.lit(None, dtype=pl.String).alias(SOURCE_ERROR)).select(SCHEMA.keys())
 
 
 def array_tasks(job_id: str) -> tuple[str, list[range]]:

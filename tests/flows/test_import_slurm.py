@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -309,3 +310,31 @@ def test_sacct_that_runs_past_its_time_is_stopped(home, tmp_path, monkeypatch, c
     assert time.monotonic() - started < 30
     assert capsys.readouterr().err.startswith("gpucast import: sacct could not be run (it did not finish within 1 s)")
     assert not (home / "warehouse.duckdb").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_range_stored_whole_by_an_older_gpucast_is_retired_by_its_array_s_next_records(home, tmp_path, capsys):
+    """Before issue 48 `7000_[1-1000]` was stored as one pending job, and no later record ever carried that id. The
+    first import with a record of array 7000 (of that cluster) retires it: CANCELLED, saying why; another array's
+    and another cluster's stored ranges stay."""
+    old = [{"job_id": f"slurm-{cl}-{job}", "submitted_at": "2026-11-01T00:00:00Z", "updated_at": "2026-11-01T00:00:00Z",
+            "status": "PENDING", "queue": "gpu", "team": "nlp", "gpu_count": 2, "model_type": "CNN"}
+           for cl, job in (("hpc1", "7000_[1-1000]"), ("hpc2", "7000_[1-5]"), ("hpc1", "8000_[1-3]"))]
+    assert main(["ingest", str(write(tmp_path / "old.jsonl", "".join(json.dumps(r) + "\n" for r in old)))]) == 0
+    night2 = write(tmp_path / "night2.txt", HEAD48 + "".join(
+        sacct_line(f"7000_{k}", state="RUNNING", gpus=2) for k in (1, 2))
+        + sacct_line("7000_[3-1000]", state="PENDING", gpus=2, started=False))
+    capsys.readouterr()
+    assert main(["import", "slurm", str(night2)]) == 0
+    out = capsys.readouterr().out
+    assert ("; 1 array range(s) stored as one job by an older gpucast retired (CANCELLED: their tasks are jobs of their "
+            "own)") in out
+    assert "1,001 rows read: 1,001 loaded, 0 rejected, 0 duplicate" in out
+    assert rows(home, "SELECT job_id, status, failure_reason, gpu_count, queue FROM job_logs WHERE job_id LIKE '%[%' "
+                      "ORDER BY job_id") == [
+        ("slurm-hpc1-7000_[1-1000]", "CANCELLED", "superseded: gpucast loads a pending array range as one job per "
+         "task since issue 48 (the tasks are jobs of their own: slurm-hpc1-7000_<task>)", 2, "gpu"),
+        ("slurm-hpc1-8000_[1-3]", "PENDING", None, 2, "gpu"), ("slurm-hpc2-7000_[1-5]", "PENDING", None, 2, "gpu")]
+    assert rows(home, "SELECT count(*) FROM job_logs WHERE status = 'PENDING' AND job_id LIKE 'slurm-hpc1-7000%'") == [
+        (998,)]

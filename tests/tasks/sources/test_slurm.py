@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
@@ -397,3 +398,18 @@ def test_rows_are_handed_on_in_chunks_and_the_lines_read_once():
     out = slurm.SacctReader("s.txt", chunk_rows=3).read(lines, lambda rows: chunks.append(rows.height))
     assert chunks == [3, 3, 1] and (out.rows, out.steps, out.accounted(), out.lines) == (7, 7, 14, 14)
     assert next(lines, None) is None
+
+
+def test_stored_ranges_of_the_arrays_read_are_retired_as_cancelled_at_their_own_time():
+    """A range an older gpucast stored whole is retired once this output has a record of its array and cluster."""
+    from datetime import UTC, datetime
+
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    stored = pl.DataFrame({n: [None, None] for n in c.COLUMNS}, schema={n: pl.String for n in c.COLUMNS}).with_columns(
+        pl.Series(c.JOB_ID, ["slurm-hpc-east-7000_[1-9]", "slurm-hpc-east-8000_[1-9]"]),
+        pl.Series(c.SUBMITTED_AT, [when, when]), pl.Series(c.UPDATED_AT, [when, when]),
+        pl.Series(c.STATUS, ["PENDING"] * 2), pl.Series(c.GPU_COUNT, [2, 4]))
+    (row,) = slurm.retired_ranges(stored, {"hpc-east|7000", "hpc1|8000"}).iter_rows(named=True)
+    assert (row[c.JOB_ID], row[c.STATUS], row[c.GPU_COUNT], row[c.UPDATED_AT], row[c.RUNTIME_HOURS]) == (
+        "slurm-hpc-east-7000_[1-9]", "CANCELLED", "2", "2026-11-01T00:00:00Z", None)
+    assert row[c.FAILURE_REASON].endswith("(the tasks are jobs of their own: slurm-hpc-east-7000_<task>)")

@@ -1,0 +1,25 @@
+"""What an importer reads back from the warehouse before it loads: the Slurm array ranges an older gpucast stored
+as one pending job (`tasks/sources/slurm.py` `retired_ranges` retires them)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.warehouse.concerns import Storage
+from gpucast.warehouse.db import writer
+
+# A job id with `_[`: an array range record as sacct prints it (`7000_[3-1000]`), stored whole before issue 48
+STORED_RANGES = (f"SELECT {', '.join(c.COLUMNS)} FROM job_logs "
+                 f"WHERE {c.STATUS} = 'PENDING' AND starts_with({c.JOB_ID}, 'slurm-') AND contains({c.JOB_ID}, '_[') "
+                 f"ORDER BY {c.JOB_ID}")
+
+
+def stored_array_ranges(storage: Storage) -> pl.DataFrame:
+    """The latest records (contract columns, typed) of the pending jobs that are Slurm array ranges stored whole
+    (`slurm-hpc1-7000_[1-1000]`); none without a warehouse (one is not made for this)."""
+    if not storage.db_path.exists():
+        return pl.DataFrame()
+    with writer(storage) as con:
+        con.execute("SET TimeZone = 'UTC'")
+        return con.sql(STORED_RANGES).pl()
