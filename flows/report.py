@@ -41,7 +41,25 @@ def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
     if not storage.query_path.exists():
         return f"no warehouse at {storage.db_path} yet"
     frames = queries.status_frames(storage.query_path, limit, backtest_days)
-    return render.status_text(frames, storage.query_path)
+    return render.status_text(frames, storage.query_path) + published_copy_text(storage.published_path)
+
+
+def published_copy_text(published: Path) -> str:
+    """What is damaged now in the planners' copy, and what the last publishes found damaged and repaired
+    (`warehouse/publish.py` `copy_health`); empty before the first publish."""
+    from gpucast.warehouse.errors import printable
+    from gpucast.warehouse.publish import copy_health
+
+    if not published.exists():
+        return ""
+    health = copy_health(published)
+    lines = [f"Planners' copy ({published} and its forecast files): "
+             + (f"{len(health.problems)} problem(s) now:" if health.problems else "as the last publish wrote it")]
+    lines += [printable(f"- {problem}") for problem in health.problems]
+    if health.repairs:
+        lines.append("Found damaged and repaired by the last publishes (newest first):")
+        lines += [printable(f"- {when}: {what}") for when, what in health.repairs]
+    return "\n\n" + "\n".join(lines)
 
 
 def capacity_summary(storage: Storage) -> str:

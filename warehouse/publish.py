@@ -6,26 +6,40 @@ file: at the end of each *successful* run the pipeline publishes a copy, holding
 so nothing changes meanwhile:
 
 1. checkpoint `warehouse.duckdb`;
-2. build the new copy under a temporary name beside `published.duckdb`, in one of three ways:
+2. write, verify or take the forecast files of every score run the warehouse holds (`_forecast_files`): the
+   copy's `forecasts` is not a table but a view over immutable Parquet files per score run in
+   `published_forecasts/` beside it (`FORECASTS` below), so a publish no longer writes a night's millions of
+   forecasts into the copy (issue 40's goal); `gpucast sql` may read that folder and no other file. A run's files
+   the last publishes wrote are reused once verified, cheaply but really: each must be there with its size, and
+   one whose identity (device, inode, size, modification and change times) is not the one noted when it was
+   written is read whole and its SHA-256 compared with the one noted then. Any write into a file, a truncation or
+   a reset of its modification time gives it a new change time, which no process can set back, so a night reads
+   only the files something touched (none, usually), and the night's new run's files once, to note their
+   SHA-256 (~0.1 s a run of 3M forecasts here; reading all of 30M, 1 GiB, took ~1 CPU-s, `bench_publish.py
+   --rehash`). A file missing, cut short or with other bytes is written again from the warehouse (and said in
+   the note: `gpucast status` shows it, `copy_health`); one with no noted checksum (written by an older gpucast,
+   or by a publish that did not finish) is written again too. A bad block *below* the file system that changes no
+   time is not seen until the file's run is written again;
+3. build the new copy under a temporary name beside `published.duckdb`, in one of three ways:
    * **in place** (the usual night, issue 40): the file that is `published.prev.duckdb` (the copy before the
      current one, so two publishes old) is taken: it gets the temporary name and loses the name
-     `published.prev.duckdb`, which goes to the current copy's file at once (step 4, moved first). Then,
+     `published.prev.duckdb`, which goes to the current copy's file at once (step 5, moved first). Then,
      with `ATTACH ... (READ_ONLY)` on the warehouse and in one transaction, it is brought up to date: the
      tables of `INCREMENTAL` (the job tables) gain the runs the warehouse added and lose the runs retention
      pruned (`DELETE` in place; DuckDB reuses the freed blocks), and every other table and every view is
      made again from the warehouse. Only what changed is read back and written: no copy of the whole file.
-     Taken only when it is still exactly the file the last publish noted (step 7) and no session holds it
+     Taken only when it is still exactly the file the last publish noted (step 8) and no session holds it
      (DuckDB's lock, checked by opening it): a planner's session that opened it two publishes ago keeps
      reading it, and this publish makes a byte copy instead;
-   * **byte copy** (no usable previous copy: the second publish, after a failed one, or a session holds it):
-     byte-copy the current `published.duckdb` (disk speed: 10 s for 1.2 GiB with its fsync here; the file
-     planners hold open is only read), then bring the copy up to date the same way;
-   * **full** (the first publish, or when the current copy is not the one the last publish wrote, see
-     below): one `CREATE TABLE ... AS SELECT *` per table, then every view.
-   Either way the copy's `forecasts` is not a table but a view over one immutable Parquet file per score run in
-   `published_forecasts/` beside it (`FORECASTS` below): a publish writes the files of the runs that have none
-   (the night's run), so it no longer writes a night's millions of forecasts into the copy (issue 40's goal);
-   `gpucast sql` may read that folder and no other file.
+   * **byte copy** (no usable previous copy: the second publish, after a failed one, a session holds it, or it
+     is damaged): byte-copy the current `published.duckdb` (disk speed: 10 s for 1.2 GiB with its fsync here;
+     the file planners hold open is only read), then bring the copy up to date the same way;
+   * **full** (the first publish, when the current copy is not the one the last publish wrote, see below, or
+     when bringing the byte copy up to date failed): one `CREATE TABLE ... AS SELECT *` per table, then every
+     view.
+   An earlier copy is only a head start: any error while one is brought up to date (a bad block in it fails its
+   checksum) drops it for the next way down, and is said in the note, never blamed on the warehouse. Only the full
+   build reads nothing but the warehouse, so only its failure is the warehouse's (`PublishFailed`, exit code 6).
    Either way every row that goes into the copy is read back from the warehouse, with each block's
    checksum checked, so a corrupted warehouse fails the publish instead of reaching planners (a byte
    copy of the *warehouse* would carry the corruption over), and the copy's row counts must equal the
@@ -33,27 +47,31 @@ so nothing changes meanwhile:
    warehouse's columns and rows but not its keys and constraints: nothing writes the copy, and a
    primary key's index must fit in memory (`COPY FROM DATABASE`, which rebuilds them, failed on 9 M
    forecasts under the 1 GB limit, so a site scoring 1 M jobs a night lost its copy on night 3);
-3. make it read-only on disk (mode 0444);
-4. keep the current copy as `published.prev.duckdb` (a hard link to its file, so no bytes are
+4. make it read-only on disk (mode 0444);
+5. keep the current copy as `published.prev.duckdb` (a hard link to its file, so no bytes are
    copied; `gpucast restore` puts it back);
-5. remove a stale `published.duckdb.wal`: one left by a planner's session that wrote into the copy
+6. remove a stale `published.duckdb.wal`: one left by a planner's session that wrote into the copy
    and was killed. DuckDB would replay it into the *new* file at the next open (planners would see
    the old session's tables and rows in tonight's copy), so it goes before the rename;
-6. rename the temporary file over `published.duckdb`. A rename is atomic: a planner's open session
+7. rename the temporary file over `published.duckdb`. A rename is atomic: a planner's open session
    keeps reading the copy it opened, new sessions see the new one, nobody ever sees a half-written
    file, and no open session can block the nightly run;
-7. note the identity (device, inode, size, modification time) of the new file and of the previous
-   copy's in `published.state.json`, with the forecast files of the last publishes' copies (then the files
-   none of them reads are removed). The next publish builds on a copy only if it is still exactly that
+8. note the identity (device, inode, size, modification time) of the new file and of the previous
+   copy's in `published.state.json`, with the forecast files of the last publishes' copies, each file's size,
+   SHA-256 and identity, and what this publish and the last ones found damaged and repaired (then the files
+   none of the copies reads are removed). The next publish builds on a copy only if it is still exactly that
    file (for the byte copy: unchanged before and after it; in place: once locked); a copy someone wrote
    into (root, or a planner who changed its mode), a restored one, or one of an older gpucast is not
    built on.
 
 A publish that fails or is killed leaves `published.duckdb` as it was (the file being written only ever
 had a temporary name; a kill inside the transaction is rolled back by DuckDB's WAL, and the temporary file
-and its WAL are swept by the next run). After a failed *in-place* publish `published.prev.duckdb` is a second
-name of `published.duckdb` (its older file was the one being written, and is dropped): `gpucast restore` has
-nothing older until the next publish, which then makes a byte copy.
+and its WAL are swept by the next run); a forecast file it wrote again holds the bytes the damaged one should
+have held (the run's rows, from the warehouse), renamed over it, so a session reading the old file keeps it.
+After a failed *in-place* publish `published.prev.duckdb` is a second name of `published.duckdb` (its older
+file was the one being written, and is dropped): `gpucast restore` has nothing older until the next publish,
+which then makes a byte copy. A run whose part was damaged gets one file of its own; `published.prev.duckdb`
+still reads the damaged part until it ages out (`gpucast restore` brings that copy back as it was).
 
 Planners who want tables of their own keep them in a scratch database that attaches the published
 copy read-only (README "Your own tables"); anything written into `published.duckdb` itself is
@@ -67,6 +85,9 @@ import hashlib
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -94,12 +115,13 @@ INCREMENTAL: dict[str, tuple[str, str | None]] = {
 }
 
 # The forecasts are not copied into the copy at all (issue 40: writing a night's 3M forecasts into it again was
-# most of a publish's time). Each score run the warehouse holds is written once, read back from the warehouse, as an
-# immutable Parquet file in `published_forecasts/` (`db.forecast_files_dir`), named by the run, the forecasts
-# table's columns (a digest of names and types) and its row count, so a run that changed, or a new column, gets a
-# new file. The copy's `forecasts` is a view over the files of the runs the warehouse holds (absolute paths, the
-# warehouse's column types). A file stays while a copy of the last `FORECAST_FILE_PUBLISHES` publishes names it:
-# `published.prev.duckdb` and planners' sessions opened up to that many publishes ago keep reading their runs.
+# most of a publish's time). Each score run the warehouse holds is written once (again only when damaged, step 2 of
+# the module doc), taken from its score run or read back from the warehouse, as immutable Parquet files in
+# `published_forecasts/` (`db.forecast_files_dir`), named by the run, the forecasts table's columns (a digest of names
+# and types) and its row count, so a run that changed, or a new column, gets a new file. The copy's `forecasts` is a
+# view over the files of the runs the warehouse holds (absolute paths, the warehouse's column types). A file stays
+# while a copy of the last `FORECAST_FILE_PUBLISHES` publishes names it: `published.prev.duckdb` and planners'
+# sessions opened up to that many publishes ago keep reading their runs.
 FORECASTS = "forecasts"
 FORECAST_FILE_PUBLISHES = 4
 
@@ -115,7 +137,8 @@ class PublishFailed(RuntimeError):
 
 def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
     """Publish the warehouse to `published.duckdb` (steps in the module doc); return its path. `full`
-    builds the copy from nothing even when the current one could be brought up to date."""
+    builds the copy from nothing and writes every run's forecast file again, even when the current ones could
+    be used."""
     target = storage.published_path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with writer_lock(storage):
@@ -126,18 +149,28 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
         finally:
             con.close()
         try:
-            noted = _noted(target)
+            note = _read_note(target)
+            noted = _noted(target, note)
+            forecasts = _forecast_files(storage, note.checks, rewrite=full)
+            repairs = list(forecasts.repairs)
             previous = not full and noted is not None and _take_previous_copy(target, tmp, noted)
-            files = None
             if previous:
                 try:
-                    files = _verified_copy(storage, tmp, True, full=full, in_place_of=noted[1])
-                except _CopyInUse:  # a session holds the previous copy's file, or wrote into it: copy instead
-                    tmp.unlink()  # only our name for it: the session keeps reading its file
+                    _verified_copy(storage, tmp, forecasts, base=True, in_place_of=noted[1])
+                except _CopyInUse as exc:  # a session holds the previous copy's file, wrote into it, or it is damaged
+                    tmp.unlink()  # only our name for it: a session keeps reading its file
                     previous = False
+                    if exc.damaged:
+                        repairs.append(f"{previous_copy(target)} could not be brought up to date ({exc}): tonight's copy "
+                                       "was made from the current one instead, and the damaged file dropped")
             if not previous:
-                incremental = not full and noted is not None and _byte_copy_of_last_publish(target, tmp, noted[0])
-                files = _verified_copy(storage, tmp, incremental, full=full)
+                base = not full and noted is not None and _byte_copy_of_last_publish(target, tmp, noted[0])
+                try:
+                    _verified_copy(storage, tmp, forecasts, base=base)
+                except _CopyInUse as exc:  # only with a base: the copy of the current one did not take the night
+                    repairs.append(f"{target} could not be brought up to date ({exc}): tonight's copy was built from "
+                                   "the warehouse instead")
+                    _verified_copy(storage, tmp, forecasts, base=False)
             os.chmod(tmp, READ_ONLY_MODE)
             failpoint("publish:before-rename")
             if target.exists() and not previous:  # a second name for the current copy's file: no bytes copied
@@ -145,11 +178,11 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
             Path(f"{target}.wal").unlink(missing_ok=True)
             os.replace(tmp, target)
             # the copy this one replaced, now published.prev.duckdb, is the base of the next publish when unchanged
-            kept = _noted_files(target)
+            kept = [forecasts.names, *(note.forecast_files or [])][:FORECAST_FILE_PUBLISHES]
             _note_published(target, noted[0] if noted is not None and _identity(previous_copy(target)) == noted[0] else None,
-                            [files, *(kept or [])][:FORECAST_FILE_PUBLISHES])
-            if kept is not None:  # else an older gpucast's note, or none: which files older copies read is unknown
-                _sweep_forecast_files(target, [files, *kept][:FORECAST_FILE_PUBLISHES])
+                            kept, forecasts.checks, repairs, note.repairs)
+            if note.forecast_files is not None:  # else an older gpucast's note, or none: what older copies read is unknown
+                _sweep_forecast_files(target, kept)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.chmod(tmp, 0o644)
@@ -182,25 +215,113 @@ def _identity(path: Path) -> list[int] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
-def _note_published(target: Path, previous: list[int] | None, forecast_files: list[list[str]]) -> None:
-    """Write the identity of the new copy's file and of the previous copy's (step 7), and the forecast files of the
-    last publishes' copies (newest first), replacing the note atomically."""
+@dataclass(frozen=True)
+class _Check:
+    """A forecast file as the publish that wrote it saw it: its size and SHA-256, and its identity when last
+    verified (device, inode, size, modification and change times: `_file_identity`)."""
+
+    size: int
+    sha256: str
+    identity: list[int]
+
+
+def _file_identity(path: Path) -> list[int] | None:
+    """A forecast file's device, inode, size, modification and change times (None: no such file). Any write
+    into the file, a truncation, a rename over it or a reset of its modification time (`touch -d`, `os.utime`)
+    gives it a new change time, which no process can set back: while its identity is what the publish that
+    verified it noted, nothing wrote the file since, and it need not be read again."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)  # hashlib lets go of the GIL on large chunks: files are hashed in parallel
+    return digest.hexdigest()
+
+
+def _sha256s(paths: list[Path]) -> list[str]:
+    """The SHA-256 of each file, a few at a time (reading and hashing ~0.7 GB/s a core here)."""
+    if len(paths) < 2:
+        return [_sha256(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1, 4)) as pool:
+        return list(pool.map(_sha256, paths))
+
+
+def _damage(identity: list[int] | None, check: _Check, sha256: str | None) -> str | None:
+    """What is wrong with a forecast file noted as `check`, whose identity is now `identity` (None: nothing);
+    `sha256`, its bytes' digest, is needed only when its identity is not the noted one."""
+    if identity is None:
+        return "missing"
+    if identity[2] != check.size:
+        return f"{identity[2]:,} bytes where {check.size:,} were written (cut short or overwritten)"
+    if identity != check.identity and sha256 != check.sha256:
+        return "its bytes are not those written (SHA-256 differs: overwritten or damaged)"
+    return None
+
+
+@dataclass
+class _Note:
+    """`published.state.json` as the last publish wrote it (step 8); its parts None or empty where missing
+    (no publish yet, a note of an older gpucast, or one that cannot be read)."""
+
+    identity: list[int] | None = None
+    previous: list[int] | None = None
+    forecast_files: list[list[str]] | None = None  # per copy of the last publishes, newest first, the files it reads
+    checks: dict[str, _Check] = field(default_factory=dict)  # per forecast file, as written (`_Check`)
+    repairs: list[list[str]] = field(default_factory=list)  # [when (UTC), what was found and done], newest first
+
+
+REPAIRS_KEPT = 10  # the note keeps the last publishes' repairs for `gpucast status` (`copy_health`)
+
+
+def _read_note(target: Path) -> _Note:
+    """The last publish's note; what of it cannot be read is left out (the publish then trusts less of what is on
+    disk: a copy it cannot identify is not built on, a forecast file without a checksum is written again)."""
+    try:
+        raw = json.loads(state_path(target).read_text())
+    except (OSError, ValueError):
+        return _Note()
+    if not isinstance(raw, dict):
+        return _Note()
+    note = _Note(_ints(raw.get("identity")), _ints(raw.get("previous")))
+    files = raw.get("forecast_files")
+    if isinstance(files, list) and all(isinstance(f, list) and all(isinstance(n, str) for n in f) for f in files):
+        note.forecast_files = files
+    for name, check in (raw.get("forecast_checks") or {}).items() if isinstance(raw.get("forecast_checks"), dict) else []:
+        with contextlib.suppress(TypeError, ValueError):
+            size, sha256, identity = check
+            if isinstance(size, int) and isinstance(sha256, str) and _ints(identity):
+                note.checks[name] = _Check(size, sha256, identity)
+    repairs = raw.get("repairs")
+    if isinstance(repairs, list):
+        note.repairs = [r for r in repairs if isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r)]
+    return note
+
+
+def _ints(value: object) -> list[int] | None:
+    return value if isinstance(value, list) and value and all(isinstance(v, int) for v in value) else None
+
+
+def _note_published(target: Path, previous: list[int] | None, forecast_files: list[list[str]],
+                    checks: dict[str, _Check], repairs: list[str], earlier: list[list[str]]) -> None:
+    """Write the identity of the new copy's file and of the previous copy's (step 8), the forecast files of the
+    last publishes' copies (newest first) with their checks, and the repairs of this publish and the last ones,
+    replacing the note atomically."""
     note = state_path(target)
     tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"identity": _identity(target), "previous": previous, "forecast_files": forecast_files}))
+    read = {name for names in forecast_files for name in names}
+    now = f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    tmp.write_text(json.dumps({
+        "identity": _identity(target), "previous": previous, "forecast_files": forecast_files,
+        "forecast_checks": {n: [c.size, c.sha256, c.identity] for n, c in sorted(checks.items()) if n in read},
+        "repairs": ([[now, r] for r in repairs] + earlier)[:REPAIRS_KEPT]}))
     os.replace(tmp, note)
-
-
-def _noted_files(target: Path) -> list[list[str]] | None:
-    """The forecast files the copies of the last publishes read, newest first, as the last publish noted them
-    (None: no note, or one of an older gpucast)."""
-    try:
-        files = json.loads(state_path(target).read_text())["forecast_files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not (isinstance(files, list) and all(isinstance(f, list) and all(isinstance(n, str) for n in f) for f in files)):
-        return None
-    return files
 
 
 def _sweep_forecast_files(target: Path, kept: list[list[str]]) -> None:
@@ -212,15 +333,10 @@ def _sweep_forecast_files(target: Path, kept: list[list[str]]) -> None:
             path.unlink(missing_ok=True)
 
 
-def _noted(target: Path) -> tuple[list[int], list[int] | None] | None:
+def _noted(target: Path, note: _Note) -> tuple[list[int], list[int] | None] | None:
     """The identities the last publish noted for the current copy and the previous one, if the current copy is
     still that file (else None: no copy yet, no note from an older gpucast, or a copy written into or restored)."""
-    try:
-        note = json.loads(state_path(target).read_text())
-        current, previous = note["identity"], note.get("previous")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return (current, previous) if current is not None and _identity(target) == current else None
+    return (note.identity, note.previous) if note.identity is not None and _identity(target) == note.identity else None
 
 
 def _keep_as_previous(target: Path) -> None:
@@ -262,29 +378,141 @@ def _byte_copy_of_last_publish(target: Path, tmp: Path, noted: list[int]) -> boo
     return True
 
 
+@dataclass(frozen=True)
+class _ForecastFiles:
+    """The forecast files tonight's copy reads (`_forecast_files`): their paths, the forecasts table's columns
+    (name, type), the checks of every file as noted after this publish, and what was found damaged and rebuilt."""
+
+    paths: list[Path]
+    columns: list[tuple[str, str]]
+    checks: dict[str, _Check]
+    repairs: list[str]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.paths)
+
+
+def _forecast_files(storage: Storage, checks: dict[str, _Check], rewrite: bool) -> _ForecastFiles:
+    """The Parquet files of each score run the warehouse holds (see `FORECASTS`), verified, taken or written
+    before the copy is built (so a copy that must be built again does not redo them). Per run, unless `rewrite`:
+    1. the files the last publishes noted for it (same run, columns and row count), each verified cheaply but
+       really (`_verified`): nothing is read or written while each is the file noted;
+    2. else, for a run no publish wrote yet, the parts its score run staged and kept (`forecast.keep_staged`),
+       when they hold every column and as many rows as the warehouse: flushed to disk and renamed;
+    3. else (a noted file damaged or missing, a file without a noted checksum, a run changed, and always when
+       `rewrite`) one file read back from the warehouse (block checksums checked), written under a temporary
+       name, flushed to disk and renamed over any damaged one.
+    The SHA-256 of each file taken or written is noted; every run's row count in its files is then checked
+    against the warehouse's."""
+    folder = forecast_files_dir(storage.published_path)
+    verified, damaged = ({}, {}) if rewrite else _verified(folder, checks)
+    found = [f"{folder / name}: {problem}" for name, problem in sorted(damaged.items())]
+    con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
+    try:
+        con.execute(f"ATTACH {sql_string(storage.db_path)} AS source (READ_ONLY)")
+        columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'source' "
+                              "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [FORECASTS]).fetchall()
+        digest = hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:12]
+        source = sql_name("source", "main", FORECASTS)
+        want = dict(con.execute(f"SELECT score_run_id, count(*) FROM {source} GROUP BY ALL ORDER BY 1").fetchall())
+        folder.mkdir(parents=True, exist_ok=True)
+        files: dict[str, list[Path]] = {}
+        fresh: list[Path] = []  # taken or written now: their checksums are taken below
+        repairs: list[str] = []
+        for run, rows in want.items():
+            stem = f"{db.forecast_file_stem(run)}.{digest}.{rows}"
+            names = [] if rewrite else _noted_run_files(checks, stem)
+            if names and not any(n in damaged for n in names):
+                files[run] = [folder / n for n in names]
+                continue
+            repairs += [f"{folder / n}: {damaged[n]}; run {run}'s forecasts written again from the warehouse"
+                        for n in names if n in damaged]
+            run_files = None if rewrite or names else _adopt_staged(con, folder, run, stem, rows, [n for n, _ in columns])
+            files[run] = run_files or [_export_run(con, source, run, folder / f"{stem}.parquet")]
+            fresh += files[run]
+        verified.update({p.name: _Check(i[2], sha, i) for p, sha in zip(fresh, _sha256s(fresh), strict=True)
+                         if (i := _file_identity(p)) is not None})
+        paths = [p for run_files in files.values() for p in run_files]
+        counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
+                                  [[str(p) for p in paths]]).fetchall()) if paths else {}
+        wrong = [run for run, run_files in files.items() if sum(counts.get(str(p), 0) for p in run_files) != want[run]]
+        if wrong:
+            raise duckdb.InvalidInputException(
+                f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole (files "
+                f"{', '.join(p.name for r in wrong for p in files[r])})")
+    except duckdb.Error as exc:
+        if environment_error(exc):
+            raise  # a full disk or a permission error: said as such (exit 5), not as corruption
+        raise _not_read_back(storage, exc, found) from exc
+    finally:
+        con.close()
+    return _ForecastFiles(paths, columns, verified, repairs)
+
+
+def _noted_run_files(checks: dict[str, _Check], stem: str) -> list[str]:
+    """The files the last publishes noted for a run whose files are named `stem`...: its own file (written from
+    the warehouse) if noted, else its parts (taken from its score run)."""
+    if f"{stem}.parquet" in checks:
+        return [f"{stem}.parquet"]
+    return sorted(n for n in checks if n.startswith(f"{stem}.part") and n.endswith(".parquet"))
+
+
+def _verified(folder: Path, checks: dict[str, _Check]) -> tuple[dict[str, _Check], dict[str, str]]:
+    """Verify the noted forecast files `checks` in `folder`: each must exist and have its size; one whose identity
+    is the noted one was written by nobody since and is not read; any other (the identity changes when a file is
+    written, and also when its other name is removed, it is copied back, or touched) must have its noted SHA-256.
+    Return (the checks of the good files, with their identity now; per damaged file what is wrong)."""
+    identities = {name: _file_identity(folder / name) for name in checks}
+    unsure = [n for n, i in identities.items() if i is not None and i[2] == checks[n].size and i != checks[n].identity]
+    sha256s = dict(zip(unsure, _sha256s([folder / n for n in unsure]), strict=True))
+    good, damaged = {}, {}
+    for name, check in checks.items():
+        if (problem := _damage(identities[name], check, sha256s.get(name))) is None:
+            good[name] = _Check(check.size, check.sha256, identities[name])
+        else:
+            damaged[name] = problem
+    return good, damaged
+
+
+def _not_read_back(storage: Storage, exc: duckdb.Error, found: list[str] = ()) -> PublishFailed:
+    """The error of a publish that could not read the warehouse back whole, with the forecast files it `found`
+    damaged (which it could then not write again)."""
+    damaged = f"; found damaged: {'; '.join(found)}" if found else ""
+    return PublishFailed(
+        f"could not read {storage.db_path} back whole ({type(exc).__name__}: {exc}){damaged}; the planners' copy was "
+        "left as it was. Check the disk, then restore the warehouse from the lake or a backup (docs/operations.md)")
+
+
 class _CopyInUse(Exception):
-    """The previous copy's file is open in a session (DuckDB's lock), or was written into before we locked it."""
+    """The earlier copy a publish builds on cannot be used: open in a session (DuckDB's lock) or written into before
+    we locked it; or, `damaged`, unreadable or failing while brought up to date (a block that fails its checksum)."""
+
+    def __init__(self, message: str, damaged: bool = False) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
-def _verified_copy(storage: Storage, tmp: Path, incremental: bool, *, full: bool = False,
-                   in_place_of: list[int] | None = None) -> list[str]:
+def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, base: bool,
+                   in_place_of: list[int] | None = None) -> None:
     """Bring the database file at `tmp` to every table (its columns and rows, without keys or constraints) and
-    every view of the warehouse: from an earlier copy at `tmp` when `incremental` (a byte copy of the last publish,
-    or the previous copy's own file, whose identity is `in_place_of`: `_CopyInUse` when a session holds it or it
-    changed), else from nothing; within the pipeline's DuckDB memory limit (spilling to the staging folder).
-    `forecasts` becomes a view over the runs' Parquet files (`_publish_forecasts`; `full`: every file written again).
-    Return the names of the files the view reads."""
-    if not incremental:
+    every view of the warehouse: from an earlier copy at `tmp` when `base` (a byte copy of the last publish, or the
+    previous copy's own file, whose identity is `in_place_of`), else from nothing; within the pipeline's DuckDB
+    memory limit (spilling to the staging folder). `forecasts` becomes a view over the runs' Parquet files
+    (`_forecast_files`). An earlier copy that cannot be used raises `_CopyInUse`: held by a session, changed, or
+    any error while it is brought up to date (its own blocks or the warehouse's: the caller then builds from
+    nothing, which reads only the warehouse, and only that failing is the warehouse's fault: `PublishFailed`)."""
+    if not base:
         tmp.unlink(missing_ok=True)
     con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
     try:
         try:
             con.execute(f"ATTACH {sql_string(tmp)} AS copy")
         except duckdb.Error as exc:
-            # the previous copy's file locked by a session, or unreadable (corrupt, cut short): it is only a head
-            # start, so the publish byte-copies the current one instead of failing over it
-            if in_place_of is not None:
-                raise _CopyInUse(f"{type(exc).__name__}: {exc}") from exc
+            # the earlier copy's file locked by a session, or unreadable (corrupt, cut short): it is only a head
+            # start, so the publish takes another way instead of failing over it
+            if base and not environment_error(exc):
+                raise _CopyInUse(f"{type(exc).__name__}: {exc}", damaged="lock" not in str(exc).lower()) from exc
             raise
         if in_place_of is not None and _identity(tmp) != in_place_of:  # now locked: written into before we locked it
             raise _CopyInUse(f"{tmp} changed")
@@ -292,23 +520,31 @@ def _verified_copy(storage: Storage, tmp: Path, incremental: bool, *, full: bool
         try:
             # incremental: one transaction, so the copy's WAL is written and synced once, not once per
             # statement (~30 tables); full: a statement per table, as before (each commit frees its memory)
-            with transaction(con) if incremental else contextlib.nullcontext():
+            with transaction(con) if base else contextlib.nullcontext():
                 _drop_views(con)
                 _copy_tables(con)
-                files = _publish_forecasts(con, forecast_files_dir(storage.published_path), rewrite=full)
+                _forecasts_view(con, forecasts)
                 failpoint("publish:before-commit")
             _copy_views(con)
+            con.execute("CHECKPOINT copy")
         except duckdb.Error as exc:
             if environment_error(exc):
                 raise  # a full disk or a permission error: said as such (exit 5), not as corruption
-            raise PublishFailed(
-                f"could not read {storage.db_path} back whole ({type(exc).__name__}: {exc}); the planners' copy was "
-                "left as it was. Check the disk, then restore the warehouse from the lake or a backup "
-                "(docs/operations.md)") from exc
-        con.execute("CHECKPOINT copy")
+            if base:
+                raise _CopyInUse(f"{type(exc).__name__}: {str(exc)[:300]}", damaged=True) from exc
+            raise _not_read_back(storage, exc) from exc
     finally:
         con.close()
-    return files
+
+
+def _forecasts_view(con: duckdb.DuckDBPyConnection, forecasts: _ForecastFiles) -> None:
+    """Make `copy.forecasts` a view over the runs' Parquet files (absolute paths, the warehouse's column types)."""
+    if forecasts.paths:
+        body = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in forecasts.columns)
+                + f" FROM read_parquet([{', '.join(sql_string(p) for p in forecasts.paths)}], union_by_name = true)")
+    else:  # no run yet: the columns, no rows
+        body = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in forecasts.columns) + " LIMIT 0"
+    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {body}")
 
 
 def _drop_views(con: duckdb.DuckDBPyConnection) -> None:
@@ -347,46 +583,6 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
         if published != held:
             schema, name = tables[i]
             raise duckdb.InvalidInputException(f"{schema}.{name} has {held:,} rows but {published:,} were published")
-
-
-def _publish_forecasts(con: duckdb.DuckDBPyConnection, folder: Path, rewrite: bool) -> list[str]:
-    """Make `copy.forecasts` a view over the Parquet files of each score run `source.forecasts` holds (see
-    `FORECASTS`). A run's files, named `<run>.<columns digest>.<rows>[.part<i>].parquet`, are, unless `rewrite`:
-    1. those it already has (same run, columns and row count): nothing is read or written;
-    2. else the parts its score run staged and kept (`forecast.keep_staged`), when they hold every column and as
-       many rows as the warehouse: flushed to disk and renamed, nothing is written again;
-    3. else (and always when `rewrite`) one file read back from the warehouse (block checksums checked), written
-       under a temporary name, flushed to disk and renamed.
-    Every run's row count in its files is then checked against the warehouse's. Return the files' names."""
-    columns = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'source' "
-                          "AND schema_name = 'main' AND table_name = ? ORDER BY column_index", [FORECASTS]).fetchall()
-    digest = hashlib.sha256(json.dumps(columns).encode()).hexdigest()[:12]
-    source = sql_name("source", "main", FORECASTS)
-    want = dict(con.execute(f"SELECT score_run_id, count(*) FROM {source} GROUP BY ALL ORDER BY 1").fetchall())
-    folder.mkdir(parents=True, exist_ok=True)
-    present = sorted(p.name for p in folder.iterdir())
-    files: dict[str, list[Path]] = {}
-    for run, rows in want.items():
-        stem = f"{db.forecast_file_stem(run)}.{digest}.{rows}"
-        # a run's own file (written here), else its adopted parts (a later full publish writes the file)
-        have = ([folder / f"{stem}.parquet"] if f"{stem}.parquet" in present else
-                [folder / n for n in present if n.startswith(f"{stem}.part") and n.endswith(".parquet")])
-        run_files = None
-        if not rewrite:
-            run_files = have or _adopt_staged(con, folder, run, stem, rows, [name for name, _ in columns])
-        files[run] = run_files or [_export_run(con, source, run, folder / f"{stem}.parquet")]
-    paths = [str(p) for run_files in files.values() for p in run_files]
-    counts = dict(con.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]).fetchall()) if paths else {}
-    wrong = [run for run, run_files in files.items() if sum(counts.get(str(p), 0) for p in run_files) != want[run]]
-    if wrong:
-        raise duckdb.InvalidInputException(f"{FORECASTS} of run(s) {', '.join(wrong)} were not published whole")
-    if paths:
-        body = (", ".join(f"{sql_name(name)}::{kind} AS {sql_name(name)}" for name, kind in columns)
-                  + f" FROM read_parquet([{', '.join(sql_string(Path(p)) for p in paths)}], union_by_name = true)")
-    else:  # no run yet: the columns, no rows
-        body = ", ".join(f"NULL::{kind} AS {sql_name(name)}" for name, kind in columns) + " LIMIT 0"
-    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', FORECASTS)} AS SELECT {body}")
-    return sorted(Path(p).name for p in paths)
 
 
 def _adopt_staged(con: duckdb.DuckDBPyConnection, folder: Path, run: str, stem: str, rows: int,
@@ -497,3 +693,29 @@ def _replace_with_copy(src: Path, dst: Path) -> None:
         os.fsync(g.fileno())
     os.chmod(tmp, READ_ONLY_MODE)
     os.replace(tmp, dst)
+
+
+@dataclass(frozen=True)
+class CopyHealth:
+    """What `gpucast status` says of the planners' copy: what the last publishes found damaged and did about it
+    (newest first: when, what), and what is wrong now with the copy and the forecast files it reads."""
+
+    repairs: list[tuple[str, str]]
+    problems: list[str]
+
+
+def copy_health(target: Path) -> CopyHealth:
+    """Look at the copy `target` and the forecast files it reads as the last publish noted them: each file must be
+    there with its size, and one whose identity changed since (`_file_identity`) is read to compare its SHA-256
+    (the others are not read: no run's forecasts are read back)."""
+    note = _read_note(target)
+    problems = []
+    if target.exists() and _identity(target) != note.identity:
+        problems.append(f"{target} is not the file the last publish wrote (written into, restored, or no note in "
+                        f"{state_path(target).name}): the next publish builds it again from the warehouse")
+    folder = forecast_files_dir(target)
+    read = (note.forecast_files or [[]])[0]
+    _, damaged = _verified(folder, {n: note.checks[n] for n in read if n in note.checks})
+    problems += [f"{folder / name}: {problem}; the next publish writes its run again from the warehouse"
+                 for name, problem in sorted(damaged.items())]
+    return CopyHealth([(when, what) for when, what in note.repairs], problems)

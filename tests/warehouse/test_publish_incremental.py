@@ -31,21 +31,24 @@ def storage(home) -> Storage:
     return Settings.from_env().ensure().storage
 
 
-def _score(storage: Storage, day: int, keep_days: int = 30) -> str:
-    """Score run `day` (DAY0 + day) of 40,960 jobs x 3 targets through the real publish path (retention included)."""
+def _score(storage: Storage, day: int, keep_days: int = 30, rows: int = FORECASTS_PER_RUN, by_target: bool = False) -> str:
+    """Score run `day` (DAY0 + day) of 40,960 jobs x 3 targets (or `rows` forecasts) through the real publish path
+    (retention included), staged as one Parquet part (or, `by_target`, one per target as flows/score.py stages)."""
     run_id, at = f"score-day{day:03d}", DAY0 + timedelta(days=day)
-    part = storage.staging_dir / f"{run_id}.parquet"
+    parts = [storage.staging_dir / f"{run_id}.{k}.parquet" for k in range(3 if by_target else 1)]
     with db.writer(storage) as con:
         runs.start(con, runs.Run("score", run_id, at, None))
-        con.execute(f"""COPY (SELECT 'job-' || (i // 3) AS job_id, ([?, ?, ?])[(i % 3) + 1] AS target, 1.0 AS p10,
-                        ? + i AS p50, 1e9 AS p90, 'lightgbm' AS model, 't' AS train_run_id, ? AS score_run_id,
-                        ?::TIMESTAMPTZ AS scored_at, NULL AS safe_request_gb, NULL AS gpu_mem_gb, NULL AS oom_risk,
-                        false AS ood, NULL AS ood_reason, NULL AS arch_inferred, NULL AS arch_match_distance
-                        FROM range({FORECASTS_PER_RUN}) t(i))
-                        TO '{part}' (FORMAT parquet)""", [*c.TARGETS, day * 1e6, run_id, at])
-        forecast.publish(con, run_id, [part], FORECASTS_PER_RUN // 3, list(c.TARGETS), 80.0, keep_days,
+        for k, part in enumerate(parts):
+            con.execute(f"""COPY (SELECT 'job-' || (i // 3) AS job_id, ([?, ?, ?])[(i % 3) + 1] AS target, 1.0 AS p10,
+                            ? + i AS p50, 1e9 AS p90, 'lightgbm' AS model, 't' AS train_run_id, ? AS score_run_id,
+                            ?::TIMESTAMPTZ AS scored_at, NULL AS safe_request_gb, NULL AS gpu_mem_gb, NULL AS oom_risk,
+                            false AS ood, NULL AS ood_reason, NULL AS arch_inferred, NULL AS arch_match_distance
+                            FROM range({rows}) t(i) WHERE i % ? = ?)
+                            TO '{part}' (FORMAT parquet)""", [*c.TARGETS, day * 1e6, run_id, at, len(parts), k])
+        forecast.publish(con, run_id, parts, rows // 3, list(c.TARGETS), 80.0, keep_days,
                          keep_in=db.forecast_files_dir(storage.published_path))  # as flows/score.py does
-    part.unlink()  # the staging folder goes at the end of a run; the kept name stays
+    for part in parts:
+        part.unlink()  # the staging folder goes at the end of a run; the kept name stays
     return run_id
 
 
