@@ -14,6 +14,7 @@ champions': each target's are forecast in this process from the scheduler's hist
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +35,7 @@ from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, feature
 from gpucast.tasks.learn.score import Scorer
 from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import check_paths, publish_snapshot
 
 NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
 
@@ -168,6 +169,8 @@ def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None
     """
     settings = Settings.given(storage=storage, planning=planning, cluster=cluster, quality=quality, tracing=tracing).ensure()
     storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
+    if publish:  # a path the publish cannot write (a file where its folder goes): said now, before anything is scored
+        check_paths(storage.published_path)
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
         pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing).pending_path
@@ -196,11 +199,27 @@ def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None
         n = publish_forecasts(run.run_id, parts, pending_jobs, targets, gpu_mem_gb, storage,
                               settings.quality.backtest_days)
     if publish:
-        publish_snapshot(storage)
+        publish_copy(storage, run.run_id, n)
     print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
     return ScoreResult(score_run_id=run.run_id, pending_jobs=pending_jobs, forecasts=n, scored_on=scored_on,
                        ood_forecasts=sum(ood.values()), ood_by_target=ood, featureless_jobs=without,
                        champions={ch.target: ch.model for ch in champions})
+
+
+def publish_copy(storage: Storage, score_run_id: str, forecasts: int) -> None:
+    """Publish the planners' copy after score run `score_run_id` committed its `forecasts`. Not a retried task: the
+    run is committed, and a failure here is the copy's alone; it is noted on the run, which stays `published` (its
+    forecasts are in the warehouse) and says that planners get them at the next successful publish, then raised."""
+    try:
+        publish_snapshot(storage)
+    except Exception as exc:
+        note = (f"its {forecasts:,} forecasts are in the warehouse, but the planners' copy was not refreshed "
+                f"({runs.describe(exc)}); they reach planners at the next successful publish")
+        print(f"{score_run_id}: {note}")
+        with contextlib.suppress(Exception):  # the publish's own error is the one to raise (a busy lock, a full disk)
+            with db.writer(storage, timeout_s=min(storage.lock_timeout_s, 10.0)) as con:
+                runs.add_note(con, "score", score_run_id, note)
+        raise
 
 
 def _on_cluster(cluster: Cluster, champions: list[Champion], pending_path: str, pending_jobs: int, min_jobs: int,

@@ -29,11 +29,19 @@ def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path]
     """Insert a run's staged forecasts, mark it published and prune old runs' forecasts, in one
     transaction: all or nothing. Returns (forecasts published, score runs pruned).
 
+    Idempotent: a run already published (an earlier attempt committed, then failed after its commit and was
+    retried) is not inserted again; its count is returned. Before, such a retry inserted the run a second time,
+    failed the duplicate check ("staged twice ... nothing was published") and marked the committed run failed.
+
     `keep_in` (the planners' forecast files folder, `db.forecast_files_dir`): once committed, the staged Parquet
     parts also get a name there (a hard link: no bytes copied), so the next publish of the planners' copy takes
     them as the run's files instead of writing the run's forecasts again (warehouse/publish.py). Call it under the
     writer lock (`db.writer`), which the publish of the copy holds too."""
     with transaction(con):
+        done = con.execute("SELECT forecasts FROM score_runs WHERE score_run_id = ? AND status = 'published'",
+                           [score_run_id]).fetchall()
+        if done:
+            return done[0][0], 0
         if parts:
             files = [str(p) for p in parts]
             con.execute(f"INSERT INTO forecasts ({', '.join(FORECAST_COLUMNS)}) "
@@ -58,8 +66,12 @@ STAGED = "staged"  # the middle of a kept part's name: `<run>.staged.<i>.parquet
 
 def keep_staged(folder: Path, score_run_id: str, parts: list[Path]) -> None:
     """Give each of a published run's staged parts a second name in `folder` (see `publish`). Where a hard link is
-    not possible (another file system), nothing is kept: the copy's publish then writes the run's file itself."""
-    folder.mkdir(parents=True, exist_ok=True)
+    not possible (another file system, or `folder` a file: the copy's publish names it), nothing is kept and nothing
+    is raised: the run is committed, and the copy's publish writes the run's file itself."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
     for i, part in enumerate(parts):
         name = folder / f"{forecast_file_stem(score_run_id)}.{STAGED}.{i}.parquet"
         tmp = name.with_name(f".{name.name}.{os.getpid()}.tmp")

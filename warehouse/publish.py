@@ -5,6 +5,9 @@ file, not even read-only (shared/STACK-NOTES.md). So planners do not query the p
 file: at the end of each *successful* run the pipeline publishes a copy, holding the writer lock
 so nothing changes meanwhile:
 
+0. check the paths it writes before writing anything (`check_paths`): `published_forecasts` a file, or
+   `published.duckdb`, `published.prev.duckdb`, its WAL or `published.state.json` a folder, ends the publish with
+   the OS's error naming the path (exit code 5, one line), with nothing renamed in and no `.tmp` left;
 1. checkpoint `warehouse.duckdb`;
 2. write, verify or take the forecast files of every score run the warehouse holds (`_forecast_files`): the
    copy's `forecasts` is not a table but a view over immutable Parquet files per score run in
@@ -81,6 +84,7 @@ replaced at the next publish.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -142,6 +146,7 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
     target = storage.published_path
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with writer_lock(storage):
+        check_paths(target)  # before anything is written: nothing half done over a path of the wrong kind
         con = connect_writer(storage)
         try:
             refresh_gpu_catalog(con)
@@ -188,6 +193,19 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
                 os.chmod(tmp, 0o644)
                 tmp.unlink()
     return target
+
+
+def check_paths(target: Path) -> None:
+    """Raise the OS's error for the first path beside the copy `target` that a publish could not write because it
+    is of the wrong kind: the forecast files' folder a file (`NotADirectoryError`), or the copy, its previous one, its
+    WAL or the note a folder (`IsADirectoryError`), each naming the path (exit code 5 and one line, `warehouse/errors.py`).
+    Checked before anything is written, so such a publish leaves nothing half done: no copy renamed in, no `.tmp`."""
+    folder = forecast_files_dir(target)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
+    for path in (target, previous_copy(target), Path(f"{target}.wal"), state_path(target)):
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
 
 
 def restore_previous(storage: Storage) -> Path:
