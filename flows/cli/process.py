@@ -223,7 +223,24 @@ def _answer(command: str, exc: Exception) -> int:
     if code == 1:
         raise exc
     print(f"gpucast {command}: {printable(message)}", file=sys.stderr)  # store names may hold controls
+    _release_frames(exc)
     return code
+
+
+def _release_frames(exc: BaseException) -> None:
+    """Clear the local variables of the frames an answered error's traceback holds, and its causes'. Prefect keeps a
+    failed run's exception until the interpreter exits (the run's final state, in the context its event-loop thread
+    keeps for its shutdown calls), and with it those frames: the DuckDB connections in them were alive at exit, and
+    DuckDB's bindings (nanobind) printed ~42 "nanobind: leaked" lines after the error's one line (issue 48). Nothing
+    reads the frames once the line is printed: Prefect recorded the traceback when the run failed."""
+    pending, seen = [exc], set()
+    while pending:
+        err = pending.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)
+        pending += [err.__cause__, err.__context__]
 
 
 def _exit_code(exc: BaseException) -> tuple[int, str]:

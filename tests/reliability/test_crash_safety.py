@@ -241,3 +241,62 @@ def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, 
     blocker.wait()
     assert out.returncode == 3, out.stderr[-3000:]
     assert f"(pid {blocker.pid}) has" in out.stderr and "published.duckdb" in out.stderr
+
+
+def _gpucast(home: Path, prefect_api: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_API_URL": prefect_api}
+    return subprocess.run([sys.executable, "-m", "gpucast.flows.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _corrupt_a_table(db_path: Path) -> None:
+    """A table nothing but the publish reads, one of its blocks overwritten as a failing disk would."""
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("CREATE TABLE ballast AS SELECT range AS i FROM range(200000)")
+        con.execute("CHECKPOINT")
+        (block,), = con.execute("SELECT max(block_id) FROM pragma_storage_info('ballast')").fetchall()
+    with open(db_path, "r+b") as f:
+        f.seek(3 * 4096 + block * 256 * 1024 + 8)  # DuckDB's 3 header blocks, then 256 KiB blocks; past the checksum
+        f.write(b"\xff" * 64)
+
+
+def test_a_publish_failing_after_the_score_committed_is_on_its_run_and_leaks_nothing(tmp_path, prefect_api, reference):
+    """Issue 48, items 4 and 7: the score run committed, then the publish of the planners' copy failed (here: a bad
+    block in the warehouse, exit 6). The run's record says its forecasts are in the warehouse and reach planners at
+    the next successful publish, planners keep their copy, and the error's line is the last: before, ~42
+    "nanobind: leaked" lines followed it (DuckDB connections kept alive by the failed run's traceback)."""
+    home = tmp_path / "home"
+    shutil.copytree(reference[0], home)
+    _corrupt_a_table(home / "warehouse.duckdb")
+    before = (home / "published.duckdb").read_bytes()
+    out = _gpucast(home, prefect_api, "score")
+    assert out.returncode == 6, out.stderr[-3000:]
+    assert "nanobind" not in out.stderr + out.stdout
+    (line,) = [line for line in out.stderr.splitlines() if line.startswith("gpucast score:")]
+    assert line.startswith(f"gpucast score: could not read {home / 'warehouse.duckdb'} back whole"), line
+    assert (home / "published.duckdb").read_bytes() == before
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        status, message = con.execute("SELECT status, message FROM score_runs ORDER BY started_at DESC LIMIT 1").fetchone()
+    assert status == "published", message
+    assert "forecasts are in the warehouse, but the planners' copy was not refreshed" in message
+    assert "they reach planners at the next successful publish" in message
+
+
+def test_a_forecast_folder_that_is_a_file_stops_the_score_before_it_starts(tmp_path, prefect_api, reference):
+    """Issue 48, items 7 and 8: with `published_forecasts` a file, `gpucast score` committed its forecasts, then a
+    retry of the commit's step said "staged twice ... nothing was published" (exit 2), the run was marked failed and
+    its forecasts reached planners later. Now: exit 5, one line naming the file, and nothing is scored."""
+    home = tmp_path / "home"
+    shutil.copytree(reference[0], home)
+    shutil.rmtree(home / "published_forecasts")
+    (home / "published_forecasts").write_text("")
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        runs_before = con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall()
+    out = _gpucast(home, prefect_api, "score")
+    assert out.returncode == 5, out.stderr[-3000:]
+    assert [line for line in out.stderr.splitlines() if line.startswith("gpucast score:")] == [
+        f"gpucast score: {home / 'published_forecasts'} is a file where gpucast needs a folder; move the file away "
+        "(gpucast makes the folder), then rerun"]
+    assert "Traceback" not in out.stderr
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall() == runs_before
