@@ -33,9 +33,8 @@ from gpucast.flows.errors import SourceUnavailable
 from gpucast.flows.settings import Settings
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
-from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of, retired_ranges
+from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of, retired_ranges, stored_arrays
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
-from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging
 from gpucast.warehouse.load import start_columns
@@ -123,8 +122,10 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
     with contextlib.closing(lines):
         reader = SacctReader(source, parsed_mapping)
         reader.start(lines)
+        stored = stored_array_ranges(settings.storage)  # ranges an older gpucast stored as one job: retired
+        reader.asked = stored_arrays(stored)
         runs = [r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)] if join else []
-        staging = SacctStaging(reader, lines, join, runs, settings.storage)
+        staging = SacctStaging(reader, lines, join, runs, stored)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
         run = ingest_written(staging.write, name, "slurm", mapping, settings)
@@ -135,20 +136,19 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
 class SacctStaging:
     """Writes the rest of a sacct output (its header read) to the staged Parquet file, a chunk at a time: its jobs
     (with their MLflow runs' features when joined), then the array ranges an older gpucast stored as one job that
-    this output's arrays retire."""
+    this output's arrays retire (`stored`: the warehouse's, read before)."""
 
     reader: SacctReader
     lines: Iterator[bytes]
     join: MlflowJoin | None
     runs: list[MlflowRun]
-    storage: Storage
+    stored: pl.DataFrame
     joined: int = 0  # jobs whose model features came from their MLflow run
 
     def write(self, staged: Path) -> None:
         with pq.ParquetWriter(staged, STAGED_SCHEMA) as self._out:
             self.reader.read(self.lines, self._emit)
-            stored = stored_array_ranges(self.storage) if self.reader.arrays else pl.DataFrame()
-            if stored.height and (retired := retired_ranges(stored, self.reader.arrays)).height:
+            if self.reader.arrays and (retired := retired_ranges(self.stored, self.reader.arrays)).height:
                 self._out.write_table(retired.to_arrow().cast(STAGED_SCHEMA))
                 self.reader.out.retired = retired.height
 

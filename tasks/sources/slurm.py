@@ -163,13 +163,17 @@ class SacctReader:
 
     def __init__(self, source: str, mapping: Mapping | None = None, chunk_rows: int = CHUNK_ROWS):
         self.source, self.mapping, self.chunk_rows = source, mapping, chunk_rows
+        self.asked: set[str] = set()  # arrays ("cluster|array id", `stored_arrays`) to say whether a record names
         self.out = SlurmImport()
         self.header: tuple[str, ...] = ()
         self._at: dict[str, int] = {}
         self._number = 0
         self._jobs: dict[str, list] = {}  # "cluster|JobID" -> [RECENCY, LINE, HEADER, NUMBER, STEP_MEM, ...]
         self._ranges: dict[str, None] = {}  # the keys of array range records, in order
-        self.arrays: set[str] = set()  # "cluster|array id" of every array with a record here (a task or a range)
+        # Of the arrays `asked`, those with a record here (a task or a range). Only those: an object kept from
+        # every array's line would pin the memory of the jobs' lines around it after they are freed (a 1 GB export
+        # kept ~600 MB more through the ingest that follows).
+        self.arrays: set[str] = set()
         self._rows: list[dict] = []
         self._emit: Callable[[pl.DataFrame], object] = self._rows.extend
         self._garbled, self._first_garbled = 0, ""
@@ -276,7 +280,8 @@ class SacctReader:
             self.out.superseded += 1
             return
         if "_" in job_id:  # an array's task (`7000_5`) or range record (`7000_[3-1000]`, expanded at the end)
-            self.arrays.add(f"{key.split('|', 1)[0]}|{job_id.split('_', 1)[0]}")
+            if self.asked and (array := f"{key.split('|', 1)[0]}|{job_id.split('_', 1)[0]}") in self.asked:
+                self.arrays.add(array)
             if "[" in job_id:
                 self._ranges[key] = None
 
@@ -437,6 +442,11 @@ class SacctReader:
 RETIRED = ("superseded: gpucast loads a pending array range as one job per task since issue 48 (the tasks are "
            "jobs of their own: {}_<task>)")
 _STORED_RANGE = re.compile(r"^slurm-(.+)-(\d+)_\[")
+
+
+def stored_arrays(stored: pl.DataFrame) -> set[str]:
+    """The arrays ("cluster|array id") of array ranges an older gpucast stored as one job (`retired_ranges`)."""
+    return {f"{m[1]}|{m[2]}" for job in stored[c.JOB_ID] if (m := _STORED_RANGE.match(job))} if stored.height else set()
 
 
 def retired_ranges(stored: pl.DataFrame, arrays: set[str]) -> pl.DataFrame:
