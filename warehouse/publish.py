@@ -89,6 +89,7 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -469,8 +470,8 @@ def _forecast_files(storage: Storage, checks: dict[str, _Check], rewrite: bool) 
 
 
 def _noted_run_files(checks: dict[str, _Check], stem: str) -> list[str]:
-    """The files the last publishes noted for a run whose files are named `stem`...: its own file (written from
-    the warehouse) if noted, else its parts (taken from its score run)."""
+    """The files the last publishes noted for a run whose file names begin with `stem`: its own file (written from
+    the warehouse) if noted, else its parts (taken from its score run); none for a run no publish wrote yet."""
     if f"{stem}.parquet" in checks:
         return [f"{stem}.parquet"]
     return sorted(n for n in checks if n.startswith(f"{stem}.part") and n.endswith(".parquet"))
@@ -493,7 +494,7 @@ def _verified(folder: Path, checks: dict[str, _Check]) -> tuple[dict[str, _Check
     return good, damaged
 
 
-def _not_read_back(storage: Storage, exc: duckdb.Error, found: list[str] = ()) -> PublishFailed:
+def _not_read_back(storage: Storage, exc: duckdb.Error, found: Sequence[str] = ()) -> PublishFailed:
     """The error of a publish that could not read the warehouse back whole, with the forecast files it `found`
     damaged (which it could then not write again)."""
     damaged = f"; found damaged: {'; '.join(found)}" if found else ""
