@@ -66,6 +66,12 @@ def prefect_api(prefect_home) -> Iterator[str]:
         patch.setenv("PREFECT_HOME", str(prefect_home))
         server = children.launch()
     try:
+        # the nightlies check a configured API before they start (`children.api_problem`): wait here until it
+        # answers, so the server's own start is not timed by a nightly's health check
+        deadline = time.monotonic() + 120
+        while (problem := children.api_problem(server.url, timeout_s=5)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert problem is None, problem
         yield server.url
     finally:
         server.stop()
