@@ -62,7 +62,8 @@ CHUNK_ROWS = 10_000  # rows handed on at a time (10,000 rows held as records: ~2
 SCHEMA = {n: pl.String for n in (*c.COLUMNS, SOURCE_ERROR)}
 _ARRAY_RANGE = re.compile(r"^(\d+)_\[([^\]]*)\](?:%\d+)?$")  # 7000_[1-1000], 7000_[1,3,5-9], 7000_[1-999:2%20]
 _ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# a JSON string (its closing quote optional: an unclosed one ends the text, read once, no backtracking) or a bracket
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"?|[\[\]{}]')
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -661,12 +662,16 @@ def _features(row: dict[str, str], mapping: Mapping | None) -> tuple[dict[str, s
 
 
 def _json_depth(text: str) -> int:
-    """How deep JSON text nests (`[`, `{` outside strings), counted without parsing it; 0 when it cannot be deeper
-    than MAX_COMMENT_DEPTH (the usual Comment: counted in two string scans)."""
+    """How deep JSON text nests (`[`, `{` outside strings), counted without parsing it, in time linear in its length
+    (whatever it holds: it is a user's text); 0 when it cannot be deeper than MAX_COMMENT_DEPTH (the usual
+    Comment: two counts)."""
     if text.count("[") + text.count("{") <= MAX_COMMENT_DEPTH:
         return 0
     depth = deepest = 0
-    for m in re.finditer(r"[\[\]{}]", _JSON_STRING.sub("", text)):
-        depth += 1 if m[0] in "[{" else -1
-        deepest = max(deepest, depth)
+    for m in _JSON_TOKEN.finditer(text):  # left to right, each character once: linear in the Comment's length
+        if m[0] in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif m[0] in ("]", "}"):
+            depth -= 1
     return deepest
