@@ -16,7 +16,8 @@ from gpucast.warehouse.runs import describe
     ("postgresql://alice:p@ss@db:5432/mlflow", "postgresql://***@db:5432/mlflow"),  # an @ in the password
     ("tcp://u:pw@h:8786", "tcp://***@h:8786"),  # GPUCAST_DASK_ADDRESS
     # requests quotes a request's path with the URI's query (MLflow appends its path after the query)
-    ("Max retries exceeded with url: /mlflow?access_token=T0k/api/2.0/x (Caused by", "Max retries exceeded with url: /mlflow?*** (Caused by"),
+    ("Max retries exceeded with url: /mlflow?access_token=T0k/api/2.0/x (Caused by",
+     "Max retries exceeded with url: /mlflow?*** (Caused by"),
     ("(see http://h/x?a=1), then", "(see http://h/x?***), then"),  # the sentence's punctuation kept
     ("two http://a:b@h and 'http://c:d@h2/p'", "two http://***@h and 'http://***@h2/p'"),
 ])
