@@ -22,9 +22,9 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, err
 IO_ERROR_TYPES = ("IOException", "TransactionException", "FatalException")  # DuckDB's, by name
 ENVIRONMENT_PHRASES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
 
-# A URI in free text: scheme://, its authority (user info, host, port) up to the path, then the rest up to a space
-# or a quote. A query string anywhere (`?name=...`, as an HTTP library quotes a request's path) to the same end.
-_URI = re.compile(r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^\s'"<>`/?#]*)(?P<rest>[^\s'"<>`]*)""")
+# A URI in free text: scheme://, then the rest up to a space or a quote. A query string anywhere (`?name=...`, as an
+# HTTP library quotes a request's path) to the same end.
+_URI = re.compile(r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'"<>`]*)""")
 _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
 HIDDEN = "***"
 
@@ -43,11 +43,14 @@ def redact(text: str) -> str:
 
 
 def _redact_uri(m: re.Match) -> str:
-    authority, rest = m["authority"], m["rest"]
-    if "@" in authority:
-        authority = HIDDEN + authority[authority.rindex("@"):]
+    """A URI with everything from `://` to the last `@` in it masked, then its query string or fragment. A password
+    may hold `/`, `?` or `#` unescaped (`http://alice:pa/ss@host`), so where user info ends cannot be told from where
+    the authority would end; an `@` later in the path or query hides the host too: masking more is the safe side."""
+    rest = m["rest"]
+    if "@" in rest:
+        rest = HIDDEN + rest[rest.rindex("@"):]
     cut = min((rest.index(mark) for mark in "?#" if mark in rest), default=None)
-    return m["scheme"] + authority + (rest if cut is None else rest[:cut] + _hidden(rest[cut:]))
+    return m["scheme"] + (rest if cut is None else rest[:cut] + _hidden(rest[cut:]))
 
 
 def _hidden(tail: str) -> str:

@@ -20,6 +20,11 @@ from gpucast.warehouse.runs import describe
      "Max retries exceeded with url: /mlflow?*** (Caused by"),
     ("(see http://h/x?a=1), then", "(see http://h/x?***), then"),  # the sentence's punctuation kept
     ("two http://a:b@h and 'http://c:d@h2/p'", "two http://***@h and 'http://***@h2/p'"),
+    # a password holding `/`, `?` or `#` unescaped: everything to the last `@` is masked
+    ("http://alice:pa/ss@host/x", "http://***@host/x"),
+    ("http://alice:pa?ss@host", "http://***@host"),
+    ("http://alice:p#w@host/x?t=1", "http://***@host/x?***"),
+    ("http://alice:p@ss/w?x#y@host:5000", "http://***@host:5000"),
 ])
 def test_user_info_query_and_fragment_are_masked(text, shown):
     assert redact(text) == shown
