@@ -175,7 +175,7 @@ def _dead_port() -> Iterator[int]:
 @pytest.mark.parametrize(("api", "says"), [
     (_dead_port, "cannot be reached (ConnectError"),
     (_answering_404, "answered HTTP 404 to its health check"),
-    (_never_answering, "did not answer its health check within 5 s (ReadTimeout)"),
+    (_never_answering, f"did not answer its health check within {children.API_CHECK_S:g} s (ReadTimeout)"),
 ])
 def test_an_unusable_configured_api_ends_the_command_in_one_line_at_once(tmp_path, api, says):
     """Before this, exit 1 and Prefect's 113-line traceback (dead port, 404) or 437 s of silence first (never
