@@ -40,9 +40,12 @@ so nothing changes meanwhile:
    * **full** (the first publish, when the current copy is not the one the last publish wrote, see below, or
      when bringing the byte copy up to date failed): one `CREATE TABLE ... AS SELECT *` per table, then every
      view.
-   An earlier copy is only a head start: any error while one is brought up to date (a bad block in it fails its
-   checksum) drops it for the next way down, and is said in the note, never blamed on the warehouse. Only the full
-   build reads nothing but the warehouse, so only its failure is the warehouse's (`PublishFailed`, exit code 6).
+   An earlier copy is only a head start: an error while one is brought up to date (a bad block in it fails its
+   checksum) drops it for the next way down, and is said in the note, never blamed on the warehouse. A block that
+   fails its checksum in the *warehouse* fails the publish at once (`PublishFailed`, exit code 6, naming the
+   warehouse): DuckDB's error gives the block's location and stored checksum but not the file, and the one of the two
+   files that holds that checksum there is the damaged one (`_damaged_file`). Any other error with an earlier copy is
+   taken for the copy's; only the full build reads nothing but the warehouse, so its failure is the warehouse's.
    Either way every row that goes into the copy is read back from the warehouse, with each block's
    checksum checked, so a corrupted warehouse fails the publish instead of reaching planners (a byte
    copy of the *warehouse* would carry the corruption over), and the copy's row counts must equal the
@@ -88,7 +91,9 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import struct
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -505,11 +510,39 @@ def _not_read_back(storage: Storage, exc: duckdb.Error, found: Sequence[str] = (
 
 class _CopyInUse(Exception):
     """The earlier copy a publish builds on cannot be used: open in a session (DuckDB's lock) or written into before
-    we locked it; or, `damaged`, unreadable or failing while brought up to date (a block that fails its checksum)."""
+    we locked it; or, `damaged`, unreadable or failing while brought up to date (a block of it that fails its checksum,
+    or any other error not traced to a block of the warehouse: `_damaged_file`)."""
 
     def __init__(self, message: str, damaged: bool = False) -> None:
         super().__init__(message)
         self.damaged = damaged
+
+
+# DuckDB's error for a block that fails its checksum (SingleFileBlockManager): the block's byte offset in its file and
+# the checksum stored in the block's first 8 bytes, but not the file's name
+BAD_BLOCK = re.compile(r"does not match stored checksum (\d+) in block at location (\d+)")
+
+
+def _damaged_file(exc: duckdb.Error, paths: Sequence[Path]) -> Path | None:
+    """The one file of `paths` that a checksum error `exc` is about: the one holding the checksum the error quotes at
+    the location it names (another file holds other bytes there; two files holding the same checksum at the same
+    place would be the same block). None for another error, or when not exactly one file does."""
+    if (bad := BAD_BLOCK.search(str(exc))) is None:
+        return None
+    stored, at = int(bad[1]), int(bad[2])
+    holders = [p for p in paths if _stored_checksum(p, at) == stored]
+    return holders[0] if len(holders) == 1 else None
+
+
+def _stored_checksum(path: Path, at: int) -> int | None:
+    """The little-endian 64-bit number at byte `at` of `path` (a block's stored checksum); None if none can be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(at)
+            raw = f.read(8)
+    except OSError:
+        return None
+    return struct.unpack("<Q", raw)[0] if len(raw) == 8 else None
 
 
 def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, base: bool,
@@ -519,8 +552,8 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
     previous copy's own file, whose identity is `in_place_of`), else from nothing; within the pipeline's DuckDB
     memory limit (spilling to the staging folder). `forecasts` becomes a view over the runs' Parquet files
     (`_forecast_files`). An earlier copy that cannot be used raises `_CopyInUse`: held by a session, changed, or
-    any error while it is brought up to date (its own blocks or the warehouse's: the caller then builds from
-    nothing, which reads only the warehouse, and only that failing is the warehouse's fault: `PublishFailed`)."""
+    any error while it is brought up to date but a block of the warehouse failing its checksum (`_damaged_file`),
+    which is `PublishFailed` at once, as is any error when built from nothing (it reads only the warehouse)."""
     if not base:
         tmp.unlink(missing_ok=True)
     con = duckdb.connect(config={"memory_limit": storage.duckdb_memory, "temp_directory": str(storage.staging_dir)})
@@ -549,9 +582,9 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
         except duckdb.Error as exc:
             if environment_error(exc):
                 raise  # a full disk or a permission error: said as such (exit 5), not as corruption
-            if base:
+            if base and _damaged_file(exc, [tmp, storage.db_path]) != storage.db_path:
                 raise _CopyInUse(f"{type(exc).__name__}: {str(exc)[:300]}", damaged=True) from exc
-            raise _not_read_back(storage, exc) from exc
+            raise _not_read_back(storage, exc) from exc  # built from nothing, or a bad block of the warehouse
     finally:
         con.close()
 

@@ -11,8 +11,9 @@ import duckdb
 import pytest
 
 from gpucast.flows.cli import main
+from gpucast.flows.cli.process import _exit_code
 from gpucast.flows.settings import Settings, Storage
-from gpucast.warehouse import db
+from gpucast.warehouse import db, publish
 from gpucast.warehouse.publish import PublishFailed, copy_health, publish_snapshot
 from tests.warehouse.test_publish_incremental import (
     DUCKDB_BLOCK,
@@ -31,8 +32,9 @@ def storage(home) -> Storage:
     return Settings.from_env().ensure().storage
 
 
-def _as_written(path: Path):
-    """`path`'s size, modification time and access time, to put back after its bytes were changed."""
+def _as_written(path: Path) -> tuple[int, int]:
+    """`path`'s access and modification times (ns, as `os.utime(ns=...)` takes them), to put back after its bytes
+    were changed."""
     st = os.stat(path)
     return st.st_atime_ns, st.st_mtime_ns
 
@@ -123,17 +125,18 @@ def test_a_damaged_file_that_cannot_be_written_again_is_named_with_the_warehouse
 
 
 def _corrupt_job_logs_of(path: Path) -> None:
-    """Overwrite the block that holds `job_logs.ingest_run_id` in the copy at `path` (which the next publish reads to
-    bring the copy up to date), its size and modification time kept: it still looks like the file published."""
+    """Overwrite the block that holds `job_logs.ingest_run_id` in the database at `path` (which the next publish reads
+    to bring the copy up to date), its mode, size and modification time kept: a copy still looks like the file
+    published."""
     with duckdb.connect(str(path), read_only=True) as con:
         (block,), = con.execute("SELECT min(block_id) FROM pragma_storage_info('job_logs') "
                                 "WHERE column_name = 'ingest_run_id' AND block_id >= 0").fetchall()
-    times = _as_written(path)
+    mode, times = path.stat().st_mode, _as_written(path)
     os.chmod(path, 0o644)
     with open(path, "r+b") as f:
         f.seek(DUCKDB_HEADERS + block * DUCKDB_BLOCK + 8)  # past the block checksum, into the data it covers
         f.write(b"\xff" * 64)
-    os.chmod(path, 0o444)
+    os.chmod(path, mode)
     os.utime(path, ns=times)
 
 
@@ -156,3 +159,34 @@ def test_a_damaged_earlier_copy_is_not_built_on_nor_blamed_on_the_warehouse(stor
     _forecasts_are_the_warehouses(storage)
     (when, what), = copy_health(storage.published_path).repairs
     assert what.startswith(f"{storage.home / damaged} could not be brought up to date"), what
+
+
+@pytest.mark.parametrize("base", ["in place", "byte copy"])
+def test_a_damaged_warehouse_fails_the_publish_at_once_naming_it(storage, base, monkeypatch):
+    """Before: a bad block in the warehouse, met while an earlier copy was brought up to date, was taken for the
+    copy's: the publish tried in place, then a byte copy of `published.duckdb` (~10 s a GiB), then a full build, the
+    first two blaming the copies, before exit 6. DuckDB's checksum error names the block's location, not the file:
+    the file that holds that block with that stored checksum is the damaged one, so the first try ends the publish."""
+    for day in (0, 1):
+        _ingest(storage, f"ingest-{day}", range(day * 100, day * 100 + 300))
+        _score(storage, day, rows=ROWS)
+        publish_snapshot(storage)
+    if base == "byte copy":
+        (storage.home / "published.prev.duckdb").unlink()  # so the current copy is the base (a byte copy of it)
+    _ingest(storage, "ingest-2", range(200, 500))
+    _score(storage, 2, rows=ROWS)
+    with db.writer(storage) as con:
+        con.execute("CHECKPOINT")  # the job_logs block damaged below is the one the publish reads
+    _corrupt_job_logs_of(storage.db_path)
+    tries = []
+    build = publish._verified_copy
+    monkeypatch.setattr(publish, "_verified_copy", lambda *a, **k: tries.append(k["base"]) or build(*a, **k))
+    before = storage.published_path.read_bytes()
+    with pytest.raises(PublishFailed) as failed:
+        publish_snapshot(storage)
+    assert tries == [True]  # the copy tonight's was built on, and no other
+    code, line = _exit_code(failed.value)
+    assert code == 6 and line.startswith(f"could not read {storage.db_path} back whole (Error: Corrupt database file")
+    assert "could not be brought up to date" not in line
+    assert storage.published_path.read_bytes() == before
+    assert copy_health(storage.published_path).repairs == []
