@@ -50,6 +50,9 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from gpucast.warehouse.errors import redact
 
 FACTORY = "gpucast.flows.children:create_server_app"
 PARENT_PID = "_GPUCAST_SERVER_PARENT_PID"  # a hand-over to the child, not a setting
@@ -151,32 +154,58 @@ API_CHECK_S = 15.0
 
 
 def api_problem(url: str, timeout_s: float = API_CHECK_S) -> str | None:
-    """Why the configured Prefect API at `url` cannot run a command's flows, as the start of one line; None when it
-    answers its health check (`GET <url>/health`) within `timeout_s`.
+    """Why the configured Prefect API at `url` cannot run a command's flows, as the start of one line (any URI's
+    secrets masked); None when it answers its health check (`GET <url>/health`) within `timeout_s`.
 
     Asked once, before a flow command starts, through Prefect's own client (a site's auth, headers and TLS settings
     apply) with `timeout_s` per request and no retries, as `gpucast status` asks (`flows/status.py`). Without it, an
     API at a dead port or answering 404 ended the command in Prefect's traceback (exit 1, 113 lines) after ~10 s of
     retries, and a server that accepts connections and never answers held it silent for 437 s first (issue 48,
-    item 6)."""
-    import httpx
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
-
-    bounded = {PREFECT_API_URL: url, PREFECT_API_REQUEST_TIMEOUT: timeout_s, PREFECT_CLIENT_MAX_RETRIES: 0}
-    with temporary_settings(updates=bounded), get_client(sync_client=True) as client:
-        failed = client.api_healthcheck()
+    item 6). Never raises: a URL Prefect's settings refuse (`http://[bad`) raised pydantic's ValidationError from
+    inside Prefect, a traceback and exit 1."""
+    if why := _url_problem(url):
+        return f"the Prefect API at {redact(url)} (PREFECT_API_URL) {why}"
+    try:
+        failed = _health_check(url, timeout_s)
+    except Exception as exc:  # noqa: BLE001  (anything Prefect's client raises is this one line, not a traceback)
+        failed = exc
     if failed is None:
         return None
+    import httpx
+
     status = getattr(getattr(failed, "response", None), "status_code", None)
-    said = (str(failed).strip().splitlines() or [""])[0][:200]
+    said = (redact(str(failed)).strip().splitlines() or [""])[0][:200]  # masked before the cut (`redact`)
     if status:
         why = f"answered HTTP {status} to its health check (is it the server's API address, ending in /api?)"
     elif isinstance(failed, httpx.TimeoutException):
         why = f"did not answer its health check within {timeout_s:g} s ({type(failed).__name__})"
     else:
         why = f"cannot be reached ({type(failed).__name__}: {said})"
-    return f"the Prefect API at {url} (PREFECT_API_URL) {why}"
+    return f"the Prefect API at {redact(url)} (PREFECT_API_URL) {why}"
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` cannot be an API's address at all, else None. The URL parser's own words are not quoted: they may
+    hold a piece of a password (a port "that cannot be cast" is what follows the first `:` of `user:password`)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (reading it checks it)
+    except ValueError:
+        return ("is not a valid URL: its host or port cannot be read (a password holding `/`, `?`, `#` or `@` must be "
+                "percent-encoded)")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "is not an http(s) URL with a host, such as http://127.0.0.1:4200/api"
+    return None
+
+
+def _health_check(url: str, timeout_s: float) -> BaseException | None:
+    """Prefect's health check of the API at `url`, `timeout_s` per request and no retries: its error, or None."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_API_URL, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+
+    bounded = {PREFECT_API_URL: url, PREFECT_API_REQUEST_TIMEOUT: timeout_s, PREFECT_CLIENT_MAX_RETRIES: 0}
+    with temporary_settings(updates=bounded), get_client(sync_client=True) as client:
+        return client.api_healthcheck()
 
 
 def without_heartbeats():

@@ -195,3 +195,24 @@ def test_an_unusable_configured_api_ends_the_command_in_one_line_at_once(tmp_pat
                                f"{says}"), lines[0]
     assert "unset it to run with a temporary local server" in lines[0] and "S3cretPw" not in lines[0]
     assert seconds < children.API_CHECK_S + 15, seconds  # the process's start (~2-4 s) and the health check; it was 437 s
+
+
+@pytest.mark.parametrize("url", [
+    "http://alice:S3cretPw@[bad/api",  # Prefect's settings refused it: pydantic's ValidationError, a traceback, exit 1
+    "http://alice:S3cretPw/x@127.0.0.1/api",  # the URL parser reads `S3cretPw` as a port and quotes it
+    "http://127.0.0.1:99999/api",
+    "127.0.0.1:4200/api",
+])
+def test_an_address_that_is_no_url_is_one_line_without_its_password(url):
+    """Review of issue 48, W 10: the check never raises, and its line names no secret."""
+    line = children.api_problem(url)
+    assert line.startswith("the Prefect API at ") and "(PREFECT_API_URL) is not " in line, line
+    assert "S3cretPw" not in line and "\n" not in line
+
+
+def test_an_error_quoting_the_address_is_masked_before_it_is_cut(monkeypatch):
+    """The error's text was cut to 200 characters first: a cut inside `user:password@` hid the `@` redact looks for."""
+    said = "x" * 180 + " http://alice:S3cretPw-long-enough-to-be-cut@127.0.0.1:4200/api/health"
+    monkeypatch.setattr(children, "_health_check", lambda url, timeout_s: ConnectionError(said))
+    line = children.api_problem("http://alice:S3cretPw@127.0.0.1:4200/api")
+    assert "cannot be reached (ConnectionError: " in line and "S3cret" not in line, line
