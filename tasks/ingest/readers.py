@@ -46,7 +46,7 @@ CUT_MARK = " …[cut: {} characters]"
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
 # levels of `[` and `{` one JSON line may nest: a job record needs two or three. Python's json module recurses once per
 # level (2,000 levels raised RecursionError and stopped the whole ingest) and Polars' reader refuses ~1,000; a line
-# nested deeper is that row's read error, the same on every stack depth
+# nested deeper is that row's read error, the same on every stack depth. The Slurm import's limit for a JSON Comment too
 MAX_JSON_DEPTH = 100
 _SAMPLE_LINES = 200
 
@@ -239,20 +239,32 @@ def _read_jsonl(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.Data
         yield _decode_json_lines(pl.concat(buffer), info)
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
+# a JSON string (its closing quote optional: an unclosed one runs to the end of the text) or a bracket; the string's
+# loop is possessive, so each character is read once whatever the text holds (a pattern that backtracks over an
+# unclosed string of escapes, `{"a":"\"\"...`, is quadratic: 40 kB took 6 s, 1 MB about an hour)
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"?|[\[\]{}]', re.DOTALL)
+
+
+def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """How deep JSON `text` nests (`[` and `{` outside strings), counted without parsing it, in time linear in its
+    length (it is a user's text); 0 when it has at most `limit` opening brackets, so cannot nest deeper (the usual
+    record: two counts). Also the Slurm import's, for a JSON `Comment` (tasks/sources/slurm.py)."""
+    if text.count("[") + text.count("{") <= limit:
+        return 0
+    depth = deepest = 0
+    for m in _JSON_TOKEN.finditer(text):  # left to right, each character once
+        if m[0] in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif m[0] in ("]", "}"):
+            depth -= 1
+    return deepest
 
 
 def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> str | None:
-    """Why JSON `text` may not be parsed (it nests deeper than `limit` levels), else None. Cheap: a text with at
-    most `limit` opening brackets cannot nest deeper, so only the others are scanned (strings skipped)."""
-    if text.count("[") + text.count("{") <= limit:
-        return None
-    depth = 0
-    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > limit:
-            return f"a value is nested deeper than {limit} levels of brackets; write it flatter"
+    """Why JSON `text` may not be parsed (it nests deeper than `limit` levels), else None."""
+    if json_depth(text, limit) > limit:
+        return f"a value is nested deeper than {limit} levels of brackets; write it flatter"
     return None
 
 

@@ -23,7 +23,7 @@ import polars as pl
 
 from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.tasks.ingest.readers import SOURCE_ERROR
+from gpucast.tasks.ingest.readers import MAX_JSON_DEPTH, SOURCE_ERROR, json_depth
 from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fields
 
 # The fields the docs recommend (`sacct --format=...`); Comment last, so a `|` inside it cannot shift the others.
@@ -54,7 +54,6 @@ _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _TRES_NUMBER = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$")
 
 MAX_LINE_BYTES = 1 << 20  # a longer line is quarantined; only this much of it is ever held
-MAX_COMMENT_DEPTH = 64  # a JSON Comment nested deeper is not read: its job is quarantined (no RecursionError)
 # Tasks one array range record (`7000_[1-1000]`) is expanded into. Slurm's own cap is MaxArraySize (default 1001,
 # at most 4,000,001); a range naming more tasks than this is quarantined with the reason, not exploded into rows.
 MAX_ARRAY_TASKS = 100_000
@@ -62,8 +61,6 @@ CHUNK_ROWS = 10_000  # rows handed on at a time (10,000 rows held as records: ~2
 SCHEMA = {n: pl.String for n in (*c.COLUMNS, SOURCE_ERROR)}
 _ARRAY_RANGE = re.compile(r"^(\d+)_\[([^\]]*)\](?:%\d+)?$")  # 7000_[1-1000], 7000_[1,3,5-9], 7000_[1-999:2%20]
 _ARRAY_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
-# a JSON string (its closing quote optional: an unclosed one ends the text, read once, no backtracking) or a bracket
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"?|[\[\]{}]')
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -640,12 +637,13 @@ def _hours(elapsed: str | None) -> str | None:
 def _features(row: dict[str, str], mapping: Mapping | None) -> tuple[dict[str, str], str | None]:
     """Contract fields a site writes itself: the keys of a JSON `Comment` (contract names, their aliases, or
     names the mapping's `fields` give), and sacct fields the mapping names (`model_type: WCKey`); and why the
-    job cannot be used (a Comment nested deeper than MAX_COMMENT_DEPTH), else None."""
+    job cannot be used (a Comment nested deeper than MAX_JSON_DEPTH, as a JSON Lines record may: no RecursionError),
+    else None."""
     comment = _value(row.get("Comment")) or ""
     source: dict[str, str] = {}
     if comment.startswith("{"):
-        if (depth := _json_depth(comment)) > MAX_COMMENT_DEPTH:
-            return {}, (f"Comment: JSON nested {depth:,} levels deep, more than the {MAX_COMMENT_DEPTH} read; write "
+        if (depth := json_depth(comment)) > MAX_JSON_DEPTH:
+            return {}, (f"Comment: JSON nested {depth:,} levels deep, more than the {MAX_JSON_DEPTH} read; write "
                         "the job's Comment as a flat JSON object of names and values")
         try:
             data = json.loads(comment)
@@ -660,18 +658,3 @@ def _features(row: dict[str, str], mapping: Mapping | None) -> tuple[dict[str, s
                 source[column] = row[named[column.lower()]].strip()
     return named_fields(source, mapping), None
 
-
-def _json_depth(text: str) -> int:
-    """How deep JSON text nests (`[`, `{` outside strings), counted without parsing it, in time linear in its length
-    (whatever it holds: it is a user's text); 0 when it cannot be deeper than MAX_COMMENT_DEPTH (the usual
-    Comment: two counts)."""
-    if text.count("[") + text.count("{") <= MAX_COMMENT_DEPTH:
-        return 0
-    depth = deepest = 0
-    for m in _JSON_TOKEN.finditer(text):  # left to right, each character once: linear in the Comment's length
-        if m[0] in ("[", "{"):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif m[0] in ("]", "}"):
-            depth -= 1
-    return deepest

@@ -219,7 +219,7 @@ SACCT_CASES = [
     SacctCase("deep-nesting-in-comment",
               HEAD48 + sacct_line("1") + sacct_line("2", comment='{"model_type": ' + "[" * 2000 + "]" * 2000 + "}"),
               "2 sacct line(s): 2 GPU job(s) (1 quarantined by the import, with the reason)", 1, 1,
-              reason="sacct.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 64 read"),
+              reason="sacct.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 100 read"),
     SacctCase("latin1-job-name",
               (HEAD48 + sacct_line("1") + sacct_line("2", name="caf\xe9") + sacct_line("3")).encode("latin-1"),
               "3 sacct line(s): 2 GPU job(s), 0 step(s) folded into their job, 0 job(s) without GPUs not loaded, "

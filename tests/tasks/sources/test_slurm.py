@@ -235,7 +235,7 @@ def test_a_comment_nested_2000_levels_deep_quarantines_its_job_alone():
     got = by_id(parsed)
     assert [got[f"slurm-hpc1-{j}"]["_source_error"] for j in "13"] == [None, None]
     assert got["slurm-hpc1-2"]["_source_error"] == (
-        "s.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 64 read; write the job's Comment as a "
+        "s.txt line 3: Comment: JSON nested 2,001 levels deep, more than the 100 read; write the job's Comment as a "
         "flat JSON object of names and values")
     assert got["slurm-hpc1-3"][c.MODEL_TYPE] == "CNN"
     assert (parsed.rows, parsed.quarantined, parsed.accounted()) == (3, 1, parsed.lines)
