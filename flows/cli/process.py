@@ -199,7 +199,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
         if (api := prefect_api_in_use()) is None:  # start the temporary server now: it starts while we import
             server = children.start()
-        elif problem := children.api_problem(api):  # one configured: it must answer before anything starts
+        elif args.command in FLOW_COMMANDS and (problem := children.api_problem(api)):  # it must answer first
+            # (`status --flows` is not asked: it prints the warehouse's part whatever the API does, then one line
+            # saying the API did not answer, flows/status.py)
             print(f"gpucast {args.command}: {printable(problem)}; start it (`prefect server start`) or point "
                   "PREFECT_API_URL at one that runs, or unset it to run with a temporary local server", file=sys.stderr)
             return 5

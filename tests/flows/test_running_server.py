@@ -216,3 +216,15 @@ def test_an_error_quoting_the_address_is_masked_before_it_is_cut(monkeypatch):
     monkeypatch.setattr(children, "_health_check", lambda url, timeout_s: ConnectionError(said))
     line = children.api_problem("http://alice:S3cretPw@127.0.0.1:4200/api")
     assert "cannot be reached (ConnectionError: " in line and "S3cret" not in line, line
+
+
+def test_status_with_flows_prints_the_warehouse_whatever_the_api_does(tmp_path):
+    """Review of issue 48, W 9: `gpucast status --flows` with a configured API that cannot be used ended at the flow
+    commands' health check (exit 5, one line) and never printed the warehouse's part, which status always prints."""
+    with _dead_port() as port:
+        done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "status", "--flows"], capture_output=True,
+                              text=True, timeout=120, env=_clean_env(GPUCAST_HOME=str(tmp_path / "home"),
+                                                                    PREFECT_API_URL=f"http://127.0.0.1:{port}/api"))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert done.stdout.lower().startswith("no warehouse at ") and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert f"Prefect flow runs: the API at http://127.0.0.1:{port}/api did not answer" in done.stdout, done.stdout
