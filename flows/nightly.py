@@ -81,14 +81,15 @@ def alert_on_failure(flow, flow_run, state) -> None:
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
     subject = f"gpucast nightly {state.name.lower()}: {flow_run.name}"
-    body = (f"flow run {flow_run.name} ({flow_run.id}) ended {state.name}: {state.message or 'no message'}. "
-            "See `gpucast status` for the failing step; planners keep the last published copy.")
+    body = (f"flow run {flow_run.name} ({flow_run.id}) ended {state.name}: {redact(state.message or 'no message')}. "
+            "See `gpucast status` for the failing step; planners keep the last published copy.")  # the error's text
+    # may quote a tracking URI or an API address with its password
     hook = CustomWebhookNotificationBlock(name="gpucast-alerts", url=url,
                                           json_data={"subject": "{{subject}}", "body": "{{body}}"})
     try:
         hook.notify(body=body, subject=subject)
     except Exception as exc:  # noqa: BLE001  (see the docstring)
-        print(f"could not send the failure alert to {url}: {type(exc).__name__}: {exc}")
+        print(f"could not send the failure alert to {redact(url)}: {type(exc).__name__}: {redact(str(exc))}")
 
 
 @flow(name="nightly", log_prints=True, timeout_seconds=NIGHTLY_TIMEOUT_S, on_failure=[alert_on_failure],

@@ -232,3 +232,20 @@ def test_log_records_have_uri_secrets_masked_in_message_and_traceback():
     shown = stream.getvalue()
     assert "View at http://***@host:4200/runs/1" in shown and "ConnectionError: http://host/mlflow?*** refused" in shown
     assert not any(secret in shown for secret in SECRETS)
+
+
+def test_the_failure_alert_has_uri_secrets_masked():
+    """Review of issue 48, W 11: the webhook's body quoted the failed run's message (the raw error) unmasked."""
+    from types import SimpleNamespace
+
+    from gpucast.flows.nightly import alert_on_failure
+    from tests.flows.test_nightly import _webhook_endpoint
+
+    state = SimpleNamespace(name="Failed", message=f"SourceUnavailable: mlflow http://alice:{SECRETS[0]}@h/mlflow?"
+                                                   f"access_token={SECRETS[1]}: cannot be read")
+    with _webhook_endpoint() as (url, received), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPUCAST_ALERT_WEBHOOK_URL", url)
+        alert_on_failure(None, SimpleNamespace(name="nightly-x", id="1"), state)
+    (sent,) = received
+    assert "SourceUnavailable: mlflow http://***@h/mlflow?***: cannot be read" in sent["body"], sent
+    assert not any(secret in repr(sent) for secret in SECRETS)
