@@ -32,7 +32,17 @@ from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.flows.settings import Settings
 from gpucast.tasks.sources.mapping import load_mapping
-from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowImport, MlflowRun, gpu_memory_keys, join_runs, runs_to_jobs, series_peak
+from gpucast.tasks.sources.mlflow import (
+    JOIN_TAG,
+    JobRuns,
+    MlflowImport,
+    MlflowRun,
+    gpu_memory_keys,
+    job_runs,
+    join_runs,
+    runs_to_jobs,
+    series_peak,
+)
 from gpucast.tasks.sources.slurm import SACCT_FIELDS, SCHEMA, SacctReader, SlurmImport, lines_of, retired_ranges, stored_arrays
 from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
 from gpucast.warehouse.errors import printable, redact
@@ -55,6 +65,7 @@ class Imported:
     parsed: SlurmImport
     run: IngestResult
     joined: int = 0  # jobs whose model features came from their MLflow run
+    ambiguous: int = 0  # jobs not joined: several clusters' jobs have their JobID and the run names no cluster
 
 
 def sacct_command(since: str) -> list[str]:
@@ -124,12 +135,13 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
         reader.start(lines)
         stored = stored_array_ranges(settings.storage)  # ranges an older gpucast stored as one job: retired
         reader.asked = stored_arrays(stored)
-        runs = [r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)] if join else []
-        staging = SacctStaging(reader, lines, join, runs, stored)
+        runs = job_runs((r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)), join.tag) \
+            if join else None
+        staging = SacctStaging(reader, lines, runs, stored)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"
         run = ingest_written(staging.write, name, "slurm", mapping, settings)
-    return Imported(reader.out, run, staging.joined)
+    return Imported(reader.out, run, staging.joined, staging.ambiguous)
 
 
 @dataclass
@@ -140,10 +152,10 @@ class SacctStaging:
 
     reader: SacctReader
     lines: Iterator[bytes]
-    join: MlflowJoin | None
-    runs: list[MlflowRun]
+    runs: JobRuns | None  # the MLflow runs that name a job (`--mlflow-uri`), indexed once
     stored: pl.DataFrame
     joined: int = 0  # jobs whose model features came from their MLflow run
+    ambiguous: int = 0  # jobs not joined: their JobID is several clusters' and the run names no cluster
 
     def write(self, staged: Path) -> None:
         with pq.ParquetWriter(staged, STAGED_SCHEMA) as self._out:
@@ -153,9 +165,9 @@ class SacctStaging:
                 self.reader.out.retired = retired.height
 
     def _emit(self, rows: pl.DataFrame) -> None:
-        if self.join:  # the runs' params by MLflow's usual names: the mapping describes the sacct side
-            rows, n = join_runs(rows, self.runs, self.join.tag)
-            self.joined += n
+        if self.runs is not None:  # the runs' params by MLflow's usual names: the mapping describes the sacct side
+            done = join_runs(rows, self.runs, self.reader.shared)
+            rows, self.joined, self.ambiguous = done.jobs, self.joined + done.joined, self.ambiguous + done.ambiguous
         self._out.write_table(rows.to_arrow().cast(STAGED_SCHEMA))
 
 

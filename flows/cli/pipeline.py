@@ -77,6 +77,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
 def _import_slurm(args: argparse.Namespace) -> int:
     from gpucast.flows.imports import MlflowJoin, import_slurm
+    from gpucast.tasks.sources.mlflow import CLUSTER_TAG
 
     if bool(args.file) == bool(args.sacct):
         raise ValueError("give the sacct --parsable2 output to import (FILE), or --sacct to run sacct; not both")
@@ -88,7 +89,9 @@ def _import_slurm(args: argparse.Namespace) -> int:
     done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args), join=join)
     if join:
         print(f"mlflow {redact(join.tracking_uri)}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
-              "(model features from the run's params)")
+              "(model features from the run's params)" + (
+                  f"; {done.ambiguous:,} job(s) not joined: other clusters' jobs have their JobID and the run names no "
+                  f"cluster (tag the runs {CLUSTER_TAG})" if done.ambiguous else ""))
     p, s = done.parsed, done.run
     print(f"slurm: {p.summary()}")  # what became of every line (tasks/sources/slurm.py)
     return _imported_run(s)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -20,6 +20,7 @@ from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
 from gpucast.tasks.ingest.readers import SOURCE_ERROR, header_key, normalise_name
 from gpucast.tasks.sources.mapping import Mapping, named_fields
+from gpucast.tasks.sources.slurm import NO_CLUSTER
 
 # MLflow's run status -> the contract's. A SCHEDULED run has not started: PENDING.
 STATUSES = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
@@ -53,6 +54,9 @@ PRECISION_FLAGS = {"fp16": "FP16", "bf16": "BF16"}
 MIXED_PRECISION_OFF = ("no", "none", "false")  # accelerate's `mixed_precision=no`: full precision
 # The tag naming the Slurm job a run ran in (`gpucast import slurm --mlflow-uri`), and what the run gives it.
 JOIN_TAG = "slurm_job_id"
+# The tag naming the cluster the job ran on (`SLURM_CLUSTER_NAME`): needed only where the clusters of one export
+# (`sacct -M all`) number jobs alike; a run with it joins only that cluster's job.
+CLUSTER_TAG = "slurm_cluster"
 JOINED_FIELDS = (*c.FEATURES, c.ARCH)  # the run's params win over the sacct line's (the training code logged them)
 FILLED_FIELDS = (c.GPU_TYPE, c.PEAK_GPU_MEM_GB)  # the run's fill these where sacct has none
 # Fields the runs' own attributes and metrics fill: a param or tag of that name is ignored.
@@ -194,22 +198,67 @@ def _iso(ms: int | None) -> str | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def join_runs(jobs: pl.DataFrame, runs: list[MlflowRun], tag: str = JOIN_TAG,
-              mapping: Mapping | None = None) -> tuple[pl.DataFrame, int]:
-    """Slurm jobs (`parse_sacct`'s rows, `slurm-<cluster>-<JobID>`) with the model features of the run whose
-    tag `tag` is the job's JobID as sacct prints it (`1234`, `1010_7`); (jobs, how many were joined). A
-    JobID has no `-`, so it is what follows the id's last `-`. Two runs naming one job: the latest started."""
-    by_job = {}
+@dataclass(frozen=True)
+class JobRuns:
+    """The runs that name a Slurm job (their tag `tag`), by that JobID, the latest started last. Built once per
+    import (`job_runs`), then asked for each job (`find`)."""
+
+    by_id: dict[str, list[MlflowRun]]
+
+    def find(self, cluster: str, job_id: str, shared: bool) -> tuple[MlflowRun | None, bool]:
+        """(the run of `cluster`'s job `job_id`, whether the JobID alone could not tell): the latest run tagged with
+        that cluster (`CLUSTER_TAG`), else the latest tagged with none, unless other clusters of the output have a
+        job `job_id` too (`shared`): then none, and True. A job of an output that names no cluster takes the latest
+        run of the JobID, tagged or not."""
+        runs = self.by_id.get(job_id, [])
+        if cluster == NO_CLUSTER:
+            return (runs[-1] if runs else None), False
+        untagged = None
+        for run in reversed(runs):
+            if (named := run.tags.get(CLUSTER_TAG, "").strip()) == cluster:
+                return run, False
+            if not named and untagged is None:
+                untagged = run
+        if untagged is not None and shared:
+            return None, True
+        return untagged, False
+
+
+def job_runs(runs: Iterable[MlflowRun], tag: str = JOIN_TAG) -> JobRuns:
+    """The runs whose tag `tag` names a Slurm job (the JobID as sacct prints it), by that JobID."""
+    by_id: dict[str, list[MlflowRun]] = {}
     for run in sorted(runs, key=lambda r: r.start_ms or 0):
         if (value := run.tags.get(tag, "").strip()):
-            by_job[value] = run
-    rows, joined = [], 0
+            by_id.setdefault(value, []).append(run)
+    return JobRuns(by_id)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Slurm jobs joined to their runs (`join_runs`)."""
+
+    jobs: pl.DataFrame
+    joined: int  # jobs whose model features came from their run
+    ambiguous: int  # jobs not joined: their JobID is several clusters' and the run names no cluster (`CLUSTER_TAG`)
+
+
+def join_runs(jobs: pl.DataFrame, runs: JobRuns, shared: Callable[[str], bool] = lambda _: False,
+              mapping: Mapping | None = None) -> Joined:
+    """Slurm jobs (`parse_sacct`'s rows, `slurm-<cluster>-<JobID>`) with the model features of their run (`JobRuns.find`:
+    keyed by cluster and JobID; `shared(JobID)`: whether jobs of several clusters of the output have it). A JobID
+    has no `-`, so it is what follows the id's last `-`, the cluster what comes between. Rows the import
+    quarantined (`SOURCE_ERROR`, maybe without a job id) are handed on as they are."""
+    rows, joined, ambiguous = [], 0, 0
     for row in jobs.iter_rows(named=True):
-        run = by_job.get(row[c.JOB_ID].rsplit("-", 1)[-1])
+        rows.append(row)
+        if row[c.JOB_ID] is None or row.get(SOURCE_ERROR) is not None:
+            continue
+        prefix, job_id = row[c.JOB_ID].rsplit("-", 1)
+        run, unsure = runs.find(prefix.removeprefix("slurm-"), job_id, shared(job_id))
+        ambiguous += unsure
         if run is not None:
             joined += 1
             found = run_record(run, mapping)
             row.update({k: found[k] for k in JOINED_FIELDS if found[k] is not None})
             row.update({k: found[k] for k in FILLED_FIELDS if row[k] is None and found[k] is not None})
-        rows.append(row)
-    return pl.DataFrame(rows, schema=jobs.schema, orient="row") if rows else jobs, joined
+    return Joined(pl.DataFrame(rows, schema=jobs.schema, orient="row") if rows else jobs, joined, ambiguous)

@@ -48,6 +48,7 @@ STATES: dict[str, tuple[str, str | None]] = {
 }
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
 MISSING = ("", "Unknown", "None", "N/A")  # how sacct prints a time or value it does not have
+NO_CLUSTER = "local"  # a job's cluster where the output names none (no Cluster field, or an empty one)
 # TRES usage suffixes (binary, as Slurm prints them) -> the mapping module's unit names
 TRES_UNITS = {"": "B", "K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
@@ -172,6 +173,7 @@ class SacctReader:
         # every array's line would pin the memory of the jobs' lines around it after they are freed (a 1 GB export
         # kept ~600 MB more through the ingest that follows).
         self.arrays: set[str] = set()
+        self.clusters: set[str] = set()  # the clusters of the output's lines
         self._rows: list[dict] = []
         self._emit: Callable[[pl.DataFrame], object] = self._rows.extend
         self._garbled, self._first_garbled = 0, ""
@@ -250,12 +252,22 @@ class SacctReader:
             self._unreadable(values, why, garbled)
             return
         at = self._at
-        cluster = _value(values[at["Cluster"]]) or "local" if "Cluster" in at else "local"
+        cluster = _value(values[at["Cluster"]]) or NO_CLUSTER if "Cluster" in at else NO_CLUSTER
+        self.clusters.add(cluster)
         job_id = values[at["JobID"]]
         if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
             self._step(f"{cluster}|{job_id.split('.', 1)[0]}", values)
         else:
             self._job(f"{cluster}|{job_id}", job_id, text, values)
+
+    def shared(self, job_id: str) -> bool:
+        """Whether jobs of several clusters of this output have the JobID `job_id` (`sacct -M all`: each cluster
+        numbers its own), so a run naming only the JobID cannot tell which one ran it (`mlflow.join_runs`). Asked
+        while the rows are handed on (`read` has read every line)."""
+        if len(self.clusters) < 2:
+            return False
+        return sum((e := self._jobs.get(f"{cluster}|{job_id}")) is not None and e[LINE] is not None
+                   for cluster in self.clusters) > 1
 
     def _is_header(self, text: str) -> bool:
         """A header line inside the output (two exports joined): it names the required fields, and where this
@@ -317,7 +329,7 @@ class SacctReader:
             if (i := self._at["JobID"]) < len(values):
                 cluster = _value(values[self._at["Cluster"]]) if self._at.get("Cluster", len(values)) < len(values) \
                     else None
-                record[c.JOB_ID] = f"slurm-{cluster or 'local'}-{values[i]}"
+                record[c.JOB_ID] = f"slurm-{cluster or NO_CLUSTER}-{values[i]}"
         record[SOURCE_ERROR] = why
         self._add(record)
 
@@ -539,7 +551,7 @@ def _value(text: str | None) -> str | None:
 def _record(row: dict[str, str], step_mem: float, step_oom: bool, mapping: Mapping | None) -> dict[str, str | None]:
     """One job's contract record: its own line's state and times, its steps' peak GPU memory; `SOURCE_ERROR` set
     when it cannot be used (a Comment nested too deep)."""
-    cluster = _value(row.get("Cluster")) or "local"
+    cluster = _value(row.get("Cluster")) or NO_CLUSTER
     state_word = row["State"].split(" ")[0].upper()  # `CANCELLED by 1234`, `completed`
     status, reason = STATES.get(state_word, (row["State"], None))
     if status == "FAILED" and reason is None:

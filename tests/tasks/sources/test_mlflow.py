@@ -8,7 +8,8 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.tasks.ingest.readers import SOURCE_ERROR
 from gpucast.tasks.sources.mapping import load_mapping
-from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, join_runs, run_record, runs_to_jobs, series_peak
+from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, job_runs, join_runs, run_record, runs_to_jobs, series_peak
+from gpucast.tasks.sources.slurm import SacctReader
 from tests.conftest import write
 
 T0 = 1_795_000_000_000  # ms: 2026-11-18T11:06:40Z
@@ -99,14 +100,70 @@ def test_the_join_gives_slurm_jobs_the_runs_model_features():
             run(run_id="arr", status="FAILED", params={"lr": "0.1"}, tags={"slurm_job_id": "1010_7", "gpu_type": "L4"},
                 gpus={0: 20_000.0}),
             run(run_id="none", params={"bs": "1"})]
-    out, joined = join_runs(jobs, runs)
-    rows = {r[c.JOB_ID]: r for r in out.iter_rows(named=True)}
-    assert joined == 2
+    done = join_runs(jobs, job_runs(runs))
+    rows = {r[c.JOB_ID]: r for r in done.jobs.iter_rows(named=True)}
+    assert (done.joined, done.ambiguous) == (2, 0)
     a, b, arr = rows["slurm-hpc-1-1001"], rows["slurm-hpc-1-1002"], rows["slurm-hpc-1-1010_7"]
     # the latest run naming the job; its features win, Slurm's memory and queue stay
     assert (a[c.MODEL_TYPE], a[c.BATCH_SIZE], a[c.PEAK_GPU_MEM_GB], a[c.QUEUE]) == ("Transformer", "8", "30.0", None)
     assert (b[c.MODEL_TYPE], b[c.BATCH_SIZE]) == (None, None)
     assert (arr[c.LEARNING_RATE], arr[c.GPU_TYPE], arr[c.PEAK_GPU_MEM_GB]) == ("0.1", "L4-24GB", "20.0")
+
+
+SACCT = "JobID|Cluster|Partition|State|Submit|AllocTRES|Comment\n"
+
+
+def joined_import(text: str, runs: list[MlflowRun]) -> tuple[dict[str, dict], int, int]:
+    """A sacct output read as `gpucast import slurm --mlflow-uri` reads it (each chunk joined as it is handed on):
+    {job id: row}, jobs joined, jobs not joined because their JobID is several clusters'."""
+    reader, index, got, counts = SacctReader("s.txt", chunk_rows=2), job_runs(runs), [], [0, 0]
+
+    def emit(rows: pl.DataFrame) -> None:
+        done = join_runs(rows, index, reader.shared)
+        got.extend(done.jobs.iter_rows(named=True))
+        counts[0] += done.joined
+        counts[1] += done.ambiguous
+
+    reader.read(text.splitlines(keepends=True), emit)
+    return {r[c.JOB_ID]: r for r in got}, *counts
+
+
+def job(job_id: str, cluster: str) -> str:
+    return f"{job_id}|{cluster}|gpu|COMPLETED|2026-11-01T00:00:00|gres/gpu=1|\n"
+
+
+def test_a_run_joins_only_its_own_cluster_s_job():
+    """Review of issue 48 (W 6): the join keyed on JobID alone, so slurm-hpc1-5001 and slurm-hpc2-5001 (`sacct -M
+    all`) both took the one run tagged 5001. A run tagged with its cluster joins that cluster's job; a run that names
+    no cluster joins a JobID only one cluster has, and is counted, not joined, where several have it."""
+    text = SACCT + job("5001", "hpc1") + job("5001", "hpc2") + job("5002", "hpc1") + job("6001", "hpc2") \
+        + job("6001", "hpc1")
+    runs = [run(run_id="a", params={"model": "CNN"}, tags={"slurm_job_id": "5001"}),
+            run(run_id="b", params={"model": "LSTM"}, tags={"slurm_job_id": "5002"}),
+            run(run_id="c", params={"model": "GRU"}, tags={"slurm_job_id": "6001", "slurm_cluster": "hpc2"})]
+    rows, joined, ambiguous = joined_import(text, runs)
+    assert {k: r[c.MODEL_TYPE] for k, r in rows.items()} == {
+        "slurm-hpc1-5001": None, "slurm-hpc2-5001": None,  # which cluster's 5001 ran `a` is not known: neither
+        "slurm-hpc1-5002": "LSTM",  # only hpc1 has a 5002
+        "slurm-hpc2-6001": "GRU", "slurm-hpc1-6001": None}  # `c` names hpc2
+    assert (joined, ambiguous) == (2, 2)
+
+
+def test_an_output_without_clusters_joins_by_the_jobid_alone():
+    text = "JobID|Partition|State|Submit|AllocTRES\n7|gpu|COMPLETED|2026-11-01T00:00:00|gres/gpu=1\n"
+    rows, joined, ambiguous = joined_import(text, [run(params={"model": "CNN"},
+                                                       tags={"slurm_job_id": "7", "slurm_cluster": "hpc1"})])
+    assert (rows["slurm-local-7"][c.MODEL_TYPE], joined, ambiguous) == ("CNN", 1, 0)
+
+
+def test_a_quarantined_line_without_its_jobid_is_handed_on_not_joined():
+    """Review of issue 48 (W 6): a line too short to reach its JobID field is quarantined with no job id; the join
+    then raised AttributeError (`None.rsplit`), so `--mlflow-uri` stopped the import with a traceback."""
+    text = ("State|Submit|Partition|AllocTRES|JobID\nCOMPLETED|2026-11-01T00:00:00|gpu|gres/gpu=1|1\n"
+            "COMPLETED|2026-11-01\nCOMPLETED|2026-11-01T00:00:00|gpu|gres/gpu=1|3\n")
+    rows, joined, _ = joined_import(text, [run(params={"model": "CNN"}, tags={"slurm_job_id": "3"})])
+    assert rows[None][SOURCE_ERROR] == "s.txt line 3: 2 fields where its header has 5"
+    assert (rows["slurm-local-3"][c.MODEL_TYPE], rows["slurm-local-1"][c.MODEL_TYPE], joined) == ("CNN", None, 1)
 
 
 # Issue 38, defect 7: NaN samples. [5000, NaN] loaded 5.0 GB and [NaN, 5000] null (Python's max stops at a NaN
