@@ -110,10 +110,15 @@ def read_sacct(since: str) -> Iterator[bytes]:
 
 
 def read_file(path: str) -> Iterator[bytes]:
-    """An exported sacct file's lines, read one at a time (never held whole)."""
+    """An exported sacct file's lines, read one at a time (never held whole); a file that is not there is
+    refused here, before anything is read."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{path}: no such file; give the sacct --parsable2 output to import")
+    return _file_lines(p)
+
+
+def _file_lines(p: Path) -> Iterator[bytes]:
     with p.open("rb") as f:
         yield from lines_of(f)
 
@@ -123,20 +128,24 @@ def import_slurm(path: str | None = None, since: str | None = None, mapping: str
     """Import one sacct output (a file, or `sacct` run when `path` is None) into the warehouse (source `slurm`).
     `join`: the MLflow runs the jobs ran, whose params give the jobs' model features (docs/sources.md).
 
-    The output is read once, a line at a time, and its rows written to the staged Parquet file a chunk at a time
-    (`SacctReader`): memory grows with the jobs, not with the file. Its header is read first (not sacct output:
-    exit 2 before anything else), and the whole output before the ingest run starts (nothing half-loaded)."""
+    What the import needs besides the output is read first: the warehouse's array ranges stored whole (which may
+    wait for the writer lock) and the MLflow runs. Only then is the output opened: `sacct` writes into a pipe, and
+    stops when the pipe is full until it is read, while its time limit runs (a wait there read as "sacct did not
+    finish"). The output is read once, a line at a time, and its rows written to the staged Parquet file a chunk
+    at a time (`SacctReader`): memory grows with the jobs, not with the file. Its header is read first (not sacct
+    output: exit 2), and the whole output before the ingest run starts (nothing half-loaded)."""
     settings = (settings or Settings.from_env()).ensure()
     parsed_mapping = load_mapping(mapping) if mapping else None  # a bad mapping: one line, before anything
     since = since or "now-1days"
-    lines, source = (read_file(path), path) if path else (read_sacct(since), f"sacct --starttime={since}")
+    file = read_file(path) if path else None  # not there: refused before anything is read
+    stored = stored_array_ranges(settings.storage)  # ranges an older gpucast stored as one job: retired
+    runs = job_runs((r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)), join.tag) \
+        if join else None
+    lines, source = (file, path) if file else (read_sacct(since), f"sacct --starttime={since}")
     with contextlib.closing(lines):
         reader = SacctReader(source, parsed_mapping)
         reader.start(lines)
-        stored = stored_array_ranges(settings.storage)  # ranges an older gpucast stored as one job: retired
         reader.asked = stored_arrays(stored)
-        runs = job_runs((r for r, _ in read_runs(join.tracking_uri, join.experiments, tagged=join.tag)), join.tag) \
-            if join else None
         staging = SacctStaging(reader, lines, runs, stored)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         name = f"slurm-{Path(path).name}.parquet" if path else f"slurm-sacct-{stamp}.parquet"

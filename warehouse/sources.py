@@ -17,7 +17,10 @@ STORED_RANGES = (f"SELECT {', '.join(c.COLUMNS)} FROM job_logs "
 
 def stored_array_ranges(storage: Storage) -> pl.DataFrame:
     """The latest records (contract columns, typed) of the pending jobs that are Slurm array ranges stored whole
-    (`slurm-hpc1-7000_[1-1000]`); none without a warehouse (one is not made for this)."""
+    (`slurm-hpc1-7000_[1-1000]`); none without a warehouse (one is not made for this). Read under the writer lock,
+    as `read_watermarks` reads: a read-only connection is refused at once while another gpucast writes (DuckDB
+    locks the file against every other process), and a warehouse of an older gpucast has its schema brought up
+    to date before its contract columns are read. The import reads this before it starts `sacct` (flows/imports.py)."""
     if not storage.db_path.exists():
         return pl.DataFrame()
     with writer(storage) as con:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import duckdb
+import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
@@ -310,6 +311,31 @@ def test_sacct_that_runs_past_its_time_is_stopped(home, tmp_path, monkeypatch, c
     assert time.monotonic() - started < 30
     assert capsys.readouterr().err.startswith("gpucast import: sacct could not be run (it did not finish within 1 s)")
     assert not (home / "warehouse.duckdb").exists()
+
+
+def test_sacct_is_started_after_what_the_import_reads_first(home, tmp_path, monkeypatch):
+    """Review of issue 48 (W 7): sacct was started and its header read, and only then did the import wait for the
+    warehouse's writer lock (the ranges stored whole) and read the MLflow runs. sacct, its pipe full, stopped while
+    its time limit ran: a false "sacct did not finish within 600 s". Here the warehouse read takes 3 s and sacct's
+    limit is 2 s; sacct prints ~300 kB, more than a pipe holds."""
+    from gpucast.flows import imports
+
+    header, *body = SACCT.read_text().splitlines(keepends=True)
+    out = write(tmp_path / "out.txt", header + "".join(body) * (300_000 // len("".join(body))))
+    write(tmp_path / "bin" / "sacct", f"#!/bin/sh\ncat {out}\n").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setattr(imports, "SACCT_TIMEOUT_S", 2)
+
+    def slow_read(storage):  # as a wait for the writer lock while the nightly holds it
+        time.sleep(3)
+        return pl.DataFrame()
+
+    monkeypatch.setattr(imports, "stored_array_ranges", slow_read)
+    staged = tmp_path / "staged.parquet"
+    monkeypatch.setattr(imports, "ingest_written", lambda write, *_: write(staged))  # the rows, not their ingest
+    done = imports.import_slurm(None)
+    assert done.parsed.lines == out.read_text().count("\n") - 1
+    assert pl.read_parquet(staged).height == 13  # the fixture's jobs, each line of the repeats superseded
 
 
 @pytest.mark.slow
