@@ -41,7 +41,17 @@ def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
     if not storage.query_path.exists():
         return f"no warehouse at {storage.db_path} yet"
     frames = queries.status_frames(storage.query_path, limit, backtest_days)
-    return render.status_text(frames, storage.query_path) + published_copy_text(storage.published_path)
+    return render.status_text(_masked(frames), storage.query_path) + published_copy_text(storage.published_path)
+
+
+def _masked(frames: dict[str, pl.DataFrame | None]) -> dict[str, pl.DataFrame | None]:
+    """Every text cell with any URI's secrets masked (`redact`), before the tables cut a long one short (a cut could
+    hide the `@` that marks a password). A guard: the warehouse's own rows are masked when stored, and those of an
+    older gpucast once (`warehouse/schema.py` `redact_stored`); a copy published before that may still hold them."""
+    from gpucast.warehouse.errors import redact
+
+    text = pl.col(pl.String).map_elements(redact, return_dtype=pl.String, skip_nulls=True)
+    return {name: None if df is None else df.with_columns(text) for name, df in frames.items()}
 
 
 def published_copy_text(published: Path) -> str:

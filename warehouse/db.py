@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.concerns import Storage
-from gpucast.warehouse.schema import schema_fingerprint, schema_sql
+from gpucast.warehouse.schema import redact_stored, schema_fingerprint, schema_sql
 
 
 def sql_string(path: Path) -> str:
@@ -121,6 +121,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> bool:
     con.execute(schema_sql())
     migrate(con)
     with transaction(con):
+        redact_stored(con)  # URI secrets an older gpucast stored, masked with the record: once (schema.py)
         con.execute("CREATE OR REPLACE TABLE schema_applied (fingerprint VARCHAR NOT NULL)")
         con.execute("INSERT INTO schema_applied VALUES (?)", [fingerprint])
     return True

@@ -31,13 +31,10 @@ from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import WarehouseBusy, writer
 from gpucast.warehouse.errors import printable, redact
 from gpucast.warehouse.housekeeping import claim_staging, sweep_staging
+from gpucast.warehouse.schema import RUN_TABLES  # kind -> (table, key column)
 
 log = logging.getLogger(__name__)
 
-# kind -> (table, key column). The key names are the planners' public interface: kept as they are.
-RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
-              "score": ("score_runs", "score_run_id"), "plan": ("plan_runs", "plan_run_id"),
-              "demand": ("demand_runs", "demand_run_id")}
 MESSAGE_CHARS = 2000
 
 
@@ -59,11 +56,12 @@ def new_run_id(kind: str, now: datetime) -> str:
 
 
 def start(con: duckdb.DuckDBPyConnection, run: Run, **columns) -> None:
-    """Record `run` as running (once: a retried step finds it there), with its kind's own columns."""
+    """Record `run` as running (once: a retried step finds it there), with its kind's own columns, text ones with any
+    URI's secrets masked (`finish`): a train run's `dask_address` is GPUCAST_DASK_ADDRESS, which may hold them."""
     table, key = RUN_TABLES[run.kind]
     names = [key, "started_at", "status", "pid", "host", *columns]
     con.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                [run.run_id, run.started_at, "running", *owner(), *columns.values()])
+                [run.run_id, run.started_at, "running", *owner(), *_masked(columns.values())])
 
 
 def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, message: str | None = None,
@@ -73,9 +71,14 @@ def finish(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, status: str, 
     published copy."""
     table, key = RUN_TABLES[kind]
     sets = ["finished_at = ?", "status = ?", "message = ?", *[f"{c} = ?" for c in columns]]
-    values = [redact(v) if isinstance(v, str) else v for v in columns.values()]
     con.execute(f"UPDATE {table} SET {', '.join(sets)} WHERE {key} = ?",
-                [datetime.now(UTC), status, redact(message)[:MESSAGE_CHARS] if message else None, *values, run_id])
+                [datetime.now(UTC), status, redact(message)[:MESSAGE_CHARS] if message else None,
+                 *_masked(columns.values()), run_id])
+
+
+def _masked(values) -> list:
+    """Run columns' values as stored: text with any URI's secrets masked (`redact`), the others as they are."""
+    return [redact(v) if isinstance(v, str) else v for v in values]
 
 
 def add_note(con: duckdb.DuckDBPyConnection, kind: str, run_id: str, note: str) -> None:

@@ -1,4 +1,5 @@
-"""The warehouse DDL: `sql/schema.sql`, with the contract's columns generated from the contract.
+"""The warehouse DDL: `sql/schema.sql`, with the contract's columns generated from the contract, and the data
+migration that goes with it (`redact_stored`).
 
 The two contract tables (`job_log_records`, `job_logs`) carry every contract field; their column
 definitions are written here from `contract.FIELDS` (SQL type by kind, NOT NULL when required),
@@ -11,7 +12,10 @@ import hashlib
 from functools import cache
 from importlib import resources
 
+import duckdb
+
 from gpucast.expectations import contract as c
+from gpucast.warehouse.errors import redact
 
 SQL_TYPES = {
     "string": "VARCHAR",
@@ -25,6 +29,13 @@ SQL_TYPES = {
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
 MIGRATIONS = "@CONTRACT_MIGRATIONS@"
 CONTRACT_TABLES = ("job_log_records", "job_logs")
+# kind -> (table, key column) of the run tables (warehouse/runs.py). The key names are the planners' public interface.
+RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
+              "score": ("score_runs", "score_run_id"), "plan": ("plan_runs", "plan_run_id"),
+              "demand": ("demand_runs", "demand_run_id")}
+# Raised with each change of a Python migration step (a rule `redact` gained that stored text must be masked by): the
+# fingerprint changes with it, so every warehouse applies the schema and its migrations once more.
+MIGRATION_STEPS = 1
 
 
 def contract_columns_ddl() -> str:
@@ -49,5 +60,60 @@ def schema_sql() -> str:
 
 @cache
 def schema_fingerprint() -> str:
-    """The SHA-256 of `schema_sql()`: a warehouse that records it (table `schema_applied`) has this DDL applied."""
-    return hashlib.sha256(schema_sql().encode()).hexdigest()
+    """The SHA-256 of `schema_sql()` and `MIGRATION_STEPS`: a warehouse that records it (table `schema_applied`) has
+    this DDL and these migrations applied."""
+    return hashlib.sha256(f"{schema_sql()}\n-- migration steps: {MIGRATION_STEPS}".encode()).hexdigest()
+
+
+TEXT_WITH_URI = "(contains({0}, '://') OR contains({0}, '?') OR contains({0}, '#'))"  # what `redact` may change
+
+
+def redact_stored(con: duckdb.DuckDBPyConnection) -> int:
+    """Mask the URI secrets an older gpucast stored (before issue 48 it kept text as given): every text column of
+    the run tables (an error quoting a tracking URI in `ingest_runs.message`, `train_runs.dask_address`, ...) and
+    `source_watermarks.location`, which was the tracking URI as given, password and token included. Locations
+    that are the same once masked (the URI with and without its password, two passwords for one server) become one,
+    keeping the highest watermark of each experiment, so no import reads its store again from the start.
+    Idempotent (masked text is kept as it is); the caller commits it with the schema's record (`db.apply_schema`),
+    so it runs once per warehouse and gpucast version. Planners' copies get it at the next publish, which makes these
+    tables again from the warehouse. Returns how many rows changed."""
+    tables = dict(RUN_TABLES.values())
+    text_columns: dict[str, list[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = current_database() AND "
+            "schema_name = 'main' AND data_type = 'VARCHAR' AND list_contains(?, table_name) ORDER BY column_index",
+            [list(tables)]).fetchall():
+        if column != tables[table]:
+            text_columns.setdefault(table, []).append('"' + column.replace('"', '""') + '"')  # our catalog's, quoted
+    changed = 0
+    for table, names in text_columns.items():
+        key, cols = tables[table], ", ".join(names)
+        where = " OR ".join(TEXT_WITH_URI.format(k) for k in names)
+        for run_id, *texts in con.execute(f"SELECT {key}, {cols} FROM {table} WHERE {where}").fetchall():
+            masked = [redact(t) if t is not None else None for t in texts]
+            if masked != texts:
+                sets = ", ".join(f"{k} = ?" for k in names)
+                con.execute(f"UPDATE {table} SET {sets} WHERE {key} = ?", [*masked, run_id])
+                changed += 1
+    return changed + _merge_watermarks(con)
+
+
+WATERMARK_COLUMNS = "source, location, scope, watermark_ms, ingest_run_id, updated_at"
+
+
+def _merge_watermarks(con: duckdb.DuckDBPyConnection) -> int:
+    """`source_watermarks` keyed by each location masked (`redact_stored`); how many rows changed."""
+    where = TEXT_WITH_URI.format("location")
+    rows = con.execute(f"SELECT {WATERMARK_COLUMNS} FROM source_watermarks WHERE {where}").fetchall()
+    raw = [row for row in rows if redact(row[1]) != row[1]]
+    if not raw:
+        return 0
+    kept: dict[tuple, tuple] = {}  # (source, masked location, scope) -> the row with the highest watermark
+    for source, location, scope, mark, run_id, at in rows:
+        key = (source, redact(location), scope)
+        if key not in kept or (mark, at) > (kept[key][3], kept[key][5]):
+            kept[key] = (*key, mark, run_id, at)
+    con.executemany("DELETE FROM source_watermarks WHERE source = ? AND location = ? AND scope = ?",
+                    [row[:3] for row in rows])
+    con.executemany(f"INSERT INTO source_watermarks ({WATERMARK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", list(kept.values()))
+    return len(raw)

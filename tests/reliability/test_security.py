@@ -249,3 +249,80 @@ def test_the_failure_alert_has_uri_secrets_masked():
     (sent,) = received
     assert "SourceUnavailable: mlflow http://***@h/mlflow?***: cannot be read" in sent["body"], sent
     assert not any(secret in repr(sent) for secret in SECRETS)
+
+
+def test_secrets_an_older_gpucast_stored_are_masked_once_and_never_published(home):
+    """Review of issue 48, MUST 4: an older gpucast stored the tracking URI as given (the watermarks' key) and its
+    errors unmasked (`ingest_runs.message`, ...); the publish copied them to planners every night. The first writer
+    of this version masks them (`schema.redact_stored`), merging the watermarks of locations that are one once
+    masked with the highest watermark kept; the next publish copies no secret, and `gpucast status` shows none."""
+    from datetime import UTC, datetime
+
+    import duckdb
+
+    from gpucast.flows.report import warehouse_status
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse.db import connect_writer
+    from gpucast.warehouse.publish import publish_snapshot
+    from gpucast.warehouse.watermarks import read_watermarks
+
+    storage = Settings.from_env().ensure().storage
+    connect_writer(storage).close()
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    old = f"http://alice:{SECRETS[0]}@h:5000/mlflow"
+    with duckdb.connect(str(storage.db_path)) as con:  # what an older gpucast wrote, and its schema's record
+        con.execute("UPDATE schema_applied SET fingerprint = 'an older gpucast'")
+        con.executemany("INSERT INTO source_watermarks VALUES ('mlflow', ?, ?, ?, 'ingest-old', ?)", [
+            (old, "1", 300, at), (old, "2", 50, at),
+            (f"http://bob:{SECRETS[1]}@h:5000/mlflow", "1", 200, at),  # another password for the same store
+            ("http://***@h:5000/mlflow", "1", 100, at),  # stored masked since (issue 48): re-read from the start
+            (f"http://h:5000/mlflow?access_token={SECRETS[1]}", "1", 7, at),
+        ])
+        con.execute("INSERT INTO ingest_runs (run_id, started_at, files, files_rejected, rows_read, rows_loaded, "
+                    "rows_rejected, rows_duplicate, status, message, source) VALUES ('ingest-old', ?, 0, 0, 0, 0, 0, 0, "
+                    "'failed', ?, 'mlflow')", [at, f"SourceUnavailable: mlflow {old}: cannot be read ({old}/api/2.0)"])
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status, dask_address, fits_on, message) VALUES "
+                    "('train-old', ?, 'succeeded', ?, ?, NULL)",
+                    [at, f"tcp://u:{SECRETS[2]}@d:8786", f"Dask at tcp://u:{SECRETS[2]}@d:8786: 2 worker(s)"])
+    assert read_watermarks(storage, "mlflow", "http://***@h:5000/mlflow") == {"1": 300, "2": 50}  # the migration ran
+    assert read_watermarks(storage, "mlflow", "http://h:5000/mlflow?***") == {"1": 7}
+    publish_snapshot(storage)
+    with duckdb.connect(str(storage.published_path), read_only=True) as con:
+        assert con.execute("SELECT message FROM ingest_runs").fetchall() == [
+            ("SourceUnavailable: mlflow http://***@h:5000/mlflow: cannot be read (http://***@h:5000/mlflow/api/2.0)",)]
+        assert con.execute("SELECT dask_address, fits_on FROM train_runs").fetchall() == [
+            ("tcp://***@d:8786", "Dask at tcp://***@d:8786: 2 worker(s)")]
+        assert con.execute("SELECT count(*) FROM source_watermarks").fetchone() == (3,)
+    stored = _tables_text(storage.db_path) + _tables_text(storage.published_path)
+    shown = warehouse_status(storage, 10, 30)
+    for secret in SECRETS:
+        assert secret not in stored and secret not in shown, secret
+    with connect_writer(storage) as con:  # once: recorded, and masking again changes nothing
+        from gpucast.warehouse.schema import redact_stored
+
+        assert redact_stored(con) == 0
+
+
+def test_status_masks_what_it_shows_whatever_the_copy_holds(home):
+    """A guard at display: a run's text that holds a secret (a copy published before the migration, a row written
+    by hand) is shown masked, before the table cuts a long cell short."""
+    from datetime import UTC, datetime
+
+    import duckdb
+
+    from gpucast.flows.report import warehouse_status
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse.db import connect_writer
+
+    storage = Settings.from_env().ensure().storage
+    connect_writer(storage).close()
+    long = "x" * 70 + f" tcp://u:{SECRETS[2]}@d:8786"
+    with duckdb.connect(str(storage.db_path)) as con:
+        con.execute("INSERT INTO ingest_runs (run_id, started_at, files, files_rejected, rows_read, rows_loaded, "
+                    "rows_rejected, rows_duplicate, status, message) VALUES ('ingest-x', ?, 0, 0, 0, 0, 0, 0, "
+                    "'failed', ?)", [datetime(2026, 11, 1, tzinfo=UTC), f"mlflow http://alice:{SECRETS[0]}@h: failed"])
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status, message) VALUES ('train-x', ?, "
+                    "'succeeded', ?)", [datetime(2026, 11, 1, tzinfo=UTC), long])
+    shown = warehouse_status(storage, 10, 30)
+    assert "mlflow http://***@h: failed" in shown, shown
+    assert not any(secret in shown for secret in SECRETS), shown

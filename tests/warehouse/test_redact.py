@@ -44,7 +44,8 @@ def test_every_printed_or_recorded_line_is_redacted():
 
 
 def test_a_run_record_keeps_no_secret(home):
-    """`finish` and `add_note` mask what they store, whoever wrote the text: the message and the text columns."""
+    """`start`, `finish` and `add_note` mask what they store, whoever wrote the text: the message and the text columns
+    (a train run starts with GPUCAST_DASK_ADDRESS as its `dask_address`)."""
     from datetime import UTC, datetime
 
     from gpucast.flows.settings import Settings
@@ -53,8 +54,8 @@ def test_a_run_record_keeps_no_secret(home):
     storage = Settings.from_env().ensure().storage
     run = runs.Run("train", "train-x", datetime.now(UTC), storage.staging_dir / "train-x")
     with db.writer(storage) as con:
-        runs.start(con, run)
+        runs.start(con, run, dask_address="tcp://u:S3cret@h:8786")
         runs.finish(con, "train", run.run_id, "succeeded", "on tcp://u:S3cret@h:8786", fits_on="Dask at tcp://u:S3cret@h:8786")
         runs.add_note(con, "train", run.run_id, "see http://h/x?token=S3cret")
-        row = con.execute("SELECT message, fits_on FROM train_runs").fetchone()
-    assert row == ("on tcp://***@h:8786; see http://h/x?***", "Dask at tcp://***@h:8786")
+        row = con.execute("SELECT message, fits_on, dask_address FROM train_runs").fetchone()
+    assert row == ("on tcp://***@h:8786; see http://h/x?***", "Dask at tcp://***@h:8786", "tcp://***@h:8786")

@@ -97,7 +97,8 @@ ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS mapping_sha256 VARCHAR;
 -- MLflow records it). The next import re-reads from an hour before it (docs/sources.md).
 CREATE TABLE IF NOT EXISTS source_watermarks (
     source VARCHAR NOT NULL,           -- 'mlflow'
-    location VARCHAR NOT NULL,         -- the tracking URI, as given
+    location VARCHAR NOT NULL,         -- the tracking URI, its password, token and fragment masked (warehouse/errors.py
+                                       -- `redact`; those an older gpucast stored as given: warehouse/schema.py `redact_stored`)
     scope VARCHAR NOT NULL,            -- the experiment id
     watermark_ms BIGINT NOT NULL,
     ingest_run_id VARCHAR NOT NULL,    -- the ingest run that loaded what it read
