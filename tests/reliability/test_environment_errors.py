@@ -116,37 +116,62 @@ def test_with_the_core_install_sql_errors_stay_sql_errors_and_train_names_the_ex
 
 
 # A file where gpucast needs a folder, or a folder where it needs a file (issue 48, item 8): (what is in the way,
-# is it a folder, the command that meets it). Each was exit 1 and a traceback.
+# is it a folder). Each was exit 1 and a traceback. A flow command checks them all (`Settings.ensure`) before a Prefect
+# server or flow starts: the unit test below; two cases run as the real command in a fresh process.
 WRONG_KIND = [
-    ("", False, "status"),  # GPUCAST_HOME itself a file: Prefect's home is made under it by every command
-    ("", False, "ingest"),
-    ("inbox", False, "ingest"),
-    ("staging", False, "ingest"),
-    ("lake", False, "ingest"),
-    ("writer.lock", True, "ingest"),
-    ("nightly.lock", True, "nightly"),
+    ("", False),  # GPUCAST_HOME itself a file
+    ("inbox", False),
+    ("staging", False),
+    ("lake", False),
+    ("writer.lock", True),
+    ("nightly.lock", True),
 ]
 
 
-@pytest.mark.parametrize(("name", "folder", "command"), WRONG_KIND)
-def test_a_path_of_the_wrong_kind_is_exit_5_and_one_line_naming_it(tmp_path, name, folder, command):
-    """The real command in a fresh process: exit 5 and one line naming the path and what to do, within seconds
-    (refused before a Prefect server or flow starts), no traceback."""
-    home = tmp_path / "home"
+def _in_the_way(home, name: str, folder: bool):
+    """Put a file (or a folder) where gpucast needs the other kind; the path."""
     blocker = home / name if name else home
     blocker.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         (blocker / "x").mkdir(parents=True)
     else:
         blocker.write_text("")
+    return blocker
+
+
+def _wrong_kind_line(blocker, folder: bool) -> str:
+    kind, needed = ("folder", "file") if folder else ("file", "folder")
+    return f"{blocker} is a {kind} where gpucast needs a {needed}; move the {kind} away (gpucast makes the {needed}), then rerun"
+
+
+@pytest.mark.parametrize(("name", "folder"), WRONG_KIND)
+def test_a_path_of_the_wrong_kind_is_refused_before_anything_starts(tmp_path, name, folder):
+    """What every flow command checks first (`flows/cli/process.py` `run_command`): the OS's error naming the path,
+    which is exit 5 and one line."""
+    from gpucast.flows.settings import Settings
+
+    home = tmp_path / "home"
+    blocker = _in_the_way(home, name, folder)
+    with pytest.raises(OSError) as raised:
+        Settings.from_env({"GPUCAST_HOME": str(home)}).ensure()
+    assert _exit_code(raised.value) == (5, _wrong_kind_line(blocker, folder))
+
+
+@pytest.mark.parametrize(("name", "folder", "command"), [
+    ("", False, "status"),  # Prefect's home is made under GPUCAST_HOME by every command, flow command or not
+    ("writer.lock", True, "ingest"),
+])
+def test_a_path_of_the_wrong_kind_is_exit_5_and_one_line_naming_it(tmp_path, name, folder, command):
+    """The real command in a fresh process: exit 5 and one line naming the path and what to do, within seconds
+    (refused before a Prefect server or flow starts), no traceback."""
+    home = tmp_path / "home"
+    blocker = _in_the_way(home, name, folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"GPUCAST_HOME": str(home)}
     done = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", command], capture_output=True, text=True,
                           env=env, timeout=120)
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 5 and len(lines) == 1, done.stdout + done.stderr[-3000:]
-    kind, needed = ("folder", "file") if folder else ("file", "folder")
-    assert lines[0] == (f"gpucast {command}: {blocker} is a {kind} where gpucast needs a {needed}; move the {kind} "
-                        f"away (gpucast makes the {needed}), then rerun")
+    assert lines[0] == f"gpucast {command}: {_wrong_kind_line(blocker, folder)}"
 
 
 def test_the_path_in_the_way_is_found_on_the_disk_whatever_raised(tmp_path):
