@@ -32,7 +32,6 @@ directory, `GPUCAST_HOME` (default `./.gpucast`).
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from gpucast.warehouse.concerns import SqlSandbox, Storage, is_size, size_bytes
+from gpucast.warehouse.errors import check_kind
 
 __all__ = ["CONCERNS", "ENV_PREFIX", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
            "Settings", "SettingsError", "SqlSandbox", "Storage", "TrainingDefaults", "Tracing", "home_from_env", "size_bytes"]
@@ -399,11 +399,12 @@ class Settings:
         return default if default.exists() else None
 
     def ensure(self) -> Settings:
-        """Make the data directory's folders (`Storage.ensure`), and refuse a lock file (`writer.lock`,
-        `nightly.lock`) that is a folder. A file where a folder goes, or that folder, raises the OS's error, which
-        `environment_error` (warehouse/errors.py) words as one line naming the path: exit code 5."""
+        """Make the data directory's folders (`Storage.ensure`), and refuse gpucast's lock files (`writer.lock`,
+        `nightly.lock`) that are folders; another folder named `*.lock` is the user's, left alone. A file where a
+        folder goes, or that folder, raises the OS's error, which `environment_error` (warehouse/errors.py) words as
+        one line naming the path: exit code 5."""
+        from gpucast.warehouse.housekeeping import EXCLUSIVE_RUNS, run_lock_path
+
         self.storage.ensure()
-        for lock in self.storage.home.glob("*.lock"):
-            if lock.is_dir():
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(lock))
+        check_kind(self.storage.lock_path, *(run_lock_path(self.storage, n) for n in EXCLUSIVE_RUNS), folder=False)
         return self

@@ -109,6 +109,18 @@ def wrong_kind_of_path(exc: OSError) -> str | None:
     return None
 
 
+def check_kind(*paths: Path, folder: bool) -> None:
+    """Raise the OS's error for the first of `paths` that is of the wrong kind: not a folder where gpucast needs one
+    (`NotADirectoryError`), or a folder where it needs a file (`IsADirectoryError`); a path that is not there is
+    fine (gpucast makes it). Checked before anything is written, so the command ends with `wrong_kind_of_path`'s one
+    line naming the path (exit code 5) and leaves nothing half done."""
+    for path in paths:
+        if folder and path.exists() and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+        if not folder and path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+
+
 class StorageError(RuntimeError):
     """A warehouse operation failed; the message is DuckDB's (or the file system's), with its type."""
 

@@ -33,9 +33,17 @@ class AlreadyRunning(WarehouseBusy):
     """Another run of the same kind holds its lock."""
 
 
+EXCLUSIVE_RUNS = ("nightly",)  # the runs of which one at a time may run (`exclusive_run`)
+
+
+def run_lock_path(storage: Storage, name: str) -> Path:
+    """`<home>/<name>.lock`: the lock of the exclusive run `name`."""
+    return storage.home / f"{name}.lock"
+
+
 def exclusive_run(storage: Storage, name: str) -> contextlib.AbstractContextManager[None]:
     """Hold `<home>/<name>.lock` for the duration, or raise AlreadyRunning naming the holder at once."""
-    path = storage.home / f"{name}.lock"
+    path = run_lock_path(storage, name)
     return file_lock(path, 0.0, lambda holder: AlreadyRunning(
         f"another {name} run is in progress ({holder}; lock {path}); this one exits without touching "
         "anything: wait for it, or check it with `gpucast status`"))

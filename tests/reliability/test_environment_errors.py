@@ -174,6 +174,32 @@ def test_a_path_of_the_wrong_kind_is_exit_5_and_one_line_naming_it(tmp_path, nam
     assert lines[0] == f"gpucast {command}: {_wrong_kind_line(blocker, folder)}"
 
 
+def test_a_folder_of_the_user_named_like_a_lock_is_left_alone(tmp_path):
+    """Review of issue 48, W 13: every folder named `*.lock` in the data directory was refused as a lock file; only
+    gpucast's own locks are checked, by name."""
+    from gpucast.flows.settings import Settings
+
+    home = tmp_path / "home"
+    (home / "backup.lock").mkdir(parents=True)
+    assert Settings.from_env({"GPUCAST_HOME": str(home)}).ensure().storage.home == home
+
+
+def test_check_kind_names_the_first_path_of_the_wrong_kind(tmp_path):
+    """The one helper that both the data directory's check and the publish's use (warehouse/errors.py)."""
+    from gpucast.warehouse.errors import check_kind
+
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-folder").mkdir()
+    check_kind(tmp_path / "a-folder", tmp_path / "missing", folder=True)
+    check_kind(tmp_path / "a-file", tmp_path / "missing", folder=False)
+    with pytest.raises(NotADirectoryError) as raised:
+        check_kind(tmp_path / "a-folder", tmp_path / "a-file", folder=True)
+    assert _exit_code(raised.value) == (5, _wrong_kind_line(tmp_path / "a-file", False))
+    with pytest.raises(IsADirectoryError) as raised:
+        check_kind(tmp_path / "a-file", tmp_path / "a-folder", folder=False)
+    assert _exit_code(raised.value) == (5, _wrong_kind_line(tmp_path / "a-folder", True))
+
+
 def test_the_path_in_the_way_is_found_on_the_disk_whatever_raised(tmp_path):
     """Mid-run (a flow started by a deployment, where no command checked first): the OS's error is worded the same
     way wherever it is raised; an EEXIST of a folder that is there is no such error (a bug: exit 1)."""
