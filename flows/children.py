@@ -16,9 +16,8 @@ Prefect's modules): `python -m uvicorn --factory gpucast.flows.children:create_s
 loopback port, in a session of its own (`start_new_session`: signals sent to `gpucast`'s group do not
 reach it), the factory being Prefect's public `create_app(ephemeral=True)` (no UI, no background
 services, as Prefect's own temporary server) plus a thread that stops the server as soon as its parent
-is gone (kill -9 included). That thread watches `os.getppid()`, which, unlike Linux's
-PR_SET_PDEATHSIG, does not fire early when the *thread* that started the server ends, and works on
-macOS too. The command runs with `PREFECT_API_URL` pointing at it (`temporary_settings` in this
+is gone (kill -9 included: `tasks/parent_watch.py`, which says why it polls `os.getppid()`). The command
+runs with `PREFECT_API_URL` pointing at it (`temporary_settings` in this
 process, the environment for the processes it starts), so Prefect never starts a server of its own;
 the server is stopped when the interpreter exits (atexit, as Prefect's own; `cli/process.py` `_exit_stopped` runs
 those hooks after a SIGTERM, once the run is recorded).
@@ -46,7 +45,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -229,17 +227,18 @@ def without_heartbeats():
 def create_server_app():
     """uvicorn's factory in the server child: Prefect's app as its temporary server has it (no UI, no
     background services), and a thread that stops this server when the process that started it is gone."""
+    from gpucast.tasks.parent_watch import watch_parent
+
     parent = int(os.environ.pop(PARENT_PID, "0")) or os.getppid()
-    threading.Thread(target=_stop_when_orphaned, args=(parent,), name="gpucast-parent-watch", daemon=True).start()
+    watch_parent(parent, _stop_orphaned, POLL_S, "gpucast-parent-watch")
     from prefect.server.api.server import create_app
 
     return create_app(ephemeral=True, final=True)
 
 
-def _stop_when_orphaned(parent: int) -> None:
-    while os.getppid() == parent:  # reparented (to pid 1 or a subreaper) once the parent has died
-        time.sleep(POLL_S)
-    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own clean shutdown
+def _stop_orphaned() -> None:
+    """The server's parent is gone: uvicorn's own clean shutdown, and exit `GRACE_S` later whatever it is doing."""
+    os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(GRACE_S)
     os._exit(1)
 

@@ -24,7 +24,7 @@ and its FLOPs are multiplied by the GPU count.
 **Bounds**: each trace runs in a child process ('spawn': a clean interpreter, no forked torch threads),
 killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new traces stop once
 `Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night.
-The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`_exit_with_parent`); before,
+The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`tasks/parent_watch.py`); before,
 it traced on, orphaned, until its trace ended, however long that took (nobody was left to kill it).
 
 **Cache** (a JSON file, `Storage.trace_cache_path`: models/traces.json), keyed by the configuration, so a
@@ -42,7 +42,6 @@ import json
 import math
 import multiprocessing
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import priors
+from gpucast.tasks.parent_watch import watch_parent
 
 # From a traced step to what a GPU reports (tests/data/gpu_archs_h100.csv: 44 real training steps of 12 zoo
 # architectures on an H100, PyTorch 2.11, CUDA 13; docs/models.md). The allocator's peak allocation was a median
@@ -179,23 +179,12 @@ def zoo_trace(config: Config) -> dict:
 PARENT_POLL_S = 0.2  # how often a trace's child looks for its parent
 
 
-def _exit_with_parent(parent: int) -> None:
-    """In the trace's child: a thread that ends the process once `parent` is gone (reparented to pid 1 or a
-    subreaper), however it ended. Polling `os.getppid()`, as the temporary Prefect server does (flows/children.py),
-    rather than Linux's PR_SET_PDEATHSIG: that signal fires when the *thread* that started the child ends, and
-    traces are started from Prefect's and Dask's worker threads, which may end while the process goes on (a
-    healthy trace would be killed); it is Linux-only too. The trace is Python code (FakeTensorMode's dispatch),
-    which lets this thread run every few milliseconds."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="gpucast-trace-parent-watch", daemon=True).start()
+def _exit_now() -> None:
+    os._exit(1)
 
 
 def _child(tracer: Callable[[Config], dict], config: Config, conn, parent: int) -> None:
-    _exit_with_parent(parent)  # `parent` handed over: it may be gone already by now
+    watch_parent(parent, _exit_now, PARENT_POLL_S, "gpucast-trace-parent-watch")  # kill -9 of the parent included
     try:
         conn.send(("traced", tracer(config)))
     except BaseException as exc:  # noqa: BLE001  (any failure of a trace is recorded, with its reason)
