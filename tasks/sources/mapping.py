@@ -153,12 +153,15 @@ class _Parser:
         self.plain(node)
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, f"{what} must be a mapping (`name: value` lines)")
-        out, seen = [], set()
+        out, seen = [], {}
         for k, v in node.value:
             key = self.scalar(k, "a key")
+            # a key written twice is refused by the loader (plain_yaml); these are keys that are one only once read:
+            # `job_id` and `"job_id "` (a key is read without its edge spaces), `1` and `"1"` (two tags, one name)
             if key in seen:
-                raise self.fail(k, f"{shown_key(key)} is given twice")
-            seen.add(key)
+                raise self.fail(k, f"{shown_key(key)} is given twice (first on line {seen[key]}, written another way: "
+                                   "quoted, or with spaces); keep one")
+            seen[key] = line_of(k)
             out.append((key, k, v))
         return out
 
