@@ -44,7 +44,8 @@ def _api_url() -> str:
 
 
 class Cluster:
-    """`dask scheduler` and `dask worker` processes, as an operator would start them."""
+    """`dask scheduler` and `dask worker` processes, as an operator would start them, each worker's scratch space in
+    `scratch` under the test's folder (without `--local-directory`, `$TMPDIR/dask-scratch-space`, outside it)."""
 
     def __init__(self, workers: int, tmp: Path):
         dask = shutil.which("dask", path=str(Path(sys.executable).parent))
@@ -54,8 +55,10 @@ class Cluster:
         port = self.address.rsplit(":", 1)[1]
         self.procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
                                        env=env, stdout=self.log, stderr=subprocess.STDOUT)]
+        self.scratch = tmp / "dask-workers"
         self.procs += [subprocess.Popen([dask, "worker", self.address, "--nthreads", "1", "--no-dashboard",
-                                         "--name", f"w{i}"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
+                                         "--name", f"w{i}", "--local-directory", str(self.scratch)],
+                                        env=env, stdout=self.log, stderr=subprocess.STDOUT)
                        for i in range(workers)]
         from distributed import Client
 
@@ -253,6 +256,7 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
     assert here.scored_on == "this process"
     cluster = Cluster(2, tmp_path)
     try:
+        assert len([d for d in cluster.scratch.glob("*/worker-*") if d.is_dir()]) == 2  # the workers' scratch: ours
         monkeypatch.setenv("GPUCAST_DASK_ADDRESS", cluster.address)
         spread = score_pending(partition_min_jobs=1)
         few = score_pending()  # under the threshold: in-process, and it says why
