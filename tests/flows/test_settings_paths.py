@@ -37,12 +37,14 @@ QUICK = TrainOptions(models=("transformer_bigru", "linear_fs"), preset="tiny", e
 
 
 def _older_run(settings: Storage) -> Path:
-    """A successful train run from last week, with a model folder: GPUCAST_KEEP_TRAIN_RUNS=1 removes it."""
-    folder = settings.models_dir / "train-old"
+    """A successful train run from January, with a model folder named by its run id (pruning removes only folders named
+    like one, tasks/learn/models/store.py): GPUCAST_KEEP_TRAIN_RUNS=1 removes it."""
+    run_id = "train-20260101T020000Z-0a1b2c"
+    folder = settings.models_dir / run_id
     folder.mkdir(parents=True)
     with db.writer(settings) as con:
-        con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('train-old', ?, 'succeeded')",
-                    [datetime(2026, 1, 1, tzinfo=UTC)])
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES (?, ?, 'succeeded')",
+                    [run_id, datetime(2026, 1, 1, 2, tzinfo=UTC)])
     return folder
 
 
