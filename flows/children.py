@@ -16,7 +16,7 @@ Prefect's modules): `python -m uvicorn --factory gpucast.flows.children:create_s
 loopback port, in a session of its own (`start_new_session`: signals sent to `gpucast`'s group do not
 reach it), the factory being Prefect's public `create_app(ephemeral=True)` (no UI, no background
 services, as Prefect's own temporary server) plus a thread that stops the server as soon as its parent
-is gone (kill -9 included: `tasks/parent_watch.py`, which says why it polls `os.getppid()`). The command
+is gone (kill -9 included: `tasks/learn/parent_watch.py`, which says why it polls `os.getppid()`). The command
 runs with `PREFECT_API_URL` pointing at it (`temporary_settings` in this
 process, the environment for the processes it starts), so Prefect never starts a server of its own;
 the server is stopped when the interpreter exits (atexit, as Prefect's own; `cli/process.py` `_exit_stopped` runs
@@ -227,7 +227,7 @@ def without_heartbeats():
 def create_server_app():
     """uvicorn's factory in the server child: Prefect's app as its temporary server has it (no UI, no
     background services), and a thread that stops this server when the process that started it is gone."""
-    from gpucast.tasks.parent_watch import watch_parent
+    from gpucast.tasks.learn.parent_watch import watch_parent
 
     parent = int(os.environ.pop(PARENT_PID, "0")) or os.getppid()
     watch_parent(parent, _stop_orphaned, POLL_S, "gpucast-parent-watch")

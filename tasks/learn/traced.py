@@ -24,7 +24,7 @@ and its FLOPs are multiplied by the GPU count.
 **Bounds**: each trace runs in a child process ('spawn': a clean interpreter, no forked torch threads),
 killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new traces stop once
 `Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night.
-The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`tasks/parent_watch.py`); before,
+The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`tasks/learn/parent_watch.py`); before,
 it traced on, orphaned, until its trace ended, however long that took (nobody was left to kill it).
 
 **Cache** (a JSON file, `Storage.trace_cache_path`: models/traces.json), keyed by the configuration, so a
@@ -52,7 +52,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import priors
-from gpucast.tasks.parent_watch import watch_parent
+from gpucast.tasks.learn.parent_watch import watch_parent
 
 # From a traced step to what a GPU reports (tests/data/gpu_archs_h100.csv: 44 real training steps of 12 zoo
 # architectures on an H100, PyTorch 2.11, CUDA 13; docs/models.md). The allocator's peak allocation was a median

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from gpucast.tasks.parent_watch import watch_parent
+from gpucast.tasks.learn.parent_watch import watch_parent
 
 
 def test_the_watch_acts_once_the_parent_is_gone_and_not_before():

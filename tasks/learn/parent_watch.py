@@ -1,7 +1,8 @@
 """A child process's watch on the process that started it: act once that parent is gone, however it ended.
 
-Used by the temporary Prefect server (`flows/children.py`: it stops cleanly) and a trace's child process
-(`tasks/learn/traced.py`: it exits at once), so neither outlives a `kill -9` of gpucast.
+Used by a trace's child process (`tasks/learn/traced.py`: it exits at once) and the temporary Prefect server
+(`flows/children.py`: it stops cleanly), so neither outlives a `kill -9` of gpucast. It lives with the trace, its
+first user (tasks/ is grouped by stage, tests/test_layout.py).
 """
 
 from __future__ import annotations
