@@ -87,7 +87,6 @@ replaced at the next publish.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -105,7 +104,7 @@ import duckdb
 from gpucast.warehouse import db, forecast
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_copy, sql_name, sql_string, transaction, writer_lock
-from gpucast.warehouse.errors import environment_error
+from gpucast.warehouse.errors import check_kind, environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
 
@@ -206,12 +205,8 @@ def check_paths(target: Path) -> None:
     is of the wrong kind: the forecast files' folder a file (`NotADirectoryError`), or the copy, its previous one, its
     WAL or the note a folder (`IsADirectoryError`), each naming the path (exit code 5 and one line, `warehouse/errors.py`).
     Checked before anything is written, so such a publish leaves nothing half done: no copy renamed in, no `.tmp`."""
-    folder = forecast_files_dir(target)
-    if folder.exists() and not folder.is_dir():
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(folder))
-    for path in (target, previous_copy(target), Path(f"{target}.wal"), state_path(target)):
-        if path.is_dir():
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    check_kind(forecast_files_dir(target), folder=True)
+    check_kind(target, previous_copy(target), Path(f"{target}.wal"), state_path(target), folder=False)
 
 
 def restore_previous(storage: Storage) -> Path:
