@@ -2,8 +2,9 @@
 
 Pure logic: lines in (bytes as read, or text), contract rows (text, as any file's values) out, a chunk of rows
 at a time; the flow writes the chunks to one staging file and ingests it like any other (`flows/imports.py`).
-The output is read once, line by line: per job only what its row needs is kept (its latest line, its steps'
-largest GPU memory figure, whether a step ran out of memory), so memory grows with the jobs, not the bytes.
+The output is read once, line by line: per job only what its row needs is kept (of its latest line the fields
+its row is built from, its steps' largest GPU memory figure, whether a step ran out of memory; nothing per task
+of an array range), so memory grows with the jobs, not the bytes.
 A line that cannot be used (not UTF-8, not the header's fields, a Comment nested too deep, an array range too
 large) becomes a row carrying its reason (`SOURCE_ERROR`), which the ingest quarantines; the rest load. The
 decisions (ids, states, times, GPUs, memory, arrays, model features) are written out in docs/sources.md,
@@ -102,9 +103,11 @@ class SlurmImport:
     tasks: int = 0  # the tasks those ranges name
     tasks_superseded: int = 0  # of those, tasks a later record of the task itself (or a later range) supersedes
     retired: int = 0  # array ranges an older gpucast stored as one job, retired by this output (`retired_ranges`)
-    no_gpu: list[str] = field(default_factory=list)  # jobs that asked for no GPU (a CPU partition): not loaded
-    no_gpu_mem: list[str] = field(default_factory=list)  # finished jobs without a GPU memory figure: loaded without one
-    elapsed_from_times: list[str] = field(default_factory=list)  # finished jobs without a usable Elapsed: End - Start
+    # counts, not the jobs' ids: a list of ids grows with the jobs and is kept through the ingest that follows
+    # (a 145 MB jobs-only export: ~40 MB, and the memory of the read around them)
+    no_gpu: int = 0  # jobs that asked for no GPU (a CPU partition): not loaded
+    no_gpu_mem: int = 0  # finished jobs without a GPU memory figure: loaded without one
+    elapsed_from_times: int = 0  # finished jobs without a usable Elapsed: End - Start
 
     @property
     def task_rows(self) -> int:
@@ -114,7 +117,7 @@ class SlurmImport:
         """The lines this says what became of: each row given for a line (a GPU job loaded or quarantined, an
         unreadable line), array range expanded (its tasks counted apart), step folded or orphaned, job without
         GPUs, superseded line, header inside the output. Equal to `lines` (a test holds it)."""
-        return (self.rows - self.task_rows) + self.ranges + self.steps + len(self.no_gpu) + self.superseded \
+        return (self.rows - self.task_rows) + self.ranges + self.steps + self.no_gpu + self.superseded \
             + self.headers
 
     def summary(self) -> str:
@@ -125,14 +128,14 @@ class SlurmImport:
                 + (f", {self.ranges:,} array range(s) expanded into {self.tasks:,} task(s)"
                    + (f" ({self.tasks_superseded:,} superseded by a later record of the task)"
                       if self.tasks_superseded else "") if self.ranges else "")
-                + f", {self.steps - self.orphan_steps:,} step(s) folded into their job, {len(self.no_gpu):,} job(s) "
+                + f", {self.steps - self.orphan_steps:,} step(s) folded into their job, {self.no_gpu:,} job(s) "
                   "without GPUs not loaded"
                 + (f", {self.orphan_steps:,} step(s) without their job line not loaded" if self.orphan_steps else "")
                 + (f", {self.superseded:,} line(s) superseded by a later record of their job" if self.superseded else "")
                 + (f", {self.headers:,} header line(s) inside the output skipped" if self.headers else "")
                 + (f", {self.unreadable:,} unreadable line(s) quarantined" if self.unreadable else "")
-                + f"; {len(self.no_gpu_mem):,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
-                + (f"; {len(self.elapsed_from_times):,} finished job(s) without a usable Elapsed (missing, zero or "
+                + f"; {self.no_gpu_mem:,} finished job(s) without GPU memory (loaded without peak_gpu_mem_gb)"
+                + (f"; {self.elapsed_from_times:,} finished job(s) without a usable Elapsed (missing, zero or "
                    "unreadable): run time from End - Start" if self.elapsed_from_times else "")
                 + (f"; {self.retired:,} array range(s) stored as one job by an older gpucast retired (CANCELLED: "
                    "their tasks are jobs of their own)" if self.retired else ""))
@@ -149,16 +152,73 @@ def parse_sacct(text: str | Iterable[bytes | str], source: str, mapping: Mapping
 
 # A job's lines ordered by the lifecycle stage their state is (the later wins when their times tie)
 STAGE = {"PENDING": 0, "RUNNING": 1, **dict.fromkeys(FINISHED, 2)}
-# What is kept per job (a list, indexed by these): its latest line so far and what its steps said
+# What is kept per job (a list, indexed by these): its latest line so far (only what its row is built from:
+# `Kept`), and what its steps said
 RECENCY, LINE, HEADER, NUMBER, STEP_MEM, STEP_OOM, STEP_LINES = range(7)
+# The fields a job's row is built from (`_record`), besides JobID and Cluster (its key says them) and the fields a
+# mapping names
+ROW_FIELDS = ("JobName", "Partition", "Account", "State", "ExitCode", "Submit", "Start", "End", "Elapsed", "Timelimit",
+              "AllocTRES", "ReqTRES", "TRESUsageInMax", "Comment")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """How a job's latest line is kept until its row is built: of a header's fields, only those its row is built
+    from (a jobs-only export, `sacct -X`, is all job lines: kept whole, they made the reader ~2x the file), and of
+    the TRES lists only the items read (`_trim`) unless a mapping names them. The Comment last, so a `|` inside it
+    stays in it."""
+
+    names: tuple[str, ...]  # the kept line's fields
+    at: tuple[int, ...]  # their places in the header's lines
+    cluster: bool  # the header has a Cluster field (the key's cluster is its value)
+    tres: tuple[int | None, ...] | None  # places of AllocTRES, ReqTRES, TRESUsageInMax in the kept line: trimmed
+
+    @classmethod
+    def of(cls, header: tuple[str, ...], mapping: Mapping | None) -> Kept:
+        mapped = {m.lower() for m in mapping.columns} if mapping else set()
+        names = tuple(sorted((n for n in dict.fromkeys(header)
+                              if n in ROW_FIELDS or (n.lower() in mapped and n not in ("JobID", "Cluster"))),
+                             key=lambda n: n == "Comment"))
+        trimmed = not mapped & {"alloctres", "reqtres", "tresusageinmax"}
+        tres = tuple(names.index(n) if n in names else None for n in ("AllocTRES", "ReqTRES", "TRESUsageInMax"))
+        return cls(names, tuple(header.index(n) for n in names), "Cluster" in header, tres if trimmed else None)
+
+    def line(self, values: list[str]) -> str:
+        kept = [values[i] for i in self.at]
+        if self.tres:
+            _trim(*self.tres, kept)
+        return "|".join(kept)
+
+    def row(self, key: str, line: str) -> dict[str, str]:
+        """The kept line as {field: value}, with its JobID and Cluster (from its key)."""
+        cluster, job_id = key.split("|", 1)
+        row = dict(zip(self.names, _split(line, self.names), strict=True))
+        row["JobID"] = job_id
+        if self.cluster:
+            row["Cluster"] = cluster
+        return row
+
+
+def _trim(alloc: int | None, req: int | None, usage: int | None, kept: list[str]) -> None:
+    """Of the TRES lists in `kept` (a line's kept values, these their places), only what its row reads: of the
+    list `_record` reads (AllocTRES, else ReqTRES) its GPU items (`_gpus`), the other list empty; of
+    TRESUsageInMax its `gres/gpumem` (`_gpu_mem_gb`)."""
+    read = alloc if alloc is not None and _value(kept[alloc]) else req
+    for i in (alloc, req):
+        if i is not None:
+            kept[i] = ",".join(x for x in kept[i].split(",") if x.startswith(("gres/gpu=", "gres/gpu:"))) \
+                if i == read else ""
+    if usage is not None and kept[usage]:
+        kept[usage] = ",".join(x for x in kept[usage].split(",") if x.startswith("gres/gpumem="))
 
 
 class SacctReader:
     """Reads sacct output a line at a time; `read` hands the rows on in chunks and returns what became of each line.
 
     Per job (keyed by cluster and JobID: `sacct -M all` prints each cluster's 5001) it keeps its latest line
-    (the line, its header, its number, how late it is), its steps' largest GPU memory and whether one ran out of
-    memory; the rows are built at the end, one chunk at a time."""
+    (what its row is built from, `Kept`; its number; how late it is), its steps' largest GPU memory and whether
+    one ran out of memory; the rows are built at the end, one chunk at a time. An array range record is expanded
+    there into its tasks, which take nothing per task while it is read."""
 
     def __init__(self, source: str, mapping: Mapping | None = None, chunk_rows: int = CHUNK_ROWS):
         self.source, self.mapping, self.chunk_rows = source, mapping, chunk_rows
@@ -166,9 +226,10 @@ class SacctReader:
         self.out = SlurmImport()
         self.header: tuple[str, ...] = ()
         self._at: dict[str, int] = {}
+        self._kept = Kept((), (), False, None)  # how this header's job lines are kept
         self._number = 0
-        self._jobs: dict[str, list] = {}  # "cluster|JobID" -> [RECENCY, LINE, HEADER, NUMBER, STEP_MEM, ...]
-        self._ranges: dict[str, None] = {}  # the keys of array range records, in order
+        self._jobs: dict[str, list] = {}  # "cluster|JobID" -> [RECENCY, LINE, HEADER (its Kept), NUMBER, STEP_MEM, ...]
+        self._ranges: dict[str, None] = {}  # the keys of array range records (a JobID with `[`), in order
         # Of the arrays `asked`, those with a record here (a task or a range). Only those: an object kept from
         # every array's line would pin the memory of the jobs' lines around it after they are freed (a 1 GB export
         # kept ~600 MB more through the ingest that follows).
@@ -211,6 +272,7 @@ class SacctReader:
                                  f"{','.join(SACCT_FIELDS)}` (docs/sources.md), or ingest it with `gpucast ingest`")
         self.header = tuple(header)
         self._at = {name: i for i, name in reversed(list(enumerate(header)))}  # a name twice: its first place
+        self._kept = Kept.of(self.header, self.mapping)
 
     def read(self, lines: Iterable[bytes | str], emit: Callable[[pl.DataFrame], object]) -> SlurmImport:
         """Read every line (the header first, unless `start` read it), hand the rows to `emit` a chunk at a time;
@@ -258,7 +320,7 @@ class SacctReader:
         if "." in job_id:  # 123.batch, 123.extern, 123.0, 123_7.batch, 123+0.0
             self._step(f"{cluster}|{job_id.split('.', 1)[0]}", values)
         else:
-            self._job(f"{cluster}|{job_id}", job_id, text, values)
+            self._job(f"{cluster}|{job_id}", job_id, values)
 
     def shared(self, job_id: str) -> bool:
         """Whether jobs of several clusters of this output have the JobID `job_id` (`sacct -M all`: each cluster
@@ -278,22 +340,22 @@ class SacctReader:
         i = self._at["JobID"]
         return i >= len(names) or not names[i][:1].isdigit()
 
-    def _job(self, key: str, job_id: str, text: str, values: list[str]) -> None:
+    def _job(self, key: str, job_id: str, values: list[str]) -> None:
         recency = _recency(values, self._at)
         entry = self._jobs.get(key)
         if entry is None:
-            self._jobs[key] = [recency, text, self.header, self._number, 0.0, False, 0]
+            self._jobs[key] = [recency, self._kept.line(values), self._kept, self._number, 0.0, False, 0]
         elif entry[LINE] is None or recency >= entry[RECENCY]:  # the later line wins a tie
             self.out.superseded += entry[LINE] is not None
-            entry[:STEP_MEM] = [recency, text, self.header, self._number]
+            entry[:STEP_MEM] = [recency, self._kept.line(values), self._kept, self._number]
         else:
             self.out.superseded += 1
             return
-        if "_" in job_id:  # an array's task (`7000_5`) or range record (`7000_[3-1000]`, expanded at the end)
-            if self.asked and (array := f"{key.split('|', 1)[0]}|{job_id.split('_', 1)[0]}") in self.asked:
+        if "_" in job_id and self.asked:  # an array's task (`7000_5`) or range record (`7000_[3-1000]`)
+            if (array := f"{key.split('|', 1)[0]}|{job_id.split('_', 1)[0]}") in self.asked:
                 self.arrays.add(array)
-            if "[" in job_id:
-                self._ranges[key] = None
+        if "[" in job_id:  # a range record: expanded at the end (`_array_ranges`)
+            self._ranges[key] = None
 
     def _step(self, key: str, values: list[str]) -> None:
         entry = self._jobs.get(key)
@@ -341,30 +403,30 @@ class SacctReader:
             raise NotSacctOutput(f"{self._first_garbled}; {self._garbled:,} of its {out.lines:,} line(s) cannot be "
                                  "read, so it is not sacct --parsable2 output: export it again with `sacct "
                                  "--parsable2` (docs/sources.md)")
-        ranges, claims = self._claims()
+        ranges, arrays = self._array_ranges()
         for key, entry in self._jobs.items():
             if key in ranges:
-                self._tasks(key, *ranges[key], claims)
-            elif key in claims:  # a task whose latest record is an array range's: a row of that range's
-                continue
+                row, record, spans = ranges[key]
+                if spans is None:  # not expanded: the job's own row (its record says why where it cannot be used)
+                    self._job_row(record, row)
+                else:
+                    self._tasks(key, row, record, spans, arrays)
+            elif arrays and (named := _range_naming(key, arrays)) is not None \
+                    and (entry[LINE] is None or entry[RECENCY] < named[0]):
+                out.superseded += entry[LINE] is not None  # a task whose latest record is a range's: its row there
             elif entry[LINE] is None:
                 out.orphan_steps += entry[STEP_LINES]
             else:
-                row, record = self._built(entry)
-                if record[SOURCE_ERROR] is None and "[" in row["JobID"] and record[c.GPU_COUNT] is not None:
-                    try:  # an array range not expanded (`_claims`): this says why
-                        _expandable(row["JobID"])
-                    except ValueError as exc:
-                        record[SOURCE_ERROR] = f"{self.source} line {entry[NUMBER]}: JobID {row['JobID']}: {exc}"
+                row, record = self._built(key, entry)
                 self._job_row(record, row)
         self._flush()
         out.tasks_superseded = out.tasks - self._task_rows
         self._jobs, self._ranges = {}, {}  # the jobs' lines: freed before the ingest that follows needs memory
         return out
 
-    def _built(self, entry: list) -> tuple[dict[str, str], dict]:
+    def _built(self, key: str, entry: list) -> tuple[dict[str, str], dict]:
         """A job's latest line as {field: value}, and its contract record (a reason names the line)."""
-        row = dict(zip(entry[HEADER], _split(entry[LINE], entry[HEADER]), strict=True))
+        row = entry[HEADER].row(key, entry[LINE])
         record = _record(row, entry[STEP_MEM], entry[STEP_OOM], self.mapping)
         if record[SOURCE_ERROR] is not None:
             record[SOURCE_ERROR] = f"{self.source} line {entry[NUMBER]}: {record[SOURCE_ERROR]}"
@@ -375,65 +437,61 @@ class SacctReader:
         out = self.out
         if record[SOURCE_ERROR] is None:
             if record[c.GPU_COUNT] is None:
-                out.no_gpu.append(record[c.JOB_ID])
+                out.no_gpu += 1
                 return
             if record[c.PEAK_GPU_MEM_GB] is None and record[c.STATUS] in FINISHED:
-                out.no_gpu_mem.append(record[c.JOB_ID])
+                out.no_gpu_mem += 1
             runtime = record[c.RUNTIME_HOURS]
             if runtime and not runtime.startswith("Elapsed") and record[c.STATUS] in FINISHED \
                     and not _hours(row.get("Elapsed")):
-                out.elapsed_from_times.append(record[c.JOB_ID])
+                out.elapsed_from_times += 1
         self._add(record)
 
-    def _claims(self) -> tuple[dict[str, tuple], dict[str, tuple[int, int, str]]]:
-        """The array range records expanded into their tasks ({key: (line as fields, record, array id, spans)}: a
-        GPU job, usable, written as Slurm writes ranges, within MAX_ARRAY_TASKS), and {task key: (recency, line
-        number, range key)} of the tasks whose latest record is one of them: a task several ranges name takes the
-        latest; a task with a line of its own as late or later is its own (the range's task is superseded), else
-        its own line is superseded by the range's."""
+    def _array_ranges(self) -> tuple[dict[str, tuple], dict[str, list[tuple[int, int, str, list[range]]]]]:
+        """Each array range record built once: {key: (line as fields, record, task id spans)}, the spans None where
+        it is not expanded (not a GPU job, or its record cannot be used, or it is not written as Slurm writes ranges
+        or names more than MAX_ARRAY_TASKS tasks: then its record says why); and of those expanded, per array
+        ("cluster|array id"), [(recency, line number, key, spans)] (`_range_naming`). Nothing is kept per task."""
         ranges: dict[str, tuple] = {}
-        claims: dict[str, tuple[int, int, str]] = {}
+        arrays: dict[str, list[tuple[int, int, str, list[range]]]] = {}
         for key in self._ranges:
             entry = self._jobs[key]
-            row, record = self._built(entry)
-            if record[SOURCE_ERROR] is not None or record[c.GPU_COUNT] is None:
-                continue
-            try:
-                array, spans = _expandable(row["JobID"])
-            except ValueError:
-                continue
-            ranges[key] = (row, record, array, spans)
-            cluster, late = key.split("|", 1)[0], (entry[RECENCY], entry[NUMBER], key)
-            for task in _task_ids(spans):
-                task_key = f"{cluster}|{array}_{task}"
-                if task_key not in claims or late[:2] >= claims[task_key][:2]:
-                    claims[task_key] = late
-        for task_key, (recency, _, _) in list(claims.items()):
-            own = self._jobs.get(task_key)
-            if own is not None and own[LINE] is not None:
-                if own[RECENCY] >= recency:
-                    del claims[task_key]
+            row, record = self._built(key, entry)
+            spans = None
+            if record[SOURCE_ERROR] is None and record[c.GPU_COUNT] is not None:
+                try:
+                    array, spans = _expandable(row["JobID"])
+                except ValueError as exc:
+                    record[SOURCE_ERROR] = f"{self.source} line {entry[NUMBER]}: JobID {row['JobID']}: {exc}"
                 else:
-                    self.out.superseded += 1
-        return ranges, claims
+                    late = (entry[RECENCY], entry[NUMBER], key, spans)
+                    arrays.setdefault(f"{key.split('|', 1)[0]}|{array}", []).append(late)
+            ranges[key] = (row, record, spans)
+        return ranges, arrays
 
-    def _tasks(self, key: str, row: dict[str, str], record: dict, array: str, spans: list[range],
-               claims: dict[str, tuple[int, int, str]]) -> None:
+    def _tasks(self, key: str, row: dict[str, str], record: dict, spans: list[range],
+               arrays: dict[str, list[tuple[int, int, str, list[range]]]]) -> None:
         """An array range record (`7000_[3-1000]`): one row per task (`slurm-<cluster>-7000_5`), each the range's
-        record under the task's id, so the task's later record (running, finished) replaces it like any job's."""
-        cluster = key.split("|", 1)[0]
+        record under the task's id, so the task's later record (running, finished) replaces it like any job's.
+        A task is left out where a later range names it too, or where its own line is as late or later (that
+        line is its row)."""
+        cluster, job_id = key.split("|", 1)
+        array = job_id.split("_", 1)[0]
+        rivals, recency = arrays[f"{cluster}|{array}"], self._jobs[key][RECENCY]
         self.out.ranges += 1
         for task in _task_ids(spans):
             self.out.tasks += 1
-            task_key = f"{cluster}|{array}_{task}"
-            if claims.get(task_key, (0, 0, ""))[2] != key:
-                continue  # superseded: by the task's own record, or by a later range naming it
-            own = self._jobs.get(task_key)
+            if len(rivals) > 1 and _latest(rivals, task)[2] != key:
+                continue  # a later range names it
+            task_id = f"{array}_{task}"
+            own = self._jobs.get(f"{cluster}|{task_id}")
+            if own is not None and own[LINE] is not None and own[RECENCY] >= recency:
+                continue  # its own line is as late or later
             if own is not None and own[STEP_LINES]:  # steps of the task itself without its line (rare): folded in
-                row_of_task = {**row, "JobID": f"{array}_{task}"}
+                row_of_task = {**row, "JobID": task_id}
                 self._job_row(_record(row_of_task, own[STEP_MEM], own[STEP_OOM], self.mapping), row_of_task)
             else:
-                self._job_row({**record, c.JOB_ID: f"slurm-{cluster}-{array}_{task}"}, row)
+                self._job_row({**record, c.JOB_ID: f"slurm-{cluster}-{task_id}"}, row)
             self._task_rows += 1
 
     def _add(self, record: dict) -> None:
@@ -447,6 +505,21 @@ class SacctReader:
         if self._rows:
             self._emit(pl.DataFrame(self._rows, schema=SCHEMA))
             self._rows = []
+
+
+def _latest(ranges: list[tuple[int, int, str, list[range]]], task: int) -> tuple[int, int, str, list[range]] | None:
+    """Of an array's expanded ranges, the latest (by recency, then line number) that names task `task`."""
+    return max((r for r in ranges if any(task in span for span in r[3])), key=lambda r: r[:2], default=None)
+
+
+def _range_naming(key: str, arrays: dict[str, list[tuple[int, int, str, list[range]]]]
+                  ) -> tuple[int, int, str, list[range]] | None:
+    """For a job that is an array's task (`cluster|7000_5`), the latest expanded range of its array naming it."""
+    cluster, job_id = key.split("|", 1)
+    array, _, task = job_id.partition("_")
+    if not task.isdigit() or (ranges := arrays.get(f"{cluster}|{array}")) is None:
+        return None
+    return _latest(ranges, int(task))
 
 
 RETIRED = ("superseded: gpucast loads a pending array range as one job per task since issue 48 (the tasks are "

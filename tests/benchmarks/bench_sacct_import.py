@@ -1,14 +1,15 @@
 """Benchmark: `gpucast import slurm FILE` on a sacct export of a given size: peak RSS and time (issue 48 item 10).
 
-    python tests/benchmarks/bench_sacct_import.py [--mb 145] [--repeat 2] [--workdir DIR] [--seed 48]
+    python tests/benchmarks/bench_sacct_import.py [--mb 145] [--repeat 2] [--workdir DIR] [--seed 48] [--jobs-only]
 
 The export is **synthetic**, written line by line (never held whole) the way `sacct --parsable2 --allusers
 -M all --format=<the recommended fields>` prints a busy site's month: two clusters whose job ids overlap
 (`Cluster` column), each job followed by its `.batch`, `.extern` and `.0` steps (`gres/gpumem` in
 `TRESUsageInMax` on `.batch` and `.0`), a fifth of the jobs on a CPU partition, a third with a JSON `Comment`,
 job arrays (their tasks `<id>_<n>` with their steps, and on the last day pending ranges `<id>_[a-b]` with a
-`%` throttle), some requeued jobs (two lines), and pending jobs at the end. The same seed and size write the
-same bytes; a kept `--workdir` reuses the file.
+`%` throttle), some requeued jobs (two lines), and pending jobs at the end. `--jobs-only` leaves the steps out,
+as `sacct -X` prints (about four times the jobs in the same bytes). The same seed, size and kind write the same
+bytes; a kept `--workdir` reuses the file.
 
 Each run is `gpucast import slurm FILE` as the console script runs it, in a fresh process and a fresh
 GPUCAST_HOME (Prefect's home kept across runs, made once by a warm-up, as a user's second run): wall seconds
@@ -54,8 +55,8 @@ def _t(when: datetime) -> str:
 class Export:
     """Writes one synthetic sacct export, job by job, until it reaches `size` bytes."""
 
-    def __init__(self, out, seed: int, size: int):
-        self.out, self.rng, self.size = out, random.Random(seed), size
+    def __init__(self, out, seed: int, size: int, jobs_only: bool = False):
+        self.out, self.rng, self.size, self.jobs_only = out, random.Random(seed), size, jobs_only
         self.written = 0
         self.next_id = {"hpc1": 100000, "hpc2": 100000}  # the two clusters' ids overlap
 
@@ -92,6 +93,8 @@ class Export:
             self.line(*head, "NODE_FAIL", "0:0", _t(submit), _t(start), _t(start + timedelta(seconds=30)), "00:00:30",
                       limit, tres, tres, "", "", comment)
         self.line(*head, state, code, *times, tres, tres, "", "", comment)
+        if self.jobs_only:  # `sacct -X`: no step lines
+            return
         mem = "" if cpu else f",gres/gpumem={r.randrange(1000, 80000) * gpus}M,gres/gpuutil={r.randrange(100)}"
         step_state = state.split(" ")[0] if state != "TIMEOUT" else "CANCELLED"
         usage = f"cpu={_hms(run // 2)},energy=0,fs/disk=1048576{mem},mem={r.randrange(10**6, 10**8)}K,pages=0,vmem=9000000K"
@@ -126,16 +129,16 @@ class Export:
                   _t(submit), "Unknown", "Unknown", "00:00:00", "04:00:00", "", tres, "", "", '{"model_type": "CNN"}')
 
 
-def export(path: Path, mb: float, seed: int) -> Path:
-    """The export of `mb` MB (1e6 bytes), written unless `path` already holds it (same size and seed)."""
+def export(path: Path, mb: float, seed: int, jobs_only: bool = False) -> Path:
+    """The export of `mb` MB (1e6 bytes), written unless `path` already holds it (same size, seed and kind)."""
     size = int(mb * 1e6)
     stamp = path.with_suffix(".seed")
-    if path.is_file() and stamp.is_file() and stamp.read_text() == f"{seed} {size}":
+    if path.is_file() and stamp.is_file() and stamp.read_text() == f"{seed} {size} {jobs_only}":
         return path
     t = time.perf_counter()
     with open(path, "w", buffering=1 << 20) as out:
-        Export(out, seed, size).write()
-    stamp.write_text(f"{seed} {size}")
+        Export(out, seed, size, jobs_only).write()
+    stamp.write_text(f"{seed} {size} {jobs_only}")
     print(f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in {time.perf_counter() - t:.0f} s", flush=True)
     return path
 
@@ -162,10 +165,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--seed", type=int, default=48)
     p.add_argument("--workdir", help="keep the export (and reuse it) here; default: a temporary folder")
+    p.add_argument("--jobs-only", action="store_true", help="no step lines, as `sacct -X` prints")
     a = p.parse_args(argv)
     work = work_folder(a.workdir, "gpucast-bench-sacct-")
     work.mkdir(parents=True, exist_ok=True)
-    src = export(work / f"sacct-{a.mb:g}MB-{a.seed}.txt", a.mb, a.seed)
+    src = export(work / f"sacct-{a.mb:g}MB-{a.seed}{'-jobs' if a.jobs_only else ''}.txt", a.mb, a.seed, a.jobs_only)
     size_mb = src.stat().st_size / 1e6
     warm_prefect(work)
     for n in range(a.repeat):
