@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import BinaryIO
 
@@ -88,9 +88,8 @@ def lines_of(stream: BinaryIO) -> Iterator[bytes]:
 
 @dataclass
 class SlurmImport:
-    """What became of one sacct output's lines, and (`parse_sacct`) the rows it gave."""
+    """What became of one sacct output's lines (`SacctReader.read`; the rows went to its `emit`)."""
 
-    jobs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SCHEMA))  # `parse_sacct`'s rows
     rows: int = 0  # contract rows given: a job's latest record, an array task, a quarantined line
     lines: int = 0  # data lines read (jobs and steps; not the first header, not blank lines)
     headers: int = 0  # header lines inside the output (exports joined, `sacct` run twice): skipped
@@ -141,13 +140,20 @@ class SlurmImport:
                    "their tasks are jobs of their own)" if self.retired else ""))
 
 
-def parse_sacct(text: str | Iterable[bytes | str], source: str, mapping: Mapping | None = None) -> SlurmImport:
+@dataclass
+class ParsedSacct(SlurmImport):
+    """`parse_sacct`'s answer: what became of the lines, and the rows, all of them (`jobs`)."""
+
+    jobs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SCHEMA))
+
+
+def parse_sacct(text: str | Iterable[bytes | str], source: str, mapping: Mapping | None = None) -> ParsedSacct:
     """Parse `sacct --parsable2` output (any field order, extra fields ignored) into one contract row per job,
-    all of them in `jobs` (the flow streams them instead: `SacctReader`)."""
+    all of them in `jobs` at once (the flow streams them instead: `SacctReader`)."""
     frames: list[pl.DataFrame] = []
     out = SacctReader(source, mapping).read(text.split("\n") if isinstance(text, str) else text, frames.append)
-    out.jobs = pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA)
-    return out
+    return ParsedSacct(**{f.name: getattr(out, f.name) for f in fields(out)},
+                       jobs=pl.concat(frames) if frames else pl.DataFrame(schema=SCHEMA))
 
 
 # A job's lines ordered by the lifecycle stage their state is (the later wins when their times tie)
