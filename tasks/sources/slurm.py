@@ -542,12 +542,11 @@ def retired_ranges(stored: pl.DataFrame, arrays: set[str]) -> pl.DataFrame:
     """Rows that retire the array ranges an older gpucast stored as one pending job (`slurm-hpc1-7000_[1-1000]`,
     never written again, so pending for ever): of `stored` (their latest records, as the warehouse holds them),
     each range of an array this output has a record of (`SacctReader.arrays`), again, as CANCELLED with the reason
-    (`RETIRED`) at its own time, so the warehouse's latest-record rule makes it the job's row. Contract text."""
+    (`RETIRED`) at its own time, so the warehouse's latest-record rule makes it the job's row. Contract text in
+    (`warehouse/sources.py` selects it so), contract text out."""
     keep = [bool((m := _STORED_RANGE.match(job)) and f"{m[1]}|{m[2]}" in arrays) for job in stored[c.JOB_ID]]
     stored = stored.filter(pl.Series(keep, dtype=pl.Boolean)) if keep else stored
-    text = [pl.col(n).dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ") if isinstance(t, pl.Datetime)
-            else pl.col(n).cast(pl.String) for n, t in stored.select(c.COLUMNS).schema.items()]
-    return stored.select(text).with_columns(
+    return stored.select(c.COLUMNS).with_columns(
         pl.lit("CANCELLED").alias(c.STATUS), pl.lit(None, dtype=pl.String).alias(c.RUNTIME_HOURS),
         pl.format(RETIRED, pl.col(c.JOB_ID).str.replace(r"_\[.*$", "")).alias(c.FAILURE_REASON),
         pl.lit(None, dtype=pl.String).alias(SOURCE_ERROR)).select(SCHEMA.keys())

@@ -466,15 +466,14 @@ def test_a_field_a_mapping_names_is_kept_whole(tmp_path):
 
 
 def test_stored_ranges_of_the_arrays_read_are_retired_as_cancelled_at_their_own_time():
-    """A range an older gpucast stored whole is retired once this output has a record of its array and cluster."""
-    from datetime import UTC, datetime
-
-    when = datetime(2026, 11, 1, tzinfo=UTC)
+    """A range an older gpucast stored whole is retired once this output has a record of its array and cluster.
+    `stored` is the contract's text, as warehouse/sources.py selects it."""
+    when = "2026-11-01T00:00:00.000000Z"
     stored = pl.DataFrame({n: [None, None] for n in c.COLUMNS}, schema={n: pl.String for n in c.COLUMNS}).with_columns(
         pl.Series(c.JOB_ID, ["slurm-hpc-east-7000_[1-9]", "slurm-hpc-east-8000_[1-9]"]),
         pl.Series(c.SUBMITTED_AT, [when, when]), pl.Series(c.UPDATED_AT, [when, when]),
-        pl.Series(c.STATUS, ["PENDING"] * 2), pl.Series(c.GPU_COUNT, [2, 4]))
+        pl.Series(c.STATUS, ["PENDING"] * 2), pl.Series(c.GPU_COUNT, ["2", "4"]), pl.Series(c.RUNTIME_HOURS, ["1.0"] * 2))
     (row,) = slurm.retired_ranges(stored, {"hpc-east|7000", "hpc1|8000"}).iter_rows(named=True)
     assert (row[c.JOB_ID], row[c.STATUS], row[c.GPU_COUNT], row[c.UPDATED_AT], row[c.RUNTIME_HOURS]) == (
-        "slurm-hpc-east-7000_[1-9]", "CANCELLED", "2", "2026-11-01T00:00:00Z", None)
+        "slurm-hpc-east-7000_[1-9]", "CANCELLED", "2", when, None)
     assert row[c.FAILURE_REASON].endswith("(the tasks are jobs of their own: slurm-hpc-east-7000_<task>)")
