@@ -76,7 +76,9 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
     assert main(["nightly", "--no-train"]) == 0
     report = Artifact.get("nightly-report").data
     assert "**Succeeded**" in report and "- mlflow http://127.0.0.1:9 failed: SourceUnavailable: mlflow " in report
-    assert _scalar(published, "SELECT count(*) FROM job_logs WHERE job_id LIKE 'slurm-hpc1-%'") == 12  # 1005: unknown
+    # the fixture's 11 GPU jobs (1005, without a model type, as unknown) and the pending range 1010_[3-4] as its
+    # 2 tasks (issue 48 item 3: a range is one job per task; it was one job, 12 in all)
+    assert _scalar(published, "SELECT count(*) FROM job_logs WHERE job_id LIKE 'slurm-hpc1-%'") == 13
     assert _scalar(published, "SELECT count(*) FROM score_runs WHERE status = 'published'") == 3
     capsys.readouterr()
     assert main(["status"]) == 0
