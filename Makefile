@@ -27,7 +27,7 @@ UV_INSTALL = $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VE
 	$(foreach d,$(FIND_LINKS),--find-links $(d)) -e '$(EXTRAS)' --upgrade-package pip pip
 PIP_INSTALL = $(VENV)/bin/pip install --quiet --upgrade pip && $(VENV)/bin/pip install --quiet -c constraints.txt -e '$(EXTRAS)'
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	@: > $(SETUP_LOG)
 	@$(call optional,gcc (compiles tree champions for scoring),command -v gcc || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq gcc; },tree champions will be scored without compiling (slower))
 	@$(call optional,chromium (renders the planners page in a test; ~2 min),command -v chromium || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; },the test of the planners' page in a browser will be skipped)

@@ -1,14 +1,15 @@
 """Package discovery for gpucast (metadata lives in pyproject.toml).
 
-The design card fixes the top level (`flows/`, `tasks/`, `warehouse/`, `expectations/`), so each
-folder is mapped onto one importable namespace, `gpucast.<folder>`. Every package below them is
+The design card fixes the top level (`flows/`, `tasks/`, `warehouse/`, `expectations/`), beside which `records/`
+holds the types the layers share (results, records, inventory, catalogue, config reading); each folder is mapped
+onto one importable namespace, `gpucast.<folder>`. Every package below them is
 discovered here, data folders included, so a new subpackage (e.g. `tasks/learn/models/`) can never be
 left out of the wheel by a hand-written list (tests/test_packaging.py builds and installs it).
 """
 
 from setuptools import find_namespace_packages, setup
 
-LAYERS = ("flows", "tasks", "warehouse", "expectations")
+LAYERS = ("flows", "tasks", "warehouse", "expectations", "records")
 DATA_FILES = ["*.sql", "*.json", "*.csv", "*.yaml", "*.html", "*.css", "*.j2"]
 
 

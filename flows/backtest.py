@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from prefect import task
 
-from gpucast.expectations.results import BacktestResult
 from gpucast.flows.settings import Storage
+from gpucast.records.results import BacktestResult
 from gpucast.tasks.learn import gate
 from gpucast.warehouse import backtest, db
 

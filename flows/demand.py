@@ -15,8 +15,8 @@ from datetime import UTC, date, datetime
 import polars as pl
 from prefect import flow, task
 
-from gpucast.expectations.results import DemandResult
 from gpucast.flows.settings import Planning, Settings, Storage
+from gpucast.records.results import DemandResult
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
 from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end
 from gpucast.warehouse import db

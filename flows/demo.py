@@ -17,10 +17,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 
-from gpucast.expectations.results import NightResult
 from gpucast.flows.nightly import nightly
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.flows.settings import Settings
+from gpucast.records.results import NightResult
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 
@@ -30,7 +30,7 @@ def run_demo(settings: Settings, sim: SimConfig, options: TrainOptions, say: Cal
     settings = settings.ensure()
     inventory = settings.storage.home / "inventory.yaml"
     if not settings.planning.inventory and not inventory.exists():  # the simulator's queues and the GPUs they own
-        inventory.write_text(resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml").read_text())
+        inventory.write_text(resources.files("gpucast.records").joinpath("reference/demo_inventory.yaml").read_text())
         say(f"GPU inventory for the simulator's queues: {inventory} (edit it, or set GPUCAST_INVENTORY)")
     source = settings.storage.home / "demo-source" / f"seed{sim.seed}"
     shutil.rmtree(source, ignore_errors=True)

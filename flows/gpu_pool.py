@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
-from gpucast.expectations.results import IN_PROCESS, TrainResult
 from gpucast.flows.settings import Settings
 from gpucast.flows.train import train_models, with_time_limits
+from gpucast.records.results import IN_PROCESS, TrainResult
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.warehouse import db, training
 

@@ -27,10 +27,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpucast.expectations.results import IngestResult, SourcesResult
 from gpucast.flows.environment import child_environment, configure_mlflow
 from gpucast.flows.errors import SourceUnavailable
 from gpucast.flows.settings import Settings
+from gpucast.records.results import IngestResult, SourcesResult
 from gpucast.tasks.sources.mapping import load_mapping
 from gpucast.tasks.sources.mlflow import (
     JOIN_TAG,

@@ -9,10 +9,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.utilities.annotations import quote
 
-from gpucast.expectations.records import FileResult
-from gpucast.expectations.results import IngestResult
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Quality, Settings, Storage
+from gpucast.records.outcomes import FileResult
+from gpucast.records.results import IngestResult
 from gpucast.tasks.ingest import staging as steps
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping

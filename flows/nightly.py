@@ -24,7 +24,6 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 
-from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows.backtest import backtest_step
 from gpucast.flows.demand import demand_step
 from gpucast.flows.errors import ValidationFailed, no_retry_on_environment
@@ -36,6 +35,7 @@ from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.flows.stage import stage_features
+from gpucast.records.results import IngestResult, NightResult
 from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.report import render

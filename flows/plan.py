@@ -17,10 +17,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_table_artifact
 
-from gpucast.expectations import catalog
-from gpucast.expectations.inventory import Inventory, load_inventory
-from gpucast.expectations.results import PlanResult
 from gpucast.flows.settings import Planning, Settings, Storage
+from gpucast.records import catalog
+from gpucast.records.inventory import Inventory, load_inventory
+from gpucast.records.results import PlanResult
 from gpucast.tasks.plan import arrivals
 from gpucast.tasks.plan import capacity as steps
 from gpucast.tasks.report.literal import visible_frame
@@ -41,7 +41,7 @@ def read_inventory(settings: Settings) -> Inventory | None:
         return None
     if not path.exists():
         raise FileNotFoundError(f"GPUCAST_INVENTORY names {path}, which does not exist (an example: "
-                                "expectations/reference/demo_inventory.yaml; docs/planners.md explains the format)")
+                                "records/reference/demo_inventory.yaml; docs/planners.md explains the format)")
     return load_inventory(path)
 
 

@@ -24,12 +24,12 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion
-from gpucast.expectations.results import ScoreResult
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage, Tracing
 from gpucast.flows.stage import PENDING, stage_features
+from gpucast.records.outcomes import Champion
+from gpucast.records.results import ScoreResult
 from gpucast.tasks.learn import score as steps
 from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
 from gpucast.tasks.learn.score import Scorer

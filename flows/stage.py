@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 from prefect import get_run_logger, task
 
-from gpucast.expectations.results import FeaturesResult
 from gpucast.flows.settings import Storage, Tracing
+from gpucast.records.results import FeaturesResult
 from gpucast.tasks.learn import features, traced
 from gpucast.warehouse import db, training
 

@@ -19,12 +19,12 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 
-from gpucast.expectations.records import FitOutcome, FitSkipped
-from gpucast.expectations.results import TrainedTarget, TrainResult
 from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
 from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, TrainingDefaults
 from gpucast.flows.stage import HISTORY, stage_features
+from gpucast.records.outcomes import FitOutcome, FitSkipped
+from gpucast.records.results import TrainedTarget, TrainResult
 from gpucast.tasks.learn import gate
 from gpucast.tasks.learn import train as steps
 from gpucast.tasks.learn.models import registry, store

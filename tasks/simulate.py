@@ -7,7 +7,7 @@ Outcomes follow documented first-order relationships, not random numbers:
   the spatial positions for convolutional models (input_dim^2 / 64, i.e. a stride-8 feature map).
   Training FLOPs per iteration = 3 x forward (forward + backward ~= 2x forward) x batch size.
 * **Hardware.** Each queue has one GPU type (`QUEUE_GPU`: A100-80GB, A100-40GB, L4-24GB), whose
-  peak at the job's precision comes from the GPU catalogue (`expectations/reference/gpu_catalog.csv`;
+  peak at the job's precision comes from the GPU catalogue (`records/reference/gpu_catalog.csv`;
   FP32 runs at the TF32 peak). Jobs use 1, 2, 4 or 8 GPUs in data parallel (`gpu_count`), with a
   scaling efficiency of count^-0.08. Logs carry `gpu_type` for 85% of jobs and `gpu_peak_tflops`
   for 40%; FP64 jobs run on the A100 queues (nobody trains in FP64 on an L4).
@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 
 FORMATS = ("jsonl", "csv", "parquet")
 

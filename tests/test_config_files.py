@@ -1,5 +1,5 @@
 """Every YAML configuration file gpucast reads (the GPU inventory, mapping files, sources.yaml) is opened by one
-reader (`expectations/plain_yaml.py` `read_config`) and names a problem the same way: `file:line: rule` (each
+reader (`records/plain_yaml.py` `read_config`) and names a problem the same way: `file:line: rule` (each
 kind's own rules, tags and shapes, are tested beside its reader)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpucast.expectations.inventory import InventoryError, load_inventory
-from gpucast.expectations.plain_yaml import compose, where
+from gpucast.records.inventory import InventoryError, load_inventory
+from gpucast.records.plain_yaml import compose, where
 from gpucast.tasks.sources.mapping import MappingError, load_mapping
 from gpucast.tasks.sources.sources_file import SourcesError, load_sources
 

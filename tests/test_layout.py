@@ -3,7 +3,9 @@
     flows/         wires (Prefect, @task wrappers, the CLI): may import everything
     tasks/         pure logic: no storage (warehouse), no Prefect, no flows
     warehouse/     every SQL statement, the lake, runs, publishing: no tasks, no flows, no Prefect
-    expectations/  the data contract (fields, GX suites, records): imports nothing of ours
+    expectations/  the data contract (fields, GX suites): imports nothing of ours
+    records/       the types the layers share (flow results, step records, inventory, GPU catalogue, config
+                   reading): imports nothing of ours
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from gpucast.expectations import contract as c
 from gpucast.warehouse.schema import SQL_TYPES, schema_sql
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("flows", "tasks", "warehouse", "expectations")
+LAYERS = ("flows", "tasks", "warehouse", "expectations", "records")
 FORBIDDEN = {
     "tasks": ("gpucast.warehouse", "gpucast.flows", "prefect"),
     "warehouse": ("gpucast.tasks", "gpucast.flows", "prefect"),
-    "expectations": ("gpucast.tasks", "gpucast.flows", "gpucast.warehouse", "prefect"),
+    "expectations": ("gpucast.tasks", "gpucast.flows", "gpucast.warehouse", "gpucast.records", "prefect"),
+    "records": ("gpucast.tasks", "gpucast.flows", "gpucast.warehouse", "gpucast.expectations", "prefect"),
     "flows": (),
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from gpucast.expectations.records import Champion
+from gpucast.records.outcomes import Champion
 from gpucast.warehouse.db import forecast_file_stem, transaction
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import FileResult
+from gpucast.records.outcomes import FileResult
 from gpucast.warehouse.db import sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint

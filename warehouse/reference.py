@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from gpucast.expectations import catalog
+from gpucast.records import catalog
 from gpucast.warehouse.db import transaction
 
 COLUMNS = ("gpu_type", "vendor", "memory_gb", "fp64_tflops", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops",

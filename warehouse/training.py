@@ -7,8 +7,8 @@ import duckdb
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion, TargetResult
-from gpucast.expectations.results import TrainedTarget, TrainResult
+from gpucast.records.outcomes import Champion, TargetResult
+from gpucast.records.results import TrainedTarget, TrainResult
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.forecast import latest_champions
 

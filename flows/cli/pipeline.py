@@ -12,9 +12,9 @@ import threading
 from datetime import date
 from pathlib import Path
 
-from gpucast.expectations.results import IngestResult, NightResult
 from gpucast.flows.cli.options import _require_ml, settings_from, train_options
 from gpucast.flows.settings import Settings
+from gpucast.records.results import IngestResult, NightResult
 from gpucast.tasks.simulate import Rhythm, SimConfig
 from gpucast.warehouse.errors import redact
 

@@ -22,8 +22,8 @@ import polars as pl
 from tqdm import tqdm
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import FileResult
 from gpucast.expectations.validate import validate_frame
+from gpucast.records.outcomes import FileResult
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import (
     CUT_MARK,

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 from gpucast.tasks.learn import priors, traced
 
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 from gpucast.tasks.learn import intervals, traced
 
 NAME_PATTERN = "name_pattern"  # job_name, lower case, digits stripped

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION
 
@@ -385,7 +385,7 @@ def estimate(evidence: Fallback, model: np.ndarray, prior: np.ndarray | None) ->
 # ratio with room to spare, so no real job of those sets would have been called impossible.
 CEILING_MARGIN = {c.PEAK_GPU_MEM_GB: 2.5, c.GPU_DEMAND_GFLOPS: 4.5, c.RUNTIME_HOURS: 3.0}
 # Peak memory is per GPU, and no GPU holds more than its memory: above the largest GPU of the catalogue
-# (expectations/reference/gpu_catalog.csv) is impossible whatever the history, so that bound has no margin.
+# (records/reference/gpu_catalog.csv) is impossible whatever the history, so that bound has no margin.
 GPU_MEMORY_MARGIN = 1.0
 
 

@@ -58,8 +58,8 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 
 GB = 1e9
 CUDA_CONTEXT_GB = 0.5

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion
+from gpucast.records import catalog
+from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, intervals, ood, traced, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models import registry, store

@@ -30,7 +30,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
+from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
 from gpucast.tasks.learn import features, intervals, ood, reference
 from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.history import featureless

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpucast.expectations import catalog
+from gpucast.records import catalog
 from gpucast.tasks.plan.capacity import DAY_HOURS, QUANTILES, first_day
 
 RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing efficiency (with today's: a week)

@@ -45,8 +45,8 @@ from datetime import date, timedelta
 import numpy as np
 import polars as pl
 
-from gpucast.expectations import catalog
-from gpucast.expectations.inventory import Inventory
+from gpucast.records import catalog
+from gpucast.records.inventory import Inventory
 from gpucast.tasks.learn.score import REQUEST_STEP_GB
 
 DAY_HOURS = 24

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpucast.expectations.results import BacktestResult, NightResult, PlanResult
+from gpucast.records.results import BacktestResult, NightResult, PlanResult
 from gpucast.tasks.learn.models.registry import NN
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame

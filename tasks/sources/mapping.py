@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.plain_yaml import PLAIN_TAGS, line_of, read_config, shown_key, where
+from gpucast.records.plain_yaml import PLAIN_TAGS, line_of, read_config, shown_key, where
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import FileRejected, _open_text, header_key, normalise_name, sniff_format
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 from gpucast.tasks.ingest.readers import SOURCE_ERROR, header_key, normalise_name
 from gpucast.tasks.sources.mapping import Mapping, named_fields
 from gpucast.tasks.sources.slurm import NO_CLUSTER

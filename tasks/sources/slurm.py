@@ -22,8 +22,8 @@ from typing import BinaryIO
 
 import polars as pl
 
-from gpucast.expectations import catalog
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 from gpucast.tasks.ingest.readers import MAX_JSON_DEPTH, SOURCE_ERROR, json_depth
 from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fields
 

@@ -11,7 +11,7 @@
 
 Relative paths (mappings, files) are read from the sources file's folder and must stay under it
 (`../../etc/shadow` is refused; an absolute path is taken as written). The file is read by the one YAML
-loader (`expectations/plain_yaml.py`): plain values only, each entry at most `MAX_VALUES` values once
+loader (`records/plain_yaml.py`): plain values only, each entry at most `MAX_VALUES` values once
 its aliases are expanded (an alias bomb under one `tracking_uri` is that entry's problem, not a 2.8 GB
 string). A file that cannot be read at all is a `SourcesError`; an entry that cannot be used is a
 `Source` with its `problem`, which fails that source only: the night pulls the others. Parsing only:
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from gpucast.expectations.plain_yaml import YamlRefused, line_of, plain_value, read_config, where
+from gpucast.records.plain_yaml import YamlRefused, line_of, plain_value, read_config, where
 
 KEYS = {
     "mlflow": ("tracking_uri", "experiments", "mapping", "since"),

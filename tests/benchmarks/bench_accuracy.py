@@ -198,7 +198,7 @@ def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target:
     the repeats, the champion chosen (`choose_champion`), refitted, calibrated, saved and loaded by the
     `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer and of the
     champion model alone, the champion's name)."""
-    from gpucast.expectations.records import Champion
+    from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn.score import Scorer
     from gpucast.tasks.learn.train import finish_target, fit_one, save_champion
 

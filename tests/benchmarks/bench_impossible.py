@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion
+from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, ood, priors
 from gpucast.tasks.learn.features import build, labelled_rows
 from gpucast.tasks.learn.score import Scorer

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.inventory import load_inventory
+from gpucast.records.inventory import load_inventory
 from gpucast.tasks.learn.score import safe_request_gb
 from gpucast.tasks.plan.capacity import plan_capacity
 from gpucast.tasks.simulate import simulate_jobs

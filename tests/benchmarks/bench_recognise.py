@@ -152,7 +152,7 @@ def zoo_teaches(args: argparse.Namespace) -> None:
     (a) the reference set's held-out families, names removed, recognised from the shape (traced) and not
     (today's path: the analytic prior), and the real H100 runs of those families; (b) the measured set's
     model types held out (the site's own families) and its held-out 30% (R², the goal: not below 0.91)."""
-    from gpucast.expectations.records import Champion
+    from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn import reference
     from gpucast.tasks.learn.score import Scorer
     from gpucast.tasks.learn.train import TrainOptions, metrics, split, train_target

@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion
+from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, priors, traced
 from gpucast.tasks.learn.features import FeatureEncoder
 from gpucast.tasks.learn.score import Scorer, safe_request_gb

@@ -12,7 +12,7 @@ from gpucast.expectations import contract as c
 from gpucast.expectations.suite import job_logs_suite
 from gpucast.expectations.validate import validate_frame
 from gpucast.tasks.ingest.normalize import normalize
-from tests.records import record
+from tests.sample_jobs import record
 
 
 def typed(*records: dict) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from gpucast.flows.cli.process import ExpectedErrors
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN, NIGHTLY_STEPS
 from gpucast.warehouse.publish import PublishFailed
 from tests.conftest import write
-from tests.records import jsonl, record
+from tests.sample_jobs import jsonl, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 

@@ -58,8 +58,8 @@ def test_a_writer_waits_for_another_then_gives_up_with_exit_3_naming_it(home, tm
 
 @pytest.mark.parametrize(("rejected", "passes"), [(20, True), (21, False)])
 def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejected, passes):
-    from gpucast.expectations.results import IngestResult
     from gpucast.flows.nightly import ValidationFailed, quality_gate
+    from gpucast.records.results import IngestResult
 
     settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
     ingest = IngestResult(run_id="ingest-x", files=1, files_rejected=0, rows_read=100, rows_loaded=100 - rejected,
@@ -132,7 +132,7 @@ def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior
     run time is far above the calibration's floor)."""
     from gpucast.flows import score as score_flow
     from gpucast.tasks.learn import features, traced, traced_bands
-    from tests.records import jsonl, record
+    from tests.sample_jobs import jsonl, record
 
     monkeypatch.setenv("GPUCAST_TRACE_NIGHT_SECONDS", "600")  # the suite's default is 0 (tests/conftest.py)
     monkeypatch.setenv("GPUCAST_TRACE_SECONDS", "600")  # resnet50's trace: ~10 s alone, past 60 s at load 13

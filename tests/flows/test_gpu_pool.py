@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from gpucast.expectations.results import IN_PROCESS, NightResult, TrainResult
+from gpucast.records.results import IN_PROCESS, NightResult, TrainResult
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 # the demo's shape, shorter: five days of history at 80 jobs a weekday, half of each day's jobs wait, and 90% of

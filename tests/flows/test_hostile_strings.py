@@ -23,7 +23,7 @@ from gpucast.tasks.report.literal import visible
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
 from tests.flows.test_plan_flow import chromium
-from tests.records import HOSTILE_STRINGS, jsonl, record
+from tests.sample_jobs import HOSTILE_STRINGS, jsonl, record
 from tests.tasks.report.test_literal import RAW_CONTROL, markdown_cells, names, svgs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.results import IngestResult
+from gpucast.records.results import IngestResult
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
-from tests.records import jsonl, record
+from tests.sample_jobs import jsonl, record
 from tests.tasks.ingest.test_readers import SEED_HEADER, SEED_ROWS
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]

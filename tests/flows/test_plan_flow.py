@@ -29,7 +29,7 @@ def _rows(path: Path, sql: str, params=None) -> list[tuple]:
 def _demo_inventory(home: Path) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     path = home / "inventory.yaml"
-    path.write_text(resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml").read_text())
+    path.write_text(resources.files("gpucast.records").joinpath("reference/demo_inventory.yaml").read_text())
     return path
 
 

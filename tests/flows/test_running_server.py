@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from gpucast.flows import children
-from tests.records import jsonl, record
+from tests.sample_jobs import jsonl, record
 
 pytestmark = pytest.mark.slow
 

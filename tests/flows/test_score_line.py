@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpucast.expectations.results import ScoreResult
 from gpucast.flows.cli import main
+from gpucast.records.results import ScoreResult
 
 
 @pytest.mark.parametrize("champions, says", [

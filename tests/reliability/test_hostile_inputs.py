@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from tests.records import GOOD, jsonl, record
+from tests.sample_jobs import GOOD, jsonl, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 

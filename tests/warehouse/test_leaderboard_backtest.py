@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import duckdb
 import pytest
 
-from gpucast.expectations.records import MetricRow, TargetResult
+from gpucast.records.outcomes import MetricRow, TargetResult
 from gpucast.warehouse import queries
 from gpucast.warehouse.schema import schema_sql
 from gpucast.warehouse.training import record_target

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpucast.expectations.records import CompileInfo
+from gpucast.records.outcomes import CompileInfo
 
 log = logging.getLogger(__name__)
 

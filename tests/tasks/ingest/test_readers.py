@@ -13,7 +13,7 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.ingest import readers
 from gpucast.tasks.ingest.readers import MAX_JSON_DEPTH, FileInfo, FileRejected, read_chunks, too_deep
 from tests.conftest import write
-from tests.records import jsonl, record
+from tests.sample_jobs import jsonl, record
 
 SEED_HEADER = (
     "Model type,Parameters million,Batch size,Input dimension,Num layers,Iterations,Precision,"

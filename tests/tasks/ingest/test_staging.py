@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from gpucast.tasks.ingest import staging
 from gpucast.tasks.ingest.staging import SMALL_FILE_BYTES, batches, stage_file, stage_files
 from tests.conftest import write
-from tests.records import GOOD, jsonl, record
+from tests.sample_jobs import GOOD, jsonl, record
 
 CSV_HEADER = ",".join(GOOD)
 

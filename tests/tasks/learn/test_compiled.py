@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import TargetResult
 from gpucast.flows.runners import cores_here
+from gpucast.records.outcomes import TargetResult
 from gpucast.tasks.learn import intervals
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.models import compiled, registry, store

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.records import Champion
 from gpucast.flows.runners import cores_here
+from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, ood, traced
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.learn.train import TrainOptions, train_target

@@ -211,7 +211,7 @@ def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
 
 
 def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
-    from gpucast.expectations.results import FeaturesResult, NightResult
+    from gpucast.records.results import FeaturesResult, NightResult
     from gpucast.tasks.report.render import nightly_report
 
     rows = jobs(**{c.ARCH: ["resnet50", "My|Net", "My|Net", None]})

@@ -203,7 +203,7 @@ def test_fits_are_ordered_fast_baselines_first_the_last_champion_next_the_networ
 def test_a_fit_past_the_night_budget_is_skipped_not_run(jobs):
     import time
 
-    from gpucast.expectations.records import FitResult, FitSkipped
+    from gpucast.records.outcomes import FitResult, FitSkipped
     from gpucast.tasks.learn.train import fit_one, labelled
 
     rows = labelled(jobs, "runtime_hours", options())

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from gpucast.expectations.inventory import InventoryError, load_inventory
+from gpucast.records.inventory import InventoryError, load_inventory
 from gpucast.tasks.plan.arrivals import EFFICIENCY_FLOOR, EXPECTED_COLUMNS, FORECAST_SCHEMA, PACKING_SCHEMA, add_expected
 from gpucast.tasks.plan.capacity import best_fit, pack, plan_capacity
 
@@ -173,7 +173,7 @@ def test_the_demo_inventory_is_valid():
 
     from gpucast.tasks.simulate import QUEUE_GPU
 
-    path = resources.files("gpucast.expectations").joinpath("reference/demo_inventory.yaml")
+    path = resources.files("gpucast.records").joinpath("reference/demo_inventory.yaml")
     inv = load_inventory(path)
     assert {o.queue: o.gpu_type for o in inv.owned} == QUEUE_GPU and all(o.count > 0 for o in inv.owned)
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markupsafe import escape
 
-from gpucast.expectations.results import NightResult, PlanResult
+from gpucast.records.results import NightResult, PlanResult
 from gpucast.tasks.report.literal import markdown_text, visible
 from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, status_text, text_table
 from gpucast.tasks.report.site import demand_chart, outlook_chart, plan_chart, render_site
-from tests.records import HOSTILE_STRINGS
+from tests.sample_jobs import HOSTILE_STRINGS
 
 DAY = date(2026, 11, 23)
 # Characters no page, SVG, terminal table or artifact may carry raw (XML 1.0 has no place for them).

@@ -7,7 +7,7 @@ from datetime import date
 
 import polars as pl
 
-from gpucast.expectations.results import NightResult, PlanResult
+from gpucast.records.results import NightResult, PlanResult
 from gpucast.tasks.report.render import capacity_plan_lines, nightly_report, page_line
 
 ROWS = pl.DataFrame({

@@ -5,7 +5,7 @@ Defined here, beside the contract, because every layer reads them: `flows/` buil
 renders them (and `tasks/` may not import `flows/`). Readers use attributes; a field added here is found by the
 type checker and by `grep`, a key added to a dict is not. They are returned in-process today (no result is
 persisted); should one be, Prefect's default result serializer (pickle) carries every one unchanged, and its JSON
-serializer those without frames (tests/expectations/test_results.py).
+serializer those without frames (tests/records/test_results.py).
 """
 
 from __future__ import annotations

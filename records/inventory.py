@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from gpucast.expectations import catalog
-from gpucast.expectations.plain_yaml import first_unplain, line_of, name_problem, read_config, shown_tag, where
+from gpucast.records import catalog
+from gpucast.records.plain_yaml import first_unplain, line_of, name_problem, read_config, shown_tag, where
 
 ENTRY_KEYS = ("gpu_type", "count")
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count

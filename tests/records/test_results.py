@@ -1,4 +1,4 @@
-"""The flows' results (expectations/results.py): frozen, named in every flow's signature, and carried by Prefect's
+"""The flows' results (records/results.py): frozen, named in every flow's signature, and carried by Prefect's
 result serializers unchanged (should a result ever be persisted or handed across `run_deployment`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from prefect.serializers import JSONSerializer, PickleSerializer
 
-from gpucast.expectations import results as r
+from gpucast.records import results as r
 
 INGEST = r.IngestResult(run_id="ingest-1", files=2, files_rejected=1, rows_read=10, rows_loaded=7, rows_rejected=2,
                         rows_duplicate=1, lake_days=1, load_seconds={"warehouse": 0.1, "lake": 0.2},
@@ -70,7 +70,7 @@ def test_every_flow_returns_its_result_type():
 def test_compile_info_has_one_shape_written_and_read():
     """`compile_model` writes it and `load_compiled` reads it back (tasks/learn/models/compiled.py); a file written
     before the record existed (keys it did not know left out) still reads, and an unknown key is ignored."""
-    from gpucast.expectations.records import CompileInfo
+    from gpucast.records.outcomes import CompileInfo
 
     info = CompileInfo(model="lightgbm", used=True, float32_input=False, compile_seconds=1.5, tl2cgen="1.0.0",
                        codegen={"parallel_comp": 2}, max_relative_difference=1e-9, checked_rows=100)

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from gpucast.expectations import catalog
+from gpucast.records import catalog
 
 # The GPUs sites run today (issue 26), as a log or nvidia-smi / rocm-smi / hl-smi would spell them.
 TODAYS_GPUS = {
@@ -25,7 +25,7 @@ TODAYS_GPUS = {
 
 
 def _rows() -> list[dict[str, str]]:
-    text = resources.files("gpucast.expectations").joinpath("reference/gpu_catalog.csv").read_text()
+    text = resources.files("gpucast.records").joinpath("reference/gpu_catalog.csv").read_text()
     return list(csv.DictReader(text.splitlines()))
 
 

@@ -51,7 +51,7 @@ def fold(name: str) -> str:
 @cache
 def gpus() -> dict[str, Gpu]:
     """The catalogue, keyed by canonical `gpu_type`."""
-    text = resources.files("gpucast.expectations").joinpath("reference/gpu_catalog.csv").read_text()
+    text = resources.files("gpucast.records").joinpath("reference/gpu_catalog.csv").read_text()
     out = {}
     for row in csv.DictReader(text.splitlines()):
         tflops = {k: float(row[f"{k}_tflops"]) for k in ("fp64", "fp32", "tf32", "fp16", "bf16") if row[f"{k}_tflops"]}
@@ -62,7 +62,7 @@ def gpus() -> dict[str, Gpu]:
 
 @cache
 def _by_folded_name() -> dict[str, str]:
-    text = resources.files("gpucast.expectations").joinpath("reference/gpu_catalog.csv").read_text()
+    text = resources.files("gpucast.records").joinpath("reference/gpu_catalog.csv").read_text()
     names = {}
     for row in csv.DictReader(text.splitlines()):
         for name in [row["gpu_type"], *filter(None, row["aliases"].split(";"))]:

@@ -1,4 +1,4 @@
-"""The inventory file (expectations/inventory.py): every mistake is an `InventoryError` naming the file and
+"""The inventory file (records/inventory.py): every mistake is an `InventoryError` naming the file and
 the line, never a YAML library's traceback, and a count is bounded (issue 27, item 6)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpucast.expectations.inventory import MAX_COUNT, Inventory, InventoryError, load_inventory
+from gpucast.records.inventory import MAX_COUNT, Inventory, InventoryError, load_inventory
 
 GOOD = "queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 2\n"
 
