@@ -21,7 +21,7 @@ from gpucast.flows.nightly import nightly
 from gpucast.flows.nightly_steps import NIGHTLY_CHAIN
 from gpucast.flows.settings import Settings
 from gpucast.records.results import NightResult
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 

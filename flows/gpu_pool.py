@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from gpucast.flows.settings import Settings
 from gpucast.flows.train import train_models, with_time_limits
 from gpucast.records.results import IN_PROCESS, TrainResult
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.warehouse import db, training
 
 GPU_POOL = "gpu"

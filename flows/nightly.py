@@ -37,7 +37,7 @@ from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.flows.stage import stage_features
 from gpucast.records.results import IngestResult, NightResult
 from gpucast.tasks.ingest.gate import RejectGate
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
 from gpucast.warehouse.errors import redact

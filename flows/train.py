@@ -28,7 +28,7 @@ from gpucast.records.results import TrainedTarget, TrainResult
 from gpucast.tasks.learn import gate
 from gpucast.tasks.learn import train as steps
 from gpucast.tasks.learn.models import registry, store
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint

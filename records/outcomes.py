@@ -56,7 +56,7 @@ class MetricRow:
     train_seconds: float
     device: str
     epochs: int | None  # the network's epochs run; None for the other models
-    score_seconds_per_million: float | None = None  # its predict's cost scaled to 1M jobs (tasks/learn/train.py `score_cost`)
+    score_seconds_per_million: float | None = None  # its predict's cost scaled to 1M jobs (tasks/learn/champion.py `score_cost`)
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class TargetResult:
     skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish
     compiled: CompileInfo | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)
     most_accurate: str | None = None  # the lowest mean validation RMSE (the champion may be a cheaper tied one)
-    choice_reason: str | None = None  # why the champion was chosen (tasks/learn/train.py `ChampionChoice.describe`)
+    choice_reason: str | None = None  # why the champion was chosen (tasks/learn/champion.py `ChampionChoice.describe`)
 
 
 @dataclass(frozen=True)

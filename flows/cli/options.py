@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from gpucast.flows.settings import Settings
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 
 # Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
 SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_reject_fraction",

@@ -1,7 +1,7 @@
 """The argparse tree: every command, its flags and their defaults, and the handler it calls.
 
 Defaults shown in `--help` come from the settings table (`flows/settings.py`) and the training options
-(`tasks/learn/train.py`); nothing here reads the environment, so `--help` works whatever it holds.
+(`tasks/learn/options.py`); nothing here reads the environment, so `--help` works whatever it holds.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from gpucast.flows.settings import RUNNERS, SPEC_BY_FIELD
 from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.models.presets import PRESET_NAMES
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import DEFAULT_BATCH_ROWS
-from gpucast.tasks.learn.train import TrainOptions
 from gpucast.tasks.simulate import FORMATS, Rhythm, SimConfig
 
 DESCRIPTION = "`gpucast`: the command line for data engineers, planners and on-call staff."

@@ -1,19 +1,16 @@
-"""Train every registry model on one target, evaluate them honestly, pick a champion.
+"""Train every registry model on one target, evaluate them honestly, pick a champion: the protocol.
 
-Protocol, per target and per repeat r = 0..repeats-1 (seed = base seed + r):
-1. the labelled rows are split 70/30 into **train** and **test**; 20% of train is held out as
-   **validation**; every model of the repeat sees the same three sets;
-2. each model is fitted on train minus validation, then scored on validation and on test;
-3. metrics (MSE, RMSE, MAE, MAPE in %, R²) are on the original scale of the target.
-The **champion** is chosen on *validation* RMSE alone (test rows never take part): the model with the
-lowest mean over the repeats, unless other models are tied with it within noise (within one standard
-error of the paired per-repeat differences, or `TIE_FLOOR` of its mean, whichever is larger); then the
-**cheapest to score** of the tied (each fit's `predict` timed on `SCORE_COST_ROWS` rows, scaled to 1M jobs:
-`score_cost`; costs within `COST_NOISE` of the cheapest count as equal, and then the first in
-`registry.PREFERENCE`, trees before the network), so that one lucky slice cannot flip the choice and a
-model no better than the others does not cost more to score each night (`champion_choice`). Test metrics
-are reported as mean and spread over the repeats, because one 70/30 split of a small table is noise. The
-champion of the first repeat is saved.
+Per target and per repeat r = 0..repeats-1 (seed = base seed + r):
+1. the labelled rows (`labelled`) are split 70/30 into **train** and **test**; 20% of train is held out as
+   **validation**; every model of the repeat sees the same three sets (`split`); the latest week's jobs are
+   neither fitted nor validated on, each fit forecasts them as the backtest (`backtest_mask`);
+2. each model is fitted on train minus validation, then scored on validation, test and the backtest (`fit_one`);
+3. the champion is chosen from the fits' metrics (`tasks/learn/champion.py` `champion_choice`: validation RMSE,
+   ties within noise, scoring cost, the backtest), then refitted on every labelled job but a calibration
+   slice, on which its intervals are calibrated (`finish_target`), and saved (`save_champion`).
+Test metrics are reported as mean and spread over the repeats, because one 70/30 split of a small table is
+noise. The `train-models` flow (flows/train.py) runs these steps; what a run does is `tasks/learn/options.py`'s
+`TrainOptions`.
 """
 
 from __future__ import annotations
@@ -22,69 +19,36 @@ import logging
 import platform
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
 from gpucast.tasks.learn import features, intervals, ood, reference
-from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.champion import CHAMPION_RULE, champion_choice, metrics, score_cost
+from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.history import featureless
 from gpucast.tasks.learn.models import compiled, registry, store
-from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESET_NAMES
+from gpucast.tasks.learn.options import TrainOptions
 
 log = logging.getLogger(__name__)
-DEFAULT_MIN_LABELLED = 200
-# Training reads at most this many of the most recent labelled jobs: memory and time stay bounded
-# however long the history grows (and recent jobs best resemble tomorrow's).
-DEFAULT_MAX_ROWS = 500_000
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
-CHAMPION_METRIC = "rmse"
-# Models within this share of the best mean validation RMSE are tied with it even when the repeats
-# cannot tell (one repeat has no standard error; two agreeing repeats have a tiny one).
-TIE_FLOOR = 0.02
-# Scoring cost: each fit's `predict` is timed on this many rows (its validation and test rows, repeated) and
-# scaled to 1M jobs; two costs within `COST_NOISE` of each other are equal (one timing on a shared machine).
-SCORE_COST_ROWS = 20_000
-COST_NOISE = 0.25
-CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; models within one standard error of "
-                 f"the paired per-repeat differences (at least {TIE_FLOOR:.0%} of the lowest mean) are tied, and "
-                 f"the cheapest tied one to score per 1M jobs wins (costs within {COST_NOISE:.0%} of the cheapest are "
-                 f"equal; then the first in this order: {', '.join(registry.PREFERENCE)})")
 # Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
 # (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
 COMPILE_MIN_PENDING = 200_000
-# The zoo's reference set (issue 37 item 3; docs/models.md "Learning from the zoo"): the shipped file, and the
-# share of its rows that trains beside the site's history by default (0: none; the measured decision).
+# The zoo's reference set (issue 37 item 3; docs/models.md "Learning from the zoo"): the shipped file (the share of
+# its rows that trains by default: `options.DEFAULT_REFERENCE_WEIGHT`).
 REFERENCE_SET = Path(__file__).with_name("reference_archs.csv")  # package data: in the wheel
-DEFAULT_REFERENCE_WEIGHT = 0.0
 
 
 def compile_trees_for(pending_jobs: int) -> bool:
     """Whether tree champions are compiled for scoring when the options leave it open: when the pending
     queue is large enough for the minute of compiling to pay (`COMPILE_MIN_PENDING`)."""
     return pending_jobs >= COMPILE_MIN_PENDING
-
-
-def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-    """MSE, RMSE, MAE, MAPE (%) and R² on the original scale."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
-    err = y_pred - y_true
-    mse = float(np.mean(err**2))
-    ss_tot = float(np.sum((y_true - y_true.mean()) ** 2))
-    return {
-        "mse": mse,
-        "rmse": float(np.sqrt(mse)),
-        "mae": float(np.mean(np.abs(err))),
-        "mape": float(np.mean(np.abs(err) / np.abs(y_true)) * 100.0),
-        "r2": float(1.0 - np.sum(err**2) / ss_tot) if ss_tot > 0 else float("nan"),
-    }
 
 
 # The champion is refitted on every labelled job but this share, on which its intervals are then
@@ -110,7 +74,6 @@ def calibration_split(n: int, seed: int, learns: bool = True) -> tuple[np.ndarra
 BACKTEST_DAYS = 7
 BACKTEST_MIN_JOBS = 30  # fewer completed jobs in the latest week say too little (as the gate's window)
 BACKTEST_MAX_SHARE = 0.5  # a history of about a week or less has no older jobs to learn from: no backtest
-TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
 
 
 def backtest_mask(rows: pl.DataFrame) -> np.ndarray:
@@ -138,83 +101,6 @@ def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     test, train = idx[:n_test], idx[n_test:]
     n_val = int(round(len(train) * VALIDATION_FRACTION))
     return train[n_val:], train[:n_val], test
-
-
-class TrainOptions(BaseModel):
-    """What a train run does: the `options` parameter of the `train-models` flow (prefect.yaml) and the
-    `gpucast train` flags. Unknown keys and out-of-range values are refused when it is built."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    targets: tuple[str, ...] = c.TARGETS
-    models: tuple[str, ...] | None = None  # None: every registry model the feature set allows
-    preset: str = DEFAULT_PRESET  # the Transformer-BiGRU's (tasks/learn/models/presets.py)
-    features: str = DEFAULT_FEATURES  # the feature set (tasks/learn/features.py: contract, hardware, priors, residual)
-    repeats: int = Field(3, ge=1)  # repeated 70/30 holdouts
-    seed: int = 0
-    min_labelled: int = Field(DEFAULT_MIN_LABELLED, ge=1)  # a target with fewer labelled jobs is skipped
-    device: str | None = None  # cuda or cpu; None: cuda when available
-    epochs: int | None = Field(None, ge=1)  # caps the Transformer-BiGRU's epochs
-    max_rows: int | None = Field(DEFAULT_MAX_ROWS, ge=1)  # None: every labelled job
-    # Time limits. None: the setting's default (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES), filled in
-    # at the flow's edge (flows/train.py `resolve`); 0: no limit. The night budget ends at an instant
-    # (`budget_ends_at` below); a network fit stops at min(nn_max_minutes, the budget left).
-    nn_max_minutes: float | None = Field(None, ge=0)  # per network fit
-    night_budget_minutes: float | None = Field(None, ge=0)  # for every fit of the run together
-    compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
-    # The zoo's reference set beside the history (`reference_rows`): the share of its rows (a seeded sample) that
-    # trains with the site's jobs, 0 for none; the set's path (None: the shipped `REFERENCE_SET`); whether its rows
-    # learn as traced jobs (their trace as the prior) or as jobs the zoo did not recognise (the analytic prior).
-    reference_weight: float = Field(DEFAULT_REFERENCE_WEIGHT, ge=0, le=1)
-    reference_set: str | None = None
-    reference_traced: bool = False
-
-    @field_validator("targets")
-    @classmethod
-    def _known_targets(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [t for t in v if t not in c.TARGETS]
-        if unknown or not v:
-            raise ValueError(f"unknown target(s) {', '.join(unknown) or '(none given)'}; targets: {', '.join(c.TARGETS)}")
-        return v
-
-    @field_validator("models")
-    @classmethod
-    def _known_models(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if v is None:
-            return v
-        unknown = [m for m in v if m not in registry.REGISTRY]
-        if unknown or not v:
-            raise ValueError(f"unknown model(s) {', '.join(unknown) or '(none given)'}; "
-                             f"models: {', '.join(registry.REGISTRY)}")
-        return v
-
-    @model_validator(mode="after")
-    def _prior_needs_priors(self) -> TrainOptions:
-        if self.models and registry.PRIOR in self.models and FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is None:
-            raise ValueError(f"model `prior` needs a feature set with the priors (priors, residual), not {self.features!r}")
-        return self
-
-    @field_validator("features", "preset")
-    @classmethod
-    def _known_name(cls, v: str, info) -> str:
-        names = {"features": ("feature set", FEATURE_SETS), "preset": ("preset", PRESET_NAMES)}
-        what, known = names[info.field_name]
-        if v not in known:
-            raise ValueError(f"unknown {what} {v!r}; {what}s: {', '.join(known)}")
-        return v
-
-    @property
-    def model_names(self) -> tuple[str, ...]:
-        """The models to compare: those asked for, else every model the feature set allows (the
-        `prior` model needs a set with the priors)."""
-        if self.models:
-            return self.models
-        has_priors = FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is not None
-        return tuple(m for m in registry.MODEL_NAMES if m != registry.PRIOR or has_priors)
-
-    @property
-    def nn_max_seconds(self) -> float | None:
-        return self.nn_max_minutes * 60 if self.nn_max_minutes else None
 
 
 @dataclass(frozen=True)
@@ -348,17 +234,6 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
                 if split_name != "backtest" or len(idx))
     return FitResult(target, model, repeat, out, est.predict(X[test_idx]), seconds, used,
                      getattr(est, "stopped_by_", None))
-
-
-def score_cost(est, X: np.ndarray, rows: int = SCORE_COST_ROWS) -> float:
-    """Seconds `est.predict` takes per 1M jobs, timed on `rows` rows of `X` (repeated when it has fewer),
-    after one warm-up call on a few rows. The library's own predict: a champion that compiles scores faster
-    still (docs/benchmarks.md), so this ranks the compiled families conservatively."""
-    sample = X[np.resize(np.arange(len(X)), rows)] if len(X) else X
-    est.predict(sample[:100])
-    t0 = time.perf_counter()
-    est.predict(sample)
-    return round((time.perf_counter() - t0) * 1_000_000 / max(len(sample), 1), 3)
 
 
 def describe_fit(outcome: FitOutcome, repeats: int) -> str:
@@ -554,125 +429,6 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     if result.test_predictions is not None:
         store.save_test_predictions(folder, result.test_predictions)
     store.save_metadata(folder, _metadata(target, options, result))
-
-
-@dataclass(frozen=True)
-class ChampionChoice:
-    """How the champion was chosen (`CHAMPION_RULE`): the model with the lowest mean validation RMSE (the most
-    accurate), the models tied with it within noise (cheapest to score first, the champion first), each model's
-    mean validation RMSE and its mean scoring cost (seconds per 1M jobs; absent where it was not measured)."""
-
-    champion: str
-    lowest: str
-    tied: tuple[str, ...]
-    means: dict[str, float]
-    costs: dict[str, float] = field(default_factory=dict)
-    backtest: dict[str, float] = field(default_factory=dict)  # mean backtest RMSE per model (none without a backtest)
-    generalises: str = ""  # what the backtest decided, in words ("" without a backtest)
-
-    def describe(self) -> str:
-        metric = f"mean validation {CHAMPION_METRIC.upper()}"
-        if self.champion not in self.tied:  # the backtest overruled validation
-            return f"{self.lowest} had the lowest {metric}; {self.generalises}"
-        if len(self.tied) == 1:
-            return f"lowest {metric}" + self._backtest_words()
-        others = ", ".join(m for m in self.tied if m != self.champion)
-        accuracy = (f"lowest {metric}, tied within noise with {others}" if self.champion == self.lowest else
-                    f"tied within noise with {others} (the most accurate, {self.lowest}: {metric} "
-                    f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g})")
-        if self.champion not in self.costs:
-            return f"{accuracy}; first in the preference order (scoring cost not measured)" + self._backtest_words()
-        costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
-        return f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})" + self._backtest_words()
-
-    def _backtest_words(self) -> str:
-        return f"; {self.generalises}" if self.generalises else ""
-
-
-def _tie_margin(val: pl.DataFrame, model: str, lowest: str, floor: float) -> float:
-    """How far above `lowest`'s mean `model`'s may be and still be tied: one standard error of the
-    per-repeat differences (the repeats both finished: same validation rows), at least `floor`."""
-    pair = (val.filter(pl.col("model") == model).join(val.filter(pl.col("model") == lowest), on="repeat", suffix="_lowest")
-            .select((pl.col(CHAMPION_METRIC) - pl.col(f"{CHAMPION_METRIC}_lowest")).alias("d")))
-    if pair.height < 2:
-        return floor
-    return max(floor, float(pair["d"].std(ddof=1)) / np.sqrt(pair.height))
-
-
-def _preference(model: str) -> int:
-    return registry.PREFERENCE.index(model) if model in registry.PREFERENCE else len(registry.PREFERENCE)
-
-
-def champion_choice(metric_rows: list[MetricRow] | list[dict]) -> ChampionChoice:
-    """Choose the champion by `CHAMPION_RULE` from the metric rows (validation rows only count)."""
-    val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
-    if "repeat" not in val.columns:
-        val = val.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
-    ranking = val.group_by("model", maintain_order=True).agg(pl.col(CHAMPION_METRIC).mean())
-    ranking = ranking.sort(CHAMPION_METRIC, maintain_order=True)
-    means = dict(ranking.iter_rows())
-    lowest = ranking["model"][0]
-    floor = TIE_FLOOR * means[lowest]
-    tied = [m for m in means if means[m] - means[lowest] <= _tie_margin(val, m, lowest, floor)]
-    costs = _mean_costs(val)
-    cheap = _equally_cheapest(costs, tied)
-    tied.sort(key=lambda m: (m not in cheap, _preference(m), means[m]))
-    choice = ChampionChoice(tied[0], lowest, tuple(tied), means, {m: costs[m] for m in tied if m in costs})
-    return _generalises(choice, pl.DataFrame(metric_rows), costs)
-
-
-def _generalises(choice: ChampionChoice, rows: pl.DataFrame, costs: dict[str, float]) -> ChampionChoice:
-    """The backtest's say (`backtest_mask`): a champion that is not the best tree on validation (the tree of
-    lowest mean validation RMSE) keeps its place only if its backtest RMSE is not worse than that tree's. Worse
-    beyond noise (the same margin as validation's ties, on the backtest's paired per-repeat differences): the
-    tree is champion. Worse within noise: they are tied, and the cheaper to score wins (then the preference
-    order). Without backtest rows, validation decides alone."""
-    back = rows.filter(pl.col("split") == "backtest") if "split" in rows.columns else rows.clear()
-    if back.is_empty():
-        return choice
-    if "repeat" not in back.columns:
-        back = back.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
-    means = dict(back.group_by("model").agg(pl.col(CHAMPION_METRIC).mean()).iter_rows())
-    trees = [m for m in sorted(choice.means, key=choice.means.get) if m in TREES and m in means]
-    champion = choice.champion
-    if not trees or champion not in means:
-        return replace(choice, backtest=means)
-    tree = trees[0]
-    if champion == tree:
-        return replace(choice, backtest=means, generalises=f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g}")
-    d = means[champion] - means[tree]
-    margin = _tie_margin(back, champion, tree, TIE_FLOOR * means[tree])
-    says = (f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g} vs the best tree {tree}'s {means[tree]:.4g}")
-    if d <= 0:
-        return replace(choice, backtest=means, generalises=f"{says}: not worse, kept")
-    if d > margin:
-        return replace(choice, champion=tree, backtest=means,
-                       generalises=f"{champion} validated best but {says}, worse beyond noise: {tree} is champion")
-    pair = sorted((champion, tree), key=lambda m: (costs.get(m, np.inf), _preference(m)))
-    return replace(choice, champion=pair[0], tied=tuple(dict.fromkeys((*choice.tied, tree))), backtest=means,
-                   generalises=f"{says}, worse within noise: tied, the cheaper to score wins ({pair[0]})")
-
-
-def _mean_costs(val: pl.DataFrame) -> dict[str, float]:
-    """Each model's mean `score_seconds_per_million` over its repeats (models without one are left out)."""
-    if "score_seconds_per_million" not in val.columns:
-        return {}
-    mean = val.group_by("model").agg(pl.col("score_seconds_per_million").cast(pl.Float64).mean()).drop_nulls()
-    return dict(mean.iter_rows())
-
-
-def _equally_cheapest(costs: dict[str, float], tied: list[str]) -> set[str]:
-    """The tied models within `COST_NOISE` of the cheapest tied one's cost; all of them when a tied model's cost
-    is unknown (the preference order alone decides then)."""
-    if any(m not in costs for m in tied):
-        return set(tied)
-    cheapest = min(costs[m] for m in tied)
-    return {m for m in tied if costs[m] <= cheapest * (1 + COST_NOISE)}
-
-
-def choose_champion(metric_rows: list[MetricRow] | list[dict]) -> str:
-    """The champion by `CHAMPION_RULE`; test rows never count."""
-    return champion_choice(metric_rows).champion
 
 
 def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:

@@ -25,7 +25,9 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import train
-from gpucast.tasks.learn.train import TrainOptions, train_target
+from gpucast.tasks.learn.champion import champion_choice
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import train_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402
@@ -62,7 +64,7 @@ def main() -> None:
             metrics = pl.DataFrame(result.metrics)
             table = (metrics.group_by("model", "split").agg(pl.col("rmse").mean(), pl.col("mape").mean())
                      .pivot(on="split", index="model", values=["rmse", "mape"]).sort("rmse_validation"))
-            before = train.champion_choice(metrics.filter(pl.col("split") != "backtest").to_dicts())
+            before = champion_choice(metrics.filter(pl.col("split") != "backtest").to_dicts())
             print(f"\n{target}, {repeats} repeat(s) ({time.perf_counter() - t0:.0f} s):")
             print(f"  {'model':<18} {'val RMSE':>9} {'backtest RMSE':>14} {'backtest MAPE':>14} {'test RMSE':>10}")
             for r in table.iter_rows(named=True):

@@ -23,7 +23,8 @@ import numpy as np
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.models import compiled, registry, store
-from gpucast.tasks.learn.train import TrainOptions, labelled
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import labelled
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 FAMILIES = ("lightgbm", "xgboost", "random_forest", "extra_trees", "decision_tree", "adaboost")

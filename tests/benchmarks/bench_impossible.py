@@ -31,9 +31,11 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, ood, priors
+from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import build, labelled_rows
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
-from gpucast.tasks.learn.train import TrainOptions, metrics, train_target
+from gpucast.tasks.learn.train import train_target
 from gpucast.tasks.simulate import simulate_jobs
 
 ROOT = Path(__file__).resolve().parents[2]

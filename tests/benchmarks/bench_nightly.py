@@ -36,7 +36,7 @@ import json, sys, time
 import duckdb
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.nightly import nightly
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.flows.settings import Settings
 opts = json.loads(sys.argv[2])
 t = time.perf_counter()
@@ -59,7 +59,7 @@ TRAIN = PEAK_RSS + """
 import json, sys, time
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.train import train_models
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 out = train_models(TrainOptions(models=sys.argv[1].split(","), repeats=int(sys.argv[2])), publish=False)
 print(json.dumps({"fit_seconds": out.fit_seconds, "fits_on": out.fits_on, "rss_mb": peak_rss_mb()}))
 """

@@ -28,7 +28,8 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.features import build, labelled_rows
 from gpucast.tasks.learn.models import registry
-from gpucast.tasks.learn.train import TrainOptions, held_out_evidence
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import held_out_evidence
 from gpucast.tasks.simulate import simulate_jobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable

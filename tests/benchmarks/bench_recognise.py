@@ -154,8 +154,10 @@ def zoo_teaches(args: argparse.Namespace) -> None:
     model types held out (the site's own families) and its held-out 30% (R², the goal: not below 0.91)."""
     from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn import reference
+    from gpucast.tasks.learn.champion import metrics
+    from gpucast.tasks.learn.options import TrainOptions
     from gpucast.tasks.learn.score import Scorer
-    from gpucast.tasks.learn.train import TrainOptions, metrics, split, train_target
+    from gpucast.tasks.learn.train import split, train_target
 
     refs = {traced_prior: reference.load(args.reference, gpu_convention=not args.set_truth, traced_prior=traced_prior)
             for traced_prior in (True, False)}

@@ -26,7 +26,7 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn import features
 from gpucast.tasks.learn.features import FEATURE_SETS, labelled_rows
 from gpucast.tasks.learn.models import registry
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable

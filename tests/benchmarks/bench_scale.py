@@ -47,7 +47,7 @@ TRAIN = PEAK_RSS + """
 import json, sys, time
 from gpucast.flows.environment import configure; configure()  # noqa: E702
 from gpucast.flows.train import train_models
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 t = time.perf_counter()
 train_models(TrainOptions(models=sys.argv[1].split(","), repeats=1), publish=False)
 print(json.dumps({"train_s": time.perf_counter() - t, "rss_mb": peak_rss_mb()}))

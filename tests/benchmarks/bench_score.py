@@ -44,7 +44,7 @@ from gpucast.flows.environment import configure  # noqa: E402
 configure()  # Prefect's defaults under this benchmark's home
 from gpucast.expectations import contract as c  # noqa: E402
 from gpucast.flows.settings import Settings  # noqa: E402
-from gpucast.tasks.learn.train import TrainOptions  # noqa: E402
+from gpucast.tasks.learn.options import TrainOptions  # noqa: E402
 from gpucast.tasks.simulate import SimConfig, simulate_jobs  # noqa: E402
 
 

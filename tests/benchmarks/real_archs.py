@@ -48,9 +48,11 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, priors, traced
+from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FeatureEncoder
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer, safe_request_gb
-from gpucast.tasks.learn.train import TrainOptions, metrics, train_target
+from gpucast.tasks.learn.train import train_target
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable

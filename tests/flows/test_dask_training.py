@@ -19,7 +19,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.cli import main
 from gpucast.flows.runners import DASK_CONNECT_TIMEOUT_S
-from gpucast.tasks.learn.train import ChampionChoice, champion_choice
+from gpucast.tasks.learn.champion import ChampionChoice, champion_choice
 from gpucast.tasks.simulate import SimConfig, write_logs
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]

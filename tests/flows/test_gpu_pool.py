@@ -28,7 +28,7 @@ def test_the_nightly_report_shows_the_gate_decisions_of_training_on_the_gpu_pool
     from gpucast.flows.score import score_pending
     from gpucast.flows.settings import Settings
     from gpucast.flows.train import train_models
-    from gpucast.tasks.learn.train import TrainOptions
+    from gpucast.tasks.learn.options import TrainOptions
     from gpucast.tasks.report.render import nightly_report
 
     settings = Settings.from_env().ensure()

@@ -17,7 +17,7 @@ import yaml
 
 from gpucast.flows.cli import main
 from gpucast.flows.settings import Settings, Storage
-from gpucast.tasks.learn.train import TrainOptions
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import db
 

@@ -112,7 +112,7 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=300, seed=2))
     assert main(["ingest", str(tmp_path / "logs")]) == 0
     from gpucast.flows.settings import Settings
-    from gpucast.tasks.learn.train import TrainOptions
+    from gpucast.tasks.learn.options import TrainOptions
 
     # what the nightly was given (its settings and flags): a budget, a backtest window, a runner and a Dask
     # address other than the defaults; the worker's own environment says otherwise (below), and the

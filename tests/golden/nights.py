@@ -46,7 +46,7 @@ def sim_config():
 
 
 def train_options():
-    from gpucast.tasks.learn.train import TrainOptions
+    from gpucast.tasks.learn.options import TrainOptions
 
     return TrainOptions(models=MODELS, repeats=1, seed=SEED, min_labelled=50, night_budget_minutes=0,
                         nn_max_minutes=0, compile_trees=False)

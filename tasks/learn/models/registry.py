@@ -296,7 +296,7 @@ MODEL_NAMES = tuple(REGISTRY)
 # target has a champion within seconds, then the ensembles from the quickest to fit, the network last.
 FAST_MODELS = (PRIOR, "linear_fs", "decision_tree")
 FIT_ORDER = (*FAST_MODELS, "lightgbm", "xgboost", "catboost", "adaboost", "extra_trees", "random_forest", NN)
-# Which model wins when several are tied with the best on validation (within noise: tasks/learn/train.py
+# Which model wins when several are tied with the best on validation (within noise: tasks/learn/champion.py
 # `champion_choice`): ensembles of trees first (they average many trees, score in milliseconds, and
 # LightGBM compiles), the boosted ones in the order they fit fastest, then the forests; then the single
 # models; the analytic prior (it learns nothing); the network last (the slowest to fit and score, and the

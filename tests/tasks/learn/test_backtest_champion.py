@@ -13,7 +13,9 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import train
-from gpucast.tasks.learn.train import TrainOptions, backtest_mask, champion_choice, train_target
+from gpucast.tasks.learn.champion import champion_choice
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import backtest_mask, train_target
 from gpucast.tasks.simulate import simulate_jobs
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core

@@ -15,7 +15,8 @@ from gpucast.records.outcomes import TargetResult
 from gpucast.tasks.learn import intervals
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.models import compiled, registry, store
-from gpucast.tasks.learn.train import Finished, TrainOptions, labelled, save_champion, train_target
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import Finished, labelled, save_champion, train_target
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core

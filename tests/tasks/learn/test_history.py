@@ -10,7 +10,8 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import history as h
-from gpucast.tasks.learn.train import TrainOptions, labelled
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import labelled
 
 
 def jobs(n: int, seed: int = 0, **columns) -> pl.DataFrame:

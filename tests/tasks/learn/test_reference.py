@@ -10,8 +10,8 @@ from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, reference, traced, train
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
-from gpucast.tasks.learn.train import TrainOptions
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

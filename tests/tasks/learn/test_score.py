@@ -12,8 +12,9 @@ from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn.features import labelled_rows
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer, memory_advice, safe_request_gb
-from gpucast.tasks.learn.train import TrainOptions, train_target
+from gpucast.tasks.learn.train import train_target
 from gpucast.tasks.simulate import simulate_jobs
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core

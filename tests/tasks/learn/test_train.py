@@ -8,7 +8,9 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
-from gpucast.tasks.learn.train import TrainOptions, choose_champion, metrics, split, train_target
+from gpucast.tasks.learn.champion import champion_choice, metrics
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import split, train_target
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
@@ -105,8 +107,8 @@ def test_the_champion_is_the_lowest_mean_validation_rmse():
     metrics_ = (rows("a", [1.0, 3.0], [0.1, 0.1])  # best single repeat and best test, mean validation 2.0
                 + rows("b", [1.5, 1.5], [9.0, 9.0])  # mean validation 1.5: the champion
                 + rows("c", [1.6, 1.6], [0.1, 0.1]))
-    assert choose_champion(metrics_) == "b"
-    assert choose_champion(rows("x", [2.0], [1.0]) + rows("y", [2.0], [0.5])) == "x"  # a tie: the first listed
+    assert champion_choice(metrics_).champion == "b"
+    assert champion_choice(rows("x", [2.0], [1.0]) + rows("y", [2.0], [0.5])).champion == "x"  # a tie: the first listed
 
 
 def _val(model: str, rmses: list[float]) -> list[dict]:
@@ -114,16 +116,14 @@ def _val(model: str, rmses: list[float]) -> list[dict]:
 
 
 def test_a_near_tie_between_the_network_and_a_tree_goes_to_the_tree():
-    from gpucast.tasks.learn.train import champion_choice
-
     # the network's mean is lowest (1.007 vs 1.017), but it lost one repeat of three: within one standard error
     choice = champion_choice(_val("transformer_bigru", [1.00, 1.04, 0.98]) + _val("lightgbm", [1.03, 1.00, 1.02])
                              + _val("linear_fs", [1.50, 1.52, 1.49]))
     assert choice.lowest == "transformer_bigru" and choice.champion == "lightgbm"
     assert choice.tied == ("lightgbm", "transformer_bigru")  # linear_fs is clearly worse: not tied
     # one repeat has no standard error: within 2% of the lowest is a tie, beyond it is not
-    assert choose_champion(_val("transformer_bigru", [1.00]) + _val("extra_trees", [1.015])) == "extra_trees"
-    assert choose_champion(_val("transformer_bigru", [1.00]) + _val("extra_trees", [1.05])) == "transformer_bigru"
+    assert champion_choice(_val("transformer_bigru", [1.00]) + _val("extra_trees", [1.015])).champion == "extra_trees"
+    assert champion_choice(_val("transformer_bigru", [1.00]) + _val("extra_trees", [1.05])).champion == "transformer_bigru"
 
 
 def _costed(model: str, rmses: list[float], cost: float | None) -> list[dict]:
@@ -131,25 +131,23 @@ def _costed(model: str, rmses: list[float], cost: float | None) -> list[dict]:
 
 
 def test_among_the_tied_the_cheapest_to_score_wins_and_a_clearly_better_model_pays_its_cost():
-    from gpucast.tasks.learn.train import champion_choice
-
     tied = _costed("lightgbm", [1.00, 1.02, 0.99], 12.0) + _costed("random_forest", [1.01, 1.00, 1.01], 3.0)
     choice = champion_choice(tied + _costed("decision_tree", [1.30, 1.32, 1.29], 0.1))
     assert (choice.champion, choice.lowest) == ("random_forest", "lightgbm")  # the tree: cheapest but not tied
     assert choice.costs == {"random_forest": 3.0, "lightgbm": 12.0}
     assert "cheapest to score" in choice.describe() and "the most accurate, lightgbm" in choice.describe()
     # costs within COST_NOISE of the cheapest are equal: the preference order decides
-    assert choose_champion(_costed("lightgbm", [1.00], 3.5) + _costed("random_forest", [1.01], 3.0)) == "lightgbm"
+    assert champion_choice(_costed("lightgbm", [1.00], 3.5) + _costed("random_forest", [1.01], 3.0)).champion == "lightgbm"
     # a model clearly more accurate wins however much it costs
-    assert choose_champion(_costed("lightgbm", [0.5, 0.52], 100.0) + _costed("random_forest", [1.0, 1.01], 1.0)) == "lightgbm"
+    assert champion_choice(_costed("lightgbm", [0.5, 0.52], 100.0) + _costed("random_forest", [1.0, 1.01], 1.0)).champion == "lightgbm"
     # a tied model without a measured cost (an older run's rows): the preference order alone, as before
-    assert choose_champion(_costed("lightgbm", [1.0], None) + _costed("random_forest", [1.01], 1.0)) == "lightgbm"
+    assert champion_choice(_costed("lightgbm", [1.0], None) + _costed("random_forest", [1.01], 1.0)).champion == "lightgbm"
 
 
 def test_a_clearly_better_network_is_champion_however_the_repeats_fall():
     net, tree = [0.50, 0.53, 0.49], [1.00, 1.03, 0.98]
-    assert choose_champion(_val("transformer_bigru", net) + _val("lightgbm", tree)) == "transformer_bigru"
-    assert choose_champion(_val("transformer_bigru", net[::-1]) + _val("lightgbm", tree[1:] + tree[:1])) == "transformer_bigru"
+    assert champion_choice(_val("transformer_bigru", net) + _val("lightgbm", tree)).champion == "transformer_bigru"
+    assert champion_choice(_val("transformer_bigru", net[::-1]) + _val("lightgbm", tree[1:] + tree[:1])).champion == "transformer_bigru"
 
 
 def test_every_registry_model_has_a_place_in_the_preference_the_network_last():
@@ -165,7 +163,7 @@ def test_the_same_data_chooses_the_same_champion_and_noise_does_not_flip_it(tmp_
     to score (decision_tree, cheaper than both) for both seeds."""
     import json
 
-    from gpucast.tasks.learn.train import CHAMPION_RULE, champion_choice
+    from gpucast.tasks.learn.champion import CHAMPION_RULE
 
     runs = {(seed, n): train_target(jobs, c.PEAK_GPU_MEM_GB, options(repeats=2, seed=seed), tmp_path / f"{seed}{n}",
                                     threads=THREADS) for seed in (0, 1) for n in (1, 2)}
