@@ -5,10 +5,11 @@ parameters go on top with `Settings.override(...)`. Every value is checked when 
 one stops the run with the variable's (or the flag's) name and the rule it broke:
 `GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`. Tasks never read the environment.
 
-`SPECS` is the table of settings: concern, name, variable, default, rule and meaning. A setting's
-name is the same from its variable down to the code that uses it (`GPUCAST_SQL_TIMEOUT_S` is
-`sql.timeout_s`, `GPUCAST_NIGHT_BUDGET_MINUTES` is `training.night_budget_minutes`). The concerns, and
-who gets each (a function takes the one it needs, never the whole bundle):
+`SPECS` is the table of settings: variable, concern, name, default, rule and meaning. Each variable is written
+out once, in its row (`grep GPUCAST_SQL_THREADS` lands there; tests/flows/test_settings.py checks every one), and
+a setting's name is the same from its variable and its flag down to the code that uses it
+(`GPUCAST_SQL_TIMEOUT_S` is `sql.timeout_s`; `GPUCAST_PLAN_DAYS` and `--plan-days` are `planning.plan_days`).
+The concerns, and who gets each (a function takes the one it needs, never the whole bundle):
 
 | concern | object | what it says | used by |
 |---|---|---|---|
@@ -21,9 +22,9 @@ who gets each (a function takes the one it needs, never the whole bundle):
 | tracing | `Tracing` | the time bounds of the traced prior's traces (one trace, one night) | `flows/stage.py` |
 | alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
 
-*The warehouse's two concerns are defined in `warehouse/concerns.py` as plain values (the warehouse
-imports nothing of `flows/` and reads no environment); this module checks them when it builds a
-`Settings`. The other concerns live here, beside the edge that uses them.
+*The warehouse's two concerns are defined in `warehouse/concerns.py` as plain values with no defaults (the
+warehouse imports nothing of `flows/` and reads no environment); this module fills them from the table and
+checks them when it builds a `Settings`. The other concerns live here, beside the edge that uses them.
 
 The CLI's help text and docs/operations.md's settings table are written from `SPECS`
 (tests/flows/test_settings.py checks the docs). Every path the pipeline writes is under one data
@@ -36,17 +37,16 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from gpucast.warehouse.concerns import SqlSandbox, Storage, is_size, size_bytes
 from gpucast.warehouse.errors import check_kind
 
-__all__ = ["CONCERNS", "ENV_PREFIX", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
+__all__ = ["CONCERNS", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
            "Settings", "SettingsError", "SqlSandbox", "Storage", "TrainingDefaults", "Tracing", "home_from_env", "size_bytes"]
 
-HOME_ENV = "GPUCAST_HOME"
 DEFAULT_HOME = ".gpucast"
 
 
@@ -125,16 +125,13 @@ def _any(_: Any) -> bool:
     return True
 
 
-# The prefix a concern's variables carry before the setting's name (GPUCAST_SQL_<name>).
-ENV_PREFIX = {"sql": "SQL_", "alerts": "ALERT_"}
-
-
 @dataclass(frozen=True)
 class Spec:
-    """One setting: the concern that holds it, its name there, its default, how its text parses, the
-    rule it keeps (and that rule in words, for errors), and what it means. Its variable is
-    `GPUCAST_` + the concern's prefix (`ENV_PREFIX`) + the name, upper case."""
+    """One setting: its variable (written out, so `grep GPUCAST_SQL_THREADS` finds this row), the concern that
+    holds it and its name there, its default, how its text parses, the rule it keeps (and that rule in words, for
+    errors), and what it means. `older`: variables an older gpucast read for it, still read when `env` is unset."""
 
+    env: str
     concern: str
     field: str
     default: Any
@@ -142,76 +139,74 @@ class Spec:
     rule: Callable[[Any], bool]
     expects: str
     help: str
-
-    @property
-    def env(self) -> str:
-        return f"GPUCAST_{ENV_PREFIX.get(self.concern, '')}{self.field}".upper()
+    older: tuple[str, ...] = ()
 
 
 SPECS: tuple[Spec, ...] = (
-    Spec("storage", "home", Path(DEFAULT_HOME), Path, _any, "a path",
+    Spec("GPUCAST_HOME", "storage", "home", Path(DEFAULT_HOME), Path, _any, "a path",
          "the data directory: warehouse, lake, inbox, staging, models, Prefect state (git-ignored)"),
-    Spec("storage", "lock_timeout_s", 600.0, float, *_between(0, DAY_S, above=True),
+    Spec("GPUCAST_LOCK_TIMEOUT_S", "storage", "lock_timeout_s", 600.0, float, *_between(0, DAY_S, above=True),
          "seconds a writer waits for another writer before giving up (exit code 3)"),
-    Spec("storage", "duckdb_memory", "1GB", str, *_MEMORY,
+    Spec("GPUCAST_DUCKDB_MEMORY", "storage", "duckdb_memory", "1GB", str, *_MEMORY,
          "DuckDB's memory limit for the pipeline's writer (it spills to disk beyond)"),
-    Spec("planning", "gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
+    Spec("GPUCAST_GPU_MEM_GB", "planning", "gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
          "the GPU memory (GB) `oom_risk` is judged against (`--gpu-mem-gb`)"),
-    Spec("quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
+    Spec("GPUCAST_MAX_REJECT_FRACTION", "quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
          "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
-    Spec("storage", "keep_train_runs", 7, int, *_between(1, 1_000, whole=True),
+    Spec("GPUCAST_KEEP_TRAIN_RUNS", "storage", "keep_train_runs", 7, int, *_between(1, 1_000, whole=True),
          "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
-    Spec("training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
+    Spec("GPUCAST_NN_MAX_MINUTES", "training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
-    Spec("quality", "backtest_days", 7, int, *_between(1, 3_660, whole=True),
+    Spec("GPUCAST_BACKTEST_DAYS", "quality", "backtest_days", 7, int, *_between(1, 3_660, whole=True),
          "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --window-days`)"),
-    Spec("quality", "future_tolerance_hours", 24.0, float, *_between(0, 8_760),
+    Spec("GPUCAST_FUTURE_TOLERANCE_HOURS", "quality", "future_tolerance_hours", 24.0, float, *_between(0, 8_760),
          "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
-    Spec("alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
+    Spec("GPUCAST_ALERT_WEBHOOK_URL", "alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
          "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
          "empty: no alert, only the run's state"),
-    Spec("storage", "keep_forecast_days", 30, int, *_between(1, 3_660, whole=True),
+    Spec("GPUCAST_KEEP_FORECAST_DAYS", "storage", "keep_forecast_days", 30, int, *_between(1, 3_660, whole=True),
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
-    Spec("sql", "memory", "2GB", str, *_MEMORY,
+    Spec("GPUCAST_SQL_MEMORY", "sql", "memory", "2GB", str, *_MEMORY,
          "`gpucast sql`: DuckDB's memory limit for one planner query (it spills to disk beyond), and the most its "
          "fetched result may hold (a larger result is refused, exit code 2)"),
-    Spec("sql", "threads", 2, int, *_between(1, MAX_THREADS, whole=True),
+    Spec("GPUCAST_SQL_THREADS", "sql", "threads", 2, int, *_between(1, MAX_THREADS, whole=True),
          "`gpucast sql`: threads one planner query may use"),
-    Spec("sql", "temp_limit", "4GB", str, *_size_between("0MB", MAX_TEMP, MAX_TEMP),
+    Spec("GPUCAST_SQL_TEMP_LIMIT", "sql", "temp_limit", "4GB", str, *_size_between("0MB", MAX_TEMP, MAX_TEMP),
          "`gpucast sql`: the most a query may spill to its temporary folder ($GPUCAST_HOME/tmp/sql-<pid>)"),
-    Spec("sql", "timeout_s", 300.0, float, *_between(0, DAY_S, above=True),
+    Spec("GPUCAST_SQL_TIMEOUT_S", "sql", "timeout_s", 300.0, float, *_between(0, DAY_S, above=True),
          "`gpucast sql`: a query running longer is interrupted (exit code 2)"),
-    Spec("training", "night_budget_minutes", 30.0, float, *_between(0, DAY_MIN),
+    Spec("GPUCAST_NIGHT_BUDGET_MINUTES", "training", "night_budget_minutes", 30.0, float, *_between(0, DAY_MIN),
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
-    Spec("cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
+    Spec("GPUCAST_TRAIN_RUNNER", "cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--runner`)"),
-    Spec("cluster", "dask_address", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
+    Spec("GPUCAST_DASK_ADDRESS", "cluster", "dask_address", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
-    Spec("cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
+    Spec("GPUCAST_DASK_WORKERS", "cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
-    Spec("cluster", "dask_dashboard_host", "127.0.0.1", str, _host, "a host name or IP address",
+    Spec("GPUCAST_DASK_DASHBOARD_HOST", "cluster", "dask_dashboard_host", "127.0.0.1", str, _host, "a host name or IP address",
          "the address the local Dask cluster's dashboard listens on: this machine only by default; 0.0.0.0 shows it "
          "to the network (the dashboard has no login)"),
-    Spec("planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
+    Spec("GPUCAST_INVENTORY", "planning", "inventory", "", str, _any, "a path to a YAML file, or empty",
          "the GPUs each queue owns (docs/planners.md); empty: $GPUCAST_HOME/inventory.yaml when it exists, else "
          "the plan shows GPUs needed without GPUs owned"),
-    Spec("storage", "sources", "", str, _any, "a path to a YAML file, or empty",
+    Spec("GPUCAST_SOURCES", "storage", "sources", "", str, _any, "a path to a YAML file, or empty",
          "the sources the nightly pulls besides the inbox: MLflow tracking URIs, Slurm exports or sacct "
          "(docs/sources.md); empty: $GPUCAST_HOME/sources.yaml when it exists, else the inbox only"),
-    Spec("planning", "plan_days", 14, int, *_between(1, 366, whole=True),
+    Spec("GPUCAST_PLAN_DAYS", "planning", "plan_days", 14, int, *_between(1, 366, whole=True),
          "days the capacity plan covers from the latest forecasts' day (`gpucast plan --horizon-days`)"),
-    Spec("tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
+    Spec("GPUCAST_TRACE_SECONDS", "tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
          "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
          "timeout is cached with its reason)"),
-    Spec("tracing", "trace_night_seconds", 600.0, float, *_between(0, DAY_S),
+    Spec("GPUCAST_TRACE_NIGHT_SECONDS", "tracing", "trace_night_seconds", 600.0, float, *_between(0, DAY_S),
          "the traced prior: seconds all of a night's new traces may take together; configurations not reached "
          "are traced on a later night (their jobs get the analytic prior tonight); 0: no new traces (cached "
          "ones are still used)"),
 )
 SPEC_BY_FIELD = {s.field: s for s in SPECS}
 assert len(SPEC_BY_FIELD) == len(SPECS), "a setting's name is unique across concerns (override takes bare names)"
+HOME_ENV = SPEC_BY_FIELD["home"].env  # the data directory's variable, read alone first (`home_from_env`)
 
 
 def _check(spec: Spec, value: Any, source: str, shown: str | None = None) -> Any:
@@ -308,8 +303,12 @@ class Tracing(_Checked):
 CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
                              "quality": Quality, "training": TrainingDefaults, "alerts": Alerts, "tracing": Tracing}
 assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name} for name, cls in CONCERNS.items())
-assert all(f.default == SPEC_BY_FIELD[f.name].default for cls in (Storage, SqlSandbox) for f in fields(cls)
-           if f.default is not MISSING), "the warehouse concerns' defaults are the settings table's"
+
+
+def table_defaults(concern: str) -> Any:
+    """A concern with every setting at the table's default: the only defaults the warehouse's concerns get
+    (`warehouse/concerns.py` defines none)."""
+    return CONCERNS[concern](**{s.field: s.default for s in SPECS if s.concern == concern})
 
 
 @dataclass(frozen=True)
@@ -318,7 +317,7 @@ class Settings:
     concern it needs (`settings.storage`, `settings.sql`, ...)."""
 
     storage: Storage
-    sql: SqlSandbox = SqlSandbox()
+    sql: SqlSandbox = field(default_factory=lambda: table_defaults("sql"))
     cluster: Cluster = Cluster()
     planning: Planning = Planning()
     quality: Quality = Quality()
@@ -341,16 +340,16 @@ class Settings:
                                 f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
         values: dict[str, Any] = {"home": home_from_env(environ)}
         for spec in SPECS[1:]:
-            raw = environ.get(spec.env, "")
-            if raw.strip():
-                values[spec.field] = parse(spec, raw, spec.env)
+            source = next((name for name in (spec.env, *spec.older) if environ.get(name, "").strip()), None)
+            if source:
+                values[spec.field] = parse(spec, environ[source], source)
         return cls._build(values)
 
     @classmethod
     def _build(cls, values: Mapping[str, Any]) -> Settings:
         """From bare setting names to the concern objects."""
         by_concern: dict[str, dict[str, Any]] = {name: {} for name in CONCERNS}
-        for name, value in values.items():
+        for name, value in ({s.field: s.default for s in SPECS} | dict(values)).items():
             by_concern[SPEC_BY_FIELD[name].concern][name] = value
         return cls(**{name: CONCERNS[name](**given) for name, given in by_concern.items()})
 

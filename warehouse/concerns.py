@@ -1,12 +1,12 @@
 """The two settings concerns the warehouse uses, as it receives them: `Storage` (where the data directory's
 parts live, how the one writer behaves, what is kept) and `SqlSandbox` (the limits of one planner query).
 
-They are plain frozen values. Reading them from the environment, checking each value against its rule and
-the other concerns (cluster, planning, quality, ...) are the edge's: `gpucast.flows.settings` builds these
-objects once (`Settings.from_env`) and hands each warehouse function the one it needs. Nothing here reads
-the environment, and no warehouse function takes the whole `Settings` (tests/test_layout.py).
-
-The defaults below are the settings table's (`flows/settings.py` `SPECS`; a check there keeps them equal).
+They are plain frozen values that take every value and define none: no defaults, no rules. Reading them from
+the environment, their defaults and rules (the settings table, `flows/settings.py` `SPECS`) and the other concerns
+(cluster, planning, quality, ...) are the edge's: `gpucast.flows.settings` builds these objects once
+(`Settings.from_env`; a test or a script: `Settings.from_env({"GPUCAST_HOME": ...}).storage`) and hands each
+warehouse function the one it needs. Nothing here reads the environment, and no warehouse function takes the whole
+`Settings` (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ class Storage:
     """Where the data directory's parts live, and how the pipeline's one writer behaves."""
 
     home: Path
-    lock_timeout_s: float = 600.0
-    duckdb_memory: str = "1GB"
-    keep_train_runs: int = 7
-    keep_forecast_days: int = 30
-    sources: str = ""
+    lock_timeout_s: float
+    duckdb_memory: str
+    keep_train_runs: int
+    keep_forecast_days: int
+    sources: str
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
@@ -109,10 +109,10 @@ class Storage:
 class SqlSandbox:
     """The limits of one planner query (`gpucast sql`)."""
 
-    memory: str = "2GB"
-    threads: int = 2
-    temp_limit: str = "4GB"
-    timeout_s: float = 300.0
+    memory: str
+    threads: int
+    temp_limit: str
+    timeout_s: float
 
     @property
     def memory_bytes(self) -> int:

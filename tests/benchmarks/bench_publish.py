@@ -43,7 +43,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.expectations import contract as c
-from gpucast.flows.settings import Storage
+from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db, forecast, runs
 from gpucast.warehouse.publish import publish_snapshot
 
@@ -141,7 +141,7 @@ def main() -> None:
                    "read and its SHA-256 compared (the cost of verifying them all)")
     args = p.parse_args()
     home = Path(args.home or tempfile.mkdtemp(prefix="gpucast-bench-publish-"))
-    storage = Storage(home).ensure()
+    storage = Settings.from_env({"GPUCAST_HOME": str(home)}).storage.ensure()
     marker = home / "bench-nights.txt"
     try:
         nights = int(marker.read_text()) if marker.exists() else 0

@@ -25,8 +25,8 @@ def _hold_writer_lock(home: Path, release: Path) -> subprocess.Popen:
     """Another pipeline writer (a process holding the writer lock) until `release` exists."""
     code = ("import sys, time, pathlib\n"
             "from gpucast.warehouse.db import writer_lock\n"
-            "from gpucast.flows.settings import Storage\n"
-            f"with writer_lock(Storage(home={str(home)!r})):\n"
+            "from gpucast.flows.settings import Settings\n"
+            f"with writer_lock(Settings.from_env({{'GPUCAST_HOME': {str(home)!r}}}).storage):\n"
             "    print('held', flush=True)\n"
             f"    while not pathlib.Path({str(release)!r}).exists(): time.sleep(0.1)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

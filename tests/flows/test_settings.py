@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpucast.flows.settings import CONCERNS, ENV_PREFIX, SPECS, Settings, SettingsError
+from gpucast.flows.settings import CONCERNS, SPECS, Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,14 +27,72 @@ def test_defaults_when_nothing_is_set(tmp_path):
                                                                                                 20.0, 7)
 
 
+# The prefix a concern's variables carry before the setting's name (a naming rule this test keeps; the variables
+# themselves are written out in SPECS, never computed from it).
+CONCERN_PREFIX = {"sql": "SQL_", "alerts": "ALERT_"}
+
+
 def test_each_setting_has_one_name_from_its_variable_to_its_concern():
     """GPUCAST_ + the concern's prefix + the name: `GPUCAST_SQL_TIMEOUT_S` is `sql.timeout_s`; every spec
     is a field of its concern's object and nothing else is."""
     for spec in SPECS:
-        assert spec.env == f"GPUCAST_{ENV_PREFIX.get(spec.concern, '')}{spec.field}".upper()
+        assert spec.env == f"GPUCAST_{CONCERN_PREFIX.get(spec.concern, '')}{spec.field}".upper()
     from dataclasses import fields
 
     assert sorted(f.name for cls in CONCERNS.values() for f in fields(cls)) == sorted(s.field for s in SPECS)
+
+
+def string_literals(path: Path) -> list[str]:
+    """Every string constant in a module's code (docstrings and f-string parts included; comments are not code)."""
+    import ast
+
+    return [n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+# GPUCAST_ names that are not settings: where a deployment's worker finds the checkout (prefect.yaml's pull step),
+# and a marker of the test session's own (tests/conftest.py).
+NOT_SETTINGS = {"GPUCAST_REPO", "GPUCAST_TEST_SESSION_SET"}
+VARIABLE = re.compile(r"\bGPUCAST_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def test_every_variable_is_written_out_once_in_the_settings_table():
+    """`grep GPUCAST_SQL_THREADS` finds its definition: each spec's variable (and an older name it still answers to)
+    is a string written out in flows/settings.py, exactly once, and nothing computes one."""
+    literals = string_literals(ROOT / "flows" / "settings.py")
+    for name in [s.env for s in SPECS] + [old for s in SPECS for old in s.older]:
+        assert literals.count(name) == 1 or name in {old for s in SPECS for old in s.older}, name
+        assert name in literals, name
+    assert len({s.env for s in SPECS}) == len(SPECS)
+
+
+def variables_used(root: Path) -> dict[str, set[str]]:
+    """Every GPUCAST_ name written in the project's code, docs and deployment files -> the files that write it."""
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*"):
+        parts = path.relative_to(root).parts
+        if not path.is_file() or parts[0].startswith(".") or parts[0].endswith(".egg-info") or path.suffix not in (
+                ".py", ".md", ".yaml", ".yml", ".toml", ".cfg", ".sh", "") or "__pycache__" in parts:
+            continue
+        for name in VARIABLE.findall(path.read_text(errors="replace")):
+            found.setdefault(name, set()).add(str(path.relative_to(root)))
+    return found
+
+
+def test_every_gpucast_variable_used_anywhere_is_a_setting():
+    """A GPUCAST_ name in code, docs, prefect.yaml or the Makefile is a setting of the table (or an older name of one),
+    or one of the few named non-settings: a variable the table does not know is one nothing reads."""
+    known = {s.env for s in SPECS} | {old for s in SPECS for old in s.older} | NOT_SETTINGS
+    used = variables_used(ROOT)
+    assert "GPUCAST_SQL_THREADS" in used and "GPUCAST_REPO" in used  # the scan sees code, docs and prefect.yaml
+    assert {name: sorted(files) for name, files in used.items() if name not in known} == {}
+
+
+def test_the_variable_scan_finds_an_unknown_one(tmp_path):
+    (tmp_path / "flows").mkdir()
+    typo = "GPUCAST_SQL_" + "THRADS"  # (spelt out here, this file would hold it)
+    (tmp_path / "flows" / "x.py").write_text(f"# reads GPUCAST_SQL_THREADS and {typo}\n")
+    (tmp_path / "README.md").write_text("set `GPUCAST_SQL_` + a name\n")
+    assert variables_used(tmp_path) == {"GPUCAST_SQL_THREADS": {"flows/x.py"}, typo: {"flows/x.py"}}
 
 
 @pytest.mark.parametrize("spec", SPECS[1:], ids=[s.env for s in SPECS[1:]])
@@ -232,13 +290,17 @@ def test_the_flow_check_sees_a_flow_that_takes_settings_and_a_scalar(tmp_path):
 
 
 def test_a_deployment_hands_concerns_over_as_json():
-    """The gpu pool's hand-off and prefect.yaml pass concerns as JSON objects; the flow gets the typed concern."""
-    from gpucast.flows.settings import Cluster, Storage
+    """The gpu pool's hand-off and prefect.yaml pass concerns as JSON objects; the flow gets the typed concern. The
+    warehouse's concerns define no defaults (warehouse/concerns.py): a `storage` handed over names every value."""
+    from dataclasses import asdict
+
+    from gpucast.flows.settings import Cluster
     from gpucast.flows.train import train_models
 
-    given = train_models.validate_parameters({"storage": {"home": "/srv/gpucast"}, "cluster": {"train_runner": "local"},
-                                              "publish": False})
-    assert given["storage"] == Storage(Path("/srv/gpucast")) and given["cluster"] == Cluster(train_runner="local")
+    storage = Settings.from_env({"GPUCAST_HOME": "/srv/gpucast"}).storage
+    given = train_models.validate_parameters({"storage": {**asdict(storage), "home": "/srv/gpucast"},
+                                              "cluster": {"train_runner": "local"}, "publish": False})
+    assert given["storage"] == storage and given["cluster"] == Cluster(train_runner="local")
 
 
 def test_given_concerns_win_over_the_environment_and_the_rest_is_read(tmp_path):

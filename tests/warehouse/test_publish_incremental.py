@@ -18,7 +18,6 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db, forecast, queries, runs
-from gpucast.warehouse.concerns import SqlSandbox
 from gpucast.warehouse.publish import FORECAST_FILE_PUBLISHES, PublishFailed, publish_snapshot
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
@@ -233,9 +232,9 @@ def _publish_killed_at(storage: Storage, point: str, tmp_path) -> None:
     code = ("from pathlib import Path; from tests.failpoints import stop_at\n"
             "from gpucast.warehouse.housekeeping import install_failpoint_hook\n"
             "from gpucast.warehouse.publish import publish_snapshot\n"
-            "from gpucast.flows.settings import Storage\n"
+            "from gpucast.flows.settings import Settings\n"
             f"install_failpoint_hook(stop_at({point!r}, Path({str(marker)!r})))\n"
-            f"publish_snapshot(Storage(Path({str(storage.home)!r})))")
+            f"publish_snapshot(Settings.from_env({{'GPUCAST_HOME': {str(storage.home)!r}}}).storage)")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[2])
     try:
         while not marker.exists():
@@ -313,11 +312,11 @@ def test_each_run_is_written_once_and_its_file_kept_while_a_recent_copy_reads_it
     assert not folder.joinpath(min(seen)).exists()  # day 0's run: pruned, and read by no recent copy
 
     spill = storage.home / "tmp" / "sql-test"
-    df, total = queries.run_sql(storage.published_path, "SELECT count(*) AS n FROM forecasts", SqlSandbox(), spill)
+    df, total = queries.run_sql(storage.published_path, "SELECT count(*) AS n FROM forecasts", Settings.from_env({}).sql, spill)
     assert df["n"].to_list() == [FORECASTS_PER_RUN * 2]
     with pytest.raises(queries.QueryError, match="disabled by configuration|Permission"):
         queries.run_sql(storage.published_path, f"SELECT * FROM read_parquet('{storage.staging_dir}/*.parquet')",
-                        SqlSandbox(), spill)
+                        Settings.from_env({}).sql, spill)
 
 
 def test_a_kept_part_that_does_not_hold_the_run_is_not_taken_and_the_run_is_written_from_the_warehouse(storage):
