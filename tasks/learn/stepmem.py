@@ -1,13 +1,13 @@
 """One training step's tensor memory and FLOPs, measured with PyTorch's own tools under fake tensors.
 
-The tracing core shared by the model zoo (``zoo.py``) and the measured set's script
+The tracing core shared by the model zoo (``zoo_trace.py``) and the measured set's script
 (``tests/data/make_measured_jobs.py``, whose README explains each choice): the network is built on
 the meta device, moved into ``FakeTensorMode`` (tensors with shapes, dtypes and storage sizes but no
 data), the optimizer's state is created by a first step on zero gradients, and the second step
 (forward and loss under autocast for FP16/BF16, backward, ``optimizer.step()``, ``zero_grad``) runs
 under ``MemTracker`` (peak tensor memory by category) and ``FlopCounterMode`` (forward + backward FLOPs).
 
-Imports only the standard library and torch, so ``zoo.py`` can load it by file path on a machine
+Imports only the standard library and torch, so ``zoo_trace.py`` can load it by file path on a machine
 that has torch but not gpucast.
 """
 

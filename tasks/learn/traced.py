@@ -1,7 +1,7 @@
 """The traced prior: one training step of a named architecture, measured, as prior columns.
 
 For a job whose `arch` (contract v3) is a name the model zoo knows (`tasks/learn/zoo.py`, `canonical`),
-the zoo builds the network on the meta device and measures one training step's tensor peak and FLOPs
+the zoo builds the network on the meta device (`tasks/learn/zoo_trace.py`) and measures one training step's tensor peak and FLOPs
 with PyTorch's own tools (FakeTensorMode, MemTracker, FlopCounterMode: the method of
 tests/data/make_measured_jobs.py). `trace_jobs` returns, per job:
 
@@ -109,7 +109,8 @@ class Config:
 
 
 def _zoo():
-    from gpucast.tasks.learn import zoo  # torch, torchvision and transformers: imported only when a job names an arch
+    """The zoo's catalogue (`zoo.py`), imported when a job names an arch or logs a shape (it registers ~130 entries)."""
+    from gpucast.tasks.learn import zoo
 
     return zoo
 
@@ -119,22 +120,24 @@ def _per_gpu_batch(batch: float, gpus: float | None) -> int:
 
 
 def infer_archs(rows: pl.DataFrame) -> list:
-    """Per row: a `zoo.Match` when the architecture comes from somewhere other than a name the zoo knows
+    """Per row: a `zoo_match.Match` when the architecture comes from somewhere other than a name the zoo knows
     (a bare family name resolved to a member, or no `arch` and a logged shape that matches or ties), else None.
     Jobs of one shape are matched once."""
     cols = [c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM]
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
     keys = present.unique(maintain_order=True).with_row_index("key")  # each (arch, shape) once
     index = present.join(keys, on=cols, how="left", nulls_equal=True, maintain_order="left")["key"].to_list()
+    from gpucast.tasks.learn import zoo_match
+
     zoo, memo = _zoo(), [None] * keys.height
-    shaped = keys.filter(pl.col(c.ARCH).is_null())  # no arch: matched on their shapes together (`zoo.match_shapes`)
-    matches = zoo.match_shapes(*(shaped[n].to_list() for n in cols[1:]))
+    shaped = keys.filter(pl.col(c.ARCH).is_null())  # no arch: matched on their shapes together (`zoo_match.match_shapes`)
+    matches = zoo_match.match_shapes(*(shaped[n].to_list() for n in cols[1:]))
     for key, match in zip(shaped["key"].to_list(), matches, strict=True):
         memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
     named = keys.filter(pl.col(c.ARCH).is_not_null())
     unknown = {n for n in named[c.ARCH].unique().to_list() if zoo.canonical(n) is None}  # maybe a family name
     for key, arch, model_type, params, layers, dim in named.filter(pl.col(c.ARCH).is_in(unknown)).iter_rows():
-        memo[key] = zoo.resolve_family(arch, model_type, params, layers, dim)
+        memo[key] = zoo_match.resolve_family(arch, model_type, params, layers, dim)
     return [memo[key] for key in index]
 
 
@@ -167,11 +170,12 @@ def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config
 
 def zoo_trace(config: Config) -> dict:
     """The default tracer (it runs in the child process): the zoo's trace of `config`, as a dict."""
-    zoo = _zoo()
-    request = zoo.TraceRequest(arch=config.arch, batch_size=config.batch_size, input_dim=config.input_dim,
-                               precision=config.precision, optimizer=config.optimizer,
-                               regularization=config.regularization)
-    t = zoo.trace(request)
+    from gpucast.tasks.learn import zoo_trace as tracing  # torch, torchvision and transformers: on first use
+
+    request = tracing.TraceRequest(arch=config.arch, batch_size=config.batch_size, input_dim=config.input_dim,
+                                   precision=config.precision, optimizer=config.optimizer,
+                                   regularization=config.regularization)
+    t = tracing.trace(request)
     return {"params": t.params, "layers": t.layers, "input_dim": t.input_dim, "peak_bytes": t.peak_bytes,
             "flops": t.flops, "seconds": t.seconds}
 
@@ -349,7 +353,7 @@ def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bou
                progress: Callable[[str], None] | None = None,
                tracer: Callable[[Config], dict] = zoo_trace, infer: bool | list[bool] = True) -> pl.DataFrame:
     """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc.
-    `infer`: recognise the architecture of jobs that log none from their shape (`zoo.match_shape`), and resolve
+    `infer`: recognise the architecture of jobs that log none from their shape (`zoo_match.match_shape`), and resolve
     bare family names; for every row, or per row (a list)."""
     wanted = [infer] * rows.height if isinstance(infer, bool) else list(infer)
     inferred = [m if w else None for m, w in zip(infer_archs(rows) if any(wanted) else [None] * rows.height, wanted,

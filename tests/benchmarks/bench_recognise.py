@@ -3,9 +3,9 @@
     .venv/bin/python tests/benchmarks/bench_recognise.py [--models lightgbm,extra_trees,xgboost,prior]
 
 Names removed (`arch` null), every job of the reference set (`tasks/learn/reference_archs.csv`) and of the real
-H100 runs (`tests/data/gpu_archs_h100.csv`, the unseen test) goes through `zoo.match_shape` with its logged
+H100 runs (`tests/data/gpu_archs_h100.csv`, the unseen test) goes through `zoo_match.match_shape` with its logged
 model type, parameter count, depth and input size, in two loggings: the built network's parameter count, and
-the published one (`zoo.PUBLISHED_PARAMS_MILLION`, else the built count to 3 significant digits).
+the published one (`zoo_match.PUBLISHED_PARAMS_MILLION`, else the built count to 3 significant digits).
 
 Printed: per set and logging, the share of architectures (and of jobs) matched right, matched wrongly, tied
 (no inference), unmatched; the measured set's share of jobs matched at all (its networks are not the zoo's);
@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import features, priors, traced, zoo
+from gpucast.tasks.learn import features, priors, traced, zoo, zoo_match
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -40,30 +40,30 @@ from tests.benchmarks import real_archs as ra  # noqa: E402
 
 
 def published(arch: str, built_million: float) -> float:
-    return zoo.PUBLISHED_PARAMS_MILLION.get(arch, float(f"{built_million:.3g}"))
+    return zoo_match.PUBLISHED_PARAMS_MILLION.get(arch, float(f"{built_million:.3g}"))
 
 
-def recognise(df: pl.DataFrame, logging: str) -> list[zoo.Match]:
-    """`zoo.match_shape` of every row, names removed; `logging`: "built" or "published" parameter counts."""
-    memo: dict[tuple, zoo.Match] = {}
+def recognise(df: pl.DataFrame, logging: str) -> list[zoo_match.Match]:
+    """`zoo_match.match_shape` of every row, names removed; `logging`: "built" or "published" parameter counts."""
+    memo: dict[tuple, zoo_match.Match] = {}
     out = []
     for arch, model_type, params, layers, dim in df.select(c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS,
                                                            c.INPUT_DIM).iter_rows():
         p = params if logging == "built" else published(arch, params)
         key = (model_type, p, layers, dim)
         if key not in memo:
-            memo[key] = zoo.match_shape(model_type, p, layers, dim)
+            memo[key] = zoo_match.match_shape(model_type, p, layers, dim)
         out.append(memo[key])
     return out
 
 
-def outcome(arch: str, m: zoo.Match) -> str:
+def outcome(arch: str, m: zoo_match.Match) -> str:
     if m.arch is None:
         return "tie" if m.reason.startswith("shape matches") else "none"
     return "right" if m.arch == arch else "wrong"
 
 
-def print_rates(name: str, df: pl.DataFrame, matches: list[zoo.Match]) -> None:
+def print_rates(name: str, df: pl.DataFrame, matches: list[zoo_match.Match]) -> None:
     kinds = [outcome(a, m) for a, m in zip(df[c.ARCH].to_list(), matches, strict=True)]
     by_arch = {}
     for a, k in zip(df[c.ARCH].to_list(), kinds, strict=True):
@@ -94,11 +94,11 @@ class Grid:
             return None
         a = zoo.ARCHITECTURES[arch]
         scale = (input_dim / a.default_input_dim) ** 2 if input_dim and a.kind == "image" else 1.0
-        state = refgen.FP32_BYTES * zoo.shapes()[arch].params * refgen.STATE_TENSORS.get(optimizer or "Adam", 2) / 1e9
+        state = refgen.FP32_BYTES * zoo_match.shapes()[arch].params * refgen.STATE_TENSORS.get(optimizer or "Adam", 2) / 1e9
         return fit[0] + state + fit[1] * batch * scale
 
 
-def inferred_trace(df: pl.DataFrame, tensor_col: str, matches: list[zoo.Match], grid: Grid) -> pl.DataFrame:
+def inferred_trace(df: pl.DataFrame, tensor_col: str, matches: list[zoo_match.Match], grid: Grid) -> pl.DataFrame:
     """`traced.TRACE_COLUMNS` as the nightly would have them for these rows, names removed."""
     mem, status, inferred, distance = [], [], [], []
     for r, m in zip(df.iter_rows(named=True), matches, strict=True):
@@ -123,7 +123,7 @@ def inferred_trace(df: pl.DataFrame, tensor_col: str, matches: list[zoo.Match], 
                          traced.ARCH_INFERENCE: [m.reason for m in matches]}, schema=traced.TRACE_SCHEMA)
 
 
-def forecast_table(ev: ra.EvalSet, scorer, matches: list[zoo.Match], grid: Grid, tensor_col: str) -> pl.DataFrame:
+def forecast_table(ev: ra.EvalSet, scorer, matches: list[zoo_match.Match], grid: Grid, tensor_col: str) -> pl.DataFrame:
     """Per family and `all`: MAPE and P90 coverage of the pipeline with the name, without (today), without + inference."""
     without_rows = ev.rows.with_columns(pl.lit(None, pl.String).alias(c.ARCH))
     runs = {"with name": features.build(ev.rows, trace=ev.trace), "no name, today": features.build(without_rows, trace=None),
@@ -258,7 +258,7 @@ def zoo_teaches(args: argparse.Namespace) -> None:
     print_forecasts(f"measured set ({history.height} jobs), model types held out in {len(kind_folds)} groups", table)
 
 
-def print_traced_errors(ev: ra.EvalSet, tensor_col: str, matches: list[zoo.Match], grid: Grid, logging: str) -> None:
+def print_traced_errors(ev: ra.EvalSet, tensor_col: str, matches: list[zoo_match.Match], grid: Grid, logging: str) -> None:
     """Memory MAPE and P90 coverage (x 1.20) of the traced prior a recognised job gets (the nightly's forecast for
     it while the champion learned from fewer than 20 traced jobs), matched right and wrongly, and the worst families."""
     mem = inferred_trace(ev.rows, tensor_col, matches, grid)[traced.TRACED_MEM_GB].to_numpy().astype(float)
@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     gpu = ra.gpu_set(ra.GPU_RUNS, reference.rows)
     grid = Grid(reference.rows)
     history = measured.load()
-    print(f"zoo: {len(zoo.ARCHITECTURES)} architectures; tolerances: parameters {zoo.PARAMS_TOLERANCE}, depth "
-          f"{zoo.DEPTH_TOLERANCE} (log), tie {zoo.EQUAL_DISTANCE}")
+    print(f"zoo: {len(zoo.ARCHITECTURES)} architectures; tolerances: parameters {zoo_match.PARAMS_TOLERANCE}, depth "
+          f"{zoo_match.DEPTH_TOLERANCE} (log), tie {zoo_match.EQUAL_DISTANCE}")
     matches = {}
     for ev, label, tensor_col in ((reference, "reference set", "tensor_peak_gb"), (gpu, "H100 runs", "traced_peak_gb")):
         print(f"\nRecognition, names removed, {label} ({ev.rows.height} jobs, {ev.rows[c.ARCH].n_unique()} architectures):")

@@ -36,7 +36,7 @@ Two speed-ups, both checked by ``--self-check`` to change no number: the first s
 
 The training step and its measurement (``PeakMemTracker``, the zero-gradient first step, autocast,
 the CPU attention FLOPs, the optimizers) are ``gpucast.tasks.learn.stepmem``, which the model zoo
-(``tasks/learn/zoo.py``) shares.
+(``tasks/learn/zoo_trace.py``) shares.
 
 Every candidate configuration draws from its own ``numpy.random.default_rng([seed, type index,
 candidate index])`` and candidates are accepted in index order, so the same ``--seed`` writes the

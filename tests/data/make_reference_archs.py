@@ -41,7 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_measured_jobs as measured  # noqa: E402  (the measured set's draws and units: one definition)
 
-from gpucast.tasks.learn import zoo  # noqa: E402
+from gpucast.tasks.learn import zoo, zoo_trace  # noqa: E402
 
 DEFAULT_SEED = 20261125
 DEFAULT_OUT = Path(__file__).resolve().parents[2] / "tasks" / "learn" / "reference_archs.csv"  # shipped in the wheel
@@ -154,21 +154,21 @@ class Outcome:
     """A traced row, or why it was not traced."""
 
     config: RefConfig
-    trace: zoo.Trace | None
+    trace: zoo_trace.Trace | None
     error: str | None = None
 
 
 def trace_config(config: RefConfig) -> Outcome:
     """Trace one row; an exception is kept as the reason (counted and reported, never fatal)."""
-    request = zoo.TraceRequest(config.arch, config.batch_size, None, config.precision, config.optimizer,
+    request = zoo_trace.TraceRequest(config.arch, config.batch_size, None, config.precision, config.optimizer,
                                config.regularization)
     try:
-        return Outcome(config, zoo.trace(request))
+        return Outcome(config, zoo_trace.trace(request))
     except Exception as exc:  # an op the meta / fake-tensor path cannot run: recorded with its reason
         return Outcome(config, None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
 
 
-def csv_row(config: RefConfig, trace: zoo.Trace) -> dict[str, object]:
+def csv_row(config: RefConfig, trace: zoo_trace.Trace) -> dict[str, object]:
     """The CSV row of a traced configuration (contract feature names and units)."""
     arch = zoo.ARCHITECTURES[config.arch]
     tensor_peak_gb = trace.peak_bytes / measured.GB

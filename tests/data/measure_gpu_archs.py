@@ -2,8 +2,8 @@
 """Real training-step memory of reference architectures on a CUDA GPU, beside the zoo's traced peak.
 
 For each (architecture, batch size, precision) in ``RUNS`` this builds the network of gpucast's model
-zoo (``tasks/learn/zoo.py``, loaded by file path: the GPU machine needs only torch, torchvision and
-transformers) on the GPU, runs three real training steps (forward and loss under
+zoo (``tasks/learn/zoo_trace.py``, loaded by file path with the catalogue ``zoo.py`` beside it: the GPU
+machine needs only torch, torchvision and transformers) on the GPU, runs three real training steps (forward and loss under
 ``torch.autocast("cuda")`` for FP16/BF16, backward, ``optimizer.step()``, ``zero_grad``) and
 records, for the third step (peaks reset before it):
 
@@ -15,7 +15,7 @@ records, for the third step (peaks reset before it):
 * ``context_at_init_gb``: device memory in use just after CUDA initialisation minus what
   ``nvidia-smi`` showed before this process touched CUDA (the same for every row; empty without nvidia-smi);
 
-and, in the same process, the traced peak of the same request (``zoo.trace``: meta device, fake
+and, in the same process, the traced peak of the same request (``zoo_trace.trace``: meta device, fake
 tensors, MemTracker) with the ratios real / traced. Rows are written (and flushed) as they finish,
 so a run cut short keeps what it measured. A run that does not fit the GPU is kept as ``oom``.
 
@@ -41,7 +41,7 @@ from pathlib import Path
 GB = 1e9
 STEPS = 3  # the third is measured: the optimizer state exists from the first
 LEARNING_RATE = 1e-3
-ZOO_FILE = Path(__file__).resolve().parents[2] / "tasks" / "learn" / "zoo.py"
+ZOO_FILE = Path(__file__).resolve().parents[2] / "tasks" / "learn" / "zoo_trace.py"
 
 # (architecture, batch sizes, mixed precision, optimizer): CNNs and Transformers, each at FP32 and mixed
 RUNS = (
@@ -66,7 +66,7 @@ COLUMNS = (
 
 
 def load_zoo() -> types.ModuleType:
-    """gpucast's zoo.py by file path (no gpucast install needed)."""
+    """gpucast's zoo_trace.py by file path (no gpucast install needed); its `zoo` is the catalogue."""
     spec = importlib.util.spec_from_file_location("gpucast_zoo", ZOO_FILE)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules["gpucast_zoo"] = module
@@ -124,7 +124,7 @@ def real_step(torch: types.ModuleType, zoo: types.ModuleType, request: object) -
 def measure_one(torch: types.ModuleType, zoo: types.ModuleType, arch: str, batch: int, precision: str,
                 optimizer: str) -> dict[str, object]:
     """One CSV row: the trace, then the real steps (an out-of-memory run is kept as 'oom')."""
-    spec = zoo.ARCHITECTURES[arch]
+    spec = zoo.zoo.ARCHITECTURES[arch]
     request = zoo.TraceRequest(arch, batch, None, precision, optimizer)
     try:
         traced = zoo.trace(request)

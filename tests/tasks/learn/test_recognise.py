@@ -1,5 +1,5 @@
-"""Recognising an architecture from its logged shape (issue 37): `zoo.match_shape`, bare family names
-(`zoo.resolve_family`), timm entries, and what the traced prior and the forecasts carry of it.
+"""Recognising an architecture from its logged shape (issue 37): `zoo_match.match_shape`, bare family names
+(`zoo_match.resolve_family`), timm entries, and what the traced prior and the forecasts carry of it.
 
 The shapes are the published sizes a site would log (parameters in millions, depth, input size); the
 expected architectures are hand-checked against zoo_shapes.json (vgg16 138.36M / 16 layers, ...).
@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn import traced, zoo
+from gpucast.tasks.learn import traced, zoo, zoo_match, zoo_trace
 from tests.tasks.learn.test_traced import fake_tracer
 
 
@@ -36,7 +36,7 @@ def _quiet() -> None:
     ("VGG", 143.7, 19, None, "vgg19"),  # the family's name as the model type
 ])
 def test_a_logged_shape_is_recognised(model_type, params, layers, input_dim, expected):
-    match = zoo.match_shape(model_type, params, layers, input_dim)
+    match = zoo_match.match_shape(model_type, params, layers, input_dim)
     assert match.arch == expected, match.reason
     assert match.distance is not None and 0 <= match.distance < 0.1
     assert expected in match.reason and "inferred from shape" in match.reason
@@ -44,7 +44,7 @@ def test_a_logged_shape_is_recognised(model_type, params, layers, input_dim, exp
 
 def test_two_families_of_the_same_shape_are_a_tie_that_names_both():
     # BERT-base and XLNet-base are both published as 110M parameters, 12 blocks, 512 tokens
-    match = zoo.match_shape("Transformer", 110.0, 12, 512)
+    match = zoo_match.match_shape("Transformer", 110.0, 12, 512)
     assert match.arch is None and match.distance is None
     assert "bert-base-uncased" in match.reason and "xlnet-base-cased" in match.reason and "equally" in match.reason
 
@@ -56,7 +56,7 @@ def test_two_families_of_the_same_shape_are_a_tie_that_names_both():
     ("MLP", 25.6, 50),  # no MLP in the zoo
 ])
 def test_no_match_infers_nothing(model_type, params, layers):
-    match = zoo.match_shape(model_type, params, layers, 224)
+    match = zoo_match.match_shape(model_type, params, layers, 224)
     assert match.arch is None and match.reason == "no zoo architecture of that shape"
 
 
@@ -64,12 +64,12 @@ def test_no_match_infers_nothing(model_type, params, layers):
                                      {"params_million": float("nan")}, {"num_layers": 0}])
 def test_an_incomplete_shape_infers_nothing(missing):
     shape = {"model_type": "CNN", "params_million": 138.4, "num_layers": 16, "input_dim": 224, **missing}
-    assert zoo.match_shape(**shape).arch is None
+    assert zoo_match.match_shape(**shape).arch is None
 
 
 def test_a_text_net_is_not_inferred_for_more_tokens_than_it_takes():
     # roberta-base's shape, but 2048 tokens: roberta takes 514 and gpt2 1024; opt-125m (125.2M) takes 2048
-    assert zoo.match_shape("Transformer", 124.7, 12, 2048).arch == "opt-125m"
+    assert zoo_match.match_shape("Transformer", 124.7, 12, 2048).arch == "opt-125m"
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -77,23 +77,23 @@ def test_a_text_net_is_not_inferred_for_more_tokens_than_it_takes():
     ("xception", "legacy_xception"), ("Xception", "legacy_xception"), ("bert", "bert-base-uncased"), ("BERT", "bert-base-uncased"),
 ])
 def test_a_bare_family_name_is_its_stated_default_member(name, expected):
-    match = zoo.resolve_family(name)
+    match = zoo_match.resolve_family(name)
     assert match.arch == expected and match.distance is None
     assert f"default member {expected}" in match.reason and repr(name) in match.reason
 
 
 def test_a_bare_family_name_with_a_shape_is_its_nearest_member():
-    match = zoo.resolve_family("efficientnet", "CNN", 19.3, 161, 380)
+    match = zoo_match.resolve_family("efficientnet", "CNN", 19.3, 161, 380)
     assert match.arch == "efficientnet_b4" and "nearest the logged shape" in match.reason
-    assert zoo.resolve_family("gpt2", "Transformer", 774.0, 36, 1024).arch == "gpt2-large"
-    assert zoo.resolve_family("resnet50") is None  # a full name is no family name
+    assert zoo_match.resolve_family("gpt2", "Transformer", 774.0, 36, 1024).arch == "gpt2-large"
+    assert zoo_match.resolve_family("resnet50") is None  # a full name is no family name
     assert zoo.canonical("xception") is None and zoo.canonical("inception") is None  # only resolve_family maps those
 
 
 def test_every_zoo_entry_has_a_shape_that_a_fresh_build_confirms():
-    shapes = zoo.shapes()
+    shapes = zoo_match.shapes()
     assert set(shapes) == set(zoo.ARCHITECTURES)
-    fresh = zoo.measure_shapes(["resnet18", "legacy_xception", "deit_tiny_patch16_224", "bert-base-uncased"])
+    fresh = zoo_match.measure_shapes(["resnet18", "legacy_xception", "deit_tiny_patch16_224", "bert-base-uncased"])
     assert fresh["failed"] == {}
     for name, shape in fresh["shapes"].items():
         assert (shape["params"], shape["layers"], shape["max_input"]) == (shapes[name].params, shapes[name].layers,
@@ -102,24 +102,24 @@ def test_every_zoo_entry_has_a_shape_that_a_fresh_build_confirms():
 
 
 def test_timm_families_are_in_the_zoo():
-    families = {a.family for a in zoo.ARCHITECTURES.values() if zoo._BUILDS[a.name].library == "timm"}
+    families = {a.family for a in zoo.ARCHITECTURES.values() if zoo.RECIPES[a.name].library == "timm"}
     assert {"xception", "efficientnet", "convnext", "regnet", "vit", "inception"} <= families
 
 
 def test_a_timm_name_that_fails_to_build_is_recorded_with_its_reason(monkeypatch):
     bogus = zoo.Arch("timm_no_such_net", "xception", "CNN", "image", 299)
     monkeypatch.setitem(zoo.ARCHITECTURES, bogus.name, bogus)
-    monkeypatch.setitem(zoo._BUILDS, bogus.name, zoo._Build("no_such_net_in_timm", library="timm"))
-    out = zoo.measure_shapes([bogus.name, "resnet18"])
+    monkeypatch.setitem(zoo.RECIPES, bogus.name, zoo.Recipe("no_such_net_in_timm", library="timm"))
+    out = zoo_match.measure_shapes([bogus.name, "resnet18"])
     assert set(out["shapes"]) == {"resnet18"}
     assert "no_such_net_in_timm" in out["failed"][bogus.name]
     with pytest.raises(RuntimeError, match="no_such_net_in_timm"):
-        zoo.trace(zoo.TraceRequest(bogus.name, 2, None, "FP32", "Adam"))
+        zoo_trace.trace(zoo_trace.TraceRequest(bogus.name, 2, None, "FP32", "Adam"))
 
 
 def test_a_real_timm_net_traces_on_the_meta_device():
-    t = zoo.trace(zoo.TraceRequest("deit_tiny_patch16_224", 2, None, "FP32", "Adam"))
-    assert (t.params, t.layers, t.input_dim) == (zoo.shapes()["deit_tiny_patch16_224"].params, 12, 224)
+    t = zoo_trace.trace(zoo_trace.TraceRequest("deit_tiny_patch16_224", 2, None, "FP32", "Adam"))
+    assert (t.params, t.layers, t.input_dim) == (zoo_match.shapes()["deit_tiny_patch16_224"].params, 12, 224)
     assert t.peak_bytes >= 16 * t.params and t.flops > 0  # weights, grads and Adam's two moments at least
 
 
@@ -167,15 +167,15 @@ def test_inference_can_be_asked_for_per_row(tmp_path):
 
 
 def test_many_shapes_at_once_match_as_each_alone(monkeypatch):
-    """`zoo.match_shapes` (what scoring uses: 1M shapes in seconds, not the ~11 minutes of one at a time) gives every
+    """`zoo_match.match_shapes` (what scoring uses: 1M shapes in seconds, not the ~11 minutes of one at a time) gives every
     shape what `match_shape` gives it alone, across chunk boundaries and with shapes that cannot match mixed in."""
-    monkeypatch.setattr(zoo, "_CHUNK", 7)
-    sizes = [(s.params / 1e6, s.layers) for s in zoo.shapes().values()]
+    monkeypatch.setattr(zoo_match, "_CHUNK", 7)
+    sizes = [(s.params / 1e6, s.layers) for s in zoo_match.shapes().values()]
     shapes = [(t, p * f, round(n * g), d) for (p, n) in sizes[::3] for t, f, g, d in (
         ("CNN", 1.0, 1.0, 224), ("Transformer", 1.03, 0.95, 512), ("ResNet", 0.97, 1.05, None))]
     shapes += [("CNN", None, 16, 224), (None, 138.4, 16, 224), ("CNN", 138.4, 0, 224), ("MLP", 1.0, 3, float("nan"))]
-    many = zoo.match_shapes(*(list(column) for column in zip(*shapes, strict=True)))
-    alone = [zoo.match_shape(*shape) for shape in shapes]
+    many = zoo_match.match_shapes(*(list(column) for column in zip(*shapes, strict=True)))
+    alone = [zoo_match.match_shape(*shape) for shape in shapes]
     assert many == alone
     assert sum(m.arch is not None for m in many) >= len(sizes[::3])  # matches among them, not only misses
-    assert many[-4:] == [zoo.NO_SHAPE, zoo.NO_SHAPE, zoo.NO_SHAPE, zoo.NO_MATCH]
+    assert many[-4:] == [zoo_match.NO_SHAPE, zoo_match.NO_SHAPE, zoo_match.NO_SHAPE, zoo_match.NO_MATCH]

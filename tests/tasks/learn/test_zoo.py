@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpucast.tasks.learn import zoo
+from gpucast.tasks.learn import zoo, zoo_trace
 from gpucast.tasks.learn.train import REFERENCE_SET
 
-ZOO_FILE = Path(zoo.__file__)
+TRACE_FILE = Path(zoo_trace.__file__)  # the GPU script loads it by path; it loads zoo.py and stepmem.py beside it
 
 
 @pytest.fixture(autouse=True)
@@ -22,8 +22,8 @@ def _quiet() -> None:
 
 
 def _trace(arch: str, batch: int = 2, input_dim: int | None = None, precision: str = "FP32",
-           optimizer: str | None = "Adam") -> zoo.Trace:
-    return zoo.trace(zoo.TraceRequest(arch, batch, input_dim, precision, optimizer))
+           optimizer: str | None = "Adam") -> zoo_trace.Trace:
+    return zoo_trace.trace(zoo_trace.TraceRequest(arch, batch, input_dim, precision, optimizer))
 
 
 @pytest.mark.parametrize(("spelling", "name"), [
@@ -73,10 +73,10 @@ def test_published_parameter_counts(arch: str, input_dim: int, params: int, laye
 
 def test_regnet_builds_on_meta() -> None:
     """RegNet computes its widths with torch ops, which meta as the default device cannot run."""
-    request = zoo.TraceRequest("regnet_y_400mf", 2, 64, "FP32", "SGD")
-    network = zoo.build_network(request)
+    request = zoo_trace.TraceRequest("regnet_y_400mf", 2, 64, "FP32", "SGD")
+    network = zoo_trace.build_network(request)
     assert {t.device.type for t in (*network.model.parameters(), *network.model.buffers())} == {"meta"}
-    assert zoo.trace(request).params == 4_344_144  # torchvision's published 4.344M
+    assert zoo_trace.trace(request).params == 4_344_144  # torchvision's published 4.344M
 
 
 def test_bert_base_with_its_masked_lm_head() -> None:
@@ -121,14 +121,15 @@ def test_bad_request_raises_value_error(arch: str, batch: int, input_dim: int, p
 
 
 def test_import_is_light_and_loads_by_file_path() -> None:
-    """The pipeline imports zoo without torch; the GPU script loads it by path, without gpucast."""
+    """The pipeline imports the zoo without torch; the GPU script loads zoo_trace.py by path, without gpucast, and it
+    loads the catalogue (zoo.py) beside it."""
     code = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('zoo_by_path', {str(ZOO_FILE)!r})\n"
+        f"spec = importlib.util.spec_from_file_location('zoo_by_path', {str(TRACE_FILE)!r})\n"
         "module = importlib.util.module_from_spec(spec); sys.modules['zoo_by_path'] = module\n"
         "spec.loader.exec_module(module)\n"
-        "assert 'torch' not in sys.modules and not any(m.startswith('gpucast') for m in sys.modules)\n"
-        "print(module.canonical('ResNet-50'))\n"
+        "assert 'torch' not in sys.modules and not any(m.startswith('gpucast.') for m in sys.modules)\n"
+        "print(module.zoo.canonical('ResNet-50'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -136,7 +137,7 @@ def test_import_is_light_and_loads_by_file_path() -> None:
 
 
 def test_trace_by_file_path_matches_the_package() -> None:
-    spec = importlib.util.spec_from_file_location("zoo_by_path_in_test", ZOO_FILE)
+    spec = importlib.util.spec_from_file_location("zoo_by_path_in_test", TRACE_FILE)
     module = importlib.util.module_from_spec(spec)
     sys.modules["zoo_by_path_in_test"] = module
     try:
@@ -152,17 +153,17 @@ def test_build_network_trains_for_real() -> None:
     """What the GPU script runs: the zoo's network built for real, three real training steps (the
     text nets are too big to build for real in a unit test; their traces run the same code)."""
     import torch
-    stepmem = zoo.step_core()
+    stepmem = zoo_trace.step_core()
     precision = "BF16"
-    request = zoo.TraceRequest("squeezenet1_1", 2, 32, precision, "SGD")
-    network = zoo.build_network(request, device="cpu")
-    optimizer = stepmem.build_optimizer(network.model.parameters(), zoo.traced_optimizer(request.optimizer), 1e-3, False)
+    request = zoo_trace.TraceRequest("squeezenet1_1", 2, 32, precision, "SGD")
+    network = zoo_trace.build_network(request, device="cpu")
+    optimizer = stepmem.build_optimizer(network.model.parameters(), zoo_trace.traced_optimizer(request.optimizer), 1e-3, False)
     inputs, targets = network.make_batch()
     before = [p.detach().clone() for p in network.model.parameters()]
     for _ in range(3):
         stepmem.training_step(network.model, optimizer, inputs, targets, precision)
     assert any(not torch.equal(b, p) for b, p in zip(before, network.model.parameters(), strict=True))
-    assert zoo.traced_optimizer("LAMB") == "Adam"
+    assert zoo_trace.traced_optimizer("LAMB") == "Adam"
 
 
 REFERENCE_CSV = REFERENCE_SET  # shipped as package data
