@@ -4,7 +4,10 @@ Nothing here imports Prefect: the CLI maps these to exit codes without paying fo
 
 from __future__ import annotations
 
+from gpucast.tasks.sources.errors import SourceUnavailable  # raised by the sources (tasks/sources/): exit code 5
 from gpucast.warehouse.errors import environment_error
+
+__all__ = ["SourceUnavailable", "ValidationFailed", "no_retry_on_environment"]
 
 
 class ValidationFailed(RuntimeError):
@@ -18,7 +21,3 @@ def no_retry_on_environment(task, task_run, state) -> bool:
     except Exception as exc:  # noqa: BLE001  (the failed task's own exception, re-raised by Prefect)
         return environment_error(exc) is None
     return True
-
-
-class SourceUnavailable(RuntimeError):
-    """A source's own tool is missing or failing (`sacct` not installed, slurmdbd unreachable): exit code 5."""

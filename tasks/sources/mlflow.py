@@ -1,7 +1,7 @@
 """MLflow runs as contract rows: one row per run, its features from params and tags, two targets from
 its times and its system metrics.
 
-Pure logic: `MlflowRun` (what `flows/imports.py` reads with MLflow's own client) in, a Polars frame of
+Pure logic: `MlflowRun` (what `mlflow_client.py` reads with MLflow's own client) in, a Polars frame of
 contract fields (text, as any file's values) out; the flow stages it and ingests it like any file.
 Nothing here imports MLflow. The decisions are written out in docs/sources.md, "MLflow runs".
 """
@@ -196,6 +196,16 @@ def _millions(text: str) -> str:
 
 def _iso(ms: int | None) -> str | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class MlflowJoin:
+    """Where the runs of Slurm jobs are (`gpucast import slurm --mlflow-uri`, a sources file's `mlflow_uri`):
+    tracking URI, experiments (none: all), the tag naming the job."""
+
+    tracking_uri: str
+    experiments: tuple[str, ...] = ()
+    tag: str = JOIN_TAG
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,21 @@ Relative paths (mappings, files) are read from the sources file's folder and mus
 loader (`records/plain_yaml.py`): plain values only, each entry at most `MAX_VALUES` values once
 its aliases are expanded (an alias bomb under one `tracking_uri` is that entry's problem, not a 2.8 GB
 string). A file that cannot be read at all is a `SourcesError`; an entry that cannot be used is a
-`Source` with its `problem`, which fails that source only: the night pulls the others. Parsing only:
-the flow pulls.
+`Source` with its `problem`, which fails that source only: the night pulls the others. Each usable entry's
+settings are typed by kind (`MlflowSource`, `SlurmSource`). Parsing only: the flow pulls.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+import glob
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from gpucast.records.plain_yaml import YamlRefused, line_of, plain_value, read_config, where
+from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowJoin
 
 KEYS = {
     "mlflow": ("tracking_uri", "experiments", "mapping", "since"),
@@ -42,14 +44,58 @@ class SourcesError(ValueError):
 
 
 @dataclass(frozen=True)
+class MlflowSource:
+    """An `mlflow:` entry's settings: the runs of `experiments` (none: every active one) at `tracking_uri`."""
+
+    tracking_uri: str
+    experiments: tuple[str, ...] = ()
+    mapping: str | None = None  # a mapping file (absolute)
+    since: str | None = None  # ISO 8601: read from then on instead of from the watermarks
+
+
+@dataclass(frozen=True)
+class SlurmSource:
+    """A `slurm:` entry's settings: exported `files` (a file or a glob) or `sacct` run, and the MLflow runs the
+    jobs ran when `mlflow_uri` names their store."""
+
+    files: str | None = None  # a file or a glob (absolute)
+    sacct: bool = False
+    since: str | None = None  # sacct's --starttime
+    mapping: str | None = None  # a mapping file (absolute)
+    mlflow_uri: str | None = None
+    mlflow_experiments: tuple[str, ...] = ()
+    join_tag: str | None = None
+
+    def join(self) -> MlflowJoin | None:
+        """The MLflow runs to join the jobs to (`mlflow_uri`), or None."""
+        return MlflowJoin(self.mlflow_uri, self.mlflow_experiments, self.join_tag or JOIN_TAG) if self.mlflow_uri else None
+
+    def matched_files(self) -> list[str]:
+        """The files `files` names (a glob: every match, sorted); none is an error naming the pattern."""
+        found = sorted(glob.glob(str(Path(self.files or "").expanduser())))
+        if not found:
+            raise FileNotFoundError(f"no file matches {self.files}")
+        return found
+
+
+SourceOptions = MlflowSource | SlurmSource
+
+
+@dataclass(frozen=True)
 class Source:
-    """One entry: its kind (`mlflow`, `slurm`), a name for messages, its settings as written (paths made
-    absolute), and why it cannot be pulled (empty: it can)."""
+    """One entry: its kind (`mlflow`, `slurm`), a name for messages, its settings (paths made absolute; None when
+    the entry cannot be used), and why it cannot be pulled (empty: it can)."""
 
     kind: str
     name: str
-    options: dict = field(default_factory=dict)
+    options: SourceOptions | None = None
     problem: str = ""
+
+    def usable(self) -> SourceOptions:
+        """The entry's settings; `SourcesError` (its problem) when it cannot be pulled."""
+        if self.problem or self.options is None:
+            raise SourcesError(self.problem)
+        return self.options
 
 
 def load_sources(path: Path) -> list[Source]:
@@ -85,11 +131,12 @@ def _entry(path: Path, kind: str, number: int, node: yaml.Node) -> Source:
     try:
         options = _options(path, kind, plain_value(node))
     except YamlRefused as exc:
-        return Source(kind, name, {}, f"{where(path, exc.line)}: {name}: {exc.problem}")
+        return Source(kind, name, None, f"{where(path, exc.line)}: {name}: {exc.problem}")
     except SourcesError as exc:
-        return Source(kind, name, {}, f"{where(path, line_of(node))}: {name} {exc}")
+        return Source(kind, name, None, f"{where(path, line_of(node))}: {name} {exc}")
     shown = options.get("tracking_uri") or options.get("files") or "sacct"
-    return Source(kind, f"{kind} {shown}", options)
+    typed = {**options, **{k: tuple(options[k]) for k in LISTS if k in options}}
+    return Source(kind, f"{kind} {shown}", MlflowSource(**typed) if kind == "mlflow" else SlurmSource(**typed))
 
 
 def _options(path: Path, kind: str, entry: object) -> dict:

@@ -275,11 +275,11 @@ def test_sacct_that_fails_after_printing_loads_nothing(home, tmp_path, monkeypat
 
 
 def test_sacct_that_runs_past_its_time_is_stopped(home, tmp_path, monkeypatch, capsys):
-    from gpucast.flows import imports
+    from gpucast.tasks.sources import sacct_input
 
     write(tmp_path / "bin" / "sacct", f"#!/bin/sh\nhead -3 {SACCT}\nexec sleep 60\n").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
-    monkeypatch.setattr(imports, "SACCT_TIMEOUT_S", 1)
+    monkeypatch.setattr(sacct_input, "SACCT_TIMEOUT_S", 1)
     started = time.monotonic()
     assert main(["import", "slurm", "--sacct"]) == 5
     assert time.monotonic() - started < 30
@@ -293,12 +293,13 @@ def test_sacct_is_started_after_what_the_import_reads_first(home, tmp_path, monk
     its time limit ran: a false "sacct did not finish within 600 s". Here the warehouse read takes 3 s and sacct's
     limit is 2 s; sacct prints ~300 kB, more than a pipe holds."""
     from gpucast.flows import imports
+    from gpucast.tasks.sources import sacct_input
 
     header, *body = SACCT.read_text().splitlines(keepends=True)
     out = write(tmp_path / "out.txt", header + "".join(body) * (300_000 // len("".join(body))))
     write(tmp_path / "bin" / "sacct", f"#!/bin/sh\ncat {out}\n").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
-    monkeypatch.setattr(imports, "SACCT_TIMEOUT_S", 2)
+    monkeypatch.setattr(sacct_input, "SACCT_TIMEOUT_S", 2)
 
     def slow_read(storage):  # as a wait for the writer lock while the nightly holds it
         time.sleep(3)

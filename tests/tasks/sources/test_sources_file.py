@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from gpucast.tasks.sources.sources_file import Source, SourcesError, load_sources
+from gpucast.tasks.sources.mlflow import JOIN_TAG, MlflowJoin
+from gpucast.tasks.sources.sources_file import MlflowSource, SlurmSource, Source, SourcesError, load_sources
 from tests.conftest import write
 
 
@@ -23,10 +24,10 @@ slurm:
   - files: /data/exports/*.txt
 """)
     assert load_sources(path) == [
-        Source("mlflow", "mlflow http://mlflow:5000", {"tracking_uri": "http://mlflow:5000", "experiments": ["sweeps"],
-                                                       "mapping": str(tmp_path / "conf" / "names.yaml")}),
-        Source("slurm", "slurm sacct", {"sacct": True, "since": "now-2days", "mlflow_uri": "http://mlflow:5000"}),
-        Source("slurm", "slurm /data/exports/*.txt", {"files": "/data/exports/*.txt"}),
+        Source("mlflow", "mlflow http://mlflow:5000", MlflowSource("http://mlflow:5000", experiments=("sweeps",),
+                                                                   mapping=str(tmp_path / "conf" / "names.yaml"))),
+        Source("slurm", "slurm sacct", SlurmSource(sacct=True, since="now-2days", mlflow_uri="http://mlflow:5000")),
+        Source("slurm", "slurm /data/exports/*.txt", SlurmSource(files="/data/exports/*.txt")),
     ]
 
 
@@ -67,7 +68,9 @@ def test_an_entry_it_cannot_use_fails_alone_with_one_line(tmp_path, text, says):
     path = write(tmp_path / "s.yaml", text + ("" if text.startswith("slurm") else "slurm:\n") + "  - files: /data/ok/*.txt\n")
     bad, good = load_sources(path)
     assert re.match(rf"{re.escape(str(path))}:\d+: ", bad.problem) and says in bad.problem and "\n" not in bad.problem
-    assert good == Source("slurm", "slurm /data/ok/*.txt", {"files": "/data/ok/*.txt"})
+    assert good == Source("slurm", "slurm /data/ok/*.txt", SlurmSource(files="/data/ok/*.txt"))
+    with pytest.raises(SourcesError, match=re.escape(bad.problem)):  # what the nightly raises for it (that source fails)
+        bad.usable()
 
 
 def bomb(levels: int) -> str:
@@ -93,8 +96,8 @@ def test_aliases_that_expand_to_little_are_plain_yaml(tmp_path):
     path = write(tmp_path / "s.yaml", "mlflow:\n  - tracking_uri: &u http://mlflow:5000\n    experiments: &e [a, b]\n"
                                       "slurm:\n  - sacct: true\n    mlflow_uri: *u\n    mlflow_experiments: *e\n")
     assert [s.options for s in load_sources(path)] == [
-        {"tracking_uri": "http://mlflow:5000", "experiments": ["a", "b"]},
-        {"sacct": True, "mlflow_uri": "http://mlflow:5000", "mlflow_experiments": ["a", "b"]}]
+        MlflowSource("http://mlflow:5000", experiments=("a", "b")),
+        SlurmSource(sacct=True, mlflow_uri="http://mlflow:5000", mlflow_experiments=("a", "b"))]
 
 
 @pytest.mark.parametrize("entry", ["mlflow:\n  - tracking_uri: http://m:5000\n    mapping: ../../../../etc/shadow\n",
@@ -107,9 +110,24 @@ def test_a_relative_path_must_stay_under_the_sources_files_folder(tmp_path, entr
     assert "leaves the sources file's folder" in source.problem and "write an absolute path" in source.problem
     (absolute,) = load_sources(write(tmp_path / "conf" / "abs.yaml", "slurm:\n  - files: /data/x/*.txt\n"
                                                                      "    mapping: names/m.yaml\n"))
-    assert absolute.options == {"files": "/data/x/*.txt", "mapping": str(tmp_path / "conf" / "names" / "m.yaml")}
+    assert absolute.options == SlurmSource(files="/data/x/*.txt", mapping=str(tmp_path / "conf" / "names" / "m.yaml"))
 
 
 def test_a_date_given_as_since_is_iso_text(tmp_path):
     (source,) = load_sources(write(tmp_path / "s.yaml", "slurm:\n  - sacct: true\n    since: 2026-11-01\n"))
-    assert source.options["since"] == "2026-11-01"
+    assert source.options.since == "2026-11-01"
+
+
+def test_a_slurm_entry_says_what_it_joins_and_which_files_it_reads(tmp_path):
+    """The typed settings answer the two questions the nightly's pull asks of a `slurm:` entry: the MLflow runs the
+    jobs are joined to (none without `mlflow_uri`; the default tag without `join_tag`), and the files its glob
+    matches, sorted (none is an error naming the glob)."""
+    assert SlurmSource(sacct=True).join() is None
+    assert SlurmSource(sacct=True, mlflow_uri="http://m:5000", mlflow_experiments=("a",)).join() == \
+        MlflowJoin("http://m:5000", ("a",), JOIN_TAG)
+    assert SlurmSource(sacct=True, mlflow_uri="http://m:5000", join_tag="job").join().tag == "job"
+    for name in ("b.txt", "a.txt", "c.csv"):
+        write(tmp_path / name, "x")
+    assert SlurmSource(files=str(tmp_path / "*.txt")).matched_files() == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    with pytest.raises(FileNotFoundError, match=re.escape(f"no file matches {tmp_path / '*.json'}")):
+        SlurmSource(files=str(tmp_path / "*.json")).matched_files()
