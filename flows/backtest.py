@@ -6,6 +6,7 @@ reads its window.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from prefect import task
@@ -22,8 +23,8 @@ def refresh_backtest(storage: Storage, backtest_days: int, now: datetime | None 
     now = now or datetime.now(UTC)  # the run's own clock anchors the window (with the logs' latest submission)
     with db.writer(storage) as con:
         counts = backtest.run(con, backtest_days, now)
-        coverage = backtest.champion_coverage(con, backtest_days, now).to_dicts()
-    return BacktestResult(**counts, champions=tuple(coverage), warnings=tuple(gate.drift_warnings(coverage)))
+        coverage = backtest.champion_coverage(con, backtest_days, now)
+    return replace(counts, champions=coverage, warnings=tuple(gate.drift_warnings(coverage)))
 
 
 @task(name="backtest")

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
 
 import polars as pl
 
@@ -46,6 +45,20 @@ class SourcesResult:
 
 
 @dataclass(frozen=True)
+class ChampionCoverage:
+    """How one target's current champion did on the backtest window (`warehouse/backtest.py` `champion_coverage`):
+    the drift warning (`tasks/learn/gate.py`) and the nightly report read it."""
+
+    target: str
+    model: str
+    train_run_id: str
+    jobs: int  # the window's jobs it forecast before they ran
+    p90_coverage: float  # share of them at or under its P90 (0-1)
+    p10_p90_coverage: float  # share of them within [P10, P90] (0-1)
+    mape: float  # %
+
+
+@dataclass(frozen=True)
 class BacktestResult:
     """The backtest window refreshed (`forecast_backtest`): job x target pairs completed in it, and how the champions did."""
 
@@ -53,7 +66,7 @@ class BacktestResult:
     jobs: int  # job x target pairs completed in the window
     forecast: int  # ... of which were forecast before they ran
     not_forecast: int
-    champions: tuple[Mapping[str, Any], ...] = ()  # per target: target, model, jobs, p90_coverage, p10_p90_coverage (0-1), mape (%)
+    champions: tuple[ChampionCoverage, ...] = ()  # per target with a champion, in target order
     warnings: tuple[str, ...] = ()  # drift warnings (`tasks/learn/gate.py` `drift_warnings`)
 
 

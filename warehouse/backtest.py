@@ -20,6 +20,7 @@ import duckdb
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.records.results import BacktestResult, ChampionCoverage
 from gpucast.warehouse.db import transaction
 
 DEFAULT_DAYS = 7
@@ -76,17 +77,18 @@ def window_start(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> da
     return None if latest is None else min(latest, now) - timedelta(days=days)
 
 
-def run(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> dict:
-    """Recompute `forecast_backtest` for jobs completed in the window; return its counts."""
+def run(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> BacktestResult:
+    """Recompute `forecast_backtest` for jobs completed in the window; return its counts (the champions' coverage
+    is `champion_coverage`'s)."""
     start = window_start(con, days, now)
     if start is None:
-        return {"window_start": None, "jobs": 0, "forecast": 0, "not_forecast": 0}
+        return BacktestResult(window_start=None, jobs=0, forecast=0, not_forecast=0)
     with transaction(con):
         con.execute("DELETE FROM forecast_backtest WHERE completed_at >= ?", [start])
         con.execute(f"INSERT INTO forecast_backtest BY NAME {BACKTEST}", [start, now])
         jobs, forecast = con.execute("SELECT count(*), count(p50) FROM forecast_backtest WHERE completed_at >= ?",
                                      [start]).fetchall()[0]
-    return {"window_start": start, "jobs": jobs, "forecast": forecast, "not_forecast": jobs - forecast}
+    return BacktestResult(window_start=start, jobs=jobs, forecast=forecast, not_forecast=jobs - forecast)
 
 
 def summary(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> pl.DataFrame:
@@ -116,7 +118,11 @@ GROUP BY ALL ORDER BY b.target
 """
 
 
-def champion_coverage(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> pl.DataFrame:
+def champion_coverage(con: duckdb.DuckDBPyConnection, days: int, now: datetime) -> tuple[ChampionCoverage, ...]:
     """Per target, how the current champion's own forecasts did on the window (for the drift warning)."""
     start = window_start(con, days, now)
-    return pl.DataFrame() if start is None else con.sql(CHAMPION_COVERAGE, params=[start]).pl()
+    if start is None:
+        return ()
+    cur = con.execute(CHAMPION_COVERAGE, [start])
+    names = [d[0] for d in cur.description]
+    return tuple(ChampionCoverage(**dict(zip(names, row, strict=True))) for row in cur.fetchall())

@@ -17,9 +17,12 @@ one) and paired, so the same jobs' difficulty cancels.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+
+from gpucast.records.results import ChampionCoverage
 
 MIN_WINDOW_JOBS = 30
 Z_ONE_SIDED_95 = 1.645
@@ -54,10 +57,10 @@ def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> 
                     f"{err_challenger.mean():.3f} vs {err_champion.mean():.3f} over {n} jobs", **stats)
 
 
-def drift_warnings(coverage: list[dict]) -> list[str]:
+def drift_warnings(coverage: Iterable[ChampionCoverage]) -> list[str]:
     """Warnings for champions whose P90 covered under `DRIFT_COVERAGE` of the backtest window's jobs
-    (rows: target, model, jobs, p90_coverage; windows under `MIN_WINDOW_JOBS` jobs say too little)."""
-    return [f"drift: the {r['target']} champion {r['model']} covered {r['p90_coverage']:.0%} of the {r['jobs']:,} jobs "
+    (windows under `MIN_WINDOW_JOBS` jobs say too little)."""
+    return [f"drift: the {r.target} champion {r.model} covered {r.p90_coverage:.0%} of the {r.jobs:,} jobs "
             f"that completed in the backtest window with its P90 (expected about 90%, warning below "
             f"{DRIFT_COVERAGE:.0%}): its forecasts no longer fit the jobs; see forecast_backtest"
-            for r in coverage if r["jobs"] >= MIN_WINDOW_JOBS and r["p90_coverage"] < DRIFT_COVERAGE]
+            for r in coverage if r.jobs >= MIN_WINDOW_JOBS and r.p90_coverage < DRIFT_COVERAGE]

@@ -186,8 +186,8 @@ def _backtest_lines(back: BacktestResult) -> list[str]:
     lines = ["", "## Backtest", f"{back.jobs:,} completed job x target pairs in the window (since "
              f"{back.window_start}): {back.forecast:,} forecast before they ran, {back.not_forecast:,} not forecast"]
     for r in back.champions:
-        lines.append(f"- {r['target']}: champion {r['model']}: P90 covered {r['p90_coverage']:.0%} and [P10, P90] "
-                     f"{r['p10_p90_coverage']:.0%} of {r['jobs']:,} jobs; MAPE {r['mape']:.1f}%")
+        lines.append(f"- {r.target}: champion {r.model}: P90 covered {r.p90_coverage:.0%} and [P10, P90] "
+                     f"{r.p10_p90_coverage:.0%} of {r.jobs:,} jobs; MAPE {r.mape:.1f}%")
     return lines
 
 

@@ -20,8 +20,9 @@ TRAIN = r.TrainResult(train_run_id="train-1", targets=(r.TrainedTarget("runtime_
                                                        r.TrainedTarget("peak_gpu_mem_gb", None, "too few labels", 3, 0)),
                       where="work pool gpu", device="cpu", fits_on="this process", flow_run_id="0b5e")
 BACKTEST = r.BacktestResult(window_start=datetime(2026, 11, 20, tzinfo=UTC), jobs=40, forecast=36, not_forecast=4,
-                            champions=({"target": "runtime_hours", "model": "lightgbm", "jobs": 36, "p90_coverage": 0.9,
-                                        "p10_p90_coverage": 0.8, "mape": 12.5},), warnings=("drift: ...",))
+                            champions=(r.ChampionCoverage(target="runtime_hours", model="lightgbm", train_run_id="train-1",
+                                                          jobs=36, p90_coverage=0.9, p10_p90_coverage=0.8, mape=12.5),),
+                            warnings=("drift: ...",))
 SCORE = r.ScoreResult(score_run_id="score-1", pending_jobs=5, forecasts=15, scored_on="this process", ood_forecasts=1,
                       ood_by_target={"runtime_hours": 1}, champions={"runtime_hours": "lightgbm"})
 

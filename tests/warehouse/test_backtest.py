@@ -74,7 +74,7 @@ def test_each_completed_job_meets_the_last_published_forecast_before_it_ran(con)
     assert got["b"] == ("s4", 1.0, 20.0, pytest.approx(0.95), False, False, True, False)
     # c: every forecast of it came after it started: "not forecast", never an error
     assert got["c"][0] is None and got["c"][1] is None and got["c"][3] is None
-    assert counts["jobs"] == 3 and counts["forecast"] == 2 and counts["not_forecast"] == 1
+    assert counts.jobs == 3 and counts.forecast == 2 and counts.not_forecast == 1
 
 
 def test_the_summary_and_a_rerun_of_the_window(con):
@@ -112,12 +112,26 @@ def test_a_record_from_the_future_does_not_move_the_window(con):
     con.execute("INSERT INTO job_logs SELECT * REPLACE ('future' AS job_id, TIMESTAMPTZ '2099-01-01 00:00+00' AS "
                 "submitted_at, TIMESTAMPTZ '2099-01-02 00:00+00' AS updated_at) FROM job_logs WHERE job_id = 'a'")
     counts = backtest.run(con, days=7, now=t(4))
-    assert counts["window_start"] == datetime(2026, 10, 28, tzinfo=UTC)  # now (11-04) - 7 days, not 2098-12-25
-    assert set(rows(con)) == {"a", "b", "c", "future"} and counts["forecast"] == 2
+    assert counts.window_start == datetime(2026, 10, 28, tzinfo=UTC)  # now (11-04) - 7 days, not 2098-12-25
+    assert set(rows(con)) == {"a", "b", "c", "future"} and counts.forecast == 2
     assert backtest.champion_window(con, c.PEAK_GPU_MEM_GB, "tr1", 7, t(4))["job_id"].to_list() == ["a", "b"]
 
 
 def test_without_records_from_the_future_the_window_follows_the_logs(con):
     """A replay (the demo, a backfill) of past days keeps the logs' own clock: min(now, latest submission)."""
     counts = backtest.run(con, days=7, now=datetime(2027, 1, 1, tzinfo=UTC))
-    assert counts["window_start"] == datetime(2026, 10, 26, 18, tzinfo=UTC)  # latest submission (c, 11-02 18:00) - 7 days
+    assert counts.window_start == datetime(2026, 10, 26, 18, tzinfo=UTC)  # latest submission (c, 11-02 18:00) - 7 days
+
+
+def test_the_champions_coverage_is_one_typed_record_per_target(con):
+    """What the drift warning and the nightly report read (`BacktestResult.champions`): attributes, not keys."""
+    from gpucast.records.results import ChampionCoverage
+
+    con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('tr1', ?, 'succeeded')", [t(1)])
+    con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
+                "VALUES ('tr1', ?, 'lightgbm', 10, '/m')", [c.PEAK_GPU_MEM_GB])
+    assert backtest.champion_coverage(con, 7, t(4)) == ()  # before the window is computed: nothing in it
+    backtest.run(con, days=7, now=t(4))
+    (got,) = backtest.champion_coverage(con, 7, t(4))
+    assert got == ChampionCoverage(target=c.PEAK_GPU_MEM_GB, model="lightgbm", train_run_id="tr1", jobs=2,
+                                   p90_coverage=0.5, p10_p90_coverage=0.5, mape=pytest.approx(60.0))

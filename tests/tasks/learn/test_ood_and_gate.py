@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.records.results import ChampionCoverage
 from gpucast.tasks.learn import gate, ood
 from gpucast.tasks.learn.features import build
 from gpucast.tasks.simulate import simulate_jobs
@@ -127,8 +128,11 @@ def test_a_small_window_leaves_the_decision_to_validation():
 
 
 def test_drift_is_warned_only_on_windows_large_enough_to_say_so():
-    rows = [{"target": c.PEAK_GPU_MEM_GB, "model": "lightgbm", "jobs": 500, "p90_coverage": 0.61},
-            {"target": c.RUNTIME_HOURS, "model": "lightgbm", "jobs": 500, "p90_coverage": 0.91},
-            {"target": c.GPU_DEMAND_GFLOPS, "model": "lightgbm", "jobs": 5, "p90_coverage": 0.0}]
+    rows = [ChampionCoverage(c.PEAK_GPU_MEM_GB, "lightgbm", "train-1", jobs=500, p90_coverage=0.61, p10_p90_coverage=0.5,
+                             mape=30.0),
+            ChampionCoverage(c.RUNTIME_HOURS, "lightgbm", "train-1", jobs=500, p90_coverage=0.91, p10_p90_coverage=0.8,
+                             mape=20.0),
+            ChampionCoverage(c.GPU_DEMAND_GFLOPS, "lightgbm", "train-1", jobs=5, p90_coverage=0.0, p10_p90_coverage=0.0,
+                             mape=90.0)]
     warnings = gate.drift_warnings(rows)
     assert len(warnings) == 1 and "61%" in warnings[0] and c.PEAK_GPU_MEM_GB in warnings[0]
