@@ -52,7 +52,7 @@ demo-sources: $(STAMP)  ## a generated MLflow store and sacct file, imported end
 		--mlflow-uri sqlite:///$(CURDIR)/$(SOURCES_DEMO)/inputs/mlflow.db --mlflow-experiment demo-cluster
 	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast train --target peak_gpu_mem_gb,runtime_hours \
 		--models prior,linear_fs,decision_tree,lightgbm \
-		--repeats 1 --runner local --min-labelled 100
+		--repeats 1 --train-runner local --min-labelled 100
 	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast score
 	GPUCAST_HOME=$(SOURCES_DEMO) $(VENV)/bin/gpucast sql "SELECT job_id, model_type, target, round(p50, 2) AS p50, \
 		round(p90, 2) AS p90, model FROM pending_forecasts ORDER BY job_id, target LIMIT 12"

@@ -51,7 +51,7 @@ def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtes
 def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage: Storage | None = None,
                     planning: Planning | None = None) -> DemandResult:
     """Forecast `planning.plan_days` days (GPUCAST_PLAN_DAYS, so the forecast covers the plan; `gpucast
-    demand --horizon-days` sets them) after the last full day of history before `as_of` (default now);
+    demand --plan-days` sets them) after the last full day of history before `as_of` (default now);
     backtest it; record both; publish unless told not to. `storage`, `planning`: default the environment's."""
     settings = Settings.given(storage=storage, planning=planning).ensure()
     storage, days = settings.storage, settings.planning.plan_days

@@ -31,10 +31,11 @@ def defaults(home: Path) -> dict[str, str]:
     }
 
 
-def configure() -> None:
+def configure(home: Path | None = None) -> None:
     """Set the defaults above where unset, create Prefect's home (its temporary server cannot start
-    without it, and Prefect makes it without parents)."""
-    for key, value in defaults(home_from_env()).items():
+    without it, and Prefect makes it without parents). `home`: the data directory of the settings the caller
+    built (the CLI's); None: GPUCAST_HOME's (a command that reads no setting, the test session, a benchmark)."""
+    for key, value in defaults(home or home_from_env()).items():
         os.environ.setdefault(key, value)
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
 

@@ -2,7 +2,7 @@
 
 The nightly calls `train_where_possible`: when a worker of the pool is online, the `train-models/gpu-train`
 deployment runs with the nightly's own train options (the night budget and the network's minutes
-included) and cluster settings (`--runner`, `--dask-address`, the worker count), so the GPU machine
+included) and cluster settings (`--train-runner`, `--dask-address`, the worker count), so the GPU machine
 trains exactly as the nightly would have; only the machine differs. Its results go to the shared
 warehouse and model registry (the worker reads the history from the shared GPUCAST_HOME), so both
 paths leave the same tables behind (`train_runs` records what each run was given).

@@ -100,7 +100,7 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
 
     `options`: what training does (prefect.yaml's `options:`); `settings`: every concern (it runs every
     step), default the environment's (a deployment sets GPUCAST_* in its work pool's `job_variables.env`;
-    the CLI passes its flags on top, `--gpu-mem-gb`, `--max-reject-fraction`, ...); `as_of` stamps the
+    the CLI passes its flags on top, `--oom-gpu-mem-gb`, `--max-reject-fraction`, ...); `as_of` stamps the
     forecasts (default: now; the demo replays past days). Each step gets only the concerns it uses.
     """
     settings = (settings or Settings.from_env()).ensure()

@@ -95,7 +95,7 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
     """Plan the GPUs the pending jobs need for `planning.plan_days` days from the day of the latest
     forecasts. `inventory`: already read by the caller (the nightly reads it first, so a bad file stops
     the night before anything runs); else read here. `storage`, `planning`: default the environment's
-    (GPUCAST_PLAN_DAYS, GPUCAST_GPU_MEM_GB, GPUCAST_INVENTORY; `gpucast plan --horizon-days` sets the days)."""
+    (GPUCAST_PLAN_DAYS, GPUCAST_DEFAULT_GPU_MEM_GB, GPUCAST_INVENTORY; `gpucast plan --plan-days` sets the days)."""
     settings = Settings.given(storage=storage, planning=planning).ensure()
     types = gpu_type_names(gpu_types)
     inventory = inventory or read_inventory(settings)
@@ -104,7 +104,7 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
                    inventory=inventory.source if inventory else None) as run:
         jobs, score_run_id, start = read_plan_input(storage)
         forecast, demand_run_id, recent = read_demand_input(storage)
-        plan = pack_jobs(jobs, inventory, start, days, types, settings.planning.gpu_mem_gb, forecast)
+        plan = pack_jobs(jobs, inventory, start, days, types, settings.planning.default_gpu_mem_gb, forecast)
         plan = add_expected(plan, forecast, recent)
         note = "; ".join(plan.notes) or None
         record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, demand_run_id=demand_run_id,

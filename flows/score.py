@@ -155,9 +155,9 @@ def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None
                   tracing: Tracing | None = None) -> ScoreResult:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
-    `planning.gpu_mem_gb` is the GPU size `oom_risk` is judged against; `storage`, `planning`, `cluster`
+    `planning.oom_gpu_mem_gb` is the GPU size `oom_risk` is judged against where a job's GPU is unknown; `storage`, `planning`, `cluster`
     (where large runs are spread), `quality` (the backtest window) and `tracing` default to the environment's
-    (GPUCAST_GPU_MEM_GB, ...). `pending_path`: the pending jobs already staged by the caller (the nightly's features
+    (GPUCAST_OOM_GPU_MEM_GB, ...). `pending_path`: the pending jobs already staged by the caller (the nightly's features
     step); else they are read here. `publish` refreshes the planners' copy after a successful run
     (the nightly flow publishes once, itself). `as_of`: the time the forecasts are stamped with
     (default: now), for a backfill or a demo replaying past days; the backtest compares it with the
@@ -168,7 +168,7 @@ def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None
     such jobs can be scored: a pending job with model features then fails the run (train first).
     """
     settings = Settings.given(storage=storage, planning=planning, cluster=cluster, quality=quality, tracing=tracing).ensure()
-    storage, gpu_mem_gb = settings.storage, settings.planning.gpu_mem_gb
+    storage, gpu_mem_gb = settings.storage, settings.planning.oom_gpu_mem_gb
     if publish:  # a path the publish cannot write (a file where its folder goes): said now, before anything is scored
         check_paths(storage.published_path)
     with runs.lifecycle(storage, "score") as run:

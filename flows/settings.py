@@ -16,7 +16,7 @@ The concerns, and who gets each (a function takes the one it needs, never the wh
 | storage | `Storage`* | where the data directory's parts live, the writer's lock wait and memory, what is kept | every warehouse function |
 | sql | `SqlSandbox`* | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
 | cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
-| planning | `Planning` | GPU memory of unknown GPUs, the plan's days, the inventory file | scoring, the plan |
+| planning | `Planning` | GPU memory of unknown GPUs (scoring's, the plan's), the plan's days, the inventory file | scoring, the plan |
 | quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
 | training | `TrainingDefaults` | defaults of train options a run leaves unset (network minutes, night budget) | `flows/train.py` |
 | tracing | `Tracing` | the time bounds of the traced prior's traces (one trace, one night) | `flows/stage.py` |
@@ -149,8 +149,13 @@ SPECS: tuple[Spec, ...] = (
          "seconds a writer waits for another writer before giving up (exit code 3)"),
     Spec("GPUCAST_DUCKDB_MEMORY", "storage", "duckdb_memory", "1GB", str, *_MEMORY,
          "DuckDB's memory limit for the pipeline's writer (it spills to disk beyond)"),
-    Spec("GPUCAST_GPU_MEM_GB", "planning", "gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
-         "the GPU memory (GB) `oom_risk` is judged against (`--gpu-mem-gb`)"),
+    # GPUCAST_GPU_MEM_GB (`--gpu-mem-gb`) once set both of the next two; it still does, where the new name is unset
+    Spec("GPUCAST_OOM_GPU_MEM_GB", "planning", "oom_gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
+         "the GPU memory (GB) `oom_risk` is judged against for a job whose GPU the catalogue does not know "
+         "(`--oom-gpu-mem-gb`: `gpucast score`, the nightly)", older=("GPUCAST_GPU_MEM_GB",)),
+    Spec("GPUCAST_DEFAULT_GPU_MEM_GB", "planning", "default_gpu_mem_gb", 80.0, float, *_between(0, 10_000, above=True),
+         "the GPU memory (GB) of the GPUs a queue without an inventory is planned on (`--default-gpu-mem-gb`: "
+         "`gpucast plan`, the nightly)", older=("GPUCAST_GPU_MEM_GB",)),
     Spec("GPUCAST_MAX_REJECT_FRACTION", "quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
          "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
     Spec("GPUCAST_KEEP_TRAIN_RUNS", "storage", "keep_train_runs", 7, int, *_between(1, 1_000, whole=True),
@@ -158,7 +163,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("GPUCAST_NN_MAX_MINUTES", "training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
          "the Transformer-BiGRU's time budget per fit, in minutes; 0 = none (`--nn-max-minutes`)"),
     Spec("GPUCAST_BACKTEST_DAYS", "quality", "backtest_days", 7, int, *_between(1, 3_660, whole=True),
-         "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --window-days`)"),
+         "the backtest window: jobs completed in the last N days of the logs (`gpucast backtest --backtest-days`)"),
     Spec("GPUCAST_FUTURE_TOLERANCE_HOURS", "quality", "future_tolerance_hours", 24.0, float, *_between(0, 8_760),
          "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
     Spec("GPUCAST_ALERT_WEBHOOK_URL", "alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
@@ -180,7 +185,7 @@ SPECS: tuple[Spec, ...] = (
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
     Spec("GPUCAST_TRAIN_RUNNER", "cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
-         "local (one after another in the flow's process) (`--runner`)"),
+         "local (one after another in the flow's process) (`--train-runner`)"),
     Spec("GPUCAST_DASK_ADDRESS", "cluster", "dask_address", "", str, _dask_address, "a Dask scheduler address such as tcp://host:8786",
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
     Spec("GPUCAST_DASK_WORKERS", "cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
@@ -195,7 +200,7 @@ SPECS: tuple[Spec, ...] = (
          "the sources the nightly pulls besides the inbox: MLflow tracking URIs, Slurm exports or sacct "
          "(docs/sources.md); empty: $GPUCAST_HOME/sources.yaml when it exists, else the inbox only"),
     Spec("GPUCAST_PLAN_DAYS", "planning", "plan_days", 14, int, *_between(1, 366, whole=True),
-         "days the capacity plan covers from the latest forecasts' day (`gpucast plan --horizon-days`)"),
+         "days the capacity plan covers from the latest forecasts' day (`gpucast plan --plan-days`, `gpucast demand --plan-days`)"),
     Spec("GPUCAST_TRACE_SECONDS", "tracing", "trace_seconds", 60.0, float, *_between(0, 3_600, above=True),
          "the traced prior: seconds one architecture's trace may run (in a child process, killed past it; the "
          "timeout is cached with its reason)"),
@@ -263,7 +268,8 @@ class Cluster(_Checked):
 class Planning(_Checked):
     """What the memory advice and the capacity plan assume."""
 
-    gpu_mem_gb: float = _default("gpu_mem_gb")
+    oom_gpu_mem_gb: float = _default("oom_gpu_mem_gb")
+    default_gpu_mem_gb: float = _default("default_gpu_mem_gb")
     inventory: str = _default("inventory")
     plan_days: int = _default("plan_days")
 

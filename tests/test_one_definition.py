@@ -49,22 +49,25 @@ def test_the_cli_help_and_the_deployment_name_the_same_steps():
     assert nightly["description"] == f"{NIGHTLY_CHAIN}, every night"
 
 
-# command -> the flag its count of days has, named for what it counts
-DAYS_FLAGS = {"simulate": "--history-days", "demo": "--history-days", "backtest": "--window-days",
-              "plan": "--horizon-days", "demand": "--horizon-days"}
+# command -> the flag its count of days has, named for what it counts (and, for a setting, as the setting)
+DAYS_FLAGS = {"simulate": "--history-days", "demo": "--history-days", "backtest": "--backtest-days",
+              "plan": "--plan-days", "demand": "--plan-days"}
+OLDER = {"--backtest-days": ["--window-days", "--days"], "--plan-days": ["--horizon-days", "--days"],
+         "--history-days": ["--days"]}  # hidden spellings that still answer
 REQUIRED = {"simulate": ["--out", "x"]}
 
 
 @pytest.mark.parametrize("command, flag", DAYS_FLAGS.items())
-def test_each_days_flag_says_what_it_counts_and_the_old_name_still_answers(command, flag, capsys):
+def test_each_days_flag_says_what_it_counts_and_the_old_names_still_answer(command, flag, capsys):
     dest = flag.removeprefix("--").replace("-", "_")
     parser = build_parser()
     assert getattr(parser.parse_args([command, *REQUIRED.get(command, []), flag, "3"]), dest) == 3
-    assert getattr(parser.parse_args([command, *REQUIRED.get(command, []), "--days", "4"]), dest) == 4
+    for n, old in enumerate(OLDER[flag], 4):
+        assert getattr(parser.parse_args([command, *REQUIRED.get(command, []), old, str(n)]), dest) == n
     with pytest.raises(SystemExit):
         parser.parse_args([command, "--help"])
     shown = capsys.readouterr().out
-    assert f"{flag} N" in shown and "--days" not in shown
+    assert f"{flag} N" in shown and not any(old in shown for old in OLDER[flag])
 
 
 def test_names_are_not_reused_across_the_flows():

@@ -1,10 +1,11 @@
 """`gpucast`: the command line for data engineers, planners and on-call staff.
 
-The package only parses, calls and prints; the environment is read after parsing, so `--help` works whatever it
+The package only parses, calls and prints; the environment is read after parsing, once (`process.run_command` builds
+the command's settings with `options.command_settings` and hands them to the handler), so `--help` works whatever it
 holds, and a bad value ends with its variable's name. Where things are (one module per concern, each at most 300 lines):
 
     parser.py    the argparse tree: commands, flags, defaults (from the settings table and the training options)
-    options.py   what the command groups share: Settings and TrainOptions from the flags, the `ml` extra's check
+    options.py   what the command groups share: the command's settings (environment + flags) and TrainOptions, the `ml` extra's check
     pipeline.py  the data path's commands: simulate, ingest, import slurm|mlflow, train, score, nightly, demo
     planning.py  what planners act on: plan, demand, site
     query.py     the read commands: status, sql, backtest, report

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from gpucast.flows.cli.options import settings_from
+from gpucast.flows.settings import Settings
 
 
-def _restore(args: argparse.Namespace) -> int:
+def _restore(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.warehouse.publish import restore_previous
 
-    print(f"restored the previous published copy: {restore_previous(settings_from(args).storage)}")
+    print(f"restored the previous published copy: {restore_previous(settings.storage)}")
     return 0

@@ -1,4 +1,5 @@
-"""What every command group shares: the settings and training options its flags give, and the `ml` extra's check."""
+"""What every command group shares: the command's settings (the environment, read once, with its flags on top),
+the training options its flags give, and the `ml` extra's check."""
 
 from __future__ import annotations
 
@@ -7,21 +8,42 @@ import argparse
 from gpucast.flows.settings import Settings
 from gpucast.tasks.learn.options import TrainOptions
 
-# Flags that override a setting: flag -> setting name. Their defaults are the settings' own.
-SETTING_FLAGS = {"--gpu-mem-gb": "gpu_mem_gb", "--max-reject-fraction": "max_reject_fraction",
-                 "--runner": "train_runner", "--dask-address": "dask_address"}
-# Flags of train options whose default is a setting (filled in by the train flow, `flows/train.py`
-# `resolve`): flag -> the TrainOptions field, which has the setting's name.
+# Flags that override a setting, each named as its setting: flag -> setting name. Their defaults are the settings'.
+SETTING_FLAGS = {"--oom-gpu-mem-gb": "oom_gpu_mem_gb", "--default-gpu-mem-gb": "default_gpu_mem_gb",
+                 "--max-reject-fraction": "max_reject_fraction", "--train-runner": "train_runner",
+                 "--dask-address": "dask_address", "--plan-days": "plan_days", "--backtest-days": "backtest_days"}
+# Flags of train options whose default is a setting (filled in from the command's settings): flag -> the
+# TrainOptions field, which has the setting's name.
 TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-minutes": "night_budget_minutes"}
-# Older spellings a flag still answers to (scripts and deployments that use them keep working).
-FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",)}
+# Older spellings a flag still answers to, hidden from the help (scripts and deployments that use them keep working).
+# `--days` once named each command's one count of days: the history (simulate, demo), the backtest window
+# (backtest) and the plan's days (plan, demand); each of those commands has one, so on each it still names it.
+FLAG_ALIASES = {"--night-budget-minutes": ("--budget-minutes",), "--train-runner": ("--runner",),
+                "--plan-days": ("--horizon-days", "--days"), "--backtest-days": ("--window-days", "--days"),
+                "--history-days": ("--days",)}
+# A flag that once set two settings, split since: on a command it sets each of them the command has a flag for
+# (`score`: the OOM threshold, `plan`: the plan's default GPU, `nightly` and `demo`: both, as before).
+SPLIT_FLAGS = {"--gpu-mem-gb": ("--oom-gpu-mem-gb", "--default-gpu-mem-gb")}
 ML_MODULES = {"torch", "sklearn", "xgboost", "lightgbm", "catboost", "crepes", "skops"}  # the `ml` extra
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """The environment's settings with this command's flags on top (errors name the flag)."""
+def dest(flag: str) -> str:
+    """The attribute argparse keeps a flag's value in (`--plan-days`: plan_days)."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def command_settings(args: argparse.Namespace) -> Settings:
+    """The command's settings: the environment's (`Settings.from_env`, the one read of it), with the command's flags
+    on top; errors name the variable or the flag. Built once, where the command starts (`process.run_command`),
+    and handed to its handler, which passes each flow the concerns it takes."""
     values = {field: getattr(args, field, None) for field in SETTING_FLAGS.values()}
-    return Settings.from_env().override({f: flag for flag, f in SETTING_FLAGS.items()}, **values)
+    sources = {field: flag for flag, field in SETTING_FLAGS.items()}
+    for old, flags in SPLIT_FLAGS.items():
+        if (value := getattr(args, dest(old), None)) is not None:
+            for flag in flags:
+                if hasattr(args, dest(flag)) and values[dest(flag)] is None:
+                    values[dest(flag)], sources[dest(flag)] = value, old
+    return Settings.from_env().override(sources, **values)
 
 
 def train_options(args: argparse.Namespace) -> TrainOptions:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from gpucast.flows.cli.ops import _restore
-from gpucast.flows.cli.options import FLAG_ALIASES, SETTING_FLAGS, TRAIN_SETTING_FLAGS
+from gpucast.flows.cli.options import FLAG_ALIASES, SETTING_FLAGS, SPLIT_FLAGS, TRAIN_SETTING_FLAGS, dest
 from gpucast.flows.cli.pipeline import (
     DEMO,
     DEMO_EPOCHS,
@@ -40,19 +40,45 @@ DESCRIPTION = "`gpucast`: the command line for data engineers, planners and on-c
 TRAIN_DEFAULTS = TrainOptions()
 
 
+def _older_spellings(p: argparse.ArgumentParser, flag: str, **kw) -> None:
+    """The older spellings of `flag` (`FLAG_ALIASES`), hidden from the help: each sets what `flag` sets."""
+    for old in FLAG_ALIASES.get(flag, ()):
+        p.add_argument(old, dest=dest(flag), default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
+
+
 def _setting_flag(p: argparse.ArgumentParser, flag: str, what: str, kind: type = float, **kw) -> None:
-    """A flag whose default is a setting (a setting itself, or a train option the setting defaults)."""
+    """A flag named as its setting, whose default is the setting (a setting itself, or a train option the setting
+    defaults), with its older spellings hidden."""
     spec = SPEC_BY_FIELD[SETTING_FLAGS.get(flag) or TRAIN_SETTING_FLAGS[flag]]
-    p.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=spec.field, type=kind, default=None,
+    assert dest(flag) == spec.field, f"{flag} is not named as its setting {spec.field}"
+    p.add_argument(flag, dest=spec.field, type=kind, default=None,
                    help=f"{what} (env {spec.env}, default {spec.default or 'none'})", **kw)
+    _older_spellings(p, flag, type=kind, **kw)
 
 
-def _days_flag(p: argparse.ArgumentParser, flag: str, default: int | None, what: str) -> None:
-    """A count of days, named for what it counts on this command. `--days`, the name every such flag once had,
-    still answers (hidden from the help), so scripts that use it keep working."""
-    dest = flag.removeprefix("--").replace("-", "_")
-    p.add_argument(flag, type=int, default=default, metavar="N", help=what + (f" (default {default})" if default else ""))
-    p.add_argument("--days", type=int, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+def _split_flag(p: argparse.ArgumentParser, old: str) -> None:
+    """A flag that set two settings before they were split (`SPLIT_FLAGS`), hidden: it sets each of them this
+    command has a flag for (`options.command_settings`)."""
+    assert old in SPLIT_FLAGS
+    p.add_argument(old, dest=dest(old), type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+class _Refused(argparse.Action):
+    """A flag a command accepts only to refuse, hidden: it means nothing there, and once was taken and silently
+    ignored. `process.run_command` answers it with one line (its `why`) and exit code 2, before anything runs."""
+
+    def __init__(self, option_strings, dest, why: str, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
+        self.why = why
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.refused = f"{option_string}: {self.why}"
+
+
+def _days_flag(p: argparse.ArgumentParser, flag: str, default: int, what: str) -> None:
+    """A count of days that is not a setting (the simulated history), with its older spelling `--days` hidden."""
+    p.add_argument(flag, type=int, default=default, metavar="N", help=f"{what} (default {default})")
+    _older_spellings(p, flag, type=int)
 
 
 def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epochs: int | None = None,
@@ -69,7 +95,7 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     _setting_flag(p, "--nn-max-minutes", "the Transformer-BiGRU's time budget per fit, in minutes; 0: no limit")
     _setting_flag(p, "--night-budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
                                          "and recorded (skipped_fits); 0: no budget")
-    _setting_flag(p, "--runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
+    _setting_flag(p, "--train-runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
                                  "(one after another in this process)", str, choices=RUNNERS)
     _setting_flag(p, "--dask-address", "an existing Dask scheduler to fan the fits out to (tcp://host:8786)", str)
     p.add_argument("--compile-trees", action=argparse.BooleanOptionalAction, default=None,
@@ -82,9 +108,10 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
 def _nightly_flags(p: argparse.ArgumentParser, repeats: int | None = None, epochs: int | None = None,
                    preset: str | None = None) -> None:
     _training_flags(p, repeats, epochs, preset)
-    _setting_flag(p, "--gpu-mem-gb", "GPU memory oom_risk is judged against")
+    _setting_flag(p, "--oom-gpu-mem-gb", "GPU memory oom_risk is judged against for a job whose GPU is unknown")
+    _setting_flag(p, "--default-gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
+    _split_flag(p, "--gpu-mem-gb")
     _setting_flag(p, "--max-reject-fraction", "fail the run above this share of rejected rows")
-    p.add_argument("--no-train", action="store_true", help="score with the current champions, do not retrain")
 
 
 def _version() -> str:
@@ -214,29 +241,28 @@ def _model_commands(sub) -> None:
     r.set_defaults(func=_report)
 
     sc = sub.add_parser("score", help="forecast every PENDING job (P10/P50/P90 per target) with the champions")
-    _setting_flag(sc, "--gpu-mem-gb", "GPU memory oom_risk is judged against")
+    _setting_flag(sc, "--oom-gpu-mem-gb", "GPU memory oom_risk is judged against for a job whose GPU is unknown")
+    _split_flag(sc, "--gpu-mem-gb")
     sc.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, help="rows per scoring batch (bounds memory)")
     sc.add_argument("--device", default=None, help="cuda or cpu for the Transformer-BiGRU")
     sc.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     sc.set_defaults(func=_score)
 
     b = sub.add_parser("backtest", help="compare the jobs that completed since they were forecast with their forecasts")
-    _days_flag(b, "--window-days", None, "the window: jobs completed in the last N days of the logs (env "
-                                          f"GPUCAST_BACKTEST_DAYS, default {SPEC_BY_FIELD['backtest_days'].default})")
+    _setting_flag(b, "--backtest-days", "the window: jobs completed in the last N days of the logs", int, metavar="N")
     b.set_defaults(func=_backtest)
 
 
 def _plan_commands(sub) -> None:
     """plan, demand, site: what planners act on."""
     pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
-    _days_flag(pl_, "--horizon-days", None, "days planned from the latest forecasts' day (env GPUCAST_PLAN_DAYS, "
-                                            f"default {SPEC_BY_FIELD['plan_days'].default})")
+    _setting_flag(pl_, "--plan-days", "days planned from the latest forecasts' day", int, metavar="N")
     pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
-    _setting_flag(pl_, "--gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
+    _setting_flag(pl_, "--default-gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
+    _split_flag(pl_, "--gpu-mem-gb")
     pl_.set_defaults(func=_plan)
     de = sub.add_parser("demand", help="forecast daily GPU-hours per queue and GPU type (P10/P50/P90) and backtest it")
-    _days_flag(de, "--horizon-days", None, "days forecast after the last full day of history (env GPUCAST_PLAN_DAYS, "
-                                           f"default {SPEC_BY_FIELD['plan_days'].default})")
+    _setting_flag(de, "--plan-days", "days forecast after the last full day of history", int, metavar="N")
     de.set_defaults(func=_demand)
     si = sub.add_parser("site", help="write the planners' page (self-contained HTML) from the published copy")
     si.add_argument("--out", default=None, help="folder (default: $GPUCAST_HOME/site)")
@@ -248,6 +274,7 @@ def _nightly_commands(sub) -> None:
     n = sub.add_parser("nightly", help=NIGHTLY_CHAIN)
     n.add_argument("paths", nargs="*", help="files, folders or globs; none means new files in $GPUCAST_HOME/inbox")
     _nightly_flags(n)
+    n.add_argument("--no-train", action="store_true", help="score with the current champions, do not retrain")
     n.add_argument("--as-of", default=None, help="the time forecasts are stamped with (default now; for backfills)")
     n.set_defaults(func=_nightly)
 
@@ -258,4 +285,6 @@ def _nightly_commands(sub) -> None:
     d.add_argument("--dirty-fraction", type=float, default=DEMO.dirty_fraction)
     d.add_argument("--seed", type=int, default=DEMO.seed)
     _nightly_flags(d, repeats=DEMO_REPEATS, epochs=DEMO_EPOCHS, preset=DEMO_PRESET)
+    d.add_argument("--no-train", action=_Refused, why="the demo trains on its first night, to have champions to "
+                   "score with; `gpucast nightly --no-train` scores with the current ones")
     d.set_defaults(func=_demo)

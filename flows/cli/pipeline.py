@@ -12,7 +12,7 @@ import threading
 from datetime import date
 from pathlib import Path
 
-from gpucast.flows.cli.options import _require_ml, settings_from, train_options
+from gpucast.flows.cli.options import _require_ml, train_options
 from gpucast.flows.settings import Settings
 from gpucast.records.results import IngestResult, NightResult
 from gpucast.tasks.simulate import Rhythm, SimConfig
@@ -32,7 +32,8 @@ DEMO = SimConfig(days=56, jobs_per_day=80, pending_fraction=0.5, dirty_fraction=
 DEMO_REPEATS, DEMO_EPOCHS, DEMO_PRESET = 2, 12, "tuned"
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _simulate(args: argparse.Namespace, settings: None = None) -> int:
+    """(Reads no setting: `settings` is None, and a bad GPUCAST_* variable does not stop it.)"""
     from gpucast.tasks.simulate import write_logs
 
     rhythm = None if args.flat else Rhythm(weekend_factor=args.weekend_factor, trend_per_week=args.trend_per_week,
@@ -56,7 +57,7 @@ def _warm_up_validation() -> None:
     threading.Thread(target=quietly, name="gx-warm-up").start()
 
 
-def _ingest(args: argparse.Namespace) -> int:
+def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.ingest import ingest_job_logs, mapping_source
     from gpucast.tasks.ingest.staging import discover
     from gpucast.tasks.sources.mapping import check_files
@@ -64,7 +65,6 @@ def _ingest(args: argparse.Namespace) -> int:
     if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
         check_files(source, discover(args.paths))
     _warm_up_validation()
-    settings = settings_from(args)
     s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
                         storage=settings.storage, quality=settings.quality)
     print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
@@ -75,7 +75,7 @@ def _ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_slurm(args: argparse.Namespace) -> int:
+def _import_slurm(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.imports import MlflowJoin, import_slurm
     from gpucast.tasks.sources.mlflow import CLUSTER_TAG
 
@@ -86,7 +86,7 @@ def _import_slurm(args: argparse.Namespace) -> int:
     if args.mlflow_experiment and not args.mlflow_uri:
         raise ValueError("--mlflow-experiment needs --mlflow-uri (the tracking URI of the runs the jobs ran)")
     join = MlflowJoin(args.mlflow_uri, tuple(args.mlflow_experiment or ()), args.join_tag) if args.mlflow_uri else None
-    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings_from(args), join=join)
+    done = import_slurm(args.file, since=args.since, mapping=args.mapping, settings=settings, join=join)
     if join:
         print(f"mlflow {redact(join.tracking_uri)}: {done.joined:,} job(s) joined to their run by the tag {join.tag} "
               "(model features from the run's params)" + (
@@ -107,11 +107,11 @@ def _imported_run(s: IngestResult) -> int:
     return 0
 
 
-def _import_mlflow(args: argparse.Namespace) -> int:
+def _import_mlflow(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.imports import import_mlflow
 
     done = import_mlflow(args.tracking_uri, tuple(args.experiment or ()), since=args.since, mapping=args.mapping,
-                         settings=settings_from(args))
+                         settings=settings)
     p, s = done.parsed, done.run
     print(f"mlflow {redact(args.tracking_uri)}: {len(done.experiments):,} experiment(s), {done.runs_read:,} run(s) new or "
           f"changed: {p.jobs.height:,} job(s), {len(p.not_started):,} run(s) not started (not loaded); "
@@ -119,11 +119,10 @@ def _import_mlflow(args: argparse.Namespace) -> int:
     return _imported_run(s)
 
 
-def _train(args: argparse.Namespace) -> int:
+def _train(args: argparse.Namespace, s: Settings) -> int:
     _require_ml()
     from gpucast.flows.train import train_models
 
-    s = settings_from(args)
     out = train_models(train_options(args), storage=s.storage, cluster=s.cluster, quality=s.quality, training=s.training,
                        tracing=s.tracing)
     if out.note:
@@ -137,13 +136,12 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score(args: argparse.Namespace) -> int:
+def _score(args: argparse.Namespace, s: Settings) -> int:
     _require_ml()
     from gpucast.flows.score import score_pending
     from gpucast.tasks.learn.score import warm_up
 
     warm_up()  # while the temporary Prefect server starts (flows/children.py)
-    s = settings_from(args)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of), storage=s.storage,
                         planning=s.planning, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
     champions = ", ".join(f"{t}: {m}" for t, m in out.champions.items()) or (  # none: it printed "()" (issue 48)
@@ -173,11 +171,10 @@ def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> Ni
                    as_of=as_of or _as_of(getattr(args, "as_of", None)))
 
 
-def _nightly(args: argparse.Namespace) -> int:
+def _nightly(args: argparse.Namespace, settings: Settings) -> int:
     _require_ml()
     from gpucast.flows.report import capacity_summary
 
-    settings = settings_from(args)
     _warm_up_validation()
     out = _run_nightly(args, settings)
     print(out.report)
@@ -185,13 +182,12 @@ def _nightly(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
     _require_ml()
     from gpucast.flows.demo import run_demo
     from gpucast.flows.report import capacity_summary
     from gpucast.tasks.report.render import capacity_plan_lines, page_line
 
-    settings = settings_from(args)
     sim = SimConfig(days=args.history_days, jobs_per_day=args.jobs_per_day, dirty_fraction=args.dirty_fraction,
                     pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start,
                     start_next_day=DEMO.start_next_day)

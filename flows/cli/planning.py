@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpucast.flows.cli.options import _csv, settings_from
+from gpucast.flows.cli.options import _csv
+from gpucast.flows.settings import Settings
 
 
-def _plan(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace, s: Settings) -> int:
     from gpucast.flows.plan import capacity_plan
     from gpucast.tasks.plan.arrivals import by_day
     from gpucast.tasks.plan.capacity import first_day
     from gpucast.tasks.report.render import text_table
 
-    s = settings_from(args).override({"plan_days": "--horizon-days"}, plan_days=args.horizon_days)
     out = capacity_plan(gpu_types=_csv(args.gpu_types), storage=s.storage, planning=s.planning)
     rows = out.rows
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
@@ -28,12 +28,11 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demand(args: argparse.Namespace) -> int:
+def _demand(args: argparse.Namespace, s: Settings) -> int:
     from gpucast.flows.demand import demand_forecast
     from gpucast.tasks.demand.forecast import summary
     from gpucast.tasks.report.render import text_table
 
-    s = settings_from(args).override({"plan_days": "--horizon-days"}, plan_days=args.horizon_days)
     out = demand_forecast(storage=s.storage, planning=s.planning)
     print(text_table(summary(out.forecast).select("queue", "gpu_type", "day1_p10", "day1_p50", "day1_p90", "all_days_p50", "jobs_p50",
                                   "method", "jobs_method", "fallback_reason")))
@@ -43,8 +42,8 @@ def _demand(args: argparse.Namespace) -> int:
     return 0
 
 
-def _site(args: argparse.Namespace) -> int:
+def _site(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.plan import write_site
 
-    print(f"wrote {write_site(settings_from(args).storage, Path(args.out) if args.out else None, artifact=False)}")
+    print(f"wrote {write_site(settings.storage, Path(args.out) if args.out else None, artifact=False)}")
     return 0

@@ -19,9 +19,8 @@ import traceback
 from typing import NoReturn
 
 from gpucast.flows import children
-from gpucast.flows.cli.options import ML_MODULES
+from gpucast.flows.cli.options import ML_MODULES, command_settings
 from gpucast.flows.environment import configure, prefect_api_in_use
-from gpucast.flows.settings import Settings
 from gpucast.warehouse.errors import environment_error, printable, redact, storage_error
 
 EXIT_CODES = """exit codes:
@@ -134,6 +133,7 @@ def _exit_stopped(stop: Terminated) -> NoReturn:
 
 
 FLOW_COMMANDS = {"ingest", "import", "train", "score", "nightly", "demo", "plan", "demand"}  # the commands that run Prefect flows
+NO_SETTINGS = {"simulate"}  # the commands that read no setting (a bad GPUCAST_* variable does not stop them)
 
 
 class ExpectedErrors(logging.Filter):
@@ -188,12 +188,18 @@ def quiet_expected_errors() -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed command: its flow's temporary server, SIGTERM's handler, and the exit code its outcome gets."""
-    server = None
+    """Run a parsed command: its settings (the environment, read here once, with the command's flags on top), its
+    flow's temporary server, SIGTERM's handler, and the exit code its outcome gets. The handler gets the settings
+    and passes each flow the concerns it takes."""
+    server, settings = None, None
     try:
-        configure()  # Prefect's defaults, before any flow module imports Prefect (its home: under GPUCAST_HOME)
+        if refused := getattr(args, "refused", None):  # a flag this command refuses (parser.py `_Refused`)
+            raise ValueError(refused)
+        if args.command not in NO_SETTINGS:
+            settings = command_settings(args)  # a bad variable or flag: one line naming it, exit 2
+        configure(settings.storage.home if settings else None)  # Prefect's defaults, before any flow imports Prefect
         if args.command in FLOW_COMMANDS:  # the data directory's folders, before a server or a flow starts
-            Settings.from_env().ensure()
+            settings.ensure()
     except Exception as exc:  # noqa: BLE001  (a file where a folder goes: one line, exit 5)
         return _answer(args.command, exc)
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
@@ -211,7 +217,7 @@ def run_command(args: argparse.Namespace) -> int:
         _deadline_from_arrival()
     try:
         with children.serving(server):
-            return args.func(args)
+            return args.func(args, settings)
     except Terminated as stop:
         print(stopped_line(args.command, stop), file=sys.stderr, flush=True)
         _exit_stopped(stop)

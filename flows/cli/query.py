@@ -6,17 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpucast.flows.cli.options import _require_ml, settings_from
+from gpucast.flows.cli.options import _require_ml
 from gpucast.flows.environment import configured_prefect_api
+from gpucast.flows.settings import Settings
 
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
 
 
-def _status(args: argparse.Namespace) -> int:
+def _status(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.report import warehouse_status
 
-    settings = settings_from(args)
     print(warehouse_status(settings.storage, args.limit, settings.quality.backtest_days))
     api = configured_prefect_api()
     if args.flows is None and api is None:
@@ -30,11 +30,10 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sql(args: argparse.Namespace) -> int:
+def _sql(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.tasks.report.render import query_result_parts
     from gpucast.warehouse.queries import check_table_size, run_sql
 
-    settings = settings_from(args)
     max_rows = args.max_rows if args.format == "table" and args.max_rows > 0 else None
     storage = settings.storage
     df, total = run_sql(storage.query_path, args.query, settings.sql, storage.sql_temp_dir, max_rows)
@@ -45,19 +44,18 @@ def _sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _backtest(args: argparse.Namespace) -> int:
+def _backtest(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.report import backtest_text
 
-    settings = settings_from(args).override({"backtest_days": "--window-days"}, backtest_days=args.window_days)
     print(backtest_text(settings.storage, settings.quality.backtest_days))
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace, settings: Settings) -> int:
     _require_ml()
     from gpucast.flows.report import write_train_report
 
-    text, written = write_train_report(settings_from(args).storage, args.run, Path(args.out) if args.out else None)
+    text, written = write_train_report(settings.storage, args.run, Path(args.out) if args.out else None)
     print(text)
     print("\nwrote " + ", ".join(str(p) for p in written))
     return 0

@@ -136,7 +136,7 @@ def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,
     with the method and fallback reason of each (module doc). `job_candidates` default: `JOB_CANDIDATES`
     when `candidates` are the default ones, else `candidates` (seasonal naive alone: `()`)."""
     if days < 1:
-        raise ValueError(f"--horizon-days must be 1 or more, got {days}")
+        raise ValueError(f"--plan-days must be 1 or more, got {days}")
     if job_candidates is None:
         job_candidates = JOB_CANDIDATES if tuple(candidates) == CANDIDATES else candidates
     series = series_frame(daily, as_of)

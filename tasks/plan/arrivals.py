@@ -119,7 +119,7 @@ def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
         return []
     first, last = forecast_days.min(), forecast_days.max()
     plan_first, plan_last = plan_days.min(), plan_days.max()
-    further = f"`gpucast demand --horizon-days {(plan_last - first).days + 1}`"
+    further = f"`gpucast demand --plan-days {(plan_last - first).days + 1}`"
     if covered == 0:
         return [f"NO EXPECTED ARRIVALS: the demand forecast ({first} to {last}) covers none of the plan's "
                 f"{plan_days.len()} days ({plan_first} to {plan_last}), so expected arrivals are 0 on every day and "

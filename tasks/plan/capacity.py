@@ -213,7 +213,7 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
     types of each queue, then per queue each job on the smallest type that holds it, packed per type."""
     notes = []
     if inventory is None:
-        notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_GPU_MEM_GB), owned unknown")
+        notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_DEFAULT_GPU_MEM_GB), owned unknown")
     jobs = _in_window(jobs, start, days)
     rows, unplaceable, coloc, unknown_total = [], [], [], 0
     planned: dict[str, set[str]] = {}  # queue -> the GPU types a pending job is planned on

@@ -22,7 +22,7 @@ def value_of(s: Settings, name: str):
 def test_defaults_when_nothing_is_set(tmp_path):
     s = Settings.from_env({"GPUCAST_HOME": str(tmp_path)})
     assert s.storage.home == tmp_path.resolve()
-    assert (s.storage.lock_timeout_s, s.storage.duckdb_memory, s.planning.gpu_mem_gb, s.quality.max_reject_fraction,
+    assert (s.storage.lock_timeout_s, s.storage.duckdb_memory, s.planning.oom_gpu_mem_gb, s.quality.max_reject_fraction,
             s.storage.keep_train_runs, s.training.nn_max_minutes, s.quality.backtest_days) == (600.0, "1GB", 80.0, 0.2, 7,
                                                                                                 20.0, 7)
 
@@ -187,23 +187,34 @@ def test_an_empty_data_directory_is_refused_not_defaulted():
 
 
 def test_empty_counts_as_unset():
-    assert Settings.from_env({"GPUCAST_GPU_MEM_GB": " "}).planning.gpu_mem_gb == 80.0
+    assert Settings.from_env({"GPUCAST_OOM_GPU_MEM_GB": " "}).planning.oom_gpu_mem_gb == 80.0
+
+
+def test_an_older_variable_sets_what_it_set_and_the_new_names_win():
+    """GPUCAST_GPU_MEM_GB set both the OOM threshold and the plan's default GPU before they were split: it still does,
+    for each whose own variable is unset; an error names the variable read."""
+    both = Settings.from_env({"GPUCAST_GPU_MEM_GB": "40"}).planning
+    assert (both.oom_gpu_mem_gb, both.default_gpu_mem_gb) == (40.0, 40.0)
+    one = Settings.from_env({"GPUCAST_GPU_MEM_GB": "40", "GPUCAST_OOM_GPU_MEM_GB": "24"}).planning
+    assert (one.oom_gpu_mem_gb, one.default_gpu_mem_gb) == (24.0, 40.0)
+    with pytest.raises(SettingsError, match=re.escape("GPUCAST_GPU_MEM_GB='big' is not")):
+        Settings.from_env({"GPUCAST_GPU_MEM_GB": "big", "GPUCAST_OOM_GPU_MEM_GB": "24"})
 
 
 def test_overrides_are_checked_and_name_their_flag():
     s = Settings.from_env({})
-    assert s.override(gpu_mem_gb=40.0, max_reject_fraction=None).planning.gpu_mem_gb == 40.0
-    assert s.override(gpu_mem_gb=40.0).quality is s.quality  # other concerns are kept as they are
+    assert s.override(oom_gpu_mem_gb=40.0, max_reject_fraction=None).planning.oom_gpu_mem_gb == 40.0
+    assert s.override(oom_gpu_mem_gb=40.0).quality is s.quality  # other concerns are kept as they are
     assert s.override(max_reject_fraction=None) is s  # None keeps the value
-    with pytest.raises(SettingsError, match=re.escape("--gpu-mem-gb=-1 is not a finite number > 0")):
-        s.override({"gpu_mem_gb": "--gpu-mem-gb"}, gpu_mem_gb=-1)
+    with pytest.raises(SettingsError, match=re.escape("--oom-gpu-mem-gb=-1 is not a finite number > 0")):
+        s.override({"oom_gpu_mem_gb": "--oom-gpu-mem-gb"}, oom_gpu_mem_gb=-1)
     with pytest.raises(SettingsError, match="unknown setting 'gpu_mem'"):
         s.override(gpu_mem=1)
 
 
 def test_settings_are_frozen():
     with pytest.raises(AttributeError):
-        Settings.from_env({}).planning.gpu_mem_gb = 1.0
+        Settings.from_env({}).planning.oom_gpu_mem_gb = 1.0
 
 
 def test_the_readme_documents_every_setting():

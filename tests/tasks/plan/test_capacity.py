@@ -215,7 +215,7 @@ def test_expected_arrivals_are_forecast_gpu_hours_over_the_day_and_the_measured_
     assert rows.select(EXPECTED_COLUMNS).null_count().sum_horizontal().item() == 0
     assert notes == [f"the demand forecast covers 1 of the plan's 3 days ({START + timedelta(days=1)} to "
                      f"{START + timedelta(days=9)}); the others have no expected arrivals (forecast as far as the plan "
-                     "with `gpucast demand --horizon-days 2`)"]
+                     "with `gpucast demand --plan-days 2`)"]
 
 
 def test_a_forecast_of_days_before_the_plan_is_said_not_taken_for_zero_arrivals(inventory):
@@ -230,7 +230,7 @@ def test_a_forecast_of_days_before_the_plan_is_said_not_taken_for_zero_arrivals(
     assert notes == ["NO EXPECTED ARRIVALS: the demand forecast (2026-11-02 to 2026-11-15) covers none of the plan's 14 "
                      "days (2026-11-26 to 2026-12-09), so expected arrivals are 0 on every day and the plan holds the "
                      "queued jobs only; import the jobs since the history's end, or forecast as far as the plan with "
-                     "`gpucast demand --horizon-days 38`"]
+                     "`gpucast demand --plan-days 38`"]
 
 
 def test_a_day_of_one_short_job_does_not_multiply_the_expected_gpus_past_the_floor(inventory):

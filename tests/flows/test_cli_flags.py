@@ -1,0 +1,123 @@
+"""The command line's flags: each named as its setting, older spellings hidden and still answering, one meaning per
+name, and the command's settings built once, where it starts (issue 49, items 3 and 5). Parsing only: fast."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from gpucast.flows.cli import main
+from gpucast.flows.cli.options import FLAG_ALIASES, SETTING_FLAGS, SPLIT_FLAGS, command_settings, dest
+from gpucast.flows.cli.parser import build_parser
+from gpucast.flows.settings import SPEC_BY_FIELD, SettingsError
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser by its name (`import slurm` as 'import slurm')."""
+    found = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}".strip())
+        if prefix:
+            found[prefix] = parser
+
+    walk(build_parser(), "")
+    return found
+
+
+def shown_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """flag -> dest, for the flags `--help` shows."""
+    return {o: a.dest for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings}
+
+
+def test_every_flag_of_a_setting_is_named_as_its_setting():
+    """A shown flag that sets a setting (or the train option a setting defaults) is `--` + the setting's name."""
+    seen = set()
+    for name, parser in commands().items():
+        for flag, field in shown_flags(parser).items():
+            if field in SPEC_BY_FIELD:
+                assert flag == "--" + field.replace("_", "-"), (name, flag, field)
+                seen.add(flag)
+    assert seen >= set(SETTING_FLAGS) and "--train-runner" in seen and "--plan-days" in seen
+
+
+def test_older_spellings_are_hidden_and_still_answer():
+    parser = build_parser()
+    assert parser.parse_args(["train", "--runner", "local"]).train_runner == "local"
+    assert parser.parse_args(["train", "--budget-minutes", "5"]).night_budget_minutes == 5
+    assert parser.parse_args(["plan", "--horizon-days", "3"]).plan_days == 3
+    assert parser.parse_args(["demand", "--days", "3"]).plan_days == 3
+    assert parser.parse_args(["backtest", "--window-days", "3"]).backtest_days == 3
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--runner", "ray"])  # the alias keeps the flag's choices
+    for name, sub in commands().items():
+        shown = shown_flags(sub)
+        hidden = {o for a in sub._actions if a.help == argparse.SUPPRESS for o in a.option_strings}
+        olds = {old for olds in FLAG_ALIASES.values() for old in olds} | set(SPLIT_FLAGS)
+        assert not olds & set(shown), name
+        for flag, aliases in FLAG_ALIASES.items():
+            if flag in shown:
+                assert set(aliases) <= hidden, (name, flag)
+
+
+def settings_of(*argv: str):
+    return command_settings(build_parser().parse_args(list(argv))).planning
+
+
+@pytest.mark.parametrize(("argv", "oom", "default"), [
+    (["score", "--gpu-mem-gb", "40"], 40.0, 80.0),  # score: the OOM threshold only
+    (["plan", "--gpu-mem-gb", "40"], 80.0, 40.0),  # plan: the plan's default GPU only
+    (["nightly", "--gpu-mem-gb", "40"], 40.0, 40.0),  # the nightly scores and plans: both, as before
+    (["nightly", "--gpu-mem-gb", "40", "--oom-gpu-mem-gb", "24"], 24.0, 40.0),  # the new name wins
+    (["score", "--oom-gpu-mem-gb", "24"], 24.0, 80.0),
+    (["plan", "--default-gpu-mem-gb", "24"], 80.0, 24.0),
+])
+def test_gpu_mem_gb_sets_what_it_set_on_each_command(argv, oom, default, monkeypatch):
+    monkeypatch.delenv("GPUCAST_GPU_MEM_GB", raising=False)
+    monkeypatch.delenv("GPUCAST_OOM_GPU_MEM_GB", raising=False)
+    monkeypatch.delenv("GPUCAST_DEFAULT_GPU_MEM_GB", raising=False)
+    planning = settings_of(*argv)
+    assert (planning.oom_gpu_mem_gb, planning.default_gpu_mem_gb) == (oom, default)
+
+
+def test_a_bad_flag_names_the_spelling_given():
+    with pytest.raises(SettingsError, match=re.escape("--gpu-mem-gb=-1.0 is not a finite number > 0")):
+        settings_of("score", "--gpu-mem-gb", "-1")
+    with pytest.raises(SettingsError, match=re.escape("--plan-days=0 is not a whole number >= 1")):
+        settings_of("plan", "--horizon-days", "0")
+
+
+def test_the_command_reads_the_environment_once(monkeypatch, home, capsys):
+    """`gpucast sql` (no flow, no server): the settings are built once, before the handler, which gets them."""
+    from gpucast.flows.settings import Settings
+
+    calls = []
+    real = Settings.from_env.__func__
+
+    def counted(cls, environ=None):
+        calls.append(environ)
+        return real(cls, environ)
+
+    monkeypatch.setattr(Settings, "from_env", classmethod(counted))
+    assert main(["sql", "SELECT 1"]) == 2  # no warehouse yet: one line, exit 2
+    assert len(calls) == 1 and "run `gpucast ingest`" in capsys.readouterr().err
+
+
+def test_demo_refuses_no_train_with_one_line(capsys, monkeypatch):
+    """`gpucast demo --no-train` was taken and ignored: refused now, before anything runs (no setting is read: a bad
+    variable does not hide the refusal)."""
+    monkeypatch.setenv("GPUCAST_SQL_THREADS", "0")
+    assert main(["demo", "--no-train"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpucast demo: --no-train: the demo trains on its first night")
+    assert "gpucast nightly --no-train" in err
+    assert build_parser().parse_args(["nightly", "--no-train"]).no_train is True
+
+
+def test_every_setting_flag_is_a_setting():
+    assert all(dest(flag) == field and field in SPEC_BY_FIELD for flag, field in SETTING_FLAGS.items())
