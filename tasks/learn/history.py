@@ -212,15 +212,5 @@ class SchedulerHistory:
                             schema=FORECAST_SCHEMA)
 
 
-def queue_median(history: pl.DataFrame, rows: pl.DataFrame, target: str, by: tuple[str, ...] = (c.QUEUE,)) -> np.ndarray:
-    """The plain baseline: the median `target` of the history's jobs with the same `by` values (pooled median
-    where a group has none); the yardstick `SchedulerHistory` is measured against."""
-    labelled = history.filter(pl.col(target).is_not_null() & (pl.col(target) > 0))
-    pooled = float(labelled[target].median())
-    medians = labelled.group_by(list(by)).agg(pl.col(target).median().alias("__m"))
-    return (rows.select(list(by)).join(medians, on=list(by), how="left", maintain_order="left")["__m"]
-            .fill_null(pooled).to_numpy().astype(np.float64))
-
-
 def _mape(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - y) / y)) if len(y) else 0.0

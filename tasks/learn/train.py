@@ -244,33 +244,6 @@ def describe_fit(outcome: FitOutcome, repeats: int) -> str:
     return f"{where} trained in {outcome.seconds:.1f} s on {outcome.device}" + (f" ({outcome.stopped})" if outcome.stopped else "")
 
 
-def train_target(history: pl.DataFrame, target: str, options: TrainOptions, folder: Path, *, threads: int,
-                 progress: Callable[[str], None] = log.info, holdout: list[str] | None = None) -> TargetResult:
-    """Compare `options.models` on `target` over repeated holdouts, pick the champion on validation,
-    refit it on every labelled job but a calibration slice, calibrate its intervals on that slice,
-    and save it in `folder` (the registry's target folder, `store.target_folder`). One fit after
-    another, in this process: the `train-models` flow runs the same steps (`fit_one`,
-    `finish_target`, `save_champion`) fanned out on Dask, under a night budget.
-
-    A target with fewer than `min_labelled` jobs gets no model comparison; with a feature set that
-    has the priors, the analytic prior scores it (calibrated on the jobs there are).
-    `holdout`: job ids of the gate's backtest window (`tasks/learn/gate.py`); the champion is fitted once
-    more without them and its predictions for them are returned in `result.gate_predictions`.
-    `options.epochs` caps the Transformer-BiGRU's epochs and `options.nn_max_minutes` is its time
-    budget per fit (it stops after the epoch that crosses it), so a CPU-only night still ends.
-    """
-    rows = labelled(history, target, options)
-    outcomes = []
-    if too_few(rows, options) is None:
-        for fit in (f for f in order_fits(options) if f.target == target):
-            outcomes.append(fit_one(rows, target, options, fit.model, fit.repeat, threads=threads, progress=progress))
-            progress(describe_fit(outcomes[-1], options.repeats))
-    finished = finish_target(rows, target, options, outcomes, holdout, threads=threads, progress=progress)
-    if finished.estimator is not None:
-        save_champion(folder, target, options, finished, threads=threads)
-    return finished.result
-
-
 @dataclass
 class Finished:
     """A target's outcome before it is saved: the result, and the refitted champion with its encoder

@@ -47,11 +47,6 @@ def markdown_table(df: pl.DataFrame) -> str:
 PIECE_BYTES = 8 * 10**6  # csv and json are rendered and printed about this much of the result at a time
 
 
-def query_result(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> str:
-    """A query's result as `gpucast sql` prints it (`query_result_parts`, joined)."""
-    return "".join(query_result_parts(df, fmt, total))
-
-
 def query_result_parts(df: pl.DataFrame, fmt: str = "table", total: int | None = None) -> Iterator[str]:
     """A query's result as `gpucast sql` prints it, in pieces: csv or json (every row given) rendered
     about PIECE_BYTES of the result at a time, so that printing holds one piece's text, never the whole

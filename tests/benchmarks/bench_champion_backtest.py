@@ -27,10 +27,10 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn import train
 from gpucast.tasks.learn.champion import champion_choice
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import train_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402
+from tests.train_steps import train_target  # noqa: E402
 
 
 def dated(rows: pl.DataFrame, weeks: int, seed: int = 0) -> pl.DataFrame:

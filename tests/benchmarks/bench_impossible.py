@@ -35,13 +35,13 @@ from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import build, labelled_rows
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
-from gpucast.tasks.learn.train import train_target
 from gpucast.tasks.simulate import simulate_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
 from tests import measured  # noqa: E402
 from tests.benchmarks.real_archs import GPU_RUNS, REFERENCE, gpu_set, reference_set  # noqa: E402
+from tests.train_steps import train_target  # noqa: E402
 
 MEM = c.PEAK_GPU_MEM_GB
 

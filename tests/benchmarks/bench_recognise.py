@@ -37,6 +37,7 @@ import make_reference_archs as refgen  # noqa: E402
 
 from tests import measured  # noqa: E402
 from tests.benchmarks import real_archs as ra  # noqa: E402
+from tests.train_steps import train_target  # noqa: E402
 
 
 def published(arch: str, built_million: float) -> float:
@@ -157,7 +158,7 @@ def zoo_teaches(args: argparse.Namespace) -> None:
     from gpucast.tasks.learn.champion import metrics
     from gpucast.tasks.learn.options import TrainOptions
     from gpucast.tasks.learn.score import Scorer
-    from gpucast.tasks.learn.train import split, train_target
+    from gpucast.tasks.learn.train import split
 
     refs = {traced_prior: reference.load(args.reference, gpu_convention=not args.set_truth, traced_prior=traced_prior)
             for traced_prior in (True, False)}

@@ -28,7 +28,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.ingest.normalize import normalize
-from gpucast.tasks.learn.history import SchedulerHistory, queue_median
+from gpucast.tasks.learn.history import SchedulerHistory
 from gpucast.tasks.simulate import simulate_jobs
 from gpucast.tasks.sources.slurm import parse_sacct
 
@@ -60,6 +60,17 @@ def split_by_time(rows: pl.DataFrame, share: float) -> tuple[pl.DataFrame, pl.Da
     first, last = done[c.SUBMITTED_AT].min(), done[c.SUBMITTED_AT].max()
     cut = first + (last - first) * share
     return done.filter(pl.col(c.SUBMITTED_AT) < cut), done.filter(pl.col(c.SUBMITTED_AT) >= cut)
+
+
+def queue_median(history: pl.DataFrame, rows: pl.DataFrame, target: str, by: tuple[str, ...] = (c.QUEUE,)) -> np.ndarray:
+    """The plain baseline: the median `target` of the history's jobs with the same `by` values (pooled median
+    where a group has none); the yardstick `SchedulerHistory` is measured against (its own fallback, the queue
+    median, is `tasks/learn/history.py` `SchedulerHistory._queue_medians`)."""
+    labelled = history.filter(pl.col(target).is_not_null() & (pl.col(target) > 0))
+    pooled = float(labelled[target].median())
+    medians = labelled.group_by(list(by)).agg(pl.col(target).median().alias("__m"))
+    return (rows.select(list(by)).join(medians, on=list(by), how="left", maintain_order="left")["__m"]
+            .fill_null(pooled).to_numpy().astype(np.float64))
 
 
 def measure(name: str, fit: pl.DataFrame, test: pl.DataFrame, seed: int) -> dict[str, float]:

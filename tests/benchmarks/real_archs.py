@@ -52,11 +52,11 @@ from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FeatureEncoder
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer, safe_request_gb
-from gpucast.tasks.learn.train import train_target
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
 from tests import measured  # noqa: E402
+from tests.train_steps import train_target  # noqa: E402
 
 REFERENCE = ROOT / "tasks" / "learn" / "reference_archs.csv"
 GPU_RUNS = ROOT / "tests" / "data" / "gpu_archs_h100.csv"

@@ -14,8 +14,8 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import train_target
 from tests.measured import load
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

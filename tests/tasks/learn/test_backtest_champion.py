@@ -15,8 +15,9 @@ from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import train
 from gpucast.tasks.learn.champion import champion_choice
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import backtest_mask, train_target
+from gpucast.tasks.learn.train import backtest_mask
 from gpucast.tasks.simulate import simulate_jobs
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

@@ -16,8 +16,9 @@ from gpucast.tasks.learn import intervals
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import Finished, labelled, save_champion, train_target
+from gpucast.tasks.learn.train import Finished, labelled, save_champion
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

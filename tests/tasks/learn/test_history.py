@@ -49,8 +49,8 @@ def test_the_name_pattern_and_the_time_limit_forecast_what_the_queue_median_cann
     p10, p50, p90 = model.intervals(new)
     assert p50[[0, 2]] == pytest.approx([10.0, 10.0], rel=0.2) and p50[[1, 3]] == pytest.approx([0.5, 0.5], rel=0.2)
     assert (p10 <= p50).all() and (p50 <= p90).all()
-    median = h.queue_median(history, new, c.RUNTIME_HOURS)  # one queue: one number, between the two scripts
-    assert len(set(median)) == 1 and 0.5 * 1.5 < median[0] < 10.0 / 1.5
+    median = history[c.RUNTIME_HOURS].median()  # the plain yardstick (one queue): one number, between the two scripts
+    assert history[c.QUEUE].n_unique() == 1 and 0.5 * 1.5 < median < 10.0 / 1.5
     out = model.forecast(new)
     assert out["model"].to_list() == [h.MODEL] * 4 and out["ood"].all()
     assert out["ood_reason"][0].startswith("model features unknown -> scheduler history: scheduler_history") and \

@@ -16,12 +16,12 @@ from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, ood, traced
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
-from gpucast.tasks.learn.train import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests import measured  # noqa: E402
+from tests.train_steps import train_target  # noqa: E402
 
 MEM = c.PEAK_GPU_MEM_GB
 

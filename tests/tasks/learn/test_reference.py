@@ -12,6 +12,7 @@ from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, reference, traced, train
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
@@ -103,7 +104,7 @@ def test_a_family_the_site_never_ran_is_known_once_the_reference_set_trains_besi
     for w in (0.0, 0.1):
         options = TrainOptions(targets=(c.PEAK_GPU_MEM_GB,), models=("lightgbm",), repeats=1, reference_weight=w)
         folder = tmp_path / f"w{w}"
-        result = train.train_target(history, c.PEAK_GPU_MEM_GB, options, folder, threads=THREADS, progress=lambda _: None)
+        result = train_target(history, c.PEAK_GPU_MEM_GB, options, folder, threads=THREADS, progress=lambda _: None)
         scored[w] = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "test", str(folder)), threads=THREADS).score(jobs)
     alone, beside = scored[0.0], scored[0.1]
     assert alone["ood"].all() and alone["ood_reason"].str.contains("Transformer").all()

@@ -14,8 +14,8 @@ from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn.features import labelled_rows
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer, memory_advice, safe_request_gb
-from gpucast.tasks.learn.train import train_target
 from gpucast.tasks.simulate import simulate_jobs
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

@@ -10,8 +10,9 @@ from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn.champion import champion_choice, metrics
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import split, train_target
+from gpucast.tasks.learn.train import split
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
+from tests.train_steps import train_target
 
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 

@@ -18,7 +18,7 @@ from markupsafe import escape
 
 from gpucast.records.results import NightResult, PlanResult
 from gpucast.tasks.report.literal import markdown_text, visible
-from gpucast.tasks.report.render import markdown_table, nightly_report, query_result, status_text, text_table
+from gpucast.tasks.report.render import markdown_table, nightly_report, query_result_parts, status_text, text_table
 from gpucast.tasks.report.site import demand_chart, outlook_chart, plan_chart, render_site
 from tests.sample_jobs import HOSTILE_STRINGS
 
@@ -189,9 +189,9 @@ def test_control_characters_do_not_break_markdown_or_text_tables():
     df = pl.DataFrame({"queue": ["a\nb", "c\x00d"], "n": [1, 2]})
     assert [r[0] for r in markdown_cells(markdown_table(df))[1:]] == [r"a\x0ab", r"c\x00d"]
     # borders, header, its rule and one line per row (`gpucast sql` adds the row count)
-    for text, lines in ((text_table(df), 4 + 2), (query_result(df), 4 + 2 + 1)):
+    for text, lines in ((text_table(df), 4 + 2), ("".join(query_result_parts(df)), 4 + 2 + 1)):
         assert RAW_CONTROL.search(text) is None and r"a\x0ab" in text and len(text.splitlines()) == lines, text
-    assert query_result(df, "csv").count("\x00") == 1  # csv and json carry the data as it is
+    assert "".join(query_result_parts(df, "csv")).count("\x00") == 1  # csv and json carry the data as it is
 
 
 def test_a_rejected_file_name_cannot_send_escapes_to_on_calls_terminal(tmp_path):
