@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.records.files import temp_beside
 from gpucast.records.outcomes import Champion
 from gpucast.warehouse.db import forecast_file_stem, transaction
 from gpucast.warehouse.housekeeping import failpoint
@@ -74,7 +75,7 @@ def keep_staged(folder: Path, score_run_id: str, parts: list[Path]) -> None:
         return
     for i, part in enumerate(parts):
         name = folder / f"{forecast_file_stem(score_run_id)}.{STAGED}.{i}.parquet"
-        tmp = name.with_name(f".{name.name}.{os.getpid()}.tmp")
+        tmp = temp_beside(name)  # a second name by a hard link, not a write: `records.files.replacing` does not fit
         try:
             tmp.unlink(missing_ok=True)
             os.link(part, tmp)

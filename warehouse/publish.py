@@ -101,6 +101,7 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.records.files import replacing, temp_beside, write_text
 from gpucast.warehouse import db, forecast
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_copy, sql_name, sql_string, transaction, writer_lock
@@ -149,7 +150,7 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
     builds the copy from nothing and writes every run's forecast file again, even when the current ones could
     be used."""
     target = storage.published_path
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = temp_beside(target)  # built over several steps (a hard link, a verified copy), renamed in by hand below
     with writer_lock(storage):
         check_paths(target)  # before anything is written: nothing half done over a path of the wrong kind
         con = connect_writer(storage)
@@ -332,15 +333,12 @@ def _note_published(target: Path, previous: list[int] | None, forecast_files: li
     """Write the identity of the new copy's file and of the previous copy's (step 8), the forecast files of the
     last publishes' copies (newest first) with their checks, and the repairs of this publish and the last ones,
     replacing the note atomically."""
-    note = state_path(target)
-    tmp = note.with_name(f".{note.name}.{os.getpid()}.tmp")
     read = {name for names in forecast_files for name in names}
     now = f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
-    tmp.write_text(json.dumps({
+    write_text(state_path(target), json.dumps({
         "identity": _identity(target), "previous": previous, "forecast_files": forecast_files,
         "forecast_checks": {n: [c.size, c.sha256, c.identity] for n, c in sorted(checks.items()) if n in read},
         "repairs": ([[now, r] for r in repairs] + earlier)[:REPAIRS_KEPT]}))
-    os.replace(tmp, note)
 
 
 def _sweep_forecast_files(target: Path, kept: list[list[str]]) -> None:
@@ -360,7 +358,7 @@ def _noted(target: Path, note: _Note) -> tuple[list[int], list[int] | None] | No
 
 def _keep_as_previous(target: Path) -> None:
     """Give the current copy's file the name `published.prev.duckdb` too (a hard link: no bytes copied)."""
-    keep = target.with_name(f".{previous_copy(target).name}.{os.getpid()}.tmp")
+    keep = temp_beside(previous_copy(target))  # a second name, not a write: `replacing` does not fit
     keep.unlink(missing_ok=True)
     os.link(target, keep)
     os.replace(keep, previous_copy(target))
@@ -659,14 +657,11 @@ def _adopt_staged(con: duckdb.DuckDBPyConnection, folder: Path, run: str, stem: 
 
 def _export_run(con: duckdb.DuckDBPyConnection, source: str, run: str, path: Path) -> Path:
     """Write run `run`'s forecasts, read back from the warehouse, to `path` (a temporary name, flushed, renamed)."""
-    part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     lo, hi = con.execute(f"SELECT min(rowid), max(rowid) FROM {source} WHERE score_run_id = ?", [run]).fetchall()[0]
-    # the rows of a run were appended together: a row-id range lets the scan skip other runs' row groups
-    con.execute(f"COPY (SELECT * FROM {source} WHERE rowid BETWEEN {int(lo)} AND {int(hi)} AND score_run_id = ?) "
-                f"TO {sql_string(part)} (FORMAT parquet)", [run])
-    with open(part, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(part, path)
+    with replacing(path) as part:
+        # the rows of a run were appended together: a row-id range lets the scan skip other runs' row groups
+        con.execute(f"COPY (SELECT * FROM {source} WHERE rowid BETWEEN {int(lo)} AND {int(hi)} AND score_run_id = ?) "
+                    f"TO {sql_string(part)} (FORMAT parquet)", [run])
     return path
 
 
@@ -733,13 +728,10 @@ def _copy_views(con: duckdb.DuckDBPyConnection) -> None:
 
 def _replace_with_copy(src: Path, dst: Path) -> None:
     """Copy `src` to a temporary file (flushed to disk), make it read-only, and rename it over `dst`."""
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    with open(src, "rb") as f, open(tmp, "wb") as g:
-        shutil.copyfileobj(f, g, length=16 << 20)
-        g.flush()
-        os.fsync(g.fileno())
-    os.chmod(tmp, READ_ONLY_MODE)
-    os.replace(tmp, dst)
+    with replacing(dst) as tmp:
+        with open(src, "rb") as f, open(tmp, "wb") as g:
+            shutil.copyfileobj(f, g, length=16 << 20)
+        os.chmod(tmp, READ_ONLY_MODE)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ reported and the night goes on with tonight's traces held in memory: a bad cache
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import multiprocessing
@@ -51,6 +50,8 @@ from pathlib import Path
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.records.files import write_text
+from gpucast.records.results import TraceSummary
 from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.parent_watch import watch_parent
 
@@ -259,14 +260,10 @@ def save_cache(path: Path | None, entries: dict[str, dict]) -> str | None:
     written (the path a folder, a file where `models/` goes, a full or read-only disk), never an error."""
     if path is None:
         return None
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        write_text(path, json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1, sort_keys=True))
+    except OSError as exc:  # (the temporary file is removed)
         return (f"trace cache {path} cannot be written ({type(exc).__name__}: {exc}); tonight's traces are used "
                 "but not kept: move what is in the way, or free the disk")
     return None
@@ -431,7 +428,7 @@ def use_traced_prior(df: pl.DataFrame) -> pl.DataFrame:
                            pl.when(traced).then(runtime).otherwise(pl.col("prior_runtime_hours")).alias("prior_runtime_hours"))
 
 
-def summary(rows: pl.DataFrame, trace: pl.DataFrame) -> dict:
+def summary(rows: pl.DataFrame, trace: pl.DataFrame) -> TraceSummary:
     """What the traced prior did for these jobs: jobs per `trace_status`, and the names the zoo does not
     know with their job counts (kept as logged; those jobs get the analytic prior)."""
     both = pl.concat([rows.select(pl.col(c.ARCH) if c.ARCH in rows.columns else pl.lit(None, pl.String).alias(c.ARCH)),
@@ -439,4 +436,4 @@ def summary(rows: pl.DataFrame, trace: pl.DataFrame) -> dict:
     statuses = both.group_by(TRACE_STATUS).len().sort(["len", TRACE_STATUS], descending=[True, False])
     unknown = (both.filter(pl.col(TRACE_STATUS) == UNKNOWN_ARCH).group_by(c.ARCH).len()
                .sort(["len", c.ARCH], descending=[True, False]))
-    return {"trace_statuses": dict(statuses.iter_rows()), "unknown_archs": dict(unknown.iter_rows())}
+    return TraceSummary(trace_statuses=dict(statuses.iter_rows()), unknown_archs=dict(unknown.iter_rows()))
