@@ -13,7 +13,7 @@ import polars as pl
 from prefect import get_run_logger, task
 
 from gpucast.flows.settings import Storage, Tracing
-from gpucast.records.results import FeaturesResult
+from gpucast.records.results import FeaturesResult, FeatureSummary, TraceSummary
 from gpucast.tasks.learn import features, traced
 from gpucast.warehouse import db, training
 
@@ -32,14 +32,13 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
                   PENDING: training.read_pending(con) if PENDING in parts else None}
     staged = {part: rows for part, rows in frames.items() if rows is not None}
     traces = _trace(staged, storage, tracing or Tracing())
-    out: dict = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else {}
+    trace = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else TraceSummary()
+    paths = {part: str(folder / f"{part}.parquet") for part in staged}
     for part, rows in staged.items():
-        path = folder / f"{part}.parquet"
-        features.build(rows, traces[part]).write_parquet(path)
-        out[f"{part}_path"] = str(path)
-    if frames[HISTORY] is not None and frames[PENDING] is not None:
-        out.update(features.summary(frames[HISTORY], frames[PENDING]))
-    return FeaturesResult(**out)
+        features.build(rows, traces[part]).write_parquet(paths[part])
+    both = HISTORY in staged and PENDING in staged  # what tonight's models see: only when both are staged
+    seen = features.summary(staged[HISTORY], staged[PENDING]) if both else FeatureSummary()
+    return FeaturesResult.of(paths.get(HISTORY), paths.get(PENDING), trace, seen)
 
 
 def _trace(staged: dict[str, pl.DataFrame], storage: Storage, tracing: Tracing) -> dict[str, pl.DataFrame]:

@@ -7,6 +7,7 @@ Neither layer imports the other (tests/test_layout.py), so the shapes they hand 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -34,6 +35,22 @@ class FileResult:
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)  # per expectation: suite, rule, success, counts
     seconds: dict[str, float] = field(default_factory=dict)  # read / check (normalise + GX) / write
+
+
+@dataclass(frozen=True)
+class LoadTotals:
+    """What an ingest run's load committed (`warehouse/load.py` `load_run`), as `ingest_runs` records it:
+    `rows_read = rows_loaded + rows_rejected + rows_duplicate`; and, once the flow has refreshed the lake, the days
+    it rewrote and the load's wall seconds."""
+
+    files_rejected: int
+    rows_read: int
+    rows_loaded: int
+    rows_rejected: int
+    rows_duplicate: int
+    message: str | None = None  # the run's message (a file's note, a lake refresh that failed)
+    lake_days: int = 0  # days of the Parquet lake rewritten
+    load_seconds: Mapping[str, float] = field(default_factory=dict)  # wall seconds: "warehouse" (the merge), "lake"
 
 
 @dataclass(frozen=True)
@@ -152,3 +169,38 @@ class Champion:
     model: str
     train_run_id: str
     model_dir: str
+
+
+@dataclass(frozen=True)
+class GateWindow:
+    """One target's evidence for the champion gate (`tasks/learn/gate.py`): its current champion, and the jobs of
+    the backtest window that champion forecast before they ran (`warehouse/backtest.py` `champion_window`: job_id,
+    p50, p90, actual)."""
+
+    champion: Champion
+    jobs: pl.DataFrame
+
+
+@dataclass(frozen=True)
+class GateWindows:
+    """What a train run's gate reads, read once before the fits (`gate-windows`): per target that has a champion
+    its `GateWindow`; a target without one has no window (nothing to gate: tonight's champion is promoted)."""
+
+    by_target: Mapping[str, GateWindow] = field(default_factory=dict)
+
+    def of(self, target: str) -> GateWindow | None:
+        return self.by_target.get(target)
+
+    def champion(self, target: str) -> Champion | None:
+        """The target's current champion, which tonight's is weighed against (None: it has none yet)."""
+        window = self.by_target.get(target)
+        return window.champion if window else None
+
+    def previous_models(self) -> dict[str, str]:
+        """Target -> its current champion's model (the fits' order puts it first: `tasks/learn/train.py` `order_fits`)."""
+        return {t: w.champion.model for t, w in self.by_target.items()}
+
+    def holdouts(self, targets: Iterable[str]) -> dict[str, list[str] | None]:
+        """Target -> the job ids of its window (None without a champion): the challenger is fitted once more without
+        them and predicts them (`tasks/learn/train.py` `finish_target`'s `holdout`)."""
+        return {t: self.by_target[t].jobs["job_id"].to_list() if t in self.by_target else None for t in targets}

@@ -16,6 +16,8 @@ from datetime import date, datetime
 
 import polars as pl
 
+from gpucast.records.outcomes import LoadTotals
+
 IN_PROCESS = "in-process"  # `TrainResult.where` when training ran in the nightly's (or the command's) process
 
 
@@ -34,6 +36,14 @@ class IngestResult:
     lake_days: int = 0  # days of the Parquet lake rewritten
     load_seconds: Mapping[str, float] = field(default_factory=dict)  # wall seconds: "warehouse" (the merge), "lake"
     stage_seconds: Mapping[str, float] = field(default_factory=dict)  # seconds summed over files: "read", "check", "write"
+
+    @classmethod
+    def of(cls, run_id: str, files: int, totals: LoadTotals, stage_seconds: Mapping[str, float]) -> IngestResult:
+        """The run's result from what its load committed (`load-run`) and what staging its files took."""
+        return cls(run_id=run_id, files=files, files_rejected=totals.files_rejected, rows_read=totals.rows_read,
+                   rows_loaded=totals.rows_loaded, rows_rejected=totals.rows_rejected,
+                   rows_duplicate=totals.rows_duplicate, message=totals.message, lake_days=totals.lake_days,
+                   load_seconds=totals.load_seconds, stage_seconds=stage_seconds)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,26 @@ class BacktestResult:
 
 
 @dataclass(frozen=True)
+class TraceSummary:
+    """What the traced prior did for the staged jobs (`tasks/learn/traced.py` `summary`)."""
+
+    trace_statuses: Mapping[str, int] = field(default_factory=dict)  # traced prior's status -> jobs
+    unknown_archs: Mapping[str, int] = field(default_factory=dict)  # architecture name the zoo does not know -> jobs
+
+
+@dataclass(frozen=True)
+class FeatureSummary:
+    """What tonight's models learn from and score (`tasks/learn/features.py` `summary`; the empty one when the
+    history and the pending jobs were not both staged)."""
+
+    labelled_jobs: int | None = None  # labelled jobs read
+    pending: int | None = None  # pending jobs read
+    labelled: Mapping[str, int] = field(default_factory=dict)  # target -> labelled jobs it can learn from
+    missing_feature_share: Mapping[str, float] = field(default_factory=dict)  # feature -> share of jobs without it (0-1)
+    unknown_gpu_types: Mapping[str, int] = field(default_factory=dict)  # GPU type not in the catalogue -> jobs
+
+
+@dataclass(frozen=True)
 class FeaturesResult:
     """The staged features (`stage-features`): where the Parquet files are, and what tonight's models see."""
 
@@ -83,6 +113,15 @@ class FeaturesResult:
     unknown_gpu_types: Mapping[str, int] = field(default_factory=dict)  # GPU type not in the catalogue -> jobs
     trace_statuses: Mapping[str, int] = field(default_factory=dict)  # traced prior's status -> jobs
     unknown_archs: Mapping[str, int] = field(default_factory=dict)  # architecture name the zoo does not know -> jobs
+
+    @classmethod
+    def of(cls, history_path: str | None, pending_path: str | None, trace: TraceSummary,
+           seen: FeatureSummary) -> FeaturesResult:
+        """The step's result from where it staged each part and what the two summaries say."""
+        return cls(history_path=history_path, pending_path=pending_path, labelled_jobs=seen.labelled_jobs,
+                   pending=seen.pending, labelled=seen.labelled, missing_feature_share=seen.missing_feature_share,
+                   unknown_gpu_types=seen.unknown_gpu_types, trace_statuses=trace.trace_statuses,
+                   unknown_archs=trace.unknown_archs)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
+from gpucast.records.results import FeatureSummary
 from gpucast.tasks.learn import priors, traced
 
 
@@ -192,7 +193,7 @@ def _labelled(target: str) -> pl.Expr:
     return (pl.col(c.STATUS) == "COMPLETED") & pl.col(target).is_not_null() & (pl.col(target) > 0)
 
 
-def summary(history: pl.DataFrame, pending: pl.DataFrame) -> dict:
+def summary(history: pl.DataFrame, pending: pl.DataFrame) -> FeatureSummary:
     """What tonight's models learn from and score: labelled jobs per target, pending jobs, the share of
     missing values per feature, and GPU types the catalogue does not know (kept, with no peak)."""
     both = pl.concat([history.select(*c.FEATURES, c.GPU_TYPE), pending.select(*c.FEATURES, c.GPU_TYPE)])
@@ -200,7 +201,7 @@ def summary(history: pl.DataFrame, pending: pl.DataFrame) -> dict:
     unknown = (both.filter(pl.col(c.GPU_TYPE).is_not_null())
                .filter(pl.col(c.GPU_TYPE).map_elements(lambda t: catalog.canonical(t) is None, return_dtype=pl.Boolean))
                .group_by(c.GPU_TYPE).len().sort("len", descending=True))
-    return {"labelled_jobs": history.height, "pending": pending.height,
-            "labelled": {t: history.filter(_labelled(t)).height for t in c.TARGETS},
-            "missing_feature_share": {f: round(missing.get(f) or 0.0, 4) for f in c.FEATURES},
-            "unknown_gpu_types": dict(unknown.iter_rows())}
+    return FeatureSummary(labelled_jobs=history.height, pending=pending.height,
+                          labelled={t: history.filter(_labelled(t)).height for t in c.TARGETS},
+                          missing_feature_share={f: round(missing.get(f) or 0.0, 4) for f in c.FEATURES},
+                          unknown_gpu_types=dict(unknown.iter_rows()))

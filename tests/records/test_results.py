@@ -78,3 +78,19 @@ def test_compile_info_has_one_shape_written_and_read():
     assert CompileInfo.from_json(info.to_json()) == info
     older = CompileInfo.from_json('{"model": "xgboost", "used": false, "reason": "stays native", "extra": 1}')
     assert older == CompileInfo(model="xgboost", used=False, reason="stays native")
+
+
+def test_the_gate_windows_answer_what_training_asks_of_them():
+    """`gate-windows` hands training one typed record (records/outcomes.py), not a dict of dicts read by key: the
+    current champions' models (the fits' order), each target's held-out job ids, each target's window and champion."""
+    from gpucast.records.outcomes import Champion, GateWindow, GateWindows
+
+    champion = Champion("runtime_hours", "lightgbm", "train-0", "/m")
+    window = GateWindow(champion, pl.DataFrame({"job_id": ["a", "b"], "p50": [1.0, 2.0], "p90": [2.0, 3.0],
+                                                "actual": [1.0, 1.0]}))
+    windows = GateWindows({"runtime_hours": window})
+    assert windows.previous_models() == {"runtime_hours": "lightgbm"}
+    assert windows.holdouts(("runtime_hours", "peak_gpu_mem_gb")) == {"runtime_hours": ["a", "b"], "peak_gpu_mem_gb": None}
+    assert windows.of("runtime_hours") is window and windows.of("peak_gpu_mem_gb") is None
+    assert windows.champion("runtime_hours") == champion and windows.champion("peak_gpu_mem_gb") is None
+    assert GateWindows().previous_models() == {}

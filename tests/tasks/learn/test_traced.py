@@ -97,7 +97,7 @@ def test_an_unknown_name_is_kept_reported_and_gets_the_analytic_prior(tmp_path):
     built = features.build(rows, trace)
     assert built[c.ARCH].to_list() == rows[c.ARCH].to_list()  # kept as logged
     assert built["prior_mem_gb"].to_list() == built["analytic_mem_gb"].to_list()
-    assert traced.summary(rows, trace)["unknown_archs"] == {"MyNet-7": 2, "resnet-5O": 1}
+    assert traced.summary(rows, trace).unknown_archs == {"MyNet-7": 2, "resnet-5O": 1}
 
 
 def test_the_traced_values_are_the_prior_and_fill_the_missing_features(tmp_path):
@@ -211,14 +211,14 @@ def test_a_real_architecture_is_traced_through_the_zoo(tmp_path):
 
 
 def test_the_nightly_report_lists_trace_statuses_and_unknown_names(tmp_path):
-    from gpucast.records.results import FeaturesResult, NightResult
+    from gpucast.records.results import FeaturesResult, FeatureSummary, NightResult, TraceSummary
     from gpucast.tasks.report.render import nightly_report
 
     rows = jobs(**{c.ARCH: ["resnet50", "My|Net", "My|Net", None]})
     trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), tracer=fake_tracer)
     summary = traced.summary(rows, trace)
-    assert summary == {"trace_statuses": {"unknown arch": 2, "traced": 1}, "unknown_archs": {"My|Net": 2}}
-    feats = FeaturesResult(labelled_jobs=0, pending=4, labelled={}, **summary)
+    assert summary == TraceSummary(trace_statuses={"unknown arch": 2, "traced": 1}, unknown_archs={"My|Net": 2})
+    feats = FeaturesResult.of(None, None, summary, FeatureSummary(labelled_jobs=0, pending=4))
     report = nightly_report(NightResult(features=feats), None)
     assert "Traced prior, jobs naming an architecture: unknown arch 2, traced 1" in report
     line = next(x for x in report.splitlines() if x.startswith("Architecture names the model zoo does not know"))
