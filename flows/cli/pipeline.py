@@ -153,15 +153,14 @@ def _score(args: argparse.Namespace, s: Settings) -> int:
 
 
 def _as_of(text: str | None):
-    from datetime import UTC, datetime
+    from gpucast.records.times import parse_iso
 
     if text is None:
         return None
     try:
-        when = datetime.fromisoformat(text)
+        return parse_iso(text)  # no zone: UTC
     except ValueError:
         raise ValueError(f"--as-of={text!r} is not an ISO 8601 time (e.g. 2026-11-08T02:00:00Z)") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> NightResult:

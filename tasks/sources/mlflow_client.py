@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
+from gpucast.records.times import parse_iso
 from gpucast.tasks.sources.errors import TrackerUnreachable
 from gpucast.tasks.sources.mlflow import MlflowRun, gpu_memory_keys, series_peak
 
@@ -26,10 +26,10 @@ OVERLAP_MS = 3600_000  # an import re-reads the hour before its watermark: the c
 def since_ms(since: str) -> int:
     """`--since` (ISO 8601; no zone means UTC) as ms since the epoch."""
     try:
-        when = datetime.fromisoformat(since.strip().replace("Z", "+00:00"))
+        when = parse_iso(since.strip())
     except ValueError:
         raise ValueError(f"--since {since!r} is not an ISO 8601 time (e.g. 2026-11-01 or 2026-11-01T02:00:00Z)") from None
-    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1000)
+    return int(when.timestamp() * 1000)
 
 
 def open_client(tracking_uri: str):

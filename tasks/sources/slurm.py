@@ -24,6 +24,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
+from gpucast.records.times import parse_iso
 from gpucast.tasks.ingest.readers import MAX_JSON_DEPTH, SOURCE_ERROR, json_depth
 from gpucast.tasks.sources.mapping import UNITS, Mapping, MappingError, named_fields
 
@@ -607,7 +608,7 @@ def _time(text: str | None) -> datetime | None:
     """sacct's `2026-11-20T08:05:00` (UTC: `read_sacct` runs it with TZ=UTC); None when missing or unreadable."""
     value = _value(text)
     try:
-        return datetime.fromisoformat(value).replace(tzinfo=None) if value else None
+        return parse_iso(value).replace(tzinfo=None) if value else None
     except ValueError:
         return None
 

@@ -1,0 +1,17 @@
+"""The one reader of an ISO 8601 time given as text: a flag (`--as-of`, `--since`) or a scheduler's export (sacct).
+
+The contract's timestamp columns are parsed column-wise by `tasks/ingest/normalize.py` (polars, several layouts);
+this is for one value at a time. Every layer may import it (records/).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def parse_iso(text: str) -> datetime:
+    """`text` as an aware datetime: Python's `datetime.fromisoformat`, with `Z` read as UTC (`2026-11-08T02:00:00Z`,
+    and a date with it, `2026-11-08Z`); a time without a zone is UTC. Raises ValueError for anything else (the
+    caller says which input it was). Surrounding spaces are not removed: a caller that allows them strips first."""
+    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
