@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
-from gpucast.flows.settings import Settings
-from gpucast.flows.train import train_models, with_time_limits
+from gpucast.flows.settings import Settings, with_time_limits
+from gpucast.flows.train import train_models
 from gpucast.records.results import IN_PROCESS, TrainResult
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.warehouse import db, training
@@ -87,8 +87,9 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
     from prefect.states import Cancelled
 
     logger = _logger()
+    options = with_time_limits(options, settings.training)  # the time limits it leaves None: the nightly's settings'
     here = {"options": options, "history_path": history_path, "publish": False, "storage": settings.storage,
-            "cluster": settings.cluster, "quality": settings.quality, "training": settings.training, "tracing": settings.tracing}
+            "cluster": settings.cluster, "quality": settings.quality, "tracing": settings.tracing}
     if not gpu_worker_online():
         logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
         return replace(train_models(**here), where=IN_PROCESS)

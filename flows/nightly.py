@@ -33,7 +33,7 @@ from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.nightly_steps import NIGHTLY_STEPS
 from gpucast.flows.plan import capacity_plan, read_inventory, write_site
 from gpucast.flows.score import score_pending
-from gpucast.flows.settings import Quality, Settings, Storage
+from gpucast.flows.settings import Alerts, Quality, Settings, Storage, with_time_limits
 from gpucast.flows.stage import stage_features
 from gpucast.records.results import IngestResult, NightResult
 from gpucast.tasks.ingest.gate import RejectGate
@@ -68,14 +68,23 @@ def publish(storage: Storage) -> str:
 NIGHTLY_TIMEOUT_S = 6 * 3600  # a night that runs past 08:00 (cron 02:00 UTC) is stopped and reported as failed
 
 
+# Each nightly run's alert settings in this process, by flow run id, kept when the run starts: a hook gets the run,
+# not the flow's locals, and announces a failure with the settings the run had (handed over by the CLI, or built
+# from the environment at its start), not by reading the environment again. Removed when the run ends.
+_RUN_ALERTS: dict[str, Alerts] = {}
+
+
 def alert_on_failure(flow, flow_run, state) -> None:
-    """Prefect `on_failure` / `on_crashed` hook: announce the failed night on GPUCAST_ALERT_WEBHOOK_URL.
+    """Prefect `on_failure` / `on_crashed` hook: announce the failed night on the run's alert webhook
+    (GPUCAST_ALERT_WEBHOOK_URL, `settings.alerts`).
 
     Sent through Prefect's Custom Webhook notification block (a JSON POST of subject and body), so any
     chat or paging tool that takes a webhook can receive it. The alert must never hide the failure
-    it reports: an unreachable endpoint is logged, not raised.
+    it reports: an unreachable endpoint is logged, not raised. A run that failed before it had settings
+    (Prefect refused its parameters) is announced with those it would have built: the environment's.
     """
-    url = Settings.from_env().alerts.webhook_url
+    alerts = _RUN_ALERTS.pop(str(flow_run.id), None) or Settings.from_env().alerts
+    url = alerts.webhook_url
     if not url:
         return
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
@@ -92,21 +101,32 @@ def alert_on_failure(flow, flow_run, state) -> None:
         print(f"could not send the failure alert to {redact(url)}: {type(exc).__name__}: {redact(str(exc))}")
 
 
+def _forget_alerts(flow, flow_run, state) -> None:
+    """Prefect `on_completion` / `on_cancellation` hook: the run needs no alert settings any more."""
+    _RUN_ALERTS.pop(str(flow_run.id), None)
+
+
 @flow(name="nightly", log_prints=True, timeout_seconds=NIGHTLY_TIMEOUT_S, on_failure=[alert_on_failure],
-      on_crashed=[alert_on_failure])
+      on_crashed=[alert_on_failure], on_completion=[_forget_alerts], on_cancellation=[_forget_alerts])
 def nightly(paths: list[str] | None = None, options: TrainOptions | None = None, retrain: bool = True,
             as_of: datetime | None = None, settings: Settings | None = None) -> NightResult:
     """The nightly run. Leaves a markdown artifact `nightly-report` whether it succeeds or fails.
 
-    `options`: what training does (prefect.yaml's `options:`); `settings`: every concern (it runs every
-    step), default the environment's (a deployment sets GPUCAST_* in its work pool's `job_variables.env`;
-    the CLI passes its flags on top, `--oom-gpu-mem-gb`, `--max-reject-fraction`, ...); `as_of` stamps the
-    forecasts (default: now; the demo replays past days). Each step gets only the concerns it uses.
+    `options`: what training does (prefect.yaml's `options:`; the time limits it leaves None are the settings');
+    `settings`: every concern (it runs every step): the CLI's (the environment with its flags on top, read once
+    where the command started); a deployment's run, which is handed none, builds them here, once, from the
+    environment (GPUCAST_* in its work pool's `job_variables.env`). `as_of` stamps the forecasts (default: now;
+    the demo replays past days). Each step gets only the concerns it uses, and every subflow every concern it takes.
     """
-    settings = (settings or Settings.from_env()).ensure()
+    from prefect.runtime import flow_run
+
+    settings = settings or Settings.from_env()
+    _RUN_ALERTS[str(flow_run.id)] = settings.alerts  # for the failure hook
+    settings = settings.ensure()
+    options = with_time_limits(options or TrainOptions(), settings.training)
     inventory = read_inventory(settings)  # a bad inventory stops the night before anything runs
     with exclusive_run(settings.storage, "nightly"), _staging(settings.storage) as staging:
-        return _steps(paths, options or TrainOptions(), retrain, settings, staging, as_of, inventory)
+        return _steps(paths, options, retrain, settings, staging, as_of, inventory)
 
 
 @contextlib.contextmanager

@@ -18,13 +18,19 @@ The concerns, and who gets each (a function takes the one it needs, never the wh
 | cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
 | planning | `Planning` | GPU memory of unknown GPUs (scoring's, the plan's), the plan's days, the inventory file | scoring, the plan |
 | quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
-| training | `TrainingDefaults` | defaults of train options a run leaves unset (network minutes, night budget) | `flows/train.py` |
+| training | `TrainOptions`** | the time limits a run's train options leave unset (network minutes, night budget) | the CLI, train |
 | tracing | `Tracing` | the time bounds of the traced prior's traces (one trace, one night) | `flows/stage.py` |
 | alerts | `Alerts` | where a failed night is announced | the nightly's failure hook |
 
 *The warehouse's two concerns are defined in `warehouse/concerns.py` as plain values with no defaults (the
 warehouse imports nothing of `flows/` and reads no environment); this module fills them from the table and
 checks them when it builds a `Settings`. The other concerns live here, beside the edge that uses them.
+
+**The training concern is `TrainOptions` itself (`tasks/learn/options.py`), the one type for what a train run does:
+`settings.training` is the options a run gets unless it says otherwise, with the two time limits from the table.
+A run's options leave a limit None to mean "the setting's"; the edge fills it (`with_time_limits`): the CLI from
+its settings, a deployment's run from the environment it reads once. (There was a second type, `TrainingDefaults`,
+holding only those two fields beside TrainOptions' own two: two names for one value, copied from one to the other.)
 
 The CLI's help text and docs/operations.md's settings table are written from `SPECS`
 (tests/flows/test_settings.py checks the docs). Every path the pipeline writes is under one data
@@ -41,11 +47,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gpucast.tasks.learn.options import TrainOptions
 from gpucast.warehouse.concerns import SqlSandbox, Storage, is_size, size_bytes
 from gpucast.warehouse.errors import check_kind
 
 __all__ = ["CONCERNS", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
-           "Settings", "SettingsError", "SqlSandbox", "Storage", "TrainingDefaults", "Tracing", "home_from_env", "size_bytes"]
+           "Settings", "SettingsError", "SqlSandbox", "Storage", "Tracing", "home_from_env", "size_bytes", "with_time_limits"]
 
 DEFAULT_HOME = ".gpucast"
 
@@ -284,14 +291,6 @@ class Quality(_Checked):
 
 
 @dataclass(frozen=True)
-class TrainingDefaults(_Checked):
-    """Defaults of the train options a run does not set itself (`TrainOptions.with_defaults`)."""
-
-    nn_max_minutes: float = _default("nn_max_minutes")
-    night_budget_minutes: float = _default("night_budget_minutes")
-
-
-@dataclass(frozen=True)
 class Alerts(_Checked):
     """Where a failed night is announced."""
 
@@ -307,8 +306,25 @@ class Tracing(_Checked):
 
 
 CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
-                             "quality": Quality, "training": TrainingDefaults, "alerts": Alerts, "tracing": Tracing}
-assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name} for name, cls in CONCERNS.items())
+                             "quality": Quality, "training": TrainOptions, "alerts": Alerts, "tracing": Tracing}
+assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name}
+           for name, cls in CONCERNS.items() if name != "training")
+TIME_LIMITS = tuple(s.field for s in SPECS if s.concern == "training")  # the TrainOptions fields that are settings
+assert set(TIME_LIMITS) <= set(TrainOptions.model_fields)
+
+
+def with_time_limits(options: TrainOptions, training: TrainOptions) -> TrainOptions:
+    """`options` with the time limits it leaves None (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES) taken
+    from the settings' (`training`). Done where the run was asked for: a run handed to the GPU pool gets them filled
+    in, so the worker's own environment never changes them."""
+    update = {name: getattr(training, name) for name in TIME_LIMITS if getattr(options, name) is None}
+    return options.model_copy(update=update) if update else options
+
+
+def limits_given(options: TrainOptions) -> TrainOptions | None:
+    """`options` as the training concern a caller handed over when it sets every time limit (the CLI's and a parent
+    flow's do), else None: the limits are then the environment's (`Settings.given`)."""
+    return options if all(getattr(options, name) is not None for name in TIME_LIMITS) else None
 
 
 def table_defaults(concern: str) -> Any:
@@ -327,7 +343,7 @@ class Settings:
     cluster: Cluster = Cluster()
     planning: Planning = Planning()
     quality: Quality = Quality()
-    training: TrainingDefaults = TrainingDefaults()
+    training: TrainOptions = field(default_factory=lambda: table_defaults("training"))
     alerts: Alerts = Alerts()
     tracing: Tracing = Tracing()
 
@@ -361,13 +377,19 @@ class Settings:
 
     @classmethod
     def given(cls, **concerns: Any) -> Settings:
-        """The environment's settings (`from_env`) with the concerns a caller handed over on top; None: not
-        handed over. A flow takes the concern objects it needs (`storage=`, `cluster=`, ...), never the bundle
-        and never the same values again as scalars (issue 39), and builds its view with this."""
+        """A flow's settings from the concerns its caller handed over (None: not handed over). A flow takes the concern
+        objects it needs (`storage=`, `cluster=`, ...), never the bundle and never the same values again as scalars
+        (issue 39), and builds its view with this, once, at its start. Its callers (the CLI, a parent flow) hand over
+        every one, and nothing is read here; a run nobody handed them to (a deployment's: Prefect calls the flow with
+        prefect.yaml's parameters; the GPU pool's hand-off, whose storage is the worker's) gets the ones it lacks from
+        the environment, read once, here (`from_env`)."""
         unknown = set(concerns) - set(CONCERNS)
         if unknown:
             raise TypeError(f"not a settings concern: {', '.join(sorted(unknown))}; concerns: {', '.join(CONCERNS)}")
-        return replace(cls.from_env(), **{name: c for name, c in concerns.items() if c is not None})
+        handed = {name: c for name, c in concerns.items() if c is not None}
+        if len(handed) == len(concerns):
+            return cls(**handed)
+        return replace(cls.from_env(), **handed)
 
     def override(self, sources: Mapping[str, str] | None = None, **values: Any) -> Settings:
         """A copy with `values` (bare setting names) on top; None keeps the current value. `sources`
@@ -381,8 +403,8 @@ class Settings:
             _check(SPEC_BY_FIELD[name], value, (sources or {}).get(name, name))
         changed = {}
         for name in {SPEC_BY_FIELD[k].concern for k in given}:
-            concern = getattr(self, name)
-            changed[name] = replace(concern, **{k: v for k, v in given.items() if SPEC_BY_FIELD[k].concern == name})
+            concern, update = getattr(self, name), {k: v for k, v in given.items() if SPEC_BY_FIELD[k].concern == name}
+            changed[name] = concern.model_copy(update=update) if name == "training" else replace(concern, **update)
         return replace(self, **changed)
 
     @property

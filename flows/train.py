@@ -21,7 +21,7 @@ from prefect.context import FlowRunContext
 
 from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
-from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, TrainingDefaults
+from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, limits_given, with_time_limits
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.records.outcomes import FitOutcome, FitSkipped
 from gpucast.records.results import TrainedTarget, TrainResult
@@ -35,17 +35,8 @@ from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import publish_snapshot
 
 
-def with_time_limits(options: TrainOptions, defaults: TrainingDefaults) -> TrainOptions:
-    """Options with the time limits they leave open taken from the settings' training defaults
-    (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES). Done where the run was asked for: the GPU
-    pool's run gets them filled in, so the worker's own environment never changes them."""
-    update = {name: getattr(defaults, name) for name in ("nn_max_minutes", "night_budget_minutes")
-              if getattr(options, name) is None}
-    return options.model_copy(update=update) if update else options
-
-
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
-    """Options with what they leave open filled in: the time limits (`with_time_limits`), and whether
+    """Options with what they leave open filled in: the time limits (`flows/settings.py` `with_time_limits`), and whether
     tree champions are compiled for scoring (auto: when the pending queue is large enough for the
     minute of compiling to pay, `steps.compile_trees_for`)."""
     options = with_time_limits(options, settings.training)
@@ -158,7 +149,7 @@ def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions
 @flow(name="train-models", log_prints=True)
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
                  storage: Storage | None = None, cluster: Cluster | None = None, quality: Quality | None = None,
-                 training: TrainingDefaults | None = None, tracing: Tracing | None = None) -> TrainResult:
+                 tracing: Tracing | None = None) -> TrainResult:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
@@ -166,15 +157,18 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     nightly flow publishes once, itself). `cluster`: where the fits run (default: the settings',
     GPUCAST_TRAIN_RUNNER / GPUCAST_DASK_ADDRESS / GPUCAST_DASK_WORKERS); the GPU pool's run gets the
     nightly's (`flows/gpu_pool.py`). `quality`: the backtest window the champion gate looks at
-    (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's). `storage`,
-    `training` (the time limits options leave unset), `tracing`: default the environment's. Each concern is
+    (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's). `storage`, `tracing`
+    and the time limits `options` leaves None (the training concern is `TrainOptions` itself, flows/settings.py):
+    default the environment's. Each concern is
     a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off).
     """
     from gpucast.tasks.learn.models.transformer_bigru import pick_device
 
-    settings = Settings.given(storage=storage, cluster=cluster, quality=quality, training=training, tracing=tracing).ensure()
+    options = options or TrainOptions()
+    settings = Settings.given(storage=storage, cluster=cluster, quality=quality, tracing=tracing,
+                              training=limits_given(options)).ensure()
     cluster = settings.cluster
-    options = resolve(options or TrainOptions(), settings)
+    options = resolve(options, settings)
     used = pick_device(options.device)
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-from gpucast.flows.settings import Settings
+from gpucast.flows.settings import Settings, with_time_limits
 from gpucast.tasks.learn.options import TrainOptions
 
 # Flags that override a setting, each named as its setting: flag -> setting name. Their defaults are the settings'.
 SETTING_FLAGS = {"--oom-gpu-mem-gb": "oom_gpu_mem_gb", "--default-gpu-mem-gb": "default_gpu_mem_gb",
                  "--max-reject-fraction": "max_reject_fraction", "--train-runner": "train_runner",
                  "--dask-address": "dask_address", "--plan-days": "plan_days", "--backtest-days": "backtest_days"}
-# Flags of train options whose default is a setting (filled in from the command's settings): flag -> the
-# TrainOptions field, which has the setting's name.
+# Flags of train options whose default is a setting (`train_options` fills them from the command's settings): flag ->
+# the TrainOptions field, which has the setting's name (the training concern is TrainOptions: flows/settings.py).
 TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-minutes": "night_budget_minutes"}
 # Older spellings a flag still answers to, hidden from the help (scripts and deployments that use them keep working).
 # `--days` once named each command's one count of days: the history (simulate, demo), the backtest window
@@ -46,8 +46,9 @@ def command_settings(args: argparse.Namespace) -> Settings:
     return Settings.from_env().override(sources, **values)
 
 
-def train_options(args: argparse.Namespace) -> TrainOptions:
-    """`TrainOptions` from the flags given (the rest keep their defaults); errors name the flag."""
+def train_options(args: argparse.Namespace, settings: Settings) -> TrainOptions:
+    """`TrainOptions` from the flags given, the time limits not given from the command's settings (`settings.training`:
+    GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES), the rest at their defaults; errors name the flag."""
     import pydantic
 
     given = {k: getattr(args, k) for k in TrainOptions.model_fields if getattr(args, k, None) is not None}
@@ -58,7 +59,7 @@ def train_options(args: argparse.Namespace) -> TrainOptions:
     if given.get("max_rows") == 0:
         given["max_rows"] = None  # --max-rows 0: every labelled job
     try:
-        return TrainOptions(**given)
+        return with_time_limits(TrainOptions(**given), settings.training)
     except pydantic.ValidationError as exc:
         flags = {"targets": "--target"}
         raise ValueError("; ".join(f"{flags.get(str(e['loc'][0]), '--' + str(e['loc'][0]).replace('_', '-'))}: "

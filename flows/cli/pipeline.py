@@ -123,8 +123,7 @@ def _train(args: argparse.Namespace, s: Settings) -> int:
     _require_ml()
     from gpucast.flows.train import train_models
 
-    out = train_models(train_options(args), storage=s.storage, cluster=s.cluster, quality=s.quality, training=s.training,
-                       tracing=s.tracing)
+    out = train_models(train_options(args, s), storage=s.storage, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
     if out.note:
         print(f"note: {out.note}")
     print(f"train run {out.train_run_id} on {out.device}, fits on {out.fits_on}:")
@@ -166,7 +165,7 @@ def _as_of(text: str | None):
 def _run_nightly(args: argparse.Namespace, settings: Settings, as_of=None) -> NightResult:
     from gpucast.flows.nightly import nightly
 
-    return nightly(paths=args.paths or None, options=train_options(args), retrain=not args.no_train, settings=settings,
+    return nightly(paths=args.paths or None, options=train_options(args, settings), retrain=not args.no_train, settings=settings,
                    as_of=as_of or _as_of(getattr(args, "as_of", None)))
 
 
@@ -191,7 +190,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
                     pending_fraction=args.pending_fraction, seed=args.seed, rhythm=DEMO.rhythm, start=DEMO.start,
                     start_next_day=DEMO.start_next_day)
     _warm_up_validation()
-    nights = run_demo(settings, sim, train_options(args))
+    nights = run_demo(settings, sim, train_options(args, settings))
     for night, result in enumerate(nights, 1):
         ing, sc, back, train = result.ingest, result.score, result.backtest, result.train
         decisions = ", ".join(f"{o.target} {o.decision}" for o in train.targets if o.decision)

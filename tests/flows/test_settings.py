@@ -34,12 +34,18 @@ CONCERN_PREFIX = {"sql": "SQL_", "alerts": "ALERT_"}
 
 def test_each_setting_has_one_name_from_its_variable_to_its_concern():
     """GPUCAST_ + the concern's prefix + the name: `GPUCAST_SQL_TIMEOUT_S` is `sql.timeout_s`; every spec
-    is a field of its concern's object and nothing else is."""
+    is a field of its concern's object and nothing else is (but for the training concern, `TrainOptions`, whose
+    other fields are a run's own: flags, prefect.yaml's `options:`)."""
     for spec in SPECS:
         assert spec.env == f"GPUCAST_{CONCERN_PREFIX.get(spec.concern, '')}{spec.field}".upper()
     from dataclasses import fields
 
-    assert sorted(f.name for cls in CONCERNS.values() for f in fields(cls)) == sorted(s.field for s in SPECS)
+    from gpucast.tasks.learn.options import TrainOptions
+
+    assert CONCERNS["training"] is TrainOptions
+    assert sorted(f.name for name, cls in CONCERNS.items() if name != "training" for f in fields(cls)) == sorted(
+        s.field for s in SPECS if s.concern != "training")
+    assert {s.field for s in SPECS if s.concern == "training"} == {"nn_max_minutes", "night_budget_minutes"}
 
 
 def string_literals(path: Path) -> list[str]:
@@ -322,3 +328,73 @@ def test_given_concerns_win_over_the_environment_and_the_rest_is_read(tmp_path):
     assert s.quality.backtest_days == 3 and s.planning == env.planning and s.storage == env.storage
     with pytest.raises(TypeError, match="not a settings concern: gpu_mem_gb"):
         Settings.given(gpu_mem_gb=40.0)
+
+
+def test_a_flow_handed_every_concern_reads_no_environment(monkeypatch):
+    """A subflow (or a flow the CLI called) is handed every concern it takes: nothing is read again."""
+    from gpucast.flows.settings import Quality
+
+    built = Settings.from_env({"GPUCAST_HOME": "/srv/gpucast"})
+    monkeypatch.setattr(Settings, "from_env", classmethod(lambda cls, environ=None: pytest.fail("read the environment")))
+    s = Settings.given(storage=built.storage, quality=Quality(backtest_days=3))
+    assert s.storage == built.storage and s.quality.backtest_days == 3
+
+
+def test_train_options_leave_their_time_limits_to_the_settings():
+    """The training concern is TrainOptions: a run's options that leave a limit None get the settings'; a run's
+    options that set both are the training concern a caller hands over (`limits_given`)."""
+    from gpucast.flows.settings import limits_given, with_time_limits
+    from gpucast.tasks.learn.options import TrainOptions
+
+    training = Settings.from_env({"GPUCAST_NIGHT_BUDGET_MINUTES": "45"}).training
+    assert (training.nn_max_minutes, training.night_budget_minutes) == (20.0, 45.0)
+    filled = with_time_limits(TrainOptions(repeats=2, nn_max_minutes=0), training)
+    assert (filled.repeats, filled.nn_max_minutes, filled.night_budget_minutes) == (2, 0, 45.0)
+    assert limits_given(TrainOptions(nn_max_minutes=1)) is None and limits_given(filled) is filled
+    assert Settings.from_env({}).override(night_budget_minutes=7.5).training.night_budget_minutes == 7.5
+
+
+# Flows a caller must hand every concern it takes: name -> its concern parameters, read from `flows/` (`flow_parameters`)
+def concern_parameters() -> dict[str, set[str]]:
+    return {name: set(params) & set(CONCERNS) for p in sorted((ROOT / "flows").glob("*.py"))
+            for name, params in flow_parameters(p).items() if set(params) & set(CONCERNS)}
+
+
+def calls_missing_concerns(path: Path, flows: dict[str, set[str]], root: Path = ROOT) -> list[str]:
+    """'file:line flow: missing' for each call in `path` of a flow in `flows` that does not pass, by keyword, every
+    concern the flow takes (a `**name` whose dict literal is assigned in the same function counts its keys)."""
+    import ast
+
+    missing = []
+    tree = ast.parse(path.read_text())
+    for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+        literals = {t.id: {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                    for node in ast.walk(func) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                    for t in node.targets if isinstance(t, ast.Name)}
+        for call in [n for n in ast.walk(func) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]:
+            if call.func.id not in flows:
+                continue
+            passed = {k.arg for k in call.keywords if k.arg}
+            passed |= {key for k in call.keywords if k.arg is None and isinstance(k.value, ast.Name)
+                       for key in literals.get(k.value.id, ())}
+            if lacking := flows[call.func.id] - passed:
+                missing.append(f"{path.relative_to(root)}:{call.lineno} {call.func.id}: {', '.join(sorted(lacking))}")
+    return missing
+
+
+def test_callers_hand_a_flow_every_concern_it_takes():
+    """Settings are built once, where the command starts (the CLI) or where a deployment's run starts; every call of a
+    flow in `flows/` (a parent flow's, the CLI's) hands it every concern it takes, so no subflow reads the environment
+    again. (The GPU pool's deployment run is started by parameters, not a call: its storage is the worker's.)"""
+    flows = concern_parameters()
+    assert {"ingest_job_logs", "score_pending", "train_models", "capacity_plan", "demand_forecast"} <= set(flows)
+    files = sorted((ROOT / "flows").rglob("*.py"))
+    assert [m for p in files for m in calls_missing_concerns(p, flows)] == []
+
+
+def test_the_concern_check_finds_a_call_that_lacks_one(tmp_path):
+    module = tmp_path / "planted.py"
+    module.write_text("def night(s):\n    here = {'storage': s.storage}\n    score_pending(storage=s.storage)\n"
+                      "    train_models(**here)\n")
+    assert calls_missing_concerns(module, concern_parameters(), tmp_path) == [
+        "planted.py:3 score_pending: cluster, planning, quality, tracing", "planted.py:4 train_models: cluster, quality, tracing"]
