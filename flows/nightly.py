@@ -61,7 +61,9 @@ def quality_gate(ingest: IngestResult, quality: Quality, storage: Storage) -> li
 
 
 @task(name="publish", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
-def publish(storage: Storage) -> str:
+def publish_night(storage: Storage) -> str:
+    """The night's step `publish`: the planners' copy replaced by the warehouse's (`publish` alone is the flows'
+    parameter saying whether a flow publishes itself; the nightly passes `publish=False` and publishes once, here)."""
     return str(publish_snapshot(storage))
 
 
@@ -188,7 +190,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             steps["plan"] = capacity_plan(publish=False, inventory=inventory, storage=settings.storage,
                                           planning=settings.planning)
         with _timed(seconds, "publish"):
-            where = publish(settings.storage)
+            where = publish_night(settings.storage)
         with _timed(seconds, "page"):
             page = steps["page"] = str(write_site(settings.storage))
     except Exception as exc:
@@ -196,7 +198,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         report = render.nightly_report(night, f"{type(exc).__name__}: {redact(str(exc))}")  # the UI's artifact
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
-            publish(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
+            publish_night(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
         raise
     night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds, published=where)
     report = render.nightly_report(night, None, *queries.leaderboard_and_capacity(settings.storage.published_path))

@@ -160,3 +160,17 @@ def test_the_cycle_check_finds_one(tmp_path):
                        + "\nfrom gpucast.tasks.sources.mapping import Mapping\n")
     files["gpucast.tasks.ingest.readers"] = readers
     assert cycles(import_graph(files)) == [["gpucast.tasks.ingest.readers", "gpucast.tasks.sources.mapping"]]
+
+
+def test_a_flow_parameter_is_not_also_a_function_of_the_flows():
+    """`publish` was the flows' parameter (whether a flow publishes itself) and the nightly's publishing task: one name,
+    two meanings (issue 49 item 5). No function in `flows/` has the name of a flow's parameter."""
+    functions, parameters = set(), set()
+    for path in sorted((ROOT / "flows").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                functions.add(node.name)
+                if any((d.func if isinstance(d, ast.Call) else d).__dict__.get("id") == "flow" for d in node.decorator_list):
+                    parameters |= {a.arg for a in (*node.args.args, *node.args.kwonlyargs)}
+    assert "publish" in parameters
+    assert sorted(functions & parameters) == []
