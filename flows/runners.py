@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from gpucast.flows.environment import cores_here
 from gpucast.flows.settings import Cluster
 
 DASK_CONNECT_TIMEOUT_S = 10
+DASHBOARD_PORT = 8787  # Dask's own: the local cluster's dashboard when it is free (`dashboard_address`)
 
 
 @dataclass(frozen=True)
@@ -67,16 +69,44 @@ def choose_runner(cluster: Cluster, local_cluster: bool, scratch: Path | None = 
     workers = cluster.dask_workers or os.cpu_count() or 1
     env = {"PREFECT_API_URL": api_url, "DASK_LOGGING__DISTRIBUTED": "warning"}
     # the dashboard on GPUCAST_DASK_DASHBOARD_HOST (this machine by default): Dask's own default listens on
-    # every interface (0.0.0.0:8787) while printing http://127.0.0.1:8787/status; a port in use: Dask takes a free one
-    host = cluster.dask_dashboard_host
-    dashboard = f"[{host}]:8787" if ":" in host else f"{host}:8787"
+    # every interface (0.0.0.0:8787) while printing http://127.0.0.1:8787/status
     kwargs = {"n_workers": workers, "threads_per_worker": 1, "processes": True, "env": env,
-              "dashboard_address": dashboard, "preload": [children.__name__]}  # preload: out of our group
+              "dashboard_address": dashboard_address(cluster.dask_dashboard_host, DASHBOARD_PORT),
+              "preload": [children.__name__]}  # preload: out of our group
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
         kwargs["local_directory"] = str(scratch)  # the workers' (and their nannies')
         kwargs["scheduler_kwargs"] = {"local_directory": str(scratch)}  # the scheduler's, in this process
     return RunnerChoice(DaskTaskRunner(cluster_kwargs=kwargs))
+
+
+def dashboard_address(host: str, port: int) -> str:
+    """The local cluster's dashboard address: `port` on `host` when it is free there, else any free port (`:0`).
+    Dask itself, given a port in use, takes another one but warns "Port 8787 is already in use. Perhaps you already
+    have a cluster running?" (a second gpucast run, a notebook's cluster), which nobody can act on: the run's
+    message carries the link it took (`describe`). A host that does not resolve is left for Dask to refuse."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        free = True
+    else:
+        free = all(_can_bind(family, address) for family, _, _, _, address in addresses)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port if free else 0}"
+
+
+def _can_bind(family: int, address: tuple) -> bool:
+    """Whether a listening socket could bind `address` now (as Tornado binds Dask's dashboard: SO_REUSEADDR)."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            with contextlib.suppress(OSError):
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            probe.bind(address)
+        except OSError:
+            return False
+    return True
 
 
 def dask_unreachable(address: str, timeout_s: float) -> str | None:

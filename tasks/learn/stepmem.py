@@ -14,6 +14,7 @@ that has torch but not gpucast.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -92,10 +93,19 @@ def training_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: to
 def training_backends(precision: str) -> Iterator[None]:
     """Kernel choices of a measured step: oneDNN off (PyTorch's own, countable recurrences); math SDPA for FP64."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+        stack.enter_context(_onednn_off())
         if precision == "FP64":
             stack.enter_context(sdpa_kernel(SDPBackend.MATH))
         yield
+
+
+def _onednn_off() -> contextlib.AbstractContextManager:
+    """oneDNN off, its TF32 setting left as it is (`allow_tf32=None`, where this PyTorch has the argument): setting it
+    at all, even to its own value, makes a PyTorch without Intel GPU support warn "TF32 acceleration on top of oneDNN
+    is available for Intel GPUs" once in every traced process, which nobody can act on; with oneDNN off it changes
+    nothing."""
+    keep_tf32 = {"allow_tf32": None} if "allow_tf32" in inspect.signature(torch.backends.mkldnn.flags).parameters else {}
+    return torch.backends.mkldnn.flags(enabled=False, **keep_tf32)
 
 
 def register_cpu_attention_flops() -> None:
