@@ -83,6 +83,8 @@ def _days_flag(p: argparse.ArgumentParser, flag: str, default: int, what: str) -
 
 def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epochs: int | None = None,
                     preset: str | None = None) -> None:
+    """The train options' flags. Each keeps its value under the name of the `TrainOptions` field it sets (`--repeats`:
+    repeats, tasks/learn/options.py); `options.train_options` builds the run's options from them."""
     d = TRAIN_DEFAULTS
     p.add_argument("--models", help="comma-separated registry names (default: all)")
     p.add_argument("--preset", default=preset, choices=PRESET_NAMES,

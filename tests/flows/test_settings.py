@@ -398,3 +398,42 @@ def test_the_concern_check_finds_a_call_that_lacks_one(tmp_path):
                       "    train_models(**here)\n")
     assert calls_missing_concerns(module, concern_parameters(), tmp_path) == [
         "planted.py:3 score_pending: cluster, planning, quality, tracing", "planted.py:4 train_models: cluster, quality, tracing"]
+
+
+HOP = re.compile(r"\b((?:flows|tasks|warehouse|records|expectations)/[\w/]+\.py):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+
+
+def named_hops(text: str) -> list[tuple[str, str]]:
+    """Every `path.py:name` (a function, class, constant or `Class.method`) a page names."""
+    return HOP.findall(text)
+
+
+def defines(path: Path, name: str) -> bool:
+    """Whether the module at `path` defines `name` at its top level (`Class.method`: the method in the class)."""
+    import ast
+
+    body = ast.parse(path.read_text()).body
+    for part in name.split("."):
+        found = [n for n in body if (isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == part)
+                 or (isinstance(n, ast.Assign | ast.AnnAssign) and part in [
+                     t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)])]
+        if not found:
+            return False
+        body = getattr(found[0], "body", [])
+    return True
+
+
+def test_the_maintainers_page_names_real_functions():
+    """docs/maintainers.md ("Follow a setting") walks GPUCAST_SQL_THREADS and --repeats to their use by `file:function`
+    hops: each must still exist, or the walk leads nowhere."""
+    hops = named_hops((ROOT / "docs" / "maintainers.md").read_text())
+    assert ("flows/settings.py", "SPECS") in hops and ("tasks/learn/train.py", "order_fits") in hops
+    assert [f"{path}:{name}" for path, name in hops if not defines(ROOT / path, name)] == []
+
+
+def test_the_hop_check_finds_a_name_that_is_gone(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("X = 1\nclass C:\n    def f(self): ...\ndef g(): ...\n")
+    assert [defines(module, n) for n in ("X", "C.f", "g", "C.h", "h")] == [True, True, True, False, False]
+    assert named_hops("`flows/cli/query.py:_sql` and tasks/learn/options.py:TrainOptions.") == [
+        ("flows/cli/query.py", "_sql"), ("tasks/learn/options.py", "TrainOptions")]
