@@ -1,9 +1,11 @@
 """Every gpucast setting, read once at the edge, held by small frozen objects, one per concern.
 
-`Settings.from_env()` reads the `GPUCAST_*` variables (the only place that does); CLI flags and flow
-parameters go on top with `Settings.override(...)`. Every value is checked when it is built, and a bad
-one stops the run with the variable's (or the flag's) name and the rule it broke:
-`GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`. Tasks never read the environment.
+`Settings.from_env()` reads the `GPUCAST_*` variables (the only place that does), once per process start: the
+CLI where the command starts (`flows/cli/process.py` `run_command`, the flags on top with `Settings.override`), or
+a deployment's run at its start (`Settings.given`, only for the concerns nobody handed it); every subflow gets its
+concerns from its parent. Every value is checked when it is built, and a bad one stops the run with the variable's
+(or the flag's) name and the rule it broke: `GPUCAST_MAX_REJECT_FRACTION='nan' is not a number between 0 and 1`.
+Tasks and the warehouse never read the environment.
 
 `SPECS` is the table of settings: variable, concern, name, default, rule and meaning. Each variable is written
 out once, in its row (`grep GPUCAST_SQL_THREADS` lands there; tests/flows/test_settings.py checks every one), and
