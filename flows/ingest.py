@@ -13,7 +13,7 @@ from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.records.outcomes import FileResult
 from gpucast.records.results import IngestResult
-from gpucast.tasks.ingest import staging as steps
+from gpucast.tasks.ingest import staging
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
 from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping
 from gpucast.warehouse import db, load, runs
@@ -25,13 +25,13 @@ from gpucast.warehouse.publish import publish_snapshot
 @task(name="find-files")
 def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     """The files named (files, folders, globs), else the inbox's files not taken in before. Inbox
-    files whose content was ingested before are archived at once (`steps.archive`), unread."""
+    files whose content was ingested before are archived at once (`staging.archive`), unread."""
     if paths:
-        return [str(p) for p in steps.discover(paths)]
-    new, seen = steps.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
+        return [str(p) for p in staging.discover(paths)]
+    new, seen = staging.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
     if seen:
-        steps.archive(seen, storage.inbox_dir)
-        print(f"{len(seen)} inbox file(s) with content ingested before moved to {storage.inbox_dir / steps.ARCHIVE}")
+        staging.archive(seen, storage.inbox_dir)
+        print(f"{len(seen)} inbox file(s) with content ingested before moved to {storage.inbox_dir / staging.ARCHIVE}")
     return [str(p) for p in new]
 
 
@@ -50,7 +50,7 @@ def stage_file(path: str, staging_dir: Path, index: int, chunk_rows: int, not_af
                mapping: Mapping | None = None) -> FileResult:
     """Read (through `mapping`, if any), normalise and validate one file into the run's staging folder."""
     logger = get_run_logger()
-    result = steps.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info, not_after=not_after,
+    result = staging.stage_file(Path(path), staging_dir, index, chunk_rows, progress=logger.info, not_after=not_after,
                               mapping=mapping)
     if result.status == "rejected":
         logger.warning("file rejected: %s: %s", path, result.reason)
@@ -62,7 +62,7 @@ def stage_small_files(paths: list[str], staging_dir: Path, first_index: int, chu
                       first: str, count: int, mapping: Mapping | None = None) -> list[FileResult]:
     """Read each of a batch of small files, then normalise, validate and write their rows together."""
     logger = get_run_logger()
-    results = steps.stage_files([Path(p) for p in paths], staging_dir, first_index, chunk_rows, progress=logger.info,
+    results = staging.stage_files([Path(p) for p in paths], staging_dir, first_index, chunk_rows, progress=logger.info,
                                 not_after=not_after, mapping=mapping)
     for r in results:
         if r.status == "rejected":
@@ -74,7 +74,7 @@ def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: d
               mapping: Mapping | None = None) -> list[FileResult]:
     """Every file staged in order: large ones one task each, runs of small ones one task per batch."""
     results: list[FileResult] = []
-    for group in steps.batches([Path(f) for f in files]):
+    for group in staging.batches([Path(f) for f in files]):
         if len(group) == 1:
             results.append(stage_file(files[group[0]], staging_dir, group[0], chunk_rows, not_after, mapping))
         else:
@@ -137,8 +137,8 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         # 62 s for 2,000 one-row files); the task gets the list itself
         totals = load_run(run.run_id, run.staging, quote(results), storage)
     if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...
-        unchanged = [Path(r.path) for r in results if steps.content_key(Path(r.path)) == r.sha256]
-        steps.archive(unchanged, storage.inbox_dir)
+        unchanged = [Path(r.path) for r in results if staging.content_key(Path(r.path)) == r.sha256]
+        staging.archive(unchanged, storage.inbox_dir)
         if len(unchanged) < len(files):  # ... unless an exporter was still writing it: read again next run
             print(f"{len(files) - len(unchanged)} inbox file(s) changed while they were read: left in the inbox for the "
                   "next run (exporters should write a dot-file and rename it when complete)")

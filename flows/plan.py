@@ -21,8 +21,7 @@ from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records import catalog
 from gpucast.records.inventory import Inventory, load_inventory
 from gpucast.records.results import PlanResult
-from gpucast.tasks.plan import arrivals
-from gpucast.tasks.plan import capacity as steps
+from gpucast.tasks.plan import arrivals, capacity
 from gpucast.tasks.report.literal import visible_frame
 from gpucast.tasks.report.site import render_site
 from gpucast.warehouse import db, queries
@@ -72,19 +71,19 @@ def read_demand_input(storage: Storage):
 
 @task(name="pack-jobs")
 def pack_jobs(jobs, inventory: Inventory | None, start: date, days: int, gpu_types: list[str] | None,
-              default_gb: float, forecast) -> steps.Plan:
-    return steps.plan_capacity(jobs, inventory, start, days, gpu_types, default_gb, progress=get_run_logger().info,
+              default_gb: float, forecast) -> capacity.Plan:
+    return capacity.plan_capacity(jobs, inventory, start, days, gpu_types, default_gb, progress=get_run_logger().info,
                                queues=arrivals.forecast_queues(forecast))
 
 
 @task(name="add-expected-arrivals")
-def add_expected(plan: steps.Plan, forecast, recent) -> steps.Plan:
+def add_expected(plan: capacity.Plan, forecast, recent) -> capacity.Plan:
     rows, notes = arrivals.add_expected(plan.rows, forecast, recent)
     return replace(plan, rows=rows, notes=[*plan.notes, *notes])
 
 
 @task(name="record-plan", retries=2, retry_delay_seconds=5)
-def record_plan(storage: Storage, run_id: str, plan: steps.Plan, **summary) -> None:
+def record_plan(storage: Storage, run_id: str, plan: capacity.Plan, **summary) -> None:
     with db.writer(storage) as con:
         plan_tables.record(con, run_id, plan.rows, plan.unplaceable, plan.colocation, **summary)
 
@@ -109,7 +108,7 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
         note = "; ".join(plan.notes) or None
         record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, demand_run_id=demand_run_id,
                     jobs=plan.jobs, unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
-    first = visible_frame(steps.first_day(plan.rows))  # queue names as data: no control character in an artifact
+    first = visible_frame(capacity.first_day(plan.rows))  # queue names as data: no control character in an artifact
     create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
     if publish:

@@ -30,7 +30,7 @@ from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage
 from gpucast.flows.stage import PENDING, stage_features
 from gpucast.records.outcomes import Champion
 from gpucast.records.results import ScoreResult
-from gpucast.tasks.learn import score as steps
+from gpucast.tasks.learn import score
 from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
 from gpucast.tasks.learn.score import Scorer
 from gpucast.warehouse import db, forecast, runs, training
@@ -78,7 +78,7 @@ def score_partitions(champions: list[Champion], pending: pl.DataFrame, parts: in
     """Every (target, partition) as a task run on this flow's task runner (the cluster); per target the
     scored partitions in order, None where a partition failed (the caller scores it itself)."""
     futures = {ch.target: [score_partition.submit(ch, rows, k, batch_rows, device)
-                           for k, rows in enumerate(steps.partitions(pending, parts))]
+                           for k, rows in enumerate(score.partitions(pending, parts))]
                for ch in champions}
     out: dict[str, list[pl.DataFrame | None]] = {}
     for target, futs in futures.items():
@@ -114,7 +114,7 @@ def score_target(champion: Champion | None, target: str, pending_path: str, out:
     known, unknown = pending.filter(~without), pending.filter(without)
     parts = []
     if champion is not None and partitions:
-        again = steps.partitions(known, len(partitions))  # the same cut as `score_partitions`, for the failed ones
+        again = score.partitions(known, len(partitions))  # the same cut as `score_partitions`, for the failed ones
         parts.append(pl.concat([part if part is not None else _scorer(champion, device).score(again[k], batch_rows=batch_rows)
                                 for k, part in enumerate(partitions)]))
     elif champion is not None and known.height:
@@ -128,7 +128,7 @@ def score_target(champion: Champion | None, target: str, pending_path: str, out:
         parts.append(made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id")))
     columns = [*SCORED_SCHEMA]
     scored = pl.concat([p.select(columns) for p in parts], how="vertical_relaxed") if parts else pl.DataFrame(schema=SCORED_SCHEMA)
-    scored = steps.memory_advice(scored, steps.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
+    scored = score.memory_advice(scored, score.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
         pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
     return int(scored["ood"].sum())
@@ -148,7 +148,7 @@ def publish_forecasts(score_run_id: str, parts: list[str], pending_jobs: int, ta
 
 
 @flow(name="score-pending", log_prints=True)
-def score_pending(batch_rows: int = steps.DEFAULT_BATCH_ROWS, device: str | None = None, pending_path: str | None = None,
+def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None = None, pending_path: str | None = None,
                   publish: bool = True, as_of: datetime | None = None, partition_min_jobs: int = PARTITION_MIN_JOBS,
                   history_path: str | None = None, storage: Storage | None = None, planning: Planning | None = None,
                   cluster: Cluster | None = None, quality: Quality | None = None,

@@ -25,8 +25,7 @@ from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing,
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.records.outcomes import FitOutcome, FitSkipped
 from gpucast.records.results import TrainedTarget, TrainResult
-from gpucast.tasks.learn import gate
-from gpucast.tasks.learn import train as steps
+from gpucast.tasks.learn import gate, train
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
@@ -38,11 +37,11 @@ from gpucast.warehouse.publish import publish_snapshot
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
     """Options with what they leave open filled in: the time limits (`flows/settings.py` `with_time_limits`), and whether
     tree champions are compiled for scoring (auto: when the pending queue is large enough for the
-    minute of compiling to pay, `steps.compile_trees_for`)."""
+    minute of compiling to pay, `train.compile_trees_for`)."""
     options = with_time_limits(options, settings.training)
     if options.compile_trees is None:
         with db.writer(settings.storage) as con:
-            compile_trees = steps.compile_trees_for(training.count_pending(con))
+            compile_trees = train.compile_trees_for(training.count_pending(con))
         options = options.model_copy(update={"compile_trees": compile_trees})
     return options
 
@@ -65,15 +64,15 @@ def gate_windows(settings: Settings, targets: tuple[str, ...]) -> dict[str, dict
 def fit_model(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int,
               budget_ends_at: float | None) -> FitOutcome:
     """One fit (target x model x repeat) on whichever worker has room: data in, metrics out."""
-    return steps.fit_one(rows, target, options, model, repeat, threads=runners.threads_here(), budget_ends_at=budget_ends_at,
+    return train.fit_one(rows, target, options, model, repeat, threads=runners.threads_here(), budget_ends_at=budget_ends_at,
                          progress=get_run_logger().info)
 
 
 @task(name="refit-champion", task_run_name="refit {target}", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
 def refit_champion(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[FitOutcome],
-                   holdout: list[str] | None) -> steps.Finished:
+                   holdout: list[str] | None) -> train.Finished:
     """Choose the target's champion from its fits and refit it; the model comes back to the flow."""
-    return steps.finish_target(rows, target, options, outcomes, holdout, threads=runners.threads_here(),
+    return train.finish_target(rows, target, options, outcomes, holdout, threads=runners.threads_here(),
                                progress=get_run_logger().info)
 
 
@@ -82,7 +81,7 @@ class Fitted:
     """What `fit-models` hands back to `train-models` (in this process): each target's finished fits."""
 
     where: str  # where the fits ran, in words
-    finished: dict[str, steps.Finished]  # target -> its champion refitted (or why none)
+    finished: dict[str, train.Finished]  # target -> its champion refitted (or why none)
     fit_seconds: float  # wall seconds of the fits (the refits not included)
 
 
@@ -97,12 +96,12 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     """
     runner = FlowRunContext.get().task_runner
     history = pl.read_parquet(history_path)
-    rows = {t: steps.labelled(history, t, options) for t in options.targets}
+    rows = {t: train.labelled(history, t, options) for t in options.targets}
     shared = runners.share(runner, rows)
     started = time.time()
     budget = options.night_budget_minutes
     budget_ends_at = started + budget * 60 if budget else None
-    fits = [f for f in steps.order_fits(options, previous) if steps.too_few(rows[f.target], options) is None]
+    fits = [f for f in train.order_fits(options, previous) if train.too_few(rows[f.target], options) is None]
     where = runners.describe(runner)
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
     failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
@@ -120,12 +119,12 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
             finished[t] = future.result()
         except Exception as exc:  # noqa: BLE001  (the refit is the night's model: it is done here instead)
             get_run_logger().warning(f"{t}: the refit failed on the cluster ({type(exc).__name__}: {exc}); refitting here")
-            finished[t] = steps.finish_target(rows[t], t, options, outcomes[t], holdout[t], threads=runners.threads_here(),
+            finished[t] = train.finish_target(rows[t], t, options, outcomes[t], holdout[t], threads=runners.threads_here(),
                                               progress=print)
     return Fitted(where=where, finished=finished, fit_seconds=fit_seconds)
 
 
-def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions, budget_ends_at: float | None,
+def _run_fits(runner, fits: list[train.Fit], shared: dict, options: TrainOptions, budget_ends_at: float | None,
               started: float) -> dict[str, list[FitOutcome]]:
     """Submit every fit (network fits to GPU workers when the cluster has them), collect each outcome as
     it ends; a fit that raised, or whose worker died, comes back as failed with its error."""
@@ -142,7 +141,7 @@ def _run_fits(runner, fits: list[steps.Fit], shared: dict, options: TrainOptions
             outcome = FitSkipped(fit.target, fit.model, fit.repeat,
                                  f"failed: {type(outcome).__name__}: {str(outcome)[:300]}", failed=True)
         outcomes[fit.target].append(outcome)
-        print(f"[{n}/{len(fits)}, {(time.time() - started) / 60:.1f} min] {steps.describe_fit(outcome, options.repeats)}")
+        print(f"[{n}/{len(fits)}, {(time.time() - started) / 60:.1f} min] {train.describe_fit(outcome, options.repeats)}")
     return outcomes
 
 
@@ -188,7 +187,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         for target in options.targets:
             outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows.get(target), settings))
             failpoint("train:after-first-target")
-        note = steps.reference_note(options, choice.note)  # where the fits ran, and the reference set's use
+        note = train.reference_note(options, choice.note)  # where the fits ran, and the reference set's use
         _finish(run.run_id, outcomes, note, fitted.where, settings)
     if publish:
         publish_snapshot(settings.storage)
@@ -212,13 +211,13 @@ def _finish(run_id: str, outcomes: list[TrainedTarget], note: str | None, fits_o
               "GPUCAST_KEEP_TRAIN_RUNS)")
 
 
-def _record(run_id: str, target: str, options: TrainOptions, finished: steps.Finished, window: dict | None,
+def _record(run_id: str, target: str, options: TrainOptions, finished: train.Finished, window: dict | None,
             settings: Settings) -> TrainedTarget:
     """Save the target's champion in the registry, gate it against the current one, and write the
     metrics, the skipped fits and the decision to the warehouse (this process: the one writer)."""
     result = finished.result
     if finished.estimator is not None:
-        steps.save_champion(store.target_folder(settings.storage.models_dir, run_id, target), target, options, finished,
+        train.save_champion(store.target_folder(settings.storage.models_dir, run_id, target), target, options, finished,
                             threads=runners.threads_here())
         if result.compiled:  # built once here, beside the model: scoring runs never compile
             print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled.compile_seconds} s"

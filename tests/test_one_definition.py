@@ -174,3 +174,30 @@ def test_a_flow_parameter_is_not_also_a_function_of_the_flows():
                     parameters |= {a.arg for a in (*node.args.args, *node.args.kwonlyargs)}
     assert "publish" in parameters
     assert sorted(functions & parameters) == []
+
+
+def module_aliases(root: Path) -> dict[str, set[str]]:
+    """alias -> the modules of ours imported under it (`from gpucast.x import m as alias`) in the `.py` files under root."""
+    import importlib.util
+
+    found = collections.defaultdict(set)
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpucast."):
+                for a in node.names:
+                    try:
+                        is_module = a.asname and importlib.util.find_spec(f"{node.module}.{a.name}") is not None
+                    except ModuleNotFoundError:  # a name in a module, not a module
+                        is_module = False
+                    if is_module:
+                        found[a.asname].add(f"{node.module}.{a.name}")
+    return found
+
+
+def test_an_alias_in_the_flows_names_one_module_and_says_which():
+    """`steps` stood for four modules (`from gpucast.tasks.learn import score as steps`, `train as steps`, ...): a
+    reader of `steps.Fit` had to look up which (issue 49 item 5). The flows import a module by its own name, or under
+    an alias that names it (`plan_tables`: warehouse/plan.py beside the flow `plan.py`), one module per alias."""
+    aliases = module_aliases(ROOT / "flows")
+    assert "steps" not in aliases
+    assert {alias: sorted(m) for alias, m in aliases.items() if len(m) > 1 or m.pop().rsplit(".", 1)[1] not in alias} == {}

@@ -97,7 +97,7 @@ def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_
     def broken(*args, **kwargs):
         raise RuntimeError("packing failed")
 
-    monkeypatch.setattr("gpucast.flows.plan.steps.plan_capacity", broken)
+    monkeypatch.setattr("gpucast.flows.plan.capacity.plan_capacity", broken)
     with pytest.raises(RuntimeError, match="packing failed"):
         main(["plan"])
     assert _rows(home / "warehouse.duckdb", "SELECT status FROM plan_runs ORDER BY started_at DESC LIMIT 1") == [("failed",)]
