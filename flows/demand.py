@@ -17,11 +17,11 @@ from prefect import flow, task
 
 from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records.results import DemandResult
-from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
-from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end
+from gpucast.tasks.demand.backtest import backtest_demand, versus_naive
+from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end, series_counts
 from gpucast.warehouse import db
 from gpucast.warehouse import demand as demand_tables
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import publish_if
 from gpucast.warehouse.runs import describe, lifecycle
 
 
@@ -62,15 +62,13 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
         forecast = forecast_demand_task(daily, end, days)
         backtest = backtest_demand_task(daily, end, days)
-        fallbacks = forecast.filter(pl.col("fallback_reason").is_not_null())["queue", "gpu_type"].n_unique()
-        series = forecast["queue", "gpu_type"].n_unique() if forecast.height else 0
+        series, fallbacks = series_counts(forecast)
         record_demand(storage, run.run_id, forecast, backtest, as_of=end, series=series, fallback_series=fallbacks)
-    if publish:
-        publish_snapshot(storage)
-    versus_naive = ", ".join(f"{name} {value:.2f}" for name, value in relative_mae(backtest).items() if value is not None)
+    publish_if(publish, storage)
+    against = versus_naive(backtest)
     print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "
           f"({SEASONAL_NAIVE} or {NAIVE}: see fallback_reason); backtest: {backtest.height:,} forecast days"
-          + (f", relative MAE against seasonal naive: {versus_naive}" if versus_naive else ""))
+          + (f", relative MAE against seasonal naive: {against}" if against else ""))
     return DemandResult(demand_run_id=run.run_id, history_end=end, days=days, series=series, fallback_series=fallbacks,
                         forecast=forecast, backtest_rows=backtest.height)
 

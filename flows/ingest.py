@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from prefect.utilities.annotations import quote
 
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Quality, Settings, Storage
-from gpucast.records.outcomes import FileResult
+from gpucast.records.outcomes import FileResult, LoadTotals
 from gpucast.records.results import IngestResult
 from gpucast.tasks.ingest import staging
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
@@ -19,7 +20,7 @@ from gpucast.tasks.sources.mapping import Mapping, check_files, load_mapping
 from gpucast.warehouse import db, load, runs
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import publish_if
 
 
 @task(name="find-files")
@@ -29,8 +30,8 @@ def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     if paths:
         return [str(p) for p in staging.discover(paths)]
     new, seen = staging.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
+    staging.archive(seen, storage.inbox_dir)
     if seen:
-        staging.archive(seen, storage.inbox_dir)
         print(f"{len(seen)} inbox file(s) with content ingested before moved to {storage.inbox_dir / staging.ARCHIVE}")
     return [str(p) for p in new]
 
@@ -85,7 +86,7 @@ def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: d
 
 
 @task(name="load-run", retries=2, retry_delay_seconds=10, retry_condition_fn=no_retry_on_environment)
-def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage: Storage) -> dict:
+def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage: Storage) -> LoadTotals:
     """Commit the staged run to the warehouse in one transaction (idempotent: a retry after the
     commit loads nothing twice), then refresh the lake. The lake is a copy of the warehouse's
     records: when its refresh fails the run still succeeds, says so in its message, and the next
@@ -102,9 +103,8 @@ def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage:
             runs.add_note(con, "ingest", run_id, note)
             get_run_logger().warning(note)
             days = []
-        totals["lake_days"] = len(days)
-        totals["load_seconds"] = {"warehouse": round(t1 - t0, 2), "lake": round(time.perf_counter() - t1, 2)}
-    return totals
+        seconds = {"warehouse": round(t1 - t0, 2), "lake": round(time.perf_counter() - t1, 2)}
+    return replace(totals, lake_days=len(days), load_seconds=seconds)
 
 
 @flow(name="ingest-job-logs", log_prints=True)
@@ -136,16 +136,13 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         # quoted: Prefect would otherwise walk every file's every outcome looking for futures, twice (31 s of
         # 62 s for 2,000 one-row files); the task gets the list itself
         totals = load_run(run.run_id, run.staging, quote(results), storage)
-    if not paths and files:  # from the inbox: out of the next run's way (and never re-hashed) ...
-        unchanged = [Path(r.path) for r in results if staging.content_key(Path(r.path)) == r.sha256]
-        staging.archive(unchanged, storage.inbox_dir)
-        if len(unchanged) < len(files):  # ... unless an exporter was still writing it: read again next run
-            print(f"{len(files) - len(unchanged)} inbox file(s) changed while they were read: left in the inbox for the "
+    if not paths:  # from the inbox: the files read move out of its way, unless they changed while read
+        left = staging.archive_read(results, storage.inbox_dir)
+        if left:
+            print(f"{len(left)} inbox file(s) changed while they were read: left in the inbox for the "
                   "next run (exporters should write a dot-file and rename it when complete)")
-    if publish:
-        publish_snapshot(storage)
-    print(f"{run.run_id}: read {totals['rows_read']:,} rows = loaded {totals['rows_loaded']:,} "
-          f"+ rejected {totals['rows_rejected']:,} + duplicate {totals['rows_duplicate']:,}; "
-          f"{totals['files_rejected']} file(s) rejected")
-    seconds = {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in ("read", "check", "write")}
-    return IngestResult(run_id=run.run_id, files=len(files), **totals, stage_seconds=seconds)
+    publish_if(publish, storage)
+    print(f"{run.run_id}: read {totals.rows_read:,} rows = loaded {totals.rows_loaded:,} "
+          f"+ rejected {totals.rows_rejected:,} + duplicate {totals.rows_duplicate:,}; "
+          f"{totals.files_rejected} file(s) rejected")
+    return IngestResult.of(run.run_id, len(files), totals, staging.stage_seconds(results))

@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_table_artifact
 
@@ -26,7 +27,7 @@ from gpucast.tasks.report.literal import visible_frame
 from gpucast.tasks.report.site import render_site
 from gpucast.warehouse import db, queries
 from gpucast.warehouse import plan as plan_tables
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import publish_if
 from gpucast.warehouse.runs import lifecycle
 
 PLAN_ARTIFACT_KEY = "capacity-plan"
@@ -109,10 +110,9 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
         record_plan(storage, run.run_id, plan, start_day=start, score_run_id=score_run_id, demand_run_id=demand_run_id,
                     jobs=plan.jobs, unknown_size_jobs=plan.unknown_size_jobs, unplaceable_jobs=plan.unplaceable.height, message=note)
     first = visible_frame(capacity.first_day(plan.rows))  # queue names as data: no control character in an artifact
-    create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(first["day"].cast(str)).to_dicts(),
+    create_table_artifact(key=PLAN_ARTIFACT_KEY, table=first.with_columns(pl.col("day").cast(str)).to_dicts(),
                           description=f"GPUs needed on {start} per queue and GPU type ({run.run_id})")
-    if publish:
-        publish_snapshot(storage)
+    publish_if(publish, storage)
     print(f"{run.run_id}: planned {plan.jobs:,} pending job(s) over {days} day(s) from {start}; "
           f"{plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable.height:,} fit no GPU of their queue"
           + (f" ({note})" if note else ""))

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
-from gpucast.records.outcomes import FileResult
+from gpucast.records.outcomes import FileResult, LoadTotals
 from gpucast.warehouse.db import sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
@@ -71,7 +71,7 @@ def start_columns(files: int, mapping_path: str | None = None, mapping_sha256: s
 
 def load_run(
     con: duckdb.DuckDBPyConnection, run_id: str, staging_dir: Path, results: list[FileResult]
-) -> dict:
+) -> LoadTotals:
     """Merge the run's staged rows; record files, rejections and counts; return the run's counts.
 
     Idempotent: when an earlier attempt of this run committed (a task retried after the commit),
@@ -95,17 +95,17 @@ def load_run(
         totals = _record_files(con, run_id, results, per_file, now)
         finish(con, "ingest", run_id, "succeeded", **totals)
         failpoint("ingest:before-commit")
-    return totals
+    return LoadTotals(**totals)
 
 
 TOTAL_COLUMNS = ("files_rejected", "rows_read", "rows_loaded", "rows_rejected", "rows_duplicate", "message")
 
 
-def committed_totals(con: duckdb.DuckDBPyConnection, run_id: str) -> dict | None:
+def committed_totals(con: duckdb.DuckDBPyConnection, run_id: str) -> LoadTotals | None:
     """The counts of `run_id` if its load committed, else None."""
     rows = con.execute(f"SELECT {', '.join(TOTAL_COLUMNS)} FROM ingest_runs WHERE run_id = ? AND status = 'succeeded'",
                        [run_id]).fetchall()
-    return dict(zip(TOTAL_COLUMNS, rows[0], strict=True)) if rows else None
+    return LoadTotals(**dict(zip(TOTAL_COLUMNS, rows[0], strict=True))) if rows else None
 
 
 def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime) -> dict:

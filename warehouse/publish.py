@@ -93,7 +93,7 @@ import os
 import re
 import shutil
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -199,6 +199,21 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
                 os.chmod(tmp, 0o644)
                 tmp.unlink()
     return target
+
+
+def publish_if(asked: bool, storage: Storage, on_failure: Callable[[Exception], object] | None = None) -> Path | None:
+    """The one publish a command's run ends with: `publish_snapshot` when it was asked to (a flow's `publish`: a run
+    on its own publishes; the nightly's steps do not, and the night publishes once, itself), else nothing.
+    `on_failure` is told what a failed publish raised before it is raised (a score run notes it on its committed
+    run: `flows/score.py`)."""
+    if not asked:
+        return None
+    try:
+        return publish_snapshot(storage)
+    except Exception as exc:
+        if on_failure is not None:
+            on_failure(exc)
+        raise
 
 
 def check_paths(target: Path) -> None:

@@ -68,6 +68,12 @@ def relative_mae(rows: pl.DataFrame) -> dict[str, float | None]:
     return out
 
 
+def versus_naive(rows: pl.DataFrame) -> str:
+    """`relative_mae` in words ("gpu_hours 0.83, jobs_submitted 0.91"), the series without a baseline left out;
+    empty when none has one."""
+    return ", ".join(f"{name} {value:.2f}" for name, value in relative_mae(rows).items() if value is not None)
+
+
 def _baseline(history: pl.DataFrame, days: int) -> pl.DataFrame:
     """Per series and horizon: seasonal naive's forecast and the in-sample MASE scale (null when the
     series has no week-earlier day, or never changed from one week to the next), of GPU-hours and of jobs."""

@@ -119,6 +119,14 @@ def history_end(latest_submission: date | None, clock: datetime) -> date | None:
     return min(latest_submission, (clock - timedelta(days=1)).date())
 
 
+def series_counts(forecast: pl.DataFrame) -> tuple[int, int]:
+    """(queue x GPU type series in a forecast, of which forecast on a fallback method: `fallback_reason`), as the
+    demand run records them."""
+    fallbacks = forecast.filter(pl.col("fallback_reason").is_not_null())[list(KEYS)].n_unique()
+    series = forecast[list(KEYS)].n_unique() if forecast.height else 0
+    return series, fallbacks
+
+
 def summary(forecast: pl.DataFrame) -> pl.DataFrame:
     """Per series of a forecast (`forecast_demand`'s rows, days in order): the first day's GPU-hours band
     (`day1_p10`, `day1_p50`, `day1_p90`), the P50 GPU-hours over all days (`all_days_p50`) and the P50 jobs

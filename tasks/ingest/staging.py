@@ -99,6 +99,26 @@ def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[
     return moved
 
 
+def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
+    """After a run that read the inbox: archive each file it read (`archive`: out of the next run's way, and never
+    hashed again), unless its content changed while it was read (an exporter still writing it: its tail would be
+    lost). Return those left in the inbox, for the next run to read whole."""
+    unchanged, changed = [], []
+    for r in results:
+        (unchanged if content_key(Path(r.path)) == r.sha256 else changed).append(Path(r.path))
+    archive(unchanged, inbox)
+    return changed
+
+
+STAGE_STEPS = ("read", "check", "write")  # `FileResult.seconds`' keys
+
+
+def stage_seconds(results: Iterable[FileResult]) -> dict[str, float]:
+    """The wall seconds staging the files took, summed over them per step (read, check, write)."""
+    results = list(results)
+    return {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in STAGE_STEPS}
+
+
 def _listed(folder: Path) -> set[Path]:
     """The files under `folder`, hidden ones left out; symbolic links kept as links (not resolved), so
     `stage_file` can refuse them: a link in a folder could point at any file this user may read."""

@@ -29,3 +29,22 @@ def test_summary_has_the_first_days_band_and_the_sums_over_all_days_per_series()
     assert got.rows() == [  # series in their order; day 1 = each series' first row
         ("a", "A100", "AutoETS", None, "SeasonalWindowAverage", 1.0, 2.1, 5.6, 9.1, 4.0),
         ("b", "unknown", "naive", "3 days of history", "naive", 0.0, 0.5, 1.0, 1.0, 1.0)]
+
+
+def test_a_runs_series_and_fallbacks_are_counted_per_queue_and_gpu_type():
+    from gpucast.tasks.demand.forecast import series_counts
+
+    forecast = pl.DataFrame({"queue": ["a", "a", "b", "c"], "gpu_type": ["x", "x", "x", "y"],
+                             "fallback_reason": [None, None, "too short", "too short"]})
+    assert series_counts(forecast) == (3, 2)
+    assert series_counts(forecast.head(0)) == (0, 0)
+
+
+def test_the_backtest_against_seasonal_naive_in_words_leaves_out_series_without_a_baseline():
+    from gpucast.tasks.demand.backtest import versus_naive
+
+    rows = pl.DataFrame({"gpu_hours_p50": [1.0, 3.0], "actual": [2.0, 2.0], "seasonal_naive": [0.0, 6.0],
+                         "jobs_p50": [1.0, 1.0], "actual_jobs": [1.0, 1.0], "jobs_seasonal_naive": [None, None]},
+                        schema_overrides={"jobs_seasonal_naive": pl.Float64})
+    assert versus_naive(rows) == "gpu_hours 0.33"  # |1-2| + |3-2| over |0-2| + |6-2|; jobs: no baseline
+    assert versus_naive(rows.with_columns(pl.lit(None, pl.Float64).alias("seasonal_naive"))) == ""

@@ -90,3 +90,25 @@ def test_batches_keep_order_and_leave_large_files_alone(tmp_path, monkeypatch):
     small = [write(tmp_path / f"s{i}.jsonl", "{}\n") for i in range(6)]
     big = write(tmp_path / "big.jsonl", "x" * (SMALL_FILE_BYTES + 1))
     assert batches([*small[:2], big, *small[2:]]) == [[0, 1], [2], [3, 4, 5], [6]]
+
+
+def test_the_inbox_keeps_only_the_files_that_changed_while_they_were_read(tmp_path):
+    """The inbox archive rule (issue 49 item 1): after a run from the inbox, each file it read moves to
+    `archive/<day>/` when its content is what was read; one an exporter was still writing stays for the next run."""
+    from gpucast.records.outcomes import FileResult
+
+    inbox = tmp_path / "inbox"
+    done, growing = write(inbox / "sub" / "a.jsonl", jsonl(record(job_id="a"))), write(inbox / "b.jsonl", "{")
+    read = [FileResult(str(done), staging.content_key(done), 0), FileResult(str(growing), staging.content_key(growing), 1)]
+    growing.write_text(jsonl(record(job_id="b")))  # appended to after it was read
+    assert staging.archive_read(read, inbox) == [growing]
+    assert not done.exists() and growing.exists()
+    assert [p.relative_to(inbox).parts[0::2] for p in (inbox / staging.ARCHIVE).rglob("*.jsonl")] == [("archive", "sub")]
+    assert staging.archive_read([], inbox) == []
+
+
+def test_stage_seconds_are_summed_per_step_over_the_files():
+    from gpucast.records.outcomes import FileResult
+
+    results = [FileResult("a", "h", 0, seconds={"read": 0.5, "check": 0.25}), FileResult("b", "h", 1, seconds={"read": 1.0})]
+    assert staging.stage_seconds(results) == {"read": 1.5, "check": 0.25, "write": 0.0}
