@@ -10,11 +10,15 @@ fails on the cluster (a worker lost, the models folder not visible there) is sco
 Jobs without model features (contract v4: `model_type` unknown and nothing else logged) are not the
 champions': each target's are forecast in this process from the scheduler's history of similar jobs
 (`tasks/learn/history.py`), fitted here on the labelled history, and published with the champions'.
+
+The pending jobs are read once per run (`tasks/learn/score.py` `Pending`) and handed to each step; the rules
+(which jobs each forecast covers, the no-champion failure, the memory advice) are `tasks/learn/score.py`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +27,6 @@ import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from gpucast.expectations import contract as c
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage, Tracing
@@ -31,13 +34,10 @@ from gpucast.flows.stage import PENDING, stage_features
 from gpucast.records.outcomes import Champion
 from gpucast.records.results import ScoreResult
 from gpucast.tasks.learn import score
-from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
-from gpucast.tasks.learn.score import Scorer
+from gpucast.tasks.learn.score import ClusterScores, Pending, Scorer
 from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
-from gpucast.warehouse.publish import check_paths, publish_snapshot
-
-NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
+from gpucast.warehouse.publish import check_paths, publish_if
 
 
 @task(name="read-champions")
@@ -74,23 +74,24 @@ def score_partition(champion: Champion, rows: pl.DataFrame, part: int, batch_row
 
 @flow(name="score-partitions", log_prints=True)
 def score_partitions(champions: list[Champion], pending: pl.DataFrame, parts: int, batch_rows: int,
-                     device: str | None) -> dict[str, list[pl.DataFrame | None]]:
+                     device: str | None) -> ClusterScores:
     """Every (target, partition) as a task run on this flow's task runner (the cluster); per target the
     scored partitions in order, None where a partition failed (the caller scores it itself)."""
     futures = {ch.target: [score_partition.submit(ch, rows, k, batch_rows, device)
                            for k, rows in enumerate(score.partitions(pending, parts))]
                for ch in champions}
-    out: dict[str, list[pl.DataFrame | None]] = {}
-    for target, futs in futures.items():
-        out[target] = []
-        for k, fut in enumerate(futs):
-            try:
-                out[target].append(fut.result())
-            except Exception as exc:  # noqa: BLE001  (rescored in the flow's process, see the module doc)
-                print(f"{target} partition {k} failed on the cluster ({type(exc).__name__}: {str(exc)[:200]}): "
-                      "scoring it in this process")
-                out[target].append(None)
-    return out
+    return ClusterScores({target: tuple(_scored(target, k, fut) for k, fut in enumerate(futs))
+                          for target, futs in futures.items()})
+
+
+def _scored(target: str, k: int, future) -> pl.DataFrame | None:
+    """A partition's scored rows, or None when it failed on the cluster (said; scored again in this process)."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001  (rescored in the flow's process, see the module doc)
+        print(f"{target} partition {k} failed on the cluster ({type(exc).__name__}: {str(exc)[:200]}): "
+              "scoring it in this process")
+        return None
 
 
 def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runners.RunnerChoice:
@@ -101,37 +102,24 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
     return runners.choose_runner(cluster, local_cluster=False)
 
 
-@task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10)
-def score_target(champion: Champion | None, target: str, pending_path: str, out: str, score_run_id: str,
+@task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+def score_target(champion: Champion | None, target: str, pending: Pending, out: str, score_run_id: str,
                  scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
-                 partitions: list[pl.DataFrame | None] | None = None, history_path: str | None = None) -> int:
-    """Score the staged pending jobs of one target: those with model features with its champion (or take
-    the partitions the cluster scored, scoring here any that failed there), those without from the
+                 cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None) -> int:
+    """Score the pending jobs of one target: those with model features with its champion (or take the
+    partitions the cluster scored, scoring here any that failed there), those without from the
     scheduler's history (`history_path`, `tasks/learn/history.py`); stage the forecasts as Parquet; return
     how many jobs were out of the champion's distribution (the scheduler-history ones included)."""
-    pending = pl.read_parquet(pending_path)
-    without = featureless(pending)
-    known, unknown = pending.filter(~without), pending.filter(without)
-    parts = []
-    if champion is not None and partitions:
-        again = score.partitions(known, len(partitions))  # the same cut as `score_partitions`, for the failed ones
-        parts.append(pl.concat([part if part is not None else _scorer(champion, device).score(again[k], batch_rows=batch_rows)
-                                for k, part in enumerate(partitions)]))
-    elif champion is not None and known.height:
-        scorer = Scorer(champion, device=device, threads=runners.threads_here())
-        parts.append(scorer.score(known, batch_rows=batch_rows, progress=get_run_logger().info))
-    if unknown.height and history_path:
-        model = SchedulerHistory(target, threads=runners.threads_here()).fit(pl.read_parquet(history_path))
-        made = model.forecast(unknown)
-        print(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
-              + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
-        parts.append(made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id")))
-    columns = [*SCORED_SCHEMA]
-    scored = pl.concat([p.select(columns) for p in parts], how="vertical_relaxed") if parts else pl.DataFrame(schema=SCORED_SCHEMA)
-    scored = score.memory_advice(scored, score.job_gpu_memory(pending, gpu_mem_gb)).with_columns(
-        pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
+    by_champion = None
+    if champion is not None:  # a target without one has only the history's forecasts
+        by_champion = score.champion_forecasts(
+            pending.known(), batch_rows, lambda: Scorer(champion, device=device, threads=runners.threads_here()),
+            cluster_parts, rescorer=lambda: _scorer(champion, device), progress=get_run_logger().info)
+    by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
+                                         threads=runners.threads_here())
+    scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at)
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
-    return int(scored["ood"].sum())
+    return score.ood_forecasts(scored)
 
 
 @task(name="publish-forecasts", retries=2, retry_delay_seconds=5, retry_condition_fn=no_retry_on_environment)
@@ -174,69 +162,62 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
         pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing).pending_path
-        pending_jobs = pl.scan_parquet(pending_path).select(pl.len()).collect().item()
-        without = int(featureless(pl.read_parquet(pending_path, columns=[*c.FEATURES])).sum())
-        if not champions and pending_jobs > without:  # jobs only a champion can forecast
-            raise FileNotFoundError(NO_CHAMPION)
-        if without and not history_path:
+        pending = Pending.of(pl.read_parquet(pending_path))  # read once, for every step of the run
+        pending.check_champions(champions)  # jobs only a champion can forecast, and none: the run fails
+        without = pending.featureless_jobs
+        if without and not history_path:  # the history those jobs are forecast from: staged here
             history_path = stage_scheduler_history(storage, run.staging)
         by_target = {ch.target: ch for ch in champions}
-        targets = [t for t in c.TARGETS if t in by_target or without]
-        print(f"{run.run_id}: {pending_jobs:,} pending job(s) x {len(targets)} target(s): "
+        targets = pending.targets(champions)
+        print(f"{run.run_id}: {pending.jobs:,} pending job(s) x {len(targets)} target(s): "
               + ", ".join(f"{ch.target} by {ch.model} ({ch.train_run_id})" for ch in champions)
               + (f"; {without:,} without model features: from the scheduler's history" if without else ""))
-        partitions, scored_on = _on_cluster(settings.cluster, champions, pending_path, pending_jobs, partition_min_jobs,
-                                            batch_rows, device)
-        print(f"{run.run_id}: scoring on {scored_on}")
+        scored = _on_cluster(settings.cluster, champions, pending, partition_min_jobs, batch_rows, device)
+        print(f"{run.run_id}: scoring on {scored.where}")
         parts, ood = [], {}
         for target in targets:
             out = run.staging / f"{target}.parquet"
-            ood[target] = score_target(by_target.get(target), target, pending_path, str(out), run.run_id,
-                                       as_of or run.started_at, gpu_mem_gb, batch_rows, device, partitions.get(target),
+            ood[target] = score_target(by_target.get(target), target, pending, str(out), run.run_id,
+                                       as_of or run.started_at, gpu_mem_gb, batch_rows, device, scored.of(target),
                                        history_path)
             parts.append(str(out))
         failpoint("score:after-staging")
-        n = publish_forecasts(run.run_id, parts, pending_jobs, targets, gpu_mem_gb, storage,
+        n = publish_forecasts(run.run_id, parts, pending.jobs, targets, gpu_mem_gb, storage,
                               settings.quality.backtest_days)
-    if publish:
-        publish_copy(storage, run.run_id, n)
-    print(f"{run.run_id}: published {n:,} forecasts for {pending_jobs:,} pending job(s)")
-    return ScoreResult(score_run_id=run.run_id, pending_jobs=pending_jobs, forecasts=n, scored_on=scored_on,
+    publish_if(publish, storage, on_failure=lambda exc: _unpublished(storage, run.run_id, n, exc))
+    print(f"{run.run_id}: published {n:,} forecasts for {pending.jobs:,} pending job(s)")
+    return ScoreResult(score_run_id=run.run_id, pending_jobs=pending.jobs, forecasts=n, scored_on=scored.where,
                        ood_forecasts=sum(ood.values()), ood_by_target=ood, featureless_jobs=without,
                        champions={ch.target: ch.model for ch in champions})
 
 
-def publish_copy(storage: Storage, score_run_id: str, forecasts: int) -> None:
-    """Publish the planners' copy after score run `score_run_id` committed its `forecasts`. Not a retried task: the
-    run is committed, and a failure here is the copy's alone; it is noted on the run, which stays `published` (its
-    forecasts are in the warehouse) and says that planners get them at the next successful publish, then raised."""
-    try:
-        publish_snapshot(storage)
-    except Exception as exc:
-        note = (f"its {forecasts:,} forecasts are in the warehouse, but the planners' copy was not refreshed "
-                f"({runs.describe(exc)}); they reach planners at the next successful publish")
-        print(f"{score_run_id}: {note}")
-        with contextlib.suppress(Exception):  # the publish's own error is the one to raise (a busy lock, a full disk)
-            with db.writer(storage, timeout_s=min(storage.lock_timeout_s, 10.0)) as con:
-                runs.add_note(con, "score", score_run_id, note)
-        raise
+def _unpublished(storage: Storage, score_run_id: str, forecasts: int, exc: Exception) -> None:
+    """The planners' copy was not published after score run `score_run_id` committed its `forecasts` (the publish
+    is not a retried task: the run is committed, and a failure here is the copy's alone). Noted on the run, which
+    stays `published` (its forecasts are in the warehouse) and says that planners get them at the next successful
+    publish; the publish's error is raised after (`publish_if`)."""
+    note = (f"its {forecasts:,} forecasts are in the warehouse, but the planners' copy was not refreshed "
+            f"({runs.describe(exc)}); they reach planners at the next successful publish")
+    print(f"{score_run_id}: {note}")
+    with contextlib.suppress(Exception):  # the publish's own error is the one to raise (a busy lock, a full disk)
+        with db.writer(storage, timeout_s=min(storage.lock_timeout_s, 10.0)) as con:
+            runs.add_note(con, "score", score_run_id, note)
 
 
-def _on_cluster(cluster: Cluster, champions: list[Champion], pending_path: str, pending_jobs: int, min_jobs: int,
-                batch_rows: int, device: str | None) -> tuple[dict[str, list], str]:
-    """(per target the partitions scored on the Dask cluster, in words where scoring ran): nothing is
-    scored here when scoring stays in this process."""
+def _on_cluster(cluster: Cluster, champions: list[Champion], pending: Pending, min_jobs: int, batch_rows: int,
+                device: str | None) -> ClusterScores:
+    """Per target the partitions scored on the Dask cluster, and in words where scoring ran: nothing is
+    scored there when scoring stays in this process."""
     if not champions:
-        return {}, "this process (no champion: jobs without model features only)"
-    choice = scoring_runner(cluster, pending_jobs, min_jobs)
+        return ClusterScores(where="this process (no champion: jobs without model features only)")
+    choice = scoring_runner(cluster, pending.jobs, min_jobs)
     if choice.runner is None:
-        return {}, "this process" + (f" ({choice.note})" if choice.note else "")
+        return ClusterScores(where="this process" + (f" ({choice.note})" if choice.note else ""))
     workers = _workers(cluster.dask_address)
     parts = 2 * workers  # two partitions a worker keep them all busy
-    pending = pl.read_parquet(pending_path)
-    partitions = score_partitions.with_options(task_runner=choice.runner)(
-        champions, pending.filter(~featureless(pending)), parts, batch_rows, device)
-    return partitions, f"Dask at {cluster.dask_address}: {parts} partitions on {workers} worker(s)"
+    scored = score_partitions.with_options(task_runner=choice.runner)(champions, pending.known(), parts, batch_rows,
+                                                                      device)
+    return replace(scored, where=f"Dask at {cluster.dask_address}: {parts} partitions on {workers} worker(s)")
 
 
 def _workers(address: str) -> int:

@@ -6,12 +6,20 @@ measured on its calibration slice (`tasks/learn/intervals.py`: Mondrian conforma
 model type and queue, pooled below a minimum group size). [P10, P90] then covers about 80% of
 outcomes and P90 alone about 90%, per model type and per queue, when tomorrow's jobs look like the
 ones the champion was calibrated on.
+
+The rules of a score run live here too (`flows/score.py` only calls them): the pending jobs split once into those
+with model features, which the champions forecast, and those without, which the scheduler's history forecasts
+(`Pending`); a run with no champion fails when a job only a champion can forecast is pending (`NO_CHAMPION`); the
+partitions a Dask cluster scored, a failed one scored again here (`champion_forecasts`); the history's forecasts
+(`history_forecasts`); and one target's forecasts put together with the memory advice (`target_forecasts`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +30,7 @@ from gpucast.records import catalog
 from gpucast.records.outcomes import Champion
 from gpucast.tasks.learn import features, intervals, ood, traced, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
+from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PRIOR
 
@@ -31,6 +40,61 @@ DEFAULT_BATCH_ROWS = 250_000
 # 0.5 GB, is the headroom we add before comparing with a GPU's memory.
 ALLOCATOR_HEADROOM = 0.10
 REQUEST_STEP_GB = 0.5
+NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A score run's pending jobs (their staged features), read once, and which of them have no model features
+    (`history.featureless`): those the scheduler's history forecasts; the others are the champions'."""
+
+    rows: pl.DataFrame
+    without: pl.Series  # True: no model features
+
+    @classmethod
+    def of(cls, rows: pl.DataFrame) -> Pending:
+        return cls(rows, featureless(rows))
+
+    @property
+    def jobs(self) -> int:
+        return self.rows.height
+
+    @property
+    def featureless_jobs(self) -> int:
+        return int(self.without.sum())
+
+    def known(self) -> pl.DataFrame:
+        """The jobs with model features: the champions forecast them."""
+        return self.rows.filter(~self.without)
+
+    def unknown(self) -> pl.DataFrame:
+        """The jobs without model features: the scheduler's history forecasts them."""
+        return self.rows.filter(self.without)
+
+    def check_champions(self, champions: Sequence[Champion]) -> None:
+        """Without any champion only the jobs without model features can be scored: a pending job with them fails
+        the run (`FileNotFoundError`, exit 2: train first)."""
+        if not champions and self.jobs > self.featureless_jobs:
+            raise FileNotFoundError(NO_CHAMPION)
+
+    def targets(self, champions: Iterable[Champion]) -> list[str]:
+        """The targets forecast, in the contract's order: those with a champion; every one when jobs without model
+        features are pending (the history forecasts every target)."""
+        have = {ch.target for ch in champions}
+        return [t for t in c.TARGETS if t in have or self.featureless_jobs]
+
+
+@dataclass(frozen=True)
+class ClusterScores:
+    """What scoring on a Dask cluster handed back (`flows/score.py` `score_partitions`): per target the scored rows
+    of each partition of the jobs with model features, in `partitions`' order, None where a partition failed there
+    (`champion_forecasts` scores it again); and where scoring ran, in words. Empty when it ran in this process."""
+
+    by_target: Mapping[str, tuple[pl.DataFrame | None, ...]] = field(default_factory=dict)
+    where: str = "this process"
+
+    def of(self, target: str) -> tuple[pl.DataFrame | None, ...] | None:
+        return self.by_target.get(target)
 
 
 def partitions(rows: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
@@ -38,6 +102,54 @@ def partitions(rows: pl.DataFrame, parts: int) -> list[pl.DataFrame]:
     how the pending jobs are spread over a Dask cluster, and how a failed partition is found again."""
     size = -(-rows.height // parts)  # ceil
     return [rows.slice(k * size, size) for k in range(parts)]
+
+
+def champion_forecasts(known: pl.DataFrame, batch_rows: int, scorer: Callable[[], Scorer],
+                       cluster_parts: Sequence[pl.DataFrame | None] | None = None,
+                       rescorer: Callable[[], Scorer] | None = None,
+                       progress: Callable[[str], None] | None = None) -> pl.DataFrame | None:
+    """A champion's forecasts of the jobs with model features (`known`): the partitions the cluster scored
+    (`cluster_parts`), in order, each that failed there scored here by `rescorer`'s scorer (the same cut:
+    `partitions`); else every one scored here by `scorer`'s (made only then); None when there are none."""
+    if cluster_parts:
+        again = partitions(known, len(cluster_parts))
+        rescore = rescorer or scorer
+        return pl.concat([part if part is not None else rescore().score(again[k], batch_rows=batch_rows)
+                          for k, part in enumerate(cluster_parts)])
+    if not known.height:
+        return None
+    return scorer().score(known, batch_rows=batch_rows, progress=progress)
+
+
+def history_forecasts(target: str, unknown: pl.DataFrame, history: Callable[[], pl.DataFrame], score_run_id: str,
+                      threads: int, say: Callable[[str], object] = print) -> pl.DataFrame | None:
+    """One target's forecasts of the jobs without model features (`unknown`), from the scheduler's history of similar
+    jobs (`tasks/learn/history.py`, fitted on `history()`'s labelled rows, read only when there are such jobs), stamped
+    with the score run as its `train_run_id`; `say` tells how many it could forecast. None when there are none."""
+    if not unknown.height:
+        return None
+    model = SchedulerHistory(target, threads=threads).fit(history())
+    made = model.forecast(unknown)
+    say(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
+        + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
+    return made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id"))
+
+
+def target_forecasts(parts: Iterable[pl.DataFrame | None], pending: pl.DataFrame, gpu_mem_gb: float, score_run_id: str,
+                     scored_at: datetime) -> pl.DataFrame:
+    """One target's forecasts as they are staged: its parts (the champion's, the history's; None: none) in
+    `SCORED_SCHEMA`'s columns, the memory advice judged against each pending job's GPU (`job_gpu_memory`, the
+    setting's size where unknown), stamped with the score run and its time."""
+    columns = [*SCORED_SCHEMA]
+    made = [p.select(columns) for p in parts if p is not None]
+    scored = pl.concat(made, how="vertical_relaxed") if made else pl.DataFrame(schema=SCORED_SCHEMA)
+    return memory_advice(scored, job_gpu_memory(pending, gpu_mem_gb)).with_columns(
+        pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
+
+
+def ood_forecasts(scored: pl.DataFrame) -> int:
+    """How many of a target's forecasts are of jobs out of the champion's distribution (the history's included)."""
+    return int(scored["ood"].sum())
 
 
 def warm_up() -> None:

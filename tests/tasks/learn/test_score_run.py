@@ -1,0 +1,91 @@
+"""The rules of a score run (`tasks/learn/score.py`), without Prefect or a trained model: the pending jobs split
+once, the no-champion failure, the cluster's partitions with a failed one scored again, one target's forecasts put
+together with the memory advice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.records.outcomes import Champion
+from gpucast.tasks.learn import score as steps
+from gpucast.tasks.learn.history import FORECAST_SCHEMA
+from gpucast.tasks.learn.score import NO_CHAMPION, Pending
+
+
+def pending() -> pl.DataFrame:
+    """Three jobs: two with model features (a model type, a batch size), one without (model type unknown)."""
+    rows = {f: [None, None, None] for f in c.FEATURES}
+    rows[c.MODEL_TYPE] = ["CNN", None, c.UNKNOWN_MODEL_TYPE]
+    rows[c.BATCH_SIZE] = [None, 32, None]
+    return pl.DataFrame({c.JOB_ID: ["a", "b", "c"], **rows},
+                        schema_overrides={f: pl.Float64 for f in c.FEATURES if f not in (c.MODEL_TYPE,)} | {
+                            c.MODEL_TYPE: pl.String, c.OPTIMIZER: pl.String, c.PRECISION: pl.String})
+
+
+CHAMPION = Champion(c.RUNTIME_HOURS, "lightgbm", "train-1", "/m")
+
+
+def test_the_pending_jobs_split_once_into_the_champions_and_the_historys():
+    split = Pending.of(pending())
+    assert split.jobs == 3 and split.featureless_jobs == 1
+    assert split.known()[c.JOB_ID].to_list() == ["a", "b"] and split.unknown()[c.JOB_ID].to_list() == ["c"]
+    assert split.targets([CHAMPION]) == list(c.TARGETS)  # a featureless job: every target from the history
+    only_known = Pending.of(pending().head(2))
+    assert only_known.targets([CHAMPION]) == [c.RUNTIME_HOURS] and only_known.targets([]) == []
+
+
+def test_without_a_champion_only_featureless_jobs_can_be_scored():
+    Pending.of(pending().tail(1)).check_champions([])  # only the history's jobs: the run goes on
+    Pending.of(pending()).check_champions([CHAMPION])
+    with pytest.raises(FileNotFoundError, match=NO_CHAMPION.replace("(", r"\(").replace(")", r"\)")):
+        Pending.of(pending()).check_champions([])
+
+
+class FakeScorer:
+    """Scores each job with P50 = the number of the scorer (so the test sees which scored which rows)."""
+
+    made = 0
+
+    def __init__(self):
+        FakeScorer.made += 1
+        self.number = FakeScorer.made
+
+    def score(self, rows, batch_rows, progress=None):
+        return rows.select(c.JOB_ID, pl.lit(float(self.number)).alias("p50"))
+
+
+def test_a_partition_that_failed_on_the_cluster_is_scored_again_here_in_the_same_cut():
+    known = Pending.of(pending()).known()
+    first, second = steps.partitions(known, 2)
+    on_cluster = (first.select(c.JOB_ID, pl.lit(0.0).alias("p50")), None)
+    FakeScorer.made = 0
+    got = steps.champion_forecasts(known, 10, scorer=FakeScorer, cluster_parts=on_cluster, rescorer=FakeScorer)
+    assert got.rows() == [("a", 0.0), ("b", 1.0)]  # the failed second partition, scored here
+    assert steps.champion_forecasts(known, 10, scorer=FakeScorer)[c.JOB_ID].to_list() == ["a", "b"]
+    made = FakeScorer.made
+    assert steps.champion_forecasts(known.head(0), 10, scorer=FakeScorer) is None and FakeScorer.made == made
+
+
+def test_the_history_is_read_only_when_jobs_without_features_are_pending():
+    def unread():
+        raise AssertionError("read")
+
+    assert steps.history_forecasts(c.RUNTIME_HOURS, Pending.of(pending()).unknown().head(0), unread, "score-1", 1) is None
+
+
+def test_a_targets_forecasts_carry_the_memory_advice_and_the_runs_stamp():
+    made = pl.DataFrame({c.JOB_ID: ["a", "b"], "p10": [1.0, 2.0], "p50": [2.0, 3.0], "p90": [10.0, 30.0],
+                         "model": ["lightgbm"] * 2, "ood": [False, True], "ood_reason": [None, "far"],
+                         "arch_inferred": [None, None], "arch_match_distance": [None, None],
+                         "target": [c.PEAK_GPU_MEM_GB] * 2, "train_run_id": ["train-1"] * 2},
+                        schema_overrides={k: v for k, v in FORECAST_SCHEMA.items()})
+    at = datetime(2026, 11, 28, tzinfo=UTC)
+    scored = steps.target_forecasts([made, None], pending(), 24.0, "score-1", at)
+    assert scored["safe_request_gb"].to_list() == [11.0, 33.0] and scored["oom_risk"].to_list() == [False, True]
+    assert set(scored["score_run_id"]) == {"score-1"} and set(scored["scored_at"]) == {at}
+    assert steps.ood_forecasts(scored) == 1
+    assert steps.target_forecasts([None], pending(), 24.0, "score-1", at).height == 0
