@@ -1,7 +1,8 @@
 """The one backtest entry point: recompute the window of jobs completed since they were forecast
 (`warehouse/backtest.py`), and say which champions drifted. The nightly runs it as its `backtest`
-step; `gpucast backtest` runs it and prints the summary; training runs it before the champion gate
-reads its window.
+step; `gpucast backtest` runs it and prints the summary; a train run on its own runs it before the champion gate
+reads its window (in the nightly, training reads the window the backtest step computed: one backtest a night,
+`train_models(backtest_fresh=True)`).
 """
 
 from __future__ import annotations

@@ -157,50 +157,55 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 
 def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path,
            as_of: datetime | None, inventory) -> NightResult:
-    steps: dict = {}  # step -> what it returned (NightResult's fields), filled in as the steps run
+    night = NightResult()  # what the steps returned, filled in as they run (a failed night is reported from it)
     warnings: list[str] = []
     seconds: dict[str, float] = {}
     try:
         with _timed(seconds, "ingest"):
-            steps["ingest"] = ingest_job_logs(paths=paths, publish=False, storage=settings.storage, quality=settings.quality)
+            night = replace(night, ingest=ingest_job_logs(paths=paths, publish=False, storage=settings.storage,
+                                                          quality=settings.quality))
             if paths is None:  # the inbox's night also pulls sources.yaml's sources (GPUCAST_SOURCES): one
                 pulled = pull_sources(settings)  # that fails is a warning and a failed ingest run; the rest load
-                steps["sources"] = pulled.runs
+                night = replace(night, sources=pulled.runs)
                 warnings += pulled.failed.values()
         with _timed(seconds, "quality-gate"):
-            warnings += quality_gate(steps["ingest"], settings.quality, settings.storage)
+            warnings += quality_gate(night.ingest, settings.quality, settings.storage)
         with _timed(seconds, "backtest"):
-            steps["backtest"] = backtest_step(settings.storage, settings.quality.backtest_days, as_of)
-            warnings += steps["backtest"].warnings
+            backtest = backtest_step(settings.storage, settings.quality.backtest_days, as_of)
+            night = replace(night, backtest=backtest)
+            warnings += backtest.warnings
         with _timed(seconds, "features"):
-            steps["features"] = stage_features(settings.storage, staging, max_rows=options.max_rows,
-                                                 tracing=settings.tracing)
+            staged = stage_features(settings.storage, staging, max_rows=options.max_rows, tracing=settings.tracing)
+            night = replace(night, features=staged)
         if retrain:
             with _timed(seconds, "train"):
-                steps["train"] = train_where_possible(options, settings, steps["features"].history_path)
+                night = replace(night, train=train_where_possible(options, settings, staged.history_path,
+                                                                  backtest_fresh=True))  # the backtest step's window
         with _timed(seconds, "score"):
-            steps["score"] = score_pending(pending_path=steps["features"].pending_path, publish=False,
-                                           history_path=steps["features"].history_path, as_of=as_of,
-                                           storage=settings.storage, planning=settings.planning, cluster=settings.cluster,
-                                           quality=settings.quality, tracing=settings.tracing)
+            night = replace(night, score=score_pending(
+                pending_path=staged.pending_path, publish=False, history_path=staged.history_path, as_of=as_of,
+                storage=settings.storage, planning=settings.planning, cluster=settings.cluster, quality=settings.quality,
+                tracing=settings.tracing))
         with _timed(seconds, "demand"):
-            steps["demand"], failed = demand_step(settings, as_of)
+            demand, failed = demand_step(settings, as_of)
+            night = replace(night, demand=demand)
             warnings += failed
         with _timed(seconds, "plan"):
-            steps["plan"] = capacity_plan(publish=False, inventory=inventory, storage=settings.storage,
-                                          planning=settings.planning)
+            night = replace(night, plan=capacity_plan(publish=False, inventory=inventory, storage=settings.storage,
+                                                      planning=settings.planning))
         with _timed(seconds, "publish"):
             where = publish_night(settings.storage)
         with _timed(seconds, "page"):
-            page = steps["page"] = str(write_site(settings.storage))
+            page = str(write_site(settings.storage))
+            night = replace(night, page=page)
     except Exception as exc:
-        night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds)
+        night = replace(night, warnings=tuple(warnings), seconds=seconds)
         report = render.nightly_report(night, f"{type(exc).__name__}: {redact(str(exc))}")  # the UI's artifact
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
             publish_night(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
         raise
-    night = NightResult(**steps, warnings=tuple(warnings), seconds=seconds, published=where)
+    night = replace(night, warnings=tuple(warnings), seconds=seconds, published=where)
     report = render.nightly_report(night, None, *queries.leaderboard_and_capacity(settings.storage.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")
     print(f"published {where}; planners' page: {page}")

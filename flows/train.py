@@ -23,15 +23,15 @@ from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
 from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, limits_given, with_time_limits
 from gpucast.flows.stage import HISTORY, stage_features
-from gpucast.records.outcomes import FitOutcome, FitSkipped
+from gpucast.records.outcomes import FitOutcome, GateWindow, GateWindows
 from gpucast.records.results import TrainedTarget, TrainResult
-from gpucast.tasks.learn import gate, train
-from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn import fanout, gate, train
+from gpucast.tasks.learn.models import store
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import backtest, db, forecast, queries, runs, training
 from gpucast.warehouse.housekeeping import failpoint
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import publish_if
 
 
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
@@ -47,16 +47,17 @@ def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
 
 
 @task(name="gate-windows")
-def gate_windows(settings: Settings, targets: tuple[str, ...]) -> dict[str, dict]:
+def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = True) -> GateWindows:
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
-    before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`)."""
+    before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`).
+    `refresh`: recompute the window first (False where the caller did this night: the nightly's backtest step)."""
     days, now = settings.quality.backtest_days, datetime.now(UTC)
-    refresh_backtest(settings.storage, days, now)
+    if refresh:
+        refresh_backtest(settings.storage, days, now)
     with db.writer(settings.storage) as con:
-        champions = {ch.target: ch for ch in forecast.latest_champions(con)}
-        windows = {t: backtest.champion_window(con, t, champions[t].train_run_id, days, now)
-                   for t in targets if t in champions}
-    return {t: {"champion": champions[t], **w.to_dict(as_series=False)} for t, w in windows.items()}
+        champions = gate.gated(forecast.latest_champions(con), targets)
+        return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now))
+                            for ch in champions})
 
 
 @task(name="fit", task_run_name="{target} {model} repeat {repeat}", cache_policy=NO_CACHE, retries=1,
@@ -86,13 +87,15 @@ class Fitted:
 
 
 @flow(name="fit-models", log_prints=True)
-def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict], previous: dict[str, str]) -> Fitted:
+def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list[str] | None],
+               previous: dict[str, str]) -> Fitted:
     """Every fit of the run as its own task run on this flow's task runner (Dask, or in-process),
-    in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted.
+    in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted
+    (`holdout`: target -> the gate window's job ids, predicted by the champion fitted without them).
 
     Workers get the labelled rows and return metrics and models; the warehouse stays with the
     caller. A fit that fails (twice: one retry) or whose worker is lost is recorded as skipped with
-    its error; the night goes on with the fits that finished.
+    its error; the night goes on with the fits that finished (`tasks/learn/fanout.py`).
     """
     runner = FlowRunContext.get().task_runner
     history = pl.read_parquet(history_path)
@@ -100,18 +103,14 @@ def fit_models(history_path: str, options: TrainOptions, windows: dict[str, dict
     shared = runners.share(runner, rows)
     started = time.time()
     budget = options.night_budget_minutes
-    budget_ends_at = started + budget * 60 if budget else None
-    fits = [f for f in train.order_fits(options, previous) if train.too_few(rows[f.target], options) is None]
+    budget_ends_at = fanout.budget_end(started, budget)
+    fits = fanout.runnable_fits(options, previous, rows)
     where = runners.describe(runner)
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
     failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
     outcomes = _run_fits(runner, fits, shared, options, budget_ends_at, started)
-    every = [o for target_outcomes in outcomes.values() for o in target_outcomes]
-    failed = [o for o in every if isinstance(o, FitSkipped) and o.failed]
-    if every and len(failed) == len(every):  # not a lost worker: something every fit trips on (a bad option)
-        raise RuntimeError(f"every fit of the run failed; the first: {failed[0].reason}")
+    fanout.check_outcomes(outcomes)  # every fit failed: the run stops
     fit_seconds = round(time.time() - started, 1)
-    holdout = {t: windows[t]["job_id"] if t in windows else None for t in options.targets}
     refits = {t: refit_champion.submit(shared[t], t, options, outcomes[t], holdout[t]) for t in options.targets}
     finished = {}
     for t, future in refits.items():
@@ -131,15 +130,12 @@ def _run_fits(runner, fits: list[train.Fit], shared: dict, options: TrainOptions
     gpu = runners.gpu_resource(runner)
     pending = {}
     for i, fit in enumerate(fits):
-        annotations = {"priority": len(fits) - i, **({"resources": gpu} if gpu and fit.model == registry.NN else {})}
-        with runners.annotate(runner, annotations):
+        with runners.annotate(runner, fanout.annotations(fits, i, gpu)):
             future = fit_model.submit(shared[fit.target], fit.target, options, fit.model, fit.repeat, budget_ends_at)
         pending[future] = fit
     outcomes: dict[str, list[FitOutcome]] = {t: [] for t in options.targets}
-    for n, (fit, outcome) in enumerate(runners.as_finished(pending), start=1):
-        if isinstance(outcome, BaseException):
-            outcome = FitSkipped(fit.target, fit.model, fit.repeat,
-                                 f"failed: {type(outcome).__name__}: {str(outcome)[:300]}", failed=True)
+    for n, (fit, finished) in enumerate(runners.as_finished(pending), start=1):
+        outcome = fanout.outcome_of(fit, finished)
         outcomes[fit.target].append(outcome)
         print(f"[{n}/{len(fits)}, {(time.time() - started) / 60:.1f} min] {train.describe_fit(outcome, options.repeats)}")
     return outcomes
@@ -148,7 +144,8 @@ def _run_fits(runner, fits: list[train.Fit], shared: dict, options: TrainOptions
 @flow(name="train-models", log_prints=True)
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
                  storage: Storage | None = None, cluster: Cluster | None = None, quality: Quality | None = None,
-                 tracing: Tracing | None = None) -> TrainResult:
+                 tracing: Tracing | None = None,
+                 backtest_fresh: bool = False) -> TrainResult:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
@@ -159,7 +156,9 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     (default: the settings', GPUCAST_BACKTEST_DAYS; the GPU pool's run gets the nightly's). `storage`, `tracing`
     and the time limits `options` leaves None (the training concern is `TrainOptions` itself, flows/settings.py):
     default the environment's. Each concern is
-    a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off).
+    a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off). `backtest_fresh`: the caller
+    recomputed the backtest window this night (the nightly's backtest step): the gate reads it as it is, instead
+    of recomputing it (one backtest a night).
     """
     from gpucast.tasks.learn.models.transformer_bigru import pick_device
 
@@ -177,20 +176,19 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,
                                                          tracing=settings.tracing).history_path
-        windows = gate_windows(settings, options.targets)
-        previous = {t: w["champion"].model for t, w in windows.items()}
+        windows = gate_windows(settings, options.targets, refresh=not backtest_fresh)
         choice = runners.choose_runner(cluster, local_cluster=True, scratch=run.staging / "dask")
         if choice.note:
             get_run_logger().warning(choice.note)
-        fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows, previous)
+        fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows.holdouts(options.targets),
+                                                                     windows.previous_models())
         outcomes = []
         for target in options.targets:
-            outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows.get(target), settings))
+            outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows, settings))
             failpoint("train:after-first-target")
         note = train.reference_note(options, choice.note)  # where the fits ran, and the reference set's use
         _finish(run.run_id, outcomes, note, fitted.where, settings)
-    if publish:
-        publish_snapshot(settings.storage)
+    publish_if(publish, settings.storage)
     report = render.train_markdown(run.run_id, *queries.train_tables(settings.storage.db_path, run.run_id))
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
     return TrainResult(train_run_id=run.run_id, targets=tuple(outcomes), device=used, fits_on=fitted.where,
@@ -199,19 +197,16 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
 
 def _finish(run_id: str, outcomes: list[TrainedTarget], note: str | None, fits_on: str, settings: Settings) -> None:
     """Mark the run succeeded with what on-call should know, and prune old model folders."""
-    skipped = "; ".join(f"{o.target}: {o.skipped}" for o in outcomes if o.skipped)
-    cut = sum(o.skipped_fits for o in outcomes)
-    message = "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None) if m)
     storage = settings.storage
     with db.writer(storage) as con:  # under the lock, so no run can start between the two
-        runs.finish(con, "train", run_id, "succeeded", message or None, fits_on=fits_on)
+        runs.finish(con, "train", run_id, "succeeded", fanout.run_message(outcomes, note), fits_on=fits_on)
         pruned = store.prune(storage.models_dir, training.runs_to_keep(con, storage.keep_train_runs))
     if pruned:
         print(f"removed the model folders of {len(pruned)} older train run(s) (keeping {storage.keep_train_runs}, "
               "GPUCAST_KEEP_TRAIN_RUNS)")
 
 
-def _record(run_id: str, target: str, options: TrainOptions, finished: train.Finished, window: dict | None,
+def _record(run_id: str, target: str, options: TrainOptions, finished: train.Finished, windows: GateWindows,
             settings: Settings) -> TrainedTarget:
     """Save the target's champion in the registry, gate it against the current one, and write the
     metrics, the skipped fits and the decision to the warehouse (this process: the one writer)."""
@@ -222,15 +217,11 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: train.Fin
         if result.compiled:  # built once here, beside the model: scoring runs never compile
             print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled.compile_seconds} s"
                   if result.compiled.used else f"scores natively: {result.compiled.reason}"))
-    decision = None
-    if window and result.champion and result.gate_predictions is not None:
-        mine = pl.DataFrame({k: window[k] for k in ("job_id", "p50", "actual")}).join(
-            result.gate_predictions.rename({"p50": "challenger"}), on="job_id")
-        decision = gate.decide(mine["actual"].to_numpy(), mine["p50"].to_numpy(), mine["challenger"].to_numpy())
-        print(f"{target}: gate: {'promoted' if decision.promote else 'kept'} - {decision.reason}")
+    decision = gate.judge(windows.of(target), result)  # None: nothing to gate
+    if decision is not None:
+        print(f"{target}: gate: {decision.verdict} - {decision.reason}")
     with db.writer(settings.storage) as con:
-        training.record_target(con, run_id, result, options.features, decision, window["champion"] if window else None)
+        training.record_target(con, run_id, result, options.features, decision, windows.champion(target))
     return TrainedTarget(target=target, champion=result.champion, skipped=result.skipped, rows=result.rows,
-                         skipped_fits=len(result.skipped_fits),
-                         decision=None if decision is None else ("promoted" if decision.promote else "kept"))
+                         skipped_fits=len(result.skipped_fits), decision=gate.verdict(decision))
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpucast.records.outcomes import Champion, GateWindow, TargetResult
 from gpucast.records.results import ChampionCoverage
 
 MIN_WINDOW_JOBS = 30
@@ -36,6 +37,22 @@ class Decision:
     window_jobs: int = 0
     champion_error: float | None = None  # mean |log(prediction / actual)| on the window
     challenger_error: float | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The decision in one word, as `TrainedTarget.decision` and the run's log say it."""
+        return "promoted" if self.promote else "kept"
+
+
+def verdict(decision: Decision | None) -> str | None:
+    """`TrainedTarget.decision`: the gate's verdict, or None where it had nothing to weigh (`judge`)."""
+    return decision.verdict if decision is not None else None
+
+
+def gated(champions: Iterable[Champion], targets: Iterable[str]) -> list[Champion]:
+    """The current champions of tonight's targets: the ones the gate weighs tonight's champions against."""
+    wanted = set(targets)
+    return [ch for ch in champions if ch.target in wanted]
 
 
 def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> Decision:
@@ -55,6 +72,18 @@ def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> 
                         f"difference {bound:.3f} > 0)", **stats)
     return Decision(True, f"won on validation and not worse on the backtest window: mean |log error| "
                     f"{err_challenger.mean():.3f} vs {err_champion.mean():.3f} over {n} jobs", **stats)
+
+
+def judge(window: GateWindow | None, result: TargetResult) -> Decision | None:
+    """The gate's decision on tonight's champion of a target (the challenger): its predictions of the backtest
+    window's jobs, fitted without them (`result.gate_predictions`), joined by job with the current champion's
+    published P50 and the actual values, then `decide`. None when there is nothing to gate: no current champion
+    (no `window`), no champion tonight, or no predictions of the window (an empty one: nothing was held out)."""
+    if window is None or not result.champion or result.gate_predictions is None:
+        return None
+    mine = window.jobs.select("job_id", "p50", "actual").join(result.gate_predictions.rename({"p50": "challenger"}),
+                                                               on="job_id")
+    return decide(mine["actual"].to_numpy(), mine["p50"].to_numpy(), mine["challenger"].to_numpy())
 
 
 def drift_warnings(coverage: Iterable[ChampionCoverage]) -> list[str]:

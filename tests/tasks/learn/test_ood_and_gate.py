@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.records.outcomes import Champion, GateWindow, TargetResult
 from gpucast.records.results import ChampionCoverage
 from gpucast.tasks.learn import gate, ood
 from gpucast.tasks.learn.features import build
@@ -136,3 +137,37 @@ def test_drift_is_warned_only_on_windows_large_enough_to_say_so():
                              mape=90.0)]
     warnings = gate.drift_warnings(rows)
     assert len(warnings) == 1 and "61%" in warnings[0] and c.PEAK_GPU_MEM_GB in warnings[0]
+
+
+def _window(jobs: int) -> GateWindow:
+    ids = [f"j{i}" for i in range(jobs)]
+    return GateWindow(Champion(c.RUNTIME_HOURS, "lightgbm", "train-0", "/m"),
+                      pl.DataFrame({c.JOB_ID: ids, "p50": [2.0] * jobs, "p90": [3.0] * jobs, "actual": [1.0] * jobs}))
+
+
+def test_the_gate_joins_the_window_with_the_challengers_predictions_by_job():
+    """The evidence: per job of the window, the current champion's P50, the challenger's (fitted without the window)
+    and the actual value; a job the challenger did not predict is left out."""
+    window = _window(40)
+    mine = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
+                        gate_predictions=pl.DataFrame({c.JOB_ID: [f"j{i}" for i in range(39, -1, -1)] + ["other"],
+                                                       "p50": [1.1] * 40 + [9.0]}))
+    decision = gate.judge(window, mine)
+    assert decision == gate.decide(np.ones(40), np.full(40, 2.0), np.full(40, 1.1)) and decision.verdict == "promoted"
+    worse = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
+                         gate_predictions=pl.DataFrame({c.JOB_ID: [f"j{i}" for i in range(40)], "p50": [8.0] * 40}))
+    assert gate.verdict(gate.judge(window, worse)) == "kept"
+
+
+def test_nothing_to_gate_without_a_current_champion_a_champion_tonight_or_predictions():
+    with_predictions = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
+                                    gate_predictions=pl.DataFrame({c.JOB_ID: ["j0"], "p50": [1.0]}))
+    assert gate.judge(None, with_predictions) is None  # no current champion: tonight's is promoted
+    assert gate.judge(_window(3), TargetResult(c.RUNTIME_HOURS, skipped="too few")) is None
+    assert gate.judge(_window(0), TargetResult(c.RUNTIME_HOURS, champion="xgboost")) is None  # an empty window
+    assert gate.verdict(None) is None
+
+
+def test_the_gate_weighs_only_tonights_targets_champions():
+    champions = [Champion(t, "lightgbm", "train-0", "/m") for t in (c.RUNTIME_HOURS, c.PEAK_GPU_MEM_GB)]
+    assert gate.gated(champions, (c.PEAK_GPU_MEM_GB, c.GPU_DEMAND_GFLOPS)) == champions[1:]

@@ -1,0 +1,69 @@
+"""How a train run's fits fan out and what they come back as: the rules `flows/train.py` applies between
+submitting the fits (`tasks/learn/train.py` `fit_one`, one task run each) and refitting each target's champion.
+
+- which fits run (`runnable_fits`: `order_fits`'s order, the targets with enough labelled jobs only), and when the
+  night budget ends (`budget_end`);
+- how each is submitted (`annotations`: its priority in that order; a network fit asks for a GPU when the cluster
+  has them);
+- what a fit that raised, or whose worker died, becomes (`outcome_of`: a failed `FitSkipped` with its error);
+- whether the run can go on (`check_outcomes`: when every fit failed, something every fit trips on, such as a
+  bad option, stops it; a lost worker fails some fits, not all);
+- what the finished run tells on-call (`run_message`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from gpucast.records.outcomes import FitOutcome, FitSkipped
+from gpucast.records.results import TrainedTarget
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.train import Fit, order_fits, too_few
+
+
+def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapping[str, pl.DataFrame]) -> list[Fit]:
+    """The run's fits in `order_fits`'s order (`previous`: target -> its current champion's model), leaving out the
+    targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`)."""
+    return [f for f in order_fits(options, previous) if too_few(rows[f.target], options) is None]
+
+
+def budget_end(started: float, budget_minutes: float | None) -> float | None:
+    """The instant (epoch seconds) the night budget ends for a run started at `started`; None without a budget
+    (None or 0: every fit runs)."""
+    return started + budget_minutes * 60 if budget_minutes else None
+
+
+def annotations(fits: Sequence[Fit], index: int, gpu: Mapping[str, float] | None) -> dict[str, object]:
+    """The Dask annotations of the `index`-th fit: a priority that keeps `fits`' order, and the GPU resource
+    (`gpu`, when the cluster's workers declare one) for a network fit."""
+    fit = fits[index]
+    return {"priority": len(fits) - index, **({"resources": gpu} if gpu and fit.model == registry.NN else {})}
+
+
+def outcome_of(fit: Fit, outcome: FitOutcome | BaseException) -> FitOutcome:
+    """A finished fit's outcome as it is recorded: an exception (the fit raised, or its worker was lost) becomes a
+    failed `FitSkipped` carrying the error's type and its first 300 characters."""
+    if isinstance(outcome, BaseException):
+        return FitSkipped(fit.target, fit.model, fit.repeat, f"failed: {type(outcome).__name__}: {str(outcome)[:300]}",
+                          failed=True)
+    return outcome
+
+
+def check_outcomes(outcomes: Mapping[str, Sequence[FitOutcome]]) -> None:
+    """Stop the run (`RuntimeError` naming the first failure) when there were fits and every one failed: not a lost
+    worker but something every fit trips on (a bad option). Fits cut by the night budget are not failures."""
+    every = [o for target_outcomes in outcomes.values() for o in target_outcomes]
+    failed = [o for o in every if isinstance(o, FitSkipped) and o.failed]
+    if every and len(failed) == len(every):
+        raise RuntimeError(f"every fit of the run failed; the first: {failed[0].reason}")
+
+
+def run_message(targets: Sequence[TrainedTarget], note: str | None) -> str | None:
+    """The train run's message (`train_runs.message`): `note` (where the fits ran, the reference set's use), the
+    targets skipped and why, and how many fits the night did not finish; None when there is nothing to say."""
+    skipped = "; ".join(f"{o.target}: {o.skipped}" for o in targets if o.skipped)
+    cut = sum(o.skipped_fits for o in targets)
+    return "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None) if m) or None
