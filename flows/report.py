@@ -26,12 +26,12 @@ def write_train_report(storage: Storage, run_id: str | None, out: Path | None) -
     text = render.train_markdown(run_id, summary, champions)
     (out / "report.md").write_text(text)
     written = [out / "report.md"]
-    for champ in champions.filter(pl.col("skipped_reason").is_null()).iter_rows(named=True):
-        written.append(render.bar_chart(summary, champ["target"], out / f"metrics_{champ['target']}.png"))
-        predictions = store.read_test_predictions(Path(champ["model_dir"]))
-        if predictions is not None:
-            png = render.predicted_vs_actual(predictions, champ["target"], out / f"pred_vs_actual_{champ['target']}.png")
-            if png:
+    for target, model_dir in champions.filter(pl.col("skipped_reason").is_null()).select("target", "model_dir").iter_rows():
+        written.append(render.bar_chart(summary, target, out / f"metrics_{target}.png"))
+        predictions = store.read_test_predictions(Path(model_dir))
+        if predictions is not None:  # a model folder without saved test predictions: no scatter plot
+            png = render.predicted_vs_actual(predictions, target, out / f"pred_vs_actual_{target}.png")
+            if png:  # the network's column is there
                 written.append(png)
     return text, written
 
@@ -60,28 +60,16 @@ def published_copy_text(published: Path) -> str:
     from gpucast.warehouse.errors import printable
     from gpucast.warehouse.publish import copy_health
 
-    if not published.exists():
+    if not published.exists():  # nothing published yet: nothing to say
         return ""
     health = copy_health(published)
-    lines = [f"Planners' copy ({published} and its forecast files): "
-             + (f"{len(health.problems)} problem(s) now:" if health.problems else "as the last publish wrote it")]
-    lines += [printable(f"- {problem}") for problem in health.problems]
-    if health.repairs:
-        lines.append("Found damaged and repaired by the last publishes (newest first):")
-        lines += [printable(f"- {when}: {what}") for when, what in health.repairs]
-    return "\n\n" + "\n".join(lines)
+    return render.published_copy_lines(published, health.problems, health.repairs, printable)
 
 
 def capacity_summary(storage: Storage) -> str:
     """The capacity the pending queue needs per queue, the plan's days (queued + expected arrivals), and the
     champions (after a nightly run)."""
-    from gpucast.tasks.plan.arrivals import by_day
-
-    capacity, champions, plan = queries.capacity_summary(storage.query_path)
-    days = ("" if plan.is_empty() else "\n\nGPUs needed every day of the plan, all queues: the queued jobs (known) + the "
-            "demand forecast's arrivals (expected) (current_capacity_plan):\n" + render.text_table(by_day(plan)))
-    return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + render.text_table(capacity)
-            + days + "\n\nChampions (current_champions; metrics from the run that trained each):\n" + render.text_table(champions) + "\n")
+    return render.capacity_summary(*queries.capacity_summary(storage.query_path))
 
 
 def backtest_text(storage: Storage, backtest_days: int) -> str:
@@ -93,10 +81,8 @@ def backtest_text(storage: Storage, backtest_days: int) -> str:
     now = datetime.now(UTC)  # this run's clock: the window never starts after it (warehouse/backtest.py)
     counts = refresh_backtest(storage, backtest_days, now)
     publish_snapshot(storage)  # planners read forecast_backtest in the published copy (an empty window included)
-    if counts.window_start is None:
-        return "no completed jobs in the warehouse yet: nothing to backtest"
-    with db.writer(storage) as con:
-        table = backtest.summary(con, backtest_days, now)
-    return (f"backtest of the jobs completed since {counts.window_start:%Y-%m-%d %H:%M} UTC ({backtest_days} "
-            f"days): {counts.jobs:,} job x target pairs, {counts.forecast:,} forecast before they ran, "
-            f"{counts.not_forecast:,} not forecast; published to {storage.published_path}\n" + render.text_table(table))
+    table = None
+    if counts.window_start is not None:  # the summary is read only when the window holds completed jobs
+        with db.writer(storage) as con:
+            table = backtest.summary(con, backtest_days, now)
+    return render.backtest_text(counts, table, backtest_days, storage.published_path)

@@ -18,12 +18,14 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.objects import StateType
 from prefect.client.schemas.sorting import FlowRunSort
 
+from gpucast.records.results import FlowRunLine, ScheduledRun
+from gpucast.tasks.report.render import flow_runs_lines
 from gpucast.warehouse.errors import printable, redact
 
 FAILED = {StateType.FAILED, StateType.CRASHED}
 
 
-def recent_flow_runs(limit: int = 10) -> list[dict]:
+def recent_flow_runs(limit: int = 10) -> list[FlowRunLine]:
     """Top-level flow runs, newest first: flow, run name, state, start, seconds, failing step, error."""
     rows = []
     with get_client(sync_client=True) as client:
@@ -33,13 +35,11 @@ def recent_flow_runs(limit: int = 10) -> list[dict]:
         flows = {f.id: f.name for f in client.read_flows(limit=200)}
         for run in runs:
             state = run.state.type if run.state else None
-            row = {"flow": flows.get(run.flow_id, str(run.flow_id)), "run": run.name,
-                   "state": run.state.name if run.state else "?", "started": run.start_time,
-                   "seconds": round(run.total_run_time.total_seconds(), 1), "failed_step": None, "error": None,
-                   "id": str(run.id)}
-            if state in FAILED:
-                row["failed_step"], row["error"] = _failing_step(client, run)
-            rows.append(row)
+            failed = _failing_step(client, run) if state in FAILED else (None, None)  # asked of failed runs only
+            rows.append(FlowRunLine(flow=flows.get(run.flow_id, str(run.flow_id)), run=run.name,
+                                    state=run.state.name if run.state else "?", started=run.start_time,
+                                    seconds=round(run.total_run_time.total_seconds(), 1), id=str(run.id),
+                                    failed_step=failed[0], error=failed[1]))
     return rows
 
 
@@ -53,7 +53,7 @@ def _failing_step(client, run) -> tuple[str | None, str | None]:
     return steps, message
 
 
-def next_scheduled_runs(limit: int = 3) -> list[dict]:
+def next_scheduled_runs(limit: int = 3) -> list[ScheduledRun]:
     """The soonest scheduled flow runs (a deployment's schedule creates them ahead): flow, deployment, when."""
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
@@ -61,8 +61,8 @@ def next_scheduled_runs(limit: int = 3) -> list[dict]:
             sort=FlowRunSort.EXPECTED_START_TIME_ASC, limit=limit)
         flows = {f.id: f.name for f in client.read_flows(limit=200)} if runs else {}
         deployments = {d.id: d.name for d in client.read_deployments(limit=200)} if runs else {}
-    return [{"flow": flows.get(r.flow_id, str(r.flow_id)), "deployment": deployments.get(r.deployment_id),
-             "at": r.expected_start_time.astimezone(UTC)} for r in runs]
+    return [ScheduledRun(flow=flows.get(r.flow_id, str(r.flow_id)), deployment=deployments.get(r.deployment_id),
+                         at=r.expected_start_time.astimezone(UTC)) for r in runs]
 
 
 def flow_runs_text(limit: int = 10, timeout_s: float | None = None) -> str:
@@ -79,22 +79,4 @@ def flow_runs_text(limit: int = 10, timeout_s: float | None = None) -> str:
             return printable(f"Prefect flow runs: the API at {PREFECT_API_URL.value()} did not answer within "
                              f"{timeout_s} s ({type(exc).__name__}: {redact(str(exc))[:200]}); check it with "
                              "`prefect server status` or rerun with --no-flows")
-    return redact(_runs_text(rows, upcoming))  # a run's error may quote an address with its password
-
-
-def _runs_text(rows: list[dict], upcoming: list[dict]) -> str:
-    lines = []
-    if upcoming:
-        nxt = upcoming[0]
-        lines.append(f"Next scheduled run: {nxt['flow']}/{nxt['deployment']} at {nxt['at']:%Y-%m-%d %H:%M} UTC")
-    else:
-        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; README 'Scheduling')")
-    if not rows:
-        return "\n".join([*lines, "Recent flow runs: none recorded by this Prefect API yet."])
-    lines.append("Recent flow runs (newest first):")
-    for r in rows:
-        started = r["started"].strftime("%Y-%m-%d %H:%M:%S") if r["started"] else "not started"
-        lines.append(f"- {r['flow']:<16} {r['state']:<10} {started}  {r['seconds']:>7.1f} s  {r['run']} ({r['id']})")
-        if r["failed_step"] or r["error"]:
-            lines.append(f"    failed step: {r['failed_step'] or '?'}; error: {r['error'] or '?'}")
-    return "\n".join(lines)
+    return redact(flow_runs_lines(rows, upcoming))  # a run's error may quote an address with its password

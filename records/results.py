@@ -193,6 +193,29 @@ class PlanResult:
 
 
 @dataclass(frozen=True)
+class FlowRunLine:
+    """One top-level Prefect flow run as `gpucast status` shows it (`flows/status.py` reads it from Prefect's API)."""
+
+    flow: str
+    run: str  # the run's name
+    state: str  # its state's name ("?" without one)
+    started: datetime | None
+    seconds: float
+    id: str
+    failed_step: str | None = None  # a failed run's failed task runs (subflows are tasks of their parent)
+    error: str | None = None  # a failed run's state message
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """A flow run a deployment's schedule created ahead (`gpucast status`'s next run)."""
+
+    flow: str
+    deployment: str | None
+    at: datetime  # UTC
+
+
+@dataclass(frozen=True)
 class NightResult:
     """The nightly run (`nightly`): what each step returned (None: it did not run), in `NIGHTLY_STEPS` order.
 

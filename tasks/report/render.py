@@ -10,14 +10,15 @@ nothing here reads a database or a file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from gpucast.records.results import BacktestResult, NightResult, PlanResult
+from gpucast.records.results import BacktestResult, FlowRunLine, NightResult, PlanResult, ScheduledRun
 from gpucast.tasks.learn.models.registry import NN
+from gpucast.tasks.plan.arrivals import by_day
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
 
@@ -101,6 +102,58 @@ def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
         lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
                   text_table(frames["champions"])]
     return "\n".join(lines)
+
+
+def flow_runs_lines(rows: list[FlowRunLine], upcoming: list[ScheduledRun]) -> str:
+    """`gpucast status`'s Prefect part: the next scheduled run, then the recent flow runs, newest first, a failed
+    one with its failed step and error (`flows/status.py` reads them)."""
+    lines = []
+    if upcoming:
+        nxt = upcoming[0]
+        lines.append(f"Next scheduled run: {nxt.flow}/{nxt.deployment} at {nxt.at:%Y-%m-%d %H:%M} UTC")
+    else:
+        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; README 'Scheduling')")
+    if not rows:
+        return "\n".join([*lines, "Recent flow runs: none recorded by this Prefect API yet."])
+    lines.append("Recent flow runs (newest first):")
+    for r in rows:
+        started = r.started.strftime("%Y-%m-%d %H:%M:%S") if r.started else "not started"
+        lines.append(f"- {r.flow:<16} {r.state:<10} {started}  {r.seconds:>7.1f} s  {r.run} ({r.id})")
+        if r.failed_step or r.error:
+            lines.append(f"    failed step: {r.failed_step or '?'}; error: {r.error or '?'}")
+    return "\n".join(lines)
+
+
+def published_copy_lines(published: Path, problems: list[str], repairs: list[tuple[str, str]],
+                         clean: Callable[[str], str]) -> str:
+    """What is damaged now in the planners' copy, and what the last publishes found damaged and repaired
+    (`warehouse/publish.py` `copy_health`), each of those lines made printable by `clean`."""
+    lines = [f"Planners' copy ({published} and its forecast files): "
+             + (f"{len(problems)} problem(s) now:" if problems else "as the last publish wrote it")]
+    lines += [clean(f"- {problem}") for problem in problems]
+    if repairs:
+        lines.append("Found damaged and repaired by the last publishes (newest first):")
+        lines += [clean(f"- {when}: {what}") for when, what in repairs]
+    return "\n\n" + "\n".join(lines)
+
+
+def capacity_summary(capacity: pl.DataFrame, champions: pl.DataFrame, plan: pl.DataFrame) -> str:
+    """`gpucast plan`'s and the nightly command's summary: the capacity the pending queue needs per queue, the
+    plan's days (queued + expected arrivals), and the champions."""
+    days = ("" if plan.is_empty() else "\n\nGPUs needed every day of the plan, all queues: the queued jobs (known) + the "
+            "demand forecast's arrivals (expected) (current_capacity_plan):\n" + text_table(by_day(plan)))
+    return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + text_table(capacity)
+            + days + "\n\nChampions (current_champions; metrics from the run that trained each):\n" + text_table(champions) + "\n")
+
+
+def backtest_text(counts: BacktestResult, table: pl.DataFrame | None, backtest_days: int, published: Path) -> str:
+    """`gpucast backtest`'s summary: the window's counts and how every model did on it (`table`, the window's
+    summary; None without a completed job)."""
+    if counts.window_start is None or table is None:
+        return "no completed jobs in the warehouse yet: nothing to backtest"
+    return (f"backtest of the jobs completed since {counts.window_start:%Y-%m-%d %H:%M} UTC ({backtest_days} "
+            f"days): {counts.jobs:,} job x target pairs, {counts.forecast:,} forecast before they ran, "
+            f"{counts.not_forecast:,} not forecast; published to {published}\n" + text_table(table))
 
 
 def _fmt(v: float | None, spread: float | None = None) -> str:
