@@ -1,0 +1,134 @@
+"""Does the champion hold on jobs it never saw, and is it never worse than a plain LightGBM? (issue 50)
+
+The outside reviewer's protocol: a set of real measured runs is split 70/30 (seeded) into a history (labelled) and
+pending jobs whose truth is kept aside; the product's night runs on the history (every model compared over the
+repeats, the champion chosen by the champion rule, refitted, calibrated, saved and loaded by the `Scorer`: the
+`pipeline`), and forecasts the pending jobs. Beside it, on the same split: the champion model alone, and the named
+baseline, a plain LightGBM (library defaults, log target, no early stopping; quantile LightGBM for its P90).
+
+Printed per set and target: R², MAPE overall and per model type, P90 coverage overall and on the large jobs (actual
+above the history's 90th percentile), the champion's name and its ratio to the plain baseline.
+
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
+        [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network]
+
+Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.options import TrainOptions
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
+from tests.measured import load  # noqa: E402
+
+SETS = {"measured": load}
+
+
+def split(rows: pl.DataFrame, seed: int, history_share: float = 0.7) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(history, pending): a seeded 70/30 split of the rows."""
+    idx = np.random.default_rng(seed).permutation(rows.height)
+    n = int(round(rows.height * history_share))
+    return rows[np.sort(idx[:n])], rows[np.sort(idx[n:])]
+
+
+def plain_lightgbm(history: pl.DataFrame, pending: pl.DataFrame, target: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The named baseline's (P50, P90) for `pending`: LightGBM with the library's defaults on log(target) and the 11
+    raw features (`contract` set), no early stopping; its P90 a quantile LightGBM (alpha 0.9), also defaults."""
+    from lightgbm import LGBMRegressor
+
+    from gpucast.tasks.learn.features import FeatureEncoder
+
+    enc = FeatureEncoder("contract").fit(history)
+    X, Xp = enc.transform(history), enc.transform(pending)
+    y = np.log(history[target].to_numpy().astype(np.float64))
+    p50 = LGBMRegressor(random_state=seed, verbose=-1).fit(X, y).predict(Xp)
+    p90 = LGBMRegressor(objective="quantile", alpha=0.9, random_state=seed, verbose=-1).fit(X, y).predict(Xp)
+    return np.exp(p50), np.exp(p90)
+
+
+def with_plain_baseline(results: pl.DataFrame, history: pl.DataFrame, pending: pl.DataFrame, target: str,
+                        seed: int) -> pl.DataFrame:
+    """`results` with the `plain_lightgbm` method's rows replaced by the issue's plain baseline (`plain_lightgbm`)."""
+    p50, p90 = plain_lightgbm(history, pending, target, seed)
+    old = results.filter(pl.col("method") == "plain_lightgbm")
+    new = old.with_columns(pl.Series("p50", p50), pl.Series("p90", p90))
+    return pl.concat([results.filter(pl.col("method") != "plain_lightgbm"), new])
+
+
+def r2(y: np.ndarray, p: np.ndarray) -> float:
+    return float(1 - np.sum((p - y) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def mape(y: np.ndarray, p: np.ndarray) -> float:
+    return float(np.mean(np.abs(p - y) / np.abs(y)) * 100)
+
+
+def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[str, float]]:
+    """Print and return per method: R², MAPE, P90 coverage overall and on the large jobs, and MAPE per model type."""
+    out = {}
+    types = sorted(results[c.MODEL_TYPE].unique().to_list())
+    print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'P90':>6s} {'P90 big':>8s}  " + " ".join(f"{t[:11]:>11s}" for t in types))
+    for method in ("pipeline", "champion", "plain_lightgbm", "prior"):
+        part = results.filter(pl.col("method") == method)
+        if part.is_empty():
+            continue
+        y, p50, p90 = (part[k].to_numpy().astype(np.float64) for k in ("actual", "p50", "p90"))
+        big = y > large
+        row = {"r2": r2(y, p50), "mape": mape(y, p50), "p90": float(np.mean(p90 >= y)),
+               "p90_big": float(np.mean(p90[big] >= y[big])) if big.any() else float("nan")}
+        per_type = {t: mape(y[(m := (part[c.MODEL_TYPE] == t).to_numpy())], p50[m]) for t in types}
+        row.update({f"mape_{t}": v for t, v in per_type.items()})
+        out[method] = row
+        print(f"  {method:16s} {row['r2']:7.3f} {row['mape']:6.1f}% {row['p90']:6.1%} {row['p90_big']:8.1%}  "
+              + " ".join(f"{per_type[t]:10.1f}%" for t in types))
+    champion = results.filter(pl.col("method") == "champion")["model"][0]
+    ratio = out["pipeline"]["r2"] - out["plain_lightgbm"]["r2"]
+    print(f"  {label}: champion {champion}; pipeline R² minus plain LightGBM's: {ratio:+.3f}; "
+          f"MAPE ratio {out['pipeline']['mape'] / out['plain_lightgbm']['mape']:.2f}x")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--nn-max-minutes", type=float, default=4.0)
+    ap.add_argument("--sets", default="measured")
+    ap.add_argument("--targets", default=c.PEAK_GPU_MEM_GB)
+    ap.add_argument("--seeds", default="0", help="split seeds, comma-separated")
+    ap.add_argument("--no-network", action="store_true", help="leave the Transformer-BiGRU out (a quick run)")
+    args = ap.parse_args()
+    models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
+    options = TrainOptions(features="residual", repeats=args.repeats, nn_max_minutes=args.nn_max_minutes, device="cpu",
+                           compile_trees=False, models=models)
+    for name in args.sets.split(","):
+        rows = SETS[name]()
+        for target in args.targets.split(","):
+            labelled = rows.filter(pl.col(target).is_not_null())
+            for seed in (int(s) for s in args.seeds.split(",")):
+                history, pending = split(labelled, seed)
+                t0 = time.perf_counter()
+                print(f"== {name} / {target} / split seed {seed}: {history.height} history, {pending.height} pending; "
+                      f"{options.repeats} repeat(s), models {', '.join(options.model_names)}")
+                with tempfile.TemporaryDirectory() as folder:
+                    results = evaluate(history, pending, name, target, options, Path(folder))
+                results = with_plain_baseline(results, history, pending, target, seed)
+                large = float(np.quantile(history[target].to_numpy(), 0.9))
+                report(results, large, f"{name}/{target}/{seed}")
+                print(f"  ({time.perf_counter() - t0:.0f} s)\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()
