@@ -12,7 +12,8 @@ above the history's 90th percentile), the champion's name and its ratio to the p
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
         [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network]
 
-Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools).
+Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools); `gpumemnet`
+(tests/data/gpumemnet_sample.csv: 214 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from gpucast.tasks.learn.options import TrainOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
-from tests.measured import load  # noqa: E402
+from tests.measured import gpumemnet, load  # noqa: E402
 
-SETS = {"measured": load}
+SETS = {"measured": load, "gpumemnet": gpumemnet}
 
 
 def split(rows: pl.DataFrame, seed: int, history_share: float = 0.7) -> tuple[pl.DataFrame, pl.DataFrame]:
