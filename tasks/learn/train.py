@@ -314,7 +314,8 @@ def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOption
     """Registry model `name` for `target`, with what the encoder and the options say about it on top of
     `build` (seed, threads, progress, the fit's time budget)."""
     fs = FEATURE_SETS[options.features]
-    base = fs.prior_column(target) if name == registry.PRIOR else fs.base_column(target)
+    base = (fs.prior_column(target) if name == registry.PRIOR else None if name in registry.NO_BASE
+            else fs.base_column(target))
     return registry.build(name, replace(build, categorical=encoder.categorical, base=base,
                                         cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
                                         epochs=options.epochs, max_seconds=build.max_seconds or options.nn_max_seconds))

@@ -34,7 +34,7 @@ from gpucast.records.outcomes import CompileInfo
 log = logging.getLogger(__name__)
 
 # registry name -> treelite frontend
-COMPILABLE = {"lightgbm": "lightgbm", "random_forest": "sklearn", "extra_trees": "sklearn"}
+COMPILABLE = {"lightgbm": "lightgbm", "lightgbm_plain": "lightgbm", "random_forest": "sklearn", "extra_trees": "sklearn"}
 SKLEARN_TREES = ("random_forest", "extra_trees", "decision_tree")  # fed X rounded to float32 (module doc)
 # Tree champions kept on their library's own predict, and why (written to the info JSON beside the model).
 STAYS_NATIVE = {
@@ -65,7 +65,7 @@ def treelite_model(name: str, native: Path, inner):
     measurement; `compile_model` keeps it native, `STAYS_NATIVE`.)"""
     import treelite
 
-    if name == "lightgbm":
+    if COMPILABLE.get(name) == "lightgbm":
         return treelite.frontend.load_lightgbm_model(str(native))
     if name == "xgboost":
         return treelite.frontend.load_xgboost_model(str(native))

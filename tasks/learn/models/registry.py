@@ -156,6 +156,21 @@ def _lightgbm(b: Build):
                                    early_stopping_round=PATIENCE), base=b.base, validation_fraction=EARLY_STOPPING_FRACTION)
 
 
+# The plain baseline (issue 50 item 3): LightGBM with the library's defaults (100 trees, 31 leaves, learning rate 0.1)
+# but the seed, threads and silence; log(target) without the residual's prior (`base`), no early stopping. Always
+# fitted on the same folds as the others (the default model list; `order_fits`' first tier): no champion may be
+# worse than it on the planner loss (tasks/learn/champion.py `_floor`).
+PLAIN = "lightgbm_plain"
+
+
+def _lightgbm_plain(b: Build):
+    from lightgbm import LGBMRegressor
+
+    from gpucast.tasks.learn.models.estimators import LogTarget
+
+    return LogTarget(LGBMRegressor(random_state=b.seed, n_jobs=b.threads, verbose=-1))
+
+
 def _catboost(b: Build):
     from catboost import CatBoostRegressor
 
@@ -285,6 +300,7 @@ REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry("catboost", "compute", _catboost, ".cbm", _save_catboost, _load_catboost),
     ModelEntry("xgboost", "compute", _xgboost, ".json", _save_xgboost, _load_xgboost),
     ModelEntry("lightgbm", "compute", _lightgbm, ".txt", _save_lightgbm, _load_lightgbm),
+    ModelEntry(PLAIN, "none: the plain baseline (issue 50)", _lightgbm_plain, ".txt", _save_lightgbm, _load_lightgbm),
     ModelEntry("decision_tree", "memory", _decision_tree, *_SKOPS),
     ModelEntry("random_forest", "memory", _random_forest, *_SKOPS),
     ModelEntry("adaboost", "memory", _adaboost, *_SKOPS),
@@ -292,16 +308,19 @@ REGISTRY: dict[str, ModelEntry] = {e.name: e for e in (
     ModelEntry(PRIOR, "none: the analytic prior alone", _prior, ".json", _save_prior, _load_prior),
 )}
 MODEL_NAMES = tuple(REGISTRY)
+# Models that learn log(target) alone, never the residual on the prior, whatever the feature set (`base` None when
+# built, tasks/learn/train.py `_build`, and when loaded, store.py `load_model`).
+NO_BASE = (PLAIN,)
 # The order a night fits them in (tasks/learn/train.py `order_fits`): the fast baselines first, so every
 # target has a champion within seconds, then the ensembles from the quickest to fit, the network last.
 FAST_MODELS = (PRIOR, "linear_fs", "decision_tree")
-FIT_ORDER = (*FAST_MODELS, "lightgbm", "xgboost", "catboost", "adaboost", "extra_trees", "random_forest", NN)
+FIT_ORDER = (*FAST_MODELS, PLAIN, "lightgbm", "xgboost", "catboost", "adaboost", "extra_trees", "random_forest", NN)
 # Which model wins when several are tied with the best on validation (within noise: tasks/learn/champion.py
 # `champion_choice`): ensembles of trees first (they average many trees, score in milliseconds, and
 # LightGBM compiles), the boosted ones in the order they fit fastest, then the forests; then the single
 # models; the analytic prior (it learns nothing); the network last (the slowest to fit and score, and the
 # one whose validation error moves most with its seed and the epochs a night allows).
-PREFERENCE = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree", "linear_fs",
+PREFERENCE = ("lightgbm", PLAIN, "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree", "linear_fs",
               PRIOR, NN)
 
 

@@ -139,7 +139,8 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
         estimator.n_features_in_ = len(encoder.names)
     fast, why = None, "not a tree model"
     if isinstance(estimator, LogTarget):  # native formats do not carry the residual's base column
-        estimator.base = FEATURE_SETS[encoder.feature_set].base_column(metadata["target"])
+        estimator.base = (None if name in registry.NO_BASE
+                          else FEATURE_SETS[encoder.feature_set].base_column(metadata["target"]))
         fast, why = compiled.load_compiled(native, threads) if use_compiled else (None, "use_compiled=False")
         if fast is not None:
             estimator.regressor_ = fast
