@@ -1,9 +1,12 @@
-"""Job-log contract v4: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v5: every column name, type, unit, allowed value and bound, defined once.
 
 v2 added the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`), v3 the optional
 architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...), v4 the scheduler's own facts
 (`time_limit_hours`, `job_name`) and made `model_type` optional (missing: `unknown`, kept as such: a
-job known only by its scheduler still counts in demand and plans). A v1, v2 or v3 log reads exactly as
+job known only by its scheduler still counts in demand and plans), v5 the layout of a job on many GPUs
+(`tensor_parallel`, `pipeline_parallel`, `context_parallel`, `sharding`, `cpu_offload`,
+`activation_checkpointing`, `adapter`, `lora_rank`, `micro_batch_size`; `precision` gains FP8: LLM training
+and fine-tuning, issue 51). A v1, v2, v3 or v4 log reads exactly as
 before, and records loaded under an older version keep their identity (each version's columns enter
 the record hash only when one of them is set, see `record_hash_sql`).
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 4
+CONTRACT_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ FEATURES = (
     DATA_AUGMENTATION,
 )
 
-PRECISIONS = ("FP16", "BF16", "FP32", "FP64")
+PRECISIONS = ("FP16", "BF16", "FP32", "FP64", "FP8")  # FP8 since v5
 KNOWN_MODEL_TYPES = ("MLP", "CNN", "ResNet", "RNN", "LSTM", "GRU", "Transformer")
 # A job logged without a model type (contract v4: a scheduler's accounting has none) is `unknown`: its
 # memory, compute and run time are forecast from the scheduler's facts (tasks/learn/history.py).
@@ -98,6 +101,35 @@ ARCH = "arch"
 TIME_LIMIT_HOURS = "time_limit_hours"
 JOB_NAME = "job_name"
 SCHEDULER = (TIME_LIMIT_HOURS, JOB_NAME)
+
+# One job on many GPUs (contract v5, optional): how the model and its states are split over the job's
+# `gpu_count` GPUs, and what is trained. Data parallel = gpu_count / (tensor x pipeline x context parallel);
+# a job logging none of them is a plain data-parallel job, read exactly as before (tasks/learn/llm_memory.py
+# computes the per-GPU memory of the ones that do).
+TENSOR_PARALLEL = "tensor_parallel"
+PIPELINE_PARALLEL = "pipeline_parallel"
+CONTEXT_PARALLEL = "context_parallel"
+SHARDING = "sharding"
+CPU_OFFLOAD = "cpu_offload"
+ACTIVATION_CHECKPOINTING = "activation_checkpointing"
+ADAPTER = "adapter"
+LORA_RANK = "lora_rank"
+MICRO_BATCH_SIZE = "micro_batch_size"
+PARALLELISM = (TENSOR_PARALLEL, PIPELINE_PARALLEL, CONTEXT_PARALLEL)
+# The allowed words (after the normaliser's spellings: FSDP's FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD,
+# DeepSpeed's stage numbers 0-3, PEFT's peft_type names; tasks/ingest/normalize.py). A sharding or adapter word
+# nobody knows is kept as `unknown` (and counted in the nightly's feature summary), never a rejection: the job
+# still loads and is forecast as the plain case (no sharding, all weights trained).
+UNKNOWN_WORD = "unknown"
+SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp", UNKNOWN_WORD)
+CPU_OFFLOADS = ("none", "optimizer", "all")
+CHECKPOINTINGS = ("none", "selective", "full")
+ADAPTERS = ("none", "lora", "qlora", "other", UNKNOWN_WORD)
+LORA_RANK_MAX = 65_536
+# What a missing value means (the contract's defaults, applied where the value is used, never stored: a v1-v4
+# record keeps its nulls, its hash and its features).
+LLM_DEFAULTS = {TENSOR_PARALLEL: 1, PIPELINE_PARALLEL: 1, CONTEXT_PARALLEL: 1, SHARDING: "none", CPU_OFFLOAD: "none",
+                ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none"}
 
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
@@ -151,6 +183,23 @@ FIELDS: tuple[Field, ...] = (
           maximum=1e5, since=4),
     Field(JOB_NAME, "string", "", f"the scheduler's job name (Slurm `JobName`); 1-{JOB_NAME_MAX_LEN} characters",
           max_length=JOB_NAME_MAX_LEN, since=4),
+    # v5 fields: a job on many GPUs (LLM training and fine-tuning)
+    Field(TENSOR_PARALLEL, "int", "GPUs", ">= 1; missing means 1; tensor x pipeline x context parallel divides "
+          "`gpu_count`", maximum=1e5, since=5),
+    Field(PIPELINE_PARALLEL, "int", "stages", ">= 1; missing means 1", maximum=1e5, since=5),
+    Field(CONTEXT_PARALLEL, "int", "GPUs", ">= 1; missing means 1", maximum=1e5, since=5),
+    Field(SHARDING, "string", "", ", ".join(SHARDINGS[:-1]) + " (states sharded over the data-parallel ranks; FSDP "
+          "FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD and DeepSpeed stages 0-3 accepted); another word "
+          "kept as `unknown`; missing means `none`", values=SHARDINGS, since=5),
+    Field(CPU_OFFLOAD, "string", "", ", ".join(CPU_OFFLOADS) + "; missing means `none`", values=CPU_OFFLOADS, since=5),
+    Field(ACTIVATION_CHECKPOINTING, "string", "", ", ".join(CHECKPOINTINGS) + " (true/false accepted: full/none); "
+          "missing means `none`", values=CHECKPOINTINGS, since=5),
+    Field(ADAPTER, "string", "", "none (all weights trained), lora, qlora, other (any other parameter-efficient "
+          "method; PEFT's peft_type names accepted); another word kept as `unknown`; missing means `none`",
+          values=ADAPTERS, since=5),
+    Field(LORA_RANK, "int", "", f"> 0 and at most {LORA_RANK_MAX:,}; the adapter's rank r", maximum=LORA_RANK_MAX,
+          since=5),
+    Field(MICRO_BATCH_SIZE, "int", "samples", "> 0; samples per GPU per forward pass", maximum=1e7, since=5),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -166,7 +215,8 @@ PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
 # The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,),
-# 4: (time_limit_hours, job_name)}.
+# 4: (time_limit_hours, job_name), 5: (tensor_parallel, ..., micro_batch_size)}.
+LLM_COLUMNS = tuple(f.name for f in FIELDS if f.since == 5)
 ADDED_BY_VERSION = {v: tuple(f.name for f in FIELDS if f.since == v) for v in range(2, CONTRACT_VERSION + 1)}
 
 
@@ -226,4 +276,28 @@ COLUMN_ALIASES = {
     "model_name": ARCH,
     "arch_name": ARCH,
     "jobname": JOB_NAME,
+    # v5: the names Megatron, torchtitan, DeepSpeed and Hugging Face use
+    "tp": TENSOR_PARALLEL,
+    "tensor_model_parallel_size": TENSOR_PARALLEL,
+    "tensor_parallel_size": TENSOR_PARALLEL,
+    "tensor_parallel_degree": TENSOR_PARALLEL,
+    "pp": PIPELINE_PARALLEL,
+    "pipeline_model_parallel_size": PIPELINE_PARALLEL,
+    "pipeline_parallel_size": PIPELINE_PARALLEL,
+    "pipeline_parallel_degree": PIPELINE_PARALLEL,
+    "cp": CONTEXT_PARALLEL,
+    "context_parallel_size": CONTEXT_PARALLEL,
+    "context_parallel_degree": CONTEXT_PARALLEL,
+    "zero_stage": SHARDING,
+    "deepspeed_stage": SHARDING,
+    "sharding_strategy": SHARDING,
+    "fsdp_sharding_strategy": SHARDING,
+    "offload": CPU_OFFLOAD,
+    "gradient_checkpointing": ACTIVATION_CHECKPOINTING,
+    "recompute_granularity": ACTIVATION_CHECKPOINTING,
+    "activation_checkpoint": ACTIVATION_CHECKPOINTING,
+    "peft_type": ADAPTER,
+    "lora_r": LORA_RANK,
+    "micro_batch": MICRO_BATCH_SIZE,
+    "per_device_train_batch_size": MICRO_BATCH_SIZE,
 }

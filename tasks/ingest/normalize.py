@@ -37,7 +37,49 @@ PRECISION_SYNONYMS = {
     **dict.fromkeys(("bf16", "bfloat16", "bf16-mixed"), "BF16"),
     **dict.fromkeys(("fp32", "float32", "single", "float", "32", "f32", "tf32"), "FP32"),
     **dict.fromkeys(("fp64", "float64", "double", "64", "f64"), "FP64"),
+    **dict.fromkeys(("fp8", "float8", "8", "f8", "e4m3", "fp8_e4m3", "e5m2", "fp8_e5m2", "hybrid", "fp8-mixed",
+                     "transformer-engine", "te"), "FP8"),  # contract v5 (TransformerEngine's recipes: e4m3, hybrid)
 }
+# Contract v5 words, matched on the lower-cased value with spaces, dashes and underscores removed ("FULL_SHARD",
+# "full-shard" and "fullshard" alike). A sharding or adapter word not here is `unknown` (kept, counted); an
+# offload or checkpointing word not here is rejected by the contract's allowed set.
+_NO = ("none", "no", "false", "off", "0", "disabled", "null")
+SHARDING_SYNONYMS = {
+    **dict.fromkeys((*_NO, "noshard", "ddp", "stage0", "zero0", "zerostage0", "ds0", "z0", "dp"), "none"),
+    **dict.fromkeys(("zero1", "1", "stage1", "zerostage1", "ds1", "z1", "distributedoptimizer", "distoptimizer"),
+                    "zero1"),
+    **dict.fromkeys(("zero2", "2", "stage2", "zerostage2", "ds2", "z2", "shardgradop"), "zero2"),
+    **dict.fromkeys(("zero3", "3", "stage3", "zerostage3", "ds3", "z3"), "zero3"),
+    # FSDP's FULL_SHARD shards params, grads and optimizer states (ZeRO-3 memory); HYBRID_SHARD does so within a
+    # node (the prior shards over the data-parallel ranks, the node's share of them being the common case)
+    **dict.fromkeys(("fsdp", "fsdp1", "fsdp2", "fullshard", "fullyshard", "hybridshard", "hybridshardzero2"), "fsdp"),
+}
+CPU_OFFLOAD_SYNONYMS = {
+    **dict.fromkeys(_NO, "none"),
+    **dict.fromkeys(("optimizer", "optim", "opt", "optimizerstates", "offloadoptimizer", "cpuoptimizer"), "optimizer"),
+    **dict.fromkeys(("all", "true", "yes", "1", "on", "params", "param", "parameters", "offloadparam", "offloadparams",
+                     "full", "cpuoffload"), "all"),
+}
+CHECKPOINTING_SYNONYMS = {
+    **dict.fromkeys(_NO, "none"),
+    **dict.fromkeys(("selective", "sel", "partial", "op"), "selective"),
+    **dict.fromkeys(("full", "true", "yes", "1", "on", "all", "uniform", "block"), "full"),
+}
+ADAPTER_SYNONYMS = {
+    **dict.fromkeys((*_NO, "full", "fullft", "fullfinetune", "fullfinetuning", "fft", "pretrain", "pretraining"),
+                    "none"),
+    **dict.fromkeys(("lora", "rslora", "loraplus", "lora+", "pissa", "olora"), "lora"),
+    **dict.fromkeys(("qlora", "qlora4bit", "lora4bit", "qlora8bit", "gptqlora", "awqlora"), "qlora"),
+    # PEFT's peft_type names (and a few others' methods) other than LoRA
+    **dict.fromkeys(("other", "adalora", "dora", "prefixtuning", "prompttuning", "ptuning", "ptuningv2", "ia3", "loha",
+                     "lokr", "oft", "boft", "vera", "fourierft", "hra", "bone", "lntuning", "poly", "adaptionprompt",
+                     "llamaadapter", "adapter", "adapters", "longlora", "lisa", "galore", "reft", "loreft", "qdora",
+                     "xlora", "vblora", "cpt", "multitaskprompttuning", "boneft", "miss", "randlora", "shira", "c3a"),
+                    "other"),
+}
+LLM_WORDS = {c.SHARDING: SHARDING_SYNONYMS, c.CPU_OFFLOAD: CPU_OFFLOAD_SYNONYMS,
+             c.ACTIVATION_CHECKPOINTING: CHECKPOINTING_SYNONYMS, c.ADAPTER: ADAPTER_SYNONYMS}
+UNKNOWN_KEPT = (c.SHARDING, c.ADAPTER)  # another word: `unknown`
 MODEL_TYPE_SYNONYMS = {
     **{m.lower(): m for m in c.KNOWN_MODEL_TYPES},
     "convnet": "CNN",
@@ -202,8 +244,30 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
     values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
     for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH, c.JOB_NAME):
         values[name] = pl.col(_t(name))
+    for name, synonyms in LLM_WORDS.items():  # contract v5
+        t = pl.col(_t(name))
+        key = t.str.to_lowercase().str.replace_all(r"[\s_\-]", "")
+        fallback = pl.when(t.is_not_null()).then(pl.lit(c.UNKNOWN_WORD)) if name in UNKNOWN_KEPT else t
+        values[name] = key.replace_strict(synonyms, default=fallback, return_dtype=pl.String)
+    error, flag = _layout_rule()
+    errors.append(error)
+    flags.append(flag)
 
     return values, errors, flags
+
+
+def _layout_rule() -> tuple[pl.Expr, pl.Expr]:
+    """Contract v5's one rule across fields, which Great Expectations has no expectation for: tensor x pipeline x
+    context parallel must divide `gpu_count` (missing: 1 each), since data parallel = gpu_count / their product.
+    Judged only where all four parse as whole numbers > 0 (a bad one is named by its own rule instead)."""
+    parts = [pl.col(_v(n)).fill_null(1.0) for n in (*c.PARALLELISM, c.GPU_COUNT)]
+    tp, pp, cp, gpus = parts
+    whole = pl.all_horizontal([(p.is_finite() & (p > 0) & (p == p.round(0))) for p in parts])
+    split = tp * pp * cp
+    broken = whole & pl.any_horizontal([pl.col(_v(n)).is_not_null() for n in c.PARALLELISM]) & ((gpus % split) != 0)
+    sentence = pl.format("tensor_parallel x pipeline_parallel x context_parallel must divide gpu_count (got {} x {} x {}"
+                         " = {} on {} GPUs)", *[p.cast(pl.Int64) for p in (tp, pp, cp, split, gpus)])
+    return pl.when(broken).then(sentence), broken.fill_null(False)
 
 
 def _to_datetime(text: pl.Expr, fmt: str) -> pl.Expr:

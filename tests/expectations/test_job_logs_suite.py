@@ -93,13 +93,15 @@ def test_suite_is_generated_from_the_contract():
         assert e["meta"]["rule"], "every expectation carries the sentence a rejected row shows"
     assert by_type["expect_column_values_to_not_be_null"] == set(c.REQUIRED)
     assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
-    assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION}
+    assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION, c.SHARDING, c.CPU_OFFLOAD,
+                                                             c.ACTIVATION_CHECKPOINTING, c.ADAPTER}
     bounds = {e["kwargs"]["column"]: e["kwargs"]["max_value"] for e in spec["expectations"]
               if e["type"] == "expect_column_values_to_be_between"}
     assert bounds == c.PLAUSIBLE_MAX
     sets = {e["kwargs"]["column"]: tuple(e["kwargs"]["value_set"]) for e in spec["expectations"]
             if e["type"] == "expect_column_values_to_be_in_set"}
-    assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS}
+    assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS, c.SHARDING: c.SHARDINGS,
+                    c.CPU_OFFLOAD: c.CPU_OFFLOADS, c.ACTIVATION_CHECKPOINTING: c.CHECKPOINTINGS, c.ADAPTER: c.ADAPTERS}
 
 
 def test_timestamps_survive_the_trip_to_pandas():
@@ -217,4 +219,64 @@ def test_a_job_without_model_features_passes_as_unknown():
     v = validate_frame(rows)
     assert v.success, failed(v)
     assert rows.filter(pl.col(c.JOB_ID) == "slurm-1")[c.MODEL_TYPE].to_list() == [c.UNKNOWN_MODEL_TYPE]
-    assert job_logs_suite()["meta"]["contract_version"] == 4
+    assert job_logs_suite()["meta"]["contract_version"] == c.CONTRACT_VERSION
+
+
+LLM_JOB = dict(model_type="Transformer", arch="meta-llama/Llama-3.1-8B", params_million=8030, gpu_count=8,
+               tensor_parallel=2, pipeline_parallel=2, context_parallel=1, sharding="FULL_SHARD", cpu_offload="optimizer",
+               activation_checkpointing="true", adapter="QLoRA", lora_rank=16, micro_batch_size=1, precision="fp8")
+
+
+def test_a_v5_job_on_many_gpus_passes_with_its_spellings_normalised():
+    """Contract v5: FSDP's and DeepSpeed's words, true for full checkpointing, QLoRA's case and fp8 are read."""
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **LLM_JOB), record(job_id="ds", sharding="3", gpu_count=1,
+                                                                       cpu_offload="all", adapter="PREFIX_TUNING"))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    llm = rows.filter(pl.col(c.JOB_ID) == "llm").row(0, named=True)
+    assert (llm[c.SHARDING], llm[c.ACTIVATION_CHECKPOINTING], llm[c.ADAPTER], llm[c.PRECISION]) == (
+        "fsdp", "full", "qlora", "FP8")
+    ds = rows.filter(pl.col(c.JOB_ID) == "ds").row(0, named=True)  # zero3 on one GPU: accepted (offload)
+    assert (ds[c.SHARDING], ds[c.CPU_OFFLOAD], ds[c.ADAPTER]) == ("zero3", "all", "other")
+    old = rows.filter(pl.col(c.JOB_ID) == "a").select(c.LLM_COLUMNS).row(0)
+    assert old == (None,) * len(c.LLM_COLUMNS)  # a v4 record: nothing filled in (defaults apply where used)
+
+
+@pytest.mark.parametrize("corruption, words", [
+    ({"tensor_parallel": 0}, "tensor_parallel must be > 0"),
+    ({"pipeline_parallel": 2.5}, "pipeline_parallel: 2.5 is not a whole number"),
+    ({"context_parallel": -1}, "context_parallel must be > 0"),
+    ({"lora_rank": 0}, "lora_rank must be > 0"),
+    ({"lora_rank": 65_537}, "lora_rank must be > 0 and at most 65536"),
+    ({"micro_batch_size": 0}, "micro_batch_size must be > 0"),
+    ({"cpu_offload": "sometimes"}, "cpu_offload is one of none, optimizer, all"),
+    ({"activation_checkpointing": "maybe"}, "activation_checkpointing is one of none, selective, full"),
+    ({"tensor_parallel": 3, "gpu_count": 8}, "tensor_parallel x pipeline_parallel x context_parallel must divide "
+                                             "gpu_count (got 3 x 1 x 1 = 3 on 8 GPUs)"),
+    ({"pipeline_parallel": 2, "gpu_count": None}, "must divide gpu_count (got 1 x 2 x 1 = 2 on 1 GPUs)"),
+])
+def test_each_bad_v5_value_is_quarantined_with_its_field_named(corruption, words):
+    rows = typed(*GOOD_ROWS, record(job_id="bad", **{**LLM_JOB, "tensor_parallel": None, "pipeline_parallel": None,
+                                                     **corruption}))
+    bad = rows.height - 1
+    reasons = validate_frame(rows).reasons.get(bad, [])
+    errors = _errors_of(corruption)  # the layout rule is judged with the parsing rules (normalize.py)
+    assert any(words in r for r in [*reasons, *errors]), (reasons, errors)
+
+
+def _errors_of(corruption: dict) -> list[str]:
+    """The parsing-stage sentences (`_errors`) of one record with `corruption`."""
+    rec = record(job_id="bad", **{**LLM_JOB, "tensor_parallel": None, "pipeline_parallel": None, **corruption})
+    raw = pl.DataFrame([{k: (None if v is None else str(v)) for k, v in rec.items()}],
+                       schema={k: pl.String for k in c.COLUMNS})
+    raw = raw.with_columns(pl.lit(1).alias("_row"), pl.lit(None, dtype=pl.String).alias("_raw"),
+                           pl.lit(None, dtype=pl.String).alias("_read_error"))
+    return normalize(raw)["_errors"].to_list()[0]
+
+
+def test_an_unknown_sharding_or_adapter_word_is_kept_as_unknown_not_rejected():
+    rows = typed(*GOOD_ROWS, record(job_id="odd", sharding="megashard", adapter="magic-tuning"))
+    v = validate_frame(rows)
+    assert v.success, v.reasons
+    odd = rows.filter(pl.col(c.JOB_ID) == "odd").row(0, named=True)
+    assert (odd[c.SHARDING], odd[c.ADAPTER]) == (c.UNKNOWN_WORD, c.UNKNOWN_WORD)
