@@ -113,8 +113,6 @@ def build(rows: pl.DataFrame, trace: pl.DataFrame | None = None) -> pl.DataFrame
     return traced.use_traced_prior(priors.with_priors(traced.fill_features(rows)))
 
 
-# The feature set models learn from unless told otherwise: the one that won on validation (docs/models.md).
-DEFAULT_FEATURES = "residual"
 # Names a feature set had before (encoders saved then still load): old name -> name.
 RENAMED_FEATURE_SETS = {"paper": "contract"}
 
@@ -123,7 +121,7 @@ RENAMED_FEATURE_SETS = {"paper": "contract"}
 class FeatureEncoder:
     """Learns category codes and medians on training rows; turns any rows into the feature matrix."""
 
-    feature_set: str = DEFAULT_FEATURES
+    feature_set: str  # a FEATURE_SETS name: the run's options say which (tasks/learn/options.py DEFAULT_FEATURES)
     vocab_: dict[str, list[str]] = field(default_factory=dict)
     medians_: dict[str, float] = field(default_factory=dict)
 

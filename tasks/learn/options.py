@@ -7,7 +7,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpucast.expectations import contract as c
-from gpucast.tasks.learn.features import DEFAULT_FEATURES, FEATURE_SETS
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.models.presets import DEFAULT_PRESET, PRESET_NAMES
 
@@ -18,6 +17,11 @@ DEFAULT_MAX_ROWS = 500_000
 # The share of the zoo's reference set (tasks/learn/train.py `REFERENCE_SET`) that trains beside the site's history
 # by default (0: none; the measured decision: docs/models.md "Learning from the zoo").
 DEFAULT_REFERENCE_WEIGHT = 0.0
+# The feature set models learn from unless told otherwise: the one that won on validation (docs/models.md). The sets
+# themselves (`tasks/learn/features.py` FEATURE_SETS) are imported where a given set is checked, not here: they come
+# with Polars and numpy, and every command builds these options with its settings (`gpucast status` too: 0.4-0.8 s
+# of its start, docs/benchmarks.md "The command line's start-up").
+DEFAULT_FEATURES = "residual"
 
 
 class TrainOptions(BaseModel):
@@ -70,14 +74,15 @@ class TrainOptions(BaseModel):
 
     @model_validator(mode="after")
     def _prior_needs_priors(self) -> TrainOptions:
-        if self.models and registry.PRIOR in self.models and FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is None:
+        if self.models and registry.PRIOR in self.models and _feature_sets()[self.features].prior_column(c.TARGETS[0]) is None:
             raise ValueError(f"model `prior` needs a feature set with the priors (priors, residual), not {self.features!r}")
         return self
 
     @field_validator("features", "preset")
     @classmethod
     def _known_name(cls, v: str, info) -> str:
-        names = {"features": ("feature set", FEATURE_SETS), "preset": ("preset", PRESET_NAMES)}
+        names = {"features": ("feature set", _feature_sets() if info.field_name == "features" else ()),
+                 "preset": ("preset", PRESET_NAMES)}
         what, known = names[info.field_name]
         if v not in known:
             raise ValueError(f"unknown {what} {v!r}; {what}s: {', '.join(known)}")
@@ -89,9 +94,16 @@ class TrainOptions(BaseModel):
         `prior` model needs a set with the priors)."""
         if self.models:
             return self.models
-        has_priors = FEATURE_SETS[self.features].prior_column(c.TARGETS[0]) is not None
+        has_priors = _feature_sets()[self.features].prior_column(c.TARGETS[0]) is not None
         return tuple(m for m in registry.MODEL_NAMES if m != registry.PRIOR or has_priors)
 
     @property
     def nn_max_seconds(self) -> float | None:
         return self.nn_max_minutes * 60 if self.nn_max_minutes else None
+
+
+def _feature_sets() -> dict:
+    """`features.FEATURE_SETS`, imported when a feature set is checked (it comes with Polars and numpy)."""
+    from gpucast.tasks.learn.features import FEATURE_SETS
+
+    return FEATURE_SETS

@@ -30,6 +30,7 @@ from gpucast.tasks.learn import features
 from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.options import DEFAULT_FEATURES
 from gpucast.tasks.learn.train import split
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
@@ -95,7 +96,7 @@ def main() -> None:
         rows = labelled_rows(jobs, target).head(args.jobs)
         y = rows[target].to_numpy()
         fit, val, test = split(rows.height, seed=0)
-        enc = FeatureEncoder().fit(rows[fit])
+        enc = FeatureEncoder(DEFAULT_FEATURES).fit(rows[fit])
         X = enc.transform(rows)
         print(f"\n== {target}: {len(fit):,} fit / {len(val):,} validation / {len(test):,} test rows ==", flush=True)
         print(f"{'family':14} {'variant':7} {'trees':>5} {'fit s':>6} {'val RMSE':>10} {'test MAPE':>9} {'R2':>7} "
