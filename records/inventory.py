@@ -6,6 +6,9 @@ A small YAML file (default `$GPUCAST_HOME/inventory.yaml`, or `GPUCAST_INVENTORY
       a100-80g:
         - gpu_type: A100-80GB     # a name of the GPU catalogue (reference/gpu_catalog.csv), any spelling
           count: 32               # GPUs owned, a whole number >= 0
+    scenarios:                    # optional: the what-ifs every plan draws beside it (records/scenario.py)
+      - name: buy 16 H100
+        add: [{queue: a100-80g, gpu_type: H100-80GB, count: 16}]
 
 Each GPU's memory comes from the catalogue. Any mistake (an unknown GPU type, a negative, fractional
 or absurd count, a missing field, an unknown key, broken YAML, a YAML tag such as `!!python/name:...`)
@@ -26,6 +29,7 @@ import yaml
 
 from gpucast.records import catalog
 from gpucast.records.plain_yaml import first_unplain, line_of, name_problem, read_config, shown_tag, where
+from gpucast.records.scenario import Scenario, scenarios_of
 
 ENTRY_KEYS = ("gpu_type", "count")
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
@@ -47,6 +51,7 @@ class Owned:
 class Inventory:
     source: str  # the file it was read from
     owned: tuple[Owned, ...]
+    scenarios: tuple[Scenario, ...] = ()  # `scenarios:`: the what-ifs every plan draws (records/scenario.py)
 
     def queues(self) -> dict[str, list[Owned]]:
         out: dict[str, list[Owned]] = {}
@@ -83,9 +88,9 @@ def load_inventory(path: Path) -> Inventory:
     root = _compose(path)
     _check_tags(path, root)
     top = dict((_value(path, k), v) for k, v in root.value) if isinstance(root, yaml.MappingNode) else {}
-    if set(top) != {"queues"} or not isinstance(top["queues"], yaml.MappingNode):
-        raise _fail(path, root, "the file must hold exactly one key, `queues:`, mapping each queue to a list of "
-                                "{gpu_type, count}")
+    if "queues" not in top or set(top) - {"queues", "scenarios"} or not isinstance(top["queues"], yaml.MappingNode):
+        raise _fail(path, root, "the file must hold the key `queues:`, mapping each queue to a list of "
+                                "{gpu_type, count} (and may hold `scenarios:`, the what-ifs every plan draws)")
     owned, seen = [], set()
     for qnode, entries in top["queues"].value:
         queue = _value(path, qnode)
@@ -100,7 +105,8 @@ def load_inventory(path: Path) -> Inventory:
                 raise _fail(path, entry, f"queue {queue!r} lists {row.gpu_type} twice")
             seen.add((queue, row.gpu_type))
             owned.append(row)
-    return Inventory(str(path), tuple(owned))
+    scenarios = scenarios_of(path, top["scenarios"], InventoryError) if "scenarios" in top else ()
+    return Inventory(str(path), tuple(owned), scenarios)
 
 
 def _check_name(path: Path, node: yaml.Node, key: str, name: str) -> None:

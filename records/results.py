@@ -190,6 +190,7 @@ class PlanResult:
     unplaceable_jobs: int  # jobs that fit no GPU of their queue
     rows: pl.DataFrame  # the plan per day x queue x GPU type (current_capacity_plan's columns)
     note: str | None = None  # what the plan lacks (no demand forecast, ...)
+    scenarios: pl.DataFrame | None = None  # plan_scenarios' rows: the baseline and each what-if, per day (issue 53)
 
 
 @dataclass(frozen=True)

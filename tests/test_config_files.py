@@ -1,5 +1,5 @@
-"""Every YAML configuration file gpucast reads (the GPU inventory, mapping files, sources.yaml) is opened by one
-reader (`records/plain_yaml.py` `read_config`) and names a problem the same way: `file:line: rule` (each
+"""Every YAML configuration file gpucast reads (the GPU inventory, mapping files, sources.yaml, what-if scenario
+files) is opened by one reader (`records/plain_yaml.py` `read_config`) and names a problem the same way: `file:line: rule` (each
 kind's own rules, tags and shapes, are tested beside its reader)."""
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import pytest
 
 from gpucast.records.inventory import InventoryError, load_inventory
 from gpucast.records.plain_yaml import compose, where
+from gpucast.records.scenario import ScenarioError, load_scenarios
 from gpucast.tasks.sources.mapping import MappingError, load_mapping
 from gpucast.tasks.sources.sources_file import SourcesError, load_sources
 
 READERS = [pytest.param(load_inventory, InventoryError, id="inventory"),
            pytest.param(load_mapping, MappingError, id="mapping"),
-           pytest.param(load_sources, SourcesError, id="sources")]
+           pytest.param(load_sources, SourcesError, id="sources"),
+           pytest.param(load_scenarios, ScenarioError, id="scenarios")]
 
 
 @pytest.mark.parametrize("read, error", READERS)

@@ -13,7 +13,7 @@ from gpucast.warehouse.runs import finish
 # Every PENDING job, with its latest published forecasts when it has them (a job never scored is
 # planned as unknown size, never dropped). `day`: the day it was submitted.
 PLAN_INPUT = """
-SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.gpu_count,
+SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.submitted_at, j.gpu_count,
        max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb') AS mem_gb,
        max(f.p50) FILTER (WHERE f.target = 'runtime_hours') AS hours_p50,
        max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90
@@ -21,6 +21,12 @@ FROM job_logs j LEFT JOIN pending_forecasts f USING (job_id)
 WHERE j.status = 'PENDING'
 GROUP BY ALL
 ORDER BY j.job_id
+"""
+# Issue 53: the RUNNING jobs, holding their GPUs until their expected end (tasks/plan/starts.py): since when, and
+# the P50 run time of their latest published forecast (job_demand: `gpu_hours_forecast` is it x GPUs).
+RUNNING_INPUT = """
+SELECT job_id, queue, gpu_type, gpus AS gpu_count, started_at, gpu_hours_forecast / gpus AS hours_p50
+FROM job_demand WHERE status = 'RUNNING' ORDER BY job_id
 """
 LATEST_SCORE_RUN = """
 SELECT r.score_run_id, CAST(max(f.scored_at) AS DATE)
@@ -57,6 +63,11 @@ def plan_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str | None
     return jobs, score_run_id, day or datetime.now(UTC).date()
 
 
+def running_input(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """The running jobs (RUNNING_INPUT): the GPUs they hold when the plan starts."""
+    return con.sql(RUNNING_INPUT).pl()
+
+
 def demand_input(con: duckdb.DuckDBPyConnection, recent_runs: int) -> tuple[pl.DataFrame, str | None, pl.DataFrame]:
     """(the latest demand forecast, its run id or None, the first days of the last `recent_runs` plans)."""
     forecast = con.sql(DEMAND_FORECAST).pl()
@@ -65,15 +76,16 @@ def demand_input(con: duckdb.DuckDBPyConnection, recent_runs: int) -> tuple[pl.D
 
 
 def record(con: duckdb.DuckDBPyConnection, plan_run_id: str, rows: pl.DataFrame, unplaceable: pl.DataFrame,
-           colocation: pl.DataFrame, **summary) -> None:
-    """Insert a plan's rows and mark its run succeeded, in one transaction; drop the per-job rows of
-    plan runs older than the last KEEP_DETAIL_RUNS."""
+           colocation: pl.DataFrame, starts: pl.DataFrame, scenarios: pl.DataFrame, **summary) -> None:
+    """Insert a plan's rows (with the pending jobs' expected starts and the what-if scenarios' days) and mark its run
+    succeeded, in one transaction; drop the per-job rows of plan runs older than the last KEEP_DETAIL_RUNS."""
     with transaction(con):
         for table, frame in (("capacity_plan", rows), ("capacity_unplaceable", unplaceable),
-                             ("capacity_colocation", colocation)):
+                             ("capacity_colocation", colocation), ("capacity_job_starts", starts),
+                             ("plan_scenarios", scenarios)):
             staged = frame.with_columns(pl.lit(plan_run_id).alias("plan_run_id"))  # noqa: F841 (read by DuckDB)
             names = ", ".join(staged.columns)
             con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM staged")
         finish(con, "plan", plan_run_id, "succeeded", **summary)
-        for table in ("capacity_unplaceable", "capacity_colocation"):
+        for table in ("capacity_unplaceable", "capacity_colocation", "capacity_job_starts"):
             con.execute(f"DELETE FROM {table} WHERE plan_run_id IN ({OLDER_PLAN_RUNS})", [KEEP_DETAIL_RUNS])

@@ -260,6 +260,8 @@ def _plan_commands(sub) -> None:
     pl_ = sub.add_parser("plan", help="GPUs needed per day, queue and GPU type at P50/P90 vs owned (capacity_plan)")
     _setting_flag(pl_, "--plan-days", "days planned from the latest forecasts' day", int, metavar="N")
     pl_.add_argument("--gpu-types", default=None, help="comma-separated catalogue GPU types to plan on (default: the inventory's)")
+    pl_.add_argument("--scenario", action="append", default=None, metavar="FILE",
+                     help="a what-if scenario file (YAML; docs/planners.md 'What if'), planned beside the plan; repeatable")
     _setting_flag(pl_, "--default-gpu-mem-gb", "GPU memory a queue without an inventory is planned on")
     _split_flag(pl_, "--gpu-mem-gb")
     pl_.set_defaults(func=_plan)

@@ -11,11 +11,13 @@ from gpucast.flows.settings import Settings
 
 def _plan(args: argparse.Namespace, s: Settings) -> int:
     from gpucast.flows.plan import capacity_plan
+    from gpucast.records.scenario import load_scenarios
     from gpucast.tasks.plan.arrivals import by_day
     from gpucast.tasks.plan.capacity import first_day
-    from gpucast.tasks.report.render import text_table
+    from gpucast.tasks.report.render import scenario_lines, text_table
 
-    out = capacity_plan(gpu_types=_csv(args.gpu_types), storage=s.storage, planning=s.planning)
+    files = tuple(sc for path in args.scenario or () for sc in load_scenarios(Path(path)))  # a bad file: exit 2
+    out = capacity_plan(gpu_types=_csv(args.gpu_types), storage=s.storage, planning=s.planning, scenario_files=files)
     rows = out.rows
     print(text_table(first_day(rows).select("day", "queue", "gpu_type", "jobs", "gpus_needed_p50", "gpus_needed_p90",
                                   "lower_bound_p90", "gpus_owned", "shortfall_p90")))
@@ -23,6 +25,8 @@ def _plan(args: argparse.Namespace, s: Settings) -> int:
     print(text_table(by_day(rows)))
     print("whole plan: gpucast sql \"SELECT * FROM current_capacity_plan ORDER BY ALL\"; jobs that fit nowhere: "
           "current_unplaceable_jobs; co-location candidates: current_colocation")
+    if out.scenarios is not None and out.scenarios["scenario"].n_unique() > 1:  # what-ifs drawn: side by side
+        print("\n".join(scenario_lines(out.scenarios)))
     if out.note:  # what the plan lacks (no demand forecast, or one whose days miss the plan's): last, not lost
         print(f"note: {out.note}")
     return 0

@@ -206,34 +206,36 @@ class Packed:
 
 def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, days: int,
                   gpu_types: list[str] | None = None, default_gb: float = 80.0, progress=None,
-                  queues: list[str] | None = None) -> Plan:
+                  queues: list[str] | None = None, cache: dict | None = None) -> Plan:
     """The plan for `days` days from `start` (see the module doc). `jobs` has JOB_COLUMNS; a job's
     `day` before `start` starts on `start` (it is waiting now). `queues`: planned too with no job queued
     (the queues the demand forecast expects jobs in). Steps: the jobs' day offsets, the GPU
-    types of each queue, then per queue each job on the smallest type that holds it, packed per type."""
+    types of each queue, then per queue each job on the smallest type that holds it, packed per type.
+    `cache`: a dict kept between plans of the same jobs (the what-if scenarios, tasks/plan/scenarios.py): a queue
+    planned on the same GPU types for the same days is packed once (the count owned does not change a packing)."""
     notes = []
     if inventory is None:
         notes.append(f"no inventory: each queue planned on GPUs of {default_gb:g} GB (GPUCAST_DEFAULT_GPU_MEM_GB), owned unknown")
     jobs = _in_window(jobs, start, days)
+    by_queue = jobs.partition_by("queue", as_dict=True, maintain_order=True) if jobs.height else {}
     rows, unplaceable, coloc, unknown_total = [], [], [], 0
     planned: dict[str, set[str]] = {}  # queue -> the GPU types a pending job is planned on
     for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list() + list(queues or []), gpu_types, default_gb).items():
-        qjobs = jobs.filter(pl.col("queue") == queue)
-        pick, too_big = _smallest_type_that_holds(qjobs, options)
-        if too_big.any():
-            unplaceable.append(_unplaceable(qjobs.filter(pl.Series(too_big))))
-        for t, choice in enumerate(options):
-            sub = qjobs.filter(pl.Series((pick == t) & ~too_big))
-            unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
-            unknown_total += int(unknown.sum())
-            if sub.height:
+        key = (queue, tuple((ch.gpu_type, ch.memory_gb) for ch in options), start, days)
+        if cache is None or key not in cache:
+            packed = _plan_queue(queue, by_queue.get((queue,), jobs.clear()), options, days, progress)
+            if cache is not None:
+                cache[key] = packed
+        big, groups = cache[key] if cache is not None else packed
+        if big.height:
+            unplaceable.append(big)
+        for choice, (p50, p90, n, unknown) in zip(options, groups, strict=True):
+            unknown_total += unknown
+            if n:
                 planned.setdefault(queue, set()).add(choice.gpu_type)
-            p50, p90 = (_pack_group(sub, unknown, choice, q, days) for q in QUANTILES)
             rows += _day_rows(queue, choice, start, days, p50, p90)
             coloc += [{**g, "queue": queue, "gpu_type": choice.gpu_type, "day": start + timedelta(days=g["day"])}
                       for g in p90.groups]
-            if progress:
-                progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
     if inventory is not None:
         notes += unused_inventory(inventory, set(jobs["queue"].unique().to_list()), planned, set(queues or []),
                                   gpu_types)
@@ -243,6 +245,23 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
     unplaceable_df = pl.concat(unplaceable) if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
     return Plan(plan_rows, unplaceable_df, pl.DataFrame(coloc, schema=COLOCATION_SCHEMA),
                 jobs.height - unplaceable_df.height, unknown_total, notes)
+
+
+def _plan_queue(queue: str, qjobs: pl.DataFrame, options: list[GpuChoice], days: int,
+                progress=None) -> tuple[pl.DataFrame, list[tuple[Packed, Packed, int, int]]]:
+    """One queue's jobs (with `_offset`) on its GPU types: (the jobs no type holds, per type (P50 packing, P90
+    packing, jobs, jobs of unknown size))."""
+    pick, too_big = assign_types(qjobs, options)
+    big = _unplaceable(qjobs.filter(pl.Series(too_big))) if too_big.any() else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
+    groups = []
+    for t, choice in enumerate(options):
+        sub = qjobs.filter(pl.Series((pick == t) & ~too_big))
+        unknown = np.isnan(sub["mem_gb"].to_numpy().astype(np.float64))
+        p50, p90 = (_pack_group(sub, unknown, choice, q, days) for q in QUANTILES)
+        groups.append((p50, p90, sub.height, int(unknown.sum())))
+        if progress:
+            progress(f"planned {queue} on {choice.gpu_type}: {sub.height:,} job(s)")
+    return big, groups
 
 
 def unused_inventory(inventory: Inventory, pending: set[str], planned: dict[str, set[str]], expected: set[str],
@@ -279,9 +298,10 @@ def _in_window(jobs: pl.DataFrame, start: date, days: int) -> pl.DataFrame:
     ).filter(pl.col("_offset") < days)
 
 
-def _smallest_type_that_holds(qjobs: pl.DataFrame, options: list[GpuChoice]) -> tuple[np.ndarray, np.ndarray]:
+def assign_types(qjobs: pl.DataFrame, options: list[GpuChoice]) -> tuple[np.ndarray, np.ndarray]:
     """(index into `options` of each job's GPU type, jobs no type holds): the smallest type that holds its
-    request alone (without a context); a job of unknown size goes on the queue's largest type."""
+    request alone (without a context); a job of unknown size goes on the queue's largest type. The plan's packing
+    and the pending jobs' expected starts (tasks/plan/starts.py) both place a job by it."""
     mem = qjobs["mem_gb"].to_numpy().astype(np.float64)  # NaN: unknown size
     known = ~np.isnan(mem)
     caps = np.array([ch.memory_gb for ch in options])

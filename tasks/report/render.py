@@ -254,6 +254,31 @@ def capacity_plan_lines(plan: PlanResult) -> list[str]:
     return lines
 
 
+def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
+    """The what-if scenarios side by side (one row each, the baseline first), from `plan_scenarios`' day rows: GPU-days
+    short at P90 over the plan and its worst day, jobs that fit no GPU or cannot start, the first day's and the worst
+    day's expected wait, and the GPU-days short against the baseline's; a failed scenario shows its reason."""
+    planned = rows.filter(pl.col("status") == "planned")
+    table = planned.group_by("scenario", maintain_order=True).agg(
+        pl.col("status").first(), pl.col("changes").first(), pl.len().alias("days"),
+        pl.col("gpus_short_p90").sum().alias("gpu_days_short_p90"),
+        pl.col("gpus_short_p90").max().alias("worst_day_short_p90"),
+        pl.col("unplaceable_jobs").first().alias("fit_no_gpu"), pl.col("jobs_without_start").first().alias("cannot_start"),
+        pl.col("expected_wait_hours").sort_by("day").first().round(1).alias("wait_day1_h"),
+        pl.col("longest_wait_hours").max().round(1).alias("worst_wait_h"),
+        pl.col("gpus_short_p90_vs_baseline").sum().alias("gpu_days_short_vs_baseline"),
+        pl.lit(None, pl.String).alias("reason"))
+    failed = rows.filter(pl.col("status") == "failed").select("scenario", "status", "changes", "reason")
+    return pl.concat([table, failed], how="diagonal_relaxed")
+
+
+def scenario_lines(rows: pl.DataFrame) -> list[str]:
+    """`gpucast plan`'s what-if part: the scenarios side by side, and where the days are."""
+    return ["what if: each scenario planned beside the plan (the baseline) from the same forecasts",
+            text_table(scenario_table(rows)),
+            "every day: gpucast sql \"SELECT * FROM current_plan_scenarios ORDER BY scenario, day\""]
+
+
 def page_line(page: str) -> str:
     return f"Planners' page: {page}"
 

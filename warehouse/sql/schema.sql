@@ -261,6 +261,7 @@ ALTER TABLE forecasts ADD COLUMN IF NOT EXISTS arch_match_distance DOUBLE;
 
 -- Planner views --------------------------------------------------------------------------------
 -- The latest published forecast of every job that is still PENDING, per target.
+-- Defined again after the plan's tables, with each job's expected start (issue 53): keep the two alike.
 CREATE OR REPLACE VIEW pending_forecasts AS
 SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb, f.oom_risk, f.ood, f.ood_reason,
        f.model, f.train_run_id, f.score_run_id, f.scored_at,
@@ -464,6 +465,49 @@ CREATE TABLE IF NOT EXISTS capacity_colocation (
     mem_gb DOUBLE                      -- summed memory requests of the group
 );
 
+-- Issue 53: a day's expected wait on the queue's GPUs of the type (tasks/plan/starts.py: a job submitted at the
+-- start of the day waits this long; NULL: the GPUs owned are unknown or none).
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_wait_hours DOUBLE;
+
+-- Issue 53, item 5: per plan run and pending job, when it is expected to start on the GPUs owned (tasks/plan/starts.py:
+-- first come first served, whole GPUs, after the running jobs). NULL: its queue owns no GPU of its type, fewer
+-- than it asks for, or none known. pending_forecasts shows the latest plan's.
+CREATE TABLE IF NOT EXISTS capacity_job_starts (
+    plan_run_id VARCHAR NOT NULL,
+    job_id VARCHAR NOT NULL,
+    queue VARCHAR,
+    gpu_type VARCHAR,                  -- the type the plan places it on (NULL: none of its queue holds it)
+    expected_start DATE,               -- the day it starts
+    expected_wait_hours DOUBLE         -- hours from the plan's first day, 00:00 UTC, to its start
+);
+
+-- Issue 53, item 4: per plan run, the baseline and each what-if scenario (records/scenario.py), one row per day
+-- (tasks/plan/scenarios.py): GPUs needed, owned and short over all queues, jobs that fit no GPU or cannot start,
+-- the expected wait of a job submitted that day, and what changed from the baseline. A failed scenario: one row,
+-- status 'failed', day NULL, with its reason.
+CREATE TABLE IF NOT EXISTS plan_scenarios (
+    plan_run_id VARCHAR NOT NULL,
+    scenario VARCHAR NOT NULL,         -- 'baseline': the inventory on file
+    status VARCHAR NOT NULL,           -- planned | failed
+    day DATE,
+    gpus_total_p50 BIGINT,             -- known + expected, all queues and GPU types
+    gpus_total_p90 BIGINT,
+    gpus_owned BIGINT,                 -- NULL: no queue's GPUs are known
+    gpus_short_p50 BIGINT,             -- the rows' shortfall_total_p50 summed
+    gpus_short_p90 BIGINT,
+    unplaceable_jobs BIGINT,           -- pending jobs larger than every GPU of their queue
+    jobs_without_start BIGINT,         -- pending jobs whose queue owns no GPU of their type, or fewer than they ask for
+    expected_wait_hours DOUBLE,        -- a job submitted at the day's start: its queue's wait, weighted by expected arrivals
+    longest_wait_hours DOUBLE,
+    longest_wait_queue VARCHAR,
+    changes VARCHAR,                   -- the scenario's edits in words
+    gpus_short_p90_vs_baseline BIGINT, -- minus the baseline's that day (NULL: a day the baseline does not plan)
+    gpus_owned_vs_baseline BIGINT,
+    expected_wait_hours_vs_baseline DOUBLE,
+    unplaceable_jobs_vs_baseline BIGINT,
+    reason VARCHAR                     -- why a failed scenario failed
+);
+
 -- The planners' views: the latest succeeded plan (a failed plan run never replaces it).
 CREATE OR REPLACE VIEW current_capacity_plan AS
 SELECT p.* FROM capacity_plan p
@@ -479,6 +523,30 @@ CREATE OR REPLACE VIEW current_colocation AS
 SELECT g.* FROM capacity_colocation g
 WHERE g.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
                        ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+CREATE OR REPLACE VIEW current_plan_scenarios AS
+SELECT s.* FROM plan_scenarios s
+WHERE s.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                       ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+CREATE OR REPLACE VIEW current_job_starts AS
+SELECT s.* FROM capacity_job_starts s
+WHERE s.plan_run_id = (SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded'
+                       ORDER BY started_at DESC, plan_run_id DESC LIMIT 1);
+
+-- Issue 53, item 5: pending_forecasts with each job's expected start from the latest plan (defined again here, after
+-- the plan's tables; NULL until a plan has run, or for a job planned before it was pending).
+CREATE OR REPLACE VIEW pending_forecasts AS
+SELECT f.job_id, f.target, f.p10, f.p50, f.p90, f.safe_request_gb, f.gpu_mem_gb, f.oom_risk, f.ood, f.ood_reason,
+       f.model, f.train_run_id, f.score_run_id, f.scored_at,
+       j.queue, j.team, j.model_type, j.submitted_at,
+       s.expected_start, s.expected_wait_hours
+FROM forecasts f
+JOIN job_logs j ON j.job_id = f.job_id AND j.status = 'PENDING'
+LEFT JOIN current_job_starts s ON s.job_id = f.job_id
+-- only the latest published run: it scored every pending job, so older runs are never read
+WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'published'
+                        ORDER BY started_at DESC, score_run_id DESC LIMIT 1);
 
 -- Demand history (issue 30) ----------------------------------------------------------------------
 -- Per job: its GPUs, when it held them and its GPU-hours, as `demand_daily` counts them (the rules,

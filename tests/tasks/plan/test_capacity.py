@@ -159,7 +159,7 @@ def test_jobs_waiting_since_before_the_plan_start_on_its_first_day_and_later_one
     ("queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 1.5\n", 4, "count must be a whole number"),
     ("queues:\n  big:\n    - gpu_type: A100-80GB\n", 3, "the entry has no count"),
     ("queues:\n  big:\n    - gpu_type: A100-80GB\n      count: 1\n      colour: red\n", 5, "unknown key 'colour'"),
-    ("gpus: 3\n", 1, "exactly one key, `queues:`"),
+    ("gpus: 3\n", 1, "must hold the key `queues:`"),
 ])
 def test_a_bad_inventory_names_the_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "inventory.yaml"

@@ -1,0 +1,160 @@
+"""When a pending job will start, and how long a job submitted on a plan day waits (issue 53, item 5).
+
+The packing (`capacity.py`) says how many GPUs the jobs need; it does not say who waits when fewer are owned.
+Here each queue's pending jobs are run, in the order they were submitted, on the GPUs its inventory owns of the
+type the plan places them on (`capacity.assign_types`: the smallest type that holds the job):
+
+* **first come, first served, whole GPUs, no backfill**: a job of `gpu_count` k starts when k of its type's GPUs
+  are free (the k-th earliest), and holds them for its P50 run time (no run-time forecast: a day, the packing's
+  rule for a job of unknown size). Schedulers hand out whole GPUs (Slurm's GRES); co-location is advice
+  (`capacity_colocation`), so a wait is never shortened by it. Without backfill the wait is an upper estimate
+  of a site whose scheduler backfills.
+* **running jobs hold their GPUs first**, each until its expected end: its P50 run time from its start while it
+  has run less than that; a job that has already run past its P50 is expected to run as long again as it has run
+  (the median remaining life of a heavy-tailed run time, Pareto with shape 1: a job running for five days is not
+  about to end); no forecast: the same rule with a P50 of 1 hour. A running job sits on its logged GPU type when
+  its queue plans on it, else on the queue's largest type.
+* times are hours from the plan's start (its first day, 00:00 UTC). `expected_start` is the day the job starts,
+  `expected_wait_hours` the hours from the plan's start to it. A job whose queue owns no GPU of its type, or fewer
+  GPUs than it asks for, or whose queue's GPUs are not known (no inventory), has neither (null).
+
+**A day's expected wait** (`expected_wait_hours` of a plan row) is what a job submitted at the start of that day
+waits on its queue's GPUs of that type, from a fluid queue on the same GPUs: the work left at the plan's start is
+the GPU-hours the running and pending jobs hold beyond it (the GPUs' busy time in the run above), each day adds the
+demand forecast's expected GPU-hours (P50) and the G owned GPUs serve 24 x G GPU-hours; a job submitted at the
+start of day d waits `W_d / G` hours, `W_{d+1} = max(0, W_d + arrivals_d - 24 G)` (Lindley's recursion on the
+work). Null where the queue's GPUs are unknown or none are owned.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+import numpy as np
+import polars as pl
+
+from gpucast.records import catalog
+from gpucast.records.inventory import Inventory
+from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus
+
+UNKNOWN_RUNNING_P50_HOURS = 1.0  # a running job with no run-time forecast: its P50 for the rule above
+# the running jobs the plan reads (warehouse/plan.py RUNNING_INPUT)
+RUNNING_COLUMNS = ("job_id", "queue", "gpu_type", "gpu_count", "started_at", "hours_p50")
+RUNNING_SCHEMA = {"job_id": pl.String, "queue": pl.String, "gpu_type": pl.String, "gpu_count": pl.Int64,
+                  "started_at": pl.Datetime("us"), "hours_p50": pl.Float64}
+STARTS_SCHEMA = {"job_id": pl.String, "queue": pl.String, "gpu_type": pl.String, "expected_start": pl.Date,
+                 "expected_wait_hours": pl.Float64}
+WAIT_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "expected_wait_hours": pl.Float64}
+
+
+@dataclass(frozen=True)
+class Starts:
+    """The pending jobs' expected starts (STARTS_SCHEMA), and per queue x GPU type (owned known and > 0) the
+    GPU-hours of work held at the plan's start and the GPUs owned: where the days' fluid queue begins."""
+
+    jobs: pl.DataFrame
+    work: dict[tuple[str, str], tuple[float, int]]
+
+
+def expected_ends(running: pl.DataFrame, t0: datetime) -> np.ndarray:
+    """Each running job's expected end, in hours from `t0` (see the module doc: survival-aware)."""
+    if running.is_empty():
+        return np.zeros(0)
+    started = running["started_at"].dt.replace_time_zone(None).to_numpy()
+    elapsed = np.maximum((np.datetime64(t0.replace(tzinfo=None), "us") - started) / np.timedelta64(1, "h"), 0.0)
+    elapsed = np.nan_to_num(elapsed.astype(np.float64), nan=0.0)  # a start unknown: just started
+    p50 = running["hours_p50"].fill_null(UNKNOWN_RUNNING_P50_HOURS).fill_nan(UNKNOWN_RUNNING_P50_HOURS).to_numpy()
+    return np.where(elapsed < p50, p50 - elapsed, elapsed)
+
+
+def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory | None, start: date,
+               gpu_types: list[str] | None = None, default_gb: float = 80.0) -> Starts:
+    """Every pending job's expected start and wait (see the module doc). `jobs`: the plan's input (JOB_COLUMNS,
+    `submitted_at` when there is one: the order served, else day and id); `running`: RUNNING_COLUMNS."""
+    t0 = datetime(start.year, start.month, start.day)
+    order = [c for c in ("submitted_at", "day", "job_id") if c in jobs.columns]
+    jobs = jobs.sort(order).with_columns(pl.col("gpu_count").fill_null(1).clip(1).cast(pl.Int64))
+    running = running.with_columns(pl.col("gpu_count").fill_null(1).clip(1).cast(pl.Int64),
+                                   pl.Series("_end", expected_ends(running, t0), dtype=pl.Float64))
+    queues = jobs["queue"].unique().to_list() + running["queue"].unique().to_list()
+    by_queue = jobs.partition_by("queue", as_dict=True) if jobs.height else {}
+    run_by_queue = running.partition_by("queue", as_dict=True) if running.height else {}
+    frames, work = [], {}
+    for queue, options in choose_gpus(inventory, queues, gpu_types, default_gb).items():
+        qjobs = by_queue.get((queue,), jobs.clear())
+        pick, too_big = assign_types(qjobs, options)
+        names = [ch.gpu_type for ch in options]
+        qrun = run_by_queue.get((queue,), running.clear())
+        logged = [catalog.canonical(t) if t else None for t in qrun["gpu_type"].to_list()]
+        run_pick = np.array([names.index(t) if t in names else len(names) - 1 for t in logged], dtype=np.int64)
+        for t, choice in enumerate(options):
+            mine = (pick == t) & ~too_big
+            sub = qjobs.filter(pl.Series(mine))
+            ends = qrun.filter(pl.Series(run_pick == t))
+            held = np.repeat(ends["_end"].to_numpy(), ends["gpu_count"].to_numpy()) if ends.height else np.zeros(0)
+            wait = None
+            if choice.owned:
+                hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
+                wait, free = fcfs(np.sort(held)[::-1][:choice.owned], choice.owned, hours, sub["gpu_count"].to_numpy())
+                work[queue, choice.gpu_type] = (float(free.sum()), choice.owned)
+            frames.append(_starts_frame(sub, choice.gpu_type, wait, start))
+        if too_big.any():
+            frames.append(_starts_frame(qjobs.filter(pl.Series(too_big)), None, None, start))
+    out = pl.concat(frames) if frames else pl.DataFrame(schema=STARTS_SCHEMA)
+    return Starts(out.sort("job_id"), work)
+
+
+def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First come, first served on `gpus` identical GPUs, whole GPUs, no backfill: (each job's start in hours, NaN
+    when it asks for more GPUs than there are; each GPU's free time after them all). `held`: the free times of the
+    GPUs running jobs hold (at most `gpus` of them), the others free at 0."""
+    free = [float(h) for h in held] + [0.0] * (gpus - len(held))
+    heapq.heapify(free)
+    starts = np.full(len(hours), np.nan)
+    for i, (h, k) in enumerate(zip(hours.tolist(), counts.tolist(), strict=True)):
+        if k == 1:
+            s = free[0]
+            heapq.heapreplace(free, s + h)
+        elif k <= gpus:
+            taken = [heapq.heappop(free) for _ in range(k)]
+            s = taken[-1]
+            for _ in range(k):
+                heapq.heappush(free, s + h)
+        else:
+            continue
+        starts[i] = s
+    return starts, np.asarray(free)
+
+
+def _starts_frame(sub: pl.DataFrame, gpu_type: str | None, wait: np.ndarray | None, start: date) -> pl.DataFrame:
+    if wait is None:
+        wait = np.full(sub.height, np.nan)
+    days = np.floor(wait / DAY_HOURS)
+    return pl.DataFrame({
+        "job_id": sub["job_id"], "queue": sub["queue"], "gpu_type": [gpu_type] * sub.height,
+        "expected_start": [start + timedelta(days=int(d)) if np.isfinite(d) else None for d in days],
+        "expected_wait_hours": pl.Series(wait, dtype=pl.Float64).fill_nan(None),
+    }, schema=STARTS_SCHEMA)
+
+
+def day_waits(rows: pl.DataFrame, work: dict[tuple[str, str], tuple[float, int]]) -> pl.DataFrame:
+    """Per plan row (day x queue x GPU type) the wait of a job submitted at the start of the day (module doc): the
+    fluid queue from `work`, fed by the row's `expected_gpu_hours_p50`. WAIT_SCHEMA; null where no GPUs are owned."""
+    out = []
+    arrivals = "expected_gpu_hours_p50" if "expected_gpu_hours_p50" in rows.columns else None
+    for (queue, gpu_type), sub in rows.sort("day").partition_by("queue", "gpu_type", as_dict=True,
+                                                                 maintain_order=True).items():
+        left, gpus = work.get((queue, gpu_type), (0.0, 0))
+        incoming = sub[arrivals].fill_null(0.0).to_list() if arrivals else [0.0] * sub.height
+        for day, a in zip(sub["day"].to_list(), incoming, strict=True):
+            out.append((day, queue, gpu_type, left / gpus if gpus else None))
+            if gpus:
+                left = max(0.0, left + a - DAY_HOURS * gpus)
+    return pl.DataFrame(out, schema=WAIT_SCHEMA, orient="row")
+
+
+def add_waits(rows: pl.DataFrame, work: dict[tuple[str, str], tuple[float, int]]) -> pl.DataFrame:
+    """The plan's rows with `expected_wait_hours` (`day_waits`)."""
+    return rows.join(day_waits(rows, work), on=["day", "queue", "gpu_type"], how="left")

@@ -1,0 +1,79 @@
+"""When a pending job starts (tasks/plan/starts.py, issue 53 item 5): first come first served on the GPUs owned, after
+the running jobs, and the fluid queue of a day's wait, each against figures worked out by hand."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.records.inventory import Inventory, Owned
+from gpucast.tasks.plan.starts import RUNNING_SCHEMA, day_waits, expected_ends, fcfs, job_starts
+
+START = date(2026, 11, 23)
+T0 = datetime(2026, 11, 23)
+
+
+def _inventory(count: int) -> Inventory:
+    return Inventory("test", (Owned("q", "A100-80GB", count, 80.0),))
+
+
+def _jobs(rows: list[tuple]) -> pl.DataFrame:
+    """(job_id, gpu_count, mem_gb, hours_p50) in queue q, all submitted before the plan."""
+    return pl.DataFrame([(j, "q", START, n, m, h, h) for j, n, m, h in rows],
+                        schema={"job_id": pl.String, "queue": pl.String, "day": pl.Date, "gpu_count": pl.Int64,
+                                "mem_gb": pl.Float64, "hours_p50": pl.Float64, "hours_p90": pl.Float64}, orient="row")
+
+
+def _running(rows: list[tuple]) -> pl.DataFrame:
+    """(job_id, gpu_count, hours already run at the plan's start, P50 hours)."""
+    return pl.DataFrame([(j, "q", "A100-80GB", n, datetime(2026, 11, 23) - np.timedelta64(int(ran * 60), "m").item(), p)
+                         for j, n, ran, p in rows], schema=RUNNING_SCHEMA, orient="row")
+
+
+def test_first_come_first_served_on_whole_gpus():
+    # 2 GPUs free: a (10 h) and b (5 h) start at once; c asks for both: when the second frees, at 10 h; d asks for 3
+    starts, free = fcfs(np.zeros(0), 2, np.array([10.0, 5.0, 3.0, 1.0]), np.array([1, 1, 2, 3]))
+    assert starts[:3].tolist() == [0.0, 0.0, 10.0] and np.isnan(starts[3])
+    assert sorted(free.tolist()) == [13.0, 13.0]
+
+
+def test_a_running_job_past_its_median_is_expected_to_run_as_long_again():
+    running = _running([("young", 1, 2.0, 10.0), ("old", 1, 120.0, 10.0), ("unknown", 1, 3.0, None)])
+    # 8 h left of its 10; five days in, past its P50: five days more (not "ends now"); no forecast: the same rule
+    # with a P50 of 1 h
+    assert expected_ends(running, T0).tolist() == pytest.approx([8.0, 120.0, 3.0])
+
+
+def test_pending_jobs_wait_for_the_running_jobs_and_each_other():
+    jobs = _jobs([("a", 1, 40.0, 10.0), ("b", 1, 40.0, 30.0), ("c", 2, 40.0, 5.0)])
+    found = job_starts(jobs, _running([("r", 1, 2.0, 8.0)]), _inventory(2), START)
+    got = {r["job_id"]: (r["expected_start"], r["expected_wait_hours"]) for r in found.jobs.iter_rows(named=True)}
+    # r holds one GPU 6 h more: a starts at 0 on the free one, b at 6 h, c (two GPUs) when a ends at 10 h and b at 36 h
+    assert got == {"a": (START, 0.0), "b": (START, 6.0), "c": (date(2026, 11, 24), 36.0)}
+    assert found.work == {("q", "A100-80GB"): (82.0, 2)}  # both GPUs busy to 41 h
+
+
+@pytest.mark.parametrize("owned, gpu_count", [
+    (0, 1),  # the queue owns none of its type
+    (1, 2),  # it asks for more GPUs than there are
+])
+def test_a_job_that_cannot_start_has_no_start(owned, gpu_count):
+    found = job_starts(_jobs([("a", gpu_count, 40.0, 1.0)]), _running([]), _inventory(owned), START)
+    assert found.jobs.select("expected_start", "expected_wait_hours").row(0) == (None, None)
+
+
+def test_without_an_inventory_nobody_knows_when_a_job_starts():
+    found = job_starts(_jobs([("a", 1, 40.0, 1.0)]), _running([]), None, START)
+    assert found.jobs["expected_wait_hours"].to_list() == [None] and found.work == {}
+
+
+def test_a_days_wait_is_the_work_left_over_the_gpus():
+    rows = pl.DataFrame({"day": [date(2026, 11, 23 + d) for d in range(3)], "queue": ["q"] * 3,
+                         "gpu_type": ["A100-80GB"] * 3, "expected_gpu_hours_p50": [24.0] * 3})
+    # 48 GPU-hours of work on 2 GPUs: 24 h; then 48 + 24 - 48 = 24 left: 12 h; then 24 + 24 - 48 = 0
+    waits = day_waits(rows, {("q", "A100-80GB"): (48.0, 2)})
+    assert waits["expected_wait_hours"].to_list() == [24.0, 12.0, 0.0]
+    assert day_waits(rows, {})["expected_wait_hours"].to_list() == [None] * 3  # no GPUs owned: no wait
