@@ -21,7 +21,10 @@ from importlib import resources
 # Which catalogue column is a job's peak at its precision. FP32 training on GPUs with tensor cores
 # runs its convolutions (and, where enabled, its matrix products) in TF32, so FP32 jobs use the
 # TF32 peak where the GPU has one; a GPU without BF16 (V100, T4) runs BF16 as FP32.
-PEAK_COLUMN = {"FP64": ("fp64",), "FP32": ("tf32", "fp32"), "FP16": ("fp16",), "BF16": ("bf16", "fp32")}
+PEAK_COLUMN = {"FP64": ("fp64",), "FP32": ("tf32", "fp32"), "FP16": ("fp16",), "BF16": ("bf16", "fp32"),
+               # FP8 (contract v5): the catalogue has no FP8 column yet, so an FP8 job gets its GPU's BF16 peak (its
+               # attention, norms and optimizer run in 16 bits; the FP8 matrix products up to 2x faster than this)
+               "FP8": ("bf16", "fp16", "fp32")}
 # When a job's GPU is not known: the reference GPU its priors assume (documented in docs/models.md).
 REFERENCE_GPU = "A100-80GB"
 

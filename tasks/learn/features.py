@@ -9,7 +9,10 @@
 * the traced prior (`tasks/learn/traced.py`), for jobs whose `arch` the model zoo knows, when the caller
   traced them: `prior_mem_gb` and `prior_gflop_per_iter` (and so `prior_runtime_hours`) are then the
   traced values, the analytic ones kept as `analytic_mem_gb` and `analytic_gflop_per_iter`, and a
-  missing parameter count, depth or input size is the traced network's.
+  missing parameter count, depth or input size is the traced network's;
+* the per-GPU prior of jobs on many GPUs (`tasks/learn/llm_memory.py`), for jobs that log a contract v5 field
+  (LLM training and fine-tuning: sharding, parallelism, adapters): `llm_mem_gb` and the memory, FLOPs and run-time
+  priors are then its values (a job without v5 fields keeps every prior, feature and forecast it had).
 
 A **feature set** says which of them a model sees (`FEATURE_SETS`): `contract`, the contract's 11 (the seed
 paper's);
@@ -38,7 +41,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.records.results import FeatureSummary
-from gpucast.tasks.learn import priors, traced
+from gpucast.tasks.learn import llm_memory, priors, traced
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,13 @@ def build(rows: pl.DataFrame, trace: pl.DataFrame | None = None) -> pl.DataFrame
     `traced.trace_jobs(rows, ...)`, the traced prior's columns (None: those `rows` carry, else none)."""
     missing = [pl.lit(None, dtype=pl.Float64 if n in (c.GPU_COUNT, c.GPU_PEAK_TFLOPS) else pl.String).alias(n)
                for n in (*c.HARDWARE, c.ARCH) if n not in rows.columns]  # rows from before contract v2 / v3
+    missing += [pl.lit(None, dtype=pl.Int64 if n in c.INT_COLUMNS else pl.String).alias(n)
+                for n in c.LLM_COLUMNS if n not in rows.columns]  # rows from before contract v5
     rows = rows.with_columns(missing) if missing else rows
     if trace is not None or not set(traced.TRACE_COLUMNS) <= set(rows.columns):
         rows = rows.drop([n for n in traced.TRACE_COLUMNS if n in rows.columns])
         rows = pl.concat([rows, trace if trace is not None else traced.empty_columns(rows.height)], how="horizontal")
-    return traced.use_traced_prior(priors.with_priors(traced.fill_features(rows)))
+    return llm_memory.use_llm_prior(traced.use_traced_prior(priors.with_priors(traced.fill_features(rows))))
 
 
 # Names a feature set had before (encoders saved then still load): old name -> name.

@@ -47,6 +47,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
+from gpucast.tasks.learn.llm_memory import LLM_MEM_GB
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION
 
 RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range, on the log scale
@@ -412,7 +413,10 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: Ceiling | None) -> tuple[np
     which bound row i's is (called for the few rows above it only: scoring runs this on every pending job):
     `fitted`'s maximum of the job's kind x its margin, and for memory the catalogue's largest GPU; the lower of
     the two. A job whose own trace (`traced_mem_gb`) is above the bound lifts it to the trace: the job's own
-    network says so. A kind the history never ran has no kind bound (it is flagged already)."""
+    network says so. A kind the history never ran has no kind bound (it is flagged already). A job with LLM fields
+    (contract v5: `llm_mem_gb`, its per-GPU prior) has no kind bound either: its prior speaks for its one GPU,
+    where the history's largest single-GPU job x the margin would flatten every large job to one value (issue 51);
+    the largest GPU still bounds it, so an impossible size meets the bound as before."""
     bound = np.full(rows.height, np.inf)
     which = np.zeros(rows.height, dtype=np.int8)
     most = np.full(rows.height, np.nan)
@@ -420,6 +424,8 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: Ceiling | None) -> tuple[np
     if fitted and kinds is not None:
         most = kinds.replace_strict(dict(fitted.by_kind), default=None, return_dtype=pl.Float64).fill_null(np.nan).to_numpy()
         known = np.isfinite(most)
+        if LLM_MEM_GB in rows.columns and target == c.PEAK_GPU_MEM_GB:
+            known &= rows[LLM_MEM_GB].is_null().to_numpy()
         bound[known], which[known] = most[known] * fitted.margin, KIND_BOUND
     name, gb = largest_gpu_gb()
     trace = np.full(rows.height, np.nan)

@@ -1,0 +1,478 @@
+"""Per-GPU memory, and compute, of one LLM training or fine-tuning job spread over many GPUs (issue 51).
+
+Pure arithmetic on a job's contract v5 fields (`expectations/contract.py`: tensor / pipeline / context parallel,
+sharding, CPU offload, activation checkpointing, adapter, LoRA rank, micro-batch) and its architecture, looked up
+in a typed table of LLM families (`llm_families.csv`, shipped as package data: each row's published
+hyperparameters and the config.json it was read from; nothing is downloaded). An architecture the table does not
+know is estimated from the parameter count (`estimate_arch`). Units: bytes inside, GB (1e9 bytes) out.
+
+The GPUs: data parallel d = gpu_count / (t x p x c) with t, p, c the tensor, pipeline and context parallel sizes.
+Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and the head are vocabulary-parallel).
+
+**Model states per rank** (`states`), per parameter of the rank's share:
+* all weights trained (`adapter` none), by precision and sharding:
+  - `sharding` none, 16-bit: *pure* 16-bit training, as Hugging Face Trainer, torchtune and ms-swift run a model
+    loaded in bf16: weights 2 + gradients 2 + the optimizer's moments in the weights' dtype (AdamW 2 x 2): 8 bytes.
+    FP16 cannot train in pure fp16 (the gradient scaler refuses fp16 weights), so FP16 is mixed precision below.
+  - mixed precision (FP16, and every sharded job: DeepSpeed ZeRO and FSDP keep fp32 masters): 16-bit weights 2 +
+    16-bit gradients 2 + fp32 master 4 + fp32 moments 8 = 16 bytes (ZeRO's count, Rajbhandari et al. 2020, sec. 3.1).
+    zero1 divides the 12 optimizer bytes by d, zero2 the gradients too, zero3 the weights too. FSDP keeps its
+    sharded parameters in fp32 (4 + 4 gradients + 8 moments = 16, all over d), and all-gathers 16-bit units
+    (`GATHERED_UNITS` transformer blocks in flight: the one computing and the one prefetched, and their gradients).
+  - FP32: 4 + 4 + 8 = 16 bytes, unsharded or as above; FP64 twice that; SGD keeps one moment instead of two.
+  - `cpu_offload` optimizer: the fp32 master and moments live on the CPU (DeepSpeed's ZeRO-Offload); all: the
+    parameters too, the GPU keeping only the gathered units.
+* adapters: the frozen base at 2 bytes a parameter (4 in FP32), `qlora` its linear weights at 4 bits with
+  NF4's block constants (0.516 bytes: Dettmers et al. 2023, 0.127 bits a parameter of double-quantised
+  constants) and its embedding and head at 16 bits; no gradients or optimizer states for the base. The adapter's
+  trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's;
+  PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's default; `other` methods counted as
+  rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
+
+**Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
+Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
+11 s b h + 5 a s^2 b, MLP 19 s b h, two layer norms 4 s b h. The 5 a s^2 b of the attention scores is gone under
+flash / memory-efficient attention, which every LLM trainer of today uses, and the counts are generalised to
+grouped-query attention (k and v of width kv_heads x head size) and to gated MLPs of width I (SwiGLU, GeGLU:
+gate, up, their product and the activation, 8 s b I, where GPT's 4h MLP keeps 2 x 4 s b h + its input and mask).
+With tensor parallel t, sequence parallel is assumed (Korthikanti's eq. 4: everything / t); context parallel c
+splits the sequence. `selective` recomputation drops the attention core (already gone under flash attention);
+`full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass. A
+pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
+(1F1B; m = micro-batches per optimizer step, from `batch_size`, else p). The head's logits are kept as 16-bit
+logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t).
+`ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
+rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
+
+**Overhead**: `FIXED_OVERHEAD_GB` (the CUDA context, cuBLAS / NCCL workspaces and the allocator's cached blocks),
+and the caching allocator's fragmentation: reserved = allocated x `ALLOCATOR_FACTOR`.
+
+**Compute** (`flops_per_token`): ~6 x the trained parameters' FLOPs a token (forward 2, backward 4); a frozen base
+costs its forward 2 and the backward through it to the adapters 2 (the activation gradients, not the weight
+gradients): 4 x P, + 6 x the adapter's; full checkpointing adds a forward (2 x P); attention's s^2 term:
+12 x L x s x h a token for forward and backward (Narayanan et al. 2021, eq. 3). MoE: the active parameters.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+
+GB = 1e9
+# --- architecture ------------------------------------------------------------------------------------------
+# Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
+GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
+                            "qwen2", "qwen2.5", "qwen3", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
+                            "flan-t5", "mt0"})
+# Suffixes people add to a model's name that do not change its architecture (chat / instruct tunes, quantised
+# checkpoints, Hugging Face's `-hf`, version tags). Removed, with the organisation and any "(...)", before lookup.
+NAME_NOISE = re.compile(r"(?:^|[-_ .])(?:instruct|chat|hf|base|it|sft|dpo|int4|int8|awq|gptq|bnb|4bit|8bit|nf4|"
+                        r"gguf|aqlm.*|fp16|bf16|\d{4}|moe)$")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One architecture: the facts memory and compute depend on (`intermediate`: one expert's for MoE)."""
+
+    name: str
+    family: str
+    params: float  # parameters, all experts
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    experts: int = 1
+    experts_active: int = 1
+    tied: bool = False
+    source: str = ""  # the config.json it was read from; "estimated ..." for `estimate_arch`
+
+    @property
+    def gated(self) -> bool:
+        return self.family in GATED_FAMILIES
+
+    @property
+    def kv_width(self) -> float:
+        return self.hidden * self.kv_heads / self.heads
+
+    @property
+    def embedding_params(self) -> float:
+        """Input embedding + output head (one matrix when tied)."""
+        return self.vocab * self.hidden * (1 if self.tied else 2)
+
+    @property
+    def block_params(self) -> float:
+        """One transformer block's weights, all experts."""
+        attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_width
+        mlp = (3 if self.gated else 2) * self.hidden * self.intermediate * self.experts
+        return attn + mlp
+
+    @property
+    def active_params(self) -> float:
+        """Parameters a token goes through (MoE: its active experts)."""
+        if self.experts <= 1:
+            return self.params
+        mlp = (3 if self.gated else 2) * self.hidden * self.intermediate
+        return self.params - self.layers * mlp * (self.experts - self.experts_active)
+
+    def adapter_params(self, rank: float) -> float:
+        """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each (MoE: the
+        attention's and one expert's width of MLP, as the dense layers PEFT targets)."""
+        h, kv, i = self.hidden, self.kv_width, self.intermediate
+        attn = (h + h) + 2 * (h + kv) + (h + h)
+        mlp = 3 * (h + i) if self.gated else 2 * (h + i)
+        return rank * self.layers * (attn + mlp)
+
+
+def _fold(name: str) -> str:
+    return re.sub(r"[\s_\-]", "", name.lower())
+
+
+def canonical_name(name: str) -> str:
+    """The spelling-free key of a logged model name: `meta-llama/Llama-3.1-8B`, `llama3.1-8b`, `Llama-3.1-8B-Instruct`
+    and `Meta-Llama-3.1-8B` all give `llama3.18b`."""
+    low = name.strip().lower().split("/")[-1]
+    low = re.sub(r"\(.*?\)", "", low).strip()
+    low = low.removeprefix("meta-").removeprefix("meta_")
+    while True:
+        shorter = NAME_NOISE.sub("", low).strip(" -_.")
+        if shorter == low:
+            break
+        low = shorter
+    return _fold(low)
+
+
+@cache
+def families() -> dict[str, Arch]:
+    """The table of LLM families (`llm_families.csv`), keyed by every spelling's `canonical_name`."""
+    text = resources.files("gpucast.tasks.learn").joinpath("llm_families.csv").read_text()
+    out: dict[str, Arch] = {}
+    for row in csv.DictReader(text.splitlines()):
+        arch = Arch(name=row["name"], family=row["family"], params=float(row["params_billion"]) * 1e9,
+                    hidden=int(row["hidden"]), layers=int(row["layers"]), heads=int(row["heads"]),
+                    kv_heads=int(row["kv_heads"]), intermediate=int(row["intermediate"]), vocab=int(row["vocab"]),
+                    experts=int(row["experts"]), experts_active=int(row["experts_active"]), tied=row["tied"] == "1",
+                    source=row["source"])
+        for spelling in [row["name"], *filter(None, row["aliases"].split(";"))]:
+            out[canonical_name(spelling)] = arch
+    return out
+
+
+def lookup(name: str | None) -> Arch | None:
+    """The table's architecture for a logged name, or None."""
+    return families().get(canonical_name(name)) if name else None
+
+
+@cache
+def hidden_power_law() -> tuple[float, float]:
+    """(a, b) of hidden = a x params^b, least squares in log space over the table's dense decoder models."""
+    dense = {a.name: a for a in families().values() if a.experts == 1 and a.family not in ("t5", "flan-t5", "mt0")}
+    p = np.log([a.params for a in dense.values()])
+    h = np.log([a.hidden for a in dense.values()])
+    b, log_a = np.polyfit(p, h, 1)
+    return float(math.exp(log_a)), float(b)
+
+
+DEFAULT_VOCAB = 50_000  # an unknown model's vocabulary (GPT-2's 50,257; the table's median is 65,024)
+
+
+def estimate_arch(params: float, layers: float | None = None) -> Arch:
+    """An architecture for a model the table does not know: hidden size from the parameter count by the table's
+    power law (`hidden_power_law`), GPT-style blocks (12 h^2 weights, a 4h MLP, heads of 128), the depth logged
+    or what the parameters leave after the embedding."""
+    a, b = hidden_power_law()
+    hidden = max(64.0, a * params**b)
+    if not layers or layers <= 0:
+        layers = max(1.0, (params - DEFAULT_VOCAB * hidden) / (12 * hidden * hidden))
+    heads = max(1, round(hidden / 128))
+    return Arch(name="estimated", family="estimated", params=params, hidden=round(hidden), layers=round(layers),
+                heads=heads, kv_heads=heads, intermediate=round(4 * hidden), vocab=DEFAULT_VOCAB,
+                source=f"estimated: hidden = {a:.4g} x params^{b:.3f}")
+
+
+# --- the job's layout --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """How one job runs (contract v5 fields with their defaults applied)."""
+
+    gpu_count: int = 1
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    sharding: str = "none"  # none | zero1 | zero2 | zero3 | fsdp (unknown: none)
+    cpu_offload: str = "none"  # none | optimizer | all
+    activation_checkpointing: str = "none"  # none | selective | full
+    adapter: str = "none"  # none | lora | qlora | other (unknown: none)
+    lora_rank: int | None = None
+    micro_batch_size: int = 1
+    seq_len: int = 2048
+    precision: str = "BF16"
+    optimizer: str | None = "AdamW"
+    micro_batches: int | None = None  # per optimizer step and data-parallel rank (gradient accumulation)
+
+    @property
+    def data_parallel(self) -> int:
+        return max(1, self.gpu_count // max(1, self.tensor_parallel * self.pipeline_parallel * self.context_parallel))
+
+
+# --- constants (bytes) --------------------------------------------------------------------------------------
+HALF_BYTES = {"FP16": 2, "BF16": 2, "FP8": 2, "FP32": 4, "FP64": 8}  # FP8 training keeps 16-bit weights (TE)
+MASTER_BYTES = {"FP64": 8}  # else 4: fp32 masters and moments
+MOMENTS = {"SGD": 1, "RMSprop": 1, "Adagrad": 1}  # else 2 (Adam, AdamW, unknown)
+QLORA_BYTES = 0.516  # NF4 weight (0.5) + double-quantised block constants (0.127 bits / 8)
+ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments 8
+DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default
+GATHERED_UNITS = 3  # FSDP / ZeRO-3: the block computing, the one prefetched, and a block's gathered gradients
+LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 gradient 4
+# Fitted on tests/benchmarks' development set (../shared/data/llm_memory_dev.csv, 295 measured runs; a grid over
+# LOGIT_BYTES 8-32, ACTIVATION_SCALE 1-3, ALLOCATOR_FACTOR 1.05-1.3, FIXED_OVERHEAD_GB 0.8-3.5 moved the mean of
+# the sources' P50 APE between 19% and 26%: the errors left are the sources' own, not these constants).
+ACTIVATION_SCALE = 1.0  # eager PyTorch over the paper's fused count (see the module's docstring)
+FIXED_OVERHEAD_GB = 2.0  # the CUDA context (~0.8 GB), cuBLAS / NCCL workspaces and the allocator's cached blocks
+ALLOCATOR_FACTOR = 1.05  # reserved over allocated (the caching allocator's rounding and fragmentation)
+# P90 / P50 of the prior alone: exp of the 90th percentile of |log(measured / prior)| on the development set.
+P90_FACTOR = 1.9
+SHARDED = ("zero3", "fsdp")
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """One GPU's memory of a job, GB, by part."""
+
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    logits_gb: float
+    overhead_gb: float
+
+    @property
+    def states_gb(self) -> float:
+        return self.weights_gb + self.gradients_gb + self.optimizer_gb
+
+    @property
+    def total_gb(self) -> float:
+        return self.states_gb + self.activations_gb + self.logits_gb + self.overhead_gb
+
+
+def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes on one GPU."""
+    split = job.tensor_parallel * job.pipeline_parallel
+    d = job.data_parallel
+    params = arch.params / split
+    unit = arch.block_params / job.tensor_parallel  # one gathered block, per tensor-parallel rank
+    half = HALF_BYTES.get(job.precision, 2)
+    master = MASTER_BYTES.get(job.precision, 4)
+    moments = MOMENTS.get(job.optimizer or "", 2)
+    sharded = job.sharding in SHARDED
+    unit_bytes = QLORA_BYTES if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
+    gathered = GATHERED_UNITS * unit * unit_bytes if sharded and d > 1 else 0.0
+    if job.adapter in ("lora", "qlora", "other"):
+        rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
+        if job.adapter == "qlora":
+            base = (arch.params - arch.embedding_params) * QLORA_BYTES + arch.embedding_params * 2
+        else:
+            base = arch.params * half
+        base /= split
+        if sharded:
+            base /= d
+        if job.cpu_offload == "all":
+            base = 0.0
+        trainable = arch.adapter_params(rank) / split * ADAPTER_STATE_BYTES
+        if job.sharding != "none":
+            trainable /= d
+        return base + gathered, trainable * 4 / 16, trainable * 12 / 16
+    pure = job.sharding not in ("zero1", "zero2", "zero3", "fsdp") and job.precision in ("BF16", "FP8")
+    if pure or job.precision in ("FP32", "FP64"):
+        weights, grads, optim = half, half, moments * half
+    else:  # mixed precision: 16-bit weights and gradients, fp32 master + moments
+        weights, grads, optim = half, half, master * (1 + moments)
+    if job.sharding == "fsdp":  # sharded fp32 (or the job's) parameters, gathered 16-bit blocks
+        weights, grads, optim = master, master, master * moments
+    w, g, o = params * weights, params * grads, params * optim
+    if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
+        o /= d
+    if job.sharding in ("zero2", "zero3", "fsdp"):
+        g /= d
+    if sharded:
+        w /= d
+    if job.cpu_offload in ("optimizer", "all"):
+        o = 0.0
+    if job.cpu_offload == "all":
+        w, g = 0.0, g if job.sharding == "none" else 0.0
+    return w + gathered, g, o
+
+
+def block_activation_bytes(arch: Arch, job: Layout) -> float:
+    """Bytes one transformer block keeps for the backward pass, one micro-batch, no recomputation, at 16 bits
+    (Korthikanti et al. 2022 eq. 1 without the attention scores, generalised; see the module's docstring)."""
+    h, kv, i = arch.hidden, arch.kv_width, arch.intermediate
+    attn = 2 * h + 2 * h + 4 * kv + 2 * h + h  # input, q, k + v, output, dropout mask  (= 11 h when kv = h)
+    mlp = (2 * h + 8 * i) if arch.gated else (2 * h + 4 * i + h)  # (= 19 h for GPT's 4h MLP)
+    norms = 4 * h
+    act_scale = HALF_BYTES.get(job.precision, 2) / 2
+    tokens = job.micro_batch_size * job.seq_len / job.context_parallel
+    return tokens * (attn + mlp + norms) * act_scale / job.tensor_parallel
+
+
+def activations(arch: Arch, job: Layout) -> tuple[float, float]:
+    """(blocks' activations, the head's logits) bytes on the most loaded GPU."""
+    p = job.pipeline_parallel
+    per_block = block_activation_bytes(arch, job) * ACTIVATION_SCALE
+    blocks = arch.layers / p
+    if job.activation_checkpointing == "full":
+        tokens = job.micro_batch_size * job.seq_len / job.context_parallel
+        kept = blocks * tokens * 2 * arch.hidden / job.tensor_parallel + per_block
+    else:
+        kept = blocks * per_block
+    in_flight = min(p, job.micro_batches) if job.micro_batches else p
+    tokens = job.micro_batch_size * job.seq_len / job.context_parallel
+    logits = tokens * arch.vocab * LOGIT_BYTES / job.tensor_parallel
+    if p > 1:  # the first stage keeps `in_flight` micro-batches; the last one the logits
+        first, last = kept * in_flight, kept + logits
+        return (first, 0.0) if first >= last else (kept, logits)
+    return kept, logits
+
+
+def per_gpu(arch: Arch, job: Layout) -> PerGpu:
+    """One GPU's peak memory of `job` on `arch`, by part."""
+    w, g, o = states(arch, job)
+    acts, logits = activations(arch, job)
+    allocated = w + g + o + acts + logits
+    overhead = allocated * (ALLOCATOR_FACTOR - 1.0) + FIXED_OVERHEAD_GB * GB
+    return PerGpu(w / GB, g / GB, o / GB, acts / GB, logits / GB, overhead / GB)
+
+
+def model_states_baseline_gb(params: float, job: Layout) -> float:
+    """The estimate DeepSpeed's and accelerate's calculators print: 16 bytes a parameter (mixed-precision Adam),
+    divided by the ranks that share them (ZeRO-3 / FSDP: all; zero1 / zero2: the optimizer / + gradients), no
+    activations. The named baseline of tests/benchmarks/bench_llm_memory.py."""
+    split = job.tensor_parallel * job.pipeline_parallel
+    d = job.data_parallel
+    w, g, o = 2.0, 2.0, 12.0
+    if job.adapter in ("lora", "qlora", "other"):
+        w, g, o = (0.5 if job.adapter == "qlora" else 2.0), 0.0, 0.0
+    if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
+        o /= d
+    if job.sharding in ("zero2", "zero3", "fsdp"):
+        g /= d
+    if job.sharding in SHARDED:
+        w /= d
+    return params / split * (w + g + o) / GB
+
+
+def flops_per_token(arch: Arch, job: Layout) -> float:
+    """Training FLOPs per token (module docstring: 6 P, or 4 P + 6 x the adapter's, + 2 P under full
+    checkpointing, + attention's 12 L s h)."""
+    active = arch.active_params
+    if job.adapter in ("lora", "qlora", "other"):
+        rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
+        flops = 4.0 * active + 6.0 * arch.adapter_params(rank)
+    else:
+        flops = 6.0 * active
+    if job.activation_checkpointing == "full":
+        flops += 2.0 * active
+    return flops + 12.0 * arch.layers * job.seq_len * arch.hidden
+
+
+# --- the feature frame's side: jobs with contract v5 fields ------------------------------------------------------
+LLM_MEM_GB = "llm_mem_gb"  # the per-GPU prior of a job with LLM fields (null for the others)
+LLM_STATE_GB, LLM_ACTIVATION_GB, LLM_GFLOP_PER_ITER = "llm_state_gb", "llm_activation_gb", "llm_gflop_per_iter"
+LLM_PRIOR_COLUMNS = (LLM_MEM_GB, LLM_STATE_GB, LLM_ACTIVATION_GB, LLM_GFLOP_PER_ITER)
+DEFAULT_SEQ_LEN = 2048  # tokens a sample, when a job with LLM fields logs no `input_dim`
+DEFAULT_PRECISION = "BF16"  # what LLM training runs in when a job with LLM fields logs none
+
+
+def is_llm(rows: pl.DataFrame) -> pl.Series:
+    """Jobs that log any contract v5 field: their memory is the per-GPU prior of this module."""
+    present = [n for n in c.LLM_COLUMNS if n in rows.columns]
+    if not present or rows.is_empty():
+        return pl.Series([False] * rows.height, dtype=pl.Boolean)
+    return rows.select(pl.any_horizontal([pl.col(n).is_not_null() for n in present])).to_series()
+
+
+def _value(row: dict, name: str, default=None):
+    v = row.get(name)
+    return default if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+
+
+def job_of(row: dict) -> tuple[Arch, Layout] | None:
+    """The architecture and layout of one job's contract row (v5 defaults applied; unknown words as the plain
+    case), or None when neither its `arch` is in the table nor its parameter count is logged."""
+    arch = lookup(_value(row, c.ARCH))
+    if arch is None:
+        params = _value(row, c.PARAMS_MILLION)
+        if not params:
+            return None
+        arch = estimate_arch(float(params) * 1e6, _value(row, c.NUM_LAYERS))
+    gpus = int(_value(row, c.GPU_COUNT, 1))
+    tp, pp, cp = (int(_value(row, n, 1)) for n in c.PARALLELISM)
+    d = max(1, gpus // max(1, tp * pp * cp))
+    batch = _value(row, c.BATCH_SIZE)
+    micro = _value(row, c.MICRO_BATCH_SIZE) or (max(1, round(batch / d)) if batch else 1)
+    steps = max(1, round(batch / (micro * d))) if batch else None
+    word = lambda name, known: v if (v := _value(row, name, c.LLM_DEFAULTS.get(name))) in known else "none"  # noqa: E731
+    layout = Layout(gpu_count=gpus, tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp,
+                    sharding=word(c.SHARDING, c.SHARDINGS[:-1]), cpu_offload=word(c.CPU_OFFLOAD, c.CPU_OFFLOADS),
+                    activation_checkpointing=word(c.ACTIVATION_CHECKPOINTING, c.CHECKPOINTINGS),
+                    adapter=word(c.ADAPTER, c.ADAPTERS[:-1]), lora_rank=_value(row, c.LORA_RANK),
+                    micro_batch_size=int(micro), seq_len=int(_value(row, c.INPUT_DIM, DEFAULT_SEQ_LEN)),
+                    precision=_value(row, c.PRECISION, DEFAULT_PRECISION), optimizer=_value(row, c.OPTIMIZER),
+                    micro_batches=steps)
+    return arch, layout
+
+
+def frame_priors(rows: pl.DataFrame) -> pl.DataFrame:
+    """`LLM_PRIOR_COLUMNS` for every row of `rows` (contract columns): the per-GPU memory (GB) and the training
+    FLOPs of one optimizer step over all GPUs (GFLOP; tokens = micro-batch x data parallel x micro-batches x
+    sequence) of jobs with LLM fields, null for the others. Computed once per distinct job."""
+    flags = is_llm(rows).to_list()
+    names = [n for n in (c.ARCH, c.PARAMS_MILLION, c.NUM_LAYERS, c.BATCH_SIZE, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER,
+                         c.GPU_COUNT, *c.LLM_COLUMNS) if n in rows.columns]
+    seen: dict[tuple, tuple] = {}
+    out = []
+    for flag, values in zip(flags, rows.select(names).iter_rows(), strict=True):
+        if not flag:
+            out.append((None,) * 4)
+            continue
+        if values not in seen:
+            job = job_of(dict(zip(names, values, strict=True)))
+            if job is None:
+                seen[values] = (None,) * 4
+            else:
+                arch, layout = job
+                mem = per_gpu(arch, layout)
+                tokens = layout.micro_batch_size * layout.data_parallel * (layout.micro_batches or 1) * layout.seq_len
+                seen[values] = (mem.total_gb, mem.states_gb, mem.activations_gb + mem.logits_gb,
+                                flops_per_token(arch, layout) * tokens / 1e9)
+        out.append(seen[values])
+    return pl.DataFrame(out, schema={n: pl.Float64 for n in LLM_PRIOR_COLUMNS}, orient="row")
+
+
+def use_llm_prior(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` (with the analytic and traced priors) with `LLM_PRIOR_COLUMNS` added and, for the jobs with LLM fields,
+    the memory priors (`prior_mem_gb`, `prior_state_gb`, `prior_activation_gb`), the FLOPs of a step and through
+    it the run time the per-GPU ones: the learned correction of a memory model sits on them. Jobs without LLM
+    fields keep every prior as it was (the same features, the same forecasts)."""
+    df = df.drop([n for n in LLM_PRIOR_COLUMNS if n in df.columns])
+    llm = frame_priors(df)
+    df = pl.concat([df, llm], how="horizontal")
+    has = pl.col(LLM_MEM_GB).is_not_null()
+    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in df.columns else pl.lit(1.0)
+    runtime = iterations * pl.col(LLM_GFLOP_PER_ITER) / pl.col("prior_gflops") / 3600.0
+    return df.with_columns(
+        pl.when(has).then(pl.col(LLM_MEM_GB)).otherwise(pl.col("prior_mem_gb")).alias("prior_mem_gb"),
+        pl.when(has).then(pl.col(LLM_STATE_GB)).otherwise(pl.col("prior_state_gb")).alias("prior_state_gb"),
+        pl.when(has).then(pl.col(LLM_ACTIVATION_GB)).otherwise(pl.col("prior_activation_gb")).alias("prior_activation_gb"),
+        pl.when(has).then(pl.col(LLM_GFLOP_PER_ITER)).otherwise(pl.col("prior_gflop_per_iter")).alias("prior_gflop_per_iter"),
+        pl.when(has).then(runtime).otherwise(pl.col("prior_runtime_hours")).alias("prior_runtime_hours"))

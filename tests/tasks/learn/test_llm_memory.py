@@ -1,0 +1,134 @@
+"""The per-GPU memory prior of LLM jobs (issue 51): model states by precision, sharding, offload, adapters and
+the tensor x pipeline split; activations by sequence, micro-batch and checkpointing; names that resolve; the prior
+in the features of jobs with v5 fields only; the impossible-forecast bound not flattening them."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.learn import features, ood
+from gpucast.tasks.learn import llm_memory as m
+from tests.sample_jobs import record
+
+LLAMA_7B = m.lookup("Llama-2-7B")
+
+
+def states_per_param(job: m.Layout, arch: m.Arch = LLAMA_7B) -> float:
+    return sum(m.states(arch, job)) / arch.params
+
+
+def test_a_7b_full_fine_tune_on_one_gpu_holds_16_bytes_a_parameter_under_mixed_precision():
+    assert states_per_param(m.Layout(precision="FP16")) == pytest.approx(16.0)
+    assert states_per_param(m.Layout(precision="FP32")) == pytest.approx(16.0)  # 4 + 4 + 8
+    # pure bf16 (a model loaded in bf16, as Hugging Face Trainer and torchtune run it): 2 + 2 + 2 x 2
+    assert states_per_param(m.Layout(precision="BF16")) == pytest.approx(8.0)
+    assert states_per_param(m.Layout(precision="FP16", optimizer="SGD")) == pytest.approx(12.0)  # one moment
+
+
+def test_zero3_over_8_ranks_divides_the_states_by_8_and_each_stage_shards_its_part():
+    one = sum(m.states(LLAMA_7B, m.Layout(sharding="zero3", gpu_count=1)))
+    eight = m.states(LLAMA_7B, m.Layout(sharding="zero3", gpu_count=8))
+    gathered = m.GATHERED_UNITS * LLAMA_7B.block_params * 2
+    assert sum(eight) - gathered == pytest.approx(one / 8)
+    assert one / LLAMA_7B.params == pytest.approx(16.0)
+    p = LLAMA_7B.params
+    assert sum(m.states(LLAMA_7B, m.Layout(sharding="zero1", gpu_count=8))) == pytest.approx(p * (2 + 2 + 12 / 8))
+    assert sum(m.states(LLAMA_7B, m.Layout(sharding="zero2", gpu_count=8))) == pytest.approx(p * (2 + 14 / 8))
+    # ZeRO-Offload: the optimizer's 12 bytes leave the GPU
+    assert sum(m.states(LLAMA_7B, m.Layout(sharding="zero2", gpu_count=8, cpu_offload="optimizer"))) == pytest.approx(
+        p * (2 + 2 / 8))
+
+
+def test_tensor_and_pipeline_parallel_split_the_weights():
+    whole = sum(m.states(LLAMA_7B, m.Layout(gpu_count=8, precision="FP16")))
+    split = sum(m.states(LLAMA_7B, m.Layout(gpu_count=8, tensor_parallel=4, pipeline_parallel=2, precision="FP16")))
+    assert split == pytest.approx(whole / 8)
+    assert m.Layout(gpu_count=16, tensor_parallel=2, pipeline_parallel=2).data_parallel == 4
+
+
+def test_qlora_keeps_the_base_at_about_half_a_byte_a_parameter_and_lora_at_two():
+    arch = m.lookup("Llama-2-70B")
+    qlora = m.states(arch, m.Layout(adapter="qlora", lora_rank=16))
+    lora = m.states(arch, m.Layout(adapter="lora", lora_rank=16))
+    assert 0.5 < qlora[0] / arch.params < 0.6  # NF4 linear weights; the embedding and head at 16 bits
+    assert lora[0] / arch.params == pytest.approx(2.0)
+    assert qlora[1] + qlora[2] == pytest.approx(arch.adapter_params(16) * 16)  # only the adapter trains
+    assert arch.adapter_params(64) == pytest.approx(4 * arch.adapter_params(16))
+    # FSDP-QLoRA: two cards share the base
+    fsdp = m.states(arch, m.Layout(adapter="qlora", lora_rank=16, sharding="fsdp", gpu_count=2))
+    assert fsdp[0] < 0.6 * qlora[0]
+
+
+def test_activations_grow_with_the_sequence_and_drop_with_full_checkpointing():
+    acts = {s: sum(m.activations(LLAMA_7B, m.Layout(seq_len=s))) for s in (1024, 2048, 4096)}
+    assert acts[1024] < acts[2048] < acts[4096]
+    assert acts[4096] == pytest.approx(4 * acts[1024])  # linear under flash attention
+    full = sum(m.activations(LLAMA_7B, m.Layout(seq_len=4096, activation_checkpointing="full")))
+    assert full < 0.5 * acts[4096]
+    # Korthikanti's 34 s b h a block for GPT's shapes (4h MLP, kv = h)
+    gpt = m.lookup("gpt2-xl")
+    assert m.block_activation_bytes(gpt, m.Layout(seq_len=1024)) == pytest.approx(34 * 1024 * gpt.hidden)
+    # tensor parallel with sequence parallel divides them; the first pipeline stage holds p micro-batches
+    assert m.block_activation_bytes(gpt, m.Layout(seq_len=1024, tensor_parallel=4, gpu_count=4)) == pytest.approx(
+        34 * 1024 * gpt.hidden / 4)
+    one = m.activations(LLAMA_7B, m.Layout(gpu_count=4, pipeline_parallel=4, micro_batches=1))[0]
+    four = m.activations(LLAMA_7B, m.Layout(gpu_count=4, pipeline_parallel=4, micro_batches=8))[0]
+    assert four == pytest.approx(4 * one)
+
+
+@pytest.mark.parametrize("spelling", ["meta-llama/Llama-3.1-8B", "llama3.1-8b", "Llama-3.1-8B", "Llama-3.1-8B-Instruct",
+                                      "meta-llama/Meta-Llama-3.1-8B-Instruct", "LLAMA_3.1_8B"])
+def test_the_spellings_people_log_resolve_to_the_same_family(spelling):
+    arch = m.lookup(spelling)
+    assert arch is not None and arch.name == "Llama-3.1-8B" and arch.hidden == 4096 and arch.source.startswith("https://")
+
+
+def test_every_family_of_the_issue_is_in_the_table_with_its_source():
+    names = {a.family for a in m.families().values()}
+    for family in ("llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen2", "qwen2.5", "gemma",
+                   "gemma2", "phi", "falcon", "yi", "pythia", "gpt-neox", "opt", "bloom", "t5", "flan-t5", "mt0", "gpt2"):
+        assert family in names, family
+    assert all(a.source.startswith("https://huggingface.co/") for a in m.families().values())
+    assert m.lookup("Qwen2.5-7B-Instruct").name == "Qwen2.5-7B" and m.lookup("mistralai/Mistral-7B-v0.1").name == "Mistral-7B"
+    assert m.lookup("no-such-model-3b") is None
+
+
+def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
+    a, b = m.hidden_power_law()
+    assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
+    seven = m.estimate_arch(7e9)
+    assert 3000 < seven.hidden < 5500 and 20 < seven.layers < 50 and seven.source.startswith("estimated")
+
+
+def _rows(*records: dict) -> pl.DataFrame:
+    return pl.DataFrame(list(records), schema_overrides={c.REGULARIZATION: pl.Boolean, c.DATA_AUGMENTATION: pl.Boolean})
+
+
+def test_the_per_gpu_prior_enters_the_features_of_jobs_with_v5_fields_only():
+    plain = record(job_id="plain")
+    llm = record(job_id="llm", arch="meta-llama/Llama-3.1-8B", params_million=8030, gpu_count=8, sharding="zero3",
+                 micro_batch_size=1, input_dim=4096, activation_checkpointing="full", batch_size=8, precision="BF16")
+    before = features.build(_rows(plain))
+    both = features.build(_rows(plain, {**llm, **{k: None for k in ()}}))
+    assert both.row(0, named=True)["prior_mem_gb"] == before.row(0, named=True)["prior_mem_gb"]  # untouched
+    assert both[m.LLM_MEM_GB].to_list()[0] is None
+    row = both.row(1, named=True)
+    assert row["prior_mem_gb"] == pytest.approx(row[m.LLM_MEM_GB]) and 5 < row["prior_mem_gb"] < 40
+    one = features.build(_rows({**llm, "gpu_count": 1, "sharding": "none"})).row(0, named=True)
+    assert one["prior_mem_gb"] > 2.5 * row["prior_mem_gb"]  # the same job on one GPU needs far more
+
+
+def test_the_impossible_bound_leaves_jobs_with_llm_fields_to_their_prior_but_still_bounds_them():
+    rows = features.build(_rows(record(job_id="small"),
+                                record(job_id="big", arch="Llama-3.1-70B", gpu_count=8, sharding="fsdp", input_dim=8192),
+                                record(job_id="absurd", params_million=1e13 / 1e6 * 1e3, gpu_count=8, sharding="fsdp")))
+    fitted = ood.Ceiling(c.PEAK_GPU_MEM_GB, 2.5, {"Transformer": 20.0})
+    rows = rows.with_columns(pl.lit("Transformer").alias(ood.FAMILY))
+    bound, words = ood.ceiling(rows, c.PEAK_GPU_MEM_GB, fitted)
+    assert bound[0] == pytest.approx(50.0)  # 2.5 x the history's largest Transformer
+    _, largest = ood.largest_gpu_gb()
+    assert bound[1] == bound[2] == pytest.approx(largest) and "largest GPU" in words(2)
+    assert np.all(np.isfinite(bound))
