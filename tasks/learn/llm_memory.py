@@ -276,7 +276,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     moments = MOMENTS.get(job.optimizer or "", 2)
     sharded = job.sharding in SHARDED
     unit_bytes = QLORA_BYTES if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
-    gathered = GATHERED_UNITS * unit * unit_bytes if sharded and d > 1 else 0.0
+    # the blocks all-gathered to compute (over d ranks, or from the CPU when the parameters are offloaded)
+    gathered = GATHERED_UNITS * unit * unit_bytes if sharded and (d > 1 or job.cpu_offload == "all") else 0.0
     if job.adapter in ("lora", "qlora", "other"):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
         if job.adapter == "qlora":

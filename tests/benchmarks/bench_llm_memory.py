@@ -1,0 +1,162 @@
+"""Per-GPU peak memory of LLM training and fine-tuning jobs on many GPUs (issue 51), on measured runs.
+
+Reads `../shared/data/llm_memory_dev.csv` (300 runs from public repositories, per-GPU peak measured on GPUs; its
+README lists the sources), maps each row to a contract v5 job (`job_rows`: `arch` = the model's name, the layout
+fields as logged, `input_dim` = the sequence, `batch_size` = micro-batch x data parallel) and prints, per source and
+overall: P50 MAPE, P90 coverage (P90 >= measured) and the runs that went out of memory flagged (P50 above their
+GPU's memory), for
+  (a) `prior`: the analytic per-GPU prior alone (tasks/learn/llm_memory.py; P90 = P50 x its stated factor);
+  (b) `states_only`: DeepSpeed's / accelerate's model-states arithmetic (16 bytes a parameter for full training,
+      the base's bytes for adapters, divided by the ranks that shard them; no activations): the named baseline;
+  (c) `product`: a night on the usual single-GPU history (tests/data/measured_jobs.csv, 840 measured PyTorch
+      networks), the champion chosen, saved and loaded by the `Scorer`, the LLM rows scored as pending jobs;
+  (d) `product_half` (`--half`): the same with half of each source's runs (seeded) in the history, scored on the
+      other half (the (a)-(c) figures of that half are printed beside it).
+
+    .venv/bin/python tests/benchmarks/bench_llm_memory.py [--data PATH] [--models lightgbm,prior] [--half]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.records import catalog
+from gpucast.tasks.learn import features
+from gpucast.tasks.learn import llm_memory as m
+from gpucast.tasks.learn.options import TrainOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
+from tests.measured import load  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "llm_memory_dev.csv"
+DEFAULT_GPU_GB = 80.0  # a run whose GPU the catalogue does not know (RTX PRO 6000 96GB, A800, H20): an 80 GB card
+
+
+def source_of(repo: str, path: str) -> str:
+    """The README's sources: ms-swift's Benchmark.md, Megatron-SWIFT tables and example scripts, and one per repo."""
+    name = repo.split("/")[1]
+    if name == "ms-swift":
+        return "ms-swift examples" if path.startswith("examples/") else (
+            "ms-swift Megatron" if "Megatron" in path else "ms-swift Benchmark.md")
+    return name
+
+
+def job_rows(path: Path) -> pl.DataFrame:
+    """The measured runs as contract v5 rows (COMPLETED, `peak_gpu_mem_gb` = the measured peak; OOM runs without
+    one), with `source`, `oom` and `gpu_mem_gb` (their GPU's memory) beside them."""
+    raw = pl.read_csv(path)
+    rows = []
+    for i, r in enumerate(raw.iter_rows(named=True)):
+        arch = m.lookup(r["model"])
+        gpus = int(r["gpu_count"] or 1)
+        tp, pp = int(r["tensor_parallel"] or 1), int(r["pipeline_parallel"] or 1)
+        dp = max(1, gpus // (tp * pp))
+        micro = int(r["micro_batch_size"] or 1)
+        known = catalog.canonical(r["gpu_type"]) if r["gpu_type"] else None
+        rows.append({
+            c.JOB_ID: f"llm-{i:03d}", c.SUBMITTED_AT: "2026-11-20T00:00:00Z", c.STATUS: "COMPLETED",
+            c.MODEL_TYPE: "Transformer", c.ARCH: r["model"],
+            c.PARAMS_MILLION: (r["params_billion"] or (arch.params / 1e9 if arch else None) or np.nan) * 1e3,
+            c.BATCH_SIZE: micro * dp, c.INPUT_DIM: int(r["seq_len"] or m.DEFAULT_SEQ_LEN),
+            c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"], c.OPTIMIZER: "AdamW",
+            c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp,
+            c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
+            c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: r["adapter"],
+            c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
+            "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
+            "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
+    df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None))
+    return df
+
+
+def contract_frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with every contract column (missing ones empty), features built."""
+    extra = [pl.lit(None, dtype=pl.String).alias(n) for n in c.COLUMNS if n not in rows.columns]
+    return features.build(rows.with_columns(extra))
+
+
+def estimates(rows: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(a) and (b): P50 and P90 of every row."""
+    built = contract_frame(rows)
+    prior = built[m.LLM_MEM_GB].to_numpy().astype(np.float64)
+    states = []
+    for row in built.iter_rows(named=True):
+        job = m.job_of(row)
+        states.append(m.model_states_baseline_gb(job[0].params, job[1]) if job else np.nan)
+    states = np.asarray(states)
+    return {"prior": (prior, prior * m.P90_FACTOR), "states_only": (states, states)}
+
+
+def product(history: pl.DataFrame, pending: pl.DataFrame, options: TrainOptions, folder: Path) -> tuple[np.ndarray, ...]:
+    """(c): a night on `history`, the pending LLM jobs scored by the `Scorer`: P50, P90, flagged."""
+    from tests.benchmarks.bench_accuracy import champion_pipeline
+
+    scored, champion = champion_pipeline(history, contract_frame(pending.drop("source", "oom", "gpu_mem_gb")),
+                                         c.PEAK_GPU_MEM_GB, options, folder)
+    print(f"  champion: {champion}; flagged out of distribution: {scored['ood'].mean():.0%}", flush=True)
+    return scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy()
+
+
+def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]], title: str) -> None:
+    """Per source and overall, per method: runs, P50 MAPE (median APE), mean APE, P90 coverage, OOM runs flagged."""
+    print(f"\n{title}")
+    print(f"  {'source':24s} {'method':12s} {'runs':>4s} {'P50 MAPE %':>10s} {'MAPE %':>8s} {'P90 cov':>8s} {'OOM flagged':>11s}")
+    truth = rows[c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
+    oom = rows["oom"].to_numpy()
+    gpu = rows["gpu_mem_gb"].to_numpy()
+    sources = rows["source"].to_numpy()
+    for source in [*sorted(set(sources)), "all"]:
+        pick = np.ones(len(sources), bool) if source == "all" else sources == source
+        for name, (p50, p90) in methods.items():
+            measured = pick & np.isfinite(truth) & np.isfinite(p50)
+            ape = np.abs(p50[measured] - truth[measured]) / truth[measured] * 100
+            cover = np.mean(p90[measured] >= truth[measured]) if measured.any() else np.nan
+            went = pick & oom
+            flagged = int(np.sum(p50[went] > gpu[went])) if went.any() else 0
+            print(f"  {source:24s} {name:12s} {measured.sum():4d} {np.median(ape):10.1f} {np.mean(ape):8.1f} "
+                  f"{cover:8.1%} {f'{flagged}/{went.sum()}':>11s}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--models", default=None, help="comma-separated registry models for (c) (default: every model)")
+    ap.add_argument("--half", action="store_true", help="also (d): half of each source's runs in the history")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    options = TrainOptions(models=tuple(args.models.split(",")) if args.models else None)
+    t0 = time.perf_counter()
+    rows = job_rows(args.data)
+    history = load()
+    methods = estimates(rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        methods["product"] = product(history, rows, options, Path(tmp) / "c")
+        table(rows, methods, f"{args.data.name}: {rows.height} runs, history {history.height} single-GPU jobs "
+                             f"({time.perf_counter() - t0:.0f} s)")
+        if args.half:
+            rng = np.random.default_rng(args.seed)
+            keep = np.zeros(rows.height, bool)
+            for source in rows["source"].unique().to_list():
+                idx = np.flatnonzero((rows["source"] == source).to_numpy())
+                keep[rng.permutation(idx)[: len(idx) // 2]] = True
+            learned = rows.filter(pl.Series(keep)).filter(pl.col(c.PEAK_GPU_MEM_GB).is_not_null())
+            rest = rows.filter(pl.Series(~keep))
+            both = pl.concat([history, contract_frame(learned.drop("source", "oom", "gpu_mem_gb"))], how="diagonal_relaxed")
+            half = {k: (p50[~keep], p90[~keep]) for k, (p50, p90) in methods.items()}
+            half["product_half"] = product(both, rest, options, Path(tmp) / "d")
+            table(rest, half, f"(d) half of each source's runs in the history ({learned.height} of them, seed "
+                              f"{args.seed}); scored on the other {rest.height}")
+
+
+if __name__ == "__main__":
+    main()
