@@ -33,11 +33,21 @@ MB_PER_GB = 1000  # the contract's GB are decimal, like MLflow's MB
 # Param and tag names common in training scripts -> contract fields (matched as `header_key` spells them),
 # on top of the contract's own names and aliases. A mapping file's `fields` win over these.
 PARAM_FIELDS = {
-    **dict.fromkeys(("bs", "train_batch_size", "per_device_train_batch_size", "batch"), c.BATCH_SIZE),
+    **dict.fromkeys(("bs", "train_batch_size", "batch", "global_batch_size"), c.BATCH_SIZE),
+    # contract v5 (issue 51): Hugging Face Trainer's TrainingArguments and model config, Megatron's and torchtitan's
+    # names (a dotted name, `parallelism.tensor_parallel_degree`, is also tried by its last part)
+    **dict.fromkeys(("per_device_train_batch_size", "micro_batch_size", "train_micro_batch_size_per_gpu",
+                     "local_batch_size"), c.MICRO_BATCH_SIZE),
+    **dict.fromkeys(("_name_or_path", "name_or_path", "model_name_or_path", "pretrained_model_name_or_path"), c.ARCH),
+    **dict.fromkeys(("tensor_parallel_degree", "tensor_model_parallel_size", "tp_size"), c.TENSOR_PARALLEL),
+    **dict.fromkeys(("pipeline_parallel_degree", "pipeline_model_parallel_size", "pp_size"), c.PIPELINE_PARALLEL),
+    **dict.fromkeys(("context_parallel_degree", "context_parallel_size", "cp_size"), c.CONTEXT_PARALLEL),
+    **dict.fromkeys(("seq_length", "max_length", "cutoff_len", "model_max_length"), c.INPUT_DIM),
+    **dict.fromkeys(("lora_r", "lora_rank", "lora_dim"), c.LORA_RANK),
     **dict.fromkeys(("learning_rate", "lr", "base_lr"), c.LEARNING_RATE),
     **dict.fromkeys(("optimizer_name", "optim", "opt"), c.OPTIMIZER),
     **dict.fromkeys(("model_type", "model", "model_family"), c.MODEL_TYPE),
-    **dict.fromkeys(("arch", "architecture", "model_name", "model_name_or_path"), c.ARCH),
+    **dict.fromkeys(("arch", "architecture", "model_name"), c.ARCH),
     **dict.fromkeys(("n_layers", "num_layers", "depth", "num_hidden_layers", "layers"), c.NUM_LAYERS),
     **dict.fromkeys(("max_steps", "iterations", "num_steps", "total_steps", "train_steps"), c.ITERATIONS),
     **dict.fromkeys(("precision", "mixed_precision", "dtype"), c.PRECISION),
@@ -176,10 +186,109 @@ def run_features(run: MlflowRun, mapping: Mapping | None = None) -> dict[str, st
                 flags[c.PRECISION] = PRECISION_FLAGS[name]
         elif name == "mixed_precision" and source[key].strip().lower() in MIXED_PRECISION_OFF:
             source[key] = "FP32"
-    out = named_fields(source, mapping, param_field)
+    unmapped = {k: v for k, v in source.items() if not _mapped(k, mapping)}
+    flags.update(llm_fields(unmapped))  # reads (pops, rewrites) the params it understands
+    source = {k: unmapped.get(k, v) for k, v in source.items() if k in unmapped or _mapped(k, mapping)}
+    out = named_fields(source, mapping, lambda k: param_field(k) if param_field(k) in c.COLUMNS else _dotted(k))
     for name, value in flags.items():
         out.setdefault(name, value)
     return {k: v for k, v in out.items() if k not in FROM_THE_RUN}
+
+
+# Contract v5 from the values trainers log (issue 51): each parser reads one param's text (a DeepSpeed config's
+# path or JSON, FSDP's option list, Lightning's strategy name) into the fields it says.
+_STAGE = re.compile(r"""["']stage["']\s*:\s*(\d)""")
+_STAGE_IN_NAME = re.compile(r"(?:zero|stage|z)[_-]?(\d)")
+_DEVICE_OF = r"""{}["']?\s*:\s*\{{[^}}]*["']device["']\s*:\s*["'](cpu|nvme)"""
+_TRUE = ("true", "1", "yes")
+
+
+def _deepspeed(text: str) -> dict[str, str]:
+    """`deepspeed` (a config's path, or its JSON as HF logs a dict): sharding `zero<stage>` and the offload."""
+    out = {}
+    low = text.lower()
+    stage = _STAGE.search(text) or _STAGE_IN_NAME.search(low.rsplit("/", 1)[-1])
+    if stage:
+        out[c.SHARDING] = stage[1]  # the normaliser reads DeepSpeed's stage numbers
+    if re.search(_DEVICE_OF.format("offload_param"), text):
+        out[c.CPU_OFFLOAD] = "all"
+    elif re.search(_DEVICE_OF.format("offload_optimizer"), text):
+        out[c.CPU_OFFLOAD] = "optimizer"
+    elif "offload" in low.rsplit("/", 1)[-1]:  # `ds_z3_offload.json`: stage 3 offloads both, stage 2 the optimizer
+        out[c.CPU_OFFLOAD] = "all" if out.get(c.SHARDING) == "3" else "optimizer"
+    return out
+
+
+def _fsdp(text: str) -> dict[str, str]:
+    """`fsdp` (`full_shard auto_wrap`, `['full_shard', 'offload']`): the sharding and, with `offload`, all offloaded."""
+    low = text.lower()
+    out = {}
+    for word, sharding in (("full_shard", "fsdp"), ("hybrid_shard", "fsdp"), ("shard_grad_op", "zero2"),
+                           ("no_shard", "none")):
+        if word in low:
+            out[c.SHARDING] = sharding
+            break
+    if "offload" in low and out:
+        out[c.CPU_OFFLOAD] = "all"
+    return out
+
+
+def _fsdp_config(text: str) -> dict[str, str]:
+    """`fsdp_config`: `offload_params: true` offloads all."""
+    m = re.search(r"""offload_params["']?\s*[:=]\s*["']?(\w+)""", text)
+    return {c.CPU_OFFLOAD: "all"} if m and m[1].lower() in _TRUE else {}
+
+
+def _strategy(text: str) -> dict[str, str]:
+    """Lightning's `strategy`: `fsdp`, `deepspeed_stage_2_offload`, `ddp`."""
+    low = text.lower()
+    if low.startswith("deepspeed"):
+        out = {c.SHARDING: m[1]} if (m := re.search(r"stage_(\d)", low)) else {}
+        if "offload" in low:
+            out[c.CPU_OFFLOAD] = "all" if out.get(c.SHARDING) == "3" else "optimizer"
+        return out
+    if low.startswith("fsdp"):
+        return {c.SHARDING: "fsdp"}
+    return {c.SHARDING: "none"} if low.startswith("ddp") else {}
+
+
+LLM_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
+    "deepspeed": _deepspeed, "fsdp": _fsdp, "fsdp_config": _fsdp_config, "strategy": _strategy,
+    "use_distributed_optimizer": lambda t: {c.SHARDING: "zero1"} if t.strip().lower() in _TRUE else {},
+}
+QUANTISED = re.compile(r"""load_in_4bit["']?\s*[:=]\s*["']?true|quant_method["']?\s*[:=]\s*["']?(gptq|awq|bitsandbytes)""",
+                       re.IGNORECASE)
+
+
+def llm_fields(source: dict[str, str]) -> dict[str, str]:
+    """Contract v5 fields from a run's params that need more than a name: the parsers above; PEFT's `r` (a rank only
+    beside a `peft_type`); a quantised base turning LoRA into `qlora`; `batch_size` = micro-batch x
+    `gradient_accumulation_steps` x `world_size` where no global batch is logged. Pops what it reads."""
+    keys = {header_key(k): k for k in source}
+    out: dict[str, str] = {}
+    for name, parse in LLM_PARSERS.items():
+        if name in keys and (value := source.pop(keys[name]).strip()) and value.lower() not in ("false", "none", "", "[]"):
+            for field_name, v in parse(value).items():
+                out.setdefault(field_name, v)
+    if "peft_type" in keys and "r" in keys:
+        out[c.LORA_RANK] = source.pop(keys["r"])
+    peft = source.get(keys.get("peft_type", ""), "")
+    if peft.strip().lower() == "lora" and any(QUANTISED.search(f"{k}: {v}") for k, v in source.items()):
+        source[keys["peft_type"]] = "qlora"
+    micro = source.get(keys.get("per_device_train_batch_size", ""))
+    if micro and not any(k in keys for k in ("bs", "train_batch_size", "batch", "global_batch_size", "batch_size")):
+        try:
+            steps = int(float(source.get(keys.get("gradient_accumulation_steps", ""), "1")))
+            world = int(float(source.get(keys.get("world_size", ""), "1")))
+            out[c.BATCH_SIZE] = str(int(float(micro)) * steps * world)
+        except ValueError:
+            pass  # left for the contract to judge the micro-batch itself
+    return out
+
+
+def _dotted(name: str) -> str:
+    """A dotted param (`parallelism.tensor_parallel_degree`, torchtitan's sections) by its last part."""
+    return param_field(name.rsplit(".", 1)[-1]) if "." in name else ""
 
 
 def _mapped(key: str, mapping: Mapping | None) -> bool:

@@ -165,7 +165,7 @@ RECENCY, LINE, HEADER, NUMBER, STEP_MEM, STEP_OOM, STEP_LINES = range(7)
 # The fields a job's row is built from (`_record`), besides JobID and Cluster (its key says them) and the fields a
 # mapping names
 ROW_FIELDS = ("JobName", "Partition", "Account", "State", "ExitCode", "Submit", "Start", "End", "Elapsed", "Timelimit",
-              "AllocTRES", "ReqTRES", "TRESUsageInMax", "Comment")
+              "AllocTRES", "ReqTRES", "TRESUsageInMax", "NNodes", "TRESPerNode", "Comment")
 
 
 @dataclass(frozen=True)
@@ -638,6 +638,8 @@ def _record(row: dict[str, str], step_mem: float, step_oom: bool, mapping: Mappi
     submitted, start, end = (_value(row.get(k)) for k in ("Submit", "Start", "End"))
     finished = status in FINISHED
     gpu_type, gpu_count = _gpus(_value(row.get("AllocTRES")) or _value(row.get("ReqTRES")) or "")
+    if gpu_count is None:  # an export with the GPUs per node only (TRESPerNode): per node x nodes (issue 51)
+        gpu_type, gpu_count = _per_node_gpus(_value(row.get("TRESPerNode")), _value(row.get("NNodes")), gpu_type)
     peak = max(_gpu_mem_gb(row.get("TRESUsageInMax")), step_mem)
     record: dict[str, str | None] = dict.fromkeys(SCHEMA)
     record.update({
@@ -682,6 +684,20 @@ def _gpus(tres: str) -> tuple[str | None, str | None]:
         count = None
     gpu_type = (catalog.canonical(typed) or typed) if typed else None
     return gpu_type, count
+
+
+_PER_NODE = re.compile(r"gres[/:]gpu(?::([A-Za-z][\w.-]*))?[:=](\d+)")
+
+
+def _per_node_gpus(per_node: str | None, nodes: str | None, gpu_type: str | None) -> tuple[str | None, str | None]:
+    """(gpu_type, gpu_count) from `TRESPerNode` (`gres/gpu:4`, `gres/gpu:a100:4`, `gres:gpu:4`) x `NNodes` (missing:
+    one node); (gpu_type, None) without a GPU item."""
+    m = _PER_NODE.search(per_node or "")
+    if not m or m[2] == "0":
+        return gpu_type, None
+    count = int(m[2]) * (int(nodes) if nodes and nodes.isdigit() and int(nodes) > 0 else 1)
+    typed = (catalog.canonical(m[1]) or m[1]) if m[1] else None
+    return gpu_type or typed, str(count)
 
 
 def _gpu_mem_gb(tres: str | None) -> float:

@@ -193,3 +193,36 @@ def test_a_negative_memory_series_quarantines_the_run_naming_the_metric():
     assert reasons == {"mlflow-neg": "system/gpu_1_memory_usage_megabytes: -512 MB is a negative memory reading "
                                     "(MLflow's system metrics are broken for this run)", "mlflow-ok": None}
     assert out.no_gpu_metrics == []  # quarantined, not "loaded without GPU memory"
+
+
+def test_hugging_face_trainer_args_map_to_contract_v5():
+    """Issue 51: what Trainer's MLflow callback logs (TrainingArguments, the model config, PEFT's config)."""
+    r = run(params={"per_device_train_batch_size": "2", "gradient_accumulation_steps": "8", "world_size": "4",
+                    "bf16": "True", "gradient_checkpointing": "True", "_name_or_path": "meta-llama/Llama-3.1-8B",
+                    "num_hidden_layers": "32", "max_seq_length": "4096", "peft_type": "LORA", "r": "16",
+                    "quantization_config": "{'load_in_4bit': True, 'bnb_4bit_quant_type': 'nf4'}",
+                    "deepspeed": '{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}'},
+            gpus={0: 30_000.0, 1: 31_000.0, 2: 30_500.0, 3: 30_000.0})
+    got = run_record(r)
+    assert (got[c.MICRO_BATCH_SIZE], got[c.BATCH_SIZE], got[c.PRECISION], got[c.ACTIVATION_CHECKPOINTING]) == (
+        "2", "64", "BF16", "True")
+    assert (got[c.ARCH], got[c.NUM_LAYERS], got[c.INPUT_DIM]) == ("meta-llama/Llama-3.1-8B", "32", "4096")
+    assert (got[c.ADAPTER], got[c.LORA_RANK], got[c.SHARDING], got[c.CPU_OFFLOAD]) == ("qlora", "16", "3", "optimizer")
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ({"fsdp": "full_shard auto_wrap offload"}, {c.SHARDING: "fsdp", c.CPU_OFFLOAD: "all"}),
+    ({"fsdp": "['shard_grad_op']", "fsdp_config": "{'offload_params': True}"}, {c.SHARDING: "zero2", c.CPU_OFFLOAD: "all"}),
+    ({"fsdp": "", "deepspeed": "configs/ds_z2_offload.json"}, {c.SHARDING: "2", c.CPU_OFFLOAD: "optimizer"}),
+    ({"strategy": "deepspeed_stage_3_offload"}, {c.SHARDING: "3", c.CPU_OFFLOAD: "all"}),
+    ({"tensor_model_parallel_size": "4", "pipeline_model_parallel_size": "2", "use_distributed_optimizer": "true",
+      "recompute_granularity": "selective", "global_batch_size": "512", "micro_batch_size": "1"},
+     {c.TENSOR_PARALLEL: "4", c.PIPELINE_PARALLEL: "2", c.SHARDING: "zero1", c.ACTIVATION_CHECKPOINTING: "selective",
+      c.BATCH_SIZE: "512", c.MICRO_BATCH_SIZE: "1"}),
+    ({"parallelism.tensor_parallel_degree": "8", "parallelism.context_parallel_degree": "2"},  # torchtitan
+     {c.TENSOR_PARALLEL: "8", c.CONTEXT_PARALLEL: "2"}),
+    ({"r": "8"}, {c.LORA_RANK: None}),  # a bare `r` is not a rank without a peft_type beside it
+])
+def test_deepspeed_fsdp_lightning_megatron_and_torchtitan_names(params, want):
+    got = run_record(run(params=params))
+    assert {k: got[k] for k in want} == want

@@ -477,3 +477,13 @@ def test_stored_ranges_of_the_arrays_read_are_retired_as_cancelled_at_their_own_
     assert (row[c.JOB_ID], row[c.STATUS], row[c.GPU_COUNT], row[c.UPDATED_AT], row[c.RUNTIME_HOURS]) == (
         "slurm-hpc-east-7000_[1-9]", "CANCELLED", "2", when, None)
     assert row[c.FAILURE_REASON].endswith("(the tasks are jobs of their own: slurm-hpc-east-7000_<task>)")
+
+
+def test_gpus_per_node_times_nodes_when_only_tres_per_node_is_exported():
+    """Issue 51: a job on 4 nodes of 8 GPUs, exported with TRESPerNode and NNodes but no AllocTRES."""
+    text = ("JobID|State|Submit|Partition|NNodes|TRESPerNode\n"
+            "7001|PENDING|2026-11-20T08:00:00|gpu|4|gres/gpu:h100:8\n"
+            "7002|PENDING|2026-11-20T08:00:00|gpu|2|gres:gpu:4\n"
+            "7003|PENDING|2026-11-20T08:00:00|gpu||gres/gpu:2\n")
+    got = jobs(text)
+    assert [(r[c.GPU_TYPE], r[c.GPU_COUNT]) for r in got.values()] == [("h100", "32"), (None, "8"), (None, "2")]
