@@ -395,11 +395,20 @@ DEFAULT_PRECISION = "BF16"  # what LLM training runs in when a job with LLM fiel
 
 
 def is_llm(rows: pl.DataFrame) -> pl.Series:
-    """Jobs that log any contract v5 field: their memory is the per-GPU prior of this module."""
-    present = [n for n in c.LLM_COLUMNS if n in rows.columns]
-    if not present or rows.is_empty():
+    """Jobs that log a contract v5 layout field (parallelism, sharding, offload, checkpointing, adapter, rank):
+    their memory is the per-GPU prior of this module. A micro-batch alone (Hugging Face Trainer logs one for every
+    model) marks one only when its `arch` is in the LLM table."""
+    layout = [n for n in c.LLM_COLUMNS if n in rows.columns and n != c.MICRO_BATCH_SIZE]
+    if rows.is_empty():
+        return pl.Series([], dtype=pl.Boolean)
+    marked = [pl.col(n).is_not_null() for n in layout]
+    if c.MICRO_BATCH_SIZE in rows.columns and c.ARCH in rows.columns:
+        names = rows.filter(pl.col(c.MICRO_BATCH_SIZE).is_not_null())[c.ARCH].drop_nulls().unique().to_list()
+        llms = [a for a in names if lookup(a) is not None]  # once per distinct name
+        marked.append(pl.col(c.MICRO_BATCH_SIZE).is_not_null() & pl.col(c.ARCH).is_in(llms))
+    if not marked:
         return pl.Series([False] * rows.height, dtype=pl.Boolean)
-    return rows.select(pl.any_horizontal([pl.col(n).is_not_null() for n in present])).to_series()
+    return rows.select(pl.any_horizontal(marked).fill_null(False)).to_series()
 
 
 def _value(row: dict, name: str, default=None):

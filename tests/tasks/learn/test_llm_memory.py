@@ -132,3 +132,10 @@ def test_the_impossible_bound_leaves_jobs_with_llm_fields_to_their_prior_but_sti
     _, largest = ood.largest_gpu_gb()
     assert bound[1] == bound[2] == pytest.approx(largest) and "largest GPU" in words(2)
     assert np.all(np.isfinite(bound))
+
+
+def test_a_micro_batch_alone_marks_an_llm_job_only_when_its_architecture_is_an_llm():
+    rows = _rows(record(job_id="resnet", micro_batch_size=32, arch="resnet50"),
+                 record(job_id="llama", micro_batch_size=2, arch="meta-llama/Llama-3.1-8B"),
+                 record(job_id="sharded", sharding="fsdp", gpu_count=4), record(job_id="plain"))
+    assert m.is_llm(rows).to_list() == [False, True, True, False]
