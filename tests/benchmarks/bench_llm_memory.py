@@ -81,7 +81,9 @@ def job_rows(path: Path) -> pl.DataFrame:
 
 def contract_frame(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows` with every contract column (missing ones empty), features built."""
-    extra = [pl.lit(None, dtype=pl.String).alias(n) for n in c.COLUMNS if n not in rows.columns]
+    kinds = {"bool": pl.Boolean, "float": pl.Float64, "int": pl.Int64, "timestamp": pl.Datetime("us", "UTC")}
+    extra = [pl.lit(None, dtype=kinds.get(c.FIELD_BY_NAME[n].kind, pl.String)).alias(n)
+             for n in c.COLUMNS if n not in rows.columns]
     return features.build(rows.with_columns(extra))
 
 
