@@ -19,7 +19,6 @@ import tomllib
 from pathlib import Path
 
 from gpucast.flows import children
-from gpucast.flows.settings import home_from_env
 
 
 def defaults(home: Path) -> dict[str, str]:
@@ -35,6 +34,8 @@ def configure(home: Path | None = None) -> None:
     """Set the defaults above where unset, create Prefect's home (its temporary server cannot start
     without it, and Prefect makes it without parents). `home`: the data directory of the settings the caller
     built (the CLI's); None: GPUCAST_HOME's (a command that reads no setting, the test session, a benchmark)."""
+    from gpucast.flows.settings import home_from_env  # (the settings' table: pydantic, not for `gpucast --help`)
+
     for key, value in defaults(home or home_from_env()).items():
         os.environ.setdefault(key, value)
     Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)

@@ -12,13 +12,14 @@ from pathlib import Path
 import polars as pl
 
 from gpucast.flows.settings import Storage
-from gpucast.tasks.learn.models import store
 from gpucast.tasks.report import render
 from gpucast.warehouse import queries
 
 
 def write_train_report(storage: Storage, run_id: str | None, out: Path | None) -> tuple[str, list[Path]]:
     """The Markdown report and charts of a train run (default: the latest successful one)."""
+    from gpucast.tasks.learn.models import store  # (the models' module: numpy and the feature sets, not for `status`)
+
     run_id = run_id or queries.latest_train_run(storage.query_path)
     summary, champions = queries.train_tables(storage.query_path, run_id)
     out = out or storage.reports_dir / run_id

@@ -4,7 +4,9 @@ The package only parses, calls and prints; the environment is read after parsing
 the command's settings with `options.command_settings` and hands them to the handler), so `--help` works whatever it
 holds, and a bad value ends with its variable's name. Where things are (one module per concern, each at most 300 lines):
 
-    parser.py    the argparse tree: commands, flags, defaults (from the settings table and the training options)
+    parser.py    the argparse tree: commands, flags, defaults (from the settings table and the training options); a
+                 command's flags and handler module are loaded when it runs, so each command imports what it uses
+    flags.py     the flags several commands share (a setting's flag and its older spellings, the train options')
     options.py   what the command groups share: the command's settings (environment + flags) and TrainOptions, the `ml` extra's check
     pipeline.py  the data path's commands: simulate, ingest, import slurm|mlflow, train, score, nightly, demo
     planning.py  what planners act on: plan, demand, site
@@ -14,8 +16,9 @@ holds, and a bad value ends with its variable's name. Where things are (one modu
                  Prefect server around a flow command, Prefect's console tracebacks (tests/flows/test_cli_package.py)
     __main__.py  `python -m gpucast.flows.cli`, as the console script `gpucast` (pyproject.toml)
 
-A new command: its handler in the group's module (calls a flow or a query, prints, returns 0), its entry in
-`parser.py`; an error it should answer with a code other than 1: `process.py` `_exit_code`.
+A new command: its handler in the group's module (calls a flow or a query, prints, returns 0), its row in
+`parser.py` `COMMANDS` with the function adding its flags (which imports the handler); an error it should answer
+with a code other than 1: `process.py` `_exit_code`.
 """
 
 from __future__ import annotations
@@ -28,4 +31,4 @@ __all__ = ["build_parser", "main"]
 
 def main(argv: list[str] | None = None) -> int:
     """The console script `gpucast`: parse the command line, then run the command (`process.py`)."""
-    return run_command(build_parser().parse_args(argv))
+    return run_command(build_parser(lazy=True).parse_args(argv))

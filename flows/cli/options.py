@@ -4,9 +4,12 @@ the training options its flags give, and the `ml` extra's check."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from gpucast.flows.settings import Settings, with_time_limits
-from gpucast.tasks.learn.options import TrainOptions
+if TYPE_CHECKING:  # imported where used: the settings' table and the train options load pydantic (~0.1-0.2 s), which
+    # `gpucast --help` does not need (flows/cli/parser.py)
+    from gpucast.flows.settings import Settings
+    from gpucast.tasks.learn.options import TrainOptions
 
 # Flags that override a setting, each named as its setting: flag -> setting name. Their defaults are the settings'.
 SETTING_FLAGS = {"--oom-gpu-mem-gb": "oom_gpu_mem_gb", "--default-gpu-mem-gb": "default_gpu_mem_gb",
@@ -36,6 +39,8 @@ def command_settings(args: argparse.Namespace) -> Settings:
     """The command's settings: the environment's (`Settings.from_env`, the one read of it), with the command's flags
     on top; errors name the variable or the flag. Built once, where the command starts (`process.run_command`),
     and handed to its handler, which passes each flow the concerns it takes."""
+    from gpucast.flows.settings import Settings
+
     values = {field: getattr(args, field, None) for field in SETTING_FLAGS.values()}
     sources = {field: flag for flag, field in SETTING_FLAGS.items()}
     for old, flags in SPLIT_FLAGS.items():
@@ -50,6 +55,9 @@ def train_options(args: argparse.Namespace, settings: Settings) -> TrainOptions:
     """`TrainOptions` from the flags given, the time limits not given from the command's settings (`settings.training`:
     GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES), the rest at their defaults; errors name the flag."""
     import pydantic
+
+    from gpucast.flows.settings import with_time_limits
+    from gpucast.tasks.learn.options import TrainOptions
 
     given = {k: getattr(args, k) for k in TrainOptions.model_fields if getattr(args, k, None) is not None}
     for field, flag in (("targets", "target"), ("models", "models")):

@@ -10,17 +10,19 @@ nothing here reads a database or a file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
-from gpucast.records.results import BacktestResult, FlowRunLine, NightResult, PlanResult, ScheduledRun
 from gpucast.tasks.learn.models.registry import NN
-from gpucast.tasks.plan.arrivals import by_day
-from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
+
+if TYPE_CHECKING:  # the results' types, for the signatures only: their module loads numpy, which `gpucast sql` and
+    # `status` do not need (the plan's modules below are imported where used, for the same reason)
+    from gpucast.records.results import BacktestResult, FlowRunLine, NightResult, PlanResult, ScheduledRun
 
 METRICS = ("mse", "rmse", "mae", "mape", "r2")
 TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
@@ -140,6 +142,8 @@ def published_copy_lines(published: Path, problems: list[str], repairs: list[tup
 def capacity_summary(capacity: pl.DataFrame, champions: pl.DataFrame, plan: pl.DataFrame) -> str:
     """`gpucast plan`'s and the nightly command's summary: the capacity the pending queue needs per queue, the
     plan's days (queued + expected arrivals), and the champions."""
+    from gpucast.tasks.plan.arrivals import by_day  # (the plan's modules: numpy; not for `status` or `sql`)
+
     days = ("" if plan.is_empty() else "\n\nGPUs needed every day of the plan, all queues: the queued jobs (known) + the "
             "demand forecast's arrivals (expected) (current_capacity_plan):\n" + text_table(by_day(plan)))
     return ("\nCapacity needed by the pending queue (capacity_daily, summed over days):\n" + text_table(capacity)
@@ -157,10 +161,10 @@ def backtest_text(counts: BacktestResult, table: pl.DataFrame | None, backtest_d
 
 
 def _fmt(v: float | None, spread: float | None = None) -> str:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     text = f"{v:.4g}"
-    return text + (f" ± {spread:.2g}" if spread is not None and not np.isnan(spread) else "")
+    return text + (f" ± {spread:.2g}" if spread is not None and not math.isnan(spread) else "")
 
 
 def train_markdown(run_id: str, summary: pl.DataFrame, champions: pl.DataFrame) -> str:
@@ -242,6 +246,8 @@ def _backtest_lines(back: BacktestResult) -> list[str]:
 def capacity_plan_lines(plan: PlanResult) -> list[str]:
     """The capacity plan as the nightly report and the demo show it: the plan run in one line, then its
     first day per queue and GPU type (a Markdown table)."""
+    from gpucast.tasks.plan.capacity import first_day  # (the plan's modules: numpy; not for `status` or `sql`)
+
     lines = [f"plan run `{plan.plan_run_id}`: {plan.jobs:,} pending jobs over {plan.days} day(s) from "
              f"{plan.start_day}; {plan.unknown_size_jobs:,} of unknown size, {plan.unplaceable_jobs:,} fit no "
              "GPU of their queue" + (f" ({plan.note})" if plan.note else "")]
