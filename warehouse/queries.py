@@ -353,15 +353,35 @@ FEATURELESS = """
 SELECT count(DISTINCT job_id) AS jobs, string_agg(DISTINCT model, ', ' ORDER BY model) AS models
 FROM pending_forecasts WHERE ood_reason LIKE 'model features unknown -> %'
 """
+# Issue 53: the what-if scenarios beside the plan (every day of each), the queues and the pending jobs that wait longest.
+SCENARIOS = "SELECT * EXCLUDE (plan_run_id) FROM current_plan_scenarios ORDER BY scenario = 'baseline' DESC, scenario, day"
+QUEUE_WAITS = """
+SELECT queue, gpu_type, any_value(gpus_owned) AS gpus_owned,
+       round(arg_min(expected_wait_hours, day), 1) AS wait_first_day_h, round(max(expected_wait_hours), 1) AS longest_wait_h,
+       arg_max(day, expected_wait_hours) AS longest_on
+FROM current_capacity_plan WHERE expected_wait_hours IS NOT NULL
+GROUP BY ALL ORDER BY longest_wait_h DESC, queue, gpu_type
+"""
+JOB_WAITS = """
+SELECT s.job_id, s.queue, s.gpu_type, CAST(j.submitted_at AS DATE) AS submitted, s.expected_start,
+       round(s.expected_wait_hours, 1) AS expected_wait_hours
+FROM current_job_starts s JOIN job_logs j USING (job_id)
+WHERE s.expected_wait_hours IS NOT NULL ORDER BY s.expected_wait_hours DESC, s.job_id LIMIT ?
+"""
+NO_START_COUNT = """
+SELECT count(*) AS jobs FROM current_job_starts WHERE expected_wait_hours IS NULL AND gpu_type IS NOT NULL
+"""
 SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)
 
 
 def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
     """Everything the planners' page shows, read from one database (the published copy)."""
     names = ("demand", "demand_history", "demand_outlook", "plan", "plan_run", "oom", "oom_count", "unplaceable",
-             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs", "featureless")
+             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs", "featureless", "scenarios",
+             "queue_waits", "job_waits", "no_start_count")
     frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS]), (DEMAND_OUTLOOK, []), (PLAN, []),
                    (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
                    (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
-                   (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []))
+                   (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []), (SCENARIOS, []), (QUEUE_WAITS, []),
+                   (JOB_WAITS, [min(rows, 20)]), (NO_START_COUNT, []))
     return dict(zip(names, frames, strict=True))

@@ -15,6 +15,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import legend, plain, visible_frame
+from gpucast.tasks.report.render import scenario_table
 
 MAX_DAY_LABELS = 7  # day labels on the demand chart's axis
 QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -121,6 +122,26 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
     return _svg(fig)
 
 
+def scenario_chart(scenarios: pl.DataFrame) -> str | None:
+    """GPUs short per day at P90 (all queues), a line per scenario: the what-ifs side by side with the baseline."""
+    planned = scenarios.filter(pl.col("status") == "planned") if not scenarios.is_empty() else scenarios
+    names = planned["scenario"].unique(maintain_order=True).to_list() if not planned.is_empty() else []
+    if len(names) < 2:  # the baseline alone: nothing to compare
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    for k, name in enumerate(names):
+        sub = planned.filter(pl.col("scenario") == name).sort("day")
+        ax.step(sub["day"].to_list(), sub["gpus_short_p90"].to_list(), where="mid", label=name,
+                color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)], linewidth=2.2 if k == 0 else 1.4,
+                linestyle="-" if k == 0 else "--")
+    ax.set_ylabel("GPUs short (P90)")
+    ax.tick_params(axis="x", labelsize=7, rotation=30)
+    legend(ax, ax.get_lines(), names, fontsize=7, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _svg(fig)
+
+
 def outlook_first_day(outlook: pl.DataFrame) -> list[dict]:
     """The forecast's first day per queue: GPU-hours P10 / P50 / P90 and the method."""
     return first_day(outlook).to_dicts() if not outlook.is_empty() else []
@@ -173,4 +194,8 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         coverage=_table(frames["coverage"]),
         runs=_table(frames["runs"]),
         featureless=frames["featureless"].to_dicts()[0] if "featureless" in frames and frames["featureless"].height else None,
+        scenarios=_table(scenario_table(frames["scenarios"])) if frames["scenarios"]["scenario"].n_unique() > 1 else None,
+        scenario_svg=scenario_chart(frames["scenarios"]),
+        queue_waits=_table(frames["queue_waits"]), job_waits=_table(frames["job_waits"]),
+        no_start_count=frames["no_start_count"].item(0, 0),
     )

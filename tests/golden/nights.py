@@ -83,6 +83,8 @@ QUERIES = {
     "unplaceable": "SELECT * EXCLUDE (plan_run_id) FROM current_unplaceable_jobs ORDER BY ALL",
     "colocation": "SELECT * EXCLUDE (plan_run_id) FROM current_colocation ORDER BY ALL",
     "demand_forecast": "SELECT * EXCLUDE (demand_run_id) FROM current_demand_forecast ORDER BY day, queue, gpu_type",
+    "plan_scenarios": "SELECT * EXCLUDE (plan_run_id) FROM current_plan_scenarios ORDER BY scenario, day",
+    "job_starts": "SELECT * EXCLUDE (plan_run_id) FROM current_job_starts ORDER BY job_id",
 }
 # Run ids (uuids, hex stamps) and clock times differ every run; the page's words and figures must not.
 RUN_ID = re.compile(r"\b[a-z]+-\d{8}T\d{6}Z-[0-9a-f]+\b"  # gpucast's run ids: train-20261126T155934Z-87bf06

@@ -82,6 +82,17 @@ def site_frames(queues: list[str], job_id: str = "j-1", team: str = "nlp", model
         "coverage": pl.DataFrame({"target": ["runtime_hours"], "jobs": [3], "p90_coverage": [0.9]}),
         "runs": pl.DataFrame({"kind": ["plan"], "run_id": ["plan-1"], "status": ["succeeded"],
                               "started_at": [datetime(2026, 11, 23, tzinfo=UTC)], "message": [""]}),
+        # the baseline and a what-if named like the first queue (a scenario's name is data too), and the waits
+        "scenarios": pl.DataFrame([{"scenario": name, "status": "planned", "day": DAY + timedelta(days=d),
+                                    "gpus_short_p90": short + d, "unplaceable_jobs": 0, "jobs_without_start": 0,
+                                    "expected_wait_hours": 1.0, "longest_wait_hours": 2.0, "longest_wait_queue": q,
+                                    "changes": f"+2 A100-80GB in {q}", "gpus_short_p90_vs_baseline": -short, "reason": None}
+                                   for name, short in (("baseline", 0), (q, 2)) for d in range(2)]),
+        "queue_waits": pl.DataFrame({"queue": [q], "gpu_type": ["A100-80GB"], "gpus_owned": [4],
+                                     "wait_first_day_h": [3.5], "longest_wait_h": [7.0], "longest_on": [DAY]}),
+        "job_waits": pl.DataFrame({"job_id": [job_id], "queue": [q], "gpu_type": ["A100-80GB"], "submitted": [DAY],
+                                   "expected_start": [DAY], "expected_wait_hours": [7.0]}),
+        "no_start_count": pl.DataFrame({"jobs": [0]}),
     }
 
 
@@ -89,6 +100,10 @@ def svgs(page: str) -> list[ET.Element]:
     """Every inlined SVG of a page, parsed as XML (comments kept: matplotlib writes each text drawn in one)."""
     found = re.findall(r"<svg.*?</svg>", page, re.S)
     return [ET.fromstring(s, parser=ET.XMLParser(target=ET.TreeBuilder(insert_comments=True))) for s in found]
+
+
+def svgs_text(page: str) -> list[str]:
+    return re.findall(r"<svg.*?</svg>", page, re.S)
 
 
 def legend_labels(svg: str) -> list[str]:
@@ -124,7 +139,8 @@ def test_balanced_tex_is_not_typeset_either():
 
 def test_the_page_renders_with_a_tex_queue_name():
     page = render_site(site_frames(["$x^$", "a100-80g"]), datetime(2026, 11, 23, tzinfo=UTC))
-    assert 'data-queue="$x^$"' in page and len(svgs(page)) == 3
+    assert 'data-queue="$x^$"' in page and len(svgs(page)) == 4
+    assert legend_labels(svgs_text(page)[3]) == ["baseline", svg_comment("$x^$")]  # the what-if chart: literal too
 
 
 # --- item 10: a pipe splits a Markdown cell; a leading underscore hides a legend entry --------------------
@@ -180,7 +196,7 @@ def test_control_characters_are_shown_as_escapes_on_the_page():
     frames = site_frames(["nul\x00here", "esc\x1b[2Jnew\nline"], job_id="j\x07", team="t\x7f", model_type="m\ufffe")
     page = render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))
     assert RAW_CONTROL.search(page) is None
-    assert len(svgs(page)) == 3  # every chart is well-formed XML
+    assert len(svgs(page)) == 4  # every chart (the what-if chart too) is well-formed XML
     for shown in (r"nul\x00here", r"esc\x1b[2Jnew\x0aline", r"j\x07", r"t\x7f", r"m\ufffe"):
         assert f">{shown}<" in page, shown
 
@@ -225,7 +241,7 @@ def test_any_string_renders_on_the_page_as_itself(queues, job_id, team, model_ty
     frames["plan"] = frames["plan"].with_columns(gpu_type=pl.lit(gpu_type))
     page = render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))
     assert RAW_CONTROL.search(page) is None
-    assert len(svgs(page)) == 3
+    assert len(svgs(page)) == 4
     for value in (*queues, job_id, team, model_type):
         assert f">{escape(visible(value))}<" in page, value  # as Jinja2's autoescape writes it
     assert legend_labels(demand_chart(demand(queues))) == [svg_comment(visible(q)) for q in sorted(queues)]
