@@ -194,6 +194,9 @@ def simulate_jobs(n: int, rng: np.random.Generator, day: date, pending_fraction:
             # contract v4's scheduler facts: the simulated logs are a tracker's, with no time limit or job name
             c.TIME_LIMIT_HOURS: pl.Series([None] * n, dtype=pl.Float64),
             c.JOB_NAME: pl.Series([None] * n, dtype=pl.String),
+            # contract v5's parallel layout and memory savers: the simulated jobs log none of them
+            **{f.name: pl.Series([None] * n, dtype=pl.Int64 if f.kind == "int" else pl.String)
+               for f in c.FIELDS if f.since >= 5},
         },
         strict=False,
     ).select(c.COLUMNS).with_columns(pl.col(*c.TARGETS, c.GPU_PEAK_TFLOPS).fill_nan(None))
