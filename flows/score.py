@@ -161,7 +161,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         check_paths(storage.published_path)
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
-        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing).pending_path
+        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing,
+                                                     score_alone=True).pending_path
         pending = Pending.of(pl.read_parquet(pending_path))  # read once, for every step of the run
         pending.check_champions(champions)  # jobs only a champion can forecast, and none: the run fails
         without = pending.featureless_jobs

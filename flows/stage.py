@@ -22,16 +22,18 @@ HISTORY, PENDING = "history", "pending"
 
 @task(name="stage-features")
 def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HISTORY, PENDING),
-                   max_rows: int | None = None, tracing: Tracing | None = None) -> FeaturesResult:
+                   max_rows: int | None = None, tracing: Tracing | None = None, score_alone: bool = False) -> FeaturesResult:
     """Stage `parts` (the labelled `history`, at most `max_rows` recent jobs; the `pending` jobs) in
     `folder`; return their paths (`history_path`, `pending_path`), what the traced prior did
     (`traced.summary`: statuses, unknown architecture names) and what tonight's models see
-    (`features.summary`) when both were staged. `tracing`: the traces' time bounds (default: the defaults)."""
+    (`features.summary`) when both were staged. `tracing`: the traces' time bounds (default: the defaults);
+    `score_alone`: for `gpucast score` on its own, which waits at most `traced.SCORE_ALONE_SECONDS` on traces."""
     with db.writer(storage) as con:
         frames = {HISTORY: training.read_training_jobs(con, max_rows) if HISTORY in parts else None,
                   PENDING: training.read_pending(con) if PENDING in parts else None}
     staged = {part: rows for part, rows in frames.items() if rows is not None}
-    traces = _trace(staged, storage, tracing or Tracing())
+    tracing = tracing or Tracing()
+    traces = _trace(staged, storage, traced.run_bounds(tracing.trace_seconds, tracing.trace_night_seconds, score_alone))
     trace = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else TraceSummary()
     paths = {part: str(folder / f"{part}.parquet") for part in staged}
     for part, rows in staged.items():
@@ -41,7 +43,7 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
     return FeaturesResult.of(paths.get(HISTORY), paths.get(PENDING), trace, seen)
 
 
-def _trace(staged: dict[str, pl.DataFrame], storage: Storage, tracing: Tracing) -> dict[str, pl.DataFrame]:
+def _trace(staged: dict[str, pl.DataFrame], storage: Storage, bounds: traced.Bounds) -> dict[str, pl.DataFrame]:
     """The traced prior's columns of every staged part, traced together (one night's budget, one cache)."""
     if not staged:
         return {}
@@ -50,9 +52,7 @@ def _trace(staged: dict[str, pl.DataFrame], storage: Storage, tracing: Tracing) 
     # towards the traced jobs a champion must learn from before it corrects traces (`ood.MIN_TRACED_ROWS`), and
     # on the measured set 24 of 840 synthetic networks fall within a zoo entry's tolerances (docs/models.md).
     infer = [part == PENDING for part, rows in staged.items() for _ in range(rows.height)]
-    columns = traced.trace_jobs(both, storage.trace_cache_path,
-                                traced.Bounds(tracing.trace_seconds, tracing.trace_night_seconds),
-                                progress=get_run_logger().info, infer=infer)
+    columns = traced.trace_jobs(both, storage.trace_cache_path, bounds, progress=get_run_logger().info, infer=infer)
     out, start = {}, 0
     for part, rows in staged.items():
         out[part], start = columns.slice(start, rows.height), start + rows.height

@@ -16,14 +16,22 @@ tests/data/make_measured_jobs.py). `trace_jobs` returns, per job:
   analytic prior used), "not traced: ..." (no batch size, or the night's trace budget spent); null when
   the job logs no `arch`.
 
-**One trace per configuration**: (canonical arch, batch per GPU, input size, precision, optimizer,
-regularization). With `gpu_count` GPUs in data parallel each GPU holds its share of the batch and a
-full copy of the model state (as the analytic prior assumes), so the trace runs at the per-GPU batch
-and its FLOPs are multiplied by the GPU count.
+**Two traces per architecture, input size and precision** (issue 52, item 6): a traced step's memory and FLOPs
+are affine in the batch size at a given input size (the activations grow with the batch, the model state does
+not), so each (canonical arch, input size, precision) is traced at `BASIS_BATCHES` with `BASIS_OPTIMIZER` and no
+weight decay, and a job's (batch per GPU, optimizer, regularization) is read off the line through the two
+(`affine`), its optimizer's state put in place of Adam's from the parameter count (`state_bytes`). A night so
+traces twice per architecture x input size x precision, not once per batch x optimizer x regularization on top;
+on the reference set's direct traces the line was 0.56% off on average (docs/models.md "Tracing that scales").
+A configuration traced directly on an earlier night (the cache) is used as it is. With `gpu_count` GPUs in data
+parallel each GPU holds its share of the batch and a full copy of the model state (as the analytic prior
+assumes), so the step is read at the per-GPU batch and its FLOPs are multiplied by the GPU count.
 
 **Bounds**: each trace runs in a child process ('spawn': a clean interpreter, no forked torch threads),
 killed past `Bounds.trace_seconds` (GPUCAST_TRACE_SECONDS); the night's new traces stop once
-`Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night.
+`Bounds.night_seconds` (GPUCAST_TRACE_NIGHT_SECONDS) are spent, and the rest wait for a later night. `gpucast score`
+on its own waits at most `SCORE_ALONE_SECONDS` on new traces (`run_bounds`: the nightly's budget is the nightly's); the
+jobs left are scored with the analytic prior, their status says why (`SCORE_SPENT`), and the next night traces them.
 The child ends within `PARENT_POLL_S` of its parent's death, `kill -9` included (`tasks/learn/parent_watch.py`); before,
 it traced on, orphaned, until its trace ended, however long that took (nobody was left to kill it).
 
@@ -80,16 +88,36 @@ TRACE_SCHEMA = {TRACED_MEM_GB: pl.Float64, TRACED_GFLOP_PER_ITER: pl.Float64, TR
                 ARCH_INFERRED: pl.String, ARCH_MATCH_DISTANCE: pl.Float64, ARCH_INFERENCE: pl.String}
 TRACED, CACHED, UNKNOWN_ARCH = "traced", "cached", "unknown arch"
 NO_BATCH, NIGHT_SPENT = "not traced: no batch_size", "not traced: the night's trace budget was spent"
+SCORE_ALONE_SECONDS = 60.0  # what `gpucast score` on its own waits on new traces (the nightly's budget is its own)
+SCORE_SPENT = (f"not traced: gpucast score waits at most {SCORE_ALONE_SECONDS:g} s on traces (scored with the "
+               "analytic prior); the next night traces it")
 CACHE_VERSION = 1
 REASON_MAX_LEN = 300  # a failure's message kept in the cache and the status
+# The two traced steps a configuration is read from (per GPU batch; their line gives every other batch), and the
+# optimizer they run (its state is swapped for the job's: `state_bytes`). On the reference set's direct traces the
+# widest pair of traced batches was the best basis (interpolating beats extrapolating: 0.56% mean, 9.1% worst, against
+# 1.1-1.3% and 12.7-29.4% from its two smallest or two largest; docs/models.md "Tracing that scales").
+BASIS_BATCHES = (8, 128)
+BASIS_OPTIMIZER = "Adam"
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """How long one trace, and all of a night's new traces together, may take (seconds)."""
+    """How long one trace, and all of a night's new traces together, may take (seconds), and what a job whose
+    traces the budget did not reach is told (`NIGHT_SPENT`, `SCORE_SPENT`)."""
 
     trace_seconds: float = 60.0
     night_seconds: float = 600.0
+    spent_status: str = NIGHT_SPENT
+
+
+def run_bounds(trace_seconds: float, night_seconds: float, score_alone: bool = False) -> Bounds:
+    """The bounds of a run's traces: the night's (GPUCAST_TRACE_SECONDS, GPUCAST_TRACE_NIGHT_SECONDS), or, for
+    `gpucast score` on its own, at most `SCORE_ALONE_SECONDS` in all: a person waits on it, and what it leaves the
+    next night traces."""
+    if score_alone:
+        return Bounds(trace_seconds, min(night_seconds, SCORE_ALONE_SECONDS), SCORE_SPENT)
+    return Bounds(trace_seconds, night_seconds)
 
 
 @dataclass(frozen=True)
@@ -107,6 +135,34 @@ class Config:
     def key(self) -> str:
         return json.dumps([self.arch, self.batch_size, self.input_dim, self.precision, self.optimizer,
                            self.regularization])
+
+    @property
+    def basis(self) -> tuple[Config, Config]:
+        """The two traced steps this configuration is read from (`BASIS_BATCHES`, `BASIS_OPTIMIZER`, no decay)."""
+        lo, hi = (Config(self.arch, b, self.input_dim, self.precision, BASIS_OPTIMIZER, None) for b in BASIS_BATCHES)
+        return lo, hi
+
+
+def state_bytes(optimizer: str | None, precision: str, params: float) -> float:
+    """The optimizer's state of `params` parameters (bytes): Adam's two moments, SGD's momentum, ... in the parameters'
+    precision (FP32 under autocast, FP64 for FP64: `priors.OPTIMIZER_STATE_BYTES`, `OPTIMIZER_SCALE`); an unknown or
+    missing optimizer is traced as Adam (`stepmem.DEFAULT_OPTIMIZER`)."""
+    per = priors.OPTIMIZER_STATE_BYTES.get(optimizer or BASIS_OPTIMIZER, priors.UNKNOWN_OPTIMIZER_BYTES)
+    return params * per * priors.OPTIMIZER_SCALE.get(precision, 1.0)
+
+
+def affine(config: Config, lo: dict, hi: dict, batches: tuple[int, int] = BASIS_BATCHES) -> dict:
+    """`config`'s step read off the line through its two basis traces (cache entries, both traced, at `batches` with
+    `BASIS_OPTIMIZER`): the tensor peak and FLOPs at its batch (a slope below zero, a trace's noise, taken as flat),
+    with the basis optimizer's state swapped for the job's. The built network's size is the traces'."""
+    b_lo, b_hi = batches
+    t = (config.batch_size - b_lo) / (b_hi - b_lo)
+    params = lo["params"]
+    peak = lo["peak_bytes"] + t * max(0.0, hi["peak_bytes"] - lo["peak_bytes"])
+    peak += state_bytes(config.optimizer, config.precision, params) - state_bytes(BASIS_OPTIMIZER, config.precision, params)
+    flops = lo["flops"] + t * max(0.0, hi["flops"] - lo["flops"])
+    return {"status": "traced", "params": params, "layers": lo["layers"], "input_dim": lo["input_dim"],
+            "peak_bytes": max(peak, 1.0), "flops": max(flops, 0.0), "basis": list(batches)}
 
 
 def _zoo():
@@ -299,31 +355,57 @@ def _describe(config: Config, entry: dict) -> str:
 
 def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
             tracer: Callable[[Config], dict] = zoo_trace, progress: Callable[[str], None] | None = None,
-            cache_path: Path | None = None) -> dict[str, str | tuple[dict, bool]]:
-    """Per configuration key: (its entry, traced tonight?) from the cache or a new trace, or `NIGHT_SPENT`.
-    New entries go into `cache` (and its file, after each trace; a file that cannot be written is reported once)."""
-    torch_version, spent, out, unsaved = _torch_version(), 0.0, {}, None
-    for config in dict.fromkeys(configs):  # each configuration once, in order of first appearance
+            cache_path: Path | None = None, clock: Callable[[], float] = time.monotonic
+            ) -> dict[str, str | tuple[dict, bool]]:
+    """Per configuration key: (its entry, traced tonight?), or `bounds.spent_status`. A configuration traced directly
+    on an earlier night keeps its entry; any other is read off its two basis traces (`affine`), each from the cache or
+    traced now, once whichever configurations share it, while the budget lasts (`clock`: seconds, for the budget).
+    A basis trace that failed or timed out is the configuration's status. New traces go into `cache` (and its file,
+    after each trace; a file that cannot be written is reported once)."""
+    torch_version, spent, out, basis, unsaved = _torch_version(), 0.0, {}, {}, None
+
+    def entry_of(config: Config) -> str | tuple[dict, bool]:
+        nonlocal spent, unsaved
+        if config.key in basis:
+            return basis[config.key]
         entry = cache.get(config.key)
         if entry is not None and reusable(entry, torch_version, bounds.trace_seconds):
-            out[config.key] = (entry, False)
-            continue
+            basis[config.key] = entry, False
+            return basis[config.key]
         left = bounds.night_seconds - spent
         if left <= 0:
-            out[config.key] = NIGHT_SPENT
-            continue
-        t0 = time.monotonic()
+            return bounds.spent_status  # (not kept: a later configuration finds the budget spent too)
+        t0 = clock()
         entry = {**run_trace(config, min(bounds.trace_seconds, left), tracer), "torch": torch_version,
                  "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        spent += time.monotonic() - t0
+        spent += clock() - t0
         cache[config.key] = entry
         warning = save_cache(cache_path, cache)
-        out[config.key] = (entry, True)
         if progress:
             progress(_describe(config, entry))
             if warning and not unsaved:
                 progress(warning)
         unsaved = unsaved or warning
+        basis[config.key] = entry, True
+        return basis[config.key]
+
+    for config in dict.fromkeys(configs):  # each configuration once, in order of first appearance
+        direct = cache.get(config.key)
+        if config.key in basis:  # a basis trace itself (of tonight, or cached)
+            out[config.key] = basis[config.key]
+            continue
+        if direct is not None and direct.get("status") == "traced":
+            out[config.key] = (direct, False)
+            continue
+        ends = [entry_of(b) for b in config.basis]
+        failed = next((e for e in ends if isinstance(e, tuple) and e[0]["status"] != "traced"), None)
+        if failed is not None:
+            out[config.key] = failed
+        elif any(isinstance(e, str) for e in ends):
+            out[config.key] = bounds.spent_status
+        else:
+            (lo, lo_fresh), (hi, hi_fresh) = ends
+            out[config.key] = (affine(config, lo, hi), lo_fresh or hi_fresh)
     return out
 
 
@@ -336,7 +418,7 @@ def _row_values(plan: Config | str | None, result: str | tuple[dict, bool] | Non
     """One row of the trace's own columns (`TRACE_COLUMNS` up to `TRACE_STATUS`)."""
     if plan is None or isinstance(plan, str):
         return None, None, None, None, None, plan
-    if isinstance(result, str):
+    if isinstance(result, str):  # the budget's words (NIGHT_SPENT, SCORE_SPENT)
         return None, None, None, None, None, result
     entry, fresh = result
     if entry["status"] != "traced":

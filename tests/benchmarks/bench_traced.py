@@ -2,6 +2,14 @@
 
     python tests/benchmarks/bench_traced.py [--bound 120]
     python tests/benchmarks/bench_traced.py --bands
+    python tests/benchmarks/bench_traced.py --affine
+
+`--affine` (issue 52, item 6): how far a step read off the line through two traced batch sizes (`traced.affine`, with
+the optimizer's state swapped from the parameter count) is from a direct trace, on the reference set's directly
+traced rows (`tasks/learn/reference_archs.csv`, `source == "traced"`; its derived rows are themselves interpolated,
+so they are left out). Per (architecture, input size, precision) with at least two traced batch sizes, two of them
+are the basis (normalised to Adam by `traced.state_bytes`) and every other direct trace of the group is predicted:
+with the group's widest pair (as `traced.BASIS_BATCHES` brackets most jobs), its two smallest and its two largest.
 
 `--bands` (issue 37, item 5): the traced prior's interval per architecture family (`traced_bands`) on the H100
 runs of `tests/data/gpu_archs_h100.csv`: per family, its band, the share of runs its P90 covers in sample, leaving
@@ -29,6 +37,7 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn import features, traced, traced_bands
 
 GPU_RUNS = Path(__file__).resolve().parents[1] / "data" / "gpu_archs_h100.csv"
+REFERENCE = Path(traced.__file__).with_name("reference_archs.csv")
 
 # arch, model_type, params_million, num_layers, batch, input_dim, precision, optimizer
 JOBS = (
@@ -93,13 +102,52 @@ def offset_and_spread(fam: np.ndarray, kind: np.ndarray, r: np.ndarray) -> None:
           + f"; all {covered.mean():.0%}")
 
 
+def affine_error() -> None:
+    """The line through two direct traces against the direct traces between and beyond them (module doc)."""
+    ref = pl.read_csv(REFERENCE).filter(pl.col("source") == "traced")
+    groups = ref.partition_by("arch", "input_dim", "precision", as_dict=True)
+    picks = {"widest pair": lambda b: (b[0], b[-1]), "two smallest": lambda b: (b[0], b[1]),
+             "two largest": lambda b: (b[-2], b[-1])}
+    for name, pick in picks.items():
+        mem, flop, worst = [], [], []
+        for key, g in groups.items():
+            batches = sorted(set(g["batch_size"].to_list()))
+            if len(batches) < 2:
+                continue
+            ends = pick(batches)
+            basis = []
+            for b in ends:
+                r = g.filter(pl.col("batch_size") == b).row(0, named=True)
+                params = r["params_million"] * 1e6
+                peak = r["tensor_peak_gb"] * 1e9 - traced.state_bytes(r["optimizer"], r["precision"], params) \
+                    + traced.state_bytes(traced.BASIS_OPTIMIZER, r["precision"], params)
+                basis.append({"params": params, "layers": r["num_layers"], "input_dim": r["input_dim"],
+                              "peak_bytes": peak, "flops": r["train_gflop_per_iter"] * 1e9})
+            for r in g.filter(~pl.col("batch_size").is_in(ends)).iter_rows(named=True):
+                config = traced.Config(r["arch"], r["batch_size"], r["input_dim"], r["precision"], r["optimizer"],
+                                       r["regularization"])
+                est = traced.affine(config, *basis, batches=ends)
+                mem.append(est["peak_bytes"] / 1e9 / r["tensor_peak_gb"] - 1)
+                flop.append(est["flops"] / 1e9 / r["train_gflop_per_iter"] - 1)
+                worst.append((abs(mem[-1]), f"{key[0]} {key[1]} {key[2]} batch {r['batch_size']} {r['optimizer']} "
+                              f"from {ends}: {100 * mem[-1]:+.1f}%"))
+        m, f = np.abs(mem), np.abs(flop)
+        print(f"{name:12s}: {len(m)} direct traces predicted; tensor peak |error| mean {100 * m.mean():.2f}%, median "
+              f"{100 * np.median(m):.2f}%, p90 {100 * np.quantile(m, 0.9):.2f}%, max {100 * m.max():.1f}% "
+              f"({max(worst)[1]}); FLOPs |error| mean {100 * f.mean():.3f}%, max {100 * f.max():.2f}%")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bound", type=float, default=120.0, help="seconds one trace may take (GPUCAST_TRACE_SECONDS)")
     p.add_argument("--bands", action="store_true", help="the traced prior's interval per family (issue 37)")
+    p.add_argument("--affine", action="store_true", help="two traced batches' line against direct traces (issue 52)")
     args = p.parse_args()
     if args.bands:
         bands()
+        return
+    if args.affine:
+        affine_error()
         return
     jobs = rows()
     with tempfile.TemporaryDirectory() as tmp:

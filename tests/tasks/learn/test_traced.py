@@ -36,6 +36,15 @@ def sleeping_tracer(config: traced.Config) -> dict:
     return dict(FAKE)
 
 
+PARAMS = 10_000_000
+
+
+def line_tracer(config: traced.Config) -> dict:
+    """A step whose tensor peak is 1 GB + 10 MB a sample (Adam's state included) and 5 GFLOP a sample."""
+    return {"params": PARAMS, "layers": 18, "input_dim": config.input_dim, "peak_bytes": 1e9 + 1e7 * config.batch_size,
+            "flops": 5e9 * config.batch_size, "seconds": 0.01}
+
+
 def jobs(**columns) -> pl.DataFrame:
     """Pending jobs: 2 x ResNet-50 (one configuration, logged in two spellings), an unknown name, no name."""
     base = {c.JOB_ID: ["a", "b", "c", "d"], c.STATUS: ["PENDING"] * 4, c.MODEL_TYPE: ["ResNet", "ResNet", "CNN", "MLP"],
@@ -54,9 +63,10 @@ def test_a_configuration_is_traced_once_then_read_from_the_cache(tmp_path):
     cache = tmp_path / "traces.json"
     lines: list[str] = []
     first = traced.trace_jobs(jobs(), cache, Bounds(30, 60), lines.append, tracer=fake_tracer)
-    # 'resnet50' and 'ResNet-50' (same batch, precision, optimizer; the input size defaults to 224) are one trace
+    # 'resnet50' and 'ResNet-50' (same batch, precision, optimizer; the input size defaults to 224) are one
+    # configuration, read off the two basis traces of resnet50 at 224 px in FP16
     assert statuses(first) == ["traced", "traced", "unknown arch", None]
-    assert len(json.loads(cache.read_text())["entries"]) == 1 and len(lines) == 1 and "resnet50" in lines[0]
+    assert len(json.loads(cache.read_text())["entries"]) == 2 and len(lines) == 2 and "resnet50" in lines[0]
     assert first[traced.TRACED_MEM_GB].to_list()[:2] == [traced.reported_gb(3e9)] * 2
     assert first[traced.TRACED_GFLOP_PER_ITER][0] == pytest.approx(800.0)
     # a second night: the cache answers, so a tracer that would fail is never called
@@ -139,7 +149,7 @@ def test_a_night_budget_of_zero_traces_nothing_new_and_still_reads_the_cache(tmp
     rows = jobs(**{c.ARCH: ["resnet50", "vgg16", "resnet18", None]})
     trace = traced.trace_jobs(rows, cache, Bounds(30, 0), tracer=failing_tracer)
     assert statuses(trace)[:3] == ["cached", traced.NIGHT_SPENT, traced.NIGHT_SPENT]
-    assert len(json.loads(cache.read_text())["entries"]) == 1
+    assert len(json.loads(cache.read_text())["entries"]) == 2  # resnet50's two basis traces, nothing new
 
 
 def test_a_missing_batch_size_is_not_traced(tmp_path):
@@ -321,3 +331,51 @@ def _gone_within(process, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_a_configuration_is_read_off_the_line_through_two_batch_sizes(tmp_path):
+    """Issue 52 item 6: one architecture x input size x precision is traced at the two basis batches with Adam; a job
+    at batch 32 with SGD gets the line's value at 32, SGD's momentum (4 bytes a parameter) in place of Adam's two
+    moments (8 bytes), and FLOPs at 32; a job with 4 GPUs reads the line at its per-GPU batch."""
+    rows = jobs(**{c.ARCH: ["resnet18", "resnet18", "resnet18", None], c.BATCH_SIZE: [32, 128, 512, 64],
+                   c.OPTIMIZER: ["SGD", "Adam", "AdamW", "Adam"], c.GPU_COUNT: [1, 1, 4, 1],
+                   c.INPUT_DIM: [64, 64, 64, 1], c.PRECISION: ["FP32"] * 4})
+    lines: list[str] = []
+    trace = traced.trace_jobs(rows, tmp_path / "t.json", Bounds(30, 60), lines.append, tracer=line_tracer)
+    entries = json.loads((tmp_path / "t.json").read_text())["entries"]
+    assert sorted(json.loads(k)[1] for k in entries) == list(traced.BASIS_BATCHES) and len(lines) == 2
+    assert all(json.loads(k)[4] == traced.BASIS_OPTIMIZER for k in entries)
+    sgd_32 = 1e9 + 1e7 * 32 + PARAMS * (4 - 8)
+    assert trace[traced.TRACED_MEM_GB].to_list()[:3] == pytest.approx(
+        [traced.reported_gb(sgd_32), traced.reported_gb(1e9 + 1e7 * 128), traced.reported_gb(1e9 + 1e7 * 128)])
+    assert trace[traced.TRACED_GFLOP_PER_ITER].to_list()[:3] == pytest.approx([160.0, 640.0, 4 * 640.0])
+    assert statuses(trace)[:3] == ["traced"] * 3
+
+
+def test_a_configuration_traced_directly_before_keeps_its_trace(tmp_path):
+    """A cache written when every configuration was traced on its own: its entries stand (no new trace)."""
+    cache = tmp_path / "t.json"
+    config = traced.job_configs(jobs())[0]
+    traced.save_cache(cache, {config.key: {"status": "traced", **FAKE}})
+    trace = traced.trace_jobs(jobs(), cache, Bounds(30, 60), tracer=failing_tracer)
+    assert statuses(trace)[:2] == ["cached", "cached"] and trace[traced.TRACED_MEM_GB][0] == traced.reported_gb(3e9)
+
+
+def test_score_alone_waits_at_most_a_minute_on_traces_and_leaves_the_rest_to_the_night(tmp_path):
+    """`gpucast score` on its own: 60 s of new traces at most (a fake clock: each trace takes 40 s), whatever the
+    night's budget; the configurations not reached are scored untraced with the reason, not cached."""
+    assert traced.run_bounds(60, 600).night_seconds == 600  # the nightly's budget is its own
+    alone = traced.run_bounds(60, 600, score_alone=True)
+    assert alone.night_seconds == traced.SCORE_ALONE_SECONDS == 60 and traced.run_bounds(60, 30, True).night_seconds == 30
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 40.0  # read at a trace's start and end: 40 s each
+        return now[0]
+
+    configs = [traced.Config(arch, 32, 224, "FP16", "Adam", None) for arch in ("resnet50", "vgg16", "resnet18")]
+    cache: dict = {}
+    out = traced.resolve(configs, cache, alone, fake_tracer, cache_path=tmp_path / "t.json", clock=clock)
+    assert out[configs[0].key][0]["status"] == "traced"  # its two basis traces: 80 s, the second begun at 40 s
+    assert [out[k.key] for k in configs[1:]] == [traced.SCORE_SPENT] * 2 and "next night" in traced.SCORE_SPENT
+    assert len(cache) == 2
