@@ -19,11 +19,11 @@ type the plan places them on (`capacity.assign_types`: the smallest type that ho
   GPUs than it asks for, or whose queue's GPUs are not known (no inventory), has neither (null).
 
 **A day's expected wait** (`expected_wait_hours` of a plan row) is what a job submitted at the start of that day
-waits on its queue's GPUs of that type, from a fluid queue on the same GPUs: the work left at the plan's start is
-the GPU-hours the running and pending jobs hold beyond it (the GPUs' busy time in the run above), each day adds the
-demand forecast's expected GPU-hours (P50) and the G owned GPUs serve 24 x G GPU-hours; a job submitted at the
-start of day d waits `W_d / G` hours, `W_{d+1} = max(0, W_d + arrivals_d - 24 G)` (Lindley's recursion on the
-work). Null where the queue's GPUs are unknown or none are owned.
+waits on its queue's GPUs of that type, by the same rule continued: each GPU is free from the time the run above
+leaves it (the running and pending jobs served); a job submitted at the start of day d waits until the first GPU
+is free, and the day's expected arrivals (the demand forecast's P50 GPU-hours) then fill the GPUs free earliest
+first (water-filling: first come, first served on work that arrives in small pieces). A GPU a long runner holds
+for weeks so delays nobody while others are free, as on the cluster. Null where no GPUs are owned (or known).
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ WAIT_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "expec
 
 @dataclass(frozen=True)
 class Starts:
-    """The pending jobs' expected starts (STARTS_SCHEMA), and per queue x GPU type (owned known and > 0) the
-    GPU-hours of work held at the plan's start and the GPUs owned: where the days' fluid queue begins."""
+    """The pending jobs' expected starts (STARTS_SCHEMA), and per queue x GPU type (owned known and > 0) each GPU's
+    free time (hours from the plan's start) once the running and pending jobs are served: where the days' waits go on."""
 
     jobs: pl.DataFrame
-    work: dict[tuple[str, str], tuple[float, int]]
+    free: dict[tuple[str, str], np.ndarray]
 
 
 def expected_ends(running: pl.DataFrame, t0: datetime) -> np.ndarray:
@@ -81,7 +81,7 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
     queues = jobs["queue"].unique().to_list() + running["queue"].unique().to_list()
     by_queue = jobs.partition_by("queue", as_dict=True) if jobs.height else {}
     run_by_queue = running.partition_by("queue", as_dict=True) if running.height else {}
-    frames, work = [], {}
+    frames, free_at = [], {}
     for queue, options in choose_gpus(inventory, queues, gpu_types, default_gb).items():
         qjobs = by_queue.get((queue,), jobs.clear())
         pick, too_big = assign_types(qjobs, options)
@@ -98,12 +98,12 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
             if choice.owned:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
                 wait, free = fcfs(np.sort(held)[::-1][:choice.owned], choice.owned, hours, sub["gpu_count"].to_numpy())
-                work[queue, choice.gpu_type] = (float(free.sum()), choice.owned)
+                free_at[queue, choice.gpu_type] = free
             frames.append(_starts_frame(sub, choice.gpu_type, wait, start))
         if too_big.any():
             frames.append(_starts_frame(qjobs.filter(pl.Series(too_big)), None, None, start))
     out = pl.concat(frames) if frames else pl.DataFrame(schema=STARTS_SCHEMA)
-    return Starts(out.sort("job_id"), work)
+    return Starts(out.sort("job_id"), free_at)
 
 
 def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -139,22 +139,37 @@ def _starts_frame(sub: pl.DataFrame, gpu_type: str | None, wait: np.ndarray | No
     }, schema=STARTS_SCHEMA)
 
 
-def day_waits(rows: pl.DataFrame, work: dict[tuple[str, str], tuple[float, int]]) -> pl.DataFrame:
-    """Per plan row (day x queue x GPU type) the wait of a job submitted at the start of the day (module doc): the
-    fluid queue from `work`, fed by the row's `expected_gpu_hours_p50`. WAIT_SCHEMA; null where no GPUs are owned."""
+def fill(free: np.ndarray, work: float, now: float) -> np.ndarray:
+    """The GPUs' free times after `work` GPU-hours arrive at `now`, taken by the GPUs free earliest (water-filling:
+    the lowest levels rise together to the level that holds the work)."""
+    levels = np.sort(np.maximum(free, now))
+    if work <= 0 or not len(levels):
+        return levels
+    k = np.arange(1, len(levels) + 1)
+    cum = np.cumsum(levels)
+    raised = int(np.searchsorted(k * levels - cum, work, side="right"))  # GPUs below the new level
+    level = (work + cum[raised - 1]) / raised
+    return np.maximum(levels, level)
+
+
+def day_waits(rows: pl.DataFrame, free: dict[tuple[str, str], np.ndarray]) -> pl.DataFrame:
+    """Per plan row (day x queue x GPU type) the wait of a job submitted at the start of the day (module doc): from
+    the GPUs' free times in `free`, each day's `expected_gpu_hours_p50` filling them. WAIT_SCHEMA; null where no
+    GPUs are owned."""
     out = []
     arrivals = "expected_gpu_hours_p50" if "expected_gpu_hours_p50" in rows.columns else None
     for (queue, gpu_type), sub in rows.sort("day").partition_by("queue", "gpu_type", as_dict=True,
                                                                  maintain_order=True).items():
-        left, gpus = work.get((queue, gpu_type), (0.0, 0))
+        gpus = free.get((queue, gpu_type))
         incoming = sub[arrivals].fill_null(0.0).to_list() if arrivals else [0.0] * sub.height
-        for day, a in zip(sub["day"].to_list(), incoming, strict=True):
-            out.append((day, queue, gpu_type, left / gpus if gpus else None))
-            if gpus:
-                left = max(0.0, left + a - DAY_HOURS * gpus)
+        for d, (day, a) in enumerate(zip(sub["day"].to_list(), incoming, strict=True)):
+            now = d * DAY_HOURS
+            out.append((day, queue, gpu_type, max(0.0, float(gpus.min()) - now) if gpus is not None else None))
+            if gpus is not None:
+                gpus = fill(gpus, a, now)
     return pl.DataFrame(out, schema=WAIT_SCHEMA, orient="row")
 
 
-def add_waits(rows: pl.DataFrame, work: dict[tuple[str, str], tuple[float, int]]) -> pl.DataFrame:
+def add_waits(rows: pl.DataFrame, free: dict[tuple[str, str], np.ndarray]) -> pl.DataFrame:
     """The plan's rows with `expected_wait_hours` (`day_waits`)."""
-    return rows.join(day_waits(rows, work), on=["day", "queue", "gpu_type"], how="left")
+    return rows.join(day_waits(rows, free), on=["day", "queue", "gpu_type"], how="left")

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from gpucast.records.inventory import Inventory, Owned
-from gpucast.tasks.plan.starts import RUNNING_SCHEMA, day_waits, expected_ends, fcfs, job_starts
+from gpucast.tasks.plan.starts import RUNNING_SCHEMA, day_waits, expected_ends, fcfs, fill, job_starts
 
 START = date(2026, 11, 23)
 T0 = datetime(2026, 11, 23)
@@ -53,7 +53,7 @@ def test_pending_jobs_wait_for_the_running_jobs_and_each_other():
     got = {r["job_id"]: (r["expected_start"], r["expected_wait_hours"]) for r in found.jobs.iter_rows(named=True)}
     # r holds one GPU 6 h more: a starts at 0 on the free one, b at 6 h, c (two GPUs) when a ends at 10 h and b at 36 h
     assert got == {"a": (START, 0.0), "b": (START, 6.0), "c": (date(2026, 11, 24), 36.0)}
-    assert found.work == {("q", "A100-80GB"): (82.0, 2)}  # both GPUs busy to 41 h
+    assert found.free[("q", "A100-80GB")].tolist() == [41.0, 41.0]  # c holds both GPUs to 41 h
 
 
 @pytest.mark.parametrize("owned, gpu_count", [
@@ -67,13 +67,20 @@ def test_a_job_that_cannot_start_has_no_start(owned, gpu_count):
 
 def test_without_an_inventory_nobody_knows_when_a_job_starts():
     found = job_starts(_jobs([("a", 1, 40.0, 1.0)]), _running([]), None, START)
-    assert found.jobs["expected_wait_hours"].to_list() == [None] and found.work == {}
+    assert found.jobs["expected_wait_hours"].to_list() == [None] and found.free == {}
 
 
-def test_a_days_wait_is_the_work_left_over_the_gpus():
+def test_arrivals_fill_the_gpus_free_earliest_first():
+    # free at 0, 10 and 100 h; 30 GPU-hours arrive at 0: the two earliest rise together to 20 h, the third waits
+    assert fill(np.array([100.0, 0.0, 10.0]), 30.0, 0.0).tolist() == [20.0, 20.0, 100.0]
+    assert fill(np.array([0.0, 0.0]), 0.0, 24.0).tolist() == [24.0, 24.0]  # idle GPUs are free from now on
+
+
+def test_a_days_wait_is_until_the_first_gpu_is_free():
     rows = pl.DataFrame({"day": [date(2026, 11, 23 + d) for d in range(3)], "queue": ["q"] * 3,
-                         "gpu_type": ["A100-80GB"] * 3, "expected_gpu_hours_p50": [24.0] * 3})
-    # 48 GPU-hours of work on 2 GPUs: 24 h; then 48 + 24 - 48 = 24 left: 12 h; then 24 + 24 - 48 = 0
-    waits = day_waits(rows, {("q", "A100-80GB"): (48.0, 2)})
-    assert waits["expected_wait_hours"].to_list() == [24.0, 12.0, 0.0]
+                         "gpu_type": ["A100-80GB"] * 3, "expected_gpu_hours_p50": [36.0] * 3})
+    # a GPU held 500 h by a long runner delays nobody while the other is free: day 1 waits until 30 h; day 1's 36
+    # GPU-hours fill the free one to 66 h: day 2 (at 24 h) waits 42 h; day 2's fill it to 102 h: day 3 (at 48 h) 54 h
+    waits = day_waits(rows, {("q", "A100-80GB"): np.array([500.0, 30.0])})
+    assert waits["expected_wait_hours"].to_list() == [30.0, 42.0, 54.0]
     assert day_waits(rows, {})["expected_wait_hours"].to_list() == [None] * 3  # no GPUs owned: no wait
