@@ -12,6 +12,15 @@ conservative finite-sample choices). The category is the finest of these with at
 all jobs (pooled). Within a category the guarantee is the usual split-conformal one (P90 covers at
 least 90% of jobs exchangeable with the calibration jobs); a model type's coverage is then a
 mixture of its cells', each calibrated on its own.
+
+Large jobs (issue 50 item 5): one more Mondrian group, by forecast size. A job is *large* when its forecast is at
+least the history's 90th percentile of the target (`SIZE_QUANTILES`); the calibration jobs forecast that large get
+their own P90, and a large job's P90 is the wider of that and its category's. The big jobs are where errors are
+widest in GB and an under-forecast becomes an out-of-memory failure, and one global quantile, set mostly by the
+many small jobs, covered them far less often than the rest (59% against 88% on the measured set: docs/models.md
+"Intervals"). Fallback: with fewer than `MIN_LARGE` calibration jobs forecast above the 90th percentile, the
+group is the top quarter (forecast at least the 75th percentile); with fewer there too, no size group (intervals as
+before). The metadata says which (`size`: the quantile, its value in the target's unit, the jobs in the group).
 """
 
 from __future__ import annotations
@@ -27,19 +36,43 @@ MIN_GROUP = 50  # calibration jobs a category needs for its own percentiles
 MIN_POOLED = 20  # with fewer (the analytic prior's fallback on a new cluster), no calibration at all:
 UNCALIBRATED_FACTOR = 4.0  # ... P10 = prediction / 4, P90 = prediction x 4, said so in the metadata
 LOWER, MEDIAN, UPPER = 10, 50, 90
+SIZE = "size"  # the group by forecast size: "large" or "rest", per calibration job
+SIZE_QUANTILES = (0.9, 0.75)  # "large": forecast >= this quantile of the history's target; the first with MIN_LARGE
+MIN_LARGE = 10  # calibration jobs the large group needs (>= 9 for a finite P90: the 9th of 9 is the higher P90)
 
 
-def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None) -> dict:
-    """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs and their groups.
+def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
+              history: np.ndarray | None = None) -> dict:
+    """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs, their groups, and the size
+    group (`size_group`; `history`: the history's labels of the target, whose quantiles say "large"; None: the
+    held-out jobs' own).
 
     Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
     gets a finite interval."""
     floor = max(floor * 0.5, 1e-9)
-    residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(np.maximum(np.asarray(y_pred, dtype=np.float64), floor))
+    pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
+    residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(pred)
     groups = {g: [str(v) for v in values] for g, values in (groups or {}).items() if g in GROUPINGS}
     method = METHOD if len(residuals) >= MIN_POOLED else f"uncalibrated: fewer than {MIN_POOLED} held-out jobs"
+    size = size_group(pred, np.asarray(y_true if history is None else history, dtype=np.float64))
+    if size is not None:
+        groups[SIZE] = ["large" if p >= size["at"] else "rest" for p in pred]
     return {"method": method, "n": len(residuals), "floor": floor, "min_group": MIN_GROUP,
-            "residuals": [round(float(r), 6) for r in residuals], "groups": groups}
+            "residuals": [round(float(r), 6) for r in residuals], "groups": groups, "size": size}
+
+
+def size_group(pred: np.ndarray, labels: np.ndarray) -> dict | None:
+    """The size group's rule for held-out jobs forecast `pred`: the first quantile of `SIZE_QUANTILES` of `labels`
+    (the history's target) at or above which at least `MIN_LARGE` of them are forecast, as {quantile, at (the
+    target's unit), n (held-out jobs in the group)}; None when no quantile has that many (or too few jobs to
+    calibrate at all)."""
+    if len(pred) < MIN_POOLED or not len(labels):
+        return None
+    for q in SIZE_QUANTILES:
+        at = float(np.quantile(labels, q))
+        if (n := int(np.sum(pred >= at))) >= MIN_LARGE:
+            return {"quantile": q, "at": round(at, 6), "n": n}
+    return None
 
 
 def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
@@ -98,9 +131,16 @@ class Calibrated:
         self.levels: list[tuple[tuple[str, ...], dict[str, int], np.ndarray]] = []
         self.pooled = _percentiles(_cps(residuals), np.zeros(1))[0] if len(residuals) >= MIN_POOLED else None
         self.median_residual = float(np.median(residuals)) if len(residuals) else 0.0
+        # the size group (calibrations saved before issue 50 have none): jobs forecast at least `large_at` get a P90
+        # offset no narrower than `large_p90`, the higher P90 of the calibration jobs forecast that large
+        self.large_at, self.large_p90 = None, None
         if self.pooled is None:
             return
         groups = {g: np.asarray(v, dtype=object) for g, v in cal.get("groups", {}).items()}
+        if (size := cal.get("size")) and SIZE in groups:
+            large = groups[SIZE] == "large"
+            self.large_at = np.log(max(size["at"], self.floor))
+            self.large_p90 = float(_percentiles(_cps(residuals[large]), np.zeros(1))[0, 2])
         for level in LEVELS:
             labels = _labels(groups, level, len(residuals))
             if labels is None:
@@ -130,5 +170,8 @@ class Calibrated:
             mine = todo & (at >= 0)
             offsets[mine] = level_offsets[at[mine]]
             todo &= ~mine
+        if self.large_at is not None:  # a large job's P90: the wider of its category's and the large group's
+            large = log_hat >= self.large_at
+            offsets[large, 2] = np.maximum(offsets[large, 2], self.large_p90)
         result = log_hat[:, None] + offsets
         return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])

@@ -339,11 +339,12 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         est = _build(champion, encoder, target, options, build).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
     groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
-    result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups)
+    result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y)
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])
-        result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor, groups)
+        result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor,
+                                                                 groups, history=y)
     detector = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
     detector = replace(detector, ceiling=ood.fit_ceiling(rows, target))  # every labelled job: what any job of its kind used
     result.champion = champion

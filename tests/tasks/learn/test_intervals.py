@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,54 @@ def test_offsets_added_per_category_equal_crepes_own_prediction_job_by_job():
 
 def residuals_of(raw: dict) -> np.ndarray:
     return np.asarray(raw["residuals"], dtype=np.float64)
+
+
+def _sized(rng: np.random.Generator, n: int, wide: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """(forecast, actual) of `n` jobs whose forecasts span 1-22,000 (log-uniform) and whose log errors are 0.1
+    wide, but `wide` for the top tenth of forecasts: the big jobs err most, as deep CNNs do in GB."""
+    pred = np.exp(rng.uniform(0, 10, n))
+    sd = np.where(pred >= np.exp(9.0), wide, 0.1)
+    return pred, pred * np.exp(rng.normal(0, sd))
+
+
+def test_large_jobs_get_their_own_p90_where_one_global_quantile_under_covers_them():
+    """The jobs above the history's 90th percentile (actual) are covered by P90 as often as the rest once the
+    calibration jobs forecast that large get their own group (issue 50 item 5); with the per-type groups alone
+    (one quantile for all sizes, set by the many small jobs) they are not."""
+    rng = np.random.default_rng(6)
+    pred, y = _sized(rng, M)
+    history = np.concatenate([y, _sized(rng, M)[1]])
+    raw = calibrate(y, pred, 1.0, {c.MODEL_TYPE: ["CNN"] * M}, history=history)
+    assert raw["size"]["quantile"] == 0.9 and raw["size"]["at"] == pytest.approx(np.quantile(history, 0.9), rel=1e-6)
+    assert raw["size"]["n"] == sum(p >= raw["size"]["at"] for p in pred)
+    before = Calibrated({**raw, "size": None})  # a calibration without the size group (saved before issue 50)
+    after = Calibrated(json.loads(json.dumps(raw)))  # as the Scorer reads it back from the model's metadata
+    test_pred, test_y = _sized(rng, N)
+    big = test_y > np.quantile(history, 0.9)
+    types = {c.MODEL_TYPE: np.array(["CNN"] * N)}
+    old, new = before.intervals(test_pred, types)[2], after.intervals(test_pred, types)[2]
+    assert np.mean(old[big] >= test_y[big]) < 0.75  # the under-coverage: one quantile for every size
+    assert np.mean(new[big] >= test_y[big]) >= 0.85  # 87%: a job above the P90 was often one that erred upwards
+    assert abs(np.mean(new[~big] >= test_y[~big]) - np.mean(old[~big] >= test_y[~big])) <= 0.03  # the rest as before
+    assert (new >= old).all()  # a large job's P90 is the wider of its category's and the large group's
+    assert np.array_equal(before.intervals(test_pred, types)[1], after.intervals(test_pred, types)[1])  # P50 unchanged
+
+
+@pytest.mark.parametrize(("large", "quantile"), [
+    (30, 0.9),  # enough calibration jobs forecast above the history's P90: that is the group
+    (5, 0.75),  # too few (MIN_LARGE): the top quarter instead
+    (0, None),  # too few there too: no size group, intervals as before
+])
+def test_the_size_group_falls_back_to_the_top_quarter_then_to_nothing(large: int, quantile: float | None):
+    from gpucast.tasks.learn.intervals import MIN_LARGE
+
+    assert 5 < MIN_LARGE <= 30
+    history = np.arange(1.0, 101.0)  # P90 = 90.1, P75 = 75.25
+    pred = np.concatenate([np.full(large, 95.0), np.full(20 if large == 5 else 0, 80.0), np.full(100, 10.0)])
+    raw = calibrate(pred, pred, 1.0, history=history)
+    if quantile is None:
+        assert raw["size"] is None and "size" not in raw["groups"]
+        assert Calibrated(raw).large_at is None
+    else:
+        assert raw["size"]["quantile"] == quantile and raw["size"]["n"] == {0.9: 30, 0.75: 25}[quantile]
+        assert raw["groups"]["size"].count("large") == raw["size"]["n"]
