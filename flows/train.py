@@ -223,5 +223,6 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: train.Fin
     with db.writer(settings.storage) as con:
         training.record_target(con, run_id, result, options.features, decision, windows.champion(target))
     return TrainedTarget(target=target, champion=result.champion, skipped=result.skipped, rows=result.rows,
-                         skipped_fits=len(result.skipped_fits), decision=gate.verdict(decision))
+                         skipped_fits=len(result.skipped_fits), decision=gate.verdict(decision),
+                         choice_reason=result.choice_reason)
 

@@ -55,14 +55,17 @@ class LoadTotals:
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One model's errors on one split of one repeated holdout (a row of `model_metrics`)."""
+    """One model's errors on one split of one fit (a row of `model_metrics`). Since issue 50 a fit is one fold of
+    a repeated K-fold (tasks/learn/train.py `fold_split`): `validation` and `test` are both its held-out fold (rows
+    no fit of that pass saw; `validation` is the split the champion rule's readers look up, `test` the reported
+    one), `backtest` the latest week and `holdout` the held-out model families (the generalisation holdout)."""
 
     model: str
     preset: str | None  # the network's preset; None for the other models
     features: str  # the feature set
     repeat: int
     seed: int
-    split: str  # validation | test
+    split: str  # validation | test (the held-out fold, both) | backtest | holdout (the generalisation holdout)
     mse: float
     rmse: float
     mae: float
@@ -74,11 +77,14 @@ class MetricRow:
     device: str
     epochs: int | None  # the network's epochs run; None for the other models
     score_seconds_per_million: float | None = None  # its predict's cost scaled to 1M jobs (tasks/learn/champion.py `score_cost`)
+    planner_loss: float | None = None  # sqrt(mean(w err²)), w 3 on under-forecasts, target's units (champion.py `planner_loss`)
 
 
 @dataclass(frozen=True)
 class FitResult:
-    """A fit that finished: its metrics on validation and test, and its test predictions."""
+    """A fit that finished: its metrics, its forecasts of its held-out fold (out of fold: `test_idx`, row indices
+    into the target's labelled rows, and `test_pred`) and of the generalisation holdout (`holdout_idx`,
+    `holdout_pred`): what the champion is chosen on (tasks/learn/champion.py `champion_choice`)."""
 
     target: str
     model: str
@@ -88,6 +94,9 @@ class FitResult:
     seconds: float
     device: str
     stopped: str | None = None  # why the network stopped early (its time budget), if it did
+    test_idx: np.ndarray | None = None
+    holdout_idx: np.ndarray | None = None
+    holdout_pred: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,9 @@ class TargetResult:
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
     skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish
     compiled: CompileInfo | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)
-    most_accurate: str | None = None  # the lowest mean validation RMSE (the champion may be a cheaper tied one)
+    most_accurate: str | None = None  # the lowest out-of-fold planner loss (the champion may be a cheaper tied one)
+    champion_tied: tuple[str, ...] = ()  # the models tied with the most accurate (the champion first)
+    blend: Any = None  # the blend's members and weights when it is champion (tasks/learn/blend.py `Blend`)
     choice_reason: str | None = None  # why the champion was chosen (tasks/learn/champion.py `ChampionChoice.describe`)
 
 

@@ -134,6 +134,7 @@ class TrainedTarget:
     rows: int  # labelled jobs
     skipped_fits: int  # fits the night did not finish (table `skipped_fits`)
     decision: str | None = None  # the champion gate's: "promoted" | "kept"; None when it had no backtest evidence
+    choice_reason: str | None = None  # why tonight's best was chosen, with how much it beats the plain LightGBM (issue 50)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,8 @@ SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejecte
 GROUP BY ALL ORDER BY n DESC, reason LIMIT ?
 """
 LEADERBOARD = """
-SELECT target, rank, model, validation_rmse, backtest_rmse, test_rmse, test_mape, backtest_mape, test_r2, train_seconds, epochs
+SELECT target, rank, model, planner_loss, holdout_planner_loss, validation_rmse, backtest_rmse, test_rmse, test_mape,
+       backtest_mape, test_r2, train_seconds, epochs
 FROM model_leaderboard ORDER BY target, rank
 """
 # The champion that scores each target (a champion the gate kept from an earlier run included), with its
@@ -91,7 +92,7 @@ FROM capacity_daily
 """
 LATEST_TRAIN_RUN = "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"
 TRAIN_SUMMARY = """
-SELECT target, model, split,
+SELECT target, model, split, avg(planner_loss) AS planner_loss, stddev_samp(planner_loss) AS planner_loss_std,
        avg(mse) AS mse, stddev_samp(mse) AS mse_std, avg(rmse) AS rmse, stddev_samp(rmse) AS rmse_std,
        avg(mae) AS mae, stddev_samp(mae) AS mae_std, avg(mape) AS mape, stddev_samp(mape) AS mape_std,
        avg(r2) AS r2, stddev_samp(r2) AS r2_std, avg(train_seconds) AS train_seconds, count(*) AS repeats

@@ -78,7 +78,7 @@ def _insert_metrics(con: duckdb.DuckDBPyConnection, run_id: str, result: TargetR
         pl.lit(run_id).alias("train_run_id"), pl.lit(result.target).alias("target"), "model", "preset", "features",
         "repeat", "seed", "split", "mse", "rmse", "mae", "mape", "r2", "rows_train",
         pl.col("rows_eval").alias("rows_test"), "train_seconds", "device", pl.col("epochs").cast(pl.Int64),
-        pl.col("score_seconds_per_million").cast(pl.Float64),
+        pl.col("score_seconds_per_million").cast(pl.Float64), pl.col("planner_loss").cast(pl.Float64),
     )
     con.register("new_metrics", m)
     con.execute("INSERT INTO model_metrics BY NAME SELECT * FROM new_metrics")
@@ -108,7 +108,8 @@ def _champion_row(run_id: str, result: TargetResult, features: str, decision, in
 
 TRAIN_RESULT = """
 SELECT r.train_run_id, r.device, r.fits_on, c.target, c.challenger, c.skipped_reason, c.labelled_rows, c.decision,
-       c.decision_reason, (SELECT count(*) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id AND f.target = c.target)
+       c.decision_reason, (SELECT count(*) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id AND f.target = c.target),
+       c.choice_reason
 FROM train_runs r JOIN model_champions c USING (train_run_id)
 WHERE r.train_run_id = (SELECT train_run_id FROM train_runs WHERE flow_run_id = ? AND status = 'succeeded'
                         ORDER BY started_at DESC LIMIT 1)
@@ -127,8 +128,8 @@ def train_result(con: duckdb.DuckDBPyConnection, flow_run_id: str, where: str, t
     by_target = {
         target: TrainedTarget(target=target, champion=champion, skipped=skipped, rows=labelled or 0, skipped_fits=cut,
                               decision=decision if decision in ("promoted", "kept") and reason not in (NO_INCUMBENT, NO_EVIDENCE)
-                              else None)
-        for _, _, _, target, champion, skipped, labelled, decision, reason, cut in rows}
+                              else None, choice_reason=why)
+        for _, _, _, target, champion, skipped, labelled, decision, reason, cut, why in rows}
     run_id, device, fits_on = rows[0][:3]
     ordered = [t for t in targets if t in by_target] + sorted(t for t in by_target if t not in targets)
     return TrainResult(train_run_id=run_id, targets=tuple(by_target[t] for t in ordered), where=where, device=device,

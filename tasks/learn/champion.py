@@ -1,45 +1,77 @@
 """How fits are judged and the champion chosen (the protocol that produces the fits is `tasks/learn/train.py`).
 
-Metrics (MSE, RMSE, MAE, MAPE in %, R²) are on the original scale of the target (`metrics`). The **champion** is
-chosen on *validation* RMSE alone (test rows never take part): the model with the lowest mean over the repeats,
-unless other models are tied with it within noise (within one standard error of the paired per-repeat differences,
-or `TIE_FLOOR` of its mean, whichever is larger); then the **cheapest to score** of the tied (each fit's `predict`
-timed on `SCORE_COST_ROWS` rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest count
-as equal, and then the first in `registry.PREFERENCE`, trees before the network), so that one lucky slice cannot
-flip the choice and a model no better than the others does not cost more to score each night. A champion that
-validates well but backtests worse than the best tree loses to it (`_generalises`; the backtest's rows:
-`train.backtest_mask`). All of it: `champion_choice`.
+Metrics (MSE, RMSE, MAE, MAPE in %, R², the planner loss) are on the original scale of the target (`metrics`).
+
+**The planner loss** (`planner_loss`, issue 50): in the target's own units, an asymmetric RMSE,
+sqrt(mean(w x err²)) with w = `UNDER_WEIGHT` (3) where the forecast is below the truth and 1 elsewhere. An
+under-forecast of memory becomes an out-of-memory failure, of time a missed deadline; an over-forecast only
+holds a GPU idle. In the target's units, a 15 GB miss on a deep CNN weighs what it costs, not what a 1.5 GB miss
+on an MLP does (a relative metric such as MAPE, or RMSE on log values, weighs them alike).
+
+**The champion** (`champion_choice`) is chosen on out-of-fold predictions: every fit forecasts the fold it did
+not see (`train.fold_split`), and the rows every compared model forecast (the same rows for each: `_shared`) are
+pooled. The lowest planner loss there is the most accurate; another model is tied with it when the mean of the
+paired per-row differences of the weighted squared error is within 2 standard errors of zero, or its loss within
+`TIE_FLOOR` of the lowest's. Among the tied, the **cheapest to score** wins (each fit's `predict` timed on
+`SCORE_COST_ROWS` rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, and
+then the first in `registry.PREFERENCE`). Then two checks:
+- **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
+  never fitted nor in the folds: `train.generalisation_holdout`), a champion that is not the best tree must not
+  have a planner loss worse than that tree's beyond noise, or the tree is champion (within noise: the cheaper);
+- **the floor** (`_floor`): the champion's out-of-fold planner loss is never above the plain LightGBM's
+  (`registry.PLAIN`, fitted on the same folds); if it is, the plain LightGBM is champion. The reason says by how
+  much the champion beats the plain baseline.
+All of it: `champion_choice`; in words: `ChampionChoice.describe`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import polars as pl
 
-from gpucast.records.outcomes import MetricRow
+from gpucast.expectations import contract as c
+from gpucast.records.outcomes import FitResult
 from gpucast.tasks.learn.models import registry
 
-CHAMPION_METRIC = "rmse"
-# Models within this share of the best mean validation RMSE are tied with it even when the repeats
-# cannot tell (one repeat has no standard error; two agreeing repeats have a tiny one).
+CHAMPION_METRIC = "planner_loss"
+# An under-forecast costs this many times an over-forecast of the same size (in the squared error).
+UNDER_WEIGHT = 3.0
+# Standard errors of the paired per-row differences within which two models are tied.
+TIE_SE = 2.0
+# Models within this share of the lowest planner loss are tied with it even when the rows cannot tell.
 TIE_FLOOR = 0.02
-# Scoring cost: each fit's `predict` is timed on this many rows (its validation and test rows, repeated) and
+# Scoring cost: each fit's `predict` is timed on this many rows (its evaluated rows, repeated) and
 # scaled to 1M jobs; two costs within `COST_NOISE` of each other are equal (one timing on a shared machine).
 SCORE_COST_ROWS = 20_000
 COST_NOISE = 0.25
-CHAMPION_RULE = (f"lowest mean validation {CHAMPION_METRIC} over the repeats; models within one standard error of "
-                 f"the paired per-repeat differences (at least {TIE_FLOOR:.0%} of the lowest mean) are tied, and "
-                 f"the cheapest tied one to score per 1M jobs wins (costs within {COST_NOISE:.0%} of the cheapest are "
-                 f"equal; then the first in this order: {', '.join(registry.PREFERENCE)})")
-# The families a validation champion must backtest no worse than the best of (`_generalises`).
-TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
+CHAMPION_RULE = (f"lowest planner loss (sqrt(mean(w err²)) in the target's units, w = {UNDER_WEIGHT:g} on "
+                 f"under-forecasts, 1 elsewhere) on the out-of-fold rows every model forecast; models within "
+                 f"{TIE_SE:g} standard errors of the paired per-row differences (or {TIE_FLOOR:.0%} of the lowest "
+                 f"loss) are tied, and the cheapest tied one to score per 1M jobs wins (costs within "
+                 f"{COST_NOISE:.0%} of the cheapest are equal; then the first in this order: "
+                 f"{', '.join(registry.PREFERENCE)}); a champion that is not the best tree must not be worse than "
+                 f"that tree on the generalisation holdout, and none may be worse than {registry.PLAIN}")
+# The families a champion must generalise no worse than the best of (`_generalises`).
+TREES = ("lightgbm", registry.PLAIN, "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
+# Each target's unit, for the reason's words.
+UNITS = {c.PEAK_GPU_MEM_GB: "GB", c.RUNTIME_HOURS: "h", c.GPU_DEMAND_GFLOPS: "GFLOPS"}
+
+
+def planner_loss(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """sqrt(mean(w x (pred - true)²)), w = `UNDER_WEIGHT` where pred < true, else 1: in the target's units."""
+    return float(np.sqrt(np.mean(_weighted_sq(np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64)))))
+
+
+def _weighted_sq(y: np.ndarray, p: np.ndarray) -> np.ndarray:
+    err = p - y
+    return np.where(err < 0, UNDER_WEIGHT, 1.0) * err**2
 
 
 def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-    """MSE, RMSE, MAE, MAPE (%) and R² on the original scale."""
+    """MSE, RMSE, MAE, MAPE (%), R² and the planner loss on the original scale."""
     y_true = np.asarray(y_true, dtype=np.float64)
     y_pred = np.asarray(y_pred, dtype=np.float64)
     err = y_pred - y_true
@@ -51,6 +83,7 @@ def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
         "mae": float(np.mean(np.abs(err))),
         "mape": float(np.mean(np.abs(err) / np.abs(y_true)) * 100.0),
         "r2": float(1.0 - np.sum(err**2) / ss_tot) if ss_tot > 0 else float("nan"),
+        "planner_loss": planner_loss(y_true, y_pred),
     }
 
 
@@ -66,111 +99,198 @@ def score_cost(est, X: np.ndarray, rows: int = SCORE_COST_ROWS) -> float:
 
 
 @dataclass(frozen=True)
+class Pooled:
+    """Each model's forecasts of rows it never saw, pooled over its fits: keys (pass or repeat, row index) -> the
+    forecast; `actual` the truth by row index."""
+
+    by_model: Mapping[str, Mapping[tuple[int, int], float]]
+    actual: np.ndarray
+
+    def shared(self, models: Sequence[str]) -> list[tuple[int, int]]:
+        keys = None
+        for m in models:
+            keys = set(self.by_model.get(m, {})) if keys is None else keys & set(self.by_model.get(m, {}))
+        return sorted(keys or ())
+
+    def weighted_sq(self, model: str, keys: Sequence[tuple[int, int]]) -> np.ndarray:
+        pred = np.array([self.by_model[model][k] for k in keys], dtype=np.float64)
+        return _weighted_sq(self.actual[[k[1] for k in keys]], pred)
+
+
+def pool_out_of_fold(fits: Sequence[FitResult], actual: np.ndarray, folds: int) -> Pooled:
+    """The fits' out-of-fold forecasts (each fit's `test_idx`, `test_pred`), keyed by (pass, row): repeat r is
+    pass r // `folds`, and within a pass every row is out of fold once."""
+    by: dict[str, dict[tuple[int, int], float]] = {}
+    for f in fits:
+        if f.test_idx is None:
+            continue
+        by.setdefault(f.model, {}).update(zip(((f.repeat // folds, int(i)) for i in f.test_idx),
+                                              np.asarray(f.test_pred, np.float64).tolist(), strict=True))
+    return Pooled(by, np.asarray(actual, np.float64))
+
+
+def pool_holdout(fits: Sequence[FitResult], actual: np.ndarray) -> Pooled:
+    """The fits' forecasts of the generalisation holdout, keyed by (repeat, row): every fit forecasts all of it."""
+    by: dict[str, dict[tuple[int, int], float]] = {}
+    for f in fits:
+        if f.holdout_idx is None or not len(f.holdout_idx):
+            continue
+        by.setdefault(f.model, {}).update(zip(((f.repeat, int(i)) for i in f.holdout_idx),
+                                              np.asarray(f.holdout_pred, np.float64).tolist(), strict=True))
+    return Pooled(by, np.asarray(actual, np.float64))
+
+
+@dataclass(frozen=True)
 class ChampionChoice:
-    """How the champion was chosen (`CHAMPION_RULE`): the model with the lowest mean validation RMSE (the most
-    accurate), the models tied with it within noise (cheapest to score first, the champion first), each model's
-    mean validation RMSE and its mean scoring cost (seconds per 1M jobs; absent where it was not measured)."""
+    """How the champion was chosen (`CHAMPION_RULE`): the model of lowest out-of-fold planner loss (the most
+    accurate), the models tied with it within noise (the champion first), each compared model's planner loss on
+    the shared rows (`means`) and mean scoring cost (seconds per 1M jobs; absent where it was not measured)."""
 
     champion: str
     lowest: str
     tied: tuple[str, ...]
-    means: dict[str, float]
+    means: dict[str, float]  # model -> planner loss on the shared out-of-fold rows
     costs: dict[str, float] = field(default_factory=dict)
-    backtest: dict[str, float] = field(default_factory=dict)  # mean backtest RMSE per model (none without a backtest)
-    generalises: str = ""  # what the backtest decided, in words ("" without a backtest)
+    backtest: dict[str, float] = field(default_factory=dict)  # model -> planner loss on the generalisation holdout
+    generalises: str = ""  # what the generalisation holdout decided, in words ("" without one)
+    floor: str = ""  # what the plain baseline's comparison says, in words ("" when it was not fitted)
+    rows: int = 0  # the shared out-of-fold rows (pass x row) the models were compared on
+    unit: str = ""
+    left_out: tuple[str, ...] = ()  # models with fits but too few out-of-fold rows in common to compare
+    overruled: bool = False  # the generalisation holdout replaced the out-of-fold choice
 
     def describe(self) -> str:
-        metric = f"mean validation {CHAMPION_METRIC.upper()}"
-        if self.champion not in self.tied:  # the backtest overruled validation
-            return f"{self.lowest} had the lowest {metric}; {self.generalises}"
-        if len(self.tied) == 1:
-            return f"lowest {metric}" + self._backtest_words()
-        others = ", ".join(m for m in self.tied if m != self.champion)
-        accuracy = (f"lowest {metric}, tied within noise with {others}" if self.champion == self.lowest else
-                    f"tied within noise with {others} (the most accurate, {self.lowest}: {metric} "
-                    f"{self.means[self.lowest]:.4g} vs {self.means[self.champion]:.4g})")
-        if self.champion not in self.costs:
-            return f"{accuracy}; first in the preference order (scoring cost not measured)" + self._backtest_words()
-        costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
-        return f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})" + self._backtest_words()
+        metric = f"out-of-fold planner loss ({self.rows} rows)"
+        if self.champion == registry.PLAIN and self.floor.startswith(f"{registry.PLAIN} is champion"):
+            words = self.floor
+        elif self.overruled or self.champion not in self.tied:  # the holdout overruled the out-of-fold choice
+            words = f"{self.lowest} had the lowest {metric}; {self.generalises}"
+        elif len(self.tied) == 1:
+            words = f"lowest {metric}" + self._then(self.generalises)
+        else:
+            others = ", ".join(m for m in self.tied if m != self.champion)
+            accuracy = (f"lowest {metric}, tied within noise with {others}" if self.champion == self.lowest else
+                        f"tied within noise with {others} (the most accurate, {self.lowest}: {metric} "
+                        f"{self._u(self.means[self.lowest])} vs {self._u(self.means[self.champion])})")
+            if self.champion not in self.costs:
+                words = f"{accuracy}; first in the preference order (scoring cost not measured)"
+            else:
+                costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
+                words = f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})"
+            words += self._then(self.generalises)
+        if not self.floor.startswith(f"{registry.PLAIN} is champion"):
+            words += self._then(self.floor)
+        if self.left_out:
+            words += f"; not compared (too few out-of-fold rows in common): {', '.join(self.left_out)}"
+        return words
 
-    def _backtest_words(self) -> str:
-        return f"; {self.generalises}" if self.generalises else ""
+    def _u(self, v: float) -> str:
+        return f"{v:.4g} {self.unit}".rstrip()
 
-
-def _tie_margin(val: pl.DataFrame, model: str, lowest: str, floor: float) -> float:
-    """How far above `lowest`'s mean `model`'s may be and still be tied: one standard error of the
-    per-repeat differences (the repeats both finished: same validation rows), at least `floor`."""
-    pair = (val.filter(pl.col("model") == model).join(val.filter(pl.col("model") == lowest), on="repeat", suffix="_lowest")
-            .select((pl.col(CHAMPION_METRIC) - pl.col(f"{CHAMPION_METRIC}_lowest")).alias("d")))
-    if pair.height < 2:
-        return floor
-    return max(floor, float(pair["d"].std(ddof=1)) / np.sqrt(pair.height))
+    @staticmethod
+    def _then(words: str) -> str:
+        return f"; {words}" if words else ""
 
 
 def _preference(model: str) -> int:
     return registry.PREFERENCE.index(model) if model in registry.PREFERENCE else len(registry.PREFERENCE)
 
 
-def champion_choice(metric_rows: list[MetricRow] | list[dict]) -> ChampionChoice:
-    """Choose the champion by `CHAMPION_RULE` from the metric rows (validation rows only count)."""
-    val = pl.DataFrame(metric_rows).filter(pl.col("split") == "validation")
-    if "repeat" not in val.columns:
-        val = val.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
-    ranking = val.group_by("model", maintain_order=True).agg(pl.col(CHAMPION_METRIC).mean())
-    ranking = ranking.sort(CHAMPION_METRIC, maintain_order=True)
-    means = dict(ranking.iter_rows())
-    lowest = ranking["model"][0]
-    floor = TIE_FLOOR * means[lowest]
-    tied = [m for m in means if means[m] - means[lowest] <= _tie_margin(val, m, lowest, floor)]
-    costs = _mean_costs(val)
-    cheap = _equally_cheapest(costs, tied)
+def _worse_beyond_noise(d: np.ndarray, loss: float, best: float) -> bool:
+    """Paired per-row differences `d` (a model's weighted squared error minus the best's): worse beyond noise when
+    their mean is above `TIE_SE` standard errors and the loss above `TIE_FLOOR` of the best's."""
+    if loss <= best * (1 + TIE_FLOOR):
+        return False
+    if len(d) < 2:
+        return True
+    return float(d.mean()) > TIE_SE * float(d.std(ddof=1)) / np.sqrt(len(d))
+
+
+def champion_choice(fits: Sequence[FitResult], actual: np.ndarray, *, folds: int, target: str = "",
+                    extra: Mapping[str, Mapping[tuple[int, int], float]] | None = None,
+                    costs: Mapping[str, float] | None = None) -> ChampionChoice:
+    """Choose the champion by `CHAMPION_RULE` from the fits' out-of-fold and holdout forecasts (`actual`: the
+    labelled rows' truth by row index; `folds`: the folds of a pass). `extra`: more candidates' out-of-fold
+    forecasts by (pass, row) (the blend's); `costs`: their scoring costs."""
+    oof = pool_out_of_fold(fits, actual, folds)
+    if extra:
+        oof = Pooled({**oof.by_model, **extra}, oof.actual)
+    cost = {**_mean_costs(fits), **(costs or {})}
+    models = sorted(oof.by_model, key=_preference)
+    left_out: list[str] = []
+    while len(models) > 1 and not oof.shared(models):  # the model with the fewest rows goes until some are shared
+        fewest = min(models, key=lambda m: len(oof.by_model[m]))
+        models.remove(fewest)
+        left_out.append(fewest)
+    keys = oof.shared(models)
+    sq = {m: oof.weighted_sq(m, keys) for m in models}
+    means = {m: float(np.sqrt(sq[m].mean())) for m in models}
+    lowest = min(models, key=lambda m: (means[m], _preference(m)))
+    tied = [m for m in models if not _worse_beyond_noise(sq[m] - sq[lowest], means[m], means[lowest])]
+    cheap = _equally_cheapest(cost, tied)
     tied.sort(key=lambda m: (m not in cheap, _preference(m), means[m]))
-    choice = ChampionChoice(tied[0], lowest, tuple(tied), means, {m: costs[m] for m in tied if m in costs})
-    return _generalises(choice, pl.DataFrame(metric_rows), costs)
+    choice = ChampionChoice(tied[0], lowest, tuple(tied), means, {m: cost[m] for m in tied if m in cost},
+                            rows=len(keys), unit=UNITS.get(target, ""), left_out=tuple(left_out))
+    choice = _generalises(choice, pool_holdout(fits, actual), cost)
+    return _floor(choice, sq)
 
 
-def _generalises(choice: ChampionChoice, rows: pl.DataFrame, costs: dict[str, float]) -> ChampionChoice:
-    """The backtest's say (`backtest_mask`): a champion that is not the best tree on validation (the tree of
-    lowest mean validation RMSE) keeps its place only if its backtest RMSE is not worse than that tree's. Worse
-    beyond noise (the same margin as validation's ties, on the backtest's paired per-repeat differences): the
-    tree is champion. Worse within noise: they are tied, and the cheaper to score wins (then the preference
-    order). Without backtest rows, validation decides alone."""
-    back = rows.filter(pl.col("split") == "backtest") if "split" in rows.columns else rows.clear()
-    if back.is_empty():
-        return choice
-    if "repeat" not in back.columns:
-        back = back.with_columns(pl.int_range(pl.len()).over("model").alias("repeat"))
-    means = dict(back.group_by("model").agg(pl.col(CHAMPION_METRIC).mean()).iter_rows())
-    trees = [m for m in sorted(choice.means, key=choice.means.get) if m in TREES and m in means]
+def _generalises(choice: ChampionChoice, held: Pooled, costs: Mapping[str, float]) -> ChampionChoice:
+    """The generalisation holdout's say: a champion that is not the best tree (the tree of lowest out-of-fold planner
+    loss) keeps its place only if its planner loss on the holdout is not worse than that tree's. Worse beyond noise
+    (`_worse_beyond_noise` on the paired per-row differences, the repeats both finished): the tree is champion.
+    Worse within noise: tied, and the cheaper to score wins (then the preference order). No holdout forecasts (the
+    blend, or no holdout): the out-of-fold choice stands."""
+    means = {m: float(np.sqrt(held.weighted_sq(m, held.shared([m])).mean())) for m in held.by_model}
     champion = choice.champion
+    trees = [m for m in sorted(choice.means, key=choice.means.get) if m in TREES and m in means]
     if not trees or champion not in means:
         return replace(choice, backtest=means)
     tree = trees[0]
     if champion == tree:
-        return replace(choice, backtest=means, generalises=f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g}")
-    d = means[champion] - means[tree]
-    margin = _tie_margin(back, champion, tree, TIE_FLOOR * means[tree])
-    says = (f"backtest {CHAMPION_METRIC.upper()} {means[champion]:.4g} vs the best tree {tree}'s {means[tree]:.4g}")
-    if d <= 0:
+        return replace(choice, backtest=means,
+                       generalises=f"holdout planner loss {choice._u(means[champion])}")
+    keys = held.shared([champion, tree])
+    d = held.weighted_sq(champion, keys) - held.weighted_sq(tree, keys)
+    mine, theirs = (float(np.sqrt(held.weighted_sq(m, keys).mean())) for m in (champion, tree))
+    says = f"holdout planner loss {choice._u(mine)} vs the best tree {tree}'s {choice._u(theirs)}"
+    if mine <= theirs:
         return replace(choice, backtest=means, generalises=f"{says}: not worse, kept")
-    if d > margin:
-        return replace(choice, champion=tree, backtest=means,
-                       generalises=f"{champion} validated best but {says}, worse beyond noise: {tree} is champion")
+    if _worse_beyond_noise(d, mine, theirs):
+        return replace(choice, champion=tree, backtest=means, overruled=True,
+                       generalises=f"{champion} was chosen out of fold but {says}, worse beyond noise: {tree} is champion")
     pair = sorted((champion, tree), key=lambda m: (costs.get(m, np.inf), _preference(m)))
     return replace(choice, champion=pair[0], tied=tuple(dict.fromkeys((*choice.tied, tree))), backtest=means,
                    generalises=f"{says}, worse within noise: tied, the cheaper to score wins ({pair[0]})")
 
 
-def _mean_costs(val: pl.DataFrame) -> dict[str, float]:
-    """Each model's mean `score_seconds_per_million` over its repeats (models without one are left out)."""
-    if "score_seconds_per_million" not in val.columns:
-        return {}
-    mean = val.group_by("model").agg(pl.col("score_seconds_per_million").cast(pl.Float64).mean()).drop_nulls()
-    return dict(mean.iter_rows())
+def _floor(choice: ChampionChoice, sq: Mapping[str, np.ndarray]) -> ChampionChoice:
+    """Never worse than the plain LightGBM (`registry.PLAIN`) on the shared out-of-fold rows: a champion whose planner
+    loss is above the plain baseline's loses to it; either way the words say by how much the champion is better."""
+    plain, champion = registry.PLAIN, choice.champion
+    if plain not in choice.means:
+        return replace(choice, floor=f"{registry.PLAIN} not fitted: no plain baseline to compare with")
+    mine, base = choice.means[champion], choice.means[plain]
+    if champion == plain:
+        return replace(choice, floor=f"the plain baseline itself (planner loss {choice._u(base)})")
+    if mine > base:
+        return replace(choice, champion=plain, floor=(
+            f"{plain} is champion: {champion} was chosen but its out-of-fold planner loss {choice._u(mine)} is above "
+            f"the plain LightGBM's {choice._u(base)} on the same {choice.rows} rows"))
+    lower = (1 - mine / base) * 100 if base > 0 else 0.0
+    return replace(choice, floor=f"planner loss {choice._u(mine)} vs the plain LightGBM's {choice._u(base)}: {lower:.0f}% lower")
 
 
-def _equally_cheapest(costs: dict[str, float], tied: list[str]) -> set[str]:
+def _mean_costs(fits: Sequence[FitResult]) -> dict[str, float]:
+    """Each model's mean `score_seconds_per_million` over its fits' metric rows (models without one are left out)."""
+    got: dict[str, list[float]] = {}
+    for f in fits:
+        got.setdefault(f.model, []).extend(m.score_seconds_per_million for m in f.metrics[:1]
+                                           if m.score_seconds_per_million is not None)
+    return {m: float(np.mean(v)) for m, v in got.items() if v}
+
+
+def _equally_cheapest(costs: Mapping[str, float], tied: list[str]) -> set[str]:
     """The tied models within `COST_NOISE` of the cheapest tied one's cost; all of them when a tied model's cost
     is unknown (the preference order alone decides then)."""
     if any(m not in costs for m in tied):

@@ -1,16 +1,20 @@
 """Train every registry model on one target, evaluate them honestly, pick a champion: the protocol.
 
-Per target and per repeat r = 0..repeats-1 (seed = base seed + r):
-1. the labelled rows (`labelled`) are split 70/30 into **train** and **test**; 20% of train is held out as
-   **validation**; every model of the repeat sees the same three sets (`split`); the latest week's jobs are
-   neither fitted nor validated on, each fit forecasts them as the backtest (`backtest_mask`);
-2. each model is fitted on train minus validation, then scored on validation, test and the backtest (`fit_one`);
-3. the champion is chosen from the fits' metrics (`tasks/learn/champion.py` `champion_choice`: validation RMSE,
-   ties within noise, scoring cost, the backtest), then refitted on every labelled job but a calibration
-   slice, on which its intervals are calibrated (`finish_target`), and saved (`save_champion`).
-Test metrics are reported as mean and spread over the repeats, because one 70/30 split of a small table is
-noise. The `train-models` flow (flows/train.py) runs these steps; what a run does is `tasks/learn/options.py`'s
-`TrainOptions`.
+Per target (issue 50: repeated K-fold, chosen on the loss planners pay):
+1. the **generalisation holdout** is set aside, never fitted nor in the folds (`generalisation_holdout`): the
+   latest week's jobs when the history has one (`backtest_mask`), else whole model families, ~20% of the rows,
+   seeded (`grouped_holdout`);
+2. the other labelled rows (`labelled`) are dealt into `FOLDS` folds; repeat r is pass r // `FOLDS`, fold r %
+   `FOLDS` of a permutation seeded by (seed + pass) (`fold_split`): the fit trains on the other folds and forecasts
+   its held-out fold (out of fold) and the holdout (`fit_one`); every model of a repeat sees the same rows;
+3. the champion is chosen on the pooled out-of-fold forecasts every model shares (`tasks/learn/champion.py`
+   `champion_choice`: the planner loss, ties within noise, scoring cost, the holdout, never worse than the plain
+   LightGBM), or the blend of the best models is (`tasks/learn/blend.py`); then it is refitted on every labelled
+   job but a calibration slice, on which its intervals are calibrated (`finish_target`), and saved
+   (`save_champion`).
+The `train-models` flow (flows/train.py) runs these steps; what a run does is `tasks/learn/options.py`'s
+`TrainOptions`. `split` (a seeded 70/30 holdout with 20% validation) is the protocol before issue 50, which the
+benchmarks still use for their own comparisons.
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ from gpucast.tasks.learn.options import TrainOptions
 log = logging.getLogger(__name__)
 TEST_FRACTION = 0.3
 VALIDATION_FRACTION = 0.2
+# Folds of a pass (issue 50): repeats 1-3 are one pass of 3-fold cross-fitting, 4-6 a second pass on another
+# permutation. Each fit trains on 2/3 of the rows outside the holdout and forecasts the other third.
+FOLDS = 3
+MIN_ROWS_PER_FOLD = 2
+# The grouped generalisation holdout (no later week): whole model families, about this share of the rows, seeded;
+# a family that would take the holdout above the most is skipped (one family can be most of a history).
+HOLDOUT_SHARE = 0.2
+HOLDOUT_MAX_SHARE = 0.35
 # Compiling a 600-tree champion took ~1 minute here and saves ~12 s per million jobs scored
 # (tasks/learn/models/compiled.py): below this many pending jobs it does not pay.
 COMPILE_MIN_PENDING = 200_000
@@ -56,15 +68,19 @@ def compile_trees_for(pending_jobs: int) -> bool:
 # calibration rows (CV+ would refit on everything but must keep K fold models to score with: K times
 # the scoring work of a night). docs/models.md measures what the refit gains.
 CALIBRATION_FRACTION = 0.15
+# A target with too few labelled jobs for the folds gets the plain LightGBM alone from this many (one to refit on,
+# one to calibrate on); with fewer, the analytic prior where the feature set has it.
+PLAIN_ALONE_MIN_ROWS = 2
 
 
 def calibration_split(n: int, seed: int, learns: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(refit, calibration) row indices. A model that learns nothing (the analytic prior) is
-    calibrated on every row: no row it could have learned from is ever used twice."""
+    calibrated on every row: no row it could have learned from is ever used twice. At least one
+    calibration row when there are two rows or more (a tiny history's plain baseline)."""
     idx = np.random.default_rng(seed + 10_000).permutation(n)
     if not learns:
         return np.array([], dtype=int), idx
-    n_cal = int(round(n * CALIBRATION_FRACTION))
+    n_cal = max(int(round(n * CALIBRATION_FRACTION)), 1 if n >= 2 else 0)
     return idx[n_cal:], idx[:n_cal]
 
 
@@ -94,8 +110,50 @@ def backtest_mask(rows: pl.DataFrame) -> np.ndarray:
     return mask
 
 
+def grouped_holdout(rows: pl.DataFrame, seed: int) -> np.ndarray:
+    """Whole model families (`ood.FAMILY`; a missing one is "unknown"), drawn in a seeded order until about
+    `HOLDOUT_SHARE` of the rows (a family that would take it above `HOLDOUT_MAX_SHARE` is passed over); none
+    when the rows hold fewer than 2 families or no family fits."""
+    none = np.zeros(rows.height, dtype=bool)
+    if ood.FAMILY not in rows.columns or rows.is_empty():
+        return none
+    family = rows[ood.FAMILY].cast(pl.String).fill_null("unknown").to_numpy()
+    names, counts = np.unique(family, return_counts=True)
+    if len(names) < 2:
+        return none
+    chosen, total = [], 0
+    for i in np.random.default_rng(seed + 20_000).permutation(len(names)):
+        if total >= HOLDOUT_SHARE * rows.height:
+            break
+        if total + counts[i] <= HOLDOUT_MAX_SHARE * rows.height:
+            chosen.append(names[i])
+            total += counts[i]
+    return np.isin(family, chosen) if chosen else none
+
+
+def generalisation_holdout(rows: pl.DataFrame, seed: int) -> tuple[np.ndarray, str]:
+    """(mask, split name) of the rows no fit of the comparison sees, which every fit forecasts: the latest week
+    ("backtest", `backtest_mask`) when the history has one, else whole model families ("holdout",
+    `grouped_holdout`). The champion must not be worse there than the best tree (champion.py `_generalises`)."""
+    back = backtest_mask(rows)
+    if back.any():
+        return back, "backtest"
+    return grouped_holdout(rows, seed), "holdout"
+
+
+def fold_split(n: int, holdout: np.ndarray, seed: int, repeat: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, out-of-fold) row indices of `repeat`: pass repeat // `FOLDS`, fold repeat % `FOLDS` of a permutation
+    seeded by (seed + pass) of the `n` rows outside `holdout`. Within a pass every such row is out of fold once."""
+    rest = np.flatnonzero(~holdout) if len(holdout) else np.arange(n)
+    order = rest[np.random.default_rng(seed + repeat // FOLDS).permutation(len(rest))]
+    folds = np.array_split(order, FOLDS)
+    k = repeat % FOLDS
+    return np.sort(np.concatenate([f for i, f in enumerate(folds) if i != k])), np.sort(folds[k])
+
+
 def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fit, validation, test) row indices: 30% test, then 20% of the rest for validation."""
+    """(fit, validation, test) row indices: 30% test, then 20% of the rest for validation (the protocol before
+    issue 50; benchmarks compare on it)."""
     idx = np.random.default_rng(seed).permutation(n)
     n_test = int(round(n * TEST_FRACTION))
     test, train = idx[:n_test], idx[n_test:]
@@ -105,7 +163,7 @@ def split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class Fit:
-    """One model fitted on one target in one repeated holdout: the unit a night fans out."""
+    """One model fitted on one target in one fold of the repeated K-fold: the unit a night fans out."""
 
     target: str
     model: str
@@ -117,8 +175,9 @@ class Fit:
 
 def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None) -> list[Fit]:
     """Every fit of a train run, in the order a night should run them so that a budget cut leaves
-    the best comparison it can: the fast baselines of every target first (each target has a
-    champion within seconds), then the previous champion's model (`previous`: target -> model),
+    the best comparison it can: the fast baselines of every target first, the plain LightGBM among them (each
+    target has a champion within seconds, and a budget cut never drops the floor the champion is held to), then
+    the previous champion's model (`previous`: target -> model),
     then the other ensembles from the quickest to fit (`registry.FIT_ORDER`), the network last
     (the slowest by far: a cut there must not starve the trees). Within a tier, repeat 1 of every
     target and model before repeat 2, so a cut removes repeats, not models."""
@@ -127,7 +186,7 @@ def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None)
     target_rank = {t: i for i, t in enumerate(options.targets)}
 
     def tier(f: Fit) -> int:
-        if f.model in registry.FAST_MODELS:
+        if f.model in registry.FAST_MODELS or f.model == registry.PLAIN:
             return 0
         if f.model == registry.NN:
             return 3
@@ -191,16 +250,22 @@ def reference_note(options: TrainOptions, note: str | None = None) -> str | None
 
 
 def too_few(rows: pl.DataFrame, options: TrainOptions) -> str | None:
-    """Why a target gets no model comparison (fewer labelled jobs than `min_labelled`), else None."""
-    if rows.height >= options.min_labelled:
-        return None
-    return (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
-            f"(set --min-labelled to change it)")
+    """Why a target gets no model comparison (fewer labelled jobs than `min_labelled`, or than the folds need:
+    `MIN_ROWS_PER_FOLD` a fold outside the generalisation holdout), else None."""
+    if rows.height < options.min_labelled:
+        return (f"{rows.height} labelled COMPLETED jobs, fewer than the minimum {options.min_labelled} "
+                f"(set --min-labelled to change it)")
+    folded = rows.height - int(generalisation_holdout(rows, options.seed)[0].sum())
+    if folded < FOLDS * MIN_ROWS_PER_FOLD:
+        return (f"{folded} labelled COMPLETED jobs outside the generalisation holdout, fewer than {FOLDS} folds "
+                f"of {MIN_ROWS_PER_FOLD} need")
+    return None
 
 
 def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int, *, threads: int,
             budget_ends_at: float | None = None, progress: Callable[[str], None] = log.info) -> FitOutcome:
-    """Fit `model` on repeat `repeat`'s fit rows of `target` and score it on validation and test.
+    """Fit `model` on repeat `repeat`'s fit rows of `target` (`fold_split`) and forecast its held-out fold and the
+    generalisation holdout; the metrics of both (the held-out fold as "validation" and "test").
 
     Pure: it needs the labelled rows only, so it runs anywhere (a Dask worker included), on `threads`
     cores. `budget_ends_at` (a `time.time()` instant: the night budget's end): a fit that would start
@@ -213,9 +278,9 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
             return FitSkipped(target, model, repeat, "the night budget ran out before it started")
         max_seconds = min(max_seconds, left) if max_seconds else left
     seed = options.seed + repeat
-    fit_idx, val_idx, test_idx = split(rows.height, seed)
-    back = backtest_mask(rows)  # the latest week: neither fitted nor validated on, forecast as the backtest
-    fit_idx, val_idx = fit_idx[~back[fit_idx]], val_idx[~back[val_idx]]
+    held, held_name = generalisation_holdout(rows, options.seed)  # neither fitted nor in the folds: forecast
+    fit_idx, test_idx = fold_split(rows.height, held, options.seed, repeat)
+    held_idx = np.flatnonzero(held)
     encoder = FeatureEncoder(options.features).fit(rows[fit_idx])
     X = encoder.transform(rows)
     y = rows[target].to_numpy().astype(np.float64)
@@ -224,16 +289,19 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
                                                                   max_seconds=max_seconds)).fit(X[fit_idx], y[fit_idx])
     seconds = time.perf_counter() - t0
     used = getattr(est, "device_", "cpu")
-    cost = score_cost(est, X[np.concatenate([val_idx, test_idx])])
+    cost = score_cost(est, X[np.concatenate([test_idx, held_idx])])
+    test_pred = est.predict(X[test_idx])
+    held_pred = est.predict(X[held_idx]) if len(held_idx) else np.empty(0)
     out = tuple(MetricRow(model=model, preset=options.preset if model == registry.NN else None,
                           features=options.features, repeat=repeat, seed=seed, split=split_name,
-                          **metrics(y[idx], est.predict(X[idx])), rows_train=len(fit_idx), rows_eval=len(idx),
+                          **metrics(y[idx], pred), rows_train=len(fit_idx), rows_eval=len(idx),
                           train_seconds=seconds, device=used, epochs=getattr(est, "epochs_run_", None),
                           score_seconds_per_million=cost)
-                for split_name, idx in (("validation", val_idx), ("test", test_idx), ("backtest", np.flatnonzero(back)))
-                if split_name != "backtest" or len(idx))
-    return FitResult(target, model, repeat, out, est.predict(X[test_idx]), seconds, used,
-                     getattr(est, "stopped_by_", None))
+                for split_name, idx, pred in (("validation", test_idx, test_pred), ("test", test_idx, test_pred),
+                                              (held_name, held_idx, held_pred))
+                if len(idx))
+    return FitResult(target, model, repeat, out, test_pred, seconds, used, getattr(est, "stopped_by_", None),
+                     test_idx=test_idx, holdout_idx=held_idx, holdout_pred=held_pred)
 
 
 def describe_fit(outcome: FitOutcome, repeats: int) -> str:
@@ -257,14 +325,20 @@ class Finished:
 
 def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[FitOutcome],
                   holdout: list[str] | None = None, *, threads: int, progress: Callable[[str], None] = log.info) -> Finished:
-    """From the fits' outcomes: the metrics, the champion (`CHAMPION_RULE` over the repeats each model
-    finished), the gate's predictions, and the champion refitted and calibrated.
-    Skipped fits are kept in `result.skipped_fits` with their reason. Pure, like `fit_one`."""
+    """From the fits' outcomes: the metrics, the champion (`CHAMPION_RULE` on the out-of-fold forecasts of the
+    repeats each model finished), the gate's predictions, and the champion refitted and calibrated.
+    Skipped fits are kept in `result.skipped_fits` with their reason. Too few labelled jobs for the folds
+    (`too_few`): the plain LightGBM alone, no comparison, and the reason says so. Pure, like `fit_one`."""
     result = TargetResult(target=target, rows=rows.height)
     build = registry.Build(seed=options.seed, threads=threads, progress=progress)
     if reason := too_few(rows, options):
         result.skipped = reason
-        # no labelled job at all: nothing to calibrate the prior's intervals on, so nothing scores it
+        if rows.height >= PLAIN_ALONE_MIN_ROWS:  # issue 50: the plain baseline alone, said
+            result.skipped += f"; the plain LightGBM ({registry.PLAIN}) alone scores it, no model comparison"
+            result.choice_reason = result.skipped
+            progress(f"{target}: {result.skipped}")
+            return _refit(rows, target, options, registry.PLAIN, result, build)
+        # one labelled job or none: nothing to fit and calibrate on; the prior scores it where it can
         if FEATURE_SETS[options.features].prior_column(target) is None or rows.is_empty():
             progress(f"{target}: skipped: {result.skipped}")
             return Finished(result)
@@ -275,11 +349,10 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     done = sorted((o for o in outcomes if isinstance(o, FitResult)), key=lambda o: (o.repeat, order[o.model]))
     result.metrics = [m for o in done for m in o.metrics]
     result.skipped_fits = [o for o in outcomes if isinstance(o, FitSkipped)]
-    first = [o for o in done if o.repeat == 0]
-    if first:
-        test_idx = split(rows.height, options.seed)[2]
-        result.test_predictions = pl.DataFrame({"actual": rows[target].to_numpy().astype(np.float64)[test_idx],
-                                                **{o.model: o.test_pred for o in first}})
+    first = [o for o in done if o.repeat == 0 and o.test_idx is not None]
+    y = rows[target].to_numpy().astype(np.float64)
+    if first:  # repeat 0's held-out fold: the same rows for every model of the repeat
+        result.test_predictions = pl.DataFrame({"actual": y[first[0].test_idx], **{o.model: o.test_pred for o in first}})
     if not result.metrics:
         result.skipped = "no model finished a fit within the night budget"
         if FEATURE_SETS[options.features].prior_column(target) is None:
@@ -287,11 +360,11 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
             return Finished(result)
         result.skipped += "; the analytic prior scores it"
         return _refit(rows, target, options, registry.PRIOR, result, build)
-    choice = champion_choice(result.metrics)
+    choice = champion_choice(done, y, folds=FOLDS, target=target)
     champion, result.most_accurate, result.choice_reason = choice.champion, choice.lowest, choice.describe()
+    result.champion_tied = choice.tied
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:
-        y = rows[target].to_numpy().astype(np.float64)
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build)
     return _refit(rows, target, options, champion, result, build)
 
@@ -358,7 +431,7 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
 
 # The held-out-family evidence refits a model once per family: the champion's own class when it is this
 # cheap, else a LightGBM of `STAND_IN_TREES` trees (the metadata's `ood.fallback.learner` says which).
-CHEAP_LEARNERS = ("linear_fs", "decision_tree")
+CHEAP_LEARNERS = ("linear_fs", "decision_tree", registry.PLAIN)
 STAND_IN, STAND_IN_TREES = "lightgbm", 100
 
 
@@ -416,7 +489,7 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "preset": options.preset,
         "champion": result.champion,
         "champion_metric": CHAMPION_RULE,
-        "champion_tied": list(champion_choice(result.metrics).tied) if result.metrics else [],
+        "champion_tied": list(result.champion_tied),
         "most_accurate": result.most_accurate,
         "choice_reason": result.choice_reason,
         "rows": result.rows,

@@ -170,8 +170,10 @@ def _fmt(v: float | None, spread: float | None = None) -> str:
 def train_markdown(run_id: str, summary: pl.DataFrame, champions: pl.DataFrame) -> str:
     """`summary`: target, model, split, metric means and `<metric>_std`, repeats, train_seconds."""
     lines = [f"# Training run {run_id}", "",
-             "Test-set metrics, mean ± standard deviation over repeated 70/30 holdouts; MAPE in %. "
-             "The champion (**bold**) is chosen on validation rows, never on test rows.", ""]
+             "Out-of-fold metrics (each row forecast by a fit that never saw it), mean ± standard deviation over the "
+             "folds of a repeated 3-fold; MAPE in %; the planner loss in the target's units (sqrt(mean(w err²)), "
+             "w = 3 on under-forecasts). The champion (**bold**) is chosen on the pooled out-of-fold planner loss, "
+             "never worse than the plain LightGBM.", ""]
     for champ in champions.iter_rows(named=True):
         target = champ["target"]
         lines.append(f"## {target}")
@@ -180,12 +182,14 @@ def train_markdown(run_id: str, summary: pl.DataFrame, champions: pl.DataFrame) 
             continue
         rows = summary.filter((pl.col("target") == target) & (pl.col("split") == "test")).sort("rmse")
         lines.append(f"{champ['labelled_rows']:,} labelled jobs; champion: **{champ['model']}**")
+        if champ.get("choice_reason"):
+            lines.append(f"Why: {champ['choice_reason']}")
         lines.append("")
-        lines.append("| model | MSE | RMSE | MAE | MAPE % | R² | train s | repeats |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("| model | planner loss | MSE | RMSE | MAE | MAPE % | R² | train s | repeats |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for r in rows.iter_rows(named=True):
             name = f"**{r['model']}**" if r["model"] == champ["model"] else r["model"]
-            cells = [_fmt(r[m], r.get(f"{m}_std")) for m in METRICS]
+            cells = [_fmt(r[m], r.get(f"{m}_std")) for m in ("planner_loss", *METRICS)]
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['train_seconds']:.1f} | {r['repeats']} |")
         lines.append("")
     return "\n".join(lines)
@@ -316,6 +320,7 @@ def nightly_report(night: NightResult, error: str | None, board: pl.DataFrame | 
     if train:
         lines += ["", "## Training", f"where: {train.where}; run `{train.train_run_id}`"]
         lines += [f"- {o.target}: tonight's best {o.champion}; gate: {o.decision}" for o in train.targets if o.decision]
+        lines += [f"- {o.target}: {o.champion}: {markdown_text(o.choice_reason)}" for o in train.targets if o.choice_reason]
     if board is not None and board.height:
         lines += ["", "## Leaderboard (latest train run per target)", markdown_table(board)]
     if score:

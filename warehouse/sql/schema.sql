@@ -159,7 +159,7 @@ CREATE TABLE IF NOT EXISTS model_metrics (
     preset VARCHAR,                    -- the Transformer-BiGRU preset; null for baselines
     repeat BIGINT NOT NULL,
     seed BIGINT NOT NULL,
-    split VARCHAR NOT NULL,            -- validation (chooses the champion) | test (reported) | backtest (the latest week, never fitted on: a champion worse there than the best tree loses, tasks/learn/train.py)
+    split VARCHAR NOT NULL,            -- since issue 50 one fit is one fold of a repeated 3-fold: validation and test are both its held-out fold (rows it never saw); backtest (the latest week) or holdout (whole model families): the generalisation holdout, never fitted on (tasks/learn/train.py)
     mse DOUBLE, rmse DOUBLE, mae DOUBLE, mape DOUBLE, r2 DOUBLE,
     rows_train BIGINT NOT NULL,
     rows_test BIGINT NOT NULL,         -- rows of the evaluated split
@@ -172,6 +172,8 @@ ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/learn/features.py)
 -- its predict's cost per 1M jobs, timed at train time (tasks/learn/train.py `score_cost`): the champion rule's tie-break
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS score_seconds_per_million DOUBLE;
+-- the planner loss (issue 50): sqrt(mean(w err²)) in the target's units, w = 3 on under-forecasts (tasks/learn/champion.py)
+ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS planner_loss DOUBLE;
 
 -- Per train run: the fits (target x model x repeat) it did not finish, and why: the night budget
 -- ran out (GPUCAST_NIGHT_BUDGET_MINUTES), or a worker was lost twice. The champion was chosen
@@ -312,17 +314,19 @@ SELECT train_run_id, target, model, any_value(preset) AS preset, any_value(featu
        any_value(device) AS device,
        max(epochs) AS epochs,
        avg(rmse) FILTER (WHERE split = 'backtest') AS backtest_rmse,  -- the latest week's completed jobs (null: no backtest)
-       avg(mape) FILTER (WHERE split = 'backtest') AS backtest_mape
+       avg(mape) FILTER (WHERE split = 'backtest') AS backtest_mape,
+       avg(planner_loss) FILTER (WHERE split = 'test') AS planner_loss,  -- out of fold (the champion rule pools the rows)
+       avg(planner_loss) FILTER (WHERE split IN ('backtest', 'holdout')) AS holdout_planner_loss
 FROM model_metrics
 GROUP BY train_run_id, target, model;
 
 -- Per target and model: mean metrics of the latest successful train run that trained the target.
 CREATE OR REPLACE VIEW model_leaderboard AS
 SELECT s.target, s.model, s.preset, s.features, s.train_run_id,
-       rank() OVER (PARTITION BY s.target ORDER BY s.validation_rmse) AS rank,
+       rank() OVER (PARTITION BY s.target ORDER BY s.planner_loss NULLS LAST, s.validation_rmse) AS rank,  -- runs before issue 50: no planner loss
        s.model = l.model AND l.train_run_id = s.train_run_id AS is_champion,
        s.validation_rmse, s.test_mse, s.test_rmse, s.test_mae, s.test_mape, s.test_r2, s.repeats,
-       s.train_seconds, s.device, s.epochs, s.backtest_rmse, s.backtest_mape
+       s.train_seconds, s.device, s.epochs, s.backtest_rmse, s.backtest_mape, s.planner_loss, s.holdout_planner_loss
 FROM run_model_summary s JOIN current_champions l ON l.target = s.target AND l.decided_by_run_id = s.train_run_id;
 
 -- The seed paper's comparison: the 11 raw features only, from the latest successful train run that

@@ -1,6 +1,6 @@
 """Champion chosen on what generalises (issue 37, item 6): the latest week's completed jobs are a backtest no
-fit sees, every model's error on it is reported, and a champion that validates well but backtests worse than
-the best tree loses (or is tied)."""
+fit sees, and every model's error on it is reported. (A champion that is chosen out of fold but is worse there
+than the best tree loses, or is tied: on constructed forecasts in test_champion_choice.py, issue 50.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import train
-from gpucast.tasks.learn.champion import champion_choice
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.train import backtest_mask
 from gpucast.tasks.simulate import simulate_jobs
@@ -22,11 +21,6 @@ from tests.train_steps import train_target
 THREADS = cores_here()  # OMP_NUM_THREADS where set (a test worker's share of the cores), else every core
 
 NN = "transformer_bigru"
-
-
-def _rows(model: str, split: str, rmses: list[float], cost: float | None = None) -> list[dict]:
-    return [{"model": model, "split": split, "repeat": r, "rmse": v, "score_seconds_per_million": cost}
-            for r, v in enumerate(rmses)]
 
 
 def _history(weeks: int = 4, per_day: int = 40) -> pl.DataFrame:
@@ -45,24 +39,6 @@ def test_the_backtest_is_the_latest_week_of_completions_when_there_are_enough_ol
     assert 0.15 < mask.mean() < 0.35  # one week of four
     assert not backtest_mask(_history(weeks=1)).any()  # a week of history: nothing older to learn from
     assert not backtest_mask(history.drop(c.UPDATED_AT, c.SUBMITTED_AT)).any()  # no times: no backtest
-
-
-def test_a_champion_that_validates_best_but_backtests_worse_than_the_best_tree_loses_to_it():
-    val = _rows(NN, "validation", [0.51], 500.0) + _rows("lightgbm", "validation", [1.22], 10.0)
-    choice = champion_choice(val + _rows(NN, "backtest", [2.0]) + _rows("lightgbm", "backtest", [1.3]))
-    assert choice.lowest == NN and choice.champion == "lightgbm"
-    assert choice.backtest == {NN: 2.0, "lightgbm": 1.3}
-    assert "worse beyond noise: lightgbm is champion" in choice.describe() and f"{NN} had the lowest" in choice.describe()
-    assert champion_choice(val).champion == NN  # without a backtest, validation decides alone
-
-
-def test_within_noise_on_the_backtest_they_are_tied_and_better_there_the_champion_stays():
-    val = _rows(NN, "validation", [0.51, 0.50, 0.52], 500.0) + _rows("lightgbm", "validation", [1.22, 1.20, 1.25], 10.0)
-    tied = champion_choice(val + _rows(NN, "backtest", [1.31, 1.25, 1.40]) + _rows("lightgbm", "backtest", [1.30, 1.30, 1.30]))
-    assert tied.champion == "lightgbm" and set(tied.tied) == {NN, "lightgbm"}  # the cheaper to score of the tied
-    assert "worse within noise: tied" in tied.describe()
-    kept = champion_choice(val + _rows(NN, "backtest", [0.9, 0.8, 1.0]) + _rows("lightgbm", "backtest", [1.3, 1.3, 1.3]))
-    assert kept.champion == NN and "not worse, kept" in kept.describe()
 
 
 @pytest.fixture(scope="module")
@@ -87,4 +63,4 @@ def test_no_fit_sees_the_backtest_jobs_and_every_model_reports_its_error_on_them
     assert val(a) == pytest.approx(val(b))  # the wrecked labels never reached a fit or its validation
     bt = lambda res: [m.rmse for m in res.metrics if m.split == "backtest"]  # noqa: E731
     assert all(x > 100 * y for x, y in zip(bt(b), bt(a), strict=True))  # ... but they are the backtest
-    assert "backtest RMSE" in a.choice_reason
+    assert "holdout planner loss" in a.choice_reason

@@ -14,8 +14,9 @@ from gpucast.tasks.learn.train import Fit, order_fits
 
 
 def test_targets_with_too_few_labelled_jobs_get_no_fits_and_the_order_is_kept():
+    # issue 50: the folds need 2 rows each (6), and min_labelled: 6 rows compare, 5 do not
     options = TrainOptions(models=("lightgbm", registry.NN), repeats=1, min_labelled=3)
-    rows = {t: pl.DataFrame({"x": range(3 if t != c.RUNTIME_HOURS else 2)}) for t in options.targets}
+    rows = {t: pl.DataFrame({"x": range(6 if t != c.RUNTIME_HOURS else 5)}) for t in options.targets}
     fits = fanout.runnable_fits(options, {}, rows)
     assert fits == [f for f in order_fits(options) if f.target != c.RUNTIME_HOURS] and fits
 

@@ -1,0 +1,148 @@
+"""The champion rule of issue 50 on constructed forecasts: the folds, the planner loss, the tie rule, the
+generalisation holdout (the latest week, else whole families), the plain LightGBM's floor, too few rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.records.outcomes import FitResult, MetricRow
+from gpucast.tasks.learn.champion import UNDER_WEIGHT, champion_choice, planner_loss
+from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.train import FOLDS, fold_split, generalisation_holdout, grouped_holdout
+
+PLAIN = registry.PLAIN
+
+
+def test_every_row_outside_the_holdout_is_out_of_fold_once_per_pass_and_the_holdout_never_fitted():
+    n = 101
+    holdout = np.zeros(n, dtype=bool)
+    holdout[[3, 50, 77, 100]] = True
+    for p in range(2):  # two passes: repeats 0-2 and 3-5
+        folds = [fold_split(n, holdout, seed=7, repeat=p * FOLDS + k) for k in range(FOLDS)]
+        oof = np.concatenate([o for _, o in folds])
+        assert sorted(oof) == sorted(np.flatnonzero(~holdout))  # each once
+        for fit, o in folds:
+            assert not set(fit) & set(o) and not holdout[fit].any() and not holdout[o].any()
+            assert len(fit) + len(o) == n - holdout.sum()
+    first, second = fold_split(n, holdout, 7, 0)[1], fold_split(n, holdout, 7, FOLDS)[1]
+    assert set(first) != set(second)  # the second pass deals another permutation
+
+
+def test_an_under_forecast_weighs_three_times_an_over_forecast():
+    y = np.array([10.0, 10.0])
+    assert planner_loss(y, np.array([12.0, 10.0])) == pytest.approx(np.sqrt(4 / 2))
+    assert planner_loss(y, np.array([8.0, 10.0])) == pytest.approx(np.sqrt(UNDER_WEIGHT * 4 / 2))
+    # in the target's units: a 15 GB miss weighs 100x a 1.5 GB one (squared), not the same as a relative metric would
+    assert planner_loss(np.array([20.0]), np.array([5.0])) == pytest.approx(10 * planner_loss(np.array([2.0]), np.array([0.5])))
+
+
+def _fit(model: str, repeat: int, idx: np.ndarray, pred: np.ndarray, cost: float | None = None,
+         held: np.ndarray | None = None, held_pred: np.ndarray | None = None) -> FitResult:
+    row = MetricRow(model=model, preset=None, features="residual", repeat=repeat, seed=repeat, split="test", mse=0.0,
+                    rmse=0.0, mae=0.0, mape=0.0, r2=0.0, rows_train=1, rows_eval=len(idx), train_seconds=0.0, device="cpu",
+                    epochs=None, score_seconds_per_million=cost)
+    return FitResult("peak_gpu_mem_gb", model, repeat, (row,), pred, 0.0, "cpu", test_idx=idx, holdout_idx=held,
+                     holdout_pred=held_pred)
+
+
+def _fits(y: np.ndarray, preds: dict[str, np.ndarray], costs: dict[str, float] | None = None, **held) -> list[FitResult]:
+    """One pass of three folds per model, each fold forecasting its rows with `preds[model]`."""
+    folds = np.array_split(np.arange(len(y)), FOLDS)
+    return [_fit(m, k, f, p[f], (costs or {}).get(m), held.get("idx"), held.get(m)) for m, p in preds.items()
+            for k, f in enumerate(folds)]
+
+
+def test_the_lowest_planner_loss_wins_and_noise_ties_go_to_the_cheapest():
+    rng = np.random.default_rng(0)
+    y = rng.uniform(1, 40, 300)
+    good, close, bad = y + rng.normal(0, 1.0, 300), y + rng.normal(0, 1.05, 300), y + rng.normal(0, 4.0, 300)
+    choice = champion_choice(_fits(y, {"lightgbm": good, "decision_tree": close, "linear_fs": bad, PLAIN: bad},
+                                   {"lightgbm": 50.0, "decision_tree": 0.2, "linear_fs": 1.0, PLAIN: 20.0}), y, folds=FOLDS)
+    assert choice.lowest == "lightgbm" and choice.rows == 300
+    assert choice.champion == "decision_tree" and set(choice.tied) == {"lightgbm", "decision_tree"}  # tied: the cheaper
+    assert "linear_fs" not in choice.tied  # clearly worse: not tied however cheap
+    # an under-forecasting model loses to one with the same errors over the truth
+    under = champion_choice(_fits(y, {"lightgbm": y - 3.0, "decision_tree": y + 3.0}), y, folds=FOLDS)
+    assert under.champion == "decision_tree" and under.tied == ("decision_tree",)
+
+
+def test_models_are_compared_on_the_rows_every_one_of_them_forecast():
+    y = np.arange(1.0, 31.0)
+    fits = _fits(y, {"lightgbm": y + 1.0, PLAIN: y + 2.0})
+    fits = [f for f in fits if not (f.model == "lightgbm" and f.repeat == 2)]  # a budget cut: one fold less
+    choice = champion_choice(fits, y, folds=FOLDS)
+    assert choice.rows == 20 and choice.champion == "lightgbm"
+
+
+def test_a_champion_worse_than_the_plain_lightgbm_loses_to_it_and_the_reason_says_by_how_much():
+    rng = np.random.default_rng(1)
+    y = rng.uniform(1, 40, 300)
+    plain = y + rng.normal(0, 1.0, 300)
+    # decision_tree is tied with the plain baseline (its loss within 2% of it) and far cheaper, but its loss is higher
+    tree = y + (plain - y) * 1.01
+    choice = champion_choice(_fits(y, {"decision_tree": tree, PLAIN: plain}, {"decision_tree": 0.1, PLAIN: 20.0}),
+                             y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
+    assert choice.means["decision_tree"] > choice.means[PLAIN]
+    assert choice.champion == PLAIN and choice.describe().startswith(f"{PLAIN} is champion: decision_tree was chosen")
+    better = champion_choice(_fits(y, {"lightgbm": y + 0.5, PLAIN: y + 1.0}), y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
+    assert better.champion == "lightgbm"
+    assert "planner loss 0.5 GB vs the plain LightGBM's 1 GB: 50% lower" in better.describe()
+
+
+def test_a_network_that_validates_best_but_generalises_worse_than_the_best_tree_loses_to_it():
+    rng = np.random.default_rng(2)
+    y, held_y = rng.uniform(1, 40, 300), rng.uniform(1, 40, 60)
+    actual = np.concatenate([y, held_y])
+    idx = np.arange(300, 360)
+    preds = {registry.NN: y + rng.normal(0, 0.5, 300), "lightgbm": y + rng.normal(0, 2.0, 300), PLAIN: y + 3.0}
+    held = {"idx": idx, registry.NN: held_y - 8.0, "lightgbm": held_y + 1.0, PLAIN: held_y + 2.0}
+    fits = _fits(y, preds, **held)
+    choice = champion_choice(fits, actual, folds=FOLDS)
+    assert choice.lowest == registry.NN and choice.champion == "lightgbm"
+    assert "worse beyond noise: lightgbm is champion" in choice.describe()
+    kept = champion_choice(_fits(y, preds, **{**held, registry.NN: held_y + 0.5}), actual, folds=FOLDS)
+    assert kept.champion == registry.NN and "not worse, kept" in kept.describe()
+    # worse on the holdout within noise (1% above the tree): tied, and the cheaper to score wins
+    costs = {registry.NN: 500.0, "lightgbm": 10.0, PLAIN: 5.0}
+    near = champion_choice(_fits(y, preds, costs, **{**held, registry.NN: held_y + 1.01}), actual, folds=FOLDS)
+    assert near.champion == "lightgbm" and "worse within noise: tied" in near.describe()
+
+
+def _history(n: int, families: int, weeks: float | None) -> pl.DataFrame:
+    start = datetime(2026, 1, 1)
+    rows = pl.DataFrame({c.JOB_ID: [f"j{i}" for i in range(n)],
+                         c.MODEL_TYPE: [f"family{i % families}" for i in range(n)]})
+    if weeks is None:
+        return rows
+    step = weeks * 7 * 86_400 / n
+    return rows.with_columns(pl.Series(c.SUBMITTED_AT, [start + timedelta(seconds=i * step) for i in range(n)]))
+
+
+def test_without_a_later_week_whole_families_are_held_out():
+    rows = _history(400, families=10, weeks=None)  # no times: no latest week
+    mask, name = generalisation_holdout(rows, seed=0)
+    assert name == "holdout" and 0.15 <= mask.mean() <= 0.35
+    held = set(rows.filter(pl.Series(mask))[c.MODEL_TYPE])
+    assert not held & set(rows.filter(~pl.Series(mask))[c.MODEL_TYPE])  # whole families only
+    assert (grouped_holdout(rows, 0) == mask).all() and not (grouped_holdout(rows, 1) == mask).all()  # seeded
+    assert not grouped_holdout(_history(400, families=1, weeks=None), 0).any()  # one family: nothing to hold out
+    week_mask, week_name = generalisation_holdout(_history(400, families=10, weeks=4), seed=0)
+    assert week_name == "backtest" and week_mask[-1] and not week_mask[0]  # a later week: it is the holdout
+
+
+def test_too_few_labelled_jobs_for_the_folds_get_the_plain_lightgbm_alone(tmp_path):
+    from gpucast.tasks.learn.options import TrainOptions
+    from gpucast.tasks.simulate import SimConfig, simulate_jobs
+    from tests.train_steps import train_target
+
+    jobs = simulate_jobs(60, np.random.default_rng(5), SimConfig().start, 0.0)
+    res = train_target(jobs, c.RUNTIME_HOURS, TrainOptions(models=("linear_fs",), repeats=1, min_labelled=200),
+                       tmp_path, threads=1)
+    assert res.champion == PLAIN and res.metrics == []  # nothing compared
+    assert "fewer than the minimum 200" in res.choice_reason and "plain LightGBM (lightgbm_plain) alone" in res.choice_reason
+    assert (tmp_path / f"{PLAIN}.txt").exists()
