@@ -9,7 +9,13 @@ per quantile, the GPUs needed summed over days, queues and GPU types against the
 bounds: the exclusive one (GPU-hours / 24, the issue's) and the shared one (memory x time, the true
 bound when GPUs are shared; goal: within 10% of it), with each queue's figures.
 
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_plan.py [--jobs 1000000] [--days 14]
+With `--scenarios` (issue 53, item 4) it then times the plan as the flow makes it (the packing, the expected
+arrivals of a demand forecast of each queue's mean daily GPU-hours, the pending jobs' expected starts and the days'
+waits: `tasks/plan/scenarios.py` plan_once) for the baseline and for each of four what-if scenarios planned beside
+it from the same inputs (`plan_scenarios`: the packings of queues whose GPU types did not change are shared), each
+against the baseline's time (goal <= 2x).
+
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_plan.py [--jobs 1000000] [--days 14] [--scenarios]
 """
 
 from __future__ import annotations
@@ -51,10 +57,56 @@ def pending_jobs(n: int, days: int, seed: int = 0) -> pl.DataFrame:
     })
 
 
+SCENARIOS = """scenarios:
+  - name: buy 100 H100
+    add: [{queue: h100-80g, gpu_type: H100-80GB, count: 100}]
+  - name: retire half the L4s
+    remove: [{queue: l4-24g, gpu_type: L4-24GB, count: 100}]
+  - name: a100-40g onto A100-80GB
+    move: [{queue: a100-40g, gpu_type: A100-80GB}]
+  - name: a100-80g +30%, 21 days
+    scale: [{queue: a100-80g, factor: 1.3}]
+    plan_days: 21
+"""
+
+
+def time_scenarios(jobs: pl.DataFrame, inventory, days: int) -> None:
+    """The baseline as the flow plans it, then each scenario beside it, timed (see the module doc)."""
+    from gpucast.records.scenario import load_scenarios
+    from gpucast.tasks.plan import scenarios
+    from gpucast.tasks.plan.arrivals import FORECAST_SCHEMA, PACKING_SCHEMA
+    from gpucast.tasks.plan.starts import RUNNING_SCHEMA
+
+    daily = jobs.group_by("queue").agg((pl.col("hours_p50") * pl.col("gpu_count")).sum() / days)
+    forecast = pl.DataFrame([(START + timedelta(days=d), q, "unknown", h, 1.3 * h) for q, h in daily.rows()
+                             for d in range(3 * days)], schema=FORECAST_SCHEMA, orient="row")
+    inputs = scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), forecast,
+                                  pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
+    path = Path("/tmp") / f"gpucast-bench-scenarios-{time.time_ns()}.yaml"
+    path.write_text(SCENARIOS)
+    drawn = load_scenarios(path)
+    path.unlink()
+    cache: dict = {}
+    t0 = time.perf_counter()
+    baseline = scenarios.plan_once(inputs, inventory, days, cache=cache)
+    base_s = time.perf_counter() - t0
+    print(f"baseline as the flow plans it (pack, expected arrivals, starts, waits): {base_s:.1f} s")
+    for s in drawn:
+        t0 = time.perf_counter()
+        rows = scenarios.plan_scenarios(inputs, inventory, days, baseline, (s,), cache)
+        took = time.perf_counter() - t0
+        mine = rows.filter(pl.col("scenario") == s.name)
+        print(f"  scenario {s.name!r} ({s.changes()}): {took:.1f} s = {took / base_s:.2f}x the baseline (goal <= 2x: "
+              f"{'met' if took <= 2 * base_s else 'NOT met'}); {mine['status'][0]}, GPU-days short at P90 "
+              f"{mine['gpus_short_p90'].sum():,} vs the baseline's "
+              f"{rows.filter(pl.col('scenario') == 'baseline')['gpus_short_p90'].sum():,}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--days", type=int, default=14)
+    ap.add_argument("--scenarios", action="store_true", help="then time the what-if scenarios against the baseline")
     args = ap.parse_args()
     t0 = time.perf_counter()
     jobs = pending_jobs(args.jobs, args.days)
@@ -80,6 +132,8 @@ def main() -> None:
         pl.col("gpus_needed_p90").max().alias("peak_day_p90"), pl.col("gpus_owned").first()).sort("queue")
     with pl.Config(tbl_rows=20, tbl_cols=20, tbl_width_chars=200, tbl_hide_dataframe_shape=True):
         print(per_queue.with_columns((pl.col("gpus_needed_p90") / pl.col("shared_bound_p90")).round(3).alias("vs_shared")))
+    if args.scenarios:
+        time_scenarios(jobs, inventory, args.days)
 
 
 if __name__ == "__main__":
