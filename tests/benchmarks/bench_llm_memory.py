@@ -148,7 +148,7 @@ def main() -> None:
         if args.half:
             rng = np.random.default_rng(args.seed)
             keep = np.zeros(rows.height, bool)
-            for source in rows["source"].unique().to_list():
+            for source in sorted(rows["source"].unique().to_list()):  # a fixed order: the same split each run
                 idx = np.flatnonzero((rows["source"] == source).to_numpy())
                 keep[rng.permutation(idx)[: len(idx) // 2]] = True
             learned = rows.filter(pl.Series(keep)).filter(pl.col(c.PEAK_GPU_MEM_GB).is_not_null())
