@@ -202,34 +202,40 @@ def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, pa.Schema], rows:
         con.unregister("_rows")
 
 
-# Per day: the records the warehouse holds, to compare with what the lake was last written with.
+# Per day: the records the warehouse holds, to compare with what the lake was last written with. `{where}`: all of
+# them, or all but one run's (what the lake held before that run's refresh).
 DAY_STATS = """
 SELECT CAST(submitted_at AS DATE) AS day, count(*) AS records, max(arrival) AS max_arrival
-FROM job_log_records GROUP BY ALL
+FROM job_log_records {where} GROUP BY ALL
 """
 
 
-def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path) -> list[str]:
+def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path, but_run: str | None = None) -> list[str]:
     """Days whose lake partition is missing, or was written from other records than the warehouse
-    holds now (a refresh that failed after its load committed, a partition deleted by hand)."""
+    holds now (a refresh that failed after its load committed, a partition deleted by hand). `but_run`: judged
+    without that run's records (the lake before its refresh appends them)."""
+    where, params = ("WHERE ingest_run_id <> ?", [but_run]) if but_run else ("", [])
     rows = con.execute(f"""
-        WITH now AS ({DAY_STATS})
+        WITH now AS ({DAY_STATS.format(where=where)})
         SELECT CAST(n.day AS VARCHAR) FROM now n LEFT JOIN lake_partitions p ON p.submitted_date = n.day
         WHERE p.submitted_date IS NULL OR p.records <> n.records OR p.max_arrival <> n.max_arrival
-        ORDER BY 1""").fetchall()
+        ORDER BY 1""", params).fetchall()
     written = con.execute("SELECT CAST(submitted_date AS VARCHAR) FROM lake_partitions ORDER BY 1").fetchall()
     missing = [d for (d,) in written if not (lake_dir / f"submitted_date={d}").is_dir()]
     return sorted({d for (d,) in rows} | set(missing))
 
 
 def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
-    """Rewrite the lake partitions (submitted_date=YYYY-MM-DD) holding records of `run_id`, and any
-    stale ones (`stale_lake_days`); return the days written. A failure raises `LakeRefreshFailed`.
+    """Write `run_id`'s records into the lake partitions (submitted_date=YYYY-MM-DD), and rewrite any stale
+    partition whole (`stale_lake_days`); return the days written. A failure raises `LakeRefreshFailed`.
 
-    Each partition is written whole into a swap folder beside the lake (`<lake>/../.swap`, outside
-    every glob of the lake), then swapped in with renames, so a reader sees the old or the new
-    partition; re-running rewrites the same files (idempotent). Leftovers of a killed refresh in
-    the swap folder are removed first (the caller holds the writer lock, so none is in use).
+    Rows move once (issue 52, item 3): a day whose partition is up to date but for this run gets one more file,
+    `run-<run_id>-<i>.parquet`, holding only this run's records; it used to be rewritten whole, every record of
+    every day the run touched (a backfill of a year rewrote the year at each run). A stale day is written whole,
+    as before. Files are written into a swap folder beside the lake (`<lake>/../.swap`, outside every glob of the
+    lake), then renamed in, so a reader sees a partition before or after; re-running writes the same names
+    (idempotent: this run's earlier files are replaced). Leftovers of a killed refresh in the swap folder are
+    removed first (the caller holds the writer lock, so none is in use).
     """
     try:
         return _refresh_lake(con, lake_dir, run_id)
@@ -244,32 +250,60 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
         shutil.rmtree(leftover, ignore_errors=True)
     for leftover in lake_dir.glob(".old-*"):
         shutil.rmtree(leftover, ignore_errors=True)
-    ours = [str(d) for (d,) in con.execute(
+    ours = {str(d) for (d,) in con.execute(
         "SELECT DISTINCT CAST(submitted_at AS DATE) FROM job_log_records WHERE ingest_run_id = ? ORDER BY 1",
-        [run_id]).fetchall()]
-    days = sorted(set(ours) | set(stale_lake_days(con, lake_dir)))
+        [run_id]).fetchall()}
+    # stale with and without this run's records (a retried refresh finds them appended already): rewritten whole
+    whole = set(stale_lake_days(con, lake_dir, but_run=run_id)) & set(stale_lake_days(con, lake_dir))
+    appended = sorted(ours - whole)
+    days = sorted(ours | whole)
     if not days:
         return []
     lake_dir.mkdir(parents=True, exist_ok=True)
     swap.mkdir(parents=True)
-    tmp = swap / f"new-{uuid.uuid4().hex}"
-    con.execute(
-        f"""COPY (
-            SELECT *, CAST(submitted_at AS DATE) AS submitted_date FROM job_log_records
-            WHERE CAST(submitted_at AS DATE) IN (SELECT unnest(?::DATE[]))
-            ORDER BY arrival
-        ) TO {sql_string(tmp)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN 'part-{{i}}')""",
-        [days],
-    )
-    for part in sorted(tmp.iterdir()):
-        target = lake_dir / part.name
-        old = swap / f"old-{uuid.uuid4().hex}"
-        if target.exists():
-            os.replace(target, old)
-        os.replace(part, target)
-        shutil.rmtree(old, ignore_errors=True)
+    if whole:
+        tmp = swap / f"new-{uuid.uuid4().hex}"
+        _copy_days(con, tmp, "TRUE", sorted(whole), [], "part-{i}")
+        for part in sorted(tmp.iterdir()):
+            target = lake_dir / part.name
+            old = swap / f"old-{uuid.uuid4().hex}"
+            if target.exists():
+                os.replace(target, old)
+            os.replace(part, target)
+            shutil.rmtree(old, ignore_errors=True)
+    if appended:
+        tmp = swap / f"run-{uuid.uuid4().hex}"
+        prefix = f"run-{_file_safe(run_id)}-"
+        _copy_days(con, tmp, "ingest_run_id = ?", appended, [run_id], prefix + "{i}")
+        for part in sorted(tmp.iterdir()):
+            target = lake_dir / part.name
+            target.mkdir(exist_ok=True)
+            for earlier in target.glob(f"{prefix}*.parquet"):  # this run's files of an earlier attempt
+                earlier.unlink()
+            for file in sorted(part.iterdir()):
+                os.replace(file, target / file.name)
     shutil.rmtree(swap, ignore_errors=True)
     con.execute(f"""
         INSERT OR REPLACE INTO lake_partitions
-        SELECT day, records, max_arrival, now() FROM ({DAY_STATS}) WHERE day IN (SELECT unnest(?::DATE[]))""", [days])
+        SELECT day, records, max_arrival, now() FROM ({DAY_STATS.format(where="")})
+        WHERE day IN (SELECT unnest(?::DATE[]))""", [days])
     return days
+
+
+def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, which: str, days: list[str], params: list,
+               pattern: str) -> None:
+    """The records of `days` that `which` (an SQL condition on job_log_records, its values in `params`) selects,
+    written by DuckDB as Parquet partitioned by day under `folder`, files named by `pattern`."""
+    con.execute(
+        f"""COPY (
+            SELECT *, CAST(submitted_at AS DATE) AS submitted_date FROM job_log_records
+            WHERE {which} AND CAST(submitted_at AS DATE) IN (SELECT unnest(?::DATE[]))
+            ORDER BY arrival
+        ) TO {sql_string(folder)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN '{pattern}')""",
+        [*params, days],
+    )
+
+
+def _file_safe(run_id: str) -> str:
+    """A run id as a file name part (ids are `ingest-<time>Z-<hex>`; anything else becomes `_`)."""
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in run_id)
