@@ -173,20 +173,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-DEPLOYMENT_AS_JSON = """
-import json, sys
-from prefect.client.orchestration import get_client
-with get_client(sync_client=True) as client:
-    d = client.read_deployment_by_name(sys.argv[1])
-print(json.dumps({"concurrency_limit": d.global_concurrency_limit.limit if d.global_concurrency_limit else None,
-                  "collision_strategy": d.concurrency_options.collision_strategy.value if d.concurrency_options else None,
-                  "env": d.job_variables.get("env")}))
-"""
-
-
 @pytest.mark.slow
 def test_a_real_server_creates_the_nightly_schedule(tmp_path):
     """`prefect server start` + `prefect deploy --all` from prefect.yaml: the cron creates scheduled runs."""
+    import httpx
+
     port = _free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
            "GPUCAST_REPO": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
@@ -196,44 +187,44 @@ def test_a_real_server_creates_the_nightly_schedule(tmp_path):
     log = open(tmp_path / "server.log", "wb")
     server = subprocess.Popen([*prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
+    # the server's own REST API, read and written from here: the work pools deploy needs, the scheduled runs and
+    # the deployment (what `prefect work-pool create`, `prefect flow-run ls` and the client send, without a Python
+    # process each: five to eight of them cost ~30 s of this test)
+    api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api", timeout=30)
     try:
-        import httpx
-
         deadline = time.monotonic() + 90
         while True:
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                if api.get("/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
             time.sleep(1)
         for pool in ("cpu", "gpu"):
-            subprocess.run([*prefect, "work-pool", "create", pool, "--type", "process"], env=env, check=True, cwd=ROOT)
+            api.post("/work_pools/", json={"name": pool, "type": "process"}).raise_for_status()
         subprocess.run([*prefect, "--no-prompt", "deploy", "--all"], env=env, check=True, cwd=ROOT)
         deadline = time.monotonic() + 90
-        while True:
-            out = subprocess.run([*prefect, "flow-run", "ls", "--flow-name", "nightly", "--state", "SCHEDULED",
-                                  "-o", "json"], env=env, capture_output=True, text=True, cwd=ROOT).stdout
-            runs = json.loads(out) if out.strip().startswith("[") else []
-            if runs:
-                break
-            assert time.monotonic() < deadline, out + (tmp_path / "server.log").read_text()[-3000:]
-            time.sleep(3)
+        scheduled = {"flows": {"name": {"any_": ["nightly"]}}, "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}
+        while not (runs := api.post("/flow_runs/filter", json=scheduled).raise_for_status().json()):
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+            time.sleep(1)
         # the cron is 02:00 UTC: every scheduled run starts at 02:00
         starts = {r["expected_start_time"][11:16] for r in runs}
         assert starts == {"02:00"}, runs
 
         # what on-call leans on: one night at a time, the data directory and the alert URL handed to the worker
-        nightly = json.loads(subprocess.run([sys.executable, "-c", DEPLOYMENT_AS_JSON, "nightly/nightly"], env=env,
-                                            capture_output=True, text=True, check=True).stdout)
-        assert nightly["concurrency_limit"] == 1 and nightly["collision_strategy"] == "CANCEL_NEW"
-        assert nightly["env"] == {"GPUCAST_HOME": str(tmp_path / "data"), "GPUCAST_ALERT_WEBHOOK_URL": "http://127.0.0.1:9/hook"}
+        nightly = api.get("/deployments/name/nightly/nightly").raise_for_status().json()
+        assert nightly["global_concurrency_limit"]["limit"] == 1
+        assert nightly["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
+        assert nightly["job_variables"]["env"] == {"GPUCAST_HOME": str(tmp_path / "data"),
+                                                   "GPUCAST_ALERT_WEBHOOK_URL": "http://127.0.0.1:9/hook"}
         # and `gpucast status` says when the next night starts
         status = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "status", "--limit", "1"], env=env,
                                 capture_output=True, text=True, cwd=tmp_path)
         assert "Next scheduled run: nightly/nightly at " in status.stdout and " 02:00 UTC" in status.stdout, status
     finally:
+        api.close()
         server.terminate()
         server.wait(timeout=30)
         log.close()
