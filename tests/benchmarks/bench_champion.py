@@ -10,7 +10,12 @@ Printed per set and target: R², MAPE overall and per model type, P90 coverage o
 above the history's 90th percentile), the champion's name and its ratio to the plain baseline.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
-        [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network]
+        [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network] [--stopping now] [--trees | --trees-only]
+
+`--stopping` (issue 50 item 4) sets the boosted trees' early stopping and the forests' size for the whole run, in
+this process only (the registry's constants): `now` (the product's), `before` (as before issue 40's speed-up: no
+early stopping, every capped round fitted, 300-tree forests) or a candidate rule (`STOPPING`). `--trees` also
+prints every tree model alone, fitted on the whole history and forecasting the pending jobs, with its fit seconds.
 
 Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools); `gpumemnet`
 (tests/data/gpumemnet_sample.csv: 214 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
@@ -36,6 +41,40 @@ from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
 from tests.measured import gpumemnet, load  # noqa: E402
 
 SETS = {"measured": load, "gpumemnet": gpumemnet}
+
+# Early-stopping rules to compare (registry constants, set for a run by `--stopping`). `before`: the trees as they
+# were before issue 40 (commit f284cbe): no early stopping, 300-tree forests.
+STOPPING: dict[str, dict[str, object]] = {
+    "now": {},
+    "before": {"EARLY_STOPPING_FRACTION": 0.0, "PATIENCE": None, "FOREST_TREES": 300},
+    "patience200": {"PATIENCE": 200},  # candidates: a longer patience ...
+    "fraction10": {"EARLY_STOPPING_FRACTION": 0.10},  # ... or a smaller held-out share
+}
+TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
+
+
+def use_stopping(name: str) -> None:
+    """Set the registry's early-stopping constants to rule `name` of `STOPPING` for this process."""
+    for constant, value in STOPPING[name].items():
+        assert hasattr(registry, constant), constant
+        setattr(registry, constant, value)
+
+
+def trees_alone(history: pl.DataFrame, pending: pl.DataFrame, target: str) -> None:
+    """Print each tree model of `TREES`, fitted on the whole history (the product's residual features), on the
+    pending jobs: R², MAPE overall and per model type, and its fit seconds."""
+    from tests.benchmarks.bench_accuracy import fit_predict
+
+    both = pl.concat([history, pending], how="diagonal_relaxed")
+    y = both[target].to_numpy().astype(np.float64)
+    fit, test = np.arange(history.height), np.arange(history.height, both.height)
+    types = both[c.MODEL_TYPE].to_numpy()[test]
+    for name in TREES:
+        p, seconds, _ = fit_predict(name, both, y, target, "residual", fit, 1)
+        per_type = " ".join(f"{t[:11]:>11s} {mape(y[test][types == t], p[test][types == t]):5.1f}%"
+                            for t in sorted(set(types)))
+        print(f"  tree {name:14s} R² {r2(y[test], p[test]):6.3f}  MAPE {mape(y[test], p[test]):5.1f}%  "
+              f"fit {seconds:6.2f} s   {per_type}")
 
 
 def split(rows: pl.DataFrame, seed: int, history_share: float = 0.7) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -110,7 +149,11 @@ def main() -> None:
     ap.add_argument("--targets", default=c.PEAK_GPU_MEM_GB)
     ap.add_argument("--seeds", default="0", help="split seeds, comma-separated")
     ap.add_argument("--no-network", action="store_true", help="leave the Transformer-BiGRU out (a quick run)")
+    ap.add_argument("--stopping", default="now", choices=tuple(STOPPING), help="early-stopping rule (STOPPING)")
+    ap.add_argument("--trees", action="store_true", help="also print each tree model alone on the pending jobs")
+    ap.add_argument("--trees-only", action="store_true", help="only the tree models alone (no night, no baseline)")
     args = ap.parse_args()
+    use_stopping(args.stopping)
     models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
     options = TrainOptions(features="residual", repeats=args.repeats, nn_max_minutes=args.nn_max_minutes, device="cpu",
                            compile_trees=False, models=models)
@@ -121,13 +164,19 @@ def main() -> None:
             for seed in (int(s) for s in args.seeds.split(",")):
                 history, pending = split(labelled, seed)
                 t0 = time.perf_counter()
+                if args.trees_only:
+                    print(f"== {name} / {target} / split seed {seed}: trees alone, stopping {args.stopping}")
+                    trees_alone(history, pending, target)
+                    continue
                 print(f"== {name} / {target} / split seed {seed}: {history.height} history, {pending.height} pending; "
-                      f"{options.repeats} repeat(s), models {', '.join(options.model_names)}")
+                      f"{options.repeats} repeat(s), stopping {args.stopping}, models {', '.join(options.model_names)}")
                 with tempfile.TemporaryDirectory() as folder:
                     results = evaluate(history, pending, name, target, options, Path(folder))
                 results = with_plain_baseline(results, history, pending, target, seed)
                 large = float(np.quantile(history[target].to_numpy(), 0.9))
                 report(results, large, f"{name}/{target}/{seed}")
+                if args.trees:
+                    trees_alone(history, pending, target)
                 print(f"  ({time.perf_counter() - t0:.0f} s)\n", flush=True)
 
 
