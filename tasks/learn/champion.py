@@ -10,9 +10,12 @@ on an MLP does (a relative metric such as MAPE, or RMSE on log values, weighs th
 
 **The champion** (`champion_choice`) is chosen on out-of-fold predictions: every fit forecasts the fold it did
 not see (`train.fold_split`), and the rows every compared model forecast (the same rows for each: `_shared`) are
-pooled. The lowest planner loss there is the most accurate; another model is tied with it when the mean of the
-paired per-row differences of the weighted squared error is within 2 standard errors of zero, or its loss within
-`TIE_FLOOR` of the lowest's. Among the tied, the **cheapest to score** wins (each fit's `predict` timed on
+pooled. The lowest planner loss there is the most accurate; another model is tied with it when its loss is within
+`TIE_FLOOR` (2%) of the lowest's, or when it is within `TIE_CAP` (5%) of it and the mean of the paired per-row
+differences of the weighted squared error is within `TIE_SE` (2) standard errors of zero. A model more than
+`TIE_CAP` above the lowest is never tied: per-row errors in GB are heavy-tailed (a few big jobs carry most of the
+squared error), so their standard error is wide and the standard errors alone tied models 2-3x worse with the
+best (docs/models.md). Among the tied, the **cheapest to score** wins (each fit's `predict` timed on
 `SCORE_COST_ROWS` rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, and
 then the first in `registry.PREFERENCE`). Then two checks:
 - **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
@@ -43,14 +46,18 @@ UNDER_WEIGHT = 3.0
 TIE_SE = 2.0
 # Models within this share of the lowest planner loss are tied with it even when the rows cannot tell.
 TIE_FLOOR = 0.02
+# Models more than this share above the lowest planner loss are never tied with it, whatever the standard errors:
+# the per-row errors are heavy-tailed, so `TIE_SE` standard errors alone tied models 2-3x worse (docs/models.md).
+TIE_CAP = 0.05
 # Scoring cost: each fit's `predict` is timed on this many rows (its evaluated rows, repeated) and
 # scaled to 1M jobs; two costs within `COST_NOISE` of each other are equal (one timing on a shared machine).
 SCORE_COST_ROWS = 20_000
 COST_NOISE = 0.25
 CHAMPION_RULE = (f"lowest planner loss (sqrt(mean(w err²)) in the target's units, w = {UNDER_WEIGHT:g} on "
                  f"under-forecasts, 1 elsewhere) on the out-of-fold rows every model forecast; models within "
-                 f"{TIE_SE:g} standard errors of the paired per-row differences (or {TIE_FLOOR:.0%} of the lowest "
-                 f"loss) are tied, and the cheapest tied one to score per 1M jobs wins (costs within "
+                 f"{TIE_FLOOR:.0%} of the lowest loss, or within {TIE_CAP:.0%} of it and {TIE_SE:g} standard errors "
+                 f"of the paired per-row differences, are tied, and the cheapest tied one to score per 1M jobs wins "
+                 f"(costs within "
                  f"{COST_NOISE:.0%} of the cheapest are equal; then the first in this order: "
                  f"{', '.join(registry.PREFERENCE)}); a champion that is not the best tree must not be worse than "
                  f"that tree on the generalisation holdout, and none may be worse than {registry.PLAIN}")
@@ -198,10 +205,12 @@ def _preference(model: str) -> int:
 
 def _worse_beyond_noise(d: np.ndarray, loss: float, best: float) -> bool:
     """Paired per-row differences `d` (a model's weighted squared error minus the best's): worse beyond noise when
-    their mean is above `TIE_SE` standard errors and the loss above `TIE_FLOOR` of the best's."""
+    the loss is above `TIE_FLOOR` of the best's and either above `TIE_CAP` of it or their mean above `TIE_SE`
+    standard errors. The cap: a few big jobs' squared errors dominate `d`, so its standard error is wide and a
+    model far less accurate would otherwise tie with the best and win on scoring cost."""
     if loss <= best * (1 + TIE_FLOOR):
         return False
-    if len(d) < 2:
+    if loss > best * (1 + TIE_CAP) or len(d) < 2:
         return True
     return float(d.mean()) > TIE_SE * float(d.std(ddof=1)) / np.sqrt(len(d))
 

@@ -11,7 +11,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult, MetricRow
-from gpucast.tasks.learn.champion import UNDER_WEIGHT, champion_choice, planner_loss
+from gpucast.tasks.learn.champion import TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.train import FOLDS, fold_split, generalisation_holdout, grouped_holdout
 
@@ -146,3 +146,31 @@ def test_too_few_labelled_jobs_for_the_folds_get_the_plain_lightgbm_alone(tmp_pa
     assert res.champion == PLAIN and res.metrics == []  # nothing compared
     assert "fewer than the minimum 200" in res.choice_reason and "plain LightGBM (lightgbm_plain) alone" in res.choice_reason
     assert (tmp_path / f"{PLAIN}.txt").exists()
+
+
+def test_with_heavy_tailed_errors_a_model_15_percent_worse_is_not_tied_and_one_1_percent_worse_is():
+    """Per-row errors in GB are heavy-tailed (a few big jobs carry most of the squared error): the standard error of
+    the paired differences is then so wide that it alone ties a clearly worse model with the best, which then wins
+    on scoring cost. `TIE_CAP` stops that; `TIE_FLOOR` still ties a model 1% worse."""
+    rng = np.random.default_rng(3)
+    n = 420
+    y = rng.uniform(1, 40, n)
+    best_err, other_err = rng.standard_t(2.5, n), rng.standard_t(2.5, n)  # independent heavy tails
+
+    def scaled(err: np.ndarray, ratio: float) -> np.ndarray:  # forecasts whose planner loss is `ratio` x the best's
+        return y + err * ratio * planner_loss(y, y + best_err) / planner_loss(y, y + err)
+
+    worse, near = scaled(other_err, 1.15), scaled(other_err, 1.01)
+    d = _weighted_sq(y, worse) - _weighted_sq(y, y + best_err)
+    assert d.mean() < TIE_SE * d.std(ddof=1) / np.sqrt(n)  # the standard errors alone would tie the worse model
+    costs = {"extra_trees": 2.0, "decision_tree": 0.05, PLAIN: 20.0}
+    choice = champion_choice(_fits(y, {"extra_trees": y + best_err, "decision_tree": worse, PLAIN: y + 3 * other_err}),
+                             y, folds=FOLDS)
+    assert choice.means["decision_tree"] == pytest.approx(1.15 * choice.means["extra_trees"])
+    assert choice.tied == ("extra_trees",) and choice.champion == "extra_trees"
+    costed = champion_choice(_fits(y, {"extra_trees": y + best_err, "decision_tree": worse, PLAIN: y + 3 * other_err},
+                                   costs), y, folds=FOLDS)
+    assert costed.champion == "extra_trees" and "decision_tree" not in costed.tied  # cheap, but clearly less accurate
+    tied = champion_choice(_fits(y, {"extra_trees": y + best_err, "decision_tree": near, PLAIN: y + 3 * other_err},
+                                 costs), y, folds=FOLDS)
+    assert set(tied.tied) == {"extra_trees", "decision_tree"} and tied.champion == "decision_tree"  # 1%: the cheaper
