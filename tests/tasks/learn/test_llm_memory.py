@@ -139,3 +139,15 @@ def test_a_micro_batch_alone_marks_an_llm_job_only_when_its_architecture_is_an_l
                  record(job_id="llama", micro_batch_size=2, arch="meta-llama/Llama-3.1-8B"),
                  record(job_id="sharded", sharding="fsdp", gpu_count=4), record(job_id="plain"))
     assert m.is_llm(rows).to_list() == [False, True, True, False]
+
+
+def test_training_flops_a_token_follow_the_parameters_the_adapter_and_recomputation():
+    arch, s = m.lookup("Llama-3.1-8B"), 4096
+    attention = 12 * arch.layers * s * arch.hidden
+    assert m.flops_per_token(arch, m.Layout(seq_len=s)) == pytest.approx(6 * arch.params + attention)
+    lora = m.flops_per_token(arch, m.Layout(seq_len=s, adapter="lora", lora_rank=16))
+    assert lora == pytest.approx(4 * arch.params + 6 * arch.adapter_params(16) + attention)
+    full = m.flops_per_token(arch, m.Layout(seq_len=s, activation_checkpointing="full"))
+    assert full == pytest.approx(8 * arch.params + attention)  # the recomputed forward
+    moe = m.lookup("Mixtral-8x7B")  # a token goes through 2 of 8 experts: ~13B of 47B
+    assert 12e9 < moe.active_params < 14e9
