@@ -98,6 +98,8 @@ class FeatureSummary:
     labelled: Mapping[str, int] = field(default_factory=dict)  # target -> labelled jobs it can learn from
     missing_feature_share: Mapping[str, float] = field(default_factory=dict)  # feature -> share of jobs without it (0-1)
     unknown_gpu_types: Mapping[str, int] = field(default_factory=dict)  # GPU type not in the catalogue -> jobs
+    # contract v5: field (sharding, adapter) -> jobs whose word nobody knew, kept as `unknown`
+    unknown_layout_words: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class FeaturesResult:
     unknown_gpu_types: Mapping[str, int] = field(default_factory=dict)  # GPU type not in the catalogue -> jobs
     trace_statuses: Mapping[str, int] = field(default_factory=dict)  # traced prior's status -> jobs
     unknown_archs: Mapping[str, int] = field(default_factory=dict)  # architecture name the zoo does not know -> jobs
+    unknown_layout_words: Mapping[str, int] = field(default_factory=dict)  # v5 field -> jobs with an unknown word
 
     @classmethod
     def of(cls, history_path: str | None, pending_path: str | None, trace: TraceSummary,
@@ -121,7 +124,7 @@ class FeaturesResult:
         return cls(history_path=history_path, pending_path=pending_path, labelled_jobs=seen.labelled_jobs,
                    pending=seen.pending, labelled=seen.labelled, missing_feature_share=seen.missing_feature_share,
                    unknown_gpu_types=seen.unknown_gpu_types, trace_statuses=trace.trace_statuses,
-                   unknown_archs=trace.unknown_archs)
+                   unknown_archs=trace.unknown_archs, unknown_layout_words=seen.unknown_layout_words)
 
 
 @dataclass(frozen=True)

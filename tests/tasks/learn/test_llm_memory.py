@@ -151,3 +151,15 @@ def test_training_flops_a_token_follow_the_parameters_the_adapter_and_recomputat
     assert full == pytest.approx(8 * arch.params + attention)  # the recomputed forward
     moe = m.lookup("Mixtral-8x7B")  # a token goes through 2 of 8 experts: ~13B of 47B
     assert 12e9 < moe.active_params < 14e9
+
+
+def test_unknown_sharding_and_adapter_words_are_counted_for_the_nightly_report():
+    from gpucast.records.results import FeaturesResult, TraceSummary
+
+    history = features.build(_rows(record(job_id="h", sharding=c.UNKNOWN_WORD), record(job_id="h2")))
+    pending = features.build(_rows(record(job_id="p", status="PENDING", adapter=c.UNKNOWN_WORD, sharding=c.UNKNOWN_WORD)))
+    seen = features.summary(history, pending)
+    assert seen.unknown_layout_words == {c.SHARDING: 2, c.ADAPTER: 1}
+    assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == {c.SHARDING: 2, c.ADAPTER: 1}
+    plain = features.build(_rows(record(job_id="a")))
+    assert features.summary(plain, plain).unknown_layout_words == {}
