@@ -5,7 +5,8 @@ real PyTorch training configurations whose peak training memory and FLOPs per st
 with PyTorch's own tooling: nothing in it comes from gpucast's simulator. For each target (memory;
 compute as FLOPs per training step) and each repeat, the rows are split as the product splits them
 (70/30, 20% of train for validation); every model is fitted on the fit rows, the champion is chosen
-on validation by the product's rule (`choose_champion`), and intervals are split-conformal on the validation rows. The named
+on validation by the product's rule (`champion_choice` on the planner loss), and intervals are
+split-conformal on the validation rows. The named
 baseline is a plain LightGBM on the 11 raw features (`contract`), on the same splits, with a plain
 quantile LightGBM (alpha 0.9) for its P90.
 
@@ -19,7 +20,7 @@ and what refitting the champion on all labelled jobs gains, at full size and at 
 `--leave-one-family-out`: for each model type, the rows of every other type are the history and that
 type's rows the pending jobs (`leave_one_family_out`). `evaluate(train_rows, test_rows, label, ...)` runs
 the methods on any such pair, so a second evaluation set plugs in as another call: the champion
-pipeline as a night runs it (`LOFO_MODELS` compared over the repeats, `choose_champion`, refit,
+pipeline as a night runs it (`LOFO_MODELS` compared over the repeats, `champion_choice`, refit,
 calibration, saved and scored by the `Scorer`, out-of-distribution jobs to its fallback: `pipeline`), the
 champion model's own forecast (`champion`), a plain LightGBM with its quantile P90 (`plain_lightgbm`), the
 analytic prior alone (`prior`, P90 calibrated on the history) and an accelerate-style count of the model
@@ -44,6 +45,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.records.outcomes import FitResult, MetricRow
 from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.champion import champion_choice, metrics, score_cost
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
@@ -87,9 +89,12 @@ def plain_quantile_p90(rows: pl.DataFrame, y: np.ndarray, fit: np.ndarray) -> np
 
 def compare(rows: pl.DataFrame, target: str, feature_set: str, models: tuple[str, ...], repeats: int,
             nn_epochs: int, preset: str = "paper") -> dict:
-    """Every model on every repeat's split: validation RMSEs, the champion, and per-row test results."""
+    """Every model on every repeat's split: validation RMSEs, the champion, and per-row test results. The champion
+    by the product's rule (`champion_choice`, issue 50) on each model's forecasts of the validation rows, pooled
+    over the repeats (the rows no fit of that repeat saw; one fold a repeat here: `folds=1`), with its scoring cost."""
     y = rows[target].to_numpy().astype(np.float64)
     val_rmse: list[dict] = []
+    fits: list[FitResult] = []
     tests: dict[str, list[pl.DataFrame]] = {}
     seconds: dict[str, list[float]] = {}
     for r in range(repeats):
@@ -99,13 +104,17 @@ def compare(rows: pl.DataFrame, target: str, feature_set: str, models: tuple[str
             seconds.setdefault(name, []).append(s)
             val_rmse.append({"model": name, "split": "validation", "repeat": r, "rmse": metrics(y[val], pred[val])["rmse"],
                              "score_seconds_per_million": cost})
+            row = MetricRow(model=name, preset=preset if name == registry.NN else None, features=feature_set, repeat=r,
+                            seed=r, split="validation", rows_train=len(fit), rows_eval=len(val), train_seconds=s,
+                            device="cpu", epochs=None, score_seconds_per_million=cost, **metrics(y[val], pred[val]))
+            fits.append(FitResult(target, name, r, (row,), pred[val], s, "cpu", test_idx=val))
             groups = {c.MODEL_TYPE: rows[c.MODEL_TYPE].gather(val).to_list()}
             cal = Calibrated(calibrate(y[val], pred[val], float(y[fit].min()), groups))
             p10, p50, p90 = cal.intervals(pred[test], {c.MODEL_TYPE: rows[c.MODEL_TYPE].gather(test).to_numpy()})
             tests.setdefault(name, []).append(rows[test].select(c.MODEL_TYPE).with_columns(
                 pl.Series("actual", y[test]), pl.Series("p50", pred[test]), pl.Series("p10", p10),
                 pl.Series("p90", p90), pl.lit(r).alias("repeat")))
-    choice = champion_choice(val_rmse)
+    choice = champion_choice(fits, y, folds=1, target=target)
     mean_val = pl.DataFrame(val_rmse).group_by("model").agg(pl.col("rmse").mean())
     return {"champion": choice.champion, "choice": choice, "tests": {m: pl.concat(v) for m, v in tests.items()},
             "val_rmse": dict(mean_val.iter_rows()), "seconds": {m: float(np.mean(s)) for m, s in seconds.items()}}
@@ -197,8 +206,8 @@ def accelerate_style_gb(rows: pl.DataFrame) -> np.ndarray:
 def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target: str, options: TrainOptions,
                       folder: Path) -> tuple[pl.DataFrame, str]:
     """What the product publishes for `test_rows` after a night on `train_rows`: every model compared over
-    the repeats, the champion chosen (`choose_champion`), refitted, calibrated, saved and loaded by the
-    `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer and of the
+    the repeats, the champion chosen (`finish_target`: out of fold, `champion_choice`), refitted, calibrated,
+    saved and loaded by the `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer and of the
     champion model alone, the champion's name)."""
     from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn.score import Scorer

@@ -3,9 +3,9 @@
 The measured set (`tests/data/measured_jobs.csv`, 840 real PyTorch networks) has no dates: the jobs are
 given submission days over `--weeks` weeks (a seeded shuffle, the same every run), so the latest week's jobs are
 the backtest (`train.backtest_mask`) that no fit sees. For each target and repeat count, trained as the nightly
-trains (`train_target`): per model, mean validation RMSE, backtest RMSE and MAPE, test RMSE; the champion chosen
-on validation alone (the rule before: `champion_choice` without the backtest rows) and the champion now, with
-the reason.
+trains (`tests/train_steps.py`'s steps, without saving): per model, mean validation RMSE, backtest RMSE and
+MAPE, test RMSE; the champion chosen out of fold alone (`champion_choice` on the fits without their backtest
+forecasts: no generalisation check) and the champion now, with the reason.
 
     .venv/bin/python tests/benchmarks/bench_champion_backtest.py [--models lightgbm,extra_trees,transformer_bigru]
         [--preset tuned] [--epochs 60] [--repeats 1,3] [--targets peak_gpu_mem_gb]
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,13 +24,13 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.records.outcomes import FitResult
 from gpucast.tasks.learn import train
 from gpucast.tasks.learn.champion import champion_choice
 from gpucast.tasks.learn.options import TrainOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402
-from tests.train_steps import train_target  # noqa: E402
 
 
 def dated(rows: pl.DataFrame, weeks: int, seed: int = 0) -> pl.DataFrame:
@@ -59,19 +59,24 @@ def main() -> None:
             options = TrainOptions(targets=(target,), models=tuple(args.models.split(",")), repeats=repeats,
                                    preset=args.preset, epochs=args.epochs, nn_max_minutes=0)
             t0 = time.perf_counter()
-            with tempfile.TemporaryDirectory() as folder:
-                result = train_target(rows, target, options, Path(folder), threads=2, progress=lambda _: None)
+            quiet = lambda _: None  # noqa: E731
+            labelled = train.labelled(rows, target, options)  # train_target's steps, keeping the fits
+            outcomes = [train.fit_one(labelled, target, options, f.model, f.repeat, threads=2, progress=quiet)
+                        for f in train.order_fits(options) if f.target == target]
+            result = train.finish_target(labelled, target, options, outcomes, threads=2, progress=quiet).result
             metrics = pl.DataFrame(result.metrics)
             table = (metrics.group_by("model", "split").agg(pl.col("rmse").mean(), pl.col("mape").mean())
                      .pivot(on="split", index="model", values=["rmse", "mape"]).sort("rmse_validation"))
-            before = champion_choice(metrics.filter(pl.col("split") != "backtest").to_dicts())
+            y = labelled[target].to_numpy().astype(np.float64)
+            fits = [replace(o, holdout_idx=None, holdout_pred=None) for o in outcomes if isinstance(o, FitResult)]
+            before = champion_choice(fits, y, folds=train.FOLDS, target=target)
             print(f"\n{target}, {repeats} repeat(s) ({time.perf_counter() - t0:.0f} s):")
             print(f"  {'model':<18} {'val RMSE':>9} {'backtest RMSE':>14} {'backtest MAPE':>14} {'test RMSE':>10}")
             for r in table.iter_rows(named=True):
                 print(f"  {r['model']:<18} {r['rmse_validation']:9.4g} {r['rmse_backtest']:14.4g} {r['mape_backtest']:13.1f}% "
                       f"{r['rmse_test']:10.4g}")
             champ = table.filter(pl.col("model") == result.champion).row(0, named=True)
-            print(f"  champion on validation alone (before): {before.champion}; now: {result.champion} "
+            print(f"  champion out of fold alone (no backtest): {before.champion}; now: {result.champion} "
                   f"(validation {champ['rmse_validation']:.4g}, backtest {champ['rmse_backtest']:.4g})")
             print(f"  why: {result.choice_reason}")
 
