@@ -49,6 +49,7 @@ STOPPING: dict[str, dict[str, object]] = {
     "before": {"EARLY_STOPPING_FRACTION": 0.0, "PATIENCE": None, "FOREST_TREES": 300},
     "patience200": {"PATIENCE": 200},  # candidates: a longer patience ...
     "fraction10": {"EARLY_STOPPING_FRACTION": 0.10},  # ... or a smaller held-out share
+    "refit": {"REFIT_AFTER_STOPPING": True},  # ... or the rounds kept, fitted again on every row
 }
 TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
 

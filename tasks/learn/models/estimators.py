@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
@@ -28,13 +28,15 @@ class LogTarget(TransformedTargetRegressor):
     only `regressor_`: `LogTarget.fitted`).
     """
 
-    def __init__(self, regressor=None, *, base: int | None = None, validation_fraction: float = 0.0):
+    def __init__(self, regressor=None, *, base: int | None = None, validation_fraction: float = 0.0,
+                 refit_all: bool = False):
         # the transform is fixed (log in, exp out, which `predict` applies with the offset), so it is not
-        # a parameter: get_params/clone see `regressor`, `base` and `validation_fraction` only, and no setting
-        # is silently ignored
+        # a parameter: get_params/clone see `regressor`, `base`, `validation_fraction` and `refit_all` only, and no
+        # setting is silently ignored
         super().__init__(regressor=regressor, func=np.log, inverse_func=np.exp, check_inverse=False)
         self.base = base
         self.validation_fraction = validation_fraction
+        self.refit_all = refit_all
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -67,6 +69,15 @@ class LogTarget(TransformedTargetRegressor):
                 fit_params = {**fit_params, "eval_set": [(X[val], np.log(target[val]))]}
             if "verbose" in accepts:
                 fit_params.setdefault("verbose", False)  # XGBoost would print every round's error
+            if self.refit_all and len(fit) < len(y):
+                # the rounds early stopping kept, scaled to every row, then fitted again on every row (issue 50
+                # item 4: the held-out rows are otherwise never fitted on)
+                super().fit(X[fit], target[fit], **fit_params)
+                if (kept := _rounds_kept(self.regressor_)) is not None:
+                    rounds, no_stopping = kept[1], {kept[0]: max(1, round(kept[1] * len(y) / len(fit))), kept[2]: None}
+                    self.regressor_ = clone(self.regressor).set_params(**no_stopping).fit(X, np.log(target))
+                    self.rounds_kept_ = rounds
+                return self
             X, target = X[fit], target[fit]
         return super().fit(X, target, **fit_params)
 
@@ -85,6 +96,19 @@ class LogTarget(TransformedTargetRegressor):
         est = cls(regressor, base=base)
         est.regressor_ = regressor
         return est
+
+
+def _rounds_kept(model) -> tuple[str, int, str] | None:
+    """(the library's rounds parameter, rounds an early-stopped fit kept, its early-stopping parameter) of a boosted
+    ensemble; None for any other model."""
+    kind = type(model).__name__
+    if kind == "LGBMRegressor" and getattr(model, "best_iteration_", 0):
+        return "n_estimators", int(model.best_iteration_), "early_stopping_round"
+    if kind == "XGBRegressor" and hasattr(model, "best_iteration"):
+        return "n_estimators", int(model.best_iteration) + 1, "early_stopping_rounds"
+    if kind == "CatBoostRegressor" and model.get_best_iteration() is not None:
+        return "iterations", int(model.get_best_iteration()) + 1, "early_stopping_rounds"
+    return None
 
 
 class PriorModel(RegressorMixin, BaseEstimator):
