@@ -140,31 +140,26 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
 
             env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_WORKER_QUERY_SECONDS": "2",
                    "GPUCAST_NIGHT_BUDGET_MINUTES": "99", "GPUCAST_BACKTEST_DAYS": "99", "GPUCAST_TRAIN_RUNNER": "dask"}
+            # one worker for both hand-offs below (a second worker process cost ~10 s of start-up and polling)
             worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,
                                        "--name", "gpu-box"], env=env)
             try:
                 out = train_where_possible(pickup_timeout_s=120, **params)
-            finally:
-                worker.terminate()
-                worker.wait(timeout=60)
-            assert out.where == "work pool gpu"
-            handed = client.read_flow_run(out.flow_run_id)
-            assert handed.state.is_completed()
-            # every option the nightly had, its time limits filled in from the nightly's settings
-            sent = {**options.model_dump(mode="json"), "night_budget_minutes": 7.5,
-                    "nn_max_minutes": given.training.nn_max_minutes}
-            assert handed.parameters["options"] == sent
-            assert handed.parameters["quality"]["backtest_days"] == 3
-            assert handed.parameters["cluster"] == {"train_runner": "local", "dask_address": "tcp://127.0.0.1:9",
-                                                    "dask_workers": given.cluster.dask_workers,
-                                                    "dask_dashboard_host": given.cluster.dask_dashboard_host}
+                assert out.where == "work pool gpu"
+                handed = client.read_flow_run(out.flow_run_id)
+                assert handed.state.is_completed()
+                # every option the nightly had, its time limits filled in from the nightly's settings
+                sent = {**options.model_dump(mode="json"), "night_budget_minutes": 7.5,
+                        "nn_max_minutes": given.training.nn_max_minutes}
+                assert handed.parameters["options"] == sent
+                assert handed.parameters["quality"]["backtest_days"] == 3
+                assert handed.parameters["cluster"] == {"train_runner": "local", "dask_address": "tcp://127.0.0.1:9",
+                                                        "dask_workers": given.cluster.dask_workers,
+                                                        "dask_dashboard_host": given.cluster.dask_dashboard_host}
 
-            # a run the worker starts and that then fails is a real training failure: it fails the caller
-            worker = subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", GPU_POOL,
-                                       "--name", "gpu-box"], env=env)
-            broken = TrainOptions(models=("transformer_bigru",), preset="tiny", device="no-such-device", repeats=1,
-                                  min_labelled=50)
-            try:
+                # a run the worker starts and that then fails is a real training failure: it fails the caller
+                broken = TrainOptions(models=("transformer_bigru",), preset="tiny", device="no-such-device",
+                                      repeats=1, min_labelled=50)
                 with pytest.raises(RuntimeError, match="training on the 'gpu' pool ended Failed"):
                     train_where_possible(broken, given, pickup_timeout_s=120)
             finally:
