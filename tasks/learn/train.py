@@ -31,8 +31,8 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
-from gpucast.tasks.learn import features, intervals, ood, reference
-from gpucast.tasks.learn.champion import CHAMPION_RULE, champion_choice, metrics, score_cost
+from gpucast.tasks.learn import blend, features, intervals, ood, reference
+from gpucast.tasks.learn.champion import CHAMPION_RULE, _mean_costs, champion_choice, metrics, pool_out_of_fold, score_cost
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.history import featureless
 from gpucast.tasks.learn.models import compiled, registry, store
@@ -360,17 +360,21 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
             return Finished(result)
         result.skipped += "; the analytic prior scores it"
         return _refit(rows, target, options, registry.PRIOR, result, build)
-    choice = champion_choice(done, y, folds=FOLDS, target=target)
-    champion, result.most_accurate, result.choice_reason = choice.champion, choice.lowest, choice.describe()
+    # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
+    mix = blend.candidate(pool_out_of_fold(done, y, FOLDS), _mean_costs(done), options.seed)
+    choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
+                             costs={blend.NAME: mix.cost} if mix.cost is not None else None)
+    champion, result.most_accurate = choice.champion, choice.lowest
+    result.choice_reason = f"{choice.describe()}; {mix.describe()}"
     result.champion_tied = choice.tied
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:
-        result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build)
-    return _refit(rows, target, options, champion, result, build)
+        result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build, mix)
+    return _refit(rows, target, options, champion, result, build, mix)
 
 
 def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
-                      holdout: list[str], build: registry.Build) -> pl.DataFrame:
+                      holdout: list[str], build: registry.Build, mix: blend.Candidate | None = None) -> pl.DataFrame:
     """job_id and P50 of the champion fitted without the `holdout` jobs, for those jobs (the gate's check)."""
     held = rows[c.JOB_ID].is_in(holdout).to_numpy()
     if not held.any() or held.all():
@@ -378,7 +382,7 @@ def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: T
     fit = np.flatnonzero(~held)
     encoder = FeatureEncoder(options.features).fit(rows[fit])
     X = encoder.transform(rows)
-    est = _build(champion, encoder, target, options, build).fit(X[fit], y[fit])
+    est = _champion(champion, encoder, target, options, build, mix).fit(X[fit], y[fit])
     build.progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
     return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(held)), "p50": est.predict(X[held])})
 
@@ -394,8 +398,17 @@ def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOption
                                         epochs=options.epochs, max_seconds=build.max_seconds or options.nn_max_seconds))
 
 
+def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOptions, build: registry.Build,
+              mix: blend.Candidate | None):
+    """The champion's unfitted estimator: the blend of `mix`'s members and weights (`blend.Blend`), or `_build`'s."""
+    if name == blend.NAME and mix is not None:
+        return blend.Blend({m: _build(m, encoder, target, options, build) for m in mix.members},
+                           dict(zip(mix.members, mix.weights, strict=True)))
+    return _build(name, encoder, target, options, build)
+
+
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
-           build: registry.Build) -> Finished:
+           build: registry.Build, mix: blend.Candidate | None = None) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
     (and the prior's) on that slice; fit the OOD detector and measure, on held-out families, which estimate
     out-of-distribution jobs get (`held_out_evidence`)."""
@@ -409,7 +422,7 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     if champion == registry.PRIOR:  # nothing to learn, and no jobs set aside to learn from
         est = PriorModel.on(FEATURE_SETS[options.features].prior_column(target), X.shape[1])
     else:
-        est = _build(champion, encoder, target, options, build).fit(X[refit_idx], y[refit_idx])
+        est = _champion(champion, encoder, target, options, build, mix).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
     groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y)

@@ -2,6 +2,8 @@
 
     <models_dir>/<train_run_id>/<target>/
         <model><suffix>            each model of repeat 0, saved by its registry entry (code-free formats)
+        blend.json                 a blend champion's members and weights (tasks/learn/blend.py), each member
+                                   saved as <member><suffix>
         encoder.json               the feature encoder fitted on repeat 0's fit rows
         metadata.json              features, target, preset, champion, library versions, metrics, calibration
         test_predictions.parquet   repeat 0's test rows: actual and every model's prediction (the report)
@@ -41,9 +43,17 @@ def target_folder(models_dir: Path, train_run_id: str, target: str) -> Path:
 
 
 def save_model(folder: Path, name: str, est) -> Path:
-    """Write a fitted estimator with its registry entry's own `save`; return the file."""
-    entry = registry.entry(name)
+    """Write a fitted estimator with its registry entry's own `save`; return the file. A blend
+    (`blend.Blend`): each member in its own format and `blend.FILE` (members, weights), which is returned."""
+    from gpucast.tasks.learn import blend
+
     folder.mkdir(parents=True, exist_ok=True)
+    if name == blend.NAME:
+        for member, member_est in est.estimators.items():
+            save_model(folder, member, member_est)
+        (folder / blend.FILE).write_text(json.dumps(est.to_json(), indent=2))
+        return folder / blend.FILE
+    entry = registry.entry(name)
     path = folder / f"{name}{entry.suffix}"
     entry.save(est, path)
     return path
@@ -129,10 +139,25 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
     if calibration is None or "residuals" not in calibration:
         raise ValueError(f"{folder} has no interval calibration for {name} (trained by an older gpucast): "
                          "run `gpucast train` again")
+    from gpucast.tasks.learn import blend
+
+    encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
+    if name == blend.NAME:  # each member as it would load alone (none compiled), summed with the weights
+        mix = json.loads((folder / blend.FILE).read_text())
+        loaded = {m: _load_estimator(folder, m, encoder, metadata, device, False, threads)[0] for m in mix["members"]}
+        log.info("%s blend of %s predicts through its members' native models", folder.name, ", ".join(loaded))
+        return LoadedModel(blend.Blend(loaded, dict(zip(mix["members"], mix["weights"], strict=True))), encoder,
+                           calibration, metadata)
+    estimator, fast = _load_estimator(folder, name, encoder, metadata, device, use_compiled, threads)
+    return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
+
+
+def _load_estimator(folder: Path, name: str, encoder: FeatureEncoder, metadata: dict, device: str | None,
+                    use_compiled: bool, threads: int | None):
+    """(registry model `name` loaded from `folder`, its compiled library or None)."""
     from gpucast.tasks.learn.models.estimators import LogTarget, PriorModel  # (scikit-learn: the `ml` extra)
 
     entry = registry.entry(name)
-    encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
     native = folder / f"{name}{entry.suffix}"
     estimator = entry.load(native, device)
     if isinstance(estimator, PriorModel) and estimator.n_features_in_ < 0:
@@ -148,7 +173,7 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
              "its compiled library" if fast is not None else "its native model", why)
     if threads:
         registry.use_threads(estimator, threads)
-    return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
+    return estimator, fast
 
 
 def prune(models_dir: Path, keep: set[str]) -> list[Path]:

@@ -1,0 +1,124 @@
+"""The blend (issue 50 item 2): non-negative stacking of the network and the best trees, one more candidate.
+
+**Members** (`members`): the network (`registry.NN`) when it was compared, and the `TREES_IN` (2) trees of lowest
+out-of-fold planner loss (`champion.TREES`). **Weights** (`nnls_weights`): non-negative least squares
+(`scipy.optimize.nnls`) of the truth on the members' out-of-fold forecasts of the rows they all share, no
+intercept; squared error, not the planner loss (a least-squares fit has a unique answer and a library solver, and
+the planner loss then judges the blend like any model). **Its own out-of-fold loss** (`candidate`): the shared rows
+are dealt into `PARTS` seeded parts, and each part's blend forecast uses weights fitted on the other parts only
+(cross-fitted), so the blend is judged on rows its weights never saw; it then competes in `champion.champion_choice`
+as one more candidate (no holdout forecasts: the generalisation check leaves it as chosen). Its **scoring cost**
+is the sum of its members' (seconds per 1M jobs), stated in the reason. Weights that do not converge (nnls's
+iteration limit) or fewer than 2 members with a weight above zero: no blend, the best single model, and the reason
+says so.
+
+Chosen, it is refitted as `Blend`: each member refitted on the same rows, forecasts summed with the weights fitted on
+every shared row; saved as each member in its own format (`models/store.py`) and `blend.json` (`FILE`: members,
+weights), loaded back by `store.load_model` into a `Blend` the `Scorer` predicts through. Members predict through
+their native models (not compiled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpucast.tasks.learn.champion import TREES, Pooled
+from gpucast.tasks.learn.models import registry
+
+NAME = "blend"
+FILE = "blend.json"
+TREES_IN = 2
+PARTS = 3
+
+
+def members(pooled: Pooled, keys: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+    """The network (when it has forecasts of `keys`) and the `TREES_IN` trees of lowest planner loss on `keys`."""
+    have = [m for m in pooled.by_model if all(k in pooled.by_model[m] for k in keys)]
+    trees = sorted((m for m in have if m in TREES), key=lambda m: float(pooled.weighted_sq(m, keys).mean()))
+    return (*((registry.NN,) if registry.NN in have else ()), *trees[:TREES_IN])
+
+
+def nnls_weights(P: np.ndarray, y: np.ndarray, at_least: int = 2) -> tuple[np.ndarray | None, str]:
+    """(non-negative least-squares weights of the columns of `P` (members' forecasts) for `y`, ""); (None, why)
+    when nnls does not converge or a weight is not finite, or fewer than `at_least` weights are above zero (no
+    blend; a cross-fitting part's weights need 1: one member scaled is still a forecast of the part's rows)."""
+    from scipy.optimize import nnls  # (scipy: the `ml` extra)
+
+    try:
+        w, _ = nnls(np.asarray(P, np.float64), np.asarray(y, np.float64))
+    except RuntimeError:  # "too many iterations"
+        return None, "the weights did not converge"
+    if not np.isfinite(w).all():
+        return None, "the weights did not converge"
+    if int((w > 0).sum()) < at_least:
+        return None, f"{int((w > 0).sum())} member(s) with a weight above zero"
+    return w, ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The blend as a candidate: its members and weights (fitted on every shared row: the refitted blend's), its
+    cross-fitted out-of-fold forecasts by (pass, row), its scoring cost (None where a member's is unknown); or, when
+    there is none, `why` in words."""
+
+    members: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
+    oof: Mapping[tuple[int, int], float] | None = None
+    cost: float | None = None
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.oof is None:
+            return f"no blend: {self.why}"
+        cost = f"{self.cost:.3g} s per 1M jobs, the sum of its members'" if self.cost is not None else "not measured"
+        return (f"blend of {' + '.join(f'{w:.3g} x {m}' for m, w in zip(self.members, self.weights, strict=True))} "
+                f"(scoring cost {cost})")
+
+
+def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int) -> Candidate:
+    """The blend of `members` on the rows they all forecast out of fold, its weights cross-fitted over `PARTS`
+    seeded parts of those rows (`nnls_weights`); a `Candidate` with `why` when there is none."""
+    every = [m for m in pooled.by_model if m in TREES or m == registry.NN]
+    keys = pooled.shared(every) or pooled.shared([m for m in every if m != registry.NN])
+    chosen = members(pooled, keys)
+    if len(chosen) < 2:
+        return Candidate(why=f"fewer than 2 members ({', '.join(chosen) or 'none'}); the best single model")
+    if len(keys) < 2 * PARTS * len(chosen):
+        return Candidate(why=f"too few shared out-of-fold rows ({len(keys)}) for {len(chosen)} members' weights")
+    P = np.array([[pooled.by_model[m][k] for m in chosen] for k in keys], dtype=np.float64)
+    y = pooled.actual[[k[1] for k in keys]]
+    part = np.random.default_rng(seed).permutation(len(keys)) % PARTS
+    out = np.empty(len(keys))
+    for p in (*range(PARTS), None):  # each part's weights fitted on the other parts, then on every shared row
+        fit = np.ones(len(keys), dtype=bool) if p is None else part != p
+        w, why = nnls_weights(P[fit], y[fit], at_least=2 if p is None else 1)
+        if w is None:
+            where = "every shared row" if p is None else f"cross-fitting part {p + 1} of {PARTS}"
+            return Candidate(members=chosen, why=f"{' + '.join(chosen)}: {why} ({where}); the best single model")
+        if p is not None:
+            out[part == p] = P[part == p] @ w
+    cost = sum(costs[m] for m in chosen) if all(m in costs for m in chosen) else None
+    return Candidate(chosen, tuple(float(v) for v in w), dict(zip(keys, out.tolist(), strict=True)), cost)
+
+
+class Blend:
+    """The refitted blend: `estimators` (name -> a registry estimator) and their `weights`; `fit` fits every
+    member on the same rows, `predict` is the weighted sum of their forecasts."""
+
+    def __init__(self, estimators: Mapping[str, object], weights: Mapping[str, float]):
+        self.estimators = dict(estimators)
+        self.weights = dict(weights)
+
+    def fit(self, X, y) -> Blend:
+        for est in self.estimators.values():
+            est.fit(X, y)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        return sum(self.weights[m] * np.asarray(est.predict(X), np.float64) for m, est in self.estimators.items())
+
+    def to_json(self) -> dict:
+        return {"members": list(self.estimators), "weights": [self.weights[m] for m in self.estimators]}

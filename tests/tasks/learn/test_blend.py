@@ -1,0 +1,79 @@
+"""The blend of issue 50 item 2: non-negative weights on out-of-fold forecasts, cross-fitted to judge it, the
+candidate in the champion's choice, and a saved blend scored back through the `Scorer`."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pytest
+
+from gpucast.expectations import contract as c
+from gpucast.records.outcomes import Champion, TargetResult
+from gpucast.tasks.learn import blend, train
+from gpucast.tasks.learn.champion import Pooled, champion_choice, planner_loss
+from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.score import Scorer
+from gpucast.tasks.simulate import simulate_jobs
+from tests.tasks.learn.test_champion_choice import _fits
+
+
+def test_the_weights_recover_a_constructed_mix_and_one_useful_member_is_no_blend():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(1, 40, 200), rng.uniform(1, 40, 200)
+    w, why = blend.nnls_weights(np.column_stack([a, b]), 0.7 * a + 0.3 * b)
+    assert w == pytest.approx([0.7, 0.3], abs=1e-9) and why == ""
+    # a member whose forecasts only hurt gets weight 0: fewer than 2 members left, no blend
+    assert blend.nnls_weights(np.column_stack([a, -b]), a) == (None, "1 member(s) with a weight above zero")
+    useless = blend.candidate(_pooled(a, {"extra_trees": a, "catboost": -b}), {}, seed=0)
+    assert useless.oof is None and "1 member(s) with a weight above zero" in useless.describe()
+    assert "the best single model" in useless.describe()
+
+
+def _pooled(y: np.ndarray, preds: dict[str, np.ndarray]) -> Pooled:
+    return Pooled({m: {(0, i): float(v) for i, v in enumerate(p)} for m, p in preds.items()}, y)
+
+
+def test_the_blend_is_judged_on_cross_fitted_forecasts_and_competes_as_a_candidate():
+    rng = np.random.default_rng(1)
+    y = rng.uniform(1, 40, 300)
+    e1, e2 = rng.normal(0, 2.0, 300), rng.normal(0, 2.0, 300)  # independent errors: their mean halves the variance
+    preds = {"extra_trees": y + e1, "catboost": y + e2, "decision_tree": y + 3 * e1, registry.PLAIN: y + 2 * e2}
+    mix = blend.candidate(_pooled(y, preds), {"extra_trees": 2.0, "catboost": 3.0, "decision_tree": 0.1}, seed=0)
+    assert mix.members == ("extra_trees", "catboost")  # the 2 best trees (no network here)
+    assert mix.weights == pytest.approx([0.5, 0.5], abs=0.1) and mix.cost == pytest.approx(5.0)
+    keys = sorted(mix.oof)
+    full = np.array([[preds[m][k[1]] for m in mix.members] for k in keys]) @ np.array(mix.weights)
+    assert not np.allclose([mix.oof[k] for k in keys], full)  # each row's weights fitted without it
+    blended = np.array([mix.oof[k] for k in keys])
+    assert planner_loss(y, blended) < 0.8 * min(planner_loss(y, preds[m]) for m in mix.members)
+    choice = champion_choice(_fits(y, preds), y, folds=train.FOLDS, extra={blend.NAME: mix.oof},
+                             costs={blend.NAME: mix.cost})
+    assert choice.champion == blend.NAME and choice.lowest == blend.NAME
+    assert "blend of 0.5" in mix.describe() and "5 s per 1M jobs, the sum of its members'" in mix.describe()
+    single = blend.candidate(_pooled(y, {"extra_trees": y + e1, "linear_fs": y + e2}), {}, seed=0)
+    assert single.oof is None and "fewer than 2 members" in single.describe()
+
+
+def test_a_saved_blend_scores_back_through_the_scorer_as_the_weighted_sum_of_its_members(tmp_path):
+    jobs = simulate_jobs(400, np.random.default_rng(2), date(2026, 11, 1), 0.0)
+    options = TrainOptions(models=("lightgbm", "extra_trees"), repeats=1, seed=0, compile_trees=False)
+    target = c.PEAK_GPU_MEM_GB
+    rows = train.labelled(jobs, target, options)
+    mix = blend.Candidate(("lightgbm", "extra_trees"), (0.6, 0.45), {(0, 0): 1.0}, 3.0)
+    build = registry.Build(seed=0, threads=1, progress=lambda _: None)
+    finished = train._refit(rows, target, options, blend.NAME, TargetResult(target=target, rows=rows.height), build, mix)
+    assert isinstance(finished.estimator, blend.Blend) and finished.result.champion == blend.NAME
+    train.save_champion(tmp_path, target, options, finished, threads=1)
+    assert store.read_metadata(tmp_path)["champion"] == blend.NAME
+    assert (tmp_path / blend.FILE).exists() and (tmp_path / "lightgbm.txt").exists()
+    X = finished.encoder.transform(rows)
+    members = finished.estimator.estimators
+    expected = 0.6 * members["lightgbm"].predict(X) + 0.45 * members["extra_trees"].predict(X)
+    loaded = store.load_model(tmp_path, blend.NAME)
+    assert np.allclose(loaded.estimator.predict(X), expected)
+    scored = Scorer(Champion(target, blend.NAME, "train-test", str(tmp_path))).score(rows)
+    inside = ~scored["ood"].to_numpy()
+    assert inside.any() and (scored["model"].to_numpy()[inside] == blend.NAME).all()
+    assert np.isfinite(scored["p50"].to_numpy()).all()
