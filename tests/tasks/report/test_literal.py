@@ -233,7 +233,9 @@ names = st.one_of(st.sampled_from(HOSTILE_STRINGS), st.text(min_size=1, max_size
                   st.text(st.characters(codec="ascii"), min_size=1, max_size=12))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 15 examples, each a whole page of four charts and one more (25 took 60 s of a loaded CI run); the corpus strings
+# are a third of the draws, and the tests above pin the known cases one by one.
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(queues=st.lists(names, min_size=1, max_size=3, unique_by=visible), job_id=names, team=names, model_type=names,
        gpu_type=names)
 def test_any_string_renders_on_the_page_as_itself(queues, job_id, team, model_type, gpu_type):
