@@ -127,7 +127,10 @@ def split_tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+# 3 drawn nights and the example below, each a whole scoring night: the renderers take hundreds of drawn strings
+# in tests/tasks/report/test_literal.py; these check that a night carries them there (5 drawn nights were 49 s of
+# a loaded CI run)
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(fields=st.lists(st.tuples(names, names, names, names), min_size=1, max_size=4))
 @example(fields=[("$x^$", "\x85", "$x^$", "$x^$")])  # found by CI: a team of NEL alone is whitespace, stored as none
