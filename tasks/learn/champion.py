@@ -9,7 +9,7 @@ holds a GPU idle. In the target's units, a 15 GB miss on a deep CNN weighs what 
 on an MLP does (a relative metric such as MAPE, or RMSE on log values, weighs them alike).
 
 **The champion** (`champion_choice`) is chosen on out-of-fold predictions: every fit forecasts the fold it did
-not see (`train.fold_split`), and the rows every compared model forecast (the same rows for each: `_shared`) are
+not see (`folds.fold_split`), and the rows every compared model forecast (the same rows for each: `_shared`) are
 pooled. The lowest planner loss there is the most accurate; another model is tied with it when its loss is within
 `TIE_FLOOR` (2%) of the lowest's, or when it is within `TIE_CAP` (5%) of it and the mean of the paired per-row
 differences of the weighted squared error is within `TIE_SE` (2) standard errors of zero. A model more than
@@ -19,7 +19,7 @@ best (docs/models.md). Among the tied, the **cheapest to score** wins (each fit'
 `SCORE_COST_ROWS` rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, and
 then the first in `registry.PREFERENCE`). Then two checks:
 - **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
-  never fitted nor in the folds: `train.generalisation_holdout`), a champion that is not the best tree must not
+  never fitted nor in the folds: `folds.generalisation_holdout`), a champion that is not the best tree must not
   have a planner loss worse than that tree's beyond noise, or the tree is champion (within noise: the cheaper);
 - **the floor** (`_floor`): the champion's out-of-fold planner loss is never above the plain LightGBM's
   (`registry.PLAIN`, fitted on the same folds); if it is, the plain LightGBM is champion. The reason says by how

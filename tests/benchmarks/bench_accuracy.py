@@ -49,11 +49,12 @@ from gpucast.records.outcomes import FitResult, MetricRow
 from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.champion import champion_choice, metrics, score_cost
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
+from gpucast.tasks.learn.folds import split
 from gpucast.tasks.learn.intervals import Calibrated, calibrate
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import safe_request_gb
-from gpucast.tasks.learn.train import CALIBRATION_FRACTION, _build, split
+from gpucast.tasks.learn.train import CALIBRATION_FRACTION, _build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks import real_archs  # noqa: E402

@@ -2,7 +2,7 @@
 
 The measured set (`tests/data/measured_jobs.csv`, 840 real PyTorch networks) has no dates: the jobs are
 given submission days over `--weeks` weeks (a seeded shuffle, the same every run), so the latest week's jobs are
-the backtest (`train.backtest_mask`) that no fit sees. For each target and repeat count, trained as the nightly
+the backtest (`folds.backtest_mask`) that no fit sees. For each target and repeat count, trained as the nightly
 trains (`tests/train_steps.py`'s steps, without saving): per model, mean validation RMSE, backtest RMSE and
 MAPE, test RMSE; the champion chosen out of fold alone (`champion_choice` on the fits without their backtest
 forecasts: no generalisation check) and the champion now, with the reason.
@@ -25,7 +25,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult
-from gpucast.tasks.learn import train
+from gpucast.tasks.learn import folds, train
 from gpucast.tasks.learn.champion import champion_choice
 from gpucast.tasks.learn.options import TrainOptions
 
@@ -52,7 +52,7 @@ def main() -> None:
     ap.add_argument("--weeks", type=int, default=8)
     args = ap.parse_args()
     rows = dated(load(), args.weeks)
-    back = train.backtest_mask(rows)
+    back = folds.backtest_mask(rows)
     print(f"measured set: {rows.height} jobs over {args.weeks} weeks; backtest (the latest week): {int(back.sum())} jobs")
     for target in args.targets.split(","):
         for repeats in (int(r) for r in args.repeats.split(",")):
@@ -69,7 +69,7 @@ def main() -> None:
                      .pivot(on="split", index="model", values=["rmse", "mape"]).sort("rmse_validation"))
             y = labelled[target].to_numpy().astype(np.float64)
             fits = [replace(o, holdout_idx=None, holdout_pred=None) for o in outcomes if isinstance(o, FitResult)]
-            before = champion_choice(fits, y, folds=train.FOLDS, target=target)
+            before = champion_choice(fits, y, folds=folds.FOLDS, target=target)
             print(f"\n{target}, {repeats} repeat(s) ({time.perf_counter() - t0:.0f} s):")
             print(f"  {'model':<18} {'val RMSE':>9} {'backtest RMSE':>14} {'backtest MAPE':>14} {'test RMSE':>10}")
             for r in table.iter_rows(named=True):

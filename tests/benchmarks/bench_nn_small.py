@@ -29,8 +29,8 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.folds import split
 from gpucast.tasks.learn.models import presets, registry
-from gpucast.tasks.learn.train import split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402

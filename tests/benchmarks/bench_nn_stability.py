@@ -27,8 +27,8 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn import features
 from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.folds import split
 from gpucast.tasks.learn.models import registry
-from gpucast.tasks.learn.train import split
 from gpucast.tasks.simulate import simulate_jobs
 
 

@@ -156,9 +156,9 @@ def zoo_teaches(args: argparse.Namespace) -> None:
     from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn import reference
     from gpucast.tasks.learn.champion import metrics
+    from gpucast.tasks.learn.folds import split
     from gpucast.tasks.learn.options import TrainOptions
     from gpucast.tasks.learn.score import Scorer
-    from gpucast.tasks.learn.train import split
 
     refs = {traced_prior: reference.load(args.reference, gpu_convention=not args.set_truth, traced_prior=traced_prior)
             for traced_prior in (True, False)}

@@ -22,9 +22,9 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.features import FeatureEncoder, labelled_rows
+from gpucast.tasks.learn.folds import split
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.models.presets import DEFAULT_PRESET
-from gpucast.tasks.learn.train import split
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 
 BASELINE = "lightgbm"

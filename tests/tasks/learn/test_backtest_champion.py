@@ -13,8 +13,8 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn import train
+from gpucast.tasks.learn.folds import backtest_mask
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import backtest_mask
 from gpucast.tasks.simulate import simulate_jobs
 from tests.train_steps import train_target
 

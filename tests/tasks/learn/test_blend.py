@@ -10,7 +10,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion, TargetResult
-from gpucast.tasks.learn import blend, train
+from gpucast.tasks.learn import blend, folds, train
 from gpucast.tasks.learn.champion import Pooled, champion_choice, planner_loss
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.options import TrainOptions
@@ -48,7 +48,7 @@ def test_the_blend_is_judged_on_cross_fitted_forecasts_and_competes_as_a_candida
     assert not np.allclose([mix.oof[k] for k in keys], full)  # each row's weights fitted without it
     blended = np.array([mix.oof[k] for k in keys])
     assert planner_loss(y, blended) < 0.8 * min(planner_loss(y, preds[m]) for m in mix.members)
-    choice = champion_choice(_fits(y, preds), y, folds=train.FOLDS, extra={blend.NAME: mix.oof},
+    choice = champion_choice(_fits(y, preds), y, folds=folds.FOLDS, extra={blend.NAME: mix.oof},
                              costs={blend.NAME: mix.cost})
     assert choice.champion == blend.NAME and choice.lowest == blend.NAME
     assert "blend of 0.5" in mix.describe() and "5 s per 1M jobs, the sum of its members'" in mix.describe()

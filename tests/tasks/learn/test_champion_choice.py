@@ -12,8 +12,8 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult, MetricRow
 from gpucast.tasks.learn.champion import TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss
+from gpucast.tasks.learn.folds import FOLDS, fold_split, generalisation_holdout, grouped_holdout
 from gpucast.tasks.learn.models import registry
-from gpucast.tasks.learn.train import FOLDS, fold_split, generalisation_holdout, grouped_holdout
 
 PLAIN = registry.PLAIN
 

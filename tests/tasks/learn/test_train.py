@@ -10,9 +10,10 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.tasks.learn.champion import metrics
+from gpucast.tasks.learn.folds import generalisation_holdout, split
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import generalisation_holdout, labelled, split
+from gpucast.tasks.learn.train import labelled
 from gpucast.tasks.simulate import SimConfig, simulate_jobs
 from tests.train_steps import train_target
 
