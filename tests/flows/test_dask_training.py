@@ -78,10 +78,21 @@ def dask_by_default(monkeypatch):
     monkeypatch.setenv("GPUCAST_TRAIN_RUNNER", "dask")
 
 
+@pytest.fixture(scope="module")
+def ingested_once(prefect_harness, tmp_path_factory) -> Path:
+    """A data directory with 600 simulated jobs ingested, once for the module (copy it before changing it)."""
+    home = tmp_path_factory.mktemp("ingested") / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUCAST_HOME", str(home))
+        write_logs(home.parent / "logs", SimConfig(days=1, jobs_per_day=600, seed=2))
+        assert main(["ingest", str(home.parent / "logs")]) == 0
+    return home
+
+
 @pytest.fixture
-def ingested(home, tmp_path) -> Path:
-    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=600, seed=2))
-    assert main(["ingest", str(tmp_path / "logs")]) == 0
+def ingested(home, ingested_once) -> Path:
+    """The test's own copy of the ingested data directory (the test's GPUCAST_HOME)."""
+    shutil.copytree(ingested_once, home)
     return home
 
 
