@@ -24,8 +24,9 @@ from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.schema import redact_stored, schema_fingerprint, schema_sql
 
 
-def sql_string(path: Path) -> str:
-    """A quoted SQL string literal of a path we made, for where DuckDB takes no bound value (COPY ... TO, ATTACH)."""
+def sql_string(path: Path | str) -> str:
+    """A quoted SQL string literal of a path (or file name) we made, for where DuckDB takes no bound value (COPY ... TO,
+    ATTACH, FILENAME_PATTERN)."""
     return "'" + str(path).replace("'", "''") + "'"
 
 

@@ -202,11 +202,12 @@ def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, pa.Schema], rows:
         con.unregister("_rows")
 
 
-# Per day: the records the warehouse holds, to compare with what the lake was last written with. `{where}`: all of
-# them, or all but one run's (what the lake held before that run's refresh).
+# Per day: the records the warehouse holds, to compare with what the lake was last written with. Its two bound
+# values are one run id, twice: NULL for all the records, else all but that run's (what the lake held before that
+# run's refresh).
 DAY_STATS = """
 SELECT CAST(submitted_at AS DATE) AS day, count(*) AS records, max(arrival) AS max_arrival
-FROM job_log_records {where} GROUP BY ALL
+FROM job_log_records WHERE CAST(? AS VARCHAR) IS NULL OR ingest_run_id <> CAST(? AS VARCHAR) GROUP BY ALL
 """
 
 
@@ -214,12 +215,11 @@ def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path, but_run: str
     """Days whose lake partition is missing, or was written from other records than the warehouse
     holds now (a refresh that failed after its load committed, a partition deleted by hand). `but_run`: judged
     without that run's records (the lake before its refresh appends them)."""
-    where, params = ("WHERE ingest_run_id <> ?", [but_run]) if but_run else ("", [])
     rows = con.execute(f"""
-        WITH now AS ({DAY_STATS.format(where=where)})
+        WITH now AS ({DAY_STATS})
         SELECT CAST(n.day AS VARCHAR) FROM now n LEFT JOIN lake_partitions p ON p.submitted_date = n.day
         WHERE p.submitted_date IS NULL OR p.records <> n.records OR p.max_arrival <> n.max_arrival
-        ORDER BY 1""", params).fetchall()
+        ORDER BY 1""", [but_run, but_run]).fetchall()
     written = con.execute("SELECT CAST(submitted_date AS VARCHAR) FROM lake_partitions ORDER BY 1").fetchall()
     missing = [d for (d,) in written if not (lake_dir / f"submitted_date={d}").is_dir()]
     return sorted({d for (d,) in rows} | set(missing))
@@ -263,7 +263,7 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
     swap.mkdir(parents=True)
     if whole:
         tmp = swap / f"new-{uuid.uuid4().hex}"
-        _copy_days(con, tmp, "TRUE", sorted(whole), [], "part-{i}")
+        _copy_days(con, tmp, None, sorted(whole), "part-{i}")
         for part in sorted(tmp.iterdir()):
             target = lake_dir / part.name
             old = swap / f"old-{uuid.uuid4().hex}"
@@ -274,7 +274,7 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
     if appended:
         tmp = swap / f"run-{uuid.uuid4().hex}"
         prefix = f"run-{_file_safe(run_id)}-"
-        _copy_days(con, tmp, "ingest_run_id = ?", appended, [run_id], prefix + "{i}")
+        _copy_days(con, tmp, run_id, appended, prefix + "{i}")
         for part in sorted(tmp.iterdir()):
             target = lake_dir / part.name
             target.mkdir(exist_ok=True)
@@ -285,22 +285,22 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
     shutil.rmtree(swap, ignore_errors=True)
     con.execute(f"""
         INSERT OR REPLACE INTO lake_partitions
-        SELECT day, records, max_arrival, now() FROM ({DAY_STATS.format(where="")})
-        WHERE day IN (SELECT unnest(?::DATE[]))""", [days])
+        SELECT day, records, max_arrival, now() FROM ({DAY_STATS})
+        WHERE day IN (SELECT unnest(?::DATE[]))""", [None, None, days])
     return days
 
 
-def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, which: str, days: list[str], params: list,
-               pattern: str) -> None:
-    """The records of `days` that `which` (an SQL condition on job_log_records, its values in `params`) selects,
-    written by DuckDB as Parquet partitioned by day under `folder`, files named by `pattern`."""
+def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, run_id: str | None, days: list[str], pattern: str) -> None:
+    """The records of `days` (all of them, or only run `run_id`'s), written by DuckDB as Parquet partitioned by day
+    under `folder`, files named by `pattern`."""
     con.execute(
         f"""COPY (
             SELECT *, CAST(submitted_at AS DATE) AS submitted_date FROM job_log_records
-            WHERE {which} AND CAST(submitted_at AS DATE) IN (SELECT unnest(?::DATE[]))
+            WHERE (CAST(? AS VARCHAR) IS NULL OR ingest_run_id = CAST(? AS VARCHAR))
+              AND CAST(submitted_at AS DATE) IN (SELECT unnest(?::DATE[]))
             ORDER BY arrival
-        ) TO {sql_string(folder)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN '{pattern}')""",
-        [*params, days],
+        ) TO {sql_string(folder)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN {sql_string(pattern)})""",
+        [run_id, run_id, days],
     )
 
 

@@ -224,7 +224,9 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
                       r'class="expected-p90">(\d+)<', dom, re.S)
     assert first and first.groups() == ("2", "3")  # the first day: 2 GPUs for the queued jobs + 3 expected (P90)
     # the charts: history + forecast fan, and the GPUs needed (no pending job has a run-time forecast: no third)
-    assert dom.count("<svg") == 2 and "forecast P10-P90" in dom and "expected P50" in dom
+    # the demand's and the plan's charts, and the what-ifs' beside them (the demo inventory draws scenarios: issue 53)
+    assert dom.count("<svg") == 3 and "forecast P10-P90" in dom and "expected P50" in dom
+    assert "What if: scenarios beside the plan" in dom and "No scenario drawn" not in dom
 
 
 def test_site_out_an_existing_file_is_one_line_and_leaves_the_file(home, tmp_path, capsys):
