@@ -53,9 +53,9 @@ def test_the_maker_maps_runs_to_contract_rows_and_leaves_out_what_says_nothing_o
 
 def test_the_shipped_sample_loads_as_contract_rows() -> None:
     rows = gpumemnet()
-    assert rows.height == 214
+    assert rows.height == 349
     assert set(c.FEATURES) <= set(rows.columns)
-    assert rows.group_by(c.MODEL_TYPE).len().sort(c.MODEL_TYPE).rows() == [("CNN", 88), ("MLP", 126)]
+    assert rows.group_by(c.MODEL_TYPE).len().sort(c.MODEL_TYPE).rows() == [("CNN", 182), ("MLP", 167)]
     assert rows["job_id"].n_unique() == rows.height
     assert rows[c.PEAK_GPU_MEM_GB].min() > 1.0  # every run holds a CUDA context (about 1.45 GiB here)
     assert rows["max_gpu_memory_mib"].max() < maker.CENSORED_MIB

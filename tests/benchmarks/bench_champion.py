@@ -18,7 +18,7 @@ early stopping, every capped round fitted, 300-tree forests) or a candidate rule
 prints every tree model alone, fitted on the whole history and forecasting the pending jobs, with its fit seconds.
 
 Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools); `gpumemnet`
-(tests/data/gpumemnet_sample.csv: 214 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
+(tests/data/gpumemnet_sample.csv: 349 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
 """
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ class Source:
 
 SOURCES = (
     Source("MLP", "Datasets/MLP/mlp_data_step2.csv", "4fe157bcd00b3bd82f8697da35a62ee2870a3fbc",
-           tuple(range(0, 1_350_001, 270_000))),  # 6 windows over the first 1.37 of 2.17 million characters
+           tuple(range(0, 1_890_001, 270_000))),  # 8 windows over the whole file (2.17 million characters)
     Source("CNN", "cnn_data_step1.csv", "a79a76af7733da8ce4f5c648e992938f077cd5a1",
-           tuple(range(0, 1_298_001, 118_000))),  # 12 windows over the first 1.31 of 2.84 million characters
+           tuple(range(0, 2_714_001, 118_000))),  # 24 windows over the whole file (2.84 million characters)
 )
 
 
