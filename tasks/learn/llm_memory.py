@@ -28,6 +28,10 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's;
   PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's default; `other` methods counted as
   rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
+  A `qlora` base quantised when loaded (bitsandbytes; the model's name does not say GPTQ / AWQ / AQLM / int4)
+  goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
+  norms) to fp32: the embedding and head at 4 bytes, the residual stream (block inputs, norms) at 4 bytes.
+  A fine-tune whose checkpointing word is not known is taken as `full` (the adapter recipes' default).
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
@@ -37,7 +41,9 @@ grouped-query attention (k and v of width kv_heads x head size) and to gated MLP
 gate, up, their product and the activation, 8 s b I, where GPT's 4h MLP keeps 2 x 4 s b h + its input and mask).
 With tensor parallel t, sequence parallel is assumed (Korthikanti's eq. 4: everything / t); context parallel c
 splits the sequence. `selective` recomputation drops the attention core (already gone under flash attention);
-`full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass. A
+`full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass.
+Gemma 2 trains with eager attention (its logit soft-capping is in no fused kernel): its blocks keep the paper's
+5 a s^2 b of scores, softmax and dropout mask (`EAGER_ATTENTION_FAMILIES`). A
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
 (1F1B; m = micro-batches per optimizer step, from `batch_size`, else p). The head's logits are kept as 16-bit
 logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t).
@@ -73,6 +79,10 @@ GB = 1e9
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
                             "qwen2", "qwen2.5", "qwen3", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
                             "flan-t5", "mt0"})
+# Families trained with eager attention, which keeps the s x s scores: Gemma 2's attention logit soft-capping is
+# not in flash / SDPA kernels, and transformers recommends (and, without `attn_implementation`, picks) `eager` for
+# training it (Gemma2 model docs; `Gemma2PreTrainedModel._check_and_enable_sdpa`).
+EAGER_ATTENTION_FAMILIES = frozenset({"gemma2"})
 # Suffixes people add to a model's name that do not change its architecture (chat / instruct tunes, quantised
 # checkpoints, Hugging Face's `-hf`, version tags). Removed, with the organisation and any "(...)", before lookup.
 NAME_NOISE = re.compile(r"(?:^|[-_ .])(?:instruct|chat|hf|base|it|sft|dpo|int4|int8|awq|gptq|bnb|4bit|8bit|nf4|"
@@ -219,6 +229,12 @@ class Layout:
     precision: str = "BF16"
     optimizer: str | None = "AdamW"
     micro_batches: int | None = None  # per optimizer step and data-parallel rank (gradient accumulation)
+    # `qlora` on a base quantised when loaded (bitsandbytes), not a pre-quantised checkpoint (GPTQ, AWQ, AQLM):
+    # PEFT's `prepare_model_for_kbit_training` casts every 16-bit parameter left (embedding, head, norms) to fp32
+    # (peft/utils/other.py: "cast all non INT8 parameters to fp32", skipped for GPTQ / AQLM / EETQ / HQQ), so the
+    # embedding and head take 4 bytes a parameter and the residual stream, which the fp32 norms and embedding
+    # produce, is kept at 4 bytes a value
+    kbit_upcast: bool = False
 
     @property
     def data_parallel(self) -> int:
@@ -241,8 +257,11 @@ ACTIVATION_SCALE = 1.0  # eager PyTorch over the paper's fused count (see the mo
 FIXED_OVERHEAD_GB = 2.0  # the CUDA context (~0.8 GB), cuBLAS / NCCL workspaces and the allocator's cached blocks
 ALLOCATOR_FACTOR = 1.05  # reserved over allocated (the caching allocator's rounding and fragmentation)
 # P90 / P50 of the prior alone: exp of the 90th percentile of |log(measured / prior)| on the development set.
-P90_FACTOR = 1.9
+P90_FACTOR = 1.7
 SHARDED = ("zero3", "fsdp")
+# a model name that says its checkpoint was quantised before training (GPTQ, AWQ, AQLM, int4 / int8 exports):
+# PEFT does not upcast those (`Layout.kbit_upcast`)
+PREQUANTISED = re.compile(r"gptq|awq|aqlm|int4|int8|eetq|hqq", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -281,7 +300,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     if job.adapter in ("lora", "qlora", "other"):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
         if job.adapter == "qlora":
-            base = (arch.params - arch.embedding_params) * QLORA_BYTES + arch.embedding_params * 2
+            base = (arch.params - arch.embedding_params) * QLORA_BYTES + arch.embedding_params * (
+                4 if job.kbit_upcast else 2)
         else:
             base = arch.params * half
         base /= split
@@ -318,12 +338,16 @@ def block_activation_bytes(arch: Arch, job: Layout) -> float:
     """Bytes one transformer block keeps for the backward pass, one micro-batch, no recomputation, at 16 bits
     (Korthikanti et al. 2022 eq. 1 without the attention scores, generalised; see the module's docstring)."""
     h, kv, i = arch.hidden, arch.kv_width, arch.intermediate
-    attn = 2 * h + 2 * h + 4 * kv + 2 * h + h  # input, q, k + v, output, dropout mask  (= 11 h when kv = h)
-    mlp = (2 * h + 8 * i) if arch.gated else (2 * h + 4 * i + h)  # (= 19 h for GPT's 4h MLP)
-    norms = 4 * h
+    stream = 4 if job.kbit_upcast else 2  # bytes of a residual-stream value (the block's input, its norms)
+    attn = stream * h + 2 * h + 4 * kv + 2 * h + h  # input, q, k + v, output, dropout mask  (= 11 h when kv = h)
+    mlp = (stream * h + 8 * i) if arch.gated else (stream * h + 4 * i + h)  # (= 19 h for GPT's 4h MLP)
+    norms = 2 * stream * h
     act_scale = HALF_BYTES.get(job.precision, 2) / 2
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
-    return tokens * (attn + mlp + norms) * act_scale / job.tensor_parallel
+    scores = 0.0
+    if arch.family in EAGER_ATTENTION_FAMILIES:  # Korthikanti's 5 a s^2 b: the scores 2, softmax 2, dropout mask 1
+        scores = 5 * arch.heads * job.seq_len / job.context_parallel * tokens
+    return (tokens * (attn + mlp + norms) + scores) * act_scale / job.tensor_parallel
 
 
 def activations(arch: Arch, job: Layout) -> tuple[float, float]:
@@ -333,7 +357,8 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
     blocks = arch.layers / p
     if job.activation_checkpointing == "full":
         tokens = job.micro_batch_size * job.seq_len / job.context_parallel
-        kept = blocks * tokens * 2 * arch.hidden / job.tensor_parallel + per_block
+        stream = 4 if job.kbit_upcast else 2  # the block input's bytes (fp32 under k-bit preparation)
+        kept = blocks * tokens * stream * arch.hidden / job.tensor_parallel + per_block
     else:
         kept = blocks * per_block
     in_flight = min(p, job.micro_batches) if job.micro_batches else p
@@ -432,13 +457,20 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
     micro = _value(row, c.MICRO_BATCH_SIZE) or (max(1, round(batch / d)) if batch else 1)
     steps = max(1, round(batch / (micro * d))) if batch else None
     word = lambda name, known: v if (v := _value(row, name, c.LLM_DEFAULTS.get(name))) in known else "none"  # noqa: E731
+    adapter = word(c.ADAPTER, c.ADAPTERS[:-1])
+    checkpointing = word(c.ACTIVATION_CHECKPOINTING, c.CHECKPOINTINGS)
+    if adapter != "none" and _value(row, c.ACTIVATION_CHECKPOINTING) not in (None, *c.CHECKPOINTINGS):
+        # a fine-tune whose checkpointing was logged but not as a known word: the adapter recipes checkpoint by
+        # default (PEFT's `prepare_model_for_kbit_training(use_gradient_checkpointing=True)`, LLaMA-Factory's
+        # `disable_gradient_checkpointing=False`, unsloth's `use_gradient_checkpointing="unsloth"`), so `full`
+        checkpointing = "full"
     layout = Layout(gpu_count=gpus, tensor_parallel=tp, pipeline_parallel=pp, context_parallel=cp,
                     sharding=word(c.SHARDING, c.SHARDINGS[:-1]), cpu_offload=word(c.CPU_OFFLOAD, c.CPU_OFFLOADS),
-                    activation_checkpointing=word(c.ACTIVATION_CHECKPOINTING, c.CHECKPOINTINGS),
-                    adapter=word(c.ADAPTER, c.ADAPTERS[:-1]), lora_rank=_value(row, c.LORA_RANK),
+                    activation_checkpointing=checkpointing, adapter=adapter, lora_rank=_value(row, c.LORA_RANK),
                     micro_batch_size=int(micro), seq_len=int(_value(row, c.INPUT_DIM, DEFAULT_SEQ_LEN)),
                     precision=_value(row, c.PRECISION, DEFAULT_PRECISION), optimizer=_value(row, c.OPTIMIZER),
-                    micro_batches=steps)
+                    micro_batches=steps,
+                    kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))))
     return arch, layout
 
 

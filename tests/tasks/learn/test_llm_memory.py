@@ -163,3 +163,38 @@ def test_unknown_sharding_and_adapter_words_are_counted_for_the_nightly_report()
     assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == {c.SHARDING: 2, c.ADAPTER: 1}
     plain = features.build(_rows(record(job_id="a")))
     assert features.summary(plain, plain).unknown_layout_words == {}
+
+
+def _row(**fields) -> dict:
+    return {c.ARCH: "Llama-2-7B", c.GPU_COUNT: 1, c.INPUT_DIM: 1024, c.MICRO_BATCH_SIZE: 4, c.PRECISION: "BF16",
+            **fields}
+
+
+def test_a_fine_tune_whose_checkpointing_word_is_unknown_is_taken_as_checkpointed():
+    # adapter recipes (PEFT's k-bit preparation, LLaMA-Factory, unsloth) checkpoint by default
+    assert m.job_of(_row(**{c.ADAPTER: "lora", c.ACTIVATION_CHECKPOINTING: "unknown"}))[1].activation_checkpointing == "full"
+    # a full-weight job and a logged word keep theirs; a missing one is the contract's default
+    assert m.job_of(_row(**{c.ADAPTER: "none", c.ACTIVATION_CHECKPOINTING: "unknown"}))[1].activation_checkpointing == "none"
+    assert m.job_of(_row(**{c.ADAPTER: "lora", c.ACTIVATION_CHECKPOINTING: "none"}))[1].activation_checkpointing == "none"
+    assert m.job_of(_row(**{c.ADAPTER: "lora"}))[1].activation_checkpointing == "none"
+
+
+def test_qlora_on_a_base_quantised_at_load_pays_peft_s_fp32_upcast_and_a_gptq_checkpoint_does_not():
+    bnb = m.job_of(_row(**{c.ADAPTER: "qlora", c.ACTIVATION_CHECKPOINTING: "full"}))
+    gptq = m.job_of(_row(**{c.ARCH: "Llama-2-7B-GPTQ", c.ADAPTER: "qlora", c.ACTIVATION_CHECKPOINTING: "full"}))
+    assert bnb[1].kbit_upcast and not gptq[1].kbit_upcast
+    arch = bnb[0]
+    # the embedding and head at 4 bytes instead of 2; the checkpointed residual stream at 4 bytes instead of 2
+    assert m.states(arch, bnb[1])[0] - m.states(arch, gptq[1])[0] == pytest.approx(2 * arch.embedding_params)
+    assert m.per_gpu(arch, bnb[1]).activations_gb > m.per_gpu(arch, gptq[1]).activations_gb
+    lora = m.job_of(_row(**{c.ADAPTER: "lora", c.ACTIVATION_CHECKPOINTING: "full"}))[1]
+    assert not lora.kbit_upcast
+
+
+def test_gemma_2_keeps_the_attention_scores_of_eager_attention():
+    gemma2, gemma = m.lookup("Gemma-2-9B"), m.lookup("Gemma-7B")
+    short, long = m.Layout(seq_len=2048), m.Layout(seq_len=8192)
+    # the s^2 term: 4x the sequence, ~16x the scores; a flash-attention family grows linearly
+    growth = m.block_activation_bytes(gemma2, long) / m.block_activation_bytes(gemma2, short)
+    assert growth > 8
+    assert m.block_activation_bytes(gemma, long) / m.block_activation_bytes(gemma, short) == pytest.approx(4.0)
