@@ -14,19 +14,23 @@ says so.
 
 Chosen, it is refitted as `Blend`: each member refitted on the same rows, forecasts summed with the weights fitted on
 every shared row; saved as each member in its own format (`models/store.py`) and `blend.json` (`FILE`: members,
-weights), loaded back by `store.load_model` into a `Blend` the `Scorer` predicts through. Members predict through
-their native models (not compiled).
+weights), loaded back by `store.load_model` into a `Blend` the `Scorer` predicts through. **Compiled members stay
+compiled** (`compile_members`): each tree member is compiled for scoring beside its own file exactly as it would be
+as a champion alone (`models/compiled.py`: LightGBM and the forests compiled and checked against the native model,
+the families that stay native say why), and loading predicts each member through its library when it was built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from gpucast.records.outcomes import CompileInfo
 from gpucast.tasks.learn.champion import TREES, Pooled
-from gpucast.tasks.learn.models import registry
+from gpucast.tasks.learn.models import compiled, registry
 
 NAME = "blend"
 FILE = "blend.json"
@@ -122,3 +126,21 @@ class Blend:
 
     def to_json(self) -> dict:
         return {"members": list(self.estimators), "weights": [self.weights[m] for m in self.estimators]}
+
+
+def compile_members(folder: Path, est: Blend, sample: np.ndarray, threads: int) -> CompileInfo:
+    """Compile each tree member of the saved blend `est` in `folder` beside its own file, as a tree champion alone
+    is (`compiled.compile_model`, which writes each member's `<member>.compiled.json`; the network is no tree).
+    One `CompileInfo` for the blend's metadata: used when any member's library is, every member's outcome in
+    `reason`, the compile seconds summed, the largest compiled-vs-native difference."""
+    infos = [compiled.compile_model(m, folder / f"{m}{registry.entry(m).suffix}", member.regressor_, sample, threads)
+             for m, member in est.estimators.items() if m in compiled.COMPILABLE or m in compiled.STAYS_NATIVE]
+    used = [i for i in infos if i.used]
+    seconds = [i.compile_seconds for i in infos if i.compile_seconds is not None]
+    return CompileInfo(
+        model=NAME, used=bool(used),
+        reason="; ".join(f"{i.model} " + ("compiled" if i.used else f"native: {i.reason}") for i in infos) or "no tree member",
+        compile_seconds=round(sum(seconds), 1) if seconds else None, tl2cgen=used[0].tl2cgen if used else None,
+        codegen=used[0].codegen if used else None,
+        max_relative_difference=max(i.max_relative_difference for i in used) if used else None,
+        checked_rows=min(i.checked_rows for i in used) if used else None)

@@ -397,7 +397,9 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     result.model_dir = str(folder)
     path = store.save_model(folder, result.champion, finished.estimator)
     tree = result.champion in compiled.COMPILABLE or result.champion in compiled.STAYS_NATIVE
-    if options.compile_trees and tree and finished.sample is not None:  # (a family that stays native records why)
+    if options.compile_trees and finished.sample is not None and result.champion == blend.NAME:  # each tree member
+        result.compiled = blend.compile_members(folder, finished.estimator, finished.sample, threads)
+    elif options.compile_trees and tree and finished.sample is not None:  # (a family that stays native records why)
         result.compiled = compiled.compile_model(result.champion, path, finished.estimator.regressor_, finished.sample,
                                                  threads)
     store.save_encoder(folder, finished.encoder)

@@ -142,12 +142,12 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
     from gpucast.tasks.learn import blend
 
     encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
-    if name == blend.NAME:  # each member as it would load alone (none compiled), summed with the weights
+    if name == blend.NAME:  # each member as it would load alone (compiled where it was), summed with the weights
         mix = json.loads((folder / blend.FILE).read_text())
-        loaded = {m: _load_estimator(folder, m, encoder, metadata, device, False, threads)[0] for m in mix["members"]}
-        log.info("%s blend of %s predicts through its members' native models", folder.name, ", ".join(loaded))
-        return LoadedModel(blend.Blend(loaded, dict(zip(mix["members"], mix["weights"], strict=True))), encoder,
-                           calibration, metadata)
+        loaded = {m: _load_estimator(folder, m, encoder, metadata, device, use_compiled, threads) for m in mix["members"]}
+        return LoadedModel(blend.Blend({m: est for m, (est, _) in loaded.items()},
+                                       dict(zip(mix["members"], mix["weights"], strict=True))), encoder, calibration,
+                           metadata, compiled=any(fast is not None for _, fast in loaded.values()))
     estimator, fast = _load_estimator(folder, name, encoder, metadata, device, use_compiled, threads)
     return LoadedModel(estimator, encoder, calibration, metadata, compiled=fast is not None)
 

@@ -1,8 +1,9 @@
 """The blend of issue 50 item 2: non-negative weights on out-of-fold forecasts, cross-fitted to judge it, the
-candidate in the champion's choice, and a saved blend scored back through the `Scorer`."""
+candidate in the champion's choice, and a saved blend scored back through the `Scorer`, its compiled members compiled."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import date
 
 import numpy as np
@@ -12,7 +13,7 @@ from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion, TargetResult
 from gpucast.tasks.learn import blend, folds, train
 from gpucast.tasks.learn.champion import Pooled, champion_choice, planner_loss
-from gpucast.tasks.learn.models import registry, store
+from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.simulate import simulate_jobs
@@ -77,3 +78,27 @@ def test_a_saved_blend_scores_back_through_the_scorer_as_the_weighted_sum_of_its
     inside = ~scored["ood"].to_numpy()
     assert inside.any() and (scored["model"].to_numpy()[inside] == blend.NAME).all()
     assert np.isfinite(scored["p50"].to_numpy()).all()
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc on this machine: nothing to compile with")
+def test_a_blend_keeps_its_compiled_members_compiled_and_scores_what_its_native_members_do(tmp_path):
+    jobs = simulate_jobs(400, np.random.default_rng(2), date(2026, 11, 1), 0.0)
+    options = TrainOptions(models=("lightgbm", "xgboost"), repeats=1, seed=0, compile_trees=True)
+    target = c.PEAK_GPU_MEM_GB
+    rows = train.labelled(jobs, target, options)
+    mix = blend.Candidate(("lightgbm", "xgboost"), (0.7, 0.3), {(0, 0): 1.0}, 3.0)
+    build = registry.Build(seed=0, threads=1, progress=lambda _: None)
+    finished = train._refit(rows, target, options, blend.NAME, TargetResult(target=target, rows=rows.height), build, mix)
+    train.save_champion(tmp_path, target, options, finished, threads=1)
+    info = store.read_metadata(tmp_path)["compiled"]
+    # the LightGBM member compiled and checked as it would be alone; XGBoost stays native and says why
+    assert info["model"] == blend.NAME and info["used"] is True
+    assert "lightgbm compiled" in info["reason"] and "xgboost native: XGBoost" in info["reason"]
+    assert (tmp_path / f"lightgbm{compiled.LIB_SUFFIX}").exists() and not (tmp_path / f"xgboost{compiled.LIB_SUFFIX}").exists()
+    fast = store.load_model(tmp_path, blend.NAME)
+    slow = store.load_model(tmp_path, blend.NAME, use_compiled=False)
+    assert fast.compiled and not slow.compiled
+    assert isinstance(fast.estimator.estimators["lightgbm"].regressor_, compiled.CompiledTrees)
+    X = finished.encoder.transform(rows)
+    np.testing.assert_allclose(fast.estimator.predict(X), slow.estimator.predict(X), rtol=1e-6)
+    np.testing.assert_allclose(slow.estimator.predict(X), finished.estimator.predict(X), rtol=1e-6)
