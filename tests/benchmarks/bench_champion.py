@@ -11,11 +11,15 @@ above the history's 90th percentile), the champion's name and its ratio to the p
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
         [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network] [--stopping now] [--trees | --trees-only]
+        [--stopping-side-by-side now,refit --rounds 3]
 
 `--stopping` (issue 50 item 4) sets the boosted trees' early stopping and the forests' size for the whole run, in
 this process only (the registry's constants): `now` (the product's), `before` (as before issue 40's speed-up: no
 early stopping, every capped round fitted, 300-tree forests) or a candidate rule (`STOPPING`). `--trees` also
 prints every tree model alone, fitted on the whole history and forecasting the pending jobs, with its fit seconds.
+`--stopping-side-by-side now,refit` fits only the boosted trees, under each rule in turn, alternating `--rounds`
+times in one process, and prints accuracy and the median fit wall and CPU seconds per rule (a ratio measured side by
+side, which a loaded machine's other work hits alike).
 
 Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools); `gpumemnet`
 (tests/data/gpumemnet_sample.csv: 349 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
@@ -54,11 +58,47 @@ STOPPING: dict[str, dict[str, object]] = {
 TREES = ("lightgbm", "xgboost", "catboost", "extra_trees", "random_forest", "adaboost", "decision_tree")
 
 
+PRODUCT = {k: getattr(registry, k) for rule in STOPPING.values() for k in rule}  # the product's constants
+BOOSTED = ("lightgbm", "xgboost", "catboost")
+
+
 def use_stopping(name: str) -> None:
-    """Set the registry's early-stopping constants to rule `name` of `STOPPING` for this process."""
-    for constant, value in STOPPING[name].items():
+    """Set the registry's early-stopping constants to rule `name` of `STOPPING` for this process (the product's
+    constants first, so rules can follow each other in one run)."""
+    for constant, value in {**PRODUCT, **STOPPING[name]}.items():
         assert hasattr(registry, constant), constant
         setattr(registry, constant, value)
+
+
+def stopping_side_by_side(history: pl.DataFrame, pending: pl.DataFrame, target: str, rules: list[str],
+                          rounds: int) -> None:
+    """Each boosted tree (`BOOSTED`) fitted on the whole history under each of `rules`, the rules alternating
+    `rounds` times (so load changes hit them alike): pending-job R² and MAPE (the same every round: the fits are
+    seeded), and the fit's median wall and CPU seconds (this process's, `time.process_time`) per rule."""
+    from gpucast.tasks.learn.features import FeatureEncoder
+    from gpucast.tasks.learn.train import _build
+
+    enc = FeatureEncoder("residual").fit(history)
+    X, Xp = enc.transform(history), enc.transform(pending)
+    y, yp = (t[target].to_numpy().astype(np.float64) for t in (history, pending))
+    quiet = registry.Build(seed=0, threads=1, progress=lambda _: None)  # one thread: CPU seconds are the fit's
+    for name in BOOSTED:
+        seen: dict[str, tuple[float, float, list[float], list[float]]] = {}
+        for _ in range(rounds):
+            for rule in rules:
+                use_stopping(rule)
+                est = _build(name, enc, target, TrainOptions(features="residual"), quiet)
+                wall, cpu = time.perf_counter(), time.process_time()
+                est.fit(X, y)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                p = est.predict(Xp)
+                r = seen.setdefault(rule, (r2(yp, p), mape(yp, p), [], []))
+                r[2].append(wall)
+                r[3].append(cpu)
+        use_stopping("now")
+        print(f"  {name:9s} " + "   ".join(
+            f"{rule}: R² {v[0]:6.3f} MAPE {v[1]:5.1f}% fit {np.median(v[2]):6.2f} s wall {np.median(v[3]):6.2f} CPU-s"
+            for rule, v in seen.items()), flush=True)
 
 
 def trees_alone(history: pl.DataFrame, pending: pl.DataFrame, target: str) -> None:
@@ -153,6 +193,9 @@ def main() -> None:
     ap.add_argument("--stopping", default="now", choices=tuple(STOPPING), help="early-stopping rule (STOPPING)")
     ap.add_argument("--trees", action="store_true", help="also print each tree model alone on the pending jobs")
     ap.add_argument("--trees-only", action="store_true", help="only the tree models alone (no night, no baseline)")
+    ap.add_argument("--stopping-side-by-side", default="", metavar="RULES",
+                    help="only the boosted trees alone under each of these rules (comma-separated), alternating")
+    ap.add_argument("--rounds", type=int, default=3, help="alternations for --stopping-side-by-side")
     args = ap.parse_args()
     use_stopping(args.stopping)
     models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
@@ -165,6 +208,11 @@ def main() -> None:
             for seed in (int(s) for s in args.seeds.split(",")):
                 history, pending = split(labelled, seed)
                 t0 = time.perf_counter()
+                if args.stopping_side_by_side:
+                    print(f"== {name} / {target} / split seed {seed}: boosted trees, rules {args.stopping_side_by_side}"
+                          f" alternating x{args.rounds}")
+                    stopping_side_by_side(history, pending, target, args.stopping_side_by_side.split(","), args.rounds)
+                    continue
                 if args.trees_only:
                     print(f"== {name} / {target} / split seed {seed}: trees alone, stopping {args.stopping}")
                     trees_alone(history, pending, target)
