@@ -6,6 +6,7 @@ A small YAML file (default `$GPUCAST_HOME/inventory.yaml`, or `GPUCAST_INVENTORY
       a100-80g:
         - gpu_type: A100-80GB     # a name of the GPU catalogue (reference/gpu_catalog.csv), any spelling
           count: 32               # GPUs owned, a whole number >= 0
+          gpus_per_node: 8        # optional: GPUs a node holds (a multi-GPU job is reserved on one node when it fits)
     scenarios:                    # optional: the what-ifs every plan draws beside it (records/scenario.py)
       - name: buy 16 H100
         add: [{queue: a100-80g, gpu_type: H100-80GB, count: 16}]
@@ -32,6 +33,7 @@ from gpucast.records.plain_yaml import first_unplain, line_of, name_problem, rea
 from gpucast.records.scenario import Scenario, scenarios_of
 
 ENTRY_KEYS = ("gpu_type", "count")
+OPTIONAL_KEYS = ("gpus_per_node",)  # missing: nodes not known (the plan treats the type's GPUs as one pool)
 # GPUs of one type one queue may own: far above any cluster, far below what overflows a 64-bit count
 # (a count of 10**29 passed and overflowed Polars at the plan step).
 MAX_COUNT = 1_000_000
@@ -45,6 +47,7 @@ class Owned:
     gpu_type: str  # canonical catalogue name
     count: int
     memory_gb: float
+    gpus_per_node: int | None = None  # None: not known
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,10 @@ def _owned(path: Path, queue: str, entry: yaml.Node) -> Owned:
     if not isinstance(entry, yaml.MappingNode):
         raise _fail(path, entry, f"queue {queue!r}: an entry must be a mapping with gpu_type and count")
     fields = {_value(path, k): (k, v) for k, v in entry.value}
-    extra = sorted(set(fields) - set(ENTRY_KEYS), key=str)
+    extra = sorted(set(fields) - set(ENTRY_KEYS) - set(OPTIONAL_KEYS), key=str)
     if extra:
-        raise _fail(path, fields[extra[0]][0], f"unknown key {extra[0]!r} (an entry has gpu_type and count)")
+        raise _fail(path, fields[extra[0]][0], f"unknown key {extra[0]!r} (an entry has gpu_type and count, and "
+                                               "may have gpus_per_node)")
     missing = [k for k in ENTRY_KEYS if k not in fields]
     if missing:
         raise _fail(path, entry, f"queue {queue!r}: the entry has no {missing[0]}")
@@ -147,4 +151,10 @@ def _owned(path: Path, queue: str, entry: yaml.Node) -> Owned:
         raise _fail(path, count_node, f"count must be a whole number >= 0, got {count!r}")
     if count > MAX_COUNT:
         raise _fail(path, count_node, f"count must be at most {MAX_COUNT:,} GPUs (a typing error?), got {count:,}")
-    return Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb)
+    per_node = None
+    if "gpus_per_node" in fields:
+        node = fields["gpus_per_node"][1]
+        per_node = _value(path, node)
+        if isinstance(per_node, bool) or not isinstance(per_node, int) or not 1 <= per_node <= 1024:
+            raise _fail(path, node, f"gpus_per_node must be a whole number from 1 to 1024, got {per_node!r}")
+    return Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb, per_node)

@@ -65,6 +65,7 @@ class GpuChoice:
     gpu_type: str
     memory_gb: float
     owned: int | None  # None: no inventory says
+    gpus_per_node: int | None = None  # None: nodes not known (tasks/plan/gangs.py)
 
 
 @dataclass
@@ -142,7 +143,7 @@ def choose_gpus(inventory: Inventory | None, queues: list[str], gpu_types: list[
     wanted = [catalog.gpus()[t] for t in gpu_types] if gpu_types else []
     out = {}
     for q in sorted(set(queues) | set(owned)):
-        choices = [GpuChoice(o.gpu_type, o.memory_gb, o.count) for o in owned.get(q, [])]
+        choices = [GpuChoice(o.gpu_type, o.memory_gb, o.count, o.gpus_per_node) for o in owned.get(q, [])]
         if wanted:
             choices = [ch for ch in choices if ch.gpu_type in gpu_types] or \
                       [GpuChoice(g.gpu_type, g.memory_gb, 0) for g in wanted]

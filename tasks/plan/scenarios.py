@@ -143,8 +143,9 @@ def edited_inventory(inventory: Inventory | None, scenario: Scenario) -> Invento
         have = owned.setdefault(a.queue, {})
         have[a.gpu_type] = have.get(a.gpu_type, 0) + a.count
     source = f"{inventory.source if inventory else 'no inventory'} with scenario {scenario.name!r}"
-    return Inventory(source, tuple(Owned(q, t, n, catalog.gpus()[t].memory_gb) for q, types in owned.items()
-                                   for t, n in types.items()))
+    per_node = {o.gpu_type: o.gpus_per_node for o in (inventory.owned if inventory else ()) if o.gpus_per_node}
+    return Inventory(source, tuple(Owned(q, t, n, catalog.gpus()[t].memory_gb, per_node.get(t))
+                                   for q, types in owned.items() for t, n in types.items()))
 
 
 def scaled_forecast(forecast: pl.DataFrame, scenario: Scenario) -> pl.DataFrame:

@@ -8,7 +8,8 @@ type the plan places them on (`capacity.assign_types`: the smallest type that ho
   are free (the k-th earliest), and holds them for its P50 run time (no run-time forecast: a day, the packing's
   rule for a job of unknown size). Schedulers hand out whole GPUs (Slurm's GRES); co-location is advice
   (`capacity_colocation`), so a wait is never shortened by it. Without backfill the wait is an upper estimate
-  of a site whose scheduler backfills.
+  of a site whose scheduler backfills. The k GPUs are one gang (free at once, held to the end), on one node when
+  the inventory says how many GPUs a node holds and the job fits one (`gangs.py`, issue 51 item 6).
 * **running jobs hold their GPUs first**, each until its expected end: its P50 run time from its start while it
   has run less than that; a job that has already run past its P50 is expected to run as long again as it has run
   (the median remaining life of a heavy-tailed run time, Pareto with shape 1: a job running for five days is not
@@ -37,6 +38,7 @@ import polars as pl
 
 from gpucast.records import catalog
 from gpucast.records.inventory import Inventory
+from gpucast.tasks.plan import gangs
 from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus
 
 UNKNOWN_RUNNING_P50_HOURS = 1.0  # a running job with no run-time forecast: its P50 for the rule above
@@ -97,7 +99,8 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
             wait = None
             if choice.owned:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
-                wait, free = fcfs(np.sort(held)[::-1][:choice.owned], choice.owned, hours, sub["gpu_count"].to_numpy())
+                wait, free = fcfs(np.sort(held)[::-1][:choice.owned], choice.owned, hours, sub["gpu_count"].to_numpy(),
+                                  choice.gpus_per_node)
                 free_at[queue, choice.gpu_type] = free
             frames.append(_starts_frame(sub, choice.gpu_type, wait, start))
         if too_big.any():
@@ -106,10 +109,15 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
     return Starts(out.sort("job_id"), free_at)
 
 
-def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray,
+         per_node: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """First come, first served on `gpus` identical GPUs, whole GPUs, no backfill: (each job's start in hours, NaN
     when it asks for more GPUs than there are; each GPU's free time after them all). `held`: the free times of the
-    GPUs running jobs hold (at most `gpus` of them), the others free at 0."""
+    GPUs running jobs hold (at most `gpus` of them), the others free at 0. A job's k GPUs are one gang (all free at
+    once, all held to its end); `per_node` known: on one node when it fits (`gangs.fcfs_nodes`)."""
+    if per_node:
+        placed, free_nodes = gangs.fcfs_nodes(held, gpus, per_node, hours, counts)
+        return np.array([p.start for p in placed], dtype=np.float64), free_nodes
     free = [float(h) for h in held] + [0.0] * (gpus - len(held))
     heapq.heapify(free)
     starts = np.full(len(hours), np.nan)
