@@ -10,6 +10,11 @@ error, the row is marked `failed` with the real error as its message (if the war
 what failed, e.g. another writer holds it, the error is raised without a row: there is nowhere to
 write it). On exit, the staging folder is removed. A run whose process is killed stays `running`
 until the next run marks it `crashed` (`close_abandoned_runs`).
+
+Room for the failure row is reserved before the run starts (`reserve_room`: ROOM_BYTES in the run's staging
+folder, on the warehouse's disk) and released, with the run's staged files, before the row is written: a load
+that fills the disk may leave it full (DuckDB's commit fails at the checkpoint it starts, and the file keeps
+what that checkpoint wrote), and the failure row needs room in DuckDB's log.
 """
 
 from __future__ import annotations
@@ -36,6 +41,12 @@ from gpucast.warehouse.schema import RUN_TABLES  # kind -> (table, key column)
 log = logging.getLogger(__name__)
 
 MESSAGE_CHARS = 2000
+
+# Room kept for a run's failure row on a disk its run filled: the row in DuckDB's log, and the checkpoint at close
+# (a few 256 KiB blocks). In tests/reliability/test_environment_errors.py (a 3 MB disk filled by a load) 64 KiB
+# released was enough; 1 MiB is the margin. A disk with less free than this refuses a run at its start (exit 5).
+ROOM_BYTES = 1 << 20
+ROOM_FILE = "room.reserve"
 
 
 @dataclass(frozen=True)
@@ -136,15 +147,32 @@ def lifecycle(storage: Storage, kind: str, **start_columns) -> Iterator[Run]:
     run_id = new_run_id(kind, now)
     run = Run(kind, run_id, now, claim_staging(storage.staging_dir / run_id))
     try:
+        reserve_room(run.staging)
         with writer(storage) as con:
             start(con, run, **start_columns)
         yield run
     except BaseException as exc:
+        shutil.rmtree(run.staging, ignore_errors=True)  # the run is over: its staged files and reserved room free
         record_failure(storage, run, exc)
         note_stop(exc, f"{kind} run {run_id}")
         raise
     finally:
         shutil.rmtree(run.staging, ignore_errors=True)
+
+
+def reserve_room(folder: Path) -> Path:
+    """Hold ROOM_BYTES of disk in `folder` (a run's staging folder) for the run's failure row (module docstring).
+    A disk without that much free raises OSError ENOSPC here, before the run starts."""
+    room = folder / ROOM_FILE
+    fd = os.open(room, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        if hasattr(os, "posix_fallocate"):  # blocks allocated, not a sparse file (glibc writes them where the
+            os.posix_fallocate(fd, 0, ROOM_BYTES)  # file system cannot allocate)
+        else:  # macOS
+            os.pwrite(fd, bytes(ROOM_BYTES), 0)
+    finally:
+        os.close(fd)
+    return room
 
 
 def close_abandoned_runs(con: duckdb.DuckDBPyConnection) -> list[str]:

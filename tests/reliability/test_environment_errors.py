@@ -72,10 +72,10 @@ def tiny_disk(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
-@pytest.mark.xfail(strict=True, reason="a known regression of 2026-11-28 (docs/reliability.md, 'Known "
-                   "regressions'): the load now commits to DuckDB's WAL and fails at the checkpoint, after which the WAL "
-                   "has no room for the run's failure record, so the run stays 'running'; exit 5 and the one line hold")
 def test_a_full_disk_ends_the_ingest_with_exit_5_and_the_run_says_so(tiny_disk, tmp_path, monkeypatch, capsys):
+    """The load fills the disk: DuckDB's commit fails at its checkpoint and the disk stays full. The room the run
+    reserved at its start (`runs.reserve_room`), released with its staged files, takes the failure row (without it
+    the run stayed `running`: docs/reliability.md, the regression of 2026-11-28)."""
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=20000, seed=4))  # ~12 MB of JSON Lines
     home = tiny_disk / "home"
     monkeypatch.setenv("GPUCAST_HOME", str(home))
@@ -88,6 +88,33 @@ def test_a_full_disk_ends_the_ingest_with_exit_5_and_the_run_says_so(tiny_disk, 
     with duckdb.connect(str(tmp_path / "rescued" / "warehouse.duckdb"), read_only=True) as con:
         ((status, message),) = con.execute("SELECT status, message FROM ingest_runs").fetchall()
     assert status == "failed" and "No space left on device" in message and "rollback" not in message.lower()
+
+
+def test_a_disk_without_room_for_the_failure_row_refuses_the_run_before_it_starts(tiny_disk, monkeypatch):
+    """Less free than `runs.ROOM_BYTES`: the run is refused (ENOSPC, which the command line makes exit 5 and one
+    line) before its `running` row is written, so no run is left that nothing could mark failed. With room, the run
+    holds ROOM_BYTES of real blocks in its staging folder while it runs, and leaves nothing behind."""
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse import db, runs
+
+    monkeypatch.setenv("GPUCAST_HOME", str(tiny_disk / "home"))
+    storage = Settings.from_env().ensure().storage
+    with db.writer(storage):
+        pass
+    with runs.lifecycle(storage, "demand") as run:
+        room = (run.staging / runs.ROOM_FILE).stat()
+        assert room.st_size == runs.ROOM_BYTES and room.st_blocks * 512 >= runs.ROOM_BYTES
+        with db.writer(storage) as con:
+            runs.finish(con, "demand", run.run_id, "succeeded")
+    filler = tiny_disk / "filler"
+    filler.write_bytes(bytes(shutil.disk_usage(tiny_disk).free - runs.ROOM_BYTES // 2))
+    with pytest.raises(OSError) as refused, runs.lifecycle(storage, "demand"):
+        pytest.fail("the run started without room for its failure row")
+    assert refused.value.errno == errno.ENOSPC and _exit_code(refused.value)[0] == 5
+    filler.unlink()
+    with duckdb.connect(str(storage.db_path), read_only=True) as con:
+        assert con.execute("SELECT demand_run_id, status FROM demand_runs").fetchall() == [(run.run_id, "succeeded")]
+    assert list(storage.staging_dir.iterdir()) == []
 
 
 BLOCK_ML = """
