@@ -13,6 +13,7 @@ from datetime import datetime
 import polars as pl
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from gpucast.records import catalog
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import legend, plain, visible_frame
 from gpucast.tasks.report.render import scenario_table
@@ -158,6 +159,40 @@ def _table(df: pl.DataFrame) -> dict:
     return {"columns": df.columns, "rows": [[show(v) for v in row] for row in df.rows()]}
 
 
+FITS_SHOWN = 4  # GPU types named per large job (the smallest that fit); the rest counted
+
+
+def fitting_types(request_gb: float | None) -> str:
+    """The catalogue's GPU types whose memory holds a per-GPU request (smallest first), or why none does."""
+    if request_gb is None:
+        return "unknown (no memory forecast)"
+    fits = sorted((g for g in catalog.gpus().values() if g.memory_gb >= request_gb),
+                  key=lambda g: (g.memory_gb, g.gpu_type))
+    if not fits:
+        return "none: above every GPU of the catalogue"
+    names = [g.gpu_type for g in fits[:FITS_SHOWN]]
+    return ", ".join(names) + (f" (+{len(fits) - FITS_SHOWN} more)" if len(fits) > FITS_SHOWN else "")
+
+
+def large_jobs_table(large: pl.DataFrame) -> pl.DataFrame:
+    """The large pending jobs (warehouse `LARGE_JOBS`: several GPUs, or a per-GPU P90 near its GPU's memory) with their
+    layout (issue 51): GPUs, tensor x pipeline x context parallel and the data-parallel ranks left, sharding, adapter,
+    per-GPU memory P50 / P90, and the GPU types whose memory holds the per-GPU request (P90 + headroom)."""
+    if large.is_empty():
+        return pl.DataFrame()
+    rows = []
+    for r in large.iter_rows(named=True):
+        split = r["tp"] * r["pp"] * r["cp"]
+        request = r["safe_request_gb"] if r["safe_request_gb"] is not None else r["mem_p90_gb"]
+        rows.append({"job_id": r["job_id"], "queue": r["queue"], "model": r["arch"] or "", "GPUs": r["gpus"],
+                     "TP x PP x CP": f"{r['tp']} x {r['pp']} x {r['cp']}",
+                     "data parallel": r["gpus"] // split if split and r["gpus"] % split == 0 else None,
+                     "sharding": r["sharding"] or "none", "adapter": r["adapter"] or "none",
+                     "per-GPU P50 GB": r["mem_p50_gb"], "per-GPU P90 GB": r["mem_p90_gb"],
+                     "fits": fitting_types(request)})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
 def headline(plan: pl.DataFrame) -> list[dict]:
     """The plan's first day per queue and GPU type: needed at P50/P90, its bound, owned, short."""
     if plan.is_empty():
@@ -198,4 +233,5 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         scenario_svg=scenario_chart(frames["scenarios"]),
         queue_waits=_table(frames["queue_waits"]), job_waits=_table(frames["job_waits"]),
         no_start_count=frames["no_start_count"].item(0, 0),
+        large_jobs=_table(large_jobs_table(frames["large_jobs"])) if "large_jobs" in frames else None,
     )
