@@ -72,6 +72,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.records import catalog
 
 GB = 1e9
 # --- architecture ------------------------------------------------------------------------------------------
@@ -518,3 +519,79 @@ def use_llm_prior(df: pl.DataFrame) -> pl.DataFrame:
         pl.when(has).then(pl.col(LLM_ACTIVATION_GB)).otherwise(pl.col("prior_activation_gb")).alias("prior_activation_gb"),
         pl.when(has).then(pl.col(LLM_GFLOP_PER_ITER)).otherwise(pl.col("prior_gflop_per_iter")).alias("prior_gflop_per_iter"),
         pl.when(has).then(runtime).otherwise(pl.col("prior_runtime_hours")).alias("prior_runtime_hours"))
+
+
+# --- utilisation learned from the history (issue 51 item 5) --------------------------------------------------------
+MFU_PRIOR = 0.40  # the stated prior: priors.MFU["transformer"], where the history has no measured LLM job
+MIN_UTILISATION_JOBS = 3  # measured jobs a (precision, GPU type) group needs before its median replaces the prior
+UTILISATION_RANGE = (0.01, 1.0)  # an achieved share outside it is a logging error (wrong iterations, GPUs, unit)
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """The achieved share of the catalogue's peak FLOPs of LLM jobs, learned from their measured run times: the median
+    per (precision, GPU type), else per precision, else `MFU_PRIOR`. `jobs`: how many measured jobs it learned from."""
+
+    by_type: dict[tuple[str, str], float]
+    by_precision: dict[str, float]
+    jobs: int = 0
+
+    def share(self, precision: str | None, gpu_type: str | None) -> tuple[float, str]:
+        """(share of peak, where it came from: `learned <precision> <gpu type>`, `learned <precision>`, `prior`)."""
+        precision, gpu_type = precision or DEFAULT_PRECISION, gpu_key(gpu_type)
+        if (precision, gpu_type) in self.by_type:
+            return self.by_type[precision, gpu_type], f"learned {precision} {gpu_type}"
+        if precision in self.by_precision:
+            return self.by_precision[precision], f"learned {precision}"
+        return MFU_PRIOR, "prior"
+
+
+def gpu_key(name: str | None) -> str | None:
+    """A logged GPU type as the catalogue names it (`a100 80gb` and `A100-80GB` are one group), else as logged."""
+    return (catalog.canonical(name) or name) if name else None
+
+
+def achieved_share(rows: pl.DataFrame) -> pl.Series:
+    """Each row's achieved share of peak: the FLOPs its iterations did (`LLM_GFLOP_PER_ITER` x `iterations`) over its
+    measured GPU time at the catalogue's peak (`runtime_hours` x `prior_peak_tflops` x GPUs); null where any is
+    missing. `rows`: a built feature frame (features.build)."""
+    gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0).clip(1.0)
+    done = pl.col(c.ITERATIONS).cast(pl.Float64) * pl.col(LLM_GFLOP_PER_ITER) * 1e9
+    possible = pl.col(c.RUNTIME_HOURS) * 3600.0 * pl.col("prior_peak_tflops") * 1e12 * gpus
+    return rows.select((done / possible).alias("share")).to_series()
+
+
+def fit_utilisation(rows: pl.DataFrame, min_jobs: int = MIN_UTILISATION_JOBS) -> Utilisation:
+    """`Utilisation` from the LLM jobs of `rows` (a built feature frame) with a measured run time and iterations: the
+    median achieved share (robust to the odd job that waited on I/O or logged its iterations wrong; shares outside
+    `UTILISATION_RANGE` dropped as logging errors) per (precision, GPU type) with at least `min_jobs` jobs, and per
+    precision likewise."""
+    needed = (LLM_GFLOP_PER_ITER, "prior_peak_tflops", c.RUNTIME_HOURS, c.ITERATIONS)
+    if rows.is_empty() or any(n not in rows.columns for n in needed):
+        return Utilisation({}, {}, 0)
+    lo, hi = UTILISATION_RANGE
+    measured = rows.with_columns(
+        achieved_share(rows).alias("_share"),
+        pl.col(c.PRECISION).fill_null(DEFAULT_PRECISION).alias("_precision"),
+        (pl.col(c.GPU_TYPE).map_elements(gpu_key, return_dtype=pl.String) if c.GPU_TYPE in rows.columns
+         else pl.lit(None, dtype=pl.String)).alias("_gpu"),
+    ).filter(pl.col("_share").is_between(lo, hi) & pl.col(LLM_MEM_GB).is_not_null())
+    by_type = {(p, g): float(s) for p, g, s, n in measured.filter(pl.col("_gpu").is_not_null())
+               .group_by("_precision", "_gpu").agg(pl.col("_share").median(), pl.len()).iter_rows() if n >= min_jobs}
+    by_precision = {p: float(s) for p, s, n in measured.group_by("_precision")
+                    .agg(pl.col("_share").median(), pl.len()).iter_rows() if n >= min_jobs}
+    return Utilisation(by_type, by_precision, measured.height)
+
+
+def llm_runtime_hours(rows: pl.DataFrame, utilisation: Utilisation) -> pl.Series:
+    """The run-time prior of the LLM jobs of `rows` (a built feature frame) at the utilisation learned from the history:
+    iterations x FLOPs a step / (the catalogue's peak at the job's precision x the learned share x its GPUs); null
+    for the other jobs. GPU-hours = this x `gpu_count`."""
+    keys = rows.select(pl.col(c.PRECISION) if c.PRECISION in rows.columns else pl.lit(None, dtype=pl.String),
+                       pl.col(c.GPU_TYPE) if c.GPU_TYPE in rows.columns else pl.lit(None, dtype=pl.String)).rows()
+    shares = pl.Series([utilisation.share(p, g)[0] for p, g in keys], dtype=pl.Float64)
+    gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0).clip(1.0)
+    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in rows.columns else pl.lit(1.0)
+    return rows.with_columns(shares.alias("_share")).select(
+        (iterations * pl.col(LLM_GFLOP_PER_ITER) * 1e9 / (pl.col("prior_peak_tflops") * 1e12 * pl.col("_share") * gpus)
+         / 3600.0).alias("llm_runtime_hours")).to_series()

@@ -198,3 +198,28 @@ def test_gemma_2_keeps_the_attention_scores_of_eager_attention():
     growth = m.block_activation_bytes(gemma2, long) / m.block_activation_bytes(gemma2, short)
     assert growth > 8
     assert m.block_activation_bytes(gemma, long) / m.block_activation_bytes(gemma, short) == pytest.approx(4.0)
+
+
+def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_the_stated_prior():
+    llm = dict(arch="Llama-3.1-8B", params_million=8030, gpu_count=8, sharding="fsdp", micro_batch_size=2,
+               input_dim=4096, batch_size=16, iterations=1000, activation_checkpointing="full")
+    jobs = [record(job_id=f"a{i}", gpu_type="A100-80GB", precision="BF16", **llm) for i in range(4)]
+    jobs += [record(job_id=f"h{i}", gpu_type="h100 80gb", precision="BF16", **llm) for i in range(2)]
+    jobs += [record(job_id="odd", gpu_type="A100-80GB", precision="BF16", **llm)]
+    built = features.build(_rows(*jobs))
+    at_prior = m.llm_runtime_hours(built, m.Utilisation({}, {}, 0)).to_numpy()
+    # measured run times: the A100 jobs at 0.5, 0.5, 0.6, 0.3 of peak (median 0.5), the H100 ones at 0.2 and 0.3,
+    # and one logged with a run time 100x too short (a share of 30: a logging error, dropped)
+    share = np.array([0.5, 0.5, 0.6, 0.3, 0.2, 0.3, 30.0])
+    built = built.with_columns(pl.Series(c.RUNTIME_HOURS, at_prior * m.MFU_PRIOR / share))
+    assert m.achieved_share(built).to_numpy() == pytest.approx(share)
+    fitted = m.fit_utilisation(built)
+    assert fitted.jobs == 6
+    assert fitted.share("BF16", "A100-80GB") == (pytest.approx(0.5), "learned BF16 A100-80GB")
+    # two H100 jobs are too few for their own group: the BF16 median of all six (0.3, 0.5 -> 0.4)
+    assert fitted.share("BF16", "H100-80GB") == (pytest.approx(0.4), "learned BF16")
+    assert fitted.share("FP16", "A100-80GB") == (m.MFU_PRIOR, "prior")
+    # the run time follows the learned share: 0.40 / 0.5 of the prior's hours on the A100s
+    again = m.llm_runtime_hours(built, fitted).to_numpy()
+    assert again[0] == pytest.approx(at_prior[0] * m.MFU_PRIOR / 0.5)
+    assert m.fit_utilisation(built.head(0)).share("BF16", "A100-80GB") == (m.MFU_PRIOR, "prior")
