@@ -1,8 +1,9 @@
 """Prefect flow `demand-forecast`: next days' GPU-hours per queue x GPU type, and its backtest.
 
 Reads the demand series (`demand_daily`), forecasts the `days` days after the last full day of
-history (`tasks/demand/forecast.py`), backtests the same method from the last 8 weekly origins
-(`tasks/demand/backtest.py`), and writes both in one transaction (`warehouse/demand.py`); a failed
+history (`tasks/demand/forecast.py`), and the site's total as a series of its own (its P90 the P90 of the
+total; each series' part of it in `gpu_hours_p90_of_total`), backtests the same method from the last 8 weekly
+origins (`tasks/demand/backtest.py`), the total's too, and writes all in one transaction (`warehouse/demand.py`); a failed
 run leaves the previous forecast in `current_demand_forecast`. `gpucast demand` runs it and
 publishes; the nightly runs it after scoring and before the plan, where a failure is a warning
 (`demand_step`): the night still plans and publishes.
@@ -18,7 +19,16 @@ from prefect import flow, task
 from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records.results import DemandResult
 from gpucast.tasks.demand.backtest import backtest_demand, versus_naive
-from gpucast.tasks.demand.forecast import NAIVE, SEASONAL_NAIVE, forecast_demand, history_end, series_counts
+from gpucast.tasks.demand.forecast import (
+    NAIVE,
+    SEASONAL_NAIVE,
+    forecast_demand,
+    forecast_total,
+    history_end,
+    series_counts,
+    total_series,
+    with_total_share,
+)
 from gpucast.warehouse import db
 from gpucast.warehouse import demand as demand_tables
 from gpucast.warehouse.publish import publish_if
@@ -36,15 +46,26 @@ def forecast_demand_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.Data
     return forecast_demand(daily, as_of, days)
 
 
+@task(name="forecast-demand-total")
+def forecast_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+    return forecast_total(daily, as_of, days)
+
+
 @task(name="backtest-demand")
 def backtest_demand_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
     return backtest_demand(daily, as_of, days)
 
 
+@task(name="backtest-demand-total")
+def backtest_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
+    return backtest_demand(total_series(daily), as_of, days)
+
+
 @task(name="record-demand", retries=2, retry_delay_seconds=5)
-def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame, **summary) -> None:
+def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
+                  total: demand_tables.Total, **summary) -> None:
     with db.writer(storage) as con:
-        demand_tables.record(con, run_id, forecast, backtest, **summary)
+        demand_tables.record(con, run_id, forecast, backtest, total, **summary)
 
 
 @flow(name="demand-forecast", log_prints=True)
@@ -60,10 +81,12 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
         end = history_end(latest, as_of or datetime.now(UTC))
         if end is None:
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
-        forecast = forecast_demand_task(daily, end, days)
+        total = forecast_total_task(daily, end, days)
+        forecast = with_total_share(forecast_demand_task(daily, end, days), total)
         backtest = backtest_demand_task(daily, end, days)
         series, fallbacks = series_counts(forecast)
-        record_demand(storage, run.run_id, forecast, backtest, as_of=end, series=series, fallback_series=fallbacks)
+        record_demand(storage, run.run_id, forecast, backtest, demand_tables.Total(total, backtest_total_task(daily, end, days)),
+                      as_of=end, series=series, fallback_series=fallbacks)
     publish_if(publish, storage)
     against = versus_naive(backtest)
     print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 
 import duckdb
@@ -23,14 +24,27 @@ def demand_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, date | N
     return con.sql(DEMAND_INPUT).pl(), con.execute(LATEST_SUBMISSION_DAY).fetchall()[0][0]
 
 
+@dataclass(frozen=True)
+class Total:
+    """The site's total series (issue 53 item 3): its forecast (`demand_forecast_total`'s columns) and its backtest
+    (`demand_backtest`'s, queue and GPU type left out: `demand_backtest_total`)."""
+    forecast: pl.DataFrame
+    backtest: pl.DataFrame
+
+
 def record(con: duckdb.DuckDBPyConnection, demand_run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
-           **summary) -> None:
-    """Insert a demand run's forecast and backtest rows and mark it succeeded, in one transaction; drop
-    the backtest rows of runs older than the last KEEP_BACKTEST_RUNS."""
+           total: Total | None = None, **summary) -> None:
+    """Insert a demand run's forecast and backtest rows (and the total's) and mark it succeeded, in one
+    transaction; drop the backtest rows of runs older than the last KEEP_BACKTEST_RUNS."""
+    frames = [("demand_forecast", forecast), ("demand_backtest", backtest)]
+    if total is not None:
+        frames += [("demand_forecast_total", total.forecast),
+                   ("demand_backtest_total", total.backtest.drop("queue", "gpu_type", strict=False))]
     with transaction(con):
-        for table, frame in (("demand_forecast", forecast), ("demand_backtest", backtest)):
+        for table, frame in frames:
             staged = frame.with_columns(pl.lit(demand_run_id).alias("demand_run_id"))  # noqa: F841 (read by DuckDB)
             names = ", ".join(staged.columns)
             con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM staged")
         finish(con, "demand", demand_run_id, "succeeded", **summary)
-        con.execute(f"DELETE FROM demand_backtest WHERE demand_run_id IN ({OLDER_DEMAND_RUNS})", [KEEP_BACKTEST_RUNS])
+        for table in ("demand_backtest", "demand_backtest_total"):
+            con.execute(f"DELETE FROM {table} WHERE demand_run_id IN ({OLDER_DEMAND_RUNS})", [KEEP_BACKTEST_RUNS])

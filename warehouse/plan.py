@@ -36,7 +36,8 @@ GROUP BY r.score_run_id, r.started_at ORDER BY r.started_at DESC, r.score_run_id
 """
 # The latest succeeded demand forecast (issue 30), per future day x queue x GPU type, and its run.
 DEMAND_FORECAST = """
-SELECT day, queue, gpu_type, gpu_hours_p50, gpu_hours_p90 FROM current_demand_forecast ORDER BY day, queue, gpu_type
+SELECT day, queue, gpu_type, gpu_hours_p50, gpu_hours_p90, coalesce(gpu_hours_p90_of_total, gpu_hours_p90) AS gpu_hours_p90_of_total
+FROM current_demand_forecast ORDER BY day, queue, gpu_type
 """
 LATEST_DEMAND_RUN = """
 SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded' ORDER BY started_at DESC, demand_run_id DESC LIMIT 1

@@ -8,15 +8,24 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   jobs, and in log space the weekly rhythm is a steady pattern instead of a few spikes. The
   transform is monotone, so the P10 / P50 / P90 of the log forecast, mapped back, are the
   P10 / P50 / P90 of the GPU-hours (P50 is the median day, below the mean day of a heavy tail).
-* Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season) are compared with
-  **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation
-  (`StatsForecast.cross_validation`, horizon = the forecast's days, origins a week apart); the
-  lowest mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series
-  unless a candidate beats it.
-* The band is the chosen model's own 80% prediction interval (P10-P90) in log space. Conformal
-  intervals (`ConformalIntervals`) need `windows x horizon + 1` days inside every cross-validation
-  fit, more history than 8 weeks of demo gives, and with 2 windows their quantiles rest on 2
-  residuals per horizon; the models' levels covered 80% in the measurement (docs/planners.md).
+* Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend of
+  `models.py`: the recent level plus shrunk weekday effects, issue 53) are compared with **seasonal naive**
+  (each day as the same weekday last week) by rolling-origin cross-validation (`cv_errors`: horizon = the
+  forecast's days up to 14, up to 3 origins a week apart, each fit on the days before its origin); the lowest
+  mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series unless a candidate
+  beats it. A history too short for folds of 3 weeks and a 14-day horizon is cross-validated a week ahead (at
+  least `MIN_CV_DAYS`) from folds of 2 weeks; with fewer than `CV_WINDOWS` full folds only the candidates that
+  fit no parameters (`SIMPLE`) compete: on the real trace AutoETS chosen on one noisy week lost to seasonal naive
+  (tests/benchmarks/bench_real_demand.py, docs/planners.md).
+* The band (issue 53 item 3) comes from the chosen model's own cross-validation errors in log space (log(1 +
+  actual) - log forecast over every fold day): P10 / P90 = P50 x exp(-/+ t x RMS error x sqrt(1 + 1/n)), t the
+  Student t's 90% point on n - 1 degrees of freedom (a few errors: a wider band). Calibrated on the real trace's
+  backtest (docs/planners.md): 80% of days covered without any scale factor. Before, it was the model's own 80%
+  interval, whose log-space width on a series with idle days made P90 tens of times P50. A fallback without
+  cross-validation errors keeps its model's own interval.
+* The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its
+  P90 is the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`),
+  which the plan adds up instead of the series' P90s.
 * Fallbacks, each with its reason in `fallback_reason`: fewer than `MIN_SEASONAL_DAYS` days:
   `naive` (the last day repeated); too short to cross-validate: `seasonal_naive`; every candidate
   failed or none beat the baseline: `seasonal_naive`; the chosen model failing at the final fit:
@@ -41,7 +50,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 import numpy as np
-import pandas as pd
 import polars as pl
 
 SEASON = 7  # days: the weekly rhythm
@@ -50,6 +58,8 @@ DEFAULT_DAYS = 14
 MIN_SEASONAL_DAYS = 2 * SEASON  # fewer days of history: the naive forecast (no weekly pattern to copy)
 MIN_FIT_DAYS = 3 * SEASON  # the least history a candidate is fitted on inside cross-validation
 CV_WINDOWS = 3  # rolling origins, a week apart, that choose a series' model
+CV_STEP = SEASON
+MIN_CV_DAYS = 3  # the fewest days a short history's folds forecast
 UNKNOWN_GPU = "unknown"  # a series of jobs that did not log their GPU type
 KEYS = ("queue", "gpu_type")
 COLUMNS = ("day", "horizon", "queue", "gpu_type", "gpu_hours_p10", "gpu_hours_p50", "gpu_hours_p90", "jobs_p10",
@@ -83,9 +93,22 @@ def _seasonal_window_average(prediction_intervals=None):
     return SeasonalWindowAverage(season_length=SEASON, window_size=SWA_WEEKS, prediction_intervals=prediction_intervals)
 
 
+def _level_blend():
+    from gpucast.tasks.demand.models import LevelBlend
+
+    return LevelBlend()
+
+
+# Issue 53: on a real cluster's trace a day's demand is mostly a shifting level plus noise (tasks/demand/models.py):
+# the level blend is a candidate for both series.
+CANDIDATES = (*CANDIDATES, _level_blend)
+# the candidates that fit no parameters (averages of recent days): the only ones compared on a short history
+SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _seasonal_window_average)
 # A day's job count is a count (Poisson-like noise around the weekly rhythm): averaging the same weekday over
 # several weeks beats copying last week's (docs/planners.md, "Arrivals by count").
 JOB_CANDIDATES: tuple[Callable[[], object], ...] = (*CANDIDATES, _seasonal_window_average)
+BAND = (0.1, 0.9)  # the band's quantiles: P10 / P90
+MIN_BAND_ERRORS = 3  # fewer errors: the model's own band
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,7 @@ class Choice:
     method: str  # a candidate's alias, `seasonal_naive` or `naive`
     model: Callable[[], object]
     reason: str | None  # why a series got a fallback
+    errors: tuple[float, ...] = ()  # the chosen model's cross-validation errors, log(1 + actual) - log forecast
 
 
 def series_frame(daily: pl.DataFrame, as_of: date) -> pl.DataFrame:
@@ -153,6 +177,38 @@ def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,
     return pl.concat(out) if out else pl.DataFrame(schema=_schema())
 
 
+TOTAL = "(all)"  # the queue and GPU type of the site's total series
+TOTAL_COLUMNS = tuple(c for c in COLUMNS if c not in KEYS)
+SHARE = "gpu_hours_p90_of_total"  # a series' part of the P90 of the site's total that day
+
+
+def total_series(daily: pl.DataFrame) -> pl.DataFrame:
+    """The site's total: every queue and GPU type summed per day (`demand_daily`'s columns, queue and GPU type
+    `TOTAL`); a day no series has is left to `series_frame`, which fills it with zeros."""
+    return (daily.group_by("day").agg(pl.col("jobs_submitted").sum().cast(pl.Float64), pl.col("gpu_hours").sum().cast(pl.Float64))
+            .select("day", pl.lit(TOTAL).alias("queue"), pl.lit(TOTAL).alias("gpu_type"), "jobs_submitted", "gpu_hours")
+            .sort("day"))
+
+
+def forecast_total(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS) -> pl.DataFrame:
+    """The site's total GPU-hours and jobs a day, forecast as a series of its own (`TOTAL_COLUMNS`): its P90 is
+    the P90 of the total, which the per-series P90s summed are not (docs/planners.md, "The total's band")."""
+    return forecast_demand(total_series(daily), as_of, days).select(TOTAL_COLUMNS)
+
+
+def with_total_share(forecast: pl.DataFrame, total: pl.DataFrame) -> pl.DataFrame:
+    """The per-series forecast with `SHARE`: the total's P90 that day split over the series in proportion to their
+    P50 (evenly on a day whose P50s are all 0), so any sum over all series of a day is the P90 of the total and a
+    plan that adds rows adds up to it. Without a total forecast of the day: the series' own P90 (the sum of P90s)."""
+    sums = forecast.group_by("day").agg(pl.col("gpu_hours_p50").sum().alias("_sum"), pl.len().alias("_n"))
+    return (forecast.join(sums, on="day", how="left")
+            .join(total.select("day", pl.col("gpu_hours_p90").alias("_total")), on="day", how="left")
+            .with_columns(pl.when(pl.col("_total").is_null()).then(pl.col("gpu_hours_p90"))
+                          .when(pl.col("_sum") > 0).then(pl.col("_total") * pl.col("gpu_hours_p50") / pl.col("_sum"))
+                          .otherwise(pl.col("_total") / pl.col("_n")).alias(SHARE))
+            .drop("_sum", "_n", "_total"))
+
+
 def _schema() -> dict:
     return {"day": pl.Date, "horizon": pl.Int32, "queue": pl.String, "gpu_type": pl.String,
             "gpu_hours_p10": pl.Float64, "gpu_hours_p50": pl.Float64, "gpu_hours_p90": pl.Float64,
@@ -179,10 +235,27 @@ def _forecast_series(y: np.ndarray, days: int, candidates: Sequence[Callable[[],
     """((P10, P50, P90), method, fallback reason) of one series' next `days` days, by its own chosen model."""
     choice = choose(y, days, candidates)
     try:
-        return _predict(choice.model, y, days), choice.method, choice.reason
+        return _banded(_predict(choice.model, y, days), choice.errors), choice.method, choice.reason
     except Exception as exc:  # noqa: BLE001  (a model failing for one series: that series falls back)
         reason = f"{choice.method} failed at the final fit: {_describe(exc)}"
         return _predict(_seasonal_naive, y, days), SEASONAL_NAIVE, reason
+
+
+def _banded(quantiles: tuple[np.ndarray, np.ndarray, np.ndarray], errors: Sequence[float]
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P10 / P90 from the chosen model's cross-validation errors around its P50 (module doc), where there are at
+    least `MIN_BAND_ERRORS`; else the band `_predict` gave."""
+    p10, p50, p90 = quantiles
+    n = len(errors)
+    if n < MIN_BAND_ERRORS:
+        return p10, p50, p90
+    from scipy.stats import t
+
+    # the errors' root mean square, a Student t's 10% / 90% points for so few of them, and a forecast's own
+    # uncertainty beside the errors' (sqrt(1 + 1/n)); no scale factor: it covered 80% on the real trace (module doc)
+    half = float(t.ppf(BAND[1], n - 1)) * float(np.sqrt(np.mean(np.square(errors)) * (1 + 1 / n)))
+    centre = np.log1p(p50)
+    return np.clip(np.expm1(centre - half), 0.0, None), p50, np.clip(np.expm1(centre + half), 0.0, None)
 
 
 def _seasonal_naive():
@@ -199,15 +272,20 @@ def _naive():
 
 def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] = CANDIDATES) -> Choice:
     """The model a series is forecast with: the candidate with the lowest cross-validated MAE if it
-    beats seasonal naive's, else a fallback with its reason (module doc)."""
+    beats seasonal naive's, else a fallback with its reason (module doc); with the chosen model's
+    cross-validation errors, which make its band."""
     n = len(y)
     if n < MIN_SEASONAL_DAYS:
         return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
-    h = min(days, 2 * SEASON)
-    windows = min(CV_WINDOWS, (n - MIN_FIT_DAYS - h) // SEASON + 1)
-    if windows < 1 or not candidates:
+    h, min_fit = min(days, 2 * SEASON), MIN_FIT_DAYS
+    if n < min_fit + h:  # a short history: up to a week ahead from folds of two weeks (issue 53: a 60-day real trace)
+        h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
+    windows = min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
+    if h < MIN_CV_DAYS or windows < 1 or not candidates:
         return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
-                      f"(needs {MIN_FIT_DAYS + h})")
+                      f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
+    if windows < CV_WINDOWS or h < min(days, 2 * SEASON):  # few folds choose by noise: the simple candidates alone
+        candidates = [f for f in candidates if f in SIMPLE] or candidates
     errors = cv_errors(y, [*candidates, _seasonal_naive], h, windows)
     baseline = errors.pop(SEASONAL_NAIVE)
     if isinstance(baseline, str):  # even the baseline failed: the last day repeated
@@ -215,43 +293,47 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     scored = {name: e for name, e in errors.items() if not isinstance(e, str)}
     failed = "; ".join(f"{name} failed: {e}" for name, e in errors.items() if isinstance(e, str))
     if not scored:
-        return Choice(SEASONAL_NAIVE, _seasonal_naive, failed)
-    best = min(scored, key=scored.get)
-    if scored[best] >= baseline:
+        return Choice(SEASONAL_NAIVE, _seasonal_naive, failed, baseline.log_errors)
+    best = min(scored, key=lambda name: scored[name].mae)
+    if scored[best].mae >= baseline.mae:
         return Choice(SEASONAL_NAIVE, _seasonal_naive, "no model beat seasonal naive in cross-validation "
-                      f"(best {best}: MAE {scored[best]:.4g} vs {baseline:.4g} GPU-hours a day)"
-                      + (f"; {failed}" if failed else ""))
+                      f"(best {best}: MAE {scored[best].mae:.4g} vs {baseline.mae:.4g} a day)"
+                      + (f"; {failed}" if failed else ""), baseline.log_errors)
     factory = next(f for f in candidates if _alias(f()) == best)
-    return Choice(best, factory, None)
+    return Choice(best, factory, None, scored[best].log_errors)
 
 
-def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, windows: int) -> dict[str, float | str]:
-    """Per model alias: the mean absolute error on GPU-hours over `windows` rolling origins a week
-    apart, forecasting `h` days; or the error text of a model that failed."""
-    frame = pd.DataFrame({"unique_id": "s", "ds": pd.date_range("2000-01-03", periods=len(y), freq="D"),
-                          "y": np.log1p(np.asarray(y, dtype=float))})
-    out: dict[str, float | str] = {}
+@dataclass(frozen=True)
+class Fold:
+    """A model's rolling-origin cross-validation: the mean absolute error on the series itself, and every
+    forecast day's error in log space (log(1 + actual) - the log forecast), which make the band."""
+    mae: float
+    log_errors: tuple[float, ...]
+
+
+def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, windows: int) -> dict[str, Fold | str]:
+    """Per model alias: its `Fold` over `windows` rolling origins a week apart (the latest `h` days before
+    the end), forecasting `h` days, each fit on the days before its origin only; or the error text of a
+    model that failed. The same as statsforecast's `cross_validation` with a refit per window, without its
+    data frames (a few ms a series instead of tens)."""
+    logged = np.log1p(np.asarray(y, dtype=float))
+    cuts = [len(logged) - h - CV_STEP * k for k in range(windows)]
+    out: dict[str, Fold | str] = {}
     for factory in factories:
         model = factory()
         try:
-            cv = _cross_validation(model, frame, h, windows)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                forecast = np.concatenate([factory().forecast(y=logged[:cut], h=h)["mean"] for cut in cuts])
         except Exception as exc:  # noqa: BLE001  (a model failing: recorded, the others go on)
             out[_alias(model)] = _describe(exc)
             continue
-        forecast = np.expm1(cv[_alias(model)].to_numpy())
-        error = float(np.mean(np.abs(np.clip(forecast, 0, None) - np.expm1(cv["y"].to_numpy()))))
+        actual = np.concatenate([logged[cut:cut + h] for cut in cuts])
+        error = float(np.mean(np.abs(np.clip(np.expm1(forecast), 0, None) - np.expm1(actual))))
         # a model that needs more history than a fold has (the 4-week window average on 3 weeks) forecasts NaN
-        out[_alias(model)] = error if np.isfinite(error) else "no forecast on the shortest fold (too little history)"
+        out[_alias(model)] = (Fold(error, tuple((actual - forecast).tolist())) if np.isfinite(error)
+                              else "no forecast on the shortest fold (too little history)")
     return out
-
-
-def _cross_validation(model, frame: pd.DataFrame, h: int, windows: int) -> pd.DataFrame:
-    from statsforecast import StatsForecast
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return StatsForecast(models=[model], freq="D", n_jobs=1).cross_validation(
-            df=frame, h=h, n_windows=windows, step_size=SEASON)
 
 
 def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -267,7 +349,8 @@ def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[n
         except Exception:  # noqa: BLE001  (no band of its own: conformal, or the mean alone)
             out = _with_conformal_band(factory, logged, days)
     p50 = out["mean"]
-    lo, hi = (np.where(np.isfinite(out[k]), out[k], p50) for k in (f"lo-{LEVEL}", f"hi-{LEVEL}"))
+    # a model without a band (the level blend: its band is its cross-validation errors') gives the mean alone
+    lo, hi = (np.where(np.isfinite(out[k]), out[k], p50) if k in out else p50 for k in (f"lo-{LEVEL}", f"hi-{LEVEL}"))
     p10, p50, p90 = (np.clip(np.expm1(v), 0.0, None) for v in (np.minimum(lo, p50), p50, np.maximum(hi, p50)))
     if not np.all(np.isfinite(p50)):
         raise ValueError("the forecast is not a number")

@@ -24,7 +24,13 @@ days; over 1: jobs sharing GPUs). The floor keeps a queue whose recent days held
 Series map to rows by GPU type: a series whose type is one of its queue's planned types goes to
 that row; 'unknown' (or a type the queue is not planned on) goes to the queue's largest type, the
 rule for a known job of unknown size. Two series on one row add up (their P90s too: a conservative
-band, not the P90 of the sum).
+band for the row, not the P90 of the sum).
+
+The site's P90 total (issue 53 item 3) is not the rows' P90s summed: each row also carries its part of the P90
+of the site's total (`expected_gpu_hours_p90_of_total`: the demand forecast's `gpu_hours_p90_of_total`, the
+total series' own P90 split over the series by their P50) and the GPUs it needs (`gpus_total_p90_of_total` =
+the known jobs at P90 + those GPUs), so `by_day`'s sum over a day's rows is the P90 of the total expected
+arrivals (plus the known jobs at their P90). A forecast without the column (older runs): the row's own P90.
 """
 
 from __future__ import annotations
@@ -37,12 +43,13 @@ from gpucast.tasks.plan.capacity import DAY_HOURS, QUANTILES, first_day
 RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing efficiency (with today's: a week)
 EFFICIENCY_FLOOR = 0.5
 # the demand forecast's columns the plan reads (warehouse/plan.py)
-FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90")
+FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total")
 # the recent packing the efficiency is measured on: per earlier plan run's first day
 PACKING_COLUMNS = ("queue", "gpu_type", "gpu_hours_p50", "gpus_needed_p50")
 EXPECTED_COLUMNS = ("expected_gpu_hours_p50", "expected_gpu_hours_p90", "packing_efficiency",
                     "gpus_needed_expected_p50", "gpus_needed_expected_p90", "gpus_total_p50", "gpus_total_p90",
-                    "shortfall_total_p50", "shortfall_total_p90", "gpus_needed_known", "gpus_needed_expected")
+                    "shortfall_total_p50", "shortfall_total_p90", "gpus_needed_known", "gpus_needed_expected",
+                    "expected_gpu_hours_p90_of_total", "gpus_total_p90_of_total")
 FORECAST_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64,
                    "gpu_hours_p90": pl.Float64}
 PACKING_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64, "gpus_needed_p50": pl.Int64}
@@ -79,13 +86,17 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     types = rows.select("queue", "gpu_type", "gpu_memory_gb").unique()
     largest = types.sort("gpu_memory_gb", "gpu_type").group_by("queue").agg(pl.col("gpu_type").last().alias("_largest"))
     names = {t: catalog.canonical(t) or t for t in forecast["gpu_type"].unique().to_list()}
+    if "gpu_hours_p90_of_total" not in forecast.columns:  # a forecast before issue 53: the series' own P90
+        forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias("gpu_hours_p90_of_total"))
+    forecast = forecast.with_columns(pl.col("gpu_hours_p90_of_total").fill_null(pl.col("gpu_hours_p90")))
     f = (forecast.select(FORECAST_COLUMNS).with_columns(pl.col("gpu_type").replace_strict(names))
          .join(largest, on="queue", how="inner")
          .join(types.select("queue", "gpu_type", pl.lit(True).alias("_planned")), on=["queue", "gpu_type"], how="left")
          .with_columns(pl.when(pl.col("_planned")).then(pl.col("gpu_type")).otherwise(pl.col("_largest")).alias("gpu_type")))
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
-        pl.col("gpu_hours_p90").sum().alias("expected_gpu_hours_p90"))
+        pl.col("gpu_hours_p90").sum().alias("expected_gpu_hours_p90"),
+        pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"))
 
 
 def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -96,7 +107,10 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     else:
         notes += coverage_notes(rows["day"].unique(), forecast["day"])
     eff = packing_efficiency(rows, recent)
-    out = (rows.join(map_series(forecast.cast(FORECAST_SCHEMA), rows), on=["day", "queue", "gpu_type"], how="left")
+    if "gpu_hours_p90_of_total" not in forecast.columns:
+        forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias("gpu_hours_p90_of_total"))
+    typed = forecast.select(FORECAST_COLUMNS).cast(FORECAST_SCHEMA | {"gpu_hours_p90_of_total": pl.Float64})
+    out = (rows.join(map_series(typed, rows), on=["day", "queue", "gpu_type"], how="left")
            .join(eff, on=["queue", "gpu_type"], how="left")
            .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))
     for q in QUANTILES:
@@ -104,6 +118,9 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
                                .alias(f"gpus_needed_expected_{q}"))
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
         out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
+    # the row's part of the site's P90 total: the known jobs at P90 + its share of the total arrivals' P90
+    out = out.with_columns((pl.col("gpus_needed_p90") + gpus_for(pl.col("expected_gpu_hours_p90_of_total"),
+                                                                 pl.col("packing_efficiency"))).alias("gpus_total_p90_of_total"))
     # the issue's names for the two parts at P50: the queued jobs and the expected arrivals
     out = out.with_columns(pl.col("gpus_needed_p50").alias("gpus_needed_known"),
                            pl.col("gpus_needed_expected_p50").alias("gpus_needed_expected"))
@@ -130,10 +147,13 @@ def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
 
 
 def by_day(rows: pl.DataFrame) -> pl.DataFrame:
-    """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short."""
+    """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short.
+    `gpus_total_p90` is the site's P90 total (the rows' `gpus_total_p90_of_total`, module doc), not the rows' P90s
+    summed; a plan recorded before that column: their sum."""
+    p90 = "gpus_total_p90_of_total" if "gpus_total_p90_of_total" in rows.columns else "gpus_total_p90"
     return rows.group_by("day").agg(
         pl.col("gpus_needed_p50").sum().alias("known_p50"), pl.col("gpus_needed_expected_p50").sum().alias("expected_p50"),
-        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p90").sum(),
+        pl.col("gpus_total_p50").sum(), pl.col(p90).fill_null(pl.col("gpus_total_p90")).sum().alias("gpus_total_p90"),
         pl.when(pl.col("gpus_owned").is_not_null().any()).then(pl.col("gpus_owned").sum()).alias("gpus_owned"),
         pl.col("shortfall_total_p90").sum(),
     ).sort("day")

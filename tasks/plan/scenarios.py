@@ -154,7 +154,8 @@ def scaled_forecast(forecast: pl.DataFrame, scenario: Scenario) -> pl.DataFrame:
     if not factors or forecast.is_empty():
         return forecast
     factor = pl.col("queue").replace_strict(factors, default=1.0, return_dtype=pl.Float64)
-    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in ("gpu_hours_p50", "gpu_hours_p90"))
+    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in ("gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total")
+                                 if c in forecast.columns)
 
 
 def summary(outcome: PlanOutcome) -> pl.DataFrame:
@@ -171,7 +172,8 @@ def summary(outcome: PlanOutcome) -> pl.DataFrame:
     without = outcome.starts.jobs.filter(pl.col("expected_wait_hours").is_null() & pl.col("gpu_type").is_not_null())
     owned_known = rows.filter(pl.col("gpus_owned").is_not_null())
     return (rows.group_by("day").agg(
-        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p90").sum(),
+        # the site's P90 total (tasks/plan/arrivals.py: the rows' parts of it), not their P90s summed (issue 53)
+        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p90_of_total").sum().alias("gpus_total_p90"),
         pl.col("shortfall_total_p50").sum().alias("gpus_short_p50"),
         pl.col("shortfall_total_p90").sum().alias("gpus_short_p90"))
         .join(owned_known.group_by("day").agg(pl.col("gpus_owned").sum()), on="day", how="left")

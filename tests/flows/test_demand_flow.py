@@ -49,6 +49,15 @@ def test_gpucast_demand_forecasts_backtests_and_publishes(home, tmp_path, capsys
                            "WHERE queue IS NULL AND horizon IS NOT NULL ORDER BY horizon")
     assert [s["horizon"] for s in summary] == list(range(1, 8))
     assert all(s["origins"] >= 3 and 0 <= s["coverage"] <= 1 and s["mase"] > 0 for s in summary)
+    # issue 53 item 3: the site's total with its own band, and each series' part of its P90 adding up to it
+    total = _sql(capsys, "SELECT count(*) AS n, bool_and(gpu_hours_p10 <= gpu_hours_p50 AND gpu_hours_p50 <= "
+                         "gpu_hours_p90) AS ordered FROM current_demand_forecast_total")
+    assert total == [{"n": 7, "ordered": True}]
+    shares = _sql(capsys, "SELECT f.day, sum(f.gpu_hours_p90_of_total) AS share, any_value(t.gpu_hours_p90) AS total "
+                          "FROM current_demand_forecast f JOIN current_demand_forecast_total t USING (day) GROUP BY f.day")
+    assert len(shares) == 7 and all(abs(s["share"] - s["total"]) <= 1e-6 * max(1.0, s["total"]) for s in shares)
+    (backtest_total,) = _sql(capsys, "SELECT origins, coverage FROM demand_backtest_total_summary")
+    assert backtest_total["origins"] >= 3 and 0 <= backtest_total["coverage"] <= 1
     # the demand run's own forecast days have not happened: nothing to compare yet
     assert _sql(capsys, "SELECT count(*) AS n FROM demand_forecast_vs_actual")[0]["n"] == 0
 

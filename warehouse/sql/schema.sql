@@ -445,6 +445,11 @@ ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p50 BIGINT;  
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS shortfall_total_p90 BIGINT;
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_known BIGINT;        -- = gpus_needed_p50: the queued jobs at P50
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_expected BIGINT;     -- = gpus_needed_expected_p50: the expected arrivals at P50
+-- Issue 53 item 3: the row's part of the site's P90 total (summed over a day's rows: the P90 of the total, not the
+-- rows' P90s summed): its share of the total arrivals' P90 (demand_forecast.gpu_hours_p90_of_total), and the GPUs
+-- = gpus_needed_p90 + ceil(that / 24 / efficiency)
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_gpu_hours_p90_of_total DOUBLE;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p90_of_total BIGINT;
 ALTER TABLE plan_runs ADD COLUMN IF NOT EXISTS demand_run_id VARCHAR;                -- the demand forecast planned from (NULL: none)
 
 -- Jobs no GPU of their queue can hold, with the smallest catalogue GPU that would (NULL: none).
@@ -495,7 +500,7 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
     status VARCHAR NOT NULL,           -- planned | failed
     day DATE,
     gpus_total_p50 BIGINT,             -- known + expected, all queues and GPU types
-    gpus_total_p90 BIGINT,
+    gpus_total_p90 BIGINT,             -- the site's P90 total: the rows' gpus_total_p90_of_total summed (issue 53)
     gpus_owned BIGINT,                 -- NULL: no queue's GPUs are known
     gpus_short_p50 BIGINT,             -- the rows' shortfall_total_p50 summed
     gpus_short_p90 BIGINT,
@@ -708,6 +713,35 @@ ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_p90 DOUBLE;
 ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_method VARCHAR;
 ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_fallback_reason VARCHAR;
 
+-- issue 53 item 3: each series' part of the P90 of the site's total that day (the total's P90, from
+-- demand_forecast_total, split over the day's series in proportion to their P50): summed over all series of a
+-- day it is the P90 of the total, which gpu_hours_p90 summed is not (null on rows of runs before this column)
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS gpu_hours_p90_of_total DOUBLE;
+
+-- Issue 53 item 3: the site's total (every queue and GPU type summed) per future day, forecast as a series of its
+-- own by the same method (tasks/demand/forecast.py `forecast_total`): its P10 / P90 are those of the total.
+CREATE TABLE IF NOT EXISTS demand_forecast_total (
+    demand_run_id VARCHAR NOT NULL,
+    day DATE NOT NULL,
+    horizon INTEGER NOT NULL,
+    gpu_hours_p10 DOUBLE NOT NULL,
+    gpu_hours_p50 DOUBLE NOT NULL,
+    gpu_hours_p90 DOUBLE NOT NULL,
+    jobs_p10 DOUBLE,
+    jobs_p50 DOUBLE,
+    jobs_p90 DOUBLE,
+    method VARCHAR NOT NULL,
+    fallback_reason VARCHAR,
+    jobs_method VARCHAR,
+    jobs_fallback_reason VARCHAR,
+    PRIMARY KEY (demand_run_id, day)
+);
+
+CREATE OR REPLACE VIEW current_demand_forecast_total AS
+SELECT d.* FROM demand_forecast_total d
+WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
+                         ORDER BY started_at DESC, demand_run_id DESC LIMIT 1);
+
 CREATE OR REPLACE VIEW current_demand_forecast AS
 SELECT d.* FROM demand_forecast d
 WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
@@ -765,6 +799,42 @@ FROM demand_backtest b
 WHERE b.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
                          ORDER BY started_at DESC, demand_run_id DESC LIMIT 1)
 GROUP BY GROUPING SETS ((b.demand_run_id, b.horizon, b.queue, b.gpu_type), (b.demand_run_id, b.horizon), (b.demand_run_id));
+
+-- Issue 53 item 3: the backtest of the site's total series (demand_backtest's columns but queue and GPU type),
+-- and its summary over all origins and horizons, as demand_backtest_summary's over everything.
+CREATE TABLE IF NOT EXISTS demand_backtest_total (
+    demand_run_id VARCHAR NOT NULL,
+    origin DATE NOT NULL,
+    horizon INTEGER NOT NULL,
+    day DATE NOT NULL,
+    method VARCHAR NOT NULL,
+    actual DOUBLE NOT NULL,
+    gpu_hours_p10 DOUBLE NOT NULL,
+    gpu_hours_p50 DOUBLE NOT NULL,
+    gpu_hours_p90 DOUBLE NOT NULL,
+    seasonal_naive DOUBLE,
+    mase_scale DOUBLE,
+    jobs_method VARCHAR,
+    actual_jobs DOUBLE,
+    jobs_p10 DOUBLE,
+    jobs_p50 DOUBLE,
+    jobs_p90 DOUBLE,
+    jobs_seasonal_naive DOUBLE,
+    jobs_mase_scale DOUBLE,
+    PRIMARY KEY (demand_run_id, origin, horizon)
+);
+
+CREATE OR REPLACE VIEW demand_backtest_total_summary AS
+SELECT b.demand_run_id, count(*) AS days, count(DISTINCT b.origin) AS origins,
+       sum(abs(b.gpu_hours_p50 - b.actual)) / nullif(sum(abs(b.seasonal_naive - b.actual)), 0) AS relative_mae,
+       avg(CAST(b.actual BETWEEN b.gpu_hours_p10 AND b.gpu_hours_p90 AS DOUBLE)) AS coverage,
+       median(b.gpu_hours_p90 / nullif(b.gpu_hours_p50, 0)) AS p90_over_p50,
+       sum(abs(b.jobs_p50 - b.actual_jobs)) / nullif(sum(abs(b.jobs_seasonal_naive - b.actual_jobs)), 0) AS jobs_relative_mae,
+       avg(CAST(b.actual_jobs BETWEEN b.jobs_p10 AND b.jobs_p90 AS DOUBLE)) AS jobs_coverage
+FROM demand_backtest_total b
+WHERE b.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
+                         ORDER BY started_at DESC, demand_run_id DESC LIMIT 1)
+GROUP BY b.demand_run_id;
 
 -- Every successful demand run's forecast of a day that has now happened (a day up to the latest
 -- successful run's as_of), against what happened (demand_daily; 0 on a day the series had no jobs).

@@ -258,6 +258,23 @@ def test_a_queue_only_the_forecast_names_is_planned_with_owned_unknown():
     assert first["gpus_owned"] is None and first["shortfall_total_p90"] is None
 
 
+def test_the_site_p90_total_is_the_total_forecast_s_p90_not_the_rows_p90s_summed():
+    """Issue 53 item 3: two queues whose own P90s are 96 GPU-hours each, while the site's total P90 is 120 (the demand
+    forecast's `gpu_hours_p90_of_total`: 60 a queue, split by P50): by_day's P90 total is 6 GPUs (3 a row for 60
+    GPU-hours), not the rows' P90s summed (8: 4 a row for 96), which each row keeps as its own."""
+    from gpucast.tasks.plan.arrivals import by_day
+
+    known = plan_capacity(jobs([]), None, START, 1, queues=["a", "b"])
+    demand = forecast([(0, "a", "unknown", 48.0, 96.0), (0, "b", "unknown", 48.0, 96.0)]).with_columns(
+        pl.lit(60.0).alias("gpu_hours_p90_of_total"))
+    rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    assert rows["gpus_total_p90"].to_list() == [4, 4] and rows["gpus_total_p90_of_total"].to_list() == [3, 3]
+    day = by_day(rows).to_dicts()[0]
+    assert (day["gpus_total_p50"], day["gpus_total_p90"]) == (4, 6)  # ceil(60 / 24) = 3 per row: 6 <= 8 summed
+    older, _ = add_expected(known.rows, demand.drop("gpu_hours_p90_of_total"), pl.DataFrame(schema=PACKING_SCHEMA))
+    assert by_day(older)["gpus_total_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
+
+
 def test_a_group_repeated_on_several_shelves_is_named_by_its_lowest_shelf_every_run():
     """A multi-GPU job's copies put the same jobs together on several shelves: the group is listed once, as its
     lowest shelf. Before, the shelf kept followed polars' group_by order, which varies from run to run (the golden

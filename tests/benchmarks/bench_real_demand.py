@@ -1,0 +1,161 @@
+"""The demand forecast on a real GPU cluster's trace (issue 53 items 1, 3): jobs and GPU-hours a day against
+seasonal naive, P10-P90 coverage, and how wide the total's P90 is.
+
+Reads `../shared/data/itp_jobs_2021.csv.gz` (Microsoft ITP, 2021: 69,351 jobs, 10 clusters, 60 days; its README
+beside it) and turns it into the product's daily series as `demand_daily` (warehouse/sql/schema.sql) builds them:
+queue = the cluster, GPU type unknown, `jobs_submitted` = jobs submitted that day, `gpu_hours` = num_gpu x
+duration of every job submitted that day, all on its submission day (demand as it arrives; the trace holds
+finished jobs only, so no job is still running). Day = submission_time // 86,400 s after 2021-03-04.
+
+Then runs the product's backtest (`backtest_demand`, 14-day horizon) from every weekly origin the 60 days allow
+(the latest 14 days before the last day, then a week apart back while the origin has 14 days of history:
+seasonal naive's forecast needs a week, the product's weekly models two) on the 10 clusters together, and on
+the site total (one series, every cluster summed: `forecast_total`'s series), and prints per series and over
+all: relative MAE of jobs and GPU-hours a day against seasonal naive (sum |P50 - actual| / sum |naive - actual|),
+P10-P90 coverage of days, and the P90 / P50 ratio of the site's total GPU-hours a day: from the total's own
+band (`demand_forecast_total`) and, as the plan summed it before issue 53, the sum of the clusters' P90s over
+the sum of their P50s; then the plan's P90 total GPUs over its P50 (`tasks/plan/arrivals.py` `site_totals`,
+the expected arrivals of every cluster on one row each, no queued jobs). Goals (issue 53): jobs relative MAE
+<= 0.85, GPU-hours <= 0.75, coverage 70-90%, the plan's P90 total within 3x its P50. Timed: the forecast of
+every series on the whole history and the backtest, with CPU seconds.
+
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_real_demand.py [--trace ../shared/data/itp_jobs_2021.csv.gz]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpucast.tasks.demand import backtest as backtest_module
+from gpucast.tasks.demand.backtest import backtest_demand
+from gpucast.tasks.demand.forecast import (
+    DEFAULT_DAYS,
+    MIN_SEASONAL_DAYS,
+    SEASON,
+    forecast_demand,
+    forecast_total,
+    total_series,
+    with_total_share,
+)
+from gpucast.tasks.plan import arrivals
+from gpucast.tasks.plan.capacity import plan_capacity
+
+TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "itp_jobs_2021.csv.gz"
+START = date(2021, 3, 4)  # the trace's submission_time 0
+
+
+def daily_series(path: Path) -> pl.DataFrame:
+    """`demand_daily`'s columns (day, queue, gpu_type, jobs_submitted, gpu_hours) from the trace (module doc)."""
+    jobs = pl.read_csv(path, columns=["cluster", "submission_time", "duration", "num_gpu"])
+    return (jobs.with_columns((pl.col("submission_time") // 86_400).alias("offset"),
+                              (pl.col("num_gpu") * pl.col("duration") / 3600).alias("gpu_hours"))
+            .group_by("offset", "cluster").agg(pl.len().alias("jobs_submitted"), pl.col("gpu_hours").sum())
+            .select((pl.lit(START) + pl.duration(days=pl.col("offset"))).cast(pl.Date).alias("day"),
+                    pl.col("cluster").alias("queue"), pl.lit(None, dtype=pl.String).alias("gpu_type"),
+                    "jobs_submitted", "gpu_hours")
+            .sort("queue", "day"))
+
+
+def weekly_origins(daily: pl.DataFrame, days: int) -> int:
+    """How many weekly origins the history allows: the latest `days` before the last day, back while the
+    origin has `MIN_SEASONAL_DAYS` days of history."""
+    span = (daily["day"].max() - daily["day"].min()).days + 1
+    return max(0, (span - days - MIN_SEASONAL_DAYS) // SEASON + 1)
+
+
+def scores(rows: pl.DataFrame) -> dict[str, float | None]:
+    """relative MAE (jobs, GPU-hours) and P10-P90 coverage (jobs, GPU-hours) of backtest rows."""
+    rel = backtest_module.relative_mae(rows)
+    return {"jobs_rel_mae": rel["jobs_submitted"], "gpu_hours_rel_mae": rel["gpu_hours"],
+            "jobs_coverage": rows.select(pl.col("actual_jobs").is_between("jobs_p10", "jobs_p90").mean()).item(),
+            "gpu_hours_coverage": rows.select(pl.col("actual").is_between("gpu_hours_p10", "gpu_hours_p90").mean()).item()}
+
+
+def table(per_series: pl.DataFrame, label: str) -> pl.DataFrame:
+    out = []
+    for (queue,), group in per_series.group_by("queue", maintain_order=True):
+        out.append({"series": queue, "days": group.height, "jobs_method": group["jobs_method"].mode().sort()[0],
+                    "method": group["method"].mode().sort()[0], **scores(group)})
+    out.append({"series": label, "days": per_series.height, "jobs_method": "", "method": "", **scores(per_series)})
+    return pl.DataFrame(out)
+
+
+def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, float]:
+    """The plan's P90 total GPUs over its P50 (median over its days), as the plan makes them from the forecast of
+    `origin`: every cluster a queue with no queued job (`plan_capacity` with none), its expected arrivals from the
+    demand forecast (`arrivals.add_expected`), the day's totals by `arrivals.by_day`; and the same with the rows'
+    P90s summed (before issue 53)."""
+    history = daily.filter(pl.col("day") <= origin)
+    forecast = with_total_share(forecast_demand(history, origin, days), forecast_total(history, origin, days))
+    empty = pl.DataFrame(schema={c: pl.Float64 for c in ("hours_p50", "hours_p90", "mem_gb")} | {
+        "job_id": pl.String, "queue": pl.String, "day": pl.Date, "gpu_count": pl.Int64})
+    known = plan_capacity(empty, None, origin + timedelta(days=1), days, queues=arrivals.forecast_queues(forecast))
+    rows, _ = arrivals.add_expected(known.rows, forecast, pl.DataFrame(schema=arrivals.PACKING_SCHEMA))
+    now, before = arrivals.by_day(rows), arrivals.by_day(rows.drop("gpus_total_p90_of_total"))
+    return ((now["gpus_total_p90"] / now["gpus_total_p50"]).median(),
+            (before["gpus_total_p90"] / before["gpus_total_p50"]).median())
+
+
+def timed(fn, *args, **kwargs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, default=TRACE)
+    ap.add_argument("--days", type=int, default=DEFAULT_DAYS)
+    args = ap.parse_args()
+
+    daily = daily_series(args.trace)
+    site = total_series(daily)
+    as_of = daily["day"].max()
+    origins = weekly_origins(daily, args.days)
+    print(f"trace {args.trace.name}: {daily['jobs_submitted'].sum():,} jobs, {daily['queue'].n_unique()} clusters, "
+          f"{daily['day'].min()} to {as_of}; {origins} weekly origins, horizon {args.days} days; load {os.getloadavg()[0]:.1f}")
+
+    _, fc_wall, fc_cpu = timed(forecast_demand, daily, as_of, args.days)
+    clusters, bt_wall, bt_cpu = timed(backtest_demand, daily, as_of, args.days, origins)
+    total = backtest_demand(site, as_of, args.days, origins)
+    with pl.Config(tbl_rows=40, tbl_cols=20, float_precision=3, tbl_width_chars=200):
+        print(table(clusters, "all clusters"))
+        print(table(total, "site total"))
+        per_origin = (pl.concat([clusters, total]).group_by("origin").agg(
+            pl.col("queue").n_unique().alias("series"),
+            (pl.col("jobs_p50") - pl.col("actual_jobs")).abs().sum().truediv(
+                (pl.col("jobs_seasonal_naive") - pl.col("actual_jobs")).abs().sum()).alias("jobs_rel_mae"),
+            (pl.col("gpu_hours_p50") - pl.col("actual")).abs().sum().truediv(
+                (pl.col("seasonal_naive") - pl.col("actual")).abs().sum()).alias("gpu_hours_rel_mae")).sort("origin"))
+        print(per_origin)
+    summed = clusters.group_by("origin", "day").agg(pl.col("gpu_hours_p50", "gpu_hours_p90", "actual").sum())
+    ratio_summed = (summed["gpu_hours_p90"] / summed["gpu_hours_p50"]).median()
+    ratio_total = (total["gpu_hours_p90"] / total["gpu_hours_p50"]).median()
+    cover_summed = summed.select(pl.col("actual") <= pl.col("gpu_hours_p90")).mean().item()
+    all_rows = pl.concat([clusters, total])
+    overall = scores(all_rows)
+    print(f"the site's total GPU-hours a day, median P90/P50 over the backtest's days: {ratio_total:.2f} from the "
+          f"total's own band; {ratio_summed:.2f} as the clusters' P90s summed (days under that sum: {cover_summed:.1%})")
+    latest = as_of - timedelta(days=args.days)
+    plans = [plan_ratio(daily, latest - timedelta(days=SEASON * k), args.days) for k in range(origins)]
+    worst = max(p[0] for p in plans)
+    print("the plan's P90 total GPUs over its P50 (median over its days), per origin from the latest: "
+          + ", ".join(f"{p[0]:.2f}" for p in plans) + " (the rows' P90s summed, before: "
+          + ", ".join(f"{p[1]:.2f}" for p in plans) + f"); within 3x: {'met' if worst <= 3 else 'not met'} (worst {worst:.2f})")
+    print(f"timing: forecast of {daily['queue'].n_unique()} clusters {fc_wall:.2f} s wall / {fc_cpu:.2f} CPU-s; backtest "
+          f"({origins} origins) {bt_wall:.2f} s / {bt_cpu:.2f} CPU-s")
+    print(f"goals (issue 53), over {all_rows.height} series-days (clusters and site): jobs relative MAE "
+          f"{overall['jobs_rel_mae']:.3f} (<= 0.85: {'met' if overall['jobs_rel_mae'] <= 0.85 else 'not met'}); "
+          f"GPU-hours {overall['gpu_hours_rel_mae']:.3f} (<= 0.75: "
+          f"{'met' if overall['gpu_hours_rel_mae'] <= 0.75 else 'not met'}); P10-P90 coverage jobs "
+          f"{overall['jobs_coverage']:.1%}, GPU-hours {overall['gpu_hours_coverage']:.1%} (70-90%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Issue 53 items 1 and 3 on small series: the level models, a short history cross-validated, the band from the
+cross-validation errors, and the site total's own P90 (not the series' P90s summed)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from gpucast.tasks.demand import forecast as module
+from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
+from gpucast.tasks.demand.models import LevelBlend, WeekdayProfile, weekday_effects
+
+START = date(2026, 9, 6)
+
+
+def shifting(days: int, seed: int = 0, queue: str = "q", level: float = 60.0, shift: int = 21) -> pl.DataFrame:
+    """A count around a level that doubles after `shift` days, no weekly rhythm: the shape of a real cluster's day
+    (tests/benchmarks/bench_real_demand.py), where copying one noisy day of last week doubles the noise."""
+    rng = np.random.default_rng(seed)
+    mean = np.where(np.arange(days) < shift, level, 2 * level)
+    jobs = rng.negative_binomial(6, 6 / (6 + mean)).astype(float)
+    return pl.DataFrame({"day": [START + timedelta(days=d) for d in range(days)], "queue": queue, "gpu_type": None,
+                         "jobs_submitted": jobs, "gpu_hours": jobs * 3.0}, schema_overrides={"gpu_type": pl.String})
+
+
+def test_weekday_effects_keep_a_clear_rhythm_and_drop_noise():
+    rng = np.random.default_rng(1)
+    rhythm = np.tile([0.0, 0.0, 0.0, 0.0, 0.0, -1.4, -1.4], 6)  # weekends a quarter of a weekday, in log space
+    clear = weekday_effects(4.0 + rhythm + rng.normal(0, 0.1, rhythm.size))
+    assert clear[5] == pytest.approx(-1.0, abs=0.15) and clear[0] == pytest.approx(0.4, abs=0.15)  # centred: -1.4 x 5/7
+    noise = weekday_effects(4.0 + rng.normal(0, 0.5, 42))
+    assert np.abs(noise).max() < 0.15  # shrunk to (nearly) nothing: no weekday is told apart from noise
+    assert WeekdayProfile().forecast(4.0 + rhythm, 7)["mean"][5] < WeekdayProfile().forecast(4.0 + rhythm, 7)["mean"][0]
+
+
+def test_the_level_blend_follows_a_level_shift_and_needs_a_week():
+    y = np.log1p(np.r_[np.full(14, 50.0), np.full(7, 100.0)])
+    assert np.expm1(LevelBlend().forecast(y, 3)["mean"]) == pytest.approx([100.0] * 3, rel=0.15)
+    with pytest.raises(ValueError, match="needs 7"):
+        LevelBlend().forecast(y[:5], 3)
+
+
+def test_a_shifting_count_chooses_the_level_blend_and_beats_seasonal_naive():
+    daily = shifting(56, shift=14)
+    out = module.forecast_demand(daily, START + timedelta(days=55), 14)
+    assert set(out["jobs_method"]) == {"LevelBlend"} and out["jobs_fallback_reason"].is_null().all()
+    rows = backtest_demand(daily, START + timedelta(days=55), 14, origins=3)  # origins 4-6 weeks in: after the shift
+    assert relative_mae(rows)["jobs_submitted"] <= 0.85
+
+
+def test_a_short_history_is_cross_validated_on_the_simple_candidates():
+    """25 days: too short for folds of 3 weeks and 14 days, so a week ahead from folds of 2 weeks, on the candidates
+    that fit nothing (AutoETS chosen by one noisy week lost to seasonal naive on the real trace)."""
+    y = shifting(25)["jobs_submitted"].to_numpy()
+    choice = module.choose(y, 14, module.JOB_CANDIDATES)
+    assert choice.method == "LevelBlend" and choice.reason is None and len(choice.errors) == 7
+    seen = []
+    real = module.cv_errors
+    module_cv = lambda y, factories, h, windows: seen.extend(module._alias(f()) for f in factories) or real(y, factories, h, windows)  # noqa: E731
+    try:
+        module.cv_errors = module_cv
+        module.choose(y, 14, module.JOB_CANDIDATES)
+    finally:
+        module.cv_errors = real
+    assert "AutoETS" not in seen and "LevelBlend" in seen
+    short = module.choose(y[:16], 14)  # 16 days: folds of 2 weeks leave 2 days to forecast, under 3
+    assert short.method == module.SEASONAL_NAIVE and "too short to cross-validate" in short.reason
+
+
+def test_the_band_comes_from_the_cross_validation_errors_and_covers():
+    """The P10-P90 band: a Student t on the chosen model's fold errors, so a noisier series gets a wider band and the
+    backtest covers about 80% of days, not all of them at many times the median."""
+    calm, wild = shifting(63, seed=2), shifting(63, seed=2).with_columns(pl.col("jobs_submitted") ** 1.5)
+    as_of = START + timedelta(days=62)
+    width = [(f["jobs_p90"] / f["jobs_p50"]).mean() for f in (module.forecast_demand(d, as_of, 14) for d in (calm, wild))]
+    assert 1.0 < width[0] < width[1] < 3.0
+    rows = pl.concat([backtest_demand(shifting(63, seed=s, queue=f"q{s}"), as_of, 14, origins=4) for s in range(4)])
+    coverage = rows.select(pl.col("actual_jobs").is_between("jobs_p10", "jobs_p90").mean()).item()
+    assert coverage >= 0.6 and (rows["jobs_p90"] / rows["jobs_p50"]).median() < 3.0  # covers, and not by width
+
+
+def test_the_total_has_its_own_p90_and_the_series_shares_add_up_to_it():
+    """Eight independent queues: the total's P90 is well under the P90s summed (their noise partly cancels), above
+    the P50s summed; each series' `gpu_hours_p90_of_total` adds up, per day, to the total's P90."""
+    daily = pl.concat([shifting(49, seed=s, queue=f"q{s}") for s in range(8)])
+    as_of = START + timedelta(days=48)
+    per_series, total = module.forecast_demand(daily, as_of, 7), module.forecast_total(daily, as_of, 7)
+    assert total.columns == list(module.TOTAL_COLUMNS) and total.height == 7
+    summed = per_series.group_by("day").agg(pl.col("gpu_hours_p50", "gpu_hours_p90").sum()).sort("day")
+    assert (total["gpu_hours_p90"] < summed["gpu_hours_p90"]).all()
+    assert (total["gpu_hours_p90"] > summed["gpu_hours_p50"]).all()
+    shared = module.with_total_share(per_series, total).group_by("day").agg(pl.col(module.SHARE).sum()).sort("day")
+    assert shared[module.SHARE].to_list() == pytest.approx(total["gpu_hours_p90"].to_list())
+    # a day the total does not cover keeps the series' own P90 (a forecast before the total: the old sum)
+    alone = module.with_total_share(per_series, total.filter(pl.col("horizon") > 1))
+    first = alone.filter(pl.col("horizon") == 1)
+    assert first[module.SHARE].to_list() == first["gpu_hours_p90"].to_list()
