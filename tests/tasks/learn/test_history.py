@@ -110,3 +110,68 @@ def test_champions_do_not_learn_from_jobs_without_model_features():
     featured = jobs(3, **{c.JOB_ID: ["f1", "f2", "f3"], c.MODEL_TYPE: ["CNN"] * 3})
     both = pl.concat([jobs(5), featured], how="diagonal_relaxed")
     assert sorted(labelled(both, c.RUNTIME_HOURS, TrainOptions())[c.JOB_ID]) == ["f1", "f2", "f3"]
+
+
+# Issue 53 item 2: recent run times as of submission, recency, the remaining time of running jobs
+
+def test_recent_facts_read_only_the_jobs_that_had_ended_before_a_job_was_submitted():
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    history = jobs(3, **{c.RUNTIME_HOURS: [1.0, 4.0, 100.0], c.JOB_NAME: ["a", "a", "a"],
+                         c.SUBMITTED_AT: [t0, t0 + timedelta(hours=1), t0 + timedelta(hours=2)]})
+    # ends: 1 h, 5 h, 102 h after t0. A job submitted at 6 h sees the first two; at 3 h only the first; at 0 h none
+    new = jobs(3, **{c.JOB_ID: ["x", "y", "z"], c.SUBMITTED_AT: [t0 + timedelta(hours=6), t0 + timedelta(hours=3), t0]})
+    facts = h.recent_facts(new, h.finished_runs(history))
+    assert np.exp(facts["qg_last"].to_numpy()[:2]) == pytest.approx([4.0, 1.0])  # the latest to END before it
+    assert np.exp(facts["qg_median"][0]) == pytest.approx(2.0)  # median of 1 h and 4 h
+    assert facts["qg_last"][2] is None and facts["t_last"][0] is not None  # the team's too; nothing before t0
+    # submissions (the history's and the new rows'), strictly before: in the hour before 6 h none, before 3 h the one at
+    # 2 h, before t0 none; the previous one: y at 3 h, the history's at 2 h, none
+    assert facts["qg_submitted_1h"].to_list() == [0.0, 1.0, 0.0]
+    assert facts["qg_hours_since_submit"].to_list() == [3.0, 1.0, None]
+
+
+def test_run_time_follows_the_latest_weeks_and_is_chosen_on_held_out_hours():
+    # one queue, whose jobs ran 1 h until two weeks ago and 8 h since: the recency weights follow the change
+    n = 400
+    t0 = datetime(2026, 10, 1, tzinfo=UTC)
+    times = [t0 + timedelta(hours=3 * i) for i in range(n)]  # 50 days
+    recent = np.array([t > times[-1] - timedelta(days=14) for t in times])
+    history = jobs(n, **{c.SUBMITTED_AT: times, c.RUNTIME_HOURS: np.where(recent, 8.0, 1.0), c.JOB_NAME: ["x"] * n,
+                         c.TIME_LIMIT_HOURS: [None] * n})
+    model = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history)
+    assert model.metric_ == "MAE" and "held-out MAE" in model.describe()
+    p50 = model.predict(jobs(1, **{c.SUBMITTED_AT: [times[-1]], c.JOB_NAME: ["x"], c.TIME_LIMIT_HOURS: [None]}))
+    assert p50[0] > 4.0  # the unweighted median of the history is 1 h (72% of its jobs)
+    assert h.SchedulerHistory(c.PEAK_GPU_MEM_GB).fit(history).metric_ == "MAPE"  # other targets as before
+
+
+def test_recent_facts_model_forecasts_from_what_finished_before_each_job():
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    n = 280  # one queue, its jobs' run times in runs of 5 alike: 1 h, 9 h, 1 h, ...; each known once ended (10 h apart)
+    hours = np.where((np.arange(n) // 5) % 2 == 0, 1.0, 9.0)
+    history = jobs(n, **{c.SUBMITTED_AT: [t0 + timedelta(hours=10 * i) for i in range(n)], c.RUNTIME_HOURS: hours,
+                         c.JOB_NAME: ["x"] * n, c.TIME_LIMIT_HOURS: [None] * n})
+    # two new jobs: one submitted as job 265 was (the run before it, jobs 260-264, ran 1 h), one after the last (9 h)
+    new = jobs(2, **{c.JOB_ID: ["a", "b"], c.SUBMITTED_AT: [t0 + timedelta(hours=10 * 265), t0 + timedelta(hours=10 * n)],
+                     c.JOB_NAME: ["x", "x"], c.TIME_LIMIT_HOURS: [None, None]})
+    assert h.SchedulerHistory(c.RUNTIME_HOURS, recent=True).fit(history).predict(new) == pytest.approx([1.0, 9.0], rel=0.3)
+    plain = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history).predict(new)  # without them, one forecast for both
+    assert plain[0] == plain[1]
+
+
+def test_a_job_running_for_days_is_not_forecast_to_end_at_its_queue_median():
+    rng = np.random.default_rng(0)
+    n = 400  # one queue: most jobs ~2 h, one in ten runs ~10 days
+    hours = np.where(np.arange(n) % 10 == 0, 240.0, 2.0) * np.exp(rng.normal(0, 0.2, n))
+    history = jobs(n, **{c.RUNTIME_HOURS: hours})
+    remaining = h.RemainingTime().fit(history)
+    running = jobs(3, **{c.JOB_ID: ["new", "five_days", "beyond"]})
+    p10, p50, p90 = remaining.intervals(running, np.array([0.5, 120.0, 2_000.0]))
+    assert p50[0] == pytest.approx(np.median(hours) - 0.5, rel=0.1)  # just started: about the queue's median
+    # five days in: one of the long runs; expected to end with them (~240 h), not in the queue median's 2 h
+    assert 120.0 + p50[1] == pytest.approx(np.median(hours[hours > 120.0]), rel=0.01) and p50[1] > 60.0
+    assert (p10 <= p50).all() and (p50 <= p90).all() and (p10 >= 0).all()
+    # longer than any job of the history: a Pareto tail of shape 1, as long again at P50
+    assert p50[2] == pytest.approx(2_000.0) and p90[2] == pytest.approx(18_000.0)
+    # a job's own P50 still ahead of it is kept
+    assert remaining.intervals(running.head(1), np.array([1.0]), p50=np.array([5.0]))[1][0] == pytest.approx(4.0)

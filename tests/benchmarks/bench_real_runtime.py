@@ -1,0 +1,156 @@
+"""Run time of jobs without model features on a REAL trace (issue 53, item 2).
+
+The real cluster job table in `../shared/data/itp_jobs_2021.csv.gz` (Microsoft ITP, 2021: 69,351 jobs, 10
+clusters, 60 days; cluster, submission time, run time, GPUs; no user, job name or time limit), read as the
+product's own rows: contract columns through the ingest's normaliser (`tasks/ingest/normalize.py`), each job
+COMPLETED, `queue` its cluster, `updated_at` its end (submission + run time: the trace has no queueing delay).
+
+A time split at several cut days (default 30, 40, 50), each:
+* **pending jobs**: `SchedulerHistory` (`tasks/learn/history.py`) fitted on the jobs that had *finished* before the
+  cut, forecasting the jobs submitted in the `--window` days after it (their recent-run-time facts from the jobs
+  finished before each one's submission: no peeking; the facts are used with `recent=True`, printed beside the
+  default), against the **queue median** of the same history: MAE
+  (hours) and its ratio to the queue median's (goal <= 0.85), MAPE, the P10-P90 coverage (goal 70-90%), overall
+  and per cluster;
+* **running jobs** at the cut (submitted before it, ending after it): their remaining run time given the hours
+  already run, by the survival-aware estimate (`history.RemainingTime`, fitted on the same history) against the
+  rule the plan used before (`tasks/plan/starts.py` before issue 53: the queue median P50 while a job has run less,
+  else as long again as it has run): MAE of the remaining hours, P10-P90 coverage;
+* **the last days' GPU-hours**: GPU-hours of the jobs submitted in the 7 days before the cut, as the demand
+  history counts them at the cut (finished jobs' known hours + running jobs' expected hours: before, the queue
+  median P50 x GPUs; now, hours run + the remaining P50), against their true total.
+
+    .venv/bin/python tests/benchmarks/bench_real_runtime.py [--cuts 30 40 50] [--window 10] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpucast.expectations import contract as c
+from gpucast.tasks.ingest.normalize import normalize
+from gpucast.tasks.learn import history
+from gpucast.tasks.learn.history import SchedulerHistory
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT.parent / "shared" / "data" / "itp_jobs_2021.csv.gz"
+START = datetime(2021, 3, 4, tzinfo=UTC)  # the trace's time 0 (its time of day is unknown: midnight UTC taken)
+DAY = timedelta(days=1)
+
+
+def itp_jobs(path: Path = TRACE) -> pl.DataFrame:
+    """The trace's jobs as typed contract rows, through the product's normaliser."""
+    raw = pl.read_csv(path)
+    iso = lambda seconds: (pl.lit(START) + pl.duration(seconds=seconds)).dt.strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    frame = raw.select(
+        pl.col("job_id").alias(c.JOB_ID), iso(pl.col("submission_time")).alias(c.SUBMITTED_AT),
+        iso(pl.col("submission_time") + pl.col("duration")).alias(c.UPDATED_AT), pl.lit("COMPLETED").alias(c.STATUS),
+        pl.col("cluster").alias(c.QUEUE), pl.col("num_gpu").cast(pl.String).alias(c.GPU_COUNT),
+        (pl.col("duration") / 3600).cast(pl.String).alias(c.RUNTIME_HOURS),
+        pl.lit(c.UNKNOWN_MODEL_TYPE).alias(c.MODEL_TYPE),
+    ).with_columns(pl.int_range(pl.len()).alias("_row"), pl.lit(None, pl.String).alias("_raw"),
+                   pl.lit(None, pl.String).alias("_read_error"))
+    rows = normalize(frame)
+    bad = rows.filter(pl.col("_errors").list.len() > 0).height
+    assert bad == 0, f"{bad} rows refused by the normaliser"
+    return rows.drop("_row", "_raw", "_errors").sort(c.SUBMITTED_AT, c.JOB_ID)
+
+
+def queue_median(fit: pl.DataFrame, rows: pl.DataFrame) -> np.ndarray:
+    """The plain baseline: the median run time of the history's jobs of the same queue (pooled where none)."""
+    medians = fit.group_by(c.QUEUE).agg(pl.col(c.RUNTIME_HOURS).median().alias("__m"))
+    return (rows.select(c.QUEUE).join(medians, on=c.QUEUE, how="left", maintain_order="left")["__m"]
+            .fill_null(float(fit[c.RUNTIME_HOURS].median())).to_numpy())
+
+
+def pending(jobs: pl.DataFrame, cut: datetime, window: int, seed: int) -> dict[str, float]:
+    fit = jobs.filter(pl.col(c.UPDATED_AT) < cut)
+    test = jobs.filter((pl.col(c.SUBMITTED_AT) >= cut) & (pl.col(c.SUBMITTED_AT) < cut + window * DAY))
+    y = test[c.RUNTIME_HOURS].to_numpy()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    model = SchedulerHistory(c.RUNTIME_HOURS, seed=seed).fit(fit)
+    # the facts of each job as of its submission: every job that had finished by then (the fit's and the later ones)
+    p10, p50, p90 = model.intervals(test, context=jobs)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    base = queue_median(fit, test)
+    mae, mae_q = float(np.mean(np.abs(p50 - y))), float(np.mean(np.abs(base - y)))
+    cover = (y >= p10) & (y <= p90)
+    print(f"  pending: fit on {fit.height:,} finished jobs, {test.height:,} submitted in the next {window} days "
+          f"(fit + forecast {wall:.1f} s wall, {cpu:.1f} CPU-s); chose {model.chosen_ if model.estimator_ else '-'}")
+    print(f"    MAE {mae:.3f} h vs queue median {mae_q:.3f} h: x{mae / mae_q:.2f} (goal <= 0.85); "
+          f"MAPE {np.mean(np.abs(p50 - y) / y):.1%} vs {np.mean(np.abs(base - y) / y):.1%}; "
+          f"P10-P90 covers {cover.mean():.1%} (goal 70-90%)")
+    queues = test[c.QUEUE].to_numpy()
+    cells = []
+    for q in np.unique(queues):
+        m = queues == q
+        cells.append(f"{q[-2:]}: n {m.sum()} x{np.mean(np.abs(p50[m] - y[m])) / max(np.mean(np.abs(base[m] - y[m])), 1e-9):.2f} "
+                     f"cov {cover[m].mean():.0%}")
+    print("    per cluster (MAE ratio, coverage): " + "; ".join(cells))
+    t0 = time.process_time()
+    r10, r50, r90 = SchedulerHistory(c.RUNTIME_HOURS, seed=seed, recent=True).fit(fit).intervals(test, context=jobs)
+    print(f"    with the recent-run-time facts too (recent=True, {time.process_time() - t0:.1f} CPU-s): MAE "
+          f"x{np.mean(np.abs(r50 - y)) / mae_q:.2f} of the queue median's, P10-P90 covers {np.mean((y >= r10) & (y <= r90)):.1%}")
+    return {"mae": mae, "mae_q": mae_q, "covered": float(cover.sum()), "n": float(len(y))}
+
+
+def running(jobs: pl.DataFrame, cut: datetime) -> dict[str, float]:
+    fit = jobs.filter(pl.col(c.UPDATED_AT) < cut)
+    run = jobs.filter((pl.col(c.SUBMITTED_AT) < cut) & (pl.col(c.UPDATED_AT) > cut))
+    elapsed = ((cut - run[c.SUBMITTED_AT]).dt.total_seconds() / 3600).to_numpy()
+    remaining = run[c.RUNTIME_HOURS].to_numpy() - elapsed
+    # before: the queue median as the job's P50; past it, as long again as it has run (tasks/plan/starts.py before)
+    p50_q = queue_median(fit, run)
+    before = np.where(elapsed < p50_q, p50_q - elapsed, elapsed)
+    r10, r50, r90 = history.RemainingTime().fit(fit).intervals(run, elapsed)
+    long = elapsed > 24
+    print(f"  running at the cut: {run.height:,} jobs ({long.sum()} running > 24 h, up to {elapsed.max():.0f} h); "
+          f"remaining-time MAE {np.mean(np.abs(r50 - remaining)):.2f} h (survival-aware) vs "
+          f"{np.mean(np.abs(before - remaining)):.2f} h (queue median, then as long again); "
+          f"> 24 h: {np.mean(np.abs(r50[long] - remaining[long])):.1f} vs {np.mean(np.abs(before[long] - remaining[long])):.1f} h; "
+          f"P10-P90 covers {np.mean((remaining >= r10) & (remaining <= r90)):.1%}")
+    # the last 7 days' GPU-hours (by submission day) as the demand history counts them at the cut
+    last = jobs.filter((pl.col(c.SUBMITTED_AT) >= cut - 7 * DAY) & (pl.col(c.SUBMITTED_AT) < cut))
+    true = float((last[c.RUNTIME_HOURS] * last[c.GPU_COUNT]).sum())
+    done = last.filter(pl.col(c.UPDATED_AT) < cut)
+    known = float((done[c.RUNTIME_HOURS] * done[c.GPU_COUNT]).sum())
+    in_window = (run[c.SUBMITTED_AT] >= cut - 7 * DAY).to_numpy()
+    gpus = run[c.GPU_COUNT].to_numpy().astype(np.float64)
+    old = known + float((p50_q * gpus)[in_window].sum())
+    new = known + float(((elapsed + r50) * gpus)[in_window].sum())
+    print(f"  last 7 days' GPU-hours at the cut: true {true:,.0f}; finished only {known / true:.1%} of it; "
+          f"+ running at the queue median P50 {old / true:.1%}; + running at hours run + remaining P50 {new / true:.1%}")
+    return {"run_mae_new": float(np.mean(np.abs(r50 - remaining))), "run_mae_old": float(np.mean(np.abs(before - remaining)))}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cuts", type=int, nargs="+", default=[30, 40, 50])
+    ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    jobs = itp_jobs()
+    print(f"{TRACE.name}: {jobs.height:,} jobs, {jobs[c.QUEUE].n_unique()} clusters")
+    total = {"mae": 0.0, "mae_q": 0.0, "covered": 0.0, "n": 0.0}
+    for day in a.cuts:
+        cut = START + day * DAY
+        print(f"\ncut day {day} ({cut:%Y-%m-%d})")
+        got = pending(jobs, cut, a.window, a.seed)
+        for k in ("covered", "n"):
+            total[k] += got[k]
+        total["mae"] += got["mae"] * got["n"]
+        total["mae_q"] += got["mae_q"] * got["n"]
+        running(jobs, cut)
+    print(f"\nall cuts: pending jobs' MAE x{total['mae'] / total['mae_q']:.2f} of the queue median's (goal <= 0.85), "
+          f"P10-P90 covers {total['covered'] / total['n']:.1%} (goal 70-90%) of {int(total['n']):,} jobs")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
