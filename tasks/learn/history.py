@@ -356,13 +356,14 @@ class RemainingTime:
     Run times are heavy-tailed: a job that has run five days is one of the few that do, and its queue's median says
     nothing about it. The remaining time is read from the conditional distribution of run time given run time >
     elapsed: P10/P50/P90 of the run times of the history's finished jobs of the same queue x GPU count that ran
-    longer than `elapsed`, minus `elapsed` (the empirical conditional quantiles; of the queue's where its GPU count
-    has fewer than `MIN_SURVIVORS` such jobs, of all jobs below that). Where fewer than `MIN_SURVIVORS` finished
-    jobs ever ran that long, the tail continues as a Pareto of shape 1 (P(T > s | T > t) = t / s): as long again
-    at P50, 0.11x and 9x at P10 and P90. A job whose own run-time P50 (`p50`, its forecast while pending) is still
-    ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs only: the runs still going are not counted
-    (right-censored), so the tail is, if anything, short. The warehouse's `job_demand` applies the same rule to
-    P50 (warehouse/sql/schema.sql), for the demand history and the plan's running jobs."""
+    longer than `elapsed`, minus `elapsed` (the empirical conditional quantiles, the lower order statistic; of the
+    queue's where its GPU count has fewer than `MIN_SURVIVORS` such jobs). Where fewer than `MIN_SURVIVORS` finished
+    jobs of its queue ever ran that long, the tail continues as a Pareto of shape 1 (P(T > s | T > t) = t / s): as
+    long again at P50, 0.11x and 9x at P10 and P90 (a job just started there: unknown, NaN). A job whose own run-time
+    P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs
+    only: the runs still going are not counted (right-censored), so the tail is, if anything, short. The warehouse's
+    `job_demand.hours_expected` applies the same rule to the P50 (warehouse/sql/schema.sql), for the demand history
+    and the plan's running jobs (warehouse/plan.py RUNNING_INPUT, tasks/plan/starts.py)."""
 
     def fit(self, history: pl.DataFrame) -> RemainingTime:
         runs = finished_runs(history).with_columns(pl.col("__y").exp().alias("__h"))
@@ -370,7 +371,6 @@ class RemainingTime:
         for keys in ((c.QUEUE, c.GPU_COUNT), (c.QUEUE,)):
             for key, part in runs.filter(pl.col(c.QUEUE).is_not_null()).group_by(list(keys)):
                 self.by_group_[tuple(key)] = np.sort(part["__h"].to_numpy())
-        self.pooled_ = np.sort(runs["__h"].to_numpy())
         return self
 
     def intervals(self, rows: pl.DataFrame, elapsed: np.ndarray,
@@ -380,15 +380,15 @@ class RemainingTime:
         elapsed = np.maximum(np.nan_to_num(np.asarray(elapsed, dtype=np.float64), nan=0.0), 0.0)
         out = np.full((rows.height, 3), np.nan)
         for i, (queue, gpus, t) in enumerate(zip(facts[c.QUEUE].to_list(), facts[c.GPU_COUNT].to_list(), elapsed, strict=True)):
-            for runs in (self.by_group_.get((queue, gpus)), self.by_group_.get((queue,)), self.pooled_):
+            for runs in (self.by_group_.get((queue, gpus)), self.by_group_.get((queue,))):
                 if runs is None:
                     continue
                 longer = runs[np.searchsorted(runs, t, side="right"):]
                 if len(longer) >= MIN_SURVIVORS:
-                    out[i] = np.quantile(longer, [0.1, 0.5, 0.9]) - t
+                    out[i] = np.quantile(longer, [0.1, 0.5, 0.9], method="lower") - t  # the warehouse's rule
                     break
             else:
-                out[i] = [max(t, 1e-3) * PARETO_P[q] for q in (0.1, 0.5, 0.9)]
+                out[i] = [t * PARETO_P[q] if t > 0 else np.nan for q in (0.1, 0.5, 0.9)]  # just started: unknown
         if p50 is not None:  # its own forecast still ahead: kept
             own = np.asarray(p50, dtype=np.float64)
             ahead = np.isfinite(own) & (own > elapsed)

@@ -48,7 +48,9 @@ EXPECTED = [
     (D2, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 1),  # nothing submitted; b still holds 1 GPU until 04:00
     (D3, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 0),  # the gap day: zeros, not missing
     (D4, "q1", A100, 2, 3.0, 0.0, 3.0, 1, 0),  # d: P50 3 h x 1 GPU (s2; s3 failed); g: hours unknown
-    (D2, "q2", None, 3, 11.0, 0.0, 11.0, 0, 0),  # f cancelled unstarted: 0 h; e: P50 5 h x 2 GPUs (s1); h: 1 h
+    # f cancelled unstarted: 0 h; h: P50 1 h; e: running 33 h at the warehouse's clock (Nov 4 10:00), past its P50
+    # (5 h, s1), and q2 has no finished run that long: expected as long again, 66 h x 2 GPUs (issue 53: survival-aware)
+    (D2, "q2", None, 3, 133.0, 0.0, 133.0, 0, 0),
     (D3, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e runs from 01:00
     (D4, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e still running, through the warehouse's last day (Nov 4)
 ]
@@ -114,3 +116,38 @@ def test_a_job_ending_at_midnight_holds_no_gpu_the_next_day():
     con.execute("INSERT INTO job_log_records SELECT * FROM job_logs")
     got = con.execute("SELECT day, peak_busy_gpus FROM demand_daily ORDER BY day").fetchall()
     assert got == [(date(2026, 11, 1), 3), (date(2026, 11, 2), 0)]
+
+
+def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
+    """Issue 53 item 2: a running job's expected hours (job_demand.hours_expected, in demand_daily's GPU-hours) given
+    the hours it has run: the median of its queue's longer finished runs, as tasks/learn/history.py RemainingTime."""
+    import numpy as np
+    import polars as pl
+
+    from gpucast.tasks.learn.history import RemainingTime
+
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    short, long = [2.0] * 12, [100.0 + 10 * k for k in range(14)]  # 12 runs of 2 h, 14 of 100..230 h, 1 GPU
+    values = [(f"x{k}", "2026-10-01 00:00+00", "2026-10-20 00:00+00", "COMPLETED", hours)
+              for k, hours in enumerate(short + long)]
+    # r started 120 h before the warehouse's clock (Nov 6 00:00, its submission); forecast 2 h when pending
+    values += [("r", "2026-11-01 00:00+00", "2026-11-01 00:00+00", "RUNNING", None),
+               ("z", "2026-11-06 00:00+00", "2026-11-06 00:00+00", "PENDING", None)]
+    con.executemany(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
+                    f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, "
+                    "ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q', 'CNN', 1, ?, 'h', 1, 'f', 1, 'i', ?)",
+                    [(*v, v[2]) for v in values])
+    con.execute("INSERT INTO job_log_records SELECT * FROM job_logs")
+    con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('s', '2026-10-31 00:00+00', 'published')")
+    con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
+                "VALUES ('r', 'runtime_hours', 1, 2.0, 4, 'm', 't', 's', '2026-10-31 00:00+00')")
+    hours = con.execute("SELECT hours_expected, gpu_hours_forecast FROM job_demand WHERE job_id = 'r'").fetchone()
+    # the runs longer than 120 h: 130..230 h (11), their median 180 h; not its pending P50 (2 h), not the queue's
+    assert hours == (180.0, 180.0)
+    history = pl.DataFrame({c.JOB_ID: [v[0] for v in values[:26]], c.QUEUE: ["q"] * 26, c.GPU_COUNT: [1] * 26,
+                            c.RUNTIME_HOURS: short + long, c.SUBMITTED_AT: [datetime(2026, 10, 1)] * 26})
+    remaining = RemainingTime().fit(history).intervals(history.head(1), np.array([120.0]), p50=np.array([2.0]))[1]
+    assert 120.0 + remaining[0] == pytest.approx(hours[0])  # the warehouse and the plan's rule agree
+    day = con.execute("SELECT gpu_hours_forecast FROM demand_daily WHERE day = DATE '2026-11-01'").fetchone()
+    assert day == (180.0,)  # before: its pending P50, 2 GPU-hours, for a job that has held its GPU 120 h

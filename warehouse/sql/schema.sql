@@ -568,8 +568,15 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --   gpu_hours_known:    finished jobs: runtime_hours x GPUs (failed and cancelled jobs held their GPUs
 --                       too), else the logged start-to-end time x GPUs; 0 for a job cancelled before it
 --                       started; null when unknown.
---   gpu_hours_forecast: pending and running jobs: the P50 run time of the job's latest *published*
---                       forecast (scored while it was pending) x GPUs; null when it has none.
+--   gpu_hours_forecast: pending jobs: the P50 run time of the job's latest *published* forecast x GPUs; null
+--                       when it has none. Running jobs (issue 53 item 2): hours_expected x GPUs.
+--   hours_expected:     running jobs: their expected run time given the hours already run (elapsed: from the
+--                       start to the warehouse's clock, its latest submitted_at / updated_at), survival-aware as
+--                       tasks/learn/history.py RemainingTime: its forecast's P50 while that is still ahead; else the
+--                       median run time of the COMPLETED jobs of its queue x GPU count that ran longer than it has
+--                       (at least 10 of them; else of its queue's), else (none ran that long) twice the hours run
+--                       (a Pareto tail: as long again); a start not logged: just started. So a job running for days
+--                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
 CREATE OR REPLACE VIEW job_demand AS
 WITH history AS (
@@ -584,6 +591,45 @@ latest_p50 AS (
     WHERE r.status = 'published' AND f.target = 'runtime_hours'
     QUALIFY row_number() OVER (PARTITION BY f.job_id ORDER BY r.started_at DESC, f.score_run_id DESC) = 1
 ),
+clock AS (
+    SELECT max(greatest(timezone('UTC', submitted_at), timezone('UTC', coalesce(updated_at, submitted_at)))) AS now
+    FROM job_logs
+),
+done AS (       -- the finished run times a running job's remaining time is read from, ranked per queue x GPUs / queue
+    SELECT queue, coalesce(gpu_count, 1) AS gpus, runtime_hours,
+           row_number() OVER (PARTITION BY queue, coalesce(gpu_count, 1) ORDER BY runtime_hours) AS rank_qg,
+           count(*) OVER (PARTITION BY queue, coalesce(gpu_count, 1) ORDER BY runtime_hours
+                          RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_qg,
+           count(*) OVER (PARTITION BY queue, coalesce(gpu_count, 1)) AS n_qg,
+           row_number() OVER (PARTITION BY queue ORDER BY runtime_hours) AS rank_q,
+           count(*) OVER (PARTITION BY queue ORDER BY runtime_hours
+                          RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_q,
+           count(*) OVER (PARTITION BY queue) AS n_q
+    FROM job_logs WHERE status = 'COMPLETED' AND runtime_hours > 0
+),
+running AS (    -- each running job's hours run (a start not logged: just started)
+    SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus,
+           coalesce(greatest(epoch(c.now - timezone('UTC', h.running_at)) / 3600, 0.0), 0.0) AS elapsed
+    FROM job_logs j LEFT JOIN history h USING (job_id), clock c WHERE j.status = 'RUNNING'
+),
+below AS (      -- how many finished runs of its queue x GPUs and of its queue did not last longer (as-of joins)
+    SELECT r.job_id, r.queue, r.gpus, r.elapsed,
+           coalesce(g.upto_qg, 0) AS upto_qg, coalesce(q.upto_q, 0) AS upto_q
+    FROM running r
+    ASOF LEFT JOIN done g ON g.queue = r.queue AND g.gpus = r.gpus AND g.runtime_hours <= r.elapsed
+    ASOF LEFT JOIN done q ON q.queue = r.queue AND q.runtime_hours <= r.elapsed
+),
+survival AS (   -- the median of the longer runs (the lower one: rank upto + ceil(longer / 2)), by queue x GPUs, queue
+    SELECT b.job_id, b.elapsed,
+           coalesce(ng.n, 0) - b.upto_qg AS longer_qg, mg.runtime_hours AS median_qg,
+           coalesce(nq.n, 0) - b.upto_q AS longer_q, mq.runtime_hours AS median_q
+    FROM below b
+    LEFT JOIN (SELECT queue, gpus, count(*) AS n FROM done GROUP BY ALL) ng ON ng.queue = b.queue AND ng.gpus = b.gpus
+    LEFT JOIN (SELECT queue, count(*) AS n FROM done GROUP BY ALL) nq ON nq.queue = b.queue
+    LEFT JOIN done mg ON mg.queue = b.queue AND mg.gpus = b.gpus
+                     AND mg.rank_qg = b.upto_qg + (coalesce(ng.n, 0) - b.upto_qg + 1) // 2
+    LEFT JOIN done mq ON mq.queue = b.queue AND mq.rank_q = b.upto_q + (coalesce(nq.n, 0) - b.upto_q + 1) // 2
+),
 jobs AS (
     SELECT j.job_id, j.queue, j.gpu_type, coalesce(j.gpu_count, 1) AS gpus, j.status,
            j.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AS finished,
@@ -592,8 +638,15 @@ jobs AS (
            timezone('UTC', CASE WHEN j.status <> 'PENDING' THEN h.running_at END) AS running_at,
            timezone('UTC', h.finished_at) AS finished_at,
            to_microseconds(CAST(j.runtime_hours * 3600e6 AS BIGINT)) AS runtime,
-           j.runtime_hours, p.p50
+           j.runtime_hours, p.p50,
+           CASE WHEN j.status <> 'RUNNING' THEN NULL
+                WHEN p.p50 > s.elapsed THEN p.p50                            -- its forecast still ahead
+                WHEN s.longer_qg >= 10 THEN s.median_qg                      -- the longer runs of its queue x GPUs
+                WHEN s.longer_q >= 10 THEN s.median_q                        -- ... of its queue
+                WHEN s.elapsed > 0 THEN 2 * s.elapsed                        -- none ran that long: as long again
+           END AS hours_expected
     FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
+    LEFT JOIN survival s USING (job_id)
 )
 SELECT job_id, queue, gpu_type, gpus, status, submitted_at,
        coalesce(running_at, CASE WHEN finished THEN finished_at - runtime END) AS started_at,
@@ -604,7 +657,9 @@ SELECT job_id, queue, gpu_type, gpus, status, submitted_at,
             WHEN running_at IS NOT NULL AND finished_at IS NOT NULL THEN epoch(finished_at - running_at) / 3600 * gpus
             WHEN status = 'CANCELLED' AND running_at IS NULL THEN 0.0
        END AS gpu_hours_known,
-       CASE WHEN status IN ('PENDING', 'RUNNING') THEN p50 * gpus END AS gpu_hours_forecast
+       CASE WHEN status = 'PENDING' THEN p50 * gpus WHEN status = 'RUNNING' THEN hours_expected * gpus
+       END AS gpu_hours_forecast,
+       hours_expected
 FROM jobs;
 
 -- The demand series: per UTC day x queue x GPU type (null: not logged), every day from the group's
