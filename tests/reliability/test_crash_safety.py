@@ -220,9 +220,15 @@ def _line(proc: subprocess.Popen) -> tuple[int, float]:
     return int(count), float(at)
 
 
-def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, prefect_api, reference):
+@pytest.mark.usefixtures("prefect_harness")
+def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, reference, monkeypatch, capsys):
+    """The planners' sessions are other processes; the scoring runs are `gpucast score` in this one (`main`: a process
+    of its own cost ~10 CPU-s of imports each, and what is tested is between the processes holding the files)."""
+    from gpucast.flows.cli import main
+
     home, go = tmp_path / "home", tmp_path / "go"
     shutil.copytree(reference[0], home)  # a data directory after one night
+    monkeypatch.setenv("GPUCAST_HOME", str(home))
     n = reference[1]["forecasts"].height
     published = home / "published.duckdb"
     # on the published copy: the session opens and reads, the rerun publishes, the session reads again
@@ -230,9 +236,7 @@ def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, 
     first_count, opened_at = _line(planner)
     assert first_count == n
     # a scoring run publishes the copy as the nightly does (a whole nightly here cost ~35 s more, no other publish)
-    env = {**os.environ, "GPUCAST_HOME": str(home), "PREFECT_API_URL": prefect_api}
-    finish(subprocess.Popen([sys.executable, "-m", "gpucast.flows.cli", "score"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    assert main(["score"]) == 0
     published_at = published.stat().st_mtime  # the new copy was written (then renamed in) during that run
     go.touch()
     second_count, read_at = _line(planner)
@@ -245,13 +249,14 @@ def test_planner_sessions_never_fail_the_run_nor_see_half_a_run(tmp_path, logs, 
     # on the working file (what planners are told not to do): the run waits, then says what to do
     blocker = _hold_open(home / "warehouse.duckdb", tmp_path / "never")
     blocker.stdout.readline()
-    env["GPUCAST_LOCK_TIMEOUT_S"] = "3"
-    out = subprocess.run([sys.executable, "-m", "gpucast.flows.cli", "score"], env=env, capture_output=True, text=True,
-                         timeout=120)
+    monkeypatch.setenv("GPUCAST_LOCK_TIMEOUT_S", "3")
+    capsys.readouterr()
+    code = main(["score"])
     blocker.kill()
     blocker.wait()
-    assert out.returncode == 3, out.stderr[-3000:]
-    assert f"(pid {blocker.pid}) has" in out.stderr and "published.duckdb" in out.stderr
+    err = capsys.readouterr().err
+    assert code == 3, err[-3000:]
+    assert f"(pid {blocker.pid}) has" in err and "published.duckdb" in err
 
 
 def _gpucast(home: Path, prefect_api: str, *args: str) -> subprocess.CompletedProcess:
@@ -293,21 +298,28 @@ def test_a_publish_failing_after_the_score_committed_is_on_its_run_and_leaks_not
     assert "they reach planners at the next successful publish" in message
 
 
-def test_a_forecast_folder_that_is_a_file_stops_the_score_before_it_starts(tmp_path, prefect_api, reference):
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_forecast_folder_that_is_a_file_stops_the_score_before_it_starts(tmp_path, reference, monkeypatch, capsys):
     """Issue 48, items 7 and 8: with `published_forecasts` a file, `gpucast score` committed its forecasts, then a
     retry of the commit's step said "staged twice ... nothing was published" (exit 2), the run was marked failed and
-    its forecasts reached planners later. Now: exit 5, one line naming the file, and nothing is scored."""
+    its forecasts reached planners later. Now: exit 5, one line naming the file, and nothing is scored. (`main` in this
+    process: a path of the wrong kind as the real command in a process of its own is
+    tests/reliability/test_environment_errors.py's.)"""
+    from gpucast.flows.cli import main
+
     home = tmp_path / "home"
     shutil.copytree(reference[0], home)
+    monkeypatch.setenv("GPUCAST_HOME", str(home))
     shutil.rmtree(home / "published_forecasts")
     (home / "published_forecasts").write_text("")
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         runs_before = con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall()
-    out = _gpucast(home, prefect_api, "score")
-    assert out.returncode == 5, out.stderr[-3000:]
-    assert [line for line in out.stderr.splitlines() if line.startswith("gpucast score:")] == [
+    code = main(["score"])
+    err = capsys.readouterr().err
+    assert code == 5, err[-3000:]
+    assert [line for line in err.splitlines() if line.startswith("gpucast score:")] == [
         f"gpucast score: {home / 'published_forecasts'} is a file where gpucast needs a folder; move the file away "
         "(gpucast makes the folder), then rerun"]
-    assert "Traceback" not in out.stderr
+    assert "Traceback" not in err
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall() == runs_before
