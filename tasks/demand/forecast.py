@@ -36,8 +36,8 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   and the model that wins on one is often not the best on the other (the jobs series once took the
   GPU-hours' model, and forecast no better than seasonal naive: relative MAE 1.01 on a real trace).
   Jobs also have `JOB_CANDIDATES`' seasonal window average (the same weekday over the last weeks),
-  which a count's day-to-day noise favours; its band, which the model itself does not give, comes
-  from statsforecast's conformal intervals when the history is long enough for them.
+  which a count's day-to-day noise favours; its band, as every chosen model's, comes from its fold errors
+  (statsforecast's conformal interval, or none, only where there are too few of them: `_predict`).
 
 Days without jobs are zeros: each series runs from its first day to `as_of` without gaps.
 """
