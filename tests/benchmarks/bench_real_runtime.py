@@ -13,7 +13,8 @@ A time split at several cut days (default 30, 40, 50), each:
   (hours) and its ratio to the queue median's (goal <= 0.85), MAPE, the P10-P90 coverage (goal 70-90%), overall
   and per cluster;
 * **running jobs** at the cut (submitted before it, ending after it): their remaining run time given the hours
-  already run, by the survival-aware estimate (`history.RemainingTime`, fitted on the same history) against the
+  already run, by the survival-aware estimate (`history.RemainingTime`, fitted on the same history, with the queue
+  median as the job's P50 forecast while it was pending: the warehouse's `job_demand.hours_expected`) against the
   rule the plan used before (`tasks/plan/starts.py` before issue 53: the queue median P50 while a job has run less,
   else as long again as it has run): MAE of the remaining hours, P10-P90 coverage;
 * **the last days' GPU-hours**: GPU-hours of the jobs submitted in the 7 days before the cut, as the demand
@@ -109,7 +110,8 @@ def running(jobs: pl.DataFrame, cut: datetime) -> dict[str, float]:
     # before: the queue median as the job's P50; past it, as long again as it has run (tasks/plan/starts.py before)
     p50_q = queue_median(fit, run)
     before = np.where(elapsed < p50_q, p50_q - elapsed, elapsed)
-    r10, r50, r90 = history.RemainingTime().fit(fit).intervals(run, elapsed)
+    # now: the warehouse's rule (job_demand.hours_expected), the same queue median as the P50 forecast while pending
+    r10, r50, r90 = history.RemainingTime().fit(fit).intervals(run, elapsed, p50=p50_q)
     long = elapsed > 24
     print(f"  running at the cut: {run.height:,} jobs ({long.sum()} running > 24 h, up to {elapsed.max():.0f} h); "
           f"remaining-time MAE {np.mean(np.abs(r50 - remaining)):.2f} h (survival-aware) vs "
@@ -125,8 +127,10 @@ def running(jobs: pl.DataFrame, cut: datetime) -> dict[str, float]:
     gpus = run[c.GPU_COUNT].to_numpy().astype(np.float64)
     old = known + float((p50_q * gpus)[in_window].sum())
     new = known + float(((elapsed + r50) * gpus)[in_window].sum())
+    again = known + float(((elapsed + before) * gpus)[in_window].sum())
     print(f"  last 7 days' GPU-hours at the cut: true {true:,.0f}; finished only {known / true:.1%} of it; "
-          f"+ running at the queue median P50 {old / true:.1%}; + running at hours run + remaining P50 {new / true:.1%}")
+          f"+ running at the queue median P50 {old / true:.1%}; + running at hours run + remaining P50 {new / true:.1%} "
+          f"(the as-long-again rule's remaining: {again / true:.1%})")
     return {"run_mae_new": float(np.mean(np.abs(r50 - remaining))), "run_mae_old": float(np.mean(np.abs(before - remaining)))}
 
 

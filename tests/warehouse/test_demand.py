@@ -131,8 +131,9 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     short, long = [2.0] * 12, [100.0 + 10 * k for k in range(14)]  # 12 runs of 2 h, 14 of 100..230 h, 1 GPU
     values = [(f"x{k}", "2026-10-01 00:00+00", "2026-10-20 00:00+00", "COMPLETED", hours)
               for k, hours in enumerate(short + long)]
-    # r started 120 h before the warehouse's clock (Nov 6 00:00, its submission); forecast 2 h when pending
+    # r started 120 h, s 60 h before the warehouse's clock (Nov 6 00:00, z's submission); r forecast 2 h when pending
     values += [("r", "2026-11-01 00:00+00", "2026-11-01 00:00+00", "RUNNING", None),
+               ("s", "2026-11-03 12:00+00", "2026-11-03 12:00+00", "RUNNING", None),
                ("z", "2026-11-06 00:00+00", "2026-11-06 00:00+00", "PENDING", None)]
     con.executemany(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
                     f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, "
@@ -142,12 +143,15 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('s', '2026-10-31 00:00+00', 'published')")
     con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
                 "VALUES ('r', 'runtime_hours', 1, 2.0, 4, 'm', 't', 's', '2026-10-31 00:00+00')")
-    hours = con.execute("SELECT hours_expected, gpu_hours_forecast FROM job_demand WHERE job_id = 'r'").fetchone()
-    # the runs longer than 120 h: 130..230 h (11), their median 180 h; not its pending P50 (2 h), not the queue's
-    assert hours == (180.0, 180.0)
+    hours = con.execute("SELECT job_id, hours_expected, gpu_hours_forecast FROM job_demand WHERE status = 'RUNNING' "
+                        "ORDER BY job_id").fetchall()
+    # s, 60 h in: the runs longer than 60 h are 100..230 h (14), their (lower) median 160 h; not the queue's 100 h.
+    # r, 120 h in: the longer runs' median is 180 h, less than as long again (240 h): the floor; not its P50 (2 h)
+    assert hours == [("r", 240.0, 240.0), ("s", 160.0, 160.0)]
     history = pl.DataFrame({c.JOB_ID: [v[0] for v in values[:26]], c.QUEUE: ["q"] * 26, c.GPU_COUNT: [1] * 26,
                             c.RUNTIME_HOURS: short + long, c.SUBMITTED_AT: [datetime(2026, 10, 1)] * 26})
-    remaining = RemainingTime().fit(history).intervals(history.head(1), np.array([120.0]), p50=np.array([2.0]))[1]
-    assert 120.0 + remaining[0] == pytest.approx(hours[0])  # the warehouse and the plan's rule agree
+    elapsed = np.array([120.0, 60.0])
+    remaining = RemainingTime().fit(history).intervals(history.head(2), elapsed, p50=np.array([2.0, np.nan]))[1]
+    assert (elapsed + remaining).tolist() == pytest.approx([240.0, 160.0])  # the warehouse and history.py agree
     day = con.execute("SELECT gpu_hours_forecast FROM demand_daily WHERE day = DATE '2026-11-01'").fetchone()
-    assert day == (180.0,)  # before: its pending P50, 2 GPU-hours, for a job that has held its GPU 120 h
+    assert day == (240.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h

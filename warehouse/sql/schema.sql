@@ -574,8 +574,9 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --                       start to the warehouse's clock, its latest submitted_at / updated_at), survival-aware as
 --                       tasks/learn/history.py RemainingTime: its forecast's P50 while that is still ahead; else the
 --                       median run time of the COMPLETED jobs of its queue x GPU count that ran longer than it has
---                       (at least 10 of them; else of its queue's), else (none ran that long) twice the hours run
---                       (a Pareto tail: as long again); a start not logged: just started. So a job running for days
+--                       (at least 10 of them; else of its queue's), but at least twice the hours run (a Pareto tail:
+--                       as long again; the finished runs miss the long ones still running); with no such runs, twice
+--                       the hours run; a start not logged: just started. So a job running for days
 --                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
 CREATE OR REPLACE VIEW job_demand AS
@@ -641,8 +642,9 @@ jobs AS (
            j.runtime_hours, p.p50,
            CASE WHEN j.status <> 'RUNNING' THEN NULL
                 WHEN p.p50 > s.elapsed THEN p.p50                            -- its forecast still ahead
-                WHEN s.longer_qg >= 10 THEN s.median_qg                      -- the longer runs of its queue x GPUs
-                WHEN s.longer_q >= 10 THEN s.median_q                        -- ... of its queue
+                -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again
+                WHEN s.longer_qg >= 10 THEN greatest(s.median_qg, 2 * s.elapsed)
+                WHEN s.longer_q >= 10 THEN greatest(s.median_q, 2 * s.elapsed)
                 WHEN s.elapsed > 0 THEN 2 * s.elapsed                        -- none ran that long: as long again
            END AS hours_expected
     FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)

@@ -165,11 +165,13 @@ def test_a_job_running_for_days_is_not_forecast_to_end_at_its_queue_median():
     hours = np.where(np.arange(n) % 10 == 0, 240.0, 2.0) * np.exp(rng.normal(0, 0.2, n))
     history = jobs(n, **{c.RUNTIME_HOURS: hours})
     remaining = h.RemainingTime().fit(history)
-    running = jobs(3, **{c.JOB_ID: ["new", "five_days", "beyond"]})
-    p10, p50, p90 = remaining.intervals(running, np.array([0.5, 120.0, 2_000.0]))
+    running = jobs(3, **{c.JOB_ID: ["new", "four_days", "beyond"]})
+    p10, p50, p90 = remaining.intervals(running, np.array([0.5, 100.0, 2_000.0]))
     assert p50[0] == pytest.approx(np.median(hours) - 0.5, rel=0.1)  # just started: about the queue's median
-    # five days in: one of the long runs; expected to end with them (~240 h), not in the queue median's 2 h
-    assert 120.0 + p50[1] == pytest.approx(np.median(hours[hours > 120.0]), rel=0.01) and p50[1] > 60.0
+    # four days in: one of the long runs; expected to end with them (~240 h), not in the queue median's 2 h
+    assert 100.0 + p50[1] == pytest.approx(np.median(hours[hours > 100.0]), rel=0.01) and p50[1] > 100.0
+    # ten days in: the longer runs' median (~260 h) is less than as long again: 20 days (the floor)
+    assert remaining.intervals(running.head(1), np.array([240.0]))[1][0] == pytest.approx(240.0)
     assert (p10 <= p50).all() and (p50 <= p90).all() and (p10 >= 0).all()
     # longer than any job of the history: a Pareto tail of shape 1, as long again at P50
     assert p50[2] == pytest.approx(2_000.0) and p90[2] == pytest.approx(18_000.0)
