@@ -73,7 +73,9 @@ class ModelEntry:
 EARLY_STOPPING_FRACTION = 0.15
 PATIENCE = 50
 # Refit after stopping (issue 50 item 4, a candidate measured by bench_champion.py --stopping refit): the rounds kept,
-# scaled to every row, fitted again on every row, so the held-out share is not lost to the model.
+# scaled to every row, fitted again on every row, so the held-out share is not lost to the model. Off: measured side by
+# side (--stopping-side-by-side now,refit, 2026-11-28) it kept or improved MAPE in 14 of 15 comparisons but cost
+# 1.2-2.3x the boosted fit's CPU seconds, more than the fit time's noise (docs/models.md "Early stopping checked").
 REFIT_AFTER_STOPPING = False
 
 # Forests grow a leaf per few rows unless capped: at 100k jobs an uncapped 300-tree ExtraTrees was
