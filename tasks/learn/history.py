@@ -359,7 +359,8 @@ class RemainingTime:
     longer than `elapsed`, minus `elapsed` (the empirical conditional quantiles, the lower order statistic; of the
     queue's where its GPU count has fewer than `MIN_SURVIVORS` such jobs), the P50 at least `elapsed` (as long again:
     the finished runs lack the long ones still running, and on the real trace the empirical median alone fell short:
-    docs/models.md). Where fewer than `MIN_SURVIVORS` finished
+    docs/models.md), and never beyond the longest finished run of its queue (a job already past it: 0, it counts
+    the hours it has run; such a record may be one whose end was never logged). Where fewer than `MIN_SURVIVORS` finished
     jobs of its queue ever ran that long, the tail continues as a Pareto of shape 1 (P(T > s | T > t) = t / s): as
     long again at P50, 0.11x and 9x at P10 and P90 (a job just started there: unknown, NaN). A job whose own run-time
     P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs
@@ -392,6 +393,10 @@ class RemainingTime:
                     break
             else:
                 out[i] = [t * PARETO_P[q] if t > 0 else np.nan for q in (0.1, 0.5, 0.9)]  # just started: unknown
+            # never beyond the longest finished run of its queue; a job already past it counts the hours run (it may
+            # be a record whose end was never logged: nothing in the history says how long such a run goes)
+            longest = self.by_group_.get((queue,))
+            out[i] = np.minimum(out[i], max(float(longest[-1]) - t, 0.0) if longest is not None else 0.0)
         if p50 is not None:  # its own forecast still ahead: kept
             own = np.asarray(p50, dtype=np.float64)
             ahead = np.isfinite(own) & (own > elapsed)

@@ -49,8 +49,8 @@ EXPECTED = [
     (D3, "q1", A100, 0, 0.0, 0.0, 0.0, 0, 0),  # the gap day: zeros, not missing
     (D4, "q1", A100, 2, 3.0, 0.0, 3.0, 1, 0),  # d: P50 3 h x 1 GPU (s2; s3 failed); g: hours unknown
     # f cancelled unstarted: 0 h; h: P50 1 h; e: running 33 h at the warehouse's clock (Nov 4 10:00), past its P50
-    # (5 h, s1), and q2 has no finished run that long: expected as long again, 66 h x 2 GPUs (issue 53: survival-aware)
-    (D2, "q2", None, 3, 133.0, 0.0, 133.0, 0, 0),
+    # (5 h, s1), in a queue with no finished run: the hours it has run, 33 h x 2 GPUs (issue 53: survival-aware)
+    (D2, "q2", None, 3, 67.0, 0.0, 67.0, 0, 0),
     (D3, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e runs from 01:00
     (D4, "q2", None, 0, 0.0, 0.0, 0.0, 0, 2),  # e still running, through the warehouse's last day (Nov 4)
 ]
@@ -146,12 +146,13 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     hours = con.execute("SELECT job_id, hours_expected, gpu_hours_forecast FROM job_demand WHERE status = 'RUNNING' "
                         "ORDER BY job_id").fetchall()
     # s, 60 h in: the runs longer than 60 h are 100..230 h (14), their (lower) median 160 h; not the queue's 100 h.
-    # r, 120 h in: the longer runs' median is 180 h, less than as long again (240 h): the floor; not its P50 (2 h)
-    assert hours == [("r", 240.0, 240.0), ("s", 160.0, 160.0)]
+    # r, 120 h in: the longer runs' median is 180 h, less than as long again (240 h), which is beyond the queue's
+    # longest run (230 h): 230 h; not its P50 (2 h)
+    assert hours == [("r", 230.0, 230.0), ("s", 160.0, 160.0)]
     history = pl.DataFrame({c.JOB_ID: [v[0] for v in values[:26]], c.QUEUE: ["q"] * 26, c.GPU_COUNT: [1] * 26,
                             c.RUNTIME_HOURS: short + long, c.SUBMITTED_AT: [datetime(2026, 10, 1)] * 26})
     elapsed = np.array([120.0, 60.0])
     remaining = RemainingTime().fit(history).intervals(history.head(2), elapsed, p50=np.array([2.0, np.nan]))[1]
-    assert (elapsed + remaining).tolist() == pytest.approx([240.0, 160.0])  # the warehouse and history.py agree
+    assert (elapsed + remaining).tolist() == pytest.approx([230.0, 160.0])  # the warehouse and history.py agree
     day = con.execute("SELECT gpu_hours_forecast FROM demand_daily WHERE day = DATE '2026-11-01'").fetchone()
-    assert day == (240.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h
+    assert day == (230.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h

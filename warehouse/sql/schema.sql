@@ -576,7 +576,9 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --                       median run time of the COMPLETED jobs of its queue x GPU count that ran longer than it has
 --                       (at least 10 of them; else of its queue's), but at least twice the hours run (a Pareto tail:
 --                       as long again; the finished runs miss the long ones still running); with no such runs, twice
---                       the hours run; a start not logged: just started. So a job running for days
+--                       the hours run; never beyond the longest finished run of its queue (a job already past it, or
+--                       in a queue with none, counts the hours it has run: it may be a record whose end was never
+--                       logged); a start not logged: just started. So a job running for days
 --                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
 CREATE OR REPLACE VIEW job_demand AS
@@ -623,10 +625,10 @@ below AS (      -- how many finished runs of its queue x GPUs and of its queue d
 survival AS (   -- the median of the longer runs (the lower one: rank upto + ceil(longer / 2)), by queue x GPUs, queue
     SELECT b.job_id, b.elapsed,
            coalesce(ng.n, 0) - b.upto_qg AS longer_qg, mg.runtime_hours AS median_qg,
-           coalesce(nq.n, 0) - b.upto_q AS longer_q, mq.runtime_hours AS median_q
+           coalesce(nq.n, 0) - b.upto_q AS longer_q, mq.runtime_hours AS median_q, nq.longest AS longest_q
     FROM below b
     LEFT JOIN (SELECT queue, gpus, count(*) AS n FROM done GROUP BY ALL) ng ON ng.queue = b.queue AND ng.gpus = b.gpus
-    LEFT JOIN (SELECT queue, count(*) AS n FROM done GROUP BY ALL) nq ON nq.queue = b.queue
+    LEFT JOIN (SELECT queue, count(*) AS n, max(runtime_hours) AS longest FROM done GROUP BY ALL) nq ON nq.queue = b.queue
     LEFT JOIN done mg ON mg.queue = b.queue AND mg.gpus = b.gpus
                      AND mg.rank_qg = b.upto_qg + (coalesce(ng.n, 0) - b.upto_qg + 1) // 2
     LEFT JOIN done mq ON mq.queue = b.queue AND mq.rank_q = b.upto_q + (coalesce(nq.n, 0) - b.upto_q + 1) // 2
@@ -642,10 +644,11 @@ jobs AS (
            j.runtime_hours, p.p50,
            CASE WHEN j.status <> 'RUNNING' THEN NULL
                 WHEN p.p50 > s.elapsed THEN p.p50                            -- its forecast still ahead
-                -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again
-                WHEN s.longer_qg >= 10 THEN greatest(s.median_qg, 2 * s.elapsed)
-                WHEN s.longer_q >= 10 THEN greatest(s.median_q, 2 * s.elapsed)
-                WHEN s.elapsed > 0 THEN 2 * s.elapsed                        -- none ran that long: as long again
+                -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again,
+                -- never beyond its queue's longest finished run (already past it: the hours run)
+                WHEN s.longer_qg >= 10 THEN least(greatest(s.median_qg, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
+                WHEN s.longer_q >= 10 THEN least(greatest(s.median_q, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
+                WHEN s.elapsed > 0 THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))  -- none ran that long
            END AS hours_expected
     FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
     LEFT JOIN survival s USING (job_id)
