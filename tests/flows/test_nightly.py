@@ -23,6 +23,7 @@ from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import forecast
 from gpucast.warehouse.db import writer
+from tests.flows.conftest import SHARES_THE_QUICK_NIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50"]
@@ -33,11 +34,12 @@ def _scalar(path: Path, sql: str, params=None):
         return con.execute(sql, params or []).fetchone()[0]
 
 
+@SHARES_THE_QUICK_NIGHT
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
-def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsys):
-    write_logs(home / "inbox" / "week", SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=4))
-    assert main(["nightly", *QUICK, "--gpu-mem-gb", "40"]) == 0
+def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsys, quick_night):
+    # the first night (`nightly` with QUICK's models, --gpu-mem-gb 40, 2 days x 250 jobs): tests/flows/conftest.py
+    quick_night.copy_to(home)
     published = home / "published.duckdb"
     pending = _scalar(published, "SELECT count(*) FROM job_logs WHERE status = 'PENDING'")
     assert pending > 50
@@ -59,7 +61,7 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
 
     from prefect.artifacts import Artifact
 
-    report = Artifact.get("nightly-report").data
+    report = quick_night.report
     assert "**Succeeded**" in report and "rows read" in report and "## Leaderboard" in report
     assert "## Time per step" in report and "train " in report and "publish " in report
 

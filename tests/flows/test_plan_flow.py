@@ -16,6 +16,7 @@ import pytest
 
 from gpucast.flows.cli import main
 from gpucast.tasks.simulate import SimConfig, write_logs
+from tests.flows.conftest import SHARES_THE_QUICK_NIGHT
 
 QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50", "--runner", "local"]
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
@@ -40,20 +41,22 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=True)
 
 
+@SHARES_THE_QUICK_NIGHT
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
-def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_path, capsys, monkeypatch):
-    _demo_inventory(home)
-    write_logs(home / "inbox" / "week", SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=4))
-    assert main(["nightly", *QUICK]) == 0
-    out = capsys.readouterr().out
+def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_path, capsys, monkeypatch, quick_night):
+    # the night: `nightly` with QUICK's models and the demo inventory (tests/flows/conftest.py), in a data directory
+    # this test copies; what it printed and the paths it recorded name that directory
+    night = quick_night.home
+    quick_night.copy_to(home)
+    night_page = night / "site" / "index.html"
+    assert f"planners' page: {night_page}" in quick_night.out or str(night_page) in quick_night.out
     page = home / "site" / "index.html"
-    assert f"planners' page: {page}" in out or str(page) in out
     published = home / "published.duckdb"
     pending = _rows(published, "SELECT count(*) FROM job_logs WHERE status = 'PENDING'")[0][0]
     (run_id, status, jobs, unplaceable, days, inventory), = _rows(
         published, "SELECT plan_run_id, status, jobs, unplaceable_jobs, days, inventory FROM plan_runs")
-    assert status == "succeeded" and days == 14 and inventory == str(home / "inventory.yaml")
+    assert status == "succeeded" and days == 14 and inventory == str(night / "inventory.yaml")
     assert jobs + unplaceable == pending  # every pending job planned or listed, none dropped
     assert _rows(published, "SELECT count(*) FROM current_unplaceable_jobs")[0][0] == unplaceable
     plan = _rows(published, "SELECT queue, gpu_type, day, jobs, gpus_needed_p50, gpus_needed_p90, lower_bound_p90, "
@@ -65,10 +68,8 @@ def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_
     assert sum(r[3] for r in first) == jobs  # the pending jobs wait now: all start on the first day
     assert all(0 < p50 <= p90 and o in (48, 32, 24) and s == max(0, p90 - o) for _, _, _, n, p50, p90, _, o, s in first if n)
 
-    from prefect.artifacts import Artifact
-
-    assert page.resolve().as_uri() in Artifact.get("capacity-page").data  # a link to the page
-    assert Artifact.get("capacity-plan") is not None
+    assert night_page.resolve().as_uri() in quick_night.capacity_page  # a link to the page
+    assert quick_night.capacity_plan is not None
 
     # the page, rendered by a real browser: the plan's first-day numbers are in its DOM
     dom = chromium("--dump-dom", page.resolve().as_uri()).stdout

@@ -1,0 +1,59 @@
+"""Fixtures the flow tests of several modules share."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+# The night both tests below start from, and their xdist group: a session fixture is built once per worker, so the
+# two tests that read it run on one (tests/conftest.py, docs/testing.md).
+QUICK_NIGHT = "quick_night"
+SHARES_THE_QUICK_NIGHT = pytest.mark.xdist_group(QUICK_NIGHT)
+
+
+@dataclass(frozen=True)
+class Night:
+    """A data directory after one trained nightly (copy it before changing it), what the command printed and the
+    artifacts it left (read when it ended: later runs of the session replace Prefect's artifacts of the same key)."""
+
+    home: Path
+    out: str
+    report: str
+    capacity_page: str
+    capacity_plan: str | None
+
+    def copy_to(self, home: Path) -> Path:
+        shutil.copytree(self.home, home)
+        return home
+
+
+@pytest.fixture(scope="session")
+def quick_night(prefect_harness, tmp_path_factory) -> Night:
+    """`gpucast nightly` with two fast models on 2 days x 250 simulated jobs (20% pending) and the demo inventory:
+    what tests/flows/test_nightly.py::test_nightly_publishes_forecasts_views_and_an_artifact and
+    tests/flows/test_plan_flow.py::test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows each ran for
+    themselves (the same night, but for the inventory and the memory flag: ~1 min of a loaded machine each)."""
+    from prefect.artifacts import Artifact
+
+    from gpucast.flows.cli import main
+    from gpucast.tasks.simulate import SimConfig, write_logs
+
+    home = tmp_path_factory.mktemp(QUICK_NIGHT) / "home"
+    home.mkdir()
+    (home / "inventory.yaml").write_text(
+        resources.files("gpucast.records").joinpath("reference/demo_inventory.yaml").read_text())
+    write_logs(home / "inbox" / "week", SimConfig(days=2, jobs_per_day=250, pending_fraction=0.2, seed=4))
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setenv("GPUCAST_HOME", str(home))
+        assert main(["nightly", "--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50",
+                     "--runner", "local", "--gpu-mem-gb", "40"]) == 0
+    plan = Artifact.get("capacity-plan")
+    return Night(home, printed.getvalue(), Artifact.get("nightly-report").data, Artifact.get("capacity-page").data,
+                 plan.data if plan is not None else None)
