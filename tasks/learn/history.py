@@ -362,7 +362,9 @@ class RemainingTime:
     docs/models.md), and never beyond the longest finished run of its queue (a job already past it: 0, it counts
     the hours it has run; such a record may be one whose end was never logged). Where fewer than `MIN_SURVIVORS` finished
     jobs of its queue ever ran that long, the tail continues as a Pareto of shape 1 (P(T > s | T > t) = t / s): as
-    long again at P50, 0.11x and 9x at P10 and P90 (a job just started there: unknown, NaN). A job whose own run-time
+    long again at P50, 0.11x and 9x at P10 and P90 for a job forecast while pending (`p50`); a job never forecast
+    there, or just started, is unknown (NaN: first seen running, and running longer than its queue's history
+    supports, it is likely a record whose end was never logged). A job whose own run-time
     P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs
     only: the runs still going are not counted (right-censored), so the tail is, if anything, short. The warehouse's
     `job_demand.hours_expected` applies the same rule to the P50 (warehouse/sql/schema.sql), for the demand history
@@ -382,6 +384,7 @@ class RemainingTime:
         facts = scheduler_facts(rows)
         elapsed = np.maximum(np.nan_to_num(np.asarray(elapsed, dtype=np.float64), nan=0.0), 0.0)
         out = np.full((rows.height, 3), np.nan)
+        own = np.full(rows.height, np.nan) if p50 is None else np.asarray(p50, dtype=np.float64)
         for i, (queue, gpus, t) in enumerate(zip(facts[c.QUEUE].to_list(), facts[c.GPU_COUNT].to_list(), elapsed, strict=True)):
             for runs in (self.by_group_.get((queue, gpus)), self.by_group_.get((queue,))):
                 if runs is None:
@@ -391,14 +394,13 @@ class RemainingTime:
                     lo, mid, hi = np.quantile(longer, [0.1, 0.5, 0.9], method="lower") - t  # the warehouse's rule
                     out[i] = [lo, max(mid, t), max(hi, mid, t)]  # at least as long again at P50
                     break
-            else:
-                out[i] = [t * PARETO_P[q] if t > 0 else np.nan for q in (0.1, 0.5, 0.9)]  # just started: unknown
+            else:  # as long again (P50) for a job forecast while pending; just started, or never forecast: unknown
+                out[i] = [t * PARETO_P[q] if t > 0 and np.isfinite(own[i]) else np.nan for q in (0.1, 0.5, 0.9)]
             # never beyond the longest finished run of its queue; a job already past it counts the hours run (it may
             # be a record whose end was never logged: nothing in the history says how long such a run goes)
             longest = self.by_group_.get((queue,))
             out[i] = np.minimum(out[i], max(float(longest[-1]) - t, 0.0) if longest is not None else 0.0)
         if p50 is not None:  # its own forecast still ahead: kept
-            own = np.asarray(p50, dtype=np.float64)
             ahead = np.isfinite(own) & (own > elapsed)
             out[ahead, 1] = own[ahead] - elapsed[ahead]
             out[:, 0] = np.minimum(out[:, 0], out[:, 1])

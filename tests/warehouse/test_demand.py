@@ -134,7 +134,9 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     # r started 120 h, s 60 h before the warehouse's clock (Nov 6 00:00, z's submission); r forecast 2 h when pending
     values += [("r", "2026-11-01 00:00+00", "2026-11-01 00:00+00", "RUNNING", None),
                ("s", "2026-11-03 12:00+00", "2026-11-03 12:00+00", "RUNNING", None),
-               ("z", "2026-11-06 00:00+00", "2026-11-06 00:00+00", "PENDING", None)]
+               ("z", "2026-11-06 00:00+00", "2026-11-06 00:00+00", "PENDING", None),
+               # w: logged running since Oct 2 (840 h, beyond every run of q: 230 h at most), never forecast
+               ("w", "2026-10-02 00:00+00", "2026-10-02 00:00+00", "RUNNING", None)]
     con.executemany(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
                     f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, "
                     "ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q', 'CNN', 1, ?, 'h', 1, 'f', 1, 'i', ?)",
@@ -148,7 +150,9 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     # s, 60 h in: the runs longer than 60 h are 100..230 h (14), their (lower) median 160 h; not the queue's 100 h.
     # r, 120 h in: the longer runs' median is 180 h, less than as long again (240 h), which is beyond the queue's
     # longest run (230 h): 230 h; not its P50 (2 h)
-    assert hours == [("r", 230.0, 230.0), ("s", 160.0, 160.0)]
+    # w: first seen running, longer than its queue's history supports: unknown (likely an end never logged)
+    assert hours == [("r", 230.0, 230.0), ("s", 160.0, 160.0), ("w", None, None)]
+    assert con.execute("SELECT jobs_hours_unknown FROM demand_daily WHERE day = DATE '2026-10-02'").fetchone() == (1,)
     history = pl.DataFrame({c.JOB_ID: [v[0] for v in values[:26]], c.QUEUE: ["q"] * 26, c.GPU_COUNT: [1] * 26,
                             c.RUNTIME_HOURS: short + long, c.SUBMITTED_AT: [datetime(2026, 10, 1)] * 26})
     elapsed = np.array([120.0, 60.0])

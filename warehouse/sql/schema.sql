@@ -575,10 +575,11 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --                       tasks/learn/history.py RemainingTime: its forecast's P50 while that is still ahead; else the
 --                       median run time of the COMPLETED jobs of its queue x GPU count that ran longer than it has
 --                       (at least 10 of them; else of its queue's), but at least twice the hours run (a Pareto tail:
---                       as long again; the finished runs miss the long ones still running); with no such runs, twice
---                       the hours run; never beyond the longest finished run of its queue (a job already past it, or
---                       in a queue with none, counts the hours it has run: it may be a record whose end was never
---                       logged); a start not logged: just started. So a job running for days
+--                       as long again; the finished runs miss the long ones still running); with fewer such runs,
+--                       twice the hours run for a job forecast while pending, unknown (null) for one never forecast
+--                       (first seen running, beyond what its queue's history supports: likely a record whose end was
+--                       never logged); never beyond the longest finished run of its queue (a job already past it, or
+--                       in a queue with none, counts the hours it has run); a start not logged: just started. So a job running for days
 --                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
 CREATE OR REPLACE VIEW job_demand AS
@@ -648,7 +649,9 @@ jobs AS (
                 -- never beyond its queue's longest finished run (already past it: the hours run)
                 WHEN s.longer_qg >= 10 THEN least(greatest(s.median_qg, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
                 WHEN s.longer_q >= 10 THEN least(greatest(s.median_q, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
-                WHEN s.elapsed > 0 THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))  -- none ran that long
+                -- fewer ran that long: as long again for a job forecast while pending; one never forecast (first
+                -- seen running, and running longer than its queue's history supports) is unknown: a stale record?
+                WHEN s.elapsed > 0 AND p.p50 IS NOT NULL THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))
            END AS hours_expected
     FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
     LEFT JOIN survival s USING (job_id)
