@@ -8,6 +8,7 @@ SVG and inlined. Nothing here reads a database or writes a file.
 from __future__ import annotations
 
 import io
+import warnings
 from datetime import datetime
 
 import polars as pl
@@ -34,7 +35,11 @@ def _pyplot():
 
 def _svg(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    with warnings.catch_warnings():
+        # a queue or job named in a script the bundled font lacks (CJK, emoji) is drawn as boxes on the chart and
+        # named in full in the page's tables: matplotlib's warning is not the planner's to act on
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+        fig.savefig(buf, format="svg", bbox_inches="tight")
     _pyplot().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
