@@ -74,7 +74,9 @@ def num(x) -> str:
         return "[" + " ".join(num(v) for v in x) + "]"
     if isinstance(x, bool | int | str | date):
         return str(x)
-    return f"{float(x):.{SIGNIFICANT}g}"
+    value = float(x)
+    # a difference of sums (a scenario's delta from the baseline) can end as +-1e-15 or as 0 by the order DuckDB adds in
+    return f"{0.0 if abs(value) < 1e-9 else value:.{SIGNIFICANT}g}"
 
 
 QUERIES = {
