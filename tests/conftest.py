@@ -88,20 +88,39 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # the marks before xdist's own hook reads them; the ids after it
+def pytest_collection_modifyitems(config, items):
     """For parallel runs (`make test`: `-n ... --dist loadgroup`), two scheduling rules:
 
     * a module whose tests share a module-scoped fixture (a trained model, a reference night) keeps them
       on one worker, so the fixture is built once, not once per worker that gets one of its tests;
     * tests marked `slow` start first, so the longest ones do not run alone at the end.
+
+    And one repair: xdist 3.8 puts a test in its group by appending "@<group>" to `item._nodeid`, which pytest 9
+    no longer reads (a node's id is `item._id`, a `NodeId`): every group was ignored, each module fixture built on
+    both workers (found 2026-11-28, docs/testing.md). After xdist's hook, an id without its group gets it.
     """
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # xdist's workers collect; a plain run keeps the file order
-        return
+    if "PYTEST_XDIST_WORKER" in os.environ:  # xdist's workers collect; a plain run keeps the file order
+        for item in items:
+            defs = getattr(item, "_fixtureinfo", None)
+            shared = defs and any(d.scope in ("module", "package", "class")
+                                  for fixturedefs in defs.name2fixturedefs.values() for d in fixturedefs)
+            if shared:
+                item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    result = yield
+    if getattr(config.option, "loadgroup", False):
+        _group_ids(items)
+    return result
+
+
+def _group_ids(items) -> None:
+    """Each grouped test's id as xdist means it, `<id>@<group>` (its groups joined by `_`, as xdist joins them)."""
+    from _pytest.nodeid import NodeId  # (pytest 9's; an older pytest reads xdist's `_nodeid` itself)
+
     for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        shared = defs and any(d.scope in ("module", "package", "class")
-                              for fixturedefs in defs.name2fixturedefs.values() for d in fixturedefs)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        grouped = f"{item.nodeid.rsplit('@', 1)[0]}@{'_'.join(names)}"
+        if names and isinstance(getattr(item, "_id", None), NodeId) and item.nodeid != grouped:
+            item._id = NodeId.parse(grouped)
