@@ -1,26 +1,15 @@
-"""Run a Great Expectations suite (generated from the contract, `suite.py`) on job rows.
+"""Run a Great Expectations suite (generated from the contract, `suite.py`) on a Polars frame.
 
-Two views of the same suite (issue 52, decision 1):
-* **row rules** (`check_rows`): each expectation as a Polars condition (`ROW_RULES`), true where a row breaks
-  it. They decide which rows are good and which are quarantined, with each row's list of rule sentences (from the
-  expectation's `meta.rule`) and the per-expectation counts for the `validation_results` table. They run on
-  every chunk the ingest reads: Polars is ~0.1 s a million rows here, where GX on pandas took 1.2-1.4 s plus
-  the frame's conversion, chunk after chunk.
-* **Great Expectations** validates the run's checked rows **once per run**, over DuckDB (`validate_staged`: GX's
-  SQL data source through duckdb-engine on an in-memory DuckDB holding the rows the ingest staged), with
-  `result_format=BOOLEAN_ONLY`: whether each expectation holds, and any expectation that could not run.
-The two must agree on whether each expectation holds over the run (`agree`), or validation raises
-`RuleMismatch` and the run fails, nothing loaded or published half-checked. That a rule picks the same rows as GX
-is tested against GX's own row indexes (`result_format=COMPLETE`) on dirty simulated logs and edge values
-(tests/expectations). `validate_frame` is both views on one frame (the tests' way in).
-
-Why GX's SQL path needs `_OwnCursors`: duckdb-engine hands SQLAlchemy cursors that all wrap the *same* DuckDB
-connection; SQLAlchemy rolls back on it when GX's `with get_connection()` block ends, before GX fetches the rows,
-and that discards the pending result (GX then fails every expectation with "list index out of range", issues
-#10738 / #11579). Each cursor a DuckDB cursor of its own keeps the result. Why `_release` runs at exit:
-duckdb-engine registers a SQL compiler on SQLAlchemy's `TryCast` whose function keeps the DuckDB module alive
-past its bindings' teardown once GX is imported too, and the engine's pool keeps a connection: each printed
-~40 "nanobind: leaked" lines at every exit (`python -c "import great_expectations, duckdb_engine"` shows it).
+Two views of the same suite, each on every row:
+* **Great Expectations** validates the batch (`result_format=BOOLEAN_ONLY`): whether each
+  expectation holds, and any expectation that could not run;
+* **row rules**: each expectation as a Polars condition (`ROW_RULES`), true where a row breaks it,
+  which gives each row's list of rule sentences (from the expectation's `meta.rule`) and the
+  per-expectation counts for the `validation_results` table.
+On every batch the two must agree on whether each expectation holds, or validation raises
+`RuleMismatch`; that a rule picks the same rows as GX is tested against GX's own row indexes
+(`result_format=COMPLETE`) on dirty simulated logs and edge values (tests/expectations). Asking GX itself for every broken row's index
+(`result_format=COMPLETE`) and building the lists from pandas took 1.7x as long (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -79,76 +68,39 @@ class Validation:
 
 
 _BUILDING = threading.Lock()  # one build per suite when `warm_up` runs in a thread beside the first validation
-BATCH = "batch"  # the DuckDB table GX validates: the rows of one run (or one frame)
 
 
 def warm_up(suite_name: str = "job_logs") -> None:
     """Import Great Expectations and build the suite's context now (3-4 s the first time in a process), for
     a caller that has something to wait for meanwhile (`gpucast ingest`: Prefect's temporary server
-    starting); a validation then finds it built, or waits for the build under way."""
+    starting); `validate_frame` then finds it built, or waits for the build under way."""
     _built(suite_name)
 
 
-def _built(name: str) -> _Judge:
+def _built(name: str):
     with _BUILDING:
         return _context_and_suite(name)
 
 
-@dataclass(frozen=True)
-class _Judge:
-    """GX's context for one suite: the in-memory DuckDB it reads, the batch definition over `BATCH`, the suite."""
-
-    con: object
-    batch_definition: object
-    suite: object
-
-
 @cache
-def _context_and_suite(name: str) -> _Judge:
-    import atexit
-
-    import duckdb
+def _context_and_suite(name: str):
     import great_expectations as gx
-    from duckdb_engine import ConnectionWrapper, CursorWrapper
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
         ProgressBarsConfig,
     )
 
-    class _OwnCursors(ConnectionWrapper):
-        """duckdb-engine's connection, each cursor a DuckDB cursor of its own (module doc)."""
-
-        def __init__(self, con):
-            super().__init__(con)
-            self._own = con
-
-        def cursor(self):
-            return CursorWrapper(self._own.cursor(), self)
-
     spec = SUITES[name]()
-    con = duckdb.connect()  # in memory: the run's rows are copied in for GX, and gone with the process
-    con.execute(f"CREATE TABLE {BATCH} (placeholder INTEGER)")  # GX checks the table exists when the asset is added
     # analytics off in the context's own configuration: a nightly batch on a closed network must not
     # phone home (GX's documented switch; no environment variable needed)
     config = DataContextConfig(analytics_enabled=False, store_backend_defaults=InMemoryStoreBackendDefaults())
     context = gx.get_context(mode="ephemeral", project_config=config)
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     suite = context.suites.add(gx.ExpectationSuite(**spec))
-    source = context.data_sources.add_sql(name=f"{name}_duckdb", connection_string="duckdb://",
-                                          kwargs={"creator": lambda: _OwnCursors(con.cursor())})
-    batch_definition = source.add_table_asset(name=BATCH, table_name=BATCH).add_batch_definition_whole_table("all")
-    atexit.register(_release, source, con)
-    return _Judge(con, batch_definition, suite)
-
-
-def _release(source, con) -> None:
-    """At exit: drop what keeps DuckDB's bindings alive past their teardown (module doc)."""
-    from sqlalchemy import TryCast
-
-    TryCast._compiler_dispatcher.specs.pop("duckdb", None)
-    source.get_engine().dispose()
-    con.close()
+    asset = context.data_sources.add_pandas(f"{name}_frames").add_dataframe_asset("frame")
+    batch_definition = asset.add_batch_definition_whole_dataframe("whole")
+    return batch_definition, suite
 
 
 def _raised(info: dict | None) -> str | None:
@@ -228,41 +180,40 @@ def _sentence(rule: str, kwargs: dict, row: dict) -> str:
     return rule
 
 
-# Expectation type -> whether a table of `columns` meets it, on the expectation's kwargs (no row breaks it).
-TABLE_RULES: dict[str, Callable[[dict, list[str]], bool]] = {
-    "expect_table_columns_to_match_set": lambda kw, columns: (
-        set(columns) == set(kw["column_set"]) if kw.get("exact_match", True) else set(kw["column_set"]) <= set(columns)),
-}
-
-
-def _key(expectation: str, kwargs: dict, rule: str) -> tuple:
-    return expectation, kwargs.get("column") or kwargs.get("column_A"), rule
-
-
-def check_rows(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
-    """The row rules alone on `frame` (its row positions are the keys of `reasons`): each expectation holds
-    where no row breaks it. What the ingest runs on every chunk; GX judges the run once (`validate_staged`). An
-    expectation on a column the rows do not have is an outcome with `error` (GX raises there too)."""
-    frame = frame.fill_nan(None)  # the ingest stages NaN as missing (`staging._split`): GX never sees one
+def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
+    """Validate `frame` (its row positions are the keys of `reasons`) against a suite."""
+    batch_definition, suite = _built(suite_name)
+    frame = frame.fill_nan(None)  # pandas, hence GX, reads NaN as missing; Polars would compare it
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()})
+    result = batch.validate(suite, result_format={"result_format": "BOOLEAN_ONLY"})
     outcomes, rules = [], []
-    for e in SUITES[suite_name]()["expectations"]:
-        kwargs, rule = dict(e["kwargs"]), (e.get("meta") or {}).get("rule") or e["type"]
+    for res in result.results:
+        cfg = res.expectation_config
+        kwargs = dict(cfg.kwargs)
+        rule = (cfg.meta or {}).get("rule") or cfg.type
         column = kwargs.get("column") or kwargs.get("column_A")
-        if e["type"] in TABLE_RULES:
-            outcomes.append(ExpectationOutcome(suite_name, e["type"], column, rule, TABLE_RULES[e["type"]](kwargs, frame.columns), 0))
+        raised = _raised(res.exception_info)
+        if raised:
+            # An expectation that crashed must fail loudly, never pass by default (GX issue #10738).
+            outcomes.append(ExpectationOutcome(suite_name, cfg.type, column, rule, False, 0, raised))
             continue
-        missing = [kwargs[k] for k in ("column", "column_A", "column_B") if k in kwargs and kwargs[k] not in frame.columns]
-        if missing:
-            outcomes.append(ExpectationOutcome(suite_name, e["type"], column, rule, False, 0,
-                                               f"column {missing[0]!r} is not among the rows' columns"))
-            continue
-        outcomes.append(ExpectationOutcome(suite_name, e["type"], column, rule, True, 0))
-        rules.append((len(outcomes) - 1, kwargs, _row_rule(e["type"], kwargs, frame.columns)))
+        condition = _row_rule(cfg.type, kwargs, frame.columns)
+        outcomes.append(ExpectationOutcome(suite_name, cfg.type, column, rule, bool(res.success), 0))
+        if condition is not None:
+            rules.append((len(outcomes) - 1, kwargs, condition))
     if not rules:
         return Validation({}, outcomes)
+
     broken = frame.select(*[cond.fill_null(False).alias(str(i)) for i, _, cond in rules])
-    for (i, _, _), count in zip(rules, broken.sum().row(0), strict=True):
-        outcomes[i] = replace(outcomes[i], success=count == 0, unexpected_count=int(count))
+    counts = broken.sum().row(0)
+    for (i, _, _), count in zip(rules, counts, strict=True):
+        o = outcomes[i]
+        if o.success != (count == 0):
+            raise RuleMismatch(
+                f"suite {suite_name!r}, {o.expectation} on {o.column}: Great Expectations says "
+                f"{'it holds' if o.success else 'it is broken'}, the row rule found {count:,} row(s) breaking it; "
+                "fix ROW_RULES in expectations/validate.py")
+        outcomes[i] = replace(o, unexpected_count=int(count))
     reasons: dict[int, list[str]] = {}
     flagged = broken.with_row_index("_pos").filter(pl.any_horizontal(pl.exclude("_pos")))
     if flagged.height:
@@ -271,70 +222,3 @@ def check_rows(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
             reasons[pos] = [_sentence(outcomes[i].rule, kwargs, row)
                             for (i, kwargs, _), hit in zip(rules, marks, strict=True) if hit]
     return Validation(reasons, outcomes, broken)
-
-
-_VALIDATING = threading.Lock()  # one in-memory table per process: one validation at a time
-
-
-def _judged(suite_name: str, load: Callable[[object], None]) -> dict[tuple, tuple[bool, str | None]]:
-    """GX's verdict per expectation (`_key`: (success, the error of one that could not run)) on the rows `load`
-    puts into the `BATCH` table of the judge's DuckDB; the table is emptied after."""
-    judge = _built(suite_name)
-    with _VALIDATING:
-        load(judge.con)
-        try:
-            result = judge.batch_definition.get_batch().validate(judge.suite, result_format={"result_format": "BOOLEAN_ONLY"})
-        finally:
-            judge.con.execute(f"CREATE OR REPLACE TABLE {BATCH} (placeholder INTEGER)")  # the rows' memory freed
-    out = {}
-    for res in result.results:
-        cfg = res.expectation_config
-        out[_key(cfg.type, cfg.kwargs, (cfg.meta or {}).get("rule") or cfg.type)] = (bool(res.success), _raised(res.exception_info))
-    return out
-
-
-def agree(ours: list[ExpectationOutcome], judged: dict[tuple, tuple[bool, str | None]]) -> list[ExpectationOutcome]:
-    """The row rules' outcomes over some rows with GX's verdict on the same rows: an expectation GX could not run
-    gets its error (it must fail loudly, never pass by default: GX issue #10738); one judged differently raises
-    `RuleMismatch`."""
-    out = []
-    for o in ours:
-        success, error = judged.get(_key(o.expectation, {"column": o.column}, o.rule), (None, None))
-        if error or o.error:
-            out.append(replace(o, success=False, error=o.error or error))
-            continue
-        if success is None:
-            raise RuleMismatch(f"suite {o.suite!r}, {o.expectation} on {o.column}: Great Expectations did not run it")
-        if success != o.success:
-            raise RuleMismatch(
-                f"suite {o.suite!r}, {o.expectation} on {o.column}: Great Expectations says "
-                f"{'it holds' if success else 'it is broken'}, the row rule found {o.unexpected_count:,} row(s) breaking "
-                "it; fix ROW_RULES in expectations/validate.py")
-        out.append(o)
-    return out
-
-
-def validate_frame(frame: pl.DataFrame, suite_name: str = "job_logs") -> Validation:
-    """Both views on one frame: the row rules (`check_rows`), and GX on DuckDB agreeing with them (`agree`)."""
-    ours = check_rows(frame, suite_name)
-    rows = frame.fill_nan(None).to_arrow()
-
-    def load(con) -> None:
-        con.register("_incoming", rows)
-        con.execute(f"CREATE OR REPLACE TABLE {BATCH} AS SELECT * FROM _incoming")
-        con.unregister("_incoming")
-
-    return replace(ours, outcomes=agree(ours.outcomes, _judged(suite_name, load)))
-
-
-def validate_staged(paths: list, columns: list[str], ours: list[ExpectationOutcome],
-                    suite_name: str = "job_logs") -> list[ExpectationOutcome]:
-    """GX once over a run's checked rows: `columns` of the Parquet files `paths` (the rows the row rules judged,
-    `ours` their outcomes summed over the run), copied into the judge's DuckDB, then `agree`."""
-    listed = ", ".join('"' + name.replace('"', '""') + '"' for name in columns)  # the contract's names, not values
-
-    def load(con) -> None:
-        con.execute(f"CREATE OR REPLACE TABLE {BATCH} AS SELECT {listed} FROM read_parquet(?, union_by_name = true)",
-                    [[str(p) for p in paths]])
-
-    return agree(ours, _judged(suite_name, load))
