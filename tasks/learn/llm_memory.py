@@ -30,7 +30,7 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
   A `qlora` base quantised when loaded (bitsandbytes; the model's name does not say GPTQ / AWQ / AQLM / int4)
   goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
-  norms) to fp32: the embedding and head at 4 bytes, the residual stream (block inputs, norms) at 4 bytes.
+  norms) to fp32: the embedding and head at 4 bytes, and every block computes in fp32 (its activations at 4 bytes).
   A fine-tune whose checkpointing word is not known is taken as `full` (the adapter recipes' default).
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
@@ -42,8 +42,10 @@ gate, up, their product and the activation, 8 s b I, where GPT's 4h MLP keeps 2 
 With tensor parallel t, sequence parallel is assumed (Korthikanti's eq. 4: everything / t); context parallel c
 splits the sequence. `selective` recomputation drops the attention core (already gone under flash attention);
 `full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass.
-Gemma 2 trains with eager attention (its logit soft-capping is in no fused kernel): its blocks keep the paper's
-5 a s^2 b of scores, softmax and dropout mask (`EAGER_ATTENTION_FAMILIES`). A
+A family trained with eager attention would keep the paper's 5 a s^2 b of scores, softmax and dropout mask
+(`EAGER_ATTENTION_FAMILIES`, empty: Gemma 2 trains with flash attention's soft-cap). Gemma 2's head soft-caps the
+logits, which keeps tanh's output (`SOFTCAP_FAMILIES`). Under a k-bit base's fp32 upcast every block computes in
+fp32 (bitsandbytes returns its input's dtype): the block's activations at 4 bytes. A
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
 (1F1B; m = micro-batches per optimizer step, from `batch_size`, else p). The head's logits are kept as 16-bit
 logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t).
@@ -80,10 +82,18 @@ GB = 1e9
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
                             "qwen2", "qwen2.5", "qwen3", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
                             "flan-t5", "mt0"})
-# Families trained with eager attention, which keeps the s x s scores: Gemma 2's attention logit soft-capping is
-# not in flash / SDPA kernels, and transformers recommends (and, without `attn_implementation`, picks) `eager` for
-# training it (Gemma2 model docs; `Gemma2PreTrainedModel._check_and_enable_sdpa`).
-EAGER_ATTENTION_FAMILIES = frozenset({"gemma2"})
+# Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
+# whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but
+# flash-attn >= 2.6 has the soft-cap and transformers passes it for Gemma 2 under `flash_attention_2`, and the
+# measured runs say the scores are not kept: on one trainer and one GPU (universal-llm-trainer's gpu_test.md, LoRA,
+# 2 x 8,192 tokens) Gemma-2-9B peaks 9.7 GB above Gemma-7B, of which states and checkpoints explain 3.5 GB, leaving
+# 6.2 GB where eager scores (10.7 GB) and the soft-capped head (8.4 GB, `SOFTCAP_FAMILIES`) would need 19 GB.
+EAGER_ATTENTION_FAMILIES: frozenset[str] = frozenset()
+# Families whose head soft-caps the logits, logits = cap x tanh(logits / cap) over the whole vocabulary (Gemma 2:
+# `final_logit_softcapping: 30.0` in its config.json; transformers' Gemma2ForCausalLM.forward). tanh's backward
+# reads its output (torch's derivatives.yaml: `tanh_backward(grad, result)`), so one more logits-sized tensor is
+# kept at the head's width (`SOFTCAP_LOGIT_BYTES`).
+SOFTCAP_FAMILIES = frozenset({"gemma2"})
 # Suffixes people add to a model's name that do not change its architecture (chat / instruct tunes, quantised
 # checkpoints, Hugging Face's `-hf`, version tags). Removed, with the organisation and any "(...)", before lookup.
 NAME_NOISE = re.compile(r"(?:^|[-_ .])(?:instruct|chat|hf|base|it|sft|dpo|int4|int8|awq|gptq|bnb|4bit|8bit|nf4|"
@@ -251,6 +261,11 @@ ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments
 DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default
 GATHERED_UNITS = 3  # FSDP / ZeRO-3: the block computing, the one prefetched, and a block's gathered gradients
 LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 gradient 4
+# The soft-capped head's saved tanh output, bytes a logit at the head's width: 2 at 16 bits, 4 for an fp32 head
+# (a k-bit base, `Layout.kbit_upcast`). Traced on CPU (a TorchDispatchMode counting live storages over the head,
+# transformers' ForCausalLMLoss and the backward, 1,024 tokens x 32,000 entries): peak bytes a logit 12.5 plain,
+# 14.5 soft-capped (bf16 head); 13.0 and 17.0 with an fp32 head.
+SOFTCAP_LOGIT_BYTES = {False: 2, True: 4}
 # Fitted on tests/benchmarks' development set (../shared/data/llm_memory_dev.csv, 295 measured runs; a grid over
 # LOGIT_BYTES 8-32, ACTIVATION_SCALE 1-3, ALLOCATOR_FACTOR 1.05-1.3, FIXED_OVERHEAD_GB 0.8-3.5 moved the mean of
 # the sources' P50 APE between 19% and 26%: the errors left are the sources' own, not these constants).
@@ -339,11 +354,18 @@ def block_activation_bytes(arch: Arch, job: Layout) -> float:
     """Bytes one transformer block keeps for the backward pass, one micro-batch, no recomputation, at 16 bits
     (Korthikanti et al. 2022 eq. 1 without the attention scores, generalised; see the module's docstring)."""
     h, kv, i = arch.hidden, arch.kv_width, arch.intermediate
-    stream = 4 if job.kbit_upcast else 2  # bytes of a residual-stream value (the block's input, its norms)
+    stream = 2  # bytes of a residual-stream value (the block's input, its norms) at 16 bits
     attn = stream * h + 2 * h + 4 * kv + 2 * h + h  # input, q, k + v, output, dropout mask  (= 11 h when kv = h)
     mlp = (stream * h + 8 * i) if arch.gated else (stream * h + 4 * i + h)  # (= 19 h for GPT's 4h MLP)
     norms = 2 * stream * h
     act_scale = HALF_BYTES.get(job.precision, 2) / 2
+    if job.kbit_upcast:
+        # PEFT's k-bit preparation leaves the embedding and norms in fp32, so every block's input and norm output is
+        # fp32, and bitsandbytes' Linear4bit casts its output back to its input's dtype (`Linear4bit.forward`:
+        # `matmul_4bit(x.to(compute_dtype), ...).to(inp_dtype)`; PEFT's LoRA on it adds in that dtype): the block's
+        # values, eager attention's scores included, are kept at 4 bytes (flash attention's own inputs are cast
+        # back to 16 bits, a small part)
+        act_scale = max(act_scale, 2.0)
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
     scores = 0.0
     if arch.family in EAGER_ATTENTION_FAMILIES:  # Korthikanti's 5 a s^2 b: the scores 2, softmax 2, dropout mask 1
@@ -364,7 +386,8 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
         kept = blocks * per_block
     in_flight = min(p, job.micro_batches) if job.micro_batches else p
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
-    logits = tokens * arch.vocab * LOGIT_BYTES / job.tensor_parallel
+    per_logit = LOGIT_BYTES + (SOFTCAP_LOGIT_BYTES[job.kbit_upcast] if arch.family in SOFTCAP_FAMILIES else 0)
+    logits = tokens * arch.vocab * per_logit / job.tensor_parallel
     if p > 1:  # the first stage keeps `in_flight` micro-batches; the last one the logits
         first, last = kept * in_flight, kept + logits
         return (first, 0.0) if first >= last else (kept, logits)

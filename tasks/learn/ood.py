@@ -1,6 +1,6 @@
 """Out-of-distribution flags: is a pending job unlike every job its champion learned from?
 
-Four checks (`CHECKS`), each cheap and each saying in words what it found (`ood_reason`):
+The checks (`CHECKS`), each cheap and each saying in words what it found (`ood_reason`):
 1. **unseen category**: a model type, precision or optimizer the champion never saw in training (a
    missing value is not a category: missing values are common and models handle them);
 2. **unknown GPU**: a logged `gpu_type` whose peak throughput is unknown (neither logged as
@@ -19,6 +19,10 @@ Four checks (`CHECKS`), each cheap and each saying in words what it found (`ood_
 5. **a name that contradicts the size** (`_arch_mismatch`): a logged `params_million` more than
    `ARCH_PARAMS_FACTOR` (2x) off the parameters of the architecture the job names (`arch`, traced by
    `tasks/learn/traced.py`).
+6. **a layout the history never had** (`_llm_unlearned`): a job with contract v5 fields (a per-GPU prior,
+   `llm_mem_gb`) while the champion learned from fewer than `MIN_LLM_ROWS` such jobs: its learned correction
+   was fitted on single-GPU jobs only, so it is not applied (issue 51: on ColossalAI's GPT-2 XL runs, in range
+   for every single-GPU check, it moved a 17.5%-off prior to 29.2%).
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
 `CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
 default so older metadata files still load).
@@ -57,6 +61,9 @@ WIDEN_FACTOR = 2.0
 # residual, learned against the analytic prior, moves a right base the wrong way (docs/models.md, "Accuracy
 # on real architectures": 24.4% MAPE on real H100 runs where the traced prior alone is 9.0%).
 MIN_TRACED_ROWS = 20
+# Likewise for jobs with LLM fields (their memory prior is the per-GPU prior of tasks/learn/llm_memory.py): a
+# champion that learned from fewer has no support for correcting one (`_llm_unlearned`).
+MIN_LLM_ROWS = 20
 ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its named architecture's contradicts it
 # The held-out-family evidence (`held_out_best`).
 FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
@@ -154,6 +161,7 @@ class Detector:
     density: Density | None = None
     gpu_types: tuple[str, ...] = ()  # folded names (`catalog.fold`)
     traced_rows: int = 0  # training jobs with a traced memory prior
+    llm_rows: int = 0  # training jobs with LLM fields (a per-GPU memory prior, `llm_mem_gb`)
     ceiling: Ceiling | None = None
     fallback: Fallback | None = None
 
@@ -171,7 +179,8 @@ class Detector:
                    numbers=tuple(data.get("numbers", ())),
                    ranges={str(k): (float(v[0]), float(v[1])) if v else None for k, v in data.get("ranges", {}).items()},
                    density=Density.from_json(data.get("density")), gpu_types=tuple(data.get("gpu_types", ())),
-                   traced_rows=int(data.get("traced_rows", 0)), ceiling=Ceiling.from_json(data.get("ceiling")),
+                   traced_rows=int(data.get("traced_rows", 0)), llm_rows=int(data.get("llm_rows", 0)),
+                   ceiling=Ceiling.from_json(data.get("ceiling")),
                    fallback=Fallback.from_json(data.get("fallback")))
 
 
@@ -197,7 +206,8 @@ def fit(rows: pl.DataFrame, feature_set: str) -> Detector:
     return Detector(categories={n: tuple(sorted(rows[n].drop_nulls().cast(pl.String).unique().to_list())) for n in cats},
                     gpu_types=tuple(sorted({catalog.fold(g) for g in gpus})),  # folded: `A100_80GB` is `a100 80gb`
                     numbers=tuple(nums), ranges=ranges, density=detector,
-                    traced_rows=int(rows[TRACED_MEM_GB].is_not_null().sum()) if TRACED_MEM_GB in rows.columns else 0)
+                    traced_rows=int(rows[TRACED_MEM_GB].is_not_null().sum()) if TRACED_MEM_GB in rows.columns else 0,
+                    llm_rows=int(rows[LLM_MEM_GB].is_not_null().sum()) if LLM_MEM_GB in rows.columns else 0)
 
 
 def traced_unlearned(rows: pl.DataFrame, detector: Detector) -> np.ndarray:
@@ -293,10 +303,19 @@ def _low_density(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Re
                        f"the training jobs' {DISTANCE_QUANTILE:.1%})")
 
 
+def _llm_unlearned(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
+    """Jobs with LLM fields when the champion learned from fewer than `MIN_LLM_ROWS` of them (check 6)."""
+    if LLM_MEM_GB not in rows.columns or detector.llm_rows >= MIN_LLM_ROWS:
+        return
+    for i in np.flatnonzero(rows[LLM_MEM_GB].is_not_null().to_numpy()):
+        yield int(i), (f"a multi-GPU / LLM layout (per-GPU prior) the champion learned {detector.llm_rows} jobs of "
+                       f"(< {MIN_LLM_ROWS})")
+
+
 # The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check
 # explained (an out-of-range number explains a large distance already).
 CHECKS: tuple[Callable[[pl.DataFrame, Detector, np.ndarray], Reasons], ...] = (
-    _unseen_categories, _unknown_gpus, _arch_mismatch, _out_of_range, _low_density)
+    _unseen_categories, _unknown_gpus, _arch_mismatch, _llm_unlearned, _out_of_range, _low_density)
 
 
 def flag(rows: pl.DataFrame, detector: Detector) -> tuple[np.ndarray, list[str | None]]:

@@ -13,12 +13,13 @@ GPU's memory), for
   (d) `product_half` (`--half`): the same with half of each source's runs (seeded) in the history, scored on the
       other half (the (a)-(c) figures of that half are printed beside it).
 
-    .venv/bin/python tests/benchmarks/bench_llm_memory.py [--data PATH] [--models lightgbm,prior] [--half]
+    .venv/bin/python tests/benchmarks/bench_llm_memory.py [--data PATH] [--models lightgbm,prior] [--half] [--rows OUT.csv]
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import time
@@ -38,6 +39,10 @@ sys.path.insert(0, str(ROOT))  # run as a script: make `tests` importable
 from tests.measured import load  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "llm_memory_dev.csv"
+# The context-parallel size of a run whose set has no `context_parallel` column: the Ulysses sequence-parallel size
+# its notes give (ms-swift's `--sequence_parallel_size N` splits every sequence over N GPUs, which contract v5 calls
+# context parallel)
+SEQUENCE_PARALLEL = re.compile(r"sequence_parallel_size (\d+)")
 DEFAULT_GPU_GB = 80.0  # a run whose GPU the catalogue does not know (RTX PRO 6000 96GB, A800, H20): an 80 GB card
 
 
@@ -59,7 +64,9 @@ def job_rows(path: Path) -> pl.DataFrame:
         arch = m.lookup(r["model"])
         gpus = int(r["gpu_count"] or 1)
         tp, pp = int(r["tensor_parallel"] or 1), int(r["pipeline_parallel"] or 1)
-        dp = max(1, gpus // (tp * pp))
+        said = SEQUENCE_PARALLEL.search(r.get("other") or "")
+        cp = int(r.get("context_parallel") or (said.group(1) if said else 1))
+        dp = max(1, gpus // (tp * pp * cp))
         micro = int(r["micro_batch_size"] or 1)
         known = catalog.canonical(r["gpu_type"]) if r["gpu_type"] else None
         rows.append({
@@ -68,7 +75,7 @@ def job_rows(path: Path) -> pl.DataFrame:
             c.PARAMS_MILLION: (r["params_billion"] or (arch.params / 1e9 if arch else None) or np.nan) * 1e3,
             c.BATCH_SIZE: micro * dp, c.INPUT_DIM: int(r["seq_len"] or m.DEFAULT_SEQ_LEN),
             c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"], c.OPTIMIZER: "AdamW",
-            c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp,
+            c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp,
             c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: r["adapter"],
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
@@ -106,7 +113,7 @@ def product(history: pl.DataFrame, pending: pl.DataFrame, options: TrainOptions,
     scored, champion = champion_pipeline(history, contract_frame(pending.drop("source", "oom", "gpu_mem_gb")),
                                          c.PEAK_GPU_MEM_GB, options, folder)
     print(f"  champion: {champion}; flagged out of distribution: {scored['ood'].mean():.0%}", flush=True)
-    return scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy()
+    return scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy(), scored["ood"].to_numpy()
 
 
 def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]], title: str) -> None:
@@ -135,6 +142,7 @@ def main() -> None:
     ap.add_argument("--models", default=None, help="comma-separated registry models for (c) (default: every model)")
     ap.add_argument("--half", action="store_true", help="also (d): half of each source's runs in the history")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rows", type=Path, default=None, help="also write each run's P50s (and the product's P90, OOD flag) here")
     args = ap.parse_args()
     options = TrainOptions(models=tuple(args.models.split(",")) if args.models else None)
     t0 = time.perf_counter()
@@ -142,7 +150,11 @@ def main() -> None:
     history = load()
     methods = estimates(rows)
     with tempfile.TemporaryDirectory() as tmp:
-        methods["product"] = product(history, rows, options, Path(tmp) / "c")
+        *methods["product"], ood = product(history, rows, options, Path(tmp) / "c")
+        if args.rows:  # every run's figures, to read the misses one by one
+            rows.select("source", c.ARCH, c.PEAK_GPU_MEM_GB, "oom", "gpu_mem_gb").with_columns(
+                *[pl.Series(f"{k}_p50", p50) for k, (p50, _) in methods.items()],
+                pl.Series("product_p90", methods["product"][1]), pl.Series("product_ood", ood)).write_csv(args.rows)
         table(rows, methods, f"{args.data.name}: {rows.height} runs, history {history.height} single-GPU jobs "
                              f"({time.perf_counter() - t0:.0f} s)")
         if args.half:
@@ -155,7 +167,7 @@ def main() -> None:
             rest = rows.filter(pl.Series(~keep))
             both = pl.concat([history, contract_frame(learned.drop("source", "oom", "gpu_mem_gb"))], how="diagonal_relaxed")
             half = {k: (p50[~keep], p90[~keep]) for k, (p50, p90) in methods.items()}
-            half["product_half"] = product(both, rest, options, Path(tmp) / "d")
+            half["product_half"] = product(both, rest, options, Path(tmp) / "d")[:2]
             table(rest, half, f"(d) half of each source's runs in the history ({learned.height} of them, seed "
                               f"{args.seed}); scored on the other {rest.height}")
 

@@ -191,13 +191,37 @@ def test_qlora_on_a_base_quantised_at_load_pays_peft_s_fp32_upcast_and_a_gptq_ch
     assert not lora.kbit_upcast
 
 
-def test_gemma_2_keeps_the_attention_scores_of_eager_attention():
+def test_gemma_2_s_soft_capped_head_keeps_tanh_s_output_and_attention_grows_linearly():
     gemma2, gemma = m.lookup("Gemma-2-9B"), m.lookup("Gemma-7B")
-    short, long = m.Layout(seq_len=2048), m.Layout(seq_len=8192)
-    # the s^2 term: 4x the sequence, ~16x the scores; a flash-attention family grows linearly
-    growth = m.block_activation_bytes(gemma2, long) / m.block_activation_bytes(gemma2, short)
-    assert growth > 8
-    assert m.block_activation_bytes(gemma, long) / m.block_activation_bytes(gemma, short) == pytest.approx(4.0)
+    assert gemma2.vocab == gemma.vocab == 256_000
+    job = m.Layout(seq_len=8192, micro_batch_size=2)
+    logits = lambda arch, j: m.activations(arch, j)[1]  # noqa: E731
+    # one logits-sized tensor more: 2 bytes a logit at 16 bits, 4 for an fp32 head (a k-bit base's upcast)
+    assert logits(gemma2, job) - logits(gemma, job) == pytest.approx(2 * 8192 * 256_000 * 2)
+    kbit = m.Layout(seq_len=8192, micro_batch_size=2, adapter="qlora", kbit_upcast=True)
+    assert logits(gemma2, kbit) - logits(gemma, kbit) == pytest.approx(2 * 8192 * 256_000 * 4)
+    # flash attention with the soft-cap: no s^2 scores, the block's activations grow with the sequence
+    short = m.Layout(seq_len=2048)
+    assert m.block_activation_bytes(gemma2, m.Layout(seq_len=8192)) / m.block_activation_bytes(gemma2, short) \
+        == pytest.approx(4.0)
+
+
+def test_a_k_bit_base_keeps_its_blocks_activations_at_fp32():
+    bnb = m.job_of(_row(**{c.ADAPTER: "qlora", c.ACTIVATION_CHECKPOINTING: "full"}))
+    gptq = m.job_of(_row(**{c.ARCH: "Llama-2-7B-GPTQ", c.ADAPTER: "qlora", c.ACTIVATION_CHECKPOINTING: "full"}))
+    # bitsandbytes returns its input's dtype, fp32 after PEFT's upcast: every value of the block at 4 bytes
+    assert m.block_activation_bytes(bnb[0], bnb[1]) == pytest.approx(2 * m.block_activation_bytes(gptq[0], gptq[1]))
+
+
+def test_a_champion_that_learned_no_llm_jobs_does_not_correct_their_prior():
+    rows = pl.DataFrame({m.LLM_MEM_GB: [None, 30.0]}, schema={m.LLM_MEM_GB: pl.Float64})
+    single_gpu_only = ood.Detector(categories={}, numbers=(), ranges={}, llm_rows=0)
+    flags, reasons = ood.flag(rows, single_gpu_only)
+    assert flags.tolist() == [False, True] and "learned 0 jobs" in reasons[1]
+    learned = ood.Detector(categories={}, numbers=(), ranges={}, llm_rows=ood.MIN_LLM_ROWS)
+    assert not ood.flag(rows, learned)[0].any()
+    # a detector saved before the count existed loads with none learned
+    assert ood.Detector.from_json({"numbers": []}).llm_rows == 0
 
 
 def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_the_stated_prior():
