@@ -12,7 +12,7 @@ from prefect.utilities.annotations import quote
 
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Quality, Settings, Storage
-from gpucast.records.outcomes import FileResult, LoadTotals
+from gpucast.records.outcomes import FileResult, LoadTotals, RunCheck
 from gpucast.records.results import IngestResult
 from gpucast.tasks.ingest import staging
 from gpucast.tasks.ingest.readers import DEFAULT_CHUNK_ROWS
@@ -85,6 +85,17 @@ def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: d
     return results
 
 
+@task(name="validate-run")
+def validate_run(staging_dir: Path, results: list[FileResult]) -> RunCheck:
+    """Great Expectations once over the run's checked rows, on DuckDB, agreeing with the row rules that sorted
+    them (`staging.check_run`); a disagreement fails the run before anything is loaded."""
+    check = staging.check_run(staging_dir, results)
+    if check.rows:
+        print(f"Great Expectations (on DuckDB) judged the run's {check.rows:,} checked rows once: "
+              f"{check.expectations} expectations, each as the row rules found ({check.seconds:.2f} s)")
+    return check
+
+
 @task(name="load-run", retries=2, retry_delay_seconds=10, retry_condition_fn=no_retry_on_environment)
 def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage: Storage) -> LoadTotals:
     """Commit the staged run to the warehouse in one transaction (idempotent: a retry after the
@@ -132,6 +143,7 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
             (str(Path(described.path).resolve()), described.sha256) if described else ()), source=importer)) as run:
         print(f"{run.run_id}: {len(files)} file(s) to ingest" + (f" through {source.path}" if source else ""))
         results = stage_all(files, run.staging, chunk_rows, not_after, source)
+        validate_run(run.staging, quote(results))
         failpoint("ingest:after-staging")
         # quoted: Prefect would otherwise walk every file's every outcome looking for futures, twice (31 s of
         # 62 s for 2,000 one-row files); the task gets the list itself

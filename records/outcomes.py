@@ -38,6 +38,16 @@ class FileResult:
 
 
 @dataclass(frozen=True)
+class RunCheck:
+    """Great Expectations' one validation of a run's checked rows (`tasks/ingest/staging.py` `check_run`): the
+    rows and expectations it judged (each agreeing with the row rules) and its seconds; 0 rows: nothing to judge."""
+
+    rows: int
+    expectations: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class LoadTotals:
     """What an ingest run's load committed (`warehouse/load.py` `load_run`), as `ingest_runs` records it:
     `rows_read = rows_loaded + rows_rejected + rows_duplicate`; and, once the flow has refreshed the lake, the days

@@ -22,8 +22,8 @@ import polars as pl
 from tqdm import tqdm
 
 from gpucast.expectations import contract as c
-from gpucast.expectations.validate import validate_frame
-from gpucast.records.outcomes import FileResult
+from gpucast.expectations.validate import ExpectationOutcome, check_rows, validate_staged
+from gpucast.records.outcomes import FileResult, RunCheck
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import (
     CUT_MARK,
@@ -39,6 +39,7 @@ from gpucast.tasks.sources.mapping import Mapping
 
 log = logging.getLogger(__name__)
 SUITE = "job_logs"
+FAILED = "failed"  # staging files of rejected rows the suite's rules judged, typed: GX judges them with the valid ones
 
 
 def discover(paths: Iterable[str]) -> list[Path]:
@@ -215,13 +216,13 @@ class _Staged:
     def add(self, chunk: pl.DataFrame, k: int, not_after: datetime | None) -> None:
         """Split chunk `k` into valid and rejected rows, count them, write each kind as a staging file."""
         t0 = time.perf_counter()
-        valid, rejected, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
+        valid, rejected, failed, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
         _count(self.counts, outcomes[0])
         t1 = time.perf_counter()
         r = self.result
         r.rows_read, r.rows_valid, r.rows_rejected = r.rows_read + chunk.height, r.rows_valid + valid.height, \
             r.rows_rejected + rejected.height
-        for kind, frame in (("valid", valid), ("rejected", rejected)):
+        for kind, frame in (("valid", valid), ("rejected", rejected), (FAILED, failed)):
             if frame.height:
                 out = self.folder / f"{kind}-{r.index:05d}-{k:05d}.parquet"
                 frame.drop("_file").with_columns(
@@ -289,10 +290,10 @@ def stage_files(
     outcomes: dict[int, list] = {}
     valid = rejected = None
     if frames:
-        valid, rejected, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
+        valid, rejected, failed, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
     t2 = time.perf_counter()
     if frames:
-        _write_batch(valid, rejected, results, staging_dir, first_index)
+        _write_batch(valid, rejected, failed, results, staging_dir, first_index)
     t3 = time.perf_counter()
     valid_rows, rejected_rows = _rows_per_file(valid), _rows_per_file(rejected)
     share = 1 / max(len(read), 1)  # the batch's check and write time, shared by its files
@@ -334,15 +335,15 @@ def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
     return frames, read
 
 
-def _write_batch(valid: pl.DataFrame, rejected: pl.DataFrame, results: list[FileResult], staging_dir: Path,
-                 first_index: int) -> None:
+def _write_batch(valid: pl.DataFrame, rejected: pl.DataFrame, failed: pl.DataFrame, results: list[FileResult],
+                 staging_dir: Path, first_index: int) -> None:
     """A batch's valid and rejected rows as one staging file each, every row naming its own source file."""
     staging_dir.mkdir(parents=True, exist_ok=True)
     where = pl.DataFrame({"_file": list(range(len(results))), "source_file": [r.path for r in results],
                           "source_sha256": [r.sha256 for r in results], "file_index": [r.index for r in results]},
                          schema={"_file": pl.Int64, "source_file": pl.String, "source_sha256": pl.String,
                                  "file_index": pl.Int64})
-    for kind, frame in (("valid", valid), ("rejected", rejected)):
+    for kind, frame in (("valid", valid), ("rejected", rejected), (FAILED, failed)):
         if frame.height:
             frame.join(where, on="_file", how="left", maintain_order="left").drop("_file").write_parquet(
                 staging_dir / f"{kind}-{first_index:05d}-00000.parquet")
@@ -369,6 +370,26 @@ def _finish(result: FileResult, info: FileInfo, counts: dict[tuple, dict], clock
         result.status, result.reason = "empty", "no records in the file"
 
 
+def check_run(staging_dir: Path, results: list[FileResult]) -> RunCheck:
+    """Great Expectations once over the run's checked rows (the `valid` and `FAILED` staging files), on DuckDB;
+    it must agree with the row rules' outcomes summed over the run's files, or this raises (`RuleMismatch`, or
+    the suite could not run) and the run fails before anything is loaded (expectations/validate.py)."""
+    paths = sorted(staging_dir.glob("valid-*.parquet")) + sorted(staging_dir.glob(f"{FAILED}-*.parquet"))
+    totals: dict[tuple, dict] = {}
+    for result in results:
+        for entry in result.outcomes:
+            _count(totals, [ExpectationOutcome(**entry)])
+    if not paths or not totals:
+        return RunCheck(0, 0, 0.0)
+    t0 = time.perf_counter()
+    outcomes = validate_staged(paths, list(c.COLUMNS), [ExpectationOutcome(**e) for e in totals.values()], SUITE)
+    if any(o.error for o in outcomes):
+        broken = "; ".join(f"{o.expectation}: {o.error}" for o in outcomes if o.error)
+        raise RuntimeError(f"the expectation suite {SUITE!r} could not run: {broken}")
+    rows = sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in paths)
+    return RunCheck(rows, len(outcomes), round(time.perf_counter() - t0, 2))
+
+
 def _count(counts: dict[tuple, dict], outcomes: list) -> None:
     """Add one chunk's expectation outcomes to a file's running counts."""
     for o in outcomes:
@@ -380,15 +401,18 @@ def _count(counts: dict[tuple, dict], outcomes: list) -> None:
         entry["error"] = entry["error"] or o.error
 
 
-def _split(chunk: pl.DataFrame, not_after: datetime | None = None) -> tuple[pl.DataFrame, pl.DataFrame, dict[int, list]]:
+def _split(chunk: pl.DataFrame, not_after: datetime | None = None
+           ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[int, list]]:
     """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk, each
-    with `_file` (the chunk's files: one, or a batch of small ones); and per file, its expectation
-    outcomes as if its rows had been validated alone."""
+    with `_file` (the chunk's files: one, or a batch of small ones); the rejected rows that the suite's rules
+    judged, typed (`FAILED`: GX judges them with the valid ones, once per run); and per file, its
+    expectation outcomes as if its rows had been validated alone."""
     typed = normalize(chunk, not_after).with_columns(chunk["_file"])  # normalize keeps the input's order
     # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
     unreadable = chunk["_read_error"].is_not_null()
-    to_check = typed.filter(~unreadable)
-    validation = validate_frame(to_check.select(c.COLUMNS), SUITE)
+    # NaN is a missing value (as GX always read it): staged, and so loaded and judged by GX, as missing
+    to_check = typed.filter(~unreadable).with_columns(pl.col(pl.Float32, pl.Float64).fill_nan(None))
+    validation = check_rows(to_check.select(c.COLUMNS), SUITE)
     if any(o.error for o in validation.outcomes):
         broken = "; ".join(f"{o.expectation}: {o.error}" for o in validation.outcomes if o.error)
         raise RuntimeError(f"the expectation suite {SUITE!r} could not run: {broken}")
@@ -404,8 +428,9 @@ def _split(chunk: pl.DataFrame, not_after: datetime | None = None) -> tuple[pl.D
         .with_columns(pl.concat_list("_errors", pl.col("_suite").fill_null([])).alias("_errors"))
         .drop("_pos", "_suite")
     )
-    typed = pl.concat([checked, typed.filter(unreadable)]).sort("_file", "_row", maintain_order=True)
     bad = pl.col("_errors").list.len() > 0
+    failed = checked.filter(bad).select(*c.COLUMNS, "_file")  # for GX's run-level check (`check_run`)
+    typed = pl.concat([checked, typed.filter(unreadable)]).sort("_file", "_row", maintain_order=True)
     valid = typed.filter(~bad).select("_row", *c.COLUMNS, "_file").rename({"_row": "source_row"})
     rejected = typed.filter(bad).select(
         pl.col("_row").alias("source_row"),
@@ -417,4 +442,4 @@ def _split(chunk: pl.DataFrame, not_after: datetime | None = None) -> tuple[pl.D
     source = chunk.join(rejected.select(pl.col("source_row").alias("_row"), "_file"), on=["_file", "_row"], how="semi",
                         maintain_order="left")
     rejected = rejected.with_columns(_raw_text(source.drop("_file")).alias("raw_record"))
-    return valid, rejected, outcomes
+    return valid, rejected, failed, outcomes

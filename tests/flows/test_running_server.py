@@ -97,6 +97,8 @@ def ingest(tmp_path: Path, name: str, **env: str) -> dict:
                           env=_clean_env(GPUCAST_HOME=str(work / "home"), **env), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 loaded" in done.stdout, done.stdout
+    # GX's one validation of the run on DuckDB (duckdb-engine) leaves nothing alive past DuckDB's teardown (issue 52)
+    assert "nanobind" not in done.stdout + done.stderr, done.stderr[-3000:]
     return json.loads(out.read_text()) | {"output": done.stdout + done.stderr}
 
 
