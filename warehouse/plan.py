@@ -25,7 +25,7 @@ ORDER BY j.job_id
 # Issue 53: the RUNNING jobs, holding their GPUs until their expected end (tasks/plan/starts.py): since when, and
 # their expected run time given the hours already run (job_demand.hours_expected: survival-aware, issue 53 item 2).
 RUNNING_INPUT = """
-SELECT job_id, queue, gpu_type, gpus AS gpu_count, started_at, hours_expected AS hours_p50
+SELECT job_id, queue, gpu_type, gpus AS gpu_count, started_at, hours_expected
 FROM job_demand WHERE status = 'RUNNING' ORDER BY job_id
 """
 LATEST_SCORE_RUN = """

@@ -143,9 +143,13 @@ def edited_inventory(inventory: Inventory | None, scenario: Scenario) -> Invento
         have = owned.setdefault(a.queue, {})
         have[a.gpu_type] = have.get(a.gpu_type, 0) + a.count
     source = f"{inventory.source if inventory else 'no inventory'} with scenario {scenario.name!r}"
-    per_node = {o.gpu_type: o.gpus_per_node for o in (inventory.owned if inventory else ()) if o.gpus_per_node}
-    return Inventory(source, tuple(Owned(q, t, n, catalog.gpus()[t].memory_gb, per_node.get(t))
-                                   for q, types in owned.items() for t, n in types.items()))
+    # node sizes as the inventory gives them per queue x type; only GPUs the scenario adds to or moves into a queue
+    # that had none of that type take the type's size elsewhere on file (a queue is never given another's nodes)
+    on_file = {(o.queue, o.gpu_type): o.gpus_per_node for o in (inventory.owned if inventory else ())}
+    by_type = {t: n for (_, t), n in on_file.items() if n}
+    return Inventory(source, tuple(
+        Owned(q, t, n, catalog.gpus()[t].memory_gb, on_file[q, t] if (q, t) in on_file else by_type.get(t))
+        for q, types in owned.items() for t, n in types.items()))
 
 
 def scaled_forecast(forecast: pl.DataFrame, scenario: Scenario) -> pl.DataFrame:

@@ -10,11 +10,15 @@ type the plan places them on (`capacity.assign_types`: the smallest type that ho
   (`capacity_colocation`), so a wait is never shortened by it. Without backfill the wait is an upper estimate
   of a site whose scheduler backfills. The k GPUs are one gang (free at once, held to the end), on one node when
   the inventory says how many GPUs a node holds and the job fits one (`gangs.py`, issue 51 item 6).
-* **running jobs hold their GPUs first**, each until its expected end: its P50 run time from its start while it
-  has run less than that; a job that has already run past its P50 is expected to run as long again as it has run
-  (the median remaining life of a heavy-tailed run time, Pareto with shape 1: a job running for five days is not
-  about to end); no forecast: the same rule with a P50 of 1 hour. A running job sits on its logged GPU type when
-  its queue plans on it, else on the queue's largest type.
+* **running jobs hold their GPUs first**, each until its expected end: its whole expected run time given the hours
+  it has already run (`job_demand.hours_expected`, survival-aware in SQL, issue 53 item 2: its forecast's P50 while
+  that is still ahead; past it, the median of the longer finished runs of its queue, at least as long again, never
+  beyond the queue's longest) from its start, so the remaining hours are that total less the hours run at the plan's
+  start (never below 0: a job past its queue's longest run is expected to end now). A running job whose run time is
+  unknown (never forecast and longer than its queue's history supports: likely an end never logged) holds its GPUs
+  for `UNKNOWN_RUNNING_HOURS` from its start, as the demand history counts it as no forecast: a stale record does not
+  block a queue for the whole plan. A running job sits on its logged GPU type when its queue plans on it, else on
+  the queue's largest type.
 * times are hours from the plan's start (its first day, 00:00 UTC). `expected_start` is the day the job starts,
   `expected_wait_hours` the hours from the plan's start to it. A job whose queue owns no GPU of its type, or fewer
   GPUs than it asks for, or whose queue's GPUs are not known (no inventory), has neither (null).
@@ -41,11 +45,11 @@ from gpucast.records.inventory import Inventory
 from gpucast.tasks.plan import gangs
 from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus
 
-UNKNOWN_RUNNING_P50_HOURS = 1.0  # a running job with no run-time forecast: its P50 for the rule above
+UNKNOWN_RUNNING_HOURS = 1.0  # a running job whose expected run time is unknown (NULL): its whole run, hours
 # the running jobs the plan reads (warehouse/plan.py RUNNING_INPUT)
-RUNNING_COLUMNS = ("job_id", "queue", "gpu_type", "gpu_count", "started_at", "hours_p50")
+RUNNING_COLUMNS = ("job_id", "queue", "gpu_type", "gpu_count", "started_at", "hours_expected")
 RUNNING_SCHEMA = {"job_id": pl.String, "queue": pl.String, "gpu_type": pl.String, "gpu_count": pl.Int64,
-                  "started_at": pl.Datetime("us"), "hours_p50": pl.Float64}
+                  "started_at": pl.Datetime("us"), "hours_expected": pl.Float64}
 STARTS_SCHEMA = {"job_id": pl.String, "queue": pl.String, "gpu_type": pl.String, "expected_start": pl.Date,
                  "expected_wait_hours": pl.Float64}
 WAIT_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "expected_wait_hours": pl.Float64}
@@ -67,8 +71,8 @@ def expected_ends(running: pl.DataFrame, t0: datetime) -> np.ndarray:
     started = running["started_at"].dt.replace_time_zone(None).to_numpy()
     elapsed = np.maximum((np.datetime64(t0.replace(tzinfo=None), "us") - started) / np.timedelta64(1, "h"), 0.0)
     elapsed = np.nan_to_num(elapsed.astype(np.float64), nan=0.0)  # a start unknown: just started
-    p50 = running["hours_p50"].fill_null(UNKNOWN_RUNNING_P50_HOURS).fill_nan(UNKNOWN_RUNNING_P50_HOURS).to_numpy()
-    return np.where(elapsed < p50, p50 - elapsed, elapsed)
+    total = running["hours_expected"].fill_nan(None).fill_null(UNKNOWN_RUNNING_HOURS).to_numpy().astype(np.float64)
+    return np.maximum(total - elapsed, 0.0)
 
 
 def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory | None, start: date,

@@ -45,6 +45,14 @@ def test_the_edits_apply_move_then_remove_then_add():
     assert ("big", "A100-80GB", 0) in {(o.queue, o.gpu_type, o.count) for o in only.owned}  # its only type: owns 0
 
 
+def test_node_sizes_stay_with_their_queue_and_only_new_gpus_borrow_the_types():
+    nodes = Inventory("inventory.yaml", (Owned("a", "H100-80GB", 16, 80.0, 8), Owned("b", "H100-80GB", 4, 80.0)))
+    s = _scenario("s", add=(GpuChange("a", "H100-80GB", 8), GpuChange("c", "H100-80GB", 8)))
+    got = {(o.queue, o.gpu_type): o.gpus_per_node for o in scenarios.edited_inventory(nodes, s).owned}
+    # b's H100s have no node size on file and get none (not a's 8); c's new H100s take the type's size on file
+    assert got == {("a", "H100-80GB"): 8, ("b", "H100-80GB"): None, ("c", "H100-80GB"): 8}
+
+
 @pytest.mark.parametrize("remove, reason", [
     (GpuChange("small", "L4-24GB", 5), "remove: 5 L4-24GB from queue 'small', which owns 1"),
     (GpuChange("small", "H100-80GB", 1), "remove: queue 'small' owns no H100-80GB (it owns 1 L4-24GB, 3 A100-40GB)"),

@@ -28,7 +28,7 @@ def _jobs(rows: list[tuple]) -> pl.DataFrame:
 
 
 def _running(rows: list[tuple]) -> pl.DataFrame:
-    """(job_id, gpu_count, hours already run at the plan's start, P50 hours)."""
+    """(job_id, gpu_count, hours already run at the plan's start, expected hours of the whole run)."""
     return pl.DataFrame([(j, "q", "A100-80GB", n, datetime(2026, 11, 23) - np.timedelta64(int(ran * 60), "m").item(), p)
                          for j, n, ran, p in rows], schema=RUNNING_SCHEMA, orient="row")
 
@@ -40,11 +40,20 @@ def test_first_come_first_served_on_whole_gpus():
     assert sorted(free.tolist()) == [13.0, 13.0]
 
 
-def test_a_running_job_past_its_median_is_expected_to_run_as_long_again():
-    running = _running([("young", 1, 2.0, 10.0), ("old", 1, 120.0, 10.0), ("unknown", 1, 3.0, None)])
-    # 8 h left of its 10; five days in, past its P50: five days more (not "ends now"); no forecast: the same rule
-    # with a P50 of 1 h
-    assert expected_ends(running, T0).tolist() == pytest.approx([8.0, 120.0, 3.0])
+def test_a_running_job_holds_its_gpus_for_what_is_left_of_its_expected_run():
+    # hours_expected is the whole run given the hours run (job_demand, survival-aware): young has 8 h left of its 10;
+    # old, five days in, is expected to run ten (240 h): 120 h more; capped (its queue's longest run, 300 h, already
+    # passed at 312 h) and stale (unknown: never forecast, longer than its queue's history) do not hold the plan
+    running = _running([("young", 1, 2.0, 10.0), ("old", 1, 120.0, 240.0), ("capped", 8, 312.0, 300.0),
+                        ("stale", 8, 312.0, None), ("new", 1, 0.25, None)])
+    assert expected_ends(running, T0).tolist() == pytest.approx([8.0, 120.0, 0.0, 0.0, 0.75])
+
+
+def test_running_jobs_past_their_expected_end_leave_their_gpus_to_pending_jobs():
+    # the two running jobs hold both GPUs but both are past their end: the pending job starts at once
+    jobs = _jobs([("a", 2, 40.0, 10.0)])
+    found = job_starts(jobs, _running([("capped", 1, 312.0, 300.0), ("stale", 1, 312.0, None)]), _inventory(2), START)
+    assert found.jobs.row(0, named=True)["expected_wait_hours"] == 0.0
 
 
 def test_pending_jobs_wait_for_the_running_jobs_and_each_other():
