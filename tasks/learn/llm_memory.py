@@ -437,6 +437,7 @@ def flops_per_token(arch: Arch, job: Layout) -> float:
 
 # --- the feature frame's side: jobs with contract v5 fields ------------------------------------------------------
 LLM_MEM_GB = "llm_mem_gb"  # the per-GPU prior of a job with LLM fields (null for the others)
+LLM_PRIOR = "llm_prior"  # the `model` of a memory forecast that is this prior itself (`ood.llm_unlearned`)
 LLM_STATE_GB, LLM_ACTIVATION_GB, LLM_GFLOP_PER_ITER = "llm_state_gb", "llm_activation_gb", "llm_gflop_per_iter"
 LLM_PRIOR_COLUMNS = (LLM_MEM_GB, LLM_STATE_GB, LLM_ACTIVATION_GB, LLM_GFLOP_PER_ITER)
 DEFAULT_SEQ_LEN = 2048  # tokens a sample, when a job with LLM fields logs no `input_dim`

@@ -21,8 +21,9 @@ The checks (`CHECKS`), each cheap and each saying in words what it found (`ood_r
    `tasks/learn/traced.py`).
 6. **a layout the history never had** (`_llm_unlearned`): a job with contract v5 fields (a per-GPU prior,
    `llm_mem_gb`) while the champion learned from fewer than `MIN_LLM_ROWS` such jobs: its learned correction
-   was fitted on single-GPU jobs only, so it is not applied (issue 51: on ColossalAI's GPT-2 XL runs, in range
-   for every single-GPU check, it moved a 17.5%-off prior to 29.2%).
+   was fitted on other jobs only, so neither it nor the held-out-best fallback (also learned there) is applied: the
+   memory forecast is the per-GPU prior itself (`llm_unlearned`; issue 51: on ColossalAI's runs the correction
+   moved a 17.5%-off prior to 29.2%).
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
 `CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
 default so older metadata files still load).
@@ -303,11 +304,18 @@ def _low_density(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Re
                        f"the training jobs' {DISTANCE_QUANTILE:.1%})")
 
 
+def llm_unlearned(rows: pl.DataFrame, detector: Detector) -> np.ndarray:
+    """Jobs with LLM fields (a per-GPU memory prior, `llm_mem_gb`) while the champion learned from fewer than
+    `MIN_LLM_ROWS` of them (a detector saved before they were counted: none): their correction has no support in
+    the history, so they get the per-GPU prior itself (`tasks/learn/score.py`)."""
+    if LLM_MEM_GB not in rows.columns or detector.llm_rows >= MIN_LLM_ROWS:
+        return np.zeros(rows.height, dtype=bool)
+    return rows[LLM_MEM_GB].is_not_null().to_numpy()
+
+
 def _llm_unlearned(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
     """Jobs with LLM fields when the champion learned from fewer than `MIN_LLM_ROWS` of them (check 6)."""
-    if LLM_MEM_GB not in rows.columns or detector.llm_rows >= MIN_LLM_ROWS:
-        return
-    for i in np.flatnonzero(rows[LLM_MEM_GB].is_not_null().to_numpy()):
+    for i in np.flatnonzero(llm_unlearned(rows, detector)):
         yield int(i), (f"a multi-GPU / LLM layout (per-GPU prior) the champion learned {detector.llm_rows} jobs of "
                        f"(< {MIN_LLM_ROWS})")
 

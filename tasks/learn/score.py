@@ -28,9 +28,10 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.records.outcomes import Champion
-from gpucast.tasks.learn import features, intervals, ood, traced, traced_bands
+from gpucast.tasks.learn import features, intervals, llm_memory, ood, traced, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, featureless
+from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, LLM_PRIOR
 from gpucast.tasks.learn.models import registry, store
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PRIOR
 
@@ -214,8 +215,9 @@ class Scorer:
                                                                              [None] * batch.height)
         model = np.full(batch.height, self.champion.model, dtype=object)
         named = self._traced_unlearned(batch)
-        if (flags & ~named).any():
-            other = flags & ~named
+        llm = self._llm_unlearned(batch) & ~named
+        if (flags & ~named & ~llm).any():
+            other = flags & ~named & ~llm
             p10[other], p50[other], p90[other], model[other], used = self._fallback(
                 X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v.filter(other) for g, v in groups.items()})
             for i in np.flatnonzero(other):
@@ -228,6 +230,12 @@ class Scorer:
             for k, i in enumerate(np.flatnonzero(named)):
                 says = f"{words} ({traced_bands.describe(low[k], high[k])})"
                 reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
+        if llm.any():  # the per-GPU prior itself, x/÷ its stated factor: no correction learned on such jobs
+            mem = batch[LLM_MEM_GB].to_numpy()[llm]
+            factor = llm_memory.P90_FACTOR
+            p10[llm], p50[llm], p90[llm], model[llm], flags[llm] = mem / factor, mem, mem * factor, LLM_PRIOR, True
+            for i in np.flatnonzero(llm):
+                reasons[i] = f"{reasons[i]} -> per-GPU prior (x/÷ {factor:g})"
         self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
         inferred, distance, reasons = traced.with_inference(batch, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
@@ -255,6 +263,12 @@ class Scorer:
             reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         p50[over] = new50
         flags[over] = True
+
+    def _llm_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
+        """Memory forecasts of jobs with LLM fields the champion never learned to correct (`ood.llm_unlearned`)."""
+        if self.champion.target != c.PEAK_GPU_MEM_GB or not self.detector:
+            return np.zeros(batch.height, dtype=bool)
+        return ood.llm_unlearned(batch, self.detector)
 
     def _traced_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
         """Memory forecasts of jobs with a traced prior the champion never learned to correct (`ood.traced_unlearned`)."""

@@ -195,3 +195,23 @@ def test_a_detector_saved_before_the_newer_fields_still_loads_and_flags(trained)
 
     flags, reasons = ood.flag(build(jobs), loaded)
     assert flags.all() and all("params_million" in r for r in reasons)
+
+
+def test_a_job_with_llm_fields_the_champion_never_learned_gets_the_per_gpu_prior_itself(trained):
+    """Issue 51: a champion trained on single-GPU jobs has no support for correcting a sharded LLM job's per-GPU
+    prior (nor has its held-out-best fallback, learned there too): the forecast is the prior, x/÷ its factor."""
+    from gpucast.tasks.learn import llm_memory
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    assert result.ood.llm_rows == 0
+    rows = simulate_jobs(6, np.random.default_rng(8), date(2026, 11, 2), 0.0)
+    llm = pl.Series([True, False] * 3)
+    rows = rows.with_columns(pl.when(llm).then(pl.lit("Llama-3.1-8B")).otherwise(pl.col(c.ARCH)).alias(c.ARCH),
+                             pl.when(llm).then(pl.lit("fsdp")).otherwise(None).alias(c.SHARDING),
+                             pl.when(llm).then(8).otherwise(pl.col(c.GPU_COUNT)).alias(c.GPU_COUNT))
+    f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
+    picked = f.filter(llm)
+    assert (picked["model"] == llm_memory.LLM_PRIOR).all() and picked["ood"].all()
+    assert all(r.endswith(f"-> per-GPU prior (x/÷ {llm_memory.P90_FACTOR:g})") for r in picked["ood_reason"])
+    assert np.allclose((picked["p90"] / picked["p50"]).to_numpy(), llm_memory.P90_FACTOR)
+    assert (f.filter(~llm)["model"] != llm_memory.LLM_PRIOR).all()  # the other jobs as before
