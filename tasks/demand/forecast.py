@@ -289,7 +289,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     if n < min_fit + h:  # a short history: up to a week ahead from folds of two weeks (issue 53: a 60-day real trace)
         h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
     windows = min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
-    if h < MIN_CV_DAYS or windows < 1 or not candidates:
+    if h < min(MIN_CV_DAYS, days) or windows < 1 or not candidates:  # a plan of 1-2 days cross-validates 1-2 days
         return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
                       f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
     if windows < CV_WINDOWS or h < min(days, 2 * SEASON):  # few folds choose by noise: the simple candidates alone

@@ -87,6 +87,14 @@ def test_a_short_history_is_cross_validated_on_the_simple_candidates():
     assert short.method == module.SEASONAL_NAIVE and "too short to cross-validate" in short.reason
 
 
+@pytest.mark.parametrize("days", [1, 2])
+def test_a_plan_of_one_or_two_days_still_cross_validates_a_long_history(days):
+    # the short-history floor of 3 days to forecast applies to a short history, not to a short plan
+    choice = module.choose(shifting(60)["jobs_submitted"].to_numpy(), days, module.JOB_CANDIDATES)
+    assert choice.reason is None or "too short" not in choice.reason
+    assert len(choice.errors) == days * module.CV_WINDOWS
+
+
 def test_the_band_comes_from_the_cross_validation_errors_and_covers():
     """The P10-P90 band: a Student t on the chosen model's fold errors, so a noisier series gets a wider band and the
     backtest covers about 80% of days, not all of them at many times the median."""
