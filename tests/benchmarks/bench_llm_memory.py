@@ -2,14 +2,17 @@
 
 Reads `../shared/data/llm_memory_dev.csv` (300 runs from public repositories, per-GPU peak measured on GPUs; its
 README lists the sources), maps each row to a contract v5 job (`job_rows`: `arch` = the model's name, the layout
-fields as logged, `input_dim` = the sequence, `batch_size` = micro-batch x data parallel) and prints, per source and
+fields as logged (context parallel: a `context_parallel` column, else the Ulysses `sequence_parallel_size` the notes
+give), `input_dim` = the sequence, `batch_size` = micro-batch x data parallel) and prints, per source and
 overall: P50 MAPE, P90 coverage (P90 >= measured) and the runs that went out of memory flagged (P50 above their
 GPU's memory), for
   (a) `prior`: the analytic per-GPU prior alone (tasks/learn/llm_memory.py; P90 = P50 x its stated factor);
   (b) `states_only`: DeepSpeed's / accelerate's model-states arithmetic (16 bytes a parameter for full training,
       the base's bytes for adapters, divided by the ranks that shard them; no activations): the named baseline;
   (c) `product`: a night on the usual single-GPU history (tests/data/measured_jobs.csv, 840 measured PyTorch
-      networks), the champion chosen, saved and loaded by the `Scorer`, the LLM rows scored as pending jobs;
+      networks), the champion chosen, saved and loaded by the `Scorer`, the LLM rows scored as pending jobs (a
+      champion that learned from fewer than 20 LLM jobs forecasts them by the per-GPU prior itself:
+      `ood.llm_unlearned`);
   (d) `product_half` (`--half`): the same with half of each source's runs (seeded) in the history, scored on the
       other half (the (a)-(c) figures of that half are printed beside it).
 
