@@ -283,30 +283,62 @@ def train_tables(path: Path, run_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 # The planners' page (`tasks/report/site.py` renders it) -------------------------------------------------
-# GPU-hours per submission day and queue with the P10-P90 band (sums of per-job quantiles: a
-# conservative band, not the quantiles of the sum), from the latest published forecasts.
+# GPU-hours per submission day and queue with the P10-P90 band of the day's sum (issue 53 item 3: the P90 of the
+# total, not the per-job P90s summed), from the latest published forecasts. Each job's run time is read as a
+# lognormal through its P50 and P90 (sigma = ln(P90 / P50) / z90), times its GPUs; the jobs of a day and queue are
+# taken as independent and their sum as the lognormal of the same mean and variance (Fenton-Wilkinson), whose
+# P10 / P50 / P90 are shown. One job alone keeps its P50 and P90 (its P10: P50^2 / P90).
+# 1.2815515655446004: the standard normal's 90% point (z90).
 DEMAND_BY_DAY = """
-SELECT CAST(f.submitted_at AS DATE) AS day, f.queue,
-       sum(f.p10 * coalesce(j.gpu_count, 1)) AS gpu_hours_p10, sum(f.p50 * coalesce(j.gpu_count, 1)) AS gpu_hours_p50,
-       sum(f.p90 * coalesce(j.gpu_count, 1)) AS gpu_hours_p90, count(*) AS jobs
-FROM pending_forecasts f JOIN job_logs j USING (job_id)
-WHERE f.target = 'runtime_hours'
-GROUP BY ALL ORDER BY day, queue
+WITH jobs AS (
+    SELECT CAST(f.submitted_at AS DATE) AS day, f.queue, CAST(coalesce(j.gpu_count, 1) AS DOUBLE) AS gpus, f.p50,
+           CASE WHEN f.p50 > 0 AND f.p90 > f.p50 THEN ln(f.p90 / f.p50) / 1.2815515655446004 ELSE 0.0 END AS sigma
+    FROM pending_forecasts f JOIN job_logs j USING (job_id)
+    WHERE f.target = 'runtime_hours'
+),
+moments AS (    -- the day's sum: its mean and variance (independent jobs)
+    SELECT day, queue, count(*) AS jobs, coalesce(sum(gpus * p50 * exp(sigma * sigma / 2)), 0) AS mean,
+           coalesce(sum(gpus * gpus * p50 * p50 * exp(sigma * sigma) * (exp(sigma * sigma) - 1)), 0) AS variance
+    FROM jobs GROUP BY ALL
+),
+summed AS (     -- ... as a lognormal: its median and sigma
+    SELECT day, queue, jobs,
+           CASE WHEN mean > 0 THEN mean / sqrt(1 + variance / (mean * mean)) ELSE 0.0 END AS median,
+           CASE WHEN mean > 0 THEN sqrt(ln(1 + variance / (mean * mean))) ELSE 0.0 END AS sigma
+    FROM moments
+)
+SELECT day, queue, median * exp(-1.2815515655446004 * sigma) AS gpu_hours_p10, median AS gpu_hours_p50,
+       median * exp(1.2815515655446004 * sigma) AS gpu_hours_p90, jobs
+FROM summed ORDER BY day, queue
 """
 # Issue 30: daily GPU-hours per queue, the last ? days of history (`demand_daily`) and the latest demand
-# forecast (`current_demand_forecast`; per-series quantiles summed over GPU types: a conservative band).
+# forecast (`current_demand_forecast`; per-series quantiles summed over a queue's GPU types). Issue 53 item 3: with
+# two queues or more, the site's total too (queue `TOTAL_QUEUE`): the history summed, and the total's own forecast
+# (`current_demand_forecast_total`), whose P90 is the P90 of the total the plan adds up (not the queues' P90s summed).
+TOTAL_QUEUE = "(all queues)"
 DEMAND_HISTORY = """
 WITH seen AS (  -- the history the forecast saw: up to the day before its first day (none: the last day there is)
     SELECT coalesce((SELECT min(day) - 1 FROM current_demand_forecast), (SELECT max(day) FROM demand_daily)) AS last_day
+),
+shown AS (
+    SELECT d.day, d.queue, sum(d.gpu_hours) AS gpu_hours FROM demand_daily d, seen
+    WHERE d.day <= seen.last_day AND d.day > seen.last_day - to_days(CAST(? AS INTEGER))
+    GROUP BY d.day, d.queue
 )
-SELECT d.day, d.queue, sum(d.gpu_hours) AS gpu_hours FROM demand_daily d, seen
-WHERE d.day <= seen.last_day AND d.day > seen.last_day - to_days(CAST(? AS INTEGER))
-GROUP BY d.day, d.queue ORDER BY d.day, d.queue
+SELECT day, queue, gpu_hours FROM shown
+UNION ALL
+SELECT day, CAST(? AS VARCHAR), sum(gpu_hours) FROM shown
+WHERE (SELECT count(DISTINCT queue) FROM shown) > 1 GROUP BY day
+ORDER BY day, queue
 """
 DEMAND_OUTLOOK = """
 SELECT day, queue, sum(gpu_hours_p10) AS gpu_hours_p10, sum(gpu_hours_p50) AS gpu_hours_p50,
        sum(gpu_hours_p90) AS gpu_hours_p90, string_agg(DISTINCT method, ', ' ORDER BY method) AS method
-FROM current_demand_forecast GROUP BY ALL ORDER BY day, queue
+FROM current_demand_forecast GROUP BY ALL
+UNION ALL
+SELECT day, CAST(? AS VARCHAR), gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method FROM current_demand_forecast_total
+WHERE (SELECT count(DISTINCT queue) FROM current_demand_forecast) > 1
+ORDER BY day, queue
 """
 HISTORY_DAYS = 56  # days of demand history the page's chart shows before the forecast
 PLAN = "SELECT * EXCLUDE (plan_run_id) FROM current_capacity_plan ORDER BY day, queue, gpu_memory_gb, gpu_type"
@@ -391,7 +423,8 @@ def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, 
     names = ("demand", "demand_history", "demand_outlook", "plan", "plan_run", "oom", "oom_count", "unplaceable",
              "unplaceable_count", "colocation", "leaderboard", "coverage", "runs", "featureless", "scenarios",
              "queue_waits", "job_waits", "no_start_count", "large_jobs")
-    frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS]), (DEMAND_OUTLOOK, []), (PLAN, []),
+    frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS, TOTAL_QUEUE]),
+                   (DEMAND_OUTLOOK, [TOTAL_QUEUE]), (PLAN, []),
                    (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
                    (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
                    (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []), (SCENARIOS, []), (QUEUE_WAITS, []),

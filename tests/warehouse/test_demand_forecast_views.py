@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date
 
 import duckdb
+import numpy as np
 import pytest
 
 from gpucast.warehouse.schema import schema_sql
@@ -75,11 +76,31 @@ def test_the_pages_history_ends_where_the_latest_forecast_begins(con):
     from gpucast.warehouse.queries import DEMAND_HISTORY
 
     last_day = con.execute("SELECT max(day) FROM demand_daily").fetchone()[0]
-    assert con.execute(f"SELECT max(day) FROM ({DEMAND_HISTORY})", [56]).fetchone()[0] == last_day  # no forecast yet
+    assert con.execute(f"SELECT max(day) FROM ({DEMAND_HISTORY})", [56, "all"]).fetchone()[0] == last_day  # no forecast yet
     _forecast(con, "r1", NOV[3], "q1", A100, 0.0, 1.0, 2.0)  # r1 is not the latest succeeded run: ignored
     _forecast(con, "r3", NOV[4], "q1", A100, 0.0, 1.0, 2.0)  # the latest forecast starts on Nov 4
-    days = [d for (d,) in con.execute(f"SELECT DISTINCT day FROM ({DEMAND_HISTORY}) ORDER BY 1", [2]).fetchall()]
+    days = [d for (d,) in con.execute(f"SELECT DISTINCT day FROM ({DEMAND_HISTORY}) ORDER BY 1", [2, "all"]).fetchall()]
     assert days == [NOV[2], NOV[3]]  # the 2 days before it, not the days the forecast covers
+
+
+def test_the_pages_outlook_has_the_total_with_its_own_p90(con):
+    """Issue 53 item 3: beside each queue, the site's total: its history summed over the queues, its forecast the
+    total's own band (`current_demand_forecast_total`), whose P90 (10) is under the queues' P90s summed (12)."""
+    from gpucast.warehouse.queries import DEMAND_HISTORY, DEMAND_OUTLOOK, TOTAL_QUEUE
+
+    _forecast(con, "r3", NOV[5], "q1", A100, 1.0, 2.0, 6.0)
+    _forecast(con, "r3", NOV[5], "q2", "unknown", 1.0, 3.0, 6.0)
+    con.execute("INSERT INTO demand_forecast_total (demand_run_id, day, horizon, gpu_hours_p10, gpu_hours_p50, "
+                "gpu_hours_p90, method) VALUES ('r3', ?, 1, 3.0, 5.0, 10.0, 'LevelBlend')", [NOV[5]])
+    outlook = con.execute(f"SELECT queue, gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method FROM ({DEMAND_OUTLOOK})",
+                          [TOTAL_QUEUE]).fetchall()
+    assert outlook == [(TOTAL_QUEUE, 3.0, 5.0, 10.0, "LevelBlend"), ("q1", 1.0, 2.0, 6.0, "AutoETS"),
+                       ("q2", 1.0, 3.0, 6.0, "AutoETS")]
+    history = dict(((d, q), h) for d, q, h in con.execute(f"SELECT * FROM ({DEMAND_HISTORY})", [3, TOTAL_QUEUE]).fetchall())
+    assert history[(NOV[2], TOTAL_QUEUE)] == history[(NOV[2], "q1")] + history[(NOV[2], "q2")] > 0
+    # one queue: no total beside it (it would be the queue again)
+    con.execute("DELETE FROM demand_forecast WHERE queue = 'q2'")
+    assert [r[0] for r in con.execute(f"SELECT queue FROM ({DEMAND_OUTLOOK})", [TOTAL_QUEUE]).fetchall()] == ["q1"]
 
 
 def test_backtest_summary_scores_jobs_submitted_beside_gpu_hours(con):
@@ -94,3 +115,29 @@ def test_backtest_summary_scores_jobs_submitted_beside_gpu_hours(con):
                       "FROM demand_backtest_summary WHERE horizon IS NULL").fetchall()
     assert got == [("SeasWA", pytest.approx((0.5 + 1.0) / 2), pytest.approx((2.0 + 1.0) / 2), pytest.approx(4 / 7),
                     pytest.approx(0.5))]
+
+
+def test_the_pages_demand_by_day_band_is_the_p90_of_the_days_sum():
+    """Issue 53 item 3: a day's pending GPU-hours at P10 / P50 / P90 of their sum (each job a lognormal through its
+    P50 and P90, independent, the sum moment-matched), not the jobs' quantiles summed. One job keeps its own band
+    (x its GPUs); 200 like jobs: a P90 well under their P90s summed and within 5% of a simulation's."""
+    from gpucast.warehouse.queries import DEMAND_BY_DAY
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE pending_forecasts (job_id VARCHAR, target VARCHAR, submitted_at TIMESTAMP, queue VARCHAR, "
+                "p10 DOUBLE, p50 DOUBLE, p90 DOUBLE)")
+    con.execute("CREATE TABLE job_logs (job_id VARCHAR, gpu_count INTEGER)")
+    con.execute("INSERT INTO pending_forecasts VALUES ('one', 'runtime_hours', '2026-11-05 10:00', 'q1', 0.5, 2.0, 8.0)")
+    con.execute("INSERT INTO job_logs VALUES ('one', 2)")
+    con.executemany("INSERT INTO pending_forecasts VALUES (?, 'runtime_hours', '2026-11-06 10:00', 'q1', 0.3, 1.0, 4.0)",
+                    [(f"j{i}",) for i in range(200)])
+    con.executemany("INSERT INTO job_logs VALUES (?, NULL)", [(f"j{i}",) for i in range(200)])  # no count: 1 GPU
+    con.execute("INSERT INTO pending_forecasts VALUES ('m', 'peak_gpu_mem_gb', '2026-11-06 10:00', 'q1', 1, 9, 99)")
+    one, many = con.execute(f"SELECT gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, jobs FROM ({DEMAND_BY_DAY})").fetchall()
+    assert one == pytest.approx((2.0 * 2.0 ** 2 / 8.0, 4.0, 16.0, 1))
+    sigma = np.log(4.0) / 1.2815515655446004
+    simulated = np.exp(np.random.default_rng(0).normal(0.0, sigma, (20_000, 200))).sum(axis=1)
+    assert many[3] == 200 and many[2] < 0.6 * 200 * 4.0  # the P90s summed: 800
+    assert many[2] == pytest.approx(np.quantile(simulated, 0.9), rel=0.05)
+    assert many[1] == pytest.approx(np.median(simulated), rel=0.05) and many[1] > 200 * 1.0  # above the P50s summed
+    con.close()
