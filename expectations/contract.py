@@ -50,6 +50,7 @@ TEAM = "team"
 FAILURE_REASON = "failure_reason"
 
 STATUSES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
+FINISHED_STATUSES = ("COMPLETED", "FAILED", "CANCELLED")  # a run that ended: its run time is known, its GPUs free
 DEFAULT_QUEUE = "default"
 
 # The 11 input features ------------------------------------------------------------------------

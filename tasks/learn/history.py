@@ -366,12 +366,14 @@ class RemainingTime:
     there, or just started, is unknown (NaN: first seen running, and running longer than its queue's history
     supports, it is likely a record whose end was never logged). A job whose own run-time
     P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs
-    only: the runs still going are not counted (right-censored), so the tail is, if anything, short. The warehouse's
+    only (COMPLETED, FAILED or CANCELLED: any end frees the GPUs, and a running job may end either way): the runs
+    still going are not counted (right-censored), so the tail is, if anything, short. The warehouse's
     `job_demand.hours_expected` applies the same rule to the P50 (warehouse/sql/schema.sql), for the demand history
     and the plan's running jobs (warehouse/plan.py RUNNING_INPUT, tasks/plan/starts.py)."""
 
     def fit(self, history: pl.DataFrame) -> RemainingTime:
-        runs = finished_runs(history).with_columns(pl.col("__y").exp().alias("__h"))
+        ended = history.filter(pl.col(c.STATUS).is_in(c.FINISHED_STATUSES))  # as job_demand's `done` (schema.sql)
+        runs = finished_runs(ended).with_columns(pl.col("__y").exp().alias("__h"))
         self.by_group_ = {}
         for keys in ((c.QUEUE, c.GPU_COUNT), (c.QUEUE,)):
             for key, part in runs.filter(pl.col(c.QUEUE).is_not_null()).group_by(list(keys)):

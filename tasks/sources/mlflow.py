@@ -25,7 +25,7 @@ from gpucast.tasks.sources.slurm import NO_CLUSTER
 # MLflow's run status -> the contract's. A SCHEDULED run has not started: PENDING.
 STATUSES = {"FINISHED": "COMPLETED", "FAILED": "FAILED", "KILLED": "CANCELLED", "RUNNING": "RUNNING",
             "SCHEDULED": "PENDING"}
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
+FINISHED = c.FINISHED_STATUSES
 # MLflow's system metric for one GPU's memory in use: MB (decimal: NVML's bytes / 1e6, mlflow/system_metrics).
 GPU_MEMORY_METRIC = re.compile(r"^system/gpu_(\d+)_memory_usage_megabytes$")
 MB_PER_GB = 1000  # the contract's GB are decimal, like MLflow's MB

@@ -48,7 +48,7 @@ STATES: dict[str, tuple[str, str | None]] = {
     "BOOT_FAIL": ("FAILED", "BOOT_FAIL"), "DEADLINE": ("FAILED", "DEADLINE"),
     "CANCELLED": ("CANCELLED", None), "PREEMPTED": ("CANCELLED", "PREEMPTED"), "REVOKED": ("CANCELLED", "REVOKED"),
 }
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED")
+FINISHED = c.FINISHED_STATUSES
 MISSING = ("", "Unknown", "None", "N/A")  # how sacct prints a time or value it does not have
 NO_CLUSTER = "local"  # a job's cluster where the output names none (no Cluster field, or an empty one)
 # TRES usage suffixes (binary, as Slurm prints them) -> the mapping module's unit names

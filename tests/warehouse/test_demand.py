@@ -131,6 +131,9 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     short, long = [2.0] * 12, [100.0 + 10 * k for k in range(14)]  # 12 runs of 2 h, 14 of 100..230 h, 1 GPU
     values = [(f"x{k}", "2026-10-01 00:00+00", "2026-10-20 00:00+00", "COMPLETED", hours)
               for k, hours in enumerate(short + long)]
+    # three failed runs of 400 h and a cancelled one: a run may end either way, the medians are of every finished run
+    values += [(f"f{k}", "2026-10-01 00:00+00", "2026-10-20 00:00+00", "FAILED" if k else "CANCELLED", 400.0)
+               for k in range(4)]
     # r started 120 h, s 60 h before the warehouse's clock (Nov 6 00:00, z's submission); r forecast 2 h when pending
     values += [("r", "2026-11-01 00:00+00", "2026-11-01 00:00+00", "RUNNING", None),
                ("s", "2026-11-03 12:00+00", "2026-11-03 12:00+00", "RUNNING", None),
@@ -147,16 +150,21 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
                 "VALUES ('r', 'runtime_hours', 1, 2.0, 4, 'm', 't', 's', '2026-10-31 00:00+00')")
     hours = con.execute("SELECT job_id, hours_expected, gpu_hours_forecast FROM job_demand WHERE status = 'RUNNING' "
                         "ORDER BY job_id").fetchall()
-    # s, 60 h in: the runs longer than 60 h are 100..230 h (14), their (lower) median 160 h; not the queue's 100 h.
-    # r, 120 h in: the longer runs' median is 180 h, less than as long again (240 h), which is beyond the queue's
-    # longest run (230 h): 230 h; not its P50 (2 h)
+    # s, 60 h in: the runs longer than 60 h are 100..230 h (14) and the four of 400 h, their (lower, 9th) median 180 h;
+    # not the queue's 100 h (nor 160 h, the completed runs' alone). r, 120 h in: the longer runs are 130..230 h (11)
+    # and 4 x 400 h, median (8th) 200 h, less than as long again (240 h), within the queue's longest (400 h): 240 h;
+    # not its P50 (2 h)
     # w: first seen running, longer than its queue's history supports: unknown (likely an end never logged)
-    assert hours == [("r", 230.0, 230.0), ("s", 160.0, 160.0), ("w", None, None)]
+    assert hours == [("r", 240.0, 240.0), ("s", 180.0, 180.0), ("w", None, None)]
     assert con.execute("SELECT jobs_hours_unknown FROM demand_daily WHERE day = DATE '2026-10-02'").fetchone() == (1,)
-    history = pl.DataFrame({c.JOB_ID: [v[0] for v in values[:26]], c.QUEUE: ["q"] * 26, c.GPU_COUNT: [1] * 26,
-                            c.RUNTIME_HOURS: short + long, c.SUBMITTED_AT: [datetime(2026, 10, 1)] * 26})
+    # the same jobs as history.py reads them (pending and running ones included: they are not finished runs)
+    history = pl.DataFrame({c.JOB_ID: [v[0] for v in values], c.QUEUE: ["q"] * len(values), c.GPU_COUNT: 1,
+                            c.STATUS: [v[3] for v in values], c.RUNTIME_HOURS: [v[4] for v in values],
+                            c.SUBMITTED_AT: datetime(2026, 10, 1)})
+    history = history.with_columns(pl.when(pl.col(c.STATUS) == "RUNNING").then(500.0)  # a logged figure of a run
+                                   .otherwise(pl.col(c.RUNTIME_HOURS)).alias(c.RUNTIME_HOURS))  # still going: no end
     elapsed = np.array([120.0, 60.0])
     remaining = RemainingTime().fit(history).intervals(history.head(2), elapsed, p50=np.array([2.0, np.nan]))[1]
-    assert (elapsed + remaining).tolist() == pytest.approx([230.0, 160.0])  # the warehouse and history.py agree
+    assert (elapsed + remaining).tolist() == pytest.approx([240.0, 180.0])  # the warehouse and history.py agree
     day = con.execute("SELECT gpu_hours_forecast FROM demand_daily WHERE day = DATE '2026-11-01'").fetchone()
-    assert day == (230.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h
+    assert day == (240.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h

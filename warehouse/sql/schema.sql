@@ -609,7 +609,9 @@ done AS (       -- the finished run times a running job's remaining time is read
            count(*) OVER (PARTITION BY queue ORDER BY runtime_hours
                           RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_q,
            count(*) OVER (PARTITION BY queue) AS n_q
-    FROM job_logs WHERE status = 'COMPLETED' AND runtime_hours > 0
+    -- every finished run (a failed or cancelled run's end frees its GPUs as a completed one's does: a running job
+    -- may end either way), as tasks/learn/history.py RemainingTime reads them
+    FROM job_logs WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED') AND runtime_hours > 0
 ),
 running AS (    -- each running job's hours run (a start not logged: just started)
     SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus,
