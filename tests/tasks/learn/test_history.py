@@ -68,6 +68,17 @@ def test_where_the_facts_carry_nothing_the_queue_median_is_chosen_by_evidence():
     assert "history_queue_median (the facts beat no queue median)" in out["ood_reason"][0]
 
 
+def test_the_chosen_run_time_trees_learn_again_from_every_labelled_job():
+    """Issue 53 item 2: the calibration slice (a quarter) chooses the trees and their band, then the run-time trees
+    learn again from all the jobs (the latest weeks weigh most: a quarter of them held out lost the most recent
+    evidence); the other targets keep the trees of the three quarters."""
+    runtime, memory = (h.SchedulerHistory(t).fit(jobs(200)) for t in (c.RUNTIME_HOURS, c.PEAK_GPU_MEM_GB))
+    assert runtime.chosen_ == h.MODEL and runtime.trained_rows_ == runtime.rows_ == 200
+    assert memory.trained_rows_ == 150
+    p10, p50, p90 = runtime.intervals(jobs(2, seed=3))
+    assert p50 == pytest.approx([10.0, 0.5], rel=0.2) and (p10 <= p50).all() and (p50 <= p90).all()
+
+
 def test_run_time_never_above_the_time_limit():
     model = h.SchedulerHistory(c.RUNTIME_HOURS).fit(jobs(200))
     tight = jobs(2, **{c.JOB_ID: ["a", "b"], c.JOB_NAME: ["train_bert_1", "train_bert_2"], c.TIME_LIMIT_HOURS: [4.0, None]})
