@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -149,6 +150,9 @@ def serve(lines, answer) -> None:
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole process group: the command decides (its run is recorded as failed) and closes the
+    # pipe, which ends this process; a KeyboardInterrupt traceback of its own would only add noise
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what GX or a library prints goes to stderr, not the pipe
 
