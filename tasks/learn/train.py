@@ -405,10 +405,19 @@ def save_champion(folder: Path, target: str, options: TrainOptions, finished: Fi
     store.save_encoder(folder, finished.encoder)
     if result.test_predictions is not None:
         store.save_test_predictions(folder, result.test_predictions)
-    store.save_metadata(folder, _metadata(target, options, result))
+    store.save_metadata(folder, _metadata(target, options, result, finished.estimator))
 
 
-def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
+def edges_of(estimator) -> dict[str, dict]:
+    """Per saved model (the champion, or each member of a blend), the residual's edge rule beyond the history's
+    prior (`LogTarget.edges`, issue 50), which `store.load_model` restores; models without a base have none."""
+    members = estimator.estimators if isinstance(estimator, blend.Blend) else {"": estimator}
+    return {name: saved for name, est in members.items()
+            if callable(getattr(est, "edges", None)) and (saved := est.edges()) is not None}
+
+
+def _metadata(target: str, options: TrainOptions, result: TargetResult, estimator=None) -> dict:
+    edges = edges_of(estimator) if estimator is not None else {}
     return {
         "target": target,
         "features": list(FEATURE_SETS[options.features].names),
@@ -428,4 +437,5 @@ def _metadata(target: str, options: TrainOptions, result: TargetResult) -> dict:
         "calibration": result.calibration,
         "ood": result.ood.to_json() if result.ood else None,  # the one writer (tasks/learn/ood.py `Detector`)
         "compiled": asdict(result.compiled) if result.compiled else None,
+        "edges": {name or result.champion: saved for name, saved in edges.items()},
     }

@@ -17,6 +17,11 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, va
 
 # below this many rows left to fit on, early stopping holds none out (sklearn's one-sample checks, tiny sites)
 MIN_ROWS_TO_HOLD_OUT = 20
+# Beyond the fit rows' range of the prior (issue 50), the residual's forecast follows the prior only as far as the
+# prior is right at that edge of the history: `LogTarget.fit` measures the median ratio truth / prior of the
+# `EDGE_SHARE` of fit rows with the largest (and the smallest) prior, at least `EDGE_MIN_ROWS` of them.
+EDGE_SHARE = 0.1
+EDGE_MIN_ROWS = 5
 
 class LogTarget(TransformedTargetRegressor):
     """scikit-learn's `TransformedTargetRegressor` learning log(y), with an offset: the log-prior column
@@ -26,6 +31,15 @@ class LogTarget(TransformedTargetRegressor):
     log(prior): `fit` hands the parent y / prior, whose log it learns; `predict` is exp(inner + offset),
     the parent's inverse times the prior, in one step (so a model loaded from its library's own file needs
     only `regressor_`: `LogTarget.fitted`).
+
+    **Beyond the history's range of the prior** (issue 50): the forecast is prior x learned ratio, so a job whose
+    prior is above every fit row's multiplies the ratio the trees learned at the history's edge by a prior they never
+    saw; where the prior is badly scaled there (GPUMemNet's CNNs: truth / prior ~7x at the edge, ~3x beyond it), that
+    forecast is 2-3x the truth. So `fit` keeps the fit rows' range of log(prior) (`base_range_`) and, per edge, the
+    trust in the prior there (`base_trust_`: min(r, 1/r) of r, the median truth / prior of the edge rows: 1 where the
+    prior is right at the edge, small where it is far off); beyond the range, the offset moves with log(prior) at that
+    slope: offset = clip(b) + trust x (b - clip(b)). A prior right at the edge extrapolates as before (the measured
+    set: trust 0.93-0.94); a prior 7x off barely moves the forecast (trust ~0.14). Inside the range nothing changes.
     """
 
     def __init__(self, regressor=None, *, base: int | None = None, validation_fraction: float = 0.0,
@@ -46,12 +60,44 @@ class LogTarget(TransformedTargetRegressor):
         return tags
 
     def _offset(self, X) -> np.ndarray | float:
-        return np.asarray(X, dtype=np.float64)[:, self.base] if self.base is not None else 0.0
+        if self.base is None:
+            return 0.0
+        b = np.asarray(X, dtype=np.float64)[:, self.base]
+        if getattr(self, "base_range_", None) is None:  # (a model saved before issue 50's edge rule: as it was)
+            return b
+        inside = np.clip(b, *self.base_range_)
+        trust = np.where(b > inside, self.base_trust_[1], self.base_trust_[0])
+        return inside + trust * (b - inside)
+
+    def _fit_edges(self, X, y) -> None:
+        """`base_range_` and `base_trust_` (lower edge, upper edge) of the fit rows (class doc)."""
+        self.base_range_ = self.base_trust_ = None
+        if self.base is None or not len(y):
+            return
+        b = X[:, self.base]
+        k = min(len(y), max(EDGE_MIN_ROWS, int(round(len(y) * EDGE_SHARE))))
+        order = np.argsort(b, kind="stable")
+        ratio = [float(np.exp(np.median(np.log(y[edge]) - b[edge]))) for edge in (order[:k], order[-k:])]
+        self.base_range_ = (float(b.min()), float(b.max()))
+        self.base_trust_ = tuple(min(r, 1 / r) for r in ratio)
+
+    def edges(self) -> dict | None:
+        """The edge rule's learned state for the saved metadata (`from_edges` restores it); None without a base."""
+        if getattr(self, "base_range_", None) is None:
+            return None
+        return {"range": list(self.base_range_), "trust": list(self.base_trust_)}
+
+    def from_edges(self, saved: dict | None) -> LogTarget:
+        """Restore `edges()` on a loaded model (None: a model saved before the rule, as it was)."""
+        if saved and self.base is not None:
+            self.base_range_, self.base_trust_ = tuple(saved["range"]), tuple(saved["trust"])
+        return self
 
     def fit(self, X, y, **fit_params):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)  # finite (the encoder never leaves NaN), same length
+        self._fit_edges(X, y)
         target = y / np.exp(self._offset(X))
         if self.validation_fraction:
             # early stopping (a boosted ensemble built with its library's patience: registry.py): a fixed random

@@ -166,6 +166,7 @@ def _load_estimator(folder: Path, name: str, encoder: FeatureEncoder, metadata: 
     if isinstance(estimator, LogTarget):  # native formats do not carry the residual's base column
         estimator.base = (None if name in registry.NO_BASE
                           else FEATURE_SETS[encoder.feature_set].base_column(metadata["target"]))
+        estimator.from_edges(metadata.get("edges", {}).get(name))  # beyond the history's prior (issue 50)
         fast, why = compiled.load_compiled(native, threads) if use_compiled else (None, "use_compiled=False")
         if fast is not None:
             estimator.regressor_ = fast

@@ -144,6 +144,35 @@ def test_a_residual_model_predicts_its_prior_times_its_correction():
     assert est.predict(X) == pytest.approx(y)
 
 
+def test_beyond_the_historys_prior_a_residual_follows_the_prior_as_far_as_it_is_right_at_the_edge(tmp_path):
+    """Issue 50: a job whose prior is 3x the largest fit row's. Truth twice the prior everywhere: the prior is off by a
+    constant, right in slope, so the forecast keeps following it (trust 0.5 at each edge: 2x off). Truth 8x the prior at
+    the edge: the forecast barely moves beyond it (trust 1/8). Saved and loaded, the rule comes back with the model."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    from gpucast.tasks.learn.train import edges_of
+
+    prior = np.linspace(1.0, 10.0, 50)
+    X, far = np.log(prior)[:, None], np.log([[30.0]])
+    twice = LogTarget(DecisionTreeRegressor(max_depth=1), base=0).fit(X, 2 * prior)
+    assert twice.base_trust_ == pytest.approx((0.5, 0.5))
+    assert twice.predict(far)[0] == pytest.approx(20.0 * 3**0.5)  # the edge's forecast (20) x (30 / 10)^0.5
+    growing = LogTarget(DecisionTreeRegressor(max_depth=1), base=0).fit(X, prior * np.where(prior > 9, 8.0, 1.0))
+    assert growing.base_trust_[1] == pytest.approx(1 / 8)
+    assert growing.predict(far)[0] == pytest.approx(80.0 * 3 ** (1 / 8))  # 92 GB, where the ratio alone said 240
+    assert growing.predict(X) == pytest.approx(twice.predict(X) * np.where(prior > 9, 4.0, 0.5))  # inside: unchanged
+    store.save_model(tmp_path, "decision_tree", growing)
+    store.save_encoder(tmp_path, FeatureEncoder("residual").fit(features.build(labelled_rows(
+        simulate_jobs(20, np.random.default_rng(0), SimConfig().start, 0.0), c.PEAK_GPU_MEM_GB))))
+    saved = {"target": c.PEAK_GPU_MEM_GB, "edges": {"decision_tree": edges_of(growing)[""]},
+             "calibration": {"decision_tree": intervals.calibrate(np.ones(3), np.ones(3), floor=1.0)}}
+    store.save_metadata(tmp_path, saved)
+    loaded = store.load_model(tmp_path, "decision_tree").estimator
+    assert (loaded.base_range_, loaded.base_trust_) == (growing.base_range_, growing.base_trust_)
+    store.save_metadata(tmp_path, {k: v for k, v in saved.items() if k != "edges"})  # saved before the rule: as it was
+    assert getattr(store.load_model(tmp_path, "decision_tree").estimator, "base_range_", None) is None
+
+
 def test_skops_refuses_types_outside_the_allow_list(tmp_path):
     import skops.io as sio
 
