@@ -148,12 +148,17 @@ def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
 
 def by_day(rows: pl.DataFrame) -> pl.DataFrame:
     """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short.
-    `gpus_total_p90` is the site's P90 total (the rows' `gpus_total_p90_of_total`, module doc), not the rows' P90s
-    summed; a plan recorded before that column: their sum."""
+    `gpus_site_p90` is the site's P90 total (the rows' `gpus_total_p90_of_total`, module doc), not the rows' own P90s
+    (`gpus_total_p90`) summed (a plan recorded before that column: their sum); `site_short_p90` what the site lacks
+    at it (owned known), and `shortfall_total_p90` the queues' own shortfalls summed, each at its own P90: a queue
+    short while another has GPUs to spare counts there, not in the site's."""
     p90 = "gpus_total_p90_of_total" if "gpus_total_p90_of_total" in rows.columns else "gpus_total_p90"
-    return rows.group_by("day").agg(
+    days = rows.group_by("day").agg(
         pl.col("gpus_needed_p50").sum().alias("known_p50"), pl.col("gpus_needed_expected_p50").sum().alias("expected_p50"),
-        pl.col("gpus_total_p50").sum(), pl.col(p90).fill_null(pl.col("gpus_total_p90")).sum().alias("gpus_total_p90"),
+        pl.col("gpus_total_p50").sum(), pl.col(p90).fill_null(pl.col("gpus_total_p90")).sum().alias("gpus_site_p90"),
         pl.when(pl.col("gpus_owned").is_not_null().any()).then(pl.col("gpus_owned").sum()).alias("gpus_owned"),
         pl.col("shortfall_total_p90").sum(),
     ).sort("day")
+    site_short = (pl.col("gpus_site_p90") - pl.col("gpus_owned")).clip(lower_bound=0).alias("site_short_p90")
+    return days.with_columns(site_short).select("day", "known_p50", "expected_p50", "gpus_total_p50", "gpus_site_p90",
+                                                "gpus_owned", "site_short_p90", "shortfall_total_p90")

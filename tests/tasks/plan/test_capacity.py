@@ -270,9 +270,23 @@ def test_the_site_p90_total_is_the_total_forecast_s_p90_not_the_rows_p90s_summed
     rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
     assert rows["gpus_total_p90"].to_list() == [4, 4] and rows["gpus_total_p90_of_total"].to_list() == [3, 3]
     day = by_day(rows).to_dicts()[0]
-    assert (day["gpus_total_p50"], day["gpus_total_p90"]) == (4, 6)  # ceil(60 / 24) = 3 per row: 6 <= 8 summed
+    assert (day["gpus_total_p50"], day["gpus_site_p90"]) == (4, 6)  # ceil(60 / 24) = 3 per row: 6 <= 8 summed
     older, _ = add_expected(known.rows, demand.drop("gpu_hours_p90_of_total"), pl.DataFrame(schema=PACKING_SCHEMA))
-    assert by_day(older)["gpus_total_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
+    assert by_day(older)["gpus_site_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
+
+
+def test_the_site_is_short_only_of_what_its_p90_total_lacks_and_the_queues_shortfalls_are_named_apart():
+    from gpucast.tasks.plan.arrivals import by_day
+
+    # queue a: P90 needs 2 of its 8 GPUs; queue b: 5 of its 2 (3 short at its own P90); the site: 6 of 10 at its P90
+    rows = pl.DataFrame({"day": [START, START], "queue": ["a", "b"], "gpus_needed_p50": [1, 2],
+                         "gpus_needed_expected_p50": [0, 1], "gpus_total_p50": [1, 3], "gpus_total_p90": [2, 5],
+                         "gpus_total_p90_of_total": [2, 4], "gpus_owned": [8, 2], "shortfall_total_p90": [0, 3]})
+    day = by_day(rows).row(0, named=True)
+    assert (day["gpus_site_p90"], day["gpus_owned"], day["site_short_p90"], day["shortfall_total_p90"]) == (6, 10, 0, 3)
+    short = by_day(rows.with_columns(pl.Series("gpus_owned", [2, 2]))).row(0, named=True)
+    assert short["site_short_p90"] == 2 and by_day(rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_owned"))
+                                                    ).row(0, named=True)["site_short_p90"] is None  # owned unknown
 
 
 def test_a_group_repeated_on_several_shelves_is_named_by_its_lowest_shelf_every_run():
