@@ -98,8 +98,8 @@ def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, flo
     known = plan_capacity(empty, None, origin + timedelta(days=1), days, queues=arrivals.forecast_queues(forecast))
     rows, _ = arrivals.add_expected(known.rows, forecast, pl.DataFrame(schema=arrivals.PACKING_SCHEMA))
     now, before = arrivals.by_day(rows), arrivals.by_day(rows.drop("gpus_total_p90_of_total"))
-    return ((now["gpus_total_p90"] / now["gpus_total_p50"]).median(),
-            (before["gpus_total_p90"] / before["gpus_total_p50"]).median())
+    return ((now["gpus_site_p90"] / now["gpus_total_p50"]).median(),
+            (before["gpus_site_p90"] / before["gpus_total_p50"]).median())
 
 
 def timed(fn, *args, **kwargs):
