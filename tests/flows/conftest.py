@@ -53,7 +53,7 @@ def quick_night(prefect_harness, tmp_path_factory) -> Night:
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
         mp.setenv("GPUCAST_HOME", str(home))
         assert main(["nightly", "--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50",
-                     "--runner", "local", "--gpu-mem-gb", "40"]) == 0
+                     "--train-runner", "local", "--oom-gpu-mem-gb", "40"]) == 0
     plan = Artifact.get("capacity-plan")
     return Night(home, printed.getvalue(), Artifact.get("nightly-report").data, Artifact.get("capacity-page").data,
                  plan.data if plan is not None else None)
