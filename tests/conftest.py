@@ -116,11 +116,15 @@ def pytest_collection_modifyitems(config, items):
 
 def _group_ids(items) -> None:
     """Each grouped test's id as xdist means it, `<id>@<group>` (its groups joined by `_`, as xdist joins them)."""
-    from _pytest.nodeid import NodeId  # (pytest 9's; an older pytest reads xdist's `_nodeid` itself)
+    try:
+        from _pytest.nodeid import NodeId  # (pytest 9's, private; an older pytest reads xdist's `_nodeid` itself)
+    except ImportError:
+        return
 
     for item in items:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                         for m in item.iter_markers("xdist_group")})
-        grouped = f"{item.nodeid.rsplit('@', 1)[0]}@{'_'.join(names)}"
+        suffix = f"@{'_'.join(names)}"
+        grouped = item.nodeid.removesuffix(suffix) + suffix  # (an id with '@' of its own keeps it)
         if names and isinstance(getattr(item, "_id", None), NodeId) and item.nodeid != grouped:
             item._id = NodeId.parse(grouped)
