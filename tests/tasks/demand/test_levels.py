@@ -46,7 +46,7 @@ def test_the_level_blend_follows_a_level_shift_and_needs_a_week():
 def test_the_long_level_reads_two_weeks_and_is_steadier_on_a_steady_heavy_tailed_series():
     """The long level is the mean of the last 14 days (no weekday rhythm here: the effects shrink to ~0); on a level
     that holds, with a day's log GPU-hours as noisy as the real trace's (sd 1.2), it strays less from the true level
-    than the one-week level blend; a GPU-hours candidate only (on jobs a day it measured worse)."""
+    than a one-week mean (`WeekdayProfile`); a GPU-hours candidate only (on jobs a day it measured worse)."""
     y = np.r_[np.full(7, 9.0), np.tile([1.0, 3.0], 7)]  # the last 14 days average 2.0
     assert LongLevel().forecast(y, 3)["mean"] == pytest.approx([2.0] * 3, abs=0.05)
     with pytest.raises(ValueError, match="needs 7"):
@@ -54,7 +54,7 @@ def test_the_long_level_reads_two_weeks_and_is_steadier_on_a_steady_heavy_tailed
     stray = np.zeros(2)
     for seed in range(20):
         logged = np.random.default_rng(seed).normal(6.0, 1.2, 35)
-        stray += [abs(m().forecast(logged, 1)["mean"][0] - 6.0) for m in (LongLevel, LevelBlend)]
+        stray += [abs(m().forecast(logged, 1)["mean"][0] - 6.0) for m in (LongLevel, WeekdayProfile)]
     assert stray[0] < 0.85 * stray[1]
     assert module._long_level in module.CANDIDATES and module._long_level in module.SIMPLE
     assert module._long_level not in module.JOB_CANDIDATES
