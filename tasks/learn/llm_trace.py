@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpucast.records import files
 from gpucast.tasks.learn.llm_memory import Arch
 
 GB = 1e9
@@ -164,11 +165,15 @@ def trace_peak(arch: Arch, data_parallel: int, micro_batch_size: int, seq_len: i
     cfg = TraceConfig.of(arch, data_parallel, micro_batch_size, seq_len, checkpointing)
     path = cache / f"fsdp-{cfg.key()}.json" if cache else None
     if path is not None and path.exists():
-        saved = json.loads(path.read_text())
-        return TracedPeak(saved["total_gb"], saved["parts_gb"], 0.0, cached=True)
+        try:
+            saved = json.loads(path.read_text())
+            return TracedPeak(saved["total_gb"], saved["parts_gb"], 0.0, cached=True)
+        except (json.JSONDecodeError, KeyError):  # an unreadable entry (an older format): traced again, replaced
+            pass
     result = trace(cfg)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"config": asdict(cfg), "total_gb": result.total_gb, "parts_gb": result.parts_gb,
-                                    "cpu_seconds": result.cpu_seconds}, indent=1))
+        # atomic: a trace killed mid-write leaves no half entry
+        files.write_text(path, json.dumps({"config": asdict(cfg), "total_gb": result.total_gb,
+                                           "parts_gb": result.parts_gb, "cpu_seconds": result.cpu_seconds}, indent=1))
     return result

@@ -37,3 +37,9 @@ def test_a_configuration_traced_once_is_read_from_the_cache(tmp_path):
     assert len(list(tmp_path.glob("fsdp-*.json"))) == 1
     other = t.trace_peak(TINY, data_parallel=2, micro_batch_size=1, seq_len=32, checkpointing=False, cache=tmp_path)
     assert not other.cached and len(list(tmp_path.glob("fsdp-*.json"))) == 2
+    # a half-written entry (a trace killed before the atomic write existed) is traced again and replaced
+    entry = next(p for p in tmp_path.glob("fsdp-*.json") if p.read_text().find('"checkpointing": false') >= 0)
+    entry.write_text('{"config": {"arch"')
+    again = t.trace_peak(TINY, data_parallel=2, micro_batch_size=1, seq_len=32, checkpointing=False, cache=tmp_path)
+    assert not again.cached and again.total_gb == other.total_gb
+    assert t.trace_peak(TINY, data_parallel=2, micro_batch_size=1, seq_len=32, checkpointing=False, cache=tmp_path).cached
