@@ -239,4 +239,6 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         queue_waits=_table(frames["queue_waits"]), job_waits=_table(frames["job_waits"]),
         no_start_count=frames["no_start_count"].item(0, 0),
         large_jobs=_table(large_jobs_table(frames["large_jobs"])) if "large_jobs" in frames else None,
+        large_jobs_count=(frames["large_jobs_count"].item(0, 0) if "large_jobs_count" in frames
+                          else frames["large_jobs"].height if "large_jobs" in frames else None),
     )

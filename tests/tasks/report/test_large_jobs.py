@@ -35,10 +35,13 @@ def test_the_layout_of_a_large_job_reads_as_logged_with_its_data_parallel_ranks_
 def test_the_page_shows_the_large_jobs_section_and_says_none_when_there_are_none():
     frames = site_frames(["a100-80g"])
     page = html.unescape(render_site({**frames, "large_jobs": LARGE}, datetime(2026, 11, 23, tzinfo=UTC)))
-    assert "<h2>Large jobs</h2>" in page and 'id="large-jobs"' in page and "2 x 2 x 1" in page
+    assert f"<h2>Large jobs ({LARGE.height})</h2>" in page and 'id="large-jobs"' in page and "2 x 2 x 1" in page
+    more = html.unescape(render_site({**frames, "large_jobs": LARGE, "large_jobs_count": pl.DataFrame({"jobs": [75]})},
+                                     datetime(2026, 11, 23, tzinfo=UTC)))
+    assert f"<h2>Large jobs (75: the first {LARGE.height})</h2>" in more  # the page lists 50 at most: the count says
     empty = render_site({**frames, "large_jobs": LARGE.clear()}, datetime(2026, 11, 23, tzinfo=UTC))
-    assert "<h2>Large jobs</h2>" in empty and 'id="large-jobs"' not in empty
-    assert "<h2>Large jobs</h2>" not in render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))  # an older caller
+    assert "<h2>Large jobs (0)</h2>" in empty and 'id="large-jobs"' not in empty
+    assert "<h2>Large jobs" not in render_site(frames, datetime(2026, 11, 23, tzinfo=UTC))  # an older caller
 
 
 def test_the_query_picks_multi_gpu_jobs_and_jobs_near_their_gpu_s_memory():
