@@ -2,7 +2,8 @@
 no fit sees, and the repeated folds of the rest (the protocol using them is `tasks/learn/train.py`).
 
 - **the generalisation holdout** (`generalisation_holdout`): the latest week's jobs when the history has one
-  (`backtest_mask`), else whole model families, ~20% of the rows, seeded (`grouped_holdout`);
+  (`backtest_mask`), else whole model families, ~20% of the rows, seeded (`grouped_holdout`), else (no family small
+  enough: two families of half the rows each) whole shape clusters (`shape_clusters`);
 - **the folds** (`fold_split`): the other rows dealt into `FOLDS` folds; repeat r is pass r // `FOLDS`, fold
   r % `FOLDS` of a permutation seeded by (seed + pass);
 - `split`: the seeded 70/30 holdout with 20% validation of the protocol before issue 50, which the benchmarks
@@ -27,6 +28,12 @@ MIN_ROWS_PER_FOLD = 2
 # a family that would take the holdout above the most is skipped (one family can be most of a history).
 HOLDOUT_SHARE = 0.2
 HOLDOUT_MAX_SHARE = 0.35
+# Where no family can be held out: the rows are clustered by shape (k-means on the standardised logs of these
+# columns, the model type one more coordinate), into about one cluster per `SHAPE_CLUSTER_ROWS` rows, at least
+# `MIN_SHAPE_CLUSTERS`, and whole clusters are held out as families would be.
+SHAPE_COLUMNS = (c.PARAMS_MILLION, c.BATCH_SIZE, c.INPUT_DIM, c.NUM_LAYERS)
+SHAPE_CLUSTER_ROWS = 25
+MIN_SHAPE_CLUSTERS = 5
 
 # The backtest (issue 37, item 6): the latest week's completed jobs are never fitted nor validated on in the
 # comparison; each fit forecasts them as well (`split` "backtest" in model_metrics), and a champion that
@@ -56,29 +63,64 @@ def backtest_mask(rows: pl.DataFrame) -> np.ndarray:
 
 def grouped_holdout(rows: pl.DataFrame, seed: int) -> np.ndarray:
     """Whole model families (`ood.FAMILY`; a missing one is "unknown"), drawn in a seeded order until about
-    `HOLDOUT_SHARE` of the rows (a family that would take it above `HOLDOUT_MAX_SHARE` is passed over); none
-    when the rows hold fewer than 2 families or no family fits."""
+    `HOLDOUT_SHARE` of the rows (a family that would take it above `HOLDOUT_MAX_SHARE` is passed over); where no
+    family fits (one family, or two of half the rows each), whole shape clusters (`shape_clusters`) the same way;
+    none when neither gives a holdout."""
     none = np.zeros(rows.height, dtype=bool)
     if ood.FAMILY not in rows.columns or rows.is_empty():
         return none
     family = rows[ood.FAMILY].cast(pl.String).fill_null("unknown").to_numpy()
-    names, counts = np.unique(family, return_counts=True)
+    held = _whole_groups(family, seed)
+    if not held.any() and (clusters := shape_clusters(rows, seed)) is not None:
+        held = _whole_groups(clusters, seed)
+    return held
+
+
+def shape_clusters(rows: pl.DataFrame, seed: int) -> np.ndarray | None:
+    """Each row's shape cluster: k-means (scikit-learn, seeded) on the standardised log1p of `SHAPE_COLUMNS` (a
+    missing value at the column's median) and the model type (`ood.FAMILY`, one-hot), k = rows / `SHAPE_CLUSTER_ROWS`,
+    at least `MIN_SHAPE_CLUSTERS`; None with too few rows or no shape column. Why shape: jobs of one family that
+    differ in size are what a model must carry over to (a bigger network, a larger batch), which random folds of a
+    history of neighbours never ask of it."""
+    cols = [n for n in SHAPE_COLUMNS if n in rows.columns]
+    k = max(MIN_SHAPE_CLUSTERS, rows.height // SHAPE_CLUSTER_ROWS)
+    if not cols or rows.height < 2 * k:
+        return None
+    from sklearn.cluster import KMeans  # (scikit-learn: the `ml` extra, as every model)
+    from threadpoolctl import threadpool_limits  # (scikit-learn's own dependency)
+
+    x = rows.select(pl.col(n).cast(pl.Float64).abs().log1p() for n in cols).to_numpy()
+    x = np.where(np.isnan(x), np.nanmedian(x, axis=0) if np.isfinite(x).any() else 0.0, x)
+    x = np.nan_to_num((x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0))
+    if ood.FAMILY in rows.columns:
+        family = rows[ood.FAMILY].cast(pl.String).fill_null("unknown").to_numpy()
+        x = np.hstack([x, (family[:, None] == np.unique(family)[None, :]).astype(np.float64)])
+    with threadpool_limits(1):  # a few hundred rows: one thread takes 0.04 s where OpenMP on a loaded machine took 6 s
+        return KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(x).astype(str)
+
+
+def _whole_groups(group: np.ndarray, seed: int) -> np.ndarray:
+    """Whole groups drawn in a seeded order until about `HOLDOUT_SHARE` of the rows, a group that would take the
+    holdout above `HOLDOUT_MAX_SHARE` passed over; none with fewer than 2 groups."""
+    none = np.zeros(len(group), dtype=bool)
+    names, counts = np.unique(group, return_counts=True)
     if len(names) < 2:
         return none
     chosen, total = [], 0
     for i in np.random.default_rng(seed + 20_000).permutation(len(names)):
-        if total >= HOLDOUT_SHARE * rows.height:
+        if total >= HOLDOUT_SHARE * len(group):
             break
-        if total + counts[i] <= HOLDOUT_MAX_SHARE * rows.height:
+        if total + counts[i] <= HOLDOUT_MAX_SHARE * len(group):
             chosen.append(names[i])
             total += counts[i]
-    return np.isin(family, chosen) if chosen else none
+    return np.isin(group, chosen) if chosen else none
 
 
 def generalisation_holdout(rows: pl.DataFrame, seed: int) -> tuple[np.ndarray, str]:
     """(mask, split name) of the rows no fit of the comparison sees, which every fit forecasts: the latest week
-    ("backtest", `backtest_mask`) when the history has one, else whole model families ("holdout",
-    `grouped_holdout`). The champion must not be worse there than the best tree (champion.py `_generalises`)."""
+    ("backtest", `backtest_mask`) when the history has one, else whole model families or, where no family can be held
+    out, whole shape clusters ("holdout", `grouped_holdout`). The champion must not be worse there than the best tree
+    (champion.py `_generalises`)."""
     back = backtest_mask(rows)
     if back.any():
         return back, "backtest"

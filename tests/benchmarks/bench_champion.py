@@ -6,8 +6,9 @@ repeats, the champion chosen by the champion rule, refitted, calibrated, saved a
 `pipeline`), and forecasts the pending jobs. Beside it, on the same split: the champion model alone, and the named
 baseline, a plain LightGBM (library defaults, log target, no early stopping; quantile LightGBM for its P90).
 
-Printed per set and target: R², MAPE overall and per model type, P90 coverage overall and on the large jobs (actual
-above the history's 90th percentile), the champion's name and its ratio to the plain baseline.
+Printed per set and target: R², MAPE overall and per model type, the planner loss (GB: the champion rule's metric,
+`champion.planner_loss`), P90 coverage overall and on the large jobs (actual above the history's 90th percentile), the
+champion's name and its ratios to the plain baseline.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
         [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network] [--stopping now] [--trees | --trees-only]
@@ -37,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
+from gpucast.tasks.learn.champion import planner_loss
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 
@@ -161,24 +163,26 @@ def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[st
     """Print and return per method: R², MAPE, P90 coverage overall and on the large jobs, and MAPE per model type."""
     out = {}
     types = sorted(results[c.MODEL_TYPE].unique().to_list())
-    print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'P90':>6s} {'P90 big':>8s}  " + " ".join(f"{t[:11]:>11s}" for t in types))
+    print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'loss':>7s} {'P90':>6s} {'P90 big':>8s}  "
+          + " ".join(f"{t[:11]:>11s}" for t in types))
     for method in ("pipeline", "champion", "plain_lightgbm", "prior"):
         part = results.filter(pl.col("method") == method)
         if part.is_empty():
             continue
         y, p50, p90 = (part[k].to_numpy().astype(np.float64) for k in ("actual", "p50", "p90"))
         big = y > large
-        row = {"r2": r2(y, p50), "mape": mape(y, p50), "p90": float(np.mean(p90 >= y)),
+        row = {"r2": r2(y, p50), "mape": mape(y, p50), "loss": planner_loss(y, p50), "p90": float(np.mean(p90 >= y)),
                "p90_big": float(np.mean(p90[big] >= y[big])) if big.any() else float("nan")}
         per_type = {t: mape(y[(m := (part[c.MODEL_TYPE] == t).to_numpy())], p50[m]) for t in types}
         row.update({f"mape_{t}": v for t, v in per_type.items()})
         out[method] = row
-        print(f"  {method:16s} {row['r2']:7.3f} {row['mape']:6.1f}% {row['p90']:6.1%} {row['p90_big']:8.1%}  "
+        print(f"  {method:16s} {row['r2']:7.3f} {row['mape']:6.1f}% {row['loss']:7.3f} {row['p90']:6.1%} {row['p90_big']:8.1%}  "
               + " ".join(f"{per_type[t]:10.1f}%" for t in types))
     champion = results.filter(pl.col("method") == "champion")["model"][0]
     ratio = out["pipeline"]["r2"] - out["plain_lightgbm"]["r2"]
     print(f"  {label}: champion {champion}; pipeline R² minus plain LightGBM's: {ratio:+.3f}; "
-          f"MAPE ratio {out['pipeline']['mape'] / out['plain_lightgbm']['mape']:.2f}x")
+          f"MAPE ratio {out['pipeline']['mape'] / out['plain_lightgbm']['mape']:.2f}x; "
+          f"planner loss ratio {out['pipeline']['loss'] / out['plain_lightgbm']['loss']:.2f}x")
     return out
 
 

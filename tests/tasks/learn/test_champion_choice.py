@@ -1,5 +1,5 @@
 """The champion rule of issue 50 on constructed forecasts: the folds, the planner loss, the tie rule, the
-generalisation holdout (the latest week, else whole families), the plain LightGBM's floor, too few rows."""
+generalisation holdout (the latest week, else whole families, else whole shape clusters), the plain LightGBM's floor, too few rows."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult, MetricRow
 from gpucast.tasks.learn.champion import TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss
-from gpucast.tasks.learn.folds import FOLDS, fold_split, generalisation_holdout, grouped_holdout
+from gpucast.tasks.learn.folds import FOLDS, fold_split, generalisation_holdout, grouped_holdout, shape_clusters
 from gpucast.tasks.learn.models import registry
 
 PLAIN = registry.PLAIN
@@ -133,6 +133,23 @@ def test_without_a_later_week_whole_families_are_held_out():
     assert not grouped_holdout(_history(400, families=1, weeks=None), 0).any()  # one family: nothing to hold out
     week_mask, week_name = generalisation_holdout(_history(400, families=10, weeks=4), seed=0)
     assert week_name == "backtest" and week_mask[-1] and not week_mask[0]  # a later week: it is the holdout
+
+
+def test_where_no_family_can_be_held_out_whole_shape_clusters_are():
+    """Two families of half the rows each (the public GPUMemNet set): no family fits under the 35% cap, so whole
+    shape clusters are held out instead (issue 50 item 1), about a fifth of the rows, seeded; without shape
+    columns nothing is."""
+    rng = np.random.default_rng(0)
+    rows = _history(300, families=2, weeks=None).with_columns(
+        pl.Series(c.PARAMS_MILLION, np.exp(rng.uniform(-3, 5, 300))), pl.Series(c.BATCH_SIZE, rng.integers(2, 1024, 300)),
+        pl.Series(c.INPUT_DIM, rng.integers(32, 2048, 300)), pl.Series(c.NUM_LAYERS, rng.integers(2, 30, 300)))
+    mask, name = generalisation_holdout(rows, seed=0)
+    assert name == "holdout" and 0.15 <= mask.mean() <= 0.35
+    clusters = shape_clusters(rows, 0)
+    assert not set(clusters[mask]) & set(clusters[~mask])  # whole clusters only
+    assert set(rows.filter(pl.Series(mask))[c.MODEL_TYPE]) <= {"family0", "family1"}
+    assert not (grouped_holdout(rows, 1) == mask).all()  # seeded
+    assert not grouped_holdout(_history(300, families=2, weeks=None), 0).any()  # no shape: nothing to hold out
 
 
 def test_too_few_labelled_jobs_for_the_folds_get_the_plain_lightgbm_alone(tmp_path):
