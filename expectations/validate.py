@@ -7,7 +7,7 @@ Two views of the same suite (issue 52, decision 1):
   every chunk the ingest reads: Polars is ~0.1 s a million rows here, where GX on pandas took 1.2-1.4 s plus
   the frame's conversion, chunk after chunk.
 * **Great Expectations** validates the run's checked rows **once per run**, over DuckDB (`validate_staged`: GX's
-  SQL data source through duckdb-engine on an in-memory DuckDB holding the rows the ingest staged), with
+  SQL data source through duckdb-engine on a DuckDB view over the Parquet files the ingest staged), with
   `result_format=BOOLEAN_ONLY`: whether each expectation holds, and any expectation that could not run.
 The two must agree on whether each expectation holds over the run (`agree`), or validation raises
 `RuleMismatch` and the run fails, nothing loaded or published half-checked. That a rule picks the same rows as GX
