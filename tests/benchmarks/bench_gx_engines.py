@@ -1,23 +1,19 @@
-"""Benchmark: the `job_logs` suite run by Great Expectations on pandas (what the ingest does) and on DuckDB (issue 40).
+"""Benchmark: Great Expectations' share of an ingest, per chunk on pandas (before) and once per run on DuckDB (now).
 
-    .venv/bin/pip install --target DIR duckdb-engine==0.17.0   # not a dependency of gpucast: this benchmark's alone
-    PYTHONPATH=.:DIR .venv/bin/python tests/benchmarks/bench_gx_engines.py [--rows 100000] [--repeat 2] [--chunk-rows 100000]
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_gx_engines.py [--rows 1000000] [--chunk-rows 100000] [--repeat 2]
 
-Simulated logs of `--rows` jobs (1% dirty) are read and normalised as the ingest does, and the rows that parse
-(the suite's input) are validated as one batch, `--repeat` times each way, with `result_format=BOOLEAN_ONLY`:
+Simulated logs of `--rows` jobs (1% dirty) are read and normalised as the ingest does; the rows that parse (the
+suite's input) are cut into chunks of `--chunk-rows` (the ingest's chunk). Both ways run the row rules on every
+chunk (`validate.check_rows`: they decide which rows are quarantined, before and now), then:
 
-* **pandas** (the baseline, `expectations/validate.py`): `frame.to_pandas()`, then GX's pandas data source;
-* **DuckDB**: the frame copied into a table of a DuckDB file, then GX's SQL data source over it (duckdb-engine).
+* **before** (the named baseline, the ingest until issue 52's decision 1): GX on its pandas data source, every
+  chunk (`to_pandas` + `BOOLEAN_ONLY`), each chunk's verdict checked against that chunk's rule counts;
+* **now**: each chunk written as Parquet (as the ingest stages its rows), then GX once over all of them on DuckDB
+  (`validate.validate_staged`: in GX's judge process, `expectations/judge.py`, the copy into an in-memory DuckDB
+  and GX's SQL data source), its verdict checked against the rule counts summed over the run.
 
-It prints the seconds of each step and whether the two agree on every expectation. Run with 100,000 rows (one
-ingest chunk) and with 1,000,000 (a whole file in one batch); `--chunk-rows 100000` adds the file validated chunk by
-chunk as the ingest does, DuckDB reading each chunk in place (an Arrow view, no copy).
-
-Why GX's SQL path needs `OwnCursors` below: duckdb-engine hands SQLAlchemy cursors that all wrap the *same* DuckDB
-connection; SQLAlchemy begins a transaction on it and rolls it back when GX's `with get_connection()` block ends,
-before GX fetches the rows, and that ROLLBACK on the one connection discards the pending result: `fetchall()`
-gives `[]` and GX fails each expectation with "list index out of range" (docs/benchmarks.md, issue 40). Giving
-each cursor a DuckDB cursor of its own (a separate connection to the same database) keeps the result.
+It prints each way's seconds (rules included, and GX's part alone) and whether every verdict agreed. Both ways run
+in the same process, alternately, `--repeat` times: compare them side by side, run by run.
 """
 
 from __future__ import annotations
@@ -44,102 +40,102 @@ def frame_of(rows: int, work: Path):
     return pl.concat(chunks).filter(pl.col("_errors").list.len() == 0).select(c.COLUMNS).fill_nan(None)
 
 
-def duckdb_batch(work: Path, suite_spec: dict, views: dict):
-    """(DuckDB connection, GX's SQL data source over it, suite). `views`: name -> Arrow table, registered
-    (without a copy) on every cursor GX opens, for validating a frame in place."""
-    import duckdb
+def pandas_judge():
+    """GX's context on its pandas data source, as the ingest built it before (the baseline)."""
     import great_expectations as gx
-    from duckdb_engine import ConnectionWrapper, CursorWrapper
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    class OwnCursors(ConnectionWrapper):
-        """duckdb-engine's connection, each cursor a DuckDB cursor of its own (see the module's docstring)."""
+    from gpucast.expectations.suite import job_logs_suite
 
-        def __init__(self, con):
-            super().__init__(con)
-            self._con = con
-
-        def cursor(self):
-            cursor = self._con.cursor()
-            for name, table in views.items():
-                cursor.register(name, table)
-            return CursorWrapper(cursor, self)
-
-    con = duckdb.connect(str(work / "gx.duckdb"))
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    source = context.data_sources.add_sql(name="duckdb", connection_string="duckdb://",
-                                          kwargs={"creator": lambda: OwnCursors(con.cursor())})
-    return con, source, context.suites.add(gx.ExpectationSuite(**suite_spec))
+    suite = context.suites.add(gx.ExpectationSuite(**job_logs_suite()))
+    definition = context.data_sources.add_pandas("frames").add_dataframe_asset("frame").add_batch_definition_whole_dataframe("all")
+    return definition, suite
+
+
+def before(chunks, definition, suite) -> tuple[float, float, bool]:
+    """(seconds in all, of which GX, every chunk's verdict agreeing with its rules)."""
+    from gpucast.expectations import validate
+
+    total = gx_part = 0.0
+    agree = True
+    for chunk in chunks:
+        t0 = time.perf_counter()
+        ours = validate.check_rows(chunk)
+        t1 = time.perf_counter()
+        result = definition.get_batch(batch_parameters={"dataframe": chunk.to_pandas()}).validate(
+            suite, result_format={"result_format": "BOOLEAN_ONLY"})
+        t2 = time.perf_counter()
+        judged = {validate._key(r.expectation_config.type, r.expectation_config.kwargs, r.expectation_config.meta["rule"]):
+                  r.success for r in result.results}
+        agree = agree and all(judged[validate._key(o.expectation, {"column": o.column}, o.rule)] == o.success
+                              for o in ours.outcomes)
+        total, gx_part = total + t2 - t0, gx_part + t2 - t1
+    return total, gx_part, agree
+
+
+def now(chunks, folder: Path) -> tuple[float, float, bool]:
+    """(seconds in all, of which the Parquet writes and GX's one run, the run's verdict agreeing with its rules)."""
+    from dataclasses import replace
+
+    from gpucast.expectations import contract as c
+    from gpucast.expectations import validate
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    t0 = time.perf_counter()
+    totals: dict[tuple, validate.ExpectationOutcome] = {}
+    rules = 0.0
+    for k, chunk in enumerate(chunks):
+        t1 = time.perf_counter()
+        ours = validate.check_rows(chunk)
+        rules += time.perf_counter() - t1
+        chunk.write_parquet(folder / f"valid-{k:05d}.parquet")
+        for o in ours.outcomes:
+            key = validate._key(o.expectation, {"column": o.column}, o.rule)
+            seen = totals.get(key)
+            totals[key] = o if seen is None else replace(seen, success=seen.success and o.success,
+                                                         unexpected_count=seen.unexpected_count + o.unexpected_count)
+    try:
+        validate.validate_staged(sorted(folder.glob("*.parquet")), list(c.COLUMNS), list(totals.values()))
+        agree = True
+    except validate.RuleMismatch:
+        agree = False
+    total = time.perf_counter() - t0
+    return total, total - rules, agree
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=100_000, help="the ingest's chunk (DEFAULT_CHUNK_ROWS)")
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--chunk-rows", type=int, default=0,
-                        help="also validate chunk by chunk, as the ingest does (100000: its default chunk), "
-                             "on pandas and on DuckDB reading each chunk in place (no copy)")
     args = parser.parse_args()
 
     from gpucast.expectations import validate
     from gpucast.expectations.suite import job_logs_suite
 
-    work = Path(tempfile.mkdtemp(prefix="bench-gx-"))  # the simulated logs and the DuckDB file: removed at exit
+    work = Path(tempfile.mkdtemp(prefix="bench-gx-"))  # the simulated logs and the Parquet: removed at exit
     atexit.register(shutil.rmtree, work, ignore_errors=True)
-    frame = frame_of(args.rows, work)  # noqa: F841  (DuckDB reads the Python variable `frame` by name)
-    print(f"{frame.height:,} rows x {frame.width} columns; suite of {len(job_logs_suite()['expectations'])} expectations")
-    started = time.perf_counter()
-    validate.warm_up()  # GX's import and context, as every ingest pays once (in a thread beside Prefect's start)
-    print(f"Great Expectations' import and context (validate.warm_up): {time.perf_counter() - started:.2f} s")
-    pandas_definition, pandas_suite = validate._context_and_suite("job_logs")
-    views = {"chunk": frame.head(0).to_arrow()}
-    con, source, duckdb_suite = duckdb_batch(work, job_logs_suite(), views)
-    con.execute("CREATE TABLE batch AS SELECT * FROM frame LIMIT 0")
-    duckdb_definition = source.add_table_asset(name="batch", table_name="batch").add_batch_definition_whole_table("all")
-    boolean_only = {"result_format": "BOOLEAN_ONLY"}
-    for run in range(1, args.repeat + 1):
-        t0 = time.perf_counter()
-        pdf = frame.to_pandas()
-        t1 = time.perf_counter()
-        by_pandas = pandas_definition.get_batch(batch_parameters={"dataframe": pdf}).validate(pandas_suite, result_format=boolean_only)
-        t2 = time.perf_counter()
-        con.execute("CREATE OR REPLACE TABLE batch AS SELECT * FROM frame")
-        t3 = time.perf_counter()
-        by_duckdb = duckdb_definition.get_batch().validate(duckdb_suite, result_format=boolean_only)
-        t4 = time.perf_counter()
-        errors = [r.expectation_config.type for r in by_duckdb.results if validate._raised(r.exception_info)]
-        agree = [a.success == b.success for a, b in zip(by_pandas.results, by_duckdb.results, strict=True)]
-        print(f"run {run}: pandas {t1 - t0:.2f} s to_pandas + {t2 - t1:.2f} s validate = {t2 - t0:.2f} s (baseline); "
-              f"DuckDB {t3 - t2:.2f} s copy + {t4 - t3:.2f} s validate = {t4 - t2:.2f} s "
-              f"({(t4 - t2) / (t2 - t0):.2f}x the baseline; validate alone {(t4 - t3) / (t2 - t1):.2f}x); "
-              f"agree on {sum(agree)} of {len(agree)} expectations; DuckDB errors: {errors or 'none'}")
-    if args.chunk_rows:
-        by_chunk(frame, args, pandas_definition, pandas_suite, views,
-                 source.add_table_asset(name="chunk", table_name="chunk").add_batch_definition_whole_table("all"),
-                 duckdb_suite)
-    con.close()
-
-
-def by_chunk(frame, args, pandas_definition, pandas_suite, views, duckdb_definition, duckdb_suite) -> None:
-    """The frame validated in chunks of `--chunk-rows`, each way; DuckDB reads each chunk where it is."""
+    frame = frame_of(args.rows, work)
     chunks = [frame.slice(start, args.chunk_rows) for start in range(0, frame.height, args.chunk_rows)]
-    boolean_only = {"result_format": "BOOLEAN_ONLY"}
+    print(f"{frame.height:,} rows x {frame.width} columns in {len(chunks)} chunks; suite of "
+          f"{len(job_logs_suite()['expectations'])} expectations")
+    started = time.perf_counter()
+    validate.warm_up()  # the judge process (expectations/judge.py) builds its context beside the pandas one
+    definition, suite = pandas_judge()
+    validate.validate_frame(frame.head(10))  # waits for the judge's build: neither way's runs pay it
+    print(f"both GX contexts built: {time.perf_counter() - started:.2f} s (once per process, either way)")
     for run in range(1, args.repeat + 1):
-        on_pandas = on_duckdb = 0.0
-        agree = True
-        for chunk in chunks:
-            t0 = time.perf_counter()
-            by_pandas = pandas_definition.get_batch(batch_parameters={"dataframe": chunk.to_pandas()}).validate(
-                pandas_suite, result_format=boolean_only)
-            t1 = time.perf_counter()
-            views["chunk"] = chunk.to_arrow()
-            by_duckdb = duckdb_definition.get_batch().validate(duckdb_suite, result_format=boolean_only)
-            t2 = time.perf_counter()
-            on_pandas, on_duckdb = on_pandas + t1 - t0, on_duckdb + t2 - t1
-            agree = agree and all(a.success == b.success for a, b in zip(by_pandas.results, by_duckdb.results, strict=True))
-        print(f"run {run}, {len(chunks)} chunks of {args.chunk_rows:,}: pandas {on_pandas:.2f} s (baseline); "
-              f"DuckDB in place {on_duckdb:.2f} s ({on_duckdb / on_pandas:.2f}x); every chunk agrees: {agree}")
+        b_all, b_gx, b_agree = before(chunks, definition, suite)
+        n_all, n_gx, n_agree = now(chunks, work / "staged")
+        print(f"run {run}: before (GX on pandas per chunk) {b_all:.2f} s, GX {b_gx:.2f} s, agree {b_agree}; "
+              f"now (GX once on DuckDB) {n_all:.2f} s, Parquet + GX {n_gx:.2f} s, agree {n_agree}; "
+              f"now / before {n_all / b_all:.2f}x (GX's part {n_gx / b_gx:.2f}x)")
+    judge = validate._JUDGE.process  # GX's judge process (expectations/judge.py): its own peak memory
+    peak = next(int(line.split()[1]) / 1024 for line in open(f"/proc/{judge.pid}/status") if line.startswith("VmHWM:"))
+    print(f"GX's judge process: peak RSS {peak:,.0f} MB")
 
 
 if __name__ == "__main__":

@@ -72,8 +72,13 @@ from gpucast.flows.ingest import ingest_job_logs
 flow(name="warm-up")(lambda: None)()  # starts Prefect's temporary API server, outside the timing
 t = time.perf_counter()
 summary = ingest_job_logs(paths=[sys.argv[1]], chunk_rows=int(sys.argv[2]))
-print(json.dumps({"seconds": time.perf_counter() - t, "startup_seconds": t - t0,
-                  "rss_mb": peak_rss_mb(), **asdict(summary)}))
+seconds = time.perf_counter() - t
+from gpucast.expectations import validate  # GX's judge is a process of its own (expectations/judge.py): its peak
+judge = validate._JUDGE.process
+judge_mb = next((int(line.split()[1]) / 1024 for line in open(f"/proc/{judge.pid}/status")
+                 if line.startswith("VmHWM:")), 0.0) if judge is not None and judge.poll() is None else 0.0
+print(json.dumps({"seconds": seconds, "startup_seconds": t - t0,
+                  "rss_mb": peak_rss_mb(), "judge_rss_mb": judge_mb, **asdict(summary)}))
 """
 
 
@@ -197,7 +202,7 @@ def flow_run(src: Path, work: Path, chunk_rows: int, lines: int) -> None:
     print(f"  bare DuckDB read_json -> Parquet : {base['seconds']:7.2f} s  {lines / base['seconds']:>10,.0f} rows/s  "
           f"peak RSS {base['rss_mb']:,.0f} MB")
     print(f"  gpucast ingest-job-logs flow    : {ours['seconds']:7.2f} s  {lines / ours['seconds']:>10,.0f} rows/s  "
-          f"peak RSS {ours['rss_mb']:,.0f} MB")
+          f"peak RSS {ours['rss_mb']:,.0f} MB (GX's judge process beside it: {ours['judge_rss_mb']:,.0f} MB)")
     print(f"    (imports + Prefect server start {ours['startup_seconds']:.1f} s, whole process {wall:.1f} s: not in "
           f"this ratio); rows read {ours['rows_read']:,} = loaded {ours['rows_loaded']:,} + rejected "
           f"{ours['rows_rejected']:,} + duplicate {ours['rows_duplicate']:,}")
