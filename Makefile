@@ -18,14 +18,27 @@ step = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok
 	tail -n 30 $(SETUP_LOG); echo "(whole log: $(SETUP_LOG))"; exit 1; fi
 optional = printf '%-58s' '$(1) ...'; if { $(2); } >>$(SETUP_LOG) 2>&1; then echo ok; else echo "not installed: $(3) ($(SETUP_LOG))"; fi
 
-# uv installs the pinned set (constraints.txt) in ~45 s, bytecode compiled, where pip took ~100 s (docs/testing.md); pip is the
+# uv installs the pinned set (constraints.txt) in ~12 s, where pip took ~100 s (docs/testing.md); pip is the
 # fallback. uv reads no pip configuration: the folders pip finds local wheels in (here, torch's CPU build, which
 # keeps the multi-GB CUDA build away) are passed on to it.
+# Bytecode: only for the modules gpucast's commands and tests import (~6,900 of the venv's ~26,400 files: 18 CPU-s
+# where compiling all of them took 77), written by importing them once (WARM_*: two processes, one per core), not
+# at install (`--compile-bytecode`); the tests and the demo write what else they import (RUN: a machine setting
+# PYTHONDONTWRITEBYTECODE, as this one does, would otherwise compile it again in every process). Not torchvision
+# and timm: their import fails beside CPU torch unless the zoo's workaround runs (tasks/learn/zoo_trace.py).
 UV_VERSION := 0.13.9
 FIND_LINKS = $(or $(PIP_FIND_LINKS),$(shell $(PY) -m pip config get global.find-links 2>/dev/null))
-UV_INSTALL = $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python -c constraints.txt \
+UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -c constraints.txt \
 	$(foreach d,$(FIND_LINKS),--find-links $(d)) -e '$(EXTRAS)' --upgrade-package pip pip
 PIP_INSTALL = $(VENV)/bin/pip install --quiet --upgrade pip && $(VENV)/bin/pip install --quiet -c constraints.txt -e '$(EXTRAS)'
+WARM_ML := torch, transformers, lightgbm, xgboost, catboost, sklearn.ensemble, skops.io, treelite, \
+	tl2cgen, crepes, scipy.stats
+WARM_FLOWS := prefect, prefect.server.api.server, prefect.testing.utilities, prefect_dask, distributed, \
+	great_expectations, duckdb_engine, statsforecast.models, mlflow, polars, pyarrow.parquet, pandas, \
+	matplotlib.pyplot, bokeh, jinja2, yaml, sqlalchemy, hypothesis, pytest, xdist, markdown_it
+RUN := env -u PYTHONDONTWRITEBYTECODE
+WARM = $(RUN) $(VENV)/bin/python -c 'import $(WARM_ML)' & $(RUN) $(VENV)/bin/python -c 'import $(WARM_FLOWS)'; \
+	a=$$?; wait $$!; b=$$?; [ $$a = 0 ] && [ $$b = 0 ]
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	@: > $(SETUP_LOG)
@@ -34,13 +47,14 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 	@$(call step,Python environment $(VENV),$(PY) -m venv $(VENV))
 	@$(call step,uv (installs in under a minute what pip does in two),$(VENV)/bin/pip install --quiet uv==$(UV_VERSION))
 	@$(call step,gpucast and its libraries (constraints.txt),$(UV_INSTALL) || { echo "uv failed: pip instead"; $(PIP_INSTALL); })
+	@$(call optional,bytecode of the libraries gpucast imports,$(WARM),each process compiles what it imports (slower))
 	@touch $(STAMP)
 	@echo "set-up done (the package managers' output: $(SETUP_LOG))"
 
 setup: $(STAMP)
 
 demo: $(STAMP)  ## the nightly pipeline on the built-in simulated logs
-	$(VENV)/bin/gpucast demo
+	$(RUN) $(VENV)/bin/gpucast demo
 
 SOURCES_DEMO := .gpucast-sources
 demo-sources: $(STAMP)  ## a generated MLflow store and sacct file, imported end to end to forecasts (docs/sources.md)
@@ -62,7 +76,7 @@ demo-sources: $(STAMP)  ## a generated MLflow store and sacct file, imported end
 TEST_WORKERS ?= auto
 test: $(STAMP)  ## the linter, then the whole test suite (the 20 slowest tests listed at the end)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(RUN) $(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
