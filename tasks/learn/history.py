@@ -238,6 +238,12 @@ class SchedulerHistory:
         self.calibration_ = intervals.calibrate(y[cal], cal_pred if self.chosen_ == MODEL else cal_median,
                                                 float(y[fit].min()), groups)
         self.calibrated_ = intervals.Calibrated(self.calibration_)
+        # run time: the band from the held-out log errors weighted as the trees learnt (`_recency`), per queue with
+        # `intervals.MIN_GROUP` held-out jobs, pooled below; none (the conformal band above) under `intervals.MIN_POOLED`
+        self.recent_band_ = None
+        if runtime and len(cal) >= intervals.MIN_POOLED:
+            errors = np.log(y[cal]) - np.log(cal_pred if self.chosen_ == MODEL else cal_median)
+            self.recent_band_ = _weighted_band(errors, weights, queues[cal].astype(str))
         if runtime and self.chosen_ == MODEL and REFIT_ALL:  # the trees chosen and calibrated: learnt again from every
             # labelled job, the calibration slice's too (its latest weeks, which weigh most, a quarter of them held out
             # before); the band keeps the held-out errors (issue 53 item 2: the real trace's MAE x0.92 -> x0.90
@@ -295,6 +301,10 @@ class SchedulerHistory:
             if self.target == c.RUNTIME_HOURS:  # the P50 is the forecast itself (a median, weighted to the latest weeks);
                 # the conformal P50 would pull it back to the calibration slice's, the whole history's
                 p50 = pred
+                if getattr(self, "recent_band_", None) is not None:  # (a model saved before: the conformal band)
+                    by_queue, pooled = self.recent_band_
+                    low, high = np.array([by_queue.get(str(q), pooled) for q in facts[c.QUEUE].to_list()]).reshape(-1, 2).T
+                    p10, p90 = pred * np.exp(low), pred * np.exp(high)
                 p10, p90 = np.minimum(p10, p50), np.maximum(p90, p50)
         else:
             bands = np.full((rows.height, 3), np.nan) if self.pooled_ is None else np.tile(self.pooled_, (rows.height, 1))
@@ -313,7 +323,8 @@ class SchedulerHistory:
     def describe(self) -> str:
         """How the forecasts were made, in the words `ood_reason` carries."""
         if self.estimator_ is not None:
-            band = ("conformal by queue" if self.calibrated_.pooled is not None
+            band = ("held-out errors by queue, the latest weeks weighted most" if getattr(self, "recent_band_", None)
+                    else "conformal by queue" if self.calibrated_.pooled is not None
                     else f"x/÷ {intervals.UNCALIBRATED_FACTOR:g}: too few jobs to calibrate")
             unit, hours = (".0%", "") if self.metric_ == "MAPE" else (".3g", " h")
             held_out = (f"held-out {self.metric_} {self.evidence_[self.chosen_]:{unit}}{hours} vs "
@@ -346,6 +357,25 @@ def _recency(rows: pl.DataFrame) -> np.ndarray:
         return np.ones(rows.height)
     age = ((times.max() - times).dt.total_seconds() / 86_400).fill_null(0.0).to_numpy()
     return 0.5 ** (age / HALF_LIFE_DAYS)
+
+
+BAND = (0.1, 0.9)  # run time's P10 / P90
+
+
+def _weighted_band(errors: np.ndarray, weights: np.ndarray, queues: np.ndarray
+                   ) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
+    """({queue: (P10, P90)} of the held-out log errors, weighted, for the queues with `intervals.MIN_GROUP` of them;
+    the pooled (P10, P90)). Issue 53 item 2: a queue's run times drift, and a band read off its whole history
+    covered 13-100% of a real cluster's next 10 days per queue; weighted as the trees learn (`_recency`) it follows
+    the latest weeks (docs/models.md)."""
+    def quantiles(e: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+        order = np.argsort(e)
+        share = np.cumsum(w[order]) / w.sum()
+        return tuple(float(e[order][min(np.searchsorted(share, q), len(e) - 1)]) for q in BAND)
+
+    by_queue = {str(q): quantiles(errors[queues == q], weights[queues == q]) for q in np.unique(queues)
+                if (queues == q).sum() >= intervals.MIN_GROUP}
+    return by_queue, quantiles(errors, weights)
 
 
 def _mae(y: np.ndarray, pred: np.ndarray, weights: np.ndarray) -> float:

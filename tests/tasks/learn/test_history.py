@@ -114,7 +114,24 @@ def test_intervals_say_how_little_is_known():
     new = jobs(2, seed=3)
     (s10, _, s90), (b10, _, b90) = small.intervals(new), big.intervals(new)
     assert (s90 / s10 > b90 / b10).all()
-    assert "x/÷ 4: too few jobs to calibrate" in small.describe() and "conformal by queue" in big.describe()
+    assert "x/÷ 4: too few jobs to calibrate" in small.describe()
+    assert "held-out errors by queue, the latest weeks weighted most" in big.describe()  # run time (issue 53)
+    assert "conformal by queue" in h.SchedulerHistory(c.PEAK_GPU_MEM_GB, max_iter=20).fit(jobs(400)).describe()
+
+
+def test_the_run_time_band_follows_the_latest_weeks_of_each_queue():
+    """Issue 53 item 2: the P10 / P90 of the held-out log errors weighted as the trees learn, per queue with
+    intervals.MIN_GROUP of them: a queue whose old errors were wide (+-2) and whose recent ones are narrow (+-0.1)
+    gets the narrow band; a queue with fewer errors gets the pooled one."""
+    old, recent = np.tile([-2.0, 2.0], 30), np.tile([-0.1, 0.1], 30)
+    errors = np.r_[old, recent, np.zeros(10)]
+    weights = np.r_[np.full(60, 0.001), np.ones(60), np.ones(10)]
+    queues = np.array(["a"] * 120 + ["b"] * 10)
+    by_queue, pooled = h._weighted_band(errors, weights, queues)
+    assert set(by_queue) == {"a"} and by_queue["a"] == pytest.approx((-0.1, 0.1))
+    assert pooled == pytest.approx((-0.1, 0.1))
+    unweighted, _ = h._weighted_band(errors, np.ones(130), queues)
+    assert unweighted["a"] == pytest.approx((-2.0, 2.0))  # the whole history's band
 
 
 def test_champions_do_not_learn_from_jobs_without_model_features():
