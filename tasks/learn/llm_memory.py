@@ -19,7 +19,8 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
     zero1 divides the 12 optimizer bytes by d, zero2 the gradients too, zero3 the weights too. FSDP keeps its
     sharded parameters in fp32 (4 + 4 gradients + 8 moments = 16, all over d), and all-gathers 16-bit units
     (`GATHERED_UNITS` transformer blocks in flight: the one computing and the one prefetched, and their gradients).
-  - FP32: 4 + 4 + 8 = 16 bytes, unsharded or as above; FP64 twice that; SGD keeps one moment instead of two.
+  - FP32: 4 + 4 + 8 = 16 bytes, unsharded or as above; FP64 twice that; SGD keeps one moment instead of two,
+    Adafactor none (factored); an 8-bit optimizer (bitsandbytes, `adamw_bnb_8bit`) keeps each moment at 1 byte.
   - `cpu_offload` optimizer: the fp32 master and moments live on the CPU (DeepSpeed's ZeRO-Offload); all: the
     parameters too, the GPU keeping only the gathered units.
 * adapters: the frozen base at 2 bytes a parameter (4 in FP32), `qlora` its linear weights at 4 bits with
@@ -255,7 +256,13 @@ class Layout:
 # --- constants (bytes) --------------------------------------------------------------------------------------
 HALF_BYTES = {"FP16": 2, "BF16": 2, "FP8": 2, "FP32": 4, "FP64": 8}  # FP8 training keeps 16-bit weights (TE)
 MASTER_BYTES = {"FP64": 8}  # else 4: fp32 masters and moments
-MOMENTS = {"SGD": 1, "RMSprop": 1, "Adagrad": 1}  # else 2 (Adam, AdamW, unknown)
+MOMENTS = {"sgd": 1, "rmsprop": 1, "adagrad": 1, "adafactor": 0}  # lower-case name; else 2 (Adam, AdamW, unknown)
+# Adafactor (Shazeer & Stern 2018; transformers' default `beta1=None`) keeps no first moment and factors the second
+# into a row and a column vector per matrix: ~0 bytes a parameter.
+# 8-bit optimizer states (Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization": each moment at 1 byte
+# plus an fp32 constant per 2,048-value block): bitsandbytes' Adam8bit / AdamW8bit / PagedAdamW8bit, logged as
+# Hugging Face's `adamw_bnb_8bit`, `paged_adamw_8bit`, `adamw_8bit`
+EIGHT_BIT_OPTIMIZER = re.compile(r"8[-_ ]?bit|bnb", re.IGNORECASE)
 QLORA_BYTES = 0.516  # NF4 weight (0.5) + double-quantised block constants (0.127 bits / 8)
 ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments 8
 DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default
@@ -308,7 +315,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     unit = arch.block_params / job.tensor_parallel  # one gathered block, per tensor-parallel rank
     half = HALF_BYTES.get(job.precision, 2)
     master = MASTER_BYTES.get(job.precision, 4)
-    moments = MOMENTS.get(job.optimizer or "", 2)
+    moments = MOMENTS.get((job.optimizer or "").lower(), 2)
+    eight_bit = bool(EIGHT_BIT_OPTIMIZER.search(job.optimizer or ""))
     sharded = job.sharding in SHARDED
     unit_bytes = QLORA_BYTES if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
     # the blocks all-gathered to compute (over d ranks, or from the CPU when the parameters are offloaded)
@@ -325,17 +333,17 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
             base /= d
         if job.cpu_offload == "all":
             base = 0.0
-        trainable = arch.adapter_params(rank) / split * ADAPTER_STATE_BYTES
+        trainable = arch.adapter_params(rank) / split  # fp32 weights 4 + gradients 4 + AdamW moments 8 (8-bit: 2)
         if job.sharding != "none":
             trainable /= d
-        return base + gathered, trainable * 4 / 16, trainable * 12 / 16
+        return base + gathered, trainable * 4, trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0))
     pure = job.sharding not in ("zero1", "zero2", "zero3", "fsdp") and job.precision in ("BF16", "FP8")
     if pure or job.precision in ("FP32", "FP64"):
-        weights, grads, optim = half, half, moments * half
+        weights, grads, optim = half, half, moments * (1 if eight_bit else half)
     else:  # mixed precision: 16-bit weights and gradients, fp32 master + moments
-        weights, grads, optim = half, half, master * (1 + moments)
+        weights, grads, optim = half, half, master + moments * (1 if eight_bit else master)
     if job.sharding == "fsdp":  # sharded fp32 (or the job's) parameters, gathered 16-bit blocks
-        weights, grads, optim = master, master, master * moments
+        weights, grads, optim = master, master, moments * (1 if eight_bit else master)
     w, g, o = params * weights, params * grads, params * optim
     if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
         o /= d

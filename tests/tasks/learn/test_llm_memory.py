@@ -247,3 +247,20 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     again = m.llm_runtime_hours(built, fitted).to_numpy()
     assert again[0] == pytest.approx(at_prior[0] * m.MFU_PRIOR / 0.5)
     assert m.fit_utilisation(built.head(0)).share("BF16", "A100-80GB") == (m.MFU_PRIOR, "prior")
+
+
+@pytest.mark.parametrize("logged", ["adamw_bnb_8bit", "paged_adamw_8bit", "AdamW8bit"])
+def test_8_bit_optimizers_keep_their_moments_at_one_byte(logged):
+    # pure bf16 training: weights 2 + gradients 2 + two moments at 1 byte (not 2 x 2)
+    assert states_per_param(m.Layout(optimizer=logged)) == pytest.approx(6.0)
+    assert states_per_param(m.Layout(optimizer="AdamW")) == pytest.approx(8.0)
+    # mixed precision (FP16): 2 + 2 + fp32 master 4 + 2 x 1 (not 2 x 4)
+    assert states_per_param(m.Layout(optimizer=logged, precision="FP16")) == pytest.approx(10.0)
+    # LoRA's adapter: fp32 weights and gradients 8 + moments 2 (not 8); the frozen base unchanged
+    lora, lora8 = m.Layout(adapter="lora", lora_rank=16), m.Layout(adapter="lora", lora_rank=16, optimizer=logged)
+    saved = sum(m.states(LLAMA_7B, lora)) - sum(m.states(LLAMA_7B, lora8))
+    assert saved == pytest.approx(LLAMA_7B.adapter_params(16) * 6)
+
+
+def test_adafactor_keeps_no_moments_per_parameter():
+    assert states_per_param(m.Layout(optimizer="Adafactor")) == pytest.approx(4.0)  # bf16 weights 2 + gradients 2
