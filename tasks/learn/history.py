@@ -25,7 +25,11 @@ training rows, with and without features: every job has its scheduler facts):
   size, `tasks/plan/capacity.py`).
 Run time (issue 53 item 2, measured on a real cluster's trace, `tests/benchmarks/bench_real_runtime.py`):
 * the trees learn the median of log hours (`LOSS`), each job weighted 1/2 per `HALF_LIFE_DAYS` of age
-  (`_recency`: what a site runs drifts); the P50 is the trees' own, the conformal bands per queue around it;
+  (`_recency`: what a site runs drifts); the P50 is the trees' own; once chosen and calibrated, the trees learn
+  again from every labelled job (`REFIT_ALL`);
+* P10-P90 around it: the weighted 10% / 90% quantiles of the held-out log errors, weighted as the trees learn, per
+  queue with `intervals.MIN_GROUP` of them, pooled below (`_weighted_band`): a band of the latest weeks, not of the
+  whole history (the conformal band where too few jobs were held out);
 * the fallback to the queue median is judged on the held-out jobs' MAE in hours (recency-weighted), the error the
   run time is judged by (the other targets: MAPE, as before);
 * `recent=True` adds the recent run times (`RECENT`, `recent_facts`): per queue x GPU count, queue, queue x name
