@@ -11,7 +11,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult, MetricRow
-from gpucast.tasks.learn.champion import TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss
+from gpucast.tasks.learn.champion import COST_TIMINGS, TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss, score_cost
 from gpucast.tasks.learn.folds import FOLDS, fold_split, generalisation_holdout, grouped_holdout, shape_clusters
 from gpucast.tasks.learn.models import registry
 
@@ -150,6 +150,23 @@ def test_where_no_family_can_be_held_out_whole_shape_clusters_are():
     assert set(rows.filter(pl.Series(mask))[c.MODEL_TYPE]) <= {"family0", "family1"}
     assert not (grouped_holdout(rows, 1) == mask).all()  # seeded
     assert not grouped_holdout(_history(300, families=2, weeks=None), 0).any()  # no shape: nothing to hold out
+
+
+def test_a_pause_during_one_timed_call_does_not_make_a_model_look_costly_to_score():
+    """The scoring cost is the fastest of `COST_TIMINGS` calls (issue 50): a scheduler pause of 0.1 s in one call
+    (2.5 s per 1M jobs on 20,000 rows, timed once) made a lone tree cost what a forest does and flipped their tie."""
+    import time
+
+    class Paused:
+        calls = 0
+
+        def predict(self, X):
+            Paused.calls += 1
+            if Paused.calls == 2:  # the first timed call, after the warm-up
+                time.sleep(0.1)
+            return np.zeros(len(X))
+
+    assert score_cost(Paused(), np.zeros((10, 3))) < 0.5 and Paused.calls == 1 + COST_TIMINGS
 
 
 def test_too_few_labelled_jobs_for_the_folds_get_the_plain_lightgbm_alone(tmp_path):
