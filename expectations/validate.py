@@ -83,7 +83,8 @@ class Validation:
 class _Worker:
     """The judge process (`judge.py`), started once per process and asked over a pipe, one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: tuple[str, ...] = (sys.executable, "-m", "gpucast.expectations.judge")) -> None:
+        self.command = command
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self.pending = 0  # requests sent whose answer is not read yet (a warm-up's)
@@ -91,8 +92,8 @@ class _Worker:
 
     def send(self, request: dict) -> None:
         if self.process is None or self.process.poll() is not None:
-            self.process = subprocess.Popen([sys.executable, "-m", "gpucast.expectations.judge"], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)
+            self.process = subprocess.Popen(list(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                            encoding="utf-8", bufsize=1)
             self.pending, self.starts = 0, self.starts + 1
             atexit.register(self.close)
         self.process.stdin.write(json.dumps(request) + "\n")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
@@ -34,3 +36,19 @@ def test_torch_and_a_validation_on_duckdb_exit_without_nanobind_lines():
     assert "verdicts True False [3]" in done.stdout, done.stdout
     assert "duckdb_engine here False" in done.stdout, done.stdout  # GX's DuckDB side lives in the judge only
     assert "nanobind" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_judge_that_ends_without_answering_fails_the_validation_and_the_next_one_starts_again():
+    """A judge that dies mid-request (killed, out of memory) is an error where validation runs, never a verdict;
+    the next request starts a judge again. A real process that reads the request and exits stands in for it."""
+    from gpucast.expectations.validate import _Worker
+
+    worker = _Worker((sys.executable, "-c", "import sys; sys.stdin.readline()"))
+    with pytest.raises(RuntimeError, match="judge .* ended, exit code 0"):
+        worker.send({"suite": {}})
+        worker.answer()
+    worker.send({"suite": {}})
+    with pytest.raises(RuntimeError, match="ended"):
+        worker.answer()
+    assert worker.starts == 2
+    worker.close()
