@@ -13,6 +13,8 @@ subject.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import signal
@@ -130,10 +132,20 @@ def lake(home: Path) -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory, logs, prefect_api) -> tuple[Path, dict[str, pl.DataFrame]]:
-    """An uninterrupted night: its data directory (copy it before changing it) and its state."""
+def reference(prefect_harness, tmp_path_factory, logs) -> tuple[Path, dict[str, pl.DataFrame]]:
+    """An uninterrupted night: its data directory (copy it before changing it) and its state.
+
+    Run as `main` in this process, against the session's Prefect harness: a `gpucast nightly` process of its own paid
+    ~10 CPU-s of imports, and what the tests compare is the warehouse, the lake and the planners' copy it leaves, not
+    how its process ended (the killed and finishing runs of the chain are processes)."""
+    from gpucast.flows.cli import main
+
     home = tmp_path_factory.mktemp("reference") / "home"
-    finish(nightly(home, logs, prefect_api))
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
+        mp.setenv("GPUCAST_HOME", str(home))
+        code = main(["nightly", str(logs), *ARGS])
+    assert code == 0, printed.getvalue()[-4000:]
     return home, state(home)
 
 
