@@ -47,6 +47,8 @@ def test_network_overfits_one_small_batch(preset):
 
     lr 1e-3, not the paper's 1e-2: on 16 rows the post-norm attention layers of `paper` oscillate
     at higher rates (seen here: the loss stalled at 20-60% of its start for 4 of 5 seeds at 3e-3).
+    Within 600 steps, looked at every 25 (an evaluation changes neither the weights nor the random stream): `paper`
+    gets there at step 75 and `bigru_first` at 25, `tiny` at 575; the test stops there instead of at 600.
     """
     torch.manual_seed(0)
     net = TransformerBiGRU(PRESETS[preset], 11, CATEGORICAL, (3, 3, 3))
@@ -54,15 +56,19 @@ def test_network_overfits_one_small_batch(preset):
     x[:, list(CATEGORICAL)] = torch.randint(0, 3, (16, 3)).float()
     y = torch.randn(16)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    with torch.no_grad():
-        first = torch.nn.functional.mse_loss(net.eval()(x), y).item()
-    net.train()
-    for _ in range(600):
+
+    def loss() -> float:
+        with torch.no_grad():
+            return torch.nn.functional.mse_loss(net.eval()(x), y).item()
+
+    first = last = loss()
+    for step in range(1, 601):
+        net.train()
         opt.zero_grad()
         torch.nn.functional.mse_loss(net(x), y).backward()
         opt.step()
-    with torch.no_grad():
-        last = torch.nn.functional.mse_loss(net.eval()(x), y).item()
+        if step % 25 == 0 and (last := loss()) < 0.05 * first:
+            break
     assert last < 0.05 * first, (first, last)
 
 
