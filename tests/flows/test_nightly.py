@@ -6,7 +6,6 @@ import contextlib
 import http.server
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import forecast
 from gpucast.warehouse.db import writer
-from tests.flows.conftest import SHARES_THE_QUICK_NIGHT
+from tests.flows.conftest import SHARES_THE_PREFECT_SERVER, SHARES_THE_QUICK_NIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50"]
@@ -169,47 +168,29 @@ def _webhook_endpoint() -> Iterator[tuple[str, list[dict]]]:
         server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-def test_a_real_server_creates_the_nightly_schedule(tmp_path):
-    """`prefect server start` + `prefect deploy --all` from prefect.yaml: the cron creates scheduled runs."""
+@SHARES_THE_PREFECT_SERVER
+def test_a_real_server_creates_the_nightly_schedule(prefect_server, tmp_path):
+    """`prefect server start` (the session's, tests/flows/conftest.py) + `prefect deploy --all` from prefect.yaml: the
+    cron creates scheduled runs."""
     import httpx
 
-    port = _free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": prefect_server,
            "GPUCAST_REPO": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
            "GPUCAST_HOME": str(tmp_path / "data"), "GPUCAST_ALERT_WEBHOOK_URL": "http://127.0.0.1:9/hook"}
-    env.pop("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", None)
     prefect = [sys.executable, "-m", "prefect"]
-    log = open(tmp_path / "server.log", "wb")
-    server = subprocess.Popen([*prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
     # the server's own REST API, read and written from here: the work pools deploy needs, the scheduled runs and
     # the deployment (what `prefect work-pool create`, `prefect flow-run ls` and the client send, without a Python
     # process each: five to eight of them cost ~30 s of this test)
-    api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api", timeout=30)
+    api = httpx.Client(base_url=prefect_server, timeout=30)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if api.get("/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
-            time.sleep(1)
         for pool in ("cpu", "gpu"):
             api.post("/work_pools/", json={"name": pool, "type": "process"}).raise_for_status()
         subprocess.run([*prefect, "--no-prompt", "deploy", "--all"], env=env, check=True, cwd=ROOT)
         deadline = time.monotonic() + 90
         scheduled = {"flows": {"name": {"any_": ["nightly"]}}, "flow_runs": {"state": {"type": {"any_": ["SCHEDULED"]}}}}
         while not (runs := api.post("/flow_runs/filter", json=scheduled).raise_for_status().json()):
-            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no scheduled nightly run within 90 s of the deploy"
             time.sleep(1)
         # the cron is 02:00 UTC: every scheduled run starts at 02:00
         starts = {r["expected_start_time"][11:16] for r in runs}
@@ -227,6 +208,3 @@ def test_a_real_server_creates_the_nightly_schedule(tmp_path):
         assert "Next scheduled run: nightly/nightly at " in status.stdout and " 02:00 UTC" in status.stdout, status
     finally:
         api.close()
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()

@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +25,9 @@ import httpx
 import pytest
 
 from gpucast.flows import children
+from tests.flows.conftest import SHARES_THE_PREFECT_SERVER
+from tests.flows.conftest import free_port as _free_port
+from tests.flows.conftest import without_prefect_settings as _clean_env
 from tests.sample_jobs import jsonl, record
 
 pytestmark = pytest.mark.slow
@@ -48,43 +49,6 @@ sys.exit(code)
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    """This environment without any Prefect setting (the test session's own harness among them)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", **extra}
-
-
-@pytest.fixture(scope="module")
-def prefect_server(tmp_path_factory):
-    """`prefect server start` on a free loopback port (its own home and database); its API URL. Stopped after."""
-    home = tmp_path_factory.mktemp("prefect-server")
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                               str(port)], env=_clean_env(PREFECT_HOME=str(home)), stdout=subprocess.DEVNULL,
-                              stderr=open(home / "server.log", "wb"), start_new_session=True)  # noqa: SIM115
-    url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 180
-    try:
-        while True:  # its health endpoint, asked until it answers (a fresh database takes ~10-20 s here)
-            assert server.poll() is None, (home / "server.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "prefect server start did not answer within 180 s"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.25)
-        yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
 def ingest(tmp_path: Path, name: str, **env: str) -> dict:
     """`gpucast ingest` of two records in a fresh process and data directory; what it started (and, under "output",
     what it printed)."""
@@ -102,6 +66,7 @@ def ingest(tmp_path: Path, name: str, **env: str) -> dict:
     return json.loads(out.read_text()) | {"output": done.stdout + done.stderr}
 
 
+@SHARES_THE_PREFECT_SERVER
 def test_a_running_server_is_used_and_no_temporary_server_starts(prefect_server, tmp_path):
     started = ingest(tmp_path, "with-server", PREFECT_API_URL=prefect_server)
     assert started | {"output": ""} == {"code": 0, "started": [], "uvicorn": [], "output": ""}
@@ -110,6 +75,7 @@ def test_a_running_server_is_used_and_no_temporary_server_starts(prefect_server,
     assert [r["state_type"] for r in runs] == ["COMPLETED"]  # the run is the server's
 
 
+@SHARES_THE_PREFECT_SERVER
 def test_a_password_in_the_api_address_is_never_printed(prefect_server, tmp_path):
     """Prefect's "View at <UI>" line is derived from PREFECT_API_URL, user info included (issue 48, item 5): every
     line on the console (and sent to the API's logs) has it masked."""
