@@ -583,7 +583,7 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
 CREATE OR REPLACE VIEW job_demand AS
-WITH history AS (
+WITH history AS (   -- the jobs not running read it (a read of running jobs only never runs it: `running` has theirs)
     SELECT job_id,
            min(updated_at) FILTER (WHERE status = 'RUNNING') AS running_at,
            min(updated_at) FILTER (WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED')) AS finished_at
@@ -595,28 +595,32 @@ latest_p50 AS (
     WHERE r.status = 'published' AND f.target = 'runtime_hours'
     QUALIFY row_number() OVER (PARTITION BY f.job_id ORDER BY r.started_at DESC, f.score_run_id DESC) = 1
 ),
-clock AS (
-    SELECT max(greatest(timezone('UTC', submitted_at), timezone('UTC', coalesce(updated_at, submitted_at)))) AS now
-    FROM job_logs
+clock AS (      -- the latest submitted_at / updated_at (the max taken before the UTC conversion: it keeps the order)
+    SELECT timezone('UTC', greatest(max(submitted_at), max(updated_at))) AS now FROM job_logs
+),
+running AS (    -- each running job's first RUNNING record (its records only) and hours run (a start not logged: just started)
+    SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus, j.submitted_at, j.gpu_type, h.running_at,
+           coalesce(greatest(epoch(c.now - timezone('UTC', h.running_at)) / 3600, 0.0), 0.0) AS elapsed
+    FROM job_logs j
+    LEFT JOIN (SELECT job_id, min(updated_at) AS running_at FROM job_log_records
+               WHERE status = 'RUNNING' AND updated_at IS NOT NULL
+                 AND job_id IN (SELECT job_id FROM job_logs WHERE status = 'RUNNING')
+               GROUP BY job_id) h USING (job_id), clock c
+    WHERE j.status = 'RUNNING'
 ),
 done AS (       -- the finished run times a running job's remaining time is read from, ranked per queue x GPUs / queue
+                -- (only the queues with running jobs; the counts per group: `survival`'s GROUP BYs)
     SELECT queue, coalesce(gpu_count, 1) AS gpus, runtime_hours,
            row_number() OVER (PARTITION BY queue, coalesce(gpu_count, 1) ORDER BY runtime_hours) AS rank_qg,
            count(*) OVER (PARTITION BY queue, coalesce(gpu_count, 1) ORDER BY runtime_hours
                           RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_qg,
-           count(*) OVER (PARTITION BY queue, coalesce(gpu_count, 1)) AS n_qg,
            row_number() OVER (PARTITION BY queue ORDER BY runtime_hours) AS rank_q,
            count(*) OVER (PARTITION BY queue ORDER BY runtime_hours
-                          RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_q,
-           count(*) OVER (PARTITION BY queue) AS n_q
+                          RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto_q
     -- every finished run (a failed or cancelled run's end frees its GPUs as a completed one's does: a running job
     -- may end either way), as tasks/learn/history.py RemainingTime reads them
     FROM job_logs WHERE status IN ('COMPLETED', 'FAILED', 'CANCELLED') AND runtime_hours > 0
-),
-running AS (    -- each running job's hours run (a start not logged: just started)
-    SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus,
-           coalesce(greatest(epoch(c.now - timezone('UTC', h.running_at)) / 3600, 0.0), 0.0) AS elapsed
-    FROM job_logs j LEFT JOIN history h USING (job_id), clock c WHERE j.status = 'RUNNING'
+      AND queue IN (SELECT DISTINCT queue FROM job_logs WHERE status = 'RUNNING')
 ),
 below AS (      -- how many finished runs of its queue x GPUs and of its queue did not last longer (as-of joins)
     SELECT r.job_id, r.queue, r.gpus, r.elapsed,
@@ -636,7 +640,7 @@ survival AS (   -- the median of the longer runs (the lower one: rank upto + cei
                      AND mg.rank_qg = b.upto_qg + (coalesce(ng.n, 0) - b.upto_qg + 1) // 2
     LEFT JOIN done mq ON mq.queue = b.queue AND mq.rank_q = b.upto_q + (coalesce(nq.n, 0) - b.upto_q + 1) // 2
 ),
-jobs AS (
+jobs AS (       -- the jobs not running, then the running ones (their own history and survival)
     SELECT j.job_id, j.queue, j.gpu_type, coalesce(j.gpu_count, 1) AS gpus, j.status,
            j.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AS finished,
            timezone('UTC', j.submitted_at) AS submitted_at,
@@ -644,9 +648,13 @@ jobs AS (
            timezone('UTC', CASE WHEN j.status <> 'PENDING' THEN h.running_at END) AS running_at,
            timezone('UTC', h.finished_at) AS finished_at,
            to_microseconds(CAST(j.runtime_hours * 3600e6 AS BIGINT)) AS runtime,
-           j.runtime_hours, p.p50,
-           CASE WHEN j.status <> 'RUNNING' THEN NULL
-                WHEN p.p50 > s.elapsed THEN p.p50                            -- its forecast still ahead
+           j.runtime_hours, p.p50, CAST(NULL AS DOUBLE) AS hours_expected
+    FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
+    WHERE j.status <> 'RUNNING'
+    UNION ALL
+    SELECT r.job_id, r.queue, r.gpu_type, r.gpus, 'RUNNING', false, timezone('UTC', r.submitted_at),
+           timezone('UTC', r.running_at), NULL, NULL, NULL, p.p50,
+           CASE WHEN p.p50 > s.elapsed THEN p.p50                                -- its forecast still ahead
                 -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again,
                 -- never beyond its queue's longest finished run (already past it: the hours run)
                 WHEN s.longer_qg >= 10 THEN least(greatest(s.median_qg, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
@@ -654,9 +662,8 @@ jobs AS (
                 -- fewer ran that long: as long again for a job forecast while pending; one never forecast (first
                 -- seen running, and running longer than its queue's history supports) is unknown: a stale record?
                 WHEN s.elapsed > 0 AND p.p50 IS NOT NULL THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))
-           END AS hours_expected
-    FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
-    LEFT JOIN survival s USING (job_id)
+           END
+    FROM running r LEFT JOIN latest_p50 p USING (job_id) LEFT JOIN survival s USING (job_id)
 )
 SELECT job_id, queue, gpu_type, gpus, status, submitted_at,
        coalesce(running_at, CASE WHEN finished THEN finished_at - runtime END) AS started_at,
