@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpucast.records.outcomes import CompileInfo
-from gpucast.tasks.learn.champion import TREES, Pooled
+from gpucast.records.outcomes import CompileInfo, FitResult, MetricRow
+from gpucast.tasks.learn.champion import TREES, Pooled, metrics
 from gpucast.tasks.learn.models import compiled, registry
 
 NAME = "blend"
@@ -106,6 +106,25 @@ def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int) -> Candidat
             out[part == p] = P[part == p] @ w
     cost = sum(costs[m] for m in chosen) if all(m in costs for m in chosen) else None
     return Candidate(chosen, tuple(float(v) for v in w), dict(zip(keys, out.tolist(), strict=True)), cost)
+
+
+def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult]) -> tuple[MetricRow, ...]:
+    """The blend's rows of `model_metrics`, as every model has them: per pass, its cross-fitted out-of-fold forecasts
+    against the truth (the validation and test splits), its members' mean fit seconds summed and its scoring cost,
+    so the leaderboard and `current_champions` show a blend champion's figures (they were null)."""
+    if not mix.oof or not fits:
+        return ()
+    like = fits[0].metrics[0]
+    seconds = sum(float(np.mean([f.seconds for f in fits if f.model == m])) for m in mix.members)
+    rows = []
+    for p in sorted({k[0] for k in mix.oof}):
+        keys = [k for k in mix.oof if k[0] == p]
+        y, pred = actual[[k[1] for k in keys]], np.array([mix.oof[k] for k in keys])
+        rows += [MetricRow(model=NAME, preset=None, features=like.features, repeat=p, seed=like.seed, split=split,
+                           **metrics(y, pred), rows_train=len(actual) - len(keys), rows_eval=len(keys),
+                           train_seconds=seconds, device=like.device, epochs=None,
+                           score_seconds_per_million=mix.cost) for split in ("validation", "test")]
+    return tuple(rows)
 
 
 class Blend:

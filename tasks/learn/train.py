@@ -276,6 +276,7 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         return _refit(rows, target, options, registry.PRIOR, result, build)
     # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
     mix = blend.candidate(pool_out_of_fold(done, y, FOLDS), _mean_costs(done), options.seed)
+    result.metrics += blend.metric_rows(mix, y, done)  # its figures beside the others' (leaderboard, champions)
     choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
                              costs={blend.NAME: mix.cost} if mix.cost is not None else None)
     champion, result.most_accurate = choice.champion, choice.lowest

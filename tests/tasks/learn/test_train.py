@@ -9,6 +9,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
+from gpucast.tasks.learn import blend
 from gpucast.tasks.learn.champion import metrics
 from gpucast.tasks.learn.folds import generalisation_holdout, split
 from gpucast.tasks.learn.models import registry
@@ -80,7 +81,8 @@ def test_results_registry_and_summary(tmp_path, jobs):
     assert res.refit.calibration_rows == round(labelled * 0.15)
     # every model x repeat has its held-out fold's rows (validation and test: the same fold) and the holdout's
     folds = [(m.model, m.repeat, m.split) for m in res.metrics if m.split in ("validation", "test")]
-    assert sorted(folds) == sorted((m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test"))
+    blended = [(blend.NAME, 0, s) for s in ("validation", "test")]  # the blend's cross-fitted forecasts, per pass
+    assert sorted(folds) == sorted([*((m, r, s) for m in MODELS for r in (0, 1) for s in ("validation", "test")), *blended])
     assert {m.split for m in res.metrics} - {"validation", "test"} in ({"backtest"}, {"holdout"})
     assert res.test_predictions.columns == ["actual", *MODELS]
     assert all(m.planner_loss > 0 for m in res.metrics)
