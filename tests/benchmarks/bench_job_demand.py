@@ -26,7 +26,7 @@ import duckdb
 from gpucast.warehouse import schema
 
 ROOT = Path(__file__).resolve().parents[2]
-VIEW = re.compile(r"CREATE OR REPLACE VIEW job_demand AS.*?\nFROM jobs;", re.S)
+VIEW = re.compile(r"CREATE OR REPLACE VIEW job_demand AS.*?\nFROM jobs[^;]*;", re.S)
 READS = {
     "running (RUNNING_INPUT)": "SELECT count(*), sum(gpu_hours_forecast) FROM job_demand WHERE status = 'RUNNING'",
     "demand_daily": "SELECT count(*), sum(gpu_hours) FROM demand_daily",
