@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -64,6 +65,14 @@ class Cluster:
         with Client(self.address, timeout="60s") as client:
             client.wait_for_workers(workers, timeout=120)
 
+    def ready(self, workers: int = 2) -> Cluster:
+        """Once `workers` workers serve it (a killed worker's nanny starts a new one): itself."""
+        from distributed import Client
+
+        with Client(self.address, timeout="60s") as client:
+            client.wait_for_workers(workers, timeout=120)
+        return self
+
     def close(self) -> None:
         for p in reversed(self.procs):
             p.terminate()
@@ -76,6 +85,33 @@ class Cluster:
 def dask_by_default(monkeypatch):
     """The product's default runner (the suite's is `local`: tests/conftest.py)."""
     monkeypatch.setenv("GPUCAST_TRAIN_RUNNER", "dask")
+
+
+class OnFirstUse:
+    """A cluster of two workers started when a test first asks for it (`ready()`), not while the tests before that
+    call run in-process: started with the fixture, it idled through the metrics test's two trainings and its processes
+    took what sharing it saved (measured: docs/testing.md, "Third pass")."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.cluster = tmp, None
+
+    def ready(self) -> Cluster:
+        if self.cluster is None:
+            self.cluster = Cluster(2, self.tmp)
+        return self.cluster.ready()
+
+
+@pytest.fixture(scope="module")
+def two_workers(prefect_harness, tmp_path_factory) -> Iterator[OnFirstUse]:
+    """One cluster of two workers for the three tests below that need one (the last three of the module, so it stops
+    as they end; the killed worker's test last of them): a cluster's five processes and its workers' first fits,
+    which import gpucast and the model libraries, paid once instead of three times."""
+    holder = OnFirstUse(tmp_path_factory.mktemp("dask"))
+    try:
+        yield holder
+    finally:
+        if holder.cluster is not None:
+            holder.cluster.close()
 
 
 @pytest.fixture(scope="module")
@@ -116,80 +152,6 @@ def _champions(home: Path, run_id: str) -> list[tuple]:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         return con.execute("SELECT target, challenger, most_accurate_model, choice_reason FROM model_champions "
                            "WHERE train_run_id = ? ORDER BY 1", [run_id]).fetchall()
-
-
-def test_same_metrics_in_process_on_a_local_cluster_and_on_two_workers(ingested, tmp_path, monkeypatch, capsys):
-    assert main([*TRAIN, "--runner", "local"]) == 0
-    assert "fits on this process" in capsys.readouterr().out
-    monkeypatch.setenv("GPUCAST_DASK_WORKERS", "2")
-    assert main(TRAIN) == 0  # the default: a local Dask cluster started for the run
-    assert "fits on Dask at a local cluster: 2 worker(s)" in capsys.readouterr().out
-    cluster = Cluster(2, tmp_path)
-    try:
-        assert main([*TRAIN, "--dask-address", cluster.address]) == 0
-    finally:
-        cluster.close()
-    assert f"fits on Dask at {cluster.address}: 2 worker(s)" in capsys.readouterr().out
-
-    runs = _runs(ingested)
-    assert [status for _, status, _ in runs] == ["succeeded"] * 3
-    local, dask_local, dask_two = (_metrics(ingested, run_id) for run_id, _, _ in runs)
-    assert len({row[:3] for row in local}) == 3 * 3 * 1  # targets x models x repeats
-    assert {row[3] for row in local} - {"validation", "test"} <= {"backtest", "holdout"}  # the held-out fold, the holdout
-    for other in (dask_local, dask_two):  # identical keys; metrics equal up to float summation order
-        assert [row[:4] for row in other] == [row[:4] for row in local]
-        for a, b in zip(local, other, strict=True):
-            # in-process, torch sums over 2 threads, on a worker over 1: the network's metrics move by ~1e-6
-            tolerance = 1e-5 if a[1] == "transformer_bigru" else 1e-9
-            assert b[4:8] == pytest.approx(a[4:8], rel=tolerance, abs=tolerance), a[:4]  # rmse, mae, mape, r2
-            assert b[8:] == a[8:]  # rows_train, epochs
-    # The champion rule reads each fit's timed scoring cost beside its out-of-fold forecasts; a timing on a shared
-    # machine is not a metric and differs run to run (CI once saw linear_fs and lightgbm swap within COST_NOISE), so
-    # the tie-break may pick another of the tied: the most accurate model is the same on every runner, and each
-    # run's champion is it or one its reason names as tied with it.
-    best = [dict(_most_accurate(ingested, run_id)) for run_id, _, _ in runs]
-    assert best[0] == best[1] == best[2] and len(best[0]) == len(c.TARGETS)
-    for run_id, _, _ in runs:
-        for target, challenger, most, why in _champions(ingested, run_id):
-            assert challenger == most or challenger in why, (target, challenger, why)
-
-
-def test_a_worker_killed_mid_fit_does_not_cost_the_night(ingested, tmp_path, monkeypatch):
-    """A worker process dies (SIGKILL) while it runs a network fit: the fit is run again on a
-    worker that lives, or recorded as skipped; the train run succeeds with a champion per target."""
-    from distributed import Client
-
-    cluster = Cluster(2, tmp_path)
-    killed = []
-
-    def kill_one_busy_worker() -> None:
-        with Client(cluster.address, timeout="30s") as client:
-            pids = client.run(os.getpid)
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and not killed:
-                for worker, keys in client.processing().items():
-                    if any(str(k).startswith("fit_model") for k in keys) and worker in pids:
-                        os.kill(pids[worker], signal.SIGKILL)
-                        killed.append(worker)
-                        return
-                time.sleep(0.1)
-
-    killer = threading.Thread(target=kill_one_busy_worker)
-    killer.start()
-    try:
-        assert main([*TRAIN, "--epochs", "40", "--dask-address", cluster.address]) == 0
-    finally:
-        killer.join()
-        cluster.close()
-    assert killed, "no worker was busy to kill"
-    (run_id, status, message), = _runs(ingested)
-    assert status == "succeeded"
-    with duckdb.connect(str(ingested / "warehouse.duckdb"), read_only=True) as con:
-        finished = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'",
-                               [run_id]).fetchone()[0]
-        skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchone()[0]
-    assert finished + skipped == 3 * 3  # every fit accounted for: finished or skipped with a reason
-    assert all(model for _, model, *_ in _champions(ingested, run_id))
 
 
 def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested, monkeypatch, capsys):
@@ -240,7 +202,56 @@ def _forecasts(home: Path, score_run_id: str) -> list[tuple]:
                            "WHERE score_run_id = ? ORDER BY job_id, target", [score_run_id]).fetchall()
 
 
-def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingested, tmp_path, monkeypatch):
+def test_the_local_clusters_dashboard_listens_on_this_machine_only():
+    """Issue 38, defect 4: the dashboard of the local cluster `gpucast train` starts listened on 0.0.0.0 while
+    the log printed http://127.0.0.1:<port>/status. It binds GPUCAST_DASK_DASHBOARD_HOST, 127.0.0.1 by default."""
+    import psutil
+
+    from gpucast.flows.runners import choose_runner
+    from gpucast.flows.settings import Cluster as ClusterSettings
+
+    choice = choose_runner(ClusterSettings(dask_workers=1), local_cluster=True)
+    with choice.runner:  # the local cluster the night's training starts, scheduler (and dashboard) in this process
+        port = choice.runner.client.scheduler_info()["services"]["dashboard"]
+        bound = {s.laddr.ip for s in psutil.Process().net_connections("tcp")
+                 if s.status == psutil.CONN_LISTEN and s.laddr.port == port}
+    assert bound == {"127.0.0.1"}
+
+
+def test_same_metrics_in_process_on_a_local_cluster_and_on_two_workers(ingested, two_workers, monkeypatch, capsys):
+    assert main([*TRAIN, "--runner", "local"]) == 0
+    assert "fits on this process" in capsys.readouterr().out
+    monkeypatch.setenv("GPUCAST_DASK_WORKERS", "2")
+    assert main(TRAIN) == 0  # the default: a local Dask cluster started for the run
+    assert "fits on Dask at a local cluster: 2 worker(s)" in capsys.readouterr().out
+    cluster = two_workers.ready()
+    assert main([*TRAIN, "--dask-address", cluster.address]) == 0
+    assert f"fits on Dask at {cluster.address}: 2 worker(s)" in capsys.readouterr().out
+
+    runs = _runs(ingested)
+    assert [status for _, status, _ in runs] == ["succeeded"] * 3
+    local, dask_local, dask_two = (_metrics(ingested, run_id) for run_id, _, _ in runs)
+    assert len({row[:3] for row in local}) == 3 * 3 * 1  # targets x models x repeats
+    assert {row[3] for row in local} - {"validation", "test"} <= {"backtest", "holdout"}  # the held-out fold, the holdout
+    for other in (dask_local, dask_two):  # identical keys; metrics equal up to float summation order
+        assert [row[:4] for row in other] == [row[:4] for row in local]
+        for a, b in zip(local, other, strict=True):
+            # in-process, torch sums over 2 threads, on a worker over 1: the network's metrics move by ~1e-6
+            tolerance = 1e-5 if a[1] == "transformer_bigru" else 1e-9
+            assert b[4:8] == pytest.approx(a[4:8], rel=tolerance, abs=tolerance), a[:4]  # rmse, mae, mape, r2
+            assert b[8:] == a[8:]  # rows_train, epochs
+    # The champion rule reads each fit's timed scoring cost beside its out-of-fold forecasts; a timing on a shared
+    # machine is not a metric and differs run to run (CI once saw linear_fs and lightgbm swap within COST_NOISE), so
+    # the tie-break may pick another of the tied: the most accurate model is the same on every runner, and each
+    # run's champion is it or one its reason names as tied with it.
+    best = [dict(_most_accurate(ingested, run_id)) for run_id, _, _ in runs]
+    assert best[0] == best[1] == best[2] and len(best[0]) == len(c.TARGETS)
+    for run_id, _, _ in runs:
+        for target, challenger, most, why in _champions(ingested, run_id):
+            assert challenger == most or challenger in why, (target, challenger, why)
+
+
+def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingested, two_workers, monkeypatch):
     """With GPUCAST_DASK_ADDRESS set and enough pending jobs (here: any), each (target, partition) is
     scored on the cluster's workers; the forecasts equal those scored in-process. A refused address
     falls back to in-process scoring and says why."""
@@ -249,14 +260,11 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
     assert main([*TRAIN, "--models", "lightgbm,linear_fs", "--repeats", "1", "--runner", "local"]) == 0
     here = score_pending()
     assert here.scored_on == "this process"
-    cluster = Cluster(2, tmp_path)
-    try:
-        assert len([d for d in cluster.scratch.glob("*/worker-*") if d.is_dir()]) == 2  # the workers' scratch: ours
-        monkeypatch.setenv("GPUCAST_DASK_ADDRESS", cluster.address)
-        spread = score_pending(partition_min_jobs=1)
-        few = score_pending()  # under the threshold: in-process, and it says why
-    finally:
-        cluster.close()
+    cluster = two_workers.ready()
+    assert len([d for d in cluster.scratch.glob("*/worker-*") if d.is_dir()]) == 2  # the workers' scratch: ours
+    monkeypatch.setenv("GPUCAST_DASK_ADDRESS", cluster.address)
+    spread = score_pending(partition_min_jobs=1)
+    few = score_pending()  # under the threshold: in-process, and it says why
     assert spread.scored_on == f"Dask at {cluster.address}: 4 partitions on 2 worker(s)"
     assert "fewer than 200,000: scored in-process" in few.scored_on
     expected = _forecasts(ingested, here.score_run_id)
@@ -275,17 +283,38 @@ def test_scoring_spread_over_a_given_cluster_publishes_the_same_forecasts(ingest
     assert fallback.forecasts == here.forecasts
 
 
-def test_the_local_clusters_dashboard_listens_on_this_machine_only():
-    """Issue 38, defect 4: the dashboard of the local cluster `gpucast train` starts listened on 0.0.0.0 while
-    the log printed http://127.0.0.1:<port>/status. It binds GPUCAST_DASK_DASHBOARD_HOST, 127.0.0.1 by default."""
-    import psutil
+def test_a_worker_killed_mid_fit_does_not_cost_the_night(ingested, two_workers):
+    """A worker process dies (SIGKILL) while it runs a network fit: the fit is run again on a
+    worker that lives, or recorded as skipped; the train run succeeds with a champion per target."""
+    from distributed import Client
 
-    from gpucast.flows.runners import choose_runner
-    from gpucast.flows.settings import Cluster as ClusterSettings
+    cluster = two_workers.ready()
+    killed = []
 
-    choice = choose_runner(ClusterSettings(dask_workers=1), local_cluster=True)
-    with choice.runner:  # the local cluster the night's training starts, scheduler (and dashboard) in this process
-        port = choice.runner.client.scheduler_info()["services"]["dashboard"]
-        bound = {s.laddr.ip for s in psutil.Process().net_connections("tcp")
-                 if s.status == psutil.CONN_LISTEN and s.laddr.port == port}
-    assert bound == {"127.0.0.1"}
+    def kill_one_busy_worker() -> None:
+        with Client(cluster.address, timeout="30s") as client:
+            pids = client.run(os.getpid)
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and not killed:
+                for worker, keys in client.processing().items():
+                    if any(str(k).startswith("fit_model") for k in keys) and worker in pids:
+                        os.kill(pids[worker], signal.SIGKILL)
+                        killed.append(worker)
+                        return
+                time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_one_busy_worker)
+    killer.start()
+    try:
+        assert main([*TRAIN, "--epochs", "40", "--dask-address", cluster.address]) == 0
+    finally:
+        killer.join()
+    assert killed, "no worker was busy to kill"
+    (run_id, status, message), = _runs(ingested)
+    assert status == "succeeded"
+    with duckdb.connect(str(ingested / "warehouse.duckdb"), read_only=True) as con:
+        finished = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'",
+                               [run_id]).fetchone()[0]
+        skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run_id]).fetchone()[0]
+    assert finished + skipped == 3 * 3  # every fit accounted for: finished or skipped with a reason
+    assert all(model for _, model, *_ in _champions(ingested, run_id))
