@@ -121,7 +121,7 @@ def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult]) -
         keys = [k for k in mix.oof if k[0] == p]
         y, pred = actual[[k[1] for k in keys]], np.array([mix.oof[k] for k in keys])
         rows += [MetricRow(model=NAME, preset=None, features=like.features, repeat=p, seed=like.seed, split=split,
-                           **metrics(y, pred), rows_train=len(actual) - len(keys), rows_eval=len(keys),
+                           **metrics(y, pred), rows_train=like.rows_train, rows_eval=len(keys),
                            train_seconds=seconds, device=like.device, epochs=None,
                            score_seconds_per_million=mix.cost) for split in ("validation", "test")]
     return tuple(rows)

@@ -45,7 +45,8 @@ wall = time.perf_counter() - t
 s = Settings.from_env()
 with duckdb.connect(str(s.published_path), read_only=True) as con:
     run = out.train.train_run_id
-    fits = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test'", [run]).fetchone()[0]
+    fits = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND split = 'test' AND model <> 'blend'",
+                       [run]).fetchone()[0]
     skipped = con.execute("SELECT count(*) FROM skipped_fits WHERE train_run_id = ?", [run]).fetchone()[0]
     forecasts = con.execute("SELECT count(*) FROM pending_forecasts").fetchone()[0]
     champions = con.execute("SELECT target || '=' || model FROM current_champions ORDER BY 1").fetchall()
