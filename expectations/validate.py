@@ -136,17 +136,6 @@ def warm_up(suite_name: str = "job_logs") -> None:
         _JUDGE.send({"suite": SUITES[suite_name]()})
 
 
-def _raised(info: dict | None) -> str | None:
-    """The message of an exception GX caught while running an expectation, else None. GX 1.x puts it
-    at the top level or, when a metric failed, under each metric's id: both are looked at."""
-    if not info:
-        return None
-    for entry in (info, *[v for v in info.values() if isinstance(v, dict)]):
-        if entry.get("raised_exception"):
-            return str(entry.get("exception_message") or "the expectation raised an exception")
-    return None
-
-
 def _show(value) -> str:
     if value is None:
         return "nothing"
