@@ -247,13 +247,10 @@ class Scorer:
                           model: np.ndarray, flags: np.ndarray, reasons: list[str | None]) -> None:
         """In place, for the jobs whose P50 is above what is possible (`ood.ceiling`: their kind's largest in the
         history x a measured margin; for memory the largest GPU of the catalogue): flagged out of distribution,
-        the reason says which bound, and the forecast is the held-out-best estimate within it (`ood.within_ceiling`).
-        A job whose P50 is within the bound has its P90 clipped to it (a band wider than what is possible: the demo
-        showed a 408 GB memory P90 above the catalogue's largest GPU, 192 GB)."""
+        the reason says which bound, and the forecast is the held-out-best estimate within it (`ood.within_ceiling`)."""
         p10, p50, p90 = bands
         bound, words = ood.ceiling(batch, self.champion.target, self.detector.ceiling if self.detector else None)
         over = p50 > bound
-        np.minimum(p90, bound, out=p90, where=~over)  # a P50 within the bound: its band's top is no more possible
         if not over.any():
             return
         prior = np.exp(X[over][:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
