@@ -62,14 +62,9 @@ class LevelBlend:
     def forecast(self, y: np.ndarray, h: int, level=None) -> dict[str, np.ndarray]:
         from statsforecast.models import SimpleExponentialSmoothing, WindowAverage
 
-        y = np.asarray(y, dtype=float)
-        if len(y) < SEASON:
-            raise ValueError(f"{len(y)} day(s): the level blend needs {SEASON}")
-        effect = weekday_effects(y)
-        plain = y - effect[np.arange(len(y)) % SEASON]
-        level_now = (WindowAverage(window_size=LEVEL_DAYS).forecast(y=plain, h=h)["mean"]
-                     + SimpleExponentialSmoothing(alpha=SES_ALPHA).forecast(y=plain, h=h)["mean"]) / 2
-        return {"mean": level_now + effect[(len(y) + np.arange(h)) % SEASON]}
+        plain, ahead = _without_weekdays(y, h, "the level blend")
+        return {"mean": (WindowAverage(window_size=LEVEL_DAYS).forecast(y=plain, h=h)["mean"]
+                         + SimpleExponentialSmoothing(alpha=SES_ALPHA).forecast(y=plain, h=h)["mean"]) / 2 + ahead}
 
 
 class LongLevel:
@@ -82,9 +77,15 @@ class LongLevel:
     alias = "LongLevel"
 
     def forecast(self, y: np.ndarray, h: int, level=None) -> dict[str, np.ndarray]:
-        y = np.asarray(y, dtype=float)
-        if len(y) < SEASON:
-            raise ValueError(f"{len(y)} day(s): the long level needs {SEASON}")
-        effect = weekday_effects(y)
-        plain = y - effect[np.arange(len(y)) % SEASON]
-        return {"mean": plain[-LONG_LEVEL_DAYS:].mean() + effect[(len(y) + np.arange(h)) % SEASON]}
+        plain, ahead = _without_weekdays(y, h, "the long level")
+        return {"mean": plain[-LONG_LEVEL_DAYS:].mean() + ahead}
+
+
+def _without_weekdays(y: np.ndarray, h: int, model: str) -> tuple[np.ndarray, np.ndarray]:
+    """The series less its weekday effects (`weekday_effects`), and those effects on the `h` days ahead: what a level
+    model forecasts on, and what it adds back. `ValueError` under a week of history, naming `model`."""
+    y = np.asarray(y, dtype=float)
+    if len(y) < SEASON:
+        raise ValueError(f"{len(y)} day(s): {model} needs {SEASON}")
+    effect = weekday_effects(y)
+    return y - effect[np.arange(len(y)) % SEASON], effect[(len(y) + np.arange(h)) % SEASON]
