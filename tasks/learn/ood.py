@@ -481,7 +481,8 @@ def within_ceiling(evidence: Fallback | None, model: np.ndarray, prior: np.ndarr
     """P10, P50, P90 and the estimate's name for jobs whose forecast is impossible (P50 above `bound`): the
     held-out-best estimate (`held_out_best`'s `evidence`) when it is within the bound, else the next
     candidate by held-out MAPE that is, else the bound itself (P50 = P90 = the bound: the most it can be).
-    Without evidence, the candidates are the prior, then the bound."""
+    Without evidence, the candidates are the prior, then the bound. P90 = P50 x the interval factor, at most the
+    bound (a P50 just within it would otherwise get a P90 far above what is possible)."""
     cands = _candidates(model, prior)
     factor = float(evidence.interval_factor) if evidence else WIDEN_FACTOR
     if evidence:
@@ -495,5 +496,5 @@ def within_ceiling(evidence: Fallback | None, model: np.ndarray, prior: np.ndarr
         ok = todo & (cands[name] <= bound)
         p50[ok], used[ok] = cands[name][ok], name
         todo &= ~ok
-    p10, p90 = p50 / factor, np.where(todo, bound, p50 * factor)
+    p10, p90 = p50 / factor, np.minimum(p50 * factor, bound)
     return p10, p50, p90, used.tolist()

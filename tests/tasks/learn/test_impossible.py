@@ -75,6 +75,11 @@ def test_a_forecast_above_the_largest_gpu_of_the_catalogue_is_never_published(tm
     assert row["p50"] <= gb and row["ood"]
     assert f"the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)" in row["ood_reason"]
     assert row["p50"] <= 1.5 * gb  # the goal
+    # smaller batches: a P50 under the bound keeps its own forecast, but its P90 is no more than the bound either
+    rows = [scorer.score(vgg16_as_cnn("FP32", "Adam", b)).row(0, named=True) for b in (64, 128, 192, 256)]
+    kept = [r for r in rows if r["p50"] < gb]
+    assert kept and all(r["p90"] <= gb for r in rows)
+    assert any(r["p90"] == gb for r in kept)  # one of them a band the clip brought down (its P50 x factor above it)
 
 
 def test_a_jobs_own_trace_above_the_bound_is_published_as_it_is():
@@ -103,3 +108,7 @@ def test_within_the_bound_the_held_out_best_is_kept_else_the_next_candidate_else
     assert used == ["blend", "prior", "capped"]
     assert p50.tolist() == pytest.approx([40.0, 100.0, 50.0])
     assert p90[2] == 50.0 and p10[2] == 25.0  # capped: the most it can be
+    # a P50 within the bound whose P50 x factor is not: its P90 is the bound, its P10 and P50 as they were
+    p10, p50, p90, used = ood.within_ceiling(evidence, model[:1], prior[:1], np.array([60.0]))
+    assert used == ["blend"] and p50.tolist() == pytest.approx([40.0])
+    assert p90.tolist() == [60.0] and p10.tolist() == pytest.approx([20.0])

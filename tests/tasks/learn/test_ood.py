@@ -11,7 +11,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.runners import cores_here
 from gpucast.records.outcomes import Champion
-from gpucast.tasks.learn import ood
+from gpucast.tasks.learn import features, ood
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
 from gpucast.tasks.simulate import simulate_jobs
@@ -115,7 +115,8 @@ def trained(tmp_path_factory):
 def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(trained):
     """Jobs at 10,000 M parameters (the history's largest is 5,482 M) are out of distribution: each gets the
     held-out-best estimate with its measured interval, unless that estimate is impossible for its kind (a
-    10B-parameter RNN above 2.5x the largest RNN's memory), which is capped at the bound (P50 = P90), said in the reason."""
+    10B-parameter RNN above 2.5x the largest RNN's memory), which is capped at the bound (P50 = P90), said in the reason.
+    No P90 passes the bound either: a P50 within it whose P50 x the interval factor would has its P90 at the bound."""
     import json
     from pathlib import Path
 
@@ -126,15 +127,24 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
     champ = Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)
     rows = simulate_jobs(40, np.random.default_rng(5), date(2026, 11, 2), 0.0)
     rows = rows.with_columns(pl.lit(1e4).alias(c.PARAMS_MILLION))  # every job above the training range
-    f = Scorer(champ).score(rows)
+    scorer = Scorer(champ)
+    f = scorer.score(rows)
+    bound = ood.ceiling(features.build(rows), c.PEAK_GPU_MEM_GB, scorer.detector.ceiling)[0]
     assert f["ood"].all()
     assert all(f"-> held-out-best: {evidence.estimate} (x/÷ {evidence.interval_factor:.2f})" in r
                for r in f["ood_reason"])
     capped = f["ood_reason"].str.contains("impossible: ").to_numpy()
     assert 0 < capped.sum() < f.height, "some jobs keep the held-out estimate, some are capped"
-    ratio, low = (f["p90"] / f["p50"]).to_numpy(), (f["p50"] / f["p10"]).to_numpy()
-    assert np.allclose(ratio[~capped], evidence.interval_factor) and np.allclose(low[~capped], ratio[~capped])
+    p50, p90 = f["p50"].to_numpy(), f["p90"].to_numpy()
+    ratio, low = p90 / p50, (f["p50"] / f["p10"]).to_numpy()
+    factor = evidence.interval_factor
+    within = ~capped & (p50 * factor <= bound)  # the band as measured fits under what is possible
+    clipped = ~capped & ~within  # a P50 within the bound, its P50 x factor above it
+    assert within.any() and clipped.any(), "some bands fit under the bound, some would pass it"
+    assert np.allclose(ratio[within], factor) and np.allclose(low[~capped], factor)
+    assert np.allclose(p90[clipped], bound[clipped]) and (ratio[clipped] < factor).all()
     assert np.allclose(ratio[capped], 1.0) and (low[capped] >= 1.0).all()  # P50 = P90 = the cap; P10 at or under it
+    assert (p90 <= bound * (1 + 1e-12)).all()
 
 
 def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_says_so():
