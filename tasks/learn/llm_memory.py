@@ -14,18 +14,24 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   - `sharding` none, 16-bit: *pure* 16-bit training, as Hugging Face Trainer, torchtune and ms-swift run a model
     loaded in bf16: weights 2 + gradients 2 + the optimizer's moments in the weights' dtype (AdamW 2 x 2): 8 bytes.
     FP16 cannot train in pure fp16 (the gradient scaler refuses fp16 weights), so FP16 is mixed precision below.
-  - mixed precision (FP16, and every sharded job: DeepSpeed ZeRO and FSDP keep fp32 masters): 16-bit weights 2 +
+  - unsharded FP16 is torch AMP (the model in fp32 under autocast): fp32 weights 4 + their cached 16-bit casts 2 +
+    fp32 gradients 4 + fp32 moments 8 = 18 bytes (`AMP_CAST_BYTES`); DDP over d > 1 ranks keeps a second copy of
+    the gradients in its all-reduce buckets (`DDP_BUCKETS`), the adapters' too.
+  - mixed precision (every sharded job: DeepSpeed ZeRO and FSDP keep fp32 masters): 16-bit weights 2 +
     16-bit gradients 2 + fp32 master 4 + fp32 moments 8 = 16 bytes (ZeRO's count, Rajbhandari et al. 2020, sec. 3.1).
     zero1 divides the 12 optimizer bytes by d, zero2 the gradients too, zero3 the weights too. FSDP keeps its
     sharded parameters in fp32 (4 + 4 gradients + 8 moments = 16, all over d), and all-gathers 16-bit units
     (`GATHERED_UNITS` transformer blocks in flight: the one computing and the one prefetched, and their gradients).
   - FP32: 4 + 4 + 8 = 16 bytes, unsharded or as above; FP64 twice that; SGD keeps one moment instead of two,
-    Adafactor none (factored); an 8-bit optimizer (bitsandbytes, `adamw_bnb_8bit`) keeps each moment at 1 byte.
+    Adafactor none (factored); an 8-bit optimizer (bitsandbytes, `adamw_bnb_8bit`) keeps each moment at 1 byte;
+    GaLore (`galore_adamw`...) keeps the moments of rank-128 projections of the blocks' gradients
+    (`GALORE_OPTIMIZER`), `_layerwise` no model-sized gradient.
   - `cpu_offload` optimizer: the fp32 master and moments live on the CPU (DeepSpeed's ZeRO-Offload); all: the
     parameters too, the GPU keeping only the gathered units.
 * adapters: the frozen base at 2 bytes a parameter (4 in FP32), `qlora` its linear weights at 4 bits with
   NF4's block constants (0.516 bytes: Dettmers et al. 2023, 0.127 bits a parameter of double-quantised
-  constants) and its embedding and head at 16 bits; no gradients or optimizer states for the base. The adapter's
+  constants), or at the width a pre-quantised checkpoint's name gives (`Int8`, `2bit`: `quantised_bytes`), and its
+  embedding and head at 16 bits; no gradients or optimizer states for the base. The adapter's
   trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's;
   PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's default; `other` methods counted as
   rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
@@ -147,6 +153,12 @@ class Arch:
         mlp = (3 if self.gated else 2) * self.hidden * self.intermediate
         return self.params - self.layers * mlp * (self.experts - self.experts_active)
 
+    def matrices(self) -> list[tuple[float, float]]:
+        """(rows, columns) of one block's weight matrices, all experts: q, k, v, o and the MLP's."""
+        h, kv, i = self.hidden, self.kv_width, self.intermediate
+        mlp = [(h, i), (h, i), (i, h)] if self.gated else [(h, i), (i, h)]
+        return [(h, h), (h, kv), (h, kv), (h, h)] + mlp * self.experts
+
     def adapter_params(self, rank: float) -> float:
         """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each (MoE: the
         attention's and one expert's width of MLP, as the dense layers PEFT targets)."""
@@ -247,6 +259,9 @@ class Layout:
     # embedding and head take 4 bytes a parameter and the residual stream, which the fp32 norms and embedding
     # produce, is kept at 4 bytes a value
     kbit_upcast: bool = False
+    # bytes a linear weight of a `qlora` base takes: 4 bits with their constants unless the model's name says another
+    # width (`quantised_bytes`: a GPTQ Int8 or an AQLM 2-bit checkpoint)
+    base_bytes: float = 0.516
 
     @property
     def data_parallel(self) -> int:
@@ -263,7 +278,33 @@ MOMENTS = {"sgd": 1, "rmsprop": 1, "adagrad": 1, "adafactor": 0}  # lower-case n
 # plus an fp32 constant per 2,048-value block): bitsandbytes' Adam8bit / AdamW8bit / PagedAdamW8bit, logged as
 # Hugging Face's `adamw_bnb_8bit`, `paged_adamw_8bit`, `adamw_8bit`
 EIGHT_BIT_OPTIMIZER = re.compile(r"8[-_ ]?bit|bnb", re.IGNORECASE)
+# GaLore (Zhao et al. 2024, "GaLore: Memory-Efficient LLM Training by Gradient Low-Rank Projection", sec. 4 and
+# table 1), as Hugging Face Trainer logs it (`optim`: galore_adamw, galore_adamw_8bit, galore_adafactor, each with
+# `_layerwise`): all weights are trained, but the optimizer keeps, per block matrix of m x n (m <= n), a projector
+# m x r and its moments of the projected gradient r x n (Adam: two), instead of two m x n moments; the embedding,
+# head and vectors keep the plain optimizer's. `_layerwise` steps each parameter in its gradient hook and frees
+# its gradient there, so no model-sized gradient is held. r: `GALORE_RANK`, Hugging Face's default (`optim_args`
+# rank=128); its states take the weights' dtype (galore_torch's AdamW: `zeros_like` the projected gradient), 8-bit
+# moments under `_8bit`.
+# Unsharded FP16 training is torch AMP (Hugging Face Trainer `fp16=True`, Lightning `precision=16`: the model in fp32
+# under `torch.autocast`): fp32 weights, gradients and moments, and the 16-bit casts of the weights, which autocast
+# caches for the forward and the matmuls save for the backward (2 bytes a parameter): 4 + 2 + 4 + 8 = 18 bytes, where
+# DeepSpeed's count (16-bit weights and gradients beside an fp32 master) is 16.
+AMP_CAST_BYTES = 2
+# DDP (`sharding` none over d > 1 ranks) all-reduces the gradients through buckets that are a second copy of them
+# (torch.nn.parallel.DistributedDataParallel's default `gradient_as_bucket_view=False`; its docs: setting it True saves
+# "the total gradients size"); Megatron's DDP likewise keeps a contiguous gradient buffer beside the parameters.
+DDP_BUCKETS = 2
+GALORE_OPTIMIZER = re.compile(r"galore", re.IGNORECASE)
+GALORE_LAYERWISE = re.compile(r"layerwise", re.IGNORECASE)
+GALORE_RANK = 128
 QLORA_BYTES = 0.516  # NF4 weight (0.5) + double-quantised block constants (0.127 bits / 8)
+# The width of a checkpoint quantised before training, as its name says (Hugging Face's naming: `Qwen-7B-Chat-Int8`,
+# `Llama-2-7b-AQLM-2Bit-1x16-hf`, `...-GPTQ-Int4`, `...-bnb-4bit`): b bits a weight + the group constants (GPTQ / AWQ: an
+# fp16 scale and a packed zero point per group of 128 weights, 0.02 bytes; AQLM 1x16: a 2^16 x 8 fp16 codebook per
+# layer, < 0.01 bytes a weight). A name that gives no width: 4 bits (`QLORA_BYTES`, NF4 with its constants).
+QUANTISED_BITS = re.compile(r"int([2-8])(?![0-9])|([2-8])[-_ ]?bit", re.IGNORECASE)
+GROUP_CONSTANT_BYTES = 0.02
 ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments 8
 DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default
 GATHERED_UNITS = 3  # FSDP / ZeRO-3: the block computing, the one prefetched, and a block's gathered gradients
@@ -285,6 +326,15 @@ SHARDED = ("zero3", "fsdp")
 # a model name that says its checkpoint was quantised before training (GPTQ, AWQ, AQLM, int4 / int8 exports):
 # PEFT does not upcast those (`Layout.kbit_upcast`)
 PREQUANTISED = re.compile(r"gptq|awq|aqlm|int4|int8|eetq|hqq", re.IGNORECASE)
+
+
+def quantised_bytes(name: str | None) -> float:
+    """Bytes a linear weight of a quantised base takes, from the width its name gives (`QUANTISED_BITS`), else
+    `QLORA_BYTES` (4 bits)."""
+    said = QUANTISED_BITS.search(name or "")
+    if not said:
+        return QLORA_BYTES
+    return int(said.group(1) or said.group(2)) / 8 + GROUP_CONSTANT_BYTES
 
 
 @dataclass(frozen=True)
@@ -318,13 +368,15 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     moments = MOMENTS.get((job.optimizer or "").lower(), 2)
     eight_bit = bool(EIGHT_BIT_OPTIMIZER.search(job.optimizer or ""))
     sharded = job.sharding in SHARDED
-    unit_bytes = QLORA_BYTES if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
+    unit_bytes = job.base_bytes if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
     # the blocks all-gathered to compute (over d ranks, or from the CPU when the parameters are offloaded)
     gathered = GATHERED_UNITS * unit * unit_bytes if sharded and (d > 1 or job.cpu_offload == "all") else 0.0
-    if job.adapter in ("lora", "qlora", "other"):
+    galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
+    # GaLore trains every weight: a job logged as `other` (a parameter-efficient method) with it is full training
+    if job.adapter in ("lora", "qlora") or (job.adapter == "other" and not galore):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
         if job.adapter == "qlora":
-            base = (arch.params - arch.embedding_params) * QLORA_BYTES + arch.embedding_params * (
+            base = (arch.params - arch.embedding_params) * job.base_bytes + arch.embedding_params * (
                 4 if job.kbit_upcast else 2)
         else:
             base = arch.params * half
@@ -336,15 +388,28 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         trainable = arch.adapter_params(rank) / split  # fp32 weights 4 + gradients 4 + AdamW moments 8 (8-bit: 2)
         if job.sharding != "none":
             trainable /= d
-        return base + gathered, trainable * 4, trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0))
-    pure = job.sharding not in ("zero1", "zero2", "zero3", "fsdp") and job.precision in ("BF16", "FP8")
+        buckets = DDP_BUCKETS if job.sharding == "none" and d > 1 else 1  # DDP's all-reduce buckets (`DDP_BUCKETS`)
+        return (base + gathered, trainable * 4 * buckets,
+                trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0)))
+    unsharded = job.sharding not in ("zero1", "zero2", "zero3", "fsdp")
+    pure = unsharded and job.precision in ("BF16", "FP8")
     if pure or job.precision in ("FP32", "FP64"):
         weights, grads, optim = half, half, moments * (1 if eight_bit else half)
+    elif unsharded:  # torch AMP (`AMP_CAST_BYTES`): fp32 weights and gradients, their 16-bit casts, fp32 moments
+        weights, grads, optim = master + AMP_CAST_BYTES, master, moments * (1 if eight_bit else master)
     else:  # mixed precision: 16-bit weights and gradients, fp32 master + moments
         weights, grads, optim = half, half, master + moments * (1 if eight_bit else master)
     if job.sharding == "fsdp":  # sharded fp32 (or the job's) parameters, gathered 16-bit blocks
         weights, grads, optim = master, master, moments * (1 if eight_bit else master)
     w, g, o = params * weights, params * grads, params * optim
+    if galore:  # projected moments for the blocks' matrices (module docstring's `GALORE_OPTIMIZER`)
+        moment_bytes = 1 if eight_bit else (half if (pure or job.precision in ("FP32", "FP64")) else master)
+        dense = arch.layers * sum(r * k for r, k in arch.matrices())
+        projected = arch.layers * sum(min(r, k) * GALORE_RANK * half + max(r, k) * GALORE_RANK * moments * moment_bytes
+                                      for r, k in arch.matrices())
+        o = (params * optim - dense / split * moments * moment_bytes + projected / split)
+        if GALORE_LAYERWISE.search(job.optimizer or ""):  # one parameter's gradient at a time: the largest
+            g = max(arch.vocab * arch.hidden, max(r * k for r, k in arch.matrices())) * grads / job.tensor_parallel
     if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
         o /= d
     if job.sharding in ("zero2", "zero3", "fsdp"):
@@ -355,6 +420,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         o = 0.0
     if job.cpu_offload == "all":
         w, g = 0.0, g if job.sharding == "none" else 0.0
+    if job.sharding == "none" and d > 1:  # DDP's all-reduce buckets: a second copy of the gradients (`DDP_BUCKETS`)
+        g *= DDP_BUCKETS
     return w + gathered, g, o
 
 
@@ -503,7 +570,8 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
                     micro_batch_size=int(micro), seq_len=int(_value(row, c.INPUT_DIM, DEFAULT_SEQ_LEN)),
                     precision=_value(row, c.PRECISION, DEFAULT_PRECISION), optimizer=_value(row, c.OPTIMIZER),
                     micro_batches=steps,
-                    kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))))
+                    kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))),
+                    base_bytes=quantised_bytes(_value(row, c.ARCH)))
     return arch, layout
 
 

@@ -46,6 +46,25 @@ DATA = ROOT.parent / "shared" / "data" / "llm_memory_dev.csv"
 # its notes give (ms-swift's `--sequence_parallel_size N` splits every sequence over N GPUs, which contract v5 calls
 # context parallel)
 SEQUENCE_PARALLEL = re.compile(r"sequence_parallel_size (\d+)")
+# The checkpoint a run loaded when its notes name one (ms-swift's quantisation table: "GPTQ int4 quantized checkpoint
+# (qwen-7b-chat-int4, ...)" for a row whose `model` is Qwen-7B-Chat): the name a log carries (Hugging Face's
+# `_name_or_path`), which says the base was quantised before training and to how many bits
+CHECKPOINT = re.compile(r"quantized checkpoint \(([\w.\-]+)")
+# The optimizer a run's notes name, as Hugging Face Trainer logs `optim`: GaLore (ms-swift's `--use_galore`, its 8-bit
+# "quantize" and Q-GaLore variants, and its per-parameter optimizers, stepped in each gradient's hook like
+# Hugging Face's `_layerwise`); every other run is AdamW
+GALORE = re.compile(r"galore", re.IGNORECASE)
+
+
+def optimizer_of(notes: str) -> str:
+    """`optim` as Hugging Face Trainer would log it for a run with these notes."""
+    if not GALORE.search(notes):
+        return "AdamW"
+    eight_bit = re.search(r"8-bit|q-galore|galore_quantization", notes, re.IGNORECASE)
+    layerwise = re.search(r"galore_per_parameter=true|galore_optim_per_parameter", notes, re.IGNORECASE)
+    return "galore_adamw" + ("_8bit" if eight_bit else "") + ("_layerwise" if layerwise else "")
+
+
 DEFAULT_GPU_GB = 80.0  # a run whose GPU the catalogue does not know (RTX PRO 6000 96GB, A800, H20): an 80 GB card
 
 
@@ -64,7 +83,9 @@ def job_rows(path: Path) -> pl.DataFrame:
     raw = pl.read_csv(path)
     rows = []
     for i, r in enumerate(raw.iter_rows(named=True)):
-        arch = m.lookup(r["model"])
+        named = CHECKPOINT.search(r.get("other") or "")
+        name = named.group(1) if named else r["model"]
+        arch = m.lookup(name)
         gpus = int(r["gpu_count"] or 1)
         tp, pp = int(r["tensor_parallel"] or 1), int(r["pipeline_parallel"] or 1)
         said = SEQUENCE_PARALLEL.search(r.get("other") or "")
@@ -74,10 +95,10 @@ def job_rows(path: Path) -> pl.DataFrame:
         known = catalog.canonical(r["gpu_type"]) if r["gpu_type"] else None
         rows.append({
             c.JOB_ID: f"llm-{i:03d}", c.SUBMITTED_AT: "2026-11-20T00:00:00Z", c.STATUS: "COMPLETED",
-            c.MODEL_TYPE: "Transformer", c.ARCH: r["model"],
+            c.MODEL_TYPE: "Transformer", c.ARCH: name,
             c.PARAMS_MILLION: (r["params_billion"] or (arch.params / 1e9 if arch else None) or np.nan) * 1e3,
             c.BATCH_SIZE: micro * dp, c.INPUT_DIM: int(r["seq_len"] or m.DEFAULT_SEQ_LEN),
-            c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"], c.OPTIMIZER: "AdamW",
+            c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"], c.OPTIMIZER: optimizer_of(r.get("other") or ""),
             c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp,
             c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: r["adapter"],

@@ -20,12 +20,24 @@ def states_per_param(job: m.Layout, arch: m.Arch = LLAMA_7B) -> float:
     return sum(m.states(arch, job)) / arch.params
 
 
-def test_a_7b_full_fine_tune_on_one_gpu_holds_16_bytes_a_parameter_under_mixed_precision():
-    assert states_per_param(m.Layout(precision="FP16")) == pytest.approx(16.0)
+def test_a_7b_full_fine_tune_on_one_gpu_holds_18_bytes_a_parameter_under_torch_amp():
+    # FP16 without sharding is torch AMP: fp32 weights 4 + their 16-bit casts 2 + fp32 gradients 4 + moments 8
+    assert states_per_param(m.Layout(precision="FP16")) == pytest.approx(18.0)
     assert states_per_param(m.Layout(precision="FP32")) == pytest.approx(16.0)  # 4 + 4 + 8
     # pure bf16 (a model loaded in bf16, as Hugging Face Trainer and torchtune run it): 2 + 2 + 2 x 2
     assert states_per_param(m.Layout(precision="BF16")) == pytest.approx(8.0)
-    assert states_per_param(m.Layout(precision="FP16", optimizer="SGD")) == pytest.approx(12.0)  # one moment
+    assert states_per_param(m.Layout(precision="FP16", optimizer="SGD")) == pytest.approx(14.0)  # one moment
+    # DeepSpeed's count under ZeRO on one rank: 16-bit weights 2 + gradients 2 + fp32 master 4 + moments 8
+    assert states_per_param(m.Layout(precision="FP16", sharding="zero1")) == pytest.approx(16.0)
+
+
+def test_ddp_holds_a_second_copy_of_the_gradients_in_its_buckets():
+    one, four = (m.states(LLAMA_7B, m.Layout(gpu_count=n)) for n in (1, 4))
+    assert four[1] == pytest.approx(2 * one[1]) and four[0] == one[0] and four[2] == one[2]
+    # ZeRO shards them instead; LoRA's buckets hold only the adapter's fp32 gradients
+    assert m.states(LLAMA_7B, m.Layout(gpu_count=4, sharding="zero2"))[1] == pytest.approx(one[1] / 4)
+    lora = [m.states(LLAMA_7B, m.Layout(gpu_count=n, adapter="lora", lora_rank=8))[1] for n in (1, 4)]
+    assert lora[1] == pytest.approx(2 * lora[0]) == pytest.approx(2 * LLAMA_7B.adapter_params(8) * 4)
 
 
 def test_zero3_over_8_ranks_divides_the_states_by_8_and_each_stage_shards_its_part():
@@ -43,7 +55,7 @@ def test_zero3_over_8_ranks_divides_the_states_by_8_and_each_stage_shards_its_pa
 
 
 def test_tensor_and_pipeline_parallel_split_the_weights():
-    whole = sum(m.states(LLAMA_7B, m.Layout(gpu_count=8, precision="FP16")))
+    whole = sum(m.states(LLAMA_7B, m.Layout(gpu_count=1, precision="FP16")))
     split = sum(m.states(LLAMA_7B, m.Layout(gpu_count=8, tensor_parallel=4, pipeline_parallel=2, precision="FP16")))
     assert split == pytest.approx(whole / 8)
     assert m.Layout(gpu_count=16, tensor_parallel=2, pipeline_parallel=2).data_parallel == 4
@@ -254,8 +266,8 @@ def test_8_bit_optimizers_keep_their_moments_at_one_byte(logged):
     # pure bf16 training: weights 2 + gradients 2 + two moments at 1 byte (not 2 x 2)
     assert states_per_param(m.Layout(optimizer=logged)) == pytest.approx(6.0)
     assert states_per_param(m.Layout(optimizer="AdamW")) == pytest.approx(8.0)
-    # mixed precision (FP16): 2 + 2 + fp32 master 4 + 2 x 1 (not 2 x 4)
-    assert states_per_param(m.Layout(optimizer=logged, precision="FP16")) == pytest.approx(10.0)
+    # torch AMP (FP16): fp32 weights 4 + casts 2 + fp32 gradients 4 + 2 x 1 (not 2 x 4)
+    assert states_per_param(m.Layout(optimizer=logged, precision="FP16")) == pytest.approx(12.0)
     # LoRA's adapter: fp32 weights and gradients 8 + moments 2 (not 8); the frozen base unchanged
     lora, lora8 = m.Layout(adapter="lora", lora_rank=16), m.Layout(adapter="lora", lora_rank=16, optimizer=logged)
     saved = sum(m.states(LLAMA_7B, lora)) - sum(m.states(LLAMA_7B, lora8))
@@ -264,3 +276,30 @@ def test_8_bit_optimizers_keep_their_moments_at_one_byte(logged):
 
 def test_adafactor_keeps_no_moments_per_parameter():
     assert states_per_param(m.Layout(optimizer="Adafactor")) == pytest.approx(4.0)  # bf16 weights 2 + gradients 2
+
+
+def test_galore_keeps_moments_of_the_projected_gradients_only():
+    adamw = m.states(LLAMA_7B, m.Layout(optimizer="AdamW"))
+    galore = m.states(LLAMA_7B, m.Layout(optimizer="galore_adamw"))
+    assert galore[:2] == adamw[:2]  # every weight trains: 16-bit weights and gradients as under AdamW
+    # the embedding and head keep two moments (2 x 2 bytes); the blocks' matrices a rank-128 projection of theirs
+    head = LLAMA_7B.params - LLAMA_7B.layers * sum(r * k for r, k in LLAMA_7B.matrices())
+    assert head * 4 < galore[2] < head * 4 + 0.1 * adamw[2]
+    assert m.states(LLAMA_7B, m.Layout(optimizer="galore_adamw_8bit"))[2] < galore[2]
+    # layerwise: each gradient freed in its hook, the largest (the embedding) is all that is held
+    assert m.states(LLAMA_7B, m.Layout(optimizer="galore_adamw_layerwise"))[1] == pytest.approx(
+        LLAMA_7B.vocab * LLAMA_7B.hidden * 2)
+    # a GaLore job logged as `other` (not an adapter) is full training, not a rank-8 LoRA
+    assert m.states(LLAMA_7B, m.Layout(adapter="other", optimizer="galore_adamw")) == galore
+
+
+def test_a_quantised_checkpoint_takes_the_width_its_name_gives():
+    assert m.quantised_bytes("Qwen/Qwen-7B-Chat-Int8") == pytest.approx(1.02)
+    assert m.quantised_bytes("ISTA-DASLab/Llama-2-7b-AQLM-2Bit-1x16-hf") == pytest.approx(0.27)
+    assert m.quantised_bytes("Qwen-7B-Chat-Int4") == pytest.approx(0.52)
+    assert m.quantised_bytes("meta-llama/Llama-2-7b-hf") == m.QLORA_BYTES  # "7b" is no width: NF4
+    row = {c.ARCH: "Qwen-7B-Chat-Int8", c.ADAPTER: "qlora", c.PRECISION: "FP16"}
+    int8, int4 = m.job_of(row), m.job_of({**row, c.ARCH: "Qwen-7B-Chat-Int4"})
+    assert int8[0] == int4[0] and not int8[1].kbit_upcast  # the same model, pre-quantised: no fp32 upcast
+    more = m.states(*int8)[0] - m.states(*int4)[0]
+    assert more == pytest.approx((int8[0].params - int8[0].embedding_params) * 0.5)
