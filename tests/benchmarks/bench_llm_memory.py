@@ -50,9 +50,10 @@ SEQUENCE_PARALLEL = re.compile(r"sequence_parallel_size (\d+)")
 # (qwen-7b-chat-int4, ...)" for a row whose `model` is Qwen-7B-Chat): the name a log carries (Hugging Face's
 # `_name_or_path`), which says the base was quantised before training and to how many bits
 CHECKPOINT = re.compile(r"quantized checkpoint \(([\w.\-]+)")
-# The optimizer a run's notes name, as Hugging Face Trainer logs `optim`: GaLore (ms-swift's `--use_galore`, its 8-bit
-# "quantize" and Q-GaLore variants, and its per-parameter optimizers, stepped in each gradient's hook like
-# Hugging Face's `_layerwise`); every other run is AdamW
+# The optimizer a run's notes name, as Hugging Face Trainer logs `optim`: GaLore (ms-swift's `--use_galore`, and its
+# 8-bit "quantize" and Q-GaLore variants as `_8bit`); every other run is AdamW. ms-swift's
+# `--galore_optim_per_parameter` ("a separate optimizer for each GaLore target parameter", its docs) does not say the
+# gradients are freed in their hooks as Hugging Face's `_layerwise` does, so it is not read as `_layerwise`.
 GALORE = re.compile(r"galore", re.IGNORECASE)
 
 
@@ -61,8 +62,7 @@ def optimizer_of(notes: str) -> str:
     if not GALORE.search(notes):
         return "AdamW"
     eight_bit = re.search(r"8-bit|q-galore|galore_quantization", notes, re.IGNORECASE)
-    layerwise = re.search(r"galore_per_parameter=true|galore_optim_per_parameter", notes, re.IGNORECASE)
-    return "galore_adamw" + ("_8bit" if eight_bit else "") + ("_layerwise" if layerwise else "")
+    return "galore_adamw" + ("_8bit" if eight_bit else "") + ("_layerwise" if "layerwise" in notes.lower() else "")
 
 
 DEFAULT_GPU_GB = 80.0  # a run whose GPU the catalogue does not know (RTX PRO 6000 96GB, A800, H20): an 80 GB card
@@ -160,6 +160,41 @@ def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]],
                   f"{cover:8.1%} {f'{flagged}/{went.sum()}':>11s}")
 
 
+# The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
+CONFIGURATIONS = (c.ADAPTER, c.SHARDING, c.CPU_OFFLOAD, c.ACTIVATION_CHECKPOINTING, c.PRECISION, c.OPTIMIZER, "gpu",
+                  "split", c.GPU_COUNT)
+WORST = 20
+
+
+def breakdown(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Where the error is: per configuration, each method's runs and P50 MAPE (and the prior's median signed error:
+    negative = under the measured peak), and the prior's `WORST` runs with their fields."""
+    truth = rows[c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
+    frame = rows.with_columns(
+        pl.col(c.GPU_TYPE).map_elements(lambda g: catalog.canonical(g) or g, return_dtype=pl.String).fill_null("?")
+        .alias("gpu"),
+        pl.format("t{}p{}c{}", c.TENSOR_PARALLEL, c.PIPELINE_PARALLEL, c.CONTEXT_PARALLEL).alias("split"),
+        *[pl.Series(f"{k}_ape", np.abs(p50 - truth) / truth * 100) for k, (p50, _) in methods.items()],
+        pl.Series("prior_p50", methods["prior"][0]),
+        pl.Series("prior_err", (methods["prior"][0] - truth) / truth * 100)).filter(pl.col("prior_ape").is_not_nan())
+    names = [f"{k}_ape" for k in methods]
+    print(f"\nper configuration: runs, P50 MAPE % of {', '.join(methods)}; the prior's median signed error %")
+    for field in CONFIGURATIONS:
+        groups = frame.group_by(pl.col(field).cast(pl.String).fill_null("(none)").alias("value")).agg(
+            pl.len().alias("runs"), *[pl.col(n).median() for n in names], pl.col("prior_err").median()).sort("value")
+        for value, runs, *figures, signed in groups.iter_rows():
+            shown = " ".join(f"{f:7.1f}" for f in figures)
+            print(f"  {field:24s} {value:22s} {runs:4d} {shown} {signed:+8.1f}")
+    print(f"\nthe prior's {WORST} worst runs (APE %)")
+    cols = ["source", c.ARCH, c.ADAPTER, c.LORA_RANK, c.SHARDING, c.CPU_OFFLOAD, "split", c.GPU_COUNT, "gpu",
+            c.PRECISION, c.OPTIMIZER, c.MICRO_BATCH_SIZE, c.INPUT_DIM, c.ACTIVATION_CHECKPOINTING, c.PEAK_GPU_MEM_GB,
+            "prior_p50", "prior_err"]
+    with pl.Config(tbl_rows=WORST, tbl_cols=len(cols), tbl_width_chars=400, fmt_str_lengths=28,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, tbl_formatting="NOTHING"):
+        print(frame.sort("prior_ape", descending=True).head(WORST).select(cols).with_columns(
+            pl.col("source").str.slice(0, 22), pl.col("prior_p50").round(1), pl.col("prior_err").round(0)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -167,12 +202,18 @@ def main() -> None:
     ap.add_argument("--half", action="store_true", help="also (d): half of each source's runs in the history")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rows", type=Path, default=None, help="also write each run's P50s (and the product's P90, OOD flag) here")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also the prior's and the baseline's error per configuration and the worst runs (no night)")
     args = ap.parse_args()
     options = TrainOptions(models=tuple(args.models.split(",")) if args.models else None)
     t0 = time.perf_counter()
     rows = job_rows(args.data)
     history = load()
     methods = estimates(rows)
+    if args.breakdown:
+        table(rows, methods, f"{args.data.name}: {rows.height} runs, the prior and the baseline")
+        breakdown(rows, methods)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         *methods["product"], ood = product(history, rows, options, Path(tmp) / "c")
         if args.rows:  # every run's figures, to read the misses one by one
