@@ -59,6 +59,11 @@ logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token
 `ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
 rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
 
+**The optimizer step** (`step_temporary`): torch's foreach AdamW copies every second moment at once (the square
+root) after the backward pass has freed the activations, so the peak is the states + the larger of the backward
+pass's activations and logits and that copy; full training under DDP / FSDP / no sharding, not under DeepSpeed's or
+Megatron's fused step, offload, 8-bit or adapters.
+
 **Overhead**: `FIXED_OVERHEAD_GB` (the CUDA context, cuBLAS / NCCL workspaces and the allocator's cached blocks),
 and the caching allocator's fragmentation: reserved = allocated x `ALLOCATOR_FACTOR`.
 
@@ -295,6 +300,12 @@ AMP_CAST_BYTES = 2
 # (torch.nn.parallel.DistributedDataParallel's default `gradient_as_bucket_view=False`; its docs: setting it True saves
 # "the total gradients size"); Megatron's DDP likewise keeps a contiguous gradient buffer beside the parameters.
 DDP_BUCKETS = 2
+# The optimizer step's temporary (`step_temporary`): torch.optim.AdamW's default on GPUs is the foreach
+# implementation (`_multi_tensor_adamw`), whose `exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs)` is a
+# copy of every second moment at once (all the parameters of one device and dtype are one group), freed after the
+# step; activations are freed by then, so the step's peak is states + that copy. A fused step (`adamw_torch_fused`,
+# apex's / DeepSpeed's FusedAdam) has none.
+FUSED_OPTIMIZER = re.compile(r"fused", re.IGNORECASE)
 GALORE_OPTIMIZER = re.compile(r"galore", re.IGNORECASE)
 GALORE_LAYERWISE = re.compile(r"layerwise", re.IGNORECASE)
 GALORE_RANK = 128
@@ -469,13 +480,43 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
     return kept, logits
 
 
+def step_temporary(arch: Arch, job: Layout) -> float:
+    """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
+    takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
+    and Megatron's Adam under zero1-3), on the CPU (offload), for 8-bit, factored or one-moment optimizers, and for
+    adapters (their states are small)."""
+    optimizer = job.optimizer or ""
+    if (job.adapter in ("lora", "qlora", "other") or job.sharding in ("zero1", "zero2", "zero3")
+            or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2
+            or EIGHT_BIT_OPTIMIZER.search(optimizer) or GALORE_OPTIMIZER.search(optimizer)
+            or FUSED_OPTIMIZER.search(optimizer)):
+        return 0.0
+    pure = job.sharding == "none" and job.precision in ("BF16", "FP8")
+    moment_bytes = HALF_BYTES.get(job.precision, 2) if pure or job.precision in ("FP32", "FP64") else MASTER_BYTES.get(
+        job.precision, 4)
+    params = arch.params / (job.tensor_parallel * job.pipeline_parallel)
+    return params * moment_bytes / (job.data_parallel if job.sharding == "fsdp" else 1)
+
+
+def amp_casts(arch: Arch, job: Layout) -> float:
+    """Bytes of the 16-bit weight casts torch AMP holds through the backward pass (`AMP_CAST_BYTES`, counted in the
+    weights), freed before the optimizer step."""
+    if job.adapter != "none" or job.sharding != "none" or job.precision != "FP16":
+        return 0.0
+    return arch.params / (job.tensor_parallel * job.pipeline_parallel) * AMP_CAST_BYTES
+
+
 def per_gpu(arch: Arch, job: Layout) -> PerGpu:
-    """One GPU's peak memory of `job` on `arch`, by part."""
+    """One GPU's peak memory of `job` on `arch`, by part: the states, and then the larger of what the backward
+    pass holds (activations and logits) and what the optimizer step allocates (`step_temporary`), which come one
+    after the other."""
     w, g, o = states(arch, job)
     acts, logits = activations(arch, job)
-    allocated = w + g + o + acts + logits
+    # the part of the step's peak above the backward pass's (which also held AMP's casts)
+    step = max(0.0, step_temporary(arch, job) - acts - logits - amp_casts(arch, job))
+    allocated = w + g + o + acts + logits + step
     overhead = allocated * (ALLOCATOR_FACTOR - 1.0) + FIXED_OVERHEAD_GB * GB
-    return PerGpu(w / GB, g / GB, o / GB, acts / GB, logits / GB, overhead / GB)
+    return PerGpu(w / GB, g / GB, o / GB + step / GB, acts / GB, logits / GB, overhead / GB)
 
 
 def model_states_baseline_gb(params: float, job: Layout) -> float:

@@ -303,3 +303,21 @@ def test_a_quantised_checkpoint_takes_the_width_its_name_gives():
     assert int8[0] == int4[0] and not int8[1].kbit_upcast  # the same model, pre-quantised: no fp32 upcast
     more = m.states(*int8)[0] - m.states(*int4)[0]
     assert more == pytest.approx((int8[0].params - int8[0].embedding_params) * 0.5)
+
+
+def test_the_foreach_adamw_step_copies_the_second_moments_after_the_activations_are_freed():
+    arch = m.lookup("Qwen-7B")
+    short = m.per_gpu(arch, m.Layout(seq_len=512, activation_checkpointing="full"))
+    # pure bf16 on one GPU: states 8 bytes a parameter, then the step's sqrt of the moments (2 bytes) above the
+    # small backward pass of 512 tokens
+    assert short.optimizer_gb * 1e9 == pytest.approx(arch.params * (4 + 2) - (short.activations_gb + short.logits_gb)
+                                                     * 1e9)
+    # a long sequence's activations and logits exceed the copy: the backward pass is the peak, no step term
+    long = m.per_gpu(arch, m.Layout(seq_len=32768, micro_batch_size=2, activation_checkpointing="full"))
+    assert long.optimizer_gb * 1e9 == pytest.approx(arch.params * 4)
+    # none for fused / DeepSpeed's / 8-bit / offloaded steps, or adapters
+    for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(sharding="zero2", gpu_count=2),
+                m.Layout(optimizer="adamw_bnb_8bit"), m.Layout(sharding="fsdp", cpu_offload="optimizer"),
+                m.Layout(adapter="lora")):
+        assert m.step_temporary(arch, job) == 0.0
+    assert m.step_temporary(arch, m.Layout(sharding="fsdp", gpu_count=4)) == pytest.approx(arch.params * 4 / 4)
