@@ -50,7 +50,8 @@ With tensor parallel t, sequence parallel is assumed (Korthikanti's eq. 4: every
 splits the sequence. `selective` recomputation drops the attention core (already gone under flash attention);
 `full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass.
 A family trained with eager attention would keep the paper's 5 a s^2 b of scores, softmax and dropout mask
-(`EAGER_ATTENTION_FAMILIES`, empty: Gemma 2 trains with flash attention's soft-cap). Gemma 2's head soft-caps the
+(`EAGER_ATTENTION_FAMILIES`: BLOOM, whose attention transformers runs eagerly with ALiBi; Gemma 2 trains with
+flash attention's soft-cap). Gemma 2's head soft-caps the
 logits, which keeps tanh's output (`SOFTCAP_FAMILIES`). Under a k-bit base's fp32 upcast every block computes in
 fp32 (bitsandbytes returns its input's dtype): the block's activations at 4 bytes. A
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
@@ -100,7 +101,11 @@ GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral
 # measured runs say the scores are not kept: on one trainer and one GPU (universal-llm-trainer's gpu_test.md, LoRA,
 # 2 x 8,192 tokens) Gemma-2-9B peaks 9.7 GB above Gemma-7B, of which states and checkpoints explain 3.5 GB, leaving
 # 6.2 GB where eager scores (10.7 GB) and the soft-capped head (8.4 GB, `SOFTCAP_FAMILIES`) would need 19 GB.
-EAGER_ATTENTION_FAMILIES: frozenset[str] = frozenset()
+# BLOOM is: transformers' BloomAttention has no SDPA or flash path (no `_supports_sdpa`; ALiBi is added to the scores
+# by `baddbmm`), and keeps per score the fp32 softmax (`F.softmax(..., dtype=torch.float32)`, saved for its
+# backward) and its 16-bit cast (saved by the bmm with the values): 6 bytes, where Korthikanti's count is 5.
+# Bytes a score, at 16 bits (x 2 under a k-bit base's fp32 blocks as every activation).
+EAGER_ATTENTION_FAMILIES: dict[str, float] = {"bloom": 6.0}
 # Families whose head soft-caps the logits, logits = cap x tanh(logits / cap) over the whole vocabulary (Gemma 2:
 # `final_logit_softcapping: 30.0` in its config.json; transformers' Gemma2ForCausalLM.forward). tanh's backward
 # reads its output (torch's derivatives.yaml: `tanh_backward(grad, result)`), so one more logits-sized tensor is
@@ -454,8 +459,8 @@ def block_activation_bytes(arch: Arch, job: Layout) -> float:
         act_scale = max(act_scale, 2.0)
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
     scores = 0.0
-    if arch.family in EAGER_ATTENTION_FAMILIES:  # Korthikanti's 5 a s^2 b: the scores 2, softmax 2, dropout mask 1
-        scores = 5 * arch.heads * job.seq_len / job.context_parallel * tokens
+    if arch.family in EAGER_ATTENTION_FAMILIES:  # Korthikanti's 5 a s^2 b (scores 2, softmax 2, dropout mask 1)
+        scores = EAGER_ATTENTION_FAMILIES[arch.family] * arch.heads * job.seq_len / job.context_parallel * tokens
     return (tokens * (attn + mlp + norms) + scores) * act_scale / job.tensor_parallel
 
 

@@ -321,3 +321,14 @@ def test_the_foreach_adamw_step_copies_the_second_moments_after_the_activations_
                 m.Layout(adapter="lora")):
         assert m.step_temporary(arch, job) == 0.0
     assert m.step_temporary(arch, m.Layout(sharding="fsdp", gpu_count=4)) == pytest.approx(arch.params * 4 / 4)
+
+
+def test_bloom_keeps_its_eager_attention_scores():
+    bloom, opt = m.lookup("BLOOM-7B1"), m.lookup("OPT-6.7B")
+    grow = {a.name: m.block_activation_bytes(a, m.Layout(seq_len=4096)) / m.block_activation_bytes(
+        a, m.Layout(seq_len=2048)) for a in (bloom, opt)}
+    assert grow["OPT-6.7B"] == pytest.approx(2.0)  # flash / SDPA: linear in the sequence
+    assert grow["BLOOM-7B1"] > 3.0  # fp32 softmax + its 16-bit cast a score, per head: quadratic
+    extra = m.block_activation_bytes(bloom, m.Layout(seq_len=2048)) - 2048 * m.block_activation_bytes(
+        bloom, m.Layout(seq_len=1))  # what is not linear in the tokens
+    assert extra == pytest.approx(6 * bloom.heads * 2048 * 2048, rel=1e-3)
