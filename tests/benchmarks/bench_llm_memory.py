@@ -158,6 +158,12 @@ def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]],
             flagged = int(np.sum(p50[went] > gpu[went])) if went.any() else 0
             print(f"  {source:24s} {name:12s} {measured.sum():4d} {np.median(ape):10.1f} {np.mean(ape):8.1f} "
                   f"{cover:8.1%} {f'{flagged}/{went.sum()}':>11s}")
+    # the goal's ratio on the same runs: those every method forecasts
+    both = np.isfinite(truth) & np.logical_and.reduce([np.isfinite(p50) for p50, _ in methods.values()])
+    median = {k: np.median(np.abs(p50[both] - truth[both]) / truth[both]) for k, (p50, _) in methods.items()}
+    print(f"  P50 MAPE on the {both.sum()} runs every method forecasts: " + ", ".join(
+        f"{k} {v:.1%}" + (f" ({median['states_only'] / v:.2f}x better than states_only)" if k != "states_only" else "")
+        for k, v in median.items()))
 
 
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
