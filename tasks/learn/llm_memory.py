@@ -488,10 +488,11 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
 def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
     takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
-    and Megatron's Adam under zero1-3), on the CPU (offload), for 8-bit, factored or one-moment optimizers, and for
-    adapters (their states are small)."""
+    Adam under zero1-3, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU
+    (offload), for 8-bit, factored or one-moment optimizers, and for adapters (their states are small)."""
     optimizer = job.optimizer or ""
     if (job.adapter in ("lora", "qlora", "other") or job.sharding in ("zero1", "zero2", "zero3")
+            or job.tensor_parallel > 1
             or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2
             or EIGHT_BIT_OPTIMIZER.search(optimizer) or GALORE_OPTIMIZER.search(optimizer)
             or FUSED_OPTIMIZER.search(optimizer)):

@@ -317,6 +317,7 @@ def test_the_foreach_adamw_step_copies_the_second_moments_after_the_activations_
     assert long.optimizer_gb * 1e9 == pytest.approx(arch.params * 4)
     # none for fused / DeepSpeed's / 8-bit / offloaded steps, or adapters
     for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(sharding="zero2", gpu_count=2),
+                m.Layout(gpu_count=2, tensor_parallel=2),
                 m.Layout(optimizer="adamw_bnb_8bit"), m.Layout(sharding="fsdp", cpu_offload="optimizer"),
                 m.Layout(adapter="lora")):
         assert m.step_temporary(arch, job) == 0.0
