@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from gpucast.expectations import contract as c
+from gpucast.flows import runners
 from gpucast.flows.cli import main
 from gpucast.flows.runners import DASK_CONNECT_TIMEOUT_S
 from gpucast.tasks.learn import blend
@@ -156,24 +157,31 @@ def _champions(home: Path, run_id: str) -> list[tuple]:
 
 
 def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested, monkeypatch, capsys):
-    """A scheduler address where something listens but never answers (the slow case, not a refused port)."""
+    """A scheduler address where something listens but never answers (the slow case, not a refused port).
+
+    The connect attempt's bound is the product's 10 s (`DASK_CONNECT_TIMEOUT_S`, checked here); the run below gives
+    it 2 s, read where the night reads it: the same attempt, thread and fallback, 8 s less idle wait."""
+    assert DASK_CONNECT_TIMEOUT_S == 10  # what a night waits, well within the 30 s promised
+    bound_s = 2
+    monkeypatch.setattr(runners, "DASK_CONNECT_TIMEOUT_S", bound_s)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen()
     address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
     monkeypatch.setenv("GPUCAST_DASK_ADDRESS", address)
     try:
-        t0 = time.monotonic()  # the connect attempt gives up after 10 s (it once held a night for minutes)
+        t0 = time.monotonic()  # the connect attempt gives up after its bound (it once held a night for minutes)
         assert main([*TRAIN, "--models", "linear_fs", "--repeats", "1"]) == 0
         took = time.monotonic() - t0
     finally:
         silent.close()
-    # its 10 s, the thread's 2 s of grace, a busy machine, and the run's own ~5 s of in-process fits
-    assert DASK_CONNECT_TIMEOUT_S <= took < DASK_CONNECT_TIMEOUT_S + 25, took
+    # its bound, the thread's 2 s of grace, a busy machine, and the run's own ~5 s of in-process fits (the same upper
+    # bound as with the product's 10 s: a hung connect held a night for minutes)
+    assert bound_s <= took < DASK_CONNECT_TIMEOUT_S + 25, took
     out = capsys.readouterr().out
-    assert f"Dask scheduler {address} (GPUCAST_DASK_ADDRESS) did not answer within 10 s" in out
+    assert f"Dask scheduler {address} (GPUCAST_DASK_ADDRESS) did not answer within {bound_s} s" in out
     (_, status, message), = _runs(ingested)
-    assert status == "succeeded" and "did not answer within 10 s" in message and "ran in-process" in message
+    assert status == "succeeded" and f"did not answer within {bound_s} s" in message and "ran in-process" in message
 
 
 def test_a_night_budget_skips_what_it_cannot_fit_and_still_names_champions(ingested, capsys):
@@ -222,9 +230,11 @@ def test_the_local_clusters_dashboard_listens_on_this_machine_only():
 def test_same_metrics_in_process_on_a_local_cluster_and_on_two_workers(ingested, two_workers, monkeypatch, capsys):
     assert main([*TRAIN, "--runner", "local"]) == 0
     assert "fits on this process" in capsys.readouterr().out
-    monkeypatch.setenv("GPUCAST_DASK_WORKERS", "2")
-    assert main(TRAIN) == 0  # the default: a local Dask cluster started for the run
-    assert "fits on Dask at a local cluster: 2 worker(s)" in capsys.readouterr().out
+    # the default: a local Dask cluster started for the run; of one worker (a second one's start and imports were
+    # ~10 CPU-s; fits spread over two workers are the given cluster's run below)
+    monkeypatch.setenv("GPUCAST_DASK_WORKERS", "1")
+    assert main(TRAIN) == 0
+    assert "fits on Dask at a local cluster: 1 worker(s)" in capsys.readouterr().out
     cluster = two_workers.ready()
     assert main([*TRAIN, "--dask-address", cluster.address]) == 0
     assert f"fits on Dask at {cluster.address}: 2 worker(s)" in capsys.readouterr().out
