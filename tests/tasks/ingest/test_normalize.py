@@ -163,3 +163,23 @@ def test_a_timestamp_beyond_the_ingest_clock_and_its_tolerance_breaks_the_time_r
     assert errors["late"] and errors["late"][0].startswith("updated_at: '2026-11-26T01:00:01Z' is in the future")
     assert errors["edge"] == [] and errors["past"] == []
     assert normalize(frame(job_id="far", submitted_at="2099-01-01"))["_errors"].to_list() == [[]]  # no clock, no rule
+
+
+def test_a_missing_token_in_any_case_is_missing_exactly_as_lower_casing_finds_it():
+    """`_text` tests the tokens' spellings (issue 52: no lower-cased copy of every value); it must pick the very values
+    that lower-casing then comparing picks, the characters that lower-case to ASCII letters (Kelvin sign, dotted I)
+    and near misses included."""
+    from gpucast.tasks.ingest.normalize import MISSING_TOKENS, _text
+
+    values = ["", " ", "null", "NULL", "nUlL", " Null ", "none", "NONE", "na", "NA", "nA", "n/a", "N/A", "n/A", "nul",
+              "nulll", "n / a", "n\\a", "\u212a", "\u0130", "N\u0130L", "nan", "None!", "0", "\tnull\n", None]
+    raw = pl.DataFrame({"v": values}, schema={"v": pl.String})
+    stripped = pl.col("v").str.strip_chars()
+    reference = pl.when(stripped.str.to_lowercase().is_in(MISSING_TOKENS)).then(None).otherwise(stripped)
+    bool_tokens = tuple(t for t in MISSING_TOKENS if t != "none")
+    bool_reference = pl.when(stripped.str.to_lowercase().is_in(bool_tokens)).then(None).otherwise(stripped)
+    got = raw.select(_text("v").alias("a"), reference.alias("b"), _text("v", bool_tokens).alias("c"),
+                     bool_reference.alias("d"))
+    assert got["a"].to_list() == got["b"].to_list()
+    assert got["c"].to_list() == got["d"].to_list()
+    assert got["a"].null_count() == 16 and got["c"].null_count() == 14  # the tokens in their spellings, and None
