@@ -112,21 +112,20 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     """Merge one batch of staged valid rows: insert new record versions, replace the affected jobs'
     latest rows; return loaded counts per source file."""
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
-    # One pass over the staged files: hash, number in arrival order, drop copies within the batch
-    # and records loaded before (a materialised `staged` table in between cost 20% more).
+    # One pass over the staged files: hash, number in arrival order, drop copies within the batch (a record's first
+    # copy is the one numbered lowest: its job and hash's least `seq`, an aggregate on those three columns; a window
+    # partitioned by job and hash sorted every column of every row, 16% more CPU for the statement at 200,000
+    # rows) and records loaded before.
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE fresh AS
         WITH staged AS (
-            SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row, file_index
+            SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row,
+                   row_number() OVER (ORDER BY file_index, source_row) AS seq
             FROM read_parquet(?)
-        ), ordered AS (
-            SELECT *, row_number() OVER (ORDER BY file_index, source_row) AS seq,
-                   row_number() OVER (PARTITION BY job_id, record_hash ORDER BY file_index, source_row) AS copy
-            FROM staged
         )
-        SELECT o.* EXCLUDE (seq, copy, file_index), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
-        FROM ordered o
-        WHERE o.copy = 1
+        SELECT o.* EXCLUDE (seq), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
+        FROM staged o
+        WHERE o.seq = (SELECT min(c.seq) FROM staged c WHERE c.job_id = o.job_id AND c.record_hash = o.record_hash)
           AND NOT EXISTS (SELECT 1 FROM job_log_records r
                           WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)""",
         [files, base, run_id, now],
@@ -136,15 +135,17 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     # latest of the versions loaded before this batch (only this function writes it), so only a
     # fresh version can replace it, and a fresh one wins a tie (it arrived later). The jobs' full
     # history is not re-read for this (the de-duplication above still probes it by job and hash).
+    # Only the keys are picked (job, arrival: unique in `fresh`), then the rows copied once from `fresh`: a `latest`
+    # table of whole rows copied every column twice (half the CPU of these three statements at 200,000 rows).
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE latest AS
-        SELECT * FROM fresh f
+        SELECT job_id, arrival FROM fresh f
         WHERE NOT EXISTS (SELECT 1 FROM job_logs j WHERE j.job_id = f.job_id
                           AND coalesce(j.updated_at, j.submitted_at) > coalesce(f.updated_at, f.submitted_at))
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
     )
     con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")
-    con.execute("INSERT INTO job_logs BY NAME SELECT * FROM latest")
+    con.execute("INSERT INTO job_logs BY NAME SELECT * FROM fresh SEMI JOIN latest USING (arrival)")
     loaded = dict(con.execute("SELECT source_file, count(*) FROM fresh GROUP BY ALL").fetchall())
     return loaded
 
