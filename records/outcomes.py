@@ -34,7 +34,7 @@ class FileResult:
     reason: str | None = None
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)  # per expectation: suite, rule, success, counts
-    seconds: dict[str, float] = field(default_factory=dict)  # read / check (normalise + GX) / write
+    seconds: dict[str, float] = field(default_factory=dict)  # read / normalise / rules / write (staging.STAGE_STEPS)
 
 
 @dataclass(frozen=True)

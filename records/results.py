@@ -34,8 +34,9 @@ class IngestResult:
     rows_duplicate: int
     message: str | None = None  # the run's message as recorded in `ingest_runs` (a lake refresh that failed, ...)
     lake_days: int = 0  # days of the Parquet lake rewritten
-    load_seconds: Mapping[str, float] = field(default_factory=dict)  # wall seconds: "warehouse" (the merge), "lake"
-    stage_seconds: Mapping[str, float] = field(default_factory=dict)  # seconds summed over files: "read", "check", "write"
+    load_seconds: Mapping[str, float] = field(default_factory=dict)  # wall seconds: "warehouse" (the merge), "lake", "publish"
+    # seconds summed over files: "read", "normalise", "rules", "write"; "gx": GX's one validation of the run
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, run_id: str, files: int, totals: LoadTotals, stage_seconds: Mapping[str, float]) -> IngestResult:

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -111,11 +112,13 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
     return changed
 
 
-STAGE_STEPS = ("read", "check", "write")  # `FileResult.seconds`' keys
+# `FileResult.seconds`' keys: read = decode the file; normalise = type the strings (parsing rules); rules = the
+# expectation suite's row rules and the sort into valid and rejected rows; write = the staging Parquet files
+STAGE_STEPS = ("read", "normalise", "rules", "write")
 
 
 def stage_seconds(results: Iterable[FileResult]) -> dict[str, float]:
-    """The wall seconds staging the files took, summed over them per step (read, check, write)."""
+    """The wall seconds staging the files took, summed over them per step (`STAGE_STEPS`)."""
     results = list(results)
     return {k: round(sum(r.seconds.get(k, 0.0) for r in results), 2) for k in STAGE_STEPS}
 
@@ -167,14 +170,31 @@ def stage_file(
     """Read, normalise and validate one file; write its valid and rejected rows to `staging_dir`.
     A symbolic link found in a folder is rejected whole, unread. `not_after`: a timestamp after it breaks
     the time rule (the ingest's clock plus the tolerance, from the caller). `mapping`: the export's
-    mapping file (tasks/sources/mapping.py), applied as the file is read."""
-    result = FileResult(path=str(path), sha256=content_key(path), index=index)
+    mapping file (tasks/sources/mapping.py), applied as the file is read.
+
+    The file's content hash (`content_key`, a whole pass over its bytes: ~1 s for 815 MB) is computed by a thread
+    while the first chunk is read and checked (hashlib releases the GIL), not before the reading starts; the first
+    staging file written waits for it (its rows carry it), so every row and file gets the same hash as before."""
     if path.is_symlink():
+        result = FileResult(path=str(path), sha256=content_key(path), index=index)
         _refuse_link(result, path)
         return result
+    with ThreadPoolExecutor(1, thread_name_prefix="gpucast-sha256") as hashing:
+        digest = hashing.submit(content_key, path)
+        result = FileResult(path=str(path), sha256="", index=index)
+        try:
+            return _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest)
+        finally:
+            result.sha256 = result.sha256 or digest.result()  # (a hash that failed raises here, as it did first)
+
+
+def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: int,
+                progress: Callable[[str], None] | None, not_after: datetime | None, mapping: Mapping | None,
+                digest: Future[str]) -> FileResult:
+    """`stage_file`'s reading, checking and writing of a file that is not a link; `digest`: its content hash, to be."""
     info = FileInfo(path, mapping=mapping)
     staging_dir.mkdir(parents=True, exist_ok=True)
-    staged = _Staged(result, staging_dir)
+    staged = _Staged(result, staging_dir, digest)
     bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
     try:
         for k, chunk in enumerate(_timed(read_chunks(path, info, chunk_rows), staged.clock)):
@@ -209,19 +229,23 @@ class _Staged:
 
     result: FileResult
     folder: Path
+    digest: Future[str] | None = None  # the file's content hash, computed beside the reading (`stage_file`)
     counts: dict[tuple, dict] = field(default_factory=dict)
-    clock: dict[str, float] = field(default_factory=lambda: {"read": 0.0, "check": 0.0, "write": 0.0})
+    clock: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGE_STEPS, 0.0))
     written: list[Path] = field(default_factory=list)
 
     def add(self, chunk: pl.DataFrame, k: int, not_after: datetime | None) -> None:
         """Split chunk `k` into valid and rejected rows, count them, write each kind as a staging file."""
-        t0 = time.perf_counter()
-        valid, rejected, failed, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after)
+        t0, before = time.perf_counter(), self.clock["normalise"]
+        valid, rejected, failed, outcomes = _split(chunk.with_columns(pl.lit(0, dtype=pl.Int64).alias("_file")), not_after,
+                                                   self.clock)
         _count(self.counts, outcomes[0])
         t1 = time.perf_counter()
         r = self.result
         r.rows_read, r.rows_valid, r.rows_rejected = r.rows_read + chunk.height, r.rows_valid + valid.height, \
             r.rows_rejected + rejected.height
+        if not r.sha256 and self.digest is not None:
+            r.sha256 = self.digest.result()  # the staging files carry it
         for kind, frame in (("valid", valid), ("rejected", rejected), (FAILED, failed)):
             if frame.height:
                 out = self.folder / f"{kind}-{r.index:05d}-{k:05d}.parquet"
@@ -231,7 +255,7 @@ class _Staged:
                     pl.lit(r.index, dtype=pl.Int64).alias("file_index"),
                 ).write_parquet(out)
                 self.written.append(out)
-        self.clock["check"] += t1 - t0
+        self.clock["rules"] += t1 - t0 - (self.clock["normalise"] - before)
         self.clock["write"] += time.perf_counter() - t1
 
     def discard(self, reason: str) -> None:
@@ -289,8 +313,9 @@ def stage_files(
     t1 = time.perf_counter()
     outcomes: dict[int, list] = {}
     valid = rejected = None
+    clock = {"normalise": 0.0}
     if frames:
-        valid, rejected, failed, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after)
+        valid, rejected, failed, outcomes = _split(pl.concat(frames, how="diagonal_relaxed"), not_after, clock)
     t2 = time.perf_counter()
     if frames:
         _write_batch(valid, rejected, failed, results, staging_dir, first_index)
@@ -304,7 +329,8 @@ def stage_files(
         counts: dict[tuple, dict] = {}
         if pos in outcomes:
             _count(counts, outcomes[pos])
-        _finish(result, info, counts, {"read": read_seconds, "check": (t2 - t1) * share, "write": (t3 - t2) * share})
+        _finish(result, info, counts, {"read": read_seconds, "normalise": clock["normalise"] * share,
+                                       "rules": (t2 - t1 - clock["normalise"]) * share, "write": (t3 - t2) * share})
     if progress:
         progress(f"{len(paths)} small file(s) {paths[0].name} ... {paths[-1].name}: "
                  f"{sum(r.rows_read for r in results):,} rows read, {sum(r.rows_rejected for r in results):,} rejected")
@@ -401,13 +427,17 @@ def _count(counts: dict[tuple, dict], outcomes: list) -> None:
         entry["error"] = entry["error"] or o.error
 
 
-def _split(chunk: pl.DataFrame, not_after: datetime | None = None
+def _split(chunk: pl.DataFrame, not_after: datetime | None = None, clock: dict[str, float] | None = None
            ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[int, list]]:
     """Valid rows (typed) and rejected rows (source_row, job_id, raw_record, reasons) of a chunk, each
     with `_file` (the chunk's files: one, or a batch of small ones); the rejected rows that the suite's rules
     judged, typed (`FAILED`: GX judges them with the valid ones, once per run); and per file, its
-    expectation outcomes as if its rows had been validated alone."""
+    expectation outcomes as if its rows had been validated alone. `clock["normalise"]` (if given) gains the seconds
+    the parsing rules took (`normalize`)."""
+    t0 = time.perf_counter()
     typed = normalize(chunk, not_after).with_columns(chunk["_file"])  # normalize keeps the input's order
+    if clock is not None:
+        clock["normalise"] = clock.get("normalise", 0.0) + time.perf_counter() - t0
     # Records that could not even be read (bad JSON, ragged rows) skip the quality suite.
     unreadable = chunk["_read_error"].is_not_null()
     # NaN is a missing value (as GX always read it): staged, and so loaded and judged by GX, as missing

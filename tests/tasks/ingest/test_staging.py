@@ -111,8 +111,8 @@ def test_the_inbox_keeps_only_the_files_that_changed_while_they_were_read(tmp_pa
 def test_stage_seconds_are_summed_per_step_over_the_files():
     from gpucast.records.outcomes import FileResult
 
-    results = [FileResult("a", "h", 0, seconds={"read": 0.5, "check": 0.25}), FileResult("b", "h", 1, seconds={"read": 1.0})]
-    assert staging.stage_seconds(results) == {"read": 1.5, "check": 0.25, "write": 0.0}
+    results = [FileResult("a", "h", 0, seconds={"read": 0.5, "rules": 0.25}), FileResult("b", "h", 1, seconds={"read": 1.0})]
+    assert staging.stage_seconds(results) == {"read": 1.5, "normalise": 0.0, "rules": 0.25, "write": 0.0}
 
 
 def test_great_expectations_judges_the_run_once_and_must_agree_with_the_row_rules(tmp_path, monkeypatch):
