@@ -1,6 +1,7 @@
 """What the read-only commands show: the training report with its charts, and on-call's status.
 
-Queries come from `warehouse/queries.py`, rendering from `tasks/report/render.py`; this module only
+Queries come from `warehouse/queries.py`, rendering from `tasks/report/render.py` (the status text from
+`tasks/report/tables.py`, which needs no Polars: `gpucast status` prints DuckDB's rows, issue 52 item 4); this module only
 wires the two (and the registry's saved test predictions) for the CLI.
 """
 
@@ -8,17 +9,24 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from gpucast.flows.settings import Storage
-from gpucast.tasks.report import render
+from gpucast.tasks.report import tables
 from gpucast.warehouse import queries
+
+if TYPE_CHECKING:  # (Polars and the renderer are imported where used: not for `status`)
+    import polars as pl
+
+    from gpucast.records.rows import Rows
+    from gpucast.warehouse.concerns import Storage
 
 
 def write_train_report(storage: Storage, run_id: str | None, out: Path | None) -> tuple[str, list[Path]]:
     """The Markdown report and charts of a train run (default: the latest successful one)."""
+    import polars as pl
+
     from gpucast.tasks.learn.models import store  # (the models' module: numpy and the feature sets, not for `status`)
+    from gpucast.tasks.report import render
 
     run_id = run_id or queries.latest_train_run(storage.query_path)
     summary, champions = queries.train_tables(storage.query_path, run_id)
@@ -41,18 +49,17 @@ def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
     """Recent runs, failures and rejected files, from the planners' copy (or the working file)."""
     if not storage.query_path.exists():
         return f"no warehouse at {storage.db_path} yet"
-    frames = queries.status_frames(storage.query_path, limit, backtest_days)
-    return render.status_text(_masked(frames), storage.query_path) + published_copy_text(storage.published_path)
+    frames = queries.status_tables(storage.query_path, limit, backtest_days)
+    return tables.status_text(_masked(frames), storage.query_path) + published_copy_text(storage.published_path)
 
 
-def _masked(frames: dict[str, pl.DataFrame | None]) -> dict[str, pl.DataFrame | None]:
+def _masked(frames: dict[str, pl.DataFrame | Rows | None]) -> dict[str, pl.DataFrame | Rows | None]:
     """Every text cell with any URI's secrets masked (`redact`), before the tables cut a long one short (a cut could
     hide the `@` that marks a password). A guard: the warehouse's own rows are masked when stored, and those of an
     older gpucast once (`warehouse/schema.py` `redact_stored`); a copy published before that may still hold them."""
     from gpucast.warehouse.errors import redact
 
-    text = pl.col(pl.String).map_elements(redact, return_dtype=pl.String, skip_nulls=True)
-    return {name: None if df is None else df.with_columns(text) for name, df in frames.items()}
+    return {name: None if df is None else tables.with_strings(df, redact) for name, df in frames.items()}
 
 
 def published_copy_text(published: Path) -> str:
@@ -64,18 +71,21 @@ def published_copy_text(published: Path) -> str:
     if not published.exists():  # nothing published yet: nothing to say
         return ""
     health = copy_health(published)
-    return render.published_copy_lines(published, health.problems, health.repairs, printable)
+    return tables.published_copy_lines(published, health.problems, health.repairs, printable)
 
 
 def capacity_summary(storage: Storage) -> str:
     """The capacity the pending queue needs per queue, the plan's days (queued + expected arrivals), and the
     champions (after a nightly run)."""
+    from gpucast.tasks.report import render
+
     return render.capacity_summary(*queries.capacity_summary(storage.query_path))
 
 
 def backtest_text(storage: Storage, backtest_days: int) -> str:
     """Recompute the backtest window, publish it, and say how every model did on it (`gpucast backtest`)."""
     from gpucast.flows.backtest import refresh_backtest
+    from gpucast.tasks.report import render
     from gpucast.warehouse import backtest, db
     from gpucast.warehouse.publish import publish_snapshot
 

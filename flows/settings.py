@@ -41,19 +41,23 @@ directory, `GPUCAST_HOME` (default `./.gpucast`).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpucast.tasks.learn.options import TrainOptions
 from gpucast.warehouse.concerns import SqlSandbox, Storage, is_size, size_bytes
 from gpucast.warehouse.errors import check_kind
 
-__all__ = ["CONCERNS", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality",
+if TYPE_CHECKING:  # imported when the training concern is built (`_concerns`): its module loads pydantic, which the
+    # read commands do not need (`ReadSettings`)
+    from gpucast.tasks.learn.options import TrainOptions
+
+__all__ = ["CONCERNS", "RUNNERS", "SPECS", "SPEC_BY_FIELD", "Alerts", "Cluster", "Planning", "Quality", "ReadSettings",  # noqa: F822 (CONCERNS: `__getattr__`)
            "Settings", "SettingsError", "SqlSandbox", "Storage", "Tracing", "home_from_env", "size_bytes", "with_time_limits"]
 
 DEFAULT_HOME = ".gpucast"
@@ -307,12 +311,31 @@ class Tracing(_Checked):
     trace_night_seconds: float = _default("trace_night_seconds")
 
 
-CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
-                             "quality": Quality, "training": TrainOptions, "alerts": Alerts, "tracing": Tracing}
+# Every concern but training: plain frozen dataclasses (what a read command's settings hold, `ReadSettings`).
+READ_CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning,
+                                  "quality": Quality, "alerts": Alerts, "tracing": Tracing}
 assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name}
-           for name, cls in CONCERNS.items() if name != "training")
+           for name, cls in READ_CONCERNS.items())
 TIME_LIMITS = tuple(s.field for s in SPECS if s.concern == "training")  # the TrainOptions fields that are settings
-assert set(TIME_LIMITS) <= set(TrainOptions.model_fields)
+
+
+@functools.cache
+def _concerns() -> dict[str, type]:
+    """Every concern's type (`CONCERNS`), the training concern's (`TrainOptions`) imported when first asked for."""
+    from gpucast.tasks.learn.options import TrainOptions
+
+    assert set(TIME_LIMITS) <= set(TrainOptions.model_fields)
+    return {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning, "quality": Quality,
+            "training": TrainOptions, "alerts": Alerts, "tracing": Tracing}
+
+
+def __getattr__(name: str) -> Any:
+    """`CONCERNS`, every concern's type, made when first read (`_concerns`): its training concern, `TrainOptions`,
+    loads pydantic, 0.1-0.2 CPU-s that `gpucast status` and `gpucast sql` (which may take 0.5 s in all, issue 52 item 4)
+    do not need."""
+    if name == "CONCERNS":
+        return _concerns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def with_time_limits(options: TrainOptions, training: TrainOptions) -> TrainOptions:
@@ -332,7 +355,57 @@ def limits_given(options: TrainOptions) -> TrainOptions | None:
 def table_defaults(concern: str) -> Any:
     """A concern with every setting at the table's default: the only defaults the warehouse's concerns get
     (`warehouse/concerns.py` defines none)."""
-    return CONCERNS[concern](**{s.field: s.default for s in SPECS if s.concern == concern})
+    return _concerns()[concern](**{s.field: s.default for s in SPECS if s.concern == concern})
+
+
+def _values_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every `GPUCAST_*` variable that is set (empty counts as unset), parsed and checked, by setting name."""
+    environ = os.environ if environ is None else environ
+    if HOME_ENV in environ and not environ[HOME_ENV].strip():
+        # set but empty: a deployment job variable rendered from a variable unset at `prefect deploy`
+        # time would otherwise send the run to an empty ./.gpucast in the worker's folder
+        raise SettingsError(f"{HOME_ENV} is set but empty: set it to the data directory, or unset it for the "
+                            f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
+    values: dict[str, Any] = {"home": home_from_env(environ)}
+    for spec in SPECS[1:]:
+        source = next((name for name in (spec.env, *spec.older) if environ.get(name, "").strip()), None)
+        if source:
+            values[spec.field] = parse(spec, environ[source], source)
+    return values
+
+
+def _by_concern(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The table's defaults with `values` (bare setting names) on top, grouped by concern."""
+    by_concern: dict[str, dict[str, Any]] = {}
+    for name, value in ({s.field: s.default for s in SPECS} | dict(values)).items():
+        by_concern.setdefault(SPEC_BY_FIELD[name].concern, {})[name] = value
+    return by_concern
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """The settings of a command that only reads the warehouse (`gpucast status`, `gpucast sql`: flows/cli/options.py
+    `READ_COMMANDS`): every concern but training, read from the environment and checked as `Settings.from_env` reads
+    and checks them (a bad variable stops them the same way). The training concern's type, `TrainOptions`, loads
+    pydantic: 0.1-0.2 CPU-s of the 0.5 s these commands may take (issue 52 item 4), for settings they never use."""
+
+    storage: Storage
+    sql: SqlSandbox
+    cluster: Cluster
+    planning: Planning
+    quality: Quality
+    alerts: Alerts
+    tracing: Tracing
+
+    def __post_init__(self) -> None:
+        check_concern(self.storage)  # as `Settings` does: the warehouse's concerns do not check themselves
+        check_concern(self.sql)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReadSettings:
+        """Defaults, then every `GPUCAST_*` variable that is set (those of the training concern checked, not kept)."""
+        return cls(**{name: READ_CONCERNS[name](**given) for name, given in _by_concern(_values_from_env(environ)).items()
+                      if name in READ_CONCERNS})
 
 
 @dataclass(frozen=True)
@@ -356,26 +429,12 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Defaults, then every `GPUCAST_*` variable that is set (empty counts as unset)."""
-        environ = os.environ if environ is None else environ
-        if HOME_ENV in environ and not environ[HOME_ENV].strip():
-            # set but empty: a deployment job variable rendered from a variable unset at `prefect deploy`
-            # time would otherwise send the run to an empty ./.gpucast in the worker's folder
-            raise SettingsError(f"{HOME_ENV} is set but empty: set it to the data directory, or unset it for the "
-                                f"default ./{DEFAULT_HOME} (a deployment: set it before `prefect deploy`)")
-        values: dict[str, Any] = {"home": home_from_env(environ)}
-        for spec in SPECS[1:]:
-            source = next((name for name in (spec.env, *spec.older) if environ.get(name, "").strip()), None)
-            if source:
-                values[spec.field] = parse(spec, environ[source], source)
-        return cls._build(values)
+        return cls._build(_values_from_env(environ))
 
     @classmethod
     def _build(cls, values: Mapping[str, Any]) -> Settings:
         """From bare setting names to the concern objects."""
-        by_concern: dict[str, dict[str, Any]] = {name: {} for name in CONCERNS}
-        for name, value in ({s.field: s.default for s in SPECS} | dict(values)).items():
-            by_concern[SPEC_BY_FIELD[name].concern][name] = value
-        return cls(**{name: CONCERNS[name](**given) for name, given in by_concern.items()})
+        return cls(**{name: _concerns()[name](**given) for name, given in _by_concern(values).items()})
 
     @classmethod
     def given(cls, **concerns: Any) -> Settings:
@@ -385,9 +444,9 @@ class Settings:
         every one, and nothing is read here; a run nobody handed them to (a deployment's: Prefect calls the flow with
         prefect.yaml's parameters; the GPU pool's hand-off, whose storage is the worker's) gets the ones it lacks from
         the environment, read once, here (`from_env`)."""
-        unknown = set(concerns) - set(CONCERNS)
+        unknown = set(concerns) - set(_concerns())
         if unknown:
-            raise TypeError(f"not a settings concern: {', '.join(sorted(unknown))}; concerns: {', '.join(CONCERNS)}")
+            raise TypeError(f"not a settings concern: {', '.join(sorted(unknown))}; concerns: {', '.join(_concerns())}")
         handed = {name: c for name, c in concerns.items() if c is not None}
         if len(handed) == len(concerns):
             return cls(**handed)

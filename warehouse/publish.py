@@ -102,7 +102,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.records.files import replacing, temp_beside, write_text
-from gpucast.warehouse import db, forecast
+from gpucast.warehouse import db
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_copy, sql_name, sql_string, transaction, writer_lock
 from gpucast.warehouse.errors import check_kind, environment_error
@@ -649,7 +649,10 @@ def _adopt_staged(con: duckdb.DuckDBPyConnection, folder: Path, run: str, stem: 
                   columns: list[str]) -> list[Path] | None:
     """The parts the score run `run` kept (`forecast.keep_staged`), renamed to the run's file names, if they hold
     the table's `columns` and `rows` rows in all; else None (and they are left for the sweep)."""
-    staged = sorted(folder.glob(f"{db.forecast_file_stem(run)}.{forecast.STAGED}.*.parquet"))
+    from gpucast.warehouse.forecast import STAGED  # (its module loads the results' types, with Polars and numpy:
+    # not for `gpucast status`, which reads this module's `copy_health`, issue 52 item 4)
+
+    staged = sorted(folder.glob(f"{db.forecast_file_stem(run)}.{STAGED}.*.parquet"))
     if not staged:
         return None
     paths = [str(p) for p in staged]

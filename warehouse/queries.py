@@ -1,4 +1,6 @@
-"""Read-only queries for people (status, reports, planners' SQL): each returns Polars frames.
+"""Read-only queries for people (status, reports, planners' SQL): each returns Polars frames, but for the quick read
+commands (`gpucast status`, `gpucast sql`'s table), whose few rows come from DuckDB's own fetch (`records.rows.Rows`,
+`status_tables`, `run_sql(as_rows=True)`): importing Polars and PyArrow took most of their 0.5 s (issue 52 item 4).
 
 Formatting them as text, Markdown or charts is `tasks/report/render.py`'s job; this module only asks.
 `path` is the database to read: the planners' published copy by default (`Storage.query_path`),
@@ -11,13 +13,17 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import polars as pl
 
+from gpucast.records.rows import Rows, plain_type
 from gpucast.warehouse.concerns import SqlSandbox
 from gpucast.warehouse.db import connect_reader
 from gpucast.warehouse.errors import QueryError
+
+if TYPE_CHECKING:  # imported where a frame is made: `gpucast status` and `sql` print DuckDB's rows without Polars
+    import polars as pl
 
 
 class SqlTimeout(RuntimeError):
@@ -110,6 +116,30 @@ def _read(path: Path, *queries: tuple[str, list]) -> list[pl.DataFrame]:
         con.close()
 
 
+def _read_rows(path: Path, *queries: tuple[str, list]) -> list[Rows | pl.DataFrame]:
+    """As `_read`, each result as DuckDB's own rows (`Rows`) where its columns' types allow (`plain_type`), else as a
+    Polars frame."""
+    con = connect_reader(path)
+    try:
+        return [_rows_or_frame(con, con.sql(sql, params=params or None)) for sql, params in queries]
+    finally:
+        con.close()
+
+
+def _rows_or_frame(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation) -> Rows | pl.DataFrame:
+    kinds = tuple(str(t) for t in rel.types)
+    if all(plain_type(k) for k in kinds):
+        return Rows(tuple(rel.columns), kinds, tuple(rel.fetchall()), _time_zone(con, kinds))
+    return rel.pl()
+
+
+def _time_zone(con: duckdb.DuckDBPyConnection, kinds: tuple[str, ...]) -> str:
+    """The session's TimeZone, where a TIMESTAMP WITH TIME ZONE column's values are given in it."""
+    if "TIMESTAMP WITH TIME ZONE" not in kinds:
+        return "UTC"
+    return con.sql("SELECT current_setting('TimeZone')").fetchall()[0][0]
+
+
 CHAMPIONS_AND_BACKTEST = """
 SELECT ch.target, ch.model, ch.decision, ch.decision_reason,
        count(b.p50) AS backtest_jobs, round(avg(b.within_p90::INT), 3) AS p90_coverage,
@@ -122,11 +152,11 @@ GROUP BY ALL ORDER BY ch.target
 """
 
 
-def status_frames(path: Path, limit: int, backtest_days: int = 7) -> dict[str, pl.DataFrame]:
+def status_tables(path: Path, limit: int, backtest_days: int = 7) -> dict[str, Rows | pl.DataFrame]:
     """Recent ingest, train, score and plan runs, failures and rejected files, jobs by status, and the
-    current champions with their gate decision and backtest coverage."""
+    current champions with their gate decision and backtest coverage (DuckDB's rows, `_read_rows`)."""
     names = ("ingests", "failures", "jobs", "trains", "scores", "plans", "champions")
-    frames = _read(path, (RECENT_INGESTS, [limit]), (FAILURES, [limit]), (JOBS_BY_STATUS, []),
+    frames = _read_rows(path, (RECENT_INGESTS, [limit]), (FAILURES, [limit]), (JOBS_BY_STATUS, []),
                    (RECENT_TRAINS, [limit]), (RECENT_SCORES, [limit]), (RECENT_PLANS, [limit]),
                    (CHAMPIONS_AND_BACKTEST, [backtest_days]))
     return dict(zip(names, frames, strict=True))
@@ -163,9 +193,11 @@ FETCH_ROWS = 2048  # rows fetched at a time (one DuckDB vector): the result is c
 VALUE_SHARE = 8  # one value may hold at most this share of GPUCAST_SQL_MEMORY (printing it copies it)
 
 
-def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
-            max_rows: int | None = None) -> tuple[pl.DataFrame, int]:
+def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path, max_rows: int | None = None,
+            as_rows: bool = False) -> tuple[pl.DataFrame | Rows, int]:
     """One bounded read-only planner query: (the first `max_rows` rows, or all when None; the total row count).
+    With `as_rows`, a result of at most `ROWS_MOST` rows (`max_rows`) whose columns are each a `plain_type` comes as
+    DuckDB's own rows (`Rows`: `gpucast sql`'s table, printed without Polars), anything else as a Polars frame.
 
     Only statements that read run (`READ_STATEMENTS`; `SqlRefused` otherwise), on a connection that
     cannot write, ATTACH, or read other files, within the `GPUCAST_SQL_*` limits: memory, threads,
@@ -186,7 +218,17 @@ def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
     try:
         rel = con.sql(query)
         if rel is None:  # a statement without a result (a PRAGMA that sets nothing visible ...)
+            if as_rows:
+                return Rows((), (), ()), 0
+            import polars as pl
+
             return pl.DataFrame(), 0
+        kinds = tuple(str(t) for t in rel.types)
+        if as_rows and max_rows is not None and max_rows <= ROWS_MOST and all(plain_type(k) for k in kinds):
+            con.execute(rel.limit(max_rows + 1).sql_query())  # (a relation is fetched whole; a result a batch at a time)
+            rows = _fetch_rows_within(con, tuple(rel.columns), limits)
+            total = len(rows) if len(rows) <= max_rows else rel.aggregate("count(*)").fetchall()[0][0]
+            return Rows(tuple(rel.columns), kinds, rows[:max_rows], _time_zone(con, kinds)), total
         df = _fetch_within(rel if max_rows is None else rel.limit(max_rows + 1), limits)
         total = df.height if max_rows is None or df.height <= max_rows else rel.aggregate("count(*)").fetchall()[0][0]
     except duckdb.InterruptException:
@@ -198,6 +240,8 @@ def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path,
         timer.cancel()
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
+    import polars as pl
+
     df = df.head(max_rows) if max_rows is not None else df
     # DuckDB sums integers into HUGEINT (a Polars Decimal(38, 0)); JSON would write it as a string.
     return df.with_columns(pl.col(pl.Int128).cast(pl.Int64),
@@ -216,10 +260,37 @@ def _refuse_all_but_reads(query: str) -> None:
                              "FROM, VALUES, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN, PRAGMA, CALL)")
 
 
+ROWS_MOST = 10_000  # `run_sql(as_rows=True)` fetches Python rows for at most this many (a larger table: Arrow's, smaller)
+
+
+def _fetch_rows_within(con: duckdb.DuckDBPyConnection, columns: tuple[str, ...], limits: SqlSandbox) -> tuple[tuple, ...]:
+    """`_fetch_within`'s bounds on the rows of the query `con` executed last, as DuckDB's own tuples: FETCH_ROWS at a
+    time, `SqlTooLarge` once they hold more than the memory limit (counted as Arrow holds them: 8 bytes a value, a
+    text its bytes and a 4-byte offset), or as soon as one text holds more than `VALUE_SHARE` of it."""
+    most = limits.memory_bytes // VALUE_SHARE
+    rows: list[tuple] = []
+    held = 0
+    while batch := con.fetchmany(FETCH_ROWS):
+        texts = [(name, len(v.encode())) for row in batch for name, v in zip(columns, row, strict=True)
+                 if isinstance(v, str)]
+        held += sum(size + 4 for _, size in texts) + 8 * (len(batch) * len(columns) - len(texts))
+        rows += batch
+        if held > limits.memory_bytes:
+            raise SqlTooLarge(f"the result passed GPUCAST_SQL_MEMORY ({limits.memory}) after {len(rows):,} rows and was "
+                              "stopped; select fewer rows or columns (WHERE, LIMIT, an aggregate) or raise the limit")
+        for name, size in texts:
+            if size > most:
+                raise SqlTooLarge(f"a value of column {name!r} holds {size:,} bytes, more than `gpucast sql` prints "
+                                  f"({most:,} bytes: GPUCAST_SQL_MEMORY ({limits.memory}) / {VALUE_SHARE}); select "
+                                  f"part of it (left({name}, 1000), length({name})) or raise the limit")
+    return tuple(rows)
+
+
 def _fetch_within(rel: duckdb.DuckDBPyRelation, limits: SqlSandbox) -> pl.DataFrame:
     """The relation's rows, fetched FETCH_ROWS at a time; `SqlTooLarge` once they hold more than the memory
     limit, or as soon as one value (a text or a blob) holds more than `VALUE_SHARE` of it: printing a value
     takes several copies of it (`repeat('x', 250000000)` under a 256MB limit printed at 2.3 GB peak)."""
+    import polars as pl
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -241,14 +312,22 @@ def _fetch_within(rel: duckdb.DuckDBPyRelation, limits: SqlSandbox) -> pl.DataFr
     return pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema))
 
 
-def check_table_size(df: pl.DataFrame, limits: SqlSandbox) -> None:
+def check_table_size(df: pl.DataFrame | Rows, limits: SqlSandbox) -> None:
     """`SqlTooLarge` when a result is too large to lay out as one text table (a table is built whole, at
-    several times the result's size: 100k rows of 1 kB took 1 GB): at most `VALUE_SHARE` of the limit."""
+    several times the result's size: 100k rows of 1 kB took 1 GB): at most `VALUE_SHARE` of the limit. DuckDB's rows
+    are counted as Polars would hold them (`_polars_bytes`)."""
     most = limits.memory_bytes // VALUE_SHARE
-    if (size := df.estimated_size()) > most:
+    if (size := _polars_bytes(df) if isinstance(df, Rows) else df.estimated_size()) > most:
         raise SqlTooLarge(f"the result ({size:,} bytes) is more than a table lays out ({most:,} bytes: GPUCAST_SQL_MEMORY "
                           f"({limits.memory}) / {VALUE_SHARE}); print it with --format csv or json (printed a piece at "
                           "a time), or fewer rows (--max-rows)")
+
+
+def _polars_bytes(rows: Rows) -> int:
+    """About what Polars' `estimated_size` says of `rows` as a frame: 8 bytes a value, a text 16 (its view) and its
+    bytes beyond the 12 a view holds inline."""
+    return sum(16 + (n if (n := len(v.encode())) > 12 else 0) if isinstance(v, str) else 8
+               for row in rows.rows for v in row)
 
 
 def _is_bytes(kind) -> bool:

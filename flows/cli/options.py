@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: the settings' table and the train options load pydantic (~0.1-0.2 s), which
     # `gpucast --help` does not need (flows/cli/parser.py)
-    from gpucast.flows.settings import Settings
+    from gpucast.flows.settings import ReadSettings, Settings
     from gpucast.tasks.learn.options import TrainOptions
 
 # Flags that override a setting, each named as its setting: flag -> setting name. Their defaults are the settings'.
@@ -35,10 +35,20 @@ def dest(flag: str) -> str:
     return flag.removeprefix("--").replace("-", "_")
 
 
-def command_settings(args: argparse.Namespace) -> Settings:
+# The commands that only read the warehouse and print, and have no setting flag: their settings are `ReadSettings`,
+# every concern but training, whose type loads pydantic (~0.1-0.2 CPU-s of their 0.5 s, issue 52 item 4).
+READ_COMMANDS = frozenset({"status", "sql"})
+
+
+def command_settings(args: argparse.Namespace) -> Settings | ReadSettings:
     """The command's settings: the environment's (`Settings.from_env`, the one read of it), with the command's flags
     on top; errors name the variable or the flag. Built once, where the command starts (`process.run_command`),
-    and handed to its handler, which passes each flow the concerns it takes."""
+    and handed to its handler, which passes each flow the concerns it takes. A read command's (`READ_COMMANDS`):
+    `ReadSettings.from_env`, the same read and checks without the training concern."""
+    if args.command in READ_COMMANDS:
+        from gpucast.flows.settings import ReadSettings
+
+        return ReadSettings.from_env()
     from gpucast.flows.settings import Settings
 
     values = {field: getattr(args, field, None) for field in SETTING_FLAGS.values()}

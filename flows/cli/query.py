@@ -8,13 +8,13 @@ from pathlib import Path
 
 from gpucast.flows.cli.options import _require_ml
 from gpucast.flows.environment import configured_prefect_api
-from gpucast.flows.settings import Settings
+from gpucast.flows.settings import ReadSettings, Settings
 
 STATUS_API_TIMEOUT_S = 5.0  # `gpucast status` waits this long per request for a configured Prefect API
 SQL_MAX_ROWS = 1000  # rows `gpucast sql` prints as a table unless told otherwise
 
 
-def _status(args: argparse.Namespace, settings: Settings) -> int:
+def _status(args: argparse.Namespace, settings: ReadSettings) -> int:
     from gpucast.flows.report import warehouse_status
 
     print(warehouse_status(settings.storage, args.limit, settings.quality.backtest_days))
@@ -30,15 +30,24 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _sql(args: argparse.Namespace, settings: Settings) -> int:
-    from gpucast.tasks.report.render import query_result_parts
+def _sql(args: argparse.Namespace, settings: ReadSettings) -> int:
+    from gpucast.records.rows import Rows
     from gpucast.warehouse.queries import check_table_size, run_sql
 
     max_rows = args.max_rows if args.format == "table" and args.max_rows > 0 else None
     storage = settings.storage
-    df, total = run_sql(storage.query_path, args.query, settings.sql, storage.sql_temp_dir, max_rows)
+    # a table of a few rows of plain types comes as DuckDB's rows, printed without Polars (issue 52 item 4)
+    df, total = run_sql(storage.query_path, args.query, settings.sql, storage.sql_temp_dir, max_rows,
+                        as_rows=args.format == "table")
     if args.format == "table":
         check_table_size(df, settings.sql)
+    if isinstance(df, Rows):
+        from gpucast.tasks.report.tables import sql_table
+
+        sys.stdout.write(sql_table(df, total))
+        return 0
+    from gpucast.tasks.report.render import query_result_parts
+
     for part in query_result_parts(df, args.format, total):  # a piece at a time: never the whole text at once
         sys.stdout.write(part)
     return 0

@@ -19,7 +19,10 @@ text interprets some of it, so each has one function here, applied where that wa
 
 from __future__ import annotations
 
-import polars as pl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `visible` is all `gpucast status` and `sql` use: they print without Polars (tables.py)
+    import polars as pl
 
 # Every character no reader should receive raw: Unicode category Cc, and XML's two non-characters.
 _ESCAPES = {chr(c): f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))} | {
@@ -41,6 +44,8 @@ def markdown_text(text: str) -> str:
 
 def _strings(df: pl.DataFrame, expr) -> pl.DataFrame:
     """Apply `expr(column)` to every String column and to the strings of every List(String) column."""
+    import polars as pl
+
     return df.with_columns(
         [expr(pl.col(name)) for name, dtype in df.schema.items() if dtype == pl.String]
         + [pl.col(name).list.eval(expr(pl.element())) for name, dtype in df.schema.items()

@@ -1,9 +1,10 @@
 """Everything gpucast shows people, rendered from frames and dicts: one module.
 
-* text tables (the CLI), Markdown tables (Prefect artifacts), CSV and JSON (`gpucast sql`);
+* text tables (the CLI: `tables.py`, which prints DuckDB's rows without Polars too, for `gpucast status` and
+  `sql`), Markdown tables (Prefect artifacts), CSV and JSON (`gpucast sql`);
 * the training report: the seed's Table 3 layout (models x MSE/RMSE/MAE/MAPE/R², per target), a
   bar chart of those metrics per model and a predicted-vs-actual plot;
-* the nightly run's report and the on-call status text.
+* the nightly run's report (the on-call status text: `tables.py`).
 The data comes from the warehouse's queries (`warehouse/queries.py`) or from a run's own results;
 nothing here reads a database or a file.
 """
@@ -11,32 +12,31 @@ nothing here reads a database or a file.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from gpucast.tasks.learn.models.registry import NN
-from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible, visible_frame
+from gpucast.tasks.report.literal import markdown_frame, markdown_text, visible_frame
+
+# The CLI's text tables and on-call's status text live in tables.py, which needs no Polars (`gpucast status` and `sql`
+# print without it, issue 52 item 4); they are read here too, as before
+from gpucast.tasks.report.tables import (  # noqa: F401
+    TABLE_MAX_WIDTH,
+    TABLE_ROWS,
+    published_copy_lines,
+    rows_line,
+    status_text,
+    text_table,
+)
 
 if TYPE_CHECKING:  # the results' types, for the signatures only: their module loads numpy, which `gpucast sql` and
     # `status` do not need (the plan's modules below are imported where used, for the same reason)
     from gpucast.records.results import BacktestResult, FlowRunLine, NightResult, PlanResult, ScheduledRun
 
 METRICS = ("mse", "rmse", "mae", "mape", "r2")
-TABLE_ROWS = 200  # text and Markdown tables show at most this many rows
-
-
-TABLE_MAX_WIDTH = 65_535  # the widest table Polars prints (its width is a 16-bit number)
-
-
-def text_table(df: pl.DataFrame) -> str:
-    """A frame as an aligned text table (the CLI); strings shown literally (`literal.visible`)."""
-    df = visible_frame(df)
-    with pl.Config(tbl_rows=TABLE_ROWS, tbl_cols=30, tbl_width_chars=200, fmt_str_lengths=80,
-                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-        return str(df)
 
 
 def markdown_table(df: pl.DataFrame) -> str:
@@ -77,33 +77,7 @@ def query_result_parts(df: pl.DataFrame, fmt: str = "table", total: int | None =
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=TABLE_MAX_WIDTH, fmt_str_lengths=TABLE_MAX_WIDTH,
                    fmt_table_cell_list_len=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         table = str(df)
-    rows = f"{total:,} row{'s' if total != 1 else ''}"
-    if total > df.height:
-        rows = (f"first {df.height:,} of {rows} shown (--max-rows N to see more; --format csv or json "
-                "print every row)")
-    yield f"{table}\n({rows})\n"
-
-
-def status_text(frames: dict[str, pl.DataFrame], where: Path) -> str:
-    """On-call's view of the warehouse (frames from `queries.status_frames`)."""
-    lines = [f"Recent ingest runs ({where}):", text_table(frames["ingests"])]
-    if frames["failures"].height:
-        lines += ["", "Failed runs and rejected files:"]
-        for row in frames["failures"].iter_rows(named=True):
-            what = f"{row['source_file']}: {row['reason']}" if row["source_file"] else row["message"]
-            lines.append(visible(f"- {row['run_id']}: {what}"))  # a file name or reason is data
-    lines += ["", "Jobs in job_logs by status:", text_table(frames["jobs"])]
-    if frames["trains"].height:
-        lines += ["", "Recent train runs:", text_table(frames["trains"])]
-    if frames["scores"].height:
-        lines += ["", "Recent score runs (ood_forecasts: jobs unlike the champion's training jobs):",
-                  text_table(frames["scores"])]
-    if frames.get("plans") is not None and frames["plans"].height:
-        lines += ["", "Recent capacity plan runs:", text_table(frames["plans"])]
-    if frames.get("champions") is not None and frames["champions"].height:
-        lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
-                  text_table(frames["champions"])]
-    return "\n".join(lines)
+    yield f"{table}\n({rows_line(df.height, total)})\n"
 
 
 def flow_runs_lines(rows: list[FlowRunLine], upcoming: list[ScheduledRun]) -> str:
@@ -124,19 +98,6 @@ def flow_runs_lines(rows: list[FlowRunLine], upcoming: list[ScheduledRun]) -> st
         if r.failed_step or r.error:
             lines.append(f"    failed step: {r.failed_step or '?'}; error: {r.error or '?'}")
     return "\n".join(lines)
-
-
-def published_copy_lines(published: Path, problems: list[str], repairs: list[tuple[str, str]],
-                         clean: Callable[[str], str]) -> str:
-    """What is damaged now in the planners' copy, and what the last publishes found damaged and repaired
-    (`warehouse/publish.py` `copy_health`), each of those lines made printable by `clean`."""
-    lines = [f"Planners' copy ({published} and its forecast files): "
-             + (f"{len(problems)} problem(s) now:" if problems else "as the last publish wrote it")]
-    lines += [clean(f"- {problem}") for problem in problems]
-    if repairs:
-        lines.append("Found damaged and repaired by the last publishes (newest first):")
-        lines += [clean(f"- {when}: {what}") for when, what in repairs]
-    return "\n\n" + "\n".join(lines)
 
 
 def capacity_summary(capacity: pl.DataFrame, champions: pl.DataFrame, plan: pl.DataFrame) -> str:

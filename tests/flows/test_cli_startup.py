@@ -65,6 +65,32 @@ def test_the_read_commands_import_only_what_they_read(home):
         assert imported & set(NOT_FOR_READS) == set(), argv
 
 
+# What `status` and `sql`'s table print without (issue 52 item 4: 0.76-0.99 CPU-s each, goal 0.5 s): Polars and PyArrow
+# (with numpy) only to lay out a few rows, pydantic only for the settings' training concern they never use.
+NOT_FOR_QUICK_READS = ("polars", "pyarrow", "numpy", "pydantic")
+
+
+def test_status_and_sql_print_without_polars_pyarrow_or_pydantic(home):
+    """Run in a fresh interpreter each, on a warehouse with an ingest run (status) and a query's row (sql): the rows come from
+    DuckDB's own fetch and are laid out as Polars would (tests/tasks/report/test_tables.py)."""
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse.db import connect_writer
+
+    con = connect_writer(Settings.from_env().storage)
+    con.execute("INSERT INTO ingest_runs (run_id, source, status, started_at, finished_at, files, files_rejected, "
+                "rows_read, rows_loaded, rows_rejected, rows_duplicate) "
+                "VALUES ('ingest-1', 'files', 'succeeded', now(), now(), 1, 0, 2, 2, 0, 0)")
+    con.close()
+    for argv, shown in ((["status"], "ingest-1"), (["sql", "SELECT 2.5::DOUBLE AS x, 'a' AS s, now() AS t"], "2.5")):
+        out = subprocess.run([sys.executable, "-c", "import sys\nfrom gpucast.flows.cli import main\nrc = main(sys.argv[1:])\n"
+                              "print('IMPORTED', ' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+                              "sys.exit(rc)", *argv], capture_output=True, text=True, env=dict(os.environ))
+        assert out.returncode == 0, (argv, out.stderr)
+        assert shown in out.stdout, argv  # it printed the rows
+        imported = set(out.stdout.splitlines()[-1].split()[1:])
+        assert "duckdb" in imported and imported & set(NOT_FOR_QUICK_READS) == set(), (argv, imported & set(NOT_FOR_QUICK_READS))
+
+
 def test_a_command_used_loads_its_flags_and_a_command_listed_does_not():
     """The lazy tree parses as the whole one does, and the console script's help lists every command."""
     from gpucast.flows.cli.parser import COMMANDS, build_parser

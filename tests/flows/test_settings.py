@@ -196,6 +196,26 @@ def test_empty_counts_as_unset():
     assert Settings.from_env({"GPUCAST_OOM_GPU_MEM_GB": " "}).planning.oom_gpu_mem_gb == 80.0
 
 
+def test_a_read_commands_settings_are_read_and_checked_as_the_full_ones(tmp_path):
+    """`gpucast status` and `sql` build `ReadSettings` (no training concern, no pydantic: issue 52 item 4): the same
+    values from the same variables, and a bad variable, the training concern's too, stops them with the same line."""
+    from dataclasses import fields
+
+    from gpucast.flows.settings import ReadSettings
+
+    env = {"GPUCAST_HOME": str(tmp_path), "GPUCAST_SQL_THREADS": "3", "GPUCAST_BACKTEST_DAYS": "9"}
+    full, read = Settings.from_env(env), ReadSettings.from_env(env)
+    assert [f.name for f in fields(ReadSettings)] == [n for n in (f.name for f in fields(Settings)) if n != "training"]
+    assert all(getattr(read, f.name) == getattr(full, f.name) for f in fields(ReadSettings))
+    assert (read.sql.threads, read.quality.backtest_days) == (3, 9)
+    for bad in ({"GPUCAST_NN_MAX_MINUTES": "-1"}, {"GPUCAST_SQL_MEMORY": "lots"}):
+        with pytest.raises(SettingsError) as full_error:
+            Settings.from_env(env | bad)
+        with pytest.raises(SettingsError) as read_error:
+            ReadSettings.from_env(env | bad)
+        assert str(read_error.value) == str(full_error.value)
+
+
 def test_an_older_variable_sets_what_it_set_and_the_new_names_win():
     """GPUCAST_GPU_MEM_GB set both the OOM threshold and the plan's default GPU before they were split: it still does,
     for each whose own variable is unset; an error names the variable read."""
