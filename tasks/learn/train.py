@@ -275,7 +275,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         result.skipped += "; the analytic prior scores it"
         return _refit(rows, target, options, registry.PRIOR, result, build)
     # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
-    mix = blend.candidate(pool_out_of_fold(done, y, FOLDS), _mean_costs(done), options.seed)
+    pooled = pool_out_of_fold(done, y, FOLDS)
+    mix = blend.candidate(pooled, _mean_costs(done), options.seed)
     result.metrics += blend.metric_rows(mix, y, done)  # its figures beside the others' (leaderboard, champions)
     choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
                              costs={blend.NAME: mix.cost} if mix.cost is not None else None)
@@ -285,7 +286,17 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build, mix)
-    return _refit(rows, target, options, champion, result, build, mix)
+    own = mix.oof if champion == blend.NAME else pooled.by_model.get(champion)
+    return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y))
+
+
+def out_of_fold(forecasts: Mapping[tuple[int, int], float] | None, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(truth, forecast) of a model's out-of-fold forecasts (keys (pass, row), `champion.pool_out_of_fold`'s), for
+    the large jobs' own P90 (`intervals.calibrate`'s `out_of_fold`); None without any."""
+    if not forecasts:
+        return None
+    keys = sorted(forecasts)
+    return y[[k[1] for k in keys]], np.array([forecasts[k] for k in keys], dtype=np.float64)
 
 
 def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
@@ -323,9 +334,11 @@ def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOpt
 
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
-           build: registry.Build, mix: blend.Candidate | None = None) -> Finished:
+           build: registry.Build, mix: blend.Candidate | None = None,
+           oof: tuple[np.ndarray, np.ndarray] | None = None) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
-    (and the prior's) on that slice; fit the OOD detector and measure, on held-out families, which estimate
+    (and the prior's) on that slice, the large jobs' P90 on the champion's out-of-fold forecasts `oof` where given
+    (`intervals.large_out_of_fold`); fit the OOD detector and measure, on held-out families, which estimate
     out-of-distribution jobs get (`held_out_evidence`)."""
     from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
 
@@ -340,7 +353,8 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         est = _champion(champion, encoder, target, options, build, mix).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
     groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
-    result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y)
+    result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y,
+                                                       out_of_fold=oof)
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])

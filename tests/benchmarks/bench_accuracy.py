@@ -50,7 +50,7 @@ from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.champion import champion_choice, metrics, score_cost
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.folds import split
-from gpucast.tasks.learn.intervals import Calibrated, calibrate
+from gpucast.tasks.learn.intervals import SIZE_OOF, Calibrated, calibrate
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import safe_request_gb
@@ -208,8 +208,10 @@ def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target:
                       folder: Path) -> tuple[pl.DataFrame, str]:
     """What the product publishes for `test_rows` after a night on `train_rows`: every model compared over
     the repeats, the champion chosen (`finish_target`: out of fold, `champion_choice`), refitted, calibrated,
-    saved and loaded by the `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer and of the
-    champion model alone, the champion's name)."""
+    saved and loaded by the `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer, of
+    the scorer with the large jobs' P90 from the calibration slice alone as before issue 50's out-of-fold size group
+    (`slice_p50`, `slice_p90`: the same night, its `size_oof` left out), and of the champion model alone, the
+    champion's name)."""
     from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn.score import Scorer
     from gpucast.tasks.learn.train import finish_target, fit_one, save_champion
@@ -220,11 +222,15 @@ def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target:
     finished = finish_target(train_rows, target, options, outcomes, threads=2, progress=quiet)
     save_champion(folder, target, options, finished, threads=2)
     champion = finished.result.champion
-    scored = Scorer(Champion(target, champion, "lofo", str(folder))).score(test_rows)
+    scorer = Scorer(Champion(target, champion, "lofo", str(folder)))
+    scored = scorer.score(test_rows)
+    scorer.calibration = Calibrated({k: v for k, v in finished.result.calibration[champion].items() if k != SIZE_OOF})
+    sliced = scorer.score(test_rows)
     X = finished.encoder.transform(test_rows)
     own = Calibrated(finished.result.calibration[champion]).intervals(
         finished.estimator.predict(X), {c.MODEL_TYPE: test_rows[c.MODEL_TYPE].to_numpy()})
     return pl.DataFrame({"pipeline_p50": scored["p50"], "pipeline_p90": scored["p90"], "ood": scored["ood"],
+                         "slice_p50": sliced["p50"], "slice_p90": sliced["p90"],
                          "champion_p50": own[1], "champion_p90": own[2]}), champion
 
 
@@ -244,6 +250,7 @@ def evaluate(train_rows: pl.DataFrame, test_rows: pl.DataFrame, label: str, targ
                                      {c.MODEL_TYPE: train_rows[c.MODEL_TYPE].to_list()}))
     _, prior_p50, prior_p90 = prior_cal.intervals(prior[test], {c.MODEL_TYPE: test_rows[c.MODEL_TYPE].to_numpy()})
     methods = {"pipeline": (pipe["pipeline_p50"], pipe["pipeline_p90"]),
+               "pipeline_slice": (pipe["slice_p50"], pipe["slice_p90"]),
                "champion": (pipe["champion_p50"], pipe["champion_p90"]),
                "plain_lightgbm": (plain[test], plain_quantile_p90(both, y, fit)[test]),
                "prior": (prior[test], prior_p90)}

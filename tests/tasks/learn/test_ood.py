@@ -225,3 +225,19 @@ def test_a_job_with_llm_fields_the_champion_never_learned_gets_the_per_gpu_prior
     assert all(r.endswith(f"-> per-GPU prior (x/÷ {llm_memory.P90_FACTOR:g})") for r in picked["ood_reason"])
     assert np.allclose((picked["p90"] / picked["p50"]).to_numpy(), llm_memory.P90_FACTOR)
     assert (f.filter(~llm)["model"] != llm_memory.LLM_PRIOR).all()  # the other jobs as before
+
+
+def test_the_champions_large_jobs_are_calibrated_on_its_slice_where_it_has_enough_of_them(trained):
+    """Issue 50 item 5: training hands the champion's out-of-fold forecasts to its calibration (`size_oof` is said),
+    but a calibration slice with its own group at the history's 90th percentile (450 jobs here) keeps it: the
+    out-of-fold group stands in only where the slice has too few large jobs (tests/tasks/learn/test_intervals.py)."""
+    import json
+    from pathlib import Path
+
+    from gpucast.tasks.learn.intervals import SIZE_OOF, Calibrated
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    cal = json.loads((Path(result.model_dir) / "metadata.json").read_text())["calibration"][result.champion]
+    assert cal["size"]["quantile"] == 0.9 and cal["size"]["n"] >= 10
+    assert SIZE_OOF in cal and cal[SIZE_OOF] is None
+    assert len(Calibrated(cal).large) == 1
