@@ -229,9 +229,15 @@ def simulate(rows: int, dirty_fraction: float, work: Path) -> tuple[Path, int]:
     """The benchmark's one JSONL file (reused when a kept --workdir already holds it) and its line count."""
     from gpucast.tasks.simulate import SimConfig, write_logs
 
-    print(f"simulating {rows:,} jobs (dirty fraction {dirty_fraction}) into {work} ...", flush=True)
-    (src,) = write_logs(work / "logs", SimConfig(days=1, jobs_per_day=rows, dirty_fraction=dirty_fraction,
-                                                 update_fraction=0.0, seed=11))
+    made = work / "logs" / f".made-{rows}-{dirty_fraction}"  # a kept --workdir's file of these settings, complete
+    if made.exists() and (kept := sorted((work / "logs").glob("jobs-*.jsonl"))):
+        src = kept[0]
+    else:
+        print(f"simulating {rows:,} jobs (dirty fraction {dirty_fraction}) into {work} ...", flush=True)
+        made.unlink(missing_ok=True)
+        (src,) = write_logs(work / "logs", SimConfig(days=1, jobs_per_day=rows, dirty_fraction=dirty_fraction,
+                                                     update_fraction=0.0, seed=11))
+        made.touch()
     lines = sum(1 for _ in open(src, "rb"))
     print(f"input: {src.name}, {lines:,} lines, {src.stat().st_size / 1e6:,.0f} MB", flush=True)
     return src, lines
