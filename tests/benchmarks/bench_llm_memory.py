@@ -201,6 +201,39 @@ def breakdown(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarra
             pl.col("source").str.slice(0, 22), pl.col("prior_p50").round(1), pl.col("prior_err").round(0)))
 
 
+def step_bytes(**adamw) -> float:
+    """Bytes a parameter of the new tensors alive at once during one torch AdamW step over bf16 parameters (a
+    dispatch mode counting live storages, on CPU): the source of `llm_memory.step_temporary`."""
+    import weakref
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Live(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live, self.peak = {}, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and (key := t.untyped_storage().data_ptr()) not in self.live:
+                    self.live[key] = t.untyped_storage().nbytes()
+                    weakref.finalize(t.untyped_storage(), self.live.pop, key, None)
+            self.peak = max(self.peak, sum(self.live.values()))
+            return out
+
+    params = [torch.nn.Parameter(torch.randn(1024, 1024, dtype=torch.bfloat16)) for _ in range(16)]
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt = torch.optim.AdamW(params, lr=1e-3, **adamw)
+    opt.step()  # the moments made
+    with Live() as mode:
+        opt.step()
+    return mode.peak / sum(p.numel() for p in params)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
@@ -219,6 +252,8 @@ def main() -> None:
     if args.breakdown:
         table(rows, methods, f"{args.data.name}: {rows.height} runs, the prior and the baseline")
         breakdown(rows, methods)
+        print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
+              f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         return
     with tempfile.TemporaryDirectory() as tmp:
         *methods["product"], ood = product(history, rows, options, Path(tmp) / "c")

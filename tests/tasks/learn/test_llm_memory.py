@@ -333,3 +333,4 @@ def test_bloom_keeps_its_eager_attention_scores():
     extra = m.block_activation_bytes(bloom, m.Layout(seq_len=2048)) - 2048 * m.block_activation_bytes(
         bloom, m.Layout(seq_len=1))  # what is not linear in the tokens
     assert extra == pytest.approx(6 * bloom.heads * 2048 * 2048, rel=1e-3)
+
