@@ -1,18 +1,26 @@
 """Benchmark: `gpucast score` over 1,000,000 pending jobs x 3 targets as users run it, and the nightly run end to end.
 
     python tests/benchmarks/bench_score.py [--pending 1000000] [--families lightgbm,xgboost,random_forest,extra_trees]
-                                           [--runs 2] [--nightly-completed 100000] [--nightly-pending 10000]
-                                           [--nn-epochs 3] [--skip-nightly] [--skip-scoring] [--keep]
+                                           [--runs 2] [--first-score] [--nightly-completed 100000]
+                                           [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly] [--skip-scoring]
+                                           [--keep]
 
 Part 1, scoring. A warehouse with 10k completed jobs and `--pending` pending jobs. Per family of
 `--families`, `gpucast train --models FAMILY --repeats 1 --runner local --compile-trees` makes it the
-champion of every target (its compile time, and whether it compiled, from the champion's metadata), then
-the command `gpucast score` runs `--runs` times in a fresh process each (start-up, reading the pending
+champion of every target (its compile time, and whether it compiled, from the champion's metadata); the family
+`demo` trains as the demo does instead (every model, `DEMO_REPEATS`, `DEMO_EPOCHS`, `DEMO_PRESET`: the champions the
+champion rule picks, a blend among them where it wins); then the command `gpucast score` runs `--runs` times in a
+fresh process each, with nothing new to trace (GPUCAST_TRACE_NIGHT_SECONDS=0 for these commands) (start-up, reading the pending
 jobs, features, encode, predict, intervals, out-of-distribution flags, staging, the DuckDB publish and the
 planners' copy, everything a user waits for): jobs per minute. The named baselines, on the same pending
 jobs (encoded once, outside the timing) for the same 3 champions: the predict alone through the path
 `gpucast score` uses (the compiled library where one was built: the floor), and the library's own
-predict. Goal: >= 1,500,000 jobs/min for every family (issue 31).
+predict. Goal: >= 3,000,000 jobs/min in every run, for the demo's champions and a random forest's (issue 52
+item 5; 1,500,000 was issue 31's).
+`--first-score`: then a fresh warehouse (a new GPUCAST_HOME: no trace cached) with the same jobs, a random forest
+trained as champion without traces, and `gpucast score` twice with tracing on (the settings' defaults: on its own it
+waits at most `traced.SCORE_ALONE_SECONDS` on new traces): the first run's seconds against the second's. Goal: the
+first <= 2x the next (issue 52 item 6).
 Part 2, the nightly flow end to end on `--nightly-completed` completed + `--nightly-pending`
 pending jobs (simulated files in the inbox): ingest, validate, features, train (all nine models,
 1 repeat, network capped at `--nn-epochs`), score, publish; wall seconds per step.
@@ -57,17 +65,24 @@ def jobs(n: int, seed: int, pending_fraction: float, status: str | None = None, 
     return df.head(n)
 
 
-GOAL_JOBS_PER_MIN = 1_500_000
+GOAL_JOBS_PER_MIN = 3_000_000  # issue 52 item 5, in every run
+GOAL_FIRST_X = 2.0  # issue 52: the first score on a fresh warehouse <= 2x the next
 FAMILIES = ("lightgbm", "xgboost", "random_forest", "extra_trees")
+DEMO = "demo"  # not a family: train as the demo does (every model, the demo's repeats, epochs and preset)
+NOTHING_TO_TRACE = {"GPUCAST_TRACE_NIGHT_SECONDS": "0"}  # no new trace in the timed runs
 
 
-def gpucast(*args: str, check: bool = True) -> tuple[float, str | None]:
-    """Run the `gpucast` command in a fresh process as a user does; (wall seconds, None), or with `check` False
-    (seconds, why it failed) when it exits non-zero (with `check`: the benchmark stops there)."""
+def gpucast(*args: str, check: bool = True, env: dict | None = None) -> tuple[float, str | None]:
+    """Run the `gpucast` command in a fresh process as a user does (this environment, `env` over it); (wall seconds,
+    None), or with `check` False (seconds, why it failed) when it exits non-zero (with `check`: the benchmark stops
+    there). The command's CPU seconds (user + system) are added to `CPU_SECONDS` (read after each run)."""
     exe = Path(sys.executable).with_name("gpucast")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run([str(exe), *args], capture_output=True, text=True, env=os.environ.copy())
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS[0] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if not done.returncode:
         return seconds, None
     why = f"gpucast {' '.join(args)} failed ({done.returncode}): " + next(
@@ -77,7 +92,20 @@ def gpucast(*args: str, check: bool = True) -> tuple[float, str | None]:
     return seconds, why
 
 
-def part_scoring(n_pending: int, families: list[str], runs: int) -> None:
+CPU_SECONDS = [0.0]  # the last `gpucast` command's CPU seconds
+
+
+def train_args(family: str) -> list[str]:
+    """`gpucast train`'s arguments that make `family` every target's champion, or train as the demo does (`DEMO`)."""
+    if family == DEMO:
+        from gpucast.flows.cli.pipeline import DEMO_EPOCHS, DEMO_PRESET, DEMO_REPEATS
+
+        return ["train", "--repeats", str(DEMO_REPEATS), "--epochs", str(DEMO_EPOCHS), "--preset", DEMO_PRESET,
+                "--runner", "local", "--compile-trees"]
+    return ["train", "--models", family, "--repeats", "1", "--runner", "local", "--compile-trees"]
+
+
+def part_scoring(n_pending: int, families: list[str], runs: int) -> pl.DataFrame:
     from gpucast.flows.ingest import ingest_job_logs
 
     settings = Settings.from_env().ensure()
@@ -93,31 +121,57 @@ def part_scoring(n_pending: int, families: list[str], runs: int) -> None:
     rows = [row for family in families for row in score_family(family, pending, runs)]
     with pl.Config(tbl_rows=40, tbl_width_chars=220, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         print(pl.DataFrame(rows))
-    print(f"goal: >= {GOAL_JOBS_PER_MIN:,} jobs/min through `gpucast score` for every family")
+    print(f"goal: >= {GOAL_JOBS_PER_MIN:,} jobs/min through `gpucast score` in every run, for every champion set")
+    return pending
+
+
+def part_first_score(pending: pl.DataFrame) -> None:
+    """A fresh warehouse (no trace cached) with the same jobs: a random forest champion trained without traces, then
+    `gpucast score` twice with tracing on (the defaults): the first run's seconds against the second's."""
+    os.environ["GPUCAST_HOME"] = tempfile.mkdtemp(prefix="gpucast-bench-first-score-")
+    WORK_DIRS.append(os.environ["GPUCAST_HOME"])
+    os.environ.pop("GPUCAST_TRACE_NIGHT_SECONDS", None)  # tracing as configured by default
+    src = Settings.from_env().ensure().storage.home / "bench"
+    src.mkdir()
+    jobs(10_000, 1, 0.0, "COMPLETED").write_parquet(src / "completed.parquet")
+    pending.write_parquet(src / "pending.parquet")
+    gpucast("ingest", str(src))
+    gpucast(*train_args("random_forest"), env=NOTHING_TO_TRACE)
+    runs = []
+    for run in (1, 2):
+        s, _ = gpucast("score")
+        runs.append(s)
+        print(f"fresh warehouse, score {run} (tracing on): {s:.1f} s (CPU {CPU_SECONDS[0]:.1f} s) = "
+              f"{pending.height / s * 60:,.0f} jobs/min; load {os.getloadavg()[0]:.1f}", flush=True)
+    x = runs[0] / runs[1]
+    print(f"first score / next: {x:.2f}x (goal <= {GOAL_FIRST_X:g}x: {'met' if x <= GOAL_FIRST_X else 'not met'})")
 
 
 def score_family(family: str, pending: pl.DataFrame, runs: int) -> list[dict]:
     """Train `family` as every target's champion, then time `gpucast score` `runs` times against the predict-alone
     baselines."""
-    seconds, _ = gpucast("train", "--models", family, "--repeats", "1", "--runner", "local", "--compile-trees")
+    seconds, _ = gpucast(*train_args(family), env=NOTHING_TO_TRACE)
     from gpucast.warehouse import db, forecast
 
     with db.writer(Settings.from_env().storage) as con:
         champions = forecast.latest_champions(con)
     floor, native, compiled_note = predict_alone(champions, pending)
-    print(f"{family}: trained in {seconds:.0f} s ({compiled_note}); predict alone on {pending.height:,} jobs x "
-          f"{len(champions)} targets: scoring path {floor:.2f} s, the library's own {native:.2f} s", flush=True)
+    print(f"{family}: trained in {seconds:.0f} s, champions {', '.join(f'{ch.target} {ch.model}' for ch in champions)} "
+          f"({compiled_note}); predict alone on {pending.height:,} jobs x {len(champions)} targets: scoring path "
+          f"{floor:.2f} s, the library's own {native:.2f} s", flush=True)
     out = []
     for run in range(1, runs + 1):
-        s, failed = gpucast("score", check=False)
+        s, failed = gpucast("score", check=False, env=NOTHING_TO_TRACE)
         if failed:  # said, and the next runs and families still measured
             print(f"  run {run}: {failed} after {s:.1f} s", flush=True)
             out.append({"family": family, "run": run, "command_s": round(s, 1), "failed": failed})
             continue
         jpm = pending.height / s * 60
-        print(f"  run {run}: gpucast score {s:.1f} s = {jpm:,.0f} jobs/min = {s / floor:.1f}x the predict alone on the "
-              f"scoring path, {s / native:.1f}x the library's own predict", flush=True)
-        out.append({"family": family, "run": run, "command_s": round(s, 1), "jobs_per_min": round(jpm),
+        print(f"  run {run}: gpucast score {s:.1f} s (CPU {CPU_SECONDS[0]:.1f} s) = {jpm:,.0f} jobs/min = "
+              f"{s / floor:.1f}x the predict alone on the scoring path, {s / native:.1f}x the library's own predict; "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
+        out.append({"family": family, "run": run, "command_s": round(s, 1), "cpu_s": round(CPU_SECONDS[0], 1),
+                    "jobs_per_min": round(jpm),
                     "predict_floor_s": round(floor, 2), "x_floor": round(s / floor, 1), "own_predict_s": round(native, 2),
                     "x_own": round(s / native, 1), "compiled": compiled_note, "goal_met": jpm >= GOAL_JOBS_PER_MIN})
     return out
@@ -172,8 +226,10 @@ def part_nightly(n_completed: int, n_pending: int, nn_epochs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pending", type=int, default=1_000_000)
-    ap.add_argument("--families", default=",".join(FAMILIES), help="tree families forced as champions, one after another")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="tree families forced as champions, one after another "
+                    f"('{DEMO}': trained as the demo does)")
     ap.add_argument("--runs", type=int, default=2, help="`gpucast score` runs per family")
+    ap.add_argument("--first-score", action="store_true", help="then a fresh warehouse's first score against its next")
     ap.add_argument("--nightly-completed", type=int, default=100_000)
     ap.add_argument("--nightly-pending", type=int, default=10_000)
     ap.add_argument("--nn-epochs", type=int, default=3)
@@ -186,7 +242,9 @@ def main() -> None:
     else:
         atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in WORK_DIRS])
     if not args.skip_scoring:
-        part_scoring(args.pending, args.families.split(","), args.runs)
+        pending = part_scoring(args.pending, args.families.split(","), args.runs)
+        if args.first_score:
+            part_first_score(pending)
     if not args.skip_nightly:
         part_nightly(args.nightly_completed, args.nightly_pending, args.nn_epochs)
     parts = [name for name, skipped in (("scoring", args.skip_scoring), ("nightly", args.skip_nightly)) if not skipped]
