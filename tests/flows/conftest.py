@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-# The night both tests below start from, and their xdist group: a session fixture is built once per worker, so the
-# two tests that read it run on one (tests/conftest.py, docs/testing.md).
+# The night the tests below start from, and their xdist group: a session fixture is built once per worker, so the
+# tests that read it run on one (tests/conftest.py, docs/testing.md).
 QUICK_NIGHT = "quick_night"
 SHARES_THE_QUICK_NIGHT = pytest.mark.xdist_group(QUICK_NIGHT)
 # The real `prefect server start` below, and the xdist group of the tests that use it (one worker starts it).
@@ -46,7 +46,8 @@ def quick_night(prefect_harness, tmp_path_factory) -> Night:
     """`gpucast nightly` with two fast models on 2 days x 250 simulated jobs (20% pending) and the demo inventory:
     what tests/flows/test_nightly.py::test_nightly_publishes_forecasts_views_and_an_artifact and
     tests/flows/test_plan_flow.py::test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows each ran for
-    themselves (the same night, but for the inventory and the memory flag: ~1 min of a loaded machine each)."""
+    themselves (the same night, but for the inventory and the memory flag: ~1 min of a loaded machine each); the
+    nights of tests/flows/test_hostile_strings.py score with its champions (without its inventory)."""
     from prefect.artifacts import Artifact
 
     from gpucast.flows.cli import main

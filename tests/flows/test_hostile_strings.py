@@ -3,13 +3,14 @@ are any text (TeX, Markdown, pipes, a leading underscore, control characters) ar
 and published; the page renders (also in a headless Chromium), `gpucast site` succeeds, and the nightly's
 Markdown artifact keeps every table whole.
 
-One small history is trained once per module; each night copies it and scores with its champions
-(`--no-train`), so a night takes seconds."""
+Each night copies the session's trained night (tests/flows/conftest.py `quick_night`, without its inventory: the
+planners' page then plans each queue on the default GPUs, as here before) and scores with its champions
+(`--no-train`), so a night takes seconds. The module's tests are in that night's xdist group, so the worker that
+built it runs them; a night of this module's own (1 day x 150 jobs, lightgbm) cost a trained nightly more."""
 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -20,26 +21,13 @@ from markupsafe import escape
 
 from gpucast.flows.cli import main
 from gpucast.tasks.report.literal import visible
-from gpucast.tasks.simulate import SimConfig, write_logs
 from tests.conftest import write
+from tests.flows.conftest import SHARES_THE_QUICK_NIGHT, Night
 from tests.flows.test_plan_flow import chromium
 from tests.sample_jobs import HOSTILE_STRINGS, jsonl, record
 from tests.tasks.report.test_literal import RAW_CONTROL, markdown_cells, names, svgs
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
-
-QUICK = ["--models", "lightgbm", "--repeats", "1", "--min-labelled", "50", "--runner", "local"]
-
-
-@pytest.fixture(scope="module")
-def trained(prefect_harness, tmp_path_factory) -> Path:
-    """A data directory after one quick night: champions to score with."""
-    home = tmp_path_factory.mktemp("trained") / "home"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GPUCAST_HOME", str(home))
-        write_logs(home / "inbox" / "week", SimConfig(days=1, jobs_per_day=150, pending_fraction=0.2, seed=4))
-        assert main(["nightly", *QUICK]) == 0
-    return home
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness"), SHARES_THE_QUICK_NIGHT]
 
 
 def hostile_jobs(i: int, queue: str, team: str, model_type: str, job_id: str) -> list[dict]:
@@ -51,11 +39,11 @@ def hostile_jobs(i: int, queue: str, team: str, model_type: str, job_id: str) ->
             record(job_id=f"h{i}b-{job_id}", params_million=6300.0, batch_size=512, precision="FP32", **pending)]
 
 
-def night(trained: Path, folder: Path, jobs: list[dict], *, site: bool = True) -> tuple[Path, str]:
-    """Copy the trained directory to `folder`, ingest `jobs` and run a scoring night and (`site`) `gpucast site`;
-    both must succeed. Returns the data directory and the nightly's Markdown artifact."""
-    home = folder / "home"
-    shutil.copytree(trained, home)
+def night(trained: Night, folder: Path, jobs: list[dict], *, site: bool = True) -> tuple[Path, str]:
+    """Copy the trained night's directory to `folder` (without its inventory), ingest `jobs` and run a scoring night
+    and (`site`) `gpucast site`; both must succeed. Returns the data directory and the nightly's Markdown artifact."""
+    home = trained.copy_to(folder / "home")
+    (home / "inventory.yaml").unlink()
     write(home / "inbox" / "hostile.jsonl", jsonl(*jobs))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPUCAST_HOME", str(home))
@@ -89,12 +77,12 @@ def check(home: Path, report: str) -> list[str]:
     return sorted({q for _, q, _, _ in loaded})
 
 
-@pytest.fixture(scope="module")
-def corpus_night(trained, tmp_path_factory) -> tuple[Path, str]:
+@pytest.fixture(scope="session")  # (not module: a module fixture puts its tests in a group of their own, conftest.py)
+def corpus_night(quick_night, tmp_path_factory) -> tuple[Path, str]:
     """Every hostile string of the corpus as queue, team, model type and job id (rotated), one night."""
     n = len(HOSTILE_STRINGS)
     jobs = [job for i in range(n) for job in hostile_jobs(i, *(HOSTILE_STRINGS[(i + k) % n] for k in range(4)))]
-    return night(trained, tmp_path_factory.mktemp("corpus"), jobs)
+    return night(quick_night, tmp_path_factory.mktemp("corpus"), jobs)
 
 
 def test_the_corpus_through_a_night_publishes_and_renders(corpus_night):
@@ -134,9 +122,9 @@ def split_tables(markdown: str) -> list[list[list[str]]]:
                                                                  HealthCheck.too_slow])
 @given(fields=st.lists(st.tuples(names, names, names, names), min_size=1, max_size=4))
 @example(fields=[("$x^$", "\x85", "$x^$", "$x^$")])  # found by CI: a team of NEL alone is whitespace, stored as none
-def test_any_strings_through_a_night(trained, tmp_path_factory, fields):
+def test_any_strings_through_a_night(quick_night, tmp_path_factory, fields):
     folder = tmp_path_factory.mktemp("night")
     # the nightly's own page only: `gpucast site` draws the same page again (~1.5 s a night), and the corpus
     # night above runs it on every string of the corpus
-    home, report = night(trained, folder, [job for i, f in enumerate(fields) for job in hostile_jobs(i, *f)], site=False)
+    home, report = night(quick_night, folder, [job for i, f in enumerate(fields) for job in hostile_jobs(i, *f)], site=False)
     check(home, report)
