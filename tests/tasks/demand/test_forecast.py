@@ -14,7 +14,10 @@ from gpucast.tasks.demand.forecast import (
     MIN_SEASONAL_DAYS,
     NAIVE,
     SEASONAL_NAIVE,
+    Fold,
+    _clearly_better,
     choose,
+    cv_errors,
     forecast_demand,
     series_frame,
 )
@@ -118,6 +121,25 @@ def test_choose_keeps_seasonal_naive_when_no_model_beats_it():
     y = np.tile([5.0, 80, 90, 100, 95, 85, 10], 10)
     choice = choose(y, 14)
     assert choice.method == SEASONAL_NAIVE and "no model beat seasonal naive" in choice.reason
+
+
+def test_seasonal_naive_keeps_a_short_history_only_where_its_fold_is_clearly_better():
+    """Issue 53: on a short history one fold of a week decides; seasonal naive's lower MAE there keeps the series
+    only where a paired one-sided t-test at 90% says so (`_clearly_better`); else the level model is taken."""
+    seven = (10.0,) * 7
+    # errors a day: the candidate's minus naive's are +2, -1, +4, -2, +1, 0, -1 (mean 0.43, t 0.55 < 1.44): noise
+    assert not _clearly_better(Fold(10.0, (), seven), Fold(10.43, (), (12.0, 9, 14, 8, 11, 10, 9)))
+    # about 10 GPU-hours worse every day (t ~ 20): naive is clearly better
+    assert _clearly_better(Fold(10.0, (), seven), Fold(20.0, (), (20.0, 21, 19, 20, 22, 18, 20)))
+    # 25 days of a flat level with noise: one fold of 7 days, where naive's MAE is the lower by 2%
+    y = 100 * np.exp(np.random.default_rng(1).normal(0, 0.6, 25))
+    folds = cv_errors(y, [choose.__globals__["_level_blend"], choose.__globals__["_seasonal_naive"]], 7, 1)
+    assert folds[SEASONAL_NAIVE].mae < folds["LevelBlend"].mae
+    assert choose(y, 14).method == "LevelBlend"
+    # four odd days, then the same week three times over: naive's fold is perfect, the level models' is not: kept
+    exact = np.concatenate([[300.0, 1, 250, 2], np.tile([5.0, 80, 90, 100, 95, 85, 10], 3)])
+    kept = choose(exact, 14)
+    assert kept.method == SEASONAL_NAIVE and "no model beat seasonal naive" in kept.reason
 
 
 def test_the_backtest_forecasts_each_origin_from_its_own_past():
