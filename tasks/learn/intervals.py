@@ -24,17 +24,17 @@ before). The metadata says which (`size`: the quantile, its value in the target'
 
 The size group on out-of-fold forecasts (issue 50 item 5, session 5): the calibration slice (15% of the history) holds
 few large jobs (the public set's 37-job slice: at most the top quarter's 10, often no group). Where training hands the
-champion's out-of-fold forecasts of the history (`out_of_fold`: the jobs of the folds the repeats ran, each forecast by
-a fold model that never saw it: the forecasts the champion was chosen on), a second large group is formed and
+champion's out-of-fold forecasts of the history (`out_of_fold`: the jobs of the folds the repeats ran, each forecast
+by a fold model that never saw it: the forecasts the champion was chosen on), a second large group is formed and
 calibrated on those (`size_oof`: the same rule, `SIZE_QUANTILES` and `MIN_LARGE`, with its jobs' log residuals), only
 where the slice has too few jobs forecast above the 90th percentile for its own group there (no group, or the top
 quarter's): the slice is exchangeable with the refitted model's pending jobs, the fold models are not quite (they
-learned from two thirds of the history, the refit from 85%, and the largest jobs are out of their range more often:
-on the demo, whose slice has its own group, the out-of-fold group would double the large jobs' P90 / P50, 1.40 ->
-2.07). A job's P90 is the widest of its category's and those of the size groups it falls in (each from its own
-threshold), so it is never narrower than before (the trade-off CV+ and cross-conformal make, e.g. MAPIE's `cv`
-methods; crepes' bins do the per-group quantile). Without out-of-fold forecasts (the analytic prior, the plain
-LightGBM alone on a tiny history, calibrations saved before) the slice's group alone applies, as before.
+learned from two thirds of the history, the refit from 85%, and the largest jobs are out of their range more often, so
+their large-job residuals are, if anything, wider). A job's P90 is the widest of its category's and those of the size
+groups it falls in (each from its own threshold), so it is never narrower than before (the trade-off CV+ and
+cross-conformal make, e.g. MAPIE's `cv` methods; crepes' bins do the per-group quantile). Without out-of-fold forecasts (the
+analytic prior, the plain LightGBM alone on a tiny history, calibrations saved before) the slice's group alone
+applies, as before.
 """
 
 from __future__ import annotations

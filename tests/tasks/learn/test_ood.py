@@ -229,7 +229,7 @@ def test_a_job_with_llm_fields_the_champion_never_learned_gets_the_per_gpu_prior
 
 def test_the_champions_large_jobs_are_calibrated_on_its_slice_where_it_has_enough_of_them(trained):
     """Issue 50 item 5: training hands the champion's out-of-fold forecasts to its calibration (`size_oof` is said),
-    but a calibration slice with its own group at the history's 90th percentile (450 jobs here) keeps it: the
+    but a calibration slice with its own group at the history's 90th percentile (this 3,000-job night's) keeps it: the
     out-of-fold group stands in only where the slice has too few large jobs (tests/tasks/learn/test_intervals.py)."""
     import json
     from pathlib import Path
