@@ -35,6 +35,7 @@ class FileResult:
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)  # per expectation: suite, rule, success, counts
     seconds: dict[str, float] = field(default_factory=dict)  # read / normalise / rules / write (staging.STAGE_STEPS)
+    stat_before: tuple[int, int] | None = None  # (size, mtime_ns) before reading began: a change = written while read
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,9 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
     lost). Return those left in the inbox, for the next run to read whole."""
     unchanged, changed = [], []
     for r in results:
-        (unchanged if content_key(Path(r.path)) == r.sha256 else changed).append(Path(r.path))
+        path = Path(r.path)
+        same = content_key(path) == r.sha256 and (r.stat_before is None or stat_key(path) == r.stat_before)
+        (unchanged if same else changed).append(path)
     archive(unchanged, inbox)
     return changed
 
@@ -136,6 +138,16 @@ def content_key(path: Path) -> str:
     if path.is_symlink():
         return hashlib.sha256(f"symlink:{path}->{os.readlink(path)}".encode()).hexdigest()
     return file_sha256(path)
+
+
+def stat_key(path: Path) -> tuple[int, int] | None:
+    """A file's (size, mtime_ns): taken before its reading starts, so a write during the read is seen even where the
+    content hash (computed beside the read, `stage_file`) already holds the written tail. A link: None (never
+    followed; `content_key` is the link itself)."""
+    if path.is_symlink():
+        return None
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -174,18 +186,20 @@ def stage_file(
 
     The file's content hash (`content_key`, a whole pass over its bytes: ~1 s for 815 MB) is computed by a thread
     while the first chunk is read and checked (hashlib releases the GIL), not before the reading starts; the first
-    staging file written waits for it (its rows carry it), so every row and file gets the same hash as before."""
+    staging file written waits for it (its rows carry it). Because the hash may read a tail appended after the
+    reader passed it, the file's size and mtime are taken before either starts (`FileResult.stat_before`):
+    `archive_read` leaves a file whose hash or stat changed in the inbox, for the next run to read whole."""
     if path.is_symlink():
         result = FileResult(path=str(path), sha256=content_key(path), index=index)
         _refuse_link(result, path)
         return result
+    result = FileResult(path=str(path), sha256="", index=index, stat_before=stat_key(path))
     with ThreadPoolExecutor(1, thread_name_prefix="gpucast-sha256") as hashing:
         digest = hashing.submit(content_key, path)
-        result = FileResult(path=str(path), sha256="", index=index)
-        try:
-            return _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest)
-        finally:
-            result.sha256 = result.sha256 or digest.result()  # (a hash that failed raises here, as it did first)
+        staged = _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest)
+        # a reading error propagates as itself (the hash's own error, if any, stays in its future)
+        staged.sha256 = staged.sha256 or digest.result()
+        return staged
 
 
 def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: int,
@@ -308,7 +322,10 @@ def stage_files(
 ) -> list[FileResult]:
     """Stage a batch of small files (see `batches`) as files `first_index`, `first_index + 1`, ...;
     one `FileResult` per file, exactly as `stage_file` would give it."""
-    results = [FileResult(path=str(p), sha256=content_key(p), index=first_index + i) for i, p in enumerate(paths)]
+    results = [FileResult(path=str(p), sha256="", index=first_index + i, stat_before=stat_key(p))
+               for i, p in enumerate(paths)]
+    for r, p in zip(results, paths, strict=True):
+        r.sha256 = content_key(p)  # after the stat, as in stage_file
     frames, read = _read_batch(paths, results, chunk_rows, mapping)
     t1 = time.perf_counter()
     outcomes: dict[int, list] = {}

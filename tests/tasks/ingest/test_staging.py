@@ -108,6 +108,27 @@ def test_the_inbox_keeps_only_the_files_that_changed_while_they_were_read(tmp_pa
     assert staging.archive_read([], inbox) == []
 
 
+def test_a_tail_written_before_the_hash_read_it_still_keeps_the_file_in_the_inbox(tmp_path):
+    """The hash runs beside the read (stage_file): a tail appended after the reader passed the end but before the hash
+    did is in the hash and not in the rows. The file's size and mtime taken before the read catch it: it stays."""
+    from gpucast.records.outcomes import FileResult
+
+    inbox = tmp_path / "inbox"
+    path = write(inbox / "c.jsonl", jsonl(record(job_id="c")))
+    before = staging.stat_key(path)
+    path.write_text(jsonl(record(job_id="c"), record(job_id="d")))  # the tail the reader never saw
+    hashed_with_tail = FileResult(str(path), staging.content_key(path), 0, stat_before=before)
+    assert staging.archive_read([hashed_with_tail], inbox) == [path] and path.exists()
+    unchanged = FileResult(str(path), staging.content_key(path), 0, stat_before=staging.stat_key(path))
+    assert staging.archive_read([unchanged], inbox) == [] and not path.exists()
+
+
+def test_stage_file_records_the_stat_it_read_from(tmp_path):
+    path = write(tmp_path / "e.jsonl", jsonl(record(job_id="e")))
+    result = staging.stage_file(path, tmp_path / "staging", 0)
+    assert result.stat_before == staging.stat_key(path) and result.sha256 == staging.content_key(path)
+
+
 def test_stage_seconds_are_summed_per_step_over_the_files():
     from gpucast.records.outcomes import FileResult
 
