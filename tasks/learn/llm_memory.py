@@ -319,7 +319,7 @@ QLORA_BYTES = 0.516  # NF4 weight (0.5) + double-quantised block constants (0.12
 # `Llama-2-7b-AQLM-2Bit-1x16-hf`, `...-GPTQ-Int4`, `...-bnb-4bit`): b bits a weight + the group constants (GPTQ / AWQ: an
 # fp16 scale and a packed zero point per group of 128 weights, 0.02 bytes; AQLM 1x16: a 2^16 x 8 fp16 codebook per
 # layer, < 0.01 bytes a weight). A name that gives no width: 4 bits (`QLORA_BYTES`, NF4 with its constants).
-QUANTISED_BITS = re.compile(r"int([2-8])(?![0-9])|([2-8])[-_ ]?bit", re.IGNORECASE)
+QUANTISED_BITS = re.compile(r"(?<![a-z])int([2-8])(?![0-9])|(?<![0-9])([2-8])[-_ ]?bit", re.IGNORECASE)  # not 16bit
 GROUP_CONSTANT_BYTES = 0.02
 ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments 8
 DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default

@@ -175,9 +175,9 @@ def test_an_unreachable_scheduler_falls_back_to_in_process_within_30_s(ingested,
         took = time.monotonic() - t0
     finally:
         silent.close()
-    # its bound, the thread's 2 s of grace, a busy machine, and the run's own ~5 s of in-process fits (the same upper
-    # bound as with the product's 10 s: a hung connect held a night for minutes)
-    assert bound_s <= took < DASK_CONNECT_TIMEOUT_S + 25, took
+    # its bound, the thread's 2 s of grace, a busy machine, and the run's own ~5 s of in-process fits (the patched
+    # bound's own margin: a connect that waited the product's 10 s instead would still pass a bound built from it)
+    assert bound_s <= took < bound_s + 25, took
     out = capsys.readouterr().out
     assert f"Dask scheduler {address} (GPUCAST_DASK_ADDRESS) did not answer within {bound_s} s" in out
     (_, status, message), = _runs(ingested)

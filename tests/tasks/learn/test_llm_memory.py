@@ -298,6 +298,7 @@ def test_a_quantised_checkpoint_takes_the_width_its_name_gives():
     assert m.quantised_bytes("ISTA-DASLab/Llama-2-7b-AQLM-2Bit-1x16-hf") == pytest.approx(0.27)
     assert m.quantised_bytes("Qwen-7B-Chat-Int4") == pytest.approx(0.52)
     assert m.quantised_bytes("meta-llama/Llama-2-7b-hf") == m.QLORA_BYTES  # "7b" is no width: NF4
+    assert m.quantised_bytes("unsloth/llama-3-8b-16bit") == m.QLORA_BYTES  # a 16-bit checkpoint is no 6-bit one
     row = {c.ARCH: "Qwen-7B-Chat-Int8", c.ADAPTER: "qlora", c.PRECISION: "FP16"}
     int8, int4 = m.job_of(row), m.job_of({**row, c.ARCH: "Qwen-7B-Chat-Int4"})
     assert int8[0] == int4[0] and not int8[1].kbit_upcast  # the same model, pre-quantised: no fp32 upcast
