@@ -42,7 +42,7 @@ def _sql(args: argparse.Namespace, settings: ReadSettings) -> int:
     if args.format == "table":
         check_table_size(df, settings.sql)
     if isinstance(df, Rows):
-        from gpucast.tasks.report.tables import sql_table
+        from gpucast.tasks.report.sql_table import sql_table
 
         sys.stdout.write(sql_table(df, total))
         return 0

@@ -69,18 +69,6 @@ def with_strings(df: pl.DataFrame | Rows, f: Callable[[str], str]) -> pl.DataFra
     return df.with_columns(pl.col(pl.String).map_elements(f, return_dtype=pl.String, skip_nulls=True))
 
 
-def sql_table(rows: Rows, total: int | None = None) -> str:
-    """`gpucast sql`'s table of DuckDB's rows (`render.query_result_parts`' table, the same text): every row given,
-    strings whole up to TABLE_MAX_WIDTH characters, and the line with the row count."""
-    shown = rows.with_strings(lambda s: visible(s[:TABLE_MAX_WIDTH + 1]))
-    table = plain_text(shown, SQL)
-    if table is None:
-        from gpucast.tasks.report.render import query_result_parts
-
-        return "".join(query_result_parts(frame(rows), "table", total))
-    return f"{table}\n({rows_line(rows.height, rows.height if total is None else total)})\n"
-
-
 def rows_line(shown: int, total: int) -> str:
     """The row count under a `gpucast sql` table, saying when more rows than were shown matched."""
     line = f"{total:,} row{'s' if total != 1 else ''}"

@@ -93,19 +93,24 @@ def test_a_bad_flag_names_the_spelling_given():
 
 
 def test_the_command_reads_the_environment_once(monkeypatch, home, capsys):
-    """`gpucast sql` (no flow, no server): the settings are built once, before the handler, which gets them."""
-    from gpucast.flows.settings import Settings
+    """`gpucast sql` (no flow, no server): the settings are built once, before the handler, which gets them; a read
+    command builds them as `ReadSettings` (no training concern, no pydantic: issue 52 item 4), never as `Settings`."""
+    from gpucast.flows.settings import ReadSettings, Settings
 
     calls = []
-    real = Settings.from_env.__func__
 
-    def counted(cls, environ=None):
-        calls.append(environ)
-        return real(cls, environ)
+    def counting(kind):
+        real = kind.from_env.__func__
 
-    monkeypatch.setattr(Settings, "from_env", classmethod(counted))
+        def counted(cls, environ=None):
+            calls.append(kind.__name__)
+            return real(cls, environ)
+        monkeypatch.setattr(kind, "from_env", classmethod(counted))
+
+    counting(Settings)
+    counting(ReadSettings)
     assert main(["sql", "SELECT 1"]) == 2  # no warehouse yet: one line, exit 2
-    assert len(calls) == 1 and "run `gpucast ingest`" in capsys.readouterr().err
+    assert calls == ["ReadSettings"] and "run `gpucast ingest`" in capsys.readouterr().err
 
 
 def test_demo_refuses_no_train_with_one_line(capsys, monkeypatch):

@@ -12,6 +12,7 @@ import pytest
 
 from gpucast.records.rows import Rows
 from gpucast.tasks.report import render, tables
+from gpucast.tasks.report.sql_table import sql_table
 
 AT = datetime(2026, 11, 28, 19, 25, 10, tzinfo=UTC)
 # Floats at the edges of Polars' formats (whole numbers, 9 characters, 1e-6, the scientific bound) and in between.
@@ -62,7 +63,7 @@ def test_a_status_table_is_what_polars_printed():
 ], ids=["no-rows", "no-columns", "one-count", "floats", "times-and-long-text"])
 def test_the_sql_table_is_what_polars_printed(r):
     assert tables.plain_text(r, tables.SQL) is not None
-    assert tables.sql_table(r, 2_500) == "".join(render.query_result_parts(tables.frame(r), "table", 2_500))
+    assert sql_table(r, 2_500) == "".join(render.query_result_parts(tables.frame(r), "table", 2_500))
 
 
 def test_floats_of_every_magnitude_are_shown_as_polars_shows_them():
