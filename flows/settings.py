@@ -325,8 +325,7 @@ def _concerns() -> dict[str, type]:
     from gpucast.tasks.learn.options import TrainOptions
 
     assert set(TIME_LIMITS) <= set(TrainOptions.model_fields)
-    return {"storage": Storage, "sql": SqlSandbox, "cluster": Cluster, "planning": Planning, "quality": Quality,
-            "training": TrainOptions, "alerts": Alerts, "tracing": Tracing}
+    return {**READ_CONCERNS, "training": TrainOptions}
 
 
 def __getattr__(name: str) -> Any:
