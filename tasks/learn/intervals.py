@@ -35,6 +35,20 @@ groups it falls in (each from its own threshold), so it is never narrower than b
 cross-conformal make, e.g. MAPIE's `cv` methods; crepes' bins do the per-group quantile). Without out-of-fold forecasts (the
 analytic prior, the plain LightGBM alone on a tiny history, calibrations saved before) the slice's group alone
 applies, as before.
+
+With more than one pass of folds (`--repeats` above 3) a job has one out-of-fold forecast per pass: `MIN_LARGE` counts
+distinct jobs (`out_of_fold`'s third element, the history rows), not forecasts, so two passes of 6 large jobs are 6.
+
+Large by shape (issue 50 item 5, session 6; `SHAPE_OOF`, `large_by_shape`): on the public set every big job the P90
+missed was a CNN forecast *below* the large threshold and measured 1.45-2.8x its forecast, which no group by forecast
+size reaches. What makes a CNN's memory big is its activations, which grow with batch x image side² (input size for
+other families: batch x input size); the 11 features have no channels, so the forecast misses part of it. So, for
+memory, one more group per model type, keyed on the job's shape, not its forecast: a job is *large by shape* when
+log(batch) + k log(input_dim) (k = 2 for convolutional families, `priors.family`; else 1) is at least that model type's
+`SHAPE_QUANTILE` (the top quarter) in the history; the champion's out-of-fold forecasts of such jobs (at least
+`MIN_LARGE` distinct jobs) give the group its P90, and a job's P90 is the widest of its category's, its size groups'
+and its shape group's (nothing narrows; P10 and P50 never change). Calibrated out of fold like `size_oof`, for the
+same reason: the slice holds too few of them. The Scorer hands the shape columns with the categories (`GROUPINGS`).
 """
 
 from __future__ import annotations
@@ -45,7 +59,9 @@ import polars as pl
 from gpucast.expectations import contract as c
 
 METHOD = "Mondrian conformal predictive system (crepes) on log residuals; pooled below min_group"
-GROUPINGS = (c.MODEL_TYPE, c.QUEUE)
+CATEGORIES = (c.MODEL_TYPE, c.QUEUE)  # the Mondrian categories of the calibration slice
+SHAPE_COLUMNS = (c.BATCH_SIZE, c.INPUT_DIM)  # with the model type, what "large by shape" reads (`SHAPE_OOF`)
+GROUPINGS = CATEGORIES + SHAPE_COLUMNS  # the job columns `Calibrated.intervals` reads (the Scorer hands these)
 MIN_GROUP = 50  # calibration jobs a category needs for its own percentiles
 MIN_POOLED = 20  # with fewer (the analytic prior's fallback on a new cluster), no calibration at all:
 UNCALIBRATED_FACTOR = 4.0  # ... P10 = prediction / 4, P90 = prediction x 4, said so in the metadata
@@ -54,22 +70,28 @@ SIZE = "size"  # the group by forecast size: "large" or "rest", per calibration 
 SIZE_OOF = "size_oof"  # the size group formed and calibrated on the champion's out-of-fold forecasts (`large_out_of_fold`)
 SIZE_QUANTILES = (0.9, 0.75)  # "large": forecast >= this quantile of the history's target; the first with MIN_LARGE
 MIN_LARGE = 10  # calibration jobs the large group needs (>= 9 for a finite P90: the 9th of 9 is the higher P90)
+SHAPE_OOF = "shape_oof"  # the groups by shape, per model type, calibrated on out-of-fold forecasts (`large_by_shape`)
+SHAPE_QUANTILE = 0.75  # "large by shape": at least this quantile of its model type's shape in the history
+CONV_FAMILIES = ("cnn", "resnet", "vgg", "convnet")  # input_dim is an image side: batch x side² values per channel
 
 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
-              history: np.ndarray | None = None,
-              out_of_fold: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+              history: np.ndarray | None = None, out_of_fold: tuple[np.ndarray, ...] | None = None,
+              shapes: dict[str, np.ndarray] | None = None) -> dict:
     """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs, their groups, and the size
     group (`size_group`; `history`: the history's labels of the target, whose quantiles say "large"; None: the
-    held-out jobs' own). `out_of_fold`: (truth, forecast) of the champion's out-of-fold forecasts of the history,
-    on which the size group is then formed and calibrated (`size_oof`, `large_out_of_fold`).
+    held-out jobs' own). `out_of_fold`: (truth, forecast[, history row]) of the champion's out-of-fold forecasts of
+    the history, on which the size group is then formed and calibrated (`size_oof`, `large_out_of_fold`; the rows
+    make `MIN_LARGE` count distinct jobs where a job has one forecast per pass). `shapes`: the history's model type,
+    batch size and input size (`SHAPE_COLUMNS`), row-aligned with `history`: with `out_of_fold`'s rows, the groups
+    large by shape (`SHAPE_OOF`, `large_by_shape`).
 
     Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
     gets a finite interval."""
     floor = max(floor * 0.5, 1e-9)
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
     residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(pred)
-    groups = {g: [str(v) for v in values] for g, values in (groups or {}).items() if g in GROUPINGS}
+    groups = {g: [str(v) for v in values] for g, values in (groups or {}).items() if g in CATEGORIES}
     method = METHOD if len(residuals) >= MIN_POOLED else f"uncalibrated: fewer than {MIN_POOLED} held-out jobs"
     size = size_group(pred, np.asarray(y_true if history is None else history, dtype=np.float64))
     if size is not None:
@@ -79,34 +101,84 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
     if out_of_fold is not None:  # the slice's own group at the 90th percentile decides where it forms; else these
         labels = np.asarray(y_true if history is None else history, dtype=np.float64)
         full = size is not None and size["quantile"] == SIZE_QUANTILES[0]
-        out[SIZE_OOF] = None if full else large_out_of_fold(*out_of_fold, floor, labels)
+        out[SIZE_OOF] = None if full else large_out_of_fold(*out_of_fold[:2], floor, labels, *out_of_fold[2:])
+        if shapes is not None and len(out_of_fold) > 2:
+            out[SHAPE_OOF] = large_by_shape(*out_of_fold, floor, shapes)
     return out
 
 
-def large_out_of_fold(y_true: np.ndarray, y_pred: np.ndarray, floor: float, labels: np.ndarray) -> dict | None:
+def large_out_of_fold(y_true: np.ndarray, y_pred: np.ndarray, floor: float, labels: np.ndarray,
+                      jobs: np.ndarray | None = None) -> dict | None:
     """The size group formed on out-of-fold forecasts (`size_group`'s rule on `y_pred` and the history's `labels`),
-    with the log residuals of its jobs, JSON-ready: {quantile, at, n, residuals}; None where no group forms.
-    `floor`: `calibrate`'s (already halved)."""
+    with the log residuals of its forecasts (every pass's), JSON-ready: {quantile, at, n (distinct jobs), residuals};
+    None where no group forms. `floor`: `calibrate`'s (already halved); `jobs`: each forecast's history row."""
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
-    if (size := size_group(pred, labels)) is None:
+    if (size := size_group(pred, labels, jobs)) is None:
         return None
     large = pred >= size["at"]
     residuals = np.log(np.asarray(y_true, dtype=np.float64)[large]) - np.log(pred[large])
     return {**size, "residuals": [round(float(r), 6) for r in residuals]}
 
 
-def size_group(pred: np.ndarray, labels: np.ndarray) -> dict | None:
+def size_group(pred: np.ndarray, labels: np.ndarray, jobs: np.ndarray | None = None) -> dict | None:
     """The size group's rule for held-out jobs forecast `pred`: the first quantile of `SIZE_QUANTILES` of `labels`
     (the history's target) at or above which at least `MIN_LARGE` of them are forecast, as {quantile, at (the
     target's unit), n (held-out jobs in the group)}; None when no quantile has that many (or too few jobs to
-    calibrate at all)."""
-    if len(pred) < MIN_POOLED or not len(labels):
+    calibrate at all). `jobs`: each forecast's job where a job may have several (one per pass of folds): the jobs
+    are counted once each."""
+    if len(_distinct(pred, jobs)) < MIN_POOLED or not len(labels):
         return None
     for q in SIZE_QUANTILES:
         at = float(np.quantile(labels, q))
-        if (n := int(np.sum(pred >= at))) >= MIN_LARGE:
+        if (n := len(_distinct(pred >= at, jobs, among=True))) >= MIN_LARGE:
             return {"quantile": q, "at": round(at, 6), "n": n}
     return None
+
+
+def _distinct(values: np.ndarray, jobs: np.ndarray | None, among: bool = False) -> np.ndarray:
+    """The distinct jobs of these forecasts (`among`: of those where `values` is true); each forecast its own job
+    where `jobs` is None."""
+    ids = np.arange(len(values)) if jobs is None else np.asarray(jobs)
+    return np.unique(ids[np.asarray(values, dtype=bool)] if among else ids)
+
+
+def shape_of(batch: np.ndarray, dim: np.ndarray, power: float) -> np.ndarray:
+    """log(batch) + power x log(input size) per job (NaN where either is missing or not positive)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b, d = (np.asarray(v, dtype=np.float64) for v in (batch, dim))
+        out = np.log(b) + power * np.log(d)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def _power(model_type: str) -> float:
+    from gpucast.tasks.learn import priors
+
+    return 2.0 if priors.family(model_type) in CONV_FAMILIES else 1.0
+
+
+def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float,
+                   shapes: dict[str, np.ndarray]) -> dict | None:
+    """Per model type, the out-of-fold forecasts of the history's jobs large by shape (`SHAPE_QUANTILE` of the type's
+    `shape_of` in the history, `shapes` row-aligned with it; `jobs`: each forecast's row), with their log residuals,
+    where at least `MIN_LARGE` distinct jobs form it; JSON-ready {quantile, groups: [{model_type, power, at, n,
+    residuals}]}; None where no type has such a group."""
+    types = np.asarray([str(t) for t in shapes[c.MODEL_TYPE]], dtype=object)
+    jobs = np.asarray(jobs, dtype=np.int64)
+    pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
+    residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(pred)
+    found = []
+    for kind in sorted(set(types[jobs])):
+        power = _power(kind)
+        shape = shape_of(shapes[c.BATCH_SIZE], shapes[c.INPUT_DIM], power)
+        known = (types == kind) & np.isfinite(shape)
+        if not known.any():
+            continue
+        at = float(np.quantile(shape[known], SHAPE_QUANTILE))
+        large = known[jobs] & (shape[jobs] >= at)
+        if (n := len(np.unique(jobs[large]))) >= MIN_LARGE:
+            found.append({c.MODEL_TYPE: kind, "power": power, "at": round(at, 6), "n": n,
+                          "residuals": [round(float(r), 6) for r in residuals[large]]})
+    return {"quantile": SHAPE_QUANTILE, "groups": found} if found else None
 
 
 def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
@@ -174,6 +246,7 @@ class Calibrated:
         # (log) get a P90 offset no narrower than `p90`, the higher P90 of the group's jobs: the calibration slice's
         # jobs forecast that large (`size`), and the out-of-fold forecasts' (`size_oof`)
         self.large: list[tuple[float, float]] = []
+        self.by_shape: list[tuple[str, float, float, float]] = []
         if self.pooled is None:
             return
         groups = {g: np.asarray(v, dtype=object) for g, v in cal.get("groups", {}).items()}
@@ -181,6 +254,9 @@ class Calibrated:
             self.large.append((np.log(max(size["at"], self.floor)), _p90(residuals[groups[SIZE] == "large"])))
         if oof := cal.get(SIZE_OOF):  # formed on the out-of-fold forecasts: many more large jobs than the slice's
             self.large.append((np.log(max(oof["at"], self.floor)), _p90(np.asarray(oof["residuals"], dtype=np.float64))))
+        # the groups large by shape (model type, power, at (log shape), p90): jobs of that type at least that large
+        self.by_shape = [(g[c.MODEL_TYPE], g["power"], g["at"], _p90(np.asarray(g["residuals"], dtype=np.float64)))
+                         for g in (cal.get(SHAPE_OOF) or {}).get("groups", ())]
         for level in LEVELS:
             labels = _labels(groups, level, len(residuals))
             if labels is None:
@@ -218,5 +294,26 @@ class Calibrated:
         for at, p90 in self.large:  # a large job's P90: the widest of its category's and its size groups'
             large = log_hat >= at
             offsets[large, 2] = np.maximum(offsets[large, 2], p90)
+        if self.by_shape and all(g in groups for g in (c.MODEL_TYPE, *SHAPE_COLUMNS)):
+            types = groups[c.MODEL_TYPE]
+            types = types if isinstance(types, pl.Series) else pl.Series(np.asarray(types, dtype=object), dtype=pl.String,
+                                                                         strict=False)
+            batch, dim = _values(groups[c.BATCH_SIZE]), _values(groups[c.INPUT_DIM])
+            for kind, power, at, p90 in self.by_shape:  # a job large by shape: the widest of that group's too
+                mine = (types == kind).fill_null(False).to_numpy()
+                if mine.any():
+                    shape = shape_of(batch[mine], dim[mine], power)
+                    rows = np.flatnonzero(mine)[shape >= at]
+                    offsets[rows, 2] = np.maximum(offsets[rows, 2], p90)
         result = log_hat[:, None] + offsets
         return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])
+
+
+def _values(v: pl.Series | np.ndarray) -> np.ndarray:
+    """A numeric job column as float64 (nulls NaN)."""
+    if isinstance(v, pl.Series):
+        return v.cast(pl.Float64, strict=False).to_numpy()
+    v = np.asarray(v)
+    if v.dtype.kind in "biuf":
+        return v.astype(np.float64)
+    return np.array([np.nan if x is None else float(x) for x in v], dtype=np.float64)  # a list with None: rows of the tests

@@ -290,13 +290,16 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y))
 
 
-def out_of_fold(forecasts: Mapping[tuple[int, int], float] | None, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(truth, forecast) of a model's out-of-fold forecasts (keys (pass, row), `champion.pool_out_of_fold`'s), for
-    the large jobs' own P90 (`intervals.calibrate`'s `out_of_fold`); None without any."""
+def out_of_fold(forecasts: Mapping[tuple[int, int], float] | None,
+                y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(truth, forecast, row) of a model's out-of-fold forecasts (keys (pass, row), `champion.pool_out_of_fold`'s),
+    for the large jobs' own P90 (`intervals.calibrate`'s `out_of_fold`: the rows let it count a job forecast once per
+    pass once); None without any."""
     if not forecasts:
         return None
     keys = sorted(forecasts)
-    return y[[k[1] for k in keys]], np.array([forecasts[k] for k in keys], dtype=np.float64)
+    rows = np.array([k[1] for k in keys], dtype=np.int64)
+    return y[rows], np.array([forecasts[k] for k in keys], dtype=np.float64), rows
 
 
 def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: TrainOptions, champion: str,
@@ -352,9 +355,12 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     else:
         est = _champion(champion, encoder, target, options, build, mix).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
-    groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.GROUPINGS if g in rows.columns}
+    groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.CATEGORIES if g in rows.columns}
+    shape = (c.MODEL_TYPE, *intervals.SHAPE_COLUMNS)  # memory: the large-by-shape groups (issue 50 item 5)
+    shapes = ({g: rows[g].to_numpy() for g in shape}
+              if target == c.PEAK_GPU_MEM_GB and set(shape) <= set(rows.columns) else None)
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y,
-                                                       out_of_fold=oof)
+                                                       out_of_fold=oof, shapes=shapes)
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])

@@ -162,12 +162,13 @@ def mape(y: np.ndarray, p: np.ndarray) -> float:
 def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[str, float]]:
     """Print and return per method: R², MAPE, P90 coverage overall and on the large jobs, the band's width (median
     P90 / P50, overall and on the large jobs), and MAPE per model type. `pipeline_slice`: the pipeline with the large
-    jobs' P90 from the calibration slice alone (before the out-of-fold size group, issue 50 item 5)."""
+    jobs' P90 from the calibration slice alone (before the out-of-fold size group, issue 50 item 5);
+    `pipeline_noshape`: the pipeline without the memory groups large by shape (`intervals.SHAPE_OOF`, session 6)."""
     out = {}
     types = sorted(results[c.MODEL_TYPE].unique().to_list())
     print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'loss':>7s} {'P90':>6s} {'P90 big':>8s} {'width':>6s} {'big':>6s}  "
           + " ".join(f"{t[:11]:>11s}" for t in types))
-    for method in ("pipeline", "pipeline_slice", "champion", "plain_lightgbm", "prior"):
+    for method in ("pipeline", "pipeline_slice", "pipeline_noshape", "champion", "plain_lightgbm", "prior"):
         part = results.filter(pl.col("method") == method)
         if part.is_empty():
             continue

@@ -221,3 +221,70 @@ def test_a_large_jobs_p90_is_the_widest_of_its_size_groups(oof_error: float, wid
     other = SIZE_OOF if widest == "size" else "size"
     assert both[0] == alone[widest][0] > alone[other][0]
     assert both[1] == alone["size"][1] == alone[SIZE_OOF][1]  # a small job: its category's P90
+
+
+def test_a_job_forecast_once_per_pass_counts_once_towards_the_large_groups_minimum():
+    """Review fix (issue 50 item 5): with more repeats than folds every history job has one out-of-fold forecast per
+    pass; the size group's `MIN_LARGE` counts distinct jobs, so 6 large jobs forecast in 2 passes (12 forecasts) form no
+    90th-percentile group (without the rows, 12 >= 10 did), and the group that forms says its distinct jobs."""
+    from gpucast.tasks.learn.intervals import MIN_LARGE, SIZE_OOF
+
+    history = np.arange(1.0, 101.0)  # P90 = 90.1, P75 = 75.25
+    pred = np.concatenate([np.full(6, 95.0), np.full(6, 80.0), np.full(40, 10.0)])  # 52 jobs, 6 above the P90
+    assert 6 < MIN_LARGE <= 12
+    passes = np.tile(pred, 2), np.tile(pred, 2) * 1.1, np.tile(np.arange(pred.size), 2)  # forecast, truth, row
+    slice_y = np.full(30, 10.0)  # a slice with no size group of its own
+    counted = calibrate(slice_y, slice_y, 1.0, history=history, out_of_fold=(passes[1], passes[0]))[SIZE_OOF]
+    assert counted["quantile"] == 0.9 and counted["n"] == 12  # each pass's forecast counted: the defect
+    fixed = calibrate(slice_y, slice_y, 1.0, history=history, out_of_fold=(passes[1], passes[0], passes[2]))[SIZE_OOF]
+    assert fixed["quantile"] == 0.75 and fixed["n"] == 12 // 2 + 6  # 12 distinct jobs above the P75
+    assert len(fixed["residuals"]) == 24  # every pass's residual calibrates the group
+
+
+def test_memory_jobs_large_by_shape_get_the_p90_of_their_kind_where_the_forecast_misses_what_drives_them():
+    """Issue 50 item 5 (session 6): on the public set every big job the P90 missed was a CNN forecast below the large
+    threshold (its activations, batch x image side², not in the forecast). Constructed: a CNN's truth grows with
+    batch x side², which the forecast does not see (no group by forecast size can single them out); per model type,
+    the jobs in the top quarter of log(batch) + 2 log(side) (`power` 1 for an MLP's input size) get the P90 of their
+    out-of-fold residuals. Their P90 covers them where the type's one quantile did not; every other job's P90, and
+    every P50, is unchanged."""
+    from gpucast.tasks.learn.intervals import SHAPE_OOF
+
+    rng = np.random.default_rng(3)
+
+    def jobs(n: int) -> dict[str, np.ndarray]:
+        kind = np.where(np.arange(n) % 2 == 0, "CNN", "MLP")
+        batch, side = rng.integers(8, 64, n).astype(float), rng.integers(32, 224, n).astype(float)
+        act = np.log(batch) + 2 * np.log(side)  # the CNN's activations (log), which the forecast does not see
+        hidden = np.where(kind == "CNN", act - np.median(act), 0.0)
+        pred = np.exp(1 + rng.normal(0, 0.05, n))
+        truth = np.exp(1 + hidden + rng.normal(0, 0.05, n))
+        return {c.MODEL_TYPE: kind, c.BATCH_SIZE: batch, c.INPUT_DIM: side, "pred": pred, "truth": truth}
+
+    history, test = jobs(600), jobs(4_000)
+    rows = np.arange(600)
+    cal_slice = rows[:90]  # the slice: its own residuals, no row list
+    shapes = {k: history[k] for k in (c.MODEL_TYPE, c.BATCH_SIZE, c.INPUT_DIM)}
+    raw = json.loads(json.dumps(calibrate(history["truth"][cal_slice], history["pred"][cal_slice], 1.0,
+                                          {c.MODEL_TYPE: history[c.MODEL_TYPE][cal_slice].tolist()},
+                                          history=history["truth"], shapes=shapes,
+                                          out_of_fold=(history["truth"], history["pred"], rows))))
+    groups = {g[c.MODEL_TYPE]: g for g in raw[SHAPE_OOF]["groups"]}
+    assert groups["CNN"]["power"] == 2.0 and groups["MLP"]["power"] == 1.0 and groups["CNN"]["n"] >= 50
+    before, after = Calibrated({**raw, SHAPE_OOF: None}), Calibrated(raw)
+    cols = {g: test[g] for g in (c.MODEL_TYPE, c.BATCH_SIZE, c.INPUT_DIM)}
+    (_, old50, old), (_, new50, new) = before.intervals(test["pred"], cols), after.intervals(test["pred"], cols)
+    shape = np.log(test[c.BATCH_SIZE]) + 2 * np.log(test[c.INPUT_DIM])
+    cnn = test[c.MODEL_TYPE] == "CNN"
+    big = cnn & (shape >= groups["CNN"]["at"])
+    assert np.mean(old[big] >= test["truth"][big]) < 0.7
+    assert np.mean(new[big] >= test["truth"][big]) >= 0.85
+    assert np.array_equal(new[cnn & ~big], old[cnn & ~big]) and np.array_equal(new50, old50) and (new >= old).all()
+    # the Scorer's polars columns (a missing batch size is no shape: its P90 as before) give the same bands
+    series = {k: __import__("polars").Series(k, v) for k, v in cols.items()}
+    assert np.array_equal(after.intervals(test["pred"], series)[2], new)
+    without = {**cols, c.BATCH_SIZE: np.where(big, np.nan, test[c.BATCH_SIZE])}
+    assert np.array_equal(after.intervals(test["pred"], without)[2][big], old[big])
+    # without the rows (a calibration saved before), or for another target (no shapes), no shape group
+    assert SHAPE_OOF not in calibrate(history["truth"], history["pred"], 1.0, history=history["truth"], shapes=shapes,
+                                      out_of_fold=(history["truth"], history["pred"]))
