@@ -583,6 +583,19 @@ def is_llm(rows: pl.DataFrame) -> pl.Series:
     return rows.select(pl.any_horizontal(marked).fill_null(False)).to_series()
 
 
+def layout_group(rows: pl.DataFrame) -> pl.Series:
+    """Each job's layout group, the unit by which out-of-fold evidence decides whether the champion's learned
+    correction of the per-GPU prior is applied (`ood.LlmCorrection`): what is trained (`full` when the adapter is
+    `none`, missing or unknown, else the adapter word: `lora`, `qlora`, `other`) and on how many GPUs (`one GPU`,
+    `many GPUs`: gpu_count > 1), e.g. "lora on many GPUs". The two fields every source logs and the prior's error
+    differs by most (a frozen base's states vs all weights' states, one GPU vs sharded or replicated states)."""
+    adapter = (pl.col(c.ADAPTER).cast(pl.String) if c.ADAPTER in rows.columns else pl.lit(None, dtype=pl.String))
+    trained = pl.when(adapter.is_in(["lora", "qlora", "other"])).then(adapter).otherwise(pl.lit("full"))
+    gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0) if c.GPU_COUNT in rows.columns else pl.lit(1.0)
+    where = pl.when(gpus > 1).then(pl.lit("many GPUs")).otherwise(pl.lit("one GPU"))
+    return rows.select(pl.concat_str([trained, pl.lit(" on "), where]).alias("layout_group")).to_series()
+
+
 def _value(row: dict, name: str, default=None):
     v = row.get(name)
     return default if v is None or (isinstance(v, float) and not math.isfinite(v)) else v

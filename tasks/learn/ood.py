@@ -23,7 +23,9 @@ The checks (`CHECKS`), each cheap and each saying in words what it found (`ood_r
    `llm_mem_gb`) while the champion learned from fewer than `MIN_LLM_ROWS` such jobs: its learned correction
    was fitted on other jobs only, so neither it nor the held-out-best fallback (also learned there) is applied: the
    memory forecast is the per-GPU prior itself (`llm_unlearned`; issue 51: on ColossalAI's runs the correction
-   moved a 17.5%-off prior to 29.2%).
+   moved a 17.5%-off prior to 29.2%). Likewise, however many it learned from, where its out-of-fold forecasts of the
+   history's LLM jobs of the job's layout group (adapter x one / many GPUs) did not beat the prior on them
+   (`llm_correction`, measured at training time: the correction carried one source's offset onto another).
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
 `CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
 default so older metadata files still load).
@@ -52,7 +54,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
-from gpucast.tasks.learn.llm_memory import LLM_MEM_GB
+from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, layout_group
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION
 
 RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range, on the log scale
@@ -65,6 +67,9 @@ MIN_TRACED_ROWS = 20
 # Likewise for jobs with LLM fields (their memory prior is the per-GPU prior of tasks/learn/llm_memory.py): a
 # champion that learned from fewer has no support for correcting one (`_llm_unlearned`).
 MIN_LLM_ROWS = 20
+# A layout group (`llm_memory.layout_group`) with fewer out-of-fold LLM jobs is judged with all of them together
+# (`LlmCorrection`): a median of fewer than 10 errors moves by one job.
+MIN_LLM_GROUP_ROWS = 10
 ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its named architecture's contradicts it
 # The held-out-family evidence (`held_out_best`).
 FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
@@ -152,6 +157,49 @@ class Fallback:
 
 
 @dataclass(frozen=True)
+class LlmGroup:
+    """The champion's out-of-fold P50 MAPE (median APE, %) on one layout group's LLM jobs (`llm_memory.layout_group`)
+    against the per-GPU prior's on the same jobs, and whether the correction is kept there (`llm_correction`)."""
+
+    rows: int
+    model_mape: float
+    prior_mape: float
+    keep: bool
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LlmGroup:
+        return cls(int(data["rows"]), float(data["model_mape"]), float(data["prior_mape"]), bool(data["keep"]))
+
+
+@dataclass(frozen=True)
+class LlmCorrection:
+    """Where the champion's learned correction of the per-GPU prior is applied (issue 51): per layout group with at
+    least `MIN_LLM_GROUP_ROWS` out-of-fold LLM jobs, where it beat the prior on them; every other group (too few
+    jobs, or none in the history) by all LLM jobs together (`pooled`)."""
+
+    pooled: LlmGroup
+    by_group: Mapping[str, LlmGroup]
+
+    def keeps(self, group: str | None) -> bool:
+        """Whether a job of `group` gets the champion's correction (else the per-GPU prior itself)."""
+        return self.by_group[group].keep if group in self.by_group else self.pooled.keep
+
+    def says(self, group: str | None) -> str:
+        """Why a job of `group` gets the per-GPU prior, in words (for `ood_reason`)."""
+        known = group in self.by_group
+        e = self.by_group[group] if known else self.pooled
+        where = f"{e.rows} {group} jobs" if known else f"all {e.rows} LLM jobs ({group}: fewer than {MIN_LLM_GROUP_ROWS})"
+        return (f"the champion's correction did not beat the per-GPU prior out of fold on {where} "
+                f"(P50 MAPE {e.model_mape:.1f}% vs {e.prior_mape:.1f}%)")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> LlmCorrection | None:
+        if not data:
+            return None
+        return cls(LlmGroup.from_json(data["pooled"]), {str(k): LlmGroup.from_json(v) for k, v in data["by_group"].items()})
+
+
+@dataclass(frozen=True)
 class Detector:
     """What `flag` needs, learned from the champion's training rows (`fit`), with the impossible-forecast
     ceiling (`fit_ceiling`) and the held-out-best fallback (`held_out_best`) training adds."""
@@ -165,6 +213,7 @@ class Detector:
     llm_rows: int = 0  # training jobs with LLM fields (a per-GPU memory prior, `llm_mem_gb`)
     ceiling: Ceiling | None = None
     fallback: Fallback | None = None
+    llm_correction: LlmCorrection | None = None  # where the correction of the per-GPU prior is kept (`llm_correction`)
 
     def to_json(self) -> dict[str, Any]:
         """The one writer: JSON-ready (tuples become lists), keys the field names."""
@@ -182,7 +231,8 @@ class Detector:
                    density=Density.from_json(data.get("density")), gpu_types=tuple(data.get("gpu_types", ())),
                    traced_rows=int(data.get("traced_rows", 0)), llm_rows=int(data.get("llm_rows", 0)),
                    ceiling=Ceiling.from_json(data.get("ceiling")),
-                   fallback=Fallback.from_json(data.get("fallback")))
+                   fallback=Fallback.from_json(data.get("fallback")),
+                   llm_correction=LlmCorrection.from_json(data.get("llm_correction")))
 
 
 Reasons = Iterable[tuple[int, str]]  # (row index, words) pairs a check finds
@@ -305,19 +355,63 @@ def _low_density(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Re
 
 
 def llm_unlearned(rows: pl.DataFrame, detector: Detector) -> np.ndarray:
-    """Jobs with LLM fields (a per-GPU memory prior, `llm_mem_gb`) while the champion learned from fewer than
-    `MIN_LLM_ROWS` of them (a detector saved before they were counted: none): their correction has no support in
-    the history, so they get the per-GPU prior itself (`tasks/learn/score.py`)."""
-    if LLM_MEM_GB not in rows.columns or detector.llm_rows >= MIN_LLM_ROWS:
+    """Jobs with LLM fields (a per-GPU memory prior, `llm_mem_gb`) whose correction the champion has no evidence for:
+    it learned from fewer than `MIN_LLM_ROWS` of them (a detector saved before they were counted: none), or its
+    out-of-fold forecasts of the history's LLM jobs of the job's layout group did not beat the prior
+    (`LlmCorrection`). They get the per-GPU prior itself (`tasks/learn/score.py`)."""
+    if LLM_MEM_GB not in rows.columns:
         return np.zeros(rows.height, dtype=bool)
-    return rows[LLM_MEM_GB].is_not_null().to_numpy()
+    has = rows[LLM_MEM_GB].is_not_null().to_numpy()
+    if detector.llm_rows < MIN_LLM_ROWS:
+        return has
+    if detector.llm_correction is None or not has.any():
+        return np.zeros(rows.height, dtype=bool)
+    groups = layout_group(rows).to_list()
+    return has & np.array([not detector.llm_correction.keeps(g) for g in groups], dtype=bool)
 
 
 def _llm_unlearned(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
-    """Jobs with LLM fields when the champion learned from fewer than `MIN_LLM_ROWS` of them (check 6)."""
-    for i in np.flatnonzero(llm_unlearned(rows, detector)):
-        yield int(i), (f"a multi-GPU / LLM layout (per-GPU prior) the champion learned {detector.llm_rows} jobs of "
-                       f"(< {MIN_LLM_ROWS})")
+    """Jobs with LLM fields when the champion learned from fewer than `MIN_LLM_ROWS` of them, or where its
+    correction did worse than the per-GPU prior out of fold (check 6)."""
+    picked = np.flatnonzero(llm_unlearned(rows, detector))
+    if detector.llm_rows < MIN_LLM_ROWS:
+        for i in picked:
+            yield int(i), (f"a multi-GPU / LLM layout (per-GPU prior) the champion learned {detector.llm_rows} jobs of "
+                           f"(< {MIN_LLM_ROWS})")
+        return
+    groups = layout_group(rows)
+    for i in picked:
+        yield int(i), detector.llm_correction.says(groups[int(i)])
+
+
+def llm_correction(rows: pl.DataFrame, y: np.ndarray, forecasts: Mapping[tuple[int, int], float] | None,
+                   min_rows: int = MIN_LLM_ROWS) -> LlmCorrection | None:
+    """Where the champion's learned correction of the per-GPU prior beats the prior on jobs it has not seen (issue
+    51): its out-of-fold forecasts `forecasts` (keys (pass, row index of `rows`), `champion.pool_out_of_fold`'s) of the
+    LLM jobs (`llm_mem_gb` set) against the prior on the same jobs, P50 MAPE (median APE) per layout group
+    (`llm_memory.layout_group`) and over all of them; a group keeps the correction only where it is strictly lower
+    (a tie keeps the prior: it is stated, not fitted). None with fewer than `min_rows` such forecasts."""
+    if not forecasts or LLM_MEM_GB not in rows.columns:
+        return None
+    keys = sorted(forecasts)
+    idx = np.array([k[1] for k in keys], dtype=np.int64)
+    model = np.array([forecasts[k] for k in keys], dtype=np.float64)
+    prior = rows[LLM_MEM_GB].cast(pl.Float64).fill_null(np.nan).to_numpy()[idx]
+    actual = np.asarray(y, dtype=np.float64)[idx]
+    ok = np.isfinite(prior) & np.isfinite(model) & np.isfinite(actual) & (actual > 0)
+    if ok.sum() < min_rows:
+        return None
+    group = layout_group(rows).to_numpy()[idx][ok]
+    model, prior, actual = model[ok], prior[ok], actual[ok]
+
+    def judged(pick: np.ndarray) -> LlmGroup:
+        m = float(np.median(np.abs(model[pick] - actual[pick]) / actual[pick]) * 100)
+        p = float(np.median(np.abs(prior[pick] - actual[pick]) / actual[pick]) * 100)
+        return LlmGroup(int(pick.sum()), round(m, 3), round(p, 3), bool(m < p))
+
+    names, counts = np.unique(group.astype(str), return_counts=True)
+    return LlmCorrection(judged(np.ones(len(group), dtype=bool)),
+                         {str(g): judged(group == g) for g, n in zip(names, counts, strict=True) if n >= MIN_LLM_GROUP_ROWS})
 
 
 # The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check

@@ -287,7 +287,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     if holdout:
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build, mix)
     own = mix.oof if champion == blend.NAME else pooled.by_model.get(champion)
-    return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y))
+    llm = ood.llm_correction(rows, y, own) if target == c.PEAK_GPU_MEM_GB else None  # issue 51: kept where it helps
+    return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y), llm)
 
 
 def out_of_fold(forecasts: Mapping[tuple[int, int], float] | None,
@@ -338,11 +339,12 @@ def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOpt
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
            build: registry.Build, mix: blend.Candidate | None = None,
-           oof: tuple[np.ndarray, np.ndarray] | None = None) -> Finished:
+           oof: tuple[np.ndarray, np.ndarray] | None = None, llm: ood.LlmCorrection | None = None) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
     (and the prior's) on that slice, the large jobs' P90 on the champion's out-of-fold forecasts `oof` where given
     (`intervals.large_out_of_fold`); fit the OOD detector and measure, on held-out families, which estimate
-    out-of-distribution jobs get (`held_out_evidence`)."""
+    out-of-distribution jobs get (`held_out_evidence`); `llm` says where the correction of the per-GPU prior beat
+    it out of fold (`ood.llm_correction`)."""
     from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
 
     y = rows[target].to_numpy().astype(np.float64)
@@ -367,7 +369,8 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor,
                                                                  groups, history=y)
     detector = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
-    detector = replace(detector, ceiling=ood.fit_ceiling(rows, target))  # every labelled job: what any job of its kind used
+    detector = replace(detector, ceiling=ood.fit_ceiling(rows, target),  # every labelled job: what any job of its kind used
+                       llm_correction=llm)
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
     if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):

@@ -14,7 +14,9 @@ GPU's memory), for
       champion that learned from fewer than 20 LLM jobs forecasts them by the per-GPU prior itself:
       `ood.llm_unlearned`);
   (d) `product_half` (`--half`): the same with half of each source's runs (seeded) in the history, scored on the
-      other half (the (a)-(c) figures of that half are printed beside it).
+      other half (the (a)-(c) figures of that half are printed beside it), and `correction`: the champion's own
+      forecast, its learned correction applied to every held-out run (no fall-back to the prior where the night's
+      out-of-fold evidence says it did not beat the prior: `ood.llm_correction`, printed per layout group).
 
     .venv/bin/python tests/benchmarks/bench_llm_memory.py [--data PATH] [--models lightgbm,prior] [--half] [--rows OUT.csv]
 """
@@ -131,13 +133,23 @@ def estimates(rows: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def product(history: pl.DataFrame, pending: pl.DataFrame, options: TrainOptions, folder: Path) -> tuple[np.ndarray, ...]:
-    """(c): a night on `history`, the pending LLM jobs scored by the `Scorer`: P50, P90, flagged."""
+    """(c): a night on `history`, the pending LLM jobs scored by the `Scorer`: P50, P90, flagged, and the champion's
+    own P50 and P90 (its learned correction applied to every job, no fallback). Prints where the night's out-of-fold
+    evidence keeps the correction (`ood.llm_correction`)."""
+    import json
+
     from tests.benchmarks.bench_accuracy import champion_pipeline
 
     scored, champion = champion_pipeline(history, contract_frame(pending.drop("source", "oom", "gpu_mem_gb")),
                                          c.PEAK_GPU_MEM_GB, options, folder)
     print(f"  champion: {champion}; flagged out of distribution: {scored['ood'].mean():.0%}", flush=True)
-    return scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy(), scored["ood"].to_numpy()
+    for meta in sorted(folder.rglob("metadata.json")):
+        said = (json.loads(meta.read_text()).get("ood") or {}).get("llm_correction")
+        for group, e in ({"all LLM jobs": said["pooled"], **said["by_group"]} if said else {}).items():
+            print(f"  out of fold, {group:20s}: {e['rows']:3d} jobs, correction P50 MAPE {e['model_mape']:5.1f}%, "
+                  f"prior {e['prior_mape']:5.1f}% -> {'correction kept' if e['keep'] else 'per-GPU prior'}")
+    return (scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy(), scored["ood"].to_numpy(),
+            scored["champion_p50"].to_numpy(), scored["champion_p90"].to_numpy())
 
 
 def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]], title: str) -> None:
@@ -256,7 +268,7 @@ def main() -> None:
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         return
     with tempfile.TemporaryDirectory() as tmp:
-        *methods["product"], ood = product(history, rows, options, Path(tmp) / "c")
+        *methods["product"], ood, _, _ = product(history, rows, options, Path(tmp) / "c")
         if args.rows:  # every run's figures, to read the misses one by one
             rows.select("source", c.ARCH, c.PEAK_GPU_MEM_GB, "oom", "gpu_mem_gb").with_columns(
                 *[pl.Series(f"{k}_p50", p50) for k, (p50, _) in methods.items()],
@@ -273,7 +285,8 @@ def main() -> None:
             rest = rows.filter(pl.Series(~keep))
             both = pl.concat([history, contract_frame(learned.drop("source", "oom", "gpu_mem_gb"))], how="diagonal_relaxed")
             half = {k: (p50[~keep], p90[~keep]) for k, (p50, p90) in methods.items()}
-            half["product_half"] = product(both, rest, options, Path(tmp) / "d")[:2]
+            p50, p90, _, own50, own90 = product(both, rest, options, Path(tmp) / "d")
+            half["product_half"], half["correction"] = (p50, p90), (own50, own90)  # the latter: no fall-back at all
             table(rest, half, f"(d) half of each source's runs in the history ({learned.height} of them, seed "
                               f"{args.seed}); scored on the other {rest.height}")
 

@@ -4,6 +4,8 @@ in the features of jobs with v5 fields only; the impossible-forecast bound not f
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
@@ -234,6 +236,47 @@ def test_a_champion_that_learned_no_llm_jobs_does_not_correct_their_prior():
     assert not ood.flag(rows, learned)[0].any()
     # a detector saved before the count existed loads with none learned
     assert ood.Detector.from_json({"numbers": []}).llm_rows == 0
+
+
+def test_the_correction_is_kept_only_in_the_layout_groups_where_it_beat_the_prior_out_of_fold():
+    """Issue 51: a correction learned on one source's LLM jobs carried its offset onto another's. Out-of-fold on the
+    history, per layout group (adapter x one / many GPUs): where the correction hurts (the LoRA jobs on one GPU: the
+    prior within 2%, the correction 30% over), their jobs get the per-GPU prior; where it helps (the full fine-tunes
+    on 8 GPUs: the prior 50% under, the correction within 2%), it is kept; a group with too few jobs (3 QLoRA runs)
+    and one the history never had (LoRA on 8 GPUs) go by all LLM jobs together."""
+    rng = np.random.default_rng(0)
+    lora = [dict(adapter="lora", gpu_count=1)] * 12
+    full = [dict(adapter=None, sharding="fsdp", gpu_count=8)] * 24  # adapter not logged: all weights trained
+    qlora = [dict(adapter="qlora", gpu_count=1)] * 3
+    rows = pl.DataFrame([{m.LLM_MEM_GB: float(p), **f} for p, f in zip(rng.uniform(10, 70, 39), lora + full + qlora,
+                                                                          strict=True)])
+    prior = rows[m.LLM_MEM_GB].to_numpy()
+    noise = rng.uniform(0.98, 1.02, rows.height)
+    truth = np.where(np.arange(rows.height) < 12, prior * noise, prior * 1.5 * noise)
+    oof = np.where(np.arange(rows.height) < 12, prior * 1.3, truth * noise)
+    forecasts = {(0, i): float(v) for i, v in enumerate(oof)}
+    evidence = ood.llm_correction(rows, truth, forecasts)
+    assert set(evidence.by_group) == {"lora on one GPU", "full on many GPUs"}  # 3 QLoRA jobs: fewer than 10
+    assert not evidence.by_group["lora on one GPU"].keep and evidence.by_group["full on many GPUs"].keep
+    assert evidence.by_group["lora on one GPU"].model_mape > 25 > 2 > evidence.by_group["lora on one GPU"].prior_mape
+    assert evidence.pooled.keep  # 27 of the 39 jobs are helped: the median error is the correction's
+    assert ood.Detector.from_json({"llm_correction": ood.Detector(
+        {}, (), {}, llm_correction=evidence).to_json()["llm_correction"]}).llm_correction == evidence
+    detector = ood.Detector(categories={}, numbers=(), ranges={}, llm_rows=39, llm_correction=evidence)
+    pending = pl.DataFrame([{m.LLM_MEM_GB: 30.0, **f} for f in (lora[0], full[0], qlora[0],
+                                                                 dict(adapter="lora", gpu_count=8))]
+                           + [{m.LLM_MEM_GB: None, "adapter": "lora", "gpu_count": 1}])  # no LLM prior: never
+    flags, reasons = ood.flag(pending, detector)
+    assert flags.tolist() == [True, False, False, False, False]
+    assert "did not beat the per-GPU prior out of fold on 12 lora on one GPU jobs" in reasons[0]
+    # the group's evidence the other way round: the prior wins overall, so the unseen and the small groups get it
+    hurt = ood.llm_correction(rows, truth, {(0, i): float(v) * (1.4 if i >= 12 else 1.0) for i, v in enumerate(oof)})
+    assert not hurt.pooled.keep and hurt.by_group["lora on one GPU"].keep is False
+    flags, reasons = ood.flag(pending, replace(detector, llm_correction=hurt))
+    assert flags.tolist() == [True, True, True, True, False] and "all 39 LLM jobs" in reasons[3]
+    # no evidence (too few out-of-fold LLM forecasts, or none): the correction as before
+    assert ood.llm_correction(rows, truth, {(0, 0): 1.0}) is None and ood.llm_correction(rows, truth, None) is None
+    assert not ood.flag(pending, replace(detector, llm_correction=None))[0].any()
 
 
 def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_the_stated_prior():

@@ -179,7 +179,7 @@ def test_the_detector_is_written_and_read_as_one_typed_record(trained):
     result = trained[c.PEAK_GPU_MEM_GB]
     saved = json.loads((Path(result.model_dir) / "metadata.json").read_text())["ood"]
     assert set(saved) == {"categories", "numbers", "ranges", "density", "gpu_types", "traced_rows", "llm_rows", "ceiling",
-                          "fallback"}
+                          "fallback", "llm_correction"}
     assert saved["fallback"]["candidates"][saved["fallback"]["estimate"]]["mape"] > 0  # readable as before: nested dicts
     loaded = ood.Detector.from_json(saved)
     assert loaded == result.ood and isinstance(loaded.fallback, ood.Fallback) and isinstance(loaded.ceiling, ood.Ceiling)
