@@ -70,6 +70,7 @@ GPU_MODEL, PEAK_TFLOPS = priors.GPU_MODEL, priors.PEAK_TFLOPS
 HARDWARE_SPECS = (FeatureSpec(GPU_MODEL, "categorical"), FeatureSpec(c.GPU_COUNT, "log"),
                   FeatureSpec(PEAK_TFLOPS, "log"))
 PRIOR_SPECS = tuple(FeatureSpec(p, "log") for p in priors.PRIOR_COLUMNS)
+RUNTIME_PRIOR = priors.PRIOR_FOR_TARGET[c.RUNTIME_HOURS]  # `prior_runtime_hours`: LLM jobs' at the learned utilisation
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,9 @@ class FeatureEncoder:
     feature_set: str  # a FEATURE_SETS name: the run's options say which (tasks/learn/options.py DEFAULT_FEATURES)
     vocab_: dict[str, list[str]] = field(default_factory=dict)
     medians_: dict[str, float] = field(default_factory=dict)
+    # issue 51 item 5: the achieved share of peak FLOPs of the training rows' LLM jobs with a measured run time
+    # (`llm_memory.fit_utilisation`, as `Utilisation.to_json`); their run-time prior uses it, else the stated prior
+    utilisation_: dict = field(default_factory=dict)
 
     @property
     def specs(self) -> tuple[FeatureSpec, ...]:
@@ -150,6 +154,8 @@ class FeatureEncoder:
             elif spec.kind == "log":
                 med = col.drop_nulls().cast(pl.Float64).log().median()
                 self.medians_[spec.name] = 0.0 if med is None or math.isnan(med) else float(med)
+        if RUNTIME_PRIOR in self.names and (learned := llm_memory.fit_utilisation(rows)).jobs:
+            self.utilisation_ = learned.to_json()
         return self
 
     @property
@@ -165,6 +171,8 @@ class FeatureEncoder:
                 codes = {v: i + 1 for i, v in enumerate(self.vocab_[spec.name])}
                 e = col.replace_strict(codes, default=0, return_dtype=pl.Int32)
             elif spec.kind == "log":
+                if spec.name == RUNTIME_PRIOR and self.utilisation_:  # LLM jobs at the learned utilisation
+                    col = llm_memory.with_learned_utilisation(col, llm_memory.Utilisation.from_json(self.utilisation_))
                 e = col.cast(pl.Float64).log().fill_null(self.medians_[spec.name])
             else:
                 e = col.cast(pl.Float64).fill_null(0.5)
@@ -178,13 +186,14 @@ class FeatureEncoder:
         return rows.select(self.expressions()).to_numpy().astype(np.float32, copy=False)
 
     def to_dict(self) -> dict:
-        return {"feature_set": self.feature_set, "vocab": self.vocab_, "medians": self.medians_}
+        return {"feature_set": self.feature_set, "vocab": self.vocab_, "medians": self.medians_,
+                "utilisation": self.utilisation_}
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureEncoder:
         name = d.get("feature_set", "contract")  # encoders saved before feature sets existed had the 11
         return cls(feature_set=RENAMED_FEATURE_SETS.get(name, name), vocab_={k: list(v) for k, v in d["vocab"].items()},
-                   medians_=dict(d["medians"]))
+                   medians_=dict(d["medians"]), utilisation_=dict(d.get("utilisation") or {}))
 
 
 def labelled_rows(job_logs: pl.DataFrame, target: str) -> pl.DataFrame:

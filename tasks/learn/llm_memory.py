@@ -705,6 +705,19 @@ class Utilisation:
             return self.by_precision[precision], f"learned {precision}"
         return MFU_PRIOR, "prior"
 
+    def to_json(self) -> dict:
+        """JSON-ready (the saved feature encoder carries it: `features.FeatureEncoder.to_dict`)."""
+        return {"by_type": [[p, g, s] for (p, g), s in sorted(self.by_type.items())],
+                "by_precision": dict(sorted(self.by_precision.items())), "jobs": self.jobs}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Utilisation:
+        """`to_json`'s dict; none (an encoder saved before it existed): nothing learned, the stated prior."""
+        if not data:
+            return cls({}, {}, 0)
+        return cls({(str(p), str(g)): float(s) for p, g, s in data.get("by_type", [])},
+                   {str(k): float(v) for k, v in data.get("by_precision", {}).items()}, int(data.get("jobs", 0)))
+
 
 def gpu_key(name: str | None) -> str | None:
     """A logged GPU type as the catalogue names it (`a100 80gb` and `A100-80GB` are one group), else as logged."""
@@ -726,10 +739,13 @@ def fit_utilisation(rows: pl.DataFrame, min_jobs: int = MIN_UTILISATION_JOBS) ->
     median achieved share (robust to the odd job that waited on I/O or logged its iterations wrong; shares outside
     `UTILISATION_RANGE` dropped as logging errors) per (precision, GPU type) with at least `min_jobs` jobs, and per
     precision likewise."""
-    needed = (LLM_GFLOP_PER_ITER, "prior_peak_tflops", c.RUNTIME_HOURS, c.ITERATIONS)
+    needed = (LLM_MEM_GB, LLM_GFLOP_PER_ITER, "prior_peak_tflops", c.RUNTIME_HOURS, c.ITERATIONS)
     if rows.is_empty() or any(n not in rows.columns for n in needed):
         return Utilisation({}, {}, 0)
     lo, hi = UTILISATION_RANGE
+    rows = rows.filter(pl.col(LLM_MEM_GB).is_not_null() & pl.col(c.RUNTIME_HOURS).is_not_null())  # first: it is cheap
+    if rows.is_empty():
+        return Utilisation({}, {}, 0)
     measured = rows.with_columns(
         achieved_share(rows).alias("_share"),
         pl.col(c.PRECISION).fill_null(DEFAULT_PRECISION).alias("_precision"),
@@ -747,11 +763,31 @@ def llm_runtime_hours(rows: pl.DataFrame, utilisation: Utilisation) -> pl.Series
     """The run-time prior of the LLM jobs of `rows` (a built feature frame) at the utilisation learned from the history:
     iterations x FLOPs a step / (the catalogue's peak at the job's precision x the learned share x its GPUs); null
     for the other jobs. GPU-hours = this x `gpu_count`."""
-    keys = rows.select(pl.col(c.PRECISION) if c.PRECISION in rows.columns else pl.lit(None, dtype=pl.String),
-                       pl.col(c.GPU_TYPE) if c.GPU_TYPE in rows.columns else pl.lit(None, dtype=pl.String)).rows()
-    shares = pl.Series([utilisation.share(p, g)[0] for p, g in keys], dtype=pl.Float64)
+    return rows.select(runtime_expr(utilisation).alias("llm_runtime_hours")).to_series()
+
+
+def runtime_expr(utilisation: Utilisation) -> pl.Expr:
+    """`llm_runtime_hours` as an expression over a built feature frame (the contract columns, `LLM_GFLOP_PER_ITER`,
+    `prior_peak_tflops`): the share of each distinct (precision, GPU type) looked up once."""
+
+    def shares(cols: list[pl.Series]) -> pl.Series:
+        keys = pl.DataFrame({"p": cols[0], "g": cols[1]})
+        distinct = keys.unique()
+        distinct = distinct.with_columns(pl.Series("s", [utilisation.share(p, g)[0] for p, g in distinct.rows()],
+                                                   dtype=pl.Float64))
+        return keys.join(distinct, on=["p", "g"], how="left", nulls_equal=True, maintain_order="left")["s"]
+
+    share = pl.map_batches([pl.col(c.PRECISION).cast(pl.String), pl.col(c.GPU_TYPE).cast(pl.String)], shares,
+                           return_dtype=pl.Float64)
     gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0).clip(1.0)
-    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in rows.columns else pl.lit(1.0)
-    return rows.with_columns(shares.alias("_share")).select(
-        (iterations * pl.col(LLM_GFLOP_PER_ITER) * 1e9 / (pl.col("prior_peak_tflops") * 1e12 * pl.col("_share") * gpus)
-         / 3600.0).alias("llm_runtime_hours")).to_series()
+    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0)
+    return iterations * pl.col(LLM_GFLOP_PER_ITER) * 1e9 / (pl.col("prior_peak_tflops") * 1e12 * share * gpus) / 3600.0
+
+
+def with_learned_utilisation(runtime: pl.Expr, utilisation: Utilisation) -> pl.Expr:
+    """The run-time prior column `runtime` (`prior_runtime_hours`) with its LLM jobs' at the utilisation learned from
+    the history (`runtime_expr`) where it learned any (`jobs` > 0); as it was otherwise (the stated prior)."""
+    if not utilisation.jobs:
+        return runtime
+    learned = runtime_expr(utilisation)
+    return pl.when(pl.col(LLM_MEM_GB).is_not_null() & learned.is_finite()).then(learned).otherwise(runtime)

@@ -304,6 +304,31 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     assert m.fit_utilisation(built.head(0)).share("BF16", "A100-80GB") == (m.MFU_PRIOR, "prior")
 
 
+def test_the_nightly_run_time_prior_of_llm_jobs_uses_the_utilisation_the_encoder_learned():
+    """Item 5 wired: the feature encoder (fitted on a night's training rows, saved with the champion) learns the LLM
+    jobs' achieved share of peak and puts their `prior_runtime_hours` (a feature, and the residual run-time model's
+    base) at it; jobs without LLM fields, and every job of a history without measured LLM run times, keep theirs."""
+    llm = dict(arch="Llama-3.1-8B", params_million=8030, gpu_count=8, sharding="fsdp", micro_batch_size=2,
+               input_dim=4096, batch_size=16, iterations=1000, activation_checkpointing="full", precision="BF16")
+    jobs = [record(job_id=f"a{i}", gpu_type="A100-80GB", **llm) for i in range(3)] + [record(job_id="plain")]
+    built = features.build(_rows(*jobs)).with_columns(pl.lit(None, dtype=pl.Float64).alias(c.RUNTIME_HOURS))
+    at_prior = built[m.LLM_GFLOP_PER_ITER].is_not_null().to_numpy()
+    stated = built["prior_runtime_hours"].to_numpy()
+    column = features.FEATURE_SETS["residual"].names.index(features.RUNTIME_PRIOR)
+    plain_encoder = features.FeatureEncoder("residual").fit(built)  # no run time measured: the stated prior
+    assert plain_encoder.utilisation_ == {}
+    assert np.allclose(np.exp(plain_encoder.transform(built)[:, column]), stated, rtol=1e-5)
+    # the LLM jobs ran at 0.2 of peak: twice the stated prior's hours (0.40)
+    measured = built.with_columns(pl.Series(c.RUNTIME_HOURS, np.where(at_prior, stated * m.MFU_PRIOR / 0.2, 1.0)))
+    encoder = features.FeatureEncoder("residual").fit(measured)
+    assert encoder.utilisation_["by_type"] == [["BF16", "A100-80GB", pytest.approx(0.2)]]
+    again = features.FeatureEncoder.from_dict(encoder.to_dict())  # as saved with the champion and read at scoring
+    for enc in (encoder, again):
+        got = np.exp(enc.transform(built)[:, column])
+        assert np.allclose(got[at_prior], stated[at_prior] * 2, rtol=1e-5)
+        assert got[~at_prior] == pytest.approx(stated[~at_prior], rel=1e-5)  # the plain job as it was
+
+
 @pytest.mark.parametrize("logged", ["adamw_bnb_8bit", "paged_adamw_8bit", "AdamW8bit"])
 def test_8_bit_optimizers_keep_their_moments_at_one_byte(logged):
     # pure bf16 training: weights 2 + gradients 2 + two moments at 1 byte (not 2 x 2)
