@@ -15,7 +15,8 @@ all: relative MAE of jobs and GPU-hours a day against seasonal naive (sum |P50 -
 P10-P90 coverage of days, and the P90 / P50 ratio of the site's total GPU-hours a day: from the total's own
 band (`demand_forecast_total`) and, as the plan summed it before issue 53, the sum of the clusters' P90s over
 the sum of their P50s; then the plan's P90 total GPUs over its P50 (`tasks/plan/arrivals.py` `site_totals`,
-the expected arrivals of every cluster on one row each, no queued jobs). Goals (issue 53): jobs relative MAE
+the expected arrivals of every cluster on one row each, no queued jobs), and the level's ceiling (`level_ceiling`:
+each series' median of its own forecast days, an oracle). Goals (issue 53): jobs relative MAE
 <= 0.85, GPU-hours <= 0.75, coverage 70-90%, the plan's P90 total within 3x its P50. Timed: the forecast of
 every series on the whole history and the backtest, with CPU seconds.
 
@@ -86,6 +87,20 @@ def table(per_series: pl.DataFrame, label: str) -> pl.DataFrame:
     return pl.DataFrame(out)
 
 
+def level_ceiling(rows: pl.DataFrame) -> dict[str, float]:
+    """Relative MAE (GPU-hours, jobs) of an oracle that knows the future: per origin and series, a constant equal to
+    the median of the series' own forecast days (`actual`). The median is the constant of least absolute error, so no
+    level forecast (a constant over the horizon, what the candidates chosen here mostly are) does better on these
+    days; only day-to-day movement the level misses (weekdays, bursts) is left beyond it."""
+    out = {}
+    for actual, naive in (("actual", "seasonal_naive"), ("actual_jobs", "jobs_seasonal_naive")):
+        scored = rows.filter(pl.col(naive).is_not_null())
+        level = pl.col(actual).median().over("origin", "queue")
+        out[actual] = float(scored.select((level - pl.col(actual)).abs().sum()
+                                           / (pl.col(naive) - pl.col(actual)).abs().sum()).item())
+    return out
+
+
 def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, float]:
     """The plan's P90 total GPUs over its P50 (median over its days), as the plan makes them from the forecast of
     `origin`: every cluster a queue with no queued job (`plan_capacity` with none), its expected arrivals from the
@@ -143,6 +158,10 @@ def main() -> None:
     overall = scores(all_rows)
     print(f"the site's total GPU-hours a day, median P90/P50 over the backtest's days: {ratio_total:.2f} from the "
           f"total's own band; {ratio_summed:.2f} as the clusters' P90s summed (days under that sum: {cover_summed:.1%})")
+    ceiling, ceiling_clusters, ceiling_total = level_ceiling(all_rows), level_ceiling(clusters), level_ceiling(total)
+    print(f"the level's ceiling (an oracle: each series' median of its own next {args.days} days as its forecast): "
+          f"GPU-hours {ceiling['actual']:.3f} (clusters {ceiling_clusters['actual']:.3f}, total {ceiling_total['actual']:.3f}), "
+          f"jobs {ceiling['actual_jobs']:.3f} of seasonal naive's error")
     latest = as_of - timedelta(days=args.days)
     plans = [plan_ratio(daily, latest - timedelta(days=SEASON * k), args.days) for k in range(origins)]
     worst = max(p[0] for p in plans)

@@ -123,3 +123,19 @@ def test_the_total_has_its_own_p90_and_the_series_shares_add_up_to_it():
     alone = module.with_total_share(per_series, total.filter(pl.col("horizon") > 1))
     first = alone.filter(pl.col("horizon") == 1)
     assert first[module.SHARE].to_list() == first["gpu_hours_p90"].to_list()
+
+
+def test_the_level_ceiling_is_each_series_median_of_its_own_forecast_days():
+    """bench_real_demand's oracle (issue 53): per origin and series, the median of the days forecast is the constant of
+    least absolute error, so its relative MAE bounds what any level forecast reaches; checked by hand on 2 series."""
+    from tests.benchmarks.bench_real_demand import level_ceiling
+
+    rows = pl.DataFrame({"origin": [START] * 5, "queue": ["a", "a", "a", "b", "b"],
+                         "actual": [1.0, 2.0, 10.0, 4.0, 6.0], "seasonal_naive": [0.0, 0.0, 0.0, 5.0, 5.0],
+                         "actual_jobs": [3.0, 3.0, 3.0, 1.0, 1.0], "jobs_seasonal_naive": [1.0, 1.0, 1.0, 2.0, None]})
+    got = level_ceiling(rows)
+    # a: median 2 errs 1 + 0 + 8, naive 13; b: median 5 errs 1 + 1, naive 1 + 1
+    assert got["actual"] == pytest.approx(11 / 15)
+    assert got["actual_jobs"] == pytest.approx(0.0)  # a constant count: its median is exact (b's unscored day left out)
+    mean_level = (abs(13 / 3 - 1) + abs(13 / 3 - 2) + abs(13 / 3 - 10) + 2) / 15
+    assert got["actual"] < mean_level  # the median beats another constant, the mean

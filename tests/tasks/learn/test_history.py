@@ -210,3 +210,16 @@ def test_a_job_running_for_days_is_not_forecast_to_end_at_its_queue_median():
     assert beyond[1][0] == 0.0 and beyond[2][0] == 0.0
     # a job's own P50 still ahead of it is kept
     assert remaining.intervals(running.head(1), np.array([1.0]), p50=np.array([5.0]))[1][0] == pytest.approx(4.0)
+
+
+def test_the_run_time_ceiling_of_queue_and_gpus_is_each_groups_own_median():
+    """bench_real_runtime's oracle (issue 53 item 2): each queue x GPU count's median of the measured jobs themselves,
+    the least MAE any forecast from those two facts can reach on them; checked by hand."""
+    from tests.benchmarks.bench_real_runtime import oracle_median
+
+    rows = pl.DataFrame({c.QUEUE: ["a", "a", "a", "a", "b"], c.GPU_COUNT: [1, 1, 1, 2, 1],
+                         c.RUNTIME_HOURS: [1.0, 3.0, 8.0, 5.0, 2.0]})
+    got = oracle_median(rows)
+    assert got.tolist() == [3.0, 3.0, 3.0, 5.0, 2.0]
+    y = rows[c.RUNTIME_HOURS].to_numpy()
+    assert np.abs(got - y).sum() < np.abs(np.where(got == 3.0, 4.0, got) - y).sum()  # the mean of a's 1-GPU jobs errs more
