@@ -99,15 +99,15 @@ def validate_run(staging_dir: Path, results: list[FileResult]) -> RunCheck:
 @task(name="load-run", retries=2, retry_delay_seconds=10, retry_condition_fn=no_retry_on_environment)
 def load_run(run_id: str, staging_dir: Path, results: list[FileResult], storage: Storage) -> LoadTotals:
     """Commit the staged run to the warehouse in one transaction (idempotent: a retry after the
-    commit loads nothing twice), then refresh the lake. The lake is a copy of the warehouse's
-    records: when its refresh fails the run still succeeds, says so in its message, and the next
-    ingest rewrites every stale day (`load.stale_lake_days`)."""
+    commit loads nothing twice), then refresh the lake with the Parquet files the load wrote and loaded (rows
+    move once). The lake is a copy of the warehouse's records: when its refresh fails the run still succeeds,
+    says so in its message, and the next ingest rewrites every stale day (`load.stale_lake_days`)."""
     with db.writer(storage) as con:
         t0 = time.perf_counter()
         totals = load.load_run(con, run_id, staging_dir, results)
         t1 = time.perf_counter()
         try:
-            days = load.refresh_lake(con, storage.lake_dir, run_id)
+            days = load.refresh_lake(con, storage.lake_dir, run_id, staging_dir)
         except LakeRefreshFailed as exc:
             note = (f"lake refresh failed ({exc}); the warehouse holds every row, and the next ingest "
                     "rewrites the stale days of the lake")

@@ -11,6 +11,7 @@ every table but the run log unchanged.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -69,10 +70,18 @@ def start_columns(files: int, mapping_path: str | None = None, mapping_sha256: s
                 mapping_sha256=mapping_sha256)
 
 
+RECORDS = "records"  # the run's records as written for the lake, under its staging folder (`load_run`)
+
+
 def load_run(
     con: duckdb.DuckDBPyConnection, run_id: str, staging_dir: Path, results: list[FileResult]
 ) -> LoadTotals:
     """Merge the run's staged rows; record files, rejections and counts; return the run's counts.
+
+    Rows move once (issue 52, decision 3): each batch's new records are written by DuckDB as the lake's Parquet files,
+    partitioned by day, into `<staging_dir>/records/` (`RECORDS`), and the warehouse loads those files; after the
+    commit `refresh_lake` moves them into the lake instead of copying the run's records out of the warehouse again.
+    Until then they live in the run's staging folder: a run that fails leaves the lake as it was.
 
     Idempotent: when an earlier attempt of this run committed (a task retried after the commit),
     nothing is loaded again and the committed counts are returned.
@@ -80,10 +89,14 @@ def load_run(
     if committed := committed_totals(con, run_id):
         return committed
     now = datetime.now(UTC)
+    records = staging_dir / RECORDS
+    shutil.rmtree(records, ignore_errors=True)  # an earlier attempt's, rolled back
+    records.mkdir()
+    columns = _record_columns(con)
     with transaction(con):
         per_file: Counter[str] = Counter()
-        for files in staged_batches(staging_dir, "valid"):
-            per_file.update(_merge_valid(con, run_id, files, now))
+        for i, files in enumerate(staged_batches(staging_dir, "valid")):
+            per_file.update(_merge_valid(con, run_id, files, now, records / f"batch-{i:05d}", columns))
         for files in staged_batches(staging_dir, "rejected"):
             con.execute(
                 """INSERT OR REPLACE INTO rejected_job_logs
@@ -108,29 +121,48 @@ def committed_totals(con: duckdb.DuckDBPyConnection, run_id: str) -> LoadTotals 
     return LoadTotals(**dict(zip(TOTAL_COLUMNS, rows[0], strict=True))) if rows else None
 
 
-def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime) -> dict:
-    """Merge one batch of staged valid rows: insert new record versions, replace the affected jobs'
-    latest rows; return loaded counts per source file."""
+def _record_columns(con: duckdb.DuckDBPyConnection) -> str:
+    """`job_log_records`' columns in its order, each cast to its type: the lake's files hold what the table holds."""
+    rows = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'job_log_records' "
+                       "AND schema_name = 'main' AND database_name = current_database() ORDER BY column_index").fetchall()
+    return ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in rows)
+
+
+def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime, out: Path,
+                 columns: str) -> dict:
+    """Merge one batch of staged valid rows: write its new record versions as the lake's day files under `out`, load
+    them, replace the affected jobs' latest rows; return loaded counts per source file."""
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
     # One pass over the staged files: hash, number in arrival order, drop copies within the batch (a record's first
     # copy is the one numbered lowest: its job and hash's least `seq`, an aggregate on those three columns; a window
     # partitioned by job and hash sorted every column of every row, 16% more CPU for the statement at 200,000
-    # rows) and records loaded before.
+    # rows) and records loaded before. The new records go straight to Parquet, one folder per day as the lake
+    # holds them (`columns`: the table's, typed as it types them), and the table loads those files: the rows are
+    # written once, not into the table and then out of it for the lake.
     con.execute(
-        f"""CREATE OR REPLACE TEMP TABLE fresh AS
-        WITH staged AS (
-            SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row,
-                   row_number() OVER (ORDER BY file_index, source_row) AS seq
-            FROM read_parquet(?)
-        )
-        SELECT o.* EXCLUDE (seq), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
-        FROM staged o
-        WHERE o.seq = (SELECT min(c.seq) FROM staged c WHERE c.job_id = o.job_id AND c.record_hash = o.record_hash)
-          AND NOT EXISTS (SELECT 1 FROM job_log_records r
-                          WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)""",
+        f"""COPY (
+            WITH staged AS (
+                SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row,
+                       row_number() OVER (ORDER BY file_index, source_row) AS seq
+                FROM read_parquet(?)
+            ), fresh AS (
+                SELECT o.* EXCLUDE (seq), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
+                FROM staged o
+                WHERE o.seq = (SELECT min(c.seq) FROM staged c WHERE c.job_id = o.job_id AND c.record_hash = o.record_hash)
+                  AND NOT EXISTS (SELECT 1 FROM job_log_records r
+                                  WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)
+            )
+            SELECT {columns}, CAST(submitted_at AS DATE) AS submitted_date FROM fresh ORDER BY arrival
+        ) TO {sql_string(out)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN {sql_string(out.name + "-{i}")})""",
         [files, base, run_id, now],
     )
-    con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM fresh")
+    written = sorted(str(f) for f in out.glob("submitted_date=*/*.parquet"))
+    if not written:
+        return {}
+    con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM read_parquet(?, hive_partitioning = false)",
+                [written])
+    # this batch's records, as loaded (arrival numbers above `base` are this batch's: the table's zone maps skip the rest)
+    fresh = f"(SELECT * FROM job_log_records WHERE arrival > {int(base)})"
     # A job's latest record among all its versions ever loaded. Invariant: `job_logs` holds the
     # latest of the versions loaded before this batch (only this function writes it), so only a
     # fresh version can replace it, and a fresh one wins a tie (it arrived later). The jobs' full
@@ -139,14 +171,14 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     # table of whole rows copied every column twice (half the CPU of these three statements at 200,000 rows).
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE latest AS
-        SELECT job_id, arrival FROM fresh f
+        SELECT job_id, arrival FROM {fresh} f
         WHERE NOT EXISTS (SELECT 1 FROM job_logs j WHERE j.job_id = f.job_id
                           AND coalesce(j.updated_at, j.submitted_at) > coalesce(f.updated_at, f.submitted_at))
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"""
     )
     con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM latest)")
-    con.execute("INSERT INTO job_logs BY NAME SELECT * FROM fresh SEMI JOIN latest USING (arrival)")
-    loaded = dict(con.execute("SELECT source_file, count(*) FROM fresh GROUP BY ALL").fetchall())
+    con.execute(f"INSERT INTO job_logs BY NAME SELECT * FROM {fresh} f SEMI JOIN latest USING (arrival)")
+    loaded = dict(con.execute(f"SELECT source_file, count(*) FROM {fresh} f GROUP BY ALL").fetchall())
     return loaded
 
 
@@ -226,25 +258,29 @@ def stale_lake_days(con: duckdb.DuckDBPyConnection, lake_dir: Path, but_run: str
     return sorted({d for (d,) in rows} | set(missing))
 
 
-def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
+def refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str, staging_dir: Path | None = None) -> list[str]:
     """Write `run_id`'s records into the lake partitions (submitted_date=YYYY-MM-DD), and rewrite any stale
     partition whole (`stale_lake_days`); return the days written. A failure raises `LakeRefreshFailed`.
 
     Rows move once (issue 52, item 3): a day whose partition is up to date but for this run gets one more file,
     `run-<run_id>-<i>.parquet`, holding only this run's records; it used to be rewritten whole, every record of
-    every day the run touched (a backfill of a year rewrote the year at each run). A stale day is written whole,
-    as before. Files are written into a swap folder beside the lake (`<lake>/../.swap`, outside every glob of the
-    lake), then renamed in, so a reader sees a partition before or after; re-running writes the same names
-    (idempotent: this run's earlier files are replaced). Leftovers of a killed refresh in the swap folder are
-    removed first (the caller holds the writer lock, so none is in use).
+    every day the run touched (a backfill of a year rewrote the year at each run). Those files are the ones
+    `load_run` wrote and the warehouse loaded (`<staging_dir>/records/batch-<b>/submitted_date=<day>/...`), renamed
+    in (numbered per day in batch order), not copied out of the warehouse again (issue 52, decision 3); without them
+    (no `staging_dir`, or a day that holds some of this run's files already: an earlier attempt) the day's records
+    of the run are copied out of the warehouse. A stale day is written whole, as before. Files are
+    written into a swap folder beside the lake (`<lake>/../.swap`, outside every glob of the lake), then renamed in,
+    so a reader sees a partition before or after; re-running writes the same names (idempotent: this run's earlier
+    files are replaced). Leftovers of a killed refresh in the swap folder are removed first (the caller holds the
+    writer lock, so none is in use).
     """
     try:
-        return _refresh_lake(con, lake_dir, run_id)
+        return _refresh_lake(con, lake_dir, run_id, staging_dir)
     except (OSError, duckdb.Error) as exc:
         raise LakeRefreshFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -> list[str]:
+def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str, staging_dir: Path | None) -> list[str]:
     swap = lake_dir.parent / ".swap"
     shutil.rmtree(swap, ignore_errors=True)
     for leftover in lake_dir.glob(".tmp-*"):  # where swap folders lived before they moved out
@@ -272,10 +308,13 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
                 os.replace(target, old)
             os.replace(part, target)
             shutil.rmtree(old, ignore_errors=True)
-    if appended:
+    prefix = f"run-{_file_safe(run_id)}-"
+    # a day that holds files of this run already (an earlier attempt moved some in) is copied out of the warehouse
+    loaded = {day: files for day, files in _loaded_files(staging_dir / RECORDS if staging_dir else None, appended).items()
+              if not any((lake_dir / f"submitted_date={day}").glob(f"{prefix}*.parquet"))}
+    if copied := [d for d in appended if d not in loaded]:
         tmp = swap / f"run-{uuid.uuid4().hex}"
-        prefix = f"run-{_file_safe(run_id)}-"
-        _copy_days(con, tmp, run_id, appended, prefix + "{i}")
+        _copy_days(con, tmp, run_id, copied, prefix + "{i}")
         for part in sorted(tmp.iterdir()):
             target = lake_dir / part.name
             target.mkdir(exist_ok=True)
@@ -283,12 +322,43 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str) -
                 earlier.unlink()
             for file in sorted(part.iterdir()):
                 os.replace(file, target / file.name)
+    for day, files in loaded.items():
+        target = lake_dir / f"submitted_date={day}"
+        target.mkdir(exist_ok=True)
+        for i, file in enumerate(files):  # batch-<b>/submitted_date=<day>/batch-<b>-<j>.parquet, in order
+            _move(file, target / f"{prefix}{i}.parquet", swap)
     shutil.rmtree(swap, ignore_errors=True)
     con.execute(f"""
         INSERT OR REPLACE INTO lake_partitions
         SELECT day, records, max_arrival, now() FROM ({DAY_STATS})
         WHERE day IN (SELECT unnest(?::DATE[]))""", [None, None, days])
     return days
+
+
+def _loaded_files(records: Path | None, days: list[str]) -> dict[str, list[Path]]:
+    """The day files `load_run` wrote and loaded for `days`, per day (only days that have them: a retried refresh
+    finds those it moved gone, and copies them out of the warehouse again)."""
+    if records is None or not records.is_dir():
+        return {}
+    found: dict[str, list[Path]] = {}
+    for day in days:
+        files = sorted(records.glob(f"batch-*/submitted_date={day}/*.parquet"))
+        if files:
+            found[day] = files
+    return found
+
+
+def _move(file: Path, target: Path, swap: Path) -> None:
+    """Rename `file` to `target` (atomic: a reader sees the file whole or not at all); across file systems, copied
+    into the swap folder beside the lake first, then renamed."""
+    try:
+        os.replace(file, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        tmp = swap / f"copy-{uuid.uuid4().hex}"
+        shutil.copyfile(file, tmp)
+        os.replace(tmp, target)
 
 
 def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, run_id: str | None, days: list[str], pattern: str) -> None:

@@ -54,3 +54,57 @@ def test_a_run_appends_its_records_and_leaves_the_days_written_before(tmp_path):
         assert files(lake)["submitted_date=2026-11-01"] == ["part-0.parquet"]
         assert files(lake)["submitted_date=2026-11-02"] == ["run-run-a-0.parquet", "run-run-c-0.parquet"]
         assert pl.read_parquet(lake / "**" / "*.parquet").height == 5 and load.stale_lake_days(con, lake) == []
+
+
+def test_the_lake_gets_the_files_the_warehouse_loaded_and_a_failed_load_leaves_it_untouched(tmp_path):
+    """Rows move once (issue 52, decision 3): `load_run` writes the run's new records as the lake's day files and
+    loads them; `refresh_lake` renames those very files into the lake (the same inode), not a second copy. A load
+    that fails before its commit leaves the lake and the tables as they were, and its files in the run's staging."""
+    import pytest
+
+    from gpucast.records.outcomes import FileResult
+    from gpucast.tasks.ingest import staging as steps
+    from gpucast.warehouse import runs
+    from gpucast.warehouse.housekeeping import install_failpoint_hook
+
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(
+        f'{{"job_id": "j{i}", "submitted_at": "2026-11-0{1 + i % 2}T10:00:00Z", "status": "COMPLETED", '
+        f'"model_type": "ResNet", "params_million": 25.6, "batch_size": 32, "runtime_hours": 1.5}}\n'
+        for i in range(4)) + '{"job_id": "j0", "submitted_at": "2026-11-01T10:00:00Z", "status": "COMPLETED", '
+        '"model_type": "ResNet", "params_million": 25.6, "batch_size": 32, "runtime_hours": 1.5}\n')  # a duplicate
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path / "home")}).storage
+    staged = tmp_path / "staging"
+    results: list[FileResult] = [steps.stage_file(src, staged, 0)]
+    with connect_writer(storage) as con:
+        for run_id in ("ingest-failed", "ingest-ok"):
+            runs.start(con, runs.Run("ingest", run_id, datetime.now(UTC), staged), **load.start_columns(1))
+
+        def crash(name: str) -> None:
+            if name == "ingest:before-commit":
+                raise RuntimeError("killed")
+
+        install_failpoint_hook(crash)
+        try:
+            with pytest.raises(RuntimeError):
+                load.load_run(con, "ingest-failed", staged, results)
+        finally:
+            install_failpoint_hook(None)
+        assert con.execute("SELECT count(*) FROM job_log_records").fetchone()[0] == 0
+        assert not storage.lake_dir.exists()  # the lake untouched: the run's files wait in its staging folder
+        assert len(list((staged / load.RECORDS).glob("batch-*/submitted_date=*/*.parquet"))) == 2
+
+        totals = load.load_run(con, "ingest-ok", staged, results)
+        assert (totals.rows_loaded, totals.rows_duplicate) == (4, 1)
+        written = {f.parent.name: f.stat().st_ino for f in (staged / load.RECORDS).glob("batch-*/*/*.parquet")}
+        loaded = con.execute("SELECT * EXCLUDE (submitted_date) FROM read_parquet(?, hive_partitioning = true) "
+                             "ORDER BY arrival", [str(staged / load.RECORDS / "**" / "*.parquet")]).fetchall()
+        assert loaded == con.execute("SELECT * FROM job_log_records ORDER BY arrival").fetchall()  # what it loaded
+
+        assert load.refresh_lake(con, storage.lake_dir, "ingest-ok", staged) == ["2026-11-01", "2026-11-02"]
+        lake = {f.parent.name: f.stat().st_ino for f in storage.lake_dir.glob("*/*.parquet")}
+        assert lake == written  # the same files, renamed in: no second copy
+        assert [f.name for f in storage.lake_dir.glob("*/*.parquet")] == ["run-ingest-ok-0.parquet"] * 2
+        assert load.stale_lake_days(con, storage.lake_dir) == []
+        rows = pl.read_parquet(storage.lake_dir / "**" / "*.parquet", hive_partitioning=False)
+        assert sorted(rows["job_id"].to_list()) == ["j0", "j1", "j2", "j3"]
