@@ -43,6 +43,7 @@ interval widened by `WIDEN_FACTOR` each way (docs/planners.md).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -70,6 +71,7 @@ MIN_LLM_ROWS = 20
 # A layout group (`llm_memory.layout_group`) with fewer out-of-fold LLM jobs is judged with all of them together
 # (`LlmCorrection`): a median of fewer than 10 errors moves by one job.
 MIN_LLM_GROUP_ROWS = 10
+LLM_KEEP_P = 0.05  # the sign test's level for keeping the correction in a group (`llm_correction`)
 ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its named architecture's contradicts it
 # The held-out-family evidence (`held_out_best`).
 FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
@@ -164,11 +166,14 @@ class LlmGroup:
     rows: int
     model_mape: float
     prior_mape: float
+    closer: int  # jobs the correction forecast closer to the measured peak than the prior did
+    p_value: float  # of `closer` or more of `rows` by chance if neither were closer more often (one-sided sign test)
     keep: bool
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LlmGroup:
-        return cls(int(data["rows"]), float(data["model_mape"]), float(data["prior_mape"]), bool(data["keep"]))
+        return cls(int(data["rows"]), float(data["model_mape"]), float(data["prior_mape"]), int(data["closer"]),
+                   float(data["p_value"]), bool(data["keep"]))
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ class LlmCorrection:
         e = self.by_group[group] if known else self.pooled
         where = f"{e.rows} {group} jobs" if known else f"all {e.rows} LLM jobs ({group}: fewer than {MIN_LLM_GROUP_ROWS})"
         return (f"the champion's correction did not beat the per-GPU prior out of fold on {where} "
-                f"(P50 MAPE {e.model_mape:.1f}% vs {e.prior_mape:.1f}%)")
+                f"(P50 MAPE {e.model_mape:.1f}% vs {e.prior_mape:.1f}%, closer on {e.closer}, sign test p {e.p_value:.2g})")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> LlmCorrection | None:
@@ -384,13 +389,24 @@ def _llm_unlearned(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> 
         yield int(i), detector.llm_correction.says(groups[int(i)])
 
 
+def _sign_test(closer: int, n: int) -> float:
+    """P(at least `closer` of `n` fair coin flips land heads): exact up to 1,000 jobs, the normal approximation
+    (with continuity correction) beyond."""
+    if n <= 1000:
+        return sum(math.comb(n, k) for k in range(closer, n + 1)) / 2 ** n
+    return 0.5 * math.erfc((closer - 0.5 - n / 2) / (math.sqrt(n) / 2) / math.sqrt(2))
+
+
 def llm_correction(rows: pl.DataFrame, y: np.ndarray, forecasts: Mapping[tuple[int, int], float] | None,
                    min_rows: int = MIN_LLM_ROWS) -> LlmCorrection | None:
     """Where the champion's learned correction of the per-GPU prior beats the prior on jobs it has not seen (issue
-    51): its out-of-fold forecasts `forecasts` (keys (pass, row index of `rows`), `champion.pool_out_of_fold`'s) of the
-    LLM jobs (`llm_mem_gb` set) against the prior on the same jobs, P50 MAPE (median APE) per layout group
-    (`llm_memory.layout_group`) and over all of them; a group keeps the correction only where it is strictly lower
-    (a tie keeps the prior: it is stated, not fitted). None with fewer than `min_rows` such forecasts."""
+    51): its out-of-fold forecasts `forecasts` (keys (pass, row index of `rows`): `tasks/learn/train.py`
+    `llm_evidence`'s) of the LLM jobs (`llm_mem_gb` set) against the prior on the same jobs, per layout group
+    (`llm_memory.layout_group`) and over all of them. A group keeps the correction only where the evidence is clear:
+    its P50 MAPE (median APE) is lower than the prior's and it forecast closer than the prior on more of the group's
+    jobs than chance would give (one-sided sign test, p < `LLM_KEEP_P`); otherwise the prior, which is stated, not
+    fitted, stays (a median lower by a few tenths on ~50 jobs moves with one source's share of them: issue 51's
+    held-out half). None with fewer than `min_rows` such forecasts."""
     if not forecasts or LLM_MEM_GB not in rows.columns:
         return None
     keys = sorted(forecasts)
@@ -405,9 +421,11 @@ def llm_correction(rows: pl.DataFrame, y: np.ndarray, forecasts: Mapping[tuple[i
     model, prior, actual = model[ok], prior[ok], actual[ok]
 
     def judged(pick: np.ndarray) -> LlmGroup:
-        m = float(np.median(np.abs(model[pick] - actual[pick]) / actual[pick]) * 100)
-        p = float(np.median(np.abs(prior[pick] - actual[pick]) / actual[pick]) * 100)
-        return LlmGroup(int(pick.sum()), round(m, 3), round(p, 3), bool(m < p))
+        m_err, p_err = np.abs(model[pick] - actual[pick]) / actual[pick], np.abs(prior[pick] - actual[pick]) / actual[pick]
+        m, p = float(np.median(m_err) * 100), float(np.median(p_err) * 100)
+        n, closer = int(pick.sum()), int(np.sum(m_err < p_err))
+        return LlmGroup(n, round(m, 3), round(p, 3), closer, round(chance := _sign_test(closer, n), 6),
+                       bool(m < p and chance < LLM_KEEP_P))
 
     names, counts = np.unique(group.astype(str), return_counts=True)
     return LlmCorrection(judged(np.ones(len(group), dtype=bool)),

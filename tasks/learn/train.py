@@ -287,8 +287,7 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     if holdout:
         result.gate_predictions = _predict_held_out(rows, y, target, options, champion, holdout, build, mix)
     own = mix.oof if champion == blend.NAME else pooled.by_model.get(champion)
-    llm = ood.llm_correction(rows, y, own) if target == c.PEAK_GPU_MEM_GB else None  # issue 51: kept where it helps
-    return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y), llm)
+    return _refit(rows, target, options, champion, result, build, mix, out_of_fold(own, y))
 
 
 def out_of_fold(forecasts: Mapping[tuple[int, int], float] | None,
@@ -339,12 +338,12 @@ def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOpt
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
            build: registry.Build, mix: blend.Candidate | None = None,
-           oof: tuple[np.ndarray, np.ndarray] | None = None, llm: ood.LlmCorrection | None = None) -> Finished:
+           oof: tuple[np.ndarray, np.ndarray] | None = None) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
     (and the prior's) on that slice, the large jobs' P90 on the champion's out-of-fold forecasts `oof` where given
     (`intervals.large_out_of_fold`); fit the OOD detector and measure, on held-out families, which estimate
-    out-of-distribution jobs get (`held_out_evidence`); `llm` says where the correction of the per-GPU prior beat
-    it out of fold (`ood.llm_correction`)."""
+    out-of-distribution jobs get (`held_out_evidence`), and where the correction of LLM jobs' per-GPU prior beats
+    it out of fold (`llm_evidence`)."""
     from gpucast.tasks.learn.models.estimators import PriorModel  # (scikit-learn: the `ml` extra)
 
     y = rows[target].to_numpy().astype(np.float64)
@@ -369,12 +368,13 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
         result.calibration[registry.PRIOR] = intervals.calibrate(y[cal_idx], prior.predict(X[cal_idx]), floor,
                                                                  groups, history=y)
     detector = ood.fit(rows.gather(refit_idx) if len(refit_idx) else rows, options.features)
-    detector = replace(detector, ceiling=ood.fit_ceiling(rows, target),  # every labelled job: what any job of its kind used
-                       llm_correction=llm)
+    detector = replace(detector, ceiling=ood.fit_ceiling(rows, target))  # every labelled job: what any job of its kind used
     result.champion = champion
     result.refit = Refit(len(refit_idx), len(cal_idx), round(time.perf_counter() - t0, 2))
     if champion != registry.PRIOR and (evidence := held_out_evidence(rows[refit_idx], target, options, champion, build)):
         detector = replace(detector, fallback=evidence)  # what out-of-distribution jobs get: tasks/learn/ood.py `held_out_best`
+    if target == c.PEAK_GPU_MEM_GB and champion != registry.PRIOR:  # issue 51: the correction kept where it helps
+        detector = replace(detector, llm_correction=llm_evidence(rows[refit_idx], target, options, champion, build, mix))
     result.ood = detector
     build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
@@ -411,6 +411,38 @@ def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, ch
         evidence = replace(evidence, seconds=round(time.perf_counter() - t0, 2))
         (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence.estimate} "
                                      f"(x/÷ {evidence.interval_factor:.2f}, {len(evidence.families)} families held out)")
+    return evidence
+
+
+LLM_FOLDS = 5  # folds of the LLM jobs for `llm_evidence`
+
+
+def llm_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, build: registry.Build,
+                 mix: blend.Candidate | None = None) -> ood.LlmCorrection | None:
+    """Where the champion's learned correction of the per-GPU prior beats the prior on LLM jobs it has not seen
+    (`ood.llm_correction`), or None with fewer than `ood.MIN_LLM_ROWS` LLM jobs (`llm_mem_gb` set) in `rows` (no
+    cost on a history without them). The LLM jobs are split in `LLM_FOLDS` seeded folds; the champion is fitted on
+    every other row and forecasts each fold. Its own folds are not used: the champion choice's folds leave the
+    newest jobs to the generalisation holdout, and a fleet's LLM jobs are often all new (then none is ever out of
+    fold after a fit that learned from the others)."""
+    llm = rows[ood.LLM_MEM_GB].is_not_null().to_numpy() if ood.LLM_MEM_GB in rows.columns else np.zeros(rows.height, bool)
+    if llm.sum() < ood.MIN_LLM_ROWS:
+        return None
+    t0 = time.perf_counter()
+    y = rows[target].to_numpy().astype(np.float64)
+    forecasts: dict[tuple[int, int], float] = {}
+    for test in np.array_split(np.random.default_rng(options.seed).permutation(np.flatnonzero(llm)), LLM_FOLDS):
+        train = np.setdiff1d(np.arange(rows.height), test)
+        encoder = FeatureEncoder(options.features).fit(rows[train])
+        est = _champion(champion, encoder, target, options, build, mix).fit(encoder.transform(rows[train]), y[train])
+        forecasts.update(zip(((0, int(i)) for i in test), est.predict(encoder.transform(rows[test])).tolist(), strict=True))
+    evidence = ood.llm_correction(rows, y, forecasts)
+    if evidence:
+        kept = sorted(g for g, e in evidence.by_group.items() if e.keep)
+        (build.progress or log.info)(
+            f"{target}: the correction of the per-GPU prior, out of fold on {evidence.pooled.rows} LLM jobs "
+            f"({time.perf_counter() - t0:.1f} s): kept for {', '.join(kept) or 'no layout group'}; the other groups get "
+            f"{'the correction' if evidence.pooled.keep else 'the per-GPU prior'}")
     return evidence
 
 

@@ -147,7 +147,8 @@ def product(history: pl.DataFrame, pending: pl.DataFrame, options: TrainOptions,
         said = (json.loads(meta.read_text()).get("ood") or {}).get("llm_correction")
         for group, e in ({"all LLM jobs": said["pooled"], **said["by_group"]} if said else {}).items():
             print(f"  out of fold, {group:20s}: {e['rows']:3d} jobs, correction P50 MAPE {e['model_mape']:5.1f}%, "
-                  f"prior {e['prior_mape']:5.1f}% -> {'correction kept' if e['keep'] else 'per-GPU prior'}")
+                  f"prior {e['prior_mape']:5.1f}%, closer on {e['closer']} (sign test p {e['p_value']:.2g}) -> "
+                  f"{'correction kept' if e['keep'] else 'per-GPU prior'}")
     return (scored["pipeline_p50"].to_numpy(), scored["pipeline_p90"].to_numpy(), scored["ood"].to_numpy(),
             scored["champion_p50"].to_numpy(), scored["champion_p90"].to_numpy())
 

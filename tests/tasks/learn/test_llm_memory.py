@@ -274,6 +274,11 @@ def test_the_correction_is_kept_only_in_the_layout_groups_where_it_beat_the_prio
     assert not hurt.pooled.keep and hurt.by_group["lora on one GPU"].keep is False
     flags, reasons = ood.flag(pending, replace(detector, llm_correction=hurt))
     assert flags.tolist() == [True, True, True, True, False] and "all 39 LLM jobs" in reasons[3]
+    # a lower median alone is not evidence: closer than the prior on half the jobs only (sign test p 0.58) -> the prior
+    split = {(0, i): float(t * (1.01 if i % 2 else 1.6)) for i, t in enumerate(truth) if 12 <= i < 36}
+    even = ood.llm_correction(rows, truth, {**{(0, i): float(v) for i, v in enumerate(oof)}, **split}).by_group
+    assert even["full on many GPUs"].model_mape < even["full on many GPUs"].prior_mape
+    assert even["full on many GPUs"].closer == 12 and not even["full on many GPUs"].keep
     # no evidence (too few out-of-fold LLM forecasts, or none): the correction as before
     assert ood.llm_correction(rows, truth, {(0, 0): 1.0}) is None and ood.llm_correction(rows, truth, None) is None
     assert not ood.flag(pending, replace(detector, llm_correction=None))[0].any()
