@@ -82,6 +82,19 @@ def test_status_names_rejected_files(home, tmp_path, capsys):
     assert "x.csv: missing required column(s)" in out
 
 
+@pytest.fixture(scope="session")  # (not module: a module fixture puts its tests in a group of their own, conftest.py)
+def one_job_ingested(prefect_harness, tmp_path_factory):
+    """A data directory after `gpucast ingest` of one job (copy it before using it): each case below ingested it for
+    itself (a flow run, Great Expectations' validation and a publish, the same each time)."""
+    import shutil
+
+    home = tmp_path_factory.mktemp("one-job") / "home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUCAST_HOME", str(home))
+        assert main(["ingest", str(write(home.parent / "a.jsonl", jsonl(record())))]) == 0
+    return lambda to: shutil.copytree(home, to)
+
+
 @pytest.mark.parametrize(
     "statement",
     [
@@ -92,8 +105,8 @@ def test_status_names_rejected_files(home, tmp_path, capsys):
         "COPY job_logs TO '/tmp/leak.csv'",
     ],
 )
-def test_sql_is_read_only(home, tmp_path, capsys, statement):
-    main(["ingest", str(write(tmp_path / "a.jsonl", jsonl(record())))])
+def test_sql_is_read_only(home, one_job_ingested, capsys, statement):
+    one_job_ingested(home)
     capsys.readouterr()
     assert main(["sql", statement]) == 2
     assert "gpucast sql:" in capsys.readouterr().err
