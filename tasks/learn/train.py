@@ -338,7 +338,7 @@ def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOpt
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
            build: registry.Build, mix: blend.Candidate | None = None,
-           oof: tuple[np.ndarray, np.ndarray] | None = None) -> Finished:
+           oof: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> Finished:
     """Refit the champion on every labelled job but the calibration slice; calibrate its intervals
     (and the prior's) on that slice, the large jobs' P90 on the champion's out-of-fold forecasts `oof` where given
     (`intervals.large_out_of_fold`); fit the OOD detector and measure, on held-out families, which estimate
