@@ -12,6 +12,8 @@ import glob
 import hashlib
 import logging
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -211,7 +213,7 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
     staged = _Staged(result, staging_dir, digest)
     bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
     try:
-        for k, chunk in enumerate(_timed(read_chunks(path, info, chunk_rows), staged.clock)):
+        for k, chunk in enumerate(_timed(_read_ahead(read_chunks(path, info, chunk_rows)), staged.clock)):
             staged.add(chunk, k, not_after)
             bar.update(chunk.height)
             if progress:
@@ -223,6 +225,51 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
         bar.close()
     _finish(result, info, staged.counts, staged.clock)
     return result
+
+
+def _read_ahead(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """`chunks`, the next one read by a thread while the caller checks and writes this one: the same chunks in the
+    same order, and a reading error raised where it was met (after the chunks before it). Reading holds Python's
+    lock to split lines (`readers._line_blocks`) while checking and writing mostly run in Polars, which releases
+    it: on two cores the two overlap. At most one chunk waits (memory: one chunk more than before)."""
+    ahead: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: tuple) -> bool:
+        """Hand `item` over, unless the caller has stopped reading (then False)."""
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                if not put((chunk, None)):
+                    return
+            put((done, None))
+        except BaseException as exc:  # handed to the caller, raised there
+            put((done, exc))
+
+    reader = threading.Thread(target=read, name="gpucast-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while True:
+            chunk, error = ahead.get()
+            if error is not None:
+                raise error
+            if chunk is done:
+                return
+            yield chunk
+    finally:
+        stop.set()
+        reader.join()
+        if hasattr(chunks, "close"):
+            chunks.close()
 
 
 def _timed(chunks: Iterator[pl.DataFrame], clock: dict[str, float]) -> Iterator[pl.DataFrame]:

@@ -154,3 +154,29 @@ def test_great_expectations_judges_the_run_once_and_must_agree_with_the_row_rule
     again = stage_file(path, tmp_path / "drift", 0)
     with pytest.raises(validate.RuleMismatch, match="Great Expectations says it holds"):
         staging.check_run(tmp_path / "drift", [again])
+
+
+def test_reading_ahead_gives_the_same_chunks_in_order_and_the_reading_error_after_them():
+    """`_read_ahead` reads the next chunk in a thread: the chunks come as the reader yields them, a reading error
+    is raised where it was met (after the chunks before it), and a caller that stops early stops the thread."""
+    import threading
+
+    from gpucast.tasks.ingest.readers import FileRejected
+    from gpucast.tasks.ingest.staging import _read_ahead
+
+    def chunks(n: int, fail: bool = False):
+        for i in range(n):
+            yield pl.DataFrame({"i": [i]})
+        if fail:
+            raise FileRejected("truncated")
+
+    assert [c["i"][0] for c in _read_ahead(chunks(5))] == [0, 1, 2, 3, 4]
+    got = []
+    with pytest.raises(FileRejected, match="truncated"):
+        for c in _read_ahead(chunks(3, fail=True)):
+            got.append(c["i"][0])
+    assert got == [0, 1, 2]
+    ahead = _read_ahead(chunks(1000))
+    assert next(ahead)["i"][0] == 0
+    ahead.close()  # the caller stops: the reading thread ends
+    assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
