@@ -17,6 +17,7 @@ from gpucast.flows.cli import main
 from gpucast.flows.settings import Settings
 from gpucast.tasks.simulate import SimConfig, write_logs
 from gpucast.warehouse import training
+from tests.flows.conftest import SHARES_THE_QUICK_NIGHT
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -105,13 +106,16 @@ def test_max_rows_caps_the_labelled_history_at_the_most_recent_jobs(home, tmp_pa
     assert set(read[c.JOB_ID]) == {j for j, _ in completed[:60]} and read[c.JOB_ID].is_sorted()
 
 
-def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypatch):
+@SHARES_THE_QUICK_NIGHT
+def test_a_failing_task_is_retried_and_the_run_succeeds(home, quick_night, monkeypatch):
     from gpucast.flows import score as score_flow
     from gpucast.warehouse import forecast
 
-    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=120, pending_fraction=0.3, seed=4))
-    assert main(["ingest", str(tmp_path / "logs")]) == 0
-    assert main(["train", "--models", "linear_fs", "--repeats", "1", "--min-labelled", "10"]) == 0
+    # champions to score with: the session's trained night (tests/flows/conftest.py), copied; this test ingested and
+    # trained a night of its own (1 day x 120 jobs, linear_fs) only for them
+    quick_night.copy_to(home)
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        runs_before = con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall()
     calls = []
     real_publish = forecast.publish
 
@@ -125,9 +129,11 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, tmp_path, monkeypa
     monkeypatch.setattr(score_flow, "publish_forecasts", score_flow.publish_forecasts.with_options(retry_delay_seconds=0))
     out = score_flow.score_pending()
     assert len(calls) == 2 and out.forecasts == 3 * out.pending_jobs > 0
-    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        assert con.execute("SELECT status FROM score_runs").fetchall() == [("published",)]
-        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == out.forecasts
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:  # one run more, published once
+        assert con.execute("SELECT score_run_id, status FROM score_runs ORDER BY ALL").fetchall() == sorted(
+            [*runs_before, (out.score_run_id, "published")])
+        assert con.execute("SELECT count(*) FROM forecasts WHERE score_run_id = ?",
+                           [out.score_run_id]).fetchone()[0] == out.forecasts
 
 
 def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path, monkeypatch):
