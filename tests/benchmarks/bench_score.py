@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_score.py [--pending 1000000] [--families lightgbm,xgboost,random_forest,extra_trees]
                                            [--runs 2] [--first-score] [--nightly-completed 100000]
                                            [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly] [--skip-scoring]
-                                           [--keep]
+                                           [--keep] [--home PATH [--per-row N]]
 
 Part 1, scoring. A warehouse with 10k completed jobs and `--pending` pending jobs. Per family of
 `--families`, `gpucast train --models FAMILY --repeats 1 --runner local --compile-trees` makes it the
@@ -21,6 +21,12 @@ item 5; 1,500,000 was issue 31's).
 trained as champion without traces, and `gpucast score` twice with tracing on (the settings' defaults: on its own it
 waits at most `traced.SCORE_ALONE_SECONDS` on new traces): the first run's seconds against the second's. Goal: the
 first <= 2x the next (issue 52 item 6).
+`--home PATH`: no setup and no training: time `--runs` `gpucast score` runs on that warehouse as it is (its champions,
+its pending jobs; e.g. one kept by `--keep`, or a demo's home with pending jobs ingested), to repeat the measurement on a
+quieter machine or with other champions without their training. `--per-row N` then prints each champion's CPU seconds
+per 1M jobs of each piece of `Scorer.score` (encode, predict, intervals, OOD flags, the never-impossible check, the
+inference words, the rest) and of staging its forecasts (memory advice, the Parquet write), on N of the pending jobs
+(their features built without traces), in this process: the per-row cost of each family (issue 52 item 5).
 Part 2, the nightly flow end to end on `--nightly-completed` completed + `--nightly-pending`
 pending jobs (simulated files in the inbox): ingest, validate, features, train (all nine models,
 1 repeat, network capped at `--nn-epochs`), score, publish; wall seconds per step.
@@ -177,6 +183,75 @@ def score_family(family: str, pending: pl.DataFrame, runs: int) -> list[dict]:
     return out
 
 
+def score_home(home: str, runs: int) -> None:
+    """`gpucast score` `runs` times on the warehouse at `home` as it is (`--home`): seconds, CPU seconds, jobs a minute."""
+    from gpucast.warehouse import db, forecast, training
+
+    os.environ["GPUCAST_HOME"] = home
+    with db.writer(Settings.from_env().storage) as con:
+        pending, champions = training.count_pending(con), forecast.latest_champions(con)
+    print(f"{home}: {pending:,} pending jobs, champions " + ", ".join(f"{ch.target} {ch.model}" for ch in champions), flush=True)
+    for run in range(1, runs + 1):
+        s, failed = gpucast("score", check=False, env=NOTHING_TO_TRACE)
+        print(f"  run {run}: " + (f"{failed} after {s:.1f} s" if failed else
+                                  f"gpucast score {s:.1f} s (CPU {CPU_SECONDS[0]:.1f} s) = {pending / s * 60:,.0f} jobs/min")
+              + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def per_row(home: str, n: int) -> None:
+    """CPU seconds per 1M jobs of each piece of scoring, per champion of `home`, on `n` of its pending jobs (`--per-row`)."""
+    from datetime import UTC, datetime
+
+    from gpucast.tasks.learn import features, ood, traced
+    from gpucast.tasks.learn import score as scoring
+    from gpucast.warehouse import db, forecast, training
+
+    os.environ["GPUCAST_HOME"] = home
+    with db.writer(Settings.from_env().storage) as con:
+        rows, champions = features.build(training.read_pending(con).head(n)), forecast.latest_champions(con)
+    clock: dict[str, float] = {}
+
+    def timed(name: str, f):
+        def run(*args, **kwargs):
+            t = time.process_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                clock[name] = clock.get(name, 0.0) + time.process_time() - t
+        return run
+
+    scoring.ood.flag, traced.with_inference = timed("ood flags", ood.flag), timed("inference words", traced.with_inference)
+    out_path = Path(home) / "per_row.parquet"
+    for ch in champions:
+        t = time.process_time()
+        scorer = scoring.Scorer(ch, threads=2)
+        load = time.process_time() - t
+        clock.clear()
+        scorer.encoder.transform = timed("encode", scorer.encoder.transform)
+        scorer.estimator.predict = timed("predict", scorer.estimator.predict)
+        scorer.calibration.intervals = timed("intervals", scorer.calibration.intervals)
+        scorer._never_impossible = timed("never impossible", scorer._never_impossible)
+        t = time.process_time()
+        scored = scorer.score(rows)
+        total = time.process_time() - t
+        staged = timed("advice", scoring.target_forecasts)([scored], rows, 80.0, "bench", datetime.now(UTC))
+        timed("parquet", staged.select(forecast.FORECAST_COLUMNS).write_parquet)(out_path)
+        clock["rest of score"] = total - sum(v for k, v in clock.items() if k not in ("advice", "parquet"))
+        per = {k: f"{k} {v / n * 1e6:.2f}" for k, v in clock.items()}
+        print(f"{ch.target} {ch.model}{' (compiled)' if _compiled(scorer) else ''}: loaded in {load:.2f} CPU-s; CPU-s "
+              f"per 1M jobs: score {total / n * 1e6:.2f} ("
+              + ", ".join(v for k, v in per.items() if k not in ("advice", "parquet"))
+              + f"), staging {(clock['advice'] + clock['parquet']) / n * 1e6:.2f} ({per['advice']}, {per['parquet']})", flush=True)
+    out_path.unlink(missing_ok=True)
+
+
+def _compiled(scorer) -> bool:
+    from gpucast.tasks.learn.models.compiled import CompiledTrees
+
+    inner = getattr(scorer.estimator, "regressor_", None)
+    return isinstance(inner, CompiledTrees)
+
+
 def predict_alone(champions: list, pending: pl.DataFrame) -> tuple[float, float, str]:
     """(seconds of the champions' predict through the path `gpucast score` uses, seconds of their library's own
     predict, which targets compiled with their compile seconds) on the pending jobs, encoded beforehand."""
@@ -236,11 +311,18 @@ def main() -> None:
     ap.add_argument("--skip-nightly", action="store_true")
     ap.add_argument("--skip-scoring", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the benchmark's data folders (printed at the end)")
+    ap.add_argument("--home", help="time `--runs` scores on this warehouse as it is (no setup, no training), then stop")
+    ap.add_argument("--per-row", type=int, default=0, help="with --home: per-row CPU of each scoring piece on N jobs")
     args = ap.parse_args()
     if args.keep:
         atexit.register(lambda: print("data folders kept:", *WORK_DIRS))
     else:
         atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in WORK_DIRS])
+    if args.home:
+        score_home(args.home, args.runs)
+        if args.per_row:
+            per_row(args.home, args.per_row)
+        return
     if not args.skip_scoring:
         pending = part_scoring(args.pending, args.families.split(","), args.runs)
         if args.first_score:
