@@ -1,0 +1,79 @@
+"""`gpucast score` as users run it, with each stage's CPU and wall seconds (issue 52 item 5: the fixed costs apart from
+the per-row ones).
+
+    GPUCAST_HOME=<a warehouse with champions and pending jobs> GPUCAST_TRACE_NIGHT_SECONDS=0 \
+        /usr/bin/time -f "wall %e s, CPU user %U + sys %S s" .venv/bin/python tests/benchmarks/score_stages.py
+
+The command runs in this process (the same `main` as `.venv/bin/gpucast score`), with the stages' functions wrapped
+by a clock: CPU is `time.process_time` (every thread of this process: the forests' predict threads included), so the
+temporary Prefect server, a child process, is `/usr/bin/time`'s total less this process's. Wrapping ~15 functions
+costs nothing measurable (unlike cProfile, which inflated the Python-heavy stages 2-5x here). The stages print at exit.
+`bench_score.py --home PATH --per-row N` splits the targets' stage further, per champion.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import resource
+import sys
+import time
+
+T0 = (time.process_time(), time.perf_counter())
+CLOCK: dict[str, tuple[float, float]] = {}  # stage -> (CPU s, wall s)
+
+
+def timed(name: str, f):
+    @functools.wraps(f)  # (Prefect reads a task's signature for its run name)
+    def run(*args, **kwargs):
+        t, w = time.process_time(), time.perf_counter()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            cpu, wall = CLOCK.get(name, (0.0, 0.0))
+            CLOCK[name] = (cpu + time.process_time() - t, wall + time.perf_counter() - w)
+    return run
+
+
+import polars as pl  # noqa: E402
+
+import gpucast.flows.score as flow  # noqa: E402
+import gpucast.flows.stage as stage  # noqa: E402
+from gpucast.flows.cli import main  # noqa: E402
+from gpucast.tasks.learn import features, score  # noqa: E402
+from gpucast.tasks.learn.models import estimators  # noqa: E402
+from gpucast.warehouse import forecast, training  # noqa: E402
+
+T1 = (time.process_time(), time.perf_counter())
+score.warm_up = timed("imports: warm_up (skops, crepes, the estimators)", score.warm_up)
+flow.read_champions.fn = timed("read champions", flow.read_champions.fn)
+training.read_pending = timed("stage: read the pending jobs from DuckDB", training.read_pending)
+stage._trace = timed("stage: traces (recognition, cache)", stage._trace)
+features.build = timed("stage: features.build", features.build)
+flow.stage_features.fn = timed("stage: total (stage_features, its Parquet write included)", flow.stage_features.fn)
+score.Scorer.__init__ = timed("targets: load the champions", score.Scorer.__init__)
+estimators.LogTarget.predict = timed("targets: predict", estimators.LogTarget.predict)
+score.Scorer.score = timed("targets: Scorer.score (predict included)", score.Scorer.score)
+score.target_forecasts = timed("targets: memory advice and stamps", score.target_forecasts)
+pl.DataFrame.write_parquet = timed("Parquet writes (the staged jobs + 3 targets' forecasts)", pl.DataFrame.write_parquet)
+flow.score_target.fn = timed("targets: total (score_target x 3)", flow.score_target.fn)
+forecast.publish = timed("publish: forecast.publish (insert, checks, prune, commit)", forecast.publish)
+flow.publish_forecasts.fn = timed("publish: total (the writer's open and close included)", flow.publish_forecasts.fn)
+flow.publish_if = timed("the planners' copy (publish_if)", flow.publish_if)
+
+
+@atexit.register
+def report() -> None:
+    end = (time.process_time(), time.perf_counter())
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\nimports before the command (gpucast.flows.score, polars, Prefect...): CPU {T1[0] - T0[0]:.2f} s, "
+          f"wall {T1[1] - T0[1]:.2f} s", file=sys.stderr)
+    for name, (cpu, wall) in CLOCK.items():
+        print(f"{name}: CPU {cpu:.2f} s, wall {wall:.2f} s", file=sys.stderr)
+    print(f"this process: CPU {end[0] - T0[0]:.2f} s, wall {end[1] - T0[1]:.2f} s (children reaped before this line: "
+          f"CPU {children.ru_utime + children.ru_stime:.2f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.argv = ["gpucast", "score"]
+    sys.exit(main())
