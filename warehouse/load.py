@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FileResult, LoadTotals
-from gpucast.warehouse.db import sql_string, transaction
+from gpucast.warehouse.db import sql_name, sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
@@ -125,7 +125,7 @@ def _record_columns(con: duckdb.DuckDBPyConnection) -> str:
     """`job_log_records`' columns in its order, each cast to its type: the lake's files hold what the table holds."""
     rows = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'job_log_records' "
                        "AND schema_name = 'main' AND database_name = current_database() ORDER BY column_index").fetchall()
-    return ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in rows)
+    return ", ".join(f"CAST({sql_name(name)} AS {kind}) AS {sql_name(name)}" for name, kind in rows)
 
 
 def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], now: datetime, out: Path,

@@ -87,6 +87,9 @@ SQL_FRAGMENT_NAMES = {
     # the copy's `forecasts` view (warehouse/publish.py `_publish_forecasts`): our catalog's column names and types,
     # and the Parquet files the publish itself wrote, each through sql_name / sql_string
     "body",
+    # the ingest's merge (warehouse/load.py `_merge_valid`): `columns` is job_log_records' own columns (sql_name) cast
+    # to the types DuckDB's catalog gives; `fresh` a sub-query on that table filtered by an int(...) arrival number
+    "columns", "fresh",
 }
 OWN_FRAGMENT_CALLS = ("int", "len", "sql_string", "sql_name", "in_runs")
 SQL_WORDS = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|VALUES|SET|FROM|COPY)\b")
