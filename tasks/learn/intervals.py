@@ -60,8 +60,8 @@ from gpucast.expectations import contract as c
 
 METHOD = "Mondrian conformal predictive system (crepes) on log residuals; pooled below min_group"
 CATEGORIES = (c.MODEL_TYPE, c.QUEUE)  # the Mondrian categories of the calibration slice
-SHAPE_COLUMNS = (c.BATCH_SIZE, c.INPUT_DIM)  # with the model type, what "large by shape" reads (`SHAPE_OOF`)
-GROUPINGS = CATEGORIES + SHAPE_COLUMNS  # the job columns `Calibrated.intervals` reads (the Scorer hands these)
+LARGE_SHAPE_COLUMNS = (c.BATCH_SIZE, c.INPUT_DIM)  # with the model type, what "large by shape" reads (`SHAPE_OOF`)
+GROUPINGS = CATEGORIES + LARGE_SHAPE_COLUMNS  # the job columns `Calibrated.intervals` reads (the Scorer hands these)
 MIN_GROUP = 50  # calibration jobs a category needs for its own percentiles
 MIN_POOLED = 20  # with fewer (the analytic prior's fallback on a new cluster), no calibration at all:
 UNCALIBRATED_FACTOR = 4.0  # ... P10 = prediction / 4, P90 = prediction x 4, said so in the metadata
@@ -72,7 +72,6 @@ SIZE_QUANTILES = (0.9, 0.75)  # "large": forecast >= this quantile of the histor
 MIN_LARGE = 10  # calibration jobs the large group needs (>= 9 for a finite P90: the 9th of 9 is the higher P90)
 SHAPE_OOF = "shape_oof"  # the groups by shape, per model type, calibrated on out-of-fold forecasts (`large_by_shape`)
 SHAPE_QUANTILE = 0.75  # "large by shape": at least this quantile of its model type's shape in the history
-CONV_FAMILIES = ("cnn", "resnet", "vgg", "convnet")  # input_dim is an image side: batch x side² values per channel
 
 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
@@ -83,7 +82,7 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
     held-out jobs' own). `out_of_fold`: (truth, forecast[, history row]) of the champion's out-of-fold forecasts of
     the history, on which the size group is then formed and calibrated (`size_oof`, `large_out_of_fold`; the rows
     make `MIN_LARGE` count distinct jobs where a job has one forecast per pass). `shapes`: the history's model type,
-    batch size and input size (`SHAPE_COLUMNS`), row-aligned with `history`: with `out_of_fold`'s rows, the groups
+    batch size and input size (`LARGE_SHAPE_COLUMNS`), row-aligned with `history`: with `out_of_fold`'s rows, the groups
     large by shape (`SHAPE_OOF`, `large_by_shape`).
 
     Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
@@ -153,7 +152,8 @@ def shape_of(batch: np.ndarray, dim: np.ndarray, power: float) -> np.ndarray:
 def _power(model_type: str) -> float:
     from gpucast.tasks.learn import priors
 
-    return 2.0 if priors.family(model_type) in CONV_FAMILIES else 1.0
+    # the convolutional families (one definition: priors' stage table): input_dim is an image side, batch x side²
+    return 2.0 if priors.family(model_type) in priors.CONV_STAGES else 1.0
 
 
 def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float,
@@ -162,12 +162,12 @@ def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
     `shape_of` in the history, `shapes` row-aligned with it; `jobs`: each forecast's row), with their log residuals,
     where at least `MIN_LARGE` distinct jobs form it; JSON-ready {quantile, groups: [{model_type, power, at, n,
     residuals}]}; None where no type has such a group."""
-    types = np.asarray([str(t) for t in shapes[c.MODEL_TYPE]], dtype=object)
+    types = np.asarray(["" if t is None else str(t) for t in shapes[c.MODEL_TYPE]], dtype=object)  # no type: no group
     jobs = np.asarray(jobs, dtype=np.int64)
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
     residuals = np.log(np.asarray(y_true, dtype=np.float64)) - np.log(pred)
     found = []
-    for kind in sorted(set(types[jobs])):
+    for kind in sorted(set(types[jobs]) - {""}):  # (a job without a model type matches no group at scoring either)
         power = _power(kind)
         shape = shape_of(shapes[c.BATCH_SIZE], shapes[c.INPUT_DIM], power)
         known = (types == kind) & np.isfinite(shape)
@@ -294,7 +294,7 @@ class Calibrated:
         for at, p90 in self.large:  # a large job's P90: the widest of its category's and its size groups'
             large = log_hat >= at
             offsets[large, 2] = np.maximum(offsets[large, 2], p90)
-        if self.by_shape and all(g in groups for g in (c.MODEL_TYPE, *SHAPE_COLUMNS)):
+        if self.by_shape and all(g in groups for g in (c.MODEL_TYPE, *LARGE_SHAPE_COLUMNS)):
             types = groups[c.MODEL_TYPE]
             types = types if isinstance(types, pl.Series) else pl.Series(np.asarray(types, dtype=object), dtype=pl.String,
                                                                          strict=False)

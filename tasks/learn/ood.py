@@ -172,8 +172,10 @@ class LlmGroup:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LlmGroup:
-        return cls(int(data["rows"]), float(data["model_mape"]), float(data["prior_mape"]), int(data["closer"]),
-                   float(data["p_value"]), bool(data["keep"]))
+        # `closer` and `p_value` came a night after the first saved shape (b748d04): a group saved without them loads
+        # with no sign-test evidence and the decision it was saved with (the module's rule: older metadata still loads)
+        return cls(int(data["rows"]), float(data["model_mape"]), float(data["prior_mape"]), int(data.get("closer", 0)),
+                   float(data.get("p_value", 1.0)), bool(data["keep"]))
 
 
 @dataclass(frozen=True)

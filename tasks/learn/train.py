@@ -31,8 +31,9 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
-from gpucast.tasks.learn import blend, features, intervals, ood, reference
+from gpucast.tasks.learn import blend, features, intervals, ood, reference, unfitted
 from gpucast.tasks.learn.champion import CHAMPION_RULE, _mean_costs, champion_choice, metrics, pool_out_of_fold, score_cost
+from gpucast.tasks.learn.evidence import held_out_evidence, llm_evidence
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
 from gpucast.tasks.learn.folds import FOLDS, MIN_ROWS_PER_FOLD, fold_split, generalisation_holdout
 from gpucast.tasks.learn.history import featureless
@@ -199,7 +200,7 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
     X = encoder.transform(rows)
     y = rows[target].to_numpy().astype(np.float64)
     t0 = time.perf_counter()
-    est = _build(model, encoder, target, options, registry.Build(seed=seed, threads=threads, progress=progress,
+    est = unfitted.model(model, encoder, target, options, registry.Build(seed=seed, threads=threads, progress=progress,
                                                                   max_seconds=max_seconds)).fit(X[fit_idx], y[fit_idx])
     seconds = time.perf_counter() - t0
     used = getattr(est, "device_", "cpu")
@@ -311,29 +312,9 @@ def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: T
     fit = np.flatnonzero(~held)
     encoder = FeatureEncoder(options.features).fit(rows[fit])
     X = encoder.transform(rows)
-    est = _champion(champion, encoder, target, options, build, mix).fit(X[fit], y[fit])
+    est = unfitted.champion(champion, encoder, target, options, build, mix).fit(X[fit], y[fit])
     build.progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
     return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(held)), "p50": est.predict(X[held])})
-
-
-def _build(name: str, encoder: FeatureEncoder, target: str, options: TrainOptions, build: registry.Build):
-    """Registry model `name` for `target`, with what the encoder and the options say about it on top of
-    `build` (seed, threads, progress, the fit's time budget)."""
-    fs = FEATURE_SETS[options.features]
-    base = (fs.prior_column(target) if name == registry.PRIOR else None if name in registry.NO_BASE
-            else fs.base_column(target))
-    return registry.build(name, replace(build, categorical=encoder.categorical, base=base,
-                                        cardinalities=encoder.cardinalities, preset=options.preset, device=options.device,
-                                        epochs=options.epochs, max_seconds=build.max_seconds or options.nn_max_seconds))
-
-
-def _champion(name: str, encoder: FeatureEncoder, target: str, options: TrainOptions, build: registry.Build,
-              mix: blend.Candidate | None):
-    """The champion's unfitted estimator: the blend of `mix`'s members and weights (`blend.Blend`), or `_build`'s."""
-    if name == blend.NAME and mix is not None:
-        return blend.Blend({m: _build(m, encoder, target, options, build) for m in mix.members},
-                           dict(zip(mix.members, mix.weights, strict=True)))
-    return _build(name, encoder, target, options, build)
 
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,
@@ -354,10 +335,10 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     if champion == registry.PRIOR:  # nothing to learn, and no jobs set aside to learn from
         est = PriorModel.on(FEATURE_SETS[options.features].prior_column(target), X.shape[1])
     else:
-        est = _champion(champion, encoder, target, options, build, mix).fit(X[refit_idx], y[refit_idx])
+        est = unfitted.champion(champion, encoder, target, options, build, mix).fit(X[refit_idx], y[refit_idx])
     floor = float(y[refit_idx].min()) if len(refit_idx) else float(y.min(initial=1.0))
     groups = {g: rows[g].gather(cal_idx).to_list() for g in intervals.CATEGORIES if g in rows.columns}
-    shape = (c.MODEL_TYPE, *intervals.SHAPE_COLUMNS)  # memory: the large-by-shape groups (issue 50 item 5)
+    shape = (c.MODEL_TYPE, *intervals.LARGE_SHAPE_COLUMNS)  # memory: the large-by-shape groups (issue 50 item 5)
     shapes = ({g: rows[g].to_numpy() for g in shape}
               if target == c.PEAK_GPU_MEM_GB and set(shape) <= set(rows.columns) else None)
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y,
@@ -378,72 +359,6 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     result.ood = detector
     build.progress(f"{target}: {champion} refitted on {len(refit_idx):,} jobs, intervals calibrated on {len(cal_idx):,}")
     return Finished(result, est, encoder, X[cal_idx][: compiled.SAMPLE_ROWS])
-
-
-# The held-out-family evidence refits a model once per family: the champion's own class when it is this
-# cheap, else a LightGBM of `STAND_IN_TREES` trees (the metadata's `ood.fallback.learner` says which).
-CHEAP_LEARNERS = ("linear_fs", "decision_tree", registry.PLAIN)
-STAND_IN, STAND_IN_TREES = "lightgbm", 100
-
-
-def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str,
-                      build: registry.Build) -> ood.Fallback | None:
-    """Which estimate out-of-distribution jobs get (`ood.held_out_best`), measured by leaving each model
-    family of the champion's training `rows` out in turn; None when there are too few families."""
-    t0 = time.perf_counter()
-    learner = champion if champion in CHEAP_LEARNERS else STAND_IN
-    prior_column = FEATURE_SETS[options.features].prior_column(target)
-    y = rows[target].to_numpy().astype(np.float64)
-
-    def fit_predict(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        encoder = FeatureEncoder(options.features).fit(rows[train])  # the held-out family's codes unseen, as at scoring
-        X_train, X_test = encoder.transform(rows[train]), encoder.transform(rows[test])
-        est = _build(learner, encoder, target, options, build)
-        if learner == STAND_IN:
-            est.set_params(regressor__n_estimators=STAND_IN_TREES)
-        est.fit(X_train, y[train])
-        return est.predict(X_test), (np.exp(X_test[:, prior_column].astype(np.float64)) if prior_column is not None else None)
-
-    named = learner if learner != STAND_IN else f"{STAND_IN} ({STAND_IN_TREES} trees" + (
-        ")" if champion == STAND_IN else f", a stand-in for {champion})")
-    evidence = ood.held_out_best(rows[ood.FAMILY].to_numpy(), y, fit_predict, named)
-    if evidence:
-        evidence = replace(evidence, seconds=round(time.perf_counter() - t0, 2))
-        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence.estimate} "
-                                     f"(x/÷ {evidence.interval_factor:.2f}, {len(evidence.families)} families held out)")
-    return evidence
-
-
-LLM_FOLDS = 5  # folds of the LLM jobs for `llm_evidence`
-
-
-def llm_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, build: registry.Build,
-                 mix: blend.Candidate | None = None) -> ood.LlmCorrection | None:
-    """Where the champion's learned correction of the per-GPU prior beats the prior on LLM jobs it has not seen
-    (`ood.llm_correction`), or None with fewer than `ood.MIN_LLM_ROWS` LLM jobs (`llm_mem_gb` set) in `rows` (no
-    cost on a history without them). The LLM jobs are split in `LLM_FOLDS` seeded folds; the champion is fitted on
-    every other row and forecasts each fold. Its own folds are not used: the champion choice's folds leave the
-    newest jobs to the generalisation holdout, and a fleet's LLM jobs are often all new (then none is ever out of
-    fold after a fit that learned from the others)."""
-    llm = rows[ood.LLM_MEM_GB].is_not_null().to_numpy() if ood.LLM_MEM_GB in rows.columns else np.zeros(rows.height, bool)
-    if llm.sum() < ood.MIN_LLM_ROWS:
-        return None
-    t0 = time.perf_counter()
-    y = rows[target].to_numpy().astype(np.float64)
-    forecasts: dict[tuple[int, int], float] = {}
-    for test in np.array_split(np.random.default_rng(options.seed).permutation(np.flatnonzero(llm)), LLM_FOLDS):
-        train = np.setdiff1d(np.arange(rows.height), test)
-        encoder = FeatureEncoder(options.features).fit(rows[train])
-        est = _champion(champion, encoder, target, options, build, mix).fit(encoder.transform(rows[train]), y[train])
-        forecasts.update(zip(((0, int(i)) for i in test), est.predict(encoder.transform(rows[test])).tolist(), strict=True))
-    evidence = ood.llm_correction(rows, y, forecasts)
-    if evidence:
-        kept = sorted(g for g, e in evidence.by_group.items() if e.keep)
-        (build.progress or log.info)(
-            f"{target}: the correction of the per-GPU prior, out of fold on {evidence.pooled.rows} LLM jobs "
-            f"({time.perf_counter() - t0:.1f} s): kept for {', '.join(kept) or 'no layout group'}; the other groups get "
-            f"{'the correction' if evidence.pooled.keep else 'the per-GPU prior'}")
-    return evidence
 
 
 def save_champion(folder: Path, target: str, options: TrainOptions, finished: Finished, *, threads: int) -> None:

@@ -1,6 +1,6 @@
 """Which estimate out-of-distribution jobs get, and how wide: the held-out-family evidence, measured.
 
-For each data set and target, `train.held_out_evidence` leaves each model family out of the rows in
+For each data set and target, `evidence.held_out_evidence` leaves each model family out of the rows in
 turn (a LightGBM of 100 trees, the stand-in for a costly champion, fitted on the other families) and
 scores the trained model's extrapolation, the target's analytic prior and their geometric mean on the
 held-out family. Printed per candidate: MAPE over all held-out rows, median |log error|, the interval
@@ -26,10 +26,10 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import priors
+from gpucast.tasks.learn.evidence import held_out_evidence
 from gpucast.tasks.learn.features import build, labelled_rows
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
-from gpucast.tasks.learn.train import held_out_evidence
 from gpucast.tasks.simulate import simulate_jobs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable

@@ -148,9 +148,9 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
 
 
 def test_a_costly_champion_is_stood_in_for_by_a_small_lightgbm_and_the_metadata_says_so():
+    from gpucast.tasks.learn.evidence import STAND_IN_TREES, held_out_evidence
     from gpucast.tasks.learn.features import build, labelled_rows
     from gpucast.tasks.learn.models import registry
-    from gpucast.tasks.learn.train import STAND_IN_TREES, held_out_evidence
 
     rows = labelled_rows(build(simulate_jobs(700, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
     evidence = held_out_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "xgboost", registry.Build(threads=THREADS))
@@ -241,3 +241,54 @@ def test_the_champions_large_jobs_are_calibrated_on_its_slice_where_it_has_enoug
     assert cal["size"]["quantile"] == 0.9 and cal["size"]["n"] >= 10
     assert SIZE_OOF in cal and cal[SIZE_OOF] is None
     assert len(Calibrated(cal).large) == 1
+
+
+def test_the_llm_correction_is_judged_on_folds_by_configuration_with_a_cheap_learner(monkeypatch):
+    """Review 56 (B1-B3): `llm_evidence` forecasts every LLM job once, from a fit without any job of its configuration
+    (a twin at another sequence length would flatter the correction), with a stand-in for a costly champion; one
+    configuration alone gives no evidence (nothing to hold out)."""
+    from gpucast.tasks.learn import evidence as ev
+    from gpucast.tasks.learn.features import build, labelled_rows
+    from gpucast.tasks.learn.models import registry
+
+    rows = labelled_rows(build(simulate_jobs(300, np.random.default_rng(4), date(2026, 11, 1), 0.0)), c.PEAK_GPU_MEM_GB)
+    llm = np.arange(rows.height) < 40
+    arch = [f"arch{i % 5}" if m else None for i, m in enumerate(llm)]  # 5 configurations of 8 runs each
+    rows = rows.with_columns(pl.Series(ev.ood.LLM_MEM_GB, np.where(llm, rows[c.PEAK_GPU_MEM_GB].to_numpy(), np.nan))
+                             .fill_nan(None), pl.Series(c.ARCH, arch, dtype=pl.String),
+                             pl.when(pl.Series(llm)).then(1).otherwise(pl.col(c.GPU_COUNT)).alias(c.GPU_COUNT))
+    seen: dict = {}
+    fits: list[set] = []
+    real_champion = ev.unfitted.champion
+
+    def recording(*args, **kwargs):
+        est = real_champion(*args, **kwargs)
+        fit = est.fit
+
+        def fit_and_note(X, y):
+            fits.append(len(y))
+            return fit(X, y)
+        est.fit = fit_and_note
+        return est
+
+    monkeypatch.setattr(ev.unfitted, "champion", recording)
+    judge = ev.ood.llm_correction
+    monkeypatch.setattr(ev.ood, "llm_correction", lambda rows, y, forecasts: seen.update(forecasts) or judge(rows, y, forecasts))
+    said: list[str] = []
+    ev.llm_evidence(rows, c.PEAK_GPU_MEM_GB, TrainOptions(), "catboost", registry.Build(threads=THREADS, progress=said.append))
+    assert sorted(i for _, i in seen) == list(range(40))  # every LLM job once, no other job
+    assert fits == [rows.height - 8] * 5  # each fit leaves out one whole configuration (8 runs), nothing else
+    configuration = ev.llm_configuration(rows[:40])
+    assert len(set(configuration)) == 5 and configuration[0] == configuration[5]
+    one = rows.with_columns(pl.when(pl.col(c.ARCH).is_not_null()).then(pl.lit("arch0")).alias(c.ARCH))
+    assert ev.llm_evidence(one, c.PEAK_GPU_MEM_GB, TrainOptions(), "catboost", registry.Build(threads=THREADS)) is None
+    assert fits == [rows.height - 8] * 5  # (no fit for one configuration)
+    assert "in 5 folds by configuration, learned by lightgbm (100 trees, a stand-in for catboost)" in said[0], said
+
+
+def test_a_detector_saved_before_the_sign_test_still_loads_with_the_decision_it_saved():
+    """Review 56 (M1): b748d04 saved the LLM groups without `closer` / `p_value`; the Scorer read them with KeyError."""
+    group = {"rows": 30, "model_mape": 10.0, "prior_mape": 12.0, "keep": True}
+    detector = ood.Detector.from_json({"numbers": [], "llm_correction": {"pooled": group, "by_group": {"lora on one GPU": group}}})
+    assert detector.llm_correction.pooled.keep and detector.llm_correction.by_group["lora on one GPU"].keep
+    assert detector.llm_correction.pooled.p_value == 1.0 and detector.llm_correction.pooled.closer == 0
