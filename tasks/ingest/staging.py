@@ -231,7 +231,8 @@ def _read_ahead(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
     """`chunks`, the next one read by a thread while the caller checks and writes this one: the same chunks in the
     same order, and a reading error raised where it was met (after the chunks before it). Reading holds Python's
     lock to split lines (`readers._line_blocks`) while checking and writing mostly run in Polars, which releases
-    it: on two cores the two overlap. At most one chunk waits (memory: one chunk more than before)."""
+    it: on two cores the two overlap. At most one chunk waits in the queue while the reader holds the next
+    (memory: up to two chunks more than before; three are made while the caller holds the first)."""
     ahead: queue.Queue = queue.Queue(maxsize=1)
     stop = threading.Event()
     done = object()
