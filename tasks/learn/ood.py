@@ -146,7 +146,7 @@ class Fallback:
     interval_quantile: float
     interval_factor: float
     candidates: Mapping[str, HeldOutScore]
-    seconds: float | None = None  # how long measuring it took (tasks/learn/train.py `held_out_evidence`)
+    seconds: float | None = None  # how long measuring it took (tasks/learn/evidence.py `held_out_evidence`)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Fallback | None:
@@ -402,7 +402,7 @@ def _sign_test(closer: int, n: int) -> float:
 def llm_correction(rows: pl.DataFrame, y: np.ndarray, forecasts: Mapping[tuple[int, int], float] | None,
                    min_rows: int = MIN_LLM_ROWS) -> LlmCorrection | None:
     """Where the champion's learned correction of the per-GPU prior beats the prior on jobs it has not seen (issue
-    51): its out-of-fold forecasts `forecasts` (keys (pass, row index of `rows`): `tasks/learn/train.py`
+    51): its out-of-fold forecasts `forecasts` (keys (pass, row index of `rows`): `tasks/learn/evidence.py`
     `llm_evidence`'s) of the LLM jobs (`llm_mem_gb` set) against the prior on the same jobs, per layout group
     (`llm_memory.layout_group`) and over all of them. A group keeps the correction only where the evidence is clear:
     its P50 MAPE (median APE) is lower than the prior's and it forecast closer than the prior on more of the group's

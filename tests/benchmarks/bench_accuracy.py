@@ -54,7 +54,8 @@ from gpucast.tasks.learn.intervals import SHAPE_OOF, SIZE_OOF, Calibrated, calib
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import safe_request_gb
-from gpucast.tasks.learn.train import CALIBRATION_FRACTION, _build
+from gpucast.tasks.learn.train import CALIBRATION_FRACTION
+from gpucast.tasks.learn.unfitted import model as _build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks import real_archs  # noqa: E402

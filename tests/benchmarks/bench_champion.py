@@ -78,7 +78,7 @@ def stopping_side_by_side(history: pl.DataFrame, pending: pl.DataFrame, target: 
     `rounds` times (so load changes hit them alike): pending-job R² and MAPE (the same every round: the fits are
     seeded), and the fit's median wall and CPU seconds (this process's, `time.process_time`) per rule."""
     from gpucast.tasks.learn.features import FeatureEncoder
-    from gpucast.tasks.learn.train import _build
+    from gpucast.tasks.learn.unfitted import model as _build
 
     enc = FeatureEncoder("residual").fit(history)
     X, Xp = enc.transform(history), enc.transform(pending)
