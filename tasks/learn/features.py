@@ -33,6 +33,7 @@ Transformer-BiGRU embeds the categorical codes and the numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,8 +132,9 @@ class FeatureEncoder:
     vocab_: dict[str, list[str]] = field(default_factory=dict)
     medians_: dict[str, float] = field(default_factory=dict)
     # issue 51 item 5: the achieved share of peak FLOPs of the training rows' LLM jobs with a measured run time
-    # (`llm_memory.fit_utilisation`, as `Utilisation.to_json`); their run-time prior uses it, else the stated prior
-    utilisation_: dict = field(default_factory=dict)
+    # (`llm_memory.fit_utilisation`; read-only, parsed once where a saved encoder is read); their run-time prior uses
+    # it, else the stated prior. Saved as `Utilisation.to_json` under "utilisation" ({} when nothing was learned)
+    utilisation_: llm_memory.Utilisation = field(default_factory=llm_memory.Utilisation)
 
     @property
     def specs(self) -> tuple[FeatureSpec, ...]:
@@ -155,7 +157,7 @@ class FeatureEncoder:
                 med = col.drop_nulls().cast(pl.Float64).log().median()
                 self.medians_[spec.name] = 0.0 if med is None or math.isnan(med) else float(med)
         if RUNTIME_PRIOR in self.names and (learned := llm_memory.fit_utilisation(rows)).jobs:
-            self.utilisation_ = learned.to_json()
+            self.utilisation_ = learned
         return self
 
     @property
@@ -163,7 +165,8 @@ class FeatureEncoder:
         """Embedding sizes of the categorical features (codes 0..K, 0 = unknown)."""
         return tuple(len(self.vocab_[self.specs[i].name]) + 1 for i in self.categorical)
 
-    def expressions(self) -> list[pl.Expr]:
+    def expressions(self, columns: Collection[str]) -> list[pl.Expr]:
+        """The feature matrix's columns as expressions over a frame whose columns are `columns`."""
         exprs = []
         for spec in self.specs:
             col = pl.col(spec.name)
@@ -171,8 +174,8 @@ class FeatureEncoder:
                 codes = {v: i + 1 for i, v in enumerate(self.vocab_[spec.name])}
                 e = col.replace_strict(codes, default=0, return_dtype=pl.Int32)
             elif spec.kind == "log":
-                if spec.name == RUNTIME_PRIOR and self.utilisation_:  # LLM jobs at the learned utilisation
-                    col = llm_memory.with_learned_utilisation(col, llm_memory.Utilisation.from_json(self.utilisation_))
+                if spec.name == RUNTIME_PRIOR:  # LLM jobs at the learned utilisation (none learned: as it was)
+                    col = llm_memory.with_learned_utilisation(col, self.utilisation_, columns)
                 e = col.cast(pl.Float64).log().fill_null(self.medians_[spec.name])
             else:
                 e = col.cast(pl.Float64).fill_null(0.5)
@@ -183,17 +186,17 @@ class FeatureEncoder:
         """(n_rows, n_features) float32, columns in the feature set's order."""
         if not self.vocab_:
             raise RuntimeError("FeatureEncoder.transform called before fit")
-        return rows.select(self.expressions()).to_numpy().astype(np.float32, copy=False)
+        return rows.select(self.expressions(rows.columns)).to_numpy().astype(np.float32, copy=False)
 
     def to_dict(self) -> dict:
         return {"feature_set": self.feature_set, "vocab": self.vocab_, "medians": self.medians_,
-                "utilisation": self.utilisation_}
+                "utilisation": self.utilisation_.to_json() if self.utilisation_.jobs else {}}
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureEncoder:
         name = d.get("feature_set", "contract")  # encoders saved before feature sets existed had the 11
         return cls(feature_set=RENAMED_FEATURE_SETS.get(name, name), vocab_={k: list(v) for k, v in d["vocab"].items()},
-                   medians_=dict(d["medians"]), utilisation_=dict(d.get("utilisation") or {}))
+                   medians_=dict(d["medians"]), utilisation_=llm_memory.Utilisation.from_json(d.get("utilisation")))
 
 
 def labelled_rows(job_logs: pl.DataFrame, target: str) -> pl.DataFrame:

@@ -79,9 +79,11 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 
 import numpy as np
 import polars as pl
@@ -690,11 +692,17 @@ UTILISATION_RANGE = (0.01, 1.0)  # an achieved share outside it is a logging err
 @dataclass(frozen=True)
 class Utilisation:
     """The achieved share of the catalogue's peak FLOPs of LLM jobs, learned from their measured run times: the median
-    per (precision, GPU type), else per precision, else `MFU_PRIOR`. `jobs`: how many measured jobs it learned from."""
+    per (precision, GPU type), else per precision, else `MFU_PRIOR`. `jobs`: how many measured jobs it learned from.
+    Read-only: its tables are mappings that cannot be changed once made (`Utilisation()`: nothing learned)."""
 
-    by_type: dict[tuple[str, str], float]
-    by_precision: dict[str, float]
+    by_type: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    by_precision: Mapping[str, float] = field(default_factory=dict)
     jobs: int = 0
+
+    def __post_init__(self):
+        # copies behind read-only views: the record a saved encoder parses once is the one every scoring uses
+        object.__setattr__(self, "by_type", MappingProxyType(dict(self.by_type)))
+        object.__setattr__(self, "by_precision", MappingProxyType(dict(self.by_precision)))
 
     def share(self, precision: str | None, gpu_type: str | None) -> tuple[float, str]:
         """(share of peak, where it came from: `learned <precision> <gpu type>`, `learned <precision>`, `prior`)."""
@@ -714,7 +722,7 @@ class Utilisation:
     def from_json(cls, data: dict | None) -> Utilisation:
         """`to_json`'s dict; none (an encoder saved before it existed): nothing learned, the stated prior."""
         if not data:
-            return cls({}, {}, 0)
+            return cls()
         return cls({(str(p), str(g)): float(s) for p, g, s in data.get("by_type", [])},
                    {str(k): float(v) for k, v in data.get("by_precision", {}).items()}, int(data.get("jobs", 0)))
 
@@ -741,11 +749,11 @@ def fit_utilisation(rows: pl.DataFrame, min_jobs: int = MIN_UTILISATION_JOBS) ->
     precision likewise."""
     needed = (LLM_MEM_GB, LLM_GFLOP_PER_ITER, "prior_peak_tflops", c.RUNTIME_HOURS, c.ITERATIONS)
     if rows.is_empty() or any(n not in rows.columns for n in needed):
-        return Utilisation({}, {}, 0)
+        return Utilisation()
     lo, hi = UTILISATION_RANGE
     rows = rows.filter(pl.col(LLM_MEM_GB).is_not_null() & pl.col(c.RUNTIME_HOURS).is_not_null())  # first: it is cheap
     if rows.is_empty():
-        return Utilisation({}, {}, 0)
+        return Utilisation()
     measured = rows.with_columns(
         achieved_share(rows).alias("_share"),
         pl.col(c.PRECISION).fill_null(DEFAULT_PRECISION).alias("_precision"),
@@ -763,12 +771,19 @@ def llm_runtime_hours(rows: pl.DataFrame, utilisation: Utilisation) -> pl.Series
     """The run-time prior of the LLM jobs of `rows` (a built feature frame) at the utilisation learned from the history:
     iterations x FLOPs a step / (the catalogue's peak at the job's precision x the learned share x its GPUs); null
     for the other jobs. GPU-hours = this x `gpu_count`."""
-    return rows.select(runtime_expr(utilisation).alias("llm_runtime_hours")).to_series()
+    return rows.select(runtime_expr(utilisation, rows.columns).alias("llm_runtime_hours")).to_series()
 
 
-def runtime_expr(utilisation: Utilisation) -> pl.Expr:
-    """`llm_runtime_hours` as an expression over a built feature frame (the contract columns, `LLM_GFLOP_PER_ITER`,
-    `prior_peak_tflops`): the share of each distinct (precision, GPU type) looked up once."""
+def _column_or(name: str, columns: Collection[str], dtype: pl.DataType, default) -> pl.Expr:
+    """Column `name` as `dtype` where the frame has it, else `default` for every row (a frame built without it)."""
+    return pl.col(name).cast(dtype) if name in columns else pl.repeat(default, pl.len(), dtype=dtype)
+
+
+def runtime_expr(utilisation: Utilisation, columns: Collection[str]) -> pl.Expr:
+    """`llm_runtime_hours` as an expression over a built feature frame whose columns are `columns` (`LLM_GFLOP_PER_ITER`,
+    `prior_peak_tflops`, and the contract's): the share of each distinct (precision, GPU type) looked up once. The
+    optional contract columns may be missing: no `gpu_type`, the share per precision; no `precision`, the default
+    one's; no `iterations`, one; no `gpu_count`, one GPU (the same as where they are null)."""
 
     def shares(cols: list[pl.Series]) -> pl.Series:
         keys = pl.DataFrame({"p": cols[0], "g": cols[1]})
@@ -777,17 +792,18 @@ def runtime_expr(utilisation: Utilisation) -> pl.Expr:
                                                    dtype=pl.Float64))
         return keys.join(distinct, on=["p", "g"], how="left", nulls_equal=True, maintain_order="left")["s"]
 
-    share = pl.map_batches([pl.col(c.PRECISION).cast(pl.String), pl.col(c.GPU_TYPE).cast(pl.String)], shares,
-                           return_dtype=pl.Float64)
-    gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0).clip(1.0)
-    iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0)
+    share = pl.map_batches([_column_or(c.PRECISION, columns, pl.String, None),
+                            _column_or(c.GPU_TYPE, columns, pl.String, None)], shares, return_dtype=pl.Float64)
+    gpus = _column_or(c.GPU_COUNT, columns, pl.Float64, 1.0).fill_null(1.0).clip(1.0)
+    iterations = _column_or(c.ITERATIONS, columns, pl.Float64, 1.0).fill_null(1.0)
     return iterations * pl.col(LLM_GFLOP_PER_ITER) * 1e9 / (pl.col("prior_peak_tflops") * 1e12 * share * gpus) / 3600.0
 
 
-def with_learned_utilisation(runtime: pl.Expr, utilisation: Utilisation) -> pl.Expr:
-    """The run-time prior column `runtime` (`prior_runtime_hours`) with its LLM jobs' at the utilisation learned from
-    the history (`runtime_expr`) where it learned any (`jobs` > 0); as it was otherwise (the stated prior)."""
-    if not utilisation.jobs:
+def with_learned_utilisation(runtime: pl.Expr, utilisation: Utilisation, columns: Collection[str]) -> pl.Expr:
+    """The run-time prior column `runtime` (`prior_runtime_hours`) of a frame whose columns are `columns` with its LLM
+    jobs' at the utilisation learned from the history (`runtime_expr`) where it learned any (`jobs` > 0); as it was
+    otherwise (the stated prior), and for a frame without the LLM prior's columns (no LLM job in it)."""
+    if not utilisation.jobs or any(n not in columns for n in (LLM_MEM_GB, LLM_GFLOP_PER_ITER, "prior_peak_tflops")):
         return runtime
-    learned = runtime_expr(utilisation)
+    learned = runtime_expr(utilisation, columns)
     return pl.when(pl.col(LLM_MEM_GB).is_not_null() & learned.is_finite()).then(learned).otherwise(runtime)

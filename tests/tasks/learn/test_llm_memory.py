@@ -4,6 +4,7 @@ in the features of jobs with v5 fields only; the impossible-forecast bound not f
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -291,7 +292,7 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     jobs += [record(job_id=f"h{i}", gpu_type="h100 80gb", precision="BF16", **llm) for i in range(2)]
     jobs += [record(job_id="odd", gpu_type="A100-80GB", precision="BF16", **llm)]
     built = features.build(_rows(*jobs))
-    at_prior = m.llm_runtime_hours(built, m.Utilisation({}, {}, 0)).to_numpy()
+    at_prior = m.llm_runtime_hours(built, m.Utilisation()).to_numpy()
     # measured run times: the A100 jobs at 0.5, 0.5, 0.6, 0.3 of peak (median 0.5), the H100 ones at 0.2 and 0.3,
     # and one logged with a run time 100x too short (a share of 30: a logging error, dropped)
     share = np.array([0.5, 0.5, 0.6, 0.3, 0.2, 0.3, 30.0])
@@ -307,6 +308,13 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     again = m.llm_runtime_hours(built, fitted).to_numpy()
     assert again[0] == pytest.approx(at_prior[0] * m.MFU_PRIOR / 0.5)
     assert m.fit_utilisation(built.head(0)).share("BF16", "A100-80GB") == (m.MFU_PRIOR, "prior")
+    # a frame built without the optional `gpu_type` and `iterations` (review 56: read unguarded, they raised): the
+    # share per precision (0.4) and one iteration, as where they are null
+    bare = m.llm_runtime_hours(built.drop(c.GPU_TYPE, c.ITERATIONS), fitted).to_numpy()
+    assert bare[0] == pytest.approx(at_prior[0] / 1000 * m.MFU_PRIOR / 0.4)
+    # the learned tables are read-only
+    with pytest.raises(TypeError):
+        fitted.by_precision["BF16"] = 0.9  # type: ignore[index]
 
 
 def test_the_nightly_run_time_prior_of_llm_jobs_uses_the_utilisation_the_encoder_learned():
@@ -321,15 +329,20 @@ def test_the_nightly_run_time_prior_of_llm_jobs_uses_the_utilisation_the_encoder
     stated = built["prior_runtime_hours"].to_numpy()
     column = features.FEATURE_SETS["residual"].names.index(features.RUNTIME_PRIOR)
     plain_encoder = features.FeatureEncoder("residual").fit(built)  # no run time measured: the stated prior
-    assert plain_encoder.utilisation_ == {}
+    assert plain_encoder.utilisation_.jobs == 0 and plain_encoder.to_dict()["utilisation"] == {}
     assert np.allclose(np.exp(plain_encoder.transform(built)[:, column]), stated, rtol=1e-5)
     # the LLM jobs ran at 0.2 of peak: twice the stated prior's hours (0.40)
     measured = built.with_columns(pl.Series(c.RUNTIME_HOURS, np.where(at_prior, stated * m.MFU_PRIOR / 0.2, 1.0)))
     encoder = features.FeatureEncoder("residual").fit(measured)
-    assert encoder.utilisation_["by_type"] == [["BF16", "A100-80GB", pytest.approx(0.2)]]
-    again = features.FeatureEncoder.from_dict(encoder.to_dict())  # as saved with the champion and read at scoring
-    for enc in (encoder, again):
-        got = np.exp(enc.transform(built)[:, column])
+    assert encoder.utilisation_.by_type == {("BF16", "A100-80GB"): pytest.approx(0.2)}
+    # encoder.json keeps its format: `Utilisation.to_json` under "utilisation", parsed once into the typed record
+    saved = json.loads(json.dumps(encoder.to_dict()))
+    assert saved["utilisation"]["by_type"] == [["BF16", "A100-80GB", pytest.approx(0.2)]]
+    again = features.FeatureEncoder.from_dict(saved)  # as saved with the champion and read at scoring
+    assert again.utilisation_ == encoder.utilisation_
+    # a frame without `gpu_type` (the share per precision, here the same 0.2) does not raise
+    for enc, frame in ((encoder, built), (again, built), (again, built.drop(c.GPU_TYPE))):
+        got = np.exp(enc.transform(frame)[:, column])
         assert np.allclose(got[at_prior], stated[at_prior] * 2, rtol=1e-5)
         assert got[~at_prior] == pytest.approx(stated[~at_prior], rel=1e-5)  # the plain job as it was
 
