@@ -313,17 +313,6 @@ DDP_BUCKETS = 2
 # step; activations are freed by then, so the step's peak is states + that copy. A fused step (`adamw_torch_fused`,
 # apex's / DeepSpeed's FusedAdam) has none.
 FUSED_OPTIMIZER = re.compile(r"fused", re.IGNORECASE)
-# DeepSpeed's step under ZeRO (`step_temporary`): its Adam steps the fp32 master partition, so the step first upcasts the
-# rank's 16-bit gradient partition to an fp32 copy and hangs it on the master as its `.grad`
-# (deepspeed/runtime/zero/stage_1_and_2.py `step`: `single_grad_partition = self.flatten(self.averaged_gradients[i])
-# .to(self.single_partition_of_fp32_groups[i].dtype)`, every group before the one optimizer step; stage3.py
-# `_prepare_fp32_grad_for_sub_group`: one sub-group of `stage3_sub_group_size` parameters at a time, 1e9 by default and
-# under Hugging Face's "auto"), freed after the step: 4 bytes a parameter of the partition, after the backward pass
-# has freed the activations. Not under ZeRO-Offload (the fp32 copy is made on the CPU), not for adapters (their
-# partition is small); tensor parallelism implies Megatron, whose distributed optimizer keeps its fp32 main gradients
-# as a buffer instead.
-ZERO_FP32_GRAD_BYTES = 4
-ZERO3_SUB_GROUP_PARAMS = 1e9
 GALORE_OPTIMIZER = re.compile(r"galore", re.IGNORECASE)
 GALORE_LAYERWISE = re.compile(r"layerwise", re.IGNORECASE)
 GALORE_RANK = 128
@@ -500,17 +489,10 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
 
 def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
-    takes the square root of every second moment at once, a copy of them; DeepSpeed's step under zero1-3 upcasts the
-    rank's gradient partition to fp32 (`ZERO_FP32_GRAD_BYTES`); 0 where a fused kernel steps (Megatron's apex /
-    Transformer Engine Adam, which tensor parallelism implies), on the CPU (offload), for 8-bit, factored or
-    one-moment optimizers, and for adapters (their states are small)."""
+    takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
+    Adam under zero1-3, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU
+    (offload), for 8-bit, factored or one-moment optimizers, and for adapters (their states are small)."""
     optimizer = job.optimizer or ""
-    if (job.sharding in ("zero1", "zero2", "zero3") and job.adapter == "none" and job.cpu_offload == "none"
-            and job.tensor_parallel == 1):
-        # DeepSpeed's fused Adam has no square-root copy, but its step upcasts the rank's gradient partition to fp32
-        # (`ZERO_FP32_GRAD_BYTES`; zero3: one sub-group at a time)
-        params = arch.params / job.pipeline_parallel / job.data_parallel
-        return ZERO_FP32_GRAD_BYTES * (min(params, ZERO3_SUB_GROUP_PARAMS) if job.sharding == "zero3" else params)
     if (job.adapter in ("lora", "qlora", "other") or job.sharding in ("zero1", "zero2", "zero3")
             or job.tensor_parallel > 1
             or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2

@@ -402,27 +402,13 @@ def test_the_foreach_adamw_step_copies_the_second_moments_after_the_activations_
     # a long sequence's activations and logits exceed the copy: the backward pass is the peak, no step term
     long = m.per_gpu(arch, m.Layout(seq_len=32768, micro_batch_size=2, activation_checkpointing="full"))
     assert long.optimizer_gb * 1e9 == pytest.approx(arch.params * 4)
-    # none for fused / Megatron's / 8-bit / offloaded steps, or adapters
-    for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(gpu_count=2, tensor_parallel=2),
-                m.Layout(sharding="zero2", gpu_count=2, tensor_parallel=2),
+    # none for fused / DeepSpeed's / 8-bit / offloaded steps, or adapters
+    for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(sharding="zero2", gpu_count=2),
+                m.Layout(gpu_count=2, tensor_parallel=2),
                 m.Layout(optimizer="adamw_bnb_8bit"), m.Layout(sharding="fsdp", cpu_offload="optimizer"),
-                m.Layout(sharding="zero2", gpu_count=2, cpu_offload="optimizer"),
-                m.Layout(adapter="lora"), m.Layout(adapter="lora", sharding="zero3", gpu_count=2)):
+                m.Layout(adapter="lora")):
         assert m.step_temporary(arch, job) == 0.0
     assert m.step_temporary(arch, m.Layout(sharding="fsdp", gpu_count=4)) == pytest.approx(arch.params * 4 / 4)
-    # DeepSpeed's step upcasts the rank's gradient partition to fp32: 4 bytes a parameter over the d ranks (zero1,
-    # zero2), one sub-group of 1e9 parameters at a time under zero3
-    for sharding in ("zero1", "zero2", "zero3"):
-        assert m.step_temporary(arch, m.Layout(sharding=sharding, gpu_count=8)) == pytest.approx(arch.params * 4 / 8)
-    big = m.lookup("Llama-3.1-70B")
-    assert m.step_temporary(big, m.Layout(sharding="zero3", gpu_count=8)) == pytest.approx(4 * m.ZERO3_SUB_GROUP_PARAMS)
-    assert m.step_temporary(big, m.Layout(sharding="zero2", gpu_count=8)) == pytest.approx(big.params * 4 / 8)
-    # a short sequence's backward pass holds less than that copy: the step is the peak
-    zero2 = m.Layout(sharding="zero2", gpu_count=2, seq_len=256, activation_checkpointing="full")
-    at_step = m.per_gpu(arch, zero2)
-    assert (at_step.optimizer_gb - m.per_gpu(arch, replace(zero2, cpu_offload="optimizer")).optimizer_gb - arch.params
-            * 12 / 2 / 1e9) * 1e9 == pytest.approx(arch.params * 4 / 2 - (at_step.activations_gb + at_step.logits_gb)
-                                                   * 1e9)
 
 
 def test_bloom_keeps_its_eager_attention_scores():
