@@ -704,6 +704,10 @@ class Utilisation:
         object.__setattr__(self, "by_type", MappingProxyType(dict(self.by_type)))
         object.__setattr__(self, "by_precision", MappingProxyType(dict(self.by_precision)))
 
+    def __reduce__(self):
+        """Pickled (and deep-copied) as its plain tables: a read-only view cannot be pickled itself."""
+        return (type(self), (dict(self.by_type), dict(self.by_precision), self.jobs))
+
     def share(self, precision: str | None, gpu_type: str | None) -> tuple[float, str]:
         """(share of peak, where it came from: `learned <precision> <gpu type>`, `learned <precision>`, `prior`)."""
         precision, gpu_type = precision or DEFAULT_PRECISION, gpu_key(gpu_type)

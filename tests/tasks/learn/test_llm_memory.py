@@ -4,7 +4,9 @@ in the features of jobs with v5 fields only; the impossible-forecast bound not f
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -312,9 +314,10 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     # share per precision (0.4) and one iteration, as where they are null
     bare = m.llm_runtime_hours(built.drop(c.GPU_TYPE, c.ITERATIONS), fitted).to_numpy()
     assert bare[0] == pytest.approx(at_prior[0] / 1000 * m.MFU_PRIOR / 0.4)
-    # the learned tables are read-only
+    # the learned tables are read-only; the record still pickles (a night's results may be)
     with pytest.raises(TypeError):
         fitted.by_precision["BF16"] = 0.9  # type: ignore[index]
+    assert pickle.loads(pickle.dumps(fitted)) == fitted == copy.deepcopy(fitted)
 
 
 def test_the_nightly_run_time_prior_of_llm_jobs_uses_the_utilisation_the_encoder_learned():
