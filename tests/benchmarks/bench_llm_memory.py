@@ -57,6 +57,16 @@ CHECKPOINT = re.compile(r"quantized checkpoint \(([\w.\-]+)")
 # `--galore_optim_per_parameter` ("a separate optimizer for each GaLore target parameter", its docs) does not say the
 # gradients are freed in their hooks as Hugging Face's `_layerwise` does, so it is not read as `_layerwise`.
 GALORE = re.compile(r"galore", re.IGNORECASE)
+# LISA (Pan et al. 2024, "LISA: Layerwise Importance Sampling for Memory-Efficient Large Language Model Fine-Tuning";
+# ms-swift's `--lisa_activated_layers`) trains a few sampled blocks at a time over a frozen rest: not all weights, so
+# contract v5's `adapter` says `other` (any other parameter-efficient method), as the set itself logs one LISA run
+# (an example script), where its Benchmark.md rows say `none`
+LISA = re.compile(r"\bLISA\b")
+
+
+def adapter_of(logged: str | None, notes: str) -> str | None:
+    """`adapter` as a log following contract v5 would carry it: the set's word, `other` for a LISA run."""
+    return "other" if LISA.search(notes) and logged in (None, "none") else logged
 
 
 def optimizer_of(notes: str) -> str:
@@ -103,7 +113,7 @@ def job_rows(path: Path) -> pl.DataFrame:
             c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"], c.OPTIMIZER: optimizer_of(r.get("other") or ""),
             c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp,
             c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
-            c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: r["adapter"],
+            c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: adapter_of(r["adapter"], r.get("other") or ""),
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
