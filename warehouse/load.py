@@ -349,8 +349,10 @@ def _loaded_files(records: Path | None, days: list[str]) -> dict[str, list[Path]
 
 
 def _move(file: Path, target: Path, swap: Path) -> None:
-    """Rename `file` to `target` (atomic: a reader sees the file whole or not at all); across file systems, copied
-    into the swap folder beside the lake first, then renamed."""
+    """Rename `file` to `target` (atomic: a reader sees the file whole or not at all); across file systems (the
+    staging folder and the lake on two mounts), copied into the swap folder beside the lake first, the copy flushed
+    to disk, renamed in and the rename flushed (`target`'s folder), and only then `file` removed: a crash at any
+    point leaves the records in the staging file or whole in the lake, never only in a copy the disk may not hold."""
     try:
         os.replace(file, target)
     except OSError as exc:
@@ -358,7 +360,19 @@ def _move(file: Path, target: Path, swap: Path) -> None:
             raise
         tmp = swap / f"copy-{uuid.uuid4().hex}"
         shutil.copyfile(file, tmp)
+        _fsync(tmp)
         os.replace(tmp, target)
+        _fsync(target.parent)
+        file.unlink()
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's or a folder's contents (a folder: the names in it, so a rename into it) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, run_id: str | None, days: list[str], pattern: str) -> None:

@@ -3,9 +3,14 @@ own; a day written before is not rewritten unless it is stale (then it is rewrit
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 
 import polars as pl
+import pytest
 
 from gpucast.flows.settings import Settings
 from gpucast.warehouse import load
@@ -108,3 +113,34 @@ def test_the_lake_gets_the_files_the_warehouse_loaded_and_a_failed_load_leaves_i
         assert load.stale_lake_days(con, storage.lake_dir) == []
         rows = pl.read_parquet(storage.lake_dir / "**" / "*.parquet", hive_partitioning=False)
         assert sorted(rows["job_id"].to_list()) == ["j0", "j1", "j2", "j3"]
+
+
+def test_a_move_across_file_systems_flushes_the_copy_and_its_rename_before_the_source_goes(tmp_path, monkeypatch):
+    """`_move`'s fallback when the staging folder and the lake are on two mounts (a real one here: /dev/shm is a
+    tmpfs): the copy is flushed to disk, renamed in, the lake folder flushed (the rename), and only then the staging
+    file removed (a review of session 6: the copy was not flushed before the source could go)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second file system at /dev/shm")
+    source = Path(tempfile.mkdtemp(dir=shm)) / "batch-00000-0.parquet"
+    source.write_bytes(b"PAR1 records PAR1")
+    lake, swap = tmp_path / "lake" / "submitted_date=2026-11-01", tmp_path / ".swap"
+    lake.mkdir(parents=True)
+    swap.mkdir()
+    events: list[tuple[str, str, bool]] = []  # (what, path flushed, the source still there)
+    fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"), source.exists()))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    try:
+        load._move(source, lake / "run-r-0.parquet", swap)
+    finally:
+        shutil.rmtree(source.parent, ignore_errors=True)
+    assert (lake / "run-r-0.parquet").read_bytes() == b"PAR1 records PAR1" and not source.exists()
+    assert list(swap.iterdir()) == []
+    flushed = [path for _, path, _ in events]
+    assert len(flushed) == 2 and flushed[0].startswith(str(swap / "copy-")) and flushed[1] == str(lake)
+    assert all(still_there for _, _, still_there in events)  # both flushes before the source was removed
