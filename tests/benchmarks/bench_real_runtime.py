@@ -13,11 +13,17 @@ A time split at several cut days (default 30, 40, 50), each:
   (hours) and its ratio to the queue median's (goal <= 0.85), MAPE, the P10-P90 coverage (goal 70-90%), overall
   and per cluster; and the **ceiling** of the facts ITP records (`oracle_median`: each queue x GPU count's median
   of the measured jobs themselves, which knows their run times: no forecast from those facts alone does better);
+* **bursts** (`history.burst_p50`): the same P50 moved toward each job's burst's siblings (same queue x GPU count,
+  submitted within an hour of it) as known at three times: the morning (00:00 UTC) after its submission (a job
+  pending overnight, what the nightly forecasts: the siblings finished by then, and the running ones' hours so far),
+  the same without the running ones (what the nightly's staged history holds), and the start of its submission's
+  hour (no wait); nothing submitted, started or finished after that time is read, the job itself never;
 * **running jobs** at the cut (submitted before it, ending after it): their remaining run time given the hours
   already run, by the survival-aware estimate (`history.RemainingTime`, fitted on the same history, with the queue
   median as the job's P50 forecast while it was pending: the warehouse's `job_demand.hours_expected`) against the
   rule the plan used before (`tasks/plan/starts.py` before issue 53: the queue median P50 while a job has run less,
-  else as long again as it has run): MAE of the remaining hours, P10-P90 coverage;
+  else as long again as it has run), and with its burst's siblings that ran longer than it has (known at the cut):
+  MAE of the remaining hours, P10-P90 coverage;
 * **the last days' GPU-hours**: GPU-hours of the jobs submitted in the 7 days before the cut, as the demand
   history counts them at the cut (finished jobs' known hours + running jobs' expected hours: before, the queue
   median P50 x GPUs; now, hours run + the remaining P50), against their true total.
@@ -45,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT.parent / "shared" / "data" / "itp_jobs_2021.csv.gz"
 START = datetime(2021, 3, 4, tzinfo=UTC)  # the trace's time 0 (its time of day is unknown: midnight UTC taken)
 DAY = timedelta(days=1)
+WHEN = ("morning", "finished", "hour")  # the times the bursts' siblings are known at (`bursts`)
 
 
 def itp_jobs(path: Path = TRACE) -> pl.DataFrame:
@@ -103,8 +110,41 @@ def pending(jobs: pl.DataFrame, cut: datetime, window: int, seed: int) -> dict[s
     r10, r50, r90 = SchedulerHistory(c.RUNTIME_HOURS, seed=seed, recent=True).fit(fit).intervals(test, context=jobs)
     print(f"    with the recent-run-time facts too (recent=True, {time.process_time() - t0:.1f} CPU-s): MAE "
           f"x{np.mean(np.abs(r50 - y)) / mae_q:.2f} of the queue median's, P10-P90 covers {np.mean((y >= r10) & (y <= r90)):.1%}")
-    return {"mae": mae, "mae_q": mae_q, "covered": float(cover.sum()), "n": float(len(y)),
-            "mae_ceiling": float(np.mean(np.abs(ceiling - y)))}
+    got = {"mae": mae, "mae_q": mae_q, "covered": float(cover.sum()), "n": float(len(y)),
+           "mae_ceiling": float(np.mean(np.abs(ceiling - y)))}
+    for when, label in (("morning", "as of the morning after its submission (pending overnight: the nightly's "
+                                    "forecast; its siblings that had run by then)"),
+                        ("finished", "as of the same morning, the finished ones only (what the nightly's staged "
+                                     "history holds: tasks/learn/score.py)"),
+                        ("hour", "as of the hour it was submitted in (no wait: only what had run by its submission)")):
+        b10, b50, b90, n = bursts(model, jobs, test, (p10, p50, p90), when)
+        bmae, bcover = float(np.mean(np.abs(b50 - y))), (y >= b10) & (y <= b90)
+        some = n[n > 0] if (n > 0).any() else np.zeros(1)
+        print(f"    + its burst's siblings {label}: MAE x{bmae / mae_q:.3f} of the queue median's, P10-P90 covers "
+              f"{bcover.mean():.1%}; {np.mean(n > 0):.0%} of the jobs had a sibling (median {np.median(some):.0f})")
+        got |= {f"mae_{when}": bmae, f"covered_{when}": float(bcover.sum())}
+    return got
+
+
+def bursts(model: SchedulerHistory, jobs: pl.DataFrame, test: pl.DataFrame, bands: tuple[np.ndarray, ...], when: str
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(P10, P50, P90, siblings) of `test` with the P50 moved toward each job's burst (`history.burst_p50`), the
+    siblings as known at `when`: "morning", the midnight (UTC) after the job's submission; "hour", the start of its
+    submission's hour; "finished": the morning's, without the siblings still running then. Only what had been
+    submitted and had run by then counts (`history.burst_siblings`): a job finishing after that time is a running
+    one, known by its hours so far."""
+    times = test[c.SUBMITTED_AT].dt.truncate("1h" if when == "hour" else "1d")
+    times = times if when == "hour" else times.dt.offset_by("1d")
+    out = [b.copy() for b in bands] + [np.zeros(test.height)]
+    for moment in times.unique().sort().to_list():
+        idx = np.flatnonzero((times == moment).to_numpy())
+        rows = test[idx]
+        siblings = history.burst_siblings(jobs, moment)
+        siblings = siblings.filter(pl.col(history.DONE)) if when == "finished" else siblings
+        moved, n = history.burst_p50(rows, siblings, bands[1][idx])
+        factor = moved / bands[1][idx]
+        out[0][idx], out[1][idx], out[2][idx], out[3][idx] = bands[0][idx] * factor, moved, bands[2][idx] * factor, n
+    return out[0], out[1], out[2], out[3]
 
 
 def oracle_median(rows: pl.DataFrame) -> np.ndarray:
@@ -126,11 +166,15 @@ def running(jobs: pl.DataFrame, cut: datetime) -> dict[str, float]:
     # now: the warehouse's rule (job_demand.hours_expected), the same queue median as the P50 forecast while pending
     r10, r50, r90 = history.RemainingTime().fit(fit).intervals(run, elapsed, p50=p50_q)
     long = elapsed > 24
+    s10, s50, s90 = history.RemainingTime().fit(fit).intervals(run, elapsed, p50=p50_q, siblings=history.burst_siblings(jobs, cut))
     print(f"  running at the cut: {run.height:,} jobs ({long.sum()} running > 24 h, up to {elapsed.max():.0f} h); "
           f"remaining-time MAE {np.mean(np.abs(r50 - remaining)):.2f} h (survival-aware) vs "
           f"{np.mean(np.abs(before - remaining)):.2f} h (queue median, then as long again); "
           f"> 24 h: {np.mean(np.abs(r50[long] - remaining[long])):.1f} vs {np.mean(np.abs(before[long] - remaining[long])):.1f} h; "
-          f"P10-P90 covers {np.mean((remaining >= r10) & (remaining <= r90)):.1%}")
+          f"P10-P90 covers {np.mean((remaining >= r10) & (remaining <= r90)):.1%}; + its burst's siblings that ran longer "
+          f"(known at the cut): MAE {np.mean(np.abs(s50 - remaining)):.2f} h, "
+          f"> 24 h: {np.mean(np.abs(s50[long] - remaining[long])):.1f} h, "
+          f"P10-P90 covers {np.mean((remaining >= s10) & (remaining <= s90)):.1%}")
     # the last 7 days' GPU-hours (by submission day) as the demand history counts them at the cut
     last = jobs.filter((pl.col(c.SUBMITTED_AT) >= cut - 7 * DAY) & (pl.col(c.SUBMITTED_AT) < cut))
     true = float((last[c.RUNTIME_HOURS] * last[c.GPU_COUNT]).sum())
@@ -155,20 +199,24 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     jobs = itp_jobs()
     print(f"{TRACE.name}: {jobs.height:,} jobs, {jobs[c.QUEUE].n_unique()} clusters")
-    total = {"mae": 0.0, "mae_q": 0.0, "mae_ceiling": 0.0, "covered": 0.0, "n": 0.0}
+    total = dict.fromkeys(("mae", "mae_q", "mae_ceiling", "covered", "n", *(f"{k}_{when}" for when in WHEN
+                                                                             for k in ("mae", "covered"))), 0.0)
     for day in a.cuts:
         cut = START + day * DAY
         print(f"\ncut day {day} ({cut:%Y-%m-%d})")
         got = pending(jobs, cut, a.window, a.seed)
-        for k in ("covered", "n"):
+        for k in ("covered", "n", *(f"covered_{when}" for when in WHEN)):
             total[k] += got[k]
-        total["mae"] += got["mae"] * got["n"]
-        total["mae_q"] += got["mae_q"] * got["n"]
-        total["mae_ceiling"] += got["mae_ceiling"] * got["n"]
+        for k in ("mae", "mae_q", "mae_ceiling", *(f"mae_{when}" for when in WHEN)):
+            total[k] += got[k] * got["n"]
         running(jobs, cut)
     print(f"\nall cuts: pending jobs' MAE x{total['mae'] / total['mae_q']:.2f} of the queue median's (goal <= 0.85), "
           f"P10-P90 covers {total['covered'] / total['n']:.1%} (goal 70-90%) of {int(total['n']):,} jobs; the ceiling "
           f"of queue and GPU count (each group's median of the measured jobs themselves) x{total['mae_ceiling'] / total['mae_q']:.3f}")
+    for when in WHEN:
+        ratio, cover = total[f"mae_{when}"] / total["mae_q"], total[f"covered_{when}"] / total["n"]
+        print(f"  + the burst's siblings ({when}): MAE x{ratio:.3f} ({'met' if ratio <= 0.85 else 'not met'}), "
+              f"P10-P90 covers {cover:.1%} ({'met' if 0.7 <= cover <= 0.9 else 'not met'})")
 
 
 if __name__ == "__main__":

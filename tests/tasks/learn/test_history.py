@@ -223,3 +223,65 @@ def test_the_run_time_ceiling_of_queue_and_gpus_is_each_groups_own_median():
     assert got.tolist() == [3.0, 3.0, 3.0, 5.0, 2.0]
     y = rows[c.RUNTIME_HOURS].to_numpy()
     assert np.abs(got - y).sum() < np.abs(np.where(got == 3.0, 4.0, got) - y).sum()  # the mean of a's 1-GPU jobs errs more
+
+
+# Issue 53 item 2: a burst's siblings (same queue, account, name pattern, GPUs, submitted within an hour) run alike
+
+def test_a_burst_moves_the_run_time_toward_what_its_siblings_had_run_by_the_forecasts_time():
+    t0 = datetime(2026, 11, 20, tzinfo=UTC)
+    minutes = lambda m: t0 + timedelta(minutes=m)  # noqa: E731
+    # three siblings of "x" (sweep_*, within an hour of it); one 2.5 h away, one of another script, and "x" itself
+    # (a record of it must never count)
+    ctx = jobs(6, **{c.JOB_ID: ["s1", "s2", "s3", "far", "other", "x"],
+                     c.JOB_NAME: ["sweep_1", "sweep_2", "sweep_3", "sweep_4", "eval_1", "sweep_9"],
+                     c.SUBMITTED_AT: [minutes(0), minutes(10), minutes(20), minutes(180), minutes(5), minutes(30)],
+                     c.RUNTIME_HOURS: [4.0, 4.0, 16.0, 4.0, 1.0, 100.0]})
+    x = jobs(1, **{c.JOB_ID: ["x"], c.JOB_NAME: ["sweep_9"], c.SUBMITTED_AT: [minutes(30)]})
+    prior = np.array([1.0])
+    # at 6 h: s1 and s2 finished (4 h), s3 still running (5 h 40 min so far): median of log 4, 4, 5.67 h is log 4;
+    # three siblings against the P50's one: 4 h ^ (3/4)
+    moved, n = h.burst_p50(x, h.burst_siblings(ctx, minutes(360)), prior)
+    assert n[0] == 3 and moved[0] == pytest.approx(4.0 ** 0.75)
+    # at 1 h none has finished: the hours so far (1 h, 50 min, 40 min) are lower bounds, they never lower the P50
+    moved, n = h.burst_p50(x, h.burst_siblings(ctx, minutes(60)), prior)
+    assert n[0] == 3 and moved[0] == 1.0
+    assert h.burst_p50(x, h.burst_siblings(ctx, minutes(60)), np.array([0.1]))[0][0] > 0.1  # ... but may raise it
+    # before any was submitted: nothing known, the P50 kept; a job submitted after the time is not known either
+    assert h.burst_p50(x, h.burst_siblings(ctx, minutes(-1)), prior)[0][0] == 1.0
+    late = h.burst_siblings(ctx, minutes(15))
+    assert sorted(late[c.JOB_ID]) == ["other", "s1", "s2"] and not late[h.DONE].any()
+    # every job finished (the nightly's history, no time): 4, 4, 16 h -> median 4 h; "x"'s own 100 h left out
+    assert h.burst_p50(x, h.burst_siblings(ctx), prior)[0][0] == pytest.approx(4.0 ** 0.75)
+
+
+def test_a_running_jobs_burst_counts_only_the_siblings_that_ran_longer():
+    rng = np.random.default_rng(0)
+    history = jobs(400, **{c.RUNTIME_HOURS: np.where(np.arange(400) % 10 == 0, 240.0, 2.0) * np.exp(rng.normal(0, 0.2, 400))})
+    t0 = datetime(2026, 11, 25, tzinfo=UTC)
+    burst = jobs(5, **{c.JOB_ID: [f"s{i}" for i in range(5)], c.JOB_NAME: [f"sweep_{i}" for i in range(5)],
+                       c.SUBMITTED_AT: [t0] * 5, c.RUNTIME_HOURS: [20.0, 20.0, 20.0, 3.0, 3.0]})
+    running = jobs(1, **{c.JOB_ID: ["r"], c.JOB_NAME: ["sweep_9"], c.SUBMITTED_AT: [t0]})
+    remaining = h.RemainingTime().fit(history)
+    elapsed = np.array([5.0])
+    p10, p50, p90 = remaining.intervals(running, elapsed)
+    s10, s50, s90 = remaining.intervals(running, elapsed, siblings=h.burst_siblings(burst))
+    # the 3 h siblings ended before it had run 5 h: only the three of 20 h count, against its own total's one
+    assert 5.0 + s50[0] == pytest.approx(np.exp((3 * np.log(20.0) + np.log(5.0 + p50[0])) / 4))
+    assert s10[0] / p10[0] == pytest.approx(s50[0] / p50[0]) and s90[0] / p90[0] == pytest.approx(s50[0] / p50[0])
+
+
+def test_the_nightlys_run_time_of_a_job_without_features_moves_toward_its_bursts_finished_jobs():
+    from gpucast.tasks.learn import score
+
+    t0 = datetime(2026, 11, 20, tzinfo=UTC)
+    burst = jobs(3, **{c.JOB_ID: ["s1", "s2", "s3"], c.JOB_NAME: ["sweep_1", "sweep_2", "sweep_3"],
+                       c.SUBMITTED_AT: [t0] * 3, c.RUNTIME_HOURS: [20.0] * 3, c.TIME_LIMIT_HOURS: [None] * 3})
+    history = pl.concat([jobs(200), burst])
+    new = jobs(1, **{c.JOB_ID: ["p"], c.JOB_NAME: ["sweep_9"], c.SUBMITTED_AT: [t0 + timedelta(minutes=30)],
+                     c.TIME_LIMIT_HOURS: [None]})
+    plain = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history).predict(new)[0]
+    made = score.history_forecasts(c.RUNTIME_HOURS, new, lambda: history, "score-1", 1, say=lambda _: None)
+    assert made["p50"][0] == pytest.approx(np.exp((3 * np.log(20.0) + np.log(plain)) / 4))
+    assert h.BURST_REASON in made["ood_reason"][0]
+    memory = score.history_forecasts(c.PEAK_GPU_MEM_GB, new, lambda: history, "score-1", 1, say=lambda _: None)
+    assert h.BURST_REASON not in memory["ood_reason"][0]  # the bursts move run time only
