@@ -11,7 +11,16 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitResult, MetricRow
-from gpucast.tasks.learn.champion import COST_TIMINGS, TIE_SE, UNDER_WEIGHT, _weighted_sq, champion_choice, planner_loss, score_cost
+from gpucast.tasks.learn.champion import (
+    COST_TIMINGS,
+    FLOOR_P,
+    TIE_SE,
+    UNDER_WEIGHT,
+    _weighted_sq,
+    champion_choice,
+    planner_loss,
+    score_cost,
+)
 from gpucast.tasks.learn.folds import FOLDS, fold_split, generalisation_holdout, grouped_holdout, shape_clusters
 from gpucast.tasks.learn.models import registry
 
@@ -79,7 +88,7 @@ def test_models_are_compared_on_the_rows_every_one_of_them_forecast():
     assert choice.rows == 20 and choice.champion == "lightgbm"
 
 
-def test_a_champion_worse_than_the_plain_lightgbm_loses_to_it_and_the_reason_says_by_how_much():
+def test_a_model_worse_than_the_plain_lightgbm_or_below_it_within_noise_never_wins_and_the_reason_says_by_how_much():
     rng = np.random.default_rng(1)
     y = rng.uniform(1, 40, 300)
     plain = y + rng.normal(0, 1.0, 300)
@@ -88,10 +97,26 @@ def test_a_champion_worse_than_the_plain_lightgbm_loses_to_it_and_the_reason_say
     choice = champion_choice(_fits(y, {"decision_tree": tree, PLAIN: plain}, {"decision_tree": 0.1, PLAIN: 20.0}),
                              y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
     assert choice.means["decision_tree"] > choice.means[PLAIN]
-    assert choice.champion == PLAIN and choice.describe().startswith(f"{PLAIN} is champion: decision_tree was chosen")
+    assert choice.champion == PLAIN and choice.describe().startswith(f"{PLAIN} is champion: no model's out-of-fold")
     better = champion_choice(_fits(y, {"lightgbm": y + 0.5, PLAIN: y + 1.0}), y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
     assert better.champion == "lightgbm"
     assert "planner loss 0.5 GB vs the plain LightGBM's 1 GB: 50% lower" in better.describe()
+    # one big job's under-forecast carries the plain LightGBM's loss; a model that got that one job right is ~40% lower
+    # but about one standard error of the paired differences: within noise, so it does not compete (the public set's
+    # seed 0, docs/models.md: a decision tree 31% lower at 1.7 standard errors was champion and worse on pending jobs)
+    err = rng.normal(0, 1.0, 300)
+    base, lucky = y + err, y + err + rng.normal(0, 0.05, 300)
+    base[0], lucky[0] = y[0] - 20.0, y[0]
+    noisy = champion_choice(_fits(y, {"decision_tree": lucky, PLAIN: base}, {"decision_tree": 0.1, PLAIN: 20.0}),
+                            y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
+    assert noisy.means["decision_tree"] < 0.7 * noisy.means[PLAIN] and noisy.lowest == "decision_tree"
+    assert noisy.champion == PLAIN and set(noisy.unclear) == {"decision_tree"}
+    assert noisy.unclear["decision_tree"].startswith("below it on ") and f"{1 - FLOOR_P:.1%} of" in noisy.describe()
+    assert "below it, but not clearly: (a candidate needs" in noisy.describe() and "decision_tree 1." in noisy.describe()
+    # a model beyond noise (half the plain LightGBM's error on every row, not one job's luck): it competes and wins
+    clear = champion_choice(_fits(y, {"decision_tree": y + 0.5 * err, PLAIN: y + err}, {"decision_tree": 0.1, PLAIN: 20.0}),
+                            y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
+    assert clear.champion == "decision_tree" and not clear.unclear and "resamples of the jobs)" in clear.describe()
 
 
 def test_a_network_that_validates_best_but_generalises_worse_than_the_best_tree_loses_to_it():
@@ -99,12 +124,17 @@ def test_a_network_that_validates_best_but_generalises_worse_than_the_best_tree_
     y, held_y = rng.uniform(1, 40, 300), rng.uniform(1, 40, 60)
     actual = np.concatenate([y, held_y])
     idx = np.arange(300, 360)
-    preds = {registry.NN: y + rng.normal(0, 0.5, 300), "lightgbm": y + rng.normal(0, 2.0, 300), PLAIN: y + 3.0}
-    held = {"idx": idx, registry.NN: held_y - 8.0, "lightgbm": held_y + 1.0, PLAIN: held_y + 2.0}
+    # the plain LightGBM the worst out of fold and on the holdout, so the network and lightgbm both compete (`_clear`)
+    preds = {registry.NN: y + rng.normal(0, 0.5, 300), "lightgbm": y + rng.normal(0, 2.0, 300), PLAIN: y + 4.0}
+    held = {"idx": idx, registry.NN: held_y - 8.0, "lightgbm": held_y + 1.0, PLAIN: held_y - 9.0}
     fits = _fits(y, preds, **held)
     choice = champion_choice(fits, actual, folds=FOLDS)
     assert choice.lowest == registry.NN and choice.champion == "lightgbm"
     assert "worse beyond noise: lightgbm is champion" in choice.describe()
+    # where the plain LightGBM generalises well, a network worse than it on the holdout does not even compete
+    plain_holds = champion_choice(_fits(y, preds, **{**held, PLAIN: held_y + 2.0}), actual, folds=FOLDS)
+    assert plain_holds.champion == "lightgbm" and set(plain_holds.unclear) == {registry.NN}
+    assert "holdout planner loss 13.86 vs its 2: worse beyond noise" in plain_holds.describe()
     kept = champion_choice(_fits(y, preds, **{**held, registry.NN: held_y + 0.5}), actual, folds=FOLDS)
     assert kept.champion == registry.NN and "not worse, kept" in kept.describe()
     # worse on the holdout within noise (1% above the tree): tied, and the cheaper to score wins
