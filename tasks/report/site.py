@@ -8,6 +8,7 @@ SVG and inlined. Nothing here reads a database or writes a file.
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from datetime import datetime
 
@@ -23,36 +24,50 @@ MAX_DAY_LABELS = 7  # day labels on the demand chart's axis
 QUEUE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
-def _pyplot():
-    """matplotlib's pyplot on the file-only backend (a nightly run has no display)."""
-    import matplotlib
+def _figure(figsize: tuple[float, float], ncols: int = 1):
+    """A figure and its row of axes (`squeeze=False`: `axes[0][k]`), without pyplot: no window, no backend to pick
+    and no global list of open figures to close (a nightly run has no display)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(1, ncols, squeeze=False)
 
-    return plt
+
+PAD_INCHES = 0.1  # white space kept around a chart's drawn parts (matplotlib's `savefig.pad_inches`)
+_SIZE = re.compile(r'<svg([^>]*?) width="[^"]*" height="[^"]*" viewBox="[^"]*"')
 
 
 def _svg(fig) -> str:
+    """The figure as SVG, cropped to what is drawn (as `bbox_inches="tight"` crops) from ONE draw.
+
+    `savefig(bbox_inches="tight")` draws the figure twice (once to measure, once to write), and drawing is most of a
+    page's CPU time. Here the figure is written once at its full size; the tight box is measured in that draw
+    (`draw_event`, with the draw's own renderer, whose text sizes are cached) and the SVG's `viewBox` shows only it:
+    the same picture at the same size in points, x0.77-0.81 of the CPU seconds a render on the demo warehouse
+    (tests/benchmarks/bench_site.py, docs/benchmarks.md)."""
+    boxes = []
+    fig.canvas.mpl_connect("draw_event", lambda event: boxes.append(fig.get_tightbbox(event.renderer)))
     buf = io.StringIO()
     with warnings.catch_warnings():
         # a queue or job named in a script the bundled font lacks (CJK, emoji) is drawn as boxes on the chart and
         # named in full in the page's tables: matplotlib's warning is not the planner's to act on
         warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
-        fig.savefig(buf, format="svg", bbox_inches="tight")
-    _pyplot().close(fig)
+        fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
+    text = text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
+    (x0, y0, x1, y1), top = boxes[-1].padded(PAD_INCHES).extents * 72, fig.get_figheight() * 72  # inches -> points
+    w, h = x1 - x0, y1 - y0  # SVG's y runs down from the top: the box's top edge is at top - y1
+    return _SIZE.sub(lambda m: f'<svg{m[1]} width="{w:.6f}pt" height="{h:.6f}pt" viewBox="{x0:.6f} {top - y1:.6f} {w:.6f} {h:.6f}"',
+                     text, count=1)
 
 
 def demand_chart(demand: pl.DataFrame) -> str | None:
     """GPU-hours per day and queue: P50 bars with the P10-P90 band as error bars."""
     if demand.is_empty():
         return None
-    plt = _pyplot()
     days = sorted(demand["day"].unique().to_list())
     queues = sorted(demand["queue"].unique().to_list())
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    fig, ((ax,),) = _figure((8, 3.2))
     width = 0.8 / len(queues)
     bars = []
     for k, q in enumerate(queues):
@@ -79,8 +94,7 @@ def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
     queues = sorted(set(history["queue"].to_list()) | set(outlook["queue"].to_list()))
     if not queues:
         return None
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(queues), figsize=(3.6 * len(queues), 2.8), squeeze=False)
+    fig, axes = _figure((3.6 * len(queues), 2.8), len(queues))
     for k, (ax, q) in enumerate(zip(axes[0], queues, strict=True)):
         colour = QUEUE_COLOURS[k % len(QUEUE_COLOURS)]
         past = history.filter(pl.col("queue") == q).sort("day")
@@ -104,9 +118,8 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
     the P90 total, owned."""
     if plan.is_empty():
         return None
-    plt = _pyplot()
     keys = plan.select("queue", "gpu_type").unique(maintain_order=True).rows()
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 2.8), squeeze=False)
+    fig, axes = _figure((3.2 * len(keys), 2.8), len(keys))
     for ax, (q, t) in zip(axes[0], keys, strict=True):
         sub = plan.filter((pl.col("queue") == q) & (pl.col("gpu_type") == t)).sort("day")
         x = list(range(sub.height))
@@ -134,8 +147,7 @@ def scenario_chart(scenarios: pl.DataFrame) -> str | None:
     names = planned["scenario"].unique(maintain_order=True).to_list() if not planned.is_empty() else []
     if len(names) < 2:  # the baseline alone: nothing to compare
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 2.8))
+    fig, ((ax,),) = _figure((8, 2.8))
     for k, name in enumerate(names):
         sub = planned.filter(pl.col("scenario") == name).sort("day")
         ax.step(sub["day"].to_list(), sub["gpus_short_p90"].to_list(), where="mid", label=name,
