@@ -76,14 +76,16 @@ SHAPE_QUANTILE = 0.75  # "large by shape": at least this quantile of its model t
 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
               history: np.ndarray | None = None, out_of_fold: tuple[np.ndarray, ...] | None = None,
-              shapes: dict[str, np.ndarray] | None = None) -> dict:
+              shapes: dict[str, np.ndarray] | None = None, held_out: tuple[np.ndarray, ...] | None = None) -> dict:
     """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs, their groups, and the size
     group (`size_group`; `history`: the history's labels of the target, whose quantiles say "large"; None: the
     held-out jobs' own). `out_of_fold`: (truth, forecast[, history row]) of the champion's out-of-fold forecasts of
     the history, on which the size group is then formed and calibrated (`size_oof`, `large_out_of_fold`; the rows
     make `MIN_LARGE` count distinct jobs where a job has one forecast per pass). `shapes`: the history's model type,
     batch size and input size (`LARGE_SHAPE_COLUMNS`), row-aligned with `history`: with `out_of_fold`'s rows, the groups
-    large by shape (`SHAPE_OOF`, `large_by_shape`).
+    large by shape (`SHAPE_OOF`, `large_by_shape`). `held_out`: (truth, forecast, history row) of the champion's
+    forecasts of a shape-cluster generalisation holdout (`train.held_out_shapes`), which those groups are calibrated on
+    too (session 7: the holdout takes whole clusters of shapes, often the largest, out of the folds).
 
     Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
     gets a finite interval."""
@@ -102,7 +104,9 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
         full = size is not None and size["quantile"] == SIZE_QUANTILES[0]
         out[SIZE_OOF] = None if full else large_out_of_fold(*out_of_fold[:2], floor, labels, *out_of_fold[2:])
         if shapes is not None and len(out_of_fold) > 2:
-            out[SHAPE_OOF] = large_by_shape(*out_of_fold, floor, shapes)
+            both = (out_of_fold if held_out is None else
+                    tuple(np.concatenate([a, b]) for a, b in zip(out_of_fold, held_out, strict=True)))
+            out[SHAPE_OOF] = large_by_shape(*both, floor, shapes)
     return out
 
 
