@@ -181,7 +181,10 @@ def recent_facts(rows: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
 BURST_HOURS = 1.0  # siblings: submitted within this many hours of the job, before or after
 BURST_PRIOR = 1.0  # the model's P50 weighs as this many siblings (shrinkage: one sibling moves it half way, in log hours)
 BURST_KEYS = (c.QUEUE, c.TEAM, NAME_PATTERN, c.GPU_COUNT)  # a missing fact matches a missing one (a plain export)
-BURST_REASON = f"; P50 moved toward the run times of its burst (same queue, account, name, GPUs, within {BURST_HOURS:g} h)"
+BURST_REASON = ("; P50 moved toward the run times of its burst ({n} job(s) of the same queue, account, name and GPUs "
+                f"submitted within {BURST_HOURS:g} h)")
+BURST_BUCKET_JOBS = 100  # siblings read per account x name x GPUs x hour (evenly spaced): a row meets at most 300
+BURST_CHUNK_ROWS = 20_000  # rows joined to their siblings at a time (at most 6M pairs in memory)
 DONE = "__done"  # a sibling that had finished by the forecast's time (else: running, `__y` its log hours so far)
 
 
@@ -224,14 +227,24 @@ def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
              .with_row_index("__pos").filter(pl.col("__t").is_not_null())
              .with_columns(pl.int_ranges(pl.col("__t").dt.epoch("us") // hour - 1, pl.col("__t").dt.epoch("us") // hour + 2)
                            .alias("__b")).explode("__b"))
-    sibs = siblings.select(*BURST_KEYS, pl.col(c.JOB_ID).cast(pl.String).alias("__sib"),
-                           pl.col(c.SUBMITTED_AT).alias("__s"), DONE, "__y").with_columns(
-        (pl.col("__s").dt.epoch("us") // hour).alias("__b"))
-    pairs = (keyed.join(sibs, on=[*BURST_KEYS, "__b"], nulls_equal=True)
-             .filter((pl.col(c.JOB_ID) != pl.col("__sib"))
-                     & ((pl.col("__s") - pl.col("__t")).abs() <= pl.duration(microseconds=hour))
-                     & (pl.col("__y") > pl.col("__e"))))
-    agg = pairs.group_by("__pos").agg(pl.len().alias("__n"), pl.col(DONE).sum().alias("__k"), pl.col("__y").median().alias("__m"))
+    bucket = [*BURST_KEYS, "__b"]
+    sibs = (siblings.select(*BURST_KEYS, pl.col(c.JOB_ID).cast(pl.String).alias("__sib"),
+                            pl.col(c.SUBMITTED_AT).alias("__s"), DONE, "__y")
+            .with_columns((pl.col("__s").dt.epoch("us") // hour).alias("__b")).sort("__s", "__sib")
+            # at most BURST_BUCKET_JOBS a bucket, evenly over its submissions: each row meets at most 3x that many
+            .filter(pl.int_range(pl.len()).over(bucket)
+                    % (pl.len().over(bucket) / BURST_BUCKET_JOBS).ceil().cast(pl.Int64) == 0))
+    parts = []
+    for start in range(0, rows.height, BURST_CHUNK_ROWS):  # bounded memory: a chunk of rows' pairs at a time
+        chunk = keyed.filter(pl.col("__pos").is_between(start, start + BURST_CHUNK_ROWS - 1))
+        parts.append(chunk.join(sibs, on=bucket, nulls_equal=True)
+                     .filter((pl.col(c.JOB_ID) != pl.col("__sib"))
+                             & ((pl.col("__s") - pl.col("__t")).abs() <= pl.duration(microseconds=hour))
+                             & (pl.col("__y") > pl.col("__e")))
+                     .group_by("__pos").agg(pl.len().alias("__n"), pl.col(DONE).sum().alias("__k"),
+                                            pl.col("__y").median().alias("__m")))
+    agg = pl.concat(parts) if parts else pl.DataFrame(schema={"__pos": pl.UInt32, "__n": pl.UInt32, "__k": pl.UInt32,
+                                                              "__m": pl.Float64})
     pos = agg["__pos"].to_numpy()
     k, m, count = agg["__k"].to_numpy().astype(np.float64), agg["__m"].to_numpy(), agg["__n"].to_numpy().astype(np.float64)
     own = p50[pos]
@@ -367,7 +380,13 @@ class SchedulerHistory:
         whose recent run times the facts read (contract columns; default: the fit's history); only those that had
         ended before a row was submitted count for it. `siblings` (`burst_siblings`, run time only): the jobs known
         at the forecast's time; each row's P50 moves toward its burst's (`burst_p50`), its band with it."""
+        return self._intervals(rows, context, siblings)[:3]
+
+    def _intervals(self, rows: pl.DataFrame, context: pl.DataFrame | None, siblings: pl.DataFrame | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`intervals`, and how many burst siblings moved each row's P50 (0: none)."""
         facts = scheduler_facts(rows)
+        count = np.zeros(rows.height)
         if self.estimator_ is not None:
             if self.chosen_ == MEDIAN:
                 pred = self._queue_medians(facts[c.QUEUE].to_numpy())
@@ -395,14 +414,14 @@ class SchedulerHistory:
                     bands[i] = self.by_queue_[q]
             p10, p50, p90 = bands[:, 0].copy(), bands[:, 1].copy(), bands[:, 2].copy()
         if self.target == c.RUNTIME_HOURS and siblings is not None:  # the band moves with its P50 (the same ratios)
-            moved, _ = burst_p50(rows, siblings, p50)
+            moved, count = burst_p50(rows, siblings, p50)
             with np.errstate(divide="ignore", invalid="ignore"):
                 factor = np.where(np.isfinite(p50) & (p50 > 0), moved / p50, 1.0)
             p10, p50, p90 = p10 * factor, moved, p90 * factor
         if self.target == c.RUNTIME_HOURS:  # the scheduler stops a job at its limit
             limit = facts[c.TIME_LIMIT_HOURS].to_numpy().astype(np.float64)
             p10, p50, p90 = (np.where(limit > 0, np.minimum(p, limit), p) for p in (p10, p50, p90))
-        return p10, p50, p90
+        return p10, p50, p90, count
 
     def predict(self, rows: pl.DataFrame) -> np.ndarray:
         return self.intervals(rows)[1]
@@ -427,13 +446,12 @@ class SchedulerHistory:
     def forecast(self, rows: pl.DataFrame, siblings: pl.DataFrame | None = None) -> pl.DataFrame:
         """job_id, p10, p50, p90, model, ood, ood_reason: the rows that get a forecast (none without any history).
         `siblings`: as `intervals`'."""
-        p10, p50, p90 = self.intervals(rows, siblings=siblings)
+        p10, p50, p90, count = self._intervals(rows, None, siblings)
         known = np.isfinite(p50)
-        name = self.chosen_ if self.estimator_ is not None else QUANTILES
+        name, reason = self.chosen_ if self.estimator_ is not None else QUANTILES, self.describe()
         return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(known)), "p10": p10[known], "p50": p50[known],
                              "p90": p90[known], "model": [name] * int(known.sum()), "ood": [True] * int(known.sum()),
-                             "ood_reason": [self.describe() + (BURST_REASON if siblings is not None and self.target
-                                                                == c.RUNTIME_HOURS else "")] * int(known.sum()),
+                             "ood_reason": [reason + (BURST_REASON.format(n=int(n)) if n > 0 else "") for n in count[known]],
                              traced.ARCH_INFERRED: [None] * int(known.sum()), traced.ARCH_MATCH_DISTANCE: [None] * int(known.sum())},
                             schema=FORECAST_SCHEMA)
 

@@ -277,11 +277,27 @@ def test_the_nightlys_run_time_of_a_job_without_features_moves_toward_its_bursts
     burst = jobs(3, **{c.JOB_ID: ["s1", "s2", "s3"], c.JOB_NAME: ["sweep_1", "sweep_2", "sweep_3"],
                        c.SUBMITTED_AT: [t0] * 3, c.RUNTIME_HOURS: [20.0] * 3, c.TIME_LIMIT_HOURS: [None] * 3})
     history = pl.concat([jobs(200), burst])
-    new = jobs(1, **{c.JOB_ID: ["p"], c.JOB_NAME: ["sweep_9"], c.SUBMITTED_AT: [t0 + timedelta(minutes=30)],
-                     c.TIME_LIMIT_HOURS: [None]})
-    plain = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history).predict(new)[0]
+    # "p" of the burst, "q" of no burst (another script)
+    new = jobs(2, **{c.JOB_ID: ["p", "q"], c.JOB_NAME: ["sweep_9", "solo_1"], c.SUBMITTED_AT: [t0 + timedelta(minutes=30)] * 2,
+                     c.TIME_LIMIT_HOURS: [None] * 2})
+    plain = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history).predict(new)
     made = score.history_forecasts(c.RUNTIME_HOURS, new, lambda: history, "score-1", 1, say=lambda _: None)
-    assert made["p50"][0] == pytest.approx(np.exp((3 * np.log(20.0) + np.log(plain)) / 4))
-    assert h.BURST_REASON in made["ood_reason"][0]
-    memory = score.history_forecasts(c.PEAK_GPU_MEM_GB, new, lambda: history, "score-1", 1, say=lambda _: None)
-    assert h.BURST_REASON not in memory["ood_reason"][0]  # the bursts move run time only
+    assert made["p50"].to_list() == pytest.approx([np.exp((3 * np.log(20.0) + np.log(plain[0])) / 4), plain[1]])
+    assert made["ood_reason"][0].endswith(h.BURST_REASON.format(n=3)) and "burst" not in made["ood_reason"][1]
+
+
+def test_a_burst_is_read_in_chunks_of_rows_and_at_most_a_bounded_sample_of_siblings(monkeypatch):
+    t0 = datetime(2026, 11, 20, tzinfo=UTC)
+    n = 250  # one script's array: 250 finished runs in the same 50 minutes, 3 h or 12 h alternately
+    ctx = jobs(n, **{c.JOB_ID: [f"s{i}" for i in range(n)], c.JOB_NAME: ["sweep"] * n,
+                     c.SUBMITTED_AT: [t0 + timedelta(seconds=12 * i) for i in range(n)],
+                     c.RUNTIME_HOURS: np.where(np.arange(n) % 2 == 0, 3.0, 12.0)})
+    rows = jobs(3, **{c.JOB_ID: ["a", "b", "c"], c.JOB_NAME: ["sweep"] * 3,
+                      c.SUBMITTED_AT: [t0 + timedelta(minutes=m) for m in (10, 20, 200)]})
+    siblings = h.burst_siblings(ctx)
+    whole, n_whole = h.burst_p50(rows, siblings, np.ones(3))
+    monkeypatch.setattr(h, "BURST_CHUNK_ROWS", 1)
+    assert h.burst_p50(rows, siblings, np.ones(3))[0].tolist() == whole.tolist()  # a row at a time: the same
+    # the bucket's 250 siblings read as an even sample of at most 100: every 3rd, 84 (both run times kept); "c", 3 h
+    # later, has none
+    assert n_whole.tolist() == [84, 84, 0] and whole[2] == 1.0 and 3.0 ** (84 / 85) < whole[0] < 12.0
