@@ -2,7 +2,7 @@
 
 The view `job_demand` (warehouse/sql/schema.sql) gives each running job its survival-aware expected run time
 (`hours_expected`, issue 53 item 2). Two reads pay for it: the plan's RUNNING_INPUT (warehouse/plan.py: the running
-jobs' rows) and `demand_daily` (every job's row, read twice by that view). This benchmark builds one in-memory
+jobs' rows) and `demand_daily` (every job's row, read once by that view since session 7). This benchmark builds one in-memory
 warehouse on one DuckDB thread with `--jobs` synthetic jobs (5% RUNNING, 20 queues x 1-4 GPUs, every queue x GPU
 count with running jobs; the rest finished, 1 in 31 FAILED, run times 0.1-100 h; one record a job; no forecasts,
 so every running job's estimate is read from its queue's finished runs), then, for each of the two views (`--base`'s

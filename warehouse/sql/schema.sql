@@ -690,16 +690,19 @@ FROM jobs;
 --   A group's last day is its last submission or event, or, while one of its jobs still runs, the
 --   warehouse's last day (its latest submitted_at / updated_at).
 CREATE OR REPLACE VIEW demand_daily AS
-WITH by_submission AS (
+WITH demand AS MATERIALIZED (   -- job_demand read once (its running jobs' survival estimate paid once), for both below
+    SELECT queue, gpu_type, gpus, submitted_at, started_at, ended_at, gpu_hours_known, gpu_hours_forecast FROM job_demand
+),
+by_submission AS (
     SELECT CAST(submitted_at AS DATE) AS day, queue, gpu_type,
            count(*) AS jobs_submitted,
            coalesce(sum(gpu_hours_known), 0) AS gpu_hours_known,
            coalesce(sum(gpu_hours_forecast), 0) AS gpu_hours_forecast,
            count(*) FILTER (WHERE gpu_hours_known IS NULL AND gpu_hours_forecast IS NULL) AS jobs_hours_unknown
-    FROM job_demand GROUP BY ALL
+    FROM demand GROUP BY ALL
 ),
 intervals AS (  -- a start after its end (inconsistent times) is left out rather than held negative
-    SELECT queue, gpu_type, gpus, started_at, ended_at FROM job_demand
+    SELECT queue, gpu_type, gpus, started_at, ended_at FROM demand
     WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at > started_at)
 ),
 events AS (     -- the net change of GPUs held at each instant
