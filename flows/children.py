@@ -145,15 +145,10 @@ def serving(server: TemporaryServer | None) -> Iterator[None]:
             os.environ["PREFECT_API_URL"] = before
 
 
-# A configured Prefect API answers its health check within this, or the command does not start. A server started
-# moments before (a site's restart, the crash-safety tests' own) took 5-8 s to answer its first request on this busy
-# 2-core machine: its app starts while the request waits in the socket's queue.
-API_CHECK_S = 15.0
-
-
-def api_problem(url: str, timeout_s: float = API_CHECK_S) -> str | None:
+def api_problem(url: str, timeout_s: float) -> str | None:
     """Why the configured Prefect API at `url` cannot run a command's flows, as the start of one line (any URI's
-    secrets masked); None when it answers its health check (`GET <url>/health`) within `timeout_s`.
+    secrets masked); None when it answers its health check (`GET <url>/health`) within `timeout_s` (the command's
+    `GPUCAST_PREFECT_API_CHECK_S`, `Cluster.prefect_api_check_s`: 15 s unless set).
 
     Asked once, before a flow command starts, through Prefect's own client (a site's auth, headers and TLS settings
     apply) with `timeout_s` per request and no retries, as `gpucast status` asks (`flows/status.py`). Without it, an

@@ -17,7 +17,7 @@ The concerns, and who gets each (a function takes the one it needs, never the wh
 |---|---|---|---|
 | storage | `Storage`* | where the data directory's parts live, the writer's lock wait and memory, what is kept | every warehouse function |
 | sql | `SqlSandbox`* | the limits of one planner query (`gpucast sql`) | `warehouse/queries.py` |
-| cluster | `Cluster` | where training's fits and large scoring runs go (Dask) | `flows/runners.py` |
+| cluster | `Cluster` | where training's fits and large scoring runs go (Dask); the Prefect API's answer bound | runners.py, cli |
 | planning | `Planning` | GPU memory of unknown GPUs (scoring's, the plan's), the plan's days, the inventory file | scoring, the plan |
 | quality | `Quality` | rejected-rows limit, backtest window, how far ahead a timestamp may be | nightly, backtest, ingest |
 | training | `TrainOptions`** | the time limits a run's train options leave unset (network minutes, night budget) | the CLI, train |
@@ -203,6 +203,11 @@ SPECS: tuple[Spec, ...] = (
          "an existing Dask scheduler to fan training out to; empty: a local cluster started for the run (`--dask-address`)"),
     Spec("GPUCAST_DASK_WORKERS", "cluster", "dask_workers", 0, int, *_between(0, MAX_THREADS, whole=True),
          "workers of the local Dask cluster (one thread each); 0 = one per CPU core"),
+    # 15 s: a server started moments before (a site's restart, the crash-safety tests' own) took 5-8 s to answer its
+    # first request on a busy 2-core machine (its app starts while the request waits in the socket's queue)
+    Spec("GPUCAST_PREFECT_API_CHECK_S", "cluster", "prefect_api_check_s", 15.0, float, *_between(0, 600, above=True),
+         "seconds a configured Prefect API (PREFECT_API_URL) has to answer its health check before a flow command "
+         "starts; no answer by then: the command ends in one line, exit 5"),
     Spec("GPUCAST_DASK_DASHBOARD_HOST", "cluster", "dask_dashboard_host", "127.0.0.1", str, _host, "a host name or IP address",
          "the address the local Dask cluster's dashboard listens on: this machine only by default; 0.0.0.0 shows it "
          "to the network (the dashboard has no login)"),
@@ -269,12 +274,13 @@ class _Checked:
 
 @dataclass(frozen=True)
 class Cluster(_Checked):
-    """Where training's fits (and large scoring runs) go."""
+    """Where training's fits (and large scoring runs) go, and how long a configured Prefect API has to answer."""
 
     train_runner: str = _default("train_runner")
     dask_address: str = _default("dask_address")
     dask_workers: int = _default("dask_workers")
     dask_dashboard_host: str = _default("dask_dashboard_host")
+    prefect_api_check_s: float = _default("prefect_api_check_s")
 
 
 @dataclass(frozen=True)

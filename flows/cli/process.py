@@ -205,7 +205,8 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)
         if (api := prefect_api_in_use()) is None:  # start the temporary server now: it starts while we import
             server = children.start()
-        elif args.command in FLOW_COMMANDS and (problem := children.api_problem(api)):  # it must answer first
+        elif args.command in FLOW_COMMANDS and (problem := children.api_problem(api, settings.cluster.prefect_api_check_s)):
+            # it must answer first, within the setting's bound
             # (`status --flows` is not asked: it prints the warehouse's part whatever the API does, then one line
             # saying the API did not answer, flows/status.py)
             print(f"gpucast {args.command}: {printable(problem)}; start it (`prefect server start`) or point "
