@@ -89,8 +89,16 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
     return _svg(fig)
 
 
+def bands_summed(series: int | None) -> str:
+    """What a queue's forecast band is when it adds up the bands of its GPU types' series (`series` of them,
+    `warehouse.queries.DEMAND_OUTLOOK`): the sum of their P90s is above the P90 of the queue's total (issue 53 item 3),
+    and no forecast of the queue's total exists to show instead. Empty for a band of one series."""
+    return f"the sum of its {series} GPU types' bands" if series and series > 1 else ""
+
+
 def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
-    """Daily GPU-hours per queue: the history (`demand_daily`) and the forecast's P50 line in its P10-P90 fan."""
+    """Daily GPU-hours per queue: the history (`demand_daily`) and the forecast's P50 line in its P10-P90 fan (a
+    queue on several GPU types: the sum of their bands, said in its title, `bands_summed`)."""
     queues = sorted(set(history["queue"].to_list()) | set(outlook["queue"].to_list()))
     if not queues:
         return None
@@ -105,7 +113,11 @@ def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
                             color=colour, alpha=0.2, linewidth=0, label="forecast P10-P90")
             ax.plot(ahead["day"].to_list(), ahead["gpu_hours_p50"].to_list(), color=colour, linestyle="--",
                     label="forecast P50")
-        plain(ax.set_title(q, fontsize=9))
+        summed = bands_summed(ahead["series"].max() if "series" in ahead.columns and ahead.height else None)
+        plain(ax.set_title(q, fontsize=9, pad=14 if summed else 6))  # 6: matplotlib's own pad
+        if summed:  # under the title, not in it: `plain` shows a data string's newline as its escape
+            ax.text(0.5, 1.01, f"band: {summed}", transform=ax.transAxes, ha="center", va="bottom", fontsize=7,
+                    color="#666").set_parse_math(False)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
         ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_ylabel("GPU-hours per day")
@@ -161,8 +173,12 @@ def scenario_chart(scenarios: pl.DataFrame) -> str | None:
 
 
 def outlook_first_day(outlook: pl.DataFrame) -> list[dict]:
-    """The forecast's first day per queue: GPU-hours P10 / P50 / P90 and the method."""
-    return first_day(outlook).to_dicts() if not outlook.is_empty() else []
+    """The forecast's first day per queue: GPU-hours P10 / P50 / P90, the method, and what the band is where it adds
+    up several GPU types' bands (`summed`, `bands_summed`)."""
+    if outlook.is_empty():
+        return []
+    rows = first_day(outlook).to_dicts()
+    return [r | {"summed": bands_summed(r.get("series"))} for r in rows]
 
 
 def _table(df: pl.DataFrame) -> dict:

@@ -92,10 +92,15 @@ def test_the_pages_outlook_has_the_total_with_its_own_p90(con):
     _forecast(con, "r3", NOV[5], "q2", "unknown", 1.0, 3.0, 6.0)
     con.execute("INSERT INTO demand_forecast_total (demand_run_id, day, horizon, gpu_hours_p10, gpu_hours_p50, "
                 "gpu_hours_p90, method) VALUES ('r3', ?, 1, 3.0, 5.0, 10.0, 'LevelBlend')", [NOV[5]])
-    outlook = con.execute(f"SELECT queue, gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method FROM ({DEMAND_OUTLOOK})",
+    outlook = con.execute(f"SELECT queue, gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method, series FROM ({DEMAND_OUTLOOK})",
                           [TOTAL_QUEUE]).fetchall()
-    assert outlook == [(TOTAL_QUEUE, 3.0, 5.0, 10.0, "LevelBlend"), ("q1", 1.0, 2.0, 6.0, "AutoETS"),
-                       ("q2", 1.0, 3.0, 6.0, "AutoETS")]
+    assert outlook == [(TOTAL_QUEUE, 3.0, 5.0, 10.0, "LevelBlend", 1), ("q1", 1.0, 2.0, 6.0, "AutoETS", 1),
+                       ("q2", 1.0, 3.0, 6.0, "AutoETS", 1)]
+    # a queue on two GPU types: its band is theirs summed, and `series` says so (the page labels it: site.bands_summed)
+    _forecast(con, "r3", NOV[5], "q2", A100, 1.0, 1.0, 4.0)
+    assert con.execute(f"SELECT gpu_hours_p90, series FROM ({DEMAND_OUTLOOK}) WHERE queue = 'q2'",
+                       [TOTAL_QUEUE]).fetchall() == [(10.0, 2)]
+    con.execute("DELETE FROM demand_forecast WHERE queue = 'q2' AND gpu_type = ?", [A100])
     history = dict(((d, q), h) for d, q, h in con.execute(f"SELECT * FROM ({DEMAND_HISTORY})", [3, TOTAL_QUEUE]).fetchall())
     assert history[(NOV[2], TOTAL_QUEUE)] == history[(NOV[2], "q1")] + history[(NOV[2], "q2")] > 0
     # one queue: no total beside it (it would be the queue again)
