@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
 
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
@@ -175,13 +176,14 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
               + (f"; {without:,} without model features: from the scheduler's history" if without else ""))
         scored = _on_cluster(settings.cluster, champions, pending, partition_min_jobs, batch_rows, device)
         print(f"{run.run_id}: scoring on {scored.where}")
-        parts, ood = [], {}
-        for target in targets:
-            out = run.staging / f"{target}.parquet"
-            ood[target] = score_target(by_target.get(target), target, pending, str(out), run.run_id,
-                                       as_of or run.started_at, gpu_mem_gb, batch_rows, device, scored.of(target),
-                                       history_path)
-            parts.append(str(out))
+        # The targets at once, as task runs on the flow's thread pool: their predicts (and Polars' and NumPy's work)
+        # release the GIL, so one target's Python work overlaps another's predict on the second core (issue 52 item 5).
+        parts = [str(run.staging / f"{target}.parquet") for target in targets]
+        futures = [score_target.submit(by_target.get(target), target, pending, out, run.run_id, as_of or run.started_at,
+                                       gpu_mem_gb, batch_rows, device, scored.of(target), history_path)
+                   for target, out in zip(targets, parts, strict=True)]
+        wait(futures)  # all of them ended (a failed target fails the run only once none is still writing its part)
+        ood = {target: future.result() for target, future in zip(targets, futures, strict=True)}
         failpoint("score:after-staging")
         n = publish_forecasts(run.run_id, parts, pending.jobs, targets, gpu_mem_gb, storage,
                               settings.quality.backtest_days)

@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_score.py [--pending 1000000] [--families lightgbm,xgboost,random_forest,extra_trees]
                                            [--runs 2] [--first-score] [--nightly-completed 100000]
                                            [--nightly-pending 10000] [--nn-epochs 3] [--skip-nightly] [--skip-scoring]
-                                           [--keep] [--home PATH [--per-row N]]
+                                           [--keep] [--home PATH [--in-place] [--running-server] [--per-row N]]
 
 Part 1, scoring. A warehouse with 10k completed jobs and `--pending` pending jobs. Per family of
 `--families`, `gpucast train --models FAMILY --repeats 1 --runner local --compile-trees` makes it the
@@ -23,7 +23,13 @@ waits at most `traced.SCORE_ALONE_SECONDS` on new traces): the first run's secon
 first <= 2x the next (issue 52 item 6).
 `--home PATH`: no setup and no training: time `--runs` `gpucast score` runs on that warehouse as it is (its champions,
 its pending jobs; e.g. one kept by `--keep`, or a demo's home with pending jobs ingested), to repeat the measurement on a
-quieter machine or with other champions without their training. `--per-row N` then prints each champion's CPU seconds
+quieter machine or with other champions without their training. The runs score a copy of the home (a score run adds
+a run and 3M forecasts to the warehouse it scores: timing the home itself would grow it run after run and leave the
+benchmark's runs in it), made before the timing and published once untimed (a copied planners' copy is rebuilt in
+full at its first publish: its files are not the ones the last publish wrote); `--in-place` times the home itself.
+`--running-server` (issue 52 item 5): a `prefect server start` beside the runs (as a site runs one for its nightlies:
+`bench_ingest.py`'s `running_server`), and each run twice, side by side: with PREFECT_API_URL at it, then with the
+command's temporary server; the server's own CPU is not the command's. `--per-row N` then prints each champion's CPU seconds
 per 1M jobs of each piece of `Scorer.score` (encode, predict, intervals, OOD flags, the never-impossible check, the
 inference words, the rest) and of staging its forecasts (memory advice, the Parquet write), on N of the pending jobs
 (their features built without traces), in this process: the per-row cost of each family (issue 52 item 5).
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import resource
 import shutil
@@ -183,19 +190,45 @@ def score_family(family: str, pending: pl.DataFrame, runs: int) -> list[dict]:
     return out
 
 
-def score_home(home: str, runs: int) -> None:
-    """`gpucast score` `runs` times on the warehouse at `home` as it is (`--home`): seconds, CPU seconds, jobs a minute."""
+def score_home(home: str, runs: int, in_place: bool = False, running_server: bool = False) -> None:
+    """`gpucast score` `runs` times on a copy of the warehouse at `home` (`--home`; the home itself `in_place`):
+    seconds, CPU seconds, jobs a minute; with `running_server`, each run against a running Prefect server and then
+    against the command's temporary one."""
     from gpucast.warehouse import db, forecast, training
+    from gpucast.warehouse.publish import publish_if
 
+    if not in_place:
+        copy = Path(tempfile.mkdtemp(prefix="gpucast-bench-score-home-")) / "home"
+        WORK_DIRS.append(str(copy.parent))
+        t = time.perf_counter()
+        shutil.copytree(home, copy, symlinks=True)
+        os.environ["GPUCAST_HOME"] = str(copy)
+        publish_if(True, Settings.from_env().storage)  # untimed: the copy's first publish is a full one (module doc)
+        print(f"timing a copy of {home}: {copy} (copied and published in {time.perf_counter() - t:.1f} s)", flush=True)
+        home = str(copy)
     os.environ["GPUCAST_HOME"] = home
     with db.writer(Settings.from_env().storage) as con:
         pending, champions = training.count_pending(con), forecast.latest_champions(con)
     print(f"{home}: {pending:,} pending jobs, champions " + ", ".join(f"{ch.target} {ch.model}" for ch in champions), flush=True)
-    for run in range(1, runs + 1):
-        s, failed = gpucast("score", check=False, env=NOTHING_TO_TRACE)
-        print(f"  run {run}: " + (f"{failed} after {s:.1f} s" if failed else
-                                  f"gpucast score {s:.1f} s (CPU {CPU_SECONDS[0]:.1f} s) = {pending / s * 60:,.0f} jobs/min")
-              + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+    with _running_server(Path(home).parent) if running_server else contextlib.nullcontext() as url:
+        servers = [("running server", {"PREFECT_API_URL": url}), ("temporary server", {})] if url else [("", {})]
+        for run in range(1, runs + 1):
+            for name, env in servers:
+                if not env:
+                    os.environ.pop("PREFECT_API_URL", None)
+                s, failed = gpucast("score", check=False, env={**NOTHING_TO_TRACE, **env})
+                print(f"  run {run}{f' ({name})' if name else ''}: " + (
+                    f"{failed} after {s:.1f} s" if failed else
+                    f"gpucast score {s:.1f} s (CPU {CPU_SECONDS[0]:.1f} s) = {pending / s * 60:,.0f} jobs/min")
+                    + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def _running_server(work: Path):
+    """`bench_ingest.py`'s `prefect server start` on a free port, its API URL while it runs."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_ingest import running_server
+
+    return running_server(work)
 
 
 def per_row(home: str, n: int) -> None:
@@ -312,6 +345,9 @@ def main() -> None:
     ap.add_argument("--skip-scoring", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the benchmark's data folders (printed at the end)")
     ap.add_argument("--home", help="time `--runs` scores on this warehouse as it is (no setup, no training), then stop")
+    ap.add_argument("--in-place", action="store_true", help="with --home: time the home itself, not a copy")
+    ap.add_argument("--running-server", action="store_true",
+                    help="with --home: each run against a running Prefect server, then the temporary one")
     ap.add_argument("--per-row", type=int, default=0, help="with --home: per-row CPU of each scoring piece on N jobs")
     args = ap.parse_args()
     if args.keep:
@@ -319,7 +355,7 @@ def main() -> None:
     else:
         atexit.register(lambda: [shutil.rmtree(path, ignore_errors=True) for path in WORK_DIRS])
     if args.home:
-        score_home(args.home, args.runs)
+        score_home(args.home, args.runs, args.in_place, args.running_server)
         if args.per_row:
             per_row(args.home, args.per_row)
         return

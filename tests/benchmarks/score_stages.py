@@ -2,13 +2,16 @@
 the per-row ones).
 
     GPUCAST_HOME=<a warehouse with champions and pending jobs> GPUCAST_TRACE_NIGHT_SECONDS=0 \
-        /usr/bin/time -f "wall %e s, CPU user %U + sys %S s" .venv/bin/python tests/benchmarks/score_stages.py
+        /usr/bin/time -f "wall %e s, CPU user %U + sys %S s" .venv/bin/python tests/benchmarks/score_stages.py [--serial-targets]
 
 The command runs in this process (the same `main` as `.venv/bin/gpucast score`), with the stages' functions wrapped
 by a clock: CPU is `time.process_time` (every thread of this process: the forests' predict threads included), so the
 temporary Prefect server, a child process, is `/usr/bin/time`'s total less this process's. Wrapping ~15 functions
 costs nothing measurable (unlike cProfile, which inflated the Python-heavy stages 2-5x here). The stages print at exit.
 `bench_score.py --home PATH --per-row N` splits the targets' stage further, per champion.
+The three targets are scored at once (threads, `flows/score.py`): a target stage's CPU then counts every thread's,
+so those stages overlap and only the process's total is additive; `--serial-targets` scores them one after another
+(the flow's task runner with one worker), the way before, to compare side by side.
 """
 
 from __future__ import annotations
@@ -75,5 +78,10 @@ def report() -> None:
 
 
 if __name__ == "__main__":
+    if "--serial-targets" in sys.argv:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        flow.score_pending = flow.score_pending.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))
+        print("the targets one after another (--serial-targets)", file=sys.stderr)
     sys.argv = ["gpucast", "score"]
     sys.exit(main())

@@ -136,6 +136,40 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, quick_night, monke
                            [out.score_run_id]).fetchone()[0] == out.forecasts
 
 
+@SHARES_THE_QUICK_NIGHT
+def test_a_target_failing_while_the_others_score_fails_the_run_after_they_end(home, quick_night, monkeypatch):
+    """The three targets are scored at once (issue 52 item 5): one that fails fails the run with its own error, only
+    once the others have ended (none still writing its part), and nothing of the run is published."""
+    from gpucast.flows import score as score_flow
+    from gpucast.tasks.learn import score
+
+    quick_night.copy_to(home)
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        runs_before = con.execute("SELECT score_run_id FROM score_runs").fetchall()
+        forecasts_before = con.execute("SELECT count(*) FROM forecasts").fetchone()[0]
+    real_score, ended, threads = score.Scorer.score, [], set()
+
+    def score_or_fail(self, rows, *args, **kwargs):
+        threads.add(threading.get_ident())
+        if self.champion.target == c.PEAK_GPU_MEM_GB:
+            raise RuntimeError("a champion that cannot score")
+        time.sleep(0.5)  # still scoring when the failed target has ended
+        out = real_score(self, rows, *args, **kwargs)
+        ended.append(self.champion.target)
+        return out
+
+    monkeypatch.setattr(score.Scorer, "score", score_or_fail)
+    monkeypatch.setattr(score_flow, "score_target", score_flow.score_target.with_options(retries=0))
+    with pytest.raises(RuntimeError, match="a champion that cannot score"):
+        score_flow.score_pending()
+    assert sorted(ended) == sorted(set(c.TARGETS) - {c.PEAK_GPU_MEM_GB}) and len(threads) == 3  # in threads, all ended
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        new = con.execute("SELECT status FROM score_runs WHERE score_run_id NOT IN (SELECT unnest(?))",
+                          [[r for (r,) in runs_before]]).fetchall()
+        assert new == [("failed",)]
+        assert con.execute("SELECT count(*) FROM forecasts").fetchone()[0] == forecasts_before
+
+
 def test_a_pending_job_naming_a_known_architecture_is_scored_on_its_traced_prior(home, tmp_path, monkeypatch):
     """Three pending jobs alike but for `arch`: 'ResNet-50' (the zoo's resnet50: traced in a child process,
     cached under models/), 'MyNet-7' (unknown: kept, analytic prior) and none. The champion is the prior
