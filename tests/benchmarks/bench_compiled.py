@@ -1,6 +1,8 @@
 """Benchmark: each tree family's compiled library (treelite + tl2cgen, gcc) against the library's own predict.
 
     python tests/benchmarks/bench_compiled.py [--jobs 3000] [--rows 200000] [--threads 2] [--families ...] [--plain]
+    python tests/benchmarks/bench_compiled.py --forest-leaves 2048,1024,512,256 [--jobs 20000] [--compile-target T]
+                                              [--compile-leaves 512,256]
 
 Per family: the registry's model with its own hyperparameters, fitted on `--jobs` simulated labelled jobs
 (peak GPU memory, the default feature set), saved and compiled as `save_champion` does; then the raw
@@ -73,7 +75,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     ap.add_argument("--plain", action="store_true", help="also compile without compiled.CODEGEN, to measure it")
+    ap.add_argument("--forest-leaves", help="random forests with these max_leaf_nodes caps, accuracy and cost")
+    ap.add_argument("--compile-target", action="append", help="with --forest-leaves: compile only these targets' forests")
+    ap.add_argument("--compile-leaves", help="with --forest-leaves: compile only the forests of these caps")
     args = ap.parse_args()
+    if args.forest_leaves:
+        forest_leaves([int(n) for n in args.forest_leaves.split(",")], args.jobs, args.rows, args.threads,
+                      args.compile_target or list(c.TARGETS),
+                      [int(n) for n in (args.compile_leaves or args.forest_leaves).split(",")])
+        return
     options = TrainOptions()
     train = labelled(simulate_jobs(int(args.jobs * 1.6), np.random.default_rng(1), SimConfig().start, 0.0), TARGET,
                      options).head(args.jobs)
@@ -87,6 +97,64 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpucast-bench-compiled-") as tmp:
         for name in args.families:
             bench(name, X, y, rows, base, encoder.categorical, args.threads, Path(tmp), args.plain)
+
+
+def forest_leaves(caps: list[int], jobs: int, n_rows: int, threads: int, compile_targets: list[str],
+                  compile_caps: list[int]) -> None:
+    """`--forest-leaves`: the registry's random forest at each leaf cap, per target (module doc)."""
+    from gpucast.tasks.learn import features
+    from gpucast.tasks.learn.champion import metrics
+    from gpucast.tasks.learn.features import labelled_rows
+    from gpucast.tasks.learn.folds import split
+    from gpucast.tasks.learn.options import DEFAULT_FEATURES
+
+    built = features.build(simulate_jobs(int(jobs * 1.35) + 100, np.random.default_rng(jobs), SimConfig().start, 0.0))
+    pending = _features(simulate_jobs(n_rows, np.random.default_rng(2), SimConfig().start, 1.0))
+    worst = {}
+    for target in c.TARGETS:
+        rows = labelled_rows(built, target).head(jobs)
+        y = rows[target].to_numpy()
+        fit, _, test = split(rows.height, seed=0)
+        enc = FeatureEncoder(DEFAULT_FEATURES).fit(rows[fit])
+        X, P = enc.transform(rows), np.ascontiguousarray(enc.transform(pending))
+        print(f"\n== {target}: {len(fit):,} fit / {len(test):,} test rows; predict timed on {len(P):,} pending rows, "
+              f"{threads} threads ==", flush=True)
+        baseline = None
+        for cap in caps:
+            est = registry.build("random_forest", registry.Build(seed=0, threads=threads, categorical=enc.categorical,
+                                                                 cardinalities=enc.cardinalities,
+                                                                 base=FEATURE_SETS[enc.feature_set].base_column(target)))
+            est.set_params(regressor__max_leaf_nodes=cap)
+            _, fit_s = timed(est.fit, X[fit], y[fit])
+            mape = metrics(y[test], est.predict(X[test]))["mape"]
+            baseline = mape if baseline is None else baseline
+            worst[(target, cap)] = mape - baseline
+            inner, nodes = est.regressor_, compiled.node_count("random_forest", est.regressor_)
+            cpu = time.process_time()
+            native, native_s = timed(inner.predict, P)
+            cpu = time.process_time() - cpu
+            line = (f"max_leaf_nodes {cap:5d}: {nodes:7,} nodes, fit {fit_s:5.1f} s, test MAPE {mape:6.2f}% "
+                    f"({mape - baseline:+.2f} points), native predict per 1M {native_s / len(P) * 1e6:6.2f} s "
+                    f"(CPU {cpu / len(P) * 1e6:6.2f} s)")
+            if target in compile_targets and cap in compile_caps and nodes <= compiled.MAX_COMPILE_NODES:
+                with tempfile.TemporaryDirectory(prefix="gpucast-bench-leaves-") as tmp:
+                    path = store.save_model(Path(tmp), "random_forest", est)
+                    lib = Path(tmp) / f"forest{compiled.LIB_SUFFIX}"
+                    _, compile_s = timed(compiled.export, compiled.treelite_model("random_forest", path, inner), lib, threads)
+                    fast = compiled.CompiledTrees(lib, threads, float32_input=True)
+                    cpu = time.process_time()
+                    got, fast_s = timed(fast.predict, P)
+                    cpu = time.process_time() - cpu
+                    line += (f", compile {compile_s:5.1f} s, compiled predict per 1M {fast_s / len(P) * 1e6:5.2f} s "
+                             f"(CPU {cpu / len(P) * 1e6:5.2f} s)"
+                             f" (max rel diff {compiled.max_relative_difference(got, np.asarray(native, float)):.1e})")
+            print(line, flush=True)
+    (target, cap), delta = max(worst.items(), key=lambda kv: kv[1])
+    print(f"\nworst test MAPE change against max_leaf_nodes {caps[0]}: {delta:+.2f} points ({target}, {cap}); "
+          f"goal <= +1 point")
+    for cap in caps[1:]:
+        d = max(v for (t, k), v in worst.items() if k == cap)
+        print(f"  max_leaf_nodes {cap}: worst {d:+.2f} points: {'met' if d <= 1 else 'NOT met'}")
 
 
 def _features(jobs):

@@ -87,6 +87,12 @@ FOREST_MAX_LEAVES = 2048
 # "Ensemble sizes"): FOREST_TREES is where it is within noise of 300's. 100 until 2026-11-27; at 50 the test
 # MAPE is at most 0.27 points above the 300-tree forest's, and a forest scores 1.8x faster than at 100.
 FOREST_TREES = 50
+# The random forest's own cap (issue 52 item 5: scoring 1M jobs x 3 targets in 20 s): at 512 leaves a tree its
+# predict costs 3.5-3.8 CPU-s per 1M jobs and target against 5.1-5.9 at 2,048, and no target's test MAPE is worse by
+# more than 0.38 points (runtime_hours; gflops -0.07, memory +0.05; at 10,000 jobs +0.29 at most):
+# `bench_compiled.py --forest-leaves 2048,512,256 --jobs 20000` (docs/benchmarks.md). ExtraTrees keeps
+# FOREST_MAX_LEAVES (not measured).
+RANDOM_FOREST_MAX_LEAVES = 512
 
 
 def _extra_trees(b: Build):
@@ -104,7 +110,8 @@ def _random_forest(b: Build):
     from gpucast.tasks.learn.models.estimators import LogTarget
 
     return LogTarget(RandomForestRegressor(n_estimators=FOREST_TREES, min_samples_leaf=2, max_features=0.6,
-                                           max_leaf_nodes=FOREST_MAX_LEAVES, n_jobs=b.threads, random_state=b.seed),
+                                           max_leaf_nodes=RANDOM_FOREST_MAX_LEAVES, n_jobs=b.threads,
+                                           random_state=b.seed),
                      base=b.base)
 
 
