@@ -90,10 +90,11 @@ def demand_chart(demand: pl.DataFrame) -> str | None:
 
 
 def bands_summed(series: int | None) -> str:
-    """What a queue's forecast band is when it adds up the bands of its GPU types' series (`series` of them,
-    `warehouse.queries.DEMAND_OUTLOOK`): the sum of their P90s is above the P90 of the queue's total (issue 53 item 3),
-    and no forecast of the queue's total exists to show instead. Empty for a band of one series."""
-    return f"the sum of its {series} GPU types' bands" if series and series > 1 else ""
+    """What a queue's forecast band is when it adds up the bands of its series (one per GPU type, `unknown` for the
+    jobs that logged none: `series` of them, `warehouse.queries.DEMAND_OUTLOOK`): the sum of their P90s is above the
+    P90 of the queue's total (issue 53 item 3), and no forecast of the queue's total exists to show instead (the demo's
+    three queues each have two: their type and `unknown`). Empty for a band of one series."""
+    return f"the sum of its {series} series' bands, one per GPU type (unknown too)" if series and series > 1 else ""
 
 
 def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
@@ -113,11 +114,11 @@ def outlook_chart(history: pl.DataFrame, outlook: pl.DataFrame) -> str | None:
                             color=colour, alpha=0.2, linewidth=0, label="forecast P10-P90")
             ax.plot(ahead["day"].to_list(), ahead["gpu_hours_p50"].to_list(), color=colour, linestyle="--",
                     label="forecast P50")
-        summed = bands_summed(ahead["series"].max() if "series" in ahead.columns and ahead.height else None)
-        plain(ax.set_title(q, fontsize=9, pad=14 if summed else 6))  # 6: matplotlib's own pad
-        if summed:  # under the title, not in it: `plain` shows a data string's newline as its escape
-            ax.text(0.5, 1.01, f"band: {summed}", transform=ax.transAxes, ha="center", va="bottom", fontsize=7,
-                    color="#666").set_parse_math(False)
+        series = ahead["series"].max() if "series" in ahead.columns and ahead.height else None
+        plain(ax.set_title(q, fontsize=9, pad=14 if bands_summed(series) else 6))  # 6: matplotlib's own pad
+        if bands_summed(series):  # under the title, not in it: `plain` shows a data string's newline as its escape
+            ax.text(0.5, 1.01, f"band: its {series} series' bands summed", transform=ax.transAxes, ha="center",
+                    va="bottom", fontsize=7, color="#666").set_parse_math(False)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
         ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_ylabel("GPU-hours per day")
