@@ -7,7 +7,8 @@ warehouse on one DuckDB thread with `--jobs` synthetic jobs (5% RUNNING, 20 queu
 count with running jobs; the rest finished, 1 in 31 FAILED, run times 0.1-100 h; one record a job; no forecasts,
 so every running job's estimate is read from its queue's finished runs), then, for each of the two views (`--base`'s
 `job_demand` from git and this tree's), times both reads `--repeat` times (wall and this process's CPU seconds) and
-checks that the two views give the same rows (every column of every job) and the same demand_daily.
+checks that the two views give the same rows (every column of every job) and the same demand_daily. Each side is
+its commit's `job_demand` and `demand_daily` (`--base 4fd7eaf^`: demand_daily's two reads of job_demand against one).
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_job_demand.py [--jobs 1000000] [--repeat 2] [--base c21d3ba]
 """
@@ -27,6 +28,7 @@ from gpucast.warehouse import schema
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEW = re.compile(r"CREATE OR REPLACE VIEW job_demand AS.*?\nFROM jobs[^;]*;", re.S)
+DAILY = re.compile(r"CREATE OR REPLACE VIEW demand_daily AS.*?;\n", re.S)
 READS = {
     "running (RUNNING_INPUT)": "SELECT count(*), sum(gpu_hours_forecast) FROM job_demand WHERE status = 'RUNNING'",
     "demand_daily": "SELECT count(*), sum(gpu_hours) FROM demand_daily",
@@ -34,11 +36,12 @@ READS = {
 
 
 def view_of(text: str) -> str:
-    """The `CREATE OR REPLACE VIEW job_demand` statement of a schema.sql text."""
-    found = VIEW.search(text)
-    if found is None:
-        raise SystemExit("no job_demand view in the schema text")
-    return found.group(0)
+    """The `CREATE OR REPLACE VIEW job_demand` and `demand_daily` statements of a schema.sql text (demand_daily read
+    job_demand twice before 4fd7eaf, once since)."""
+    found, daily = VIEW.search(text), DAILY.search(text)
+    if found is None or daily is None:
+        raise SystemExit("no job_demand or demand_daily view in the schema text")
+    return found.group(0) + "\n" + daily.group(0)
 
 
 def warehouse(jobs: int) -> duckdb.DuckDBPyConnection:
