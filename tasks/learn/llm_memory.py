@@ -760,7 +760,7 @@ def fit_utilisation(rows: pl.DataFrame, min_jobs: int = MIN_UTILISATION_JOBS) ->
         return Utilisation()
     measured = rows.with_columns(
         achieved_share(rows).alias("_share"),
-        pl.col(c.PRECISION).fill_null(DEFAULT_PRECISION).alias("_precision"),
+        _column_or(c.PRECISION, rows.columns, pl.String, None).fill_null(DEFAULT_PRECISION).alias("_precision"),
         (pl.col(c.GPU_TYPE).map_elements(gpu_key, return_dtype=pl.String) if c.GPU_TYPE in rows.columns
          else pl.lit(None, dtype=pl.String)).alias("_gpu"),
     ).filter(pl.col("_share").is_between(lo, hi) & pl.col(LLM_MEM_GB).is_not_null())

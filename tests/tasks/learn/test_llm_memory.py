@@ -314,6 +314,9 @@ def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_
     # share per precision (0.4) and one iteration, as where they are null
     bare = m.llm_runtime_hours(built.drop(c.GPU_TYPE, c.ITERATIONS), fitted).to_numpy()
     assert bare[0] == pytest.approx(at_prior[0] / 1000 * m.MFU_PRIOR / 0.4)
+    # and learned from such a frame: no GPU type, so per precision only (a missing precision is the default one)
+    unnamed = m.fit_utilisation(built.drop(c.GPU_TYPE, c.PRECISION))
+    assert not unnamed.by_type and unnamed.by_precision == {m.DEFAULT_PRECISION: pytest.approx(0.4)}
     # the learned tables are read-only; the record still pickles (a night's results may be)
     with pytest.raises(TypeError):
         fitted.by_precision["BF16"] = 0.9  # type: ignore[index]
