@@ -36,8 +36,9 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
     traces = _trace(staged, storage, traced.run_bounds(tracing.trace_seconds, tracing.trace_night_seconds, score_alone))
     trace = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else TraceSummary()
     paths = {part: str(folder / f"{part}.parquet") for part in staged}
-    for part, rows in staged.items():
-        features.build(rows, traces[part]).write_parquet(paths[part])
+    for part, rows in staged.items():  # LZ4: a file of this run only, read once or twice: at 1M pending jobs x 60
+        # columns 1.2 CPU-s to write and 0.5 to read against zstd's 1.8 and 0.6 (98 MB against 77; issue 52 item 5)
+        features.build(rows, traces[part]).write_parquet(paths[part], compression="lz4")
     both = HISTORY in staged and PENDING in staged  # what tonight's models see: only when both are staged
     seen = features.summary(staged[HISTORY], staged[PENDING]) if both else FeatureSummary()
     return FeaturesResult.of(paths.get(HISTORY), paths.get(PENDING), trace, seen)
