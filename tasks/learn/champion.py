@@ -29,7 +29,7 @@ then the first in `registry.PREFERENCE`). Then two checks:
   have a planner loss worse than that tree's beyond noise, or the tree is champion (within noise: the cheaper);
 - **the floor** (`_floor`): the champion's out-of-fold planner loss is never above the plain LightGBM's (a guard:
   every candidate that competes is below it); the reason says by how much the champion beats the plain baseline,
-  in GB and in standard errors.
+  in the target's units and on how many of the resamples.
 Why the burden of proof on the candidate (issue 50, session 7): the best of ten models is picked on the same rows it
 is judged on, so its lead over a default model is biased upward and, on a small history, noisy: on the public set's
 59 out-of-fold rows of one fold a decision tree 31% below the plain LightGBM (lowest, and cheapest of the tied) was
