@@ -155,7 +155,8 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                 assert handed.parameters["quality"]["backtest_days"] == 3
                 assert handed.parameters["cluster"] == {"train_runner": "local", "dask_address": "tcp://127.0.0.1:9",
                                                         "dask_workers": given.cluster.dask_workers,
-                                                        "dask_dashboard_host": given.cluster.dask_dashboard_host}
+                                                        "dask_dashboard_host": given.cluster.dask_dashboard_host,
+                                                        "prefect_api_check_s": given.cluster.prefect_api_check_s}
 
                 # a run the worker starts and that then fails is a real training failure: it fails the caller
                 broken = TrainOptions(models=("transformer_bigru",), preset="tiny", device="no-such-device",
