@@ -11,6 +11,8 @@ Jobs without model features (contract v4: `model_type` unknown and nothing else 
 champions': each target's are forecast in this process from the scheduler's history of similar jobs
 (`tasks/learn/history.py`), fitted here on the labelled history, and published with the champions'.
 
+The targets are scored at once, as threads of this process (the flow's thread pool: see `score_pending`).
+
 The pending jobs are read once per run (`tasks/learn/score.py` `Pending`) and handed to each step; the rules
 (which jobs each forecast covers, the no-champion failure, the memory advice) are `tasks/learn/score.py`'s.
 """
@@ -117,7 +119,7 @@ def score_target(champion: Champion | None, target: str, pending: Pending, out: 
             pending.known(), batch_rows, lambda: Scorer(champion, device=device, threads=runners.threads_here()),
             cluster_parts, rescorer=lambda: _scorer(champion, device), progress=get_run_logger().info)
     by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
-                                         threads=runners.threads_here())
+                                         threads=runners.threads_here(), as_of=scored_at)
     scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at)
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
     return score.ood_forecasts(scored)
@@ -178,6 +180,13 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         print(f"{run.run_id}: scoring on {scored.where}")
         # The targets at once, as task runs on the flow's thread pool: their predicts (and Polars' and NumPy's work)
         # release the GIL, so one target's Python work overlaps another's predict on the second core (issue 52 item 5).
+        # Shared process-global state: the jobs without model features are forecast by `SchedulerHistory`, whose fit,
+        # predict and intervals enter threadpoolctl's `threadpool_limits` (tasks/learn/history.py): it sets the
+        # OpenMP/BLAS libraries' one global thread limit and restores the value it saw on exit, so threads that
+        # interleave restore each other's values out of order. Safe because every target passes the same value
+        # (`runners.threads_here()`): an interleaving can at worst leave the process at that limit after the run,
+        # never one target at another's share. A per-target share would need the limit taken once, around `wait`.
+        # The champions' predicts set their threads per model (`n_jobs`, the compiled trees' `nthread`), not globally.
         parts = [str(run.staging / f"{target}.parquet") for target in targets]
         futures = [score_target.submit(by_target.get(target), target, pending, out, run.run_id, as_of or run.started_at,
                                        gpu_mem_gb, batch_rows, device, scored.of(target), history_path)
