@@ -47,18 +47,26 @@ def _svg(fig) -> str:
     (tests/benchmarks/bench_site.py, docs/benchmarks.md)."""
     boxes = []
     fig.canvas.mpl_connect("draw_event", lambda event: boxes.append(fig.get_tightbbox(event.renderer)))
+    text = _save(fig)
+    (x0, y0, x1, y1), top = boxes[-1].padded(PAD_INCHES).extents * 72, fig.get_figheight() * 72  # inches -> points
+    w, h = x1 - x0, y1 - y0  # SVG's y runs down from the top: the box's top edge is at top - y1
+    text, n = _SIZE.subn(lambda m: f'<svg{m[1]} width="{w:.6f}pt" height="{h:.6f}pt" viewBox="{x0:.6f} {top - y1:.6f} {w:.6f} {h:.6f}"',
+                         text, count=1)
+    # a header `_SIZE` does not match (a matplotlib that writes its attributes otherwise) would leave the chart at the
+    # full figure's size, uncropped: matplotlib's own crop then, at the cost of its second draw
+    return text if n else _save(fig, bbox_inches="tight", pad_inches=PAD_INCHES)
+
+
+def _save(fig, **options) -> str:
+    """The figure as SVG for inlining in HTML (from `<svg`: the XML prologue dropped); `options`: savefig's."""
     buf = io.StringIO()
     with warnings.catch_warnings():
         # a queue or job named in a script the bundled font lacks (CJK, emoji) is drawn as boxes on the chart and
         # named in full in the page's tables: matplotlib's warning is not the planner's to act on
         warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
-        fig.savefig(buf, format="svg")
+        fig.savefig(buf, format="svg", **options)
     text = buf.getvalue()
-    text = text[text.index("<svg"):]  # drop the XML prologue: the SVG is inlined in HTML
-    (x0, y0, x1, y1), top = boxes[-1].padded(PAD_INCHES).extents * 72, fig.get_figheight() * 72  # inches -> points
-    w, h = x1 - x0, y1 - y0  # SVG's y runs down from the top: the box's top edge is at top - y1
-    return _SIZE.sub(lambda m: f'<svg{m[1]} width="{w:.6f}pt" height="{h:.6f}pt" viewBox="{x0:.6f} {top - y1:.6f} {w:.6f} {h:.6f}"',
-                     text, count=1)
+    return text[text.index("<svg"):]
 
 
 def demand_chart(demand: pl.DataFrame) -> str | None:

@@ -34,3 +34,14 @@ def test_a_chart_is_drawn_once_and_cropped_as_bbox_tight_crops():
     x0, y0, w, h = map(float, view.split())
     assert (w, h) == (float(width), float(height)) and (x0, y0) != (0, 0)  # the view is the drawn part, not the figure
     assert float(width) < 6 * 72  # narrower than the figure: the right panel's title ends inside it
+
+
+def test_a_header_the_crop_does_not_recognise_falls_back_to_matplotlibs_crop(monkeypatch):
+    import gpucast.tasks.report.site as site
+
+    monkeypatch.setattr(site, "_SIZE", re.compile(r"<svg(never)"))  # as if matplotlib wrote its header otherwise
+    width, height, _ = SIZE.search(_svg(chart())).groups()
+    tight = io.StringIO()
+    chart().savefig(tight, format="svg", bbox_inches="tight")
+    want_w, want_h, _ = SIZE.search(tight.getvalue()).groups()
+    assert (width, height) == (want_w, want_h) and float(width) < 6 * 72  # cropped, not the full figure
