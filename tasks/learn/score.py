@@ -123,17 +123,23 @@ def champion_forecasts(known: pl.DataFrame, batch_rows: int, scorer: Callable[[]
 
 
 def history_forecasts(target: str, unknown: pl.DataFrame, history: Callable[[], pl.DataFrame], score_run_id: str,
-                      threads: int, say: Callable[[str], object] = print) -> pl.DataFrame | None:
+                      threads: int, say: Callable[[str], object] = print,
+                      as_of: datetime | None = None) -> pl.DataFrame | None:
     """One target's forecasts of the jobs without model features (`unknown`), from the scheduler's history of similar
     jobs (`tasks/learn/history.py`, fitted on `history()`'s labelled rows, read only when there are such jobs), stamped
-    with the score run as its `train_run_id`; `say` tells how many it could forecast. None when there are none."""
+    with the score run as its `train_run_id`; `say` tells how many it could forecast. None when there are none.
+    `as_of`: the forecasts' time (the run's `scored_at`: now, or a backfill's `--as-of`); a run time's burst reads
+    only what was known then (`burst_siblings`: a sibling that ended after it counts its hours so far, one not yet
+    submitted or started is left out), so a backfill against a warehouse holding later days never reads a sibling's
+    final run time from after it. None: every labelled job counts as finished. The trees themselves are still fitted
+    on every labelled row `history()` gives."""
     if not unknown.height:
         return None
     labelled = history()
     model = SchedulerHistory(target, threads=threads).fit(labelled)
     # run time: each job's P50 moved toward its burst's finished jobs (issue 53 item 2: on the real trace the pending
     # jobs' MAE x0.90 -> x0.79 of the queue median's from the finished siblings alone, bench_real_runtime.py)
-    made = model.forecast(unknown, siblings=burst_siblings(labelled) if target == c.RUNTIME_HOURS else None)
+    made = model.forecast(unknown, siblings=burst_siblings(labelled, as_of) if target == c.RUNTIME_HOURS else None)
     say(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
         + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
     return made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id"))

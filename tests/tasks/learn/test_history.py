@@ -274,16 +274,23 @@ def test_the_nightlys_run_time_of_a_job_without_features_moves_toward_its_bursts
     from gpucast.tasks.learn import score
 
     t0 = datetime(2026, 11, 20, tzinfo=UTC)
+    # the burst's three jobs started at t0 and ran 20 h, 40 h, 40 h (no end logged: submitted_at + run time)
     burst = jobs(3, **{c.JOB_ID: ["s1", "s2", "s3"], c.JOB_NAME: ["sweep_1", "sweep_2", "sweep_3"],
-                       c.SUBMITTED_AT: [t0] * 3, c.RUNTIME_HOURS: [20.0] * 3, c.TIME_LIMIT_HOURS: [None] * 3})
+                       c.SUBMITTED_AT: [t0] * 3, c.RUNTIME_HOURS: [20.0, 40.0, 40.0], c.TIME_LIMIT_HOURS: [None] * 3})
     history = pl.concat([jobs(200), burst])
     # "p" of the burst, "q" of no burst (another script)
     new = jobs(2, **{c.JOB_ID: ["p", "q"], c.JOB_NAME: ["sweep_9", "solo_1"], c.SUBMITTED_AT: [t0 + timedelta(minutes=30)] * 2,
                      c.TIME_LIMIT_HOURS: [None] * 2})
     plain = h.SchedulerHistory(c.RUNTIME_HOURS).fit(history).predict(new)
     made = score.history_forecasts(c.RUNTIME_HOURS, new, lambda: history, "score-1", 1, say=lambda _: None)
-    assert made["p50"].to_list() == pytest.approx([np.exp((3 * np.log(20.0) + np.log(plain[0])) / 4), plain[1]])
+    assert made["p50"].to_list() == pytest.approx([np.exp((3 * np.log(40.0) + np.log(plain[0])) / 4), plain[1]])
     assert made["ood_reason"][0].endswith(h.BURST_REASON.format(n=3)) and "burst" not in made["ood_reason"][1]
+    # a backfill as of t0 + 25 h (review 57 S1): s1 had ended (20 h), s2 and s3 had run 25 h so far, their 40 h not
+    # yet known; most of the burst still running, their hours so far only raise the P50 (a lower bound)
+    then = score.history_forecasts(c.RUNTIME_HOURS, new, lambda: history, "score-1", 1, say=lambda _: None,
+                                   as_of=t0 + timedelta(hours=25))
+    moved = np.exp((3 * np.log(25.0) + np.log(plain[0])) / 4)  # the median of log 20, log 25, log 25
+    assert then["p50"].to_list() == pytest.approx([max(moved, plain[0]), plain[1]])
 
 
 def test_a_burst_is_read_in_chunks_of_rows_and_at_most_a_bounded_sample_of_siblings(monkeypatch):
