@@ -39,9 +39,12 @@ Run time (issue 53 item 2, measured on a real cluster's trace, `tests/benchmarks
 * **bursts** (`burst_siblings`, `burst_p50`): the jobs of one queue x account x name pattern x GPU count submitted
   within `BURST_HOURS` of a job (a sweep, an array) run alike; what those that had run by the forecast's time ran
   (finished: their run time; still running: their hours so far, a lower bound) moves its P50 in log hours, shrunk
-  toward the trees' by `BURST_PRIOR`, and its band with it. On the real trace, as of the morning after submission:
-  MAE x0.90 -> x0.73 of the queue median's (x0.79 from the finished siblings alone, what the nightly's history
-  holds: `tasks/learn/score.py`), P10-P90 85% (81%); as of the submission itself none of a burst has run: x0.91.
+  toward the trees' by `BURST_PRIOR`, and its band with it. On the real trace (ITP: no queueing, so "pending to the
+  morning after submission" is a stand-in in which the siblings ran as if nothing waited): MAE x0.90 -> x0.73 of the
+  queue median's with the running siblings, x0.79 from the finished ones alone (what the nightly's history holds:
+  `tasks/learn/score.py`); not measured on jobs that really waited: the nightly's figure lies between x0.81 (FIFO:
+  only the finished siblings submitted before the job, `before_only`) and x0.91 (as of the submission none of a
+  burst has run). Goal x0.85: met under the stand-in only (docs/models.md).
 Every forecast is flagged (`ood` true) with its reason in words: the champion never saw such a job.
 Measured against queue medians on the simulator and a sacct-like sample: `tests/benchmarks/bench_scheduler_runtime.py`
 (docs/models.md, "Jobs without model features").
@@ -207,14 +210,15 @@ def burst_siblings(context: pl.DataFrame, as_of=None) -> pl.DataFrame:
 
 
 def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
-              elapsed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+              elapsed: np.ndarray | None = None, before_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(the P50 run time of `rows` moved toward their bursts' siblings, how many siblings each has). A row's siblings
     (`burst_siblings`) share its `BURST_KEYS` and were submitted within `BURST_HOURS` of it (itself left out, by job
     id). In log hours the P50 becomes (n x m + `BURST_PRIOR` x log P50) / (n + `BURST_PRIOR`), m the median of the
     siblings' log hours: a finished one's run time, a running one's hours so far (survival-aware: a lower bound,
     not a run time, so where most siblings still run the P50 is not lowered by them). `elapsed`: the hours each row
-    has run (a running job): only the siblings that ran longer count (its burst's survivors). Without a sibling, or
-    a P50, the P50 is kept."""
+    has run (a running job): only the siblings that ran longer count (its burst's survivors). `before_only`: only
+    the siblings submitted before the row count (a FIFO queue: what was ahead of it; the real-trace bench's bound for
+    jobs that really wait, tests/benchmarks/bench_real_runtime.py). Without a sibling, or a P50, the P50 is kept."""
     p50 = np.asarray(p50, dtype=np.float64)
     n = np.zeros(rows.height)
     if not rows.height or not siblings.height or c.SUBMITTED_AT not in rows.columns:
@@ -240,7 +244,8 @@ def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
         parts.append(chunk.join(sibs, on=bucket, nulls_equal=True)
                      .filter((pl.col(c.JOB_ID) != pl.col("__sib"))
                              & ((pl.col("__s") - pl.col("__t")).abs() <= pl.duration(microseconds=hour))
-                             & (pl.col("__y") > pl.col("__e")))
+                             & (pl.col("__y") > pl.col("__e"))
+                             & ((pl.col("__s") < pl.col("__t")) if before_only else pl.lit(True)))
                      .group_by("__pos").agg(pl.len().alias("__n"), pl.col(DONE).sum().alias("__k"),
                                             pl.col("__y").median().alias("__m")))
     agg = pl.concat(parts) if parts else pl.DataFrame(schema={"__pos": pl.UInt32, "__n": pl.UInt32, "__k": pl.UInt32,

@@ -308,3 +308,6 @@ def test_a_burst_is_read_in_chunks_of_rows_and_at_most_a_bounded_sample_of_sibli
     # the bucket's 250 siblings read as an even sample of at most 100: every 3rd, 84 (both run times kept); "c", 3 h
     # later, has none
     assert n_whole.tolist() == [84, 84, 0] and whole[2] == 1.0 and 3.0 ** (84 / 85) < whole[0] < 12.0
+    # only the siblings submitted before the row (a FIFO queue's bound, bench_real_runtime.py): of the 84, those of
+    # the first 10 / 20 minutes
+    assert h.burst_p50(rows, siblings, np.ones(3), before_only=True)[1].tolist() == [17, 34, 0]
