@@ -35,7 +35,8 @@ Run time (issue 53 item 2, measured on a real cluster's trace, `tests/benchmarks
 * `recent=True` adds the recent run times (`RECENT`, `recent_facts`): per queue x GPU count, queue, queue x name
   pattern and account, what the similar jobs that had *ended* before a job's submission ran, and the bursts of
   submissions before it. Off by default: on the real trace they did not help (docs/models.md);
-* a RUNNING job's remaining time given the hours it has run: `RemainingTime` (survival-aware);
+* a RUNNING job's remaining time given the hours it has run: `RemainingTime` (survival-aware; its burst argument is
+  the bench's only: the product's running jobs are the warehouse's `job_demand.hours_expected`);
 * **bursts** (`burst_siblings`, `burst_p50`): the jobs of one queue x account x name pattern x GPU count submitted
   within `BURST_HOURS` of a job (a sweep, an array) run alike; what those that had run by the forecast's time ran
   (finished: their run time; still running: their hours so far, a lower bound) moves its P50 in log hours, shrunk
@@ -44,7 +45,8 @@ Run time (issue 53 item 2, measured on a real cluster's trace, `tests/benchmarks
   queue median's with the running siblings, x0.79 from the finished ones alone (what the nightly's history holds:
   `tasks/learn/score.py`); not measured on jobs that really waited: the nightly's figure lies between x0.81 (FIFO:
   only the finished siblings submitted before the job, `before_only`) and x0.91 (as of the submission none of a
-  burst has run). Goal x0.85: met under the stand-in only (docs/models.md).
+  burst has run). Goal x0.85: met under the stand-in only (docs/models.md). The nightly passes finished siblings
+  only, so `burst_p50`'s survival guard does not engage there.
 Every forecast is flagged (`ood` true) with its reason in words: the champion never saw such a job.
 Measured against queue medians on the simulator and a sacct-like sample: `tests/benchmarks/bench_scheduler_runtime.py`
 (docs/models.md, "Jobs without model features").
@@ -184,8 +186,10 @@ def recent_facts(rows: pl.DataFrame, context: pl.DataFrame) -> pl.DataFrame:
 BURST_HOURS = 1.0  # siblings: submitted within this many hours of the job, before or after
 BURST_PRIOR = 1.0  # the model's P50 weighs as this many siblings (shrinkage: one sibling moves it half way, in log hours)
 BURST_KEYS = (c.QUEUE, c.TEAM, NAME_PATTERN, c.GPU_COUNT)  # a missing fact matches a missing one (a plain export)
-BURST_REASON = ("; P50 moved toward the run times of its burst ({n} job(s) of the same queue, account, name and GPUs "
-                f"submitted within {BURST_HOURS:g} h)")
+# the match's words: a missing account or name matches a missing one, so on a plain export (neither logged) a burst is
+# any job of the same queue and GPU count (review 57 N14)
+BURST_REASON = ("; P50 moved toward the run times of its burst ({n} job(s) of the same queue and GPU count, account and "
+                f"name where logged, submitted within {BURST_HOURS:g} h)")
 BURST_BUCKET_JOBS = 100  # siblings read per account x name x GPUs x hour (evenly spaced): a row meets at most 300
 BURST_CHUNK_ROWS = 20_000  # rows joined to their siblings at a time (at most 6M pairs in memory)
 DONE = "__done"  # a sibling that had finished by the forecast's time (else: running, `__y` its log hours so far)
@@ -216,7 +220,10 @@ def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
     id). In log hours the P50 becomes (n x m + `BURST_PRIOR` x log P50) / (n + `BURST_PRIOR`), m the median of the
     siblings' log hours: a finished one's run time, a running one's hours so far (survival-aware: a lower bound,
     not a run time, so where most siblings still run the P50 is not lowered by them). `elapsed`: the hours each row
-    has run (a running job): only the siblings that ran longer count (its burst's survivors). `before_only`: only
+    has run (a running job): only the siblings that ran longer count (its burst's survivors). The survival guard
+    engages only where `siblings` holds running jobs (`burst_siblings(..., as_of)` of a context with them): the nightly
+    (`score.history_forecasts`) passes the staged history's finished jobs only, so there it does not, and a burst half
+    done pulls a long job's P50 toward its short, finished half (docs/models.md). `before_only`: only
     the siblings submitted before the row count (a FIFO queue: what was ahead of it; the real-trace bench's bound for
     jobs that really wait, tests/benchmarks/bench_real_runtime.py). Without a sibling, or a P50, the P50 is kept."""
     p50 = np.asarray(p50, dtype=np.float64)
@@ -536,7 +543,9 @@ class RemainingTime:
                   siblings: pl.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(p10, p50, p90) of the remaining hours of `rows` (contract columns) that have run `elapsed` hours.
         `siblings` (`burst_siblings` at the forecast's time): the run time (hours run + remaining P50) moves toward
-        its burst's siblings that ran longer than it has (`burst_p50`), the band with it."""
+        its burst's siblings that ran longer than it has (`burst_p50`), the band with it. Used only by the real-trace
+        bench (tests/benchmarks/bench_real_runtime.py): the product's running-job estimate is the warehouse's own
+        SQL (`job_demand.hours_expected`), which reads no burst, so the plan's running jobs do not move with theirs."""
         facts = scheduler_facts(rows)
         elapsed = np.maximum(np.nan_to_num(np.asarray(elapsed, dtype=np.float64), nan=0.0), 0.0)
         out = np.full((rows.height, 3), np.nan)

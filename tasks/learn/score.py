@@ -140,7 +140,8 @@ def history_forecasts(target: str, unknown: pl.DataFrame, history: Callable[[], 
     # run time: each job's P50 moved toward its burst's finished jobs (issue 53 item 2, bench_real_runtime.py: on the
     # real trace, which has no queueing, the pending jobs' MAE x0.90 -> x0.79 of the queue median's from the finished
     # siblings alone; not measured on jobs that really waited: between x0.81, only the siblings submitted before the
-    # job, FIFO, and x0.91, none of the burst run)
+    # job, FIFO, and x0.91, none of the burst run). Finished siblings only (the staged history): burst_p50's survival
+    # guard, which needs the running ones, does not engage here (docs/models.md)
     made = model.forecast(unknown, siblings=burst_siblings(labelled, as_of) if target == c.RUNTIME_HOURS else None)
     say(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
         + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
