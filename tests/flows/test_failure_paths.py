@@ -147,22 +147,25 @@ def test_a_target_failing_while_the_others_score_fails_the_run_after_they_end(ho
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         runs_before = con.execute("SELECT score_run_id FROM score_runs").fetchall()
         forecasts_before = con.execute("SELECT count(*) FROM forecasts").fetchone()[0]
-    real_score, ended, threads = score.Scorer.score, [], set()
+    real_score, ended, failed = score.Scorer.score, {}, []
+    together = threading.Barrier(len(c.TARGETS), timeout=120)  # one after another, it would break: not at once
 
     def score_or_fail(self, rows, *args, **kwargs):
-        threads.add(threading.get_ident())
+        together.wait()  # the three are in flight at once, whichever threads of the pool run them
         if self.champion.target == c.PEAK_GPU_MEM_GB:
+            failed.append(time.monotonic())
             raise RuntimeError("a champion that cannot score")
         time.sleep(0.5)  # still scoring when the failed target has ended
         out = real_score(self, rows, *args, **kwargs)
-        ended.append(self.champion.target)
+        ended[self.champion.target] = time.monotonic()
         return out
 
     monkeypatch.setattr(score.Scorer, "score", score_or_fail)
     monkeypatch.setattr(score_flow, "score_target", score_flow.score_target.with_options(retries=0))
     with pytest.raises(RuntimeError, match="a champion that cannot score"):
         score_flow.score_pending()
-    assert sorted(ended) == sorted(set(c.TARGETS) - {c.PEAK_GPU_MEM_GB}) and len(threads) == 3  # in threads, all ended
+    assert sorted(ended) == sorted(set(c.TARGETS) - {c.PEAK_GPU_MEM_GB})  # the others ended before the run failed,
+    assert min(ended.values()) > failed[0]  # and after the failure was raised: the run waited for them
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         new = con.execute("SELECT status FROM score_runs WHERE score_run_id NOT IN (SELECT unnest(?))",
                           [[r for (r,) in runs_before]]).fetchall()
