@@ -246,6 +246,31 @@ def estimate_arch(params: float, layers: float | None = None) -> Arch:
                 source=f"estimated: hidden = {a:.4g} x params^{b:.3f}")
 
 
+# The size a model's name gives, by the Hugging Face naming convention: `Qwen3-235B-A22B` (235 billion, of which 22
+# active), `SmolLM2-135M`, `Mixtral-8x22B` (8 experts of a 22B model: 176B, above the 141B they share attention and
+# embeddings to, so the estimate errs toward more memory), `llama-2-7b-chat`. The billions win over the millions
+# (`Qwen2.5-7B-Instruct-1M`: 1M is its context length); an active size (`A22B`) is not the total.
+NAMED_EXPERTS = re.compile(r"(?<![\w.])(\d+)x(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
+NAMED_BILLIONS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
+NAMED_MILLIONS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)m(?![a-z])", re.IGNORECASE)
+
+
+def params_from_name(name: str | None) -> float | None:
+    """Parameters a model's name says (`NAMED_BILLIONS`...), or None: for a job whose `arch` the table does not know
+    and that logs no `params_million` (a new MoE's name, e.g. `Qwen3-235B-A22B`), so it still gets a per-GPU prior
+    (`estimate_arch`) rather than none."""
+    if not name:
+        return None
+    base = name.strip().split("/")[-1]
+    if said := NAMED_EXPERTS.search(base):
+        return int(said[1]) * float(said[2]) * 1e9
+    if said := NAMED_BILLIONS.search(base):
+        return float(said[1]) * 1e9
+    if said := NAMED_MILLIONS.search(base):
+        return float(said[1]) * 1e6
+    return None
+
+
 # --- the job's layout --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Layout:
@@ -605,13 +630,15 @@ def _value(row: dict, name: str, default=None):
 
 def job_of(row: dict) -> tuple[Arch, Layout] | None:
     """The architecture and layout of one job's contract row (v5 defaults applied; unknown words as the plain
-    case), or None when neither its `arch` is in the table nor its parameter count is logged."""
+    case), or None when its `arch` is not in the table and neither its parameter count is logged nor its name gives one
+    (`params_from_name`)."""
     arch = lookup(_value(row, c.ARCH))
     if arch is None:
         params = _value(row, c.PARAMS_MILLION)
-        if not params:
+        params = float(params) * 1e6 if params else params_from_name(_value(row, c.ARCH))
+        if not params or not math.isfinite(params):
             return None
-        arch = estimate_arch(float(params) * 1e6, _value(row, c.NUM_LAYERS))
+        arch = estimate_arch(params, _value(row, c.NUM_LAYERS))
     gpus = int(_value(row, c.GPU_COUNT, 1))
     tp, pp, cp = (int(_value(row, n, 1)) for n in c.PARALLELISM)
     d = max(1, gpus // max(1, tp * pp * cp))
