@@ -256,14 +256,21 @@ LLM_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
     "deepspeed": _deepspeed, "fsdp": _fsdp, "fsdp_config": _fsdp_config, "strategy": _strategy,
     "use_distributed_optimizer": lambda t: {c.SHARDING: "zero1"} if t.strip().lower() in _TRUE else {},
 }
+# LISA (Pan et al. 2024, "LISA: Layerwise Importance Sampling for Memory-Efficient Large Language Model Fine-Tuning")
+# trains a few sampled blocks at a time over a frozen rest, launched as full training (ms-swift: `--train_type full
+# --lisa_activated_layers 2`; LMFlow: `--lisa_activated_layers 1`, both 0 = off; a LLaMA-Factory fork: `--use_lisa`),
+# so the run logs no `peft_type`: read as adapter `other` (not all weights trained, contract v5), never `none`, which
+# the per-GPU prior reads as full training (+143% to +149% on ms-swift's two LISA runs of Benchmark.md)
+LISA_PARAMS = ("lisa_activated_layers", "use_lisa")
 QUANTISED = re.compile(r"""load_in_4bit["']?\s*[:=]\s*["']?true|quant_method["']?\s*[:=]\s*["']?(gptq|awq|bitsandbytes)""",
                        re.IGNORECASE)
 
 
 def llm_fields(source: dict[str, str]) -> dict[str, str]:
     """Contract v5 fields from a run's params that need more than a name: the parsers above; PEFT's `r` (a rank only
-    beside a `peft_type`); a quantised base turning LoRA into `qlora`; `batch_size` = micro-batch x
-    `gradient_accumulation_steps` x `world_size` where no global batch is logged. Pops what it reads."""
+    beside a `peft_type`); a LISA run as adapter `other` (`LISA_PARAMS`); a quantised base turning LoRA into `qlora`;
+    `batch_size` = micro-batch x `gradient_accumulation_steps` x `world_size` where no global batch is logged. Pops
+    what it reads."""
     keys = {header_key(k): k for k in source}
     out: dict[str, str] = {}
     for name, parse in LLM_PARSERS.items():
@@ -272,6 +279,9 @@ def llm_fields(source: dict[str, str]) -> dict[str, str]:
                 out.setdefault(field_name, v)
     if "peft_type" in keys and "r" in keys:
         out[c.LORA_RANK] = source.pop(keys["r"])
+    lisa = [source.pop(keys[k]).strip().lower() for k in LISA_PARAMS if k in keys]
+    if any(_switched_on(v) for v in lisa) and not any(k in keys for k in ("peft_type", c.ADAPTER)):
+        out[c.ADAPTER] = "other"  # a LISA run (`LISA_PARAMS`), unless the run names its method itself
     peft = source.get(keys.get("peft_type", ""), "")
     if peft.strip().lower() == "lora" and any(QUANTISED.search(f"{k}: {v}") for k, v in source.items()):
         source[keys["peft_type"]] = "qlora"
@@ -284,6 +294,16 @@ def llm_fields(source: dict[str, str]) -> dict[str, str]:
         except ValueError:
             pass  # left for the contract to judge the micro-batch itself
     return out
+
+
+def _switched_on(text: str) -> bool:
+    """A flag or a count that turns a method on: `true`, or a number above 0 (LISA's activated layers)."""
+    if text in _TRUE:
+        return True
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
 
 
 def _dotted(name: str) -> str:

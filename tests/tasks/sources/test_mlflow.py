@@ -222,6 +222,13 @@ def test_hugging_face_trainer_args_map_to_contract_v5():
     ({"parallelism.tensor_parallel_degree": "8", "parallelism.context_parallel_degree": "2"},  # torchtitan
      {c.TENSOR_PARALLEL: "8", c.CONTEXT_PARALLEL: "2"}),
     ({"r": "8"}, {c.LORA_RANK: None}),  # a bare `r` is not a rank without a peft_type beside it
+    # LISA (review 57 N11): ms-swift's / LMFlow's `lisa_activated_layers` above 0 (a fork's `use_lisa`) is a
+    # parameter-efficient method launched as full training: adapter `other`, never `none` (full training, +143%)
+    ({"train_type": "full", "lisa_activated_layers": "2", "lisa_step_interval": "20"}, {c.ADAPTER: "other"}),
+    ({"use_lisa": "True", "lisa_activated_layers": "1"}, {c.ADAPTER: "other"}),
+    ({"lisa_activated_layers": "0"}, {c.ADAPTER: None}),  # 0 is LISA off: nothing said
+    ({"lisa_activated_layers": "2", "peft_type": "LORA", "r": "8"}, {c.ADAPTER: "LORA"}),  # the method it names wins
+    ({"lisa_activated_layers": "2", "adapter": "none"}, {c.ADAPTER: "none"}),  # as does an adapter logged itself
 ])
 def test_deepspeed_fsdp_lightning_megatron_and_torchtitan_names(params, want):
     got = run_record(run(params=params))
