@@ -189,6 +189,41 @@ def table(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]],
         for k, v in median.items()))
 
 
+def learned_half(rows: pl.DataFrame, seed: int) -> np.ndarray:
+    """The runs (d) puts in the history: half of each source's, seeded (the rest are held out)."""
+    rng = np.random.default_rng(seed)
+    keep = np.zeros(rows.height, bool)
+    for source in sorted(rows["source"].unique().to_list()):  # a fixed order: the same split each run
+        idx = np.flatnonzero((rows["source"] == source).to_numpy())
+        keep[rng.permutation(idx)[: len(idx) // 2]] = True
+    return keep
+
+
+def signed_by_half(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarray]], seed: int) -> None:
+    """Per source, on the whole set and on (d)'s two halves (L: the runs a night learns from, H: held out): runs, the
+    prior's P50 MAPE and its median signed error (negative = under the measured peak), and each half's ratio of the
+    states-only estimate's P50 MAPE to the prior's: what a change of the prior moves, and where."""
+    truth = rows[c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
+    prior, states = methods["prior"][0], methods["states_only"][0]
+    keep = learned_half(rows, seed)
+    sources = rows["source"].to_numpy()
+    measured = np.isfinite(truth) & np.isfinite(prior) & np.isfinite(states)
+    print(f"\nthe prior per source on the whole set / the learned half L / the held-out half H (seed {seed}): runs, "
+          "P50 MAPE %, median signed error %")
+    for source in [*sorted(set(sources)), "all"]:
+        cells = []
+        for half in (np.ones_like(keep), keep, ~keep):
+            pick = measured & half & (True if source == "all" else sources == source)
+            err = (prior[pick] - truth[pick]) / truth[pick] * 100
+            cells.append(f"{pick.sum():4d} {np.median(np.abs(err)):6.1f} {np.median(err):+7.1f}" if pick.any() else
+                         f"{0:4d} {'':6s} {'':7s}")
+        print(f"  {source:24s} " + " | ".join(cells))
+    for name, half in (("whole", np.ones_like(keep)), ("L", keep), ("H", ~keep)):
+        pick = measured & half
+        a, b = (np.median(np.abs(p50[pick] - truth[pick]) / truth[pick]) for p50 in (prior, states))
+        print(f"  {name:5s}: prior {a:.2%}, states-only {b:.2%}: {b / a:.2f}x")
+
+
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
 CONFIGURATIONS = (c.ADAPTER, c.SHARDING, c.CPU_OFFLOAD, c.ACTIVATION_CHECKPOINTING, c.PRECISION, c.OPTIMIZER, "gpu",
                   "split", c.GPU_COUNT)
@@ -224,9 +259,8 @@ def breakdown(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.ndarra
             pl.col("source").str.slice(0, 22), pl.col("prior_p50").round(1), pl.col("prior_err").round(0)))
 
 
-def step_bytes(**adamw) -> float:
-    """Bytes a parameter of the new tensors alive at once during one torch AdamW step over bf16 parameters (a
-    dispatch mode counting live storages, on CPU): the source of `llm_memory.step_temporary`."""
+def _live_storages():
+    """A torch dispatch mode counting the bytes of the storages alive at once (`.peak`), on CPU."""
     import weakref
 
     import torch
@@ -247,12 +281,41 @@ def step_bytes(**adamw) -> float:
             self.peak = max(self.peak, sum(self.live.values()))
             return out
 
+    return Live()
+
+
+def logit_bytes(upcast: bool, tokens: int = 1024, vocab: int = 32_000, hidden: int = 64) -> float:
+    """Bytes a logit alive at once over a 16-bit head, a shifted cross-entropy loss and its backward (a dispatch mode
+    counting live storages, on CPU), with the loss on fp32 logits (`upcast`: transformers' `ForCausalLMLoss`,
+    `logits.float()`; torch AMP's autocast casts cross-entropy's input to fp32 likewise) or on the 16-bit logits
+    themselves (a loss of the training script's own over a model trained in fp16 without autocast: DeepSpeed's and
+    ColossalAI Gemini's fp16 engines, ColossalAI-Pytorch-lightning's `GPTLMLoss`). `llm_memory.LOGIT_BYTES` (10) lies
+    between the two."""
+    import torch
+
+    head = torch.nn.Linear(hidden, vocab, bias=False).to(torch.bfloat16)
+    x = torch.randn(1, tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    labels = torch.randint(0, vocab, (1, tokens))
+    with _live_storages() as mode:
+        logits = head(x)
+        shifted = (logits.float() if upcast else logits)[..., :-1, :].contiguous()
+        loss = torch.nn.functional.cross_entropy(shifted.view(-1, vocab), labels[..., 1:].reshape(-1))
+        del logits, shifted  # the training step returns the loss; the backward runs after
+        loss.backward()
+    return mode.peak / (tokens * vocab)
+
+
+def step_bytes(**adamw) -> float:
+    """Bytes a parameter of the new tensors alive at once during one torch AdamW step over bf16 parameters (a
+    dispatch mode counting live storages, on CPU): the source of `llm_memory.step_temporary`."""
+    import torch
+
     params = [torch.nn.Parameter(torch.randn(1024, 1024, dtype=torch.bfloat16)) for _ in range(16)]
     for p in params:
         p.grad = torch.randn_like(p)
     opt = torch.optim.AdamW(params, lr=1e-3, **adamw)
     opt.step()  # the moments made
-    with Live() as mode:
+    with _live_storages() as mode:
         opt.step()
     return mode.peak / sum(p.numel() for p in params)
 
@@ -275,8 +338,12 @@ def main() -> None:
     if args.breakdown:
         table(rows, methods, f"{args.data.name}: {rows.height} runs, the prior and the baseline")
         breakdown(rows, methods)
+        signed_by_half(rows, methods, args.seed)
         print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
+        print(f"a 16-bit head, a shifted cross-entropy loss and its backward, bytes a logit at once: loss on fp32 "
+              f"logits {logit_bytes(True):.2f}, on the 16-bit logits {logit_bytes(False):.2f} "
+              f"(the prior counts {m.LOGIT_BYTES})")
         return
     with tempfile.TemporaryDirectory() as tmp:
         *methods["product"], ood, _, _ = product(history, rows, options, Path(tmp) / "c")
@@ -287,11 +354,7 @@ def main() -> None:
         table(rows, methods, f"{args.data.name}: {rows.height} runs, history {history.height} single-GPU jobs "
                              f"({time.perf_counter() - t0:.0f} s)")
         if args.half:
-            rng = np.random.default_rng(args.seed)
-            keep = np.zeros(rows.height, bool)
-            for source in sorted(rows["source"].unique().to_list()):  # a fixed order: the same split each run
-                idx = np.flatnonzero((rows["source"] == source).to_numpy())
-                keep[rng.permutation(idx)[: len(idx) // 2]] = True
+            keep = learned_half(rows, args.seed)
             learned = rows.filter(pl.Series(keep)).filter(pl.col(c.PEAK_GPU_MEM_GB).is_not_null())
             rest = rows.filter(pl.Series(~keep))
             both = pl.concat([history, contract_frame(learned.drop("source", "oom", "gpu_mem_gb"))], how="diagonal_relaxed")
