@@ -448,7 +448,7 @@ def _non_decreasing(values: list[float]) -> bool:
     return all(b >= a * (1 - 1e-9) for a, b in zip(values, values[1:], strict=False))
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(name=st.sampled_from(JUDGE_NAMES), precision=st.sampled_from(["BF16", "FP16", "FP8", "FP32"]),
        sharding=st.sampled_from(["zero1", "zero2", "zero3", "fsdp"]),
        offload=st.sampled_from(["none", "optimizer", "all"]),
