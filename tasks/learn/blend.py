@@ -7,7 +7,11 @@ intercept; squared error, not the planner loss (a least-squares fit has a unique
 the planner loss then judges the blend like any model). **Its own out-of-fold loss** (`candidate`): the shared rows
 are dealt into `PARTS` seeded parts, and each part's blend forecast uses weights fitted on the other parts only
 (cross-fitted), so the blend is judged on rows its weights never saw; it then competes in `champion.champion_choice`
-as one more candidate (no holdout forecasts: the generalisation check leaves it as chosen). Its **scoring cost**
+as one more candidate. **Its generalisation-holdout forecasts** (`holdout`, review 57 S3): per fit (repeat), the
+weighted sum of its members' forecasts of the holdout, with the weights fitted on every shared out-of-fold row (the
+holdout is never in the folds, so the weights never saw it); the blend is then judged on the holdout like any model
+(`champion._clear`'s holdout half against the plain LightGBM, `champion._generalises` against the best tree), so a
+member that fails on jobs it never saw cannot get through inside the blend. Its **scoring cost**
 is the sum of its members' (seconds per 1M jobs), stated in the reason. Weights that do not converge (nnls's
 iteration limit) or fewer than 2 members with a weight above zero: no blend, the best single model, and the reason
 says so.
@@ -106,6 +110,26 @@ def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int) -> Candidat
             out[part == p] = P[part == p] @ w
     cost = sum(costs[m] for m in chosen) if all(m in costs for m in chosen) else None
     return Candidate(chosen, tuple(float(v) for v in w), dict(zip(keys, out.tolist(), strict=True)), cost)
+
+
+def holdout(mix: Candidate, fits: Sequence[FitResult]) -> dict[tuple[int, int], float] | None:
+    """The blend's forecasts of the generalisation holdout, keyed by (repeat, row) as `champion.pool_holdout` keys
+    every fit's: per repeat where every member forecast it, the weighted sum (`mix.weights`, fitted on out-of-fold rows
+    only) of the members' forecasts of each held-out row; None without a blend or without holdout forecasts."""
+    if mix.oof is None:
+        return None
+    by: dict[int, dict[str, np.ndarray]] = {}
+    rows: dict[int, np.ndarray] = {}
+    for f in fits:
+        if f.model in mix.members and f.holdout_idx is not None and len(f.holdout_idx):
+            by.setdefault(f.repeat, {})[f.model] = np.asarray(f.holdout_pred, np.float64)
+            rows[f.repeat] = np.asarray(f.holdout_idx, np.int64)  # every fit forecasts all of the holdout
+    out: dict[tuple[int, int], float] = {}
+    for r, preds in by.items():
+        if len(preds) == len(mix.members):
+            mixed = sum(w * preds[m] for m, w in zip(mix.members, mix.weights, strict=True))
+            out.update(zip(((r, int(i)) for i in rows[r]), np.asarray(mixed, np.float64).tolist(), strict=True))
+    return out or None
 
 
 def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult]) -> tuple[MetricRow, ...]:

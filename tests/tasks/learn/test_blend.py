@@ -105,3 +105,31 @@ def test_a_blend_keeps_its_compiled_members_compiled_and_scores_what_its_native_
     X = finished.encoder.transform(rows)
     np.testing.assert_allclose(fast.estimator.predict(X), slow.estimator.predict(X), rtol=1e-6)
     np.testing.assert_allclose(slow.estimator.predict(X), finished.estimator.predict(X), rtol=1e-6)
+
+
+def test_the_blend_is_judged_on_the_holdout_with_its_members_forecasts_and_a_member_that_misses_it_keeps_it_out():
+    """Review 57 S3: the blend's holdout forecasts are its members' with the weights fitted out of fold (the holdout is
+    never in the folds), so it passes the holdout checks every model passes. Before, it had none and competed on its
+    out-of-fold loss alone: here it would have been champion though one member under-forecasts every held-out job."""
+    rng = np.random.default_rng(1)
+    y, held_y = rng.uniform(1, 40, 300), rng.uniform(1, 40, 60)
+    actual, idx = np.concatenate([y, held_y]), np.arange(300, 360)
+    e1, e2 = rng.normal(0, 2.0, 300), rng.normal(0, 2.0, 300)
+    preds = {"extra_trees": y + e1, "catboost": y + e2, "decision_tree": y + 3 * e1, registry.PLAIN: y + 2 * e2}
+    mix = blend.candidate(_pooled(y, preds), {}, seed=0)
+    noise = rng.normal(0, 1.0, 60)
+    held = {"idx": idx, "extra_trees": held_y + noise, "decision_tree": held_y + 2 * noise, registry.PLAIN: held_y + noise}
+    for catboost, competes in ((held_y - 10.0, False), (held_y - noise, True)):
+        fits = _fits(actual[:300], preds, **{**held, "catboost": catboost})
+        mixed = blend.holdout(mix, fits)
+        assert sorted(mixed) == [(r, i) for r in range(folds.FOLDS) for i in idx]  # every fit's copy, as every model's
+        expect = mix.weights[0] * held["extra_trees"] + mix.weights[1] * catboost
+        assert [mixed[(0, i)] for i in idx] == pytest.approx(expect)
+        choice = champion_choice(fits, actual, folds=folds.FOLDS, extra={blend.NAME: mix.oof},
+                                 extra_holdout={blend.NAME: mixed})
+        assert choice.lowest == blend.NAME and blend.NAME in choice.backtest
+        if competes:  # members that hold: its holdout errors average out, and it is champion
+            assert choice.champion == blend.NAME and "holdout planner loss" in choice.describe()
+        else:  # catboost 10 GB under on every held-out job: the blend is worse than the plain LightGBM there
+            assert choice.champion != blend.NAME and "worse beyond noise" in choice.unclear[blend.NAME]
+    assert blend.holdout(blend.Candidate(why="none"), fits) is None
