@@ -170,9 +170,10 @@ def warm_up() -> None:
     wrappers, crepes: ~3 s here), for a command to do it while Prefect's temporary server is starting in
     another process, instead of after it (`gpucast score`)."""
     import crepes  # noqa: F401
-    import skops.io  # noqa: F401
 
-    from gpucast.tasks.learn.models import estimators  # noqa: F401
+    from gpucast.tasks.learn.models import estimators, registry  # noqa: F401
+
+    registry.skops_io()  # (without torch: `registry.skops_io`)
 
 
 class Scorer:

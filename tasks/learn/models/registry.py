@@ -267,14 +267,46 @@ def _load_catboost(path: Path, device: str | None):
 SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 
 
-def _save_skops(est, path: Path) -> None:
-    import skops.io as sio
+# scikit-learn's bundled array-API adapters for libraries a saved model never holds. `import skops.io` lists
+# scikit-learn's estimators (`sklearn.utils.all_estimators`, for its trusted-type names), and the package walk that
+# does it imports every scikit-learn package on its way, these three among them: the torch one imports torch
+# (1.7 of `import skops.io`'s 3.5 CPU-s here, paid by every command that loads a champion; issue 52 item 5).
+_ARRAY_API_ADAPTERS = tuple(f"sklearn.externals.array_api_compat.{lib}" for lib in ("torch", "dask", "cupy"))
 
-    sio.dump(est.regressor_, path)
+
+def skops_io():
+    """`skops.io`, imported without importing torch, Dask or CuPy through scikit-learn's array-API adapters: while
+    skops imports, each adapter not yet imported is an empty package (nothing under it to walk: none holds an
+    estimator), then removed again, so a later real import of it imports it. The trusted-type names skops builds
+    are the same (tests/tasks/learn/test_models.py)."""
+    import sys
+    import types
+
+    if "skops.io" in sys.modules:
+        return sys.modules["skops.io"]
+    import sklearn  # noqa: F401  (the adapters' parent packages, before their stand-ins)
+
+    stand_ins = {}
+    for name in _ARRAY_API_ADAPTERS:
+        if name not in sys.modules:
+            stand_ins[name] = types.ModuleType(name)
+            stand_ins[name].__path__ = []
+    sys.modules.update(stand_ins)
+    try:
+        import skops.io
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+    return skops.io
+
+
+def _save_skops(est, path: Path) -> None:
+    skops_io().dump(est.regressor_, path)
 
 
 def _load_skops(path: Path, device: str | None):
-    import skops.io as sio
+    sio = skops_io()
 
     from gpucast.tasks.learn.models.estimators import LogTarget
 
