@@ -60,6 +60,17 @@ def stage_scheduler_history(storage: Storage, folder: Path) -> str:
     return str(path)
 
 
+@task(name="stage-running-jobs")
+def stage_running_jobs(storage: Storage, folder: Path) -> str:
+    """The jobs running now, `updated_at` their start (`training.read_running`), as Parquet: a run time's burst reads
+    their hours so far (`tasks/learn/score.py` `by_history`)."""
+    with db.writer(storage) as con:
+        rows = training.read_running(con)
+    path = folder / "running_jobs.parquet"
+    rows.write_parquet(path)
+    return str(path)
+
+
 PARTITION_MIN_JOBS = 200_000  # pending jobs from which scoring is spread over a given Dask cluster
 
 
@@ -108,10 +119,12 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
 @task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
 def score_target(champion: Champion | None, target: str, pending: Pending, out: str, score_run_id: str,
                  scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
-                 cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None) -> int:
+                 cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None,
+                 running_path: str | None = None) -> int:
     """Score the pending jobs of one target: those with model features with its champion (or take the
     partitions the cluster scored, scoring here any that failed there), those without from the
-    scheduler's history (`history_path`, `tasks/learn/history.py`); stage the forecasts as Parquet; return
+    scheduler's history (`history_path`, `tasks/learn/history.py`; a run time's burst reads the running jobs too,
+    `running_path`); stage the forecasts as Parquet; return
     how many jobs were out of the champion's distribution (the scheduler-history ones included)."""
     by_champion = None
     if champion is not None:  # a target without one has only the history's forecasts
@@ -119,7 +132,7 @@ def score_target(champion: Champion | None, target: str, pending: Pending, out: 
             pending.known(), batch_rows, lambda: Scorer(champion, device=device, threads=runners.threads_here()),
             cluster_parts, rescorer=lambda: _scorer(champion, device), progress=get_run_logger().info)
     by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
-                                         threads=runners.threads_here(), as_of=scored_at)
+                                         threads=runners.threads_here(), as_of=scored_at, running_path=running_path)
     scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at)
     scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
     return score.ood_forecasts(scored)
@@ -171,6 +184,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         without = pending.featureless_jobs
         if without and not history_path:  # the history those jobs are forecast from: staged here
             history_path = stage_scheduler_history(storage, run.staging)
+        # ... and the jobs running now, whose hours so far a run time's burst reads (issue 53 item 2)
+        running_path = stage_running_jobs(storage, run.staging) if without else None
         by_target = {ch.target: ch for ch in champions}
         targets = pending.targets(champions)
         print(f"{run.run_id}: {pending.jobs:,} pending job(s) x {len(targets)} target(s): "
@@ -189,7 +204,7 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         # The champions' predicts set their threads per model (`n_jobs`, the compiled trees' `nthread`), not globally.
         parts = [str(run.staging / f"{target}.parquet") for target in targets]
         futures = [score_target.submit(by_target.get(target), target, pending, out, run.run_id, as_of or run.started_at,
-                                       gpu_mem_gb, batch_rows, device, scored.of(target), history_path)
+                                       gpu_mem_gb, batch_rows, device, scored.of(target), history_path, running_path)
                    for target, out in zip(targets, parts, strict=True)]
         wait(futures)  # all of them ended (a failed target fails the run only once none is still writing its part)
         ood = {target: future.result() for target, future in zip(targets, futures, strict=True)}

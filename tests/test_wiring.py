@@ -90,8 +90,9 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
         "score_target": ("step", "a target without a champion has only the scheduler history's forecasts",
                          ("champion is not None",)),
         "score_pending": ("step", "the publish's paths are checked first when it will publish; the scheduler's history "
-                                  "is staged when jobs without model features are pending and the caller staged none",
-                          ("publish", "without and (not history_path)")),
+                                  "is staged when jobs without model features are pending and the caller staged none, "
+                                  "the running jobs (their bursts' siblings) whenever such jobs are pending",
+                          ("publish", "without and (not history_path)", "without")),
         "_on_cluster": ("step", "where scoring runs: no champion or no cluster runner, in this process",
                         ("not champions", "choice.runner is None")),
     },

@@ -40,13 +40,11 @@ Run time (issue 53 item 2, measured on a real cluster's trace, `tests/benchmarks
 * **bursts** (`burst_siblings`, `burst_p50`): the jobs of one queue x account x name pattern x GPU count submitted
   within `BURST_HOURS` of a job (a sweep, an array) run alike; what those that had run by the forecast's time ran
   (finished: their run time; still running: their hours so far, a lower bound) moves its P50 in log hours, shrunk
-  toward the trees' by `BURST_PRIOR`, and its band with it. On the real trace (ITP: no queueing, so "pending to the
-  morning after submission" is a stand-in in which the siblings ran as if nothing waited): MAE x0.90 -> x0.73 of the
-  queue median's with the running siblings, x0.79 from the finished ones alone (what the nightly's history holds:
-  `tasks/learn/score.py`); not measured on jobs that really waited: the nightly's figure lies between x0.81 (FIFO:
-  only the finished siblings submitted before the job, `before_only`) and x0.91 (as of the submission none of a
-  burst has run). Goal x0.85: met under the stand-in only (docs/models.md). The nightly passes finished siblings
-  only, so `burst_p50`'s survival guard does not engage there.
+  toward the trees' by `BURST_PRIOR`, and its band with it. The nightly stages the RUNNING jobs beside the labelled
+  history (`burst_siblings(..., running=)`, `tasks/learn/score.py` `by_history`), so `burst_p50`'s survival guard
+  engages there. On the real trace (ITP: no queueing, so "pending to the morning after submission" is a stand-in in
+  which the siblings ran as if nothing waited), through the nightly's own path: docs/models.md, "A job's burst";
+  not measured on jobs that really waited. Goal x0.85: met under the stand-in only.
 Every forecast is flagged (`ood` true) with its reason in words: the champion never saw such a job.
 Measured against queue medians on the simulator and a sacct-like sample: `tests/benchmarks/bench_scheduler_runtime.py`
 (docs/models.md, "Jobs without model features").
@@ -192,25 +190,58 @@ BURST_REASON = ("; P50 moved toward the run times of its burst ({n} job(s) of th
                 f"name where logged, submitted within {BURST_HOURS:g} h)")
 BURST_BUCKET_JOBS = 100  # siblings read per account x name x GPUs x hour (evenly spaced): a row meets at most 300
 BURST_CHUNK_ROWS = 20_000  # rows joined to their siblings at a time (at most 6M pairs in memory)
+KNOWN_AT = "known_at"  # staged running jobs: when they were last known to run (`warehouse/training.py` read_running)
 DONE = "__done"  # a sibling that had finished by the forecast's time (else: running, `__y` its log hours so far)
 
 
-def burst_siblings(context: pl.DataFrame, as_of=None) -> pl.DataFrame:
+def burst_siblings(context: pl.DataFrame, as_of=None, running: pl.DataFrame | None = None) -> pl.DataFrame:
     """The jobs of `context` (contract columns) as a burst's siblings know them at `as_of` (None: every labelled job
-    counts as finished, as the nightly's history holds only those): `BURST_KEYS`, `submitted_at` (UTC, no zone),
-    `DONE` and `__y`, the log hours a finished job ran or, for one running at `as_of` (started, by its run time
+    counts as finished, as the nightly's staged history holds only those): `BURST_KEYS`, `submitted_at` (UTC, no
+    zone), `DONE` and `__y`, the log hours a finished job ran or, for one running at `as_of` (started, by its run time
     back from its end, and not ended), the log hours it has run so far: a lower bound of its run time. A job not
-    submitted or not started by `as_of` is left out: nothing after `as_of` is known."""
+    submitted or not started by `as_of` is left out: nothing after `as_of` is known.
+    `running`: the jobs the warehouse holds as RUNNING (contract columns, `updated_at` their start: the first RUNNING
+    record, `warehouse/training.py` `read_running`; the nightly stages them beside the labelled history): each a
+    running sibling, its hours so far counted to `as_of` but never past the time they were last known to run
+    (`KNOWN_AT`, the warehouse's clock, as `job_demand` counts a running job's hours; without that column, the latest
+    time the rows know of: their `submitted_at`, starts and ends); one started at or after `as_of` is left out."""
     runs = finished_runs(context)
-    if as_of is None:
+    live = _running_starts(running) if running is not None else None
+    if as_of is None and (live is None or not live.height):
         return runs.select(*[k for k in BURST_KEYS], c.JOB_ID, c.SUBMITTED_AT, pl.lit(True).alias(DONE), "__y")
-    moment = pl.lit(as_of).cast(pl.Datetime("us", "UTC")).dt.replace_time_zone(None) if getattr(as_of, "tzinfo", None) \
-        else pl.lit(as_of).cast(pl.Datetime("us"))
+    latest = pl.concat([runs.select(pl.col(END).max().alias("t")), runs.select(pl.col(c.SUBMITTED_AT).max().alias("t")),
+                        *([] if live is None else [live.select(pl.max_horizontal(pl.col(c.SUBMITTED_AT).max(),
+                                                                                 pl.col("__start").max()).alias("t"))])]
+                       )["t"].max()
+    if live is not None and live.height and live["__known"].is_not_null().any():  # the warehouse's clock, when staged
+        latest = live["__known"].max()
+    moment = latest if as_of is None else (
+        pl.lit(as_of).cast(pl.Datetime("us", "UTC")).dt.replace_time_zone(None) if getattr(as_of, "tzinfo", None)
+        else pl.lit(as_of).cast(pl.Datetime("us")))
     start = pl.col(END) - pl.duration(microseconds=(pl.col("__y").exp() * 3.6e9).cast(pl.Int64))
     so_far = (moment - start).dt.total_microseconds() / 3.6e9
-    return (runs.filter((pl.col(c.SUBMITTED_AT) < moment) & (start < moment))
+    done = (runs.select(*BURST_KEYS, c.JOB_ID, c.SUBMITTED_AT, pl.lit(True).alias(DONE), "__y") if as_of is None else
+            runs.filter((pl.col(c.SUBMITTED_AT) < moment) & (start < moment))
             .select(*BURST_KEYS, c.JOB_ID, c.SUBMITTED_AT, (pl.col(END) <= moment).alias(DONE),
                     pl.when(pl.col(END) <= moment).then(pl.col("__y")).otherwise(so_far.log()).alias("__y")))
+    if live is None or not live.height:
+        return done
+    known = pl.min_horizontal(moment, pl.lit(latest)) if latest is not None else moment
+    hours = (known - pl.col("__start")).dt.total_microseconds() / 3.6e9
+    going = (live.filter((pl.col(c.SUBMITTED_AT) < moment) & (pl.col("__start") < moment)).with_columns(hours.alias("__h"))
+             .filter(pl.col("__h") > 0)
+             .select(*BURST_KEYS, c.JOB_ID, c.SUBMITTED_AT, pl.lit(False).alias(DONE), pl.col("__h").log().alias("__y")))
+    return pl.concat([done, going.filter(~pl.col(c.JOB_ID).is_in(done[c.JOB_ID].implode()))], how="vertical_relaxed")
+
+
+def _running_starts(running: pl.DataFrame) -> pl.DataFrame:
+    """The jobs of `running` (contract columns: RUNNING, `updated_at` their start) as `burst_siblings` reads them:
+    `BURST_KEYS`, job_id, `submitted_at` and `__start` (UTC, no zone); a job without a start is left out."""
+    going = running.filter(pl.col(c.STATUS) == "RUNNING") if c.STATUS in running.columns else running
+    facts = scheduler_facts(going)
+    return (pl.DataFrame({c.JOB_ID: going[c.JOB_ID], **{k: facts[k] for k in BURST_KEYS}, c.SUBMITTED_AT: _utc(going),
+                          "__start": _utc(going, c.UPDATED_AT), "__known": _utc(going, KNOWN_AT)})
+            .filter(pl.col("__start").is_not_null() & pl.col(c.SUBMITTED_AT).is_not_null()))
 
 
 def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
@@ -221,9 +252,9 @@ def burst_p50(rows: pl.DataFrame, siblings: pl.DataFrame, p50: np.ndarray,
     siblings' log hours: a finished one's run time, a running one's hours so far (survival-aware: a lower bound,
     not a run time, so where most siblings still run the P50 is not lowered by them). `elapsed`: the hours each row
     has run (a running job): only the siblings that ran longer count (its burst's survivors). The survival guard
-    engages only where `siblings` holds running jobs (`burst_siblings(..., as_of)` of a context with them): the nightly
-    (`score.history_forecasts`) passes the staged history's finished jobs only, so there it does not, and a burst half
-    done pulls a long job's P50 toward its short, finished half (docs/models.md). `before_only`: only
+    engages only where `siblings` holds running jobs (`burst_siblings(..., as_of)` of a context with them, or its
+    `running` jobs: the nightly's, `score.by_history`); without them a burst half done pulls a long job's P50 toward
+    its short, finished half (docs/models.md). `before_only`: only
     the siblings submitted before the row count (a FIFO queue: what was ahead of it; the real-trace bench's bound for
     jobs that really wait, tests/benchmarks/bench_real_runtime.py). Without a sibling, or a P50, the P50 is kept."""
     p50 = np.asarray(p50, dtype=np.float64)

@@ -124,28 +124,36 @@ def champion_forecasts(known: pl.DataFrame, batch_rows: int, scorer: Callable[[]
 
 def history_forecasts(target: str, unknown: pl.DataFrame, history: Callable[[], pl.DataFrame], score_run_id: str,
                       threads: int, say: Callable[[str], object] = print,
-                      as_of: datetime | None = None) -> pl.DataFrame | None:
+                      as_of: datetime | None = None, running_path: str | None = None) -> pl.DataFrame | None:
     """One target's forecasts of the jobs without model features (`unknown`), from the scheduler's history of similar
     jobs (`tasks/learn/history.py`, fitted on `history()`'s labelled rows, read only when there are such jobs), stamped
     with the score run as its `train_run_id`; `say` tells how many it could forecast. None when there are none.
-    `as_of`: the forecasts' time (the run's `scored_at`: now, or a backfill's `--as-of`); a run time's burst reads
-    only what was known then (`burst_siblings`: a sibling that ended after it counts its hours so far, one not yet
-    submitted or started is left out), so a backfill against a warehouse holding later days never reads a sibling's
-    final run time from after it. None: every labelled job counts as finished. The trees themselves are still fitted
-    on every labelled row `history()` gives."""
+    `as_of` and `running_path` (the RUNNING jobs staged as Parquet, `warehouse/training.py` `read_running`; None:
+    none staged): what `by_history` reads of the jobs' bursts. The trees themselves are fitted on every labelled row
+    `history()` gives."""
     if not unknown.height:
         return None
     labelled = history()
     model = SchedulerHistory(target, threads=threads).fit(labelled)
-    # run time: each job's P50 moved toward its burst's finished jobs (issue 53 item 2, bench_real_runtime.py: on the
-    # real trace, which has no queueing, the pending jobs' MAE x0.90 -> x0.79 of the queue median's from the finished
-    # siblings alone; not measured on jobs that really waited: between x0.81, only the siblings submitted before the
-    # job, FIFO, and x0.91, none of the burst run). Finished siblings only (the staged history): burst_p50's survival
-    # guard, which needs the running ones, does not engage here (docs/models.md)
-    made = model.forecast(unknown, siblings=burst_siblings(labelled, as_of) if target == c.RUNTIME_HOURS else None)
+    made = by_history(model, unknown, labelled, pl.read_parquet(running_path) if running_path else None, as_of)
     say(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
         + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
     return made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id"))
+
+
+def by_history(model: SchedulerHistory, unknown: pl.DataFrame, labelled: pl.DataFrame, running: pl.DataFrame | None,
+               as_of: datetime | None) -> pl.DataFrame:
+    """`model`'s forecasts (`SchedulerHistory.forecast`) of `unknown`; a run time's P50 (and band) moved toward each
+    job's burst (`history.burst_p50`) as known at `as_of`: the labelled jobs (`labelled`: finished, their run times)
+    and the jobs still running (`running`, contract columns, `updated_at` their start: their hours so far, lower
+    bounds, so `burst_p50`'s survival guard engages: a burst mostly still running never lowers a P50). `as_of`: the
+    forecasts' time (the run's `scored_at`: now, or a backfill's `--as-of`); a burst reads only what was known then
+    (`burst_siblings`: a sibling that ended after it counts its hours so far, one not yet submitted or started is
+    left out), so a backfill against a warehouse holding later days never reads a sibling's final run time from after
+    it. None: every labelled job counts as finished, the running ones to the latest time the rows know of.
+    The nightly's path, measured on a real trace by tests/benchmarks/bench_real_runtime.py (issue 53 item 2)."""
+    siblings = burst_siblings(labelled, as_of, running) if model.target == c.RUNTIME_HOURS else None
+    return model.forecast(unknown, siblings=siblings)
 
 
 def target_forecasts(parts: Iterable[pl.DataFrame | None], pending: pl.DataFrame, gpu_mem_gb: float, score_run_id: str,

@@ -106,6 +106,21 @@ def test_job_demand_states_how_each_interval_was_found(con):
     ]
 
 
+def test_the_running_jobs_staged_for_the_bursts_start_at_their_first_running_record(con):
+    """`training.read_running` (issue 53 item 2): the jobs RUNNING now, `updated_at` their start as job_demand reads it
+    (e's first RUNNING record, not its submission), and the warehouse's clock (job_demand's: Nov 4 10:00), so a burst
+    counts e's hours so far as job_demand does (33 h); h, running once and pending again, is not running."""
+    from gpucast.warehouse.training import read_running
+
+    rows = read_running(con)
+    utc = lambda name: rows[name].dt.convert_time_zone("UTC").dt.replace_time_zone(None).to_list()  # noqa: E731
+    assert rows[c.JOB_ID].to_list() == ["e"] and rows[c.STATUS].to_list() == ["RUNNING"]
+    assert set(c.COLUMNS) < set(rows.columns)
+    assert utc(c.UPDATED_AT) == [datetime(2026, 11, 3, 1)] and utc("known_at") == [datetime(2026, 11, 4, 10)]
+    hours = con.execute("SELECT hours_expected FROM job_demand WHERE job_id = 'e'").fetchone()[0]
+    assert (utc("known_at")[0] - utc(c.UPDATED_AT)[0]).total_seconds() / 3600 == hours == 33.0
+
+
 def test_a_job_ending_at_midnight_holds_no_gpu_the_next_day():
     con = duckdb.connect()
     con.execute(schema_sql())
