@@ -46,11 +46,14 @@ MERGE_BATCH_ROWS = 500_000
 def staged_batches(staging_dir: Path, kind: str, max_rows: int | None = None) -> list[list[str]]:
     """The run's staged Parquet files of one kind (`valid`, `rejected`) in arrival order (file,
     then chunk), grouped into batches of at most `max_rows` (default MERGE_BATCH_ROWS) rows; a
-    larger chunk is a batch alone."""
+    larger chunk is a batch alone. Staging writes each file's rows sorted by (file index, row) and names its files
+    so that this order is arrival order (`tasks/ingest/staging.py` `_split`, `_Staged.add`, `_write_batch`):
+    `_merge_valid` numbers the rows in the order the files are listed."""
     max_rows = max_rows or MERGE_BATCH_ROWS
     batches: list[list[str]] = []
     rows = 0
-    for path in sorted(staging_dir.glob(f"{kind}-*.parquet")):  # valid-<file:05d>-<chunk:05d>.parquet
+    # valid-<file:05d>-<chunk:05d>.parquet, in number order (a run of 100,000 files or more has longer numbers)
+    for path in sorted(staging_dir.glob(f"{kind}-*.parquet"), key=lambda p: [int(n) for n in p.stem.split("-")[1:]]):
         n = pq.read_metadata(path).num_rows
         if not batches or rows + n > max_rows:
             batches.append([])
@@ -136,26 +139,29 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     # One pass over the staged files: hash, number in arrival order, drop copies within the batch (a record's first
     # copy is the one numbered lowest: its job and hash's least `seq`, an aggregate on those three columns; a window
     # partitioned by job and hash sorted every column of every row, 16% more CPU for the statement at 200,000
-    # rows) and records loaded before. The new records go straight to Parquet, one folder per day as the lake
-    # holds them (`columns`: the table's, typed as it types them), and the table loads those files: the rows are
-    # written once, not into the table and then out of it for the lake.
+    # rows) and records loaded before. Arrival order is (file_index, source_row), the order staging writes its files
+    # in (`staged_batches`: files by name, rows sorted within each): `row_number() OVER ()` numbers the rows as
+    # `read_parquet` yields them, in the list's order (DuckDB keeps insertion order), without the sort of every
+    # column an `ORDER BY file_index, source_row` window cost (0.8 CPU-s per 500,000 rows, issue 52). The batch's new
+    # records are kept in a temporary table, written from it as the lake's day files (`_write_days`, `columns`: the
+    # table's, typed as it types them), and the table loads those files: the rows are written once, not into the
+    # table and then out of it for the lake.
     con.execute(
-        f"""COPY (
+        f"""CREATE OR REPLACE TEMP TABLE fresh_records AS
             WITH staged AS (
                 SELECT {CONTRACT_COLS}, {RECORD_HASH} AS record_hash, source_file, source_row,
-                       row_number() OVER (ORDER BY file_index, source_row) AS seq
+                       row_number() OVER () AS seq
                 FROM read_parquet(?)
-            ), fresh AS (
-                SELECT o.* EXCLUDE (seq), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
-                FROM staged o
-                WHERE o.seq = (SELECT min(c.seq) FROM staged c WHERE c.job_id = o.job_id AND c.record_hash = o.record_hash)
-                  AND NOT EXISTS (SELECT 1 FROM job_log_records r
-                                  WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)
             )
-            SELECT {columns}, CAST(submitted_at AS DATE) AS submitted_date FROM fresh ORDER BY arrival
-        ) TO {sql_string(out)} (FORMAT parquet, PARTITION_BY (submitted_date), FILENAME_PATTERN {sql_string(out.name + "-{i}")})""",
+            SELECT o.* EXCLUDE (seq), ? + o.seq AS arrival, ? AS ingest_run_id, ? AS loaded_at
+            FROM staged o
+            WHERE o.seq = (SELECT min(c.seq) FROM staged c WHERE c.job_id = o.job_id AND c.record_hash = o.record_hash)
+              AND NOT EXISTS (SELECT 1 FROM job_log_records r
+                              WHERE r.job_id = o.job_id AND r.record_hash = o.record_hash)""",
         [files, base, run_id, now],
     )
+    _write_days(con, out, columns)
+    con.execute("DROP TABLE fresh_records")  # (a failure before this rolls the transaction back, the table with it)
     written = sorted(str(f) for f in out.glob("submitted_date=*/*.parquet"))
     if not written:
         return {}
@@ -180,6 +186,31 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     con.execute(f"INSERT INTO job_logs BY NAME SELECT * FROM {fresh} f SEMI JOIN latest USING (arrival)")
     loaded = dict(con.execute(f"SELECT source_file, count(*) FROM {fresh} f GROUP BY ALL").fetchall())
     return loaded
+
+
+# A batch of records over at most this many days is written one file a day, each by a COPY of its own: DuckDB's
+# partitioned writer (PARTITION_BY) cost 1.8 CPU-s for one day of 500,000 records where a plain COPY of the same
+# rows cost 1.0 (issue 52). Each day's COPY scans the batch once, so a batch over many days (a backfill) is
+# written by the partitioned writer, as before.
+DAY_FILES_MAX_DAYS = 4
+
+
+def _write_days(con: duckdb.DuckDBPyConnection, out: Path, columns: str) -> None:
+    """`fresh_records` (a batch's new records) as the lake's day files: `<out>/submitted_date=<day>/<out.name>-0.parquet`
+    in arrival order, the names and layout DuckDB's partitioned writer gives (`refresh_lake` moves them in)."""
+    day = "CAST(submitted_at AS DATE)"
+    days = [d for (d,) in con.execute(f"SELECT DISTINCT {day} FROM fresh_records ORDER BY 1").fetchall()]
+    if len(days) > DAY_FILES_MAX_DAYS:
+        con.execute(
+            f"""COPY (SELECT {columns}, {day} AS submitted_date FROM fresh_records ORDER BY arrival)
+            TO {sql_string(out)} (FORMAT parquet, PARTITION_BY (submitted_date),
+                                  FILENAME_PATTERN {sql_string(out.name + "-{i}")})""")
+        return
+    for d in days:
+        folder = out / f"submitted_date={d.isoformat()}"
+        folder.mkdir(parents=True)
+        con.execute(f"""COPY (SELECT {columns} FROM fresh_records WHERE {day} = ? ORDER BY arrival)
+                        TO {sql_string(folder / f"{out.name}-0.parquet")} (FORMAT parquet)""", [d])
 
 
 def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now: datetime) -> dict:
