@@ -252,6 +252,26 @@ def simulate(rows: int, dirty_fraction: float, work: Path) -> tuple[Path, int]:
     return src, lines
 
 
+def input_options(ap: argparse.ArgumentParser) -> None:
+    """The simulated input's flags, the same in every ingest benchmark (this one, ingest_stages.py, bench_load.py)."""
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dirty-fraction", type=float, default=0.01)
+    ap.add_argument("--workdir", default=None, help="kept: the next run reuses its simulated file")
+
+
+def simulated_input(args: argparse.Namespace, prefix: str) -> tuple[Path, Path, int]:
+    """(work folder, the JSONL file, its line count) from `input_options`' flags (`work_folder`, `simulate`)."""
+    work = work_folder(args.workdir, prefix)
+    return work, *simulate(args.rows, args.dirty_fraction, work)
+
+
+def fresh_folder(folder: Path) -> Path:
+    """`folder`, emptied (made if missing): each run stages or loads into a folder of its own."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def flow_run(src: Path, work: Path, chunk_rows: int, lines: int, cold_judge: bool = False) -> None:
     """The flow alone against DuckDB's conversion alone (each in its own process), printed. GX's judge is started
     before the timing (as Prefect's server is; `gpucast ingest` starts it while Prefect starts), unless `cold_judge`
@@ -344,10 +364,8 @@ def running_server(work: Path) -> Iterator[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--dirty-fraction", type=float, default=0.01)
+    input_options(ap)
     ap.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="default: the product's (gpucast ingest)")
-    ap.add_argument("--workdir", default=None)
     ap.add_argument("--repeat", type=int, default=2, help="runs of each view (the command, the flow)")
     ap.add_argument("--only", choices=("command", "flow"), default=None, help="one view only")
     ap.add_argument("--small-files", action="store_true", help="many one-row files instead of one big file")
@@ -365,8 +383,7 @@ def main() -> None:
     if args.small_files:
         small_files(args.files, args.workdir)
         return
-    work = work_folder(args.workdir, "gpucast-bench-")
-    src, lines = simulate(args.rows, args.dirty_fraction, work)
+    work, src, lines = simulated_input(args, "gpucast-bench-")
     if args.source:
         os.environ["PYTHONPATH"] = source_path(args.source)  # every child (flow, command) imports that code
         print(f"code: {args.source} (PYTHONPATH {os.environ['PYTHONPATH']})")

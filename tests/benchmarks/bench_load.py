@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_ingest import simulate, work_folder  # noqa: E402
+from bench_ingest import fresh_folder, input_options, simulated_input  # noqa: E402
 
 from gpucast.flows.settings import Settings  # noqa: E402
 from gpucast.tasks.ingest import staging  # noqa: E402
@@ -91,16 +91,11 @@ def same(a: Path, b: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, required=True, help="the other checkout (its warehouse/load.py)")
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--dirty-fraction", type=float, default=0.01)
+    input_options(ap)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
-    work = work_folder(args.workdir, "gpucast-bench-load-")
-    src, lines = simulate(args.rows, args.dirty_fraction, work)
-    staged = work / "staged"
-    shutil.rmtree(staged, ignore_errors=True)
-    staged.mkdir()
+    work, src, lines = simulated_input(args, "gpucast-bench-load-")
+    staged = fresh_folder(work / "staged")
     result = staging.stage_file(src, staged, 0, not_after=datetime.now(UTC) + timedelta(hours=1))
     print(f"staged {result.rows_valid:,} valid + {result.rows_rejected:,} rejected rows of {lines:,} lines", flush=True)
     before = other_load(args.source)

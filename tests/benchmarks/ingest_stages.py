@@ -14,7 +14,6 @@ No Prefect: its engine and server are what the flow's figure holds beyond the su
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_ingest import CPU, simulate, work_folder  # noqa: E402
+from bench_ingest import CPU, fresh_folder, input_options, simulated_input  # noqa: E402
 
 from gpucast.expectations import validate  # noqa: E402
 from gpucast.flows.settings import Settings  # noqa: E402
@@ -53,19 +52,13 @@ def step(label: str, fn, *args, **kwargs):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--dirty-fraction", type=float, default=0.01)
-    ap.add_argument("--workdir", default=None)
+    input_options(ap)
     args = ap.parse_args()
-    work = work_folder(args.workdir, "gpucast-ingest-stages-")
-    src, lines = simulate(args.rows, args.dirty_fraction, work)
+    work, src, lines = simulated_input(args, "gpucast-ingest-stages-")
     validate.warm_up()  # GX's import and context, outside the stages (gpucast ingest has it while Prefect starts)
     with validate._JUDGE.lock:
         validate._JUDGE.answer()
-    home, staged = work / "home-stages", work / "staged-stages"
-    for folder in (home, staged):
-        shutil.rmtree(folder, ignore_errors=True)
-    staged.mkdir(parents=True)
+    home, staged = fresh_folder(work / "home-stages"), fresh_folder(work / "staged-stages")
     storage = Settings.from_env({"GPUCAST_HOME": str(home)}).ensure().storage
     run_id = "ingest-stages"
     result = step("staging", staging.stage_file, src, staged, 0, not_after=datetime.now(UTC) + timedelta(hours=1))
