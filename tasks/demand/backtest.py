@@ -25,16 +25,20 @@ ORIGINS = 8  # weekly origins: the last 8 weeks
 
 def backtest_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS, origins: int = ORIGINS,
                     candidates: Sequence[Callable[[], object]] = CANDIDATES,
-                    job_candidates: Sequence[Callable[[], object]] | None = None) -> pl.DataFrame:
+                    job_candidates: Sequence[Callable[[], object]] | None = None,
+                    known: Callable[[date], pl.DataFrame] | None = None) -> pl.DataFrame:
     """Per origin, horizon and series: the forecast (P10/P50/P90, method), the actual GPU-hours,
     seasonal naive's forecast and the MASE scale, and the same for jobs submitted; empty when the
-    history is shorter than `days` + 1."""
+    history is shorter than `days` + 1. `known`: the daily series as they were known at the end of an origin's day
+    (`demand_daily`'s columns: the last days' running jobs at their expected hours, not the hours they went on to
+    run), which that origin's forecast and seasonal naive are made from; the actuals are always `daily`'s. None: the
+    history is `daily`'s own days up to the origin (as the nightly's backtest reads the warehouse now)."""
     series = series_frame(daily, as_of)
     latest = as_of - timedelta(days=days)
     frames = []
     for k in range(origins):
         origin = latest - timedelta(days=SEASON * k)
-        history = series.filter(pl.col("day") <= origin)
+        history = (series if known is None else series_frame(known(origin), origin)).filter(pl.col("day") <= origin)
         if history.is_empty():
             break
         forecast = forecast_demand(history, origin, days, candidates, job_candidates)

@@ -156,6 +156,29 @@ def test_the_backtest_forecasts_each_origin_from_its_own_past():
     assert backtest_demand(weekly(10), START + timedelta(days=9), days=14).is_empty()  # no origin with a full horizon
 
 
+def test_the_backtest_can_forecast_each_origin_from_the_history_as_it_was_known_then():
+    """Issue 53 item 2 (bench_real_demand.py): `known(origin)` is the series as the warehouse held it that night (the
+    last days' running jobs at their expected hours); each origin's forecast and seasonal naive read it, the actuals
+    stay the days as they happened."""
+    history = weekly(70)
+    as_of = START + timedelta(days=69)
+    asked = []
+
+    def known(origin: date) -> pl.DataFrame:  # the origin's last week counted at a tenth: jobs still running then
+        asked.append(origin)
+        return history.with_columns(pl.when(pl.col("day") > origin - timedelta(days=7)).then(pl.col("gpu_hours") / 10)
+                                    .otherwise(pl.col("gpu_hours")).alias("gpu_hours"))
+
+    plain = backtest_demand(history, as_of, days=14, origins=2)
+    then = backtest_demand(history, as_of, days=14, origins=2, known=known)
+    assert sorted(asked) == sorted(plain["origin"].unique().to_list())
+    assert then["actual"].to_list() == plain["actual"].to_list()  # the actuals: as they happened
+    truth = dict(zip(history["day"].to_list(), history["gpu_hours"].to_list(), strict=True))
+    first = then.filter(pl.col("origin") == as_of - timedelta(days=14), pl.col("horizon") == 1)
+    assert first["seasonal_naive"][0] == pytest.approx(truth[as_of - timedelta(days=20)] / 10)  # as known then
+    assert (then["gpu_hours_p50"] < plain["gpu_hours_p50"]).all()
+
+
 def test_jobs_a_day_choose_their_own_model_and_beat_seasonal_naive():
     """GPU-hours that repeat every week exactly (seasonal naive is perfect and keeps them) beside a noisy count
     of jobs around a weekly rhythm: the jobs series chooses its own model, whose backtest beats seasonal naive
