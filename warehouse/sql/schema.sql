@@ -500,10 +500,11 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
     status VARCHAR NOT NULL,           -- planned | failed
     day DATE,
     gpus_total_p50 BIGINT,             -- known + expected, all queues and GPU types
-    gpus_total_p90 BIGINT,             -- the site's P90 total: the rows' gpus_total_p90_of_total summed (issue 53)
+    gpus_total_p90 BIGINT,             -- the site's P90 total: the rows' gpus_total_p90_of_total summed (issue 53),
+                                       -- not capacity_plan.gpus_total_p90 (a row's own P90) summed
     gpus_owned BIGINT,                 -- NULL: no queue's GPUs are known
     gpus_short_p50 BIGINT,             -- the rows' shortfall_total_p50 summed
-    gpus_short_p90 BIGINT,
+    gpus_short_p90 BIGINT,             -- the rows' shortfall_total_p90 (each queue at its own P90) summed: not the site's
     unplaceable_jobs BIGINT,           -- pending jobs larger than every GPU of their queue
     jobs_without_start BIGINT,         -- pending jobs whose queue owns no GPU of their type, or fewer than they ask for
     expected_wait_hours DOUBLE,        -- a job submitted at the day's start: its queue's wait, weighted by expected arrivals

@@ -3,6 +3,7 @@ baseline from the same inputs, a failing one recorded and never stopping the oth
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, timedelta
 
 import polars as pl
@@ -10,7 +11,7 @@ import pytest
 
 from gpucast.records.inventory import Inventory, Owned
 from gpucast.records.scenario import GpuChange, Move, Scale, Scenario
-from gpucast.tasks.plan import capacity, scenarios
+from gpucast.tasks.plan import arrivals, capacity, scenarios
 from gpucast.tasks.plan.arrivals import FORECAST_SCHEMA, PACKING_SCHEMA
 from gpucast.tasks.plan.starts import RUNNING_SCHEMA
 
@@ -72,6 +73,19 @@ def test_scenarios_are_planned_beside_the_baseline_and_a_failing_one_stops_nothi
     rows = scenarios.plan_scenarios(inputs, INVENTORY, 3, baseline, drawn, cache)
     by = {name: sub.sort("day") for (name,), sub in rows.partition_by("scenario", as_dict=True).items()}
     base = by["baseline"]
+    # the names (issue 53 item 3): a scenario's gpus_total_p90 is the site's P90 total (`by_day`'s gpus_site_p90, the
+    # rows' gpus_total_p90_of_total summed), not capacity_plan's gpus_total_p90 (each row's own P90) summed; its
+    # gpus_short_p90 the queues' own shortfalls summed (`by_day`'s shortfall_total_p90), not the site's short
+    days = arrivals.by_day(baseline.plan.rows)
+    assert base["gpus_total_p90"].to_list() == days["gpus_site_p90"].to_list()
+    assert base["gpus_short_p90"].to_list() == days["shortfall_total_p90"].to_list()
+    # ... told apart where big's part of the site total's P90 (24 GPU-hours a day: 1 GPU) is below its own (48: 2)
+    shared = replace(inputs, forecast=inputs.forecast.with_columns((pl.col("gpu_hours_p90") / 2).alias(
+        "gpu_hours_p90_of_total")))
+    outcome = scenarios.plan_once(shared, INVENTORY, 3)
+    site, own = scenarios.summary(outcome).sort("day"), outcome.plan.rows.group_by("day").agg(pl.col("gpus_total_p90").sum())
+    assert site["gpus_total_p90"].to_list() == arrivals.by_day(outcome.plan.rows)["gpus_site_p90"].to_list()
+    assert (site["gpus_total_p90"] + 1).to_list() == own.sort("day")["gpus_total_p90"].to_list()
     # big: 4 one-day jobs on day 1 + 48 GPU-hours expected a day (2 GPUs) against 2 owned: 4 short on day 1, then 0
     assert base.filter(pl.col("day") == START)["gpus_short_p90"].item() >= 4
     buy = by["buy 2"]
