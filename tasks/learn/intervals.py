@@ -49,6 +49,19 @@ log(batch) + k log(input_dim) (k = 2 for convolutional families, `priors.family`
 `MIN_LARGE` distinct jobs) give the group its P90, and a job's P90 is the widest of its category's, its size groups'
 and its shape group's (nothing narrows; P10 and P50 never change). Calibrated out of fold like `size_oof`, for the
 same reason: the slice holds too few of them. The Scorer hands the shape columns with the categories (`GROUPINGS`).
+
+The jobs measured large, label-conditional (issue 50 item 5, session 8; `LARGE_TRUTH`, `large_by_truth`): the goal is
+a P90 that covers the jobs *measured* above the history's 90th percentile, and those are mostly jobs the forecast
+under-estimates (on the public set's seed 1 at one repeat, a CNN at batch 6 and side 222 forecast 13.4 GB measured
+24.5 GB: large neither by forecast nor by shape), so no group known before the truth holds them. Label-conditional
+conformal prediction (Vovk's Mondrian categories by the label, as in class-conditional conformal classification) does:
+a value v above the line is accepted when log(v / forecast) is within the P90 of the log residuals of the history's
+jobs measured above it (the champion's held-out forecasts of them: out of fold, and of a shape-cluster holdout; per
+model type with `MIN_LARGE` distinct such jobs, else pooled), a value below the line on the job's other groups as
+before. The upper bound of what is accepted is then the job's P90: the wider of the two where forecast x that P90
+reaches the line, else unchanged; jobs measured large are covered at least 90% of the time when exchangeable with
+the history's large jobs. Memory only (with the shape groups); its cost is width: a small group's conformal P90 is its
+largest residual (at most 18 jobs), and on the public set the mean P90 / P50 of its CNNs grows (docs/models.md).
 """
 
 from __future__ import annotations
@@ -72,6 +85,7 @@ SIZE_QUANTILES = (0.9, 0.75)  # "large": forecast >= this quantile of the histor
 MIN_LARGE = 10  # calibration jobs the large group needs (>= 9 for a finite P90: the 9th of 9 is the higher P90)
 SHAPE_OOF = "shape_oof"  # the groups by shape, per model type, calibrated on out-of-fold forecasts (`large_by_shape`)
 SHAPE_QUANTILE = 0.75  # "large by shape": at least this quantile of its model type's shape in the history
+LARGE_TRUTH = "large_truth"  # the jobs measured large, label-conditional (`large_by_truth`)
 
 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
@@ -107,6 +121,7 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
             both = (out_of_fold if held_out is None else
                     tuple(np.concatenate([a, b]) for a, b in zip(out_of_fold, held_out, strict=True)))
             out[SHAPE_OOF] = large_by_shape(*both, floor, shapes)
+            out[LARGE_TRUTH] = large_by_truth(*both, floor, labels, shapes[c.MODEL_TYPE])
     return out
 
 
@@ -185,6 +200,29 @@ def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
     return {"quantile": SHAPE_QUANTILE, "groups": found} if found else None
 
 
+def large_by_truth(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float, labels: np.ndarray,
+                   types: np.ndarray) -> dict | None:
+    """The log residuals of the champion's held-out forecasts (out of fold, and of a shape-cluster holdout) of the
+    history's jobs *measured* above its 90th percentile (`SIZE_QUANTILES[0]` of `labels`): pooled, and per model type
+    where the type has at least `MIN_LARGE` distinct such jobs; JSON-ready {quantile, at, n, residuals, groups:
+    [{model_type, n, residuals}]}; None with fewer than `MIN_LARGE` such jobs in all (`Calibrated.intervals` reads it
+    as a label-conditional P90)."""
+    at = float(np.quantile(labels, SIZE_QUANTILES[0]))
+    jobs = np.asarray(jobs, dtype=np.int64)
+    truth = np.asarray(y_true, dtype=np.float64)
+    pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
+    residuals = np.log(truth) - np.log(pred)
+    big = truth > at
+    if (n := len(np.unique(jobs[big]))) < MIN_LARGE:
+        return None
+    kinds = np.asarray(["" if t is None else str(t) for t in types], dtype=object)[jobs]
+    groups = [{c.MODEL_TYPE: kind, "n": k, "residuals": [round(float(r), 6) for r in residuals[mine]]}
+              for kind in sorted(set(kinds[big]) - {""})
+              if (k := len(np.unique(jobs[(mine := big & (kinds == kind))]))) >= MIN_LARGE]
+    return {"quantile": SIZE_QUANTILES[0], "at": round(at, 6), "n": n,
+            "residuals": [round(float(r), 6) for r in residuals[big]], "groups": groups}
+
+
 def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
     from crepes import ConformalPredictiveSystem
 
@@ -251,6 +289,7 @@ class Calibrated:
         # jobs forecast that large (`size`), and the out-of-fold forecasts' (`size_oof`)
         self.large: list[tuple[float, float]] = []
         self.by_shape: list[tuple[str, float, float, float]] = []
+        self.by_truth: tuple[float, float, dict[str, float]] | None = None  # `large_by_truth`'s, below
         if self.pooled is None:
             return
         groups = {g: np.asarray(v, dtype=object) for g, v in cal.get("groups", {}).items()}
@@ -261,6 +300,10 @@ class Calibrated:
         # the groups large by shape (model type, power, at (log shape), p90): jobs of that type at least that large
         self.by_shape = [(g[c.MODEL_TYPE], g["power"], g["at"], _p90(np.asarray(g["residuals"], dtype=np.float64)))
                          for g in (cal.get(SHAPE_OOF) or {}).get("groups", ())]
+        # label-conditional (`large_by_truth`): (log at, the pooled P90 offset, model type -> its own)
+        if truth := cal.get(LARGE_TRUTH):
+            self.by_truth = (np.log(max(truth["at"], self.floor)), _p90(np.asarray(truth["residuals"], dtype=np.float64)),
+                             {g[c.MODEL_TYPE]: _p90(np.asarray(g["residuals"], dtype=np.float64)) for g in truth["groups"]})
         for level in LEVELS:
             labels = _labels(groups, level, len(residuals))
             if labels is None:
@@ -309,6 +352,17 @@ class Calibrated:
                     shape = shape_of(batch[mine], dim[mine], power)
                     rows = np.flatnonzero(mine)[shape >= at]
                     offsets[rows, 2] = np.maximum(offsets[rows, 2], p90)
+        if self.by_truth is not None:  # a job that may be large: the large jobs' own P90 where it reaches "large"
+            at, pooled, own = self.by_truth
+            p90 = np.full(len(log_hat), pooled)
+            if own and c.MODEL_TYPE in groups:
+                types = groups[c.MODEL_TYPE]
+                types = types if isinstance(types, pl.Series) else pl.Series(np.asarray(types, dtype=object),
+                                                                             dtype=pl.String, strict=False)
+                known = types.replace_strict(own, default=None, return_dtype=pl.Float64).to_numpy()
+                p90 = np.where(np.isnan(known), p90, known)
+            reach = log_hat + p90 >= at
+            offsets[reach, 2] = np.maximum(offsets[reach, 2], p90[reach])
         result = log_hat[:, None] + offsets
         return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])
 

@@ -50,7 +50,7 @@ from gpucast.tasks.learn import priors
 from gpucast.tasks.learn.champion import champion_choice, metrics, score_cost
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder
 from gpucast.tasks.learn.folds import split
-from gpucast.tasks.learn.intervals import SHAPE_OOF, SIZE_OOF, Calibrated, calibrate
+from gpucast.tasks.learn.intervals import LARGE_TRUTH, SHAPE_OOF, SIZE_OOF, Calibrated, calibrate
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import safe_request_gb
@@ -212,7 +212,9 @@ def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target:
     saved and loaded by the `Scorer` (out-of-distribution jobs go to its fallback). Returns (p50/p90 of the scorer, of
     the scorer with the large jobs' P90 from the calibration slice alone as before issue 50's out-of-fold size group
     (`slice_p50`, `slice_p90`: the same night, its `size_oof` left out), of the scorer without the memory groups large
-    by shape (`noshape_p50`, `noshape_p90`: its `shape_oof` left out, issue 50 session 6), and of the champion model alone, the
+    by shape (`noshape_p50`, `noshape_p90`: its `shape_oof` left out, issue 50 session 6), without the label-conditional
+    P90 of the jobs measured large (`nolarge_p50`, `nolarge_p90`: its `large_truth` left out, session 8), and of the
+    champion model alone, the
     champion's name)."""
     from gpucast.records.outcomes import Champion
     from gpucast.tasks.learn.score import Scorer
@@ -230,12 +232,15 @@ def champion_pipeline(train_rows: pl.DataFrame, test_rows: pl.DataFrame, target:
     sliced = scorer.score(test_rows)
     scorer.calibration = Calibrated({k: v for k, v in finished.result.calibration[champion].items() if k != SHAPE_OOF})
     shapeless = scorer.score(test_rows)
+    scorer.calibration = Calibrated({k: v for k, v in finished.result.calibration[champion].items() if k != LARGE_TRUTH})
+    truthless = scorer.score(test_rows)
     X = finished.encoder.transform(test_rows)
     own = Calibrated(finished.result.calibration[champion]).intervals(
         finished.estimator.predict(X), {c.MODEL_TYPE: test_rows[c.MODEL_TYPE].to_numpy()})
     return pl.DataFrame({"pipeline_p50": scored["p50"], "pipeline_p90": scored["p90"], "ood": scored["ood"],
                          "slice_p50": sliced["p50"], "slice_p90": sliced["p90"],
                          "noshape_p50": shapeless["p50"], "noshape_p90": shapeless["p90"],
+                         "nolarge_p50": truthless["p50"], "nolarge_p90": truthless["p90"],
                          "champion_p50": own[1], "champion_p90": own[2]}), champion
 
 
@@ -257,6 +262,7 @@ def evaluate(train_rows: pl.DataFrame, test_rows: pl.DataFrame, label: str, targ
     methods = {"pipeline": (pipe["pipeline_p50"], pipe["pipeline_p90"]),
                "pipeline_slice": (pipe["slice_p50"], pipe["slice_p90"]),
                "pipeline_noshape": (pipe["noshape_p50"], pipe["noshape_p90"]),
+               "pipeline_nolarge": (pipe["nolarge_p50"], pipe["nolarge_p90"]),
                "champion": (pipe["champion_p50"], pipe["champion_p90"]),
                "plain_lightgbm": (plain[test], plain_quantile_p90(both, y, fit)[test]),
                "prior": (prior[test], prior_p90)}

@@ -163,12 +163,14 @@ def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[st
     """Print and return per method: R², MAPE, P90 coverage overall and on the large jobs, the band's width (median
     P90 / P50, overall and on the large jobs), and MAPE per model type. `pipeline_slice`: the pipeline with the large
     jobs' P90 from the calibration slice alone (before the out-of-fold size group, issue 50 item 5);
-    `pipeline_noshape`: the pipeline without the memory groups large by shape (`intervals.SHAPE_OOF`, session 6)."""
+    `pipeline_noshape`: the pipeline without the memory groups large by shape (`intervals.SHAPE_OOF`, session 6);
+    `pipeline_nolarge`: without the label-conditional P90 of the jobs measured large (`intervals.LARGE_TRUTH`, session
+    8). Width: P90 / P50, the median over all jobs, over the big ones, and the mean over all jobs."""
     out = {}
     types = sorted(results[c.MODEL_TYPE].unique().to_list())
-    print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'loss':>7s} {'P90':>6s} {'P90 big':>8s} {'width':>6s} {'big':>6s}  "
+    print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'loss':>7s} {'P90':>6s} {'P90 big':>8s} {'width':>6s} {'big':>6s} {'mean':>6s}  "
           + " ".join(f"{t[:11]:>11s}" for t in types))
-    for method in ("pipeline", "pipeline_slice", "pipeline_noshape", "champion", "plain_lightgbm", "prior"):
+    for method in ("pipeline", "pipeline_slice", "pipeline_noshape", "pipeline_nolarge", "champion", "plain_lightgbm", "prior"):
         part = results.filter(pl.col("method") == method)
         if part.is_empty():
             continue
@@ -176,12 +178,13 @@ def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[st
         big = y > large
         row = {"r2": r2(y, p50), "mape": mape(y, p50), "loss": planner_loss(y, p50), "p90": float(np.mean(p90 >= y)),
                "p90_big": float(np.mean(p90[big] >= y[big])) if big.any() else float("nan"),
-               "width": float(np.median(p90 / p50)), "width_big": float(np.median(p90[big] / p50[big])) if big.any() else float("nan")}
+               "width": float(np.median(p90 / p50)), "width_mean": float(np.mean(p90 / p50)),
+               "width_big": float(np.median(p90[big] / p50[big])) if big.any() else float("nan")}
         per_type = {t: mape(y[(m := (part[c.MODEL_TYPE] == t).to_numpy())], p50[m]) for t in types}
         row.update({f"mape_{t}": v for t, v in per_type.items()})
         out[method] = row
         print(f"  {method:16s} {row['r2']:7.3f} {row['mape']:6.1f}% {row['loss']:7.3f} {row['p90']:6.1%} {row['p90_big']:8.1%} "
-              f"{row['width']:6.2f} {row['width_big']:6.2f}  " + " ".join(f"{per_type[t]:10.1f}%" for t in types))
+              f"{row['width']:6.2f} {row['width_big']:6.2f} {row['width_mean']:6.2f}  " + " ".join(f"{per_type[t]:10.1f}%" for t in types))
     champion = results.filter(pl.col("method") == "champion")["model"][0]
     ratio = out["pipeline"]["r2"] - out["plain_lightgbm"]["r2"]
     print(f"  {label}: champion {champion}; pipeline R² minus plain LightGBM's: {ratio:+.3f}; "
