@@ -43,6 +43,10 @@ from gpucast.tasks.sources.mapping import Mapping
 log = logging.getLogger(__name__)
 SUITE = "job_logs"
 FAILED = "failed"  # staging files of rejected rows the suite's rules judged, typed: GX judges them with the valid ones
+# The staging files live for one run (GX and the warehouse read them once; the lake's files are DuckDB's, written by the
+# merge): LZ4 writes a 100,000-row chunk in 0.06 CPU-s where Polars' default zstd took 0.09, and reads faster, for
+# files ~1.5x larger (issue 52)
+STAGED_COMPRESSION = "lz4"
 
 
 def discover(paths: Iterable[str]) -> list[Path]:
@@ -315,7 +319,7 @@ class _Staged:
                     pl.lit(r.path).alias("source_file"),
                     pl.lit(r.sha256).alias("source_sha256"),
                     pl.lit(r.index, dtype=pl.Int64).alias("file_index"),
-                ).write_parquet(out)
+                ).write_parquet(out, compression=STAGED_COMPRESSION)
                 self.written.append(out)
         self.clock["rules"] += t1 - t0 - (self.clock["normalise"] - before)
         self.clock["write"] += time.perf_counter() - t1
@@ -437,7 +441,7 @@ def _write_batch(valid: pl.DataFrame, rejected: pl.DataFrame, failed: pl.DataFra
     for kind, frame in (("valid", valid), ("rejected", rejected), (FAILED, failed)):
         if frame.height:
             frame.join(where, on="_file", how="left", maintain_order="left").drop("_file").write_parquet(
-                staging_dir / f"{kind}-{first_index:05d}-00000.parquet")
+                staging_dir / f"{kind}-{first_index:05d}-00000.parquet", compression=STAGED_COMPRESSION)
 
 
 def _rows_per_file(frame: pl.DataFrame | None) -> dict[int, int]:
