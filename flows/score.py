@@ -134,7 +134,7 @@ def score_target(champion: Champion | None, target: str, pending: Pending, out: 
     by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
                                          threads=runners.threads_here(), as_of=scored_at, running_path=running_path)
     scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at)
-    scored.select(forecast.FORECAST_COLUMNS).write_parquet(out)
+    forecast.write_staged(scored, Path(out))
     return score.ood_forecasts(scored)
 
 

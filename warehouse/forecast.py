@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from gpucast.records.files import temp_beside
 from gpucast.records.outcomes import Champion
@@ -15,6 +16,20 @@ from gpucast.warehouse.runs import finish
 
 FORECAST_COLUMNS = ("job_id", "target", "p10", "p50", "p90", "model", "train_run_id", "score_run_id", "scored_at",
                     "safe_request_gb", "gpu_mem_gb", "oom_risk", "ood", "ood_reason", "arch_inferred", "arch_match_distance")
+
+# DuckDB's row group (rows): a run's staged parts are written in row groups of this size, so that `publish`'s insert
+# fills whole row groups of `forecasts`. Parquet row groups of another size (Polars' default splits a frame's chunks:
+# ~125,000 rows for the 250,000-job batches `Scorer.score` makes) left the insert partly filled row groups, which the
+# writer's close (DuckDB's checkpoint) then rewrote: 2.8-3.2 CPU-s and +330-410 MiB at 1M pending jobs x 3 targets,
+# the peak of `gpucast score` (review 57 S4), against 0.1 CPU-s and nothing (issue 52 item 5, docs/benchmarks.md).
+STAGED_ROW_GROUP_ROWS = 122_880
+
+
+def write_staged(scored: pl.DataFrame, path: Path) -> None:
+    """Stage one target's forecasts of a run (`FORECAST_COLUMNS` of `scored`) as the Parquet part `publish` inserts
+    and the planners' copy keeps (zstd), in row groups of DuckDB's size (`STAGED_ROW_GROUP_ROWS`)."""
+    scored.select(FORECAST_COLUMNS).write_parquet(path, row_group_size=STAGED_ROW_GROUP_ROWS)
+
 
 # The same rule as the `model_leaderboard` view's `latest` CTE (schema.sql), which reads this view.
 LATEST_CHAMPIONS = "SELECT target, model, train_run_id, model_dir FROM current_champions ORDER BY target"

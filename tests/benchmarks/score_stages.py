@@ -17,6 +17,7 @@ so those stages overlap and only the process's total is additive; `--serial-targ
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import resource
 import sys
@@ -24,6 +25,16 @@ import time
 
 T0 = (time.process_time(), time.perf_counter())
 CLOCK: dict[str, tuple[float, float]] = {}  # stage -> (CPU s, wall s)
+PEAK: dict[str, tuple[int, int]] = {}  # stage -> (RSS, peak RSS so far) in KiB when it last ended: where the peak rose
+
+
+def vm_kib(field: str = "VmHWM") -> int:
+    """This process's resident set now (Linux's VmRSS) or its peak so far (VmHWM), KiB; 0 where /proc is not there."""
+    try:
+        with open("/proc/self/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(f"{field}:")), 0)
+    except OSError:
+        return 0
 
 
 def timed(name: str, f):
@@ -35,6 +46,7 @@ def timed(name: str, f):
         finally:
             cpu, wall = CLOCK.get(name, (0.0, 0.0))
             CLOCK[name] = (cpu + time.process_time() - t, wall + time.perf_counter() - w)
+            PEAK[name] = (vm_kib("VmRSS"), vm_kib())
     return run
 
 
@@ -45,7 +57,7 @@ import gpucast.flows.stage as stage  # noqa: E402
 from gpucast.flows.cli import main  # noqa: E402
 from gpucast.tasks.learn import features, score  # noqa: E402
 from gpucast.tasks.learn.models import estimators  # noqa: E402
-from gpucast.warehouse import forecast, training  # noqa: E402
+from gpucast.warehouse import db, forecast, training  # noqa: E402
 
 T1 = (time.process_time(), time.perf_counter())
 score.warm_up = timed("imports: warm_up (skops, crepes, the estimators)", score.warm_up)
@@ -60,7 +72,27 @@ score.Scorer.score = timed("targets: Scorer.score (predict included)", score.Sco
 score.target_forecasts = timed("targets: memory advice and stamps", score.target_forecasts)
 pl.DataFrame.write_parquet = timed("Parquet writes (the staged jobs + 3 targets' forecasts)", pl.DataFrame.write_parquet)
 flow.score_target.fn = timed("targets: total (score_target x 3)", flow.score_target.fn)
+forecast.prune = timed("publish: prune (the retention query, deletes)", forecast.prune)
 forecast.publish = timed("publish: forecast.publish (insert, checks, prune, commit)", forecast.publish)
+db.connect_writer = timed("every writer's open (connect_writer)", db.connect_writer)
+_writer = db.writer
+
+
+@contextlib.contextmanager
+def _timed_writer(*args, **kwargs):
+    """`db.writer`, its close (the lock's release and DuckDB's close: a checkpoint) timed as a stage."""
+    held = _writer(*args, **kwargs)
+    con = held.__enter__()
+    try:
+        yield con
+    except BaseException:
+        if not held.__exit__(*sys.exc_info()):
+            raise
+    else:
+        timed("every writer's close (DuckDB's checkpoint)", held.__exit__)(None, None, None)
+
+
+db.writer = _timed_writer
 flow.publish_forecasts.fn = timed("publish: total (the writer's open and close included)", flow.publish_forecasts.fn)
 flow.publish_if = timed("the planners' copy (publish_if)", flow.publish_if)
 
@@ -72,9 +104,11 @@ def report() -> None:
     print(f"\nimports before the command (gpucast.flows.score, polars, Prefect...): CPU {T1[0] - T0[0]:.2f} s, "
           f"wall {T1[1] - T0[1]:.2f} s", file=sys.stderr)
     for name, (cpu, wall) in CLOCK.items():
-        print(f"{name}: CPU {cpu:.2f} s, wall {wall:.2f} s", file=sys.stderr)
-    print(f"this process: CPU {end[0] - T0[0]:.2f} s, wall {end[1] - T0[1]:.2f} s (children reaped before this line: "
-          f"CPU {children.ru_utime + children.ru_stime:.2f} s)", file=sys.stderr)
+        print(f"{name}: CPU {cpu:.2f} s, wall {wall:.2f} s; RSS at its end {PEAK[name][0] / 1024:,.0f} MiB "
+              f"(peak so far {PEAK[name][1] / 1024:,.0f})",
+              file=sys.stderr)
+    print(f"this process: CPU {end[0] - T0[0]:.2f} s, wall {end[1] - T0[1]:.2f} s, peak RSS {vm_kib() / 1024:,.0f} MiB "
+          f"(children reaped before this line: CPU {children.ru_utime + children.ru_stime:.2f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":
