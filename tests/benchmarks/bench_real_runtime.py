@@ -324,6 +324,35 @@ def warehouse_at(jobs: pl.DataFrame, cut: datetime, p50: pl.DataFrame | None):
     return con
 
 
+def burst_cost(pending_jobs: int, finished: int = 200_000, going: int = 20_000, seed: int = 0) -> None:
+    """The nightly's burst step alone at scale (review 57 N6): `history.burst_siblings` over `finished` labelled and
+    `going` RUNNING jobs (as `training.read_running` stages them) and `history.burst_p50` for `pending_jobs` pending
+    ones, all submitted over the same day, 10 queues x 4 GPU counts, no account or name (a plain export: the densest
+    bursts, each hour's siblings read as the capped sample of `history.BURST_BUCKET_JOBS`). Prints CPU seconds, wall
+    and peak RSS."""
+    import resource
+
+    rng = np.random.default_rng(seed)
+    day = datetime(2026, 11, 27, tzinfo=UTC)
+
+    def jobs_of(n: int, status: str, hours) -> pl.DataFrame:
+        submitted = [day + timedelta(hours=float(x)) for x in rng.uniform(0, 24, n)]
+        return pl.DataFrame({c.JOB_ID: [f"{status}{i}" for i in range(n)], c.STATUS: status,
+                             c.QUEUE: rng.choice([f"q{i}" for i in range(10)], n),
+                             c.TEAM: None, c.JOB_NAME: None,  # a plain export: a burst is any job of the queue x GPUs
+                             c.GPU_COUNT: rng.choice([1, 2, 4, 8], n), c.SUBMITTED_AT: submitted, c.UPDATED_AT: submitted,
+                             c.RUNTIME_HOURS: hours}, schema_overrides={c.RUNTIME_HOURS: pl.Float64, c.TEAM: pl.String,
+                                                                        c.JOB_NAME: pl.String})
+    labelled = jobs_of(finished, "COMPLETED", np.exp(rng.normal(1.0, 1.2, finished)))
+    running, rows = jobs_of(going, "RUNNING", [None] * going), jobs_of(pending_jobs, "PENDING", [None] * pending_jobs)
+    cpu, wall = time.process_time(), time.perf_counter()
+    _, n = history.burst_p50(rows, history.burst_siblings(labelled, day + DAY, running), np.ones(pending_jobs))
+    print(f"burst step: {pending_jobs:,} pending, {finished:,} finished, {going:,} running jobs: "
+          f"{time.process_time() - cpu:.1f} CPU-s, {time.perf_counter() - wall:.1f} s wall; {np.mean(n > 0):.0%} with "
+          f"siblings (median {np.median(n):.0f}); peak RSS of the process "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cuts", type=int, nargs="+", default=[30, 40, 50])
@@ -331,7 +360,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-refit", dest="refit", action="store_false",
                     help="the nightly's path with the trees fitted at the cut, not again each morning (faster)")
+    ap.add_argument("--burst-cost", type=int, metavar="N", help="time the burst step alone at N pending jobs and stop")
     a = ap.parse_args(argv)
+    if a.burst_cost:
+        return burst_cost(a.burst_cost)
     jobs = itp_jobs()
     print(f"{TRACE.name}: {jobs.height:,} jobs, {jobs[c.QUEUE].n_unique()} clusters")
     total = dict.fromkeys(("mae", "mae_q", "mae_ceiling", "mae_trees", "covered", "n", *(f"{k}_{when}" for when in WHEN
