@@ -116,9 +116,9 @@ def spellings(tokens: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _text(name: str, missing: tuple[str, ...] = MISSING_TOKENS) -> pl.Expr:
-    """The stripped value, or null for a missing token (any case)."""
-    s = pl.col(name).str.strip_chars()
-    return pl.when(s.is_in(spellings(missing))).then(None).otherwise(s)
+    """The stripped value, or null for a missing token (any case). `replace` with null, not `when(is_in)`: the same
+    values, in 0.07 CPU-s per 100,000 rows of the 36 contract columns against 0.12 (issue 52)."""
+    return pl.col(name).str.strip_chars().replace(list(spellings(missing)), None)
 
 
 # Work happens in stages so that each value is parsed once: texts, then values, then errors
