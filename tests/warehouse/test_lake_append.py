@@ -173,3 +173,13 @@ def test_a_batch_over_few_days_is_written_a_file_a_day_as_the_partitioned_writer
     assert list(found[0]) == [f"batch-00000/submitted_date=2026-11-0{d}/batch-00000-0.parquet" for d in (1, 2, 3)]
     day_one = found[0]["batch-00000/submitted_date=2026-11-01/batch-00000-0.parquet"]
     assert [row[0] for row in day_one] == ["j0", "j3", "j6"]  # job ids in arrival order
+
+
+def test_staged_files_are_listed_in_arrival_order_by_their_numbers_not_as_text(tmp_path):
+    """The merge numbers arrival in the order `staged_batches` lists the files (`row_number() OVER ()`): by file, then
+    chunk, as numbers. As text, file 100,000 (`valid-100000-...`) came before file 20,000."""
+    for name in ("valid-20000-00001", "valid-100000-00000", "valid-20000-00000", "valid-00003-00010", "rejected-00001-00000"):
+        pl.DataFrame({"n": [1]}).write_parquet(tmp_path / f"{name}.parquet")
+    (listed,) = load.staged_batches(tmp_path, "valid")
+    assert [Path(p).stem for p in listed] == ["valid-00003-00010", "valid-20000-00000", "valid-20000-00001",
+                                              "valid-100000-00000"]
