@@ -552,10 +552,12 @@ class RemainingTime:
     docs/models.md), and never beyond the longest finished run of its queue (a job already past it: 0, it counts
     the hours it has run; such a record may be one whose end was never logged). Where fewer than `MIN_SURVIVORS` finished
     jobs of its queue ever ran that long, the tail continues as a Pareto of shape 1 (P(T > s | T > t) = t / s): as
-    long again at P50, 0.11x and 9x at P10 and P90 for a job forecast while pending (`p50`); a job never forecast
-    there, or just started, is unknown (NaN: first seen running, and running longer than its queue's history
-    supports, it is likely a record whose end was never logged). A job whose own run-time
-    P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 - elapsed. Finished jobs
+    long again at P50, 0.11x and 9x at P10 and P90 for a job forecast while pending (`p50`) or still below the time
+    limit it logged (`time_limit_hours`: the scheduler has not stopped it, so its record is not one whose end was
+    lost); a job never forecast there, without a limit or past it, or just started, is unknown (NaN: first seen
+    running, and running longer than its queue's history supports, it is likely a record whose end was never logged).
+    A job whose own run-time P50 (`p50`, its forecast while pending) is still ahead keeps it: remaining P50 = P50 -
+    elapsed. Below its time limit, P10/P50/P90 never go beyond it (the scheduler stops a job there). Finished jobs
     only (COMPLETED, FAILED or CANCELLED: any end frees the GPUs, and a running job may end either way): the runs
     still going are not counted (right-censored), so the tail is, if anything, short. The warehouse's
     `job_demand.hours_expected` applies the same rule to the P50 (warehouse/sql/schema.sql), for the demand history
@@ -581,6 +583,8 @@ class RemainingTime:
         elapsed = np.maximum(np.nan_to_num(np.asarray(elapsed, dtype=np.float64), nan=0.0), 0.0)
         out = np.full((rows.height, 3), np.nan)
         own = np.full(rows.height, np.nan) if p50 is None else np.asarray(p50, dtype=np.float64)
+        limit = np.nan_to_num(facts[c.TIME_LIMIT_HOURS].to_numpy().astype(np.float64), nan=0.0)
+        below = limit > elapsed  # still below a time limit it logged: the scheduler has not stopped it
         for i, (queue, gpus, t) in enumerate(zip(facts[c.QUEUE].to_list(), facts[c.GPU_COUNT].to_list(), elapsed, strict=True)):
             for runs in (self.by_group_.get((queue, gpus)), self.by_group_.get((queue,))):
                 if runs is None:
@@ -590,8 +594,10 @@ class RemainingTime:
                     lo, mid, hi = np.quantile(longer, [0.1, 0.5, 0.9], method="lower") - t  # the warehouse's rule
                     out[i] = [lo, max(mid, t), max(hi, mid, t)]  # at least as long again at P50
                     break
-            else:  # as long again (P50) for a job forecast while pending; just started, or never forecast: unknown
-                out[i] = [t * PARETO_P[q] if t > 0 and np.isfinite(own[i]) else np.nan for q in (0.1, 0.5, 0.9)]
+            else:  # as long again (P50) for a job forecast while pending or below its time limit; just started,
+                # or never forecast without a limit or past it: unknown
+                out[i] = [t * PARETO_P[q] if t > 0 and (np.isfinite(own[i]) or below[i]) else np.nan
+                          for q in (0.1, 0.5, 0.9)]
             # never beyond the longest finished run of its queue; a job already past it counts the hours run (it may
             # be a record whose end was never logged: nothing in the history says how long such a run goes)
             longest = self.by_group_.get((queue,))
@@ -601,6 +607,7 @@ class RemainingTime:
             out[ahead, 1] = own[ahead] - elapsed[ahead]
             out[:, 0] = np.minimum(out[:, 0], out[:, 1])
             out[:, 2] = np.maximum(out[:, 2], out[:, 1])
+        out[below] = np.minimum(out[below], (limit - elapsed)[below, None])  # never beyond its time limit
         if siblings is not None:
             total, _ = burst_p50(rows, siblings, elapsed + out[:, 1], elapsed)
             with np.errstate(divide="ignore", invalid="ignore"):

@@ -155,10 +155,16 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
                ("z", "2026-11-06 00:00+00", "2026-11-06 00:00+00", "PENDING", None),
                # w: logged running since Oct 2 (840 h, beyond every run of q: 230 h at most), never forecast
                ("w", "2026-10-02 00:00+00", "2026-10-02 00:00+00", "RUNNING", None)]
+    # time limits (issue 53, sacct's Timelimit): l as s but a 100 h limit; v as w but below a 1,000 h limit (the
+    # scheduler has not stopped it: a run, not a lost end); u as w, past its 500 h limit (a record whose end was lost?)
+    limits = dict.fromkeys((v[0] for v in values), None) | {"l": 100.0, "v": 1000.0, "u": 500.0}
+    values += [("l", "2026-11-03 12:00+00", "2026-11-03 12:00+00", "RUNNING", None),
+               ("v", "2026-10-02 00:00+00", "2026-10-02 00:00+00", "RUNNING", None),
+               ("u", "2026-10-02 00:00+00", "2026-10-02 00:00+00", "RUNNING", None)]
     con.executemany(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
-                    f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, "
-                    "ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q', 'CNN', 1, ?, 'h', 1, 'f', 1, 'i', ?)",
-                    [(*v, v[2]) for v in values])
+                    f"{c.MODEL_TYPE}, {c.GPU_COUNT}, {c.RUNTIME_HOURS}, {c.TIME_LIMIT_HOURS}, record_hash, arrival, "
+                    "source_file, source_row, ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q', 'CNN', 1, ?, ?, 'h', 1, "
+                    "'f', 1, 'i', ?)", [(*v, limits[v[0]], v[2]) for v in values])
     con.execute("INSERT INTO job_log_records SELECT * FROM job_logs")
     con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('s', '2026-10-31 00:00+00', 'published')")
     con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
@@ -170,17 +176,25 @@ def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     # and 4 x 400 h, median (8th) 200 h, less than as long again (240 h), within the queue's longest (400 h): 240 h;
     # not its P50 (2 h)
     # w: first seen running, longer than its queue's history supports: unknown (likely an end never logged)
-    assert hours == [("r", 240.0, 240.0), ("s", 180.0, 180.0), ("w", None, None)]
-    assert con.execute("SELECT jobs_hours_unknown FROM demand_daily WHERE day = DATE '2026-10-02'").fetchone() == (1,)
+    # l: s's 180 h, but never beyond its 100 h limit; v: below its limit, a run: as long again (1,680 h), never
+    # beyond its queue's longest run (400 h), which it is past: the 840 h it has run; u: past its limit, unknown as w
+    assert hours == [("l", 100.0, 100.0), ("r", 240.0, 240.0), ("s", 180.0, 180.0), ("u", None, None),
+                     ("v", 840.0, 840.0), ("w", None, None)]
+    assert con.execute("SELECT jobs_hours_unknown FROM demand_daily WHERE day = DATE '2026-10-02'").fetchone() == (2,)
     # the same jobs as history.py reads them (pending and running ones included: they are not finished runs)
     history = pl.DataFrame({c.JOB_ID: [v[0] for v in values], c.QUEUE: ["q"] * len(values), c.GPU_COUNT: 1,
                             c.STATUS: [v[3] for v in values], c.RUNTIME_HOURS: [v[4] for v in values],
-                            c.SUBMITTED_AT: datetime(2026, 10, 1)})
+                            c.TIME_LIMIT_HOURS: [limits[v[0]] for v in values], c.SUBMITTED_AT: datetime(2026, 10, 1)},
+                           schema_overrides={c.RUNTIME_HOURS: pl.Float64, c.TIME_LIMIT_HOURS: pl.Float64})
     history = history.with_columns(pl.when(pl.col(c.STATUS) == "RUNNING").then(500.0)  # a logged figure of a run
                                    .otherwise(pl.col(c.RUNTIME_HOURS)).alias(c.RUNTIME_HOURS))  # still going: no end
     elapsed = np.array([120.0, 60.0])
     remaining = RemainingTime().fit(history).intervals(history.head(2), elapsed, p50=np.array([2.0, np.nan]))[1]
     assert (elapsed + remaining).tolist() == pytest.approx([240.0, 180.0])  # the warehouse and history.py agree
+    limited = history.filter(pl.col(c.JOB_ID).is_in(["l", "v", "u"])).sort(c.JOB_ID)  # l, u, v
+    ran = np.array([60.0, 840.0, 840.0])
+    got = RemainingTime().fit(history).intervals(limited, ran)[1]
+    assert got[0] + 60.0 == pytest.approx(100.0) and np.isnan(got[1]) and got[2] + 840.0 == pytest.approx(840.0)
     day = con.execute("SELECT gpu_hours_forecast FROM demand_daily WHERE day = DATE '2026-11-01'").fetchone()
     assert day == (240.0,)  # before: r's pending P50, 2 GPU-hours, for a job that has held its GPU 120 h
 

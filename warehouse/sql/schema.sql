@@ -601,6 +601,7 @@ clock AS (      -- the latest submitted_at / updated_at (the max taken before th
 ),
 running AS (    -- each running job's first RUNNING record (its records only) and hours run (a start not logged: just started)
     SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus, j.submitted_at, j.gpu_type, h.running_at,
+           j.time_limit_hours,
            coalesce(greatest(epoch(c.now - timezone('UTC', h.running_at)) / 3600, 0.0), 0.0) AS elapsed
     FROM job_logs j
     LEFT JOIN (SELECT job_id, min(updated_at) AS running_at FROM job_log_records
@@ -641,6 +642,22 @@ survival AS (   -- the median of the longer runs (the lower one: rank upto + cei
                      AND mg.rank_qg = b.upto_qg + (coalesce(ng.n, 0) - b.upto_qg + 1) // 2
     LEFT JOIN done mq ON mq.queue = b.queue AND mq.rank_q = b.upto_q + (coalesce(nq.n, 0) - b.upto_q + 1) // 2
 ),
+expected AS (   -- each running job's whole run expected given the hours it has run (before its time limit's cap)
+    SELECT r.job_id, r.queue, r.gpu_type, r.gpus, r.submitted_at, r.running_at, r.time_limit_hours, p.p50, s.elapsed,
+           CASE WHEN p.p50 > s.elapsed THEN p.p50                                -- its forecast still ahead
+                -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again,
+                -- never beyond its queue's longest finished run (already past it: the hours run)
+                WHEN s.longer_qg >= 10 THEN least(greatest(s.median_qg, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
+                WHEN s.longer_q >= 10 THEN least(greatest(s.median_q, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
+                -- fewer ran that long: as long again for a job forecast while pending, or still below a time limit
+                -- it logged (the scheduler has not stopped it: not a record whose end was lost); one never forecast,
+                -- without a limit or past it (first seen running, longer than its queue's history supports) is
+                -- unknown: a stale record?
+                WHEN s.elapsed > 0 AND (p.p50 IS NOT NULL OR r.time_limit_hours > s.elapsed)
+                    THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))
+           END AS hours
+    FROM running r LEFT JOIN latest_p50 p USING (job_id) LEFT JOIN survival s USING (job_id)
+),
 jobs AS (       -- the jobs not running, then the running ones (their own history and survival)
     SELECT j.job_id, j.queue, j.gpu_type, coalesce(j.gpu_count, 1) AS gpus, j.status,
            j.status IN ('COMPLETED', 'FAILED', 'CANCELLED') AS finished,
@@ -653,18 +670,11 @@ jobs AS (       -- the jobs not running, then the running ones (their own histor
     FROM job_logs j LEFT JOIN history h USING (job_id) LEFT JOIN latest_p50 p USING (job_id)
     WHERE j.status <> 'RUNNING'
     UNION ALL
-    SELECT r.job_id, r.queue, r.gpu_type, r.gpus, 'RUNNING', false, timezone('UTC', r.submitted_at),
-           timezone('UTC', r.running_at), NULL, NULL, NULL, p.p50,
-           CASE WHEN p.p50 > s.elapsed THEN p.p50                                -- its forecast still ahead
-                -- the median of the longer runs of its queue x GPUs (else of its queue), at least as long again,
-                -- never beyond its queue's longest finished run (already past it: the hours run)
-                WHEN s.longer_qg >= 10 THEN least(greatest(s.median_qg, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
-                WHEN s.longer_q >= 10 THEN least(greatest(s.median_q, 2 * s.elapsed), greatest(s.longest_q, s.elapsed))
-                -- fewer ran that long: as long again for a job forecast while pending; one never forecast (first
-                -- seen running, and running longer than its queue's history supports) is unknown: a stale record?
-                WHEN s.elapsed > 0 AND p.p50 IS NOT NULL THEN least(2 * s.elapsed, greatest(s.longest_q, s.elapsed))
-           END
-    FROM running r LEFT JOIN latest_p50 p USING (job_id) LEFT JOIN survival s USING (job_id)
+    SELECT job_id, queue, gpu_type, gpus, 'RUNNING', false, timezone('UTC', submitted_at), timezone('UTC', running_at),
+           NULL, NULL, NULL, p50,
+           -- below its time limit, never beyond it (the scheduler stops a job there: issue 53, as its forecasts)
+           CASE WHEN time_limit_hours > elapsed THEN least(hours, time_limit_hours) ELSE hours END
+    FROM expected
 )
 SELECT job_id, queue, gpu_type, gpus, status, submitted_at,
        coalesce(running_at, CASE WHEN finished THEN finished_at - runtime END) AS started_at,
