@@ -21,6 +21,7 @@ reads the fields it uses, and a misspelt field fails.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,30 +275,36 @@ SKOPS_ALLOWED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
 _ARRAY_API_ADAPTERS = tuple(f"sklearn.externals.array_api_compat.{lib}" for lib in ("torch", "dask", "cupy"))
 
 
+_SKOPS_IMPORT = threading.Lock()  # the targets' threads load their champions at once (flows/score.py)
+
+
 def skops_io():
     """`skops.io`, imported without importing torch, Dask or CuPy through scikit-learn's array-API adapters: while
     skops imports, each adapter not yet imported is an empty package (nothing under it to walk: none holds an
     estimator), then removed again, so a later real import of it imports it. The trusted-type names skops builds
-    are the same (tests/tasks/learn/test_models.py)."""
+    are the same (tests/tasks/learn/test_models.py). One thread imports; the others wait for it (a lock, so none
+    sees the stand-ins' window as its own or a half-imported skops)."""
     import sys
     import types
 
-    if "skops.io" in sys.modules:
-        return sys.modules["skops.io"]
-    import sklearn  # noqa: F401  (the adapters' parent packages, before their stand-ins)
+    with _SKOPS_IMPORT:
+        if "skops.io" not in sys.modules:
+            import sklearn  # noqa: F401  (the adapters' parent packages, before their stand-ins)
 
-    stand_ins = {}
-    for name in _ARRAY_API_ADAPTERS:
-        if name not in sys.modules:
-            stand_ins[name] = types.ModuleType(name)
-            stand_ins[name].__path__ = []
-    sys.modules.update(stand_ins)
-    try:
-        import skops.io
-    finally:
-        for name, module in stand_ins.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
+            stand_ins = {}
+            for name in _ARRAY_API_ADAPTERS:
+                if name not in sys.modules:
+                    stand_ins[name] = types.ModuleType(name)
+                    stand_ins[name].__path__ = []
+            sys.modules.update(stand_ins)
+            try:
+                import skops.io  # noqa: F401
+            finally:
+                for name, module in stand_ins.items():
+                    if sys.modules.get(name) is module:
+                        del sys.modules[name]
+    import skops.io
+
     return skops.io
 
 
