@@ -132,10 +132,13 @@ def holdout(mix: Candidate, fits: Sequence[FitResult]) -> dict[tuple[int, int], 
     return out or None
 
 
-def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult]) -> tuple[MetricRow, ...]:
+def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult],
+                held: Mapping[tuple[int, int], float] | None = None) -> tuple[MetricRow, ...]:
     """The blend's rows of `model_metrics`, as every model has them: per pass, its cross-fitted out-of-fold forecasts
     against the truth (the validation and test splits), its members' mean fit seconds summed and its scoring cost,
-    so the leaderboard and `current_champions` show a blend champion's figures (they were null)."""
+    so the leaderboard and `current_champions` show a blend champion's figures (they were null); with `held` (its
+    holdout forecasts, `holdout`), per repeat its rows of the generalisation holdout under its members' split name
+    ("backtest" or "holdout"), so the leaderboard's holdout planner loss has the blend's too (review 57 S3)."""
     if not mix.oof or not fits:
         return ()
     like = fits[0].metrics[0]
@@ -148,6 +151,14 @@ def metric_rows(mix: Candidate, actual: np.ndarray, fits: Sequence[FitResult]) -
                            **metrics(y, pred), rows_train=like.rows_train, rows_eval=len(keys),
                            train_seconds=seconds, device=like.device, epochs=None,
                            score_seconds_per_million=mix.cost) for split in ("validation", "test")]
+    name = next((m.split for f in fits if f.model in mix.members for m in f.metrics
+                 if m.split not in ("validation", "test")), None)
+    for r in sorted({k[0] for k in held or {}}) if name else ():
+        keys = sorted(k for k in held if k[0] == r)
+        y, pred = actual[[k[1] for k in keys]], np.array([held[k] for k in keys])
+        rows.append(MetricRow(model=NAME, preset=None, features=like.features, repeat=r, seed=like.seed, split=name,
+                              **metrics(y, pred), rows_train=like.rows_train, rows_eval=len(keys), train_seconds=seconds,
+                              device=like.device, epochs=None, score_seconds_per_million=mix.cost))
     return tuple(rows)
 
 

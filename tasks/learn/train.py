@@ -286,8 +286,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
     pooled = pool_out_of_fold(done, y, FOLDS)
     mix = blend.candidate(pooled, _mean_costs(done), options.seed)
-    result.metrics += blend.metric_rows(mix, y, done)  # its figures beside the others' (leaderboard, champions)
     mixed = blend.holdout(mix, done)  # its holdout forecasts: judged there like every model (review 57 S3)
+    result.metrics += blend.metric_rows(mix, y, done, mixed)  # its figures beside the others' (leaderboard, champions)
     choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
                              costs={blend.NAME: mix.cost} if mix.cost is not None else None,
                              extra_holdout={blend.NAME: mixed} if mixed else None)

@@ -128,6 +128,9 @@ def test_the_blend_is_judged_on_the_holdout_with_its_members_forecasts_and_a_mem
         choice = champion_choice(fits, actual, folds=folds.FOLDS, extra={blend.NAME: mix.oof},
                                  extra_holdout={blend.NAME: mixed})
         assert choice.lowest == blend.NAME and blend.NAME in choice.backtest
+        held_rows = [r for r in blend.metric_rows(mix, actual, fits, mixed) if r.split == "holdout"]  # the leaderboard's
+        assert [r.repeat for r in held_rows] == list(range(folds.FOLDS)) and held_rows[0].rows_eval == 60
+        assert held_rows[0].planner_loss == pytest.approx(planner_loss(held_y, expect))
         if competes:  # members that hold: its holdout errors average out, and it is champion
             assert choice.champion == blend.NAME and "holdout planner loss" in choice.describe()
         else:  # catboost 10 GB under on every held-out job: the blend is worse than the plain LightGBM there

@@ -3,6 +3,7 @@ generalisation holdout (the latest week, else whole families, else whole shape c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -57,7 +58,8 @@ def _fit(model: str, repeat: int, idx: np.ndarray, pred: np.ndarray, cost: float
     row = MetricRow(model=model, preset=None, features="residual", repeat=repeat, seed=repeat, split="test", mse=0.0,
                     rmse=0.0, mae=0.0, mape=0.0, r2=0.0, rows_train=1, rows_eval=len(idx), train_seconds=0.0, device="cpu",
                     epochs=None, score_seconds_per_million=cost)
-    return FitResult("peak_gpu_mem_gb", model, repeat, (row,), pred, 0.0, "cpu", test_idx=idx, holdout_idx=held,
+    rows = (row,) if held is None else (row, replace(row, split="holdout", rows_eval=len(held)))  # as fit_one's
+    return FitResult("peak_gpu_mem_gb", model, repeat, rows, pred, 0.0, "cpu", test_idx=idx, holdout_idx=held,
                      holdout_pred=held_pred)
 
 
