@@ -14,7 +14,10 @@ loss first:
   forecasting the pending jobs: planner loss (GB) and R².
 
 Then the bench's plain LightGBM (bench_champion's `plain_lightgbm`: the 11 contract features, the whole history) on
-the pending jobs, and that same 11-feature LightGBM fitted on the night's folds (out of fold) and on its 85%.
+the pending jobs, and that same 11-feature LightGBM fitted on the night's folds (out of fold) and on its 85%; and
+whether the champion's gap to it on the pending jobs is noise: the share of paired resamples of the pending jobs on
+which the champion (refitted as above) is below it (`_below`, the rule's own resampling), and the share of each one's
+squared loss its 3 worst jobs carry.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion_rule.py --sets gpumemnet --seeds 0,1,2 --repeats 1,3
         [--sets measured]
@@ -85,7 +88,16 @@ def refitted(history: pl.DataFrame, pending: pl.DataFrame, options, models: tupl
 
 def one_split(name: str, seed: int, repeat_counts: list[int]) -> None:
     from gpucast.tasks.learn import blend
-    from gpucast.tasks.learn.champion import _below, _mean_costs, champion_choice, planner_loss, pool_holdout, pool_out_of_fold
+    from gpucast.tasks.learn.champion import (
+        BOOTSTRAP,
+        _below,
+        _mean_costs,
+        _weighted_sq,
+        champion_choice,
+        planner_loss,
+        pool_holdout,
+        pool_out_of_fold,
+    )
     from gpucast.tasks.learn.folds import FOLDS
     from gpucast.tasks.learn.models import registry
     from gpucast.tasks.learn.options import TrainOptions
@@ -133,6 +145,12 @@ def one_split(name: str, seed: int, repeat_counts: list[int]) -> None:
                       if hk else ("", ""))
             print(f"   {m:15s} {np.sqrt(sq.mean()):7.3f} {below:>11s} {hl:>10s} {hp:>11s} "
                   f"{planner_loss(yp, pend[m]):10.3f} {r2(yp, pend[m]):10.3f}" + (" *" if m == choice.champion else ""))
+        if choice.champion in pend:  # is the champion's gap to the bench's plain LightGBM on the pending jobs noise?
+            mine, bench = _weighted_sq(yp, pend[choice.champion]), _weighted_sq(yp, bench50)
+            print(f"   pending: {choice.champion} below the bench's plain LightGBM on {_below(mine - bench):.1%} of "
+                  f"{BOOTSTRAP:,} paired resamples of the {len(yp)} jobs; its 3 worst jobs carry "
+                  f"{np.sort(mine)[-3:].sum() / mine.sum():.0%} of its squared loss, the bench's 3 worst "
+                  f"{np.sort(bench)[-3:].sum() / bench.sum():.0%}")
     print(flush=True)
 
 
