@@ -160,9 +160,11 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                 assert handed.parameters["cluster"]["train_runner"] == "local"
                 assert handed.parameters["cluster"]["dask_address"] == "tcp://127.0.0.1:9"
 
-                # a run the worker starts and that then fails is a real training failure: it fails the caller
-                broken = TrainOptions(models=("transformer_bigru",), preset="tiny", device="no-such-device",
-                                      repeats=1, min_labelled=50)
+                # a run the worker starts and that then fails is a real training failure: it fails the caller.
+                # One target: each failing fit is retried once after 5 s (flows/train.py `fit_model`), and the run
+                # fails when every fit has; three targets waited 15 s for the same failure
+                broken = TrainOptions(models=("transformer_bigru",), targets=(c.RUNTIME_HOURS,), preset="tiny",
+                                      device="no-such-device", repeats=1, min_labelled=50)
                 with pytest.raises(RuntimeError, match="training on the 'gpu' pool ended Failed"):
                     train_where_possible(broken, given, pickup_timeout_s=120)
             finally:
