@@ -223,23 +223,34 @@ def large_by_truth(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
             "residuals": [round(float(r), 6) for r in residuals[big]], "groups": groups}
 
 
-def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
-    from crepes import ConformalPredictiveSystem
+def _offsets(residuals: np.ndarray) -> np.ndarray:
+    """(P10, P50, P90) in log space of a job predicted at log 0 by a conformal predictive system on these residuals:
+    P10 the lower order statistic, P50 and P90 the higher (-inf / inf where there are too few residuals for one).
 
-    return ConformalPredictiveSystem().fit(residuals, bins=bins)
+    What `crepes.ConformalPredictiveSystem().fit(residuals).predict(np.zeros(1), lower_percentiles=[LOWER],
+    higher_percentiles=[MEDIAN, UPPER])` returns, to the bit, with its own index arithmetic (crepes 0.9.1
+    `ConformalPredictiveSystem.predict`: int(p / 100 x (n + 1)) - 1 below, ceil(p / 100 x (n + 1)) - 1 above, the
+    same float expressions) and its sum 0 + order statistic; a Mondrian category's is this on the category's
+    residuals (crepes sorts each bin's alone). These few order statistics are all scoring needed of crepes, so
+    `gpucast score` no longer imports it (1.1 CPU-s alone; ~0.01 after scikit-learn, which imports pandas and
+    scipy.stats itself) nor builds its predictive systems per category; tests/tasks/learn/test_intervals.py compares
+    them with crepes' predictions, job by job and on every edge of the index arithmetic."""
+    alphas = np.sort(np.asarray(residuals, dtype=np.float64))
+    n = len(alphas)
+    if not n:
+        raise ValueError("no residuals to calibrate on")
+    zero = np.float64(0.0)  # crepes adds the prediction (here 0) to each residual: -0.0 becomes 0.0, as there
+    lower = int(LOWER / 100 * (n + 1)) - 1
+    out = [zero + alphas[lower] if lower >= 0 else -np.inf]
+    for p in (MEDIAN, UPPER):
+        higher = int(np.ceil(p / 100 * (n + 1))) - 1
+        out.append(zero + alphas[higher] if higher <= n - 1 else np.inf)
+    return np.array(out, dtype=np.float64)
 
 
 def _p90(residuals: np.ndarray) -> float:
     """The higher P90 offset (log) of these residuals' predictive system."""
-    return float(_percentiles(_cps(residuals), np.zeros(1))[0, 2])
-
-
-def _percentiles(cps, log_hat: np.ndarray, bins: np.ndarray | None = None) -> np.ndarray:
-    """(n, 3): P10 (lower order statistic), P50 and P90 (higher), in log space."""
-    if len(log_hat) == 0:
-        return np.zeros((0, 3))
-    out = cps.predict(log_hat, bins=bins, lower_percentiles=[LOWER], higher_percentiles=[MEDIAN, UPPER])
-    return np.asarray(out, dtype=np.float64).reshape(len(log_hat), 3)
+    return float(_offsets(residuals)[2])
 
 
 LEVELS = ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,))  # finest first; then pooled
@@ -273,16 +284,17 @@ class Calibrated:
 
     A predictive system on residuals is translation-invariant: the percentiles of a job predicted at
     log_hat are log_hat plus offsets (order statistics of its category's residuals) that do not depend on
-    log_hat. crepes computes them once per category here (a prediction of 0), and `intervals` adds them:
-    the same float sums crepes makes, without its per-job Python loop (2.4 of 4.8 s per 1M jobs and 3
-    targets in a profile of `gpucast score`; tests/tasks/learn/test_intervals.py compares the two)."""
+    log_hat. They are computed once per category here (a prediction of 0: `_offsets`, crepes' order statistics
+    without importing crepes), and `intervals` adds them: the same float sums crepes makes, without its per-job
+    Python loop (2.4 of 4.8 s per 1M jobs and 3 targets in a profile of `gpucast score`;
+    tests/tasks/learn/test_intervals.py compares the two)."""
 
     def __init__(self, cal: dict):
         self.floor = cal["floor"]
         residuals = np.asarray(cal["residuals"], dtype=np.float64)
         # per level (finest first): the level, its categories' labels, their (P10, P50, P90) offsets (one row each)
         self.levels: list[tuple[tuple[str, ...], dict[str, int], np.ndarray]] = []
-        self.pooled = _percentiles(_cps(residuals), np.zeros(1))[0] if len(residuals) >= MIN_POOLED else None
+        self.pooled = _offsets(residuals) if len(residuals) >= MIN_POOLED else None
         self.median_residual = float(np.median(residuals)) if len(residuals) else 0.0
         # the size groups (calibrations saved before issue 50 have none), each (at, p90): jobs forecast at least `at`
         # (log) get a P90 offset no narrower than `p90`, the higher P90 of the group's jobs: the calibration slice's
@@ -311,8 +323,7 @@ class Calibrated:
             kinds, counts = np.unique(labels, return_counts=True)
             big = sorted(str(k) for k, n in zip(kinds, counts, strict=True) if n >= cal.get("min_group", MIN_GROUP))
             if big:
-                keep = np.isin(labels, big)
-                offsets = _percentiles(_cps(residuals[keep], labels[keep]), np.zeros(len(big)), np.array(big, dtype=object))
+                offsets = np.array([_offsets(residuals[labels == label]) for label in big], dtype=np.float64)
                 self.levels.append((level, {label: i for i, label in enumerate(big)}, offsets))
 
     @property

@@ -175,10 +175,9 @@ def ood_forecasts(scored: pl.DataFrame) -> int:
 
 def warm_up() -> None:
     """Import what loading any champion needs (scikit-learn's persistence through skops, the estimators'
-    wrappers, crepes: ~3 s here), for a command to do it while Prefect's temporary server is starting in
-    another process, instead of after it (`gpucast score`)."""
-    import crepes  # noqa: F401
-
+    wrappers: ~3 s here), for a command to do it while Prefect's temporary server is starting in
+    another process, instead of after it (`gpucast score`). Not crepes: scoring's intervals are its order
+    statistics computed without it (`intervals._offsets`)."""
     from gpucast.tasks.learn.models import estimators, registry  # noqa: F401
 
     registry.skops_io()  # (without torch: `registry.skops_io`)

@@ -86,7 +86,7 @@ def test_too_few_calibration_jobs_give_a_wide_uncalibrated_band_never_infinity()
 def test_offsets_added_per_category_equal_crepes_own_prediction_job_by_job():
     """`Calibrated` adds each category's offsets to log(prediction); crepes predicting every job itself
     (with its Mondrian bins) must give the same numbers, to the bit, on every level and the pooled one."""
-    from gpucast.tasks.learn.intervals import _cps, _labels, _percentiles
+    from gpucast.tasks.learn.intervals import _labels
 
     rng = np.random.default_rng(5)
     n = 3_000
@@ -113,6 +113,47 @@ def test_offsets_added_per_category_equal_crepes_own_prediction_job_by_job():
         else:
             want = _percentiles(_cps(residuals_of(raw)), log_hat[i: i + 1])
         assert np.array_equal(np.log(np.exp(want[0])), got[i]), i
+
+
+def _cps(residuals: np.ndarray, bins: np.ndarray | None = None):
+    from crepes import ConformalPredictiveSystem
+
+    return ConformalPredictiveSystem().fit(residuals, bins=bins)
+
+
+def _percentiles(cps, log_hat: np.ndarray, bins: np.ndarray | None = None) -> np.ndarray:
+    """crepes' (n, 3): P10 (lower order statistic), P50 and P90 (higher), in log space: the reference."""
+    out = cps.predict(log_hat, bins=bins, lower_percentiles=[10], higher_percentiles=[50, 90])
+    return np.asarray(out, dtype=np.float64).reshape(len(log_hat), 3)
+
+
+@pytest.mark.filterwarnings("ignore:the no. of calibration examples is too small")
+def test_the_offsets_are_crepes_percentiles_to_the_bit_at_every_size_without_importing_crepes():
+    """`_offsets` (what scoring uses instead of crepes, issue 52 item 5) equals crepes' prediction at 0 for every
+    calibration size from 1 to 120 (the index arithmetic's edges: too few for P10 / P90 below 9, -inf / inf as crepes'
+    y_min / y_max), with ties and -0.0, pooled and as a Mondrian bin; `Calibrated` of a saved calibration does not
+    import crepes."""
+    import subprocess
+    import sys
+
+    from gpucast.tasks.learn.intervals import _offsets
+
+    rng = np.random.default_rng(7)
+    for n in range(1, 121):
+        residuals = np.round(rng.normal(0, 1, n), 1)  # ties
+        residuals[rng.random(n) < 0.1] = -0.0
+        want = _percentiles(_cps(residuals), np.zeros(1))[0]
+        got = _offsets(residuals)
+        assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want)), n
+        bins = np.array(["a"] * n + ["b"] * 3, dtype=object)
+        both = np.concatenate([residuals, [0.5, -1.0, 2.0]])
+        mondrian = _percentiles(_cps(both, bins), np.zeros(2), np.array(["a", "b"], dtype=object))
+        assert np.array_equal(mondrian[0], got) and np.array_equal(mondrian[1], _offsets(np.array([0.5, -1.0, 2.0])))
+    raw = json.dumps(calibrate(np.exp(rng.normal(0, 1, 300)), np.ones(300), 1e-3,
+                               {c.MODEL_TYPE: list(rng.choice(["CNN", "MLP"], 300)), c.QUEUE: ["a"] * 300}))
+    code = ("import json, sys; from gpucast.tasks.learn.intervals import Calibrated; import numpy as np; "
+            f"Calibrated(json.loads({raw!r})).intervals(np.ones(3)); assert 'crepes' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def residuals_of(raw: dict) -> np.ndarray:
