@@ -137,10 +137,12 @@ def _train(args: argparse.Namespace, s: Settings) -> int:
 
 def _score(args: argparse.Namespace, s: Settings) -> int:
     _require_ml()
+    from gpucast.flows import children
     from gpucast.flows.score import score_pending
     from gpucast.tasks.learn.score import warm_up
 
-    warm_up()  # while the temporary Prefect server starts (flows/children.py)
+    # while the temporary Prefect server starts (flows/children.py); with a running one, skops only if a champion needs it
+    warm_up(skops=children.temporary_url() is not None)
     out = score_pending(batch_rows=args.batch_rows, device=args.device, as_of=_as_of(args.as_of), storage=s.storage,
                         planning=s.planning, cluster=s.cluster, quality=s.quality, tracing=s.tracing)
     champions = ", ".join(f"{t}: {m}" for t, m in out.champions.items()) or (  # none: it printed "()" (issue 48)

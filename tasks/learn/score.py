@@ -173,14 +173,17 @@ def ood_forecasts(scored: pl.DataFrame) -> int:
     return int(scored["ood"].sum())
 
 
-def warm_up() -> None:
-    """Import what loading any champion needs (scikit-learn's persistence through skops, the estimators'
-    wrappers: ~3 s here), for a command to do it while Prefect's temporary server is starting in
-    another process, instead of after it (`gpucast score`). Not crepes: scoring's intervals are its order
-    statistics computed without it (`intervals._offsets`)."""
+def warm_up(skops: bool = True) -> None:
+    """Import what loading any champion needs (the estimators' wrappers and scikit-learn; `skops`: its persistence
+    too, ~0.7-0.9 CPU-s more), for a command to do it while Prefect's temporary server is starting in another
+    process, instead of after it (`gpucast score`). Not crepes: scoring's intervals are its order statistics computed
+    without it (`intervals._offsets`). `skops=False` where nothing starts beside it (a running server): a champion
+    saved by skops imports it as it loads (`registry.skops_io`), and champions saved in their library's own format
+    (LightGBM, XGBoost, CatBoost: the demo's) never pay it."""
     from gpucast.tasks.learn.models import estimators, registry  # noqa: F401
 
-    registry.skops_io()  # (without torch: `registry.skops_io`)
+    if skops:
+        registry.skops_io()  # (without torch: `registry.skops_io`)
 
 
 class Scorer:

@@ -2,7 +2,8 @@
 the per-row ones).
 
     GPUCAST_HOME=<a warehouse with champions and pending jobs> GPUCAST_TRACE_NIGHT_SECONDS=0 \
-        /usr/bin/time -f "wall %e s, CPU user %U + sys %S s" .venv/bin/python tests/benchmarks/score_stages.py [--serial-targets]
+        /usr/bin/time -f "wall %e s, CPU user %U + sys %S s" .venv/bin/python tests/benchmarks/score_stages.py \
+        [--serial-targets] [--warm-up-without-skops]
 
 The command runs in this process (the same `main` as `.venv/bin/gpucast score`), with the stages' functions wrapped
 by a clock: CPU is `time.process_time` (every thread of this process: the forests' predict threads included), so the
@@ -11,7 +12,9 @@ costs nothing measurable (unlike cProfile, which inflated the Python-heavy stage
 `bench_score.py --home PATH --per-row N` splits the targets' stage further, per champion.
 The three targets are scored at once (threads, `flows/score.py`): a target stage's CPU then counts every thread's,
 so those stages overlap and only the process's total is additive; `--serial-targets` scores them one after another
-(the flow's task runner with one worker), the way before, to compare side by side.
+(the flow's task runner with one worker), the way before, to compare side by side. `--warm-up-without-skops`: the
+warm-up a command with a running Prefect server does (`warm_up(skops=False)`: skops only where a champion's load needs
+it), here with the temporary server. At exit: which heavy libraries the command imported.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ from gpucast.tasks.learn.models import estimators  # noqa: E402
 from gpucast.warehouse import db, forecast, training  # noqa: E402
 
 T1 = (time.process_time(), time.perf_counter())
-score.warm_up = timed("imports: warm_up (skops, crepes, the estimators)", score.warm_up)
+_warm_up = (functools.partial(score.warm_up, skops=False) if "--warm-up-without-skops" in sys.argv else score.warm_up)
+score.warm_up = timed("imports: warm_up (the estimators, scikit-learn, skops)", lambda **_: _warm_up())
 flow.read_champions.fn = timed("read champions", flow.read_champions.fn)
 training.read_pending = timed("stage: read the pending jobs from DuckDB", training.read_pending)
 stage._trace = timed("stage: traces (recognition, cache)", stage._trace)
@@ -107,6 +111,8 @@ def report() -> None:
         print(f"{name}: CPU {cpu:.2f} s, wall {wall:.2f} s; RSS at its end {PEAK[name][0] / 1024:,.0f} MiB "
               f"(peak so far {PEAK[name][1] / 1024:,.0f})",
               file=sys.stderr)
+    heavy = ("skops", "crepes", "sklearn", "scipy.stats", "pandas", "torch")
+    print("imported: " + ", ".join(f"{m} {'yes' if m in sys.modules else 'no'}" for m in heavy), file=sys.stderr)
     print(f"this process: CPU {end[0] - T0[0]:.2f} s, wall {end[1] - T0[1]:.2f} s, peak RSS {vm_kib() / 1024:,.0f} MiB "
           f"(children reaped before this line: CPU {children.ru_utime + children.ru_stime:.2f} s)", file=sys.stderr)
 

@@ -190,11 +190,14 @@ def test_skops_refuses_types_outside_the_allow_list(tmp_path):
 SKOPS_IN_A_FRESH_PROCESS = """
 import json, sys
 from gpucast.tasks.learn.models import registry
-registry.skops_io()
+from gpucast.tasks.learn.score import warm_up
+warm_up(skops=False)  # gpucast score with a running server: the estimators, not skops (nor crepes: never)
+early = sorted(m for m in ("skops.io", "crepes") if m in sys.modules)
+warm_up()  # registry.skops_io()
 from skops.io._trusted_types import SKLEARN_ESTIMATOR_TYPE_NAMES as names
 saved = {n: registry.build(n, registry.Build()) for n, e in registry.REGISTRY.items() if e.suffix == ".skops"}
 inner = {n: type(getattr(est, "regressor", est)) for n, est in saved.items()}
-print(json.dumps({"imported": sorted(m for m in ("torch", "dask", "cupy") if m in sys.modules),
+print(json.dumps({"imported": sorted(m for m in ("torch", "dask", "cupy", "crepes") if m in sys.modules), "early": early,
                   "left": [m for m in registry._ARRAY_API_ADAPTERS if m in sys.modules],
                   "untrusted": sorted(n for n, t in inner.items() if f"{t.__module__}.{t.__name__}" not in names)}))
 """
@@ -202,13 +205,14 @@ print(json.dumps({"imported": sorted(m for m in ("torch", "dask", "cupy") if m i
 
 def test_skops_imports_without_torch_and_still_trusts_every_saved_estimator():
     """`registry.skops_io` (issue 52 item 5): in a fresh process, skops imports without torch, Dask or CuPy, leaves
-    no stand-in behind, and its trusted scikit-learn names hold every estimator the registry saves with skops."""
+    no stand-in behind, and its trusted scikit-learn names hold every estimator the registry saves with skops; the
+    score's warm-up without skops (`warm_up(skops=False)`) imports neither skops nor crepes, with it skops only."""
     import json
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", SKOPS_IN_A_FRESH_PROCESS], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout.splitlines()[-1]) == {"imported": [], "left": [], "untrusted": []}
+    assert json.loads(out.stdout.splitlines()[-1]) == {"imported": [], "early": [], "left": [], "untrusted": []}
 
 
 def test_unknown_model_is_a_clear_error():
