@@ -145,7 +145,10 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
     # column an `ORDER BY file_index, source_row` window cost (0.8 CPU-s per 500,000 rows, issue 52). The batch's new
     # records are kept in a temporary table, written from it as the lake's day files (`_write_days`, `columns`: the
     # table's, typed as it types them), and the table loads those files: the rows are written once, not into the
-    # table and then out of it for the lake.
+    # table and then out of it for the lake. That numbering holds only while DuckDB keeps insertion order: its default,
+    # which its docs suggest turning off to save memory on large loads; set here, so a connection (or a future
+    # default) that turned it off cannot renumber arrival silently (review 58 N1).
+    con.execute("SET preserve_insertion_order = true")
     con.execute(
         f"""CREATE OR REPLACE TEMP TABLE fresh_records AS
             WITH staged AS (
