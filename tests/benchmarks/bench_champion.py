@@ -41,6 +41,7 @@ from gpucast.expectations import contract as c
 from gpucast.tasks.learn.champion import planner_loss
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
+from gpucast.tasks.learn.score import memory_advice
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
@@ -193,6 +194,37 @@ def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[st
     return out
 
 
+GPU_SIZES_GB = (24.0, 40.0, 48.0, 80.0)  # the GPU memory sizes the planner cost is read at (issue 50, review 58 S3)
+
+
+def planner_cost(results: pl.DataFrame, methods: tuple[str, ...] = ("pipeline", "pipeline_nolarge")) -> dict:
+    """What a method's P90 costs a planner, through the product's own advice (`score.memory_advice`: safe_request_gb
+    = P90 x (1 + headroom), oom_risk = safe_request_gb above the GPU's memory): the mean safe_request_gb (GB), and at
+    each of `GPU_SIZES_GB` the share of pending jobs flagged oom_risk, the false flags (flagged, and the measured peak
+    fits that GPU) and the OOMs missed (measured above it, not flagged). Printed and returned per method."""
+    out = {}
+    for method in methods:
+        part = results.filter(pl.col("method") == method)
+        if part.is_empty():
+            continue
+        y = part["actual"].to_numpy().astype(np.float64)
+        forecasts = pl.DataFrame({c.JOB_ID: [str(i) for i in range(part.height)], "target": [c.PEAK_GPU_MEM_GB] * part.height,
+                                  "p90": part["p90"].cast(pl.Float64)})
+        row, cells = {}, []
+        for gpu in GPU_SIZES_GB:
+            advice = memory_advice(forecasts, gpu)
+            flag = advice["oom_risk"].to_numpy().astype(bool)
+            row["request"] = float(advice["safe_request_gb"].mean())
+            row[f"flag_{gpu:g}"], row[f"false_{gpu:g}"] = float(flag.mean()), float(np.mean(flag & (y <= gpu)))
+            row[f"missed_{gpu:g}"] = int(np.sum(~flag & (y > gpu)))
+            cells.append(f"{gpu:g} GB {row[f'flag_{gpu:g}']:5.1%} (false {row[f'false_{gpu:g}']:5.1%}, "
+                         f"missed {row[f'missed_{gpu:g}']})")
+        out[method] = row
+        print(f"  {method:16s} mean safe_request_gb {row['request']:6.2f} GB (measured mean {y.mean():.2f}); "
+              "oom_risk " + "; ".join(cells))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=1)
@@ -235,6 +267,8 @@ def main() -> None:
                 results = with_plain_baseline(results, history, pending, target, seed)
                 large = float(np.quantile(history[target].to_numpy(), 0.9))
                 report(results, large, f"{name}/{target}/{seed}")
+                if target == c.PEAK_GPU_MEM_GB:
+                    planner_cost(results)
                 if args.trees:
                     trees_alone(history, pending, target)
                 print(f"  ({time.perf_counter() - t0:.0f} s)\n", flush=True)
