@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+# The warehouse's clock as a column: the latest `submitted_at` / `updated_at` of any job, when the jobs still running
+# were last known to run. One definition, the `warehouse_clock` view (warehouse/sql/schema.sql), read by `job_demand`
+# and by `warehouse/training.py` `read_running`, whose staged rows carry it to `tasks/learn/history.py`.
+KNOWN_AT = "known_at"
+
 
 def parse_iso(text: str) -> datetime:
     """`text` as an aware datetime: Python's `datetime.fromisoformat`, with `Z` read as UTC (`2026-11-08T02:00:00Z`,

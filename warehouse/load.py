@@ -196,23 +196,23 @@ def _merge_valid(con: duckdb.DuckDBPyConnection, run_id: str, files: list[str], 
 # rows cost 1.0 (issue 52). Each day's COPY scans the batch once, so a batch over many days (a backfill) is
 # written by the partitioned writer, as before.
 DAY_FILES_MAX_DAYS = 4
+SUBMITTED_DAY = "CAST(submitted_at AS DATE)"  # a record's lake partition (`submitted_date`)
 
 
 def _write_days(con: duckdb.DuckDBPyConnection, out: Path, columns: str) -> None:
     """`fresh_records` (a batch's new records) as the lake's day files: `<out>/submitted_date=<day>/<out.name>-0.parquet`
     in arrival order, the names and layout DuckDB's partitioned writer gives (`refresh_lake` moves them in)."""
-    day = "CAST(submitted_at AS DATE)"
-    days = [d for (d,) in con.execute(f"SELECT DISTINCT {day} FROM fresh_records ORDER BY 1").fetchall()]
+    days = [d for (d,) in con.execute(f"SELECT DISTINCT {SUBMITTED_DAY} FROM fresh_records ORDER BY 1").fetchall()]
     if len(days) > DAY_FILES_MAX_DAYS:
         con.execute(
-            f"""COPY (SELECT {columns}, {day} AS submitted_date FROM fresh_records ORDER BY arrival)
+            f"""COPY (SELECT {columns}, {SUBMITTED_DAY} AS submitted_date FROM fresh_records ORDER BY arrival)
             TO {sql_string(out)} (FORMAT parquet, PARTITION_BY (submitted_date),
                                   FILENAME_PATTERN {sql_string(out.name + "-{i}")})""")
         return
     for d in days:
         folder = out / f"submitted_date={d.isoformat()}"
         folder.mkdir(parents=True)
-        con.execute(f"""COPY (SELECT {columns} FROM fresh_records WHERE {day} = ? ORDER BY arrival)
+        con.execute(f"""COPY (SELECT {columns} FROM fresh_records WHERE {SUBMITTED_DAY} = ? ORDER BY arrival)
                         TO {sql_string(folder / f"{out.name}-0.parquet")} (FORMAT parquet)""", [d])
 
 

@@ -9,6 +9,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion, TargetResult
 from gpucast.records.results import TrainedTarget, TrainResult
+from gpucast.records.times import KNOWN_AT
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.forecast import latest_champions
 
@@ -39,12 +40,11 @@ def read_pending(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 def read_running(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """The contract columns of every job whose latest record is RUNNING, `updated_at` its start: its first RUNNING
     record's `updated_at` (as `job_demand` reads a running job's start; a job with no such time is left out), and
-    `known_at`, the warehouse's clock (the latest `submitted_at` / `updated_at` of any job, `job_demand`'s: the time
-    they were last known to run); ordered by job_id. What a job's burst reads of the jobs still running
+    `known_at`, the warehouse's clock (the `warehouse_clock` view, `job_demand`'s too: the latest `submitted_at` /
+    `updated_at` of any job, the time they were last known to run); ordered by job_id. What a job's burst reads of the jobs still running
     (`tasks/learn/history.py` `burst_siblings`: their hours so far, lower bounds of their run times)."""
     columns = ", ".join(f"s.started_at AS {col}" if col == c.UPDATED_AT else f"j.{col}" for col in c.COLUMNS)
-    clock = f"(SELECT greatest(max({c.SUBMITTED_AT}), max({c.UPDATED_AT})) FROM job_logs) AS known_at"
-    return con.sql(f"SELECT {columns}, {clock} FROM job_logs j JOIN ("
+    return con.sql(f"SELECT {columns}, (SELECT {KNOWN_AT} FROM warehouse_clock) AS {KNOWN_AT} FROM job_logs j JOIN ("
                    f"SELECT job_id, min({c.UPDATED_AT}) AS started_at FROM job_log_records "
                    f"WHERE {c.STATUS} = 'RUNNING' AND {c.UPDATED_AT} IS NOT NULL "
                    f"AND job_id IN (SELECT job_id FROM job_logs WHERE {c.STATUS} = 'RUNNING') GROUP BY job_id"

@@ -56,7 +56,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.records import catalog
+from gpucast.records import catalog, times
 from gpucast.tasks.learn import intervals, traced
 
 NAME_PATTERN = "name_pattern"  # job_name, lower case, digits stripped
@@ -190,7 +190,7 @@ BURST_REASON = ("; P50 moved toward the run times of its burst ({n} job(s) of th
                 f"name where logged, submitted within {BURST_HOURS:g} h)")
 BURST_BUCKET_JOBS = 100  # siblings read per account x name x GPUs x hour (evenly spaced): a row meets at most 300
 BURST_CHUNK_ROWS = 20_000  # rows joined to their siblings at a time (at most 6M pairs in memory)
-KNOWN_AT = "known_at"  # staged running jobs: when they were last known to run (`warehouse/training.py` read_running)
+KNOWN_AT = times.KNOWN_AT  # staged running jobs: when they were last known to run (`warehouse/training.py` read_running)
 DONE = "__done"  # a sibling that had finished by the forecast's time (else: running, `__y` its log hours so far)
 
 

@@ -583,6 +583,12 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 --                       in a queue with none, counts the hours it has run); a start not logged: just started. So a job running for days
 --                       counts the days it will still run, and the last days of demand are not under-counted.
 -- GPUs: gpu_count, missing means 1 (the contract's rule).
+-- The warehouse's clock: the latest submitted_at / updated_at of any job, when the jobs still running were last known
+-- to run. One definition (review 58 N4): job_demand's hours run below and the running jobs a nightly stages
+-- (warehouse/training.py read_running) read it; its column name is records/times.py KNOWN_AT.
+CREATE OR REPLACE VIEW warehouse_clock AS
+SELECT greatest(max(submitted_at), max(updated_at)) AS known_at FROM job_logs;
+
 CREATE OR REPLACE VIEW job_demand AS
 WITH history AS (   -- the jobs not running read it (a read of running jobs only never runs it: `running` has theirs)
     SELECT job_id,
@@ -596,8 +602,8 @@ latest_p50 AS (
     WHERE r.status = 'published' AND f.target = 'runtime_hours'
     QUALIFY row_number() OVER (PARTITION BY f.job_id ORDER BY r.started_at DESC, f.score_run_id DESC) = 1
 ),
-clock AS (      -- the latest submitted_at / updated_at (the max taken before the UTC conversion: it keeps the order)
-    SELECT timezone('UTC', greatest(max(submitted_at), max(updated_at))) AS now FROM job_logs
+clock AS (      -- the warehouse's clock (the view above; the max taken before the UTC conversion: it keeps the order)
+    SELECT timezone('UTC', known_at) AS now FROM warehouse_clock
 ),
 running AS (    -- each running job's first RUNNING record (its records only) and hours run (a start not logged: just started)
     SELECT j.job_id, j.queue, coalesce(j.gpu_count, 1) AS gpus, j.submitted_at, j.gpu_type, h.running_at,
