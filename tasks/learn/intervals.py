@@ -57,11 +57,13 @@ under-estimates (on the public set's seed 1 at one repeat, a CNN at batch 6 and 
 conformal prediction (Vovk's Mondrian categories by the label, as in class-conditional conformal classification) does:
 a value v above the line is accepted when log(v / forecast) is within the P90 of the log residuals of the history's
 jobs measured above it (the champion's held-out forecasts of them: out of fold, and of a shape-cluster holdout; per
-model type with `MIN_LARGE` distinct such jobs, else pooled), a value below the line on the job's other groups as
-before. The upper bound of what is accepted is then the job's P90: the wider of the two where forecast x that P90
-reaches the line, else unchanged; jobs measured large are covered at least 90% of the time when exchangeable with
-the history's large jobs. Memory only (with the shape groups); its cost is width: a small group's conformal P90 is its
-largest residual (at most 18 jobs), and on the public set the mean P90 / P50 of its CNNs grows (docs/models.md).
+model type with `MIN_TRUTH` distinct such jobs, else pooled where the pool has them, else no such P90), a value below
+the line on the job's other groups as before. The upper bound of what is accepted is then the job's P90: the wider of
+the two where forecast x that P90 reaches the line, else unchanged; jobs measured large are covered at least 90% of
+the time when exchangeable with the history's large jobs. Memory only (with the shape groups). `MIN_TRUTH` = 19
+(review 58 S3): with 10-18 jobs a group's conformal P90 is its largest residual, and on the public set's seed 1 at
+one repeat (15 large jobs) that widened the CNNs' bands so far that the mean safe request grew 9.52 -> 15.80 GB and
+15.2% of the pending jobs were flagged oom_risk on 40 GB cards they fit, to cover 2 big jobs that fit them too.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ MIN_LARGE = 10  # calibration jobs the large group needs (>= 9 for a finite P90:
 SHAPE_OOF = "shape_oof"  # the groups by shape, per model type, calibrated on out-of-fold forecasts (`large_by_shape`)
 SHAPE_QUANTILE = 0.75  # "large by shape": at least this quantile of its model type's shape in the history
 LARGE_TRUTH = "large_truth"  # the jobs measured large, label-conditional (`large_by_truth`)
+MIN_TRUTH = 19  # distinct jobs measured large a label-conditional group needs: the fewest whose conformal P90 (the
+# ceil(0.9 (n + 1))-th residual) is below the largest one (review 58 S3: with 10-18 the band is the group's worst miss)
 
 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
@@ -204,21 +208,21 @@ def large_by_truth(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
                    types: np.ndarray) -> dict | None:
     """The log residuals of the champion's held-out forecasts (out of fold, and of a shape-cluster holdout) of the
     history's jobs *measured* above its 90th percentile (`SIZE_QUANTILES[0]` of `labels`): pooled, and per model type
-    where the type has at least `MIN_LARGE` distinct such jobs; JSON-ready {quantile, at, n, residuals, groups:
-    [{model_type, n, residuals}]}; None with fewer than `MIN_LARGE` such jobs in all (`Calibrated.intervals` reads it
-    as a label-conditional P90)."""
+    where the type has at least `MIN_TRUTH` distinct such jobs; JSON-ready {quantile, at, n, residuals, groups:
+    [{model_type, n, residuals}]}; None with fewer than `MIN_TRUTH` such jobs in all (`Calibrated.intervals` reads it
+    as a label-conditional P90; with fewer its P90 would be the group's largest residual, review 58 S3)."""
     at = float(np.quantile(labels, SIZE_QUANTILES[0]))
     jobs = np.asarray(jobs, dtype=np.int64)
     truth = np.asarray(y_true, dtype=np.float64)
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
     residuals = np.log(truth) - np.log(pred)
     big = truth > at
-    if (n := len(np.unique(jobs[big]))) < MIN_LARGE:
+    if (n := len(np.unique(jobs[big]))) < MIN_TRUTH:
         return None
     kinds = np.asarray(["" if t is None else str(t) for t in types], dtype=object)[jobs]
     groups = [{c.MODEL_TYPE: kind, "n": k, "residuals": [round(float(r), 6) for r in residuals[mine]]}
               for kind in sorted(set(kinds[big]) - {""})
-              if (k := len(np.unique(jobs[(mine := big & (kinds == kind))]))) >= MIN_LARGE]
+              if (k := len(np.unique(jobs[(mine := big & (kinds == kind))]))) >= MIN_TRUTH]
     return {"quantile": SIZE_QUANTILES[0], "at": round(at, 6), "n": n,
             "residuals": [round(float(r), 6) for r in residuals[big]], "groups": groups}
 
@@ -313,9 +317,11 @@ class Calibrated:
         self.by_shape = [(g[c.MODEL_TYPE], g["power"], g["at"], _p90(np.asarray(g["residuals"], dtype=np.float64)))
                          for g in (cal.get(SHAPE_OOF) or {}).get("groups", ())]
         # label-conditional (`large_by_truth`): (log at, the pooled P90 offset, model type -> its own)
-        if truth := cal.get(LARGE_TRUTH):
+        # (groups of fewer than `MIN_TRUTH` jobs, as calibrations saved before session 8's review kept, are left out)
+        if (truth := cal.get(LARGE_TRUTH)) and truth["n"] >= MIN_TRUTH:
             self.by_truth = (np.log(max(truth["at"], self.floor)), _p90(np.asarray(truth["residuals"], dtype=np.float64)),
-                             {g[c.MODEL_TYPE]: _p90(np.asarray(g["residuals"], dtype=np.float64)) for g in truth["groups"]})
+                             {g[c.MODEL_TYPE]: _p90(np.asarray(g["residuals"], dtype=np.float64))
+                              for g in truth["groups"] if g["n"] >= MIN_TRUTH})
         for level in LEVELS:
             labels = _labels(groups, level, len(residuals))
             if labels is None:

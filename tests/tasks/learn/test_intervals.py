@@ -387,11 +387,11 @@ def test_jobs_measured_large_are_covered_by_the_p90_of_the_large_jobs_own_residu
     """Issue 50 item 5 (session 8): the goal is a P90 that covers the jobs *measured* above the history's 90th
     percentile, and those are mostly under-forecast, so no group by forecast size or shape holds them.
     Label-conditional conformal (a Mondrian category by the outcome): a value above the large line is accepted on the
-    P90 of the residuals of the history's jobs measured large (per model type with `MIN_LARGE` of them, else pooled),
+    P90 of the residuals of the history's jobs measured large (per model type with `MIN_TRUTH` of them, else pooled),
     so a job's P90 is widened only where that P90 reaches the line. Constructed: a hidden factor makes a tenth of the
     jobs 2-3x their forecast; the P90s before (its category's, the size groups') cover the jobs measured large 69.9%,
     this one >= 85%; a job whose widened P90 stays below the line keeps its P90, and no P50 moves."""
-    from gpucast.tasks.learn.intervals import LARGE_TRUTH, MIN_LARGE
+    from gpucast.tasks.learn.intervals import LARGE_TRUTH, MIN_LARGE, MIN_TRUTH, large_by_truth
 
     rng = np.random.default_rng(4)
 
@@ -419,7 +419,28 @@ def test_jobs_measured_large_are_covered_by_the_p90_of_the_large_jobs_own_residu
     assert np.array_equal(new50, old50) and (new >= old).all()
     widened = new > old
     assert widened.any() and (new[widened] >= at).all()  # widened only where the widened P90 reaches the large line
-    # a type with too few large jobs of its own takes the pooled group; without the rows, none is formed
-    assert np.array_equal(after.intervals(test["pred"], {c.MODEL_TYPE: np.array(["MLP"] * 4_000)})[2], new)
+    # review 58 S3 / N6: a group needs `MIN_TRUTH` (19) large jobs, the fewest whose conformal P90 is below its
+    # largest residual. Two types with groups of their own of different residuals (x2.5, x3.5) keep their own; a type
+    # with too few of its own (RNN: 10, x5) takes the pooled group's (x5: the pooled P90 is the 45th of 48); with
+    # fewer than `MIN_TRUTH` in the pool, no label-conditional P90 at all (as a calibration saved with 10-18 reads)
+    assert MIN_TRUTH == 19 > MIN_LARGE
+    kinds = np.array(["MLP"] * MIN_TRUTH + ["CNN"] * MIN_TRUTH + ["RNN"] * 10 + ["CNN"] * 40)
+    factor = np.concatenate([np.full(MIN_TRUTH, 2.5), np.full(MIN_TRUTH, 3.5), np.full(10, 5.0), np.full(40, 0.5)])
+    factor = factor * np.exp(np.linspace(0, 0.01, len(kinds)))  # distinct residuals
+    made = large_by_truth(10.0 * factor, np.full(len(kinds), 10.0), np.arange(len(kinds)), 1.0,
+                          np.linspace(0, 20, 201), kinds)  # the large line: 18 GB
+    assert made["n"] == 2 * MIN_TRUTH + 10 and [(g[c.MODEL_TYPE], g["n"]) for g in made["groups"]] == [
+        ("CNN", MIN_TRUTH), ("MLP", MIN_TRUTH)]
+    mixed = Calibrated({**raw, LARGE_TRUTH: made})
+    kinds3 = {c.MODEL_TYPE: np.array(["MLP", "CNN", "RNN"])}
+    p90 = mixed.intervals(np.full(3, 15.0), kinds3)[2]
+    assert p90 / 15.0 == pytest.approx([2.5, 3.5, 5.0], rel=0.02)
+    assert (p90 > before.intervals(np.full(3, 15.0), kinds3)[2]).all()
+    few = {**made, "n": MIN_TRUTH - 1, "groups": []}
+    assert np.array_equal(Calibrated({**raw, LARGE_TRUTH: few}).intervals(np.full(3, 15.0), kinds3)[2],
+                          before.intervals(np.full(3, 15.0), kinds3)[2])
+    assert large_by_truth(10.0 * factor[:18], np.full(18, 10.0), np.arange(18), 1.0, np.linspace(0, 20, 201),
+                          kinds[:18]) is None  # 18 large jobs in all
+    # without the rows, none is formed
     assert LARGE_TRUTH not in calibrate(history["truth"], history["pred"], 1.0, history=history["truth"], shapes=shapes,
                                         out_of_fold=(history["truth"], history["pred"]))
