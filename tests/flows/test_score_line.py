@@ -22,7 +22,7 @@ def test_the_score_line_says_which_champions_or_that_there_is_none(home, monkeyp
     result = ScoreResult(score_run_id="score-1", pending_jobs=1, forecasts=3, scored_on="this process",
                          ood_forecasts=0, featureless_jobs=1, champions=champions)
     monkeypatch.setattr(pipeline, "_require_ml", lambda: None)
-    monkeypatch.setattr(learn_score, "warm_up", lambda: None)
+    monkeypatch.setattr(learn_score, "warm_up", lambda **_: None)
     monkeypatch.setattr(score, "score_pending", lambda **_: result)
     assert main(["score"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
