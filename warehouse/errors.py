@@ -21,6 +21,9 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, err
 # DuckDB reports a full disk as an IOException / TransactionException whose text carries the OS error
 IO_ERROR_TYPES = ("IOException", "TransactionException", "FatalException")  # DuckDB's, by name
 ENVIRONMENT_PHRASES = ("No space left on device", "Disk quota exceeded", "Permission denied", "Read-only file system")
+# Polars (Rust) reports an OS error inside its own exception (a ComputeError when a Parquet write fills the disk:
+# "parquet: File out of specification: underlying IO error: No space left on device (os error 28)")
+_POLARS_OS_ERROR = re.compile(r"IO error: .*\(os error \d+\)")
 
 # A URI in free text: scheme://, then the rest up to a space or a quote. A query string anywhere (`?name=...`, as an
 # HTTP library quotes a request's path) to the same end.
@@ -80,13 +83,18 @@ def environment_error(exc: BaseException) -> str | None:
         if isinstance(seen, OSError) and (wrong := wrong_kind_of_path(seen)):
             return wrong
         # only errors of I/O carry the OS's words; an SQL error that merely quotes them is not one
-        if isinstance(seen, OSError) or type(seen).__name__ in IO_ERROR_TYPES:
+        if isinstance(seen, OSError) or type(seen).__name__ in IO_ERROR_TYPES or _polars_os_error(seen):
             text = str(seen)
             for phrase in ENVIRONMENT_PHRASES:
                 if phrase in text:
                     return f"{phrase}: {text.splitlines()[0][:300]}; free space or fix permissions, then rerun"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _polars_os_error(exc: BaseException) -> bool:
+    """Whether `exc` is Polars' wrapping of an OS error (its text quotes the OS's `(os error N)`), not a computation's."""
+    return type(exc).__module__.startswith("polars") and _POLARS_OS_ERROR.search(str(exc)) is not None
 
 
 WRONG_KIND_ERRNOS = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR}

@@ -10,6 +10,7 @@ import sys
 import uuid
 
 import duckdb
+import polars as pl
 import pytest
 
 from gpucast.flows.cli import main
@@ -21,6 +22,9 @@ from gpucast.tasks.simulate import SimConfig, write_logs
     OSError(errno.ENOSPC, "No space left on device", "/data/warehouse.duckdb"),
     PermissionError(errno.EACCES, "Permission denied", "/data/inbox/a.jsonl"),
     duckdb.TransactionException('Failed to commit: Could not write file "w.duckdb.wal": No space left on device'),
+    # a staging file's Parquet write filling the disk (Polars wraps the OS error)
+    pl.exceptions.ComputeError("parquet: File out of specification: underlying IO error: No space left on device "
+                               "(os error 28)"),
     RuntimeError("publish failed"),  # the cause is what counts
 ])
 def test_environment_errors_get_exit_5_and_one_line(exc):
@@ -39,6 +43,8 @@ def test_environment_errors_get_exit_5_and_one_line(exc):
 def test_an_sql_error_that_quotes_the_words_is_not_an_environment_error():
     code, line = _exit_code(duckdb.ParserException("syntax error at or near \"'Permission denied'\""))
     assert code == 2 and "ParserException" in line
+    # nor a Polars computation's error that quotes them without the OS's own error (a column named so)
+    assert _exit_code(pl.exceptions.ComputeError("column 'No space left on device' not found"))[0] != 5
 
 
 def test_a_missing_ml_extra_names_the_install_command():
