@@ -135,7 +135,9 @@ def history_forecasts(target: str, unknown: pl.DataFrame, history: Callable[[], 
         return None
     labelled = history()
     model = SchedulerHistory(target, threads=threads).fit(labelled)
-    made = by_history(model, unknown, labelled, pl.read_parquet(running_path) if running_path else None, as_of)
+    # only a run time reads the bursts (`by_history`): the other targets' threads do not read the staged running jobs
+    running = pl.read_parquet(running_path) if running_path and target == c.RUNTIME_HOURS else None
+    made = by_history(model, unknown, labelled, running, as_of)
     say(f"{target}: {made.height:,} of {unknown.height:,} job(s) without model features forecast: {model.describe()}"
         + ("" if made.height == unknown.height else "; the others have no labelled history to learn from"))
     return made.with_columns(pl.lit(target).alias("target"), pl.lit(score_run_id).alias("train_run_id"))
