@@ -21,7 +21,9 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
     16-bit gradients 2 + fp32 master 4 + fp32 moments 8 = 16 bytes (ZeRO's count, Rajbhandari et al. 2020, sec. 3.1).
     zero1 divides the 12 optimizer bytes by d, zero2 the gradients too, zero3 the weights too. FSDP keeps its
     sharded parameters in fp32 (4 + 4 gradients + 8 moments = 16, all over d), and all-gathers 16-bit units
-    (`GATHERED_UNITS` transformer blocks in flight: the one computing and the one prefetched, and their gradients).
+    (`GATHERED_UNITS` transformer blocks in flight: the one computing and the one prefetched, and their gradients;
+    and its root unit, the embedding and the head, gathered from the forward through the backward:
+    `fsdp_root_params`).
   - FP32: 4 + 4 + 8 = 16 bytes, unsharded or as above; FP64 twice that; SGD keeps one moment instead of two,
     Adafactor none (factored); an 8-bit optimizer (bitsandbytes, `adamw_bnb_8bit`) keeps each moment at 1 byte;
     GaLore (`galore_adamw`...) keeps the moments of rank-128 projections of the blocks' gradients
@@ -414,6 +416,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     unit_bytes = job.base_bytes if job.adapter == "qlora" else min(half, 2)  # a gathered block at its stored width
     # the blocks all-gathered to compute (over d ranks, or from the CPU when the parameters are offloaded)
     gathered = GATHERED_UNITS * unit * unit_bytes if sharded and (d > 1 or job.cpu_offload == "all") else 0.0
+    if gathered and job.sharding == "fsdp":
+        gathered += fsdp_root_params(arch, job) * (4 if job.kbit_upcast else min(half, 2))  # `fsdp_root_params`
     galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
     # GaLore trains every weight: a job logged as `other` (a parameter-efficient method) with it is full training
     if job.adapter in ("lora", "qlora") or (job.adapter == "other" and not galore):
@@ -466,6 +470,19 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     if job.sharding == "none" and d > 1:  # DDP's all-reduce buckets: a second copy of the gradients (`DDP_BUCKETS`)
         g *= DDP_BUCKETS
     return w + gathered, g, o
+
+
+def fsdp_root_params(arch: Arch, job: Layout) -> float:
+    """Parameters of FSDP's root unit on one GPU, which stay all-gathered from their forward through the backward pass:
+    what the per-block wrapping leaves to the root (`transformer_auto_wrap_policy` / torchtitan's `fully_shard` of each
+    block, then of the model): the embedding and the head (one matrix when tied; the first pipeline stage holds the
+    embedding, the last the head: one of them). FSDP2's `fully_shard` docs: the root's `reshard_after_forward` "is
+    specially set to False as a heuristic since its parameters would typically be immediately all-gathered for
+    backward"; FSDP1 likewise (`_runtime_utils._post_forward_reshard`: the root's flat parameter is not freed after
+    the forward). The traced FSDP2 step (`llm_trace.py`, Llama-3.1-70B over 64 ranks) holds 5.91 GB gathered at its
+    peak: one block (1.71 GB) and the embedding and head (4.20 GB). Under tensor parallel, 1 / t of them."""
+    matrices = 1 if (arch.tied or job.pipeline_parallel > 1) else 2
+    return matrices * arch.vocab * arch.hidden / job.tensor_parallel
 
 
 def block_activation_bytes(arch: Arch, job: Layout) -> float:

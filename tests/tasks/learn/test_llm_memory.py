@@ -61,6 +61,24 @@ def test_zero3_over_8_ranks_divides_the_states_by_8_and_each_stage_shards_its_pa
         p * (2 + 2 / 8))
 
 
+def test_fsdp_keeps_its_root_unit_the_embedding_and_head_gathered_beside_the_blocks():
+    # FSDP's root unit (what the per-block wrapping leaves: the embedding and the head) is not resharded after its
+    # forward; ZeRO-3 fetches and frees every module (no root unit)
+    arch = m.lookup("Llama-3.1-70B")
+    sharded = m.states(arch, m.Layout(sharding="fsdp", gpu_count=64))
+    root = 2 * arch.vocab * arch.hidden * 2  # untied: two 16-bit matrices
+    blocks = m.GATHERED_UNITS * arch.block_params * 2
+    assert sum(sharded) == pytest.approx(arch.params * 16 / 64 + blocks + root)
+    assert root / 1e9 == pytest.approx(4.20, abs=0.01)  # what the traced FSDP2 step holds gathered beside one block
+    zero3 = m.states(arch, m.Layout(sharding="zero3", gpu_count=64))
+    assert sum(zero3) == pytest.approx(arch.params * 16 / 64 + blocks)
+    tied = m.lookup("Gemma-7B")  # one matrix; a quarter of it under tensor parallel 4
+    assert m.fsdp_root_params(tied, m.Layout(sharding="fsdp", gpu_count=8, tensor_parallel=4)) == pytest.approx(
+        tied.vocab * tied.hidden / 4)
+    # nothing is gathered on one GPU that keeps its parameters
+    assert sum(m.states(arch, m.Layout(sharding="fsdp", gpu_count=1))) == pytest.approx(arch.params * 16)
+
+
 def test_tensor_and_pipeline_parallel_split_the_weights():
     whole = sum(m.states(LLAMA_7B, m.Layout(gpu_count=1, precision="FP16")))
     split = sum(m.states(LLAMA_7B, m.Layout(gpu_count=8, tensor_parallel=4, pipeline_parallel=2, precision="FP16")))
@@ -461,10 +479,17 @@ def test_the_prior_is_finite_and_monotone_on_layouts_the_development_set_lacks(
               c.ACTIVATION_CHECKPOINTING: checkpointing, c.ADAPTER: adapter, c.TENSOR_PARALLEL: tp,
               c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp, c.LORA_RANK: 16}
     split = tp * pp * cp
-    # more data-parallel ranks sharding the states: less (never more) on each GPU
+    # more data-parallel ranks sharding the states: less (never more) on each GPU, from 2 ranks on; from 1 to 2 at most
+    # what the sharded job all-gathers (ZeRO-3's / FSDP's blocks, FSDP's root unit), which one rank does not
     by_ranks = [_prior_gb(name, split * d, **layout) for d in (1, 2, 4, 16, 64)]
     assert all(np.isfinite(by_ranks)) and min(by_ranks) > 0
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(by_ranks, by_ranks[1:], strict=False)), by_ranks
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(by_ranks[1:], by_ranks[2:], strict=False)), by_ranks
+    job = m.job_of({c.ARCH: name, c.PARAMS_MILLION: None if name else 7000.0, c.GPU_COUNT: split * 2,
+                    c.MICRO_BATCH_SIZE: 1, c.INPUT_DIM: 4096, **layout})
+    unit = job[0].block_params / tp * (job[1].base_bytes if adapter == "qlora" else 2)
+    root = m.fsdp_root_params(*job) * 4 if sharding == "fsdp" else 0.0  # at most fp32 (a k-bit base's)
+    gathered = (m.GATHERED_UNITS * unit + root) / 1e9 if sharding in m.SHARDED else 0.0
+    assert by_ranks[1] <= (by_ranks[0] + gathered * m.ALLOCATOR_FACTOR) * (1 + 1e-9), (by_ranks, gathered)
     # more samples a forward pass, or longer ones: more (never less), and finite at a million tokens
     assert _non_decreasing([_prior_gb(name, split * 4, micro=b, **layout) for b in (1, 2, 8)])
     by_seq = [_prior_gb(name, split * 4, seq=s, **layout) for s in (2048, 32_768, 1_048_576)]
