@@ -2,7 +2,8 @@
 
 Reads the demand series (`demand_daily`), forecasts the `days` days after the last full day of
 history (`tasks/demand/forecast.py`), and the site's total as a series of its own (its P90 the P90 of the
-total; each series' part of it in `gpu_hours_p90_of_total`), backtests the same method from the last 8 weekly
+total; each series' part of it in `gpu_hours_p90_of_total`) and each queue's total likewise (`demand_forecast_queue`,
+`gpu_hours_p90_of_queue`), backtests the same method from the last 8 weekly
 origins (`tasks/demand/backtest.py`), the total's too, and writes all in one transaction (`warehouse/demand.py`); a failed
 run leaves the previous forecast in `current_demand_forecast`. `gpucast demand` runs it and
 publishes; the nightly runs it after scoring and before the plan, where a failure is a warning
@@ -23,10 +24,12 @@ from gpucast.tasks.demand.forecast import (
     NAIVE,
     SEASONAL_NAIVE,
     forecast_demand,
+    forecast_queues,
     forecast_total,
     history_end,
     series_counts,
     total_series,
+    with_queue_share,
     with_total_share,
 )
 from gpucast.warehouse import db
@@ -51,6 +54,11 @@ def forecast_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataF
     return forecast_total(daily, as_of, days)
 
 
+@task(name="forecast-demand-queues")
+def forecast_queues_task(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
+    return forecast_queues(daily, as_of, days, forecast)
+
+
 @task(name="backtest-demand")
 def backtest_demand_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataFrame:
     return backtest_demand(daily, as_of, days)
@@ -63,9 +71,9 @@ def backtest_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataF
 
 @task(name="record-demand", retries=2, retry_delay_seconds=5)
 def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
-                  total: demand_tables.Total, **summary) -> None:
+                  total: demand_tables.Total, queues: pl.DataFrame, **summary) -> None:
     with db.writer(storage) as con:
-        demand_tables.record(con, run_id, forecast, backtest, total, **summary)
+        demand_tables.record(con, run_id, forecast, backtest, total, queues, **summary)
 
 
 @flow(name="demand-forecast", log_prints=True)
@@ -82,11 +90,13 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
         if end is None:
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
         total = forecast_total_task(daily, end, days)
-        forecast = with_total_share(forecast_demand_task(daily, end, days), total)
+        forecast = forecast_demand_task(daily, end, days)
+        queues = forecast_queues_task(daily, end, days, forecast)
+        forecast = with_queue_share(with_total_share(forecast, total), queues)
         backtest = backtest_demand_task(daily, end, days)
         series, fallbacks = series_counts(forecast)
         record_demand(storage, run.run_id, forecast, backtest, demand_tables.Total(total, backtest_total_task(daily, end, days)),
-                      as_of=end, series=series, fallback_series=fallbacks)
+                      queues, as_of=end, series=series, fallback_series=fallbacks)
     publish_if(publish, storage)
     against = versus_naive(backtest)
     print(f"{run.run_id}: forecast {series} series over {days} day(s) after {end}; {fallbacks} on a fallback "

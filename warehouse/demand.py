@@ -33,10 +33,13 @@ class Total:
 
 
 def record(con: duckdb.DuckDBPyConnection, demand_run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
-           total: Total | None = None, **summary) -> None:
-    """Insert a demand run's forecast and backtest rows (and the total's) and mark it succeeded, in one
-    transaction; drop the backtest rows of runs older than the last KEEP_BACKTEST_RUNS."""
+           total: Total | None = None, queues: pl.DataFrame | None = None, **summary) -> None:
+    """Insert a demand run's forecast and backtest rows (and the total's, and each queue's total forecast:
+    `demand_forecast_queue`) and mark it succeeded, in one transaction; drop the backtest rows of runs older than the
+    last KEEP_BACKTEST_RUNS."""
     frames = [("demand_forecast", forecast), ("demand_backtest", backtest)]
+    if queues is not None:
+        frames.append(("demand_forecast_queue", queues))
     if total is not None:
         frames += [("demand_forecast_total", total.forecast),
                    ("demand_backtest_total", total.backtest.drop("queue", "gpu_type", strict=False))]

@@ -391,8 +391,9 @@ SELECT day, queue, median * exp(-1.2815515655446004 * sigma) AS gpu_hours_p10, m
 FROM summed ORDER BY day, queue
 """
 # Issue 30: daily GPU-hours per queue, the last ? days of history (`demand_daily`) and the latest demand
-# forecast (`current_demand_forecast`; per-series quantiles summed over a queue's GPU types, `series` saying how many:
-# above 1 the band is a sum of bands, wider than the queue's own, and the page says so). Issue 53 item 3: with
+# forecast: the queue's own (`current_demand_forecast_queue`, session 9: its P10 / P90 those of the queue's total);
+# a run before that table: per-series quantiles summed over a queue's GPU types, `series` saying how many (above 1
+# the band is a sum of bands, wider than the queue's own, and the page says so). Issue 53 item 3: with
 # two queues or more, the site's total too (queue `TOTAL_QUEUE`): the history summed, and the total's own forecast
 # (`current_demand_forecast_total`), whose P90 is the P90 of the total the plan adds up (not the queues' P90s summed).
 TOTAL_QUEUE = "(all queues)"
@@ -412,9 +413,11 @@ WHERE (SELECT count(DISTINCT queue) FROM shown) > 1 GROUP BY day
 ORDER BY day, queue
 """
 DEMAND_OUTLOOK = """
-SELECT day, queue, sum(gpu_hours_p10) AS gpu_hours_p10, sum(gpu_hours_p50) AS gpu_hours_p50,
-       sum(gpu_hours_p90) AS gpu_hours_p90, string_agg(DISTINCT method, ', ' ORDER BY method) AS method, count(*) AS series
-FROM current_demand_forecast GROUP BY day, queue
+SELECT day, queue, gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method, 1 AS series FROM current_demand_forecast_queue
+UNION ALL
+SELECT day, queue, sum(gpu_hours_p10), sum(gpu_hours_p50), sum(gpu_hours_p90),
+       string_agg(DISTINCT method, ', ' ORDER BY method), count(*)
+FROM current_demand_forecast WHERE queue NOT IN (SELECT queue FROM current_demand_forecast_queue) GROUP BY day, queue
 UNION ALL
 SELECT day, CAST(? AS VARCHAR), gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method, 1 FROM current_demand_forecast_total
 WHERE (SELECT count(DISTINCT queue) FROM current_demand_forecast) > 1

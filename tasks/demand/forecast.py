@@ -28,7 +28,10 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   cross-validation errors keeps its model's own interval.
 * The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its
   P90 is the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`),
-  which the plan adds up instead of the series' P90s.
+  which the plan adds up instead of the series' P90s. Each queue's total likewise (`forecast_queues`, session 9: a
+  queue of several GPU types forecast as a series of its own, a queue of one series being that series), and
+  `with_queue_share` gives each series its part of its queue's P90 (`gpu_hours_p90_of_queue`): a queue's P90 is the
+  P90 of its total, not its series' P90s summed (the page's outlook, the plan's rows at P90).
 * Fallbacks, each with its reason in `fallback_reason`: fewer than `MIN_SEASONAL_DAYS` days:
   `naive` (the last day repeated); too short to cross-validate: `seasonal_naive`; every candidate
   failed or none beat the baseline: `seasonal_naive`; the chosen model failing at the final fit:
@@ -207,17 +210,52 @@ def forecast_total(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS) -
     return forecast_demand(total_series(daily), as_of, days).select(TOTAL_COLUMNS)
 
 
+QUEUE_COLUMNS = tuple(c for c in COLUMNS if c != "gpu_type")
+QUEUE_SHARE = "gpu_hours_p90_of_queue"  # a series' part of the P90 of its queue's total that day
+
+
+def queue_series(daily: pl.DataFrame) -> pl.DataFrame:
+    """Each queue's total: its GPU types summed per day (`demand_daily`'s columns, GPU type `TOTAL`)."""
+    return (daily.group_by("day", "queue").agg(pl.col("jobs_submitted").sum().cast(pl.Float64),
+                                               pl.col("gpu_hours").sum().cast(pl.Float64))
+            .select("day", "queue", pl.lit(TOTAL).alias("gpu_type"), "jobs_submitted", "gpu_hours").sort("queue", "day"))
+
+
+def forecast_queues(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
+    """Each queue's total GPU-hours and jobs a day (`QUEUE_COLUMNS`), its P90 the P90 of the queue's total (session 9):
+    a queue of one series is that series' forecast (`forecast`, the same days); a queue of several GPU types (the demo's:
+    its type and `unknown`) is forecast as a series of its own by the same method, not its series' bands summed."""
+    several = forecast.group_by("queue").agg(pl.col("gpu_type").n_unique().alias("_n")).filter(pl.col("_n") > 1)["queue"]
+    alone = forecast.filter(~pl.col("queue").is_in(several.implode())).select(QUEUE_COLUMNS)
+    summed = queue_series(daily.filter(pl.col("queue").is_in(several.implode())))
+    own = forecast_demand(summed, as_of, days).select(QUEUE_COLUMNS) if summed.height else alone.clear()
+    return pl.concat([alone, own]).sort("queue", "day")
+
+
+def with_queue_share(forecast: pl.DataFrame, queues: pl.DataFrame) -> pl.DataFrame:
+    """The per-series forecast with `QUEUE_SHARE`: the queue's own P90 (`forecast_queues`) that day split over its
+    series by P50, as `with_total_share` splits the site's, so a queue's series add up to the P90 of its total and
+    the plan's rows of a queue add up to it; without a queue forecast of the day: the series' own P90."""
+    return _share(forecast, queues.select("day", "queue", "gpu_hours_p90"), ["day", "queue"], QUEUE_SHARE)
+
+
 def with_total_share(forecast: pl.DataFrame, total: pl.DataFrame) -> pl.DataFrame:
     """The per-series forecast with `SHARE`: the total's P90 that day split over the series in proportion to their
     P50 (evenly on a day whose P50s are all 0), so any sum over all series of a day is the P90 of the total and a
     plan that adds rows adds up to it. Without a total forecast of the day: the series' own P90 (the sum of P90s)."""
-    sums = forecast.group_by("day").agg(pl.col("gpu_hours_p50").sum().alias("_sum"), pl.len().alias("_n"))
-    return (forecast.join(sums, on="day", how="left")
-            .join(total.select("day", pl.col("gpu_hours_p90").alias("_total")), on="day", how="left")
-            .with_columns(pl.when(pl.col("_total").is_null()).then(pl.col("gpu_hours_p90"))
-                          .when(pl.col("_sum") > 0).then(pl.col("_total") * pl.col("gpu_hours_p50") / pl.col("_sum"))
-                          .otherwise(pl.col("_total") / pl.col("_n")).alias(SHARE))
-            .drop("_sum", "_n", "_total"))
+    return _share(forecast, total.select("day", "gpu_hours_p90"), ["day"], SHARE)
+
+
+def _share(forecast: pl.DataFrame, whole: pl.DataFrame, keys: list[str], name: str) -> pl.DataFrame:
+    """`forecast` with `name`: `whole`'s P90 (per `keys`) split over the series of those keys by their P50 (evenly
+    where their P50s are all 0); the series' own P90 where `whole` has no row."""
+    sums = forecast.group_by(keys).agg(pl.col("gpu_hours_p50").sum().alias("_sum"), pl.len().alias("_n"))
+    return (forecast.join(sums, on=keys, how="left")
+            .join(whole.rename({"gpu_hours_p90": "_whole"}), on=keys, how="left")
+            .with_columns(pl.when(pl.col("_whole").is_null()).then(pl.col("gpu_hours_p90"))
+                          .when(pl.col("_sum") > 0).then(pl.col("_whole") * pl.col("gpu_hours_p50") / pl.col("_sum"))
+                          .otherwise(pl.col("_whole") / pl.col("_n")).alias(name))
+            .drop("_sum", "_n", "_whole"))
 
 
 def _schema() -> dict:

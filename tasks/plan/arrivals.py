@@ -23,8 +23,10 @@ days; over 1: jobs sharing GPUs). The floor keeps a queue whose recent days held
 
 Series map to rows by GPU type: a series whose type is one of its queue's planned types goes to
 that row; 'unknown' (or a type the queue is not planned on) goes to the queue's largest type, the
-rule for a known job of unknown size. Two series on one row add up (their P90s too: a conservative
-band for the row, not the P90 of the sum).
+rule for a known job of unknown size. A row's `expected_gpu_hours_p90` is its part of the P90 of its queue's total
+(session 9: the series' `gpu_hours_p90_of_queue`, the queue's own forecast's P90 split over its series by P50), not its
+series' P90s summed: a queue planned on one GPU type (its series, `unknown` included, all on that row) gets the P90 of
+the queue's total arrivals; a forecast without the column: the series' own P90s summed, as before.
 
 The site's P90 total (issue 53 item 3) is not the rows' P90s summed: each row also carries its part of the P90
 of the site's total (`expected_gpu_hours_p90_of_total`: the demand forecast's `gpu_hours_p90_of_total`, the
@@ -43,7 +45,8 @@ from gpucast.tasks.plan.capacity import DAY_HOURS, QUANTILES, first_day
 RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing efficiency (with today's: a week)
 EFFICIENCY_FLOOR = 0.5
 # the demand forecast's columns the plan reads (warehouse/plan.py)
-FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total")
+FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total",
+                    "gpu_hours_p90_of_queue")
 # the recent packing the efficiency is measured on: per earlier plan run's first day
 PACKING_COLUMNS = ("queue", "gpu_type", "gpu_hours_p50", "gpus_needed_p50")
 EXPECTED_COLUMNS = ("expected_gpu_hours_p50", "expected_gpu_hours_p90", "packing_efficiency",
@@ -75,6 +78,16 @@ def packing_efficiency(rows: pl.DataFrame, recent: pl.DataFrame) -> pl.DataFrame
                        efficiency(pl.col("gpu_hours_p50"), pl.col("gpus_needed_p50")).alias("packing_efficiency"))
 
 
+SHARES = ("gpu_hours_p90_of_total", "gpu_hours_p90_of_queue")  # a series' part of the site's / its queue's P90
+
+
+def _with_shares(forecast: pl.DataFrame) -> pl.DataFrame:
+    """`forecast` with both `SHARES`; a forecast (or a row) without one: the series' own P90 (before issue 53 /
+    session 9: the P90s summed)."""
+    forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias(c) for c in SHARES if c not in forecast.columns)
+    return forecast.with_columns(pl.col(c).fill_null(pl.col("gpu_hours_p90")) for c in SHARES)
+
+
 def forecast_queues(forecast: pl.DataFrame) -> list[str]:
     """The queues the demand forecast expects jobs in: planned even with none queued."""
     return sorted(forecast["queue"].unique().to_list())
@@ -86,16 +99,14 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     types = rows.select("queue", "gpu_type", "gpu_memory_gb").unique()
     largest = types.sort("gpu_memory_gb", "gpu_type").group_by("queue").agg(pl.col("gpu_type").last().alias("_largest"))
     names = {t: catalog.canonical(t) or t for t in forecast["gpu_type"].unique().to_list()}
-    if "gpu_hours_p90_of_total" not in forecast.columns:  # a forecast before issue 53: the series' own P90
-        forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias("gpu_hours_p90_of_total"))
-    forecast = forecast.with_columns(pl.col("gpu_hours_p90_of_total").fill_null(pl.col("gpu_hours_p90")))
+    forecast = _with_shares(forecast)
     f = (forecast.select(FORECAST_COLUMNS).with_columns(pl.col("gpu_type").replace_strict(names))
          .join(largest, on="queue", how="inner")
          .join(types.select("queue", "gpu_type", pl.lit(True).alias("_planned")), on=["queue", "gpu_type"], how="left")
          .with_columns(pl.when(pl.col("_planned")).then(pl.col("gpu_type")).otherwise(pl.col("_largest")).alias("gpu_type")))
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
-        pl.col("gpu_hours_p90").sum().alias("expected_gpu_hours_p90"),
+        pl.col("gpu_hours_p90_of_queue").sum().alias("expected_gpu_hours_p90"),
         pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"))
 
 
@@ -107,9 +118,8 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     else:
         notes += coverage_notes(rows["day"].unique(), forecast["day"])
     eff = packing_efficiency(rows, recent)
-    if "gpu_hours_p90_of_total" not in forecast.columns:
-        forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias("gpu_hours_p90_of_total"))
-    typed = forecast.select(FORECAST_COLUMNS).cast(FORECAST_SCHEMA | {"gpu_hours_p90_of_total": pl.Float64})
+    typed = _with_shares(forecast).select(FORECAST_COLUMNS).cast(
+        FORECAST_SCHEMA | {"gpu_hours_p90_of_total": pl.Float64, "gpu_hours_p90_of_queue": pl.Float64})
     out = (rows.join(map_series(typed, rows), on=["day", "queue", "gpu_type"], how="left")
            .join(eff, on=["queue", "gpu_type"], how="left")
            .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))

@@ -158,7 +158,8 @@ def scaled_forecast(forecast: pl.DataFrame, scenario: Scenario) -> pl.DataFrame:
     if not factors or forecast.is_empty():
         return forecast
     factor = pl.col("queue").replace_strict(factors, default=1.0, return_dtype=pl.Float64)
-    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in ("gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total")
+    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in ("gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total",
+                                                                         "gpu_hours_p90_of_queue")
                                  if c in forecast.columns)
 
 

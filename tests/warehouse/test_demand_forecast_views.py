@@ -108,6 +108,21 @@ def test_the_pages_outlook_has_the_total_with_its_own_p90(con):
     assert [r[0] for r in con.execute(f"SELECT queue FROM ({DEMAND_OUTLOOK})", [TOTAL_QUEUE]).fetchall()] == ["q1"]
 
 
+def test_the_pages_outlook_shows_a_queues_own_band_not_its_series_bands_summed(con):
+    """Session 9 (issue 53 item 3): a queue on two GPU types whose total is forecast as a series of its own
+    (`demand_forecast_queue`): the outlook shows that band (P90 7), one series, not its two series' P90s summed (10)."""
+    from gpucast.warehouse.queries import DEMAND_OUTLOOK, TOTAL_QUEUE
+
+    _forecast(con, "r3", NOV[5], "q2", "unknown", 1.0, 3.0, 6.0)
+    _forecast(con, "r3", NOV[5], "q2", A100, 1.0, 1.0, 4.0)
+    con.execute("INSERT INTO demand_forecast_queue (demand_run_id, day, horizon, queue, gpu_hours_p10, gpu_hours_p50, "
+                "gpu_hours_p90, method) VALUES ('r3', ?, 1, 'q2', 2.5, 4.0, 7.0, 'LongLevel'), "
+                "('r1', ?, 1, 'q2', 0.0, 0.0, 99.0, 'AutoETS')", [NOV[5], NOV[5]])  # r1: not the latest run
+    got = con.execute(f"SELECT queue, gpu_hours_p10, gpu_hours_p50, gpu_hours_p90, method, series FROM ({DEMAND_OUTLOOK})",
+                      [TOTAL_QUEUE]).fetchall()
+    assert got == [("q2", 2.5, 4.0, 7.0, "LongLevel", 1)]
+
+
 def test_backtest_summary_scores_jobs_submitted_beside_gpu_hours(con):
     rows = [  # run, origin, horizon, day, queue, gpu_type, jobs: method, actual, p10, p50, p90, seasonal naive, scale
         ("r3", NOV[1], 1, NOV[2], "q1", A100, "SeasWA", 10.0, 8.0, 9.0, 12.0, 14.0, 2.0),  # |1|/2, naive |4|/2, covered

@@ -829,6 +829,35 @@ CREATE TABLE IF NOT EXISTS demand_forecast_total (
     PRIMARY KEY (demand_run_id, day)
 );
 
+-- Session 9 (issue 53 item 3): each queue's total (its GPU types summed) per future day (tasks/demand/forecast.py
+-- `forecast_queues`): a queue of several GPU types forecast as a series of its own by the same method, so its P10 /
+-- P90 are those of the queue's total (not its series' bands summed); a queue of one series: that series' forecast.
+CREATE TABLE IF NOT EXISTS demand_forecast_queue (
+    demand_run_id VARCHAR NOT NULL,
+    day DATE NOT NULL,
+    horizon INTEGER NOT NULL,
+    queue VARCHAR NOT NULL,
+    gpu_hours_p10 DOUBLE NOT NULL,
+    gpu_hours_p50 DOUBLE NOT NULL,
+    gpu_hours_p90 DOUBLE NOT NULL,
+    jobs_p10 DOUBLE,
+    jobs_p50 DOUBLE,
+    jobs_p90 DOUBLE,
+    method VARCHAR NOT NULL,
+    fallback_reason VARCHAR,
+    jobs_method VARCHAR,
+    jobs_fallback_reason VARCHAR,
+    PRIMARY KEY (demand_run_id, day, queue)
+);
+-- ... and each series' part of its queue's P90 (the queue's P90 split over its series by P50): summed over a queue's
+-- series of a day it is the P90 of the queue's total (null on rows of runs before this column)
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS gpu_hours_p90_of_queue DOUBLE;
+
+CREATE OR REPLACE VIEW current_demand_forecast_queue AS
+SELECT d.* FROM demand_forecast_queue d
+WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'
+                         ORDER BY started_at DESC, demand_run_id DESC LIMIT 1);
+
 CREATE OR REPLACE VIEW current_demand_forecast_total AS
 SELECT d.* FROM demand_forecast_total d
 WHERE d.demand_run_id = (SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded'

@@ -125,6 +125,26 @@ def test_the_total_has_its_own_p90_and_the_series_shares_add_up_to_it():
     assert first[module.SHARE].to_list() == first["gpu_hours_p90"].to_list()
 
 
+def test_a_queue_of_several_gpu_types_has_its_own_p90_and_its_series_shares_add_up_to_it():
+    """Session 9 (issue 53 item 3): a queue of four independent GPU-type series is forecast as a series of its own
+    (`forecast_queues`): its P90 is under its series' P90s summed, above their P50s summed, and each series'
+    `gpu_hours_p90_of_queue` adds up, per day and queue, to it; a queue of one series is that series' forecast."""
+    several = pl.concat([shifting(49, seed=s, queue="big").with_columns(pl.lit(f"t{s}").alias("gpu_type")) for s in range(4)])
+    daily = pl.concat([several, shifting(49, seed=9, queue="one")])
+    as_of = START + timedelta(days=48)
+    per_series = module.forecast_demand(daily, as_of, 7)
+    queues = module.forecast_queues(daily, as_of, 7, per_series)
+    assert queues.columns == list(module.QUEUE_COLUMNS) and queues.height == 14
+    big = queues.filter(pl.col("queue") == "big").sort("day")
+    summed = per_series.filter(pl.col("queue") == "big").group_by("day").agg(pl.col("gpu_hours_p50", "gpu_hours_p90").sum()).sort("day")
+    assert (big["gpu_hours_p90"] < summed["gpu_hours_p90"]).all() and (big["gpu_hours_p90"] > summed["gpu_hours_p50"]).all()
+    one = per_series.filter(pl.col("queue") == "one").select(module.QUEUE_COLUMNS)
+    assert queues.filter(pl.col("queue") == "one").equals(one)
+    shared = module.with_queue_share(per_series, queues).group_by("day", "queue").agg(pl.col(module.QUEUE_SHARE).sum())
+    got = shared.join(queues.select("day", "queue", "gpu_hours_p90"), on=["day", "queue"])
+    assert got[module.QUEUE_SHARE].to_list() == pytest.approx(got["gpu_hours_p90"].to_list())
+
+
 def test_the_level_ceiling_is_each_series_median_of_its_own_forecast_days():
     """bench_real_demand's oracle (issue 53): per origin and series, the median of the days forecast is the constant of
     least absolute error, so its relative MAE bounds what any level forecast reaches; checked by hand on 2 series."""

@@ -275,6 +275,21 @@ def test_the_site_p90_total_is_the_total_forecast_s_p90_not_the_rows_p90s_summed
     assert by_day(older)["gpus_site_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
 
 
+def test_a_rows_p90_is_its_queues_own_p90_not_its_series_p90s_summed():
+    """Session 9 (issue 53 item 3): a queue planned on one GPU type whose two series (its type and `unknown`) have own
+    P90s of 72 GPU-hours each, while the queue's total P90 is 96 (the demand forecast's `gpu_hours_p90_of_queue`: 48
+    each, split by P50): the row expects 96 GPU-hours at P90, 4 GPUs, not the P90s summed (144, 6 GPUs)."""
+    known = plan_capacity(jobs([]), None, START, 1, queues=["a"])
+    demand = forecast([(0, "a", "unknown", 24.0, 72.0), (0, "a", "any-80GB", 24.0, 72.0)]).with_columns(
+        pl.lit(48.0).alias("gpu_hours_p90_of_queue"))
+    rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    row = rows.to_dicts()[0]
+    assert (row["expected_gpu_hours_p90"], row["gpus_needed_expected_p90"], row["gpus_total_p90"]) == (96.0, 4, 4)
+    assert row["expected_gpu_hours_p50"] == 48.0
+    older, _ = add_expected(known.rows, demand.drop("gpu_hours_p90_of_queue"), pl.DataFrame(schema=PACKING_SCHEMA))
+    assert older["expected_gpu_hours_p90"].to_list() == [144.0]  # a forecast before the column: the sum, as before
+
+
 def test_the_site_is_short_only_of_what_its_p90_total_lacks_and_the_queues_shortfalls_are_named_apart():
     from gpucast.tasks.plan.arrivals import by_day
 
