@@ -23,7 +23,15 @@ times in one process, and prints accuracy and the median fit wall and CPU second
 side, which a loaded machine's other work hits alike).
 
 Sets: `measured` (tests/data/measured_jobs.csv: real torch networks measured with PyTorch's tools); `gpumemnet`
-(tests/data/gpumemnet_sample.csv: 349 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only).
+(tests/data/gpumemnet_sample.csv: 349 public MLP and CNN training runs measured on a GPU by GPUMemNet, memory only);
+`llm` (../shared/data/llm_memory_dev.csv: 300 public LLM training and fine-tuning runs, per-GPU peak measured on GPUs
+by their authors, 295 with a peak; seven sources, its README; mapped to contract v5 jobs as bench_llm_memory does:
+one model type, so its groups are printed per source and per layout group too).
+
+`--split random` (the default): a seeded 70/30 split of the jobs. `--split source` (for sets with a `source`: llm):
+whole sources go to the pending jobs (seeded order, the prefix of sources nearest 30% of the jobs), so no pending job
+has a run of its own source in the history: the harder "jobs it never saw" (another repository, its own tool and
+metric).
 """
 
 from __future__ import annotations
@@ -47,7 +55,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
 from tests.measured import gpumemnet, load  # noqa: E402
 
-SETS = {"measured": load, "gpumemnet": gpumemnet}
+
+def llm() -> pl.DataFrame:
+    """The public LLM runs (`bench_llm_memory.DATA`) as contract rows, features built, with `source` beside them."""
+    from tests.benchmarks.bench_llm_memory import DATA, contract_frame, job_rows
+
+    rows = job_rows(DATA)
+    return contract_frame(rows.drop(*SIDE)).with_columns(rows["source"])
+
+
+SETS = {"measured": load, "gpumemnet": gpumemnet, "llm": llm}
+SIDE = ("source", "oom", "gpu_mem_gb")  # bench_llm_memory.job_rows' columns beside the contract's (kept from the night)
 
 # Early-stopping rules to compare (registry constants, set for a run by `--stopping`). `before`: the trees as they
 # were before issue 40 (commit f284cbe): no early stopping, 300-tree forests.
@@ -121,11 +139,20 @@ def trees_alone(history: pl.DataFrame, pending: pl.DataFrame, target: str) -> No
               f"fit {seconds:6.2f} s   {per_type}")
 
 
-def split(rows: pl.DataFrame, seed: int, history_share: float = 0.7) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(history, pending): a seeded 70/30 split of the rows."""
-    idx = np.random.default_rng(seed).permutation(rows.height)
-    n = int(round(rows.height * history_share))
-    return rows[np.sort(idx[:n])], rows[np.sort(idx[n:])]
+def split(rows: pl.DataFrame, seed: int, history_share: float = 0.7,
+          by: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(history, pending): a seeded 70/30 split of the rows; with `by`, of whole groups of that column (the groups in
+    a seeded order, the pending jobs the prefix of groups whose size is nearest the pending share)."""
+    if by is None:
+        idx = np.random.default_rng(seed).permutation(rows.height)
+        n = int(round(rows.height * history_share))
+        return rows[np.sort(idx[:n])], rows[np.sort(idx[n:])]
+    groups = sorted(rows[by].unique().to_list())
+    order = [groups[i] for i in np.random.default_rng(seed).permutation(len(groups))]
+    sizes = np.cumsum([int((rows[by] == g).sum()) for g in order])
+    k = int(np.argmin(np.abs(sizes - rows.height * (1 - history_share)))) + 1
+    pending = pl.col(by).is_in(order[:k])
+    return rows.filter(~pending), rows.filter(pending)
 
 
 def plain_lightgbm(history: pl.DataFrame, pending: pl.DataFrame, target: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -160,15 +187,16 @@ def mape(y: np.ndarray, p: np.ndarray) -> float:
     return float(np.mean(np.abs(p - y) / np.abs(y)) * 100)
 
 
-def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[str, float]]:
+def report(results: pl.DataFrame, large: float, label: str, by: str = c.MODEL_TYPE) -> dict[str, dict[str, float]]:
     """Print and return per method: R², MAPE, P90 coverage overall and on the large jobs, the band's width (median
     P90 / P50, overall and on the large jobs), and MAPE per model type. `pipeline_slice`: the pipeline with the large
     jobs' P90 from the calibration slice alone (before the out-of-fold size group, issue 50 item 5);
     `pipeline_noshape`: the pipeline without the memory groups large by shape (`intervals.SHAPE_OOF`, session 6);
     `pipeline_nolarge`: without the label-conditional P90 of the jobs measured large (`intervals.LARGE_TRUTH`, session
-    8). Width: P90 / P50, the median over all jobs, over the big ones, and the mean over all jobs."""
+    8). Width: P90 / P50, the median over all jobs, over the big ones, and the mean over all jobs. MAPE per group of
+    the column `by` (the model type, or for the llm set its source or layout group)."""
     out = {}
-    types = sorted(results[c.MODEL_TYPE].unique().to_list())
+    types = sorted(results[by].unique().to_list())
     print(f"  {'method':16s} {'R²':>7s} {'MAPE':>7s} {'loss':>7s} {'P90':>6s} {'P90 big':>8s} {'width':>6s} {'big':>6s} {'mean':>6s}  "
           + " ".join(f"{t[:11]:>11s}" for t in types))
     for method in ("pipeline", "pipeline_slice", "pipeline_noshape", "pipeline_nolarge", "champion", "plain_lightgbm", "prior"):
@@ -181,7 +209,7 @@ def report(results: pl.DataFrame, large: float, label: str) -> dict[str, dict[st
                "p90_big": float(np.mean(p90[big] >= y[big])) if big.any() else float("nan"),
                "width": float(np.median(p90 / p50)), "width_mean": float(np.mean(p90 / p50)),
                "width_big": float(np.median(p90[big] / p50[big])) if big.any() else float("nan")}
-        per_type = {t: mape(y[(m := (part[c.MODEL_TYPE] == t).to_numpy())], p50[m]) for t in types}
+        per_type = {t: mape(y[(m := (part[by] == t).to_numpy())], p50[m]) for t in types}
         row.update({f"mape_{t}": v for t, v in per_type.items()})
         out[method] = row
         print(f"  {method:16s} {row['r2']:7.3f} {row['mape']:6.1f}% {row['loss']:7.3f} {row['p90']:6.1%} {row['p90_big']:8.1%} "
@@ -239,6 +267,8 @@ def main() -> None:
     ap.add_argument("--stopping-side-by-side", default="", metavar="RULES",
                     help="only the boosted trees alone under each of these rules (comma-separated), alternating")
     ap.add_argument("--rounds", type=int, default=3, help="alternations for --stopping-side-by-side")
+    ap.add_argument("--split", default="random", choices=("random", "source"),
+                    help="random: a seeded 70/30 split of the jobs; source: of whole sources (sets with one: llm)")
     args = ap.parse_args()
     use_stopping(args.stopping)
     models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
@@ -249,7 +279,9 @@ def main() -> None:
         for target in args.targets.split(","):
             labelled = rows.filter(pl.col(target).is_not_null())
             for seed in (int(s) for s in args.seeds.split(",")):
-                history, pending = split(labelled, seed)
+                history, pending = split(labelled, seed, by="source" if args.split == "source" else None)
+                side = pending.select(*[pl.col(k) for k in SIDE if k in pending.columns])
+                history, pending = (t.drop(*side.columns) for t in (history, pending))
                 t0 = time.perf_counter()
                 if args.stopping_side_by_side:
                     print(f"== {name} / {target} / split seed {seed}: boosted trees, rules {args.stopping_side_by_side}"
@@ -260,13 +292,22 @@ def main() -> None:
                     print(f"== {name} / {target} / split seed {seed}: trees alone, stopping {args.stopping}")
                     trees_alone(history, pending, target)
                     continue
-                print(f"== {name} / {target} / split seed {seed}: {history.height} history, {pending.height} pending; "
+                print(f"== {name} / {target} / split seed {seed} ({args.split}): {history.height} history, "
+                      f"{pending.height} pending; "
                       f"{options.repeats} repeat(s), stopping {args.stopping}, models {', '.join(options.model_names)}")
                 with tempfile.TemporaryDirectory() as folder:
                     results = evaluate(history, pending, name, target, options, Path(folder))
                 results = with_plain_baseline(results, history, pending, target, seed)
                 large = float(np.quantile(history[target].to_numpy(), 0.9))
-                report(results, large, f"{name}/{target}/{seed}")
+                label = f"{name}/{target}/{seed}" + (f"/{args.split} split" if args.split != "random" else "")
+                report(results, large, label)
+                if "source" in side.columns:  # one model type: its groups are the sources and the layout groups
+                    from gpucast.tasks.learn.llm_memory import layout_group
+
+                    methods = results["method"].n_unique()
+                    for by, values in (("source", side["source"]), ("layout", layout_group(pending))):
+                        print(f"  per {by}:")
+                        report(results.with_columns(pl.concat([values] * methods).alias(by)), large, label, by)
                 if target == c.PEAK_GPU_MEM_GB:
                     planner_cost(results)
                 if args.trees:
