@@ -215,6 +215,65 @@ def test_skops_imports_without_torch_and_still_trusts_every_saved_estimator():
     assert json.loads(out.stdout.splitlines()[-1]) == {"imported": [], "early": [], "left": [], "untrusted": []}
 
 
+def test_skops_is_imported_by_one_thread_while_the_others_wait(monkeypatch):
+    """Review 58 S1: the three targets' threads load their champions at once (flows/score.py), so `registry.skops_io`
+    may be called by three threads before skops is imported. One builds the stand-ins and imports; the others wait
+    for it (`registry._SKOPS_IMPORT`) and get the whole module; no stand-in is left. Here skops is a stand-in package
+    whose import takes 0.3 s, and building a stand-in takes 0.2 s, so without the lock all three threads are inside
+    the import at once, each with stand-ins of its own (3 built; shown failing with the lock removed)."""
+    import importlib.abc
+    import importlib.util
+    import sys
+    import threading
+    import time
+    import types
+
+    adapter = "gpucast_test_array_api_adapter"  # a name nothing else imports: the stand-in built for it is counted
+    monkeypatch.setattr(registry, "_ARRAY_API_ADAPTERS", (adapter,))
+    built = []
+
+    class Counted(types.ModuleType):
+        def __init__(self, name: str):
+            super().__init__(name)
+            if name == adapter:
+                built.append(threading.get_ident())
+                time.sleep(0.2)
+
+    class SlowSkops(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target=None):
+            if name in ("skops", "skops.io"):
+                return importlib.util.spec_from_loader(name, self, is_package=name == "skops")
+
+        def exec_module(self, module):
+            if module.__name__ == "skops.io":
+                module.seen = sys.modules.get(adapter)  # the stand-in, while skops imports
+                time.sleep(0.3)
+                module.complete = True
+
+    for name in ("skops", "skops.io"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(types, "ModuleType", Counted)
+    monkeypatch.setattr(sys, "meta_path", [SlowSkops(), *sys.meta_path])
+    start, got = threading.Barrier(3), []
+
+    def load():
+        start.wait()
+        got.append(registry.skops_io())
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+    finally:
+        for name in ("skops.io", "skops"):
+            sys.modules.pop(name, None)
+    assert len(got) == 3 and all(m.complete and m is got[0] for m in got)
+    assert len(built) == 1, f"{len(built)} threads built stand-ins and imported skops at once"
+    assert isinstance(got[0].seen, Counted) and adapter not in sys.modules
+
+
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown model 'gpt5'"):
         registry.build("gpt5", registry.Build())
