@@ -224,6 +224,55 @@ def signed_by_half(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.n
         print(f"  {name:5s}: prior {a:.2%}, states-only {b:.2%}: {b / a:.2f}x")
 
 
+# Fields contract v5 lacks (docs/contract.md "What v5 does not carry"), read off the set's notes to measure what
+# they would change (`absent_fields`): the loss's precision (`fused`: Liger's fused linear cross-entropy, which never
+# holds the logits, Hugging Face's `use_liger_kernel`; `half`: a loss on the 16-bit logits, ColossalAI's own
+# `GPTLMLoss` under DeepSpeed's / Gemini's fp16 engines, its ZeRO-3 runs) and LISA's activated layers
+LIGER = re.compile(r"liger", re.IGNORECASE)
+NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
+LISA_LAYERS = re.compile(r"lisa_activated_layers[= ](\d+)|LISA \((\d+) activated")
+HALF_LOSS_BYTES = 6.12  # bytes a logit at once, a loss on 16-bit logits (`logit_bytes(False)`, traced)
+
+
+def absent_fields(rows: pl.DataFrame, notes: list[str], seed: int) -> None:
+    """The prior on the whole set and `--half`'s halves as it is, and as it would be with `loss_precision` and an
+    adapter word `lisa` (`LIGER`, `LISA_LAYERS`): P50 MAPE and x better than states-only, per source on the held-out
+    half."""
+    built = contract_frame(rows)
+    truth = rows[c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
+    keep = learned_half(rows, seed)
+    sources = rows["source"].to_numpy()
+    base, loss, lisa, states = (np.full(rows.height, np.nan) for _ in range(4))
+    for i, row in enumerate(built.iter_rows(named=True)):
+        if (job := m.job_of(row)) is None:
+            continue
+        arch, layout = job
+        gpu = m.per_gpu(arch, layout)
+        base[i], states[i] = gpu.total_gb, m.model_states_baseline_gb(arch.params, layout)
+        per_logit = (0.0 if LIGER.search(notes[i]) and not NO_LIGER.search(notes[i]) else
+                     HALF_LOSS_BYTES if rows["source"][i].startswith("ColossalAI") and layout.sharding == "zero3"
+                     else m.LOGIT_BYTES)
+        loss[i] = base[i] + gpu.logits_gb * (per_logit / m.LOGIT_BYTES - 1) * m.ALLOCATOR_FACTOR
+        if said := LISA_LAYERS.search(notes[i]):  # embedding, head and the active blocks: pure 16-bit AdamW
+            trained = arch.embedding_params + int(said.group(1) or said.group(2)) * arch.block_params
+            step = max(0.0, trained * 2 - (gpu.activations_gb + gpu.logits_gb) * m.GB)  # foreach AdamW's copy
+            extra = trained * (2 + 4) + step - sum(m.states(arch, layout)[1:])
+            lisa[i] = base[i] + extra * m.ALLOCATOR_FACTOR / m.GB
+    lisa = np.where(np.isnan(lisa), base, lisa)
+    both = lisa + (loss - base)
+    print(f"\nthe prior with fields contract v5 lacks, read off the notes (seed {seed}): P50 MAPE % (x states-only) on "
+          "the whole set, L, H; per source on H")
+    ok = np.isfinite(truth) & np.isfinite(base)
+    for name, prior in (("as it is", base), ("loss_precision", loss), ("adapter lisa", lisa), ("both", both)):
+        cells = []
+        for half in (np.ones_like(keep), keep, ~keep):
+            a, b = (np.median(np.abs(x[ok & half] - truth[ok & half]) / truth[ok & half]) for x in (prior, states))
+            cells.append(f"{a:6.2%} ({b / a:.2f}x)")
+        per = ", ".join(f"{s} {np.median(np.abs(prior[pick] - truth[pick]) / truth[pick]):.1%}"
+                        for s in sorted(set(sources)) if (pick := ok & ~keep & (sources == s)).any())
+        print(f"  {name:15s} " + " | ".join(cells) + f"\n      H: {per}")
+
+
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
 CONFIGURATIONS = (c.ADAPTER, c.SHARDING, c.CPU_OFFLOAD, c.ACTIVATION_CHECKPOINTING, c.PRECISION, c.OPTIMIZER, "gpu",
                   "split", c.GPU_COUNT)
@@ -339,6 +388,7 @@ def main() -> None:
         table(rows, methods, f"{args.data.name}: {rows.height} runs, the prior and the baseline")
         breakdown(rows, methods)
         signed_by_half(rows, methods, args.seed)
+        absent_fields(rows, pl.read_csv(args.data)["other"].fill_null("").to_list(), args.seed)
         print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         print(f"a 16-bit head, a shifted cross-entropy loss and its backward, bytes a logit at once: loss on fp32 "
