@@ -11,7 +11,8 @@ series chooses its own model), beside the method before issue 38 (jobs forecast 
 model) on the same origins. Goals (issue 30): MASE <= 0.8 x seasonal naive's at every horizon,
 coverage 75-85%; jobs a day (issue 38): relative MAE <= 0.85 against seasonal naive. Also timed: the
 forecast and the backtest, each against seasonal naive
-alone on the same series in the same run.
+alone on the same series in the same run. Session 9: each queue of several series (a GPU type and `unknown`) backtested
+as its total's own forecast beside its series' bands summed (coverage of its days, median P90 / P50).
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_demand.py [--days 112] [--jobs-per-day 80] [--seed 0]
 """
@@ -102,7 +103,9 @@ def main() -> None:
     from gpucast.tasks.demand import backtest as backtest_module
     from gpucast.tasks.demand import forecast as forecast_module
 
-    with_own_model = backtest_module.relative_mae(backtest_demand(daily, end, 14))["jobs_submitted"]
+    own_rows = backtest_demand(daily, end, 14)
+    with_own_model = backtest_module.relative_mae(own_rows)["jobs_submitted"]
+    queue_bands = _queue_bands(own_rows, backtest_demand(forecast_module.queue_series(daily), end, 14))
     own = forecast_module._forecast_one
     forecast_module._forecast_one = _jobs_with_the_hours_model
     try:
@@ -131,6 +134,25 @@ def main() -> None:
           f"{jobs_h['jobs_relative_mae'].max():.3f}; coverage overall {jobs['jobs_coverage'][-1]:.1%}")
     print(f"jobs a day, relative MAE against seasonal naive: {with_own_model:.3f} with their own model, "
           f"{with_hours_model:.3f} with the GPU-hours' model (before issue 38)")
+    print(queue_bands)
+
+
+def _queue_bands(series: pl.DataFrame, queues: pl.DataFrame) -> str:
+    """Session 9 (issue 53 item 3): each queue's GPU-hours band in the backtest, as the queue's total forecast as a
+    series of its own (`forecast_queues`' way) and as its series' bands summed (before): P10-P90 coverage of the
+    queue's days and the median P90 / P50, over the queues of several series (the simulator's: a type and `unknown`)."""
+    summed = (series.group_by("origin", "day", "queue")
+              .agg(pl.col("gpu_hours_p10", "gpu_hours_p50", "gpu_hours_p90", "actual").sum(), pl.len().alias("series"))
+              .filter(pl.col("series") > 1))
+    own = queues.join(summed.select("origin", "day", "queue"), on=["origin", "day", "queue"], how="semi")
+
+    def figures(rows: pl.DataFrame) -> str:
+        cover = rows.select(pl.col("actual").is_between("gpu_hours_p10", "gpu_hours_p90").mean()).item()
+        ratio = rows.filter(pl.col("gpu_hours_p50") > 0).select((pl.col("gpu_hours_p90") / pl.col("gpu_hours_p50"))
+                                                                .median()).item()
+        return f"P10-P90 coverage {cover:.1%}, median P90/P50 {ratio:.2f}"
+    return (f"queues of several series ({summed['queue'].n_unique()}, {summed.height} queue-days): the queue's own band "
+            f"{figures(own)}; its series' bands summed (before session 9) {figures(summed)}")
 
 
 if __name__ == "__main__":
