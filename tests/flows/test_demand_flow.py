@@ -56,6 +56,12 @@ def test_gpucast_demand_forecasts_backtests_and_publishes(home, tmp_path, capsys
     shares = _sql(capsys, "SELECT f.day, sum(f.gpu_hours_p90_of_total) AS share, any_value(t.gpu_hours_p90) AS total "
                           "FROM current_demand_forecast f JOIN current_demand_forecast_total t USING (day) GROUP BY f.day")
     assert len(shares) == 7 and all(abs(s["share"] - s["total"]) <= 1e-6 * max(1.0, s["total"]) for s in shares)
+    # session 9: each queue's total with its own band (three queues, each of two series), the shares adding up to it
+    queues = _sql(capsys, "SELECT f.day, f.queue, sum(f.gpu_hours_p90_of_queue) AS share, any_value(q.gpu_hours_p90) AS "
+                          "own, count(*) AS series FROM current_demand_forecast f JOIN current_demand_forecast_queue q "
+                          "USING (day, queue) GROUP BY f.day, f.queue")
+    assert len(queues) == 7 * len({r["queue"] for r in rows})
+    assert all(abs(q["share"] - q["own"]) <= 1e-6 * max(1.0, q["own"]) for q in queues)
     (backtest_total,) = _sql(capsys, "SELECT origins, coverage FROM demand_backtest_total_summary")
     assert backtest_total["origins"] >= 3 and 0 <= backtest_total["coverage"] <= 1
     # the demand run's own forecast days have not happened: nothing to compare yet
