@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.concerns import Storage
-from gpucast.warehouse.schema import redact_stored, schema_fingerprint, schema_sql
+from gpucast.warehouse.schema import backfill_forecasts_at, redact_stored, schema_fingerprint, schema_sql
 
 
 def sql_string(path: Path | str) -> str:
@@ -124,6 +124,7 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> bool:
     migrate(con)
     with transaction(con):
         redact_stored(con)  # URI secrets an older gpucast stored, masked with the record: once (schema.py)
+        backfill_forecasts_at(con)  # score runs published before their forecast time was kept: once (schema.py)
         con.execute("CREATE OR REPLACE TABLE schema_applied (fingerprint VARCHAR NOT NULL)")
         con.execute("INSERT INTO schema_applied VALUES (?)", [fingerprint])
     return True

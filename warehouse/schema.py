@@ -117,3 +117,19 @@ def _merge_watermarks(con: duckdb.DuckDBPyConnection) -> int:
                     [row[:3] for row in rows])
     con.executemany(f"INSERT INTO source_watermarks ({WATERMARK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", list(kept.values()))
     return len(raw)
+
+
+# Each score run's forecast time from its kept forecasts, for the runs published before `score_runs.forecasts_at` was
+# kept (schema.sql; warehouse/forecast.py `prune` reads it). Runs without forecasts (failed, pruned) keep it null.
+BACKFILL_FORECASTS_AT = """
+UPDATE score_runs SET forecasts_at = f.at
+FROM (SELECT score_run_id, max(scored_at) AS at FROM forecasts GROUP BY score_run_id) f
+WHERE score_runs.score_run_id = f.score_run_id AND score_runs.forecasts_at IS NULL
+"""
+
+
+def backfill_forecasts_at(con: duckdb.DuckDBPyConnection) -> int:
+    """Set `score_runs.forecasts_at` where a run has forecasts and not the column (`BACKFILL_FORECASTS_AT`); the
+    caller commits it with the schema's record (`db.apply_schema`), so it runs once per warehouse and gpucast version.
+    Returns how many runs got it."""
+    return con.execute(BACKFILL_FORECASTS_AT).fetchall()[0][0]

@@ -86,6 +86,45 @@ def test_a_run_that_staged_a_job_twice_publishes_nothing(con, tmp_path):
     assert con.execute("SELECT count(*) FROM forecasts").fetchone() == (0,)
 
 
+def test_a_run_whose_pairs_hashes_collide_is_counted_exactly_and_published(con, tmp_path, monkeypatch):
+    """The check counts the pairs' hashes first: equal hashes (here every pair's, a stand-in for a collision) only
+    send it to the exact count, which publishes distinct pairs."""
+    monkeypatch.setattr(forecast, "DISTINCT_HASHED", "SELECT count(DISTINCT 0) FROM forecasts WHERE score_run_id = ?")
+    run_id, _ = _score(con, tmp_path, 0)
+    assert con.execute("SELECT status, forecasts FROM score_runs WHERE score_run_id = ?", [run_id]).fetchall() == [
+        ("published", 2)]
+
+
+def test_a_published_run_keeps_its_forecast_time_and_older_warehouses_get_it_once(tmp_path):
+    """The retention reads each run's forecast time from `score_runs.forecasts_at` (not every kept forecast): a
+    publish sets it; a warehouse whose runs were published before the column gets it from their forecasts, once, when
+    a writer applies the schema; a run with no forecasts keeps it null and is as old as its start."""
+    from gpucast.flows.settings import Settings
+    from gpucast.warehouse.db import connect_writer
+
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
+    old = duckdb.connect(str(storage.db_path))
+    old.execute(schema_sql())
+    for day in (0, 10):  # published by an older gpucast: forecasts, no forecast time on the run
+        _score(old, tmp_path, day)
+    runs.start(old, runs.Run("score", "score-failed", DAY0 + timedelta(days=5), None))  # no forecasts
+    old.execute("UPDATE score_runs SET forecasts_at = NULL")
+    old.execute("ALTER TABLE score_runs DROP COLUMN forecasts_at")  # as schema.sql made it up to session 9
+    old.close()
+    con = connect_writer(storage)
+    try:
+        got = con.execute("SELECT score_run_id, forecasts_at FROM score_runs ORDER BY 1").fetchall()
+        assert got == [("score-day000", DAY0), ("score-day010", DAY0 + timedelta(days=10)), ("score-failed", None)]
+        run_id, pruned = _score(con, tmp_path, 40)  # day 0 is 40 days old, day 10 and the failed run (day 5) 30-35
+        assert pruned == 2
+        kept = con.execute("SELECT score_run_id FROM score_runs WHERE pruned_at IS NULL ORDER BY 1").fetchall()
+        assert kept == [("score-day010",), (run_id,)]
+        assert con.execute("SELECT forecasts_at FROM score_runs WHERE score_run_id = ?", [run_id]).fetchall() == [
+            (DAY0 + timedelta(days=40),)]
+    finally:
+        con.close()
+
+
 def test_a_warehouse_whose_forecasts_had_a_key_loses_it_keeping_rows_and_not_nulls(tmp_path):
     """Warehouses made before the key was dropped: `connect_writer` rebuilds the table once."""
     from gpucast.flows.settings import Settings

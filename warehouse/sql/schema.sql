@@ -235,6 +235,8 @@ ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pid BIGINT;
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS host VARCHAR;
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS ood_forecasts BIGINT;  -- forecasts of out-of-distribution jobs
 ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS pruned_at TIMESTAMPTZ;  -- its forecasts deleted (GPUCAST_KEEP_FORECAST_DAYS)
+-- the time its forecasts are stamped with (their `scored_at`; the retention compares it: warehouse/forecast.py `prune`)
+ALTER TABLE score_runs ADD COLUMN IF NOT EXISTS forecasts_at TIMESTAMPTZ;
 
 -- Per pending job and target: the champion's P10 / P50 / P90 (split-conformal, see README).
 CREATE TABLE IF NOT EXISTS forecasts (
