@@ -160,14 +160,12 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     recomputed the backtest window this night (the nightly's backtest step): the gate reads it as it is, instead
     of recomputing it (one backtest a night).
     """
-    from gpucast.tasks.learn.models.transformer_bigru import pick_device
-
     options = options or TrainOptions()
     settings = Settings.given(storage=storage, cluster=cluster, quality=quality, tracing=tracing,
                               training=limits_given(options)).ensure()
     cluster = settings.cluster
     options = resolve(options, settings)
-    used = pick_device(options.device)
+    used = options.run_device()
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,
                         train_runner=cluster.train_runner, dask_address=cluster.dask_address or None,

@@ -97,6 +97,16 @@ class TrainOptions(BaseModel):
         has_priors = _feature_sets()[self.features].prior_column(c.TARGETS[0]) is not None
         return tuple(m for m in registry.MODEL_NAMES if m != registry.PRIOR or has_priors)
 
+    def run_device(self) -> str:
+        """The device the run records: where the network trains (`device`, else cuda when available) when it is among
+        the models; else `device` or cpu, without importing torch (1.2-1.5 CPU-s a process; a `linear_fs`-only
+        nightly's training never imports it): no other model here uses a GPU."""
+        if registry.NN not in self.model_names:
+            return self.device or "cpu"
+        from gpucast.tasks.learn.models.transformer_bigru import pick_device
+
+        return pick_device(self.device)
+
     @property
     def nn_max_seconds(self) -> float | None:
         return self.nn_max_minutes * 60 if self.nn_max_minutes else None

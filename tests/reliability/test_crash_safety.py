@@ -190,6 +190,9 @@ def test_killed_nightlies_then_a_rerun_equal_an_uninterrupted_run(tmp_path, logs
     home, marker = tmp_path / "home", tmp_path / "marker"
 
     def second_nightly_refused(first: subprocess.Popen) -> None:
+        # (and, free here: the held process trained linear_fs alone, so it never imported torch:
+        # `TrainOptions.run_device`, 1.2-1.5 CPU-s a process; its fits, the first target's champion saved and gated)
+        assert "torch" not in failpoints.imported(marker).read_text().split()
         code, out = _main(home, "nightly", str(logs), *ARGS)
         assert code == 3, out[-3000:]
         assert f"another nightly run is in progress (pid {first.pid}" in out
