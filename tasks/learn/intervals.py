@@ -132,14 +132,15 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
 def large_out_of_fold(y_true: np.ndarray, y_pred: np.ndarray, floor: float, labels: np.ndarray,
                       jobs: np.ndarray | None = None) -> dict | None:
     """The size group formed on out-of-fold forecasts (`size_group`'s rule on `y_pred` and the history's `labels`),
-    with the log residuals of its forecasts (every pass's), JSON-ready: {quantile, at, n (distinct jobs), residuals};
-    None where no group forms. `floor`: `calibrate`'s (already halved); `jobs`: each forecast's history row."""
+    with the P90 of the log residuals of its forecasts (every pass's), JSON-ready: {quantile, at, n (distinct jobs),
+    p90, forecasts} (`p90_saved`); None where no group forms. `floor`: `calibrate`'s (already halved); `jobs`: each
+    forecast's history row."""
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
     if (size := size_group(pred, labels, jobs)) is None:
         return None
     large = pred >= size["at"]
     residuals = np.log(np.asarray(y_true, dtype=np.float64)[large]) - np.log(pred[large])
-    return {**size, "residuals": [round(float(r), 6) for r in residuals]}
+    return {**size, **p90_saved(residuals)}
 
 
 def size_group(pred: np.ndarray, labels: np.ndarray, jobs: np.ndarray | None = None) -> dict | None:
@@ -182,9 +183,9 @@ def _power(model_type: str) -> float:
 def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float,
                    shapes: dict[str, np.ndarray]) -> dict | None:
     """Per model type, the out-of-fold forecasts of the history's jobs large by shape (`SHAPE_QUANTILE` of the type's
-    `shape_of` in the history, `shapes` row-aligned with it; `jobs`: each forecast's row), with their log residuals,
-    where at least `MIN_LARGE` distinct jobs form it; JSON-ready {quantile, groups: [{model_type, power, at, n,
-    residuals}]}; None where no type has such a group."""
+    `shape_of` in the history, `shapes` row-aligned with it; `jobs`: each forecast's row), with the P90 of their log
+    residuals, where at least `MIN_LARGE` distinct jobs form it; JSON-ready {quantile, groups: [{model_type, power, at,
+    n, p90, forecasts}]}; None where no type has such a group."""
     types = np.asarray(["" if t is None else str(t) for t in shapes[c.MODEL_TYPE]], dtype=object)  # no type: no group
     jobs = np.asarray(jobs, dtype=np.int64)
     pred = np.maximum(np.asarray(y_pred, dtype=np.float64), floor)
@@ -199,18 +200,18 @@ def large_by_shape(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
         at = float(np.quantile(shape[known], SHAPE_QUANTILE))
         large = known[jobs] & (shape[jobs] >= at)
         if (n := len(np.unique(jobs[large]))) >= MIN_LARGE:
-            found.append({c.MODEL_TYPE: kind, "power": power, "at": round(at, 6), "n": n,
-                          "residuals": [round(float(r), 6) for r in residuals[large]]})
+            found.append({c.MODEL_TYPE: kind, "power": power, "at": round(at, 6), "n": n, **p90_saved(residuals[large])})
     return {"quantile": SHAPE_QUANTILE, "groups": found} if found else None
 
 
 def large_by_truth(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float, labels: np.ndarray,
                    types: np.ndarray) -> dict | None:
-    """The log residuals of the champion's held-out forecasts (out of fold, and of a shape-cluster holdout) of the
-    history's jobs *measured* above its 90th percentile (`SIZE_QUANTILES[0]` of `labels`): pooled, and per model type
-    where the type has at least `MIN_TRUTH` distinct such jobs; JSON-ready {quantile, at, n, residuals, groups:
-    [{model_type, n, residuals}]}; None with fewer than `MIN_TRUTH` such jobs in all (`Calibrated.intervals` reads it
-    as a label-conditional P90; with fewer its P90 would be the group's largest residual, review 58 S3)."""
+    """The P90 of the log residuals of the champion's held-out forecasts (out of fold, and of a shape-cluster holdout)
+    of the history's jobs *measured* above its 90th percentile (`SIZE_QUANTILES[0]` of `labels`): pooled, and per model
+    type where the type has at least `MIN_TRUTH` distinct such jobs; JSON-ready {quantile, at, n, p90, forecasts,
+    groups: [{model_type, n, p90, forecasts}]} (`p90_saved`); None with fewer than `MIN_TRUTH` such jobs in all
+    (`Calibrated.intervals` reads it as a label-conditional P90; with fewer its P90 would be the group's largest
+    residual, review 58 S3)."""
     at = float(np.quantile(labels, SIZE_QUANTILES[0]))
     jobs = np.asarray(jobs, dtype=np.int64)
     truth = np.asarray(y_true, dtype=np.float64)
@@ -220,11 +221,10 @@ def large_by_truth(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, flo
     if (n := len(np.unique(jobs[big]))) < MIN_TRUTH:
         return None
     kinds = np.asarray(["" if t is None else str(t) for t in types], dtype=object)[jobs]
-    groups = [{c.MODEL_TYPE: kind, "n": k, "residuals": [round(float(r), 6) for r in residuals[mine]]}
+    groups = [{c.MODEL_TYPE: kind, "n": k, **p90_saved(residuals[mine])}
               for kind in sorted(set(kinds[big]) - {""})
               if (k := len(np.unique(jobs[(mine := big & (kinds == kind))]))) >= MIN_TRUTH]
-    return {"quantile": SIZE_QUANTILES[0], "at": round(at, 6), "n": n,
-            "residuals": [round(float(r), 6) for r in residuals[big]], "groups": groups}
+    return {"quantile": SIZE_QUANTILES[0], "at": round(at, 6), "n": n, **p90_saved(residuals[big]), "groups": groups}
 
 
 def _offsets(residuals: np.ndarray) -> np.ndarray:
@@ -255,6 +255,22 @@ def _offsets(residuals: np.ndarray) -> np.ndarray:
 def _p90(residuals: np.ndarray) -> float:
     """The higher P90 offset (log) of these residuals' predictive system."""
     return float(_offsets(residuals)[2])
+
+
+def p90_saved(residuals: np.ndarray) -> dict:
+    """What a large group's P90 needs of its log residuals, JSON-ready: {p90: the offset (`_p90`: one order statistic
+    of the residuals, rounded to 6 decimals as calibrations saved before review 58 N7 kept them, so the same float),
+    forecasts: how many residuals it is of}. Before, every residual was saved: 14 of 19 MB of a memory champion's
+    calibration at 1M history rows (3 repeats), read back at every scoring (docs/testing.md, session 9)."""
+    rounded = np.array([round(float(r), 6) for r in np.asarray(residuals, dtype=np.float64)], dtype=np.float64)
+    return {"p90": _p90(rounded), "forecasts": len(rounded)}
+
+
+def _saved_p90(group: dict) -> float:
+    """A saved large group's P90 offset: its `p90`, or (a calibration saved before review 58 N7) its residuals'."""
+    if "p90" in group:
+        return float(group["p90"])
+    return _p90(np.asarray(group["residuals"], dtype=np.float64))
 
 
 LEVELS = ((c.MODEL_TYPE, c.QUEUE), (c.MODEL_TYPE,), (c.QUEUE,))  # finest first; then pooled
@@ -312,16 +328,15 @@ class Calibrated:
         if (size := cal.get("size")) and SIZE in groups:
             self.large.append((np.log(max(size["at"], self.floor)), _p90(residuals[groups[SIZE] == "large"])))
         if oof := cal.get(SIZE_OOF):  # formed on the out-of-fold forecasts: many more large jobs than the slice's
-            self.large.append((np.log(max(oof["at"], self.floor)), _p90(np.asarray(oof["residuals"], dtype=np.float64))))
+            self.large.append((np.log(max(oof["at"], self.floor)), _saved_p90(oof)))
         # the groups large by shape (model type, power, at (log shape), p90): jobs of that type at least that large
-        self.by_shape = [(g[c.MODEL_TYPE], g["power"], g["at"], _p90(np.asarray(g["residuals"], dtype=np.float64)))
+        self.by_shape = [(g[c.MODEL_TYPE], g["power"], g["at"], _saved_p90(g))
                          for g in (cal.get(SHAPE_OOF) or {}).get("groups", ())]
         # label-conditional (`large_by_truth`): (log at, the pooled P90 offset, model type -> its own)
         # (groups of fewer than `MIN_TRUTH` jobs, as calibrations saved before session 8's review kept, are left out)
         if (truth := cal.get(LARGE_TRUTH)) and truth["n"] >= MIN_TRUTH:
-            self.by_truth = (np.log(max(truth["at"], self.floor)), _p90(np.asarray(truth["residuals"], dtype=np.float64)),
-                             {g[c.MODEL_TYPE]: _p90(np.asarray(g["residuals"], dtype=np.float64))
-                              for g in truth["groups"] if g["n"] >= MIN_TRUTH})
+            self.by_truth = (np.log(max(truth["at"], self.floor)), _saved_p90(truth),
+                             {g[c.MODEL_TYPE]: _saved_p90(g) for g in truth["groups"] if g["n"] >= MIN_TRUTH})
         for level in LEVELS:
             labels = _labels(groups, level, len(residuals))
             if labels is None:

@@ -226,7 +226,7 @@ def test_where_the_slice_holds_too_few_large_jobs_their_p90_comes_from_the_out_o
     assert raw["size"] is None  # the slice alone forms no size group
     at = np.quantile(history, 0.9)
     assert raw[SIZE_OOF]["quantile"] == 0.9 and raw[SIZE_OOF]["at"] == pytest.approx(at, rel=1e-6)
-    assert raw[SIZE_OOF]["n"] == len(raw[SIZE_OOF]["residuals"]) == int(np.sum(oof[1] >= raw[SIZE_OOF]["at"]))
+    assert raw[SIZE_OOF]["n"] == raw[SIZE_OOF]["forecasts"] == int(np.sum(oof[1] >= raw[SIZE_OOF]["at"]))
     before, after = Calibrated({**raw, SIZE_OOF: None}), Calibrated(raw)
     test_pred, test_y = _sized(rng, N)
     big, types = test_y > at, {c.MODEL_TYPE: np.array(["CNN"] * N)}
@@ -279,7 +279,7 @@ def test_a_job_forecast_once_per_pass_counts_once_towards_the_large_groups_minim
     assert counted["quantile"] == 0.9 and counted["n"] == 12  # each pass's forecast counted: the defect
     fixed = calibrate(slice_y, slice_y, 1.0, history=history, out_of_fold=(passes[1], passes[0], passes[2]))[SIZE_OOF]
     assert fixed["quantile"] == 0.75 and fixed["n"] == 12 // 2 + 6  # 12 distinct jobs above the P75
-    assert len(fixed["residuals"]) == 24  # every pass's residual calibrates the group
+    assert fixed["forecasts"] == 24  # every pass's residual calibrates the group
 
 
 def test_memory_jobs_large_by_shape_get_the_p90_of_their_kind_where_the_forecast_misses_what_drives_them():
@@ -444,3 +444,47 @@ def test_jobs_measured_large_are_covered_by_the_p90_of_the_large_jobs_own_residu
     # without the rows, none is formed
     assert LARGE_TRUTH not in calibrate(history["truth"], history["pred"], 1.0, history=history["truth"], shapes=shapes,
                                         out_of_fold=(history["truth"], history["pred"]))
+
+
+def test_the_large_groups_save_their_p90_not_every_residual_and_read_back_the_same_intervals(monkeypatch):
+    """Review 58 N7: the large groups (by forecast out of fold, by shape, measured large) saved every residual, so a
+    memory champion's calibration grew with the history (19 MB at 1M rows and 3 repeats, 14 MB of it these groups:
+    docs/testing.md, session 9); now each saves its P90 (one order statistic) and how many forecasts it is of, a size
+    that does not grow with the history. The intervals read back are the same to the bit as those of the calibration
+    saved the old way (every residual, rounded to 6 decimals), and such an old calibration still reads."""
+    from gpucast.tasks.learn import intervals
+    from gpucast.tasks.learn.intervals import LARGE_TRUTH, SHAPE_OOF, SIZE_OOF
+
+    def night(n: int, seed: int = 8) -> dict:
+        rng = np.random.default_rng(seed)
+        kind = rng.choice(["CNN", "MLP", "Transformer"], n)
+        batch, side = rng.integers(8, 64, n).astype(float), rng.integers(32, 224, n).astype(float)
+        pred = np.exp(rng.uniform(0, 3, n))
+        truth = pred * np.exp(rng.normal(0, 0.3, n) + np.where(rng.uniform(0, 1, n) < 0.1, np.log(2.5), 0.0))
+        rows = np.tile(np.arange(n), 2)  # two passes of folds: two forecasts a job
+        oof = (truth[rows], pred[rows] * np.exp(rng.normal(0, 0.3, rows.size)), rows)
+        k = n // 20  # a slice too small for a size group of its own at the 90th percentile: the out-of-fold one forms
+        return calibrate(truth[:k], pred[:k], 1.0, {c.MODEL_TYPE: kind[:k].tolist()}, history=truth,
+                         shapes={c.MODEL_TYPE: kind, c.BATCH_SIZE: batch, c.INPUT_DIM: side}, out_of_fold=oof)
+
+    new = json.loads(json.dumps(night(4_000)))
+    assert all(new[g] for g in (SIZE_OOF, SHAPE_OOF, LARGE_TRUTH)) and new[LARGE_TRUTH]["groups"]
+    with monkeypatch.context() as m:  # what calibrate saved before: every residual, rounded to 6 decimals
+        m.setattr(intervals, "p90_saved", lambda r: {"residuals": [round(float(x), 6) for x in r]})
+        old = json.loads(json.dumps(night(4_000)))
+    saved = [old[SIZE_OOF], *old[SHAPE_OOF]["groups"], old[LARGE_TRUTH], *old[LARGE_TRUTH]["groups"]]
+    assert all("residuals" in g and "p90" not in g for g in saved)
+    assert [len(g["residuals"]) for g in saved] == [g["forecasts"] for g in (
+        new[SIZE_OOF], *new[SHAPE_OOF]["groups"], new[LARGE_TRUTH], *new[LARGE_TRUTH]["groups"])]
+    rng = np.random.default_rng(9)
+    jobs = {c.MODEL_TYPE: rng.choice(["CNN", "MLP", "Transformer", "RNN"], 20_000),
+            c.BATCH_SIZE: rng.integers(8, 64, 20_000).astype(float), c.INPUT_DIM: rng.integers(32, 224, 20_000).astype(float)}
+    pred = np.exp(rng.uniform(0, 3.5, 20_000))
+    got, before = Calibrated(new).intervals(pred, jobs), Calibrated(old).intervals(pred, jobs)
+    assert all(np.array_equal(a, b) for a, b in zip(got, before, strict=True))
+    assert not np.array_equal(got[2], Calibrated({**new, SIZE_OOF: None, SHAPE_OOF: None, LARGE_TRUTH: None}).intervals(
+        pred, jobs)[2])  # the groups widen some P90s here: the comparison above compares them
+    # the groups' size does not grow with the history (the slice's residuals, a fixed fraction of it, still do)
+    size = {n: {g: len(json.dumps(cal[g])) for g in (SIZE_OOF, SHAPE_OOF, LARGE_TRUTH)} for n in (4_000, 40_000)
+            if (cal := night(n))}
+    assert all(size[40_000][g] <= size[4_000][g] + 20 for g in size[4_000]), size
