@@ -186,3 +186,34 @@ def test_staged_files_are_listed_in_arrival_order_by_their_numbers_not_as_text(t
     (listed,) = load.staged_batches(tmp_path, "valid")
     assert [Path(p).stem for p in listed] == ["valid-00003-00010", "valid-20000-00000", "valid-20000-00001",
                                               "valid-100000-00000"]
+
+
+def test_the_history_probe_finds_the_records_loaded_before_at_both_ends_of_the_batchs_submitted_range(tmp_path):
+    """The merge probes only the history submitted within its batch's first and last `submitted_at` (issue 52: a batch
+    read the whole history). A record identical to one loaded before is still a duplicate at either end of that
+    range, a new version of a job inside it is loaded, and the same file again is all duplicates."""
+    from gpucast.tasks.ingest import staging as steps
+    from gpucast.warehouse import runs
+
+    def line(job: str, day: int, hour: int, runtime: float = 1.5) -> str:
+        return (f'{{"job_id": "{job}", "submitted_at": "2026-11-0{day}T{hour:02d}:00:00Z", "status": "COMPLETED", '
+                f'"model_type": "ResNet", "params_million": 25.6, "batch_size": 32, "runtime_hours": {runtime}}}\n')
+
+    first = [line("j1", 1, 9), line("j2", 2, 8), line("j3", 2, 10), line("j4", 2, 14), line("j5", 2, 12), line("j6", 3, 9)]
+    # the batch's earliest (j3) and latest (j4) rows were loaded before; j5 is a new version, j7 a new job
+    second = [line("j3", 2, 10), line("j5", 2, 12, runtime=2.5), line("j7", 2, 11), line("j4", 2, 14)]
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path / "home")}).storage
+    counts = []
+    with connect_writer(storage) as con:
+        for n, lines in enumerate((first, second, second)):
+            src = tmp_path / f"{n}.jsonl"
+            src.write_text("".join(lines))
+            staged = tmp_path / f"staging-{n}"
+            results = [steps.stage_file(src, staged, 0)]
+            runs.start(con, runs.Run("ingest", f"ingest-{n}", datetime.now(UTC), staged), **load.start_columns(1))
+            totals = load.load_run(con, f"ingest-{n}", staged, results)
+            counts.append((totals.rows_loaded, totals.rows_duplicate))
+        assert counts == [(6, 0), (2, 2), (0, 4)]
+        assert con.execute("SELECT job_id, runtime_hours FROM job_logs WHERE job_id IN ('j4', 'j5') ORDER BY 1").fetchall() \
+            == [("j4", 1.5), ("j5", 2.5)]
+        assert con.execute("SELECT count(*) FROM job_log_records").fetchone()[0] == 8
