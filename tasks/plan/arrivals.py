@@ -23,10 +23,12 @@ days; over 1: jobs sharing GPUs). The floor keeps a queue whose recent days held
 
 Series map to rows by GPU type: a series whose type is one of its queue's planned types goes to
 that row; 'unknown' (or a type the queue is not planned on) goes to the queue's largest type, the
-rule for a known job of unknown size. A row's `expected_gpu_hours_p90` is its part of the P90 of its queue's total
-(session 9: the series' `gpu_hours_p90_of_queue`, the queue's own forecast's P90 split over its series by P50), not its
-series' P90s summed: a queue planned on one GPU type (its series, `unknown` included, all on that row) gets the P90 of
-the queue's total arrivals; a forecast without the column: the series' own P90s summed, as before.
+rule for a known job of unknown size. A queue whose series all land on one row (a queue planned on one GPU type:
+its series, `unknown` included) gets the P90 of the queue's total arrivals as that row's `expected_gpu_hours_p90`
+(session 9: its series' `gpu_hours_p90_of_queue`, the queue's own forecast's P90 split over its series by P50), not
+its series' P90s summed. A queue planned on several types keeps each row's series' own P90s summed (review 59 M1: GPU
+types are not fungible, so a row given its P50 share of the queue's P90 would be planned under its own P90); a
+forecast without the column: the series' own P90s summed, as before.
 
 The site's P90 total (issue 53 item 3) is not the rows' P90s summed: each row also carries its part of the P90
 of the site's total (`expected_gpu_hours_p90_of_total`: the demand forecast's `gpu_hours_p90_of_total`, the
@@ -104,9 +106,14 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
          .join(largest, on="queue", how="inner")
          .join(types.select("queue", "gpu_type", pl.lit(True).alias("_planned")), on=["queue", "gpu_type"], how="left")
          .with_columns(pl.when(pl.col("_planned")).then(pl.col("gpu_type")).otherwise(pl.col("_largest")).alias("gpu_type")))
+    # a queue whose series land on one row takes its queue's P90; one planned on several types keeps each row's
+    # series' own P90s: GPU types are not fungible, so a row's share of the queue's P90 would plan it under its own
+    one_row = pl.col("gpu_type").n_unique().over("day", "queue") == 1
+    f = f.with_columns(pl.when(one_row).then(pl.col("gpu_hours_p90_of_queue")).otherwise(pl.col("gpu_hours_p90"))
+                       .alias("_row_p90"))
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
-        pl.col("gpu_hours_p90_of_queue").sum().alias("expected_gpu_hours_p90"),
+        pl.col("_row_p90").sum().alias("expected_gpu_hours_p90"),
         pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"))
 
 

@@ -290,6 +290,21 @@ def test_a_rows_p90_is_its_queues_own_p90_not_its_series_p90s_summed():
     assert older["expected_gpu_hours_p90"].to_list() == [144.0]  # a forecast before the column: the sum, as before
 
 
+def test_a_queue_planned_on_two_gpu_types_keeps_each_rows_own_p90(inventory):
+    """Review 59 M1: queue `small` is planned on two GPU types, a series on each (P50 10, own P90 30 GPU-hours; the
+    queue's total P90 40, 20 each by P50): each row expects its own series' P90 (30), not its share of the queue's
+    (20): an L4 row cannot borrow an A100 row's slack. All of a queue's series on one row: the queue's P90."""
+    known = plan_capacity(jobs([]), inventory, START, 2)
+    demand = forecast([(1, "small", "l4 24gb", 10.0, 30.0), (1, "small", "A100-40GB", 10.0, 30.0),
+                       (1, "big", "A100-80GB", 10.0, 30.0), (1, "big", "unknown", 10.0, 30.0)]).with_columns(
+        pl.lit(20.0).alias("gpu_hours_p90_of_queue"))
+    rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    day1 = {(r["queue"], r["gpu_type"]): r for r in rows.filter(pl.col("day") == START + timedelta(days=1)).to_dicts()}
+    assert [day1["small", t]["expected_gpu_hours_p90"] for t in ("L4-24GB", "A100-40GB")] == [30.0, 30.0]
+    assert [day1["small", t]["expected_gpu_hours_p50"] for t in ("L4-24GB", "A100-40GB")] == [10.0, 10.0]
+    assert day1["big", "A100-80GB"]["expected_gpu_hours_p90"] == 40.0  # both series on one row: the queue's P90
+
+
 def test_the_site_is_short_only_of_what_its_p90_total_lacks_and_the_queues_shortfalls_are_named_apart():
     from gpucast.tasks.plan.arrivals import by_day
 
