@@ -204,16 +204,9 @@ class LlmCorrection:
         known = group in self.by_group
         e = self.by_group[group] if known else self.pooled
         where = f"{e.rows} {group} jobs" if known else f"all {e.rows} LLM jobs ({group}: fewer than {MIN_LLM_GROUP_ROWS})"
-        head = f"the champion's correction did not beat the per-GPU prior out of fold on {where} "
-        if math.isnan(e.prior_below):  # evidence saved before the GB rule (issue 50 session 9): the rule it was judged by
-            return head + (f"(P50 MAPE {e.model_mape:.1f}% vs the prior's {e.prior_mape:.1f}%, closer on {e.closer} "
-                           f"of {e.rows} jobs)")
-        # the prior wins on the planner loss or on the squared error unweighted (`llm_correction`); say which
-        decided = ("planner loss" if e.prior_loss <= e.model_loss else
-                   "squared error unweighted (the planner loss, under-forecasts x3, is the correction's)")
-        return head + (f"(planner loss {e.model_loss:.3g} vs the prior's {e.prior_loss:.3g} GB; the prior lower in "
-                       f"{decided} on {e.prior_below:.1%} of the resamples; P50 MAPE {e.model_mape:.1f}% vs "
-                       f"{e.prior_mape:.1f}%)")
+        return (f"the champion's correction did not beat the per-GPU prior out of fold on {where} "
+                f"(planner loss {e.model_loss:.3g} vs the prior's {e.prior_loss:.3g} GB, the prior lower on "
+                f"{e.prior_below:.1%} of the resamples; P50 MAPE {e.model_mape:.1f}% vs {e.prior_mape:.1f}%)")
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> LlmCorrection | None:
