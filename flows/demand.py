@@ -24,7 +24,7 @@ from gpucast.tasks.demand.forecast import (
     NAIVE,
     SEASONAL_NAIVE,
     forecast_demand,
-    forecast_queues,
+    forecast_queue_totals,
     forecast_total,
     history_end,
     series_counts,
@@ -55,8 +55,8 @@ def forecast_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataF
 
 
 @task(name="forecast-demand-queues")
-def forecast_queues_task(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
-    return forecast_queues(daily, as_of, days, forecast)
+def forecast_queue_totals_task(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
+    return forecast_queue_totals(daily, as_of, days, forecast)
 
 
 @task(name="backtest-demand")
@@ -91,7 +91,7 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
         total = forecast_total_task(daily, end, days)
         forecast = forecast_demand_task(daily, end, days)
-        queues = forecast_queues_task(daily, end, days, forecast)
+        queues = forecast_queue_totals_task(daily, end, days, forecast)
         forecast = with_queue_share(with_total_share(forecast, total), queues)
         backtest = backtest_demand_task(daily, end, days)
         series, fallbacks = series_counts(forecast)

@@ -118,7 +118,8 @@ def keep_staged(folder: Path, score_run_id: str, parts: list[Path]) -> None:
 # backfill or the demo sets in the past) relative to the run just published; never that run itself. Each run's
 # forecast time is kept in `score_runs.forecasts_at` when it is published (`publish`; runs published before the column
 # get it once, warehouse/schema.py `backfill_forecasts_at`), so the rule reads the runs, not every kept run's
-# forecasts (0.43-0.55 CPU-s at 42-57M kept forecasts, issue 52 item 5); a run without forecasts is as old as its start.
+# forecasts (which cost 0.36-0.48 CPU-s at 30M kept forecasts before, 0.002 now: issue 52 item 5, session 9); a run
+# without forecasts is as old as its start.
 OLD_SCORE_RUNS = """
 SELECT r.score_run_id FROM score_runs r, (SELECT forecasts_at FROM score_runs WHERE score_run_id = ?) AS this
 WHERE r.pruned_at IS NULL AND r.score_run_id <> ?

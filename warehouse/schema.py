@@ -123,7 +123,8 @@ def _merge_watermarks(con: duckdb.DuckDBPyConnection) -> int:
 # kept (schema.sql; warehouse/forecast.py `prune` reads it). Runs without forecasts (failed, pruned) keep it null.
 BACKFILL_FORECASTS_AT = """
 UPDATE score_runs SET forecasts_at = f.at
-FROM (SELECT score_run_id, max(scored_at) AS at FROM forecasts GROUP BY score_run_id) f
+FROM (SELECT score_run_id, max(scored_at) AS at FROM forecasts
+      WHERE score_run_id IN (SELECT score_run_id FROM score_runs WHERE forecasts_at IS NULL) GROUP BY score_run_id) f
 WHERE score_runs.score_run_id = f.score_run_id AND score_runs.forecasts_at IS NULL
 """
 

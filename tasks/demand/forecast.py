@@ -28,7 +28,7 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   cross-validation errors keeps its model's own interval.
 * The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its
   P90 is the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`),
-  which the plan adds up instead of the series' P90s. Each queue's total likewise (`forecast_queues`, session 9: a
+  which the plan adds up instead of the series' P90s. Each queue's total likewise (`forecast_queue_totals`, session 9: a
   queue of several GPU types forecast as a series of its own, a queue of one series being that series), and
   `with_queue_share` gives each series its part of its queue's P90 (`gpu_hours_p90_of_queue`): a queue's P90 is the
   P90 of its total, not its series' P90s summed (the page's outlook, the plan's rows at P90).
@@ -221,7 +221,7 @@ def queue_series(daily: pl.DataFrame) -> pl.DataFrame:
             .select("day", "queue", pl.lit(TOTAL).alias("gpu_type"), "jobs_submitted", "gpu_hours").sort("queue", "day"))
 
 
-def forecast_queues(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
+def forecast_queue_totals(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.DataFrame) -> pl.DataFrame:
     """Each queue's total GPU-hours and jobs a day (`QUEUE_COLUMNS`), its P90 the P90 of the queue's total (session 9):
     a queue of one series is that series' forecast (`forecast`, the same days); a queue of several GPU types (the demo's:
     its type and `unknown`) is forecast as a series of its own by the same method, not its series' bands summed."""
@@ -233,7 +233,7 @@ def forecast_queues(daily: pl.DataFrame, as_of: date, days: int, forecast: pl.Da
 
 
 def with_queue_share(forecast: pl.DataFrame, queues: pl.DataFrame) -> pl.DataFrame:
-    """The per-series forecast with `QUEUE_SHARE`: the queue's own P90 (`forecast_queues`) that day split over its
+    """The per-series forecast with `QUEUE_SHARE`: the queue's own P90 (`forecast_queue_totals`) that day split over its
     series by P50, as `with_total_share` splits the site's, so a queue's series add up to the P90 of its total and
     the plan's rows of a queue add up to it; without a queue forecast of the day: the series' own P90."""
     return _share(forecast, queues.select("day", "queue", "gpu_hours_p90"), ["day", "queue"], QUEUE_SHARE)

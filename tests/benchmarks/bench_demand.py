@@ -139,7 +139,7 @@ def main() -> None:
 
 def _queue_bands(series: pl.DataFrame, queues: pl.DataFrame) -> str:
     """Session 9 (issue 53 item 3): each queue's GPU-hours band in the backtest, as the queue's total forecast as a
-    series of its own (`forecast_queues`' way) and as its series' bands summed (before): P10-P90 coverage of the
+    series of its own (`forecast_queue_totals`' way) and as its series' bands summed (before): P10-P90 coverage of the
     queue's days and the median P90 / P50, over the queues of several series (the simulator's: a type and `unknown`)."""
     summed = (series.group_by("origin", "day", "queue")
               .agg(pl.col("gpu_hours_p10", "gpu_hours_p50", "gpu_hours_p90", "actual").sum(), pl.len().alias("series"))

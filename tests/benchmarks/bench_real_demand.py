@@ -24,7 +24,7 @@ every series on the whole history and the backtest, with CPU seconds.
 
 Session 9: per queue too: each queue's own P10-P90 coverage over the backtest's days and its plan row's P90 total over
 its P50 (median over the plan's days, per origin), the row's P90 being its part of the P90 of its queue's total
-(`forecast_queues`, `with_queue_share`). `--daily FILE` reads a second real series instead of the trace: a daily table
+(`forecast_queue_totals`, `with_queue_share`). `--daily FILE` reads a second real series instead of the trace: a daily table
 of a public GPU cluster's submissions (tests/data/alibaba_spot_gpu_daily/README.md: `submit_day, jobs, gpu_seconds`),
 one series (the site), so there is no "as the warehouse knew it" part (no job records).
 
@@ -51,7 +51,7 @@ from gpucast.tasks.demand.forecast import (
     MIN_SEASONAL_DAYS,
     SEASON,
     forecast_demand,
-    forecast_queues,
+    forecast_queue_totals,
     forecast_total,
     total_series,
     with_queue_share,
@@ -138,7 +138,7 @@ def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, flo
     history = daily.filter(pl.col("day") <= origin)
     series = forecast_demand(history, origin, days)
     forecast = with_queue_share(with_total_share(series, forecast_total(history, origin, days)),
-                                forecast_queues(history, origin, days, series))
+                                forecast_queue_totals(history, origin, days, series))
     empty = pl.DataFrame(schema={c: pl.Float64 for c in ("hours_p50", "hours_p90", "mem_gb")} | {
         "job_id": pl.String, "queue": pl.String, "day": pl.Date, "gpu_count": pl.Int64})
     known = plan_capacity(empty, None, origin + timedelta(days=1), days, queues=arrivals.forecast_queues(forecast))

@@ -832,7 +832,7 @@ CREATE TABLE IF NOT EXISTS demand_forecast_total (
 );
 
 -- Session 9 (issue 53 item 3): each queue's total (its GPU types summed) per future day (tasks/demand/forecast.py
--- `forecast_queues`): a queue of several GPU types forecast as a series of its own by the same method, so its P10 /
+-- `forecast_queue_totals`): a queue of several GPU types forecast as a series of its own by the same method, so its P10 /
 -- P90 are those of the queue's total (not its series' bands summed); a queue of one series: that series' forecast.
 CREATE TABLE IF NOT EXISTS demand_forecast_queue (
     demand_run_id VARCHAR NOT NULL,

@@ -127,13 +127,13 @@ def test_the_total_has_its_own_p90_and_the_series_shares_add_up_to_it():
 
 def test_a_queue_of_several_gpu_types_has_its_own_p90_and_its_series_shares_add_up_to_it():
     """Session 9 (issue 53 item 3): a queue of four independent GPU-type series is forecast as a series of its own
-    (`forecast_queues`): its P90 is under its series' P90s summed, above their P50s summed, and each series'
+    (`forecast_queue_totals`): its P90 is under its series' P90s summed, above their P50s summed, and each series'
     `gpu_hours_p90_of_queue` adds up, per day and queue, to it; a queue of one series is that series' forecast."""
     several = pl.concat([shifting(49, seed=s, queue="big").with_columns(pl.lit(f"t{s}").alias("gpu_type")) for s in range(4)])
     daily = pl.concat([several, shifting(49, seed=9, queue="one")])
     as_of = START + timedelta(days=48)
     per_series = module.forecast_demand(daily, as_of, 7)
-    queues = module.forecast_queues(daily, as_of, 7, per_series)
+    queues = module.forecast_queue_totals(daily, as_of, 7, per_series)
     assert queues.columns == list(module.QUEUE_COLUMNS) and queues.height == 14
     big = queues.filter(pl.col("queue") == "big").sort("day")
     summed = per_series.filter(pl.col("queue") == "big").group_by("day").agg(pl.col("gpu_hours_p50", "gpu_hours_p90").sum()).sort("day")
