@@ -1,4 +1,4 @@
-"""Job-log contract v5: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v6: every column name, type, unit, allowed value and bound, defined once.
 
 v2 added the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`), v3 the optional
 architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...), v4 the scheduler's own facts
@@ -6,7 +6,8 @@ architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...), v4 the schedu
 job known only by its scheduler still counts in demand and plans), v5 the layout of a job on many GPUs
 (`tensor_parallel`, `pipeline_parallel`, `context_parallel`, `sharding`, `cpu_offload`,
 `activation_checkpointing`, `adapter`, `lora_rank`, `micro_batch_size`; `precision` gains FP8: LLM training
-and fine-tuning, issue 51). A v1, v2, v3 or v4 log reads exactly as
+and fine-tuning, issue 51), v6 the loss's precision (`loss_precision`: `fp32`, `half`, `fused`) and the adapter
+word `lisa` (issue 51 session 10). A v1, v2, v3, v4 or v5 log reads exactly as
 before, and records loaded under an older version keep their identity (each version's columns enter
 the record hash only when one of them is set, see `record_hash_sql`).
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 5
+CONTRACT_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -125,12 +126,22 @@ UNKNOWN_WORD = "unknown"
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp", UNKNOWN_WORD)
 CPU_OFFLOADS = ("none", "optimizer", "all")
 CHECKPOINTINGS = ("none", "selective", "full")
-ADAPTERS = ("none", "lora", "qlora", "other", UNKNOWN_WORD)
+ADAPTERS = ("none", "lora", "qlora", "other", "lisa", UNKNOWN_WORD)  # `lisa` since v6
 LORA_RANK_MAX = 65_536
+# Contract v6: the precision of the training loss, which decides the bytes the head's logits take at the peak
+# (tasks/learn/llm_memory.py `LOSS_LOGIT_BYTES`): `fp32` (the default: the loss on an fp32 copy of the logits,
+# transformers' `ForCausalLMLoss`, autocast's cross-entropy), `half` (the loss on the 16-bit logits: a script's own
+# loss under an fp16 engine without autocast, Megatron's `fp16_lm_cross_entropy`), `fused` (a fused or chunked
+# linear cross-entropy that never holds the logits: Liger's, Apple's Cut Cross-Entropy). Another word: `unknown`.
+LOSS_PRECISION = "loss_precision"
+LOSS_PRECISIONS = ("fp32", "half", "fused", UNKNOWN_WORD)
+# The word fields whose unknown words are kept as `unknown` (and counted in the nightly's feature summary), never
+# rejected
+UNKNOWN_KEPT = (SHARDING, ADAPTER, LOSS_PRECISION)
 # What a missing value means (the contract's defaults, applied where the value is used, never stored: a v1-v4
 # record keeps its nulls, its hash and its features).
 LLM_DEFAULTS = {TENSOR_PARALLEL: 1, PIPELINE_PARALLEL: 1, CONTEXT_PARALLEL: 1, SHARDING: "none", CPU_OFFLOAD: "none",
-                ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none"}
+                ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none", LOSS_PRECISION: "fp32"}
 
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
@@ -196,11 +207,16 @@ FIELDS: tuple[Field, ...] = (
     Field(ACTIVATION_CHECKPOINTING, "string", "", ", ".join(CHECKPOINTINGS) + " (true/false accepted: full/none); "
           "missing means `none`", values=CHECKPOINTINGS, since=5),
     Field(ADAPTER, "string", "", "none (all weights trained), lora, qlora, other (any other parameter-efficient "
-          "method; PEFT's peft_type names accepted); another word kept as `unknown`; missing means `none`",
+          "method; PEFT's peft_type names accepted), lisa (v6: LISA's sampled blocks, embedding and head trained); "
+          "another word kept as `unknown`; missing means `none`",
           values=ADAPTERS, since=5),
     Field(LORA_RANK, "int", "", f"> 0 and at most {LORA_RANK_MAX:,}; the adapter's rank r", maximum=LORA_RANK_MAX,
           since=5),
     Field(MICRO_BATCH_SIZE, "int", "samples", "> 0; samples per GPU per forward pass", maximum=1e7, since=5),
+    # v6
+    Field(LOSS_PRECISION, "string", "", "fp32 (the loss on fp32 logits), half (on the 16-bit logits), fused (a fused "
+          "linear cross-entropy that never holds the logits: Liger, Cut Cross-Entropy); another word kept as "
+          "`unknown`; missing means `fp32`", values=LOSS_PRECISIONS, since=6),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -216,8 +232,9 @@ PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
 # The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,),
-# 4: (time_limit_hours, job_name), 5: (tensor_parallel, ..., micro_batch_size)}.
-LLM_COLUMNS = tuple(f.name for f in FIELDS if f.since == 5)
+# 4: (time_limit_hours, job_name), 5: (tensor_parallel, ..., micro_batch_size), 6: (loss_precision,)}.
+# The fields of a job on many GPUs (v5's layout and v6's loss precision).
+LLM_COLUMNS = tuple(f.name for f in FIELDS if f.since >= 5)
 ADDED_BY_VERSION = {v: tuple(f.name for f in FIELDS if f.since == v) for v in range(2, CONTRACT_VERSION + 1)}
 
 

@@ -75,13 +75,23 @@ ADAPTER_SYNONYMS = {
     # PEFT's peft_type names (and a few others' methods) other than LoRA
     **dict.fromkeys(("other", "adalora", "dora", "prefixtuning", "prompttuning", "ptuning", "ptuningv2", "ia3", "loha",
                      "lokr", "oft", "boft", "vera", "fourierft", "hra", "bone", "lntuning", "poly", "adaptionprompt",
-                     "llamaadapter", "adapter", "adapters", "longlora", "lisa", "galore", "reft", "loreft", "qdora",
+                     "llamaadapter", "adapter", "adapters", "longlora", "galore", "reft", "loreft", "qdora",
                      "xlora", "vblora", "cpt", "multitaskprompttuning", "boneft", "miss", "randlora", "shira", "c3a"),
                     "other"),
+    **dict.fromkeys(("lisa", "lmflowlisa", "uselisa"), "lisa"),  # contract v6 (v5 read it as `other`)
+}
+# Contract v6: the loss's precision. `fp32` for the loss on fp32 logits (the default), `half` for a loss on the 16-bit
+# logits (Megatron's `fp16_lm_cross_entropy`), `fused` for a fused linear cross-entropy (Liger, Apple's Cut
+# Cross-Entropy, chunked losses) that never holds the logits.
+LOSS_PRECISION_SYNONYMS = {
+    **dict.fromkeys(("fp32", "float32", "float", "single", "32", "f32", "full", "default", "upcast"), "fp32"),
+    **dict.fromkeys(("half", "fp16", "bf16", "float16", "bfloat16", "16", "16bit", "f16"), "half"),
+    **dict.fromkeys(("fused", "liger", "ligerkernel", "fusedlinearcrossentropy", "ligerfusedlinearcrossentropy",
+                     "cutcrossentropy", "cce", "chunked", "chunkedce", "chunkedcrossentropy"), "fused"),
 }
 LLM_WORDS = {c.SHARDING: SHARDING_SYNONYMS, c.CPU_OFFLOAD: CPU_OFFLOAD_SYNONYMS,
-             c.ACTIVATION_CHECKPOINTING: CHECKPOINTING_SYNONYMS, c.ADAPTER: ADAPTER_SYNONYMS}
-UNKNOWN_KEPT = (c.SHARDING, c.ADAPTER)  # another word: `unknown`
+             c.ACTIVATION_CHECKPOINTING: CHECKPOINTING_SYNONYMS, c.ADAPTER: ADAPTER_SYNONYMS,
+             c.LOSS_PRECISION: LOSS_PRECISION_SYNONYMS}
 MODEL_TYPE_SYNONYMS = {
     **{m.lower(): m for m in c.KNOWN_MODEL_TYPES},
     "convnet": "CNN",
@@ -260,10 +270,10 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
     values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
     for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH, c.JOB_NAME):
         values[name] = pl.col(_t(name))
-    for name, synonyms in LLM_WORDS.items():  # contract v5
+    for name, synonyms in LLM_WORDS.items():  # contract v5 and v6
         t = pl.col(_t(name))
         key = t.str.to_lowercase().str.replace_all(r"[\s_\-]", "")
-        fallback = pl.when(t.is_not_null()).then(pl.lit(c.UNKNOWN_WORD)) if name in UNKNOWN_KEPT else t
+        fallback = pl.when(t.is_not_null()).then(pl.lit(c.UNKNOWN_WORD)) if name in c.UNKNOWN_KEPT else t
         values[name] = key.replace_strict(synonyms, default=fallback, return_dtype=pl.String)
     error, flag = _layout_rule()
     errors.append(error)

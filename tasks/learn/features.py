@@ -211,14 +211,15 @@ def _labelled(target: str) -> pl.Expr:
 def summary(history: pl.DataFrame, pending: pl.DataFrame) -> FeatureSummary:
     """What tonight's models learn from and score: labelled jobs per target, pending jobs, the share of
     missing values per feature, GPU types the catalogue does not know (kept, with no peak), and the jobs whose
-    sharding or adapter word nobody knew (contract v5: kept as `unknown`, forecast as the plain case)."""
+    sharding, adapter or loss-precision word nobody knew (contracts v5, v6: kept as `unknown`, forecast as the
+    plain case)."""
     both = pl.concat([history.select(*c.FEATURES, c.GPU_TYPE), pending.select(*c.FEATURES, c.GPU_TYPE)])
     missing = both.select(pl.col(f).is_null().mean() for f in c.FEATURES).row(0, named=True) if both.height else {}
     unknown = (both.filter(pl.col(c.GPU_TYPE).is_not_null())
                .filter(pl.col(c.GPU_TYPE).map_elements(lambda t: catalog.canonical(t) is None, return_dtype=pl.Boolean))
                .group_by(c.GPU_TYPE).len().sort("len", descending=True))
     layout = {n: int(sum(f[n].eq(c.UNKNOWN_WORD).sum() for f in (history, pending) if n in f.columns))
-              for n in (c.SHARDING, c.ADAPTER)}
+              for n in c.UNKNOWN_KEPT}
     return FeatureSummary(labelled_jobs=history.height, pending=pending.height,
                           unknown_layout_words={n: k for n, k in layout.items() if k},
                           labelled={t: history.filter(_labelled(t)).height for t in c.TARGETS},

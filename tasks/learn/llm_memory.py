@@ -58,7 +58,8 @@ logits, which keeps tanh's output (`SOFTCAP_FAMILIES`). Under a k-bit base's fp3
 fp32 (bitsandbytes returns its input's dtype): the block's activations at 4 bytes. A
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
 (1F1B; m = micro-batches per optimizer step, from `batch_size`, else p). The head's logits are kept as 16-bit
-logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t).
+logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t), or what
+the job's `loss_precision` says (contract v6, `LOSS_LOGIT_BYTES`: a loss on the 16-bit logits, a fused loss).
 `ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
 rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
 
@@ -285,7 +286,7 @@ class Layout:
     sharding: str = "none"  # none | zero1 | zero2 | zero3 | fsdp (unknown: none)
     cpu_offload: str = "none"  # none | optimizer | all
     activation_checkpointing: str = "none"  # none | selective | full
-    adapter: str = "none"  # none | lora | qlora | other (unknown: none)
+    adapter: str = "none"  # none | lora | qlora | other | lisa (unknown: none)
     lora_rank: int | None = None
     micro_batch_size: int = 1
     seq_len: int = 2048
@@ -301,6 +302,7 @@ class Layout:
     # bytes a linear weight of a `qlora` base takes: 4 bits with their constants unless the model's name says another
     # width (`quantised_bytes`: a GPTQ Int8 or an AQLM 2-bit checkpoint)
     base_bytes: float = 0.516
+    loss_precision: str = "fp32"  # fp32 | half | fused (contract v6; unknown: fp32): `LOSS_LOGIT_BYTES`
 
     @property
     def data_parallel(self) -> int:
@@ -354,6 +356,21 @@ ADAPTER_STATE_BYTES = 16  # fp32 adapter weights 4 + gradients 4 + AdamW moments
 DEFAULT_LORA_RANK = 8  # PEFT's LoraConfig default
 GATHERED_UNITS = 3  # FSDP / ZeRO-3: the block computing, the one prefetched, and a block's gathered gradients
 LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 gradient 4
+# Bytes a logit at the logits' peak by the job's `loss_precision` (contract v6). `fp32`: `LOGIT_BYTES`. `half`: a loss
+# on the 16-bit logits (a script's own shifted `nn.CrossEntropyLoss` under DeepSpeed's or Gemini's fp16 engine, which
+# runs the model in fp16 without autocast; Megatron's `fp16_lm_cross_entropy`): 6.12, traced on CPU at once over a
+# 16-bit head, a shifted cross-entropy and its backward (tests/benchmarks/bench_llm_memory.py `logit_bytes(False)`;
+# 12.12 for a loss on fp32 logits, where `LOGIT_BYTES` is the fitted 10). `fused`: a fused linear cross-entropy
+# (Liger's `LigerFusedLinearCrossEntropyLoss`, Apple's Cut Cross-Entropy) computes the loss and the head's gradient
+# chunk by chunk and never holds the logits: 0 (its chunk, a few hundred MB at most, is in the overhead).
+LOSS_LOGIT_BYTES = {"fp32": LOGIT_BYTES, "half": 6.12, "fused": 0.0}
+# LISA (Pan et al. 2024, algorithm 1; ms-swift's and LMFlow's `lisa_activated_layers`): the embedding and the head are
+# always trained, with `LISA_ACTIVATED_LAYERS` sampled blocks at a time; the rest is frozen at 16 bits. The trained
+# parameters take the model's 16-bit gradients and two 16-bit AdamW moments (the model is trained in its 16-bit dtype
+# by ms-swift's and LMFlow's full-training path, no fp32 master), and torch's foreach AdamW step copies their second
+# moments (`step_temporary`). The contract carries no count of activated layers: 2, LMFlow's documented example and
+# ms-swift's examples' value (its Benchmark.md also has a run of 4: one block pair more, ~2.4 GB on Qwen-7B, is missed).
+LISA_ACTIVATED_LAYERS = 2
 # The soft-capped head's saved tanh output, bytes a logit at the head's width: 2 at 16 bits, 4 for an fp32 head
 # (a k-bit base, `Layout.kbit_upcast`). Traced on CPU (a TorchDispatchMode counting live storages over the head,
 # transformers' ForCausalLMLoss and the backward, 1,024 tokens x 32,000 entries): peak bytes a logit 12.5 plain,
@@ -419,6 +436,12 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     if gathered and job.sharding == "fsdp":
         gathered += fsdp_root_params(arch, job) * (4 if job.kbit_upcast else min(half, 2))  # `fsdp_root_params`
     galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
+    if job.adapter == "lisa":  # the frozen rest at 16 bits, the trained part's gradients and moments too (`lisa_params`)
+        base = params / (d if sharded else 1) * (0.0 if job.cpu_offload == "all" else half)
+        trained = lisa_params(arch) / split / (d if job.sharding != "none" else 1)
+        optim = 0.0 if job.cpu_offload != "none" else trained * MOMENTS.get((job.optimizer or "").lower(), 2) * (
+            1 if eight_bit else half)
+        return base + gathered, trained * half, optim
     # GaLore trains every weight: a job logged as `other` (a parameter-efficient method) with it is full training
     if job.adapter in ("lora", "qlora") or (job.adapter == "other" and not galore):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
@@ -472,6 +495,12 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     return w + gathered, g, o
 
 
+def lisa_params(arch: Arch) -> float:
+    """Parameters LISA trains at a time (`LISA_ACTIVATED_LAYERS`): the embedding and the head, and the sampled
+    blocks."""
+    return arch.embedding_params + LISA_ACTIVATED_LAYERS * arch.block_params
+
+
 def fsdp_root_params(arch: Arch, job: Layout) -> float:
     """Parameters of FSDP's root unit on one GPU, which stay all-gathered from their forward through the backward pass:
     what the per-block wrapping leaves to the root (`transformer_auto_wrap_policy` / torchtitan's `fully_shard` of each
@@ -521,7 +550,9 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
         kept = blocks * per_block
     in_flight = min(p, job.micro_batches) if job.micro_batches else p
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
-    per_logit = LOGIT_BYTES + (SOFTCAP_LOGIT_BYTES[job.kbit_upcast] if arch.family in SOFTCAP_FAMILIES else 0)
+    per_logit = LOSS_LOGIT_BYTES.get(job.loss_precision, LOGIT_BYTES)
+    if per_logit and arch.family in SOFTCAP_FAMILIES:
+        per_logit += SOFTCAP_LOGIT_BYTES[job.kbit_upcast]
     logits = tokens * arch.vocab * per_logit / job.tensor_parallel
     if p > 1:  # the first stage keeps `in_flight` micro-batches; the last one the logits
         first, last = kept * in_flight, kept + logits
@@ -533,7 +564,8 @@ def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
     takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
     Adam under zero1-3, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU
-    (offload), for 8-bit, factored or one-moment optimizers, and for adapters (their states are small)."""
+    (offload), for 8-bit, factored or one-moment optimizers, and for adapters (their states are small); LISA's
+    trained part copies its 16-bit second moments (`lisa_params`)."""
     optimizer = job.optimizer or ""
     if (job.adapter in ("lora", "qlora", "other") or job.sharding in ("zero1", "zero2", "zero3")
             or job.tensor_parallel > 1
@@ -541,6 +573,9 @@ def step_temporary(arch: Arch, job: Layout) -> float:
             or EIGHT_BIT_OPTIMIZER.search(optimizer) or GALORE_OPTIMIZER.search(optimizer)
             or FUSED_OPTIMIZER.search(optimizer)):
         return 0.0
+    if job.adapter == "lisa":
+        return lisa_params(arch) / (job.tensor_parallel * job.pipeline_parallel) * HALF_BYTES.get(job.precision, 2) / (
+            job.data_parallel if job.sharding == "fsdp" else 1)
     pure = job.sharding == "none" and job.precision in ("BF16", "FP8")
     moment_bytes = HALF_BYTES.get(job.precision, 2) if pure or job.precision in ("FP32", "FP64") else MASTER_BYTES.get(
         job.precision, 4)
@@ -576,7 +611,7 @@ def model_states_baseline_gb(params: float, job: Layout) -> float:
     split = job.tensor_parallel * job.pipeline_parallel
     d = job.data_parallel
     w, g, o = 2.0, 2.0, 12.0
-    if job.adapter in ("lora", "qlora", "other"):
+    if job.adapter in ("lora", "qlora", "other", "lisa"):  # a calculator counts the frozen base's weights
         w, g, o = (0.5 if job.adapter == "qlora" else 2.0), 0.0, 0.0
     if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
         o /= d
@@ -591,7 +626,9 @@ def flops_per_token(arch: Arch, job: Layout) -> float:
     """Training FLOPs per token (module docstring: 6 P, or 4 P + 6 x the adapter's, + 2 P under full
     checkpointing, + attention's 12 L s h)."""
     active = arch.active_params
-    if job.adapter in ("lora", "qlora", "other"):
+    if job.adapter == "lisa":  # the frozen rest's forward and backward to the activations, the trained part's weights
+        flops = 4.0 * active + 2.0 * lisa_params(arch)
+    elif job.adapter in ("lora", "qlora", "other"):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
         flops = 4.0 * active + 6.0 * arch.adapter_params(rank)
     else:
@@ -614,14 +651,16 @@ def is_llm(rows: pl.DataFrame) -> pl.Series:
     """Jobs that log a contract v5 layout field (parallelism, sharding, offload, checkpointing, adapter, rank):
     their memory is the per-GPU prior of this module. A micro-batch alone (Hugging Face Trainer logs one for every
     model) marks one only when its `arch` is in the LLM table."""
-    layout = [n for n in c.LLM_COLUMNS if n in rows.columns and n != c.MICRO_BATCH_SIZE]
+    alone = (c.MICRO_BATCH_SIZE, c.LOSS_PRECISION)  # fields any trainer may log, not only an LLM's
+    layout = [n for n in c.LLM_COLUMNS if n in rows.columns and n not in alone]
     if rows.is_empty():
         return pl.Series([], dtype=pl.Boolean)
     marked = [pl.col(n).is_not_null() for n in layout]
-    if c.MICRO_BATCH_SIZE in rows.columns and c.ARCH in rows.columns:
-        names = rows.filter(pl.col(c.MICRO_BATCH_SIZE).is_not_null())[c.ARCH].drop_nulls().unique().to_list()
+    said = [pl.col(n).is_not_null() for n in alone if n in rows.columns]
+    if said and c.ARCH in rows.columns:
+        names = rows.filter(pl.any_horizontal(said))[c.ARCH].drop_nulls().unique().to_list()
         llms = [a for a in names if lookup(a) is not None]  # once per distinct name
-        marked.append(pl.col(c.MICRO_BATCH_SIZE).is_not_null() & pl.col(c.ARCH).is_in(llms))
+        marked.append(pl.any_horizontal(said) & pl.col(c.ARCH).is_in(llms))
     if not marked:
         return pl.Series([False] * rows.height, dtype=pl.Boolean)
     return rows.select(pl.any_horizontal(marked).fill_null(False)).to_series()
@@ -634,7 +673,7 @@ def layout_group(rows: pl.DataFrame) -> pl.Series:
     `many GPUs`: gpu_count > 1), e.g. "lora on many GPUs". The two fields every source logs and the prior's error
     differs by most (a frozen base's states vs all weights' states, one GPU vs sharded or replicated states)."""
     adapter = (pl.col(c.ADAPTER).cast(pl.String) if c.ADAPTER in rows.columns else pl.lit(None, dtype=pl.String))
-    trained = pl.when(adapter.is_in(["lora", "qlora", "other"])).then(adapter).otherwise(pl.lit("full"))
+    trained = pl.when(adapter.is_in(["lora", "qlora", "other", "lisa"])).then(adapter).otherwise(pl.lit("full"))
     gpus = pl.col(c.GPU_COUNT).cast(pl.Float64).fill_null(1.0) if c.GPU_COUNT in rows.columns else pl.lit(1.0)
     where = pl.when(gpus > 1).then(pl.lit("many GPUs")).otherwise(pl.lit("one GPU"))
     return rows.select(pl.concat_str([trained, pl.lit(" on "), where]).alias("layout_group")).to_series()
@@ -677,7 +716,8 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
                     precision=_value(row, c.PRECISION, DEFAULT_PRECISION), optimizer=_value(row, c.OPTIMIZER),
                     micro_batches=steps,
                     kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))),
-                    base_bytes=quantised_bytes(_value(row, c.ARCH)))
+                    base_bytes=quantised_bytes(_value(row, c.ARCH)),
+                    loss_precision=loss if (loss := _value(row, c.LOSS_PRECISION)) in LOSS_LOGIT_BYTES else "fp32")
     return arch, layout
 
 

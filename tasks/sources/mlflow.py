@@ -259,18 +259,25 @@ LLM_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
 # LISA (Pan et al. 2024, "LISA: Layerwise Importance Sampling for Memory-Efficient Large Language Model Fine-Tuning")
 # trains a few sampled blocks at a time over a frozen rest, launched as full training (ms-swift: `--train_type full
 # --lisa_activated_layers 2`; LMFlow: `--lisa_activated_layers 1`, both 0 = off; a LLaMA-Factory fork: `--use_lisa`),
-# so the run logs no `peft_type`: read as adapter `other` (not all weights trained, contract v5), never `none`, which
+# so the run logs no `peft_type`: read as adapter `lisa` (contract v6; v5 read it as `other`), never `none`, which
 # the per-GPU prior reads as full training (+143% to +149% on ms-swift's two LISA runs of Benchmark.md)
 LISA_PARAMS = ("lisa_activated_layers", "use_lisa")
+# The loss's precision (contract v6 `loss_precision`) from the switches that set it, when switched on: Hugging Face
+# TrainingArguments' `use_liger_kernel` (its MLflow callback logs every TrainingArgument) and axolotl's
+# `liger_fused_linear_cross_entropy` / `cut_cross_entropy` swap in a fused linear cross-entropy that never holds the
+# logits; Megatron's `fp16_lm_cross_entropy` computes the loss on the 16-bit logits. Off (or absent) says nothing:
+# the contract's default, `fp32`.
+LOSS_FLAGS = {"use_liger_kernel": "fused", "liger_fused_linear_cross_entropy": "fused", "cut_cross_entropy": "fused",
+              "fp16_lm_cross_entropy": "half"}
 QUANTISED = re.compile(r"""load_in_4bit["']?\s*[:=]\s*["']?true|quant_method["']?\s*[:=]\s*["']?(gptq|awq|bitsandbytes)""",
                        re.IGNORECASE)
 
 
 def llm_fields(source: dict[str, str]) -> dict[str, str]:
-    """Contract v5 fields from a run's params that need more than a name: the parsers above; PEFT's `r` (a rank only
-    beside a `peft_type`); a LISA run as adapter `other` (`LISA_PARAMS`); a quantised base turning LoRA into `qlora`;
-    `batch_size` = micro-batch x `gradient_accumulation_steps` x `world_size` where no global batch is logged. Pops
-    what it reads."""
+    """Contract v5 and v6 fields from a run's params that need more than a name: the parsers above; PEFT's `r` (a rank
+    only beside a `peft_type`); a LISA run as adapter `lisa` (`LISA_PARAMS`); the loss's precision (`LOSS_FLAGS`); a
+    quantised base turning LoRA into `qlora`; `batch_size` = micro-batch x `gradient_accumulation_steps` x
+    `world_size` where no global batch is logged. Pops what it reads."""
     keys = {header_key(k): k for k in source}
     out: dict[str, str] = {}
     for name, parse in LLM_PARSERS.items():
@@ -281,7 +288,10 @@ def llm_fields(source: dict[str, str]) -> dict[str, str]:
         out[c.LORA_RANK] = source.pop(keys["r"])
     lisa = [source.pop(keys[k]).strip().lower() for k in LISA_PARAMS if k in keys]
     if any(_switched_on(v) for v in lisa) and not any(k in keys for k in ("peft_type", c.ADAPTER)):
-        out[c.ADAPTER] = "other"  # a LISA run (`LISA_PARAMS`), unless the run names its method itself
+        out[c.ADAPTER] = "lisa"  # a LISA run (`LISA_PARAMS`), unless the run names its method itself
+    loss = [LOSS_FLAGS[k] for k in LOSS_FLAGS if k in keys and _switched_on(source.pop(keys[k]).strip().lower())]
+    if loss and c.LOSS_PRECISION not in keys:  # a run's own `loss_precision` wins; fused before half
+        out[c.LOSS_PRECISION] = min(loss, key=["fused", "half"].index)
     peft = source.get(keys.get("peft_type", ""), "")
     if peft.strip().lower() == "lora" and any(QUANTISED.search(f"{k}: {v}") for k, v in source.items()):
         source[keys["peft_type"]] = "qlora"

@@ -58,15 +58,32 @@ CHECKPOINT = re.compile(r"quantized checkpoint \(([\w.\-]+)")
 # gradients are freed in their hooks as Hugging Face's `_layerwise` does, so it is not read as `_layerwise`.
 GALORE = re.compile(r"galore", re.IGNORECASE)
 # LISA (Pan et al. 2024, "LISA: Layerwise Importance Sampling for Memory-Efficient Large Language Model Fine-Tuning";
-# ms-swift's `--lisa_activated_layers`) trains a few sampled blocks at a time over a frozen rest: not all weights, so
-# contract v5's `adapter` says `other` (any other parameter-efficient method), as the set itself logs one LISA run
-# (an example script), where its Benchmark.md rows say `none`
+# ms-swift's `--lisa_activated_layers`) trains a few sampled blocks at a time over a frozen rest: contract v6's
+# `adapter` `lisa`, as `gpucast import mlflow` reads `lisa_activated_layers` (the set logs its example script's run
+# `other`, its two Benchmark.md rows `none`; all three notes say LISA)
 LISA = re.compile(r"\bLISA\b")
+# The loss's precision (contract v6 `loss_precision`) as a log would carry it. `fused`: the 8 runs whose notes say
+# Liger's kernel is on (ms-swift's `--use_liger_kernel`, Hugging Face's TrainingArguments `use_liger_kernel`, which
+# `gpucast import mlflow` reads); the notes' "no liger kernel" / "liger not used" are off. `half`: ColossalAI's
+# Lightning benchmark's 6 ZeRO-3 / Gemini runs, by source: its `model.py` computes its own loss (`GPTLMLoss`, a
+# shifted `nn.CrossEntropyLoss` on the logits the model returns) under DeepSpeed's and Gemini's fp16 engines, which
+# run the model in fp16 without autocast, so the loss is on the 16-bit logits (docs/models.md, issue 51 session 8's
+# table); its DDP run is under AMP's autocast, which casts cross-entropy's input to fp32 (`fp32`, the default).
+LIGER = re.compile(r"liger", re.IGNORECASE)
+NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
 
 
 def adapter_of(logged: str | None, notes: str) -> str | None:
-    """`adapter` as a log following contract v5 would carry it: the set's word, `other` for a LISA run."""
-    return "other" if LISA.search(notes) and logged in (None, "none") else logged
+    """`adapter` as a log following contract v6 would carry it: the set's word, `lisa` for a LISA run."""
+    return "lisa" if LISA.search(notes) and logged in (None, "none", "other") else logged
+
+
+def loss_precision_of(source: str, sharding: str | None, notes: str) -> str | None:
+    """`loss_precision` as a log would carry it (`LIGER`; ColossalAI's own loss under its fp16 sharded engines);
+    missing (the contract's `fp32`) for every other run."""
+    if LIGER.search(notes) and not NO_LIGER.search(notes):
+        return "fused"
+    return "half" if source.startswith("ColossalAI") and sharding == "zero3" else None
 
 
 def optimizer_of(notes: str) -> str:
@@ -115,6 +132,8 @@ def job_rows(path: Path) -> pl.DataFrame:
             c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"], c.ADAPTER: adapter_of(r["adapter"], r.get("other") or ""),
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
+            c.LOSS_PRECISION: loss_precision_of(source_of(r["source_repo"], r["source_path"]), r["sharding"],
+                                                r.get("other") or ""),
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
@@ -222,55 +241,6 @@ def signed_by_half(rows: pl.DataFrame, methods: dict[str, tuple[np.ndarray, np.n
         pick = measured & half
         a, b = (np.median(np.abs(p50[pick] - truth[pick]) / truth[pick]) for p50 in (prior, states))
         print(f"  {name:5s}: prior {a:.2%}, states-only {b:.2%}: {b / a:.2f}x")
-
-
-# Fields contract v5 lacks (docs/contract.md "What v5 does not carry"), read off the set's notes to measure what
-# they would change (`absent_fields`): the loss's precision (`fused`: Liger's fused linear cross-entropy, which never
-# holds the logits, Hugging Face's `use_liger_kernel`; `half`: a loss on the 16-bit logits, ColossalAI's own
-# `GPTLMLoss` under DeepSpeed's / Gemini's fp16 engines, its ZeRO-3 runs) and LISA's activated layers
-LIGER = re.compile(r"liger", re.IGNORECASE)
-NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
-LISA_LAYERS = re.compile(r"lisa_activated_layers[= ](\d+)|LISA \((\d+) activated")
-HALF_LOSS_BYTES = 6.12  # bytes a logit at once, a loss on 16-bit logits (`logit_bytes(False)`, traced)
-
-
-def absent_fields(rows: pl.DataFrame, notes: list[str], seed: int) -> None:
-    """The prior on the whole set and `--half`'s halves as it is, and as it would be with `loss_precision` and an
-    adapter word `lisa` (`LIGER`, `LISA_LAYERS`): P50 MAPE and x better than states-only, per source on the held-out
-    half."""
-    built = contract_frame(rows)
-    truth = rows[c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
-    keep = learned_half(rows, seed)
-    sources = rows["source"].to_numpy()
-    base, loss, lisa, states = (np.full(rows.height, np.nan) for _ in range(4))
-    for i, row in enumerate(built.iter_rows(named=True)):
-        if (job := m.job_of(row)) is None:
-            continue
-        arch, layout = job
-        gpu = m.per_gpu(arch, layout)
-        base[i], states[i] = gpu.total_gb, m.model_states_baseline_gb(arch.params, layout)
-        per_logit = (0.0 if LIGER.search(notes[i]) and not NO_LIGER.search(notes[i]) else
-                     HALF_LOSS_BYTES if rows["source"][i].startswith("ColossalAI") and layout.sharding == "zero3"
-                     else m.LOGIT_BYTES)
-        loss[i] = base[i] + gpu.logits_gb * (per_logit / m.LOGIT_BYTES - 1) * m.ALLOCATOR_FACTOR
-        if said := LISA_LAYERS.search(notes[i]):  # embedding, head and the active blocks: pure 16-bit AdamW
-            trained = arch.embedding_params + int(said.group(1) or said.group(2)) * arch.block_params
-            step = max(0.0, trained * 2 - (gpu.activations_gb + gpu.logits_gb) * m.GB)  # foreach AdamW's copy
-            extra = trained * (2 + 4) + step - sum(m.states(arch, layout)[1:])
-            lisa[i] = base[i] + extra * m.ALLOCATOR_FACTOR / m.GB
-    lisa = np.where(np.isnan(lisa), base, lisa)
-    both = lisa + (loss - base)
-    print(f"\nthe prior with fields contract v5 lacks, read off the notes (seed {seed}): P50 MAPE % (x states-only) on "
-          "the whole set, L, H; per source on H")
-    ok = np.isfinite(truth) & np.isfinite(base)
-    for name, prior in (("as it is", base), ("loss_precision", loss), ("adapter lisa", lisa), ("both", both)):
-        cells = []
-        for half in (np.ones_like(keep), keep, ~keep):
-            a, b = (np.median(np.abs(x[ok & half] - truth[ok & half]) / truth[ok & half]) for x in (prior, states))
-            cells.append(f"{a:6.2%} ({b / a:.2f}x)")
-        per = ", ".join(f"{s} {np.median(np.abs(prior[pick] - truth[pick]) / truth[pick]):.1%}"
-                        for s in sorted(set(sources)) if (pick := ok & ~keep & (sources == s)).any())
-        print(f"  {name:15s} " + " | ".join(cells) + f"\n      H: {per}")
 
 
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
@@ -388,7 +358,6 @@ def main() -> None:
         table(rows, methods, f"{args.data.name}: {rows.height} runs, the prior and the baseline")
         breakdown(rows, methods)
         signed_by_half(rows, methods, args.seed)
-        absent_fields(rows, pl.read_csv(args.data)["other"].fill_null("").to_list(), args.seed)
         print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         print(f"a 16-bit head, a shifted cross-entropy loss and its backward, bytes a logit at once: loss on fp32 "

@@ -295,3 +295,32 @@ def test_an_unknown_sharding_or_adapter_word_is_kept_as_unknown_not_rejected():
     assert v.success, v.reasons
     odd = rows.filter(pl.col(c.JOB_ID) == "odd").row(0, named=True)
     assert (odd[c.SHARDING], odd[c.ADAPTER]) == (c.UNKNOWN_WORD, c.UNKNOWN_WORD)
+
+
+@pytest.mark.parametrize(("logged", "read"), [
+    ("fp32", "fp32"), ("Float32", "fp32"), ("half", "half"), ("bf16", "half"), ("FP16", "half"), ("fused", "fused"),
+    ("Liger", "fused"), ("cut_cross_entropy", "fused"), ("chunked-ce", "fused"), ("sparse-magic", c.UNKNOWN_WORD),
+    (None, None),
+])
+def test_a_v6_loss_precision_is_normalised_and_an_unknown_word_kept_as_unknown(logged, read):
+    """Contract v6: the loss's precision in its spellings; another word is `unknown` (kept, counted), never a
+    rejection; missing stays missing (`fp32` where used)."""
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **LLM_JOB, loss_precision=logged))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows.filter(pl.col(c.JOB_ID) == "llm")[c.LOSS_PRECISION].to_list() == [read]
+
+
+def test_lisa_is_an_adapter_word_of_its_own_since_v6():
+    rows = typed(*GOOD_ROWS, record(job_id="lisa", adapter="LISA"), record(job_id="other", adapter="IA3"))
+    assert validate_frame(rows).success
+    assert dict(rows.select(c.JOB_ID, c.ADAPTER).iter_rows())["lisa"] == "lisa"
+    assert dict(rows.select(c.JOB_ID, c.ADAPTER).iter_rows())["other"] == "other"
+
+
+def test_the_suite_rejects_a_loss_precision_outside_the_contract():
+    """The GX suite holds the allowed set (a value the normaliser did not read, written straight to the warehouse's
+    frame, is judged by it)."""
+    rows = typed(*GOOD_ROWS).with_columns(pl.lit("bf16").alias(c.LOSS_PRECISION))
+    v = validate_frame(rows)
+    assert not v.success and any("loss_precision" in r for rs in v.reasons.values() for r in rs), v.reasons

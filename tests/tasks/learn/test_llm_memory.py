@@ -178,6 +178,49 @@ def test_a_micro_batch_alone_marks_an_llm_job_only_when_its_architecture_is_an_l
     assert m.is_llm(rows).to_list() == [False, True, True, False]
 
 
+def test_a_loss_precision_alone_marks_an_llm_job_only_when_its_architecture_is_an_llm():
+    rows = _rows(record(job_id="bert", loss_precision="fused", arch="bert-base-uncased"),
+                 record(job_id="qwen", loss_precision="fused", arch="Qwen2.5-7B"))
+    assert m.is_llm(rows).to_list() == [False, True]
+
+
+@pytest.mark.parametrize(("loss", "per_logit"), [("fp32", 10.0), (None, 10.0), (c.UNKNOWN_WORD, 10.0),
+                                                 ("half", 6.12), ("fused", 0.0)])
+def test_the_logits_take_the_bytes_their_loss_precision_says(loss, per_logit):
+    """Contract v6 `loss_precision` (`LOSS_LOGIT_BYTES`): the loss on fp32 logits (the default, and an unknown word),
+    on the 16-bit logits (6.12 bytes a logit, traced), or fused (Liger: the logits never held)."""
+    arch, layout = m.job_of(_row(**{c.LOSS_PRECISION: loss}))
+    tokens = layout.micro_batch_size * layout.seq_len
+    assert m.activations(arch, layout)[1] == pytest.approx(tokens * arch.vocab * per_logit)
+    full = m.per_gpu(*m.job_of(_row()))
+    assert m.per_gpu(arch, layout).total_gb - full.total_gb == pytest.approx(
+        tokens * arch.vocab * (per_logit - 10.0) * m.ALLOCATOR_FACTOR / m.GB, rel=1e-6)
+
+
+def test_a_fused_loss_drops_gemma_2_s_soft_capped_logits_too():
+    fused = m.job_of({**_row(**{c.LOSS_PRECISION: "fused"}), c.ARCH: "gemma-2-9b"})
+    assert m.activations(*fused)[1] == 0.0
+
+
+def test_lisa_trains_the_embedding_head_and_two_blocks_in_16_bits_over_a_frozen_base():
+    """Contract v6 adapter `lisa` (`LISA_ACTIVATED_LAYERS`): the base at 2 bytes, the trained part's 16-bit
+    gradients and two moments, and the foreach step's copy of its second moments; where v5's `other` counted LoRA of
+    rank 8 (Qwen2.5-7B: ~1.5B parameters trained against ~20M)."""
+    arch = m.lookup("Qwen2.5-7B")
+    lisa = m.Layout(adapter="lisa", seq_len=2048, activation_checkpointing="full")
+    trained = arch.embedding_params + 2 * arch.block_params
+    assert m.states(arch, lisa) == pytest.approx((arch.params * 2, trained * 2, trained * 4))
+    assert m.step_temporary(arch, lisa) == pytest.approx(trained * 2)
+    other = m.per_gpu(arch, replace(lisa, adapter="other"))
+    assert m.per_gpu(arch, lisa).total_gb > other.total_gb + trained * 6 / m.GB  # ~9 GB more
+    assert m.model_states_baseline_gb(arch.params, lisa) == m.model_states_baseline_gb(arch.params, replace(
+        lisa, adapter="other"))  # the named baseline does not move with the word
+    assert m.flops_per_token(arch, lisa) == pytest.approx((4 + 2) * arch.params + 2 * trained  # + the recomputed
+                                                          + 12 * arch.layers * 2048 * arch.hidden)  # forward
+    assert m.job_of(_row(**{c.ADAPTER: "lisa"}))[1].adapter == "lisa"
+    assert m.layout_group(_rows(record(job_id="l", adapter="lisa"))).to_list() == ["lisa on one GPU"]
+
+
 def test_training_flops_a_token_follow_the_parameters_the_adapter_and_recomputation():
     arch, s = m.lookup("Llama-3.1-8B"), 4096
     attention = 12 * arch.layers * s * arch.hidden
@@ -194,10 +237,12 @@ def test_unknown_sharding_and_adapter_words_are_counted_for_the_nightly_report()
     from gpucast.records.results import FeaturesResult, TraceSummary
 
     history = features.build(_rows(record(job_id="h", sharding=c.UNKNOWN_WORD), record(job_id="h2")))
-    pending = features.build(_rows(record(job_id="p", status="PENDING", adapter=c.UNKNOWN_WORD, sharding=c.UNKNOWN_WORD)))
+    pending = features.build(_rows(record(job_id="p", status="PENDING", adapter=c.UNKNOWN_WORD, sharding=c.UNKNOWN_WORD,
+                                          loss_precision=c.UNKNOWN_WORD)))
     seen = features.summary(history, pending)
-    assert seen.unknown_layout_words == {c.SHARDING: 2, c.ADAPTER: 1}
-    assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == {c.SHARDING: 2, c.ADAPTER: 1}
+    counted = {c.SHARDING: 2, c.ADAPTER: 1, c.LOSS_PRECISION: 1}  # contract v6's loss precision as v5's words
+    assert seen.unknown_layout_words == counted
+    assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == counted
     plain = features.build(_rows(record(job_id="a")))
     assert features.summary(plain, plain).unknown_layout_words == {}
 

@@ -223,9 +223,9 @@ def test_hugging_face_trainer_args_map_to_contract_v5():
      {c.TENSOR_PARALLEL: "8", c.CONTEXT_PARALLEL: "2"}),
     ({"r": "8"}, {c.LORA_RANK: None}),  # a bare `r` is not a rank without a peft_type beside it
     # LISA (review 57 N11): ms-swift's / LMFlow's `lisa_activated_layers` above 0 (a fork's `use_lisa`) is a
-    # parameter-efficient method launched as full training: adapter `other`, never `none` (full training, +143%)
-    ({"train_type": "full", "lisa_activated_layers": "2", "lisa_step_interval": "20"}, {c.ADAPTER: "other"}),
-    ({"use_lisa": "True", "lisa_activated_layers": "1"}, {c.ADAPTER: "other"}),
+    # parameter-efficient method launched as full training: adapter `lisa` (contract v6; v5: `other`), never `none`
+    ({"train_type": "full", "lisa_activated_layers": "2", "lisa_step_interval": "20"}, {c.ADAPTER: "lisa"}),
+    ({"use_lisa": "True", "lisa_activated_layers": "1"}, {c.ADAPTER: "lisa"}),
     ({"lisa_activated_layers": "0"}, {c.ADAPTER: None}),  # 0 is LISA off: nothing said
     ({"lisa_activated_layers": "2", "peft_type": "LORA", "r": "8"}, {c.ADAPTER: "LORA"}),  # the method it names wins
     ({"lisa_activated_layers": "2", "adapter": "none"}, {c.ADAPTER: "none"}),  # as does an adapter logged itself
@@ -233,3 +233,24 @@ def test_hugging_face_trainer_args_map_to_contract_v5():
 def test_deepspeed_fsdp_lightning_megatron_and_torchtitan_names(params, want):
     got = run_record(run(params=params))
     assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ({"use_liger_kernel": "True", "per_device_train_batch_size": "2"}, "fused"),  # Hugging Face TrainingArguments
+    ({"liger_fused_linear_cross_entropy": "true"}, "fused"),  # axolotl's Liger plugin
+    ({"cut_cross_entropy": "True"}, "fused"),  # axolotl's Cut Cross-Entropy plugin
+    ({"fp16_lm_cross_entropy": "True", "tensor_model_parallel_size": "2"}, "half"),  # Megatron
+    ({"use_liger_kernel": "False"}, None),  # off says nothing: the contract's `fp32`
+    ({"fp16_lm_cross_entropy": "true", "use_liger_kernel": "true"}, "fused"),  # the logits never held
+    ({"use_liger_kernel": "true", "loss_precision": "fp32"}, "fp32"),  # a run's own field wins
+])
+def test_the_loss_precision_is_read_from_the_switches_that_set_it(params, want):
+    """Contract v6 `loss_precision` from Hugging Face's, axolotl's and Megatron's switches (`mlflow.LOSS_FLAGS`)."""
+    assert run_record(run(params=params))[c.LOSS_PRECISION] == want
+
+
+def test_a_mapping_file_can_name_the_loss_precision_and_the_lisa_adapter(tmp_path):
+    """A site's own param names map to the v6 field and word like any contract field."""
+    mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  loss_precision: ce_kind\n  adapter: method\n"))
+    got = run_record(run(params={"ce_kind": "liger", "method": "LISA"}), mapping)
+    assert (got[c.LOSS_PRECISION], got[c.ADAPTER]) == ("liger", "LISA")  # the normaliser reads them (fused, lisa)
