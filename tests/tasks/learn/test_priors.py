@@ -88,3 +88,69 @@ def test_a_vision_transformer_attends_over_patches_not_pixels():
     vit, text = _priors([_job("ViT", 86.6, 12), _job("Transformer", 86.6, 12)]).iter_rows(named=True)
     assert vit["prior_gflop_per_iter"] == pytest.approx(text["prior_gflop_per_iter"] * 197 / 224, rel=0.05)
     assert vit["prior_activation_gb"] < text["prior_activation_gb"]
+
+
+RECURRENT = ("RNN", "GRU", "LSTM")
+
+
+def _saved_values_per_step(model_type: str, width: int = 64, layers: int = 2, batch: int = 4, steps: int = 16) -> float:
+    """Values an nn.RNN / GRU / LSTM forward saves for its backward (distinct storages: no parameter, not the batch),
+    per sample, step and layer, in units of its width; PyTorch's own recurrence (oneDNN off), as traced steps run."""
+    torch = pytest.importorskip("torch")
+    from gpucast.tasks.learn import stepmem
+
+    torch.manual_seed(0)
+    net = getattr(torch.nn, model_type)(width, width, layers, batch_first=True)
+    x = torch.randn(batch, steps, width, requires_grad=True)
+    skip = {p.untyped_storage().data_ptr() for p in net.parameters()} | {x.untyped_storage().data_ptr()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in skip:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with stepmem.training_backends("FP32"), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net(x)
+    return sum(saved.values()) / 4 / (batch * steps * layers * width)
+
+
+@pytest.mark.parametrize("model_type", RECURRENT)
+def test_a_recurrent_layer_keeps_what_a_real_training_step_saves(model_type):
+    """Traced: RNN 2, GRU 8, LSTM 8 widths per step and layer. The count before 2026-11-29, g + 2 (3 / 5 / 6), failed
+    all three."""
+    kept = priors.RECURRENT_VALUES_PER_STEP[priors.family(model_type)]
+    assert _saved_values_per_step(model_type) == pytest.approx(kept, rel=0.1)
+
+
+@pytest.mark.parametrize(("model_type", "precision"), [("LSTM", "FP32"), ("GRU", "BF16"), ("RNN", "FP32")])
+def test_a_recurrent_language_models_activations_are_its_traced_steps(model_type, precision):
+    """An embedding -> recurrence -> vocabulary head language model (the vocabulary the prior assumes): the prior's
+    activations within 15% of the peak activations and temporaries of its real training step (fake tensors, as the
+    measured set's): 0.99-1.00 of it. The prior before 2026-11-29 (no head, g + 2 per step) was 12-25x under."""
+    torch = pytest.importorskip("torch")
+    from gpucast.tasks.learn import stepmem
+
+    vocab, width, layers, batch, steps = priors.RECURRENT_VOCAB, 64, 2, 4, 16
+
+    class LanguageModel(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = torch.nn.Embedding(vocab, width)
+            self.recurrent = getattr(torch.nn, model_type)(width, width, layers, batch_first=True)
+            self.head = torch.nn.Linear(width, vocab)
+
+        def forward(self, tokens):
+            return self.head(self.recurrent(self.embedding(tokens))[0])
+
+    with torch.device("meta"):
+        model = LanguageModel()
+    params = stepmem.count_params(model)
+    step = stepmem.measure_step(model, lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+                                lambda: (torch.randint(0, vocab, (batch, steps)), torch.randint(0, vocab, (batch, steps))),
+                                precision)
+    traced_gb = (step.peak_by_category["Activation"] + step.peak_by_category["Temp"]) / priors.GB
+    job = {**_job(model_type, params / 1e6, layers, side=steps), c.BATCH_SIZE: batch, c.PRECISION: precision}
+    (prior,) = _priors([job])["prior_activation_gb"]
+    assert prior == pytest.approx(traced_gb, rel=0.15)
