@@ -43,3 +43,23 @@ def test_a_configuration_traced_once_is_read_from_the_cache(tmp_path):
     again = t.trace_peak(TINY, data_parallel=2, micro_batch_size=1, seq_len=32, checkpointing=False, cache=tmp_path)
     assert not again.cached and again.total_gb == other.total_gb
     assert t.trace_peak(TINY, data_parallel=2, micro_batch_size=1, seq_len=32, checkpointing=False, cache=tmp_path).cached
+
+
+def test_fsdp_s_root_unit_is_held_gathered_at_the_traced_peak_beside_the_blocks_units_not_inside_them():
+    """Review 59 S6: is `fsdp_root_params` (the embedding and head, gathered) a double count of `GATHERED_UNITS`? The
+    trace says no: at a traced FSDP2 step's peak the gathered parameters are exactly the root's (16-bit), and a
+    block's all-gather buffer is held beside them; the analytic's 3 blocks + the root is not below what the trace
+    holds gathered (here the peak is the head's backward, 1 block unit; the 70B step of docs/models.md peaks inside
+    the blocks' backward with ~4: a block, its all-gather buffer and its fp32 reduce-scatter)."""
+    small = replace(m.lookup("Llama-3.1-8B"), name="small", hidden=512, layers=4, heads=8, kv_heads=4,
+                    intermediate=1408, vocab=8192)  # the root ~2.8 blocks, as Llama-3.1-70B's ~2.5
+    small = replace(small, params=small.embedding_params + small.layers * small.block_params)
+    peak = t.trace(t.TraceConfig.of(small, data_parallel=8, micro_batch_size=1, seq_len=512, checkpointing=True))
+    root = m.fsdp_root_params(small, m.Layout()) * 2 / 1e9  # bf16 (FSDP2's param_dtype)
+    block = small.block_params * 2 / 1e9
+    assert peak.parts_gb["Unsharded Param"] == pytest.approx(root, rel=0.01)  # the root itself, no block
+    assert peak.parts_gb["All Gather"] == pytest.approx(block, rel=0.01)  # a block's buffer beside it
+    job = m.Layout(gpu_count=8, sharding="fsdp", seq_len=512, activation_checkpointing="full")
+    gathered = (m.states(small, job)[0] - small.params * 4 / 8) / 1e9
+    assert gathered == pytest.approx(m.GATHERED_UNITS * block + root, rel=1e-6)
+    assert gathered >= peak.parts_gb["Unsharded Param"] + peak.parts_gb["All Gather"]
