@@ -8,8 +8,9 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   jobs, and in log space the weekly rhythm is a steady pattern instead of a few spikes. The
   transform is monotone, so the P10 / P50 / P90 of the log forecast, mapped back, are the
   P10 / P50 / P90 of the GPU-hours (P50 is the median day, below the mean day of a heavy tail).
-* Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend and the
-  long level of `models.py`: the recent level (one week / two weeks) plus shrunk weekday effects, issue 53) are
+* Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend, the long
+  level and the robust level of `models.py`: the recent level (one week's / two weeks' mean, three weeks' median)
+  plus shrunk weekday effects, issue 53) are
   compared with **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation (`cv_errors`: horizon = the
   forecast's days up to 14, up to 3 origins a week apart, each fit on the days before its origin); the lowest
   mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series unless a candidate
@@ -24,8 +25,10 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   actual) - log forecast over every fold day): P10 / P90 = P50 x exp(-/+ t x RMS error x sqrt(1 + 1/n)), t the
   Student t's 90% point on n - 1 degrees of freedom (a few errors: a wider band). Calibrated on the real trace's
   backtest (docs/planners.md): 80% of days covered without any scale factor. Before, it was the model's own 80%
-  interval, whose log-space width on a series with idle days made P90 tens of times P50. A fallback without
-  cross-validation errors keeps its model's own interval.
+  interval, whose log-space width on a series with idle days made P90 tens of times P50. Seasonal naive kept on a
+  history too short to cross-validate has no fold errors: its band comes from its own past errors (each day less the
+  same weekday a week before) read by their median absolute value, so one wild day does not set it (`_fallback_errors`,
+  session 10); naive (under two weeks) keeps its model's own interval.
 * The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its
   P90 is the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`),
   which the plan adds up instead of the series' P90s. Each queue's total likewise (`forecast_queue_totals`, session 9: a
@@ -111,12 +114,19 @@ def _long_level():
     return LongLevel()
 
 
+def _robust_level():
+    from gpucast.tasks.demand.models import RobustLevel
+
+    return RobustLevel()
+
+
 # Issue 53: on a real cluster's trace a day's demand is mostly a shifting level plus noise (tasks/demand/models.py):
-# the level blend is a candidate for both series; the long level (two weeks' mean) for GPU-hours only.
+# the level blend is a candidate for both series; the long level (two weeks' mean) and the robust level (three weeks'
+# median, session 10) for GPU-hours only.
 STATS_CANDIDATES = (*CANDIDATES, _level_blend)
-CANDIDATES = (*STATS_CANDIDATES, _long_level)
+CANDIDATES = (*STATS_CANDIDATES, _long_level, _robust_level)
 # the candidates that fit no parameters (averages of recent days): the only ones compared on a short history
-SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _long_level, _seasonal_window_average)
+SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _long_level, _robust_level, _seasonal_window_average)
 # A day's job count is a count (Poisson-like noise around the weekly rhythm): averaging the same weekday over
 # several weeks beats copying last week's (docs/planners.md, "Arrivals by count"). Not the long level: on the real
 # trace it took jobs a day from 0.791 to 0.795 of seasonal naive's error (docs/planners.md).
@@ -284,16 +294,21 @@ def _forecast_series(y: np.ndarray, days: int, candidates: Sequence[Callable[[],
     """((P10, P50, P90), method, fallback reason) of one series' next `days` days, by its own chosen model."""
     choice = choose(y, days, candidates)
     try:
-        return _banded(_predict(choice.model, y, days), choice.errors), choice.method, choice.reason
+        if choice.errors or choice.method not in FALLBACK_LAGS:
+            return _banded(_predict(choice.model, y, days), choice.errors), choice.method, choice.reason
+        # a fallback without cross-validation errors: the band from its own past errors, robustly (`_fallback_errors`)
+        return (_banded(_predict(choice.model, y, days), _fallback_errors(y, choice.method), robust=True),
+                choice.method, choice.reason)
     except Exception as exc:  # noqa: BLE001  (a model failing for one series: that series falls back)
         reason = f"{choice.method} failed at the final fit: {_describe(exc)}"
         return _predict(_seasonal_naive, y, days), SEASONAL_NAIVE, reason
 
 
-def _banded(quantiles: tuple[np.ndarray, np.ndarray, np.ndarray], errors: Sequence[float]
+def _banded(quantiles: tuple[np.ndarray, np.ndarray, np.ndarray], errors: Sequence[float], robust: bool = False
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """P10 / P90 from the chosen model's cross-validation errors around its P50 (module doc), where there are at
-    least `MIN_BAND_ERRORS`; else the band `_predict` gave."""
+    least `MIN_BAND_ERRORS`; else the band `_predict` gave. `robust`: the errors' scale read from their median absolute
+    value (`MAD_SIGMA` x it, a normal's sd) instead of their root mean square, so one wild error does not set it."""
     p10, p50, p90 = quantiles
     n = len(errors)
     if n < MIN_BAND_ERRORS:
@@ -302,9 +317,28 @@ def _banded(quantiles: tuple[np.ndarray, np.ndarray, np.ndarray], errors: Sequen
 
     # the errors' root mean square, a Student t's 10% / 90% points for so few of them, and a forecast's own
     # uncertainty beside the errors' (sqrt(1 + 1/n)); no scale factor: it covered 80% on the real trace (module doc)
-    half = float(t.ppf(BAND[1], n - 1)) * float(np.sqrt(np.mean(np.square(errors)) * (1 + 1 / n)))
+    errors = np.asarray(errors, dtype=float)
+    scale = MAD_SIGMA * float(np.median(np.abs(errors))) if robust else float(np.sqrt(np.mean(np.square(errors))))
+    half = float(t.ppf(BAND[1], n - 1)) * scale * float(np.sqrt(1 + 1 / n))
     centre = np.log1p(p50)
     return np.clip(np.expm1(centre - half), 0.0, None), p50, np.clip(np.expm1(centre + half), 0.0, None)
+
+
+MAD_SIGMA = 1.4826  # a normal's sd over its median absolute deviation
+FALLBACK_LAGS = {SEASONAL_NAIVE: SEASON}  # how far back a fallback banded by `_fallback_errors` copies a day
+
+
+def _fallback_errors(y: np.ndarray, method: str) -> np.ndarray:
+    """A fallback's errors on the history it is given, in log space: each day less the day it would have copied
+    (`FALLBACK_LAGS`: a week earlier for seasonal naive), which `_banded` reads robustly. Not naive's (under 2 weeks of
+    history): read so, a young cluster's day-to-day changes made its band cover 24% of days (cluster10). A
+    history too short to cross-validate has no fold errors, and the model's own band is the root mean square of these
+    same errors times sqrt(h): on Alibaba's series at 16 days the trace's first day (every job running when the trace
+    began: 6.1M GPU-hours, ~20x a usual day) is one of 9 such errors, at -3.5 in log space, and set the band at P90 6.6x
+    P50 and the plan's P90 total at 7.74x its P50; their median absolute value reads the other 8 (issue 53 session 10)."""
+    logged = np.log1p(np.asarray(y, dtype=float))
+    lag = FALLBACK_LAGS[method]
+    return logged[lag:] - logged[:-lag]
 
 
 def _seasonal_naive():

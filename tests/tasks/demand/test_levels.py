@@ -11,7 +11,7 @@ import pytest
 
 from gpucast.tasks.demand import forecast as module
 from gpucast.tasks.demand.backtest import backtest_demand, relative_mae
-from gpucast.tasks.demand.models import LevelBlend, LongLevel, WeekdayProfile, weekday_effects
+from gpucast.tasks.demand.models import LevelBlend, LongLevel, RobustLevel, WeekdayProfile, weekday_effects
 
 START = date(2026, 9, 6)
 
@@ -58,6 +58,46 @@ def test_the_long_level_reads_two_weeks_and_is_steadier_on_a_steady_heavy_tailed
     assert stray[0] < 0.85 * stray[1]
     assert module._long_level in module.CANDIDATES and module._long_level in module.SIMPLE
     assert module._long_level not in module.JOB_CANDIDATES
+
+
+def test_the_robust_level_reads_three_weeks_median_and_a_burst_does_not_move_it():
+    """Session 10: the robust level is the median of the last 21 days (less their weekday effects): a burst of big jobs
+    on 3 of the last 14 days (log GPU-hours +4) moves the long level's mean and leaves the median at the level; on a
+    level that holds, with heavy-tailed days (a t on 2 degrees of freedom, as big multi-GPU jobs make them), it strays
+    less from the true level than the long level does. A GPU-hours candidate, offered on a short history too."""
+    y = np.r_[np.full(14, 1.0), np.full(21, 5.0)]
+    y[[-2, -6, -11]] = 9.0
+    assert RobustLevel().forecast(y, 3)["mean"] == pytest.approx([5.0] * 3, abs=0.05)
+    assert LongLevel().forecast(y, 1)["mean"][0] > 5.5
+    assert RobustLevel().forecast(np.r_[np.full(14, 1.0), np.full(21, 5.0)], 2)["mean"] == pytest.approx([5.0] * 2)
+    with pytest.raises(ValueError, match="needs 7"):
+        RobustLevel().forecast(y[:5], 3)
+    stray = np.zeros(2)
+    for seed in range(30):
+        logged = 6.0 + 0.6 * np.random.default_rng(seed).standard_t(2, 42)
+        stray += [abs(m().forecast(logged, 1)["mean"][0] - 6.0) for m in (RobustLevel, LongLevel)]
+    assert stray[0] < 0.85 * stray[1]
+    assert module._robust_level in module.CANDIDATES and module._robust_level in module.SIMPLE
+    assert module._robust_level not in module.JOB_CANDIDATES
+
+
+def test_a_history_too_short_to_cross_validate_gets_a_band_one_wild_day_does_not_set():
+    """Session 10: 16 days, too short to cross-validate, keep seasonal naive; its band comes from its own past errors
+    (each day less the same weekday a week before, in log space) read by their median absolute value. Alibaba's trace
+    begins with a day 20x the others (the jobs running when it began): from the series' own root mean square error that
+    one day set P90 at ~6.6x P50 (the plan's P90 total 7.74x its P50); read robustly, under 3x and still a band."""
+    rng = np.random.default_rng(3)
+    hours = 250_000 * np.exp(rng.normal(0, 0.3, 16))
+    hours[0] = 6_000_000
+    daily = pl.DataFrame({"day": [START + timedelta(days=d) for d in range(16)], "queue": "site", "gpu_type": None,
+                          "jobs_submitted": np.full(16, 2000.0), "gpu_hours": hours}, schema_overrides={"gpu_type": pl.String})
+    out = module.forecast_demand(daily, START + timedelta(days=15), 14)
+    assert set(out["method"]) == {module.SEASONAL_NAIVE} and "too short" in out["fallback_reason"][0]
+    ratio = out["gpu_hours_p90"] / out["gpu_hours_p50"]
+    assert (ratio > 1.1).all() and (ratio < 3.0).all()
+    assert (out["gpu_hours_p10"] < out["gpu_hours_p50"]).all()
+    errors = module._fallback_errors(hours, module.SEASONAL_NAIVE)
+    assert len(errors) == 9 and errors[0] == pytest.approx(np.log1p(hours[7]) - np.log1p(hours[0]))
 
 
 def test_a_shifting_count_chooses_the_level_blend_and_beats_seasonal_naive():
