@@ -27,3 +27,32 @@ def test_a_sigterm_says_the_step_and_run_it_stopped():
             "was published: planners keep the previous copy; rerunning is safe")
     note_stop(err := ValueError("x"), "step train")
     assert not hasattr(err, "__notes__")  # only a stop is noted
+
+
+def test_a_command_called_in_process_leaves_sigterm_as_it_found_it(home):
+    """`main` in a process that goes on after it (a test session, a program calling it): SIGTERM's handler, the
+    wakeup fd and the deadline's watch are the caller's again when the command returns. Before, the CLI's handler
+    stayed: a capped test run's SIGTERM (`timeout 300 pytest ...`) became a failure of whichever test was running,
+    and the process exited 8 s later without the run's summary (docs/testing.md, session 10)."""
+    import signal
+    import threading
+    import time
+
+    from gpucast.flows.cli import main
+
+    def callers(signum, frame):
+        pass
+
+    previous = signal.signal(signal.SIGTERM, callers)
+    wakeup_fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup_fd)
+    try:
+        assert main(["sql", "SELECT 1"]) == 2  # no warehouse yet: the command ran, under its own handler, and returned
+        assert signal.getsignal(signal.SIGTERM) is callers
+        assert signal.set_wakeup_fd(wakeup_fd) == wakeup_fd
+        deadline = time.monotonic() + 30
+        while "gpucast-sigterm-deadline" in {t.name for t in threading.enumerate()}:
+            assert time.monotonic() < deadline, "the SIGTERM deadline's watch outlived the command"
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
