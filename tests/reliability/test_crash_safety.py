@@ -66,22 +66,31 @@ def prefect_home(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prefect_api(prefect_home) -> Iterator[str]:
+def module_server(prefect_home) -> Iterator[children.TemporaryServer]:
     """The module's Prefect API server (gpucast's temporary server, started once, its database under
-    `prefect_home`): its URL. Not the test session's harness, whose runs other tests read."""
+    `prefect_home`), launched and not waited for (`prefect_api` waits). Not the test session's harness, whose runs
+    other tests read."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PREFECT_HOME", str(prefect_home))
         server = children.launch()
     try:
-        # the nightlies check a configured API before they start (`children.api_problem`): wait here until it
-        # answers, so the server's own start is not timed by a nightly's health check
-        deadline = time.monotonic() + 120
-        while (problem := children.api_problem(server.url, timeout_s=5)) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert problem is None, problem
-        yield server.url
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def prefect_api(module_server, reference) -> str:
+    """The module's server's URL once it answers. Launched first (the arguments' order), the server starts (a fresh
+    database, Prefect's server imports) while `reference` runs its night in this process; waited for before the night,
+    its start idled this process (docs/testing.md, session 10)."""
+    # the nightlies check a configured API before they start (`children.api_problem`): wait here until it
+    # answers, so the server's own start is not timed by a nightly's health check
+    deadline = time.monotonic() + 120
+    while (problem := children.api_problem(module_server.url, timeout_s=5)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert problem is None, problem
+    return module_server.url
 
 
 def nightly(home: Path, logs: Path, prefect_api: str, failpoint: str, marker: Path) -> subprocess.Popen:
