@@ -94,14 +94,15 @@ def test_suite_is_generated_from_the_contract():
     assert by_type["expect_column_values_to_not_be_null"] == set(c.REQUIRED)
     assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
     assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION, c.SHARDING, c.CPU_OFFLOAD,
-                                                             c.ACTIVATION_CHECKPOINTING, c.ADAPTER}
+                                                             c.ACTIVATION_CHECKPOINTING, c.ADAPTER, c.LOSS_PRECISION}
     bounds = {e["kwargs"]["column"]: e["kwargs"]["max_value"] for e in spec["expectations"]
               if e["type"] == "expect_column_values_to_be_between"}
     assert bounds == c.PLAUSIBLE_MAX
     sets = {e["kwargs"]["column"]: tuple(e["kwargs"]["value_set"]) for e in spec["expectations"]
             if e["type"] == "expect_column_values_to_be_in_set"}
     assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS, c.SHARDING: c.SHARDINGS,
-                    c.CPU_OFFLOAD: c.CPU_OFFLOADS, c.ACTIVATION_CHECKPOINTING: c.CHECKPOINTINGS, c.ADAPTER: c.ADAPTERS}
+                    c.CPU_OFFLOAD: c.CPU_OFFLOADS, c.ACTIVATION_CHECKPOINTING: c.CHECKPOINTINGS, c.ADAPTER: c.ADAPTERS,
+                    c.LOSS_PRECISION: c.LOSS_PRECISIONS}
 
 
 def test_timestamps_survive_the_trip_to_pandas():
