@@ -34,12 +34,13 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _start(tmp_path: Path, point: str, *args: str, **env_extra: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
+def _start(tmp_path: Path, prefect_home: Path, point: str, *args: str,
+           **env_extra: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """`gpucast ARGS` in a session of its own (so a group signal hits it, not pytest), paused at `point`;
     with its child processes at that moment. `env_extra`: settings for the command."""
     home, marker = tmp_path / "home", tmp_path / "stopped-here"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(tmp_path / "prefect"), **env_extra)
+    env.update(GPUCAST_HOME=str(home), PREFECT_HOME=str(prefect_home), **env_extra)
     proc = subprocess.Popen(failpoints.command(point, marker, *args), env=env, stdout=open(tmp_path / "out.txt", "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -62,6 +63,15 @@ def _server_port(children: list[psutil.Process]) -> int:
 
 
 @pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory) -> Path:
+    """The Prefect home of the module's commands (their temporary servers' database): one for the module, so only the
+    first command's server creates and migrates a database. Each test's own cost ~9 CPU-s and ~20 s where a database
+    already there took ~4 CPU-s and ~10 s (three starts each, load 15: docs/testing.md, session 10); what the tests
+    check (the signals, the children, the runs in the warehouse) is not in Prefect's database."""
+    return tmp_path_factory.mktemp("prefect")
+
+
+@pytest.fixture(scope="module")
 def logs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("logs")
     write_logs(out, SimConfig(days=1, jobs_per_day=300, seed=21))
@@ -69,8 +79,8 @@ def logs(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["main-pid", "process-group"])
-def test_sigterm_ends_the_run_in_time_recorded_and_leaves_no_child(tmp_path, logs, to_group):
-    proc, children = _start(tmp_path, "ingest:after-staging", "ingest", str(logs))
+def test_sigterm_ends_the_run_in_time_recorded_and_leaves_no_child(tmp_path, prefect_home, logs, to_group):
+    proc, children = _start(tmp_path, prefect_home, "ingest:after-staging", "ingest", str(logs))
     port = _server_port(children)
     assert _listening(port)
     sent = time.monotonic()
@@ -134,7 +144,7 @@ def labelled_logs(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("how", ["SIGTERM to the group", "SIGKILL"])
-def test_no_dask_worker_or_server_outlives_a_night_stopped_while_training(tmp_path, labelled_logs, how):
+def test_no_dask_worker_or_server_outlives_a_night_stopped_while_training(tmp_path, prefect_home, labelled_logs, how):
     """A nightly stopped while its fits' local Dask cluster runs: Dask's worker processes, their resource
     tracker and Prefect's server all end with it (SIGTERM: exit 143 within 10 s, the train run recorded).
 
@@ -143,7 +153,7 @@ def test_no_dask_worker_or_server_outlives_a_night_stopped_while_training(tmp_pa
     parent the same way; the SIGKILL of a `gpucast ingest` was a test of its own, the same proof with one child."""
     # a local cluster of one worker process (the default is one per core): what must end with gpucast is the kind of
     # child, a Dask worker and its resource tracker, not their number (a second worker's start: docs/testing.md)
-    proc, children = _start(tmp_path, "train:cluster-up", "nightly", str(labelled_logs), "--models", "linear_fs",
+    proc, children = _start(tmp_path, prefect_home, "train:cluster-up", "nightly", str(labelled_logs), "--models", "linear_fs",
                             "--repeats", "1", "--min-labelled", "50", "--runner", "dask", GPUCAST_DASK_WORKERS="1")
     workers = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
     assert workers and any("uvicorn" in p.cmdline() for p in children), [" ".join(p.cmdline()) for p in children]
