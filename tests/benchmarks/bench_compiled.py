@@ -2,7 +2,7 @@
 
     python tests/benchmarks/bench_compiled.py [--jobs 3000] [--rows 200000] [--threads 2] [--families ...] [--plain]
     python tests/benchmarks/bench_compiled.py --forest-leaves 2048,1024,512,256 [--jobs 20000] [--compile-target T]
-                                              [--compile-leaves 512,256]
+                                              [--compile-leaves 512,256] [--forest-family extra_trees] [--forest-trees 25]
 
 Per family: the registry's model with its own hyperparameters, fitted on `--jobs` simulated labelled jobs
 (peak GPU memory, the default feature set), saved and compiled as `save_champion` does; then the raw
@@ -78,11 +78,15 @@ def main() -> None:
     ap.add_argument("--forest-leaves", help="random forests with these max_leaf_nodes caps, accuracy and cost")
     ap.add_argument("--compile-target", action="append", help="with --forest-leaves: compile only these targets' forests")
     ap.add_argument("--compile-leaves", help="with --forest-leaves: compile only the forests of these caps")
+    ap.add_argument("--forest-family", default="random_forest", choices=compiled.SKLEARN_TREES[:2],
+                    help="with --forest-leaves: the forest family measured")
+    ap.add_argument("--forest-trees", type=int, help="with --forest-leaves: trees a forest (default: the registry's)")
     args = ap.parse_args()
     if args.forest_leaves:
         forest_leaves([int(n) for n in args.forest_leaves.split(",")], args.jobs, args.rows, args.threads,
                       args.compile_target or list(c.TARGETS),
-                      [int(n) for n in (args.compile_leaves or args.forest_leaves).split(",")])
+                      [int(n) for n in (args.compile_leaves or args.forest_leaves).split(",")], args.forest_family,
+                      args.forest_trees)
         return
     options = TrainOptions()
     train = labelled(simulate_jobs(int(args.jobs * 1.6), np.random.default_rng(1), SimConfig().start, 0.0), TARGET,
@@ -100,8 +104,9 @@ def main() -> None:
 
 
 def forest_leaves(caps: list[int], jobs: int, n_rows: int, threads: int, compile_targets: list[str],
-                  compile_caps: list[int]) -> None:
-    """`--forest-leaves`: the registry's random forest at each leaf cap, per target (module doc)."""
+                  compile_caps: list[int], family: str = "random_forest", trees: int | None = None) -> None:
+    """`--forest-leaves`: the registry's `family` forest (`trees` trees, default the registry's) at each leaf cap,
+    per target (module doc)."""
     from gpucast.tasks.learn import features
     from gpucast.tasks.learn.champion import metrics
     from gpucast.tasks.learn.features import labelled_rows
@@ -121,15 +126,15 @@ def forest_leaves(caps: list[int], jobs: int, n_rows: int, threads: int, compile
               f"{threads} threads ==", flush=True)
         baseline = None
         for cap in caps:
-            est = registry.build("random_forest", registry.Build(seed=0, threads=threads, categorical=enc.categorical,
+            est = registry.build(family, registry.Build(seed=0, threads=threads, categorical=enc.categorical,
                                                                  cardinalities=enc.cardinalities,
                                                                  base=FEATURE_SETS[enc.feature_set].base_column(target)))
-            est.set_params(regressor__max_leaf_nodes=cap)
+            est.set_params(regressor__max_leaf_nodes=cap, **({"regressor__n_estimators": trees} if trees else {}))
             _, fit_s = timed(est.fit, X[fit], y[fit])
             mape = metrics(y[test], est.predict(X[test]))["mape"]
             baseline = mape if baseline is None else baseline
             worst[(target, cap)] = mape - baseline
-            inner, nodes = est.regressor_, compiled.node_count("random_forest", est.regressor_)
+            inner, nodes = est.regressor_, compiled.node_count(family, est.regressor_)
             cpu = time.process_time()
             native, native_s = timed(inner.predict, P)
             cpu = time.process_time() - cpu
@@ -138,9 +143,9 @@ def forest_leaves(caps: list[int], jobs: int, n_rows: int, threads: int, compile
                     f"(CPU {cpu / len(P) * 1e6:6.2f} s)")
             if target in compile_targets and cap in compile_caps and nodes <= compiled.MAX_COMPILE_NODES:
                 with tempfile.TemporaryDirectory(prefix="gpucast-bench-leaves-") as tmp:
-                    path = store.save_model(Path(tmp), "random_forest", est)
+                    path = store.save_model(Path(tmp), family, est)
                     lib = Path(tmp) / f"forest{compiled.LIB_SUFFIX}"
-                    _, compile_s = timed(compiled.export, compiled.treelite_model("random_forest", path, inner), lib, threads)
+                    _, compile_s = timed(compiled.export, compiled.treelite_model(family, path, inner), lib, threads)
                     fast = compiled.CompiledTrees(lib, threads, float32_input=True)
                     cpu = time.process_time()
                     got, fast_s = timed(fast.predict, P)

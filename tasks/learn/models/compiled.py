@@ -7,9 +7,8 @@ when the champion is saved, never per scoring run; the library sits beside the n
 
 Which families (docs/benchmarks.md "Compiled tree champions per family" has the figures):
   * lightgbm: treelite's LightGBM frontend on the saved text model;
-  * extra_trees: treelite's scikit-learn frontend on the fitted forest;
-  * random_forest, xgboost, adaboost, catboost, decision_tree stay native, for the reasons (measured) in
-    `STAYS_NATIVE` (`treelite_model` still builds the forest's, XGBoost's and the tree's, for the benchmark's
+  * extra_trees, random_forest, xgboost, adaboost, catboost, decision_tree stay native, for the reasons (measured) in
+    `STAYS_NATIVE` (`treelite_model` still builds the forests', XGBoost's and the tree's, for the benchmark's
     measurement: the tree as a forest of one tree, since treelite has no importer for a lone `DecisionTreeRegressor`).
 scikit-learn compares float32 features against its thresholds (it casts X to float32 before walking a
 tree), so its families' libraries are fed X rounded to float32 the same way (`float32_input`).
@@ -34,7 +33,7 @@ from gpucast.records.outcomes import CompileInfo
 log = logging.getLogger(__name__)
 
 # registry name -> treelite frontend
-COMPILABLE = {"lightgbm": "lightgbm", "lightgbm_plain": "lightgbm", "extra_trees": "sklearn"}
+COMPILABLE = {"lightgbm": "lightgbm", "lightgbm_plain": "lightgbm"}
 SKLEARN_TREES = ("random_forest", "extra_trees", "decision_tree")  # fed X rounded to float32 (module doc)
 # Tree champions kept on their library's own predict, and why (written to the info JSON beside the model).
 STAYS_NATIVE = {
@@ -44,6 +43,10 @@ STAYS_NATIVE = {
     "adaboost": "AdaBoost regression predicts the weighted median of its trees, which a tree-sum compiler "
                 "(treelite: sums or means of trees) cannot express; scikit-learn's own predict scores instead",
     "catboost": "treelite has no CatBoost frontend; CatBoost's own predict scores instead",
+    "extra_trees": "at 25 trees of up to 2,048 leaves (registry.FOREST_TREES, FOREST_MAX_LEAVES) the compiled library "
+                   "predicted slower than scikit-learn's own (4.17 against 2.51 CPU-s per 1M jobs) and took 996 s to "
+                   "compile at load ~20 (issue 52, docs/benchmarks.md; at 50 trees it was over MAX_COMPILE_NODES and "
+                   "never compiled); scikit-learn's own predict scores instead",
     "random_forest": "at 512 leaves a tree (registry.RANDOM_FOREST_MAX_LEAVES) the compiled library predicted slower "
                      "than scikit-learn's own (4.72 against 3.74 CPU-s per 1M jobs; 3.49 against 3.16 at 256 leaves) "
                      "and took 6 minutes to compile at load 17 (issue 52, docs/benchmarks.md); scikit-learn's own "

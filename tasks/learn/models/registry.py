@@ -86,8 +86,13 @@ FOREST_MAX_LEAVES = 2048
 # Trees per forest (issue 40): a forest scores in proportion to its trees. The validation error of the first k
 # trees of a 300-tree forest levels off well before 300 (tests/benchmarks/bench_ensemble_size.py; docs/models.md
 # "Ensemble sizes"): FOREST_TREES is where it is within noise of 300's. 100 until 2026-11-27; at 50 the test
-# MAPE is at most 0.27 points above the 300-tree forest's, and a forest scores 1.8x faster than at 100.
-FOREST_TREES = 50
+# MAPE is at most 0.27 points above the 300-tree forest's, and a forest scores 1.8x faster than at 100. 25 since
+# 2026-11-29 (issue 52 item 5: scoring 1M jobs x 3 targets in 20 s): a forest predicts in half the time, and against
+# the forests before issue 52 (50 trees of 2,048 leaves) no target's test MAPE is worse by more than 0.72 points (the
+# random forest's run time at 512 leaves; extra_trees at most 0.35) over two seeds:
+# `tests/benchmarks/bench_forest_trees.py --seeds 0,1` (docs/benchmarks.md). Both forests score natively
+# (`compiled.STAYS_NATIVE`).
+FOREST_TREES = 25
 # The random forest's own cap (issue 52 item 5: scoring 1M jobs x 3 targets in 20 s): at 512 leaves a tree its
 # predict costs 3.5-3.8 CPU-s per 1M jobs and target against 5.1-5.9 at 2,048, and no target's test MAPE is worse by
 # more than 0.38 points (runtime_hours; gflops -0.07, memory +0.05; at 10,000 jobs +0.29 at most):
