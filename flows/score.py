@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import polars as pl
@@ -37,7 +37,7 @@ from gpucast.flows.stage import PENDING, stage_features
 from gpucast.records.outcomes import Champion
 from gpucast.records.results import ScoreResult
 from gpucast.tasks.learn import score
-from gpucast.tasks.learn.score import ClusterScores, Pending, Scorer
+from gpucast.tasks.learn.score import ClusterScores, Loading, Pending, Scorer
 from gpucast.warehouse import db, forecast, runs, training
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.publish import check_paths, publish_if
@@ -74,10 +74,15 @@ def stage_running_jobs(storage: Storage, folder: Path) -> str:
 PARTITION_MIN_JOBS = 200_000  # pending jobs from which scoring is spread over a given Dask cluster
 
 
+def _load(champion: Champion, device: str | None) -> Scorer:
+    """A champion loaded for scoring in this process."""
+    return Scorer(champion, device=device, threads=runners.threads_here())
+
+
 @lru_cache(maxsize=8)
 def _scorer(champion: Champion, device: str | None) -> Scorer:
     """One loaded champion per process (a Dask worker scores several partitions with it)."""
-    return Scorer(champion, device=device, threads=runners.threads_here())
+    return _load(champion, device)
 
 
 @task(name="score-partition", task_run_name="score {champion.target} part {part}", cache_policy=NO_CACHE, retries=1,
@@ -120,16 +125,17 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
 def score_target(champion: Champion | None, target: str, pending: Pending, out: str, score_run_id: str,
                  scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
                  cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None,
-                 running_path: str | None = None) -> int:
+                 running_path: str | None = None, loading: Loading | None = None) -> int:
     """Score the pending jobs of one target: those with model features with its champion (or take the
     partitions the cluster scored, scoring here any that failed there), those without from the
     scheduler's history (`history_path`, `tasks/learn/history.py`; a run time's burst reads the running jobs too,
     `running_path`); stage the forecasts as Parquet; return
-    how many jobs were out of the champion's distribution (the scheduler-history ones included)."""
+    how many jobs were out of the champion's distribution (the scheduler-history ones included). `loading`: the
+    champions loading since the run began (`Loading`; None: loaded here when asked)."""
     by_champion = None
     if champion is not None:  # a target without one has only the history's forecasts
         by_champion = score.champion_forecasts(
-            pending.known(), batch_rows, lambda: Scorer(champion, device=device, threads=runners.threads_here()),
+            pending.known(), batch_rows, lambda: (loading or Loading((), partial(_load, device=device))).scorer(champion),
             cluster_parts, rescorer=lambda: _scorer(champion, device), progress=get_run_logger().info)
     by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
                                          threads=runners.threads_here(), as_of=scored_at, running_path=running_path)
@@ -177,6 +183,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         check_paths(storage.published_path)
     with runs.lifecycle(storage, "score") as run:
         champions = read_champions(storage)
+        # scoring in this process (no cluster to spread it over): the champions load while the jobs are staged
+        loading = Loading(champions, partial(_load, device=device), background=not settings.cluster.dask_address)
         pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing,
                                                      score_alone=True).pending_path
         pending = Pending.of(pl.read_parquet(pending_path))  # read once, for every step of the run
@@ -204,7 +212,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         # The champions' predicts set their threads per model (`n_jobs`, the compiled trees' `nthread`), not globally.
         parts = [str(run.staging / f"{target}.parquet") for target in targets]
         futures = [score_target.submit(by_target.get(target), target, pending, out, run.run_id, as_of or run.started_at,
-                                       gpu_mem_gb, batch_rows, device, scored.of(target), history_path, running_path)
+                                       gpu_mem_gb, batch_rows, device, scored.of(target), history_path, running_path,
+                                       loading)
                    for target, out in zip(targets, parts, strict=True)]
         wait(futures)  # all of them ended (a failed target fails the run only once none is still writing its part)
         ood = {target: future.result() for target, future in zip(targets, futures, strict=True)}

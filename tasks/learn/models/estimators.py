@@ -62,7 +62,7 @@ class LogTarget(TransformedTargetRegressor):
     def _offset(self, X) -> np.ndarray | float:
         if self.base is None:
             return 0.0
-        b = np.asarray(X, dtype=np.float64)[:, self.base]
+        b = np.asarray(np.asarray(X)[:, self.base], dtype=np.float64)  # the one column, not the float32 matrix, to float64
         if getattr(self, "base_range_", None) is None:  # (a model saved before issue 50's edge rule: as it was)
             return b
         inside = np.clip(b, *self.base_range_)

@@ -70,6 +70,37 @@ def test_a_partition_that_failed_on_the_cluster_is_scored_again_here_in_the_same
     assert steps.champion_forecasts(known.head(0), 10, scorer=FakeScorer) is None and FakeScorer.made == made
 
 
+def test_the_champions_load_in_the_background_from_the_start_and_a_failed_load_is_tried_again():
+    """Issue 52 item 5: `Loading` starts every champion's load when it is made (a score run makes it before staging,
+    so the loads overlap it); a target waits for its own; a failed load raises there and the retry loads anew."""
+    import threading
+
+    other = Champion(c.PEAK_GPU_MEM_GB, "random_forest", "train-1", "/m")
+    started, release, loads = threading.Event(), threading.Event(), []
+
+    def load(champion):
+        loads.append((champion.target, threading.current_thread().name))
+        started.set()
+        release.wait(10)
+        if champion is other and len(loads) <= 2:
+            raise OSError("the model file is not readable yet")
+        return f"scorer of {champion.target}"
+
+    loading = steps.Loading([CHAMPION, other], load)
+    assert started.wait(10)  # began before anyone asked for a scorer
+    assert loads[0][0] == c.RUNTIME_HOURS and loads[0][1].startswith("gpucast-champions")
+    release.set()
+    assert loading.scorer(CHAMPION) == f"scorer of {c.RUNTIME_HOURS}"
+    with pytest.raises(OSError, match="not readable"):
+        loading.scorer(other)
+    assert [target for target, _ in loads] == [c.RUNTIME_HOURS, c.PEAK_GPU_MEM_GB]  # each loaded once, in turn
+    assert loading.scorer(other) == f"scorer of {c.PEAK_GPU_MEM_GB}" and len(loads) == 3  # the retry loaded it anew
+    late = Champion(c.GPU_DEMAND_GFLOPS, "lightgbm", "train-1", "/m")
+    assert loading.scorer(late) == f"scorer of {c.GPU_DEMAND_GFLOPS}"  # not given at the start: loaded when asked
+    on_demand = steps.Loading([late], lambda ch: loads.append(ch.target) or ch.target, background=False)
+    assert len(loads) == 4 and on_demand.scorer(late) == c.GPU_DEMAND_GFLOPS and loads[-1] == c.GPU_DEMAND_GFLOPS
+
+
 def test_the_history_is_read_only_when_jobs_without_features_are_pending():
     def unread():
         raise AssertionError("read")
