@@ -319,6 +319,8 @@ def _banded(quantiles: tuple[np.ndarray, np.ndarray, np.ndarray], errors: Sequen
     # uncertainty beside the errors' (sqrt(1 + 1/n)); no scale factor: it covered 80% on the real trace (module doc)
     errors = np.asarray(errors, dtype=float)
     scale = MAD_SIGMA * float(np.median(np.abs(errors))) if robust else float(np.sqrt(np.mean(np.square(errors))))
+    if robust and not scale > 0:  # most days repeat the week before (an idle or a steady queue): a median of 0 is no
+        return p10, p50, p90      # spread, so the model's own band stands (review 60 M1)
     half = float(t.ppf(BAND[1], n - 1)) * scale * float(np.sqrt(1 + 1 / n))
     centre = np.log1p(p50)
     return np.clip(np.expm1(centre - half), 0.0, None), p50, np.clip(np.expm1(centre + half), 0.0, None)

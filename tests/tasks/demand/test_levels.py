@@ -100,6 +100,26 @@ def test_a_history_too_short_to_cross_validate_gets_a_band_one_wild_day_does_not
     assert len(errors) == 9 and errors[0] == pytest.approx(np.log1p(hours[7]) - np.log1p(hours[0]))
 
 
+@pytest.mark.parametrize("kind", ["idle most days", "steady"])
+def test_a_short_history_that_repeats_its_week_still_gets_a_band(kind):
+    """Review 60 M1: a young queue idle most days, or a steady reservation, repeats the week before on most days, so
+    the median of its week-on-week errors is 0; read robustly that was a band of zero width (P10 = P50 = P90, and a
+    site of one such queue planned its P90 at its P50). A zero median keeps the model's own band."""
+    if kind == "steady":
+        hours = np.r_[np.full(15, 100.0), 400.0]
+    else:
+        hours = np.zeros(16)
+        hours[[1, 4, 8, 13]] = [120.0, 300.0, 80.0, 500.0]
+    daily = pl.DataFrame({"day": [START + timedelta(days=d) for d in range(16)], "queue": "new", "gpu_type": None,
+                          "jobs_submitted": np.where(hours > 0, 3.0, 0.0), "gpu_hours": hours},
+                         schema_overrides={"gpu_type": pl.String})
+    assert np.median(np.abs(module._fallback_errors(hours, module.SEASONAL_NAIVE))) == 0
+    out = module.forecast_demand(daily, START + timedelta(days=15), 14)
+    assert set(out["method"]) == {module.SEASONAL_NAIVE}
+    busy = out.filter(pl.col("gpu_hours_p50") > 0)
+    assert busy.height > 0 and (busy["gpu_hours_p90"] > busy["gpu_hours_p50"]).all()
+
+
 def test_a_shifting_count_chooses_the_level_blend_and_beats_seasonal_naive():
     daily = shifting(56, shift=14)
     out = module.forecast_demand(daily, START + timedelta(days=55), 14)
