@@ -22,18 +22,7 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
     normalisations and softmax inputs, dropout masks): 24 was fitted on the measured set's Transformers
     (prior MAPE 32.7% -> 26.6%) and holds on the reference set's named ones (44.9% -> 42.6%).
     A vision transformer (ViT, DeiT, BEiT: named so) logs its image side: s = (side / 16)^2 + 1 tokens.
-  - RNN / GRU / LSTM: a sequence model with a vocabulary head (language models, decoders: a token predicted per
-    step). Its width h solves P = 2 V h + 2 g L h^2 (embedding and head V h each, g = 1 / 3 / 4 gates of h^2
-    input and h^2 recurrent weights a layer), V = 10,000 words (PTB's vocabulary, and the measured set's LMs: not a
-    logged feature). Kept per step and layer, counted as the saved tensors of a real training step of nn.RNN / GRU /
-    LSTM (PyTorch's own recurrence, tests/tasks/learn/test_priors.py): RNN 2 h (the layer's input and the tanh
-    output, also the next step's hidden state), GRU 8 h, LSTM 8 h (the layer's input, the sigmoid of all 4 gates,
-    tanh of the candidate, the new cell, its tanh and the new hidden state; cuDNN's fused kernel on a GPU keeps its
-    own reserve space, not traced here); plus per token the head's 4 V values
-    (the logits, the loss's log-softmax, and their gradients at the start of the backward), in FP32 or wider even
-    under mixed precision (autocast runs the cross-entropy in FP32): 4.0-4.1 V per token traced. Before (to
-    2026-11-29) the count was (g + 2) h per step with h = sqrt(P / 2gL) and no head: 2x under at the median on the
-    measured set's recurrent nets, 5x at the 90th percentile, growing with batch x sequence (docs/models.md).
+  - RNN / GRU / LSTM: h = sqrt(P / 2gL) with g = 1 / 3 / 4 gates; (g + 2) h values per step and layer.
   - Convolutional: stages of convolutions whose channels grow (x1 x2 x4 x8 x8 for "cnn" and "vgg";
     x1 x2 x4 x8 for "resnet" and "convnet"; Simonyan & Zisserman 2015, He et al. 2016) while the feature
     map halves after each stage, from a stem of stride 1 ("cnn", "vgg"; ResNets and convnets on images
@@ -108,14 +97,6 @@ PLAIN_CNN_MAX_LAYERS = 20
 # (side / 16)^2 patches and a class token (Dosovitskiy et al., 2021: 16 px patches), as a "transformer".
 VIT_PATCH = 16
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
-# Values a recurrent layer keeps per step, in units of its width: the saved tensors of a real nn.RNN / GRU / LSTM
-# training step (PyTorch's own recurrence, oneDNN off), counted in tests/tasks/learn/test_priors.py.
-RECURRENT_VALUES_PER_STEP = {"rnn": 2, "gru": 8, "lstm": 8}
-# A recurrent net's vocabulary head: V words (PTB's 10k; the measured set's word-level LMs), and the values it keeps
-# per token at the start of the backward in FP32 or wider (logits, log-softmax, their gradients; traced: 4.0-4.1 V).
-RECURRENT_VOCAB = 10_000
-VOCAB_HEAD_VALUES = 4
-LOSS_MIN_BYTES = 4  # autocast runs the cross-entropy in FP32
 # Convolutional stages: channel multipliers per stage, and the image side up to which the stem keeps
 # full resolution (ResNet's CIFAR stem; VGG-style nets always do).
 CONV_STAGES = {"cnn": (1, 2, 4, 8, 8), "vgg": (1, 2, 4, 8, 8), "resnet": (1, 2, 4, 8), "convnet": (1, 2, 4, 8)}
@@ -223,9 +204,9 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     opt_bytes = opt_bytes * per_value(precision, lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)), pl.Float64)
     state = params * (per_value(precision, lambda p: float(STATE_BYTES.get(p, 8)), pl.Float64) + opt_bytes)
 
-    values, loss_values, tokens = _activations_and_tokens(fam, params, layers, dim)
+    values, tokens = _activations_and_tokens(fam, params, layers, dim)
     act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
-    activations = batch / gpus * (values * act_bytes + loss_values * np.maximum(act_bytes, LOSS_MIN_BYTES))
+    activations = batch / gpus * values * act_bytes
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
@@ -246,10 +227,9 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,
-                            dim: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(activation values kept per sample at the job's precision, those kept in FP32 or wider (a loss's), tokens each
-    weight is applied to per sample), by family."""
-    values, loss_values, tokens = np.zeros(len(fam)), np.zeros(len(fam)), np.ones(len(fam))
+                            dim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(activation values kept per sample, tokens each weight is applied to per sample), by family."""
+    values, tokens = np.zeros(len(fam)), np.ones(len(fam))
     for f in FAMILIES:
         m = fam == f
         if not m.any():
@@ -261,19 +241,12 @@ def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndar
             values[m] = TRANSFORMER_VALUES_PER_HIDDEN * s * np.sqrt(P / (12 * L)) * L
             tokens[m] = s
         elif f in GATES:
-            values[m] = s * L * _recurrent_width(P, L, GATES[f]) * RECURRENT_VALUES_PER_STEP[f]
-            loss_values[m] = s * VOCAB_HEAD_VALUES * RECURRENT_VOCAB
+            g = GATES[f]
+            values[m] = s * L * np.sqrt(P / (2 * g * L)) * (g + 2)
             tokens[m] = s
         else:  # cnn, resnet, vgg, convnet
             values[m], tokens[m] = _conv_stages(f, P, L, s)
-    return values, loss_values, tokens
-
-
-def _recurrent_width(P: np.ndarray, L: np.ndarray, gates: int) -> np.ndarray:
-    """Hidden width h of a recurrent net of P parameters: the positive root of 2 g L h^2 + 2 V h = P (g gates of
-    h^2 input and h^2 recurrent weights per layer; the embedding and the head, V h each)."""
-    V = RECURRENT_VOCAB
-    return (-V + np.sqrt(V**2 + 2.0 * gates * L * P)) / (2.0 * gates * L)
+    return values, tokens
 
 
 def _conv_stages(fam: str, P: np.ndarray, L: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
