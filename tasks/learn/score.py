@@ -112,7 +112,13 @@ class Loading:
     `scorer(champion)` waits for that champion's and hands it over (kept no longer here: a run's memory peaks after
     the targets); a load that failed raises there; asked again (a retried target), or for a champion it was not
     made with, it loads the champion then. `background=False` (a run spreading its scoring over a Dask cluster,
-    whose workers load their own): nothing loads ahead, each champion is loaded when asked."""
+    whose workers load their own): nothing loads ahead, each champion is loaded when asked.
+
+    What it does not know (review 60 N1): the flow decides `background` on "a Dask address is set", not on "this
+    run will score here", so a run with an address and too few pending jobs for the cluster scores here without
+    loading ahead; and it loads every champion, also one whose target has no pending job with model features or a
+    run that `check_champions` then stops (the scorer stays referenced until the run ends). The thread is not a
+    daemon: an interpreter that exits waits for the load under way."""
 
     def __init__(self, champions: Iterable[Champion], load: Callable[[Champion], Scorer], background: bool = True):
         from concurrent.futures import ThreadPoolExecutor

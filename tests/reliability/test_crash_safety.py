@@ -83,7 +83,9 @@ def module_server(prefect_home) -> Iterator[children.TemporaryServer]:
 def prefect_api(module_server, reference) -> str:
     """The module's server's URL once it answers. Launched first (the arguments' order), the server starts (a fresh
     database, Prefect's server imports) while `reference` runs its night in this process; waited for before the night,
-    its start idled this process (docs/testing.md, session 10)."""
+    its start idled this process (docs/testing.md, session 10). The overlap rests on pytest setting up a test's
+    fixtures in its arguments' order: a test that names `reference` before `prefect_api` runs the night first and
+    loses the overlap (not the correctness), so the tests here name `prefect_api` first (review 60 N5)."""
     # the nightlies check a configured API before they start (`children.api_problem`): wait here until it
     # answers, so the server's own start is not timed by a nightly's health check
     deadline = time.monotonic() + 120
