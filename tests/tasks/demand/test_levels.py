@@ -219,3 +219,18 @@ def test_the_level_ceiling_is_each_series_median_of_its_own_forecast_days():
     assert got["actual_jobs"] == pytest.approx(0.0)  # a constant count: its median is exact (b's unscored day left out)
     mean_level = (abs(13 / 3 - 1) + abs(13 / 3 - 2) + abs(13 / 3 - 10) + 2) / 15
     assert got["actual"] < mean_level  # the median beats another constant, the mean
+
+
+def test_the_days_a_trace_of_finished_jobs_cuts_short_are_weighted_by_gpu_hours(tmp_path):
+    """bench_real_demand's complete days (issue 53 session 11): `settle_days` is the P95 of the run times weighted by
+    GPU-hours, not by jobs (a hundred 1-hour jobs and one 8-GPU job of 2.5 days: 3 days, where a count would say 1
+    hour), and `complete` leaves out the same last days of every series."""
+    from tests.benchmarks.bench_real_demand import complete, settle_days
+
+    trace = tmp_path / "trace.csv"
+    pl.DataFrame({"duration": [3_600] * 100 + [int(2.5 * 86_400)], "num_gpu": [1] * 100 + [8]}).write_csv(trace)
+    assert settle_days(trace) == 3
+    days = [START + timedelta(days=d) for d in range(6)]
+    rows = pl.DataFrame({"day": days * 2, "queue": ["a"] * 6 + ["b"] * 6})
+    kept = complete(rows, days[-1], 3)
+    assert kept["day"].max() == days[2] and kept.group_by("queue").len()["len"].to_list() == [3, 3]
