@@ -27,6 +27,7 @@ those values and without all of them: what a set that carries only the columns (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import tempfile
@@ -286,6 +287,53 @@ def as_logged(path: Path, seed: int) -> None:
               f"{np.mean(ape[held]):4.1f} ({np.median(states[held]) / np.median(ape[held]):.2f}x) | {per}")
 
 
+# Fields contract v6 lacks, replayed from the notes by `absent_fields` (`--breakdown`; not the prior, which cannot read
+# them): the expert-parallel size (Megatron's and ms-swift's `expert_model_parallel_size`, the notes' "EPn": each GPU
+# holds 1 / n of the experts' weights, gradients and moments) and a LoRA that also trains the embedding and the head
+# (PEFT's `modules_to_save`, LLaMA-Factory's `additional_target`: `ModulesToSaveWrapper` keeps the frozen original and
+# a trainable copy in the model's dtype, with its gradient, two AdamW moments and the foreach step's copy of the
+# second moments)
+EXPERT_PARALLEL = re.compile(r"\bEP(\d+)")
+MODULES_TO_SAVE = re.compile(r"modules_to_save")
+
+
+def replayed_gb(arch: m.Arch, job: m.Layout, notes: str, fields: tuple[str, ...]) -> float:
+    """The prior of one run with the `fields` (`expert_parallel`, `modules_to_save`) its notes give."""
+    said = EXPERT_PARALLEL.search(notes)
+    if "expert_parallel" in fields and said and arch.experts > 1:
+        n = int(said.group(1))
+        experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
+        arch = dataclasses.replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
+    gb = m.per_gpu(arch, job).total_gb
+    if "modules_to_save" in fields and MODULES_TO_SAVE.search(notes) and job.adapter in ("lora", "qlora"):
+        trained, half = arch.embedding_params / job.tensor_parallel, m.HALF_BYTES.get(job.precision, 2)
+        step = max(0.0, trained * half - sum(m.activations(arch, job)))
+        gb += (trained * 4 * half + step) * m.ALLOCATOR_FACTOR / m.GB
+    return gb
+
+
+def absent_fields(path: Path, seed: int) -> None:
+    """The prior's P50 and mean APE, whole and held-out half H (and H's mean per source), with the fields contract v6
+    lacks read off the notes (`replayed_gb`): what each would buy."""
+    rows = job_rows(path)
+    built, notes = contract_frame(rows), pl.read_csv(path)["other"].fill_null("").to_list()
+    keep, sources = learned_half(rows, seed), rows["source"].to_numpy()
+    print(f"\nfields contract v6 lacks, read off the notes (a replay, not the prior; seed {seed}): P50 / mean APE %, "
+          "whole and held-out half H; runs moved; H per source: mean APE %")
+    for label, fields in (("none (the prior)", ()), ("expert_parallel", ("expert_parallel",)),
+                          ("modules_to_save", ("modules_to_save",)), ("both", ("expert_parallel", "modules_to_save"))):
+        p50 = np.array([replayed_gb(*job, notes[i], fields) if (job := m.job_of(r)) else np.nan
+                        for i, r in enumerate(built.iter_rows(named=True))])
+        ape = apes(rows, p50)
+        if not fields:
+            plain = ape
+        ok = np.isfinite(ape)
+        held = ok & ~keep
+        per = " ".join(f"{x[:12]} {np.mean(ape[held & (sources == x)]):.1f}" for x in sorted(set(sources)))
+        print(f"  {label:18s} whole {np.median(ape[ok]):4.1f} / {np.mean(ape[ok]):4.1f}  H {np.median(ape[held]):4.1f} / "
+              f"{np.mean(ape[held]):4.1f}  moved {int(np.sum(np.abs(ape - plain)[ok] > 0.01)):2d} | {per}")
+
+
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
 CONFIGURATIONS = (c.ADAPTER, c.SHARDING, c.CPU_OFFLOAD, c.ACTIVATION_CHECKPOINTING, c.PRECISION, c.OPTIMIZER, "gpu",
                   "split", c.GPU_COUNT)
@@ -402,6 +450,7 @@ def main() -> None:
         breakdown(rows, methods)
         signed_by_half(rows, methods, args.seed)
         as_logged(args.data, args.seed)
+        absent_fields(args.data, args.seed)
         print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         print(f"a 16-bit head, a shifted cross-entropy loss and its backward, bytes a logit at once: loss on fp32 "
