@@ -153,7 +153,8 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
-        pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None))
+        pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),
+        pl.col(c.OPTIMIZER, c.LOSS_PRECISION).cast(pl.String))  # words even when none is read (`inferred` empty)
     return df
 
 

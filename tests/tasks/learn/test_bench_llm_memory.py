@@ -39,6 +39,8 @@ def test_the_set_read_as_logged_drops_what_the_notes_give(tmp_path):
     assert logged[c.ADAPTER].to_list() == ["lora", "none"]
     assert logged[c.CONTEXT_PARALLEL].to_list() == [1, 1]
     assert logged[c.OPTIMIZER].to_list() == [None, None]
+    # still words (a column of nulls only would not pass the feature encoder of the night that scores them)
+    assert logged.schema[c.OPTIMIZER] == logged.schema[c.LOSS_PRECISION] == pl.String
     # one value left out at a time: the others are still read
     assert bench.job_rows(path, ("adapter",))[c.ADAPTER].to_list() == ["lora", "lisa"]
     assert bench.job_rows(path, ("adapter",))[c.LOSS_PRECISION].to_list() == [None, None]
