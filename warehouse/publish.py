@@ -664,10 +664,12 @@ def _latest_view(con: duckdb.DuckDBPyConnection, columns: list[tuple[str, str]])
     con.execute(f"CREATE OR REPLACE TABLE {sql_name('copy', 'main', LATEST_ARRIVALS)} AS "
                 f"SELECT arrival FROM {sql_name('source', 'main', LATEST)}")
     names = ", ".join(f"r.{sql_name(name)}" for name, _ in columns)
-    # unqualified names: DuckDB binds a view's tables in the view's own database, so the file read alone (planners)
-    # reads its own `job_log_records`
-    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', LATEST)} AS SELECT {names} FROM job_log_records r "
-                f"SEMI JOIN {sql_name(LATEST_ARRIVALS)} a ON r.arrival = a.arrival")
+    # Unqualified names: DuckDB binds a view's tables in the view's own database, so the file read alone (planners)
+    # reads its own `job_log_records`. An inner join, the same rows as a semi join (`arrival` is unique on both sides):
+    # DuckDB may build its hash table on either side, and a count by status over 1M jobs took 0.03 CPU-s against the
+    # semi join's 0.08 (which builds on the arrivals).
+    con.execute(f"CREATE OR REPLACE VIEW {sql_name('copy', 'main', LATEST)} AS SELECT {names} FROM "
+                f"{sql_name(LATEST_ARRIVALS)} a JOIN job_log_records r ON r.arrival = a.arrival")
 
 
 def _adopt_staged(con: duckdb.DuckDBPyConnection, folder: Path, run: str, stem: str, rows: int,
