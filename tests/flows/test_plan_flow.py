@@ -167,11 +167,14 @@ def _queue_two_jobs_and_forecast_demand(start, forecast: bool) -> None:
 
     with db.writer(Settings.from_env().storage) as con:
         if not forecast:
-            for job_id, status, ago in (("p1", "PENDING", 0), ("p2", "PENDING", 0), ("done", "COMPLETED", 7)):
+            for arrival, (job_id, status, ago) in enumerate((("p1", "PENDING", 0), ("p2", "PENDING", 0),
+                                                             ("done", "COMPLETED", 7)), start=1):
                 con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
                             f"{c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
-                            "VALUES (?, ?, ?, 'a100-80g', 'CNN', 3.0, 'h', 1, 'f', 1, 'i', now())",
-                            [job_id, start - timedelta(days=ago), status])
+                            "VALUES (?, ?, ?, 'a100-80g', 'CNN', 3.0, 'h', ?, 'f', 1, 'i', now())",
+                            [job_id, start - timedelta(days=ago), status, arrival])
+            # a job's row of job_logs is a record of the history, as a load leaves them (the copy reads it there)
+            con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM job_logs")
             return
         con.execute("INSERT INTO demand_runs (demand_run_id, started_at, status, as_of, days) "
                     "VALUES ('demand-1', now(), 'succeeded', ?, 14)", [start - timedelta(days=1)])

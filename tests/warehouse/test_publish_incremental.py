@@ -18,7 +18,13 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db, forecast, queries, runs
-from gpucast.warehouse.publish import FORECAST_FILE_PUBLISHES, PublishFailed, publish_snapshot
+from gpucast.warehouse.publish import (
+    FORECAST_FILE_PUBLISHES,
+    LATEST,
+    LATEST_ARRIVALS,
+    PublishFailed,
+    publish_snapshot,
+)
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
@@ -67,24 +73,27 @@ def _ingest(storage: Storage, run_id: str, jobs: range) -> None:
 
 def _same_as_warehouse(storage: Storage) -> None:
     """Every table of the copy holds the warehouse's rows, every view is there; `forecasts` is a view over the
-    runs' Parquet files with the table's columns and rows, and the files folder holds no stray file."""
+    runs' Parquet files with the table's columns and rows, `job_logs` a view over the copy's `job_log_records` with the
+    table's columns and rows (and their arrivals its one table of its own), and the files folder holds no stray file."""
     con = duckdb.connect()
     con.execute(f"ATTACH '{storage.db_path}' AS w (READ_ONLY)")
     con.execute(f"ATTACH '{storage.published_path}' AS p (READ_ONLY)")
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
-    assert tables - {"forecasts"} == {n for (n,) in con.execute(
+    assert tables - {"forecasts", LATEST} | {LATEST_ARRIVALS} == {n for (n,) in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'p'").fetchall()}
     # in each table's own column order: planners `SELECT *` the copy, so a reordered column is a difference
+    # (duckdb_columns() lists a view's columns too: `job_logs` is compared with the table it stands for)
     table_columns = ("SELECT table_name, column_index, column_name, data_type FROM duckdb_columns() "
-                     "WHERE database_name = ? AND table_name <> 'forecasts' ORDER BY table_name, column_index")
-    assert con.execute(table_columns, ["w"]).fetchall() == con.execute(table_columns, ["p"]).fetchall()
+                     "WHERE database_name = ? AND table_name NOT IN ('forecasts', ?) ORDER BY table_name, column_index")
+    assert con.execute(table_columns, ["w", LATEST_ARRIVALS]).fetchall() == con.execute(
+        table_columns, ["p", LATEST_ARRIVALS]).fetchall()
     for name in tables:
         assert _rows_differing(con, name) == 0, name
     columns = "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = 'forecasts'"
     assert con.execute(columns, ["w"]).fetchall() == con.execute(columns, ["p"]).fetchall()
     views = "SELECT view_name, sql FROM duckdb_views() WHERE database_name = '{}' AND NOT internal ORDER BY 1"
     assert con.execute(views.format("w")).fetchall() == [
-        v for v in con.execute(views.format("p")).fetchall() if v[0] != "forecasts"]
+        v for v in con.execute(views.format("p")).fetchall() if v[0] not in ("forecasts", LATEST)]
     assert not list(db.forecast_files_dir(storage.published_path).glob(".*")), "a temporary file left behind"
     con.close()
 
@@ -190,11 +199,36 @@ def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_ag
     publish_snapshot(storage)
     with db.writer(storage) as con:  # neither happens in gpucast today; the publish must not miss them if they do
         con.execute("DELETE FROM forecasts WHERE score_run_id = ? AND p50 < 10", [first])
+        # (records gone from the history go from `job_logs` too: its rows are rows of the history, whose copy the
+        # copy's `job_logs` reads; `test_a_latest_row_missing_from_the_history_fails_the_publish_naming_job_logs`)
         con.execute("DELETE FROM job_log_records WHERE arrival < 5")
+        con.execute("DELETE FROM job_logs WHERE arrival < 5")
         con.execute("ALTER TABLE forecasts ADD COLUMN note VARCHAR DEFAULT 'new'")
     _score(storage, 1)  # the new column gets its default
     publish_snapshot(storage)
     _same_as_warehouse(storage)
+
+
+def test_the_copys_job_logs_is_a_view_of_the_history_and_a_latest_row_missing_from_it_fails_the_publish(storage):
+    """Planners read `job_logs` in the copy by that name, with its columns and rows, and the copy holds them once:
+    a view over its `job_log_records` by the latest arrivals (`LATEST_ARRIVALS`), not a second table of the rows
+    (issue 52). A warehouse whose `job_logs` holds a row its history lacks (gpucast never writes one) cannot be
+    published that way: the publish fails naming `job_logs`, and the copy is left as it was."""
+    _ingest(storage, "ingest-1", range(0, 100))
+    _ingest(storage, "ingest-2", range(50, 150))  # a newer record of jobs 50-99: their older rows leave `job_logs`
+    publish_snapshot(storage)
+    _same_as_warehouse(storage)
+    with duckdb.connect(str(storage.published_path), read_only=True) as con:
+        assert con.execute("SELECT table_type FROM information_schema.tables WHERE table_name = ?",
+                           [LATEST]).fetchall() == [("VIEW",)]
+        assert con.execute(f"SELECT count(*), count(DISTINCT job_id), min(ingest_run_id) FILTER (WHERE job_id = 'job-60') "
+                           f"FROM {LATEST}").fetchone() == (150, 150, "ingest-2")
+    published = storage.published_path.read_bytes()
+    with db.writer(storage) as con:
+        con.execute("DELETE FROM job_log_records WHERE arrival = (SELECT min(arrival) FROM job_logs)")
+    with pytest.raises(PublishFailed, match="job_logs has 150 rows but 149 were published"):
+        publish_snapshot(storage)
+    assert storage.published_path.read_bytes() == published
 
 
 def _inode(path) -> int:

@@ -124,12 +124,12 @@ def test_a_damaged_file_that_cannot_be_written_again_is_named_with_the_warehouse
     assert storage.published_path.read_bytes() == before
 
 
-def _corrupt_job_logs_of(path: Path) -> None:
-    """Overwrite the block that holds `job_logs.ingest_run_id` in the database at `path` (which the next publish reads
-    to bring the copy up to date), its mode, size and modification time kept: a copy still looks like the file
-    published."""
+def _corrupt_history_of(path: Path) -> None:
+    """Overwrite the block that holds `job_log_records.ingest_run_id` in the database at `path` (which the next publish
+    reads to bring the copy up to date, run by run; the copy's `job_logs` is a view over that table), its mode, size and
+    modification time kept: a copy still looks like the file published."""
     with duckdb.connect(str(path), read_only=True) as con:
-        (block,), = con.execute("SELECT min(block_id) FROM pragma_storage_info('job_logs') "
+        (block,), = con.execute("SELECT min(block_id) FROM pragma_storage_info('job_log_records') "
                                 "WHERE column_name = 'ingest_run_id' AND block_id >= 0").fetchall()
     mode, times = path.stat().st_mode, _as_written(path)
     os.chmod(path, 0o644)
@@ -149,7 +149,7 @@ def test_a_damaged_earlier_copy_is_not_built_on_nor_blamed_on_the_warehouse(stor
         _ingest(storage, f"ingest-{day}", range(day * 100, day * 100 + 300))
         _score(storage, day, rows=ROWS)
         publish_snapshot(storage)
-    _corrupt_job_logs_of(storage.home / damaged)
+    _corrupt_history_of(storage.home / damaged)
     if damaged == "published.duckdb":
         (storage.home / "published.prev.duckdb").unlink()  # so the current copy is the base (a byte copy of it)
     _ingest(storage, "ingest-2", range(200, 500))
@@ -176,8 +176,8 @@ def test_a_damaged_warehouse_fails_the_publish_at_once_naming_it(storage, base, 
     _ingest(storage, "ingest-2", range(200, 500))
     _score(storage, 2, rows=ROWS)
     with db.writer(storage) as con:
-        con.execute("CHECKPOINT")  # the job_logs block damaged below is the one the publish reads
-    _corrupt_job_logs_of(storage.db_path)
+        con.execute("CHECKPOINT")  # the history's block damaged below is one the publish reads
+    _corrupt_history_of(storage.db_path)
     tries = []
     build = publish._verified_copy
     monkeypatch.setattr(publish, "_verified_copy", lambda *a, **k: tries.append(k["base"]) or build(*a, **k))
