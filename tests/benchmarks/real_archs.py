@@ -31,6 +31,7 @@ under-provisioning (actual > `safe_request_gb(P90)`, the request the product adv
 
     .venv/bin/python tests/benchmarks/real_archs.py --prior-error
     .venv/bin/python tests/benchmarks/real_archs.py [--models lightgbm,extra_trees,xgboost,prior] [--repeats 1] [--family-names]
+        [--seed 0]   # the training's seed (issue 50: one seed's regression was another's improvement)
 """
 
 from __future__ import annotations
@@ -169,9 +170,9 @@ def gpu_set(path: Path, reference: pl.DataFrame) -> EvalSet:
                    trace_columns(df, "traced_peak_gb", "traced_gflop"), df["device_used_gb"].to_numpy())
 
 
-def train_champion(history: pl.DataFrame, models: tuple[str, ...], repeats: int, folder: Path) -> Scorer:
-    """The memory champion trained as the nightly trains it (`train_target`, default feature set)."""
-    options = TrainOptions(targets=(TARGET,), models=models, repeats=repeats)
+def train_champion(history: pl.DataFrame, models: tuple[str, ...], repeats: int, folder: Path, seed: int = 0) -> Scorer:
+    """The memory champion trained as the nightly trains it (`train_target`, default feature set), seeded."""
+    options = TrainOptions(targets=(TARGET,), models=models, repeats=repeats, seed=seed)
     result = train_target(history, TARGET, options, folder, threads=2, progress=lambda _: None)
     return Scorer(Champion(TARGET, result.champion, "real-archs", str(folder)), threads=2)
 
@@ -255,8 +256,8 @@ def real_architectures(args: argparse.Namespace) -> dict[str, pl.DataFrame]:
     sets = [reference, gpu_set(args.gpu_runs, reference.rows)]
     models = tuple(args.models.split(","))
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as folder2:
-        scorer = train_champion(history, models, args.repeats, Path(folder))
-        traced_scorer = train_champion(traced_history(history), models, args.repeats, Path(folder2))
+        scorer = train_champion(history, models, args.repeats, Path(folder), args.seed)
+        traced_scorer = train_champion(traced_history(history), models, args.repeats, Path(folder2), args.seed)
         print(f"memory champions trained on the measured set ({history.height} jobs): {scorer.champion.model}, "
               f"with traced priors {traced_scorer.champion.model} ({time.perf_counter() - t0:.0f} s)")
         tables = {}
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="the models the champion is chosen from")
     ap.add_argument("--repeats", type=int, default=1, help="holdout repeats when choosing the champion")
     ap.add_argument("--family-names", action="store_true", help="model_type = the family's name (VGG, BERT, ...)")
+    ap.add_argument("--seed", type=int, default=0, help="the training's seed (splits, models): one figure per seed")
     args = ap.parse_args(argv)
     if args.prior_error:
         print_prior_error(args.reference)
