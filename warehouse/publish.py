@@ -525,6 +525,12 @@ def _not_read_back(storage: Storage, exc: duckdb.Error, found: Sequence[str] = (
         "left as it was. Check the disk, then restore the warehouse from the lake or a backup (docs/operations.md)")
 
 
+class _LatestOutOfStep(duckdb.InvalidInputException):
+    """The copy's `job_logs` view (`LATEST`) finds fewer rows than the warehouse's table: a latest row whose record is
+    not in `job_log_records`. In an incremental publish the copy is rebuilt first (its history could be the one short);
+    built from nothing, the warehouse itself is out of step (review 61 N2)."""
+
+
 class _CopyInUse(Exception):
     """The earlier copy a publish builds on cannot be used: open in a session (DuckDB's lock) or written into before
     we locked it; or, `damaged`, unreadable or failing while brought up to date (a block of it that fails its checksum,
@@ -601,6 +607,11 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
                 raise  # a full disk or a permission error: said as such (exit 5), not as corruption
             if base and _damaged_file(exc, [tmp, storage.db_path]) != storage.db_path:
                 raise _CopyInUse(f"{type(exc).__name__}: {str(exc)[:300]}", damaged=True) from exc
+            if isinstance(exc, _LatestOutOfStep):  # built from nothing: the warehouse's own tables disagree
+                raise PublishFailed(
+                    f"{exc}: the warehouse's {LATEST} holds a latest row whose record is not in job_log_records "
+                    f"({storage.db_path}); the planners' copy was left as it was. Rebuild the warehouse from the Parquet "
+                    "lake (docs/operations.md)") from exc
             raise _not_read_back(storage, exc) from exc  # built from nothing, or a bad block of the warehouse
     finally:
         con.close()
@@ -655,7 +666,8 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
     for i, published, held in con.execute(counts).fetchall() if tables else []:
         if published != held:
             schema, name = tables[i]
-            raise duckdb.InvalidInputException(f"{schema}.{name} has {held:,} rows but {published:,} were published")
+            out_of_step = _LatestOutOfStep if (schema, name) == ("main", LATEST) else duckdb.InvalidInputException
+            raise out_of_step(f"{schema}.{name} has {held:,} rows but {published:,} were published")
 
 
 def _latest_view(con: duckdb.DuckDBPyConnection, columns: list[tuple[str, str]]) -> None:
