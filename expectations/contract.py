@@ -1,4 +1,4 @@
-"""Job-log contract v6: every column name, type, unit, allowed value and bound, defined once.
+"""Job-log contract v7: every column name, type, unit, allowed value and bound, defined once.
 
 v2 added the optional hardware context (`gpu_type`, `gpu_count`, `gpu_peak_tflops`), v3 the optional
 architecture name (`arch`: `resnet50`, `bert-large-uncased`, ...), v4 the scheduler's own facts
@@ -7,7 +7,9 @@ job known only by its scheduler still counts in demand and plans), v5 the layout
 (`tensor_parallel`, `pipeline_parallel`, `context_parallel`, `sharding`, `cpu_offload`,
 `activation_checkpointing`, `adapter`, `lora_rank`, `micro_batch_size`; `precision` gains FP8: LLM training
 and fine-tuning, issue 51), v6 the loss's precision (`loss_precision`: `fp32`, `half`, `fused`) and the adapter
-word `lisa` (issue 51 session 10). A v1, v2, v3, v4 or v5 log reads exactly as
+word `lisa` (issue 51 session 10), v7 the expert-parallel size (`expert_parallel`) and the modules a parameter-efficient
+run trains in full beside its adapter (`trained_modules`: PEFT's `modules_to_save`; issue 51 session 11). A v1-v6 log
+reads exactly as
 before, and records loaded under an older version keep their identity (each version's columns enter
 the record hash only when one of them is set, see `record_hash_sql`).
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 6
+CONTRACT_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -135,13 +137,27 @@ LORA_RANK_MAX = 65_536
 # linear cross-entropy that never holds the logits: Liger's, Apple's Cut Cross-Entropy). Another word: `unknown`.
 LOSS_PRECISION = "loss_precision"
 LOSS_PRECISIONS = ("fp32", "half", "fused", UNKNOWN_WORD)
+# Contract v7: the expert-parallel size of a mixture-of-experts model (Megatron's `expert_model_parallel_size`,
+# DeepSpeed MoE's `ep_size`, torchtitan's `expert_parallel_degree`): each GPU holds 1 / n of the experts (their
+# weights, gradients and optimizer states), the dense parts as before. Megatron requires it to divide the
+# data-parallel x context-parallel ranks (gpu_count / (tensor x pipeline)): a row that breaks it is quarantined with
+# that rule (tasks/ingest/normalize.py `_layout_rule`).
+EXPERT_PARALLEL = "expert_parallel"
+# Contract v7: the modules a parameter-efficient run (`adapter` lora, qlora, other) also trains in full: PEFT's
+# `modules_to_save` (LLaMA-Factory's `additional_target`, axolotl's `lora_modules_to_save`), whose wrapper keeps the
+# frozen original and a trained copy with its gradient and optimizer states. `none`, `embeddings` (the input
+# embedding: `embed_tokens`, `wte`), `head` (the LM head: `lm_head`, `embed_out`), `embeddings_and_head`. Another
+# word: `unknown` (forecast as `none`).
+TRAINED_MODULES = "trained_modules"
+TRAINED_MODULE_WORDS = ("none", "embeddings", "head", "embeddings_and_head", UNKNOWN_WORD)
 # The word fields whose unknown words are kept as `unknown` (and counted in the nightly's feature summary), never
 # rejected
-UNKNOWN_KEPT = (SHARDING, ADAPTER, LOSS_PRECISION)
+UNKNOWN_KEPT = (SHARDING, ADAPTER, LOSS_PRECISION, TRAINED_MODULES)
 # What a missing value means (the contract's defaults, applied where the value is used, never stored: a v1-v4
 # record keeps its nulls, its hash and its features).
 LLM_DEFAULTS = {TENSOR_PARALLEL: 1, PIPELINE_PARALLEL: 1, CONTEXT_PARALLEL: 1, SHARDING: "none", CPU_OFFLOAD: "none",
-                ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none", LOSS_PRECISION: "fp32"}
+                ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none", LOSS_PRECISION: "fp32", EXPERT_PARALLEL: 1,
+                TRAINED_MODULES: "none"}
 
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
@@ -217,6 +233,12 @@ FIELDS: tuple[Field, ...] = (
     Field(LOSS_PRECISION, "string", "", "fp32 (the loss on fp32 logits), half (on the 16-bit logits), fused (a fused "
           "linear cross-entropy that never holds the logits: Liger, Cut Cross-Entropy); another word kept as "
           "`unknown`; missing means `fp32`", values=LOSS_PRECISIONS, since=6),
+    # v7
+    Field(EXPERT_PARALLEL, "int", "GPUs", ">= 1; missing means 1; the GPUs a mixture-of-experts model's experts are "
+          "split over; divides gpu_count / (tensor x pipeline parallel)", maximum=1e5, since=7),
+    Field(TRAINED_MODULES, "string", "", "none, embeddings, head, embeddings_and_head: the modules an adapter run also "
+          "trains in full (PEFT modules_to_save names accepted); another word kept as `unknown`; missing means `none`",
+          values=TRAINED_MODULE_WORDS, since=7),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -232,8 +254,9 @@ PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
 # The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,),
-# 4: (time_limit_hours, job_name), 5: (tensor_parallel, ..., micro_batch_size), 6: (loss_precision,)}.
-# The fields of a job on many GPUs (v5's layout and v6's loss precision).
+# 4: (time_limit_hours, job_name), 5: (tensor_parallel, ..., micro_batch_size), 6: (loss_precision,),
+# 7: (expert_parallel, trained_modules)}.
+# The fields of a job on many GPUs (v5's layout, v6's loss precision, v7's experts and trained modules).
 LLM_COLUMNS = tuple(f.name for f in FIELDS if f.since >= 5)
 ADDED_BY_VERSION = {v: tuple(f.name for f in FIELDS if f.since == v) for v in range(2, CONTRACT_VERSION + 1)}
 
@@ -304,6 +327,14 @@ COLUMN_ALIASES = {
     "pipeline_parallel_size": PIPELINE_PARALLEL,
     "pipeline_parallel_degree": PIPELINE_PARALLEL,
     "cp": CONTEXT_PARALLEL,
+    # v7
+    "expert_model_parallel_size": EXPERT_PARALLEL,
+    "expert_parallel_size": EXPERT_PARALLEL,
+    "expert_parallel_degree": EXPERT_PARALLEL,
+    "ep_size": EXPERT_PARALLEL,
+    "modules_to_save": TRAINED_MODULES,
+    "lora_modules_to_save": TRAINED_MODULES,
+    "additional_target": TRAINED_MODULES,
     "context_parallel_size": CONTEXT_PARALLEL,
     "context_parallel_degree": CONTEXT_PARALLEL,
     "zero_stage": SHARDING,

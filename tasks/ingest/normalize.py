@@ -89,9 +89,27 @@ LOSS_PRECISION_SYNONYMS = {
     **dict.fromkeys(("fused", "liger", "ligerkernel", "fusedlinearcrossentropy", "ligerfusedlinearcrossentropy",
                      "cutcrossentropy", "cce", "chunked", "chunkedce", "chunkedcrossentropy"), "fused"),
 }
+# Contract v7: the modules an adapter run also trains in full, from PEFT's `modules_to_save` names (a list logged as
+# text: `['embed_tokens', 'lm_head']`, brackets, quotes and spaces dropped) or the contract's words. The input
+# embedding: Llama's / Qwen2's `embed_tokens`, GPT-2's `wte`, GPT-NeoX's `embed_in`, BLOOM's `word_embeddings`, Qwen's
+# (v1) `wte`; the head: `lm_head`, GPT-NeoX's `embed_out`, ChatGLM's `output_layer`; either order of the two.
+_EMBEDDINGS = ("embeddings", "embedding", "embed", "embedtokens", "wte", "embedin", "wordembeddings", "tokembeddings",
+               "tokenembeddings", "input", "inputembeddings")
+_HEADS = ("head", "lmhead", "embedout", "outputlayer", "output", "outputembeddings")
+TRAINED_MODULES_SYNONYMS = {
+    **dict.fromkeys((*_NO, ""), "none"),
+    **dict.fromkeys(_EMBEDDINGS, "embeddings"),
+    **dict.fromkeys(_HEADS, "head"),
+    **dict.fromkeys(("embeddingsandhead", "both", "embeddingandhead", "embeddings+head", "embedandhead"),
+                    "embeddings_and_head"),
+    **{f"{a},{b}": "embeddings_and_head" for e in _EMBEDDINGS for h in _HEADS for a, b in ((e, h), (h, e))},
+}
 LLM_WORDS = {c.SHARDING: SHARDING_SYNONYMS, c.CPU_OFFLOAD: CPU_OFFLOAD_SYNONYMS,
              c.ACTIVATION_CHECKPOINTING: CHECKPOINTING_SYNONYMS, c.ADAPTER: ADAPTER_SYNONYMS,
-             c.LOSS_PRECISION: LOSS_PRECISION_SYNONYMS}
+             c.LOSS_PRECISION: LOSS_PRECISION_SYNONYMS, c.TRAINED_MODULES: TRAINED_MODULES_SYNONYMS}
+# What a word's key drops before the table is read: spaces, dashes and underscores; for `trained_modules` also a
+# logged list's brackets and quotes
+WORD_NOISE = {c.TRAINED_MODULES: r"[\s_\-\[\]'\"()]"}
 MODEL_TYPE_SYNONYMS = {
     **{m.lower(): m for m in c.KNOWN_MODEL_TYPES},
     "convnet": "CNN",
@@ -270,9 +288,9 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
     values[c.QUEUE] = pl.col(_t(c.QUEUE)).fill_null(c.DEFAULT_QUEUE)
     for name in (c.JOB_ID, c.TEAM, c.FAILURE_REASON, c.GPU_TYPE, c.ARCH, c.JOB_NAME):
         values[name] = pl.col(_t(name))
-    for name, synonyms in LLM_WORDS.items():  # contract v5 and v6
+    for name, synonyms in LLM_WORDS.items():  # contracts v5 to v7
         t = pl.col(_t(name))
-        key = t.str.to_lowercase().str.replace_all(r"[\s_\-]", "")
+        key = t.str.to_lowercase().str.replace_all(WORD_NOISE.get(name, r"[\s_\-]"), "")
         fallback = pl.when(t.is_not_null()).then(pl.lit(c.UNKNOWN_WORD)) if name in c.UNKNOWN_KEPT else t
         values[name] = key.replace_strict(synonyms, default=fallback, return_dtype=pl.String)
     error, flag = _layout_rule()
@@ -285,15 +303,25 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
 def _layout_rule() -> tuple[pl.Expr, pl.Expr]:
     """Contract v5's one rule across fields, which Great Expectations has no expectation for: tensor x pipeline x
     context parallel must divide `gpu_count` (missing: 1 each), since data parallel = gpu_count / their product.
-    Judged only where all four parse as whole numbers > 0 (a bad one is named by its own rule instead)."""
-    parts = [pl.col(_v(n)).fill_null(1.0) for n in (*c.PARALLELISM, c.GPU_COUNT)]
-    tp, pp, cp, gpus = parts
+    Contract v7 adds Megatron's rule for the experts: `expert_parallel` must divide the data-parallel x context ranks,
+    gpu_count / (tensor x pipeline) (Megatron-Core's `initialize_model_parallel` refuses any other size; DeepSpeed
+    MoE's `ep_size` likewise divides its data-parallel world). Judged only where all parse as whole numbers > 0 (a bad
+    one is named by its own rule instead); a row breaking the first is named by it alone."""
+    parts = [pl.col(_v(n)).fill_null(1.0) for n in (*c.PARALLELISM, c.GPU_COUNT, c.EXPERT_PARALLEL)]
+    tp, pp, cp, gpus, ep = parts
     whole = pl.all_horizontal([(p.is_finite() & (p > 0) & (p == p.round(0))) for p in parts])
     split = tp * pp * cp
     broken = whole & pl.any_horizontal([pl.col(_v(n)).is_not_null() for n in c.PARALLELISM]) & ((gpus % split) != 0)
     sentence = pl.format("tensor_parallel x pipeline_parallel x context_parallel must divide gpu_count (got {} x {} x {}"
                          " = {} on {} GPUs)", *[p.cast(pl.Int64) for p in (tp, pp, cp, split, gpus)])
-    return pl.when(broken).then(sentence), broken.fill_null(False)
+    ranks = gpus / (tp * pp)  # data parallel x context parallel
+    experts = (whole & ~broken & pl.col(_v(c.EXPERT_PARALLEL)).is_not_null()
+               & ((ranks != ranks.round(0)) | ((ranks % ep) != 0)))
+    said = pl.format("expert_parallel must divide the data-parallel x context-parallel ranks, gpu_count / (tensor_parallel"
+                     " x pipeline_parallel) (got {} on {} / ({} x {}) GPUs)",
+                     *[p.cast(pl.Int64) for p in (ep, gpus, tp, pp)])
+    return (pl.when(broken).then(sentence).when(experts).then(said),
+            (broken.fill_null(False) | experts.fill_null(False)))
 
 
 def _to_datetime(text: pl.Expr, fmt: str) -> pl.Expr:

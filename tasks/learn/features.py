@@ -211,8 +211,8 @@ def _labelled(target: str) -> pl.Expr:
 def summary(history: pl.DataFrame, pending: pl.DataFrame) -> FeatureSummary:
     """What tonight's models learn from and score: labelled jobs per target, pending jobs, the share of
     missing values per feature, GPU types the catalogue does not know (kept, with no peak), and the jobs whose
-    sharding, adapter or loss-precision word nobody knew (contracts v5, v6: kept as `unknown`, forecast as the
-    plain case)."""
+    sharding, adapter, loss-precision or trained-module word nobody knew (contracts v5-v7: kept as `unknown`,
+    forecast as the plain case)."""
     both = pl.concat([history.select(*c.FEATURES, c.GPU_TYPE), pending.select(*c.FEATURES, c.GPU_TYPE)])
     missing = both.select(pl.col(f).is_null().mean() for f in c.FEATURES).row(0, named=True) if both.height else {}
     unknown = (both.filter(pl.col(c.GPU_TYPE).is_not_null())

@@ -41,6 +41,13 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
   norms) to fp32: the embedding and head at 4 bytes, and every block computes in fp32 (its activations at 4 bytes).
   A fine-tune whose checkpointing word is not known is taken as `full` (the adapter recipes' default).
+  The modules an adapter run also trains in full (contract v7 `trained_modules`, PEFT's `modules_to_save`: the
+  embedding, the head or both, `trained_copy_params`): PEFT keeps the frozen original and a trained copy in the
+  model's dtype (fp32 after a k-bit base's upcast), with its gradient and the optimizer's moments in that dtype
+  (AdamW: 2 + 2 + 2 x 2 = 8 bytes a parameter in bf16, as torch keeps them), and the foreach step's copy of the
+  second moments; sharded like the adapter's states.
+* mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
+  1 / n of every block's experts (and so of their gradients and moments), the dense parts whole.
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
@@ -83,7 +90,7 @@ import csv
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
@@ -303,6 +310,10 @@ class Layout:
     # width (`quantised_bytes`: a GPTQ Int8 or an AQLM 2-bit checkpoint)
     base_bytes: float = 0.516
     loss_precision: str = "fp32"  # fp32 | half | fused (contract v6; unknown: fp32): `LOSS_LOGIT_BYTES`
+    expert_parallel: int = 1  # contract v7: the GPUs a mixture-of-experts model's experts are split over (`expert_split`)
+    # contract v7: none | embeddings | head | embeddings_and_head (unknown: none), trained in full beside an adapter
+    # (`trained_copy_params`)
+    trained_modules: str = "none"
 
     @property
     def data_parallel(self) -> int:
@@ -459,8 +470,14 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         if job.sharding != "none":
             trainable /= d
         buckets = DDP_BUCKETS if job.sharding == "none" and d > 1 else 1  # DDP's all-reduce buckets (`DDP_BUCKETS`)
-        return (base + gathered, trainable * 4 * buckets,
-                trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0)))
+        # the modules trained in full beside the adapter (contract v7): weights, gradients and moments in their dtype
+        copies, width = trained_copy_params(arch, job), trained_copy_bytes(job)
+        cw = copies * width / (d if sharded else 1) * (0.0 if job.cpu_offload == "all" and job.sharding != "none" else 1)
+        cg = copies * width / (d if job.sharding in ("zero2", "zero3", "fsdp") else 1) * buckets
+        co = 0.0 if job.cpu_offload != "none" else copies * moments * (1 if eight_bit else width) / (
+            d if job.sharding != "none" else 1)
+        return (base + gathered + cw, trainable * 4 * buckets + cg,
+                trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0)) + co)
     unsharded = job.sharding not in ("zero1", "zero2", "zero3", "fsdp")
     pure = unsharded and job.precision in ("BF16", "FP8")
     if pure or job.precision in ("FP32", "FP64"):
@@ -493,6 +510,42 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
     if job.sharding == "none" and d > 1:  # DDP's all-reduce buckets: a second copy of the gradients (`DDP_BUCKETS`)
         g *= DDP_BUCKETS
     return w + gathered, g, o
+
+
+def expert_split(arch: Arch, job: Layout) -> Arch:
+    """`arch` as one GPU of an expert-parallel job holds it (contract v7 `expert_parallel` n): 1 / n of each block's
+    experts (their weights, and so their gradients and optimizer states), the attention, norms, embedding and head
+    whole, as Megatron's and DeepSpeed MoE's expert parallelism place them. A dense model, or n = 1: `arch` itself."""
+    n = job.expert_parallel
+    if n <= 1 or arch.experts <= 1:
+        return arch
+    experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
+    return replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
+
+
+# Matrices (vocabulary x hidden) an adapter run trains in full by its contract v7 `trained_modules`: PEFT's
+# `ModulesToSaveWrapper` keeps the frozen original (counted in the base) and a trained deep copy of each module named
+# in `modules_to_save`, so the embedding and the head are two copies even when the model ties them
+TRAINED_MATRICES = {"none": 0, "embeddings": 1, "head": 1, "embeddings_and_head": 2}
+
+
+def trained_copy_params(arch: Arch, job: Layout) -> float:
+    """Parameters of the modules an adapter run (lora, qlora, other but GaLore) also trains in full (contract v7
+    `trained_modules`, PEFT's `modules_to_save`) on one GPU: vocabulary-parallel over t; under pipeline parallel the
+    embedding sits on the first stage and the head on the last, so one of them."""
+    galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
+    if not (job.adapter in ("lora", "qlora") or (job.adapter == "other" and not galore)):
+        return 0.0
+    matrices = TRAINED_MATRICES.get(job.trained_modules, 0)
+    if job.pipeline_parallel > 1:
+        matrices = min(matrices, 1)
+    return matrices * arch.vocab * arch.hidden / job.tensor_parallel
+
+
+def trained_copy_bytes(job: Layout) -> float:
+    """Bytes a parameter of a trained copy (`trained_copy_params`) is kept in: the model's 16-bit dtype (fp32 under
+    a k-bit base's `prepare_model_for_kbit_training`, which casts the embedding and head before PEFT copies them)."""
+    return 4.0 if job.kbit_upcast else float(HALF_BYTES.get(job.precision, 2))
 
 
 def lisa_params(arch: Arch) -> float:
@@ -564,15 +617,19 @@ def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
     takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
     Adam under zero1-3, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU
-    (offload), for 8-bit, factored or one-moment optimizers, and for adapters (their states are small); LISA's
-    trained part copies its 16-bit second moments (`lisa_params`)."""
+    (offload), for 8-bit, factored or one-moment optimizers, and for adapters' own states (small); LISA's trained part
+    copies its 16-bit second moments (`lisa_params`), an adapter run those of the modules it trains in full (contract
+    v7 `trained_modules`: `trained_copy_params`)."""
     optimizer = job.optimizer or ""
-    if (job.adapter in ("lora", "qlora", "other") or job.sharding in ("zero1", "zero2", "zero3")
+    if (job.sharding in ("zero1", "zero2", "zero3")
             or job.tensor_parallel > 1
             or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2
             or EIGHT_BIT_OPTIMIZER.search(optimizer) or GALORE_OPTIMIZER.search(optimizer)
             or FUSED_OPTIMIZER.search(optimizer)):
         return 0.0
+    if job.adapter in ("lora", "qlora", "other"):
+        return trained_copy_params(arch, job) * trained_copy_bytes(job) / (
+            job.data_parallel if job.sharding == "fsdp" else 1)
     if job.adapter == "lisa":
         return lisa_params(arch) / (job.tensor_parallel * job.pipeline_parallel) * HALF_BYTES.get(job.precision, 2) / (
             job.data_parallel if job.sharding == "fsdp" else 1)
@@ -594,7 +651,8 @@ def amp_casts(arch: Arch, job: Layout) -> float:
 def per_gpu(arch: Arch, job: Layout) -> PerGpu:
     """One GPU's peak memory of `job` on `arch`, by part: the states, and then the larger of what the backward
     pass holds (activations and logits) and what the optimizer step allocates (`step_temporary`), which come one
-    after the other."""
+    after the other. An expert-parallel job's GPU holds its share of the experts (`expert_split`)."""
+    arch = expert_split(arch, job)
     w, g, o = states(arch, job)
     acts, logits = activations(arch, job)
     # the part of the step's peak above the backward pass's (which also held AMP's casts)
@@ -651,7 +709,7 @@ def is_llm(rows: pl.DataFrame) -> pl.Series:
     """Jobs that log a contract v5 layout field (parallelism, sharding, offload, checkpointing, adapter, rank):
     their memory is the per-GPU prior of this module. A micro-batch alone (Hugging Face Trainer logs one for every
     model) marks one only when its `arch` is in the LLM table."""
-    alone = (c.MICRO_BATCH_SIZE, c.LOSS_PRECISION)  # fields any trainer may log, not only an LLM's
+    alone = (c.MICRO_BATCH_SIZE, c.LOSS_PRECISION, c.TRAINED_MODULES)  # fields any trainer may log, not only an LLM's
     layout = [n for n in c.LLM_COLUMNS if n in rows.columns and n not in alone]
     if rows.is_empty():
         return pl.Series([], dtype=pl.Boolean)
@@ -717,7 +775,9 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
                     micro_batches=steps,
                     kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))),
                     base_bytes=quantised_bytes(_value(row, c.ARCH)),
-                    loss_precision=loss if (loss := _value(row, c.LOSS_PRECISION)) in LOSS_LOGIT_BYTES else "fp32")
+                    loss_precision=loss if (loss := _value(row, c.LOSS_PRECISION)) in LOSS_LOGIT_BYTES else "fp32",
+                    expert_parallel=int(_value(row, c.EXPERT_PARALLEL, 1)),
+                    trained_modules=word(c.TRAINED_MODULES, TRAINED_MATRICES))
     return arch, layout
 
 

@@ -42,6 +42,11 @@ PARAM_FIELDS = {
     **dict.fromkeys(("tensor_parallel_degree", "tensor_model_parallel_size", "tp_size"), c.TENSOR_PARALLEL),
     **dict.fromkeys(("pipeline_parallel_degree", "pipeline_model_parallel_size", "pp_size"), c.PIPELINE_PARALLEL),
     **dict.fromkeys(("context_parallel_degree", "context_parallel_size", "cp_size"), c.CONTEXT_PARALLEL),
+    # contract v7 (the contract's aliases also apply): Megatron's `expert_model_parallel_size`, DeepSpeed MoE's `ep_size`,
+    # torchtitan's `parallelism.expert_parallel_degree`; PEFT's `modules_to_save` (a list logged as text), axolotl's
+    # `lora_modules_to_save`, LLaMA-Factory's `additional_target` (comma-separated), read by the normaliser's word table
+    **dict.fromkeys(("expert_model_parallel_size", "expert_parallel_degree", "ep_size"), c.EXPERT_PARALLEL),
+    **dict.fromkeys(("modules_to_save", "lora_modules_to_save", "additional_target"), c.TRAINED_MODULES),
     **dict.fromkeys(("seq_length", "max_length", "cutoff_len", "model_max_length"), c.INPUT_DIM),
     **dict.fromkeys(("lora_r", "lora_rank", "lora_dim"), c.LORA_RANK),
     **dict.fromkeys(("learning_rate", "lr", "base_lr"), c.LEARNING_RATE),

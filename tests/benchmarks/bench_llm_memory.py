@@ -27,7 +27,6 @@ those values and without all of them: what a set that carries only the columns (
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 import tempfile
@@ -75,6 +74,28 @@ LISA = re.compile(r"\bLISA\b")
 # table); its DDP run is under AMP's autocast, which casts cross-entropy's input to fp32 (`fp32`, the default).
 LIGER = re.compile(r"liger", re.IGNORECASE)
 NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
+# Contract v7, as a log would carry it where the set has no column for it: the expert-parallel size (Megatron's and
+# ms-swift's `expert_model_parallel_size`, the notes' "EPn") and the modules a LoRA run trains in full (PEFT's
+# `modules_to_save`: Qwen's `finetune.py` trains the embedding and the output layer, "embedding + output layer also
+# trainable (modules_to_save)": `embeddings_and_head`)
+EXPERT_PARALLEL = re.compile(r"\bEP(\d+)")
+MODULES_TO_SAVE = re.compile(r"modules_to_save")
+
+
+def expert_parallel_of(logged, notes: str) -> int | None:
+    """`expert_parallel` as the set's column gives it, else as the notes say ("EPn"); missing (1) otherwise."""
+    if logged:
+        return int(logged)
+    said = EXPERT_PARALLEL.search(notes)
+    return int(said.group(1)) if said else None
+
+
+def trained_modules_of(logged: str | None, adapter: str | None, notes: str) -> str | None:
+    """`trained_modules` as the set's column gives it, else `embeddings_and_head` for an adapter run whose notes say
+    it trains `modules_to_save` (every such run of the set trains the embedding and the output layer)."""
+    if logged:
+        return logged
+    return "embeddings_and_head" if MODULES_TO_SAVE.search(notes) and adapter in ("lora", "qlora", "other") else None
 
 
 def adapter_of(logged: str | None, notes: str) -> str | None:
@@ -113,9 +134,11 @@ def source_of(repo: str, path: str) -> str:
 # What `job_rows` reads off a run's notes or source, not off the set's columns (the set has none for them; a log that
 # carries the field gives it: review 60 S4): the checkpoint's name (`CHECKPOINT`), the context-parallel size
 # (`SEQUENCE_PARALLEL`), the optimizer (`GALORE`), the adapter word `lisa` (`LISA`) and `loss_precision` (`LIGER`, and
-# ColossalAI's `half` by source, which no importer produces). `as_logged` prints the figures without each and without
-# all of them: what a set carrying only the columns sees.
-INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision")
+# ColossalAI's `half` by source, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
+# (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them). `as_logged` prints the figures
+# without each and without all of them: what a set carrying only the columns sees.
+INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
+            "trained_modules")
 
 
 def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
@@ -150,11 +173,16 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
             c.LOSS_PRECISION: loss_precision_of(source_of(r["source_repo"], r["source_path"]), r["sharding"], notes)
             if "loss_precision" in inferred else None,
+            c.EXPERT_PARALLEL: expert_parallel_of(r.get(c.EXPERT_PARALLEL), notes if "expert_parallel" in inferred
+                                                  else ""),
+            c.TRAINED_MODULES: trained_modules_of(r.get(c.TRAINED_MODULES), r["adapter"],
+                                                  notes if "trained_modules" in inferred else ""),
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),
-        pl.col(c.OPTIMIZER, c.LOSS_PRECISION).cast(pl.String))  # words even when none is read (`inferred` empty)
+        pl.col(c.OPTIMIZER, c.LOSS_PRECISION, c.TRAINED_MODULES).cast(pl.String),
+        pl.col(c.EXPERT_PARALLEL).cast(pl.Int64))  # words even when none is read (`inferred` empty)
     return df
 
 
@@ -288,53 +316,6 @@ def as_logged(path: Path, seed: int) -> None:
               f"{np.mean(ape[held]):4.1f} ({np.median(states[held]) / np.median(ape[held]):.2f}x) | {per}")
 
 
-# Fields contract v6 lacks, replayed from the notes by `absent_fields` (`--breakdown`; not the prior, which cannot read
-# them): the expert-parallel size (Megatron's and ms-swift's `expert_model_parallel_size`, the notes' "EPn": each GPU
-# holds 1 / n of the experts' weights, gradients and moments) and a LoRA that also trains the embedding and the head
-# (PEFT's `modules_to_save`, LLaMA-Factory's `additional_target`: `ModulesToSaveWrapper` keeps the frozen original and
-# a trainable copy in the model's dtype, with its gradient, two AdamW moments and the foreach step's copy of the
-# second moments)
-EXPERT_PARALLEL = re.compile(r"\bEP(\d+)")
-MODULES_TO_SAVE = re.compile(r"modules_to_save")
-
-
-def replayed_gb(arch: m.Arch, job: m.Layout, notes: str, fields: tuple[str, ...]) -> float:
-    """The prior of one run with the `fields` (`expert_parallel`, `modules_to_save`) its notes give."""
-    said = EXPERT_PARALLEL.search(notes)
-    if "expert_parallel" in fields and said and arch.experts > 1:
-        n = int(said.group(1))
-        experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
-        arch = dataclasses.replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
-    gb = m.per_gpu(arch, job).total_gb
-    if "modules_to_save" in fields and MODULES_TO_SAVE.search(notes) and job.adapter in ("lora", "qlora"):
-        trained, half = arch.embedding_params / job.tensor_parallel, m.HALF_BYTES.get(job.precision, 2)
-        step = max(0.0, trained * half - sum(m.activations(arch, job)))
-        gb += (trained * 4 * half + step) * m.ALLOCATOR_FACTOR / m.GB
-    return gb
-
-
-def absent_fields(path: Path, seed: int) -> None:
-    """The prior's P50 and mean APE, whole and held-out half H (and H's mean per source), with the fields contract v6
-    lacks read off the notes (`replayed_gb`): what each would buy."""
-    rows = job_rows(path)
-    built, notes = contract_frame(rows), pl.read_csv(path)["other"].fill_null("").to_list()
-    keep, sources = learned_half(rows, seed), rows["source"].to_numpy()
-    print(f"\nfields contract v6 lacks, read off the notes (a replay, not the prior; seed {seed}): P50 / mean APE %, "
-          "whole and held-out half H; runs moved; H per source: mean APE %")
-    for label, fields in (("none (the prior)", ()), ("expert_parallel", ("expert_parallel",)),
-                          ("modules_to_save", ("modules_to_save",)), ("both", ("expert_parallel", "modules_to_save"))):
-        p50 = np.array([replayed_gb(*job, notes[i], fields) if (job := m.job_of(r)) else np.nan
-                        for i, r in enumerate(built.iter_rows(named=True))])
-        ape = apes(rows, p50)
-        if not fields:
-            plain = ape
-        ok = np.isfinite(ape)
-        held = ok & ~keep
-        per = " ".join(f"{x[:12]} {np.mean(ape[held & (sources == x)]):.1f}" for x in sorted(set(sources)))
-        print(f"  {label:18s} whole {np.median(ape[ok]):4.1f} / {np.mean(ape[ok]):4.1f}  H {np.median(ape[held]):4.1f} / "
-              f"{np.mean(ape[held]):4.1f}  moved {int(np.sum(np.abs(ape - plain)[ok] > 0.01)):2d} | {per}")
-
-
 # The configurations `breakdown` prints the prior's error by: the layout fields, and the GPU and its generation
 CONFIGURATIONS = (c.ADAPTER, c.SHARDING, c.CPU_OFFLOAD, c.ACTIVATION_CHECKPOINTING, c.PRECISION, c.OPTIMIZER, "gpu",
                   "split", c.GPU_COUNT)
@@ -451,7 +432,6 @@ def main() -> None:
         breakdown(rows, methods)
         signed_by_half(rows, methods, args.seed)
         as_logged(args.data, args.seed)
-        absent_fields(args.data, args.seed)
         print(f"\ntorch AdamW, new tensors at once during a step over 16M bf16 parameters (bytes a parameter): "
               f"foreach {step_bytes(foreach=True):.2f}, fused {step_bytes(fused=True):.2f}")
         print(f"a 16-bit head, a shifted cross-entropy loss and its backward, bytes a logit at once: loss on fp32 "

@@ -94,7 +94,8 @@ def test_suite_is_generated_from_the_contract():
     assert by_type["expect_column_values_to_not_be_null"] == set(c.REQUIRED)
     assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
     assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION, c.SHARDING, c.CPU_OFFLOAD,
-                                                             c.ACTIVATION_CHECKPOINTING, c.ADAPTER, c.LOSS_PRECISION}
+                                                             c.ACTIVATION_CHECKPOINTING, c.ADAPTER, c.LOSS_PRECISION,
+                                                             c.TRAINED_MODULES}
     bounds = {e["kwargs"]["column"]: e["kwargs"]["max_value"] for e in spec["expectations"]
               if e["type"] == "expect_column_values_to_be_between"}
     assert bounds == c.PLAUSIBLE_MAX
@@ -102,7 +103,7 @@ def test_suite_is_generated_from_the_contract():
             if e["type"] == "expect_column_values_to_be_in_set"}
     assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS, c.SHARDING: c.SHARDINGS,
                     c.CPU_OFFLOAD: c.CPU_OFFLOADS, c.ACTIVATION_CHECKPOINTING: c.CHECKPOINTINGS, c.ADAPTER: c.ADAPTERS,
-                    c.LOSS_PRECISION: c.LOSS_PRECISIONS}
+                    c.LOSS_PRECISION: c.LOSS_PRECISIONS, c.TRAINED_MODULES: c.TRAINED_MODULE_WORDS}
 
 
 def test_timestamps_survive_the_trip_to_pandas():
@@ -325,3 +326,54 @@ def test_the_suite_rejects_a_loss_precision_outside_the_contract():
     rows = typed(*GOOD_ROWS).with_columns(pl.lit("bf16").alias(c.LOSS_PRECISION))
     v = validate_frame(rows)
     assert not v.success and any("loss_precision" in r for rs in v.reasons.values() for r in rs), v.reasons
+
+
+@pytest.mark.parametrize(("logged", "read"), [
+    ("none", None), ("embeddings", "embeddings"), ("embed_tokens", "embeddings"), ("wte", "embeddings"),
+    ("lm_head", "head"), ("Head", "head"), ("embeddings_and_head", "embeddings_and_head"),
+    ("['embed_tokens', 'lm_head']", "embeddings_and_head"), ('["lm_head","embed_tokens"]', "embeddings_and_head"),
+    ("wte, lm_head", "embeddings_and_head"), ("score", c.UNKNOWN_WORD), (None, None),
+])
+def test_v7_trained_modules_are_normalised_and_an_unknown_word_kept_as_unknown(logged, read):
+    """Contract v7: the modules an adapter run trains in full, from PEFT's `modules_to_save` names (a list logged as
+    text) or the contract's words; another word is `unknown` (kept, counted), never a rejection."""
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **LLM_JOB, trained_modules=logged))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows.filter(pl.col(c.JOB_ID) == "llm")[c.TRAINED_MODULES].to_list() == [read]
+
+
+def test_the_suite_rejects_trained_modules_outside_the_contract():
+    rows = typed(*GOOD_ROWS).with_columns(pl.lit("lm_head").alias(c.TRAINED_MODULES))
+    v = validate_frame(rows)
+    assert not v.success and any("trained_modules" in r for rs in v.reasons.values() for r in rs), v.reasons
+
+
+@pytest.mark.parametrize("corruption, words", [
+    ({"expert_parallel": 0, "gpu_count": 8}, "expert_parallel must be > 0"),
+    ({"expert_parallel": 3, "gpu_count": 8}, "expert_parallel must divide the data-parallel x context-parallel ranks, "
+                                             "gpu_count / (tensor_parallel x pipeline_parallel) (got 3 on 8 / (1 x 1) "
+                                             "GPUs)"),
+    ({"expert_parallel": 8, "tensor_parallel": 2, "gpu_count": 8}, "(got 8 on 8 / (2 x 1) GPUs)"),
+    ({"expert_parallel": 2, "gpu_count": None}, "expert_parallel must divide"),
+])
+def test_a_bad_v7_expert_parallel_is_quarantined_with_its_rule_named(corruption, words):
+    rows = typed(*GOOD_ROWS, record(job_id="bad", **{**LLM_JOB, "tensor_parallel": None, "pipeline_parallel": None,
+                                                     **corruption}))
+    reasons = validate_frame(rows).reasons.get(rows.height - 1, [])
+    errors = _errors_of(corruption)
+    assert any(words in r for r in [*reasons, *errors]), (reasons, errors)
+
+
+@pytest.mark.parametrize("layout", [
+    {"expert_parallel": 8, "gpu_count": 16, "pipeline_parallel": 2},  # Megatron-SWIFT's PP2 x EP8 on 16 GPUs
+    {"expert_parallel": 4, "gpu_count": 8, "context_parallel": 2},  # EP over the data-parallel x context ranks
+    {"expert_parallel": 1, "gpu_count": 1},
+])
+def test_a_v7_expert_parallel_dividing_the_ranks_loads(layout):
+    rows = typed(*GOOD_ROWS, record(job_id="moe", **{**LLM_JOB, "tensor_parallel": None, "pipeline_parallel": None,
+                                                     "context_parallel": None, **layout}))
+    assert not _errors_of({**layout, "context_parallel": layout.get("context_parallel")})
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows[c.EXPERT_PARALLEL].to_list()[-1] == layout["expert_parallel"]

@@ -1,5 +1,5 @@
 """The LLM memory benchmark's two views (review 60 S4): with and without what it reads off a run's notes, and the
-replay of the fields contract v6 lacks (tests/benchmarks/bench_llm_memory.py)."""
+contract v7 fields it reads from the set's columns, else off the notes (tests/benchmarks/bench_llm_memory.py)."""
 
 from __future__ import annotations
 
@@ -46,19 +46,27 @@ def test_the_set_read_as_logged_drops_what_the_notes_give(tmp_path):
     assert bench.job_rows(path, ("adapter",))[c.LOSS_PRECISION].to_list() == [None, None]
 
 
-def test_the_replay_of_absent_fields_adds_the_trained_embedding_and_splits_the_experts():
+def test_the_v7_fields_come_from_the_set_s_columns_else_the_notes_and_move_the_prior(tmp_path):
+    """Contract v7 (session 11): `expert_parallel` and `trained_modules` read from the set's columns where it has them,
+    else off the notes ("EPn", `modules_to_save`: the replay `absent_fields` made, now the prior's own), and dropped
+    as logged (`INFERRED`)."""
+    mts = "embedding + output layer also trainable (modules_to_save)"
+    path = _set(tmp_path,
+                {"model": "Qwen-7B", "adapter": "lora", "lora_rank": "64", "other": mts, "seq_len": 256},
+                {"model": "Qwen3-30B-A3B", "adapter": "none", "sharding": "zero1", "gpu_count": 4, "other": "EP4"},
+                {"model": "Qwen-7B", "adapter": "none", "other": mts})  # full training: nothing to add
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.TRAINED_MODULES].to_list() == ["embeddings_and_head", None, None]
+    assert noted[c.EXPERT_PARALLEL].to_list() == [None, 4, None]
+    assert logged[c.TRAINED_MODULES].to_list() == [None] * 3 and logged[c.EXPERT_PARALLEL].to_list() == [None] * 3
+    assert logged.schema[c.TRAINED_MODULES] == pl.String and logged.schema[c.EXPERT_PARALLEL] == pl.Int64
+    with_fields, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
     qwen = m.lookup("Qwen-7B")
-    lora = m.Layout(adapter="lora", lora_rank=64, activation_checkpointing="full", seq_len=256)
-    plain = m.per_gpu(qwen, lora).total_gb
-    assert bench.replayed_gb(qwen, lora, "no such field", ("modules_to_save",)) == plain
-    assert bench.replayed_gb(qwen, lora, "embedding + output layer also trainable (modules_to_save)", ()) == plain
-    trained = bench.replayed_gb(qwen, lora, "embedding + output layer also trainable (modules_to_save)",
-                                ("modules_to_save",))
-    # a 16-bit copy of the embedding and the head, its gradient and two moments: 8 bytes; the step's copy above the
-    # activations and logits of 256 tokens
-    low = qwen.embedding_params * 8 * m.ALLOCATOR_FACTOR / m.GB
-    assert low < trained - plain < low + qwen.embedding_params * 2 * m.ALLOCATOR_FACTOR / m.GB + 1e-9
-    moe = m.lookup("Qwen3-30B-A3B")
-    full = m.Layout(gpu_count=4, sharding="zero1", activation_checkpointing="full", seq_len=8192)
-    assert bench.replayed_gb(moe, full, "EP4", ("expert_parallel",)) < m.per_gpu(moe, full).total_gb - 40
-    assert bench.replayed_gb(m.lookup("Qwen-7B"), full, "EP4", ("expert_parallel",)) == m.per_gpu(qwen, full).total_gb
+    assert with_fields[0] > without[0] + qwen.embedding_params * 8 / m.GB  # the copies' weights, gradients, moments
+    assert with_fields[1] < without[1] - 40  # 1 of 4 expert shares of a 30B MoE
+    assert with_fields[2] == without[2]
+    # a set carrying the columns: they win over the notes, and are kept as logged
+    columns = _set(tmp_path, {"model": "Qwen3-30B-A3B", "adapter": "lora", "sharding": "zero1", "gpu_count": 4,
+                              "other": "EP4", "expert_parallel": 2, "trained_modules": "head"})
+    for rows in (bench.job_rows(columns), bench.job_rows(columns, ())):
+        assert (rows[c.EXPERT_PARALLEL][0], rows[c.TRAINED_MODULES][0]) == (2, "head")

@@ -238,9 +238,10 @@ def test_unknown_sharding_and_adapter_words_are_counted_for_the_nightly_report()
 
     history = features.build(_rows(record(job_id="h", sharding=c.UNKNOWN_WORD), record(job_id="h2")))
     pending = features.build(_rows(record(job_id="p", status="PENDING", adapter=c.UNKNOWN_WORD, sharding=c.UNKNOWN_WORD,
-                                          loss_precision=c.UNKNOWN_WORD)))
+                                          loss_precision=c.UNKNOWN_WORD, trained_modules=c.UNKNOWN_WORD)))
     seen = features.summary(history, pending)
-    counted = {c.SHARDING: 2, c.ADAPTER: 1, c.LOSS_PRECISION: 1}  # contract v6's loss precision as v5's words
+    # contract v6's loss precision and v7's trained modules as v5's words
+    counted = {c.SHARDING: 2, c.ADAPTER: 1, c.LOSS_PRECISION: 1, c.TRAINED_MODULES: 1}
     assert seen.unknown_layout_words == counted
     assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == counted
     plain = features.build(_rows(record(job_id="a")))
@@ -560,3 +561,95 @@ def test_a_model_the_table_lacks_takes_its_size_from_its_name_and_the_product_bo
                            ood.Ceiling(c.PEAK_GPU_MEM_GB, 2.5, {"Transformer": 20.0}))
     _, largest = ood.largest_gpu_gb()
     assert np.all(bound == pytest.approx(largest))  # the largest GPU bounds them, not the history's single-GPU jobs
+
+
+def test_expert_parallel_splits_the_experts_states_and_leaves_the_dense_parts_whole():
+    """Contract v7 `expert_parallel` n (`expert_split`): each GPU holds 1 / n of every block's experts, their weights,
+    gradients and moments; attention, embedding and head whole. The old prior put all 8 of Mixtral's on every GPU."""
+    arch = m.lookup("Mixtral-8x7B")
+    experts = 3 * arch.hidden * arch.intermediate * arch.layers * arch.experts
+    zero1 = m.Layout(gpu_count=8, sharding="zero1", activation_checkpointing="full", seq_len=4096)
+    split = replace(zero1, expert_parallel=8)
+    whole, ep8 = m.states(arch, zero1), m.states(m.expert_split(arch, split), split)
+    assert ep8[0] == pytest.approx(whole[0] - experts * 7 / 8 * 2)  # the 16-bit weights: 1 of 8 experts
+    assert sum(ep8) == pytest.approx(sum(whole) * (arch.params - experts * 7 / 8) / arch.params)
+    assert m.per_gpu(arch, split).total_gb < m.per_gpu(arch, zero1).total_gb - 50  # ~82 GB of 16-bit weights
+    assert m.per_gpu(arch, split).activations_gb == m.per_gpu(arch, zero1).activations_gb
+    assert m.flops_per_token(arch, split) == m.flops_per_token(arch, zero1)  # a token's work does not move
+    dense = m.lookup("Llama-2-7B")  # a dense model, or n = 1: unchanged
+    assert m.per_gpu(dense, split) == m.per_gpu(dense, zero1)
+    assert m.per_gpu(arch, replace(zero1, expert_parallel=1)) == m.per_gpu(arch, zero1)
+    read = m.job_of(_row(**{c.ARCH: "Mixtral-8x7B", c.GPU_COUNT: 8, c.EXPERT_PARALLEL: 4}))[1]
+    assert read.expert_parallel == 4 and m.job_of(_row())[1].expert_parallel == 1
+    assert m.is_llm(_rows(record(job_id="moe", expert_parallel=4, gpu_count=4))).to_list() == [True]
+
+
+def test_an_adapter_run_pays_for_the_modules_it_trains_in_full():
+    """Contract v7 `trained_modules` (PEFT's `modules_to_save`): a LoRA run that also trains copies of the embedding and
+    the head holds their 16-bit weights, gradients and two AdamW moments (8 bytes a parameter) and the foreach step's
+    copy of the second moments; the old prior counted only the adapter (Qwen-7B: ~1.2B parameters more trained)."""
+    arch = m.lookup("Qwen-7B")
+    lora = m.Layout(adapter="lora", lora_rank=64, seq_len=512, activation_checkpointing="full")
+    both = replace(lora, trained_modules="embeddings_and_head")
+    copies = 2 * arch.vocab * arch.hidden
+    assert m.trained_copy_params(arch, both) == copies
+    assert sum(m.states(arch, both)) - sum(m.states(arch, lora)) == pytest.approx(copies * 8)
+    assert m.step_temporary(arch, both) == pytest.approx(copies * 2) and m.step_temporary(arch, lora) == 0.0
+    assert m.per_gpu(arch, both).total_gb > m.per_gpu(arch, lora).total_gb + copies * 8 / m.GB  # ~12 GB more
+    assert m.trained_copy_params(arch, replace(lora, trained_modules="head")) == copies / 2
+    # where it does not apply: full training and LISA train them already; an unknown word is `none`
+    for job in (replace(both, adapter="none"), replace(both, adapter="lisa"), replace(lora, trained_modules="x")):
+        assert m.trained_copy_params(arch, job) == 0.0
+    # sharded: ZeRO-3 divides the copies' weights, gradients and moments over the ranks; offloaded moments leave
+    z3 = replace(both, sharding="zero3", gpu_count=4)
+    assert sum(m.states(arch, z3)) - sum(m.states(arch, replace(z3, trained_modules="none"))) == pytest.approx(
+        copies * 8 / 4)
+    # a k-bit base's preparation casts the embedding and head to fp32 before PEFT copies them: 16 bytes a parameter
+    q = replace(both, adapter="qlora", kbit_upcast=True)
+    assert sum(m.states(arch, q)) - sum(m.states(arch, replace(q, trained_modules="none"))) == pytest.approx(copies * 16)
+    assert m.model_states_baseline_gb(arch.params, both) == m.model_states_baseline_gb(arch.params, lora)
+    row = m.job_of(_row(**{c.ADAPTER: "lora", c.TRAINED_MODULES: "embeddings_and_head"}))[1]
+    assert row.trained_modules == "embeddings_and_head"
+    assert m.job_of(_row(**{c.ADAPTER: "lora", c.TRAINED_MODULES: c.UNKNOWN_WORD}))[1].trained_modules == "none"
+
+
+def test_the_trained_copies_hold_what_torch_keeps_for_them_on_cpu():
+    """Against torch itself (CPU): a bf16 embedding and head copied and trained with foreach AdamW beside a frozen
+    original (what PEFT's `ModulesToSaveWrapper` does) keep 2 + 2 + 2 x 2 bytes a parameter after a step, and the step
+    allocates a copy of the second moments at once (`bench_llm_memory.step_bytes`, traced)."""
+    torch = pytest.importorskip("torch")
+    from tests.benchmarks.bench_llm_memory import step_bytes
+
+    vocab, hidden = 1000, 32
+    frozen = [torch.nn.Embedding(vocab, hidden).to(torch.bfloat16), torch.nn.Linear(hidden, vocab, bias=False).to(
+        torch.bfloat16)]
+    for module in frozen:
+        module.requires_grad_(False)
+    copies = [copy.deepcopy(module).requires_grad_(True) for module in frozen]
+    opt = torch.optim.AdamW([p for module in copies for p in module.parameters()], lr=1e-3, foreach=True)
+    tokens = torch.randint(0, vocab, (2, 16))
+    copies[1](copies[0](tokens)).float().logsumexp(-1).mean().backward()
+    opt.step()
+    params = [p for module in copies for p in module.parameters()]
+    kept = sum(p.nbytes + p.grad.nbytes + sum(t.nbytes for k, t in opt.state[p].items() if k != "step")
+               for p in params) / sum(p.numel() for p in params)
+    arch = replace(m.lookup("Qwen-7B"), vocab=vocab, hidden=hidden)
+    lora = m.Layout(adapter="lora", trained_modules="embeddings_and_head")
+    prior = (sum(m.states(arch, lora)) - sum(m.states(arch, replace(lora, trained_modules="none")))) / (
+        m.trained_copy_params(arch, lora))
+    assert prior == pytest.approx(kept)
+    assert m.step_temporary(arch, lora) / m.trained_copy_params(arch, lora) == pytest.approx(
+        step_bytes(foreach=True), rel=0.05)
+
+
+def test_single_gpu_and_v6_jobs_keep_their_prior_without_the_v7_fields():
+    """A job that logs no v7 field is forecast exactly as before; the v7 fields move only the jobs they apply to."""
+    rows = _rows(record(job_id="plain"), record(job_id="llm", arch="Qwen-7B", adapter="lora", lora_rank=64,
+                                                micro_batch_size=1, input_dim=2048, gpu_count=1))
+    before = m.frame_priors(rows)
+    assert before[m.LLM_MEM_GB].to_list()[0] is None
+    same = m.frame_priors(rows.with_columns(pl.lit(None, dtype=pl.Int64).alias(c.EXPERT_PARALLEL),
+                                            pl.lit(None, dtype=pl.String).alias(c.TRAINED_MODULES)))
+    assert same.equals(before)
+    moved = m.frame_priors(rows.with_columns(pl.lit("embeddings_and_head").alias(c.TRAINED_MODULES)))
+    assert moved[m.LLM_MEM_GB].to_list()[0] is None and moved[m.LLM_MEM_GB][1] > before[m.LLM_MEM_GB][1] + 10

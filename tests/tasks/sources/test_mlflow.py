@@ -254,3 +254,25 @@ def test_a_mapping_file_can_name_the_loss_precision_and_the_lisa_adapter(tmp_pat
     mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  loss_precision: ce_kind\n  adapter: method\n"))
     got = run_record(run(params={"ce_kind": "liger", "method": "LISA"}), mapping)
     assert (got[c.LOSS_PRECISION], got[c.ADAPTER]) == ("liger", "LISA")  # the normaliser reads them (fused, lisa)
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ({"expert_model_parallel_size": "8", "pipeline_model_parallel_size": "2"}, {c.EXPERT_PARALLEL: "8"}),  # Megatron
+    ({"ep_size": "4"}, {c.EXPERT_PARALLEL: "4"}),  # DeepSpeed MoE
+    ({"parallelism.expert_parallel_degree": "2"}, {c.EXPERT_PARALLEL: "2"}),  # torchtitan's section
+    ({"modules_to_save": "['embed_tokens', 'lm_head']", "peft_type": "LORA"},  # PEFT's LoraConfig, as text
+     {c.TRAINED_MODULES: "['embed_tokens', 'lm_head']"}),
+    ({"additional_target": "embed_tokens,lm_head"}, {c.TRAINED_MODULES: "embed_tokens,lm_head"}),  # LLaMA-Factory
+    ({"lora_modules_to_save": "lm_head"}, {c.TRAINED_MODULES: "lm_head"}),  # axolotl
+])
+def test_the_v7_fields_are_read_from_megatron_deepspeed_torchtitan_and_peft_names(params, want):
+    """Contract v7: the expert-parallel size and the modules trained in full beside an adapter; the normaliser reads
+    the module names into the contract's words (tests/expectations: `embeddings_and_head`, `head`)."""
+    got = run_record(run(params=params))
+    assert {k: got[k] for k in want} == want
+
+
+def test_a_mapping_file_can_name_the_v7_fields(tmp_path):
+    mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  expert_parallel: moe_ep\n  trained_modules: extra\n"))
+    got = run_record(run(params={"moe_ep": "4", "extra": "embed_tokens"}), mapping)
+    assert (got[c.EXPERT_PARALLEL], got[c.TRAINED_MODULES]) == ("4", "embed_tokens")
