@@ -32,6 +32,11 @@ Outcomes follow documented first-order relationships, not random numbers:
 * **The queue moves.** A share of each day's PENDING jobs (`start_next_day`) start the next day:
   that day's file logs them RUNNING, then COMPLETED (or FAILED) with their measurements, so a
   forecast made the night before can be checked against them (the backtest).
+* **The logs end.** A day's file logs its finished jobs at once, with the time they finish (the
+  simulator compresses delivery), but no record is ever dated after the simulation's last day: a job
+  still running then is logged RUNNING, last seen a second before the logs end (`_logs_end`). So the
+  simulated logs hold no record from the future, and what the product loads from them does not depend
+  on the date it runs (the ingest rejects a record dated after its own clock).
 
 Everything is vectorised (numpy + Polars) and seeded: the same arguments give the same bytes.
 """
@@ -464,6 +469,18 @@ def _write_parquet(df: pl.DataFrame, path: Path, cfg: SimConfig, rng: np.random.
     df.write_parquet(path)
 
 
+def _logs_end(df: pl.DataFrame, end: datetime) -> pl.DataFrame:
+    """Finished records dated at or after `end` (the end of the last simulated day) as RUNNING, last seen one
+    second before `end`, without outcomes: the job had not finished when the logs end (module doc). Rows are
+    rewritten, never dropped, so the seeded draws that follow (the dirty rows) are the same."""
+    late = pl.col(c.STATUS).is_in(["COMPLETED", "FAILED", "CANCELLED"]) & (pl.col(c.UPDATED_AT) >= end)
+    return df.with_columns(
+        pl.when(late).then(pl.lit("RUNNING")).otherwise(pl.col(c.STATUS)).alias(c.STATUS),
+        pl.when(late).then(pl.lit(end - timedelta(seconds=1))).otherwise(pl.col(c.UPDATED_AT)).alias(c.UPDATED_AT),
+        *[pl.when(late).then(None).otherwise(pl.col(col)).alias(col) for col in (*c.TARGETS, c.FAILURE_REASON)],
+    )
+
+
 def write_logs(out_dir: Path, cfg: SimConfig) -> list[Path]:
     """Write one log file per simulated day into `out_dir`; return the paths."""
     if cfg.fmt not in FORMATS:
@@ -472,12 +489,15 @@ def write_logs(out_dir: Path, cfg: SimConfig) -> list[Path]:
     rng = np.random.default_rng(cfg.seed)
     paths = []
     pending = None
-    for d, volume in enumerate(daily_volumes(cfg)):
+    volumes = daily_volumes(cfg)
+    end = datetime(cfg.start.year, cfg.start.month, cfg.start.day, tzinfo=UTC) + timedelta(days=len(volumes))
+    for d, volume in enumerate(volumes):
         day = cfg.start + timedelta(days=d)
         jobs = simulate_jobs(int(volume), rng, day, cfg.pending_fraction, seed=cfg.seed, keep_outcomes=True)
         df = _with_running_updates(jobs.select(c.COLUMNS), rng, cfg.update_fraction)
         if pending is not None and pending.height:
             df = pl.concat([df, _next_day_starts(pending, day, rng, cfg.start_next_day).select(c.COLUMNS)])
+        df = _logs_end(df, end)
         pending = jobs.filter(pl.col(c.STATUS) == "PENDING")
         path = out_dir / f"jobs-{day:%Y-%m-%d}.{cfg.fmt}"
         if cfg.fmt == "parquet":

@@ -30,9 +30,15 @@ def test_train_then_report(home, tmp_path, capsys):
         run_id, status, device = con.execute("SELECT train_run_id, status, device FROM train_runs").fetchone()
         assert status == "succeeded" and device in ("cpu", "cuda")
         n = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ?", [run_id]).fetchone()[0]
+        fits = con.execute("SELECT count(*) FROM model_metrics WHERE train_run_id = ? AND model <> 'blend'", [run_id]).fetchone()[0]
         # targets x models x repeats x (validation, test: the held-out fold; the generalisation holdout), issue 50
-        assert n == 3 * 3 * 2 * 3
-        epochs = con.execute("SELECT model, min(epochs), max(epochs) FROM model_metrics GROUP BY ALL ORDER BY 1").fetchall()
+        assert fits == 3 * 3 * 2 * 3
+        # the blend (issue 50 item 2), where it competes: one validation, one test and two holdout rows a target
+        blends = con.execute("SELECT target, count(*) FROM model_metrics WHERE train_run_id = ? AND model = 'blend' "
+                             "GROUP BY ALL", [run_id]).fetchall()
+        assert all(k == 4 for _, k in blends) and n == fits + 4 * len(blends)
+        epochs = con.execute("SELECT model, min(epochs), max(epochs) FROM model_metrics WHERE model <> 'blend' "
+                             "GROUP BY ALL ORDER BY 1").fetchall()
         assert epochs == [("lightgbm", None, None), ("linear_fs", None, None), ("transformer_bigru", 2, 2)]  # tiny: 2
         champs = con.execute("SELECT target, model, model_dir FROM model_champions ORDER BY target").fetchall()
         costs = con.execute("SELECT min(score_seconds_per_million), count(score_seconds_per_million) FROM model_metrics").fetchone()

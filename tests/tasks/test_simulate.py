@@ -31,6 +31,22 @@ def test_clean_logs_have_every_status_and_plausible_outcomes(tmp_path):
     assert oom.height > 0 and (oom[c.QUEUE] != "a100-80g").any()
 
 
+def test_no_record_is_dated_after_the_logs_end(tmp_path):
+    """The golden nights failed CI on 2026-11-29 at 15:45 and passed at 15:30: a simulated completion dated
+    2026-11-30 15:41 was rejected by the ingest's clock check until the wall clock came within a day of it.
+    A job still running when the logs end is logged RUNNING, last seen a second before the end, without outcomes."""
+    from datetime import UTC, date, datetime
+
+    cfg = SimConfig(days=3, jobs_per_day=400, fmt="parquet", seed=5, start=date(2026, 9, 1))
+    df = pl.concat([pl.read_parquet(p) for p in write_logs(tmp_path, cfg)])
+    end = datetime(2026, 9, 4, tzinfo=UTC)
+    assert df[c.UPDATED_AT].max() < end
+    still = df.filter(pl.col(c.UPDATED_AT) == datetime(2026, 9, 3, 23, 59, 59, tzinfo=UTC))
+    assert still.height > 10 and set(still[c.STATUS]) == {"RUNNING"}  # long jobs of any day
+    assert still.select(*c.TARGETS, c.FAILURE_REASON).null_count().row(0) == (still.height,) * (len(c.TARGETS) + 1)
+    assert still[c.SUBMITTED_AT].min() < datetime(2026, 9, 2, tzinfo=UTC)
+
+
 def test_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown format"):
         write_logs(tmp_path, SimConfig(fmt="xml"))
