@@ -61,6 +61,12 @@ CPU_OFFLOAD_SYNONYMS = {
     **dict.fromkeys(("optimizer", "optim", "opt", "optimizerstates", "offloadoptimizer", "cpuoptimizer"), "optimizer"),
     **dict.fromkeys(("all", "true", "yes", "1", "on", "params", "param", "parameters", "offloadparam", "offloadparams",
                      "full", "cpuoffload"), "all"),
+    # contract v8: ColossalAI Gemini's `placement_policy` words. `cuda` keeps every chunk on the GPU; `cpu` keeps them
+    # on the CPU; `static` places by GeminiPlugin's `offload_param_frac` / `offload_optim_frac`, both 0.0 by default
+    # (all on the GPU: a fraction the run changed is not logged with it); `auto` moves chunks as the GPU has room
+    **dict.fromkeys(("cuda", "gpu", "static"), "none"),
+    **dict.fromkeys(("cpu",), "all"),
+    **dict.fromkeys(("auto", "dynamic", "autoplacement"), "auto"),
 }
 CHECKPOINTING_SYNONYMS = {
     **dict.fromkeys(_NO, "none"),

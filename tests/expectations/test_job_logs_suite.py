@@ -377,3 +377,16 @@ def test_a_v7_expert_parallel_dividing_the_ranks_loads(layout):
     v = validate_frame(rows)
     assert v.success, (failed(v), v.reasons)
     assert rows[c.EXPERT_PARALLEL].to_list()[-1] == layout["expert_parallel"]
+
+
+@pytest.mark.parametrize(("logged", "read"), [
+    ("auto", "auto"), ("AUTO", "auto"), ("dynamic", "auto"), ("cuda", "none"), ("static", "none"), ("cpu", "all"),
+    ("all", "all"), (None, None),
+])
+def test_v8_gemini_placement_words_are_read_as_cpu_offload(logged, read):
+    """Contract v8: ColossalAI Gemini's `placement_policy` words; `auto` is a `cpu_offload` word of its own (v7
+    rejected it)."""
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **{**LLM_JOB, "cpu_offload": logged}))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows.filter(pl.col(c.JOB_ID) == "llm")[c.CPU_OFFLOAD].to_list() == [read]

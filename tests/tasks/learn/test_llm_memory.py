@@ -653,3 +653,33 @@ def test_single_gpu_and_v6_jobs_keep_their_prior_without_the_v7_fields():
     assert same.equals(before)
     moved = m.frame_priors(rows.with_columns(pl.lit("embeddings_and_head").alias(c.TRAINED_MODULES)))
     assert moved[m.LLM_MEM_GB].to_list()[0] is None and moved[m.LLM_MEM_GB][1] > before[m.LLM_MEM_GB][1] + 10
+
+
+def _gemini(gpu_type: str | None, params_million: float = 24_000) -> tuple[m.Arch, m.Layout]:
+    """ColossalAI-Pytorch-lightning's Gemini run: a GPT-2-style model trained from scratch on one GPU, fp16, ZeRO-3
+    style chunks placed by `placement_policy` `auto` (contract v8 `cpu_offload`)."""
+    return m.job_of(record(job_id="gemini", model_type="Transformer", arch="gpt2-style", params_million=params_million,
+                           batch_size=1, input_dim=1024, precision="FP16", gpu_count=1, gpu_type=gpu_type,
+                           sharding="zero3", cpu_offload="auto", activation_checkpointing="full",
+                           micro_batch_size=1))
+
+
+def test_gemini_auto_placement_fills_its_gpu_to_the_cap_when_the_states_do_not_fit():
+    """Contract v8 `auto`: 24B parameters' states (~390 GB) do not fit, so the job fills 0.9 of its GPU's 40 GiB
+    (Gemini's `_steady_cuda_cap_ratio`), and of an 80 GiB GPU on one; never below what `all` leaves on the GPU;
+    a model whose states fit keeps them all on the GPU (`none`); an unknown GPU type: `all`'s figure."""
+    arch, job = _gemini("A100-40GB")
+    assert job.cpu_offload == "auto" and job.gpu_memory_gb == 40
+    assert m.per_gpu(arch, job).total_gb == pytest.approx(0.9 * 40 * 2**30 / 1e9)
+    arch80, job80 = _gemini("A100-80GB")
+    assert m.per_gpu(arch80, job80).total_gb == pytest.approx(0.9 * 80 * 2**30 / 1e9)
+    least = m.per_gpu(arch, replace(job, cpu_offload="all")).total_gb
+    assert least < 10 < m.per_gpu(arch, job).total_gb
+    archu, jobu = _gemini(None)
+    assert m.per_gpu(archu, jobu).total_gb == pytest.approx(least)
+    small, job_small = _gemini("A100-80GB", params_million=350)
+    assert m.per_gpu(small, job_small) == m.per_gpu(small, replace(job_small, cpu_offload="none"))
+    assert m.per_gpu(small, job_small).total_gb < 0.9 * 80
+    # the other offload words do not read the GPU's memory
+    assert m.per_gpu(arch, replace(job, cpu_offload="all")) == m.per_gpu(arch, replace(job, cpu_offload="all",
+                                                                                       gpu_memory_gb=None))

@@ -264,6 +264,8 @@ def test_a_mapping_file_can_name_the_loss_precision_and_the_lisa_adapter(tmp_pat
      {c.TRAINED_MODULES: "['embed_tokens', 'lm_head']"}),
     ({"additional_target": "embed_tokens,lm_head"}, {c.TRAINED_MODULES: "embed_tokens,lm_head"}),  # LLaMA-Factory
     ({"lora_modules_to_save": "lm_head"}, {c.TRAINED_MODULES: "lm_head"}),  # axolotl
+    ({"placement_policy": "auto"}, {c.CPU_OFFLOAD: "auto"}),  # contract v8: ColossalAI's GeminiPlugin
+    ({"tensor_placement_policy": "cuda"}, {c.CPU_OFFLOAD: "cuda"}),  # its older ZeRO config (the normaliser: none)
 ])
 def test_the_v7_fields_are_read_from_megatron_deepspeed_torchtitan_and_peft_names(params, want):
     """Contract v7: the expert-parallel size and the modules trained in full beside an adapter; the normaliser reads
