@@ -84,6 +84,11 @@ EXPERT_PARALLEL = re.compile(r"\bEP(\d+)")
 # auto"), read by the normaliser's words (`auto`; `cuda` none; `cpu` all). The set's column says `all` for the one
 # `auto` run (run 245), as DeepSpeed's static offload of the same benchmark does
 PLACEMENT = re.compile(r"placement_policy=(\w+)")
+# Contract v8's `kernels`, as a log carries it (unsloth's `unsloth_version` in the model config, LLaMA-Factory's
+# `use_unsloth`, ms-swift's `--tuner_backend unsloth`): the runs whose notes name unsloth as their method or backend
+# (the unsloth README's "Unsloth+FA2" rows of LLaMA-Factory's table, ms-swift's "unsloth backend"); Liger's runs carry
+# `loss_precision` `fused` already (`LIGER`)
+UNSLOTH = re.compile(r"\bunsloth\b", re.IGNORECASE)
 MODULES_TO_SAVE = re.compile(r"modules_to_save")
 
 
@@ -148,10 +153,10 @@ def source_of(repo: str, path: str) -> str:
 # (`SEQUENCE_PARALLEL`), the optimizer (`GALORE`), the adapter word `lisa` (`LISA`) and `loss_precision` (`LIGER`, and
 # ColossalAI's `half` by source, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
 # (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them), and contract v8's `cpu_offload`
-# `auto` (`PLACEMENT`). `as_logged` prints the figures
+# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures
 # without each and without all of them: what a set carrying only the columns sees.
 INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
-            "trained_modules", "cpu_offload")
+            "trained_modules", "cpu_offload", "kernels")
 
 
 def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
@@ -191,11 +196,12 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
                                                   else ""),
             c.TRAINED_MODULES: trained_modules_of(r.get(c.TRAINED_MODULES), r["adapter"],
                                                   notes if "trained_modules" in inferred else ""),
+            c.KERNELS: "unsloth" if "kernels" in inferred and UNSLOTH.search(notes) else None,
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),
-        pl.col(c.OPTIMIZER, c.LOSS_PRECISION, c.TRAINED_MODULES).cast(pl.String),
+        pl.col(c.OPTIMIZER, c.LOSS_PRECISION, c.TRAINED_MODULES, c.KERNELS).cast(pl.String),
         pl.col(c.EXPERT_PARALLEL).cast(pl.Int64))  # words even when none is read (`inferred` empty)
     return df
 

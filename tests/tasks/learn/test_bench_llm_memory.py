@@ -88,3 +88,15 @@ def test_gemini_s_auto_placement_comes_off_the_notes_and_fills_the_gpu(tmp_path)
     with_word, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
     assert with_word[0] == pytest.approx(0.9 * 40 * 2**30 / 1e9)
     assert without[0] < 10 and with_word[1] == without[1] == without[0]
+
+
+def test_unsloth_s_kernels_come_off_the_notes_and_lower_the_prior(tmp_path):
+    """Contract v8 `kernels` (session 12): the runs whose notes name unsloth as their method or backend; dropped as
+    logged."""
+    common = {"model": "Llama-2-7B", "adapter": "qlora", "lora_rank": "8", "micro_batch_size": 4, "seq_len": 1024}
+    path = _set(tmp_path, {**common, "other": "method Unsloth+FA2; 4-bit base"}, {**common, "other": "method HF"})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.KERNELS].to_list() == ["unsloth", None] and logged[c.KERNELS].to_list() == [None, None]
+    assert logged.schema[c.KERNELS] == pl.String
+    with_word, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    assert with_word[0] < without[0] - 2 and with_word[1] == without[1] == without[0]
