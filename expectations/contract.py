@@ -8,8 +8,10 @@ job known only by its scheduler still counts in demand and plans), v5 the layout
 `activation_checkpointing`, `adapter`, `lora_rank`, `micro_batch_size`; `precision` gains FP8: LLM training
 and fine-tuning, issue 51), v6 the loss's precision (`loss_precision`: `fp32`, `half`, `fused`) and the adapter
 word `lisa` (issue 51 session 10), v7 the expert-parallel size (`expert_parallel`) and the modules a parameter-efficient
-run trains in full beside its adapter (`trained_modules`: PEFT's `modules_to_save`; issue 51 session 11). A v1-v6 log
-reads exactly as
+run trains in full beside its adapter (`trained_modules`: PEFT's `modules_to_save`; issue 51 session 11), v8 the
+`cpu_offload` word `auto` (a placement that moves states between the CPU and the GPU as room allows: ColossalAI
+Gemini's `placement_policy="auto"`) and the kernel library a job trains with (`kernels`: `unsloth`, `liger`; issue
+51 session 12). A v1-v7 log reads exactly as
 before, and records loaded under an older version keep their identity (each version's columns enter
 the record hash only when one of them is set, see `record_hash_sql`).
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CONTRACT_VERSION = 7
+CONTRACT_VERSION = 8
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,10 @@ PARALLELISM = (TENSOR_PARALLEL, PIPELINE_PARALLEL, CONTEXT_PARALLEL)
 # still loads and is forecast as the plain case (no sharding, all weights trained).
 UNKNOWN_WORD = "unknown"
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp", UNKNOWN_WORD)
-CPU_OFFLOADS = ("none", "optimizer", "all")
+# `auto` (since v8): the states move between the CPU and the GPU as the GPU has room (ColossalAI Gemini's
+# `placement_policy="auto"`), so the job fills its GPU up to the framework's cap (tasks/learn/llm_memory.py
+# `DYNAMIC_CUDA_CAP_RATIO`) when its states do not fit
+CPU_OFFLOADS = ("none", "optimizer", "all", "auto")
 CHECKPOINTINGS = ("none", "selective", "full")
 ADAPTERS = ("none", "lora", "qlora", "other", "lisa", UNKNOWN_WORD)  # `lisa` since v6
 LORA_RANK_MAX = 65_536
@@ -150,14 +155,22 @@ EXPERT_PARALLEL = "expert_parallel"
 # word: `unknown` (forecast as `none`).
 TRAINED_MODULES = "trained_modules"
 TRAINED_MODULE_WORDS = ("none", "embeddings", "head", "embeddings_and_head", UNKNOWN_WORD)
+# Contract v8: the kernel library that replaces the model's own modules and loss (unsloth's `FastLanguageModel`, which
+# writes `unsloth_version` into the model config that Hugging Face's MLflow callback logs, LLaMA-Factory's
+# `use_unsloth`, ms-swift's `--tuner_backend unsloth`; Liger's kernels, `use_liger_kernel`): `none`, `unsloth`, `liger`.
+# What it changes in the per-GPU prior (tasks/learn/llm_memory.py `KERNEL_LOSS`): the loss's bytes a logit where
+# `loss_precision` is not logged, and unsloth's own k-bit preparation (no fp32 upcast). Another word: `unknown`
+# (forecast as `none`).
+KERNELS = "kernels"
+KERNEL_WORDS = ("none", "unsloth", "liger", UNKNOWN_WORD)
 # The word fields whose unknown words are kept as `unknown` (and counted in the nightly's feature summary), never
 # rejected
-UNKNOWN_KEPT = (SHARDING, ADAPTER, LOSS_PRECISION, TRAINED_MODULES)
+UNKNOWN_KEPT = (SHARDING, ADAPTER, LOSS_PRECISION, TRAINED_MODULES, KERNELS)
 # What a missing value means (the contract's defaults, applied where the value is used, never stored: a v1-v4
 # record keeps its nulls, its hash and its features).
 LLM_DEFAULTS = {TENSOR_PARALLEL: 1, PIPELINE_PARALLEL: 1, CONTEXT_PARALLEL: 1, SHARDING: "none", CPU_OFFLOAD: "none",
                 ACTIVATION_CHECKPOINTING: "none", ADAPTER: "none", LOSS_PRECISION: "fp32", EXPERT_PARALLEL: 1,
-                TRAINED_MODULES: "none"}
+                TRAINED_MODULES: "none", KERNELS: "none"}
 
 # Measured outcomes (the forecast targets) ------------------------------------------------------
 GPU_DEMAND_GFLOPS = "gpu_demand_gflops"
@@ -219,7 +232,8 @@ FIELDS: tuple[Field, ...] = (
     Field(SHARDING, "string", "", ", ".join(SHARDINGS[:-1]) + " (states sharded over the data-parallel ranks; FSDP "
           "FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD and DeepSpeed stages 0-3 accepted); another word "
           "kept as `unknown`; missing means `none`", values=SHARDINGS, since=5),
-    Field(CPU_OFFLOAD, "string", "", ", ".join(CPU_OFFLOADS) + "; missing means `none`", values=CPU_OFFLOADS, since=5),
+    Field(CPU_OFFLOAD, "string", "", ", ".join(CPU_OFFLOADS) + " (v8: placed as the GPU has room, ColossalAI Gemini's "
+          "`auto`); missing means `none`", values=CPU_OFFLOADS, since=5),
     Field(ACTIVATION_CHECKPOINTING, "string", "", ", ".join(CHECKPOINTINGS) + " (true/false accepted: full/none); "
           "missing means `none`", values=CHECKPOINTINGS, since=5),
     Field(ADAPTER, "string", "", "none (all weights trained), lora, qlora, other (any other parameter-efficient "
@@ -239,6 +253,10 @@ FIELDS: tuple[Field, ...] = (
     Field(TRAINED_MODULES, "string", "", "none, embeddings, head, embeddings_and_head: the modules an adapter run also "
           "trains in full (PEFT modules_to_save names accepted); another word kept as `unknown`; missing means `none`",
           values=TRAINED_MODULE_WORDS, since=7),
+    # v8
+    Field(KERNELS, "string", "", "none, unsloth, liger: the kernel library the job trains with (unsloth's "
+          "`unsloth_version`, `use_unsloth`, `tuner_backend` unsloth; Liger's `use_liger_kernel`); another word kept as "
+          "`unknown`; missing means `none`", values=KERNEL_WORDS, since=8),
 )
 
 FIELD_BY_NAME = {f.name: f for f in FIELDS}
@@ -269,7 +287,7 @@ def record_hash_sql() -> str:
         return f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"
 
     later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in names)} THEN {block(names)} ELSE '' END"
-                    for names in ADDED_BY_VERSION.values())
+                    for names in ADDED_BY_VERSION.values() if names)  # a version may add words, no column
     return f"md5({block(V1_COLUMNS)}{later})"
 
 
@@ -342,6 +360,11 @@ COLUMN_ALIASES = {
     "sharding_strategy": SHARDING,
     "fsdp_sharding_strategy": SHARDING,
     "offload": CPU_OFFLOAD,
+    # v8: ColossalAI Gemini's placement (GeminiPlugin `placement_policy`, its older `tensor_placement_policy`)
+    "placement_policy": CPU_OFFLOAD,
+    "tensor_placement_policy": CPU_OFFLOAD,
+    "kernel": KERNELS,
+    "kernel_library": KERNELS,
     "gradient_checkpointing": ACTIVATION_CHECKPOINTING,
     "recompute_granularity": ACTIVATION_CHECKPOINTING,
     "activation_checkpoint": ACTIVATION_CHECKPOINTING,

@@ -61,6 +61,12 @@ CPU_OFFLOAD_SYNONYMS = {
     **dict.fromkeys(("optimizer", "optim", "opt", "optimizerstates", "offloadoptimizer", "cpuoptimizer"), "optimizer"),
     **dict.fromkeys(("all", "true", "yes", "1", "on", "params", "param", "parameters", "offloadparam", "offloadparams",
                      "full", "cpuoffload"), "all"),
+    # contract v8: ColossalAI Gemini's `placement_policy` words. `cuda` keeps every chunk on the GPU; `cpu` keeps them
+    # on the CPU; `static` places by GeminiPlugin's `offload_param_frac` / `offload_optim_frac`, both 0.0 by default
+    # (all on the GPU: a fraction the run changed is not logged with it); `auto` moves chunks as the GPU has room
+    **dict.fromkeys(("cuda", "gpu", "static"), "none"),
+    **dict.fromkeys(("cpu",), "all"),
+    **dict.fromkeys(("auto", "dynamic", "autoplacement"), "auto"),
 }
 CHECKPOINTING_SYNONYMS = {
     **dict.fromkeys(_NO, "none"),
@@ -104,9 +110,16 @@ TRAINED_MODULES_SYNONYMS = {
                     "embeddings_and_head"),
     **{f"{a},{b}": "embeddings_and_head" for e in _EMBEDDINGS for h in _HEADS for a, b in ((e, h), (h, e))},
 }
+# Contract v8: the kernel library a job trains with; `hf`, `eager`, `torch` are the model's own modules (`none`)
+KERNEL_SYNONYMS = {
+    **dict.fromkeys((*_NO, "hf", "huggingface", "transformers", "eager", "torch", "pytorch", "default"), "none"),
+    **dict.fromkeys(("unsloth", "unslothai", "fastlanguagemodel", "unslothzoo"), "unsloth"),
+    **dict.fromkeys(("liger", "ligerkernel", "ligerkernels"), "liger"),
+}
 LLM_WORDS = {c.SHARDING: SHARDING_SYNONYMS, c.CPU_OFFLOAD: CPU_OFFLOAD_SYNONYMS,
              c.ACTIVATION_CHECKPOINTING: CHECKPOINTING_SYNONYMS, c.ADAPTER: ADAPTER_SYNONYMS,
-             c.LOSS_PRECISION: LOSS_PRECISION_SYNONYMS, c.TRAINED_MODULES: TRAINED_MODULES_SYNONYMS}
+             c.LOSS_PRECISION: LOSS_PRECISION_SYNONYMS, c.TRAINED_MODULES: TRAINED_MODULES_SYNONYMS,
+             c.KERNELS: KERNEL_SYNONYMS}
 # What a word's key drops before the table is read: spaces, dashes and underscores; for `trained_modules` also a
 # logged list's brackets and quotes
 WORD_NOISE = {c.TRAINED_MODULES: r"[\s_\-\[\]'\"()]"}

@@ -211,7 +211,7 @@ def _labelled(target: str) -> pl.Expr:
 def summary(history: pl.DataFrame, pending: pl.DataFrame) -> FeatureSummary:
     """What tonight's models learn from and score: labelled jobs per target, pending jobs, the share of
     missing values per feature, GPU types the catalogue does not know (kept, with no peak), and the jobs whose
-    sharding, adapter, loss-precision or trained-module word nobody knew (contracts v5-v7: kept as `unknown`,
+    sharding, adapter, loss-precision, trained-module or kernel word nobody knew (contracts v5-v8: kept as `unknown`,
     forecast as the plain case)."""
     both = pl.concat([history.select(*c.FEATURES, c.GPU_TYPE), pending.select(*c.FEATURES, c.GPU_TYPE)])
     missing = both.select(pl.col(f).is_null().mean() for f in c.FEATURES).row(0, named=True) if both.height else {}

@@ -29,7 +29,10 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
     GaLore (`galore_adamw`...) keeps the moments of rank-128 projections of the blocks' gradients
     (`GALORE_OPTIMIZER`), `_layerwise` no model-sized gradient.
   - `cpu_offload` optimizer: the fp32 master and moments live on the CPU (DeepSpeed's ZeRO-Offload); all: the
-    parameters too, the GPU keeping only the gathered units.
+    parameters too, the GPU keeping only the gathered units; `auto` (contract v8, ColossalAI Gemini's
+    `placement_policy="auto"`): the states move between the CPU and the GPU as the GPU has room, so a job whose
+    states fit keeps them all on the GPU (`none`), and one whose states do not fills the GPU to the placement's cap,
+    `DYNAMIC_CUDA_CAP_RATIO` of its memory, never below what `all` leaves on it (`dynamic_placement`).
 * adapters: the frozen base at 2 bytes a parameter (4 in FP32), `qlora` its linear weights at 4 bits with
   NF4's block constants (0.516 bytes: Dettmers et al. 2023, 0.127 bits a parameter of double-quantised
   constants), or at the width a pre-quantised checkpoint's name gives (`Int8`, `2bit`: `quantised_bytes`), and its
@@ -40,7 +43,8 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   A `qlora` base quantised when loaded (bitsandbytes; the model's name does not say GPTQ / AWQ / AQLM / int4)
   goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
   norms) to fp32: the embedding and head at 4 bytes, and every block computes in fp32 (its activations at 4 bytes).
-  A fine-tune whose checkpointing word is not known is taken as `full` (the adapter recipes' default).
+  A fine-tune whose checkpointing word is not known is taken as `full` (the adapter recipes' default). Under
+  unsloth's kernels (contract v8 `kernels` `unsloth`) a k-bit base is not upcast: unsloth prepares it itself.
   The modules an adapter run also trains in full (contract v7 `trained_modules`, PEFT's `modules_to_save`: the
   embedding, the head or both, `trained_copy_params`): PEFT keeps the frozen original and a trained copy in the
   model's dtype (fp32 after a k-bit base's upcast), with its gradient and the optimizer's moments in that dtype
@@ -66,7 +70,9 @@ fp32 (bitsandbytes returns its input's dtype): the block's activations at 4 byte
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
 (1F1B; m = micro-batches per optimizer step, from `batch_size`, else p). The head's logits are kept as 16-bit
 logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t), or what
-the job's `loss_precision` says (contract v6, `LOSS_LOGIT_BYTES`: a loss on the 16-bit logits, a fused loss).
+the job's `loss_precision` says (contract v6, `LOSS_LOGIT_BYTES`: a loss on the 16-bit logits, a fused loss), else
+what its kernel library computes (contract v8 `kernels`, `KERNEL_LOSS`: unsloth's loss in place on the 16-bit
+logits, Liger's fused one).
 `ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
 rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
 
@@ -291,7 +297,7 @@ class Layout:
     pipeline_parallel: int = 1
     context_parallel: int = 1
     sharding: str = "none"  # none | zero1 | zero2 | zero3 | fsdp (unknown: none)
-    cpu_offload: str = "none"  # none | optimizer | all
+    cpu_offload: str = "none"  # none | optimizer | all | auto (contract v8: `dynamic_placement`)
     activation_checkpointing: str = "none"  # none | selective | full
     adapter: str = "none"  # none | lora | qlora | other | lisa (unknown: none)
     lora_rank: int | None = None
@@ -314,6 +320,10 @@ class Layout:
     # contract v7: none | embeddings | head | embeddings_and_head (unknown: none), trained in full beside an adapter
     # (`trained_copy_params`)
     trained_modules: str = "none"
+    kernels: str = "none"  # contract v8: none | unsloth | liger (unknown: none); read through `job_of` (`KERNEL_LOSS`)
+    # the memory of the job's GPU type (the catalogue's GB, null when the job logs no known type): what `cpu_offload`
+    # `auto` fills (`dynamic_placement`); no other part of the prior reads it
+    gpu_memory_gb: float | None = None
 
     @property
     def data_parallel(self) -> int:
@@ -374,7 +384,14 @@ LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 
 # 12.12 for a loss on fp32 logits, where `LOGIT_BYTES` is the fitted 10). `fused`: a fused linear cross-entropy
 # (Liger's `LigerFusedLinearCrossEntropyLoss`, Apple's Cut Cross-Entropy) computes the loss and the head's gradient
 # chunk by chunk and never holds the logits: 0 (its chunk, a few hundred MB at most, is in the overhead).
-LOSS_LOGIT_BYTES = {"fp32": LOGIT_BYTES, "half": 6.12, "fused": 0.0}
+# `inplace` (no contract word: what contract v8's `kernels` `unsloth` gives where `loss_precision` is not logged):
+# unsloth's Triton cross-entropy (unsloth/kernels/cross_entropy_loss.py `Fast_CrossEntropyLoss`) reads the 16-bit
+# logits the head returns, keeps one fp32 logsumexp a token, and its backward writes the gradient into the logits'
+# own storage: the 16-bit logits, 2 bytes.
+LOSS_LOGIT_BYTES = {"fp32": LOGIT_BYTES, "half": 6.12, "fused": 0.0, "inplace": 2.0}
+# The loss a kernel library computes (contract v8 `kernels`) where the job logs no `loss_precision`: unsloth's in place
+# on the 16-bit logits, Liger's fused linear cross-entropy (`use_liger_kernel` swaps it in for a causal LM's loss)
+KERNEL_LOSS = {"unsloth": "inplace", "liger": "fused"}
 # LISA (Pan et al. 2024, algorithm 1; ms-swift's and LMFlow's `lisa_activated_layers`): the embedding and the head are
 # always trained, with `LISA_ACTIVATED_LAYERS` sampled blocks at a time; the rest is frozen at 16 bits. The trained
 # parameters take the model's 16-bit gradients and two 16-bit AdamW moments (the model is trained in its 16-bit dtype
@@ -395,6 +412,15 @@ FIXED_OVERHEAD_GB = 2.0  # the CUDA context (~0.8 GB), cuBLAS / NCCL workspaces 
 ALLOCATOR_FACTOR = 1.05  # reserved over allocated (the caching allocator's rounding and fragmentation)
 # P90 / P50 of the prior alone: exp of the 90th percentile of |log(measured / prior)| on the development set.
 P90_FACTOR = 1.7
+# `cpu_offload` `auto` (contract v8): ColossalAI Gemini's `AutoPlacementPolicy` (colossalai/gemini/placement_policy.py)
+# evicts parameter chunks to the CPU whenever the model data on the GPU would pass `cuda_capacity x
+# _steady_cuda_cap_ratio` (0.9, fixed in its code) less the non-model data (activations) it measured in the warm-up
+# step, and its optimizer keeps states on the GPU in the room left (`gpu_margin_mem_ratio`): a job whose states do not
+# fit fills its GPU to 0.9 of the device's capacity. `cuda_capacity` is torch's `total_memory` in bytes, and the
+# catalogue's sizes are the vendors' binary ones (an "A100 40GB" reports 40 GiB less the driver's share), so the
+# capacity is memory_gb GiB (`GIB`).
+DYNAMIC_CUDA_CAP_RATIO = 0.9
+GIB = 2**30
 SHARDED = ("zero3", "fsdp")
 # a model name that says its checkpoint was quantised before training (GPTQ, AWQ, AQLM, int4 / int8 exports):
 # PEFT does not upcast those (`Layout.kbit_upcast`)
@@ -651,7 +677,10 @@ def amp_casts(arch: Arch, job: Layout) -> float:
 def per_gpu(arch: Arch, job: Layout) -> PerGpu:
     """One GPU's peak memory of `job` on `arch`, by part: the states, and then the larger of what the backward
     pass holds (activations and logits) and what the optimizer step allocates (`step_temporary`), which come one
-    after the other. An expert-parallel job's GPU holds its share of the experts (`expert_split`)."""
+    after the other. An expert-parallel job's GPU holds its share of the experts (`expert_split`); a job placed as
+    room allows (`cpu_offload` `auto`) fills its GPU between the two (`dynamic_placement`)."""
+    if job.cpu_offload == "auto":
+        return dynamic_placement(arch, job)
     arch = expert_split(arch, job)
     w, g, o = states(arch, job)
     acts, logits = activations(arch, job)
@@ -660,6 +689,24 @@ def per_gpu(arch: Arch, job: Layout) -> PerGpu:
     allocated = w + g + o + acts + logits + step
     overhead = allocated * (ALLOCATOR_FACTOR - 1.0) + FIXED_OVERHEAD_GB * GB
     return PerGpu(w / GB, g / GB, o / GB + step / GB, acts / GB, logits / GB, overhead / GB)
+
+
+def dynamic_placement(arch: Arch, job: Layout) -> PerGpu:
+    """One GPU of a job whose states move between the CPU and the GPU as room allows (contract v8 `cpu_offload`
+    `auto`, ColossalAI Gemini's `placement_policy="auto"`): all on the GPU (`none`) when that fits under
+    `DYNAMIC_CUDA_CAP_RATIO` of the GPU's memory; else the GPU filled to that cap with model data, never below what
+    the job keeps on the GPU with everything offloaded (`all`). A GPU type the catalogue does not know: `all`'s
+    figure, the least the job needs to run."""
+    whole = per_gpu(arch, replace(job, cpu_offload="none"))
+    least = per_gpu(arch, replace(job, cpu_offload="all"))
+    if not job.gpu_memory_gb:
+        return least
+    cap = DYNAMIC_CUDA_CAP_RATIO * job.gpu_memory_gb * GIB / GB
+    if whole.total_gb <= cap:
+        return whole
+    if least.total_gb >= cap:
+        return least
+    return replace(least, weights_gb=least.weights_gb + cap - least.total_gb)  # the chunks kept on the GPU
 
 
 def model_states_baseline_gb(params: float, job: Layout) -> float:
@@ -709,7 +756,7 @@ def is_llm(rows: pl.DataFrame) -> pl.Series:
     """Jobs that log a contract v5 layout field (parallelism, sharding, offload, checkpointing, adapter, rank):
     their memory is the per-GPU prior of this module. A micro-batch alone (Hugging Face Trainer logs one for every
     model) marks one only when its `arch` is in the LLM table."""
-    alone = (c.MICRO_BATCH_SIZE, c.LOSS_PRECISION, c.TRAINED_MODULES)  # fields any trainer may log, not only an LLM's
+    alone = (c.MICRO_BATCH_SIZE, c.LOSS_PRECISION, c.TRAINED_MODULES, c.KERNELS)  # any trainer may log them
     layout = [n for n in c.LLM_COLUMNS if n in rows.columns and n not in alone]
     if rows.is_empty():
         return pl.Series([], dtype=pl.Boolean)
@@ -761,6 +808,8 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
     steps = max(1, round(batch / (micro * d))) if batch else None
     word = lambda name, known: v if (v := _value(row, name, c.LLM_DEFAULTS.get(name))) in known else "none"  # noqa: E731
     adapter = word(c.ADAPTER, c.ADAPTERS[:-1])
+    kernels = word(c.KERNELS, c.KERNEL_WORDS[:-1])
+    loss = _value(row, c.LOSS_PRECISION)
     checkpointing = word(c.ACTIVATION_CHECKPOINTING, c.CHECKPOINTINGS)
     if adapter != "none" and _value(row, c.ACTIVATION_CHECKPOINTING) not in (None, *c.CHECKPOINTINGS):
         # a fine-tune whose checkpointing was logged but not as a known word: the adapter recipes checkpoint by
@@ -773,12 +822,22 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
                     micro_batch_size=int(micro), seq_len=int(_value(row, c.INPUT_DIM, DEFAULT_SEQ_LEN)),
                     precision=_value(row, c.PRECISION, DEFAULT_PRECISION), optimizer=_value(row, c.OPTIMIZER),
                     micro_batches=steps,
-                    kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, ""))),
+                    # unsloth prepares a k-bit base itself (unsloth/models/_utils.py `prepare_model_for_kbit_training`:
+                    # the base frozen, only the LoRA weights cast to fp32, no fp32 upcast of the embedding, head or norms)
+                    kbit_upcast=adapter == "qlora" and not PREQUANTISED.search(str(_value(row, c.ARCH, "")))
+                    and kernels != "unsloth",
                     base_bytes=quantised_bytes(_value(row, c.ARCH)),
-                    loss_precision=loss if (loss := _value(row, c.LOSS_PRECISION)) in LOSS_LOGIT_BYTES else "fp32",
+                    loss_precision=loss if loss in c.LOSS_PRECISIONS[:-1] else KERNEL_LOSS.get(kernels, "fp32"),
                     expert_parallel=int(_value(row, c.EXPERT_PARALLEL, 1)),
-                    trained_modules=word(c.TRAINED_MODULES, TRAINED_MATRICES))
+                    trained_modules=word(c.TRAINED_MODULES, TRAINED_MATRICES), kernels=kernels,
+                    gpu_memory_gb=gpu_memory_gb(_value(row, c.GPU_TYPE)))
     return arch, layout
+
+
+def gpu_memory_gb(name: str | None) -> float | None:
+    """The catalogue's memory of a logged GPU type (null when it does not know the type)."""
+    known = catalog.canonical(name) if name else None
+    return catalog.gpus()[known].memory_gb if known else None
 
 
 def frame_priors(rows: pl.DataFrame) -> pl.DataFrame:
@@ -787,7 +846,7 @@ def frame_priors(rows: pl.DataFrame) -> pl.DataFrame:
     sequence) of jobs with LLM fields, null for the others. Computed once per distinct job."""
     flags = is_llm(rows).to_list()
     names = [n for n in (c.ARCH, c.PARAMS_MILLION, c.NUM_LAYERS, c.BATCH_SIZE, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER,
-                         c.GPU_COUNT, *c.LLM_COLUMNS) if n in rows.columns]
+                         c.GPU_COUNT, c.GPU_TYPE, *c.LLM_COLUMNS) if n in rows.columns]
     seen: dict[tuple, tuple] = {}
     out = []
     for flag, values in zip(flags, rows.select(names).iter_rows(), strict=True):

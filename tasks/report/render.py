@@ -271,9 +271,9 @@ def nightly_report(night: NightResult, error: str | None, board: pl.DataFrame | 
             lines.append("GPU types not in the catalogue (kept; no peak throughput for them): " + ", ".join(
                 f"{markdown_text(t)} ({n:,} jobs)" for t, n in features.unknown_gpu_types.items()))
         if features.unknown_layout_words:
-            lines.append("Sharding, adapter, loss-precision or trained-module words nobody knew (kept as `unknown`; "
-                         "forecast as no sharding, all weights trained, the loss on fp32 logits, no module trained in "
-                         "full beside an adapter): "
+            lines.append("Sharding, adapter, loss-precision, trained-module or kernel words nobody knew (kept as "
+                         "`unknown`; forecast as no sharding, all weights trained, the loss on fp32 logits, no module "
+                         "trained in full beside an adapter, the model's own kernels): "
                          + ", ".join(f"{f} ({n:,} jobs)" for f, n in features.unknown_layout_words.items()))
         if features.trace_statuses:
             lines.append("Traced prior, jobs naming an architecture: " + ", ".join(

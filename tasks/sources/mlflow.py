@@ -274,13 +274,18 @@ LISA_PARAMS = ("lisa_activated_layers", "use_lisa")
 # the contract's default, `fp32`.
 LOSS_FLAGS = {"use_liger_kernel": "fused", "liger_fused_linear_cross_entropy": "fused", "cut_cross_entropy": "fused",
               "fp16_lm_cross_entropy": "half"}
+# The kernel library (contract v8 `kernels`): unsloth's `FastLanguageModel` writes `unsloth_version` into the model
+# config, which Hugging Face's MLflow callback logs with the TrainingArguments; LLaMA-Factory's `use_unsloth` and
+# ms-swift's `tuner_backend` name it; Hugging Face's `use_liger_kernel` swaps in Liger's kernels
+KERNEL_FLAGS = {"use_unsloth": "unsloth", "use_liger_kernel": "liger"}
 QUANTISED = re.compile(r"""load_in_4bit["']?\s*[:=]\s*["']?true|quant_method["']?\s*[:=]\s*["']?(gptq|awq|bitsandbytes)""",
                        re.IGNORECASE)
 
 
 def llm_fields(source: dict[str, str]) -> dict[str, str]:
     """Contract v5 and v6 fields from a run's params that need more than a name: the parsers above; PEFT's `r` (a rank
-    only beside a `peft_type`); a LISA run as adapter `lisa` (`LISA_PARAMS`); the loss's precision (`LOSS_FLAGS`); a
+    only beside a `peft_type`); a LISA run as adapter `lisa` (`LISA_PARAMS`); the kernel library (v8, `KERNEL_FLAGS`,
+    `unsloth_version`, `tuner_backend`); the loss's precision (`LOSS_FLAGS`); a
     quantised base turning LoRA into `qlora`; `batch_size` = micro-batch x `gradient_accumulation_steps` x
     `world_size` where no global batch is logged. Pops what it reads."""
     keys = {header_key(k): k for k in source}
@@ -294,6 +299,12 @@ def llm_fields(source: dict[str, str]) -> dict[str, str]:
     lisa = [source.pop(keys[k]).strip().lower() for k in LISA_PARAMS if k in keys]
     if any(_switched_on(v) for v in lisa) and not any(k in keys for k in ("peft_type", c.ADAPTER)):
         out[c.ADAPTER] = "lisa"  # a LISA run (`LISA_PARAMS`), unless the run names its method itself
+    kernels = [KERNEL_FLAGS[k] for k in KERNEL_FLAGS if k in keys and _switched_on(source[keys[k]].strip().lower())]
+    if source.get(keys.get("unsloth_version", ""), "").strip() or source.get(
+            keys.get("tuner_backend", ""), "").strip().lower() == "unsloth":
+        kernels.insert(0, "unsloth")
+    if kernels and c.KERNELS not in keys:  # a run's own `kernels` wins
+        out[c.KERNELS] = kernels[0]
     loss = [LOSS_FLAGS[k] for k in LOSS_FLAGS if k in keys and _switched_on(source.pop(keys[k]).strip().lower())]
     if loss and c.LOSS_PRECISION not in keys:  # a run's own `loss_precision` wins; fused before half
         out[c.LOSS_PRECISION] = min(loss, key=["fused", "half"].index)

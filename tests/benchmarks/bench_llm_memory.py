@@ -38,6 +38,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
+from gpucast.tasks.ingest import normalize
 from gpucast.tasks.learn import features
 from gpucast.tasks.learn import llm_memory as m
 from gpucast.tasks.learn.options import TrainOptions
@@ -79,6 +80,15 @@ NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
 # `modules_to_save`: Qwen's `finetune.py` trains the embedding and the output layer, "embedding + output layer also
 # trainable (modules_to_save)": `embeddings_and_head`)
 EXPERT_PARALLEL = re.compile(r"\bEP(\d+)")
+# Contract v8: ColossalAI Gemini's placement as its plugin logs it (`placement_policy`, the notes' "placement_policy=
+# auto"), read by the normaliser's words (`auto`; `cuda` none; `cpu` all). The set's column says `all` for the one
+# `auto` run (run 245), as DeepSpeed's static offload of the same benchmark does
+PLACEMENT = re.compile(r"placement_policy=(\w+)")
+# Contract v8's `kernels`, as a log carries it (unsloth's `unsloth_version` in the model config, LLaMA-Factory's
+# `use_unsloth`, ms-swift's `--tuner_backend unsloth`): the runs whose notes name unsloth as their method or backend
+# (the unsloth README's "Unsloth+FA2" rows of LLaMA-Factory's table, ms-swift's "unsloth backend"); Liger's runs carry
+# `loss_precision` `fused` already (`LIGER`)
+UNSLOTH = re.compile(r"\bunsloth\b", re.IGNORECASE)
 MODULES_TO_SAVE = re.compile(r"modules_to_save")
 
 
@@ -96,6 +106,13 @@ def trained_modules_of(logged: str | None, adapter: str | None, notes: str) -> s
     if logged:
         return logged
     return "embeddings_and_head" if MODULES_TO_SAVE.search(notes) and adapter in ("lora", "qlora", "other") else None
+
+
+def cpu_offload_of(logged: str | None, notes: str) -> str | None:
+    """`cpu_offload` as a log following contract v8 would carry it: Gemini's `placement_policy` word where the notes
+    give one (`PLACEMENT`), else the set's column."""
+    said = PLACEMENT.search(notes)
+    return normalize.CPU_OFFLOAD_SYNONYMS.get(said.group(1).lower(), logged) if said else logged
 
 
 def adapter_of(logged: str | None, notes: str) -> str | None:
@@ -135,10 +152,11 @@ def source_of(repo: str, path: str) -> str:
 # carries the field gives it: review 60 S4): the checkpoint's name (`CHECKPOINT`), the context-parallel size
 # (`SEQUENCE_PARALLEL`), the optimizer (`GALORE`), the adapter word `lisa` (`LISA`) and `loss_precision` (`LIGER`, and
 # ColossalAI's `half` by source, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
-# (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them). `as_logged` prints the figures
+# (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them), and contract v8's `cpu_offload`
+# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures
 # without each and without all of them: what a set carrying only the columns sees.
 INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
-            "trained_modules")
+            "trained_modules", "cpu_offload", "kernels")
 
 
 def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
@@ -167,7 +185,8 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
             c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"],
             c.OPTIMIZER: optimizer_of(notes) if "optimizer" in inferred else None,
             c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp,
-            c.SHARDING: r["sharding"], c.CPU_OFFLOAD: r["cpu_offload"],
+            c.SHARDING: r["sharding"],
+            c.CPU_OFFLOAD: cpu_offload_of(r["cpu_offload"], notes) if "cpu_offload" in inferred else r["cpu_offload"],
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"],
             c.ADAPTER: adapter_of(r["adapter"], notes) if "adapter" in inferred else r["adapter"],
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
@@ -177,11 +196,12 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
                                                   else ""),
             c.TRAINED_MODULES: trained_modules_of(r.get(c.TRAINED_MODULES), r["adapter"],
                                                   notes if "trained_modules" in inferred else ""),
+            c.KERNELS: "unsloth" if "kernels" in inferred and UNSLOTH.search(notes) else None,
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),
-        pl.col(c.OPTIMIZER, c.LOSS_PRECISION, c.TRAINED_MODULES).cast(pl.String),
+        pl.col(c.OPTIMIZER, c.LOSS_PRECISION, c.TRAINED_MODULES, c.KERNELS).cast(pl.String),
         pl.col(c.EXPERT_PARALLEL).cast(pl.Int64))  # words even when none is read (`inferred` empty)
     return df
 

@@ -95,7 +95,7 @@ def test_suite_is_generated_from_the_contract():
     assert by_type["expect_column_values_to_be_between"] == set(c.FLOAT_COLUMNS + c.INT_COLUMNS)
     assert by_type["expect_column_values_to_be_in_set"] == {c.STATUS, c.PRECISION, c.SHARDING, c.CPU_OFFLOAD,
                                                              c.ACTIVATION_CHECKPOINTING, c.ADAPTER, c.LOSS_PRECISION,
-                                                             c.TRAINED_MODULES}
+                                                             c.TRAINED_MODULES, c.KERNELS}
     bounds = {e["kwargs"]["column"]: e["kwargs"]["max_value"] for e in spec["expectations"]
               if e["type"] == "expect_column_values_to_be_between"}
     assert bounds == c.PLAUSIBLE_MAX
@@ -103,7 +103,8 @@ def test_suite_is_generated_from_the_contract():
             if e["type"] == "expect_column_values_to_be_in_set"}
     assert sets == {c.STATUS: c.STATUSES, c.PRECISION: c.PRECISIONS, c.SHARDING: c.SHARDINGS,
                     c.CPU_OFFLOAD: c.CPU_OFFLOADS, c.ACTIVATION_CHECKPOINTING: c.CHECKPOINTINGS, c.ADAPTER: c.ADAPTERS,
-                    c.LOSS_PRECISION: c.LOSS_PRECISIONS, c.TRAINED_MODULES: c.TRAINED_MODULE_WORDS}
+                    c.LOSS_PRECISION: c.LOSS_PRECISIONS, c.TRAINED_MODULES: c.TRAINED_MODULE_WORDS,
+                    c.KERNELS: c.KERNEL_WORDS}
 
 
 def test_timestamps_survive_the_trip_to_pandas():
@@ -377,3 +378,27 @@ def test_a_v7_expert_parallel_dividing_the_ranks_loads(layout):
     v = validate_frame(rows)
     assert v.success, (failed(v), v.reasons)
     assert rows[c.EXPERT_PARALLEL].to_list()[-1] == layout["expert_parallel"]
+
+
+@pytest.mark.parametrize(("logged", "read"), [
+    ("auto", "auto"), ("AUTO", "auto"), ("dynamic", "auto"), ("cuda", "none"), ("static", "none"), ("cpu", "all"),
+    ("all", "all"), (None, None),
+])
+def test_v8_gemini_placement_words_are_read_as_cpu_offload(logged, read):
+    """Contract v8: ColossalAI Gemini's `placement_policy` words; `auto` is a `cpu_offload` word of its own (v7
+    rejected it)."""
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **{**LLM_JOB, "cpu_offload": logged}))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows.filter(pl.col(c.JOB_ID) == "llm")[c.CPU_OFFLOAD].to_list() == [read]
+
+
+@pytest.mark.parametrize(("logged", "read"), [
+    ("unsloth", "unsloth"), ("Unsloth", "unsloth"), ("liger-kernel", "liger"), ("hf", "none"), ("none", None),
+    ("flash-magic", c.UNKNOWN_WORD), (None, None),
+])
+def test_v8_kernels_are_normalised_and_an_unknown_word_kept_as_unknown(logged, read):
+    rows = typed(*GOOD_ROWS, record(job_id="llm", **LLM_JOB, kernels=logged))
+    v = validate_frame(rows)
+    assert v.success, (failed(v), v.reasons)
+    assert rows.filter(pl.col(c.JOB_ID) == "llm")[c.KERNELS].to_list() == [read]

@@ -4,6 +4,7 @@ contract v7 fields it reads from the set's columns, else off the notes (tests/be
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.tasks.learn import llm_memory as m
@@ -70,3 +71,32 @@ def test_the_v7_fields_come_from_the_set_s_columns_else_the_notes_and_move_the_p
                               "other": "EP4", "expert_parallel": 2, "trained_modules": "head"})
     for rows in (bench.job_rows(columns), bench.job_rows(columns, ())):
         assert (rows[c.EXPERT_PARALLEL][0], rows[c.TRAINED_MODULES][0]) == (2, "head")
+
+
+def test_gemini_s_auto_placement_comes_off_the_notes_and_fills_the_gpu(tmp_path):
+    """Contract v8 (session 12): the run whose column says `all` but whose notes say Gemini's `placement_policy=auto`
+    is read as `auto` (as `gpucast import mlflow` reads the plugin's `placement_policy`) and forecast at 0.9 of its
+    GPU's 40 GiB; DeepSpeed's static offload beside it and the run as logged keep `all`."""
+    common = {"model": "GPT-2-style 24B", "params_billion": 24, "adapter": "none", "sharding": "zero3",
+              "cpu_offload": "all", "gpu_type": "A100-40GB", "precision": "FP16", "seq_len": 1024,
+              "activation_checkpointing": "full"}
+    path = _set(tmp_path, {**common, "other": "ColossalAI Gemini placement_policy=auto (dynamic CPU/GPU)"},
+                {**common, "other": "DeepSpeed ZeRO-3 with offload_parameters+offload_optimizer (CPU)"})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.CPU_OFFLOAD].to_list() == ["auto", "all"]
+    assert logged[c.CPU_OFFLOAD].to_list() == ["all", "all"]
+    with_word, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    assert with_word[0] == pytest.approx(0.9 * 40 * 2**30 / 1e9)
+    assert without[0] < 10 and with_word[1] == without[1] == without[0]
+
+
+def test_unsloth_s_kernels_come_off_the_notes_and_lower_the_prior(tmp_path):
+    """Contract v8 `kernels` (session 12): the runs whose notes name unsloth as their method or backend; dropped as
+    logged."""
+    common = {"model": "Llama-2-7B", "adapter": "qlora", "lora_rank": "8", "micro_batch_size": 4, "seq_len": 1024}
+    path = _set(tmp_path, {**common, "other": "method Unsloth+FA2; 4-bit base"}, {**common, "other": "method HF"})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.KERNELS].to_list() == ["unsloth", None] and logged[c.KERNELS].to_list() == [None, None]
+    assert logged.schema[c.KERNELS] == pl.String
+    with_word, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    assert with_word[0] < without[0] - 2 and with_word[1] == without[1] == without[0]

@@ -238,10 +238,11 @@ def test_unknown_sharding_and_adapter_words_are_counted_for_the_nightly_report()
 
     history = features.build(_rows(record(job_id="h", sharding=c.UNKNOWN_WORD), record(job_id="h2")))
     pending = features.build(_rows(record(job_id="p", status="PENDING", adapter=c.UNKNOWN_WORD, sharding=c.UNKNOWN_WORD,
-                                          loss_precision=c.UNKNOWN_WORD, trained_modules=c.UNKNOWN_WORD)))
+                                          loss_precision=c.UNKNOWN_WORD, trained_modules=c.UNKNOWN_WORD,
+                                          kernels=c.UNKNOWN_WORD)))
     seen = features.summary(history, pending)
-    # contract v6's loss precision and v7's trained modules as v5's words
-    counted = {c.SHARDING: 2, c.ADAPTER: 1, c.LOSS_PRECISION: 1, c.TRAINED_MODULES: 1}
+    # contract v6's loss precision, v7's trained modules and v8's kernels as v5's words
+    counted = {c.SHARDING: 2, c.ADAPTER: 1, c.LOSS_PRECISION: 1, c.TRAINED_MODULES: 1, c.KERNELS: 1}
     assert seen.unknown_layout_words == counted
     assert FeaturesResult.of(None, None, TraceSummary(), seen).unknown_layout_words == counted
     plain = features.build(_rows(record(job_id="a")))
@@ -653,3 +654,63 @@ def test_single_gpu_and_v6_jobs_keep_their_prior_without_the_v7_fields():
     assert same.equals(before)
     moved = m.frame_priors(rows.with_columns(pl.lit("embeddings_and_head").alias(c.TRAINED_MODULES)))
     assert moved[m.LLM_MEM_GB].to_list()[0] is None and moved[m.LLM_MEM_GB][1] > before[m.LLM_MEM_GB][1] + 10
+
+
+def _gemini(gpu_type: str | None, params_million: float = 24_000) -> tuple[m.Arch, m.Layout]:
+    """ColossalAI-Pytorch-lightning's Gemini run: a GPT-2-style model trained from scratch on one GPU, fp16, ZeRO-3
+    style chunks placed by `placement_policy` `auto` (contract v8 `cpu_offload`)."""
+    return m.job_of(record(job_id="gemini", model_type="Transformer", arch="gpt2-style", params_million=params_million,
+                           batch_size=1, input_dim=1024, precision="FP16", gpu_count=1, gpu_type=gpu_type,
+                           sharding="zero3", cpu_offload="auto", activation_checkpointing="full",
+                           micro_batch_size=1))
+
+
+def test_gemini_auto_placement_fills_its_gpu_to_the_cap_when_the_states_do_not_fit():
+    """Contract v8 `auto`: 24B parameters' states (~390 GB) do not fit, so the job fills 0.9 of its GPU's 40 GiB
+    (Gemini's `_steady_cuda_cap_ratio`), and of an 80 GiB GPU on one; never below what `all` leaves on the GPU;
+    a model whose states fit keeps them all on the GPU (`none`); an unknown GPU type: `all`'s figure."""
+    arch, job = _gemini("A100-40GB")
+    assert job.cpu_offload == "auto" and job.gpu_memory_gb == 40
+    assert m.per_gpu(arch, job).total_gb == pytest.approx(0.9 * 40 * 2**30 / 1e9)
+    arch80, job80 = _gemini("A100-80GB")
+    assert m.per_gpu(arch80, job80).total_gb == pytest.approx(0.9 * 80 * 2**30 / 1e9)
+    least = m.per_gpu(arch, replace(job, cpu_offload="all")).total_gb
+    assert least < 10 < m.per_gpu(arch, job).total_gb
+    archu, jobu = _gemini(None)
+    assert m.per_gpu(archu, jobu).total_gb == pytest.approx(least)
+    small, job_small = _gemini("A100-80GB", params_million=350)
+    assert m.per_gpu(small, job_small) == m.per_gpu(small, replace(job_small, cpu_offload="none"))
+    assert m.per_gpu(small, job_small).total_gb < 0.9 * 80
+    # the other offload words do not read the GPU's memory
+    assert m.per_gpu(arch, replace(job, cpu_offload="all")) == m.per_gpu(arch, replace(job, cpu_offload="all",
+                                                                                       gpu_memory_gb=None))
+
+
+def _llama_factory(adapter: str, **fields) -> tuple[m.Arch, m.Layout]:
+    """LLaMA-Factory's comparison the unsloth README quotes: Llama-2-7B, LoRA rank 8, 4 x 1,024 tokens, one GPU."""
+    return m.job_of(record(job_id="lf", model_type="Transformer", arch="Llama-2-7B", batch_size=8, input_dim=1024,
+                           precision="BF16", gpu_count=1, adapter=adapter, lora_rank=8, micro_batch_size=4,
+                           activation_checkpointing="full", **fields))
+
+
+def test_unsloth_s_kernels_keep_the_16_bit_logits_and_do_not_upcast_a_k_bit_base():
+    """Contract v8 `kernels` `unsloth`: its cross-entropy writes the gradient into the 16-bit logits (2 bytes a logit
+    where Hugging Face's loss on fp32 logits holds 10) and its own k-bit preparation leaves the embedding, head and
+    residual stream in 16 bits; a logged `loss_precision` still wins; Liger's kernels give the fused loss."""
+    arch, hf = _llama_factory("lora")
+    _, fast = _llama_factory("lora", kernels="unsloth")
+    assert (hf.kernels, fast.kernels, fast.loss_precision) == ("none", "unsloth", "inplace")
+    logits = 4 * 1024 * arch.vocab
+    assert m.per_gpu(arch, hf).logits_gb * 1e9 == pytest.approx(logits * 10)
+    assert m.per_gpu(arch, fast).logits_gb * 1e9 == pytest.approx(logits * 2)
+    assert m.per_gpu(arch, fast).states_gb == m.per_gpu(arch, hf).states_gb
+    _, q_hf = _llama_factory("qlora")
+    _, q_fast = _llama_factory("qlora", kernels="unsloth")
+    assert q_hf.kbit_upcast and not q_fast.kbit_upcast
+    assert m.per_gpu(arch, q_fast).total_gb < m.per_gpu(arch, q_hf).total_gb - 3  # fp32 embedding, head, stream
+    _, logged = _llama_factory("lora", kernels="unsloth", loss_precision="fp32")
+    assert logged.loss_precision == "fp32"
+    _, liger = _llama_factory("lora", kernels="liger")
+    assert liger.loss_precision == "fused" and m.per_gpu(arch, liger).logits_gb == 0
+    _, odd = _llama_factory("qlora", kernels=c.UNKNOWN_WORD)
+    assert odd == q_hf.__class__(**{**q_hf.__dict__, "kernels": "none"})  # an unknown word: the plain case
