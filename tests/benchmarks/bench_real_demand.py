@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from datetime import UTC, date, timedelta
 from functools import cache
@@ -65,6 +66,8 @@ from gpucast.tasks.demand.forecast import (
 )
 from gpucast.tasks.plan import arrivals
 from gpucast.tasks.plan.capacity import plan_capacity
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable (known_daily)
 
 TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "itp_jobs_2021.csv.gz"
 START = date(2021, 3, 4)  # the trace's submission_time 0
