@@ -32,15 +32,22 @@ def older_warehouse(home, version: int) -> list[tuple]:
     return stored
 
 
+def upgraded_from(home, tmp_path, rows: list[dict], version: int, new_columns: tuple[str, ...]) -> None:
+    """`rows` loaded into a warehouse made under contract `version` (`older_warehouse`), then sent again after the
+    upgrade: every one is a duplicate (the same records keep their identity) and is kept with its hash, the columns
+    the later versions added empty (missing means the field's default where it is used)."""
+    ingest(write(tmp_path / "a.jsonl", jsonl(*rows)))
+    stored = older_warehouse(home, version)
+    s = ingest(write(tmp_path / "b.jsonl", jsonl(*rows)))
+    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (len(rows), 0, len(rows))
+    assert query(home, f"SELECT job_id, record_hash, {', '.join(new_columns)} FROM job_logs ORDER BY job_id") == [
+        (j, h, *[None] * len(new_columns)) for j, h in stored]
+
+
 def test_a_v5_warehouse_upgrades_to_v6_keeps_its_rows_and_loads_the_loss_precision(home, tmp_path):
     v5 = [record(job_id="v5-1", arch="meta-llama/Llama-3.1-8B", gpu_count=8, sharding="zero3", adapter="lora",
                  lora_rank=16), record(job_id="v4-1", gpu_type="A100-80GB", gpu_count=2, time_limit_hours=4)]
-    ingest(write(tmp_path / "a.jsonl", jsonl(*v5)))
-    stored = older_warehouse(home, 5)
-    s = ingest(write(tmp_path / "b.jsonl", jsonl(*v5)))
-    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (2, 0, 2)  # the same records, still one each
-    assert query(home, "SELECT job_id, record_hash, loss_precision FROM job_logs ORDER BY job_id") == [
-        (j, h, None) for j, h in stored]  # kept, with their identity; missing means fp32 where used
+    upgraded_from(home, tmp_path, v5, 5, ("loss_precision",))  # missing means fp32 where used
     new = [record(job_id="liger-1", arch="Qwen2.5-7B", gpu_count=4, sharding="zero3",
                   loss_precision="liger"),
            record(job_id="lisa-1", arch="Qwen2.5-7B", adapter="LISA", loss_precision="bf16"),

@@ -9,7 +9,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from tests.conftest import write
-from tests.flows.test_contract_v6 import older_warehouse
+from tests.flows.test_contract_v6 import upgraded_from
 from tests.flows.test_ingest_flow import ingest, query
 from tests.sample_jobs import jsonl, record
 
@@ -20,12 +20,7 @@ def test_a_v6_warehouse_upgrades_to_v7_keeps_its_rows_and_loads_experts_and_trai
     v6 = [record(job_id="v6-1", arch="Qwen2.5-7B", gpu_count=4, sharding="zero3", loss_precision="liger"),
           record(job_id="v5-1", arch="meta-llama/Llama-3.1-8B", gpu_count=8, adapter="lora", lora_rank=16),
           record(job_id="v4-1", gpu_type="A100-80GB", gpu_count=2, time_limit_hours=4)]
-    ingest(write(tmp_path / "a.jsonl", jsonl(*v6)))
-    stored = older_warehouse(home, 6)
-    s = ingest(write(tmp_path / "b.jsonl", jsonl(*v6)))
-    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (3, 0, 3)  # the same records, still one each
-    assert query(home, "SELECT job_id, record_hash, expert_parallel, trained_modules FROM job_logs ORDER BY job_id") == [
-        (j, h, None, None) for j, h in stored]  # kept, with their identity; missing means 1 / none where used
+    upgraded_from(home, tmp_path, v6, 6, ("expert_parallel", "trained_modules"))  # missing: 1 / none where used
     new = [record(job_id="moe-1", arch="Mixtral-8x7B", gpu_count=16, pipeline_parallel=2, expert_parallel=8),
            record(job_id="mts-1", arch="Qwen-7B", adapter="lora", lora_rank=64,
                   trained_modules="['embed_tokens', 'lm_head']"),

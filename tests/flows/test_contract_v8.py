@@ -8,7 +8,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from tests.conftest import write
-from tests.flows.test_contract_v6 import older_warehouse
+from tests.flows.test_contract_v6 import upgraded_from
 from tests.flows.test_ingest_flow import ingest, query
 from tests.sample_jobs import jsonl, record
 
@@ -19,12 +19,7 @@ def test_a_v7_warehouse_upgrades_to_v8_keeps_its_rows_and_loads_auto_placement_a
     v7 = [record(job_id="v7-1", arch="Mixtral-8x7B", gpu_count=16, pipeline_parallel=2, expert_parallel=8),
           record(job_id="v5-1", arch="gpt2-xl", gpu_count=1, sharding="zero3", cpu_offload="all"),
           record(job_id="v4-1", gpu_type="A100-80GB", gpu_count=2, time_limit_hours=4)]
-    ingest(write(tmp_path / "a.jsonl", jsonl(*v7)))
-    stored = older_warehouse(home, 7)
-    s = ingest(write(tmp_path / "b.jsonl", jsonl(*v7)))
-    assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (3, 0, 3)  # the same records, the same identity
-    assert query(home, "SELECT job_id, record_hash, kernels FROM job_logs ORDER BY job_id") == [
-        (j, h, None) for j, h in stored]  # kept, with their identity; missing means `none` where used
+    upgraded_from(home, tmp_path, v7, 7, ("kernels",))  # missing means `none` where used
     gemini = record(job_id="gemini-1", arch="gpt2-style", params_million=24_000, gpu_type="A100-40GB", gpu_count=1,
                     sharding="zero3")
     named = {k: v for k, v in gemini.items() if k != "job_id"}
