@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
+from datetime import datetime
 
 from gpucast.flows.settings import Settings, with_time_limits
 from gpucast.flows.train import train_models
@@ -40,14 +41,16 @@ def gpu_worker_online(pool: str = GPU_POOL) -> bool:
     return any(w.status == WorkerStatus.ONLINE for w in workers)
 
 
-def handoff_parameters(options: TrainOptions, settings: Settings, backtest_fresh: bool = False) -> dict:
+def handoff_parameters(options: TrainOptions, settings: Settings, backtest_fresh: bool = False,
+                       as_of: datetime | None = None) -> dict:
     """The deployment run's parameters: everything the nightly was given about training, its time
     limits filled in from the nightly's settings (not left to the worker's environment), where the fits
-    run, and the backtest window the champion gate reads (`backtest_fresh`: the nightly recomputed it). Storage
+    run, and the backtest window the champion gate reads (`backtest_fresh`: the nightly recomputed it; `as_of`: the
+    night's clock it ends at, ISO 8601, None for now). Storage
     is not sent: the worker has its own path to the shared GPUCAST_HOME."""
     return {"options": with_time_limits(options, settings.training).model_dump(mode="json"),
             "cluster": asdict(settings.cluster), "quality": asdict(settings.quality), "publish": False,
-            "backtest_fresh": backtest_fresh}
+            "backtest_fresh": backtest_fresh, "as_of": as_of.isoformat() if as_of else None}
 
 
 def _wait(client, flow_run_id, until: float, waiting: bool):
@@ -75,7 +78,7 @@ def _logger():
 
 def train_where_possible(options: TrainOptions, settings: Settings, history_path: str | None = None,
                          pickup_timeout_s: float = 600, timeout_s: float = 6 * 3600,
-                         backtest_fresh: bool = False) -> TrainResult:
+                         backtest_fresh: bool = False, as_of: datetime | None = None) -> TrainResult:
     """Hand training to the `gpu` pool's deployment when a worker serves it, else train in-process.
 
     A worker that is online but does not start the run within `pickup_timeout_s` (busy, or
@@ -84,6 +87,7 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
     fails this call (it is a real training failure, not a missing worker). Either way the result is a
     `TrainResult`: the pool's is read back from what its run wrote to the shared warehouse (`pool_result`).
     `backtest_fresh`: the caller recomputed the backtest window this night (the nightly): the run's gate reads it.
+    `as_of`: the night's clock (a backfill's `--as-of`): the gate's window ends there, as the backtest step's did.
     """
     from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
@@ -93,11 +97,12 @@ def train_where_possible(options: TrainOptions, settings: Settings, history_path
     options = with_time_limits(options, settings.training)  # the time limits it leaves None: the nightly's settings'
     here = {"options": options, "history_path": history_path, "publish": False, "storage": settings.storage,
             "cluster": settings.cluster, "quality": settings.quality, "tracing": settings.tracing,
-            "backtest_fresh": backtest_fresh}
+            "backtest_fresh": backtest_fresh, "as_of": as_of}
     if not gpu_worker_online():
         logger.info(f"no online worker in work pool {GPU_POOL!r}: training in-process")
         return replace(train_models(**here), where=IN_PROCESS)
-    flow_run = run_deployment(GPU_DEPLOYMENT, parameters=handoff_parameters(options, settings, backtest_fresh), timeout=0, as_subflow=True)
+    flow_run = run_deployment(GPU_DEPLOYMENT, parameters=handoff_parameters(options, settings, backtest_fresh, as_of),
+                              timeout=0, as_subflow=True)
     logger.info(f"training handed to work pool {GPU_POOL!r}: flow run {flow_run.id}")
     with get_client(sync_client=True) as client:
         run = _wait(client, flow_run.id, time.monotonic() + pickup_timeout_s, waiting=True)

@@ -180,7 +180,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         if retrain:
             with _timed(seconds, "train"):
                 night = replace(night, train=train_where_possible(options, settings, staged.history_path,
-                                                                  backtest_fresh=True))  # the backtest step's window
+                                                                  backtest_fresh=True, as_of=as_of))  # the backtest step's window
         with _timed(seconds, "score"):
             night = replace(night, score=score_pending(
                 pending_path=staged.pending_path, publish=False, history_path=staged.history_path, as_of=as_of,

@@ -47,11 +47,14 @@ def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
 
 
 @task(name="gate-windows")
-def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = True) -> GateWindows:
+def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = True,
+                 as_of: datetime | None = None) -> GateWindows:
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
     before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`).
-    `refresh`: recompute the window first (False where the caller did this night: the nightly's backtest step)."""
-    days, now = settings.quality.backtest_days, datetime.now(UTC)
+    `refresh`: recompute the window first (False where the caller did this night: the nightly's backtest step).
+    `as_of`: the night's clock (a backfill's `--as-of`), so the window read is the one the backtest step wrote
+    (default now)."""
+    days, now = settings.quality.backtest_days, as_of or datetime.now(UTC)
     if refresh:
         refresh_backtest(settings.storage, days, now)
     with db.writer(settings.storage) as con:
@@ -145,7 +148,7 @@ def _run_fits(runner, fits: list[train.Fit], shared: dict, options: TrainOptions
 def train_models(options: TrainOptions | None = None, history_path: str | None = None, publish: bool = True,
                  storage: Storage | None = None, cluster: Cluster | None = None, quality: Quality | None = None,
                  tracing: Tracing | None = None,
-                 backtest_fresh: bool = False) -> TrainResult:
+                 backtest_fresh: bool = False, as_of: datetime | None = None) -> TrainResult:
     """Retrain every model on the warehouse's labelled jobs; record metrics and champions.
 
     `history_path`: the labelled history already staged by the caller (the nightly's features
@@ -158,7 +161,8 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     default the environment's. Each concern is
     a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off). `backtest_fresh`: the caller
     recomputed the backtest window this night (the nightly's backtest step): the gate reads it as it is, instead
-    of recomputing it (one backtest a night).
+    of recomputing it (one backtest a night). `as_of`: the night's clock (the nightly's `--as-of`, a backfill's
+    past night): the champion gate's backtest window ends there, as the backtest step's did (default now).
     """
     options = options or TrainOptions()
     settings = Settings.given(storage=storage, cluster=cluster, quality=quality, tracing=tracing,
@@ -174,7 +178,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,
                                                          tracing=settings.tracing).history_path
-        windows = gate_windows(settings, options.targets, refresh=not backtest_fresh)
+        windows = gate_windows(settings, options.targets, refresh=not backtest_fresh, as_of=as_of)
         choice = runners.choose_runner(cluster, local_cluster=True, scratch=run.staging / "dask")
         if choice.note:
             get_run_logger().warning(choice.note)

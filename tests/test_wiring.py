@@ -38,6 +38,8 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
                                          "the run up; a pool run that did not complete fails the call",
                                  ("not gpu_worker_online()", "run.state is None or run.state.type.value in _WAITING",
                                   "not (run.state and run.state.is_completed())", "run.state")),
+        "handoff_parameters": ("option", "the night's clock is sent (as ISO 8601 text) when the caller gave one",
+                               ("as_of",)),
         "pool_result": ("error", "the pool's run left no train run in this warehouse", ("result is None",)),
     },
     "imports": {

@@ -37,6 +37,12 @@ FORECASTS = {
 def con():
     con = duckdb.connect()
     con.execute(schema_sql())
+    fill(con)
+    return con
+
+
+def fill(con: duckdb.DuckDBPyConnection) -> None:
+    """JOBS' records, the latest in `job_logs`, and RUNS' forecasts of memory, into a warehouse with the schema."""
     arrival = 0
     for job_id, (records, mem) in JOBS.items():
         for status, at in records:
@@ -55,7 +61,6 @@ def con():
             con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at, "
                         "safe_request_gb) VALUES (?, ?, ?, ?, ?, 'lightgbm', 'tr1', ?, ?, ?)",
                         [job_id, c.PEAK_GPU_MEM_GB, p10, p50, p90, run, at, safe])
-    return con
 
 
 def rows(con) -> dict[str, tuple]:

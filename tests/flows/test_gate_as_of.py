@@ -1,0 +1,39 @@
+"""A backfill's night (`gpucast nightly --as-of`) trains against the backtest window its own backtest step wrote.
+
+The nightly's backtest step anchors the window at the night's clock (`as_of`); the champion gate read its window
+with the wall clock, so a past night re-run on a warehouse that already holds later days judged the gate on
+another window (here: none) than the one the night reported.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gpucast.expectations import contract as c
+from tests.warehouse.test_backtest import fill, t
+
+
+def test_a_past_nights_gate_reads_the_window_its_backtest_step_wrote(home):
+    from gpucast.flows.backtest import backtest_step
+    from gpucast.flows.settings import Settings
+    from gpucast.flows.train import gate_windows
+    from gpucast.warehouse import db
+
+    settings = Settings.from_env().ensure()
+    with db.writer(settings.storage) as con:
+        fill(con)
+        # the warehouse already knows a later day: a job submitted 16 days after the night re-run here
+        con.execute("INSERT INTO job_logs SELECT * REPLACE ('late' AS job_id, TIMESTAMPTZ '2026-11-20 00:00+00' AS "
+                    "submitted_at, TIMESTAMPTZ '2026-11-20 01:00+00' AS updated_at) FROM job_logs WHERE job_id = 'd'")
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('tr1', ?, 'succeeded')", [t(1)])
+        con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
+                    "VALUES ('tr1', ?, 'lightgbm', 10, '/m')", [c.PEAK_GPU_MEM_GB])
+    night = t(4)
+    counts = backtest_step.fn(settings.storage, 7, night)
+    assert counts.window_start == datetime(2026, 10, 28, tzinfo=UTC) and counts.forecast == 2
+
+    windows = gate_windows.fn(settings, (c.PEAK_GPU_MEM_GB,), refresh=False, as_of=night)
+    assert windows.of(c.PEAK_GPU_MEM_GB).jobs["job_id"].to_list() == ["a", "b"]  # the jobs the night's backtest judged
+    # the wall clock's window (the behaviour before): starts at the later day - 7, where no forecast job completed
+    assert windows.of(c.PEAK_GPU_MEM_GB).jobs.height > gate_windows.fn(
+        settings, (c.PEAK_GPU_MEM_GB,), refresh=False).of(c.PEAK_GPU_MEM_GB).jobs.height
