@@ -51,7 +51,9 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   (AdamW: 2 + 2 + 2 x 2 = 8 bytes a parameter in bf16, as torch keeps them), and the foreach step's copy of the
   second moments; sharded like the adapter's states.
 * mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
-  1 / n of every block's experts (and so of their gradients and moments), the dense parts whole.
+  1 / n of every block's experts (and so of their gradients and moments), the dense parts whole; the experts' sharded
+  states are spread over the expert-data-parallel ranks, d x c / n (`expert_data_parallel`: Megatron-Core's and
+  DeepSpeed's separate expert optimizer), not over d.
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
@@ -456,10 +458,22 @@ class PerGpu:
         return self.states_gb + self.activations_gb + self.logits_gb + self.overhead_gb
 
 
-def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes on one GPU."""
+def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes on one GPU. `experts`: the parameters of `arch.params` that are an
+    expert-parallel job's experts (`experts_held`), whose sharded states are spread over the expert-data-parallel
+    ranks (`expert_data_parallel`) instead of the data-parallel ones."""
     split = job.tensor_parallel * job.pipeline_parallel
     d = job.data_parallel
+    d_experts = expert_data_parallel(job)
+
+    def over_ranks(value: float, expert_share: float) -> float:
+        """`value` sharded over the data-parallel ranks, the share of it that is experts over the expert-data-parallel
+        ranks"""
+        if not experts:
+            return value / d
+        return value * (1.0 - expert_share) / d + value * expert_share / d_experts
+
+    share = experts / arch.params if arch.params else 0.0  # of the parameters (full training's states)
     params = arch.params / split
     unit = arch.block_params / job.tensor_parallel  # one gathered block, per tensor-parallel rank
     half = HALF_BYTES.get(job.precision, 2)
@@ -474,7 +488,7 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         gathered += fsdp_root_params(arch, job) * (4 if job.kbit_upcast else min(half, 2))  # `fsdp_root_params`
     galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
     if job.adapter == "lisa":  # the frozen rest at 16 bits, the trained part's gradients and moments too (`lisa_params`)
-        base = params / (d if sharded else 1) * (0.0 if job.cpu_offload == "all" else half)
+        base = (over_ranks(params, share) if sharded else params) * (0.0 if job.cpu_offload == "all" else half)
         trained = lisa_params(arch) / split / (d if job.sharding != "none" else 1)
         optim = 0.0 if job.cpu_offload != "none" else trained * MOMENTS.get((job.optimizer or "").lower(), 2) * (
             1 if eight_bit else half)
@@ -488,8 +502,8 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         else:
             base = arch.params * half
         base /= split
-        if sharded:
-            base /= d
+        if sharded:  # the frozen experts' share of the base (at the base's width) over the expert-data-parallel ranks
+            base = over_ranks(base, experts / split * (job.base_bytes if job.adapter == "qlora" else half) / base)
         if job.cpu_offload == "all":
             base = 0.0
         trainable = arch.adapter_params(rank) / split  # fp32 weights 4 + gradients 4 + AdamW moments 8 (8-bit: 2)
@@ -524,11 +538,11 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         if GALORE_LAYERWISE.search(job.optimizer or ""):  # one parameter's gradient at a time: the largest
             g = max(arch.vocab * arch.hidden, max(r * k for r, k in arch.matrices())) * grads / job.tensor_parallel
     if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
-        o /= d
+        o = over_ranks(o, share)
     if job.sharding in ("zero2", "zero3", "fsdp"):
-        g /= d
+        g = over_ranks(g, share)
     if sharded:
-        w /= d
+        w = over_ranks(w, share)
     if job.cpu_offload in ("optimizer", "all"):
         o = 0.0
     if job.cpu_offload == "all":
@@ -547,6 +561,26 @@ def expert_split(arch: Arch, job: Layout) -> Arch:
         return arch
     experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
     return replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
+
+
+def experts_held(arch: Arch, job: Layout) -> float:
+    """Parameters of the experts one GPU of an expert-parallel job holds (before the tensor x pipeline split): 1 / n of
+    `arch`'s (the unsplit model's) experts; 0 for a dense model or n = 1."""
+    n = job.expert_parallel
+    if n <= 1 or arch.experts <= 1:
+        return 0.0
+    return (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts / n
+
+
+def expert_data_parallel(job: Layout) -> int:
+    """The ranks an expert-parallel job shards its experts' states over: the data-parallel x context-parallel ranks
+    over n. Megatron-Core builds a separate optimizer for the expert parameters (megatron/core/optimizer/__init__.py
+    `get_megatron_optimizer`: "We use separate optimizers for expert parameters and non-expert parameters", the
+    expert one's `data_parallel_group` the intra expert-data-parallel group), of world / (expert tensor x n x
+    pipeline) ranks, the expert tensor size being the tensor size by default: d x c / n. DeepSpeed's ZeRO 1-2
+    partitions an MoE parameter group over its expert-data-parallel group likewise. So under EP8 over 8 data-parallel
+    ranks each GPU keeps its experts' optimizer states whole, not 1 / 8 of them."""
+    return max(1, job.data_parallel * job.context_parallel // max(1, job.expert_parallel))
 
 
 # Matrices (vocabulary x hidden) an adapter run trains in full by its contract v7 `trained_modules`: PEFT's
@@ -681,8 +715,9 @@ def per_gpu(arch: Arch, job: Layout) -> PerGpu:
     room allows (`cpu_offload` `auto`) fills its GPU between the two (`dynamic_placement`)."""
     if job.cpu_offload == "auto":
         return dynamic_placement(arch, job)
+    held = experts_held(arch, job)
     arch = expert_split(arch, job)
-    w, g, o = states(arch, job)
+    w, g, o = states(arch, job, held)
     acts, logits = activations(arch, job)
     # the part of the step's peak above the backward pass's (which also held AMP's casts)
     step = max(0.0, step_temporary(arch, job) - acts - logits - amp_casts(arch, job))
