@@ -133,6 +133,20 @@ def test_every_family_of_the_issue_is_in_the_table_with_its_source():
     assert m.lookup("no-such-model-3b") is None
 
 
+def test_qwen3_5_4b_is_in_the_table_with_its_published_vocabulary():
+    """Qwen3.5-4B (Qwen/Qwen3.5-4B config.json: hidden 2,560, 32 blocks, 16 heads over 4 key-value heads, SwiGLU of
+    9,216, a tied 248,320-entry vocabulary; 4.66B parameters with its vision tower) was estimated from its name's 4B
+    with `DEFAULT_VOCAB` 50,000: a fifth of its head's logits."""
+    for spelling in ("Qwen/Qwen3.5-4B", "qwen3.5-4b", "Qwen3.5-4B-Instruct"):
+        arch = m.lookup(spelling)
+        assert arch is not None and arch.name == "Qwen3.5-4B", spelling
+    assert (arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab, arch.tied) == (
+        2560, 32, 16, 4, 9216, 248320, True)
+    assert arch.gated and arch.source == "https://huggingface.co/Qwen/Qwen3.5-4B/blob/main/config.json"
+    job = m.Layout(adapter="lora", seq_len=8192, activation_checkpointing="full")
+    assert m.per_gpu(arch, job).logits_gb == pytest.approx(8192 * 248320 * m.LOGIT_BYTES / m.GB)
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
