@@ -37,9 +37,9 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   NF4's block constants (0.516 bytes: Dettmers et al. 2023, 0.127 bits a parameter of double-quantised
   constants), or at the width a pre-quantised checkpoint's name gives (`Int8`, `2bit`: `quantised_bytes`), and its
   embedding and head at 16 bits; no gradients or optimizer states for the base. The adapter's
-  trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's;
-  PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's default; `other` methods counted as
-  rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
+  trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's, every
+  expert's of a mixture of experts; PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's
+  default; `other` methods counted as rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
   A `qlora` base quantised when loaded (bitsandbytes; the model's name does not say GPTQ / AWQ / AQLM / int4)
   goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
   norms) to fp32: the embedding and head at 4 bytes, and every block computes in fp32 (its activations at 4 bytes).
@@ -189,13 +189,17 @@ class Arch:
         mlp = [(h, i), (h, i), (i, h)] if self.gated else [(h, i), (i, h)]
         return [(h, h), (h, kv), (h, kv), (h, h)] + mlp * self.experts
 
-    def adapter_params(self, rank: float) -> float:
-        """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each (MoE: the
-        attention's and one expert's width of MLP, as the dense layers PEFT targets)."""
+    def adapter_params(self, rank: float, experts: int | None = None) -> float:
+        """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each. A mixture of
+        experts has an adapter pair on each of `experts` experts' MLP matrices (default: all it holds, `self.experts`;
+        an expert-parallel GPU's share after `expert_split`): `target_modules="all-linear"` selects every expert's
+        linear layers, and Megatron-SWIFT's `LoraParallelLinear` gives an expert block (`TEGroupedLinear`) grouped
+        adapters with one A and one B per local expert (`num_gemms`, swift/megatron/tuners/lora.py). A token's work
+        goes through its active experts' only (`flops_per_token`: `experts_active`)."""
         h, kv, i = self.hidden, self.kv_width, self.intermediate
         attn = (h + h) + 2 * (h + kv) + (h + h)
         mlp = 3 * (h + i) if self.gated else 2 * (h + i)
-        return rank * self.layers * (attn + mlp)
+        return rank * self.layers * (attn + mlp * (self.experts if experts is None else experts))
 
 
 def _fold(name: str) -> str:
@@ -507,8 +511,8 @@ def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float,
         if job.cpu_offload == "all":
             base = 0.0
         trainable = arch.adapter_params(rank) / split  # fp32 weights 4 + gradients 4 + AdamW moments 8 (8-bit: 2)
-        if job.sharding != "none":
-            trainable /= d
+        if job.sharding != "none":  # the experts' adapters over the expert-data-parallel ranks
+            trainable = over_ranks(trainable, 1.0 - arch.adapter_params(rank, 0) / arch.adapter_params(rank))
         buckets = DDP_BUCKETS if job.sharding == "none" and d > 1 else 1  # DDP's all-reduce buckets (`DDP_BUCKETS`)
         # the modules trained in full beside the adapter (contract v7): weights, gradients and moments in their dtype
         copies, width = trained_copy_params(arch, job), trained_copy_bytes(job)
@@ -770,7 +774,7 @@ def flops_per_token(arch: Arch, job: Layout) -> float:
         flops = 4.0 * active + 2.0 * lisa_params(arch)
     elif job.adapter in ("lora", "qlora", "other"):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
-        flops = 4.0 * active + 6.0 * arch.adapter_params(rank)
+        flops = 4.0 * active + 6.0 * arch.adapter_params(rank, arch.experts_active)
     else:
         flops = 6.0 * active
     if job.activation_checkpointing == "full":

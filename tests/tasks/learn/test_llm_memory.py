@@ -635,6 +635,28 @@ def test_the_experts_states_are_sharded_over_the_expert_data_parallel_ranks_only
     assert m.states(split, ddp, held) == m.states(split, ddp)
 
 
+def test_lora_on_a_mixture_of_experts_adapts_every_expert_it_holds_and_a_token_works_through_its_active_ones():
+    """`all-linear` selects every expert's linear layers (Megatron-SWIFT: grouped adapters, one A and B per local
+    expert), so a LoRA run on Mixtral holds 8 experts' MLP adapters (1 per GPU under EP8, their states over the
+    expert-data-parallel ranks), where the old count was one expert's width; a token's FLOPs go through its 2."""
+    arch, rank = m.lookup("Mixtral-8x7B"), 16
+    h, kv, i = arch.hidden, arch.kv_width, arch.intermediate
+    attn, mlp = rank * arch.layers * (2 * h + 2 * (h + kv) + 2 * h), rank * arch.layers * 3 * (h + i)
+    assert arch.adapter_params(rank) == pytest.approx(attn + 8 * mlp)
+    assert arch.adapter_params(rank, 0) == pytest.approx(attn)
+    lora = m.Layout(adapter="lora", lora_rank=rank, activation_checkpointing="full", seq_len=2048)
+    _, g, o = m.states(arch, lora)
+    assert g + o == pytest.approx((attn + 8 * mlp) * 16)  # fp32 weights 4, gradients 4, AdamW moments 8
+    ep8 = replace(lora, gpu_count=8, sharding="zero1", expert_parallel=8)
+    split = m.expert_split(arch, ep8)
+    _, g8, o8 = m.states(split, ep8, m.experts_held(arch, ep8))
+    assert g8 + o8 == pytest.approx(attn / 8 * 16 + mlp * 16)  # one expert's adapters whole (d x c / n = 1)
+    assert m.flops_per_token(arch, lora) == pytest.approx(
+        4 * arch.active_params + 6 * (attn + 2 * mlp) + 2 * arch.active_params + 12 * arch.layers * 2048 * h)
+    dense = m.lookup("Llama-2-7B")  # one "expert": unchanged
+    assert dense.adapter_params(rank) == dense.adapter_params(rank, dense.experts_active)
+
+
 def test_an_adapter_run_pays_for_the_modules_it_trains_in_full():
     """Contract v7 `trained_modules` (PEFT's `modules_to_save`): a LoRA run that also trains copies of the embedding and
     the head holds their 16-bit weights, gradients and two AdamW moments (8 bytes a parameter) and the foreach step's
