@@ -37,9 +37,9 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   NF4's block constants (0.516 bytes: Dettmers et al. 2023, 0.127 bits a parameter of double-quantised
   constants), or at the width a pre-quantised checkpoint's name gives (`Int8`, `2bit`: `quantised_bytes`), and its
   embedding and head at 16 bits; no gradients or optimizer states for the base. The adapter's
-  trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's;
-  PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's default; `other` methods counted as
-  rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
+  trainable parameters: r x (d_in + d_out) for every linear layer of every block (q, k, v, o and the MLP's, every
+  expert's of a mixture of experts; PEFT's `target_modules="all-linear"`), r = `lora_rank` (missing: 8, PEFT's
+  default; `other` methods counted as rank 8), kept in fp32 with AdamW: 16 bytes each. ZeRO-3 / FSDP shard the base over d too (FSDP-QLoRA).
   A `qlora` base quantised when loaded (bitsandbytes; the model's name does not say GPTQ / AWQ / AQLM / int4)
   goes through PEFT's `prepare_model_for_kbit_training`, which casts the 16-bit parameters left (embedding, head,
   norms) to fp32: the embedding and head at 4 bytes, and every block computes in fp32 (its activations at 4 bytes).
@@ -51,7 +51,9 @@ Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and th
   (AdamW: 2 + 2 + 2 x 2 = 8 bytes a parameter in bf16, as torch keeps them), and the foreach step's copy of the
   second moments; sharded like the adapter's states.
 * mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
-  1 / n of every block's experts (and so of their gradients and moments), the dense parts whole.
+  1 / n of every block's experts (and so of their gradients and moments), the dense parts whole; the experts' sharded
+  states are spread over the expert-data-parallel ranks, d x c / n (`expert_data_parallel`: Megatron-Core's and
+  DeepSpeed's separate expert optimizer), not over d.
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
@@ -111,7 +113,7 @@ GB = 1e9
 # --- architecture ------------------------------------------------------------------------------------------
 # Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
-                            "qwen2", "qwen2.5", "qwen3", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
+                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
                             "flan-t5", "mt0"})
 # Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
 # whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but
@@ -187,13 +189,17 @@ class Arch:
         mlp = [(h, i), (h, i), (i, h)] if self.gated else [(h, i), (i, h)]
         return [(h, h), (h, kv), (h, kv), (h, h)] + mlp * self.experts
 
-    def adapter_params(self, rank: float) -> float:
-        """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each (MoE: the
-        attention's and one expert's width of MLP, as the dense layers PEFT targets)."""
+    def adapter_params(self, rank: float, experts: int | None = None) -> float:
+        """LoRA's trainable parameters on every linear layer of every block: r x (d_in + d_out) each. A mixture of
+        experts has an adapter pair on each of `experts` experts' MLP matrices (default: all it holds, `self.experts`;
+        an expert-parallel GPU's share after `expert_split`): `target_modules="all-linear"` selects every expert's
+        linear layers, and Megatron-SWIFT's `LoraParallelLinear` gives an expert block (`TEGroupedLinear`) grouped
+        adapters with one A and one B per local expert (`num_gemms`, swift/megatron/tuners/lora.py). A token's work
+        goes through its active experts' only (`flops_per_token`: `experts_active`)."""
         h, kv, i = self.hidden, self.kv_width, self.intermediate
         attn = (h + h) + 2 * (h + kv) + (h + h)
         mlp = 3 * (h + i) if self.gated else 2 * (h + i)
-        return rank * self.layers * (attn + mlp)
+        return rank * self.layers * (attn + mlp * (self.experts if experts is None else experts))
 
 
 def _fold(name: str) -> str:
@@ -456,10 +462,22 @@ class PerGpu:
         return self.states_gb + self.activations_gb + self.logits_gb + self.overhead_gb
 
 
-def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
-    """(weights, gradients, optimizer) bytes on one GPU."""
+def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes on one GPU. `experts`: the parameters of `arch.params` that are an
+    expert-parallel job's experts (`experts_held`), whose sharded states are spread over the expert-data-parallel
+    ranks (`expert_data_parallel`) instead of the data-parallel ones."""
     split = job.tensor_parallel * job.pipeline_parallel
     d = job.data_parallel
+    d_experts = expert_data_parallel(job)
+
+    def over_ranks(value: float, expert_share: float) -> float:
+        """`value` sharded over the data-parallel ranks, the share of it that is experts over the expert-data-parallel
+        ranks"""
+        if not experts:
+            return value / d
+        return value * (1.0 - expert_share) / d + value * expert_share / d_experts
+
+    share = experts / arch.params if arch.params else 0.0  # of the parameters (full training's states)
     params = arch.params / split
     unit = arch.block_params / job.tensor_parallel  # one gathered block, per tensor-parallel rank
     half = HALF_BYTES.get(job.precision, 2)
@@ -474,7 +492,7 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         gathered += fsdp_root_params(arch, job) * (4 if job.kbit_upcast else min(half, 2))  # `fsdp_root_params`
     galore = bool(GALORE_OPTIMIZER.search(job.optimizer or ""))
     if job.adapter == "lisa":  # the frozen rest at 16 bits, the trained part's gradients and moments too (`lisa_params`)
-        base = params / (d if sharded else 1) * (0.0 if job.cpu_offload == "all" else half)
+        base = (over_ranks(params, share) if sharded else params) * (0.0 if job.cpu_offload == "all" else half)
         trained = lisa_params(arch) / split / (d if job.sharding != "none" else 1)
         optim = 0.0 if job.cpu_offload != "none" else trained * MOMENTS.get((job.optimizer or "").lower(), 2) * (
             1 if eight_bit else half)
@@ -488,13 +506,13 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         else:
             base = arch.params * half
         base /= split
-        if sharded:
-            base /= d
+        if sharded:  # the frozen experts' share of the base (at the base's width) over the expert-data-parallel ranks
+            base = over_ranks(base, experts / split * (job.base_bytes if job.adapter == "qlora" else half) / base)
         if job.cpu_offload == "all":
             base = 0.0
         trainable = arch.adapter_params(rank) / split  # fp32 weights 4 + gradients 4 + AdamW moments 8 (8-bit: 2)
-        if job.sharding != "none":
-            trainable /= d
+        if job.sharding != "none":  # the experts' adapters over the expert-data-parallel ranks
+            trainable = over_ranks(trainable, 1.0 - arch.adapter_params(rank, 0) / arch.adapter_params(rank))
         buckets = DDP_BUCKETS if job.sharding == "none" and d > 1 else 1  # DDP's all-reduce buckets (`DDP_BUCKETS`)
         # the modules trained in full beside the adapter (contract v7): weights, gradients and moments in their dtype
         copies, width = trained_copy_params(arch, job), trained_copy_bytes(job)
@@ -524,11 +542,11 @@ def states(arch: Arch, job: Layout) -> tuple[float, float, float]:
         if GALORE_LAYERWISE.search(job.optimizer or ""):  # one parameter's gradient at a time: the largest
             g = max(arch.vocab * arch.hidden, max(r * k for r, k in arch.matrices())) * grads / job.tensor_parallel
     if job.sharding in ("zero1", "zero2", "zero3", "fsdp"):
-        o /= d
+        o = over_ranks(o, share)
     if job.sharding in ("zero2", "zero3", "fsdp"):
-        g /= d
+        g = over_ranks(g, share)
     if sharded:
-        w /= d
+        w = over_ranks(w, share)
     if job.cpu_offload in ("optimizer", "all"):
         o = 0.0
     if job.cpu_offload == "all":
@@ -547,6 +565,26 @@ def expert_split(arch: Arch, job: Layout) -> Arch:
         return arch
     experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
     return replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
+
+
+def experts_held(arch: Arch, job: Layout) -> float:
+    """Parameters of the experts one GPU of an expert-parallel job holds (before the tensor x pipeline split): 1 / n of
+    `arch`'s (the unsplit model's) experts; 0 for a dense model or n = 1."""
+    n = job.expert_parallel
+    if n <= 1 or arch.experts <= 1:
+        return 0.0
+    return (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts / n
+
+
+def expert_data_parallel(job: Layout) -> int:
+    """The ranks an expert-parallel job shards its experts' states over: the data-parallel x context-parallel ranks
+    over n. Megatron-Core builds a separate optimizer for the expert parameters (megatron/core/optimizer/__init__.py
+    `get_megatron_optimizer`: "We use separate optimizers for expert parameters and non-expert parameters", the
+    expert one's `data_parallel_group` the intra expert-data-parallel group), of world / (expert tensor x n x
+    pipeline) ranks, the expert tensor size being the tensor size by default: d x c / n. DeepSpeed's ZeRO 1-2
+    partitions an MoE parameter group over its expert-data-parallel group likewise. So under EP8 over 8 data-parallel
+    ranks each GPU keeps its experts' optimizer states whole, not 1 / 8 of them."""
+    return max(1, job.data_parallel * job.context_parallel // max(1, job.expert_parallel))
 
 
 # Matrices (vocabulary x hidden) an adapter run trains in full by its contract v7 `trained_modules`: PEFT's
@@ -681,8 +719,9 @@ def per_gpu(arch: Arch, job: Layout) -> PerGpu:
     room allows (`cpu_offload` `auto`) fills its GPU between the two (`dynamic_placement`)."""
     if job.cpu_offload == "auto":
         return dynamic_placement(arch, job)
+    held = experts_held(arch, job)
     arch = expert_split(arch, job)
-    w, g, o = states(arch, job)
+    w, g, o = states(arch, job, held)
     acts, logits = activations(arch, job)
     # the part of the step's peak above the backward pass's (which also held AMP's casts)
     step = max(0.0, step_temporary(arch, job) - acts - logits - amp_casts(arch, job))
@@ -735,7 +774,7 @@ def flops_per_token(arch: Arch, job: Layout) -> float:
         flops = 4.0 * active + 2.0 * lisa_params(arch)
     elif job.adapter in ("lora", "qlora", "other"):
         rank = job.lora_rank if (job.adapter != "other" and job.lora_rank) else DEFAULT_LORA_RANK
-        flops = 4.0 * active + 6.0 * arch.adapter_params(rank)
+        flops = 4.0 * active + 6.0 * arch.adapter_params(rank, arch.experts_active)
     else:
         flops = 6.0 * active
     if job.activation_checkpointing == "full":

@@ -133,6 +133,20 @@ def test_every_family_of_the_issue_is_in_the_table_with_its_source():
     assert m.lookup("no-such-model-3b") is None
 
 
+def test_qwen3_5_4b_is_in_the_table_with_its_published_vocabulary():
+    """Qwen3.5-4B (Qwen/Qwen3.5-4B config.json: hidden 2,560, 32 blocks, 16 heads over 4 key-value heads, SwiGLU of
+    9,216, a tied 248,320-entry vocabulary; 4.66B parameters with its vision tower) was estimated from its name's 4B
+    with `DEFAULT_VOCAB` 50,000: a fifth of its head's logits."""
+    for spelling in ("Qwen/Qwen3.5-4B", "qwen3.5-4b", "Qwen3.5-4B-Instruct"):
+        arch = m.lookup(spelling)
+        assert arch is not None and arch.name == "Qwen3.5-4B", spelling
+    assert (arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab, arch.tied) == (
+        2560, 32, 16, 4, 9216, 248320, True)
+    assert arch.gated and arch.source == "https://huggingface.co/Qwen/Qwen3.5-4B/blob/main/config.json"
+    job = m.Layout(adapter="lora", seq_len=8192, activation_checkpointing="full")
+    assert m.per_gpu(arch, job).logits_gb == pytest.approx(8192 * 248320 * m.LOGIT_BYTES / m.GB)
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
@@ -573,7 +587,7 @@ def test_expert_parallel_splits_the_experts_states_and_leaves_the_dense_parts_wh
     split = replace(zero1, expert_parallel=8)
     whole, ep8 = m.states(arch, zero1), m.states(m.expert_split(arch, split), split)
     assert ep8[0] == pytest.approx(whole[0] - experts * 7 / 8 * 2)  # the 16-bit weights: 1 of 8 experts
-    assert sum(ep8) == pytest.approx(sum(whole) * (arch.params - experts * 7 / 8) / arch.params)
+    assert sum(ep8) == pytest.approx(sum(whole) * (arch.params - experts * 7 / 8) / arch.params)  # sharded as dense
     assert m.per_gpu(arch, split).total_gb < m.per_gpu(arch, zero1).total_gb - 50  # ~82 GB of 16-bit weights
     assert m.per_gpu(arch, split).activations_gb == m.per_gpu(arch, zero1).activations_gb
     assert m.flops_per_token(arch, split) == m.flops_per_token(arch, zero1)  # a token's work does not move
@@ -583,6 +597,64 @@ def test_expert_parallel_splits_the_experts_states_and_leaves_the_dense_parts_wh
     read = m.job_of(_row(**{c.ARCH: "Mixtral-8x7B", c.GPU_COUNT: 8, c.EXPERT_PARALLEL: 4}))[1]
     assert read.expert_parallel == 4 and m.job_of(_row())[1].expert_parallel == 1
     assert m.is_llm(_rows(record(job_id="moe", expert_parallel=4, gpu_count=4))).to_list() == [True]
+
+
+def test_the_experts_states_are_sharded_over_the_expert_data_parallel_ranks_only():
+    """Megatron-Core steps the experts with an optimizer of their own over the expert-data-parallel group (world /
+    (expert tensor x n x pipeline) ranks: d x c / n), DeepSpeed's ZeRO likewise: under EP8 over 8 data-parallel ranks
+    each GPU keeps its one expert's fp32 master and moments whole, not 1 / 8 of them; the dense parts stay over d."""
+    arch = m.lookup("Mixtral-8x7B")
+    zero1 = m.Layout(gpu_count=8, sharding="zero1", activation_checkpointing="full", seq_len=4096, expert_parallel=8)
+    held = m.experts_held(arch, zero1)
+    assert held == pytest.approx(3 * arch.hidden * arch.intermediate * arch.layers)  # 1 of 8 experts
+    assert m.expert_data_parallel(zero1) == 1
+    assert m.expert_data_parallel(replace(zero1, gpu_count=32)) == 4  # 32 data-parallel ranks / 8
+    assert m.expert_data_parallel(replace(zero1, gpu_count=16, context_parallel=2)) == 2  # d x c / n
+    split = m.expert_split(arch, zero1)
+    w, g, o = m.states(split, zero1, held)
+    dense = split.params - held
+    assert o == pytest.approx(dense * 12 / 8 + held * 12)  # fp32 master + two moments: the experts' whole
+    assert (w, g) == pytest.approx((split.params * 2, split.params * 2))  # zero1 shards only the optimizer
+    assert m.per_gpu(arch, zero1).optimizer_gb == pytest.approx((dense * 12 / 8 + held * 12) / m.GB)
+    # ZeRO-3 / FSDP spread the experts' weights and gradients over the expert-data-parallel ranks too
+    zero3 = replace(zero1, sharding="zero3", gpu_count=16, expert_parallel=4)
+    w3, g3, o3 = m.states(m.expert_split(arch, zero3), zero3, m.experts_held(arch, zero3))
+    held3, dense3 = m.experts_held(arch, zero3), m.expert_split(arch, zero3).params - m.experts_held(arch, zero3)
+    assert o3 == pytest.approx(dense3 * 12 / 16 + held3 * 12 / 4)
+    assert g3 == pytest.approx(dense3 * 2 / 16 + held3 * 2 / 4)
+    # a frozen LoRA base under ZeRO-3: its experts over the expert-data-parallel ranks, the adapter over d
+    lora = replace(zero3, adapter="lora", lora_rank=8)
+    wl, _, _ = m.states(m.expert_split(arch, lora), lora, held3)
+    gathered = m.GATHERED_UNITS * m.expert_split(arch, lora).block_params * 2
+    assert wl - gathered == pytest.approx(dense3 * 2 / 16 + held3 * 2 / 4)
+    # no expert parallelism, a dense model, or no sharding: as before
+    plain = replace(zero1, expert_parallel=1)
+    assert m.experts_held(arch, plain) == 0.0 and m.per_gpu(arch, plain) == m.per_gpu(arch, replace(plain))
+    assert m.experts_held(m.lookup("Llama-2-7B"), zero1) == 0.0
+    ddp = replace(zero1, sharding="none")
+    assert m.states(split, ddp, held) == m.states(split, ddp)
+
+
+def test_lora_on_a_mixture_of_experts_adapts_every_expert_it_holds_and_a_token_works_through_its_active_ones():
+    """`all-linear` selects every expert's linear layers (Megatron-SWIFT: grouped adapters, one A and B per local
+    expert), so a LoRA run on Mixtral holds 8 experts' MLP adapters (1 per GPU under EP8, their states over the
+    expert-data-parallel ranks), where the old count was one expert's width; a token's FLOPs go through its 2."""
+    arch, rank = m.lookup("Mixtral-8x7B"), 16
+    h, kv, i = arch.hidden, arch.kv_width, arch.intermediate
+    attn, mlp = rank * arch.layers * (2 * h + 2 * (h + kv) + 2 * h), rank * arch.layers * 3 * (h + i)
+    assert arch.adapter_params(rank) == pytest.approx(attn + 8 * mlp)
+    assert arch.adapter_params(rank, 0) == pytest.approx(attn)
+    lora = m.Layout(adapter="lora", lora_rank=rank, activation_checkpointing="full", seq_len=2048)
+    _, g, o = m.states(arch, lora)
+    assert g + o == pytest.approx((attn + 8 * mlp) * 16)  # fp32 weights 4, gradients 4, AdamW moments 8
+    ep8 = replace(lora, gpu_count=8, sharding="zero1", expert_parallel=8)
+    split = m.expert_split(arch, ep8)
+    _, g8, o8 = m.states(split, ep8, m.experts_held(arch, ep8))
+    assert g8 + o8 == pytest.approx(attn / 8 * 16 + mlp * 16)  # one expert's adapters whole (d x c / n = 1)
+    assert m.flops_per_token(arch, lora) == pytest.approx(
+        4 * arch.active_params + 6 * (attn + 2 * mlp) + 2 * arch.active_params + 12 * arch.layers * 2048 * h)
+    dense = m.lookup("Llama-2-7B")  # one "expert": unchanged
+    assert dense.adapter_params(rank) == dense.adapter_params(rank, dense.experts_active)
 
 
 def test_an_adapter_run_pays_for_the_modules_it_trains_in_full():
