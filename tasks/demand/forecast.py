@@ -10,7 +10,8 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   P10 / P50 / P90 of the GPU-hours (P50 is the median day, below the mean day of a heavy tail).
 * Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend, the long
   level and the robust level of `models.py`: the recent level (one week's / two weeks' mean, three weeks' median)
-  plus shrunk weekday effects, issue 53) are
+  plus shrunk weekday effects, issue 53; on a long history also their `Combination`, weighted by inverse
+  cross-validated MAE, session 13) are
   compared with **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation (`cv_errors`: horizon = the
   forecast's days up to 14, up to 3 origins a week apart, each fit on the days before its origin); the lowest
   mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series unless a candidate
@@ -124,7 +125,15 @@ def _robust_level():
 # the level blend is a candidate for both series; the long level (two weeks' mean) and the robust level (three weeks'
 # median, session 10) for GPU-hours only.
 STATS_CANDIDATES = (*CANDIDATES, _level_blend)
-CANDIDATES = (*STATS_CANDIDATES, _long_level, _robust_level)
+MEMBERS = (*STATS_CANDIDATES, _long_level, _robust_level)  # the GPU-hours candidates a `Combination` weighs
+
+
+def _combination():
+    return Combination(MEMBERS)
+
+
+# ... and their combination weighted by inverse cross-validation error (session 13), on a long history only (not SIMPLE)
+CANDIDATES = (*MEMBERS, _combination)
 # the candidates that fit no parameters (averages of recent days): the only ones compared on a short history
 SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _long_level, _robust_level, _seasonal_window_average)
 # A day's job count is a count (Poisson-like noise around the weekly rhythm): averaging the same weekday over
@@ -362,10 +371,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     n = len(y)
     if n < MIN_SEASONAL_DAYS:
         return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
-    h, min_fit = min(days, 2 * SEASON), MIN_FIT_DAYS
-    if n < min_fit + h:  # a short history: up to a week ahead from folds of two weeks (issue 53: a 60-day real trace)
-        h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
-    windows = min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
+    h, windows = _folds(n, days)
     if h < min(MIN_CV_DAYS, days) or windows < 1 or not candidates:  # a plan of 1-2 days cross-validates 1-2 days
         return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
                       f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
@@ -387,6 +393,59 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
                       + (f"; {failed}" if failed else ""), baseline.log_errors)
     factory = next(f for f in candidates if _alias(f()) == best)
     return Choice(best, factory, None, scored[best].log_errors)
+
+
+def _folds(n: int, days: int) -> tuple[int, int]:
+    """(horizon, origins) of the rolling-origin cross-validation of a history of `n` days for a forecast of `days`:
+    up to 14 days ahead from `CV_WINDOWS` origins a week apart, each fitted on `MIN_FIT_DAYS` at least; a history too
+    short for that, up to a week ahead from folds of two weeks (issue 53: a 60-day real trace). Either may be below 1:
+    too short to cross-validate."""
+    h, min_fit = min(days, 2 * SEASON), MIN_FIT_DAYS
+    if n < min_fit + h:
+        h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
+    return h, min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
+
+
+class Combination:
+    """Its members' forecasts (in log space) averaged with weights 1 / each member's cross-validated MAE on the history
+    it is given (`cv_errors` with `_folds`' origins, as `choose` reads them; equal weights where the history is too
+    short for a fold, or no member has one), the members that fail left out. A forecast combination weighted by
+    inverse error (Bates and Granger's, on MAE): where a few folds leave two or three candidates close, choosing one is
+    a coin toss the choice pays for (issue 53 session 11: AutoTheta or AutoETS taken by the folds at the later origins
+    of Alibaba's series, erring 1.29 and 0.81 of seasonal naive's), and the weights keep most of the best member while
+    the others' differing errors partly cancel. It competes in `choose` as one more GPU-hours candidate, on a long
+    history only (it fits AutoETS and AutoTheta: not `SIMPLE`), its band from its own (outer) fold errors as every
+    candidate's. Session 13, docs/planners.md: Alibaba's series 0.772 -> 0.733 of seasonal naive's error, ITP's
+    (60 days: every origin a short history) unchanged."""
+
+    alias = "Combination"
+
+    def __init__(self, members: Sequence[Callable[[], object]]):
+        self.members = tuple(members)
+
+    def forecast(self, y: np.ndarray, h: int, level=None) -> dict[str, np.ndarray]:
+        y = np.asarray(y, dtype=float)
+        forecasts: dict[str, np.ndarray] = {}
+        for factory in self.members:
+            try:
+                mean = np.asarray(factory().forecast(y=y, h=h)["mean"], dtype=float)
+            except Exception:  # noqa: BLE001  (a member that cannot forecast this history is left out)
+                continue
+            if np.all(np.isfinite(mean)):
+                forecasts[_alias(factory())] = mean
+        if not forecasts:
+            raise ValueError("no member of the combination could forecast this history")
+        weights = dict.fromkeys(forecasts, 1.0)
+        fold_h, windows = _folds(len(y), h)
+        if fold_h >= 1 and windows >= 1:
+            folds = cv_errors(np.expm1(y), self.members, fold_h, windows)
+            scored = {name: 1.0 / max(fold.mae, MIN_MAE) for name, fold in folds.items()
+                      if isinstance(fold, Fold) and name in forecasts}
+            weights = scored or weights
+        return {"mean": sum(w * forecasts[name] for name, w in weights.items()) / sum(weights.values())}
+
+
+MIN_MAE = 1e-9  # a member whose folds were exact: its weight is finite (it all but takes the combination)
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,47 @@ def test_the_days_a_trace_of_finished_jobs_cuts_short_are_weighted_by_gpu_hours(
     rows = pl.DataFrame({"day": days * 2, "queue": ["a"] * 6 + ["b"] * 6})
     kept = complete(rows, days[-1], 3)
     assert kept["day"].max() == days[2] and kept.group_by("queue").len()["len"].to_list() == [3, 3]
+
+
+class _Offset:
+    """A stub candidate: the last week's mean in log space plus a fixed offset (a level read too high or too low)."""
+
+    def __init__(self, offset: float, alias: str):
+        self.offset, self.alias = offset, alias
+
+    def forecast(self, y, h, level=None):
+        return {"mean": np.full(h, np.mean(np.asarray(y)[-7:]) + self.offset)}
+
+
+def test_the_combination_weighs_its_members_by_inverse_cross_validated_mae():
+    """Session 13: the members' log forecasts averaged with weights 1 / their fold MAE on the history given (the same
+    folds `choose` reads), a member that fails left out; and it is a GPU-hours candidate on a long history only."""
+    high, low, broken = (lambda: _Offset(0.2, "High")), (lambda: _Offset(-0.6, "Low")), (lambda: _Offset(np.nan, "Nan"))
+    y = np.log1p(np.full(56, 100.0))
+    got = module.Combination((high, low, broken)).forecast(y, 14)["mean"]
+    h, windows = module._folds(56, 14)
+    folds = module.cv_errors(np.expm1(y), (high, low), h, windows)
+    w_high, w_low = 1 / folds["High"].mae, 1 / folds["Low"].mae
+    assert w_high > 2 * w_low  # the closer member weighs more
+    assert got == pytest.approx(np.full(14, np.log1p(100.0) + (0.2 * w_high - 0.6 * w_low) / (w_high + w_low)))
+    assert module._combination in module.CANDIDATES and module._combination not in module.SIMPLE
+    assert module._combination not in module.JOB_CANDIDATES and module._combination not in module.MEMBERS
+
+
+def test_on_alibabas_series_the_combination_is_chosen_where_the_folds_took_autoets_and_errs_half():
+    """Session 13, a real series (tests/data/alibaba_spot_gpu_daily): from 121 days of history the folds alone took
+    AutoETS, whose next 14 days erred 46.7k GPU-hours a day (seasonal naive 57.6k); the combination of the candidates,
+    weighted by inverse fold error, is chosen instead and errs 22.2k (docs/planners.md, Session 13)."""
+    from pathlib import Path
+
+    table = pl.read_csv(Path(__file__).parents[2] / "data" / "alibaba_spot_gpu_daily" / "daily_summary.csv").sort("submit_day")
+    y = (table["gpu_seconds"] / 3600).to_numpy()
+    history, actual = y[:121], y[121:135]
+    assert module.choose(history, 14, module.MEMBERS).method == "AutoETS"  # the choice among the members alone
+    choice = module.choose(history, 14)
+    assert choice.method == "Combination" and choice.reason is None and len(choice.errors) == 14 * module.CV_WINDOWS
+    p50 = module._predict(choice.model, history, 14)[1]
+    ets = module._predict(module._auto_ets, history, 14)[1]
+    naive = np.tile(history[-7:], 2)
+    assert np.abs(p50 - actual).mean() < 0.6 * np.abs(ets - actual).mean()
+    assert np.abs(p50 - actual).mean() < 0.5 * np.abs(naive - actual).mean()
