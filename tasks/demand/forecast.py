@@ -11,14 +11,15 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
 * Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend, the long
   level and the robust level of `models.py`: the recent level (one week's / two weeks' mean, three weeks' median)
   plus shrunk weekday effects, issue 53; on a long history also their `Combination`, weighted by inverse
-  cross-validated MAE, session 13) are
+  cross-validated MAE, and on a short one for GPU-hours only the levels' combination with AutoETS, session 13) are
   compared with **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation (`cv_errors`: horizon = the
   forecast's days up to 14, up to 3 origins a week apart, each fit on the days before its origin); the lowest
   mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series unless a candidate
   beats it. A history too short for folds of 3 weeks and a 14-day horizon is cross-validated a week ahead (at
   least `MIN_CV_DAYS`) from folds of 2 weeks; with fewer than `CV_WINDOWS` full folds only the candidates that
   fit no parameters (`SIMPLE`) compete: on the real trace AutoETS chosen on one noisy week lost to seasonal naive
-  (tests/benchmarks/bench_real_demand.py, docs/planners.md). There, too, seasonal naive keeps the series only where
+  (tests/benchmarks/bench_real_demand.py, docs/planners.md); for GPU-hours, since session 13, the levels are
+  combined with AutoETS instead (`_short_combination`), no choice among them. There, too, seasonal naive keeps the series only where
   its fold errors are clearly the lower (`_clearly_better`: a paired t-test at `SHORT_EVIDENCE`), not by any margin:
   one week of noisy days does not tell a level from a copy of last week (issue 53: GPU-hours 0.783 -> 0.767 and
   jobs 0.791 -> 0.753 of seasonal naive's error on the real trace).
@@ -130,6 +131,16 @@ MEMBERS = (*STATS_CANDIDATES, _long_level, _robust_level)  # the GPU-hours candi
 
 def _combination():
     return Combination(MEMBERS)
+
+
+# A short history's GPU-hours (under `CV_WINDOWS` full folds): not chosen among the levels by a fold or two of noise,
+# but their combination with AutoETS (which keeps a weekly rhythm the levels' shrunk effects drop; in a combination
+# at its weight, not the whole series as when one noisy week chose it), against seasonal naive (session 13).
+SHORT_MEMBERS = (_level_blend, _long_level, _robust_level, _auto_ets)
+
+
+def _short_combination():
+    return Combination(SHORT_MEMBERS)
 
 
 # ... and their combination weighted by inverse cross-validation error (session 13), on a long history only (not SIMPLE)
@@ -376,8 +387,9 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
         return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
                       f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
     short = windows < CV_WINDOWS or h < min(days, 2 * SEASON)
-    if short:  # few folds choose by noise: the simple candidates alone
-        candidates = [f for f in candidates if f in SIMPLE] or candidates
+    if short:  # few folds choose by noise: the simple candidates alone; GPU-hours: their combination with AutoETS
+        candidates = (_short_combination,) if _combination in candidates else (
+            [f for f in candidates if f in SIMPLE] or candidates)
     errors = cv_errors(y, [*candidates, _seasonal_naive], h, windows)
     baseline = errors.pop(SEASONAL_NAIVE)
     if isinstance(baseline, str):  # even the baseline failed: the last day repeated
@@ -413,10 +425,11 @@ class Combination:
     inverse error (Bates and Granger's, on MAE): where a few folds leave two or three candidates close, choosing one is
     a coin toss the choice pays for (issue 53 session 11: AutoTheta or AutoETS taken by the folds at the later origins
     of Alibaba's series, erring 1.29 and 0.81 of seasonal naive's), and the weights keep most of the best member while
-    the others' differing errors partly cancel. It competes in `choose` as one more GPU-hours candidate, on a long
-    history only (it fits AutoETS and AutoTheta: not `SIMPLE`), its band from its own (outer) fold errors as every
-    candidate's. Session 13, docs/planners.md: Alibaba's series 0.772 -> 0.733 of seasonal naive's error, ITP's
-    (60 days: every origin a short history) unchanged."""
+    the others' differing errors partly cancel. On a long history it competes in `choose` as one more GPU-hours
+    candidate (`_combination`, of `MEMBERS`); on a short one it is the GPU-hours' only candidate against seasonal naive
+    (`_short_combination`, of `SHORT_MEMBERS`). Its band comes from its own (outer) fold errors, as every candidate's.
+    Session 13, docs/planners.md: GPU-hours relative MAE Alibaba 0.772 -> 0.733 (long) -> 0.727 (and short), ITP
+    0.768 -> 0.768 -> 0.761 (60 days: every origin a short history)."""
 
     alias = "Combination"
 
