@@ -380,6 +380,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     beats seasonal naive's, else a fallback with its reason (module doc); with the chosen model's
     cross-validation errors, which make its band."""
     n = len(y)
+    _MEMO.clear()  # one series' forecasts at a time (`_remembered`)
     if n < MIN_SEASONAL_DAYS:
         return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
     h, windows = _folds(n, days)
@@ -441,7 +442,7 @@ class Combination:
         forecasts: dict[str, np.ndarray] = {}
         for factory in self.members:
             try:
-                mean = np.asarray(factory().forecast(y=y, h=h)["mean"], dtype=float)
+                mean = _remembered(factory, y, h)
             except Exception:  # noqa: BLE001  (a member that cannot forecast this history is left out)
                 continue
             if np.all(np.isfinite(mean)):
@@ -451,7 +452,7 @@ class Combination:
         weights = dict.fromkeys(forecasts, 1.0)
         fold_h, windows = _folds(len(y), h)
         if fold_h >= 1 and windows >= 1:
-            folds = cv_errors(np.expm1(y), self.members, fold_h, windows)
+            folds = _cv_logged(y, self.members, fold_h, windows)
             scored = {name: 1.0 / max(fold.mae, MIN_MAE) for name, fold in folds.items()
                       if isinstance(fold, Fold) and name in forecasts}
             weights = scored or weights
@@ -498,7 +499,13 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
     the end), forecasting `h` days, each fit on the days before its origin only; or the error text of a
     model that failed. The same as statsforecast's `cross_validation` with a refit per window, without its
     data frames (a few ms a series instead of tens)."""
-    logged = np.log1p(np.asarray(y, dtype=float))
+    return _cv_logged(np.log1p(np.asarray(y, dtype=float)), factories, h, windows)
+
+
+def _cv_logged(logged: np.ndarray, factories: Sequence[Callable[[], object]], h: int, windows: int
+               ) -> dict[str, Fold | str]:
+    """`cv_errors` of a series already in log space (a `Combination`'s folds inside a fold: the same days as the
+    outer folds', so `_remembered` finds them)."""
     cuts = [len(logged) - h - CV_STEP * k for k in range(windows)]
     out: dict[str, Fold | str] = {}
     for factory in factories:
@@ -506,7 +513,7 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                forecast = np.concatenate([factory().forecast(y=logged[:cut], h=h)["mean"] for cut in cuts])
+                forecast = np.concatenate([_remembered(factory, logged[:cut], h) for cut in cuts])
         except Exception as exc:  # noqa: BLE001  (a model failing: recorded, the others go on)
             out[_alias(model)] = _describe(exc)
             continue
@@ -517,6 +524,22 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
         out[_alias(model)] = (Fold(error, tuple((actual - forecast).tolist()), tuple(absolute.tolist()))
                               if np.isfinite(error) else "no forecast on the shortest fold (too little history)")
     return out
+
+
+_MEMO: dict[tuple, np.ndarray] = {}  # (factory, h, the log series' bytes) -> its mean forecast: `_remembered`
+MEMO_SIZE = 4096  # forecasts remembered at most (a series' choice needs a few hundred); full: forgotten, and refilled
+
+
+def _remembered(factory: Callable[[], object], logged: np.ndarray, h: int) -> np.ndarray:
+    """`factory()`'s mean forecast of `h` days after `logged`, computed once per series and fold: a `Combination` reads
+    its members on the folds inside each of `choose`'s folds, and many of those days are the same (the candidates
+    fit no state between calls, so the same days give the same forecast). `choose` forgets them at each series."""
+    key = (factory, h, np.ascontiguousarray(logged, dtype=float).tobytes())
+    if key not in _MEMO:
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = np.asarray(factory().forecast(y=logged, h=h)["mean"], dtype=float)
+    return _MEMO[key].copy()
 
 
 def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -306,3 +306,26 @@ def test_a_short_history_of_gpu_hours_is_forecast_by_the_levels_combined_with_au
         ahead.append(np.abs(module._predict(choice.model, history, 14)[1] - actual).mean())
         before.append(np.abs(module._predict(old.model, history, 14)[1] - actual).mean())
     assert np.mean(ahead) < 0.97 * np.mean(before)
+
+
+def test_a_combination_inside_the_folds_forecasts_each_members_days_once():
+    """`_remembered`: the combination reads its members on folds inside each of `choose`'s folds, and the same days
+    recur (an inner fold of one outer fold is an outer fold, or another's inner fold); each is forecast once per
+    series, with the same figures (ITP's clusters, its total and Alibaba backtested: identical to the last bit, 11.4 -> 7.7 CPU-s)."""
+    calls = []
+
+    class Counted(_Offset):
+        def forecast(self, y, h, level=None):
+            calls.append((len(y), h))
+            return super().forecast(y, h)
+
+    member = lambda: Counted(0.1, "Counted")  # noqa: E731
+    combined = lambda: module.Combination((member,))  # noqa: E731
+    y = np.expm1(np.log1p(100.0) + np.random.default_rng(3).normal(0, 0.3, 63))
+    choice = module.choose(y, 14, (combined,))
+    assert choice.method == "Combination"
+    # 3 outer folds of 49, 42 and 35 days, inside them folds of 35, 28 and 21 days: 5 distinct histories, not 9
+    assert len(calls) == len(set(calls)) == 5
+    calls.clear()
+    module.choose(y, 14, (combined,))
+    assert len(calls) == 5  # the next series (here the same one again): forgotten at `choose`, forecast afresh
