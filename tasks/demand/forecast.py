@@ -10,14 +10,16 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   P10 / P50 / P90 of the GPU-hours (P50 is the median day, below the mean day of a heavy tail).
 * Candidates (`CANDIDATES`: statsforecast's AutoETS and AutoTheta, weekly season, and the level blend, the long
   level and the robust level of `models.py`: the recent level (one week's / two weeks' mean, three weeks' median)
-  plus shrunk weekday effects, issue 53) are
+  plus shrunk weekday effects, issue 53; on a long history also their `Combination`, weighted by inverse
+  cross-validated MAE, and on a short one for GPU-hours only the levels' combination with AutoETS, session 13) are
   compared with **seasonal naive** (each day as the same weekday last week) by rolling-origin cross-validation (`cv_errors`: horizon = the
   forecast's days up to 14, up to 3 origins a week apart, each fit on the days before its origin); the lowest
   mean absolute error on the GPU-hours themselves wins, and seasonal naive keeps the series unless a candidate
   beats it. A history too short for folds of 3 weeks and a 14-day horizon is cross-validated a week ahead (at
   least `MIN_CV_DAYS`) from folds of 2 weeks; with fewer than `CV_WINDOWS` full folds only the candidates that
   fit no parameters (`SIMPLE`) compete: on the real trace AutoETS chosen on one noisy week lost to seasonal naive
-  (tests/benchmarks/bench_real_demand.py, docs/planners.md). There, too, seasonal naive keeps the series only where
+  (tests/benchmarks/bench_real_demand.py, docs/planners.md); for GPU-hours, since session 13, the levels are
+  combined with AutoETS instead (`_short_combination`), no choice among them. There, too, seasonal naive keeps the series only where
   its fold errors are clearly the lower (`_clearly_better`: a paired t-test at `SHORT_EVIDENCE`), not by any margin:
   one week of noisy days does not tell a level from a copy of last week (issue 53: GPU-hours 0.783 -> 0.767 and
   jobs 0.791 -> 0.753 of seasonal naive's error on the real trace).
@@ -124,7 +126,25 @@ def _robust_level():
 # the level blend is a candidate for both series; the long level (two weeks' mean) and the robust level (three weeks'
 # median, session 10) for GPU-hours only.
 STATS_CANDIDATES = (*CANDIDATES, _level_blend)
-CANDIDATES = (*STATS_CANDIDATES, _long_level, _robust_level)
+MEMBERS = (*STATS_CANDIDATES, _long_level, _robust_level)  # the GPU-hours candidates a `Combination` weighs
+
+
+def _combination():
+    return Combination(MEMBERS)
+
+
+# A short history's GPU-hours (under `CV_WINDOWS` full folds): not chosen among the levels by a fold or two of noise,
+# but their combination with AutoETS (which keeps a weekly rhythm the levels' shrunk effects drop; in a combination
+# at its weight, not the whole series as when one noisy week chose it), against seasonal naive (session 13).
+SHORT_MEMBERS = (_level_blend, _long_level, _robust_level, _auto_ets)
+
+
+def _short_combination():
+    return Combination(SHORT_MEMBERS)
+
+
+# ... and their combination weighted by inverse cross-validation error (session 13), on a long history only (not SIMPLE)
+CANDIDATES = (*MEMBERS, _combination)
 # the candidates that fit no parameters (averages of recent days): the only ones compared on a short history
 SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _long_level, _robust_level, _seasonal_window_average)
 # A day's job count is a count (Poisson-like noise around the weekly rhythm): averaging the same weekday over
@@ -360,18 +380,17 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     beats seasonal naive's, else a fallback with its reason (module doc); with the chosen model's
     cross-validation errors, which make its band."""
     n = len(y)
+    _MEMO.clear()  # one series' forecasts at a time (`_remembered`)
     if n < MIN_SEASONAL_DAYS:
         return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
-    h, min_fit = min(days, 2 * SEASON), MIN_FIT_DAYS
-    if n < min_fit + h:  # a short history: up to a week ahead from folds of two weeks (issue 53: a 60-day real trace)
-        h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
-    windows = min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
+    h, windows = _folds(n, days)
     if h < min(MIN_CV_DAYS, days) or windows < 1 or not candidates:  # a plan of 1-2 days cross-validates 1-2 days
         return Choice(SEASONAL_NAIVE, _seasonal_naive, f"{n} days of history: too short to cross-validate a model "
                       f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
     short = windows < CV_WINDOWS or h < min(days, 2 * SEASON)
-    if short:  # few folds choose by noise: the simple candidates alone
-        candidates = [f for f in candidates if f in SIMPLE] or candidates
+    if short:  # few folds choose by noise: the simple candidates alone; GPU-hours: their combination with AutoETS
+        candidates = (_short_combination,) if _combination in candidates else (
+            [f for f in candidates if f in SIMPLE] or candidates)
     errors = cv_errors(y, [*candidates, _seasonal_naive], h, windows)
     baseline = errors.pop(SEASONAL_NAIVE)
     if isinstance(baseline, str):  # even the baseline failed: the last day repeated
@@ -387,6 +406,60 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
                       + (f"; {failed}" if failed else ""), baseline.log_errors)
     factory = next(f for f in candidates if _alias(f()) == best)
     return Choice(best, factory, None, scored[best].log_errors)
+
+
+def _folds(n: int, days: int) -> tuple[int, int]:
+    """(horizon, origins) of the rolling-origin cross-validation of a history of `n` days for a forecast of `days`:
+    up to 14 days ahead from `CV_WINDOWS` origins a week apart, each fitted on `MIN_FIT_DAYS` at least; a history too
+    short for that, up to a week ahead from folds of two weeks (issue 53: a 60-day real trace). Either may be below 1:
+    too short to cross-validate."""
+    h, min_fit = min(days, 2 * SEASON), MIN_FIT_DAYS
+    if n < min_fit + h:
+        h, min_fit = min(days, SEASON, n - MIN_SEASONAL_DAYS), MIN_SEASONAL_DAYS
+    return h, min(CV_WINDOWS, (n - min_fit - h) // CV_STEP + 1)
+
+
+class Combination:
+    """Its members' forecasts (in log space) averaged with weights 1 / each member's cross-validated MAE on the history
+    it is given (`cv_errors` with `_folds`' origins, as `choose` reads them; equal weights where the history is too
+    short for a fold, or no member has one), the members that fail left out. A forecast combination weighted by
+    inverse error (Bates and Granger's, on MAE): where a few folds leave two or three candidates close, choosing one is
+    a coin toss the choice pays for (issue 53 session 11: AutoTheta or AutoETS taken by the folds at the later origins
+    of Alibaba's series, erring 1.29 and 0.81 of seasonal naive's), and the weights keep most of the best member while
+    the others' differing errors partly cancel. On a long history it competes in `choose` as one more GPU-hours
+    candidate (`_combination`, of `MEMBERS`); on a short one it is the GPU-hours' only candidate against seasonal naive
+    (`_short_combination`, of `SHORT_MEMBERS`). Its band comes from its own (outer) fold errors, as every candidate's.
+    Session 13, docs/planners.md: GPU-hours relative MAE Alibaba 0.772 -> 0.733 (long) -> 0.727 (and short), ITP
+    0.768 -> 0.768 -> 0.761 (60 days: every origin a short history)."""
+
+    alias = "Combination"
+
+    def __init__(self, members: Sequence[Callable[[], object]]):
+        self.members = tuple(members)
+
+    def forecast(self, y: np.ndarray, h: int, level=None) -> dict[str, np.ndarray]:
+        y = np.asarray(y, dtype=float)
+        forecasts: dict[str, np.ndarray] = {}
+        for factory in self.members:
+            try:
+                mean = _remembered(factory, y, h)
+            except Exception:  # noqa: BLE001  (a member that cannot forecast this history is left out)
+                continue
+            if np.all(np.isfinite(mean)):
+                forecasts[_alias(factory())] = mean
+        if not forecasts:
+            raise ValueError("no member of the combination could forecast this history")
+        weights = dict.fromkeys(forecasts, 1.0)
+        fold_h, windows = _folds(len(y), h)
+        if fold_h >= 1 and windows >= 1:
+            folds = _cv_logged(y, self.members, fold_h, windows)
+            scored = {name: 1.0 / max(fold.mae, MIN_MAE) for name, fold in folds.items()
+                      if isinstance(fold, Fold) and name in forecasts}
+            weights = scored or weights
+        return {"mean": sum(w * forecasts[name] for name, w in weights.items()) / sum(weights.values())}
+
+
+MIN_MAE = 1e-9  # a member whose folds were exact: its weight is finite (it all but takes the combination)
 
 
 @dataclass(frozen=True)
@@ -426,7 +499,13 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
     the end), forecasting `h` days, each fit on the days before its origin only; or the error text of a
     model that failed. The same as statsforecast's `cross_validation` with a refit per window, without its
     data frames (a few ms a series instead of tens)."""
-    logged = np.log1p(np.asarray(y, dtype=float))
+    return _cv_logged(np.log1p(np.asarray(y, dtype=float)), factories, h, windows)
+
+
+def _cv_logged(logged: np.ndarray, factories: Sequence[Callable[[], object]], h: int, windows: int
+               ) -> dict[str, Fold | str]:
+    """`cv_errors` of a series already in log space (a `Combination`'s folds inside a fold: the same days as the
+    outer folds', so `_remembered` finds them)."""
     cuts = [len(logged) - h - CV_STEP * k for k in range(windows)]
     out: dict[str, Fold | str] = {}
     for factory in factories:
@@ -434,7 +513,7 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                forecast = np.concatenate([factory().forecast(y=logged[:cut], h=h)["mean"] for cut in cuts])
+                forecast = np.concatenate([_remembered(factory, logged[:cut], h) for cut in cuts])
         except Exception as exc:  # noqa: BLE001  (a model failing: recorded, the others go on)
             out[_alias(model)] = _describe(exc)
             continue
@@ -445,6 +524,22 @@ def cv_errors(y: np.ndarray, factories: Sequence[Callable[[], object]], h: int, 
         out[_alias(model)] = (Fold(error, tuple((actual - forecast).tolist()), tuple(absolute.tolist()))
                               if np.isfinite(error) else "no forecast on the shortest fold (too little history)")
     return out
+
+
+_MEMO: dict[tuple, np.ndarray] = {}  # (factory, h, the log series' bytes) -> its mean forecast: `_remembered`
+MEMO_SIZE = 4096  # forecasts remembered at most (a series' choice needs a few hundred); full: forgotten, and refilled
+
+
+def _remembered(factory: Callable[[], object], logged: np.ndarray, h: int) -> np.ndarray:
+    """`factory()`'s mean forecast of `h` days after `logged`, computed once per series and fold: a `Combination` reads
+    its members on the folds inside each of `choose`'s folds, and many of those days are the same (the candidates
+    fit no state between calls, so the same days give the same forecast). `choose` forgets them at each series."""
+    key = (factory, h, np.ascontiguousarray(logged, dtype=float).tobytes())
+    if key not in _MEMO:
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = np.asarray(factory().forecast(y=logged, h=h)["mean"], dtype=float)
+    return _MEMO[key].copy()
 
 
 def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

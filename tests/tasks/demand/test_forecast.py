@@ -11,6 +11,7 @@ from statsforecast.models import AutoETS
 
 from gpucast.tasks.demand.backtest import backtest_demand
 from gpucast.tasks.demand.forecast import (
+    JOB_CANDIDATES,
     MIN_SEASONAL_DAYS,
     NAIVE,
     SEASONAL_NAIVE,
@@ -135,7 +136,12 @@ def test_seasonal_naive_keeps_a_short_history_only_where_its_fold_is_clearly_bet
     y = 100 * np.exp(np.random.default_rng(1).normal(0, 0.6, 25))
     folds = cv_errors(y, [choose.__globals__["_level_blend"], choose.__globals__["_seasonal_naive"]], 7, 1)
     assert folds[SEASONAL_NAIVE].mae < folds["LevelBlend"].mae
-    assert choose(y, 14).method == "LevelBlend"
+    assert choose(y, 14, JOB_CANDIDATES).method == "LevelBlend"
+    # GPU-hours' short histories compare the combination (session 13): the same rule keeps it over naive's lower MAE
+    short = choose.__globals__["_short_combination"]
+    combined = cv_errors(y, [short, choose.__globals__["_seasonal_naive"]], 7, 1)
+    assert combined[SEASONAL_NAIVE].mae < combined["Combination"].mae
+    assert choose(y, 14).method == "Combination"
     # four odd days, then the same week three times over: naive's fold is perfect, the level models' is not: kept
     exact = np.concatenate([[300.0, 1, 250, 2], np.tile([5.0, 80, 90, 100, 95, 85, 10], 3)])
     kept = choose(exact, 14)
