@@ -207,7 +207,7 @@ def per_queue(clusters: pl.DataFrame, plans: list[tuple[float, float, dict[str, 
             f"{sum(v <= 3 for v in typical.values())} of {len(typical)}")
 
 
-def known_daily(origin: date) -> pl.DataFrame:
+def known_daily(origin: date, trace: Path = TRACE) -> pl.DataFrame:
     """`demand_daily` as the warehouse held it at the end of `origin`'s day (issue 53 item 2): the trace's jobs
     submitted by then loaded into the product's schema (`bench_real_runtime.warehouse_at`: those ended by then
     COMPLETED, the others RUNNING from their submission, ITP having no queueing), so a job still running counts its
@@ -218,16 +218,16 @@ def known_daily(origin: date) -> pl.DataFrame:
 
     from tests.benchmarks import bench_real_runtime as runtime
 
-    jobs = _itp_jobs()
+    jobs = _itp_jobs(trace)
     with runtime.warehouse_at(jobs, datetime.combine(origin + timedelta(days=1), datetime.min.time(), UTC), None) as con:
         return con.sql("SELECT day, queue, gpu_type, jobs_submitted, gpu_hours FROM demand_daily").pl()
 
 
 @cache
-def _itp_jobs() -> pl.DataFrame:
+def _itp_jobs(trace: Path) -> pl.DataFrame:
     from tests.benchmarks import bench_real_runtime as runtime
 
-    return runtime.itp_jobs()
+    return runtime.itp_jobs(trace)
 
 
 def timed(fn, *args, **kwargs):
@@ -296,8 +296,8 @@ def main() -> None:
                "trace's GPU-hour-weighted run times")
     # the same backtest from the history as the warehouse knew it at each origin (running jobs at their expected hours)
     t0 = time.process_time()
-    known = backtest_demand(daily, as_of, args.days, origins, known=known_daily)
-    known_total = backtest_demand(site, as_of, args.days, origins, known=lambda o: total_series(known_daily(o)))
+    known = backtest_demand(daily, as_of, args.days, origins, known=lambda o: known_daily(o, args.trace))
+    known_total = backtest_demand(site, as_of, args.days, origins, known=lambda o: total_series(known_daily(o, args.trace)))
     then = scores(pl.concat([known, known_total]))
     print(f"from the history as the warehouse knew it at each origin (the last days' running jobs at job_demand's "
           f"hours_expected, none forecast while pending; {time.process_time() - t0:.1f} CPU-s): GPU-hours "
