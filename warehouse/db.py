@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from gpucast.warehouse.concerns import Storage
-from gpucast.warehouse.schema import backfill_forecasts_at, redact_stored, schema_fingerprint, schema_sql
+from gpucast.warehouse.schema import backfill_forecasts_at, redact_stored, rehash_steps, rehash_stored, schema_fingerprint, schema_sql
 
 
 def sql_string(path: Path | str) -> str:
@@ -122,6 +122,9 @@ def apply_schema(con: duckdb.DuckDBPyConnection) -> bool:
     with transaction(con):  # one commit, not one per statement: on a new warehouse 0.10-0.27 s against 0.48-0.93 s of
         con.execute(schema_sql())  # wall clock, mostly disk flushes (issue 52: the ingest's fixed cost)
     migrate(con)
+    for step in rehash_steps(con):  # records an older gpucast hashed otherwise, hashed again: once (schema.py)
+        with transaction(con):
+            rehash_stored(con, *step)
     with transaction(con):
         redact_stored(con)  # URI secrets an older gpucast stored, masked with the record: once (schema.py)
         backfill_forecasts_at(con)  # score runs published before their forecast time was kept: once (schema.py)

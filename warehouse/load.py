@@ -29,9 +29,9 @@ from gpucast.warehouse.db import sql_name, sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.runs import finish
+from gpucast.warehouse.schema import RECORD_HASH
 
 CONTRACT_COLS = ", ".join(c.COLUMNS)
-RECORD_HASH = c.record_hash_sql()
 LATEST_FIRST = f"coalesce({c.UPDATED_AT}, {c.SUBMITTED_AT}) DESC, arrival DESC"
 
 

@@ -1,5 +1,5 @@
 """The warehouse DDL: `sql/schema.sql`, with the contract's columns generated from the contract, and the data
-migration that goes with it (`redact_stored`).
+migrations that go with it (`redact_stored`, `rehash_stored`).
 
 The two contract tables (`job_log_records`, `job_logs`) carry every contract field; their column
 definitions are written here from `contract.FIELDS` (SQL type by kind, NOT NULL when required),
@@ -29,6 +29,7 @@ SQL_TYPES = {
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
 MIGRATIONS = "@CONTRACT_MIGRATIONS@"
 CONTRACT_TABLES = ("job_log_records", "job_logs")
+RECORD_HASH = c.record_hash_sql()  # a record's identity (`warehouse/load.py` de-duplicates by it)
 # kind -> (table, key column) of the run tables (warehouse/runs.py). The key names are the planners' public interface.
 RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
               "score": ("score_runs", "score_run_id"), "plan": ("plan_runs", "plan_run_id"),
@@ -60,9 +61,39 @@ def schema_sql() -> str:
 
 @cache
 def schema_fingerprint() -> str:
-    """The SHA-256 of `schema_sql()` and `MIGRATION_STEPS`: a warehouse that records it (table `schema_applied`) has
-    this DDL and these migrations applied."""
-    return hashlib.sha256(f"{schema_sql()}\n-- migration steps: {MIGRATION_STEPS}".encode()).hexdigest()
+    """The SHA-256 of `schema_sql()`, `MIGRATION_STEPS` and the record hash's definition: a warehouse that records it
+    (table `schema_applied`) has this DDL and these migrations applied, its records hashed as `RECORD_HASH` hashes."""
+    return hashlib.sha256(f"{schema_sql()}\n-- migration steps: {MIGRATION_STEPS}\n-- record hash: {RECORD_HASH}"
+                          .encode()).hexdigest()
+
+
+REHASH_BATCH = 2_000_000  # arrivals a step of `rehash_stored` covers: each step's undo data stays within memory
+
+
+def rehash_steps(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, int]]:
+    """(table, first arrival, last arrival) of each step of `rehash_stored` over the contract tables."""
+    steps = []
+    for table in CONTRACT_TABLES:
+        low, high = con.execute(f"SELECT min(arrival), max(arrival) FROM {table}").fetchall()[0]
+        if low is not None:
+            steps += [(table, start, start + REHASH_BATCH - 1) for start in range(low, high + 1, REHASH_BATCH)]
+    return steps
+
+
+def rehash_stored(con: duckdb.DuckDBPyConnection, table: str, first: int, last: int) -> int:
+    """Hash the stored records of `table` with arrival in [first, last] again as `RECORD_HASH` does, where their
+    stored hash differs (a warehouse of an older gpucast: until session 13 the record hash was md5 of
+    `to_json(struct_pack(...))`, issue 52), so a record loaded before is still found a duplicate when it is sent
+    again. The lake's files hold the hashes too: when any changed, every day of the lake is marked stale
+    (`lake_partitions` emptied) and the next refresh writes each day again from the warehouse (`load.stale_lake_days`).
+    The caller commits each step (`rehash_steps`) on its own, before the schema's record (`db.apply_schema`): an
+    update of 10M rows at once would hold all their old values until its commit, and a run stopped half way leaves
+    the record unwritten, so the next writer finishes it before anything is loaded. Returns how many rows changed."""
+    n = con.execute(f"UPDATE {table} SET record_hash = {RECORD_HASH} WHERE arrival BETWEEN ? AND ? "
+                    f"AND record_hash <> {RECORD_HASH}", [first, last]).fetchall()[0][0]
+    if n:
+        con.execute("DELETE FROM lake_partitions")
+    return n
 
 
 TEXT_WITH_URI = "(contains({0}, '://') OR contains({0}, '?') OR contains({0}, '#'))"  # what `redact` may change

@@ -3,12 +3,11 @@ identity, a job on many GPUs loads with its layout, and a bad layout is quaranti
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from gpucast.expectations import contract as c
 from tests.conftest import write
-from tests.flows.test_ingest_flow import ingest, query
+from tests.flows.test_ingest_flow import hashed_again, ingest, older_warehouse, query
 from tests.sample_jobs import jsonl, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
@@ -17,19 +16,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 def test_a_v4_warehouse_upgrades_to_v5_and_loads_jobs_on_many_gpus(home, tmp_path):
     v4 = record(job_id="v4-1", gpu_type="A100-80GB", gpu_count=2, arch="resnet50", time_limit_hours=4)
     ingest(write(tmp_path / "a.jsonl", jsonl(v4)))
-    block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
-    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
-                    f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in (2, 3, 4))
-    v4_hash = f"md5({block(c.V1_COLUMNS)}{later})"  # the v4 definition, frozen here
-    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v4 warehouse
-        con.execute("DROP TABLE schema_applied")
-        stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
-        assert con.execute(f"SELECT {v4_hash} FROM job_logs").fetchall() == stored  # v5 hashes a v4 record as v4 did
-        for table in ("job_log_records", "job_logs"):
-            for name in c.ADDED_BY_VERSION[5]:
-                con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+    stored = older_warehouse(home, 4)
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v4)))
     assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)  # the same record, still one
+    hashed_again(home, stored)
     llm = record(job_id="llm-1", status="PENDING", arch="meta-llama/Llama-3.1-8B", gpu_count=8, tp=2,
                  zero_stage=3, gradient_checkpointing=True, peft_type="LORA", lora_r=16, micro_batch_size=2,
                  precision="bf16", cpu_offload="none")

@@ -3,45 +3,27 @@ identity, and a job logging its loss's precision (or LISA) loads with it (issue 
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 
 from gpucast.expectations import contract as c
 from tests.conftest import write
-from tests.flows.test_ingest_flow import ingest, query
+from tests.flows.test_ingest_flow import hashed_again, ingest, older_warehouse, query
 from tests.sample_jobs import jsonl, record
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
 
-def older_warehouse(home, version: int) -> list[tuple]:
-    """Turn the warehouse under `home` into one made under contract `version`: its records' hashes checked against
-    that version's definition (frozen here), the columns later versions added dropped. Returns (job_id, record_hash)."""
-    block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
-    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
-                    f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in range(2, version + 1))
-    old_hash = f"md5({block(c.V1_COLUMNS)}{later})"
-    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
-        con.execute("DROP TABLE schema_applied")
-        stored = con.execute("SELECT job_id, record_hash FROM job_logs ORDER BY job_id").fetchall()
-        assert con.execute(f"SELECT job_id, {old_hash} FROM job_logs ORDER BY job_id").fetchall() == stored
-        for table in ("job_log_records", "job_logs"):
-            for v in range(version + 1, c.CONTRACT_VERSION + 1):
-                for name in c.ADDED_BY_VERSION[v]:
-                    con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
-    return stored
-
-
 def upgraded_from(home, tmp_path, rows: list[dict], version: int, new_columns: tuple[str, ...]) -> None:
     """`rows` loaded into a warehouse made under contract `version` (`older_warehouse`), then sent again after the
-    upgrade: every one is a duplicate (the same records keep their identity) and is kept with its hash, the columns
+    upgrade: every one is a duplicate (the same records keep their identity, hashed again: `hashed_again`), the columns
     the later versions added empty (missing means the field's default where it is used)."""
     ingest(write(tmp_path / "a.jsonl", jsonl(*rows)))
     stored = older_warehouse(home, version)
     s = ingest(write(tmp_path / "b.jsonl", jsonl(*rows)))
     assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (len(rows), 0, len(rows))
-    assert query(home, f"SELECT job_id, record_hash, {', '.join(new_columns)} FROM job_logs ORDER BY job_id") == [
-        (j, h, *[None] * len(new_columns)) for j, h in stored]
+    assert query(home, f"SELECT job_id, {', '.join(new_columns)} FROM job_logs ORDER BY job_id") == [
+        (j, *[None] * len(new_columns)) for j, _ in stored]
+    hashed_again(home, stored)
 
 
 def test_a_v5_warehouse_upgrades_to_v6_keeps_its_rows_and_loads_the_loss_precision(home, tmp_path):

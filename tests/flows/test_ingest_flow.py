@@ -36,6 +36,44 @@ def query(home: Path, sql: str, params=None) -> list[tuple]:
         return con.execute(sql, params or []).fetchall()
 
 
+def older_warehouse(home: Path, version: int) -> list[tuple]:
+    """Turn the warehouse under `home` into one an older gpucast made under contract `version`: no record of its DDL,
+    the columns later versions added dropped, and every record, in both tables and the lake's files, hashed as gpucast
+    hashed them until session 13 (frozen here: md5 of `to_json(struct_pack(...))` of the v1 columns, then of each
+    later version's columns when one of them is set). Returns `job_logs`' (job_id, record_hash), ordered by job."""
+    block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
+    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
+                    f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in range(2, version + 1))
+    old_hash = f"md5({block(c.V1_COLUMNS)}{later})"
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        for f in (home / "lake" / "job_logs").glob("*/*.parquet"):  # the lake's files hold the hashes too
+            con.execute(f"COPY (SELECT * REPLACE ({old_hash} AS record_hash) FROM read_parquet(?, hive_partitioning = "
+                        f"false)) TO '{f}.old' (FORMAT parquet)", [str(f)])
+            Path(f"{f}.old").replace(f)
+        con.execute("DROP TABLE schema_applied")
+        for table in ("job_log_records", "job_logs"):
+            con.execute(f"UPDATE {table} SET record_hash = {old_hash}")
+            for v in range(version + 1, c.CONTRACT_VERSION + 1):
+                for name in c.ADDED_BY_VERSION[v]:
+                    con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+        return con.execute("SELECT job_id, record_hash FROM job_logs ORDER BY job_id").fetchall()
+
+
+def hashed_again(home: Path, stored: list[tuple]) -> None:
+    """After the upgrade of an `older_warehouse`: every record of both tables is hashed as this gpucast hashes
+    (`warehouse/schema.py` `rehash_stored`), no `job_logs` row keeps its `stored` hash, and the lake's files hold the
+    warehouse's records and hashes (its days written again)."""
+    from gpucast.warehouse.schema import RECORD_HASH
+
+    for table in ("job_log_records", "job_logs"):
+        assert query(home, f"SELECT count(*) FROM {table} WHERE record_hash <> {RECORD_HASH}") == [(0,)], table
+    now = dict(query(home, "SELECT job_id, record_hash FROM job_logs"))
+    assert all(now[j] != h for j, h in stored)
+    lake = str(home / "lake" / "job_logs" / "**" / "*.parquet")
+    assert query(home, "SELECT arrival, record_hash FROM read_parquet(?) ORDER BY arrival", [lake]) == query(
+        home, "SELECT arrival, record_hash FROM job_log_records ORDER BY arrival")
+
+
 def snapshot(home: Path) -> dict[str, pl.DataFrame]:
     """Every table but the run logs, ordered, without load timestamps and run ids."""
     out = {}
@@ -208,18 +246,14 @@ def test_two_simulations_with_different_seeds_ingest_as_the_sum_of_their_jobs(ho
 
 def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(home, tmp_path):
     """Contract v2 added the hardware fields. A warehouse loaded under v1 (no such columns, hashes of the
-    v1 columns only) gains them, and re-ingesting the same v1 record finds it a duplicate."""
+    v1 columns only) gains them, its records are hashed again (`hashed_again`), and re-ingesting the same v1 record
+    finds it a duplicate."""
     v1 = record(job_id="old-1")
     ingest(write(tmp_path / "a.jsonl", jsonl(v1)))
-    v1_hash = f"md5(to_json(struct_pack({', '.join(c.V1_COLUMNS)})))"  # the v1 definition, frozen here
-    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v1 warehouse
-        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
-        for table in ("job_log_records", "job_logs"):
-            con.execute(f"UPDATE {table} SET record_hash = {v1_hash}")
-            for name in c.ADDED_COLUMNS:
-                con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+    stored = older_warehouse(home, 1)
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v1)))
     assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
+    hashed_again(home, stored)
     # the same job logged later with its hardware is a new record, and the columns are back
     s = ingest(write(tmp_path / "c.jsonl", jsonl(record(job_id="old-1", gpu_type="A100-80GB", gpu_count=4))))
     assert s.rows_loaded == 1
@@ -228,22 +262,14 @@ def test_a_v1_warehouse_upgrades_in_place_and_its_records_keep_their_identity(ho
 
 def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home, tmp_path):
     """Contract v3 added `arch`. A v2 record (hardware set, no arch) hashed as v2 hashed it (the v1 columns
-    and the v2 block) is still a duplicate after the upgrade; the same job logged with its arch (an alias
+    and the v2 block) is still a duplicate after the upgrade (hashed again); the same job logged with its arch (an alias
     column name, padded) is a new record, kept as logged but trimmed."""
     v2 = record(job_id="v2-1", gpu_type="A100-80GB", gpu_count=4)
     ingest(write(tmp_path / "a.jsonl", jsonl(v2)))
-    v2_columns = ", ".join(c.ADDED_BY_VERSION[2])
-    v2_hash = (f"md5(CAST(to_json(struct_pack({', '.join(c.V1_COLUMNS)})) AS VARCHAR) || CASE WHEN "
-               f"{' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[2])} THEN "
-               f"CAST(to_json(struct_pack({v2_columns})) AS VARCHAR) ELSE '' END)")  # the v2 definition, frozen here
-    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v2 warehouse
-        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
-        stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
-        assert con.execute(f"SELECT {v2_hash} FROM job_logs").fetchall() == stored  # v3 hashes a v2 record as v2 did
-        for table in ("job_log_records", "job_logs"):
-            con.execute(f"ALTER TABLE {table} DROP COLUMN {c.ARCH}")
+    stored = older_warehouse(home, 2)
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v2)))
     assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
+    hashed_again(home, stored)
     s = ingest(write(tmp_path / "c.jsonl", jsonl({**v2, "Architecture": "  ResNet-50 "})))
     assert s.rows_loaded == 1
     assert query(home, "SELECT arch, gpu_type FROM job_logs WHERE job_id = 'v2-1'") == [("ResNet-50", "A100-80GB")]
@@ -251,23 +277,14 @@ def test_a_v2_warehouse_upgrades_to_v3_and_its_records_keep_their_identity(home,
 
 def test_a_v3_warehouse_upgrades_to_v4_keeps_its_records_and_loads_jobs_without_model_features(home, tmp_path):
     """Contract v4 added `time_limit_hours` and `job_name` and made `model_type` optional. A v3 record (arch set)
-    hashed as v3 hashed it is still a duplicate after the upgrade; a v3 warehouse (no v4 columns, model_type
+    hashed as v3 hashed it is still a duplicate after the upgrade (hashed again); a v3 warehouse (no v4 columns, model_type
     NOT NULL) gains the columns and loads a job without a model type as `unknown`."""
     v3 = record(job_id="v3-1", gpu_type="A100-80GB", arch="resnet50")
     ingest(write(tmp_path / "a.jsonl", jsonl(v3)))
-    block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
-    later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
-                    f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in (2, 3))
-    v3_hash = f"md5({block(c.V1_COLUMNS)}{later})"  # the v3 definition, frozen here
-    with duckdb.connect(str(home / "warehouse.duckdb")) as con:  # turn it into a v3 warehouse
-        con.execute("DROP TABLE schema_applied")  # an older gpucast kept no record of its DDL
-        stored = con.execute("SELECT record_hash FROM job_logs").fetchall()
-        assert con.execute(f"SELECT {v3_hash} FROM job_logs").fetchall() == stored  # v4 hashes a v3 record as v3 did
-        for table in ("job_log_records", "job_logs"):
-            for name in c.ADDED_BY_VERSION[4]:
-                con.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+    stored = older_warehouse(home, 3)
     s = ingest(write(tmp_path / "b.jsonl", jsonl(v3)))
     assert (s.rows_read, s.rows_loaded, s.rows_duplicate) == (1, 0, 1)
+    hashed_again(home, stored)
     bare = {"job_id": "sched-1", "submitted_at": "2026-11-01T10:00:00Z", "status": "PENDING", "queue": "gpu",
             "gpu_count": 2, "time_limit_hours": 4, "JobName": "train_bert_042"}
     s = ingest(write(tmp_path / "c.jsonl", jsonl(bare)))

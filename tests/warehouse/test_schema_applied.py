@@ -24,3 +24,30 @@ def test_the_schema_is_applied_by_the_first_writer_and_again_only_when_the_ddl_c
         con.execute("DROP VIEW pending_forecasts")
     with connect_writer(storage) as con:
         assert con.execute("SELECT count(*) FROM pending_forecasts").fetchone() == (0,)
+
+
+def test_records_an_older_gpucast_hashed_otherwise_are_hashed_again_step_by_step_and_the_lake_marked_stale(
+        tmp_path, monkeypatch):
+    """Issue 52, session 13: the record hash changed its text. A warehouse whose records carry other hashes gets every
+    record of both tables hashed again when the schema is next applied, in steps of `REHASH_BATCH` arrivals, and every
+    lake day marked stale (its files hold the old hashes); applied again, nothing changes and the lake's record stays."""
+    from gpucast.warehouse import schema
+    from tests.warehouse.test_lake_append import add_records
+
+    monkeypatch.setattr(schema, "REHASH_BATCH", 2)
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
+    with connect_writer(storage) as con:
+        add_records(con, "run-a", 0, ["2026-11-01", "2026-11-02", "2026-11-02", "2026-11-03", "2026-11-04"])
+        con.execute("INSERT INTO job_logs SELECT * FROM job_log_records WHERE arrival % 2 = 1")
+        con.execute("INSERT INTO lake_partitions SELECT DISTINCT CAST(submitted_at AS DATE), 1, 1, now() "
+                    "FROM job_log_records")
+        assert [s[0] for s in schema.rehash_steps(con)] == ["job_log_records"] * 3 + ["job_logs"] * 3
+        con.execute("UPDATE schema_applied SET fingerprint = 'an older gpucast'")
+    everywhere = f"SELECT count(*) FILTER (WHERE record_hash = {schema.RECORD_HASH}), count(*) FROM"
+    with connect_writer(storage) as con:
+        assert con.execute(f"{everywhere} job_log_records").fetchall() == [(5, 5)]
+        assert con.execute(f"{everywhere} job_logs").fetchall() == [(3, 3)]
+        assert con.execute("SELECT count(*) FROM lake_partitions").fetchall() == [(0,)]
+        con.execute("INSERT INTO lake_partitions VALUES ('2026-11-01', 1, 1, now())")
+        assert sum(schema.rehash_stored(con, *step) for step in schema.rehash_steps(con)) == 0
+        assert con.execute("SELECT count(*) FROM lake_partitions").fetchall() == [(1,)]
