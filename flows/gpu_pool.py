@@ -46,11 +46,13 @@ def handoff_parameters(options: TrainOptions, settings: Settings, backtest_fresh
     """The deployment run's parameters: everything the nightly was given about training, its time
     limits filled in from the nightly's settings (not left to the worker's environment), where the fits
     run, and the backtest window the champion gate reads (`backtest_fresh`: the nightly recomputed it; `as_of`: the
-    night's clock it ends at, ISO 8601, None for now). Storage
-    is not sent: the worker has its own path to the shared GPUCAST_HOME."""
+    night's clock the window is anchored at, ISO 8601, sent only when given, so a live night's hand-off still
+    suits a worker whose checkout predates the parameter). Storage is not sent: the worker has its own path to the
+    shared GPUCAST_HOME."""
+    given = {"as_of": as_of.isoformat()} if as_of else {}
     return {"options": with_time_limits(options, settings.training).model_dump(mode="json"),
             "cluster": asdict(settings.cluster), "quality": asdict(settings.quality), "publish": False,
-            "backtest_fresh": backtest_fresh, "as_of": as_of.isoformat() if as_of else None}
+            "backtest_fresh": backtest_fresh, **given}
 
 
 def _wait(client, flow_run_id, until: float, waiting: bool):

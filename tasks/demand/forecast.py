@@ -55,6 +55,7 @@ Days without jobs are zeros: each series runs from its first day to `as_of` with
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -380,7 +381,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     beats seasonal naive's, else a fallback with its reason (module doc); with the chosen model's
     cross-validation errors, which make its band."""
     n = len(y)
-    _MEMO.clear()  # one series' forecasts at a time (`_remembered`)
+    _memo().clear()  # one series' forecasts at a time in this thread (`_remembered`)
     if n < MIN_SEASONAL_DAYS:
         return Choice(NAIVE, _naive, f"{n} day(s) of history: too short for weekly seasonality (needs {MIN_SEASONAL_DAYS})")
     h, windows = _folds(n, days)
@@ -526,7 +527,7 @@ def _cv_logged(logged: np.ndarray, factories: Sequence[Callable[[], object]], h:
     return out
 
 
-_MEMO: dict[tuple, np.ndarray] = {}  # (factory, h, the log series' bytes) -> its mean forecast: `_remembered`
+_LOCAL = threading.local()  # this thread's memo (`_memo`): a series chosen in another thread never clears it
 MEMO_SIZE = 4096  # forecasts remembered at most (a series' choice needs a few hundred); full: forgotten, and refilled
 
 
@@ -534,12 +535,19 @@ def _remembered(factory: Callable[[], object], logged: np.ndarray, h: int) -> np
     """`factory()`'s mean forecast of `h` days after `logged`, computed once per series and fold: a `Combination` reads
     its members on the folds inside each of `choose`'s folds, and many of those days are the same (the candidates
     fit no state between calls, so the same days give the same forecast). `choose` forgets them at each series."""
-    key = (factory, h, np.ascontiguousarray(logged, dtype=float).tobytes())
-    if key not in _MEMO:
-        if len(_MEMO) >= MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = np.asarray(factory().forecast(y=logged, h=h)["mean"], dtype=float)
-    return _MEMO[key].copy()
+    key, memo = (factory, h, np.ascontiguousarray(logged, dtype=float).tobytes()), _memo()
+    if key not in memo:
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[key] = np.asarray(factory().forecast(y=logged, h=h)["mean"], dtype=float)
+    return memo[key].copy()
+
+
+def _memo() -> dict[tuple, np.ndarray]:
+    """This thread's forecasts remembered by `_remembered`: (factory, h, the log series' bytes) -> its mean forecast."""
+    if not hasattr(_LOCAL, "memo"):
+        _LOCAL.memo = {}
+    return _LOCAL.memo
 
 
 def _predict(factory: Callable[[], object], y: np.ndarray, days: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

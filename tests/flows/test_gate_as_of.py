@@ -37,3 +37,28 @@ def test_a_past_nights_gate_reads_the_window_its_backtest_step_wrote(home):
     # the wall clock's window (the behaviour before): starts at the later day - 7, where no forecast job completed
     assert windows.of(c.PEAK_GPU_MEM_GB).jobs.height > gate_windows.fn(
         settings, (c.PEAK_GPU_MEM_GB,), refresh=False).of(c.PEAK_GPU_MEM_GB).jobs.height
+
+
+def test_the_nights_clock_reaches_training_in_process_and_on_the_gpu_pool(monkeypatch):
+    """`train_where_possible` hands `as_of` to the in-process run and, as ISO text the worker's flow signature turns
+    back into the same time, to the `gpu` pool's run; a live night (no `as_of`) sends no such key at all, so a worker
+    whose checkout predates the parameter still takes it."""
+    from gpucast.flows import gpu_pool
+    from gpucast.flows.settings import Settings
+    from gpucast.flows.train import train_models
+    from gpucast.records.results import TrainResult
+    from gpucast.tasks.learn.options import TrainOptions
+
+    settings, options = Settings.from_env(), TrainOptions(models=("linear_fs",), repeats=1)
+    night = datetime(2026, 11, 4, 2, 30, tzinfo=UTC)
+    sent = gpu_pool.handoff_parameters(options, settings, backtest_fresh=True, as_of=night)
+    assert sent["as_of"] == "2026-11-04T02:30:00+00:00"
+    assert train_models.validate_parameters(sent)["as_of"] == night
+    assert "as_of" not in gpu_pool.handoff_parameters(options, settings, backtest_fresh=True)
+
+    called = {}
+    monkeypatch.setattr(gpu_pool, "gpu_worker_online", lambda: False)
+    monkeypatch.setattr(gpu_pool, "train_models", lambda **kw: called.update(kw) or TrainResult(train_run_id="tr",
+                                                                                               targets=()))
+    gpu_pool.train_where_possible(options, settings, backtest_fresh=True, as_of=night)
+    assert called["as_of"] == night and called["backtest_fresh"] is True

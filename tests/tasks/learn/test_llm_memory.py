@@ -622,14 +622,15 @@ def test_the_experts_states_are_sharded_over_the_expert_data_parallel_ranks_only
     held3, dense3 = m.experts_held(arch, zero3), m.expert_split(arch, zero3).params - m.experts_held(arch, zero3)
     assert o3 == pytest.approx(dense3 * 12 / 16 + held3 * 12 / 4)
     assert g3 == pytest.approx(dense3 * 2 / 16 + held3 * 2 / 4)
-    # a frozen LoRA base under ZeRO-3: its experts over the expert-data-parallel ranks, the adapter over d
+    # a frozen LoRA base under ZeRO-3: its experts' weights over the expert-data-parallel ranks, the dense ones over d
     lora = replace(zero3, adapter="lora", lora_rank=8)
     wl, _, _ = m.states(m.expert_split(arch, lora), lora, held3)
     gathered = m.GATHERED_UNITS * m.expert_split(arch, lora).block_params * 2
     assert wl - gathered == pytest.approx(dense3 * 2 / 16 + held3 * 2 / 4)
     # no expert parallelism, a dense model, or no sharding: as before
     plain = replace(zero1, expert_parallel=1)
-    assert m.experts_held(arch, plain) == 0.0 and m.per_gpu(arch, plain) == m.per_gpu(arch, replace(plain))
+    assert m.experts_held(arch, plain) == 0.0  # every state over the 8 data-parallel ranks, the experts' too
+    assert m.per_gpu(arch, plain).optimizer_gb == pytest.approx(m.expert_split(arch, plain).params * 12 / 8 / m.GB)
     assert m.experts_held(m.lookup("Llama-2-7B"), zero1) == 0.0
     ddp = replace(zero1, sharding="none")
     assert m.states(split, ddp, held) == m.states(split, ddp)
