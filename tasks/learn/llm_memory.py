@@ -66,7 +66,8 @@ splits the sequence. `selective` recomputation drops the attention core (already
 `full` keeps only each block's input (2 s b h) and recomputes one block at a time in the backward pass.
 A family trained with eager attention would keep the paper's 5 a s^2 b of scores, softmax and dropout mask
 (`EAGER_ATTENTION_FAMILIES`: BLOOM, whose attention transformers runs eagerly with ALiBi; Gemma 2 trains with
-flash attention's soft-cap). Gemma 2's head soft-caps the
+flash attention's soft-cap). A family whose code builds an ALiBi bias of heads x s x s keeps it for the step
+whichever kernel runs (`ALIBI_BIAS_FAMILIES`: Baichuan2-13B). Gemma 2's head soft-caps the
 logits, which keeps tanh's output (`SOFTCAP_FAMILIES`). Under a k-bit base's fp32 upcast every block computes in
 fp32 (bitsandbytes returns its input's dtype): the block's activations at 4 bytes. A
 pipeline stage holds L / p blocks; its first stage keeps the activations of min(p, m) micro-batches in flight
@@ -114,7 +115,7 @@ GB = 1e9
 # Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
                             "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
-                            "flan-t5", "mt0"})
+                            "baichuan-alibi", "flan-t5", "mt0"})
 # Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
 # whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but
 # flash-attn >= 2.6 has the soft-cap and transformers passes it for Gemma 2 under `flash_attention_2`, and the
@@ -126,6 +127,15 @@ GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral
 # backward) and its 16-bit cast (saved by the bmm with the values): 6 bytes, where Korthikanti's count is 5.
 # Bytes a score, at 16 bits (x 2 under a k-bit base's fp32 blocks as every activation).
 EAGER_ATTENTION_FAMILIES: dict[str, float] = {"bloom": 6.0}
+# Families whose remote code holds an ALiBi bias of heads x s x s for the whole step, whichever attention kernel runs:
+# Baichuan2-13B (`baichuan-alibi`; Baichuan2-7B is RoPE, `baichuan`). Its modeling_baichuan.py (baichuan-inc/
+# Baichuan2-13B-Base), `BaichuanModel.forward` in training: `self.alibi_mask = self.get_alibi_mask(inputs_embeds,
+# seq_length_with_past)` (`_buffered_future_mask(...).to(tensor)`: heads x s x s at the model's dtype, kept on the
+# model), then, given the collator's attention mask, `attention_mask = inverted_mask + alibi_mask.unsqueeze(0)`
+# (b x heads x s x s), handed to every (checkpointed) layer and, in `BaichuanAttention.forward`, to
+# `F.scaled_dot_product_attention(..., attn_mask=attention_mask)` (the eager path adds it to the scores). Both live
+# through the forward and the backward: (1 + b) heads s^2 values at 16 bits (`alibi_bias_bytes`).
+ALIBI_BIAS_FAMILIES = frozenset({"baichuan-alibi"})
 # Families whose head soft-caps the logits, logits = cap x tanh(logits / cap) over the whole vocabulary (Gemma 2:
 # `final_logit_softcapping: 30.0` in its config.json; transformers' Gemma2ForCausalLM.forward). tanh's backward
 # reads its output (torch's derivatives.yaml: `tanh_backward(grad, result)`), so one more logits-sized tensor is
@@ -654,6 +664,15 @@ def block_activation_bytes(arch: Arch, job: Layout) -> float:
     return (tokens * (attn + mlp + norms) + scores) * act_scale / job.tensor_parallel
 
 
+def alibi_bias_bytes(arch: Arch, job: Layout) -> float:
+    """Bytes of the ALiBi bias a family's code keeps for the step (`ALIBI_BIAS_FAMILIES`): the cached heads x s x s
+    mask and the b x heads x s x s attention mask made from it, at the model's 16 bits; 0 for every other family."""
+    if arch.family not in ALIBI_BIAS_FAMILIES:
+        return 0.0
+    s = job.seq_len / job.context_parallel
+    return (1 + job.micro_batch_size) * arch.heads * s * s * HALF_BYTES.get(job.precision, 2)
+
+
 def activations(arch: Arch, job: Layout) -> tuple[float, float]:
     """(blocks' activations, the head's logits) bytes on the most loaded GPU."""
     p = job.pipeline_parallel
@@ -671,10 +690,11 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
     if per_logit and arch.family in SOFTCAP_FAMILIES:
         per_logit += SOFTCAP_LOGIT_BYTES[job.kbit_upcast]
     logits = tokens * arch.vocab * per_logit / job.tensor_parallel
+    bias = alibi_bias_bytes(arch, job)
     if p > 1:  # the first stage keeps `in_flight` micro-batches; the last one the logits
         first, last = kept * in_flight, kept + logits
-        return (first, 0.0) if first >= last else (kept, logits)
-    return kept, logits
+        return (first + bias, 0.0) if first >= last else (kept + bias, logits)
+    return kept + bias, logits
 
 
 def step_temporary(arch: Arch, job: Layout) -> float:
