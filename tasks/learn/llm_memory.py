@@ -179,19 +179,27 @@ class Arch:
         return self.vocab * self.hidden * (1 if self.tied else 2)
 
     @property
+    def expert_mlp_params(self) -> float:
+        """One expert's MLP weights in one block (a dense model's MLP: its one expert)."""
+        return (3 if self.gated else 2) * self.hidden * self.intermediate
+
+    @property
+    def experts_params(self) -> float:
+        """Every block's experts' MLP weights (a dense model: its MLPs)."""
+        return self.expert_mlp_params * self.layers * self.experts
+
+    @property
     def block_params(self) -> float:
         """One transformer block's weights, all experts."""
         attn = 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_width
-        mlp = (3 if self.gated else 2) * self.hidden * self.intermediate * self.experts
-        return attn + mlp
+        return attn + self.expert_mlp_params * self.experts
 
     @property
     def active_params(self) -> float:
         """Parameters a token goes through (MoE: its active experts)."""
         if self.experts <= 1:
             return self.params
-        mlp = (3 if self.gated else 2) * self.hidden * self.intermediate
-        return self.params - self.layers * mlp * (self.experts - self.experts_active)
+        return self.params - self.layers * self.expert_mlp_params * (self.experts - self.experts_active)
 
     def matrices(self) -> list[tuple[float, float]]:
         """(rows, columns) of one block's weight matrices, all experts: q, k, v, o and the MLP's."""
@@ -573,8 +581,7 @@ def expert_split(arch: Arch, job: Layout) -> Arch:
     n = job.expert_parallel
     if n <= 1 or arch.experts <= 1:
         return arch
-    experts = (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts
-    return replace(arch, params=arch.params - experts * (1 - 1 / n), experts=max(1, arch.experts // n))
+    return replace(arch, params=arch.params - arch.experts_params * (1 - 1 / n), experts=max(1, arch.experts // n))
 
 
 def experts_held(arch: Arch, job: Layout) -> float:
@@ -583,7 +590,7 @@ def experts_held(arch: Arch, job: Layout) -> float:
     n = job.expert_parallel
     if n <= 1 or arch.experts <= 1:
         return 0.0
-    return (3 if arch.gated else 2) * arch.hidden * arch.intermediate * arch.layers * arch.experts / n
+    return arch.experts_params / n
 
 
 def expert_data_parallel(job: Layout) -> int:
