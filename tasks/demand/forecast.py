@@ -148,6 +148,11 @@ def _short_combination():
 CANDIDATES = (*MEMBERS, _combination)
 # the candidates that fit no parameters (averages of recent days): the only ones compared on a short history
 SIMPLE: tuple[Callable[[], object], ...] = (_level_blend, _long_level, _robust_level, _seasonal_window_average)
+# ... except for a candidate set with a short rule of its own, named here: GPU-hours' (`CANDIDATES`) compare the short
+# combination alone. Keyed on the whole set, so a caller's own set (even one holding `_combination`) and the jobs'
+# sets take the SIMPLE rule (review 63 S3-9: the rule was keyed on `_combination` being among the candidates).
+SHORT_RULES: dict[tuple[Callable[[], object], ...], tuple[Callable[[], object], ...]] = {
+    CANDIDATES: (_short_combination,)}
 # A day's job count is a count (Poisson-like noise around the weekly rhythm): averaging the same weekday over
 # several weeks beats copying last week's (docs/planners.md, "Arrivals by count"). Not the long level: on the real
 # trace it took jobs a day from 0.791 to 0.795 of seasonal naive's error (docs/planners.md).
@@ -390,8 +395,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
                       f"(needs {MIN_SEASONAL_DAYS + MIN_CV_DAYS})")
     short = windows < CV_WINDOWS or h < min(days, 2 * SEASON)
     if short:  # few folds choose by noise: the simple candidates alone; GPU-hours: their combination with AutoETS
-        candidates = (_short_combination,) if _combination in candidates else (
-            [f for f in candidates if f in SIMPLE] or candidates)
+        candidates = SHORT_RULES.get(tuple(candidates)) or ([f for f in candidates if f in SIMPLE] or candidates)
     errors = cv_errors(y, [*candidates, _seasonal_naive], h, windows)
     baseline = errors.pop(SEASONAL_NAIVE)
     if isinstance(baseline, str):  # even the baseline failed: the last day repeated

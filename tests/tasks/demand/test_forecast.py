@@ -142,6 +142,8 @@ def test_seasonal_naive_keeps_a_short_history_only_where_its_fold_is_clearly_bet
     combined = cv_errors(y, [short, choose.__globals__["_seasonal_naive"]], 7, 1)
     assert combined[SEASONAL_NAIVE].mae < combined["Combination"].mae
     assert choose(y, 14).method == "Combination"
+    # the short rule belongs to GPU-hours' own set: a caller's set holding the combination takes the SIMPLE rule
+    assert choose(y, 14, (choose.__globals__["_level_blend"], choose.__globals__["_combination"])).method == "LevelBlend"
     # four odd days, then the same week three times over: naive's fold is perfect, the level models' is not: kept
     exact = np.concatenate([[300.0, 1, 250, 2], np.tile([5.0, 80, 90, 100, 95, 85, 10], 3)])
     kept = choose(exact, 14)
