@@ -14,7 +14,9 @@ the site total (one series, every cluster summed: `forecast_total`'s series), an
 all: relative MAE of jobs and GPU-hours a day against seasonal naive (sum |P50 - actual| / sum |naive - actual|),
 P10-P90 coverage of days, and the P90 / P50 ratio of the site's total GPU-hours a day: from the total's own
 band (`demand_forecast_total`) and, as the plan summed it before issue 53, the sum of the clusters' P90s over
-the sum of their P50s; then the plan's P90 total GPUs over its P50 (`tasks/plan/arrivals.py` `site_totals`,
+the sum of their P50s; then the plan's P90 total GPUs over its P50 (session 14: `gpus_site_p90` over `gpus_site_p50`,
+the P90 and P50 of one forecast, the site total's; the old figure over the queues' P50s summed beside it;
+`tasks/plan/arrivals.py` `site_totals`,
 the expected arrivals of every cluster on one row each, no queued jobs), and the level's ceiling (`level_ceiling`:
 each series' median of its own forecast days, an oracle); then the same backtest from each origin's history as the
 warehouse knew it that night (`known_daily`: the last days' running jobs at `job_demand`'s expected hours, not the
