@@ -2,8 +2,8 @@
 
 Reads the demand series (`demand_daily`), forecasts the `days` days after the last full day of
 history (`tasks/demand/forecast.py`), and the site's total as a series of its own (its P90 the P90 of the
-total; each series' part of it in `gpu_hours_p90_of_total`) and each queue's total likewise (`demand_forecast_queue`,
-`gpu_hours_p90_of_queue`), backtests the same method from the last 8 weekly
+total; each series' part of it in `gpu_hours_p90_of_total`, and of its P50 in `gpu_hours_p50_of_total`) and
+each queue's total likewise (`demand_forecast_queue`, `gpu_hours_p90_of_queue`), backtests the same method from the last 8 weekly
 origins (`tasks/demand/backtest.py`), the total's too, and writes all in one transaction (`warehouse/demand.py`); a failed
 run leaves the previous forecast in `current_demand_forecast`. `gpucast demand` runs it and
 publishes; the nightly runs it after scoring and before the plan, where a failure is a warning

@@ -37,7 +37,8 @@ GROUP BY r.score_run_id, r.started_at ORDER BY r.started_at DESC, r.score_run_id
 # The latest succeeded demand forecast (issue 30), per future day x queue x GPU type, and its run.
 DEMAND_FORECAST = """
 SELECT day, queue, gpu_type, gpu_hours_p50, gpu_hours_p90, coalesce(gpu_hours_p90_of_total, gpu_hours_p90) AS gpu_hours_p90_of_total,
-       coalesce(gpu_hours_p90_of_queue, gpu_hours_p90) AS gpu_hours_p90_of_queue
+       coalesce(gpu_hours_p90_of_queue, gpu_hours_p90) AS gpu_hours_p90_of_queue,
+       coalesce(gpu_hours_p50_of_total, gpu_hours_p50) AS gpu_hours_p50_of_total
 FROM current_demand_forecast ORDER BY day, queue, gpu_type
 """
 LATEST_DEMAND_RUN = """

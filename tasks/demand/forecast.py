@@ -31,12 +31,14 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   history too short to cross-validate has no fold errors: its band comes from its own past errors (each day less the
   same weekday a week before) read by their median absolute value, so one wild day does not set it (`_fallback_errors`,
   session 10); naive (under two weeks) keeps its model's own interval.
-* The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its
-  P90 is the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`),
-  which the plan adds up instead of the series' P90s. Each queue's total likewise (`forecast_queue_totals`, session 9: a
-  queue of several GPU types forecast as a series of its own, a queue of one series being that series), and
-  `with_queue_share` gives each series its part of its queue's P90 (`gpu_hours_p90_of_queue`): a queue's P90 is the
-  P90 of its total, not its series' P90s summed (the page's outlook, the plan's rows at P90).
+* The site's total (`forecast_total`: every series summed per day) is forecast as a series of its own, so its P90 is
+  the P90 of the total; `with_total_share` gives each series its part of it (`gpu_hours_p90_of_total`), which the plan
+  adds up instead of the series' P90s, and likewise its part of the total's P50 (`gpu_hours_p50_of_total`, session
+  14), so the site's P90 is read beside the P50 of the same forecast. Each queue's total likewise
+  (`forecast_queue_totals`, session 9: a queue of several GPU types forecast as a series of its own, a queue of one
+  series being that series), and `with_queue_share` gives each series its part of its queue's P90
+  (`gpu_hours_p90_of_queue`): a queue's P90 is the P90 of its total, not its series' P90s summed (the page's outlook,
+  the plan's rows at P90).
 * Fallbacks, each with its reason in `fallback_reason`: fewer than `MIN_SEASONAL_DAYS` days:
   `naive` (the last day repeated); too short to cross-validate: `seasonal_naive`; every candidate
   failed or none beat the baseline: `seasonal_naive`; the chosen model failing at the final fit:
@@ -230,6 +232,7 @@ def forecast_demand(daily: pl.DataFrame, as_of: date, days: int = DEFAULT_DAYS,
 TOTAL = "(all)"  # the queue and GPU type of the site's total series
 TOTAL_COLUMNS = tuple(c for c in COLUMNS if c not in KEYS)
 SHARE = "gpu_hours_p90_of_total"  # a series' part of the P90 of the site's total that day
+SHARE_P50 = "gpu_hours_p50_of_total"  # a series' part of the P50 of the site's total that day (its pair: session 14)
 
 
 def total_series(daily: pl.DataFrame) -> pl.DataFrame:
@@ -276,19 +279,23 @@ def with_queue_share(forecast: pl.DataFrame, queues: pl.DataFrame) -> pl.DataFra
 
 
 def with_total_share(forecast: pl.DataFrame, total: pl.DataFrame) -> pl.DataFrame:
-    """The per-series forecast with `SHARE`: the total's P90 that day split over the series in proportion to their
-    P50 (evenly on a day whose P50s are all 0), so any sum over all series of a day is the P90 of the total and a
-    plan that adds rows adds up to it. Without a total forecast of the day: the series' own P90 (the sum of P90s)."""
-    return _share(forecast, total.select("day", "gpu_hours_p90"), ["day"], SHARE)
+    """The per-series forecast with `SHARE` and `SHARE_P50`: the total's P90 (and P50) that day split over the series
+    in proportion to their P50 (evenly on a day whose P50s are all 0), so any sum over all series of a day is the P90
+    (the P50) of the total and a plan that adds rows adds up to it. Without a total forecast of the day: the series'
+    own P90 (the sum of P90s), and own P50. The P50 share is the P90's pair (session 14): the total's P90 over the
+    series' P50s summed compares two forecasts, and where the total follows a level the series lag, the two part."""
+    return _share(_share(forecast, total.select("day", "gpu_hours_p90"), ["day"], SHARE),
+                  total.select("day", "gpu_hours_p50"), ["day"], SHARE_P50, quantile="gpu_hours_p50")
 
 
-def _share(forecast: pl.DataFrame, whole: pl.DataFrame, keys: list[str], name: str) -> pl.DataFrame:
-    """`forecast` with `name`: `whole`'s P90 (per `keys`) split over the series of those keys by their P50 (evenly
-    where their P50s are all 0); the series' own P90 where `whole` has no row."""
+def _share(forecast: pl.DataFrame, whole: pl.DataFrame, keys: list[str], name: str,
+           quantile: str = "gpu_hours_p90") -> pl.DataFrame:
+    """`forecast` with `name`: `whole`'s `quantile` (per `keys`) split over the series of those keys by their P50
+    (evenly where their P50s are all 0); the series' own `quantile` where `whole` has no row."""
     sums = forecast.group_by(keys).agg(pl.col("gpu_hours_p50").sum().alias("_sum"), pl.len().alias("_n"))
     return (forecast.join(sums, on=keys, how="left")
-            .join(whole.rename({"gpu_hours_p90": "_whole"}), on=keys, how="left")
-            .with_columns(pl.when(pl.col("_whole").is_null()).then(pl.col("gpu_hours_p90"))
+            .join(whole.rename({quantile: "_whole"}), on=keys, how="left")
+            .with_columns(pl.when(pl.col("_whole").is_null()).then(pl.col(quantile))
                           .when(pl.col("_sum") > 0).then(pl.col("_whole") * pl.col("gpu_hours_p50") / pl.col("_sum"))
                           .otherwise(pl.col("_whole") / pl.col("_n")).alias(name))
             .drop("_sum", "_n", "_whole"))

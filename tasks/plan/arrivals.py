@@ -35,6 +35,13 @@ of the site's total (`expected_gpu_hours_p90_of_total`: the demand forecast's `g
 total series' own P90 split over the series by their P50) and the GPUs it needs (`gpus_total_p90_of_total` =
 the known jobs at P90 + those GPUs), so `by_day`'s sum over a day's rows is the P90 of the total expected
 arrivals (plus the known jobs at their P90). A forecast without the column (older runs): the row's own P90.
+
+Its pair at P50 (session 14): each row also carries its part of the site total's own P50
+(`expected_gpu_hours_p50_of_total`, the forecast's `gpu_hours_p50_of_total`, split the same way) and its GPUs
+(`gpus_total_p50_of_total` = the known jobs at P50 + those GPUs), summed by `by_day` as `gpus_site_p50`: the P50 of
+the forecast whose P90 is `gpus_site_p90`. `gpus_total_p50` summed is the queues' own P50s (a second forecast: on the
+demo, whose total follows the last weeks' higher level while the queues lag it, the site P90 was 3-11x that sum).
+A forecast without the column: the row's own P50.
 """
 
 from __future__ import annotations
@@ -48,13 +55,14 @@ RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing e
 EFFICIENCY_FLOOR = 0.5
 # the demand forecast's columns the plan reads (warehouse/plan.py)
 FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total",
-                    "gpu_hours_p90_of_queue")
+                    "gpu_hours_p90_of_queue", "gpu_hours_p50_of_total")
 # the recent packing the efficiency is measured on: per earlier plan run's first day
 PACKING_COLUMNS = ("queue", "gpu_type", "gpu_hours_p50", "gpus_needed_p50")
 EXPECTED_COLUMNS = ("expected_gpu_hours_p50", "expected_gpu_hours_p90", "packing_efficiency",
                     "gpus_needed_expected_p50", "gpus_needed_expected_p90", "gpus_total_p50", "gpus_total_p90",
                     "shortfall_total_p50", "shortfall_total_p90", "gpus_needed_known", "gpus_needed_expected",
-                    "expected_gpu_hours_p90_of_total", "gpus_total_p90_of_total")
+                    "expected_gpu_hours_p90_of_total", "gpus_total_p90_of_total", "expected_gpu_hours_p50_of_total",
+                    "gpus_total_p50_of_total")
 FORECAST_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64,
                    "gpu_hours_p90": pl.Float64}
 PACKING_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "gpu_hours_p50": pl.Float64, "gpus_needed_p50": pl.Int64}
@@ -80,14 +88,16 @@ def packing_efficiency(rows: pl.DataFrame, recent: pl.DataFrame) -> pl.DataFrame
                        efficiency(pl.col("gpu_hours_p50"), pl.col("gpus_needed_p50")).alias("packing_efficiency"))
 
 
-SHARES = ("gpu_hours_p90_of_total", "gpu_hours_p90_of_queue")  # a series' part of the site's / its queue's P90
+# a series' part of the site's / its queue's P90, and of the site's P50 -> the series' own quantile it falls back to
+SHARES = {"gpu_hours_p90_of_total": "gpu_hours_p90", "gpu_hours_p90_of_queue": "gpu_hours_p90",
+          "gpu_hours_p50_of_total": "gpu_hours_p50"}
 
 
 def _with_shares(forecast: pl.DataFrame) -> pl.DataFrame:
-    """`forecast` with both `SHARES`; a forecast (or a row) without one: the series' own P90 (before issue 53 /
-    session 9: the P90s summed)."""
-    forecast = forecast.with_columns(pl.col("gpu_hours_p90").alias(c) for c in SHARES if c not in forecast.columns)
-    return forecast.with_columns(pl.col(c).fill_null(pl.col("gpu_hours_p90")) for c in SHARES)
+    """`forecast` with every one of `SHARES`; a forecast (or a row) without one: the series' own quantile (before
+    issue 53 / session 9 / session 14: the P90s, or the P50s, summed)."""
+    forecast = forecast.with_columns(pl.col(own).alias(c) for c, own in SHARES.items() if c not in forecast.columns)
+    return forecast.with_columns(pl.col(c).fill_null(pl.col(own)) for c, own in SHARES.items())
 
 
 def forecast_queues(forecast: pl.DataFrame) -> list[str]:
@@ -114,7 +124,8 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
         pl.col("_row_p90").sum().alias("expected_gpu_hours_p90"),
-        pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"))
+        pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"),
+        pl.col("gpu_hours_p50_of_total").sum().alias("expected_gpu_hours_p50_of_total"))
 
 
 def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -126,7 +137,7 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
         notes += coverage_notes(rows["day"].unique(), forecast["day"])
     eff = packing_efficiency(rows, recent)
     typed = _with_shares(forecast).select(FORECAST_COLUMNS).cast(
-        FORECAST_SCHEMA | {"gpu_hours_p90_of_total": pl.Float64, "gpu_hours_p90_of_queue": pl.Float64})
+        FORECAST_SCHEMA | dict.fromkeys(SHARES, pl.Float64))
     out = (rows.join(map_series(typed, rows), on=["day", "queue", "gpu_type"], how="left")
            .join(eff, on=["queue", "gpu_type"], how="left")
            .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))
@@ -135,9 +146,10 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
                                .alias(f"gpus_needed_expected_{q}"))
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
         out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
-    # the row's part of the site's P90 total: the known jobs at P90 + its share of the total arrivals' P90
-    out = out.with_columns((pl.col("gpus_needed_p90") + gpus_for(pl.col("expected_gpu_hours_p90_of_total"),
-                                                                 pl.col("packing_efficiency"))).alias("gpus_total_p90_of_total"))
+    # the row's part of the site's P90 total: the known jobs at P90 + its share of the total arrivals' P90; and at P50
+    out = out.with_columns((pl.col(f"gpus_needed_{q}") + gpus_for(pl.col(f"expected_gpu_hours_{q}_of_total"),
+                                                                  pl.col("packing_efficiency"))).alias(f"gpus_total_{q}_of_total")
+                           for q in QUANTILES)
     # the issue's names for the two parts at P50: the queued jobs and the expected arrivals
     out = out.with_columns(pl.col("gpus_needed_p50").alias("gpus_needed_known"),
                            pl.col("gpus_needed_expected_p50").alias("gpus_needed_expected"))
@@ -166,16 +178,20 @@ def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
 def by_day(rows: pl.DataFrame) -> pl.DataFrame:
     """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short.
     `gpus_site_p90` is the site's P90 total (the rows' `gpus_total_p90_of_total`, module doc), not the rows' own P90s
-    (`gpus_total_p90`) summed (a plan recorded before that column: their sum); `site_short_p90` what the site lacks
-    at it (owned known), and `shortfall_total_p90` the queues' own shortfalls summed, each at its own P90: a queue
-    short while another has GPUs to spare counts there, not in the site's."""
-    p90 = "gpus_total_p90_of_total" if "gpus_total_p90_of_total" in rows.columns else "gpus_total_p90"
+    (`gpus_total_p90`) summed (a plan recorded before that column: their sum), and `gpus_site_p50` its pair, the P50 of
+    the same forecast of the site's total (the rows' `gpus_total_p50_of_total`; before that column: `gpus_total_p50`),
+    where `gpus_total_p50` is the queues' own P50s summed; `site_short_p90` what the site lacks at its P90 (owned
+    known), and `shortfall_total_p90` the queues' own shortfalls summed, each at its own P90: a queue short while
+    another has GPUs to spare counts there, not in the site's."""
+    site = {q: f"gpus_total_{q}_of_total" if f"gpus_total_{q}_of_total" in rows.columns else f"gpus_total_{q}"
+            for q in QUANTILES}
     days = rows.group_by("day").agg(
         pl.col("gpus_needed_p50").sum().alias("known_p50"), pl.col("gpus_needed_expected_p50").sum().alias("expected_p50"),
-        pl.col("gpus_total_p50").sum(), pl.col(p90).fill_null(pl.col("gpus_total_p90")).sum().alias("gpus_site_p90"),
+        pl.col("gpus_total_p50").sum(),
+        *(pl.col(site[q]).fill_null(pl.col(f"gpus_total_{q}")).sum().alias(f"gpus_site_{q}") for q in QUANTILES),
         pl.when(pl.col("gpus_owned").is_not_null().any()).then(pl.col("gpus_owned").sum()).alias("gpus_owned"),
         pl.col("shortfall_total_p90").sum(),
     ).sort("day")
     site_short = (pl.col("gpus_site_p90") - pl.col("gpus_owned")).clip(lower_bound=0).alias("site_short_p90")
-    return days.with_columns(site_short).select("day", "known_p50", "expected_p50", "gpus_total_p50", "gpus_site_p90",
-                                                "gpus_owned", "site_short_p90", "shortfall_total_p90")
+    return days.with_columns(site_short).select("day", "known_p50", "expected_p50", "gpus_total_p50", "gpus_site_p50",
+                                                "gpus_site_p90", "gpus_owned", "site_short_p90", "shortfall_total_p90")

@@ -16,12 +16,13 @@ count owned does not change a packing), the expected arrivals (`arrivals.add_exp
 efficiencies) and the waits (`starts`). A scenario that fails (a remove past what is owned, anything raised while
 planning it) is recorded as failed with its reason; the baseline and the other scenarios are planned all the same.
 
-Per scenario and day (`SCENARIO_COLUMNS`), over every queue and GPU type: GPUs needed (known + expected, P50 and
-P90), owned, short (`gpus_short_*`: the rows' `shortfall_total_*` summed), the jobs that fit no GPU of their queue
-and the pending jobs that cannot start (their queue owns no GPU of their type, or fewer than they ask for), the
-expected wait of a job submitted that day (the queues' `expected_wait_hours` weighted by their expected arrivals;
-equal weights on a day with none) and the longest one with its queue; then what changed from the baseline: the
-edits in words and the differences of the day's figures.
+Per scenario and day (`SCENARIO_COLUMNS`), over every queue and GPU type: GPUs needed (known + expected: the queues'
+P50s summed, and the site total's own P50 and P90, `gpus_site_p50` and `gpus_total_p90`, `arrivals.by_day`), owned,
+short (`gpus_short_*`: the rows' `shortfall_total_*` summed), the jobs that fit no GPU of their queue and the pending
+jobs that cannot start (their queue owns no GPU of their type, or fewer than they ask for), the expected wait of a job
+submitted that day (the queues' `expected_wait_hours` weighted by their expected arrivals; equal weights on a day with
+none) and the longest one with its queue; then what changed from the baseline: the edits in words and the differences
+of the day's figures.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ from gpucast.records.inventory import Inventory, Owned
 from gpucast.records.scenario import BASELINE, Scenario, ScenarioError, unknown_queues
 from gpucast.tasks.plan import arrivals, capacity, starts
 
-SCENARIO_COLUMNS = ("scenario", "status", "day", "gpus_total_p50", "gpus_total_p90", "gpus_owned", "gpus_short_p50",
+SCENARIO_COLUMNS = ("scenario", "status", "day", "gpus_total_p50", "gpus_site_p50", "gpus_total_p90", "gpus_owned",
+                    "gpus_short_p50",
                     "gpus_short_p90", "unplaceable_jobs", "jobs_without_start", "expected_wait_hours",
                     "longest_wait_hours", "longest_wait_queue", "changes", "gpus_short_p90_vs_baseline",
                     "gpus_owned_vs_baseline", "expected_wait_hours_vs_baseline", "unplaceable_jobs_vs_baseline",
                     "reason")
 SCENARIO_SCHEMA = {"scenario": pl.String, "status": pl.String, "day": pl.Date, "gpus_total_p50": pl.Int64,
+                   "gpus_site_p50": pl.Int64,
                    "gpus_total_p90": pl.Int64, "gpus_owned": pl.Int64, "gpus_short_p50": pl.Int64,
                    "gpus_short_p90": pl.Int64, "unplaceable_jobs": pl.Int64, "jobs_without_start": pl.Int64,
                    "expected_wait_hours": pl.Float64, "longest_wait_hours": pl.Float64,
@@ -153,14 +156,14 @@ def edited_inventory(inventory: Inventory | None, scenario: Scenario) -> Invento
 
 
 def scaled_forecast(forecast: pl.DataFrame, scenario: Scenario) -> pl.DataFrame:
-    """The demand forecast with each scaled queue's GPU-hours (P50, P90) times its factor."""
+    """The demand forecast with each scaled queue's GPU-hours (P50, P90 and their shares of the totals) times its
+    factor."""
     factors = {s.queue: s.factor for s in scenario.scale}
     if not factors or forecast.is_empty():
         return forecast
     factor = pl.col("queue").replace_strict(factors, default=1.0, return_dtype=pl.Float64)
-    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in ("gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total",
-                                                                         "gpu_hours_p90_of_queue")
-                                 if c in forecast.columns)
+    scaled = ("gpu_hours_p50", "gpu_hours_p90", *arrivals.SHARES)
+    return forecast.with_columns((pl.col(c) * factor).alias(c) for c in scaled if c in forecast.columns)
 
 
 def summary(outcome: PlanOutcome) -> pl.DataFrame:
@@ -177,8 +180,10 @@ def summary(outcome: PlanOutcome) -> pl.DataFrame:
     without = outcome.starts.jobs.filter(pl.col("expected_wait_hours").is_null() & pl.col("gpu_type").is_not_null())
     owned_known = rows.filter(pl.col("gpus_owned").is_not_null())
     return (rows.group_by("day").agg(
-        # the site's P90 total (tasks/plan/arrivals.py: the rows' parts of it), not their P90s summed (issue 53)
-        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p90_of_total").sum().alias("gpus_total_p90"),
+        # the site's P90 total (tasks/plan/arrivals.py: the rows' parts of it), not their P90s summed (issue 53), and
+        # its pair, the site total's own P50 (session 14), beside the queues' own P50s summed (gpus_total_p50)
+        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p50_of_total").sum().alias("gpus_site_p50"),
+        pl.col("gpus_total_p90_of_total").sum().alias("gpus_total_p90"),
         pl.col("shortfall_total_p50").sum().alias("gpus_short_p50"),
         pl.col("shortfall_total_p90").sum().alias("gpus_short_p90"))
         .join(owned_known.group_by("day").agg(pl.col("gpus_owned").sum()), on="day", how="left")

@@ -16,6 +16,7 @@ import polars as pl
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from gpucast.records import catalog
+from gpucast.tasks.plan.arrivals import by_day
 from gpucast.tasks.plan.capacity import first_day
 from gpucast.tasks.report.literal import legend, plain, visible_frame
 from gpucast.tasks.report.render import scenario_table
@@ -245,6 +246,14 @@ def headline(plan: pl.DataFrame) -> list[dict]:
                         "shortfall_total_p90").to_dicts()
 
 
+def site_days(plan: pl.DataFrame) -> pl.DataFrame:
+    """The plan's days over all queues (`arrivals.by_day`): the site's P50 and P90 totals, a pair from the forecast of
+    the site's total (`gpus_site_p50`, `gpus_site_p90`), beside the queues' own P50s summed (`gpus_total_p50`)."""
+    if plan.is_empty():
+        return pl.DataFrame()
+    return by_day(plan).select("day", "gpus_site_p50", "gpus_site_p90", "gpus_total_p50", "gpus_owned", "site_short_p90")
+
+
 def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
     """The page's HTML (see the module doc). Every string in `frames` is shown literally: control
     characters as escapes (`literal.visible`), in the charts too; the template escapes HTML."""
@@ -264,6 +273,7 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         outlook=outlook_first_day(frames["demand_outlook"]),
         plan_svg=plan_chart(plan),
         plan=_table(plan.drop("gpu_memory_gb")),
+        site=site_days(plan).to_dicts(), site_table=_table(site_days(plan)),
         oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),
         unplaceable=_table(frames["unplaceable"]), unplaceable_count=frames["unplaceable_count"].item(0, 0),
         colocation=_table(frames["colocation"]),

@@ -14,7 +14,9 @@ the site total (one series, every cluster summed: `forecast_total`'s series), an
 all: relative MAE of jobs and GPU-hours a day against seasonal naive (sum |P50 - actual| / sum |naive - actual|),
 P10-P90 coverage of days, and the P90 / P50 ratio of the site's total GPU-hours a day: from the total's own
 band (`demand_forecast_total`) and, as the plan summed it before issue 53, the sum of the clusters' P90s over
-the sum of their P50s; then the plan's P90 total GPUs over its P50 (`tasks/plan/arrivals.py` `site_totals`,
+the sum of their P50s; then the plan's P90 total GPUs over its P50 (session 14: `gpus_site_p90` over `gpus_site_p50`,
+the P90 and P50 of one forecast, the site total's; the old figure over the queues' P50s summed beside it;
+`tasks/plan/arrivals.py` `site_totals`,
 the expected arrivals of every cluster on one row each, no queued jobs), and the level's ceiling (`level_ceiling`:
 each series' median of its own forecast days, an oracle); then the same backtest from each origin's history as the
 warehouse knew it that night (`known_daily`: the last days' running jobs at `job_demand`'s expected hours, not the
@@ -167,12 +169,15 @@ def _both_ways(all_rows: pl.DataFrame, as_of: date, settle: int, why: str) -> No
           f"{scores(all_rows)['gpu_hours_rel_mae']:.3f}, the goals' figure below)")
 
 
-def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, float, dict[str, float]]:
+def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, float, dict[str, float], float]:
     """The plan's P90 total GPUs over its P50 (median over its days), as the plan makes them from the forecast of
     `origin` (the demand flow's steps: the series, the total, each queue's total and the shares): every cluster a queue
     with no queued job (`plan_capacity` with none), its expected arrivals from the demand forecast
-    (`arrivals.add_expected`), the day's totals by `arrivals.by_day`; the same with the rows' P90s summed (before issue
-    53); and per queue its rows' `gpus_total_p90` over `gpus_total_p50` (the days its P50 is above 0)."""
+    (`arrivals.add_expected`), the day's totals by `arrivals.by_day`: `gpus_site_p90` over `gpus_site_p50`, the P90 and
+    P50 of one forecast, the site total's (session 14); the rows' P90s summed over their P50s summed (before issue
+    53); per queue its rows' `gpus_total_p90` over `gpus_total_p50` (the days its P50 is above 0); and last the
+    figure this bench printed before session 14: `gpus_site_p90` over the queues' own P50s summed (`gpus_total_p50`),
+    two forecasts' quantiles."""
     history = daily.filter(pl.col("day") <= origin)
     series = forecast_demand(history, origin, days)
     forecast = with_queue_share(with_total_share(series, forecast_total(history, origin, days)),
@@ -185,8 +190,9 @@ def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, flo
     queues = (rows.group_by("day", "queue").agg(pl.col("gpus_total_p50", "gpus_total_p90").sum())
               .filter(pl.col("gpus_total_p50") > 0).group_by("queue")
               .agg((pl.col("gpus_total_p90") / pl.col("gpus_total_p50")).median().alias("ratio")))
-    return ((now["gpus_site_p90"] / now["gpus_total_p50"]).median(),
-            (before["gpus_site_p90"] / before["gpus_total_p50"]).median(), dict(queues.iter_rows()))
+    return ((now["gpus_site_p90"] / now["gpus_site_p50"]).median(),
+            (before["gpus_site_p90"] / before["gpus_total_p50"]).median(), dict(queues.iter_rows()),
+            (now["gpus_site_p90"] / now["gpus_total_p50"]).median())
 
 
 def per_queue(clusters: pl.DataFrame, plans: list[tuple[float, float, dict[str, float]]]) -> str:
@@ -280,8 +286,10 @@ def main() -> None:
     latest = as_of - timedelta(days=args.days)
     plans = [plan_ratio(daily, latest - timedelta(days=SEASON * k), args.days) for k in range(origins)]
     worst = max(p[0] for p in plans)
-    print("the plan's P90 total GPUs over its P50 (median over its days), per origin from the latest: "
-          + ", ".join(f"{p[0]:.2f}" for p in plans) + " (the rows' P90s summed, before: "
+    print("the plan's P90 total GPUs over its P50 (median over its days; gpus_site_p90 / gpus_site_p50, one forecast of "
+          "the site's total), per origin from the latest: " + ", ".join(f"{p[0]:.2f}" for p in plans)
+          + " (over the queues' P50s summed, gpus_total_p50, as printed before session 14: "
+          + ", ".join(f"{p[3]:.2f}" for p in plans) + "; the rows' P90s summed over it, before issue 53: "
           + ", ".join(f"{p[1]:.2f}" for p in plans) + f"); within 3x: {'met' if worst <= 3 else 'not met'} (worst {worst:.2f})")
     print(per_queue(clusters, plans))
     print(f"timing: forecast of {daily['queue'].n_unique()} clusters {fc_wall:.2f} s wall / {fc_cpu:.2f} CPU-s (the "

@@ -56,6 +56,10 @@ def test_gpucast_demand_forecasts_backtests_and_publishes(home, tmp_path, capsys
     shares = _sql(capsys, "SELECT f.day, sum(f.gpu_hours_p90_of_total) AS share, any_value(t.gpu_hours_p90) AS total "
                           "FROM current_demand_forecast f JOIN current_demand_forecast_total t USING (day) GROUP BY f.day")
     assert len(shares) == 7 and all(abs(s["share"] - s["total"]) <= 1e-6 * max(1.0, s["total"]) for s in shares)
+    # session 14: and their parts of its P50, adding up to the total's own P50 (the plan's gpus_site_p50)
+    halves = _sql(capsys, "SELECT f.day, sum(f.gpu_hours_p50_of_total) AS share, any_value(t.gpu_hours_p50) AS total "
+                          "FROM current_demand_forecast f JOIN current_demand_forecast_total t USING (day) GROUP BY f.day")
+    assert len(halves) == 7 and all(abs(s["share"] - s["total"]) <= 1e-6 * max(1.0, s["total"]) for s in halves)
     # session 9: each queue's total with its own band (three queues, each of two series), the shares adding up to it
     queues = _sql(capsys, "SELECT f.day, f.queue, sum(f.gpu_hours_p90_of_queue) AS share, any_value(q.gpu_hours_p90) AS "
                           "own, count(*) AS series FROM current_demand_forecast f JOIN current_demand_forecast_queue q "

@@ -89,5 +89,9 @@ def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_
                         "VALUES (?, ?, 'q1', 'A100-80GB', 24.0, ?)", [run, day, gpus])
     forecast, demand_run_id, recent = demand_input(con, 2)
     assert demand_run_id == "d-new" and forecast["gpu_hours_p50"].to_list() == [20.0]
+    # a run before the shares (session 9, issue 53, session 14): each share is the series' own quantile
+    assert forecast.select("gpu_hours_p90_of_total", "gpu_hours_p90_of_queue", "gpu_hours_p50_of_total").row(0) == (3, 3, 20)
+    con.execute("UPDATE demand_forecast SET gpu_hours_p50_of_total = 35 WHERE demand_run_id = 'd-new'")
+    assert demand_input(con, 2)[0]["gpu_hours_p50_of_total"].to_list() == [35.0]
     # the first day of the last 2 succeeded plans (p4: 13 GPUs, p3: 12); not p2 (failed), not later days
     assert sorted(recent["gpus_needed_p50"].to_list()) == [12, 13]

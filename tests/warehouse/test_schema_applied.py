@@ -51,3 +51,31 @@ def test_records_an_older_gpucast_hashed_otherwise_are_hashed_again_step_by_step
         con.execute("INSERT INTO lake_partitions VALUES ('2026-11-01', 1, 1, now())")
         assert sum(schema.rehash_stored(con, *step) for step in schema.rehash_steps(con)) == 0
         assert con.execute("SELECT count(*) FROM lake_partitions").fetchall() == [(1,)]
+
+
+def test_a_warehouse_from_before_the_site_p50_gains_its_columns_and_its_old_plan_reads_the_queues_sum(tmp_path):
+    """Session 14 (issue 53 item 3): the columns of the site's P50 are added to a warehouse an older gpucast made
+    (`ALTER TABLE ... ADD COLUMN IF NOT EXISTS` in schema.sql, applied again on the changed fingerprint); the rows it
+    recorded read them as null, and their plan's `gpus_site_p50` is the queues' P50s summed, as before."""
+    from gpucast.tasks.plan.arrivals import by_day
+
+    storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
+    new = {"demand_forecast": ["gpu_hours_p50_of_total"], "plan_scenarios": ["gpus_site_p50"],
+           "capacity_plan": ["expected_gpu_hours_p50_of_total", "gpus_total_p50_of_total"]}
+    with connect_writer(storage) as con:
+        for table, columns in new.items():
+            for column in columns:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpus_needed_p50, "
+                    "gpus_needed_expected_p50, gpus_total_p50, gpus_total_p90, gpus_total_p90_of_total, shortfall_total_p90) "
+                    "VALUES ('p1', '2026-11-02', 'q', 'A100-80GB', 1, 2, 3, 9, 7, 0)")
+        con.execute("UPDATE schema_applied SET fingerprint = 'an older gpucast'")
+    with connect_writer(storage) as con:
+        for table, columns in new.items():
+            have = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                                              [table]).fetchall()}
+            assert set(columns) <= have, table
+        plan = con.sql("SELECT * FROM capacity_plan").pl()
+    assert plan["gpus_total_p50_of_total"].to_list() == [None]
+    day = by_day(plan).row(0, named=True)
+    assert (day["gpus_total_p50"], day["gpus_site_p50"], day["gpus_site_p90"]) == (3, 3, 7)

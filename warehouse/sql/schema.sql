@@ -452,6 +452,11 @@ ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_needed_expected BIGINT; 
 -- = gpus_needed_p90 + ceil(that / 24 / efficiency)
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_gpu_hours_p90_of_total DOUBLE;
 ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p90_of_total BIGINT;
+-- Session 14: the pair at P50, the row's part of the site's P50 total (the total's own P50, split as its P90 is;
+-- demand_forecast.gpu_hours_p50_of_total) and its GPUs = gpus_needed_p50 + ceil(that / 24 / efficiency): summed over
+-- a day's rows the site's P50 (`gpucast plan`'s gpus_site_p50), which gpus_total_p50 summed (the queues' own P50s) is not
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS expected_gpu_hours_p50_of_total DOUBLE;
+ALTER TABLE capacity_plan ADD COLUMN IF NOT EXISTS gpus_total_p50_of_total BIGINT;
 ALTER TABLE plan_runs ADD COLUMN IF NOT EXISTS demand_run_id VARCHAR;                -- the demand forecast planned from (NULL: none)
 
 -- Jobs no GPU of their queue can hold, with the smallest catalogue GPU that would (NULL: none).
@@ -519,6 +524,9 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
     unplaceable_jobs_vs_baseline BIGINT,
     reason VARCHAR                     -- why a failed scenario failed
 );
+-- Session 14: the site's P50 total, the pair of gpus_total_p90 (the rows' gpus_total_p50_of_total summed: the site's
+-- total's own P50), where gpus_total_p50 is the queues' own P50s summed
+ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_site_p50 BIGINT;
 
 -- The planners' views: the latest succeeded plan (a failed plan run never replaces it).
 CREATE OR REPLACE VIEW current_capacity_plan AS
@@ -811,6 +819,9 @@ ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS jobs_fallback_reason VARCHA
 -- demand_forecast_total, split over the day's series in proportion to their P50): summed over all series of a
 -- day it is the P90 of the total, which gpu_hours_p90 summed is not (null on rows of runs before this column)
 ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS gpu_hours_p90_of_total DOUBLE;
+-- session 14: its pair, each series' part of the P50 of the site's total (the total's P50 split the same way): the
+-- site's P50 of the same forecast whose P90 the plan reads (null on rows of runs before this column)
+ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS gpu_hours_p50_of_total DOUBLE;
 
 -- Issue 53 item 3: the site's total (every queue and GPU type summed) per future day, forecast as a series of its
 -- own by the same method (tasks/demand/forecast.py `forecast_total`): its P10 / P90 are those of the total.

@@ -185,6 +185,19 @@ def test_the_total_has_its_own_p90_and_the_series_shares_add_up_to_it():
     assert first[module.SHARE].to_list() == first["gpu_hours_p90"].to_list()
 
 
+def test_the_series_shares_of_the_totals_p50_add_up_to_it_split_as_the_p90_is():
+    """Session 14 (issue 53 item 3): the pair of the P90's share: each series' `gpu_hours_p50_of_total` is the total's
+    own P50 split by the series' P50s (as the P90 is), so per day they add up to the total's P50, not to the series'
+    P50s summed (a second forecast); a day the total does not cover keeps the series' own P50."""
+    per_series = pl.DataFrame({"day": [START, START, START + timedelta(days=1)], "queue": ["a", "b", "a"],
+                               "gpu_type": ["unknown"] * 3, "gpu_hours_p50": [10.0, 30.0, 5.0],
+                               "gpu_hours_p90": [40.0, 90.0, 20.0]})
+    total = pl.DataFrame({"day": [START], "gpu_hours_p50": [80.0], "gpu_hours_p90": [120.0]})
+    shared = module.with_total_share(per_series, total)
+    assert shared[module.SHARE_P50].to_list() == [20.0, 60.0, 5.0]  # 80 split 1:3; day 2: a's own P50
+    assert shared[module.SHARE].to_list() == [30.0, 90.0, 20.0]  # 120 split 1:3, as before
+
+
 def test_a_queue_of_several_gpu_types_has_its_own_p90_and_its_series_shares_add_up_to_it():
     """Session 9 (issue 53 item 3): a queue of four independent GPU-type series is forecast as a series of its own
     (`forecast_queue_totals`): its P90 is under its series' P90s summed, above their P50s summed, and each series'

@@ -275,6 +275,27 @@ def test_the_site_p90_total_is_the_total_forecast_s_p90_not_the_rows_p90s_summed
     assert by_day(older)["gpus_site_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
 
 
+def test_the_site_p50_total_is_the_total_forecast_s_p50_the_pair_of_its_p90():
+    """Session 14 (issue 53 item 3): two queues whose own P50s are 24 GPU-hours each (1 GPU a row), while the site
+    total's own P50 is 96 (the demand forecast's `gpu_hours_p50_of_total`: 48 a queue) and its P90 144 (72 a queue):
+    by_day's site P50 is 4 GPUs (2 a row), beside the site P90 of 6 (3 a row); the queues' P50s summed stay
+    `gpus_total_p50` (2); a forecast before the column: the site P50 is that sum, as before."""
+    from gpucast.tasks.plan.arrivals import by_day
+
+    known = plan_capacity(jobs([]), None, START, 1, queues=["a", "b"])
+    demand = forecast([(0, "a", "unknown", 24.0, 96.0), (0, "b", "unknown", 24.0, 96.0)]).with_columns(
+        pl.lit(72.0).alias("gpu_hours_p90_of_total"), pl.lit(48.0).alias("gpu_hours_p50_of_total"))
+    rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    assert rows["expected_gpu_hours_p50_of_total"].to_list() == [48.0, 48.0]
+    assert rows["gpus_total_p50"].to_list() == [1, 1] and rows["gpus_total_p50_of_total"].to_list() == [2, 2]
+    day = by_day(rows).row(0, named=True)
+    assert (day["gpus_total_p50"], day["gpus_site_p50"], day["gpus_site_p90"]) == (2, 4, 6)
+    assert by_day(rows).columns.index("gpus_site_p50") == by_day(rows).columns.index("gpus_site_p90") - 1  # beside
+    older, _ = add_expected(known.rows, demand.drop("gpu_hours_p50_of_total"), pl.DataFrame(schema=PACKING_SCHEMA))
+    assert by_day(older)["gpus_site_p50"].to_list() == [2]
+    assert by_day(rows.drop("gpus_total_p50_of_total"))["gpus_site_p50"].to_list() == [2]  # a plan before the column
+
+
 def test_a_rows_p90_is_its_queues_own_p90_not_its_series_p90s_summed():
     """Session 9 (issue 53 item 3): a queue planned on one GPU type whose two series (its type and `unknown`) have own
     P90s of 72 GPU-hours each, while the queue's total P90 is 96 (the demand forecast's `gpu_hours_p90_of_queue`: 48

@@ -86,6 +86,15 @@ def test_scenarios_are_planned_beside_the_baseline_and_a_failing_one_stops_nothi
     site, own = scenarios.summary(outcome).sort("day"), outcome.plan.rows.group_by("day").agg(pl.col("gpus_total_p90").sum())
     assert site["gpus_total_p90"].to_list() == arrivals.by_day(outcome.plan.rows)["gpus_site_p90"].to_list()
     assert (site["gpus_total_p90"] + 1).to_list() == own.sort("day")["gpus_total_p90"].to_list()
+    # its pair (session 14): gpus_site_p50 the site total's own P50 (by_day's gpus_site_p50), here half of big's own
+    # 48 GPU-hours a day (1 GPU, not 2) beside gpus_total_p50, the queues' own P50s summed
+    halved = replace(inputs, forecast=inputs.forecast.with_columns((pl.col("gpu_hours_p50") / 2).alias(
+        "gpu_hours_p50_of_total")))
+    outcome = scenarios.plan_once(halved, INVENTORY, 3)
+    site = scenarios.summary(outcome).sort("day")
+    assert site["gpus_site_p50"].to_list() == arrivals.by_day(outcome.plan.rows)["gpus_site_p50"].to_list()
+    assert (site["gpus_site_p50"] + 1).to_list() == site["gpus_total_p50"].to_list()
+    assert base["gpus_site_p50"].to_list() == base["gpus_total_p50"].to_list()  # no total forecast: the same sum
     # big: 4 one-day jobs on day 1 + 48 GPU-hours expected a day (2 GPUs) against 2 owned: 4 short on day 1, then 0
     assert base.filter(pl.col("day") == START)["gpus_short_p90"].item() >= 4
     buy = by["buy 2"]
