@@ -25,6 +25,7 @@ from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing,
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.records.outcomes import FitOutcome, GateWindow, GateWindows
 from gpucast.records.results import TrainedTarget, TrainResult
+from gpucast.records.times import as_utc
 from gpucast.tasks.learn import fanout, gate, train
 from gpucast.tasks.learn.models import store
 from gpucast.tasks.learn.options import TrainOptions
@@ -162,8 +163,10 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off). `backtest_fresh`: the caller
     recomputed the backtest window this night (the nightly's backtest step): the gate reads it as it is, instead
     of recomputing it (one backtest a night). `as_of`: the night's clock (the nightly's `--as-of`, a backfill's
-    past night): the champion gate's backtest window ends there, as the backtest step's did (default now).
+    past night; a time without a zone is UTC): the champion gate's backtest window ends there, as the backtest step's
+    did (default now).
     """
+    as_of = as_utc(as_of)  # a deployment run's zone-less ISO text arrives naive
     options = options or TrainOptions()
     settings = Settings.given(storage=storage, cluster=cluster, quality=quality, tracing=tracing,
                               training=limits_given(options)).ensure()

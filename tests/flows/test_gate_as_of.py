@@ -7,7 +7,7 @@ another window (here: none) than the one the night reported.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from gpucast.expectations import contract as c
 from tests.warehouse.test_backtest import fill, t
@@ -62,3 +62,22 @@ def test_the_nights_clock_reaches_training_in_process_and_on_the_gpu_pool(monkey
                                                                                                targets=()))
     gpu_pool.train_where_possible(options, settings, backtest_fresh=True, as_of=night)
     assert called["as_of"] == night and called["backtest_fresh"] is True
+
+
+def test_a_deployment_runs_zone_less_as_of_is_read_as_utc_at_the_flows_edge(home, monkeypatch):
+    """Review 63 S3-2: a deployment run's `as_of` given as ISO text without a zone comes out of Prefect's parameter
+    validation naive; compared with the warehouse's aware timestamps (`backtest.window_start`) it raised TypeError.
+    The flow reads it as UTC, the rule of the CLI's `--as-of` (`records/times.py` `parse_iso`)."""
+    import importlib
+
+    module = importlib.import_module("gpucast.flows.nightly")
+    given = module.nightly.validate_parameters({"as_of": "2026-11-04T02:30:00", "retrain": False})
+    assert given["as_of"] == datetime(2026, 11, 4, 2, 30) and given["as_of"].tzinfo is None  # what Prefect hands over
+    seen = {}
+    monkeypatch.setattr(module, "_steps", lambda paths, options, retrain, settings, staging, as_of, inventory:
+                        seen.__setitem__("as_of", as_of))
+    module.nightly.fn(**given)
+    assert seen["as_of"] == datetime(2026, 11, 4, 2, 30, tzinfo=UTC)
+    aware = datetime(2026, 11, 4, 4, 30, tzinfo=timezone(timedelta(hours=2)))  # a zone given is kept as it is
+    module.nightly.fn(as_of=aware, retrain=False)
+    assert seen["as_of"] is aware
