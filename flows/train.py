@@ -53,14 +53,16 @@ def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = T
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
     before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`).
     `refresh`: recompute the window first (False where the caller did this night: the nightly's backtest step).
-    `as_of`: the night's clock (a backfill's `--as-of`), so the window read is the one the backtest step wrote
-    (default now)."""
+    `as_of`: the night's clock (a backfill's `--as-of`): the window read is the one the backtest step wrote, ending
+    there, and the champion judged the one in place then (`forecast.champions_as_of`); None: a live night (now, the
+    latest champion)."""
     days, now = settings.quality.backtest_days, as_of or datetime.now(UTC)
     if refresh:
-        refresh_backtest(settings.storage, days, now)
+        refresh_backtest(settings.storage, days, now, until=as_of)
     with db.writer(settings.storage) as con:
-        champions = gate.gated(forecast.latest_champions(con), targets)
-        return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now))
+        champions = gate.gated(forecast.champions_as_of(con, as_of), targets)
+        return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now,
+                                                                                until=as_of))
                             for ch in champions})
 
 
@@ -176,7 +178,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,
                         train_runner=cluster.train_runner, dask_address=cluster.dask_address or None,
-                        flow_run_id=str(FlowRunContext.get().flow_run.id)) as run:
+                        flow_run_id=str(FlowRunContext.get().flow_run.id), as_of=as_of) as run:
         print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,

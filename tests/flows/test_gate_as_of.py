@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 from gpucast.expectations import contract as c
-from tests.warehouse.test_backtest import fill, t
+from tests.warehouse.test_backtest import NIGHT, fill, later_days, t
 
 
 def test_a_past_nights_gate_reads_the_window_its_backtest_step_wrote(home):
@@ -37,6 +37,28 @@ def test_a_past_nights_gate_reads_the_window_its_backtest_step_wrote(home):
     # the wall clock's window (the behaviour before): starts at the later day - 7, where no forecast job completed
     assert windows.of(c.PEAK_GPU_MEM_GB).jobs.height > gate_windows.fn(
         settings, (c.PEAK_GPU_MEM_GB,), refresh=False).of(c.PEAK_GPU_MEM_GB).jobs.height
+
+
+def test_a_past_nights_gate_judges_its_own_champion_on_what_it_knew(home):
+    """Review 63 S2-1: the warehouse already holds the days after the night (a job forecast before it and completed
+    after it, a later champion and its forecasts). The backfill's backtest step and gate read the night's window up
+    to its clock, judge the champion in place then, and its drift warning covers that champion; the wall clock's
+    gate (a live night) judges the latest champion."""
+    from gpucast.flows.backtest import backtest_step
+    from gpucast.flows.settings import Settings
+    from gpucast.flows.train import gate_windows
+    from gpucast.warehouse import db
+
+    settings = Settings.from_env().ensure()
+    with db.writer(settings.storage) as con:
+        fill(con)
+        later_days(con)
+    counts = backtest_step.fn(settings.storage, 7, NIGHT)
+    assert (counts.jobs, counts.forecast) == (3, 2) and [ch.train_run_id for ch in counts.champions] == ["tr1"]
+    window = gate_windows.fn(settings, (c.PEAK_GPU_MEM_GB,), refresh=False, as_of=NIGHT).of(c.PEAK_GPU_MEM_GB)
+    assert window.champion.train_run_id == "tr1" and window.jobs["job_id"].to_list() == ["a", "b"]
+    live = gate_windows.fn(settings, (c.PEAK_GPU_MEM_GB,)).of(c.PEAK_GPU_MEM_GB)
+    assert live.champion.train_run_id == "tr2"
 
 
 def test_the_nights_clock_reaches_training_in_process_and_on_the_gpu_pool(monkeypatch):
