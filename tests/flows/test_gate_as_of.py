@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
 from gpucast.expectations import contract as c
 from tests.warehouse.test_backtest import NIGHT, fill, later_days, t
 
@@ -103,3 +105,30 @@ def test_a_deployment_runs_zone_less_as_of_is_read_as_utc_at_the_flows_edge(home
     aware = datetime(2026, 11, 4, 4, 30, tzinfo=timezone(timedelta(hours=2)))  # a zone given is kept as it is
     module.nightly.fn(as_of=aware, retrain=False)
     assert seen["as_of"] is aware
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_train_run_records_its_night_read_as_utc(home, monkeypatch):
+    """The `gpu-train` deployment's run given a zone-less `as_of` reads it as UTC (S3-2), hands it to the gate, and
+    records it as the run's night (`train_runs.as_of`), which `forecast.champions_as_of` reads on a later backfill
+    (S2-1). Stopped at the gate: the rest of the run is `test_train_flow.py`'s."""
+    import duckdb
+
+    from gpucast.flows import train
+    from gpucast.tasks.learn.options import TrainOptions
+
+    seen = {}
+
+    def stop(settings, targets, refresh=True, as_of=None):
+        seen["as_of"] = as_of
+        raise RuntimeError("stopped at the gate")
+
+    monkeypatch.setattr(train, "gate_windows", stop)
+    given = train.train_models.validate_parameters({"as_of": "2026-11-04T02:30:00", "history_path": "staged.parquet",
+                                                     "publish": False, "options": TrainOptions(models=("linear_fs",))})
+    with pytest.raises(RuntimeError, match="stopped at the gate"):
+        train.train_models(**given)
+    night = datetime(2026, 11, 4, 2, 30, tzinfo=UTC)
+    assert seen["as_of"] == night
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT as_of, status FROM train_runs").fetchall() == [(night, "failed")]
