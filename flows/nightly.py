@@ -36,6 +36,7 @@ from gpucast.flows.score import score_pending
 from gpucast.flows.settings import Alerts, Quality, Settings, Storage, with_time_limits
 from gpucast.flows.stage import stage_features
 from gpucast.records.results import IngestResult, NightResult
+from gpucast.records.times import as_utc
 from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
@@ -118,11 +119,13 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
     `settings`: every concern (it runs every step): the CLI's (the environment with its flags on top, read once
     where the command started); a deployment's run, which is handed none, builds them here, once, from the
     environment (GPUCAST_* in its work pool's `job_variables.env`). `as_of` stamps the forecasts (default: now;
-    the demo replays past days). Each step gets only the concerns it uses, and every subflow every concern it takes.
+    the demo replays past days; a time without a zone is UTC, as `--as-of` reads it). Each step gets only the concerns
+    it uses, and every subflow every concern it takes.
     """
     from prefect.runtime import flow_run
 
     settings = settings or Settings.from_env()
+    as_of = as_utc(as_of)  # a deployment run's zone-less ISO text arrives naive
     _RUN_ALERTS[str(flow_run.id)] = settings.alerts  # for the failure hook
     settings = settings.ensure()
     options = with_time_limits(options or TrainOptions(), settings.training)

@@ -25,6 +25,7 @@ from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing,
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.records.outcomes import FitOutcome, GateWindow, GateWindows
 from gpucast.records.results import TrainedTarget, TrainResult
+from gpucast.records.times import as_utc
 from gpucast.tasks.learn import fanout, gate, train
 from gpucast.tasks.learn.models import store
 from gpucast.tasks.learn.options import TrainOptions
@@ -52,14 +53,16 @@ def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = T
     """Per target with a champion: that champion, and the jobs of the backtest window it forecast
     before they ran, with its P50 and their actual values (the gate's evidence, `tasks/learn/gate.py`).
     `refresh`: recompute the window first (False where the caller did this night: the nightly's backtest step).
-    `as_of`: the night's clock (a backfill's `--as-of`), so the window read is the one the backtest step wrote
-    (default now)."""
+    `as_of`: the night's clock (a backfill's `--as-of`): the window read is the one the backtest step wrote, ending
+    there, and the champion judged the one in place then (`forecast.champions_as_of`); None: a live night (now, the
+    latest champion)."""
     days, now = settings.quality.backtest_days, as_of or datetime.now(UTC)
     if refresh:
-        refresh_backtest(settings.storage, days, now)
+        refresh_backtest(settings.storage, days, now, until=as_of)
     with db.writer(settings.storage) as con:
-        champions = gate.gated(forecast.latest_champions(con), targets)
-        return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now))
+        champions = gate.gated(forecast.champions_as_of(con, as_of), targets)
+        return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now,
+                                                                                until=as_of))
                             for ch in champions})
 
 
@@ -162,8 +165,10 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     a JSON object on a deployment (prefect.yaml's `gpu-train`, the pool's hand-off). `backtest_fresh`: the caller
     recomputed the backtest window this night (the nightly's backtest step): the gate reads it as it is, instead
     of recomputing it (one backtest a night). `as_of`: the night's clock (the nightly's `--as-of`, a backfill's
-    past night): the champion gate's backtest window ends there, as the backtest step's did (default now).
+    past night; a time without a zone is UTC): the champion gate's backtest window ends there, as the backtest step's
+    did (default now).
     """
+    as_of = as_utc(as_of)  # a deployment run's zone-less ISO text arrives naive
     options = options or TrainOptions()
     settings = Settings.given(storage=storage, cluster=cluster, quality=quality, tracing=tracing,
                               training=limits_given(options)).ensure()
@@ -173,7 +178,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,
                         train_runner=cluster.train_runner, dask_address=cluster.dask_address or None,
-                        flow_run_id=str(FlowRunContext.get().flow_run.id)) as run:
+                        flow_run_id=str(FlowRunContext.get().flow_run.id), as_of=as_of) as run:
         print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "
               f"{options.preset}, {options.repeats} repeat(s), on {used}")
         history = history_path or stage_features(settings.storage, run.staging, (HISTORY,), options.max_rows,

@@ -18,5 +18,11 @@ def parse_iso(text: str) -> datetime:
     """`text` as an aware datetime: Python's `datetime.fromisoformat`, with `Z` read as UTC (`2026-11-08T02:00:00Z`,
     and a date with it, `2026-11-08Z`); a time without a zone is UTC. Raises ValueError for anything else (the
     caller says which input it was). Surrounding spaces are not removed: a caller that allows them strips first."""
-    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+
+
+def as_utc(when: datetime | None) -> datetime | None:
+    """`when` with a zone: a time without one is UTC (the rule `parse_iso` reads text by). For a flow's datetime
+    parameter at its edge: a deployment run given ISO text without a zone gets a naive datetime from Prefect, which the
+    warehouse's aware timestamps cannot be compared with (TypeError)."""
+    return when if when is None or when.tzinfo else when.replace(tzinfo=UTC)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -38,6 +39,26 @@ LATEST_CHAMPIONS = "SELECT target, model, train_run_id, model_dir FROM current_c
 def latest_champions(con: duckdb.DuckDBPyConnection) -> list[Champion]:
     """Per target, the champion of the latest successful train run that trained it."""
     return [Champion(*row) for row in con.execute(LATEST_CHAMPIONS).fetchall()]
+
+
+# The champions in place at a night's clock (a backfill's `as_of`): the `current_champions` view's rule (schema.sql)
+# over the succeeded train runs of earlier nights only. A run's night is its `as_of` (the clock it trained for), or
+# its start for a live run; strictly earlier, so an earlier attempt at the same night is not its own champion.
+# `tests/warehouse/test_backtest.py` checks that it picks what the view picks when every run is earlier.
+CHAMPIONS_AS_OF = """
+SELECT c.target, c.model, coalesce(c.champion_run_id, c.train_run_id) AS train_run_id, c.model_dir
+FROM model_champions c JOIN train_runs r USING (train_run_id)
+WHERE r.status = 'succeeded' AND c.model IS NOT NULL AND coalesce(r.as_of, r.started_at) < ?
+QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY coalesce(r.as_of, r.started_at) DESC, r.started_at DESC) = 1
+"""
+
+
+def champions_as_of(con: duckdb.DuckDBPyConnection, as_of: datetime | None) -> list[Champion]:
+    """Per target, the champion in place on the night `as_of` (`CHAMPIONS_AS_OF`); a live night's (None): the latest
+    (`latest_champions`)."""
+    if as_of is None:
+        return latest_champions(con)
+    return [Champion(*row) for row in con.execute(f"{CHAMPIONS_AS_OF} ORDER BY target", [as_of]).fetchall()]
 
 
 def publish(con: duckdb.DuckDBPyConnection, score_run_id: str, parts: list[Path], pending_jobs: int,

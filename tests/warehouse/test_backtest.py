@@ -41,10 +41,12 @@ def con():
     return con
 
 
-def fill(con: duckdb.DuckDBPyConnection) -> None:
-    """JOBS' records, the latest in `job_logs`, and RUNS' forecasts of memory, into a warehouse with the schema."""
-    arrival = 0
-    for job_id, (records, mem) in JOBS.items():
+def fill(con: duckdb.DuckDBPyConnection, jobs: dict = JOBS, runs: list = RUNS, forecasts: dict = FORECASTS,
+         train_run_id: str = "tr1") -> None:
+    """`jobs`' records, the latest in `job_logs`, and `runs`' forecasts of memory (made by `train_run_id`'s
+    champion), into a warehouse with the schema."""
+    arrival = con.execute("SELECT count(*) FROM job_log_records").fetchall()[0][0]
+    for job_id, (records, mem) in jobs.items():
         for status, at in records:
             arrival += 1
             done = status == "COMPLETED"
@@ -55,12 +57,39 @@ def fill(con: duckdb.DuckDBPyConnection) -> None:
         status, at = records[-1]
         con.execute(f"INSERT INTO job_logs SELECT * FROM job_log_records WHERE {c.JOB_ID} = ? AND {c.UPDATED_AT} = ?",
                     [job_id, at])
-    for run, at, status in RUNS:
+    for run, at, status in runs:
         con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, ?)", [run, at, status])
-        for job_id, (p10, p50, p90, safe) in FORECASTS[run].items():
+        for job_id, (p10, p50, p90, safe) in forecasts[run].items():
             con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at, "
-                        "safe_request_gb) VALUES (?, ?, ?, ?, ?, 'lightgbm', 'tr1', ?, ?, ?)",
-                        [job_id, c.PEAK_GPU_MEM_GB, p10, p50, p90, run, at, safe])
+                        "safe_request_gb) VALUES (?, ?, ?, ?, ?, 'lightgbm', ?, ?, ?, ?)",
+                        [job_id, c.PEAK_GPU_MEM_GB, p10, p50, p90, train_run_id, run, at, safe])
+
+
+# The days after the night 11-04 (review 63 S2-1), as a warehouse re-running that night already holds them: a job
+# forecast before the night that completed after it ("future"), and one forecast and completed after it ("later"),
+# forecast by a champion trained after the night ("tr2", decided on 11-05).
+LATER_JOBS = {
+    "future": ([("PENDING", t(1)), ("COMPLETED", t(10))], 40.0),
+    "later": ([("PENDING", t(5)), ("RUNNING", t(7)), ("COMPLETED", t(8))], 8.0),
+}
+LATER_RUNS = [("s5", t(6), "published")]
+LATER_FORECASTS = {"s5": {"later": (7.0, 8.0, 9.0, 9.9)}}
+NIGHT = t(4)
+
+
+def later_days(con: duckdb.DuckDBPyConnection) -> None:
+    """LATER_JOBS and their forecasts (`future`'s by s1, before the night), and the train runs: tr1 (11-01) the
+    champion in place on the night, tr2 the later night's (a backfill of 11-05, trained after it on the wall clock)."""
+    fill(con, {"future": LATER_JOBS["future"]}, [], {})
+    con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at, "
+                "safe_request_gb) VALUES ('future', ?, 30.0, 35.0, 45.0, 'lightgbm', 'tr1', 's1', ?, 49.5)",
+                [c.PEAK_GPU_MEM_GB, t(2, 0)])
+    fill(con, {"later": LATER_JOBS["later"]}, LATER_RUNS, LATER_FORECASTS, train_run_id="tr2")
+    con.execute("INSERT INTO train_runs (train_run_id, started_at, status, as_of) VALUES ('tr1', ?, 'succeeded', NULL), "
+                "('tr2', ?, 'succeeded', ?)", [t(1), t(20), t(5)])
+    con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
+                "VALUES ('tr1', ?, 'lightgbm', 10, '/m1'), ('tr2', ?, 'lightgbm', 12, '/m2')",
+                [c.PEAK_GPU_MEM_GB, c.PEAK_GPU_MEM_GB])
 
 
 def rows(con) -> dict[str, tuple]:
@@ -140,3 +169,47 @@ def test_the_champions_coverage_is_one_typed_record_per_target(con):
     (got,) = backtest.champion_coverage(con, 7, t(4))
     assert got == ChampionCoverage(target=c.PEAK_GPU_MEM_GB, model="lightgbm", train_run_id="tr1", jobs=2,
                                    p90_coverage=0.5, p10_p90_coverage=0.5, mape=pytest.approx(60.0))
+
+
+def test_a_backfills_window_ends_at_its_night(con):
+    """Review 63 S2-1: a past night re-run on a warehouse holding later days reads what that night could: jobs
+    completed after it ("future", forecast before it) and forecasts published after it ("later") do not count.
+    A live night's window (no `until`) stays open at the end, as before."""
+    later_days(con)
+    counts = backtest.run(con, days=7, now=NIGHT, until=NIGHT)
+    assert set(rows(con)) == {"a", "b", "c"} and counts.jobs == 3 and counts.forecast == 2
+    assert backtest.champion_window(con, c.PEAK_GPU_MEM_GB, "tr1", 7, NIGHT, until=NIGHT)["job_id"].to_list() == ["a", "b"]
+    assert backtest.summary(con, 7, NIGHT, until=NIGHT).filter(backtest.pl.col("model") == "lightgbm")["jobs"].sum() == 2
+    live = backtest.run(con, days=7, now=NIGHT)  # the wall clock's reading of the same window: open at the end
+    assert set(rows(con)) == {"a", "b", "c", "future", "later"} and live.jobs == 5
+    assert backtest.champion_window(con, c.PEAK_GPU_MEM_GB, "tr1", 7, NIGHT)["job_id"].to_list() == ["a", "b", "future"]
+
+
+def test_a_backfills_rerun_keeps_the_later_nights_rows(con):
+    """Re-running the night 11-04 after the night 11-09 rewrote the window: the rows it does not rewrite (jobs
+    completed after 11-04) keep what the later night wrote; the night's own rows are replaced, not added."""
+    later_days(con)
+    backtest.run(con, days=7, now=t(9), until=t(9))
+    backtest.run(con, days=7, now=NIGHT, until=NIGHT)
+    at = dict(con.execute("SELECT job_id, backtested_at FROM forecast_backtest WHERE target = ?",
+                          [c.PEAK_GPU_MEM_GB]).fetchall())
+    assert at == {"a": NIGHT, "b": NIGHT, "c": NIGHT, "later": t(9)}  # "future" (11-10) is neither night's
+
+
+def test_a_backfills_champion_is_the_one_in_place_on_its_night(con):
+    """The champion gate and the drift warning of a backfill judge the champion of the latest earlier night (a run's
+    night: its `as_of`, or its start for a live run), not the warehouse's latest; a live night judges the latest."""
+    from gpucast.records.results import ChampionCoverage
+    from gpucast.warehouse import forecast
+
+    later_days(con)
+    assert [ch.train_run_id for ch in forecast.champions_as_of(con, NIGHT)] == ["tr1"]
+    assert [ch.train_run_id for ch in forecast.champions_as_of(con, t(5))] == ["tr1"]  # not the same night's own run
+    assert [ch.train_run_id for ch in forecast.champions_as_of(con, t(6))] == ["tr2"]
+    assert forecast.champions_as_of(con, None) == forecast.latest_champions(con) == forecast.champions_as_of(con, t(30))
+    backtest.run(con, days=7, now=NIGHT, until=NIGHT)
+    (got,) = backtest.champion_coverage(con, 7, NIGHT, until=NIGHT)
+    assert got == ChampionCoverage(target=c.PEAK_GPU_MEM_GB, model="lightgbm", train_run_id="tr1", jobs=2,
+                                   p90_coverage=0.5, p10_p90_coverage=0.5, mape=pytest.approx(60.0))
+    backtest.run(con, days=7, now=NIGHT)
+    assert [r.train_run_id for r in backtest.champion_coverage(con, 7, NIGHT)] == ["tr2"]  # a live night's: the latest

@@ -151,6 +151,9 @@ ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS train_runner VARCHAR;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS dask_address VARCHAR;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS fits_on VARCHAR;
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS flow_run_id VARCHAR;  -- the Prefect flow run that trained (the GPU pool's caller reads its results by it)
+-- the night's clock the run trained for (a backfill's --as-of); NULL: a live night, its clock is started_at.
+-- A backfill's champion gate judges the champion of the latest earlier night (warehouse/forecast.py CHAMPIONS_AS_OF).
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS as_of TIMESTAMPTZ;
 
 CREATE TABLE IF NOT EXISTS model_metrics (
     train_run_id VARCHAR NOT NULL,
