@@ -44,7 +44,8 @@ def latest_champions(con: duckdb.DuckDBPyConnection) -> list[Champion]:
 # The champions in place at a night's clock (a backfill's `as_of`): the `current_champions` view's rule (schema.sql)
 # over the succeeded train runs of earlier nights only. A run's night is its `as_of` (the clock it trained for), or
 # its start for a live run; strictly earlier, so an earlier attempt at the same night is not its own champion.
-# `tests/warehouse/test_backtest.py` checks that it picks what the view picks when every run is earlier.
+# `tests/warehouse/test_backtest.py` checks that it picks what the view picks when every run is earlier, a backfill
+# run after the latest night included (the view orders by the night too: review 64 S1-1).
 CHAMPIONS_AS_OF = """
 SELECT c.target, c.model, coalesce(c.champion_run_id, c.train_run_id) AS train_run_id, c.model_dir
 FROM model_champions c JOIN train_runs r USING (train_run_id)

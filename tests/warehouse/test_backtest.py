@@ -196,6 +196,23 @@ def test_a_backfills_rerun_keeps_the_later_nights_rows(con):
     assert at == {"a": NIGHT, "b": NIGHT, "c": NIGHT, "later": t(9)}  # "future" (11-10) is neither night's
 
 
+def test_a_backfill_that_keeps_an_older_incumbent_leaves_the_live_champion_in_place(con):
+    """Review 64 S1-1: a backfill of 11-03 trained on 11-25 keeps the champion in place on its night (tr1); the live
+    champion (scoring, the next night's gate, the model folders kept) stays the latest night's (tr2), not tr1's,
+    whose folder a prune may have removed. The view and `CHAMPIONS_AS_OF` order runs by the same night."""
+    from gpucast.warehouse import forecast, training
+
+    later_days(con)
+    con.execute("INSERT INTO train_runs (train_run_id, started_at, status, as_of) VALUES ('tr3', ?, 'succeeded', ?)",
+                [t(25), t(3)])
+    con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir, champion_run_id) "
+                "VALUES ('tr3', ?, 'lightgbm', 11, '/m1', 'tr1')", [c.PEAK_GPU_MEM_GB])
+    assert [(ch.train_run_id, ch.model_dir) for ch in forecast.latest_champions(con)] == [("tr2", "/m2")]
+    assert forecast.champions_as_of(con, t(30)) == forecast.latest_champions(con)
+    assert [ch.train_run_id for ch in forecast.champions_as_of(con, t(4))] == ["tr1"]  # tr3's own night keeps tr1
+    assert "tr2" in training.runs_to_keep(con, 1)
+
+
 def test_a_backfills_champion_is_the_one_in_place_on_its_night(con):
     """The champion gate and the drift warning of a backfill judge the champion of the latest earlier night (a run's
     night: its `as_of`, or its start for a live run), not the warehouse's latest; a live night judges the latest."""

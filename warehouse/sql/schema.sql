@@ -297,13 +297,15 @@ FROM pending_forecasts
 GROUP BY ALL;
 
 -- Per target, the champion of the latest successful train run that trained it: the model that
--- scores (warehouse/forecast.py reads this view; the leaderboard below is built on it).
+-- scores (warehouse/forecast.py reads this view; the leaderboard below is built on it). Latest by the
+-- night a run trained for (its `as_of`; a live run's start), then by start: a backfill of a past night,
+-- run today, does not replace the live champion (review 64 S1-1). `CHAMPIONS_AS_OF` orders the same way.
 CREATE OR REPLACE VIEW current_champions AS
 SELECT c.target, c.model, c.preset, coalesce(c.champion_run_id, c.train_run_id) AS train_run_id, c.model_dir,
        c.train_run_id AS decided_by_run_id, c.decision, c.decision_reason, r.started_at AS decided_at
 FROM model_champions c JOIN train_runs r USING (train_run_id)
 WHERE r.status = 'succeeded' AND c.model IS NOT NULL
-QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY r.started_at DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY c.target ORDER BY coalesce(r.as_of, r.started_at) DESC, r.started_at DESC) = 1;
 
 -- Per train run, target and model: the metrics averaged over the repeats (validation chooses).
 CREATE OR REPLACE VIEW run_model_summary AS
