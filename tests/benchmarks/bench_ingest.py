@@ -12,6 +12,8 @@ Two views, each run `--repeat` times (default 2), each run in a fresh process an
   before the timings); with `--running-server`, the command runs a second time against a `prefect server start`
   started once before the runs, as a deployment has (issue 40, decision 1: `PREFECT_API_URL` set, no temporary
   server; its goal, <= 5x, is on this figure, <= 8x on the first; `--running-server-only` skips the first);
+  the flow view likewise runs against that server (the server's CPU then not in the flow's figure), after or
+  instead of its run with the temporary server;
 * **the flow**: the `ingest-job-logs` flow call alone, after a warm-up flow has started Prefect and GX's judge
   (expectations/judge.py: GX's import and context, 3-5 CPU-s, which `gpucast ingest` pays while Prefect starts;
   `--cold-judge` times it inside the flow, as this view did until 2026-11-29), against DuckDB's conversion alone
@@ -272,15 +274,20 @@ def fresh_folder(folder: Path) -> Path:
     return folder
 
 
-def flow_run(src: Path, work: Path, chunk_rows: int, lines: int, cold_judge: bool = False) -> None:
+def flow_run(src: Path, work: Path, chunk_rows: int, lines: int, cold_judge: bool = False,
+             api_url: str | None = None) -> None:
     """The flow alone against DuckDB's conversion alone (each in its own process), printed. GX's judge is started
     before the timing (as Prefect's server is; `gpucast ingest` starts it while Prefect starts), unless `cold_judge`
-    (its start then counts in the flow's figures, as it did until 2026-11-29)."""
+    (its start then counts in the flow's figures, as it did until 2026-11-29). `api_url`: the flow reports to that
+    running Prefect server (PREFECT_API_URL, as a deployment's flows do; issue 52's goals are on this figure), so the
+    server's CPU is not the flow's; without it the warm-up starts Prefect's temporary server, a child process whose
+    CPU during the flow (handling the flow's and tasks' states and logs) counts in the flow's figure."""
     base, _ = child(BASELINE, str(src), str(work / "baseline.parquet"))
     home = work / "home"
     shutil.rmtree(home, ignore_errors=True)  # a fresh warehouse each run (a kept --workdir reuses the logs only)
-    ours, wall = child(GPUCAST, str(src), str(chunk_rows), "cold" if cold_judge else "warm",
-                       env=dict(os.environ, GPUCAST_HOME=str(home)))
+    env = dict(os.environ, GPUCAST_HOME=str(home)) | ({"PREFECT_API_URL": api_url} if api_url else {})
+    ours, wall = child(GPUCAST, str(src), str(chunk_rows), "cold" if cold_judge else "warm", env=env)
+    print(f"  Prefect: {'the running server at ' + api_url if api_url else 'its temporary server (a child process)'}")
     print(f"  bare DuckDB read_json -> Parquet : {base['seconds']:7.2f} s  {lines / base['seconds']:>10,.0f} rows/s  "
           f"peak RSS {base['rss_mb']:,.0f} MB, CPU {base['cpu_seconds']:.2f} s")
     print(f"  gpucast ingest-job-logs flow    : {ours['seconds']:7.2f} s  {lines / ours['seconds']:>10,.0f} rows/s  "
@@ -373,10 +380,11 @@ def main() -> None:
     ap.add_argument("--source", type=Path, default=None,
                     help="run another checkout's code (a `git archive` of an older commit: the 'before' of a change)")
     ap.add_argument("--running-server", action="store_true",
-                    help="the command also against a running `prefect server start` (issue 40: <= 5x there)")
+                    help="the command and the flow also against a running `prefect server start` (issue 40: <= 5x "
+                         "there; issue 52's goals)")
     ap.add_argument("--running-server-only", action="store_true",
-                    help="with --running-server: the command against the running server only (a 10M-row run each way "
-                         "takes long on a shared machine)")
+                    help="with --running-server: the command and the flow against the running server only (a 10M-row "
+                         "run each way takes long on a shared machine)")
     ap.add_argument("--cold-judge", action="store_true",
                     help="the flow view with GX's judge started inside the timing (as measured until 2026-11-29)")
     args = ap.parse_args()
@@ -398,7 +406,10 @@ def main() -> None:
                 if api_url:
                     command_run(src, work, run, lines, api_url)
             if args.only != "command":
-                flow_run(src, work, args.chunk_rows, lines, args.cold_judge)
+                if not (api_url and args.running_server_only):
+                    flow_run(src, work, args.chunk_rows, lines, args.cold_judge)
+                if api_url:
+                    flow_run(src, work, args.chunk_rows, lines, args.cold_judge, api_url)
 
 
 if __name__ == "__main__":
