@@ -50,6 +50,8 @@ WITH done AS (
     FROM (UNPIVOT done ON {c.GPU_DEMAND_GFLOPS}, {c.PEAK_GPU_MEM_GB}, {c.RUNTIME_HOURS} INTO NAME target VALUE value)
     WHERE value > 0
 ), published AS (
+    -- `scored_at <= ?` (the night) is a guard: the ASOF join below already takes forecasts before a job's cutoff,
+    -- which is before its completion, which the window bounds at the night (review 64 S3-4)
     SELECT f.* FROM forecasts f JOIN score_runs r USING (score_run_id) WHERE r.status = 'published' AND f.scored_at <= ?
 )
 SELECT a.job_id, a.target, f.score_run_id, f.scored_at, f.model, f.train_run_id, a.model_type, a.queue,

@@ -263,6 +263,7 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
     shortfall = (plan.group_by("day").agg(pl.col("shortfall_total_p90").sum()).sort("day") if not plan.is_empty()
                  else pl.DataFrame(schema={"day": pl.Date, "shortfall_total_p90": pl.Int64}))
     run = frames["plan_run"].to_dicts()[0] if frames["plan_run"].height else None
+    site = site_days(plan)
     return env.get_template("site.html.j2").render(
         generated_at=f"{generated_at:%Y-%m-%d %H:%M} UTC",
         plan_run=run,
@@ -273,7 +274,7 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         outlook=outlook_first_day(frames["demand_outlook"]),
         plan_svg=plan_chart(plan),
         plan=_table(plan.drop("gpu_memory_gb")),
-        site=site_days(plan).to_dicts(), site_table=_table(site_days(plan)),
+        site=site.to_dicts(), site_table=_table(site),
         oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),
         unplaceable=_table(frames["unplaceable"]), unplaceable_count=frames["unplaceable_count"].item(0, 0),
         colocation=_table(frames["colocation"]),

@@ -16,7 +16,7 @@ P10-P90 coverage of days, and the P90 / P50 ratio of the site's total GPU-hours 
 band (`demand_forecast_total`) and, as the plan summed it before issue 53, the sum of the clusters' P90s over
 the sum of their P50s; then the plan's P90 total GPUs over its P50 (session 14: `gpus_site_p90` over `gpus_site_p50`,
 the P90 and P50 of one forecast, the site total's; the old figure over the queues' P50s summed beside it;
-`tasks/plan/arrivals.py` `site_totals`,
+`tasks/plan/arrivals.py` `by_day`,
 the expected arrivals of every cluster on one row each, no queued jobs), and the level's ceiling (`level_ceiling`:
 each series' median of its own forecast days, an oracle); then the same backtest from each origin's history as the
 warehouse knew it that night (`known_daily`: the last days' running jobs at `job_demand`'s expected hours, not the
@@ -195,7 +195,7 @@ def plan_ratio(daily: pl.DataFrame, origin: date, days: int) -> tuple[float, flo
             (now["gpus_site_p90"] / now["gpus_total_p50"]).median())
 
 
-def per_queue(clusters: pl.DataFrame, plans: list[tuple[float, float, dict[str, float]]]) -> str:
+def per_queue(clusters: pl.DataFrame, plans: list[tuple[float, float, dict[str, float], float]]) -> str:
     """Each queue's P10-P90 coverage of its own GPU-hours over the backtest's days (the queue's total: one series a
     queue here) and its plan rows' P90 / P50 (the worst origin), and how many meet the goals (70-90%, within 3x)."""
     cover = clusters.group_by("queue").agg(pl.col("actual").is_between("gpu_hours_p10", "gpu_hours_p90").mean()
