@@ -5,7 +5,9 @@ an intended change regenerates that file (`python -m tests.golden.regenerate`, n
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, time, timedelta
 
+import duckdb
 import pytest
 
 from tests.golden import nights
@@ -20,11 +22,18 @@ def test_the_demos_two_nights_give_the_golden_forecasts_plan_and_page(tmp_path, 
     home = tmp_path / "home"
     monkeypatch.setenv("GPUCAST_HOME", str(home))
     expected = json.loads(nights.GOLDEN.read_text())
-    nights.run_nights(home)
+    results = nights.run_nights(home)
     diff = nights.differences(expected, nights.fingerprint(home))
     assert not diff, ("the demo's two nights no longer give the golden forecasts, plan and page "
                       f"({nights.GOLDEN.name}); if the change is intended, run `{REGENERATE}` and name it in the commit:\n"
                       + "\n".join(diff))
+    # review 63 S2-2: each night hands its clock through the nightly to training (the gate's window; `train_runs.as_of`)
+    sim = nights.sim_config()
+    clocks = [datetime.combine(sim.start, time.min, tzinfo=UTC) + timedelta(days=sim.days + n) for n in range(2)]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        recorded = [con.execute("SELECT as_of FROM train_runs WHERE train_run_id = ?", [r.train.train_run_id]).fetchone()[0]
+                    for r in results]
+    assert recorded == clocks
 
 
 def test_a_difference_names_the_part_and_shows_its_first_differing_rows():
