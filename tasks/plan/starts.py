@@ -43,7 +43,7 @@ import polars as pl
 from gpucast.records import catalog
 from gpucast.records.inventory import Inventory
 from gpucast.tasks.plan import gangs
-from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus
+from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus, largest_index
 
 UNKNOWN_RUNNING_HOURS = 1.0  # a running job whose expected run time is unknown (NULL): its whole run, hours
 # the running jobs the plan reads (warehouse/plan.py RUNNING_INPUT)
@@ -94,7 +94,7 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
         names = [ch.gpu_type for ch in options]
         qrun = run_by_queue.get((queue,), running.clear())
         logged = [catalog.canonical(t) if t else None for t in qrun["gpu_type"].to_list()]
-        run_pick = np.array([names.index(t) if t in names else len(names) - 1 for t in logged], dtype=np.int64)
+        run_pick = np.array([names.index(t) if t in names else largest_index(options) for t in logged], dtype=np.int64)
         for t, choice in enumerate(options):
             mine = (pick == t) & ~too_big
             sub = qjobs.filter(pl.Series(mine))
