@@ -204,3 +204,8 @@ def test_adding_any_gpus_to_a_queue_of_the_demo_never_raises_the_shortfall(queue
     # and 16 of them lower it where the queue was short (their spare GPUs cover its own type's shortfall)
     more = scenarios.plan_once(inputs, scenarios.edited_inventory(demo, _scenario("buy", add=(GpuChange(queue, same[-1], 16),))), 3)
     assert sum(p90 for p90, _ in _short(more)) < sum(p90 for p90, _ in _short(base))
+    # ... and shorten the wait of a job submitted on day 1 as 16 more of the queue's own type do (they are lent to it)
+    own = scenarios.plan_once(inputs, scenarios.edited_inventory(demo, _scenario("own", add=(
+        GpuChange(queue, next(o.gpu_type for o in demo.owned if o.queue == queue), 16),))), 3)
+    waits = [scenarios.summary(o)["expected_wait_hours"][0] for o in (base, more, own)]
+    assert waits[1] == waits[2] < waits[0]
