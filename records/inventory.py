@@ -48,6 +48,7 @@ class Owned:
     count: int
     memory_gb: float
     gpus_per_node: int | None = None  # None: not known
+    added: bool = False  # a type a what-if adds to a queue owning none of it (tasks/plan/capacity.py: planned last)
 
 
 @dataclass(frozen=True)

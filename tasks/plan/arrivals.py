@@ -11,7 +11,8 @@ also gets the GPUs for the jobs the demand forecast (`current_demand_forecast`) 
                            under EFFICIENCY_FLOOR
     gpus_needed_expected_q = ceil(expected_gpu_hours_q / 24 / packing_efficiency)
     gpus_total_q         = gpus_needed_q (known jobs) + gpus_needed_expected_q
-    shortfall_total_q    = max(0, gpus_total_q - gpus_owned)
+    shortfall_total_q    = max(0, gpus_total_q - gpus_owned - the spare GPUs of the queue's types of at least
+                           the row's memory that cover it (below))
     gpus_needed_known    = gpus_needed_p50 and gpus_needed_expected = gpus_needed_expected_p50: the
                            issue's names for the two parts of the P50 total, kept as columns for planners
 
@@ -23,12 +24,19 @@ days; over 1: jobs sharing GPUs). The floor keeps a queue whose recent days held
 
 Series map to rows by GPU type: a series whose type is one of its queue's planned types goes to
 that row; 'unknown' (or a type the queue is not planned on) goes to the queue's largest type, the
-rule for a known job of unknown size. A queue whose series all land on one row (a queue planned on one GPU type:
+rule for a known job of unknown size (`capacity.largest_index`: the first listed of the largest memory, never the
+last by name; a type a what-if adds to a queue takes no series: session 14, issue 53 item 4).
+A queue whose series all land on one row (a queue planned on one GPU type:
 its series, `unknown` included) gets the P90 of the queue's total arrivals as that row's `expected_gpu_hours_p90`
 (session 9: its series' `gpu_hours_p90_of_queue`, the queue's own forecast's P90 split over its series by P50), not
 its series' P90s summed. A queue planned on several types keeps each row's series' own P90s summed (review 59 M1: GPU
 types are not fungible, so a row given its P50 share of the queue's P90 would be planned under its own P90); a
-forecast without the column: the series' own P90s summed, as before.
+forecast without the column: the series' own P90s summed, as before. Either way a row's P90 is never above its
+queue's (session 14: a part of the queue's arrivals is never more than the whole; before, a queue given a second
+row saw its first row's P90 jump from its share of the queue's P90 to its series' own, above the queue's).
+
+A row's shortfall (`shortfall_total_*`, session 14) is what its GPUs owned and the spare GPUs of its queue's types
+of at least its memory do not cover (`covered_shortfall`): a job planned on one GPU runs on any of as much memory.
 
 The site's P90 total (issue 53 item 3) is not the rows' P90s summed: each row also carries its part of the P90
 of the site's total (`expected_gpu_hours_p90_of_total`: the demand forecast's `gpu_hours_p90_of_total`, the
@@ -105,11 +113,17 @@ def forecast_queues(forecast: pl.DataFrame) -> list[str]:
     return sorted(forecast["queue"].unique().to_list())
 
 
-def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def map_series(forecast: pl.DataFrame, rows: pl.DataFrame, added: set | frozenset = frozenset()) -> pl.DataFrame:
     """The forecast's daily GPU-hours summed per day x queue x the plan's GPU type (see the module doc);
-    series of a queue the plan has no row for are left out (the caller plans every forecast queue)."""
-    types = rows.select("queue", "gpu_type", "gpu_memory_gb").unique()
-    largest = types.sort("gpu_memory_gb", "gpu_type").group_by("queue").agg(pl.col("gpu_type").last().alias("_largest"))
+    series of a queue the plan has no row for are left out (the caller plans every forecast queue). `added`: the
+    (queue, GPU type) rows a what-if added (tasks/plan/capacity.py): no series goes there."""
+    types = rows.select("queue", "gpu_type", "gpu_memory_gb").unique(maintain_order=True)  # the plan's order
+    mine = pl.struct("queue", "gpu_type").is_in([{"queue": q, "gpu_type": t} for q, t in added]).not_() \
+        if added else pl.lit(True)
+    types = types.filter(mine | mine.any().over("queue").not_())  # a queue of added types only keeps them
+    # the queue's largest type: the first listed of its largest memory (capacity.largest_index), never by name
+    largest = types.group_by("queue", maintain_order=True).agg(
+        pl.col("gpu_type").filter(pl.col("gpu_memory_gb") == pl.col("gpu_memory_gb").max()).first().alias("_largest"))
     names = {t: catalog.canonical(t) or t for t in forecast["gpu_type"].unique().to_list()}
     forecast = _with_shares(forecast)
     f = (forecast.select(FORECAST_COLUMNS).with_columns(pl.col("gpu_type").replace_strict(names))
@@ -117,19 +131,22 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
          .join(types.select("queue", "gpu_type", pl.lit(True).alias("_planned")), on=["queue", "gpu_type"], how="left")
          .with_columns(pl.when(pl.col("_planned")).then(pl.col("gpu_type")).otherwise(pl.col("_largest")).alias("gpu_type")))
     # a queue whose series land on one row takes its queue's P90; one planned on several types keeps each row's
-    # series' own P90s: GPU types are not fungible, so a row's share of the queue's P90 would plan it under its own
+    # series' own P90s: GPU types are not fungible, so a row's share of the queue's P90 would plan it under its own;
+    # but never more than the queue's P90 (a part of the queue's arrivals is never above the whole: session 14)
     one_row = pl.col("gpu_type").n_unique().over("day", "queue") == 1
     f = f.with_columns(pl.when(one_row).then(pl.col("gpu_hours_p90_of_queue")).otherwise(pl.col("gpu_hours_p90"))
-                       .alias("_row_p90"))
+                       .alias("_row_p90"), pl.col("gpu_hours_p90_of_queue").sum().over("day", "queue").alias("_queue_p90"))
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
-        pl.col("_row_p90").sum().alias("expected_gpu_hours_p90"),
+        pl.min_horizontal(pl.col("_row_p90").sum(), pl.col("_queue_p90").first()).alias("expected_gpu_hours_p90"),
         pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"),
         pl.col("gpu_hours_p50_of_total").sum().alias("expected_gpu_hours_p50_of_total"))
 
 
-def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """The plan's rows with EXPECTED_COLUMNS (see the module doc), and notes on what the forecast covered."""
+def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFrame,
+                 added: set | frozenset = frozenset()) -> tuple[pl.DataFrame, list[str]]:
+    """The plan's rows with EXPECTED_COLUMNS (see the module doc), and notes on what the forecast covered. `added`:
+    the (queue, GPU type) rows a what-if added (`map_series`)."""
     notes = []
     if forecast.is_empty():
         notes.append("no demand forecast (run `gpucast demand`): expected arrivals 0, the plan holds the queued jobs only")
@@ -138,14 +155,14 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     eff = packing_efficiency(rows, recent)
     typed = _with_shares(forecast).select(FORECAST_COLUMNS).cast(
         FORECAST_SCHEMA | dict.fromkeys(SHARES, pl.Float64))
-    out = (rows.join(map_series(typed, rows), on=["day", "queue", "gpu_type"], how="left")
+    out = (rows.join(map_series(typed, rows, added), on=["day", "queue", "gpu_type"], how="left")
            .join(eff, on=["queue", "gpu_type"], how="left")
            .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))
     for q in QUANTILES:
         out = out.with_columns(gpus_for(pl.col(f"expected_gpu_hours_{q}"), pl.col("packing_efficiency"))
                                .alias(f"gpus_needed_expected_{q}"))
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
-        out = out.with_columns((pl.col(f"gpus_total_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_total_{q}"))
+        out = out.with_columns(covered_shortfall(out, f"gpus_total_{q}").alias(f"shortfall_total_{q}"))
     # the row's part of the site's P90 total: the known jobs at P90 + its share of the total arrivals' P90; and at P50
     out = out.with_columns((pl.col(f"gpus_needed_{q}") + gpus_for(pl.col(f"expected_gpu_hours_{q}_of_total"),
                                                                   pl.col("packing_efficiency"))).alias(f"gpus_total_{q}_of_total")
@@ -154,6 +171,35 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     out = out.with_columns(pl.col("gpus_needed_p50").alias("gpus_needed_known"),
                            pl.col("gpus_needed_expected_p50").alias("gpus_needed_expected"))
     return out.select(*rows.columns, *EXPECTED_COLUMNS), notes
+
+
+def covered_shortfall(rows: pl.DataFrame, needed: str) -> pl.Series:
+    """Each row's GPUs short: `needed` less its GPUs owned, less what the spare GPUs of its queue's types of at least
+    its memory cover that day (a job planned on a GPU runs on any GPU of as much memory: one spare GPU covers one
+    GPU short). Spare GPUs cover the rows of the largest memory first, equal memories pooled, then down, in the
+    plan's order; a row whose owned count is unknown: null. Before session 14 each row's shortfall stood alone, so
+    GPUs of a type added to a queue never covered its other types (issue 53 item 4, the demo's "buy 16 H100")."""
+    need, owned = rows[needed].to_numpy(), rows["gpus_owned"].to_numpy()
+    keys = rows.select("day", "queue", "gpu_memory_gb").rows()
+    out = [None if o is None or o != o else max(0, int(n) - int(o)) for n, o in zip(need, owned, strict=True)]
+    spare: dict = {}  # (day, queue) -> memory -> spare GPUs of the rows of that memory
+    for k, n, o in zip(keys, need, owned, strict=True):
+        if o is not None and o == o:
+            by_mem = spare.setdefault(k[:2], {})
+            by_mem[k[2]] = by_mem.get(k[2], 0) + max(0, int(o) - int(n))
+    order = sorted(range(len(keys)), key=lambda i: -keys[i][2])  # stable: the plan's order among equal memories
+    pool: dict = {}  # (day, queue) -> (spare not yet used, memories already pooled)
+    for i in order:
+        if out[i] is None:
+            continue
+        day_queue, mem = keys[i][:2], keys[i][2]
+        left, pooled = pool.get(day_queue, (0, set()))
+        if mem not in pooled:
+            left, pooled = left + spare.get(day_queue, {}).get(mem, 0), pooled | {mem}
+        used = min(left, out[i])
+        out[i] -= used
+        pool[day_queue] = (left - used, pooled)
+    return pl.Series(out, dtype=pl.Int64)
 
 
 def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:

@@ -31,7 +31,16 @@ memory x time (footprints as above) over one GPU's memory x 24 hours, rounded up
 shares GPUs by these rules can use fewer, so `gpus_needed / shared_bound` is the plan's slack.
 
 A job with no memory forecast is planned as "unknown size": a whole GPU (its queue's largest) for
-its first day, and counted. A job larger than every GPU of its queue is listed with the smallest
+its first day, and counted. **Types of equal memory** (session 14): a queue's types are ordered by memory, and
+among equal memories as the inventory lists them for the queue (not by name), so a job goes to the first listed
+of the smallest memory that holds it and "the queue's largest type" is the first listed of the largest memory
+(`largest_index`; the expected arrivals' `unknown` series go there too, tasks/plan/arrivals.py). A type a what-if
+`add`s to a queue owning none of it (`GpuChoice.added`) comes after the queue's own types: a job goes to it only
+when none of the queue's own types holds it, and never as the queue's largest; its spare GPUs cover the queue's
+shortfall instead (arrivals.covered_shortfall). So 16 H100s added to a queue of A100-80GBs take none of its jobs or
+series from the A100s (before, the H100s, last by name, took its jobs of unknown size and its `unknown` series, its
+rows each kept their own P90 and the plan's shortfall rose: issue 53 item 4).
+A job larger than every GPU of its queue is listed with the smallest
 GPU of the catalogue that would hold it (or none), never packed.
 """
 
@@ -66,6 +75,7 @@ class GpuChoice:
     memory_gb: float
     owned: int | None  # None: no inventory says
     gpus_per_node: int | None = None  # None: nodes not known (tasks/plan/gangs.py)
+    added: bool = False  # a type a what-if adds to the queue (records/inventory.py `Owned.added`; the module doc)
 
 
 @dataclass
@@ -138,18 +148,19 @@ def choose_gpus(inventory: Inventory | None, queues: list[str], gpu_types: list[
                 default_gb: float) -> dict[str, list[GpuChoice]]:
     """Per queue, the GPU types it is planned on, smallest memory first. Without an inventory (or a
     queue it does not list): one GPU of `default_gb`, owned unknown. `gpu_types` narrows the plan to
-    those types; a queue owning none of them is planned on them with none owned."""
+    those types; a queue owning none of them is planned on them with none owned. Among equal memories the order
+    the inventory lists them (the module doc)."""
     owned = inventory.queues() if inventory else {}
     wanted = [catalog.gpus()[t] for t in gpu_types] if gpu_types else []
     out = {}
     for q in sorted(set(queues) | set(owned)):
-        choices = [GpuChoice(o.gpu_type, o.memory_gb, o.count, o.gpus_per_node) for o in owned.get(q, [])]
+        choices = [GpuChoice(o.gpu_type, o.memory_gb, o.count, o.gpus_per_node, o.added) for o in owned.get(q, [])]
         if wanted:
             choices = [ch for ch in choices if ch.gpu_type in gpu_types] or \
                       [GpuChoice(g.gpu_type, g.memory_gb, 0) for g in wanted]
         if not choices:
             choices = [GpuChoice(f"any-{default_gb:g}GB", default_gb, None)]
-        out[q] = sorted(choices, key=lambda ch: (ch.memory_gb, ch.gpu_type))
+        out[q] = sorted(choices, key=lambda ch: ch.memory_gb)  # stable: equal memories as listed
     return out
 
 
@@ -222,7 +233,7 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
     rows, unplaceable, coloc, unknown_total = [], [], [], 0
     planned: dict[str, set[str]] = {}  # queue -> the GPU types a pending job is planned on
     for queue, options in choose_gpus(inventory, jobs["queue"].unique().to_list() + list(queues or []), gpu_types, default_gb).items():
-        key = (queue, tuple((ch.gpu_type, ch.memory_gb) for ch in options), start, days)
+        key = (queue, tuple((ch.gpu_type, ch.memory_gb, ch.added) for ch in options), start, days)
         if cache is None or key not in cache:
             packed = _plan_queue(queue, by_queue.get((queue,), jobs.clear()), options, days, progress)
             if cache is not None:
@@ -242,7 +253,7 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
                                   gpu_types)
     plan_rows = pl.DataFrame(rows, schema=PLAN_SCHEMA).with_columns(
         *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
-    ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", "gpu_type")
+    ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", maintain_order=True)  # a queue's types in its order
     unplaceable_df = pl.concat(unplaceable) if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
     return Plan(plan_rows, unplaceable_df, pl.DataFrame(coloc, schema=COLOCATION_SCHEMA),
                 jobs.height - unplaceable_df.height, unknown_total, notes)
@@ -301,14 +312,34 @@ def _in_window(jobs: pl.DataFrame, start: date, days: int) -> pl.DataFrame:
 
 def assign_types(qjobs: pl.DataFrame, options: list[GpuChoice]) -> tuple[np.ndarray, np.ndarray]:
     """(index into `options` of each job's GPU type, jobs no type holds): the smallest type that holds its
-    request alone (without a context); a job of unknown size goes on the queue's largest type. The plan's packing
-    and the pending jobs' expected starts (tasks/plan/starts.py) both place a job by it."""
+    request alone (without a context), the first listed among equal memories; a job of unknown size goes on the
+    queue's largest type (`largest_index`). The plan's packing and the pending jobs' expected starts
+    (tasks/plan/starts.py) both place a job by it."""
     mem = qjobs["mem_gb"].to_numpy().astype(np.float64)  # NaN: unknown size
     known = ~np.isnan(mem)
-    caps = np.array([ch.memory_gb for ch in options])
-    pick = np.searchsorted(caps, np.where(known, mem, 0.0) - 1e-9, side="left")
+    need = np.where(known, mem, 0.0) - 1e-9
+    pick = np.full(len(mem), len(options), dtype=np.int64)
+    for group in _own_then_added(options):  # the queue's own types first; a what-if's added ones for what they miss
+        caps = np.array([options[i].memory_gb for i in group])
+        at = np.searchsorted(caps, need, side="left")
+        fits = (pick == len(options)) & (at < len(group))
+        pick[fits] = np.asarray(group)[np.minimum(at, len(group) - 1)][fits]
     too_big = known & (pick >= len(options))
-    return np.where(known, pick, len(options) - 1), too_big
+    return np.where(known, pick, largest_index(options)), too_big
+
+
+def _own_then_added(options: list[GpuChoice]) -> list[list[int]]:
+    own = [i for i, ch in enumerate(options) if not ch.added]
+    added = [i for i, ch in enumerate(options) if ch.added]
+    return [own, added] if own and added else [own or added]
+
+
+def largest_index(options: list[GpuChoice]) -> int:
+    """The queue's largest type in `options` (`choose_gpus`' order): the first listed of the largest memory of the
+    queue's own types (a what-if's added types only when it has none: the module doc)."""
+    mine = _own_then_added(options)[0]
+    top = max(options[i].memory_gb for i in mine)
+    return next(i for i in mine if options[i].memory_gb == top)
 
 
 def _unplaceable(big: pl.DataFrame) -> pl.DataFrame:

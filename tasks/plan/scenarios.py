@@ -7,7 +7,11 @@ A scenario edits the inventory, in the order move, remove, add (`edited_inventor
   queue owns now, all types together: the same number of GPUs, of another type); its jobs are planned on them.
 * `remove {queue, gpu_type, count}`: `count` (or `all`) fewer; more than the queue owns is the scenario's failure.
   A type removed to 0 leaves the queue, whose jobs go to its other types; the queue's only type stays, owning 0.
-* `add {queue, gpu_type, count}`: `count` more, a new type of the queue when it has none.
+* `add {queue, gpu_type, count}`: `count` more, a new type of the queue when it has none. A new type is `added`
+  (records/inventory.py): the queue's jobs and expected arrivals stay on its own types, the added GPUs take the
+  jobs none of those holds, and their spare GPUs cover the shortfall of its types of no more memory
+  (tasks/plan/capacity.py, arrivals.py), so GPUs added never raise a day's shortfall nor the jobs that fit no GPU
+  (session 14: 16 H100s added to the demo's a100-80g raised it, issue 53 item 4).
 
 `scale {queue, factor}` multiplies the queue's expected arrivals (the demand forecast's P50 and P90 GPU-hours);
 `plan_days` plans that many days. The scenario's plan is the baseline's steps on the edited inventory: the packing
@@ -85,7 +89,8 @@ def plan_once(inputs: PlanInputs, inventory: Inventory | None, days: int, foreca
     forecast = inputs.forecast if forecast is None else forecast
     plan = capacity.plan_capacity(inputs.jobs, inventory, inputs.start, days, inputs.gpu_types, inputs.default_gb,
                                   progress=progress, queues=arrivals.forecast_queues(forecast), cache=cache)
-    rows, notes = arrivals.add_expected(plan.rows, forecast, inputs.recent)
+    added = {(o.queue, o.gpu_type) for o in inventory.owned if o.added} if inventory else set()
+    rows, notes = arrivals.add_expected(plan.rows, forecast, inputs.recent, added)
     return with_starts(inputs, inventory, replace(plan, rows=rows, notes=[*plan.notes, *notes]))
 
 
@@ -150,8 +155,12 @@ def edited_inventory(inventory: Inventory | None, scenario: Scenario) -> Invento
     # that had none of that type take the type's size elsewhere on file (a queue is never given another's nodes)
     on_file = {(o.queue, o.gpu_type): o.gpus_per_node for o in (inventory.owned if inventory else ())}
     by_type = {t: n for (_, t), n in on_file.items() if n}
+    # a type an `add` gives a queue owning none of it is `added` (tasks/plan/capacity.py: the queue's jobs and
+    # expected arrivals stay on its own types; the added GPUs take what those miss and cover their shortfall)
+    added = {(a.queue, a.gpu_type) for a in scenario.add} - set(on_file) - {(m.queue, m.gpu_type) for m in scenario.move}
     return Inventory(source, tuple(
-        Owned(q, t, n, catalog.gpus()[t].memory_gb, on_file[q, t] if (q, t) in on_file else by_type.get(t))
+        Owned(q, t, n, catalog.gpus()[t].memory_gb, on_file[q, t] if (q, t) in on_file else by_type.get(t),
+              (q, t) in added and len(types) > 1)
         for q, types in owned.items() for t, n in types.items()))
 
 

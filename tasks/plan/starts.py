@@ -43,7 +43,7 @@ import polars as pl
 from gpucast.records import catalog
 from gpucast.records.inventory import Inventory
 from gpucast.tasks.plan import gangs
-from gpucast.tasks.plan.capacity import DAY_HOURS, assign_types, choose_gpus
+from gpucast.tasks.plan.capacity import DAY_HOURS, GpuChoice, assign_types, choose_gpus, largest_index
 
 UNKNOWN_RUNNING_HOURS = 1.0  # a running job whose expected run time is unknown (NULL): its whole run, hours
 # the running jobs the plan reads (warehouse/plan.py RUNNING_INPUT)
@@ -94,16 +94,18 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
         names = [ch.gpu_type for ch in options]
         qrun = run_by_queue.get((queue,), running.clear())
         logged = [catalog.canonical(t) if t else None for t in qrun["gpu_type"].to_list()]
-        run_pick = np.array([names.index(t) if t in names else len(names) - 1 for t in logged], dtype=np.int64)
+        run_pick = np.array([names.index(t) if t in names else largest_index(options) for t in logged], dtype=np.int64)
+        lent = _lent(options, np.concatenate([pick[~too_big], run_pick]))
         for t, choice in enumerate(options):
             mine = (pick == t) & ~too_big
             sub = qjobs.filter(pl.Series(mine))
             ends = qrun.filter(pl.Series(run_pick == t))
             held = np.repeat(ends["_end"].to_numpy(), ends["gpu_count"].to_numpy()) if ends.height else np.zeros(0)
             wait = None
-            if choice.owned:
+            gpus = (choice.owned or 0) + lent.get(t, 0)
+            if gpus:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
-                wait, free = fcfs(np.sort(held)[::-1][:choice.owned], choice.owned, hours, sub["gpu_count"].to_numpy(),
+                wait, free = fcfs(np.sort(held)[::-1][:gpus], gpus, hours, sub["gpu_count"].to_numpy(),
                                   choice.gpus_per_node)
                 free_at[queue, choice.gpu_type] = free
             frames.append(_starts_frame(sub, choice.gpu_type, wait, start))
@@ -111,6 +113,23 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
             frames.append(_starts_frame(qjobs.filter(pl.Series(too_big)), None, None, start))
     out = pl.concat(frames) if frames else pl.DataFrame(schema=STARTS_SCHEMA)
     return Starts(out.sort("job_id"), free_at)
+
+
+def _lent(options: list[GpuChoice], used: np.ndarray) -> dict[int, int]:
+    """GPUs of a type a what-if adds to the queue (`GpuChoice.added`) that no pending or running job is placed on
+    (`used`: the options placed on), lent to the queue's own type of the most memory they hold (the first listed
+    among equal memories): its jobs run on both, first come, first served (session 14: 16 H100s added to a queue of
+    A100-80GBs shorten its waits as 16 more A100s do)."""
+    out: dict[int, int] = {}
+    for a, ch in enumerate(options):
+        if not ch.added or not ch.owned or (used == a).any():
+            continue
+        fits = [i for i, own in enumerate(options) if not own.added and own.memory_gb <= ch.memory_gb]
+        if fits:
+            top = max(options[i].memory_gb for i in fits)
+            to = next(i for i in fits if options[i].memory_gb == top)
+            out[to] = out.get(to, 0) + ch.owned
+    return out
 
 
 def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray,

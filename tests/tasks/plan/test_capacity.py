@@ -326,6 +326,32 @@ def test_a_queue_planned_on_two_gpu_types_keeps_each_rows_own_p90(inventory):
     assert day1["big", "A100-80GB"]["expected_gpu_hours_p90"] == 40.0  # both series on one row: the queue's P90
 
 
+def test_types_of_equal_memory_go_as_listed_and_spare_larger_gpus_cover_smaller_rows(tmp_path):
+    """Session 14 (issue 53 item 4): among a queue's types of equal memory the first the inventory lists is taken
+    (not the first, or last, by name): the known jobs, the job of unknown size and the `unknown` series all go to the
+    H100s listed first; a row's P90 is never above its queue's (the typed series' own 90 over the queue's 60); and a
+    row's shortfall is what the spare GPUs of its queue's types of at least its memory do not cover."""
+    path = tmp_path / "inventory.yaml"
+    path.write_text("queues:\n  q:\n    - {gpu_type: H100-80GB, count: 1}\n    - {gpu_type: A100-80GB, count: 5}\n"
+                    "    - {gpu_type: L4-24GB, count: 1}\n")
+    plan = plan_capacity(jobs([("k", "q", 0, 1, 70.0, 24.0, 24.0), ("u", "q", 0, 1, None, 24.0, 24.0),
+                               ("s1", "q", 0, 1, 20.0, 24.0, 24.0), ("s2", "q", 0, 1, 20.0, 24.0, 24.0),
+                               ("s3", "q", 0, 1, 20.0, 24.0, 24.0)]), load_inventory(path), START, 1)
+    placed = {r["gpu_type"]: r["jobs"] for r in plan.rows.to_dicts()}
+    assert placed == {"L4-24GB": 3, "H100-80GB": 2, "A100-80GB": 0}
+    demand = forecast([(0, "q", "unknown", 24.0, 90.0)]).with_columns(pl.lit(60.0).alias("gpu_hours_p90_of_queue"))
+    split = forecast([(0, "q", "L4-24GB", 12.0, 90.0), (0, "q", "unknown", 12.0, 30.0)]).with_columns(
+        pl.lit(30.0).alias("gpu_hours_p90_of_queue"))
+    for f, expected in ((demand, {"H100-80GB": 60.0}), (split, {"L4-24GB": 60.0, "H100-80GB": 30.0})):
+        rows, _ = add_expected(plan.rows, f, pl.DataFrame(schema=PACKING_SCHEMA))
+        assert {r["gpu_type"]: r["expected_gpu_hours_p90"] for r in rows.to_dicts() if r["expected_gpu_hours_p90"]} == expected
+    rows, _ = add_expected(plan.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    got = {r["gpu_type"]: (r["gpus_total_p90"], r["gpus_owned"], r["shortfall_total_p90"]) for r in rows.to_dicts()}
+    # H100: 2 jobs + 3 GPUs expected against 1 owned: 4 short, 4 of the A100s' 5 spare cover them; the L4s' 3 jobs
+    # against 1 owned: 2 short, covered by the A100s' last spare GPU (1) only: 1 short. An L4 never covers an A100.
+    assert got == {"H100-80GB": (5, 1, 0), "A100-80GB": (0, 5, 0), "L4-24GB": (3, 1, 1)}
+
+
 def test_the_site_is_short_only_of_what_its_p90_total_lacks_and_the_queues_shortfalls_are_named_apart():
     from gpucast.tasks.plan.arrivals import by_day
 

@@ -121,3 +121,91 @@ def test_a_scenario_that_only_changes_counts_packs_nothing_again(monkeypatch):
         _scenario("buy", add=(GpuChange("big", "A100-80GB", 2),)),
         _scenario("move", move=(Move("small", "A100-80GB", None),))), cache)
     assert packed == ["small"]  # the count owned does not change a packing; a move does, for its queue only
+
+
+# --- adding GPUs never makes the plan worse (issue 53 item 4, session 14: the demo's "buy 16 H100" raised a100-80g's
+# P90 shortfall: the H100s, 80 GB like the A100s and last by name, became the queue's "largest" type, took its
+# `unknown` series, and its two rows then each kept their series' own P90 instead of the queue's)
+
+def _two_series_inputs() -> scenarios.PlanInputs:
+    """big: 3 known 70 GB one-day jobs a day and one of unknown size on day 1; its demand forecast in two series, the
+    A100-80GB one whose own P90 (240 GPU-hours) is above its part of the queue's P90 (120 of the queue's 144)."""
+    days = range(3)
+    jobs = pl.DataFrame([(f"b{d}{i}", "big", START + timedelta(days=d), 1, 70.0, 24.0, 24.0) for d in days for i in range(3)]
+                        + [("u", "big", START, 1, None, 24.0, 24.0)],
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)), orient="row")
+    forecast = pl.DataFrame(
+        [(START + timedelta(days=d), "big", t, p50, p90, p90_q) for d in days
+         for t, p50, p90, p90_q in (("A100-80GB", 48.0, 240.0, 120.0), ("unknown", 12.0, 48.0, 24.0))],
+        schema={**FORECAST_SCHEMA, "gpu_hours_p90_of_queue": pl.Float64}, orient="row")
+    return scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), forecast, pl.DataFrame(schema=PACKING_SCHEMA),
+                                START, None, 80.0)
+
+
+def _short(outcome: scenarios.PlanOutcome) -> list[tuple[int, int]]:
+    """Per day: GPUs short at P90 and at P50 (compared as pairs: neither may rise)."""
+    return list(scenarios.summary(outcome).sort("day").select("gpus_short_p90", "gpus_short_p50").iter_rows())
+
+
+@pytest.mark.parametrize("gpu_type", ["H100-80GB", "A100-80GB", "H200-141GB", "L4-24GB"])
+def test_adding_gpus_of_a_type_to_a_queue_never_raises_its_shortfall(gpu_type):
+    inputs, owned = _two_series_inputs(), Inventory("inventory.yaml", (Owned("big", "A100-80GB", 4, 80.0),))
+    base = scenarios.plan_once(inputs, owned, 3)
+    for n in (1, 2, 16):
+        got = scenarios.plan_once(inputs, scenarios.edited_inventory(owned, _scenario("buy", add=(GpuChange("big", gpu_type, n),))), 3)
+        assert all(g[0] <= b[0] and g[1] <= b[1] for g, b in zip(_short(got), _short(base), strict=True)), \
+            (n, _short(got), _short(base))
+        assert got.plan.unplaceable.height <= base.plan.unplaceable.height
+
+
+def _demo_inputs() -> scenarios.PlanInputs:
+    """The demo inventory's three queues, each with known jobs of a few sizes that overflow what it owns, jobs of
+    unknown size, and a demand forecast in its own type's series and an `unknown` one, the typed series' own P90
+    above its part of the queue's P90 (as on the demo's nights)."""
+    sizes = {"a100-80g": (70.0, 35.0, 12.0), "a100-40g": (35.0, 18.0), "l4-24g": (20.0, 10.0)}
+    types = {"a100-80g": "A100-80GB", "a100-40g": "A100-40GB", "l4-24g": "L4-24GB"}
+    jobs = [(f"{q}-{d}-{i}", q, START + timedelta(days=d), 1 + i % 2, sizes[q][i % len(sizes[q])], 20.0, 30.0)
+            for q in sizes for d in range(3) for i in range(40)]
+    jobs += [(f"{q}-u{i}", q, START, 1, None, 24.0, 24.0) for q in sizes for i in range(3)]
+    frame = pl.DataFrame(jobs, schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64,
+                                                                      pl.Float64, pl.Float64, pl.Float64), strict=True)),
+                         orient="row")
+    forecast = pl.DataFrame(
+        [(START + timedelta(days=d), q, t, p50, p90, p90_q) for d in range(3) for q in sizes
+         for t, p50, p90, p90_q in ((types[q], 300.0, 1500.0, 700.0), ("unknown", 40.0, 200.0, 100.0))],
+        schema={**FORECAST_SCHEMA, "gpu_hours_p90_of_queue": pl.Float64}, orient="row")
+    return scenarios.PlanInputs(frame, pl.DataFrame(schema=RUNNING_SCHEMA), forecast, pl.DataFrame(schema=PACKING_SCHEMA),
+                                START, None, 80.0)
+
+
+@pytest.mark.parametrize("queue", ["a100-80g", "a100-40g", "l4-24g"])
+def test_adding_any_gpus_to_a_queue_of_the_demo_never_raises_the_shortfall(queue):
+    """Every catalogue type, 1 or 16 of them: the P90 shortfall of no day rises, nor the jobs that fit no GPU."""
+    from pathlib import Path
+
+    from gpucast.records import catalog
+    from gpucast.records.inventory import load_inventory
+
+    demo = load_inventory(Path(capacity.__file__).parents[2] / "records" / "reference" / "demo_inventory.yaml")
+    inputs = _demo_inputs()
+    base = scenarios.plan_once(inputs, demo, 3)
+    worse = []
+    memory = {o.memory_gb for o in demo.owned if o.queue == queue}
+    same = sorted(t for t, g in catalog.gpus().items() if g.memory_gb in memory)
+    assert len(same) >= 2  # the queue's own type and another of its memory
+    for gpu_type in sorted(catalog.gpus()):
+        for n in (1, 16):
+            got = scenarios.plan_once(inputs, scenarios.edited_inventory(demo, _scenario("buy", add=(GpuChange(queue, gpu_type, n),))), 3)
+            if any(g[0] > b[0] or g[1] > b[1] for g, b in zip(_short(got), _short(base), strict=True)) or \
+                    got.plan.unplaceable.height > base.plan.unplaceable.height:
+                worse.append((gpu_type, n, _short(got), _short(base), got.plan.unplaceable.height))
+    assert not worse, worse
+    # and 16 of them lower it where the queue was short (their spare GPUs cover its own type's shortfall)
+    more = scenarios.plan_once(inputs, scenarios.edited_inventory(demo, _scenario("buy", add=(GpuChange(queue, same[-1], 16),))), 3)
+    assert sum(p90 for p90, _ in _short(more)) < sum(p90 for p90, _ in _short(base))
+    # ... and shorten the wait of a job submitted on day 1 as 16 more of the queue's own type do (they are lent to it)
+    own = scenarios.plan_once(inputs, scenarios.edited_inventory(demo, _scenario("own", add=(
+        GpuChange(queue, next(o.gpu_type for o in demo.owned if o.queue == queue), 16),))), 3)
+    waits = [scenarios.summary(o)["expected_wait_hours"][0] for o in (base, more, own)]
+    assert waits[1] == waits[2] < waits[0]
