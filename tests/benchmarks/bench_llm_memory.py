@@ -82,6 +82,15 @@ LISA = re.compile(r"\bLISA\b")
 # its 4-bit runs (`bit: 4` loads the unquantised modules, the head among them, as `torch.float32`: fp32 logits) nor
 # its FSDP runs (`fsdp_hyperparameters.amp_training: True`).
 OWN_LOSS_16BIT = ("universal-llm-trainer",)
+# `half` also for the Qwen README's runs under DeepSpeed (their notes name it: `finetune_qlora_single_gpu.sh` and the
+# `*_ds.sh` scripts pass `--deepspeed finetune/ds_config_zero{2,3}.json`), by source: Qwen-1's remote code
+# (`QWenLMHeadModel.forward`) computes its own shifted `CrossEntropyLoss` on `lm_head`'s 16-bit output with no
+# `.float()`, and under DeepSpeed nothing casts it: accelerate sets `native_amp` only when the distributed type is
+# not DeepSpeed (or Megatron), so the Trainer's model gets no autocast (DeepSpeed runs the module in fp16 / bf16
+# itself). Its single-GPU LoRA runs ("no DeepSpeed") are under accelerate's autocast, which casts cross-entropy's
+# input to fp32 (`fp32`, the default; llm51e's trace of the same code under ms-swift: 12.12 bytes a logit).
+DEEPSPEED_OWN_LOSS = ("Qwen",)
+DEEPSPEED = re.compile(r"(?<!no )DeepSpeed|ds_config_zero")
 LIGER = re.compile(r"liger", re.IGNORECASE)
 NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
 # Contract v7, as a log would carry it where the set has no column for it: the expert-parallel size (Megatron's and
@@ -131,13 +140,15 @@ def adapter_of(logged: str | None, notes: str) -> str | None:
 
 def loss_precision_of(source: str, sharding: str | None, notes: str, adapter: str | None = None) -> str | None:
     """`loss_precision` as a log would carry it (`LIGER`; ColossalAI's own loss under its fp16 sharded engines;
-    universal-llm-trainer's own loss on its 16-bit model without autocast, `OWN_LOSS_16BIT`); missing (the contract's
-    `fp32`) for every other run."""
+    universal-llm-trainer's own loss on its 16-bit model without autocast, `OWN_LOSS_16BIT`; Qwen-1's own loss under
+    DeepSpeed, `DEEPSPEED_OWN_LOSS`); missing (the contract's `fp32`) for every other run."""
     if LIGER.search(notes) and not NO_LIGER.search(notes):
         return "fused"
     if source.startswith("ColossalAI") and sharding == "zero3":
         return "half"
-    return "half" if source in OWN_LOSS_16BIT and sharding == "none" and adapter in ("none", "lora") else None
+    if source in OWN_LOSS_16BIT and sharding == "none" and adapter in ("none", "lora"):
+        return "half"
+    return "half" if source in DEEPSPEED_OWN_LOSS and DEEPSPEED.search(notes) else None
 
 
 def optimizer_of(notes: str) -> str:
@@ -163,10 +174,11 @@ def source_of(repo: str, path: str) -> str:
 # What `job_rows` reads off a run's notes or source, not off the set's columns (the set has none for them; a log that
 # carries the field gives it: review 60 S4): the checkpoint's name (`CHECKPOINT`), the context-parallel size
 # (`SEQUENCE_PARALLEL`), the optimizer (`GALORE`), the adapter word `lisa` (`LISA`) and `loss_precision` (`LIGER`, and
-# ColossalAI's and universal-llm-trainer's `half` by source, `OWN_LOSS_16BIT`, which no importer produces) and
-# contract v7's `expert_parallel` and `trained_modules` (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns
-# win where it has them), and contract v8's `cpu_offload` `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged`
-# prints the figures without each and without all of them: what a set carrying only the columns sees.
+# ColossalAI's, universal-llm-trainer's and the Qwen README's DeepSpeed runs' `half` by source, `OWN_LOSS_16BIT`,
+# `DEEPSPEED_OWN_LOSS`, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
+# (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them), and contract v8's `cpu_offload`
+# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures without each and without all of
+# them: what a set carrying only the columns sees.
 INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
             "trained_modules", "cpu_offload", "kernels")
 

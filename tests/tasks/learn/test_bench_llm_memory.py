@@ -118,3 +118,21 @@ def test_universal_llm_trainer_s_own_16_bit_loss_is_read_as_half_but_not_its_4_b
     logits_gb = 2 * 8192 * m.lookup("Gemma-7B").vocab * (m.LOGIT_BYTES - m.LOSS_LOGIT_BYTES["half"]) / 1e9
     assert half[0] == pytest.approx(fp32[0] - logits_gb * m.ALLOCATOR_FACTOR, rel=0.02)
     assert half[2] == fp32[2] and half[3] == fp32[3]
+
+
+def test_the_qwen_readme_s_deepspeed_runs_are_read_as_half_and_its_runs_without_deepspeed_not(tmp_path):
+    """Session 14: Qwen-1's own loss on its 16-bit logits under DeepSpeed (no autocast): `loss_precision` `half` for
+    the Qwen README's runs whose notes name DeepSpeed or its ZeRO config; its single-GPU runs without DeepSpeed (under
+    autocast) and other sources' DeepSpeed runs stay `fp32`; dropped as logged."""
+    common = {"source_repo": "QwenLM/Qwen", "source_path": "README.md", "model": "Qwen-7B-Chat-Int4", "adapter": "qlora",
+              "lora_rank": "64", "precision": "FP16", "seq_len": 8192}
+    path = _set(tmp_path, {**common, "other": "finetune_qlora_single_gpu.sh (DeepSpeed ZeRO-2 config on 1 GPU)"},
+                {**common, "other": "finetune_lora_ds.sh; sharding = script default ds_config_zero2.json",
+                 "sharding": "zero2", "gpu_count": 4},
+                {**common, "other": "finetune_lora_single_gpu.sh (no DeepSpeed)"},
+                {**common, "source_repo": "modelscope/ms-swift", "other": "swift sft, DeepSpeed ZeRO-2"})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.LOSS_PRECISION].to_list() == ["half", "half", None, None]
+    assert logged[c.LOSS_PRECISION].to_list() == [None] * 4
+    half, fp32 = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    assert half[0] < fp32[0] - 4 and half[2] == fp32[2] and half[3] == fp32[3]
