@@ -73,6 +73,24 @@ LISA = re.compile(r"\bLISA\b")
 # shifted `nn.CrossEntropyLoss` on the logits the model returns) under DeepSpeed's and Gemini's fp16 engines, which
 # run the model in fp16 without autocast, so the loss is on the 16-bit logits (docs/models.md, issue 51 session 8's
 # table); its DDP run is under AMP's autocast, which casts cross-entropy's input to fp32 (`fp32`, the default).
+# `half` too: universal-llm-trainer's single-GPU runs (docs/gpu_test.md), by source. Its models' `forward`
+# (src/models/*.py) call the Hugging Face model without labels and apply their own `nn.CrossEntropyLoss` to
+# `output.logits[:, :-1, :].reshape(...)`; its trainer wraps the step in `torch.autocast(enabled=self.amp)` with
+# `self.amp = amp_training or load_unnecessary_half`, both `False` in the LoRA and full configs the table links
+# (config/llm_*_lora.yaml, llm_*_full.yaml: `bit: bfloat16`), so the model, its logits and the loss stay bf16
+# (transformers 4.49's causal LMs upcast logits only inside their own loss, which a call without labels skips). Not
+# its 4-bit runs (`bit: 4` loads the unquantised modules, the head among them, as `torch.float32`: fp32 logits) nor
+# its FSDP runs (`fsdp_hyperparameters.amp_training: True`).
+OWN_LOSS_16BIT = ("universal-llm-trainer",)
+# `half` also for the Qwen README's runs under DeepSpeed (their notes name it: `finetune_qlora_single_gpu.sh` and the
+# `*_ds.sh` scripts pass `--deepspeed finetune/ds_config_zero{2,3}.json`), by source: Qwen-1's remote code
+# (`QWenLMHeadModel.forward`) computes its own shifted `CrossEntropyLoss` on `lm_head`'s 16-bit output with no
+# `.float()`, and under DeepSpeed nothing casts it: accelerate sets `native_amp` only when the distributed type is
+# not DeepSpeed (or Megatron), so the Trainer's model gets no autocast (DeepSpeed runs the module in fp16 / bf16
+# itself). Its single-GPU LoRA runs ("no DeepSpeed") are under accelerate's autocast, which casts cross-entropy's
+# input to fp32 (`fp32`, the default; llm51e's trace of the same code under ms-swift: 12.12 bytes a logit).
+DEEPSPEED_OWN_LOSS = ("Qwen",)
+DEEPSPEED = re.compile(r"(?<!no )DeepSpeed|ds_config_zero")
 LIGER = re.compile(r"liger", re.IGNORECASE)
 NO_LIGER = re.compile(r"no liger|without liger|liger not used", re.IGNORECASE)
 # Contract v7, as a log would carry it where the set has no column for it: the expert-parallel size (Megatron's and
@@ -120,12 +138,17 @@ def adapter_of(logged: str | None, notes: str) -> str | None:
     return "lisa" if LISA.search(notes) and logged in (None, "none", "other") else logged
 
 
-def loss_precision_of(source: str, sharding: str | None, notes: str) -> str | None:
-    """`loss_precision` as a log would carry it (`LIGER`; ColossalAI's own loss under its fp16 sharded engines);
-    missing (the contract's `fp32`) for every other run."""
+def loss_precision_of(source: str, sharding: str | None, notes: str, adapter: str | None = None) -> str | None:
+    """`loss_precision` as a log would carry it (`LIGER`; ColossalAI's own loss under its fp16 sharded engines;
+    universal-llm-trainer's own loss on its 16-bit model without autocast, `OWN_LOSS_16BIT`; Qwen-1's own loss under
+    DeepSpeed, `DEEPSPEED_OWN_LOSS`); missing (the contract's `fp32`) for every other run."""
     if LIGER.search(notes) and not NO_LIGER.search(notes):
         return "fused"
-    return "half" if source.startswith("ColossalAI") and sharding == "zero3" else None
+    if source.startswith("ColossalAI") and sharding == "zero3":
+        return "half"
+    if source in OWN_LOSS_16BIT and sharding == "none" and adapter in ("none", "lora"):
+        return "half"
+    return "half" if source in DEEPSPEED_OWN_LOSS and DEEPSPEED.search(notes) else None
 
 
 def optimizer_of(notes: str) -> str:
@@ -151,10 +174,11 @@ def source_of(repo: str, path: str) -> str:
 # What `job_rows` reads off a run's notes or source, not off the set's columns (the set has none for them; a log that
 # carries the field gives it: review 60 S4): the checkpoint's name (`CHECKPOINT`), the context-parallel size
 # (`SEQUENCE_PARALLEL`), the optimizer (`GALORE`), the adapter word `lisa` (`LISA`) and `loss_precision` (`LIGER`, and
-# ColossalAI's `half` by source, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
+# ColossalAI's, universal-llm-trainer's and the Qwen README's DeepSpeed runs' `half` by source, `OWN_LOSS_16BIT`,
+# `DEEPSPEED_OWN_LOSS`, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
 # (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them), and contract v8's `cpu_offload`
-# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures
-# without each and without all of them: what a set carrying only the columns sees.
+# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures without each and without all of
+# them: what a set carrying only the columns sees.
 INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
             "trained_modules", "cpu_offload", "kernels")
 
@@ -190,7 +214,8 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"],
             c.ADAPTER: adapter_of(r["adapter"], notes) if "adapter" in inferred else r["adapter"],
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
-            c.LOSS_PRECISION: loss_precision_of(source_of(r["source_repo"], r["source_path"]), r["sharding"], notes)
+            c.LOSS_PRECISION: loss_precision_of(source_of(r["source_repo"], r["source_path"]), r["sharding"], notes,
+                                                r["adapter"])
             if "loss_precision" in inferred else None,
             c.EXPERT_PARALLEL: expert_parallel_of(r.get(c.EXPERT_PARALLEL), notes if "expert_parallel" in inferred
                                                   else ""),

@@ -100,3 +100,39 @@ def test_unsloth_s_kernels_come_off_the_notes_and_lower_the_prior(tmp_path):
     assert logged.schema[c.KERNELS] == pl.String
     with_word, without = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
     assert with_word[0] < without[0] - 2 and with_word[1] == without[1] == without[0]
+
+
+def test_universal_llm_trainer_s_own_16_bit_loss_is_read_as_half_but_not_its_4_bit_or_fsdp_runs(tmp_path):
+    """Session 14: universal-llm-trainer's single-GPU LoRA and full runs compute their own `nn.CrossEntropyLoss` on
+    the bf16 logits with autocast off (`amp_training: False`): `loss_precision` `half`, which lowers the prior by the
+    logits' 10 - 6.12 bytes; its 4-bit runs (an fp32 head) and FSDP runs stay `fp32`; dropped as logged."""
+    common = {"source_repo": "ljm565/universal-llm-trainer", "source_path": "docs/gpu_test.md", "model": "Gemma-7B",
+              "micro_batch_size": 2, "seq_len": 8192, "other": "HF model, own trainer; bf16 weights"}
+    path = _set(tmp_path, {**common, "adapter": "lora", "lora_rank": "8"}, {**common, "adapter": "none"},
+                {**common, "adapter": "qlora", "lora_rank": "8"},
+                {**common, "adapter": "none", "sharding": "fsdp", "cpu_offload": "all", "gpu_count": 2})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.LOSS_PRECISION].to_list() == ["half", "half", None, None]
+    assert logged[c.LOSS_PRECISION].to_list() == [None] * 4
+    half, fp32 = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    logits_gb = 2 * 8192 * m.lookup("Gemma-7B").vocab * (m.LOGIT_BYTES - m.LOSS_LOGIT_BYTES["half"]) / 1e9
+    assert half[0] == pytest.approx(fp32[0] - logits_gb * m.ALLOCATOR_FACTOR, rel=0.02)
+    assert half[2] == fp32[2] and half[3] == fp32[3]
+
+
+def test_the_qwen_readme_s_deepspeed_runs_are_read_as_half_and_its_runs_without_deepspeed_not(tmp_path):
+    """Session 14: Qwen-1's own loss on its 16-bit logits under DeepSpeed (no autocast): `loss_precision` `half` for
+    the Qwen README's runs whose notes name DeepSpeed or its ZeRO config; its single-GPU runs without DeepSpeed (under
+    autocast) and other sources' DeepSpeed runs stay `fp32`; dropped as logged."""
+    common = {"source_repo": "QwenLM/Qwen", "source_path": "README.md", "model": "Qwen-7B-Chat-Int4", "adapter": "qlora",
+              "lora_rank": "64", "precision": "FP16", "seq_len": 8192}
+    path = _set(tmp_path, {**common, "other": "finetune_qlora_single_gpu.sh (DeepSpeed ZeRO-2 config on 1 GPU)"},
+                {**common, "other": "finetune_lora_ds.sh; sharding = script default ds_config_zero2.json",
+                 "sharding": "zero2", "gpu_count": 4},
+                {**common, "other": "finetune_lora_single_gpu.sh (no DeepSpeed)"},
+                {**common, "source_repo": "modelscope/ms-swift", "other": "swift sft, DeepSpeed ZeRO-2"})
+    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
+    assert noted[c.LOSS_PRECISION].to_list() == ["half", "half", None, None]
+    assert logged[c.LOSS_PRECISION].to_list() == [None] * 4
+    half, fp32 = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
+    assert half[0] < fp32[0] - 4 and half[2] == fp32[2] and half[3] == fp32[3]
