@@ -23,6 +23,16 @@ Units: bytes and FLOPs inside, GB (1e9 bytes), GFLOP, GFLOP/s and hours out.
     (prior MAPE 32.7% -> 26.6%) and holds on the reference set's named ones (44.9% -> 42.6%).
     A vision transformer (ViT, DeiT, BEiT: named so) logs its image side: s = (side / 16)^2 + 1 tokens.
   - RNN / GRU / LSTM: h = sqrt(P / 2gL) with g = 1 / 3 / 4 gates; (g + 2) h values per step and layer.
+    **Read as a language model** (`language_model_gb`: not a prior column nor a feature; issue 50, sessions 11
+    and 14): the same job as an embedding -> recurrence -> V-word head, V = `RECURRENT_VOCAB` = 10,000 (PTB's
+    vocabulary and the measured set's word-level LMs; the contract says neither whether a recurrent job has a head
+    nor how many words). Its width h solves P = 2 V h + 2 g L h^2; per step and layer it keeps the saved tensors of
+    a real nn.RNN / GRU / LSTM training step (PyTorch's own recurrence: 2 / 8 / 8 h), and per token the head's 4 V
+    values (the logits, the loss's log-softmax and their gradients) in FP32 or wider (autocast runs the
+    cross-entropy in FP32): 0.99-1.00 of a traced LM step (tests/tasks/learn/test_priors.py). That memory is what
+    the memory intervals' language-model correction blends a recurrent job's forecast with, as far as the
+    history's own out-of-fold errors say (`intervals.language_model_correction`); as the prior itself it was 14x a
+    time-series LSTM's traced step (reverted, 1227a2b; docs/models.md, session 10).
   - Convolutional: stages of convolutions whose channels grow (x1 x2 x4 x8 x8 for "cnn" and "vgg";
     x1 x2 x4 x8 for "resnet" and "convnet"; Simonyan & Zisserman 2015, He et al. 2016) while the feature
     map halves after each stage, from a stem of stride 1 ("cnn", "vgg"; ResNets and convnets on images
@@ -97,6 +107,14 @@ PLAIN_CNN_MAX_LAYERS = 20
 # (side / 16)^2 patches and a class token (Dosovitskiy et al., 2021: 16 px patches), as a "transformer".
 VIT_PATCH = 16
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+# A recurrent job read as a language model (`language_model_gb`): values a recurrent layer keeps per step, in
+# units of its width (the saved tensors of a real nn.RNN / GRU / LSTM training step, PyTorch's own recurrence, oneDNN
+# off); the head's words (an assumption: PTB's 10k, the measured set's LMs); the values it keeps per token at the
+# start of the backward (logits, log-softmax, their gradients; traced 4.0-4.1 V), in FP32 or wider.
+RECURRENT_VALUES_PER_STEP = {"rnn": 2, "gru": 8, "lstm": 8}
+RECURRENT_VOCAB = 10_000
+VOCAB_HEAD_VALUES = 4
+LOSS_MIN_BYTES = 4  # autocast runs the cross-entropy in FP32
 # Convolutional stages: channel multipliers per stage, and the image side up to which the stem keeps
 # full resolution (ResNet's CIFAR stem; VGG-style nets always do).
 CONV_STAGES = {"cnn": (1, 2, 4, 8, 8), "vgg": (1, 2, 4, 8, 8), "resnet": (1, 2, 4, 8), "convnet": (1, 2, 4, 8)}
@@ -186,18 +204,12 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     Missing numbers get neutral stand-ins (one layer, batch 1, ...): a prior is never null, so it can
     always be a fallback; models also see the raw features, with their missing values, beside it.
     """
-    precision = df[c.PRECISION].fill_null("").replace("", "FP32")
+    precision, params, layers, fam, batch, dim, gpus = _shape(df)
     optimizer = df[c.OPTIMIZER]
-    params = _column(df, c.PARAMS_MILLION, 1.0) * 1e6
-    layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
-    fam = families(df[c.MODEL_TYPE], layers)
-    batch = _column(df, c.BATCH_SIZE, 1.0)
-    dim = _column(df, c.INPUT_DIM, 1.0)
     vision = fam == "vit"
     dim = np.where(vision, (dim / VIT_PATCH) ** 2 + 1, dim)  # the tokens a vision transformer attends over
     fam[vision] = "transformer"
     iterations = _column(df, c.ITERATIONS, 1.0)
-    gpus = np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0)
 
     opt_bytes = per_value(optimizer, lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)),
                           pl.Float64)
@@ -224,6 +236,35 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
         "prior_gflops": achieved_tflops * 1e3,
         "prior_runtime_hours": runtime_h,
     }.items()})
+
+
+def _shape(df: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(precision, parameters, layers, family, batch, input size, GPUs) of every row, with `compute`'s stand-ins."""
+    layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
+    return (df[c.PRECISION].fill_null("").replace("", "FP32"), _column(df, c.PARAMS_MILLION, 1.0) * 1e6, layers,
+            families(df[c.MODEL_TYPE], layers), _column(df, c.BATCH_SIZE, 1.0), _column(df, c.INPUT_DIM, 1.0),
+            np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0))
+
+
+def language_model_gb(df: pl.DataFrame) -> np.ndarray:
+    """Per row of `df` (the 11 features), a recurrent job's peak memory (GB) read as a language model (the module
+    docstring): the prior's model state and CUDA context, the language model's activations; NaN for every other
+    family."""
+    precision, params, layers, fam, batch, dim, gpus = _shape(df)
+    recurrent = np.isin(fam, tuple(GATES))
+    if not recurrent.any():
+        return np.full(df.height, np.nan)
+    values, loss_values = np.zeros(df.height), np.zeros(df.height)
+    for f, gates in GATES.items():
+        if (m := fam == f).any():
+            P, L = params[m], layers[m]
+            width = (-RECURRENT_VOCAB + np.sqrt(RECURRENT_VOCAB**2 + 2.0 * gates * L * P)) / (2.0 * gates * L)
+            values[m] = dim[m] * L * width * RECURRENT_VALUES_PER_STEP[f]  # 2 g L h^2 + 2 V h = P
+            loss_values[m] = dim[m] * VOCAB_HEAD_VALUES * RECURRENT_VOCAB
+    act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
+    activations = batch / gpus * (values * act_bytes + loss_values * np.maximum(act_bytes, LOSS_MIN_BYTES))
+    language_model = compute(df)["prior_state_gb"].to_numpy() + activations / GB + CUDA_CONTEXT_GB
+    return np.where(recurrent, language_model, np.nan)
 
 
 def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,

@@ -28,7 +28,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.records.outcomes import Champion
-from gpucast.tasks.learn import features, intervals, llm_memory, ood, traced, traced_bands
+from gpucast.tasks.learn import features, intervals, llm_memory, ood, priors, traced, traced_bands
 from gpucast.tasks.learn.features import FEATURE_SETS
 from gpucast.tasks.learn.history import SCORED_SCHEMA, SchedulerHistory, burst_siblings, featureless
 from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, LLM_PRIOR
@@ -265,6 +265,8 @@ class Scorer:
         X = np.ascontiguousarray(self.encoder.transform(batch))
         groups = {g: batch[g] for g in intervals.GROUPINGS if g in batch.columns}
         pred = np.asarray(self.estimator.predict(X), dtype=np.float64)
+        if self.calibration.language_model is not None:  # recurrent jobs read as language models (memory)
+            groups[intervals.LM_GB] = pl.Series(intervals.LM_GB, priors.language_model_gb(batch))
         p10, p50, p90 = self.calibration.intervals(pred, groups)
         flags, reasons = ood.flag(batch, self.detector) if self.detector else (np.zeros(batch.height, bool),
                                                                              [None] * batch.height)

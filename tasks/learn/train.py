@@ -31,7 +31,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRow, Refit, TargetResult
-from gpucast.tasks.learn import blend, features, intervals, ood, reference, unfitted
+from gpucast.tasks.learn import blend, features, intervals, ood, priors, reference, unfitted
 from gpucast.tasks.learn.champion import (
     CHAMPION_RULE,
     _mean_costs,
@@ -381,8 +381,10 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     shape = (c.MODEL_TYPE, *intervals.LARGE_SHAPE_COLUMNS)  # memory: the large-by-shape groups (issue 50 item 5)
     shapes = ({g: rows[g].to_numpy() for g in shape}
               if target == c.PEAK_GPU_MEM_GB and set(shape) <= set(rows.columns) else None)
+    lm = priors.language_model_gb(rows) if shapes is not None else None  # memory: the recurrent LMs' correction
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y,
-                                                       out_of_fold=oof, shapes=shapes, held_out=held)
+                                                       out_of_fold=oof, shapes=shapes, held_out=held,
+                                                       language_model=None if lm is None else (lm[cal_idx], lm))
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])

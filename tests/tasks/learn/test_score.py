@@ -108,3 +108,25 @@ def test_model_without_calibration_asks_for_a_retrain(trained, tmp_path):
     (folder / "metadata.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="gpucast train"):
         Scorer(Champion(champ.target, champ.model, "old", str(folder)))
+
+
+def test_the_scorer_hands_each_jobs_reading_as_a_language_model_to_a_kept_recurrent_correction(trained):
+    """Issue 50, session 14: where training kept the recurrent language models' correction (`intervals.LM_OOF`), the
+    scorer reads every job's `priors.language_model_gb` and the calibration moves the recurrent jobs' forecast onto it
+    (here w = 1, a = 0, offsets 0: P10 = P50 = P90 = the reading, for those in distribution), every other job's band
+    as without it."""
+    from gpucast.tasks.learn import priors
+
+    scorer = Scorer(trained[c.PEAK_GPU_MEM_GB])
+    rows = features.build(_jobs(400, seed=7))
+    before = scorer.score(rows)
+    scorer.calibration.language_model = (1.0, 0.0, np.zeros(3))
+    after = scorer.score(rows)
+    reading = priors.language_model_gb(rows)
+    recurrent = np.isfinite(reading)
+    kept = recurrent & ~after["ood"].to_numpy()  # out-of-distribution jobs get the fallback's band, as always
+    assert kept.sum() >= 10 and (~recurrent).any()
+    np.testing.assert_allclose(after["p50"].to_numpy()[kept], reading[kept], rtol=1e-12)
+    np.testing.assert_allclose(after["p90"].to_numpy()[kept], reading[kept], rtol=1e-12)
+    for q in ("p10", "p50", "p90"):
+        np.testing.assert_array_equal(after[q].to_numpy()[~recurrent], before[q].to_numpy()[~recurrent])
