@@ -162,7 +162,9 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
         out = out.with_columns(gpus_for(pl.col(f"expected_gpu_hours_{q}"), pl.col("packing_efficiency"))
                                .alias(f"gpus_needed_expected_{q}"))
         out = out.with_columns((pl.col(f"gpus_needed_{q}") + pl.col(f"gpus_needed_expected_{q}")).alias(f"gpus_total_{q}"))
-        out = out.with_columns(covered_shortfall(out, f"gpus_total_{q}").alias(f"shortfall_total_{q}"))
+        out = out.with_columns(covered_shortfall(out, f"gpus_total_{q}").alias(f"shortfall_total_{q}"),
+                               # the queued jobs' shortfall too, so it is never above the total's (review 64b S1-1)
+                               covered_shortfall(out, f"gpus_needed_{q}").alias(f"shortfall_{q}"))
     # the row's part of the site's P90 total: the known jobs at P90 + its share of the total arrivals' P90; and at P50
     out = out.with_columns((pl.col(f"gpus_needed_{q}") + gpus_for(pl.col(f"expected_gpu_hours_{q}_of_total"),
                                                                   pl.col("packing_efficiency"))).alias(f"gpus_total_{q}_of_total")

@@ -209,3 +209,19 @@ def test_adding_any_gpus_to_a_queue_of_the_demo_never_raises_the_shortfall(queue
         GpuChange(queue, next(o.gpu_type for o in demo.owned if o.queue == queue), 16),))), 3)
     waits = [scenarios.summary(o)["expected_wait_hours"][0] for o in (base, more, own)]
     assert waits[1] == waits[2] < waits[0]
+
+
+def test_a_rows_queued_jobs_shortfall_is_covered_like_its_total_and_never_above_it():
+    """Review 64b S1-1: a queue of 1 A100-40GB and 10 idle A100-80GB, three 30 GB jobs a day on the 40 GB type: the
+    80 GB type's spare GPUs cover the queued jobs' shortfall as they cover the total's (before: 2 short, total 0)."""
+    jobs = pl.DataFrame([(f"s{i}", "q", START, 1, 30.0, 24.0, 24.0) for i in range(3)], orient="row",
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)))
+    inputs = scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), pl.DataFrame(schema=FORECAST_SCHEMA),
+                                  pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
+    inventory = Inventory("i.yaml", (Owned("q", "A100-40GB", 1, 40.0), Owned("q", "A100-80GB", 10, 80.0)))
+    rows = scenarios.plan_once(inputs, inventory, 1).plan.rows
+    assert rows.filter(pl.col("gpu_type") == "A100-40GB")["gpus_needed_p90"].to_list() == [3]
+    for q in ("p50", "p90"):
+        assert rows[f"shortfall_{q}"].to_list() == [0, 0]
+        assert (rows[f"shortfall_total_{q}"] >= rows[f"shortfall_{q}"]).all()
