@@ -155,8 +155,9 @@ def add_expected(rows: pl.DataFrame, forecast: pl.DataFrame, recent: pl.DataFram
     eff = packing_efficiency(rows, recent)
     typed = _with_shares(forecast).select(FORECAST_COLUMNS).cast(
         FORECAST_SCHEMA | dict.fromkeys(SHARES, pl.Float64))
-    out = (rows.join(map_series(typed, rows, added), on=["day", "queue", "gpu_type"], how="left")
-           .join(eff, on=["queue", "gpu_type"], how="left")
+    # the rows' order kept (`covered_shortfall` reads equal memories in the plan's order; review 64b S3-2)
+    out = (rows.join(map_series(typed, rows, added), on=["day", "queue", "gpu_type"], how="left", maintain_order="left")
+           .join(eff, on=["queue", "gpu_type"], how="left", maintain_order="left")
            .with_columns(pl.col("^expected_gpu_hours_.*$").fill_null(0.0), pl.col("packing_efficiency").fill_null(1.0)))
     for q in QUANTILES:
         out = out.with_columns(gpus_for(pl.col(f"expected_gpu_hours_{q}"), pl.col("packing_efficiency"))
