@@ -263,8 +263,9 @@ def language_model_gb(df: pl.DataFrame) -> np.ndarray:
             loss_values[m] = dim[m] * VOCAB_HEAD_VALUES * RECURRENT_VOCAB
     act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
     activations = batch / gpus * (values * act_bytes + loss_values * np.maximum(act_bytes, LOSS_MIN_BYTES))
-    language_model = compute(df)["prior_state_gb"].to_numpy() + activations / GB + CUDA_CONTEXT_GB
-    return np.where(recurrent, language_model, np.nan)
+    state = np.full(df.height, np.nan)  # the prior's model state of the recurrent rows only (a scored batch is mostly
+    state[recurrent] = compute(df.filter(pl.Series(recurrent)))["prior_state_gb"].to_numpy()  # others: review 64b S3-6)
+    return np.where(recurrent, state + activations / GB + CUDA_CONTEXT_GB, np.nan)
 
 
 def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,
