@@ -107,6 +107,8 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
             gpus = (choice.owned or 0) + lent.get(t, 0)  # lent out: negative
             if gpus:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
+                # GPUs lent from an added type count as this type's nodes (review 64b S3-3): a gang may then span
+                # the two, harmless for the single-GPU jobs that fill most queues
                 wait, free = fcfs(np.sort(held)[::-1][:gpus], gpus, hours, sub["gpu_count"].to_numpy(),
                                   choice.gpus_per_node)
                 free_at[queue, choice.gpu_type] = free
