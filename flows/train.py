@@ -94,10 +94,11 @@ class Fitted:
 
 @flow(name="fit-models", log_prints=True)
 def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list[str] | None],
-               previous: dict[str, str]) -> Fitted:
+               previous: dict[str, str], until: datetime | None = None) -> Fitted:
     """Every fit of the run as its own task run on this flow's task runner (Dask, or in-process),
     in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted
     (`holdout`: target -> the gate window's job ids, predicted by the champion fitted without them).
+    `until`: a backfill's night: the fits learn only from the jobs completed by its clock (`train.labelled`).
 
     Workers get the labelled rows and return metrics and models; the warehouse stays with the
     caller. A fit that fails (twice: one retry) or whose worker is lost is recorded as skipped with
@@ -105,7 +106,7 @@ def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list
     """
     runner = FlowRunContext.get().task_runner
     history = pl.read_parquet(history_path)
-    rows = {t: train.labelled(history, t, options) for t in options.targets}
+    rows = {t: train.labelled(history, t, options, until) for t in options.targets}
     shared = runners.share(runner, rows)
     started = time.time()
     budget = options.night_budget_minutes
@@ -188,7 +189,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         if choice.note:
             get_run_logger().warning(choice.note)
         fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows.holdouts(options.targets),
-                                                                     windows.previous_models())
+                                                                     windows.previous_models(), until=as_of)
         outcomes = []
         for target in options.targets:
             outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows, settings))

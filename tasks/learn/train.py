@@ -24,6 +24,7 @@ import platform
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -119,10 +120,15 @@ def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None)
     return sorted(fits, key=lambda f: (tier(f), f.repeat, target_rank[f.target], rank.get(f.model, len(rank))))
 
 
-def labelled(history: pl.DataFrame, target: str, options: TrainOptions) -> pl.DataFrame:
+def labelled(history: pl.DataFrame, target: str, options: TrainOptions, until: datetime | None = None) -> pl.DataFrame:
     """The jobs with `target` measured and model features logged, with the feature set's columns (built here
     when missing). Jobs without model features (contract v4, `model_type` unknown) teach a champion nothing
-    about them and blur what it learns from the others: the scheduler's history forecasts them (`history.py`)."""
+    about them and blur what it learns from the others: the scheduler's history forecasts them (`history.py`).
+    `until`: a backfill's night (its clock): only the jobs completed by then (`updated_at`, a completed job's end),
+    what that night could have learnt from; None (a live night): every one."""
+    if until is not None:
+        # the warehouse's column is zoned 'Etc/UTC', a Python time 'UTC': polars compares only equal zone names
+        history = history.filter(pl.col(c.UPDATED_AT).dt.convert_time_zone("UTC") <= pl.lit(until).dt.convert_time_zone("UTC"))
     if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
         history = features.build(history)
     rows = labelled_rows(history, target)

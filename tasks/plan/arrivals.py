@@ -135,10 +135,14 @@ def map_series(forecast: pl.DataFrame, rows: pl.DataFrame, added: set | frozense
     # but never more than the queue's P90 (a part of the queue's arrivals is never above the whole: session 14)
     one_row = pl.col("gpu_type").n_unique().over("day", "queue") == 1
     f = f.with_columns(pl.when(one_row).then(pl.col("gpu_hours_p90_of_queue")).otherwise(pl.col("gpu_hours_p90"))
-                       .alias("_row_p90"), pl.col("gpu_hours_p90_of_queue").sum().over("day", "queue").alias("_queue_p90"))
+                       .alias("_row_p90"), pl.col("gpu_hours_p90_of_queue").sum().over("day", "queue").alias("_queue_p90"),
+                       one_row.alias("_one_row"))
+    # the cap only where the queue spans rows: a one-row queue's sum is its P90 as summed here, to the bit (review
+    # 64b S3-1: the two sums can differ in the last place)
     return f.group_by("day", "queue", "gpu_type").agg(
         pl.col("gpu_hours_p50").sum().alias("expected_gpu_hours_p50"),
-        pl.min_horizontal(pl.col("_row_p90").sum(), pl.col("_queue_p90").first()).alias("expected_gpu_hours_p90"),
+        pl.when(pl.col("_one_row").first()).then(pl.col("_row_p90").sum())
+        .otherwise(pl.min_horizontal(pl.col("_row_p90").sum(), pl.col("_queue_p90").first())).alias("expected_gpu_hours_p90"),
         pl.col("gpu_hours_p90_of_total").sum().alias("expected_gpu_hours_p90_of_total"),
         pl.col("gpu_hours_p50_of_total").sum().alias("expected_gpu_hours_p50_of_total"))
 

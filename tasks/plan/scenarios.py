@@ -10,8 +10,11 @@ A scenario edits the inventory, in the order move, remove, add (`edited_inventor
 * `add {queue, gpu_type, count}`: `count` more, a new type of the queue when it has none. A new type is `added`
   (records/inventory.py): the queue's jobs and expected arrivals stay on its own types, the added GPUs take the
   jobs none of those holds, and their spare GPUs cover the shortfall of its types of no more memory
-  (tasks/plan/capacity.py, arrivals.py), so GPUs added never raise a day's shortfall nor the jobs that fit no GPU
-  (session 14: 16 H100s added to the demo's a100-80g raised it, issue 53 item 4).
+  (tasks/plan/capacity.py, arrivals.py), so GPUs added never raise a day's shortfall of the jobs some GPU already
+  held, nor the jobs that fit no GPU (session 14: 16 H100s added to the demo's a100-80g raised it, issue 53 item
+  4). Jobs no GPU held that the added GPUs hold (or, removing them, that none holds any longer) move between the
+  two figures: a day's `gpus_short_p90` + `gpus_unplaceable` (the GPUs those jobs ask for) never rises when GPUs are
+  added (review 64b S2-1: 2 H200s added for ten 120 GB jobs turn 10 unplaceable GPUs into 8 short).
 
 `scale {queue, factor}` multiplies the queue's expected arrivals (the demand forecast's P50 and P90 GPU-hours);
 `plan_days` plans that many days. The scenario's plan is the baseline's steps on the edited inventory: the packing
@@ -22,7 +25,8 @@ planning it) is recorded as failed with its reason; the baseline and the other s
 
 Per scenario and day (`SCENARIO_COLUMNS`), over every queue and GPU type: GPUs needed (known + expected: the queues'
 P50s summed, and the site total's own P50 and P90, `gpus_site_p50` and `gpus_total_p90`, `arrivals.by_day`), owned,
-short (`gpus_short_*`: the rows' `shortfall_total_*` summed), the jobs that fit no GPU of their queue and the pending
+short (`gpus_short_*`: the rows' `shortfall_total_*` summed), the jobs that fit no GPU of their queue (and the GPUs
+they ask for, `gpus_unplaceable`) and the pending
 jobs that cannot start (their queue owns no GPU of their type, or fewer than they ask for), the expected wait of a job
 submitted that day (the queues' `expected_wait_hours` weighted by their expected arrivals; equal weights on a day with
 none) and the longest one with its queue; then what changed from the baseline: the edits in words and the differences
@@ -43,14 +47,15 @@ from gpucast.tasks.plan import arrivals, capacity, starts
 
 SCENARIO_COLUMNS = ("scenario", "status", "day", "gpus_total_p50", "gpus_site_p50", "gpus_total_p90", "gpus_owned",
                     "gpus_short_p50",
-                    "gpus_short_p90", "unplaceable_jobs", "jobs_without_start", "expected_wait_hours",
+                    "gpus_short_p90", "unplaceable_jobs", "gpus_unplaceable", "jobs_without_start", "expected_wait_hours",
                     "longest_wait_hours", "longest_wait_queue", "changes", "gpus_short_p90_vs_baseline",
                     "gpus_owned_vs_baseline", "expected_wait_hours_vs_baseline", "unplaceable_jobs_vs_baseline",
                     "reason")
 SCENARIO_SCHEMA = {"scenario": pl.String, "status": pl.String, "day": pl.Date, "gpus_total_p50": pl.Int64,
                    "gpus_site_p50": pl.Int64,
                    "gpus_total_p90": pl.Int64, "gpus_owned": pl.Int64, "gpus_short_p50": pl.Int64,
-                   "gpus_short_p90": pl.Int64, "unplaceable_jobs": pl.Int64, "jobs_without_start": pl.Int64,
+                   "gpus_short_p90": pl.Int64, "unplaceable_jobs": pl.Int64, "gpus_unplaceable": pl.Int64,
+                   "jobs_without_start": pl.Int64,
                    "expected_wait_hours": pl.Float64, "longest_wait_hours": pl.Float64,
                    "longest_wait_queue": pl.String, "changes": pl.String, "gpus_short_p90_vs_baseline": pl.Int64,
                    "gpus_owned_vs_baseline": pl.Int64, "expected_wait_hours_vs_baseline": pl.Float64,
@@ -198,6 +203,8 @@ def summary(outcome: PlanOutcome) -> pl.DataFrame:
         .join(owned_known.group_by("day").agg(pl.col("gpus_owned").sum()), on="day", how="left")
         .join(waits, on="day", how="left")
         .with_columns(pl.lit(outcome.plan.unplaceable.height, pl.Int64).alias("unplaceable_jobs"),
+                      pl.lit(int(outcome.plan.unplaceable["gpu_count"].fill_null(1).clip(1).sum()), pl.Int64)
+                      .alias("gpus_unplaceable"),
                       pl.lit(without.height if _owned_known(rows) else None, pl.Int64).alias("jobs_without_start"))
         .sort("day"))
 

@@ -95,16 +95,20 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
         qrun = run_by_queue.get((queue,), running.clear())
         logged = [catalog.canonical(t) if t else None for t in qrun["gpu_type"].to_list()]
         run_pick = np.array([names.index(t) if t in names else largest_index(options) for t in logged], dtype=np.int64)
-        lent = _lent(options, np.concatenate([pick[~too_big], run_pick]))
+        held_by = np.concatenate([pick[~too_big], run_pick])
+        asked = np.concatenate([qjobs["gpu_count"].to_numpy()[~too_big], qrun["gpu_count"].to_numpy()])
+        lent = _lent(options, held_by, asked)
         for t, choice in enumerate(options):
             mine = (pick == t) & ~too_big
             sub = qjobs.filter(pl.Series(mine))
             ends = qrun.filter(pl.Series(run_pick == t))
             held = np.repeat(ends["_end"].to_numpy(), ends["gpu_count"].to_numpy()) if ends.height else np.zeros(0)
             wait = None
-            gpus = (choice.owned or 0) + lent.get(t, 0)
+            gpus = (choice.owned or 0) + lent.get(t, 0)  # lent out: negative
             if gpus:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
+                # GPUs lent from an added type count as this type's nodes (review 64b S3-3): a gang may then span
+                # the two, harmless for the single-GPU jobs that fill most queues
                 wait, free = fcfs(np.sort(held)[::-1][:gpus], gpus, hours, sub["gpu_count"].to_numpy(),
                                   choice.gpus_per_node)
                 free_at[queue, choice.gpu_type] = free
@@ -115,20 +119,24 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
     return Starts(out.sort("job_id"), free_at)
 
 
-def _lent(options: list[GpuChoice], used: np.ndarray) -> dict[int, int]:
-    """GPUs of a type a what-if adds to the queue (`GpuChoice.added`) that no pending or running job is placed on
-    (`used`: the options placed on), lent to the queue's own type of the most memory they hold (the first listed
-    among equal memories): its jobs run on both, first come, first served (session 14: 16 H100s added to a queue of
-    A100-80GBs shorten its waits as 16 more A100s do)."""
+def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> dict[int, int]:
+    """GPUs of a type a what-if adds to the queue (`GpuChoice.added`) that the jobs placed on it do not ask for
+    (`placed`: the option each pending or running job is placed on, `asked`: its GPU count; all of them at once, so
+    never more than are free), lent to the queue's own type of the most memory they hold (the first listed among
+    equal memories): its jobs run on both, first come, first served (session 14: 16 H100s added to a queue of
+    A100-80GBs shorten its waits as 16 more A100s do; review 64b S2-3: 16 H200s added for one 120 GB job lend the
+    other 15, not none). The counts per option: + lent to it, - lent out of it."""
     out: dict[int, int] = {}
     for a, ch in enumerate(options):
-        if not ch.added or not ch.owned or (used == a).any():
+        spare = (ch.owned or 0) - int(asked[placed == a].sum())
+        if not ch.added or spare <= 0:
             continue
         fits = [i for i, own in enumerate(options) if not own.added and own.memory_gb <= ch.memory_gb]
         if fits:
             top = max(options[i].memory_gb for i in fits)
             to = next(i for i in fits if options[i].memory_gb == top)
-            out[to] = out.get(to, 0) + ch.owned
+            out[to] = out.get(to, 0) + spare
+            out[a] = out.get(a, 0) - spare
     return out
 
 

@@ -227,14 +227,18 @@ def capacity_plan_lines(plan: PlanResult) -> list[str]:
 
 def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
     """The what-if scenarios side by side (one row each, the baseline first), from `plan_scenarios`' day rows: GPU-days
-    short at P90 over the plan and its worst day, jobs that fit no GPU or cannot start, the first day's and the worst
+    short at P90 over the plan and its worst day, jobs that fit no GPU (and the GPUs they ask for) or cannot start,
+    the first day's and the worst
     day's expected wait, and the GPU-days short against the baseline's; a failed scenario shows its reason."""
+    if "gpus_unplaceable" not in rows.columns:  # days recorded before session 15
+        rows = rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_unplaceable"))
     planned = rows.filter(pl.col("status") == "planned")
     table = planned.group_by("scenario", maintain_order=True).agg(
         pl.col("status").first(), pl.col("changes").first(), pl.len().alias("days"),
         pl.col("gpus_short_p90").sum().alias("gpu_days_short_p90"),
         pl.col("gpus_short_p90").max().alias("worst_day_short_p90"),
-        pl.col("unplaceable_jobs").first().alias("fit_no_gpu"), pl.col("jobs_without_start").first().alias("cannot_start"),
+        pl.col("unplaceable_jobs").first().alias("fit_no_gpu"), pl.col("gpus_unplaceable").first().alias("their_gpus"),
+        pl.col("jobs_without_start").first().alias("cannot_start"),
         pl.col("expected_wait_hours").sort_by("day").first().round(1).alias("wait_day1_h"),
         pl.col("longest_wait_hours").max().round(1).alias("worst_wait_h"),
         pl.col("gpus_short_p90_vs_baseline").sum().alias("gpu_days_short_vs_baseline"),

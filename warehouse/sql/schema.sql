@@ -532,6 +532,9 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
 -- Session 14: the site's P50 total, the pair of gpus_total_p90 (the rows' gpus_total_p50_of_total summed: the site's
 -- total's own P50), where gpus_total_p50 is the queues' own P50s summed
 ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_site_p50 BIGINT;
+-- Session 15 (review 64b S2-1): the GPUs the jobs that fit no GPU of their queue ask for; a what-if adding a type
+-- that holds them moves them from here to gpus_short_*: their sum never rises when GPUs are added
+ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_unplaceable BIGINT;
 
 -- The planners' views: the latest succeeded plan (a failed plan run never replaces it).
 CREATE OR REPLACE VIEW current_capacity_plan AS

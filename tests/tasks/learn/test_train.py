@@ -174,3 +174,21 @@ def test_a_fit_past_the_night_budget_is_skipped_not_run(jobs):
     done = fit_one(rows, "runtime_hours", options(), "lightgbm", 0, threads=THREADS, budget_ends_at=time.time() + 600)
     assert isinstance(done, FitResult)
     assert {"validation", "test"} <= {m.split for m in done.metrics} and len(done.test_pred) == len(done.test_idx) > 0
+
+
+def test_a_backfills_fits_learn_only_from_the_jobs_completed_by_its_night(jobs):
+    """Review 63 / session 14's item 3: a backfill of night T (`until`) fits on the jobs whose completion (`updated_at`)
+    is at or before T, what that night knew; a live night (None) on every one. The warehouse's column is zoned
+    'Etc/UTC' and the night a Python UTC time: compared as instants."""
+    from datetime import UTC, datetime
+
+    ends = jobs[c.UPDATED_AT].dt.replace_time_zone("Etc/UTC") if jobs[c.UPDATED_AT].dtype.time_zone is None \
+        else jobs[c.UPDATED_AT].dt.convert_time_zone("Etc/UTC")
+    history = jobs.with_columns(ends.alias(c.UPDATED_AT))
+    night = ends.sort()[ends.len() // 2].replace(tzinfo=None).replace(tzinfo=UTC)
+    assert isinstance(night, datetime)
+    every = labelled(history, c.PEAK_GPU_MEM_GB, TrainOptions())
+    bounded = labelled(history, c.PEAK_GPU_MEM_GB, TrainOptions(), until=night)
+    known = history.filter(pl.col(c.UPDATED_AT).dt.convert_time_zone("UTC") <= night)["job_id"]
+    assert 0 < bounded.height < every.height
+    assert set(bounded["job_id"]) == set(every["job_id"]) & set(known)

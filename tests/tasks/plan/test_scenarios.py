@@ -225,3 +225,53 @@ def test_a_rows_queued_jobs_shortfall_is_covered_like_its_total_and_never_above_
     for q in ("p50", "p90"):
         assert rows[f"shortfall_{q}"].to_list() == [0, 0]
         assert (rows[f"shortfall_total_{q}"] >= rows[f"shortfall_{q}"]).all()
+
+
+def test_added_gpus_lend_what_the_jobs_placed_on_them_do_not_ask_for():
+    """Review 64b S2-3: 16 H200s added to a queue of A100-80GBs for its one 120 GB job lend the other 15 to its own
+    type: the A100s' jobs wait as with 15 more A100s (before: nothing was lent, their waits did not move)."""
+    from pathlib import Path
+
+    from gpucast.records.inventory import load_inventory
+
+    demo = load_inventory(Path(capacity.__file__).parents[2] / "records" / "reference" / "demo_inventory.yaml")
+    base_inputs = _demo_inputs()
+    big = pl.DataFrame([("huge", "a100-80g", START, 1, 120.0, 20.0, 30.0)], schema=base_inputs.jobs.schema, orient="row")
+    inputs = replace(base_inputs, jobs=pl.concat([base_inputs.jobs, big]))
+
+    def own_wait(edit: GpuChange | None) -> tuple[float, pl.DataFrame]:
+        inv = demo if edit is None else scenarios.edited_inventory(demo, _scenario("s", add=(edit,)))
+        got = scenarios.plan_once(inputs, inv, 3)
+        row = got.plan.rows.filter((pl.col("queue") == "a100-80g") & (pl.col("gpu_type") == "A100-80GB"))
+        return row["expected_wait_hours"][0], got.starts.jobs
+
+    base, _ = own_wait(None)
+    h200, jobs = own_wait(GpuChange("a100-80g", "H200-141GB", 16))
+    fifteen, _ = own_wait(GpuChange("a100-80g", "A100-80GB", 15))
+    assert h200 == fifteen < base
+    # the 120 GB job starts on the H200s it is placed on (it fit no GPU of the queue before)
+    assert jobs.filter(pl.col("job_id") == "huge")["gpu_type"].to_list() == ["H200-141GB"]
+    assert jobs.filter(pl.col("job_id") == "huge")["expected_wait_hours"][0] == 0.0
+
+
+def test_gpus_added_never_raise_the_shortfall_plus_the_gpus_of_jobs_that_fit_none():
+    """Review 64b S2-1: a queue of 4 A100-80GBs with ten 120 GB jobs and two 40 GB ones. 2 H200s added hold the big
+    jobs, which then count as short where they counted as unplaceable: the shortfall rises from 0 to 8, but the
+    shortfall plus the GPUs of the jobs that fit no GPU (`gpus_unplaceable`, 10) does not; removing the H200s again
+    is the mirror case."""
+    jobs = pl.DataFrame([(f"big{i}", "big", START, 1, 120.0, 24.0, 24.0) for i in range(10)]
+                        + [(f"s{i}", "big", START, 1, 40.0, 24.0, 24.0) for i in range(2)],
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)), orient="row")
+    inputs = scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), pl.DataFrame(schema=FORECAST_SCHEMA),
+                                  pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
+    owned = Inventory("inventory.yaml", (Owned("big", "A100-80GB", 4, 80.0),))
+    base = scenarios.plan_once(inputs, owned, 1)
+    for n in (1, 2, 16):
+        buy = scenarios.plan_once(inputs, scenarios.edited_inventory(
+            owned, _scenario("buy", add=(GpuChange("big", "H200-141GB", n),))), 1)
+        rows = scenarios.scenario_rows(base, {"buy": buy}, (_scenario("buy", add=(GpuChange("big", "H200-141GB", n),)),))
+        day = {r["scenario"]: r for r in rows.iter_rows(named=True)}
+        assert (day["baseline"]["gpus_short_p90"], day["baseline"]["gpus_unplaceable"]) == (0, 10)
+        assert day["buy"]["gpus_unplaceable"] == 0 and day["buy"]["gpus_short_p90"] == max(10 - n, 0)
+        assert day["buy"]["gpus_short_p90"] + day["buy"]["gpus_unplaceable"] <= 10
