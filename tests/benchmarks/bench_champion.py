@@ -12,7 +12,7 @@ champion's name and its ratios to the plain baseline.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
         [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network] [--stopping now] [--trees | --trees-only]
-        [--stopping-side-by-side now,refit --rounds 3]
+        [--stopping-side-by-side now,refit --rounds 3] [--split random|source] [--llm-data PATH]
 
 `--stopping` (issue 50 item 4) sets the boosted trees' early stopping and the forests' size for the whole run, in
 this process only (the registry's constants): `now` (the product's), `before` (as before issue 40's speed-up: no
@@ -55,12 +55,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script:
 from tests.benchmarks.bench_accuracy import evaluate  # noqa: E402
 from tests.measured import gpumemnet, load  # noqa: E402
 
+LLM_DATA: Path | None = None  # `--llm-data`: the LLM set's CSV where it is not at ../shared/data (a git worktree)
+
 
 def llm() -> pl.DataFrame:
-    """The public LLM runs (`bench_llm_memory.DATA`) as contract rows, features built, with `source` beside them."""
+    """The public LLM runs (`bench_llm_memory.DATA`, or `--llm-data`) as contract rows, features built, with `source`
+    beside them."""
     from tests.benchmarks.bench_llm_memory import DATA, contract_frame, job_rows
 
-    rows = job_rows(DATA)
+    rows = job_rows(LLM_DATA or DATA)
     return contract_frame(rows.drop(*SIDE)).with_columns(rows["source"])
 
 
@@ -269,7 +272,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternations for --stopping-side-by-side")
     ap.add_argument("--split", default="random", choices=("random", "source"),
                     help="random: a seeded 70/30 split of the jobs; source: of whole sources (sets with one: llm)")
+    ap.add_argument("--llm-data", type=Path, default=None, help="the LLM set's CSV, if not at ../shared/data")
     args = ap.parse_args()
+    global LLM_DATA
+    LLM_DATA = args.llm_data
     use_stopping(args.stopping)
     models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
     options = TrainOptions(features="residual", repeats=args.repeats, nn_max_minutes=args.nn_max_minutes, device="cpu",
