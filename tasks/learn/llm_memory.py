@@ -8,6 +8,8 @@ know is estimated from the parameter count (`estimate_arch`). Units: bytes insid
 
 The GPUs: data parallel d = gpu_count / (t x p x c) with t, p, c the tensor, pipeline and context parallel sizes.
 Each rank holds 1 / (t p) of the weights (Megatron's split; the embedding and the head are vocabulary-parallel).
+The states are sharded (ZeRO, FSDP) or all-reduced (DDP) over the ranks that hold the same weights, d x c
+(`Layout.state_ranks`): "over d" below means over those.
 
 **Model states per rank** (`states`), per parameter of the rank's share:
 * all weights trained (`adapter` none), by precision and sharding:
@@ -353,6 +355,15 @@ class Layout:
     def data_parallel(self) -> int:
         return max(1, self.gpu_count // max(1, self.tensor_parallel * self.pipeline_parallel * self.context_parallel))
 
+    @property
+    def state_ranks(self) -> int:
+        """The ranks that hold the same weights and so shard (ZeRO, FSDP) or all-reduce (DDP) the model states: the
+        data-parallel x context-parallel ranks, d x c. Context parallelism splits the sequence, not the weights, and the
+        frameworks shard over both: Megatron-Core's gradient buffers and distributed optimizer take
+        `get_data_parallel_group(with_context_parallel=True)`, torchtitan applies FSDP over the flattened `dp_shard_cp`
+        mesh, DeepSpeed's ZeRO partitions over its sequence-data-parallel group under Ulysses (review 63 S3-6)."""
+        return self.data_parallel * max(1, self.context_parallel)
+
 
 # --- constants (bytes) --------------------------------------------------------------------------------------
 HALF_BYTES = {"FP16": 2, "BF16": 2, "FP8": 2, "FP32": 4, "FP64": 8}  # FP8 training keeps 16-bit weights (TE)
@@ -485,12 +496,12 @@ def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float,
     expert-parallel job's experts (`experts_held`), whose sharded states are spread over the expert-data-parallel
     ranks (`expert_data_parallel`) instead of the data-parallel ones."""
     split = job.tensor_parallel * job.pipeline_parallel
-    d = job.data_parallel
+    d = job.state_ranks  # data x context parallel (`Layout.state_ranks`)
     d_experts = expert_data_parallel(job)
 
     def over_ranks(value: float, expert_share: float) -> float:
-        """`value` sharded over the data-parallel ranks, the share of it that is experts over the expert-data-parallel
-        ranks"""
+        """`value` sharded over the data x context-parallel ranks, the share of it that is experts over the
+        expert-data-parallel ranks"""
         if not experts:
             return value / d
         return value * (1.0 - expert_share) / d + value * expert_share / d_experts
@@ -720,15 +731,15 @@ def step_temporary(arch: Arch, job: Layout) -> float:
         return 0.0
     if job.adapter in ("lora", "qlora", "other"):
         return trained_copy_params(arch, job) * trained_copy_bytes(job) / (
-            job.data_parallel if job.sharding == "fsdp" else 1)
+            job.state_ranks if job.sharding == "fsdp" else 1)
     if job.adapter == "lisa":
         return lisa_params(arch) / (job.tensor_parallel * job.pipeline_parallel) * HALF_BYTES.get(job.precision, 2) / (
-            job.data_parallel if job.sharding == "fsdp" else 1)
+            job.state_ranks if job.sharding == "fsdp" else 1)
     pure = job.sharding == "none" and job.precision in ("BF16", "FP8")
     moment_bytes = HALF_BYTES.get(job.precision, 2) if pure or job.precision in ("FP32", "FP64") else MASTER_BYTES.get(
         job.precision, 4)
     params = arch.params / (job.tensor_parallel * job.pipeline_parallel)
-    return params * moment_bytes / (job.data_parallel if job.sharding == "fsdp" else 1)
+    return params * moment_bytes / (job.state_ranks if job.sharding == "fsdp" else 1)
 
 
 def amp_casts(arch: Arch, job: Layout) -> float:

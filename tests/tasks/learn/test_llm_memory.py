@@ -650,6 +650,33 @@ def test_the_experts_states_are_sharded_over_the_expert_data_parallel_ranks_only
     assert m.states(split, ddp, held) == m.states(split, ddp)
 
 
+def test_context_parallel_ranks_shard_the_dense_states_with_the_data_parallel_ones():
+    """Review 63 S3-6: context parallelism splits the sequence, not the weights, so ZeRO / FSDP shard the states (and
+    DDP all-reduces the gradients) over the data x context-parallel ranks, d x c (Megatron-Core's
+    `get_data_parallel_group(with_context_parallel=True)`, torchtitan's `dp_shard_cp` mesh), as the experts' states
+    already were (`expert_data_parallel`); the old prior divided the dense states by d alone."""
+    arch = m.lookup("Llama-3.1-70B")
+    cp = m.Layout(gpu_count=64, tensor_parallel=8, context_parallel=4, sharding="zero1",
+                  activation_checkpointing="full", seq_len=131_072)
+    assert (cp.data_parallel, cp.state_ranks) == (2, 8)
+    params = arch.params / 8
+    w, g, o = m.states(arch, cp)
+    assert (w, g, o) == pytest.approx((params * 2, params * 2, params * 12 / 8))  # not params * 12 / 2
+    fsdp = replace(cp, tensor_parallel=1, sharding="fsdp", gpu_count=16)  # d = 4, c = 4
+    w, g, o = m.states(arch, fsdp)
+    gathered = m.GATHERED_UNITS * arch.block_params * 2 + m.fsdp_root_params(arch, fsdp) * 2
+    assert (w - gathered, g, o) == pytest.approx((arch.params * 4 / 16, arch.params * 4 / 16, arch.params * 8 / 16))
+    # a context-parallel job with one data-parallel rank still all-reduces its gradients (DDP's buckets) over c
+    ddp = m.Layout(gpu_count=8, context_parallel=8, adapter="lora", lora_rank=8, seq_len=65_536)
+    assert ddp.data_parallel == 1
+    _, g_cp, _ = m.states(m.lookup("Qwen2.5-3B"), ddp)
+    _, g_one, _ = m.states(m.lookup("Qwen2.5-3B"), replace(ddp, gpu_count=1, context_parallel=1))
+    assert g_cp == pytest.approx(g_one * m.DDP_BUCKETS)
+    # c = 1: as before, d alone
+    plain = replace(cp, context_parallel=1, gpu_count=16)
+    assert plain.state_ranks == plain.data_parallel == 2
+
+
 def test_lora_on_a_mixture_of_experts_adapts_every_expert_it_holds_and_a_token_works_through_its_active_ones():
     """`all-linear` selects every expert's linear layers (Megatron-SWIFT: grouped adapters, one A and B per local
     expert), so a LoRA run on Mixtral holds 8 experts' MLP adapters (1 per GPU under EP8, their states over the
