@@ -26,6 +26,14 @@ The checks (`CHECKS`), each cheap and each saying in words what it found (`ood_r
    moved a 17.5%-off prior to 29.2%). Likewise, however many it learned from, where its out-of-fold forecasts of the
    history's LLM jobs of the job's layout group (adapter x one / many GPUs) did not beat the prior on them
    (`llm_correction`, measured at training time: the correction carried one source's offset onto another).
+7. **an LLM job of unknown size** (`_llm_unknown_size`): a job with contract v5 fields (`llm_memory.is_llm`) whose
+   per-GPU prior could not be computed: its `arch` is not in the LLM table and neither `params_million` nor a size in
+   its name is logged. The analytic prior then reads it as a small model and the champion's correction sits on that
+   (session 15: GLM-4.5-Air, an MoE of 106B parameters, forecast at 3-7 GB with a P90 of 4-9 GB, measured 75 GB,
+   unflagged). The job is flagged with the words that say what is missing; its memory forecast stays the champion's
+   (`tasks/learn/score.py`: not the fallbacks, which lean on that prior). Its band is not widened: raising its P90
+   (to its GPU's memory, say) would mark every such job an OOM risk and move it to a larger GPU in the plan, for a
+   size nobody logged; the flag asks for `params_million` instead.
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
 `CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
 default so older metadata files still load).
@@ -55,7 +63,7 @@ import polars as pl
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
-from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, layout_group
+from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, is_llm, layout_group
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION
 
 RANGE_MARGIN = np.log(10) / 10  # a tenth of a decade beyond the training range, on the log scale
@@ -391,6 +399,25 @@ def _llm_unlearned(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> 
         yield int(i), detector.llm_correction.says(groups[int(i)])
 
 
+def llm_unknown_size(rows: pl.DataFrame) -> np.ndarray:
+    """Jobs with LLM fields whose per-GPU prior is null: no `params_million`, no size in the name, an `arch` the LLM
+    table does not know (check 7)."""
+    if LLM_MEM_GB not in rows.columns or rows.is_empty():
+        return np.zeros(rows.height, dtype=bool)
+    missing = rows[LLM_MEM_GB].is_null()
+    if not missing.any():
+        return np.zeros(rows.height, dtype=bool)
+    return (missing & is_llm(rows)).fill_null(False).to_numpy()
+
+
+def _llm_unknown_size(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) -> Reasons:
+    """Jobs with LLM fields of unknown size (check 7)."""
+    names = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
+    for i in np.flatnonzero(llm_unknown_size(rows)):
+        yield int(i), (f"an LLM layout of unknown size: {c.ARCH} {names[int(i)]!r} is not in the LLM table and no "
+                       f"{c.PARAMS_MILLION} is logged")
+
+
 def _sign_test(closer: int, n: int) -> float:
     """P(at least `closer` of `n` fair coin flips land heads): exact up to 1,000 jobs, the normal approximation
     (with continuity correction) beyond."""
@@ -437,7 +464,7 @@ def llm_correction(rows: pl.DataFrame, y: np.ndarray, forecasts: Mapping[tuple[i
 # The checks, in the order their words appear; `_low_density` last: it speaks only for a row no other check
 # explained (an out-of-range number explains a large distance already).
 CHECKS: tuple[Callable[[pl.DataFrame, Detector, np.ndarray], Reasons], ...] = (
-    _unseen_categories, _unknown_gpus, _arch_mismatch, _llm_unlearned, _out_of_range, _low_density)
+    _unseen_categories, _unknown_gpus, _arch_mismatch, _llm_unlearned, _llm_unknown_size, _out_of_range, _low_density)
 
 
 def flag(rows: pl.DataFrame, detector: Detector) -> tuple[np.ndarray, list[str | None]]:

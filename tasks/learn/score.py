@@ -273,8 +273,9 @@ class Scorer:
         model = np.full(batch.height, self.champion.model, dtype=object)
         named = self._traced_unlearned(batch)
         llm = self._llm_unlearned(batch) & ~named
-        if (flags & ~named & ~llm).any():
-            other = flags & ~named & ~llm
+        unsized = self._llm_unknown_size(batch) & ~named & ~llm
+        if (flags & ~named & ~llm & ~unsized).any():
+            other = flags & ~named & ~llm & ~unsized
             p10[other], p50[other], p90[other], model[other], used = self._fallback(
                 X[other], pred[other], (p10[other], p50[other], p90[other]), {g: v.filter(other) for g, v in groups.items()})
             for i in np.flatnonzero(other):
@@ -293,6 +294,8 @@ class Scorer:
             p10[llm], p50[llm], p90[llm], model[llm], flags[llm] = mem / factor, mem, mem * factor, LLM_PRIOR, True
             for i in np.flatnonzero(llm):
                 reasons[i] = f"{reasons[i]} -> per-GPU prior (x/÷ {factor:g})"
+        for i in np.flatnonzero(unsized):  # flagged, the champion's forecast kept: the fallbacks lean on the prior,
+            reasons[i] = f"{reasons[i]} -> {model[i]}'s forecast kept"  # which read the job as a small model
         self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
         inferred, distance, reasons = traced.with_inference(batch, reasons)
         return pl.DataFrame({c.JOB_ID: batch[c.JOB_ID], "p10": p10, "p50": p50, "p90": p90,
@@ -324,6 +327,12 @@ class Scorer:
             reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         p50[over] = new50
         flags[over] = True
+
+    def _llm_unknown_size(self, batch: pl.DataFrame) -> np.ndarray:
+        """Memory forecasts of jobs with LLM fields whose size is unknown (`ood.llm_unknown_size`)."""
+        if self.champion.target != c.PEAK_GPU_MEM_GB or not self.detector:
+            return np.zeros(batch.height, dtype=bool)
+        return ood.llm_unknown_size(batch)
 
     def _llm_unlearned(self, batch: pl.DataFrame) -> np.ndarray:
         """Memory forecasts of jobs with LLM fields the champion never learned to correct (`ood.llm_unlearned`)."""

@@ -349,15 +349,17 @@ def test_the_correction_is_kept_only_in_the_layout_groups_where_it_beat_the_prio
     detector = ood.Detector(categories={}, numbers=(), ranges={}, llm_rows=39, llm_correction=evidence)
     pending = pl.DataFrame([{m.LLM_MEM_GB: 30.0, **f} for f in (lora[0], full[0], qlora[0],
                                                                  dict(adapter="lora", gpu_count=8))]
-                           + [{m.LLM_MEM_GB: None, "adapter": "lora", "gpu_count": 1}])  # no LLM prior: never
+                           + [{m.LLM_MEM_GB: None, "adapter": "lora", "gpu_count": 1}])  # no LLM prior: check 7
     flags, reasons = ood.flag(pending, detector)
-    assert flags.tolist() == [True, False, False, False, False]
+    assert flags.tolist() == [True, False, False, False, True]
     assert "did not beat the per-GPU prior out of fold on 12 lora on one GPU jobs" in reasons[0]
+    assert reasons[4].startswith("an LLM layout of unknown size") and "prior" not in reasons[4]  # not check 6's
     # the group's evidence the other way round: the prior wins overall, so the unseen and the small groups get it
     hurt = ood.llm_correction(rows, truth, {(0, i): float(v) * (1.4 if i >= 12 else 1.0) for i, v in enumerate(oof)})
     assert not hurt.pooled.keep and hurt.by_group["lora on one GPU"].keep is False
     flags, reasons = ood.flag(pending, replace(detector, llm_correction=hurt))
-    assert flags.tolist() == [True, True, True, True, False] and "all 39 LLM jobs" in reasons[3]
+    assert flags.tolist() == [True, True, True, True, True] and "all 39 LLM jobs" in reasons[3]
+    assert "all 39 LLM jobs" not in reasons[4]
     # a lower median alone is not evidence: closer than the prior on half the jobs only (sign test p 0.58) -> the prior
     split = {(0, i): float(t * (1.01 if i % 2 else 1.6)) for i, t in enumerate(truth) if 12 <= i < 36}
     even = ood.llm_correction(rows, truth, {**{(0, i): float(v) for i, v in enumerate(oof)}, **split}).by_group
@@ -365,7 +367,7 @@ def test_the_correction_is_kept_only_in_the_layout_groups_where_it_beat_the_prio
     assert even["full on many GPUs"].closer == 12 and not even["full on many GPUs"].keep
     # no evidence (too few out-of-fold LLM forecasts, or none): the correction as before
     assert ood.llm_correction(rows, truth, {(0, 0): 1.0}) is None and ood.llm_correction(rows, truth, None) is None
-    assert not ood.flag(pending, replace(detector, llm_correction=None))[0].any()
+    assert ood.flag(pending, replace(detector, llm_correction=None))[0].tolist() == [False] * 4 + [True]  # check 7 alone
 
 
 def test_the_utilisation_of_llm_jobs_is_learned_per_precision_and_gpu_type_else_the_stated_prior():
