@@ -11,10 +11,13 @@ from gpucast.warehouse.db import transaction
 from gpucast.warehouse.runs import finish
 
 # Every PENDING job, with its latest published forecasts when it has them (a job never scored is
-# planned as unknown size, never dropped). `day`: the day it was submitted.
+# planned as unknown size, never dropped). `day`: the day it was submitted. A job with LLM fields whose size is
+# unknown (tasks/learn/ood.py check 7: its reason holds these words) is planned as unknown size too: a whole GPU
+# of its queue's largest type, never shared (review 65a S2-3: its memory forecast leans on nothing).
 PLAN_INPUT = """
 SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.submitted_at, j.gpu_count,
-       max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb') AS mem_gb,
+       max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb'
+                                        AND coalesce(f.ood_reason NOT LIKE '%an LLM layout of unknown size%', true)) AS mem_gb,
        max(f.p50) FILTER (WHERE f.target = 'runtime_hours') AS hours_p50,
        max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90
 FROM job_logs j LEFT JOIN pending_forecasts f USING (job_id)

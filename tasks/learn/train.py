@@ -120,15 +120,30 @@ def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None)
     return sorted(fits, key=lambda f: (tier(f), f.repeat, target_rank[f.target], rank.get(f.model, len(rank))))
 
 
+def known_by(history: pl.DataFrame, until: datetime) -> pl.Expr:
+    """The completed jobs a night at `until` knew of: its completion (`updated_at`; where a log has none, submitted
+    + run time, review 65a S2-2) at or before `until`; a job with neither time is kept, as a live night keeps it.
+    The warehouse's column is zoned 'Etc/UTC', a Python time 'UTC': polars compares only equal zone names."""
+    def utc(name: str) -> pl.Expr:
+        col = pl.col(name)
+        zoned = history.schema.get(name)
+        return col.dt.convert_time_zone("UTC") if getattr(zoned, "time_zone", None) else col.dt.replace_time_zone("UTC")
+
+    ended = utc(c.UPDATED_AT) if c.UPDATED_AT in history.columns else pl.lit(None, pl.Datetime("us", "UTC"))
+    if c.SUBMITTED_AT in history.columns and c.RUNTIME_HOURS in history.columns:
+        ended = pl.coalesce(ended, utc(c.SUBMITTED_AT) + pl.duration(seconds=pl.col(c.RUNTIME_HOURS) * 3600.0))
+    bound = pl.lit(until).dt.convert_time_zone("UTC") if until.tzinfo else pl.lit(until).dt.replace_time_zone("UTC")
+    return ended.is_null() | (ended <= bound)
+
+
 def labelled(history: pl.DataFrame, target: str, options: TrainOptions, until: datetime | None = None) -> pl.DataFrame:
     """The jobs with `target` measured and model features logged, with the feature set's columns (built here
     when missing). Jobs without model features (contract v4, `model_type` unknown) teach a champion nothing
     about them and blur what it learns from the others: the scheduler's history forecasts them (`history.py`).
-    `until`: a backfill's night (its clock): only the jobs completed by then (`updated_at`, a completed job's end),
-    what that night could have learnt from; None (a live night): every one."""
+    `until`: a backfill's night (its clock): only the jobs completed by then (`known_by`), what that night could
+    have learnt from; None (a live night): every one."""
     if until is not None:
-        # the warehouse's column is zoned 'Etc/UTC', a Python time 'UTC': polars compares only equal zone names
-        history = history.filter(pl.col(c.UPDATED_AT).dt.convert_time_zone("UTC") <= pl.lit(until).dt.convert_time_zone("UTC"))
+        history = history.filter(known_by(history, until))
     if not set(FEATURE_SETS[options.features].names) <= set(history.columns):
         history = features.build(history)
     rows = labelled_rows(history, target)

@@ -14,7 +14,9 @@ A scenario edits the inventory, in the order move, remove, add (`edited_inventor
   held, nor the jobs that fit no GPU (session 14: 16 H100s added to the demo's a100-80g raised it, issue 53 item
   4). Jobs no GPU held that the added GPUs hold (or, removing them, that none holds any longer) move between the
   two figures: a day's `gpus_short_p90` + `gpus_unplaceable` (the GPUs those jobs ask for) never rises when GPUs are
-  added (review 64b S2-1: 2 H200s added for ten 120 GB jobs turn 10 unplaceable GPUs into 8 short).
+  added to a queue the inventory lists (review 64b S2-1: 2 H200s added for ten 120 GB jobs turn 10 unplaceable GPUs
+  into 8 short; a queue it does not list was planned with GPUs owned unknown, so its shortfall goes from null to a
+  number, docs/planners.md).
 
 `scale {queue, factor}` multiplies the queue's expected arrivals (the demand forecast's P50 and P90 GPU-hours);
 `plan_days` plans that many days. The scenario's plan is the baseline's steps on the edited inventory: the packing

@@ -128,7 +128,7 @@ def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> di
     other 15, not none). The counts per option: + lent to it, - lent out of it."""
     out: dict[int, int] = {}
     for a, ch in enumerate(options):
-        spare = (ch.owned or 0) - int(asked[placed == a].sum())
+        spare = (ch.owned or 0) - _kept(asked[placed == a], ch.gpus_per_node)
         if not ch.added or spare <= 0:
             continue
         fits = [i for i, own in enumerate(options) if not own.added and own.memory_gb <= ch.memory_gb]
@@ -138,6 +138,18 @@ def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> di
             out[to] = out.get(to, 0) + spare
             out[a] = out.get(a, 0) - spare
     return out
+
+
+def _kept(asked: np.ndarray, per_node: int | None) -> int:
+    """The GPUs an added type keeps for the jobs placed on it (`asked`: their GPU counts): those counts summed, or,
+    where the inventory says how many GPUs a node holds, whole nodes: each gang's own (a gang runs on one node when it
+    fits one, `gangs.py`) and the single-GPU jobs' packed together (review 65a S2-1: 16 H200s in nodes of 8 kept 10
+    for two 5-GPU jobs, so the second waited for the first)."""
+    if not per_node or per_node <= 1:
+        return int(asked.sum())
+    gangs = asked[asked > 1]
+    nodes = int(np.ceil(gangs / per_node).sum()) + -(-int((asked <= 1).sum()) // per_node)
+    return nodes * per_node
 
 
 def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray,

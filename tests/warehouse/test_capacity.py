@@ -95,3 +95,20 @@ def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_
     assert demand_input(con, 2)[0]["gpu_hours_p50_of_total"].to_list() == [35.0]
     # the first day of the last 2 succeeded plans (p4: 13 GPUs, p3: 12); not p2 (failed), not later days
     assert sorted(recent["gpus_needed_p50"].to_list()) == [12, 13]
+
+
+def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
+    """Review 65a S2-3: a job with LLM fields and no size (tasks/learn/ood.py check 7) keeps the champion's memory
+    forecast, which leans on nothing; the plan reads it as unknown size (a whole GPU of its queue's largest type,
+    never shared), as a job never scored. Its other forecasts and every other job's memory stay."""
+    from gpucast.warehouse.plan import plan_input
+
+    before = plan_input(con)[0]
+    con.execute("UPDATE forecasts SET ood = true, ood_reason = ? WHERE job_id = 'b' AND target = ?",
+                ["model_type 'x' unseen; an LLM layout of unknown size: arch 'GLM-4.5-Air' is not in the LLM table and "
+                 "no params_million is logged -> lightgbm's forecast kept", c.PEAK_GPU_MEM_GB])
+    after = plan_input(con)[0]
+    mem = dict(zip(after["job_id"], after["mem_gb"], strict=True))
+    assert dict(zip(before["job_id"], before["mem_gb"], strict=True))["b"] == 55.0 and mem["b"] is None
+    assert mem["a"] == 33.0 and mem["c"] == 88.0
+    assert after.drop("mem_gb").equals(before.drop("mem_gb"))

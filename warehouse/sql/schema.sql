@@ -533,7 +533,8 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
 -- total's own P50), where gpus_total_p50 is the queues' own P50s summed
 ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_site_p50 BIGINT;
 -- Session 15 (review 64b S2-1): the GPUs the jobs that fit no GPU of their queue ask for; a what-if adding a type
--- that holds them moves them from here to gpus_short_*: their sum never rises when GPUs are added
+-- that holds them moves them from here to gpus_short_*: per day, their sum never rises when GPUs are added to a
+-- queue the inventory lists
 ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_unplaceable BIGINT;
 
 -- The planners' views: the latest succeeded plan (a failed plan run never replaces it).

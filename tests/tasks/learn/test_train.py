@@ -192,3 +192,22 @@ def test_a_backfills_fits_learn_only_from_the_jobs_completed_by_its_night(jobs):
     known = history.filter(pl.col(c.UPDATED_AT).dt.convert_time_zone("UTC") <= night)["job_id"]
     assert 0 < bounded.height < every.height
     assert set(bounded["job_id"]) == set(every["job_id"]) & set(known)
+
+
+def test_a_backfill_bounds_jobs_without_a_completion_time_by_their_submission_and_run_time(jobs):
+    """Review 65a S2-2: `updated_at` is optional in the contract; a job without one ended at submission + run time
+    (its end as late as it can be: the queue wait is not logged), and one with neither time is kept, as a live night
+    keeps it (before: every job without `updated_at` was dropped from a backfill's fits)."""
+    from datetime import UTC, timedelta
+
+    history = jobs.with_columns(pl.lit(None, pl.Datetime("us", "UTC")).alias(c.UPDATED_AT))
+    submitted = history[c.SUBMITTED_AT]
+    night = (submitted.sort()[submitted.len() // 2]).replace(tzinfo=UTC) + timedelta(days=1)
+    every = labelled(history, c.PEAK_GPU_MEM_GB, TrainOptions())
+    bounded = labelled(history, c.PEAK_GPU_MEM_GB, TrainOptions(), until=night)
+    assert 0 < bounded.height < every.height
+    finished = bounded.select(pl.col(c.SUBMITTED_AT).dt.replace_time_zone(None)
+                              + pl.duration(seconds=pl.col(c.RUNTIME_HOURS) * 3600.0)).to_series()
+    assert (finished <= night.replace(tzinfo=None)).all()
+    unknown = history.with_columns(pl.lit(None, pl.Datetime("us", "UTC")).alias(c.SUBMITTED_AT))
+    assert labelled(unknown, c.PEAK_GPU_MEM_GB, TrainOptions(), until=night).height == every.height

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import date, timedelta
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -275,3 +276,21 @@ def test_gpus_added_never_raise_the_shortfall_plus_the_gpus_of_jobs_that_fit_non
         assert (day["baseline"]["gpus_short_p90"], day["baseline"]["gpus_unplaceable"]) == (0, 10)
         assert day["buy"]["gpus_unplaceable"] == 0 and day["buy"]["gpus_short_p90"] == max(10 - n, 0)
         assert day["buy"]["gpus_short_p90"] + day["buy"]["gpus_unplaceable"] <= 10
+
+
+def test_an_added_type_keeps_whole_nodes_for_the_gangs_placed_on_it():
+    """Review 65a S2-1: 16 H200s in nodes of 8 added for two 5-GPU 120 GB jobs keep two whole nodes (each gang runs
+    on one node), so both start at once; keeping their 10 GPUs (a node and a part) made the second wait for the first."""
+    from gpucast.records.scenario import Scenario as S
+    from gpucast.tasks.plan import starts
+
+    jobs = pl.DataFrame([(g, "q", START, 5, 120.0, 10.0, 10.0) for g in ("g1", "g2")],
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)), orient="row")
+    inv = Inventory("i", (Owned("q", "A100-80GB", 4, 80.0, 8), Owned("other", "H200-141GB", 8, 141.0, 8)))
+    edited = scenarios.edited_inventory(inv, S("buy", "x:1", add=(GpuChange("q", "H200-141GB", 16),)))
+    got = starts.job_starts(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), edited, START).jobs
+    assert got.select("job_id", "gpu_type", "expected_wait_hours").rows() == [
+        ("g1", "H200-141GB", 0.0), ("g2", "H200-141GB", 0.0)]
+    # without node sizes the GPU counts are kept as they are: 10 of 16, 6 lent
+    assert starts._kept(np.array([5, 5]), None) == 10 and starts._kept(np.array([5, 5, 1, 1]), 8) == 24
