@@ -91,6 +91,28 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
+def key_latest(con, where: str = "true", params: list | None = None) -> None:
+    """Make the records of `job_log_records` that match `where` (SQL over its columns, `params` bound) their jobs'
+    latest: the keys `job_logs`, a view since session 15, reads (`job_logs_latest`), replacing those jobs' keys; of a
+    job's several matching records, the latest by `load.LATEST_FIRST`. What a test wrote into `job_logs` itself when it
+    was a table: its rows now go into `job_log_records` (one arrival each), then this."""
+    from gpucast.warehouse.load import LATEST_FIRST
+
+    picked = f"SELECT * FROM job_log_records WHERE {where} QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY {LATEST_FIRST}) = 1"
+    con.execute(f"DELETE FROM job_logs_latest WHERE job_id IN (SELECT job_id FROM ({picked}))", params or [])
+    con.execute(f"INSERT INTO job_logs_latest SELECT job_id, arrival, coalesce(updated_at, submitted_at) FROM ({picked})",
+                params or [])
+
+
+def add_latest(con, select: str, params: list | None = None) -> None:
+    """Insert the rows `select` gives (`job_log_records`' columns in its order: a query over `job_logs`, say) as new
+    records, their arrivals numbered after the history's, each its job's latest (`key_latest`)."""
+    base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
+    con.execute(f"INSERT INTO job_log_records SELECT * REPLACE ({int(base)} + row_number() OVER () AS arrival) "
+                f"FROM ({select})", params or [])
+    key_latest(con, "arrival > ?", [base])
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # the marks before xdist's own hook reads them; the ids after it
 def pytest_collection_modifyitems(config, items):
     """For parallel runs (`make test`: `-n ... --dist loadgroup`), two scheduling rules:

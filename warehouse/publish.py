@@ -51,7 +51,7 @@ so nothing changes meanwhile:
    copy of the *warehouse* would carry the corruption over), and the copy's row counts must equal the
    warehouse's, table by table and, for `forecasts`, run by run. The copy's tables have the
    warehouse's columns and rows but not its keys and constraints (but `job_logs`, a view over the copy's
-   `job_log_records` with the warehouse's table's columns and rows: `LATEST`): nothing writes the copy, and a
+   `job_log_records` with the warehouse's view's columns and rows: `LATEST`): nothing writes the copy, and a
    primary key's index must fit in memory (`COPY FROM DATABASE`, which rebuilds them, failed on 9 M
    forecasts under the 1 GB limit, so a site scoring 1 M jobs a night lost its copy on night 3);
 4. make it read-only on disk (mode 0444);
@@ -109,6 +109,7 @@ from gpucast.warehouse.db import connect_writer, forecast_files_dir, previous_co
 from gpucast.warehouse.errors import check_kind, environment_error
 from gpucast.warehouse.housekeeping import failpoint
 from gpucast.warehouse.reference import refresh_gpu_catalog
+from gpucast.warehouse.schema import LATEST_KEYS
 
 READ_ONLY_MODE = 0o444
 
@@ -118,18 +119,20 @@ READ_ONLY_MODE = 0o444
 #   (warehouse/forecast.py); a published run's forecasts never change.
 # * `job_log_records` (history) only gains rows, an ingest run's at a time (`arrival` numbers every record version
 #   once, so it identifies a row).
-# Every other table is small, or rewritten in place by its step, and is copied whole, but `job_logs` (`LATEST`).
+# Every other table is small, or rewritten in place by its step, and is copied whole, but the keys of `job_logs` (`LATEST`).
 INCREMENTAL: dict[str, tuple[str, str | None]] = {
     "job_log_records": ("ingest_run_id", "arrival"),
 }
 
 # The copy's `job_logs` is not a second copy of the rows but a view: the rows of the copy's `job_log_records` whose
-# arrival is one of `job_logs`' in the warehouse, kept in the copy's table `LATEST_ARRIVALS` (one BIGINT a job). Every
-# row of the warehouse's `job_logs` is a row of `job_log_records` (warehouse/load.py inserts each batch's records there
-# first and copies a job's latest from them; nothing deletes a record), so the view holds the same rows, columns and
-# column order, and its row count is checked against the warehouse's like every table's. Copying the rows again cost
-# 2.4-3.0 CPU-s a million jobs at each full publish, and as much per million updated at each incremental one
-# (issue 52); the arrivals cost a tenth of that. Planners read `job_logs` by that name, as before.
+# arrival is one of those the warehouse's `job_logs_latest` holds (`LATEST_KEYS`), kept in the copy's table
+# `LATEST_ARRIVALS` (one BIGINT a job). The warehouse's `job_logs` is the same view over its own keys (schema.sql, since
+# session 15; warehouse/load.py inserts each batch's records first and keys a job's latest among them; nothing deletes
+# a record), so the copy's holds the same rows, columns and column order; its row count is checked against the
+# warehouse's keys (`_LatestOutOfStep`). Copying the rows again cost 2.4-3.0 CPU-s a million jobs at each full publish,
+# and as much per million updated at each incremental one (issue 52); the arrivals cost a tenth of that. Planners read
+# `job_logs` by that name, as before. The warehouse's view is not copied (`_copy_views`): the copy reads its own
+# arrivals, not the keys table, which is not copied.
 LATEST = "job_logs"
 LATEST_ARRIVALS = "job_logs_arrivals"
 
@@ -526,9 +529,10 @@ def _not_read_back(storage: Storage, exc: duckdb.Error, found: Sequence[str] = (
 
 
 class _LatestOutOfStep(duckdb.InvalidInputException):
-    """The copy's `job_logs` view (`LATEST`) finds fewer rows than the warehouse's table: a latest row whose record is
-    not in `job_log_records`. In an incremental publish the copy is rebuilt first (its history could be the one short);
-    built from nothing, the warehouse itself is out of step (review 61 N2)."""
+    """The copy's `job_logs` view (`LATEST`) finds fewer rows than the warehouse's `job_logs_latest` holds keys: a
+    latest record's key whose record is not in `job_log_records`. In an incremental publish the copy is rebuilt first
+    (its history could be the one short); built from nothing, the warehouse itself is out of step (review 61 N2):
+    its own `job_logs` view drops the job."""
 
 
 class _CopyInUse(Exception):
@@ -609,7 +613,7 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
                 raise _CopyInUse(f"{type(exc).__name__}: {str(exc)[:300]}", damaged=True) from exc
             if isinstance(exc, _LatestOutOfStep):  # built from nothing: the warehouse's own tables disagree
                 raise PublishFailed(
-                    f"{exc}: the warehouse's {LATEST} holds a latest row whose record is not in job_log_records "
+                    f"{exc}: the warehouse's {LATEST_KEYS} names a latest record that is not in job_log_records "
                     f"({storage.db_path}); the planners' copy was left as it was. Rebuild the warehouse from the Parquet "
                     "lake (docs/operations.md)") from exc
             raise _not_read_back(storage, exc) from exc  # built from nothing, or a bad block of the warehouse
@@ -642,8 +646,8 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
     columns: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     for database, schema, name, column, kind in con.execute(COLUMNS).fetchall():
         columns.setdefault((database, schema, name), []).append((column, kind))
-    # views in the copy: `forecasts` (`_forecasts_view`) and `job_logs` (`_latest_view`)
-    tables = [t for t in con.execute(SOURCE_TABLES).fetchall() if t not in {("main", FORECASTS), ("main", LATEST)}]
+    # views in the copy: `forecasts` (`_forecasts_view`) and `job_logs` (`_latest_view`, over its own arrivals)
+    tables = [t for t in con.execute(SOURCE_TABLES).fetchall() if t not in {("main", FORECASTS), ("main", LATEST_KEYS)}]
     for schema, name in tables:
         into, source = sql_name("copy", schema, name), sql_name("source", schema, name)
         by_run = INCREMENTAL.get(name) if schema == "main" else None
@@ -658,23 +662,27 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
     for schema, name in con.execute("SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'copy'").fetchall():
         if (schema, name) not in wanted:  # (a copy of an older gpucast's `job_logs` table too: a view now)
             con.execute(f"DROP TABLE {sql_name('copy', schema, name)}")
-    if ("main", LATEST) in [tuple(t) for t in con.execute(SOURCE_TABLES).fetchall()]:
+    held_by = {}  # (schema, table) of the copy -> the warehouse's table of as many rows
+    if ("main", LATEST_KEYS) in [tuple(t) for t in con.execute(SOURCE_TABLES).fetchall()]:
         _latest_view(con, columns[("source", "main", LATEST)])
-        tables.append(("main", LATEST))  # its rows counted as a table's
+        tables.append(("main", LATEST))  # its rows counted as a table's: one a key of the warehouse
+        held_by[("main", LATEST)] = ("main", LATEST_KEYS)
     counts = " UNION ALL ".join(f"SELECT {i}, (SELECT count(*) FROM {sql_name('copy', schema, name)}), "
-                                f"(SELECT count(*) FROM {sql_name('source', schema, name)})" for i, (schema, name) in enumerate(tables))
+                                f"(SELECT count(*) FROM {sql_name('source', *held_by.get((schema, name), (schema, name)))})"
+                                for i, (schema, name) in enumerate(tables))
     for i, published, held in con.execute(counts).fetchall() if tables else []:
         if published != held:
-            schema, name = tables[i]
-            out_of_step = _LatestOutOfStep if (schema, name) == ("main", LATEST) else duckdb.InvalidInputException
+            schema, name = held_by.get(tables[i], tables[i])
+            out_of_step = _LatestOutOfStep if tables[i] == ("main", LATEST) else duckdb.InvalidInputException
             raise out_of_step(f"{schema}.{name} has {held:,} rows but {published:,} were published")
 
 
 def _latest_view(con: duckdb.DuckDBPyConnection, columns: list[tuple[str, str]]) -> None:
-    """Make `copy.job_logs` a view over the copy's `job_log_records`: the rows whose arrival the warehouse's `job_logs`
-    holds (`LATEST`), its `columns` in its order. The arrivals are read back from the warehouse whole (one column)."""
+    """Make `copy.job_logs` a view over the copy's `job_log_records`: the rows whose arrival the warehouse's
+    `job_logs_latest` holds (`LATEST_KEYS`), the warehouse's `job_logs`' `columns` in its order. The arrivals are read
+    back from the warehouse whole (one column)."""
     con.execute(f"CREATE OR REPLACE TABLE {sql_name('copy', 'main', LATEST_ARRIVALS)} AS "
-                f"SELECT arrival FROM {sql_name('source', 'main', LATEST)}")
+                f"SELECT arrival FROM {sql_name('source', 'main', LATEST_KEYS)}")
     names = ", ".join(f"r.{sql_name(name)}" for name, _ in columns)
     # Unqualified names: DuckDB binds a view's tables in the view's own database, so the file read alone (planners)
     # reads its own `job_log_records`. An inner join, the same rows as a semi join (`arrival` is unique on both sides):
@@ -759,10 +767,12 @@ def _apply_runs(con: duckdb.DuckDBPyConnection, into: str, source: str, run: str
 
 
 def _copy_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Every view of `source`, defined again in `copy` from its own SQL. A view that reads another view
-    defined after it fails until that one exists, so the views are retried while each round adds one."""
+    """Every view of `source` but `job_logs` (the copy's own, over its arrivals: `_latest_view`), defined again in
+    `copy` from its own SQL. A view that reads another view defined after it fails until that one exists, so the views
+    are retried while each round adds one."""
     pending = [sql for (sql,) in con.execute("SELECT sql FROM duckdb_views() WHERE database_name = 'source' "
-                                             "AND NOT internal ORDER BY view_oid").fetchall()]
+                                             "AND NOT internal AND NOT (schema_name = 'main' AND view_name = ?) "
+                                             "ORDER BY view_oid", [LATEST]).fetchall()]
     con.execute("USE copy")
     try:
         with transaction(con):  # in one go when each view comes after those it reads (one WAL sync)

@@ -1,9 +1,11 @@
 """The warehouse DDL: `sql/schema.sql`, with the contract's columns generated from the contract, and the data
 migrations that go with it (`redact_stored`, `rehash_stored`).
 
-The two contract tables (`job_log_records`, `job_logs`) carry every contract field; their column
-definitions are written here from `contract.FIELDS` (SQL type by kind, NOT NULL when required),
-so adding a field to the contract adds its column without a second hand-written list.
+The contract table `job_log_records` carries every contract field; its column definitions are written here from
+`contract.FIELDS` (SQL type by kind, NOT NULL when required), so adding a field to the contract adds its column without
+a second hand-written list. `job_logs` is a view over it (each job's latest record, `job_logs_latest`), so it has the
+same columns; a warehouse of an older gpucast, where `job_logs` was a table, has it turned into that view
+(`latest_keys`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ SQL_TYPES = {
 }
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
 MIGRATIONS = "@CONTRACT_MIGRATIONS@"
-CONTRACT_TABLES = ("job_log_records", "job_logs")
+CONTRACT_TABLES = ("job_log_records",)  # (`job_logs` is a view over it since session 15: `latest_keys`)
 RECORD_HASH = c.record_hash_sql()  # a record's identity (`warehouse/load.py` de-duplicates by it)
 # kind -> (table, key column) of the run tables (warehouse/runs.py). The key names are the planners' public interface.
 RUN_TABLES = {"ingest": ("ingest_runs", "run_id"), "train": ("train_runs", "train_run_id"),
@@ -45,8 +47,9 @@ def contract_columns_ddl() -> str:
 
 
 def contract_migrations_ddl() -> str:
-    """`ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for every field added after v1, on both tables: a
-    warehouse created under an older contract gains the columns (at the end; writes name columns)."""
+    """`ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for every field added after v1, on `job_log_records`: a
+    warehouse created under an older contract gains the columns (at the end; writes name columns), and `job_logs`, a view
+    of its rows, with them."""
     return "\n".join(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {f.name} {SQL_TYPES[f.kind]};"
                      for table in CONTRACT_TABLES for f in c.FIELDS if f.since > 1)
 
@@ -65,6 +68,31 @@ def schema_fingerprint() -> str:
     (table `schema_applied`) has this DDL and these migrations applied, its records hashed as `RECORD_HASH` hashes."""
     return hashlib.sha256(f"{schema_sql()}\n-- migration steps: {MIGRATION_STEPS}\n-- record hash: {RECORD_HASH}"
                           .encode()).hexdigest()
+
+
+LATEST_KEYS = "job_logs_latest"  # each job's latest record's key (schema.sql): what `job_logs` reads
+
+
+def latest_keys(con: duckdb.DuckDBPyConnection) -> bool:
+    """Turn an older gpucast's `job_logs` table (each job's latest record, a second copy of its every column) into the
+    keys `job_logs` is now a view of (`LATEST_KEYS`: job, arrival, coalesce(updated_at, submitted_at)); True when it
+    did. Run in the schema's transaction, before its DDL (which makes the view `job_logs`: a name a table cannot
+    keep). A latest row whose record is missing from `job_log_records` (only a warehouse changed by hand can hold one:
+    every load inserts a record before it becomes a job's latest) is put back into the history first, so the view holds
+    every row the table held; its lake day is then stale, and the next ingest writes it again
+    (`load.stale_lake_days`). A warehouse without the table (new, or already turned) is left alone."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = 'main' AND table_name = 'job_logs'").fetchall()[0][0]:
+        return False
+    con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM job_logs j "
+                "WHERE NOT EXISTS (SELECT 1 FROM job_log_records r WHERE r.arrival = j.arrival)")
+    con.execute(f"CREATE TABLE {LATEST_KEYS} AS SELECT job_id, arrival, coalesce(updated_at, submitted_at) AS latest_at "
+                "FROM job_logs")
+    con.execute(f"ALTER TABLE {LATEST_KEYS} ALTER COLUMN job_id SET NOT NULL; "  # as schema.sql makes them
+                f"ALTER TABLE {LATEST_KEYS} ALTER COLUMN arrival SET NOT NULL; "
+                f"ALTER TABLE {LATEST_KEYS} ALTER COLUMN latest_at SET NOT NULL")
+    con.execute("DROP TABLE job_logs")
+    return True
 
 
 REHASH_BATCH = 2_000_000  # arrivals a step of `rehash_stored` covers: each step's undo data stays within memory

@@ -50,7 +50,7 @@ def warehouse(jobs: int) -> duckdb.DuckDBPyConnection:
     con.execute("SET threads = 1")
     con.execute(schema.schema_sql())
     con.execute(f"""
-        INSERT INTO job_logs (job_id, submitted_at, updated_at, status, queue, model_type, gpu_count, runtime_hours,
+        INSERT INTO job_log_records (job_id, submitted_at, updated_at, status, queue, model_type, gpu_count, runtime_hours,
                               record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at)
         SELECT 'j' || i, TIMESTAMPTZ '2026-06-01 00:00+00' + INTERVAL (i * 13) SECOND,
                TIMESTAMPTZ '2026-06-01 00:00+00' + INTERVAL (i * 13 + 3600) SECOND,
@@ -58,7 +58,7 @@ def warehouse(jobs: int) -> duckdb.DuckDBPyConnection:
                'q' || (hash(i, 1) % 20), 'CNN', 1 + hash(i, 2) % 4,
                CASE WHEN i % 20 <> 0 THEN 0.1 + (hash(i) % 1000) / 10.0 END,
                'h', i, 'f', i, 'r', TIMESTAMPTZ '2026-06-01 00:00+00' FROM range({jobs}) t(i)""")
-    con.execute("INSERT INTO job_log_records SELECT * FROM job_logs")
+    con.execute("INSERT INTO job_logs_latest SELECT job_id, arrival, coalesce(updated_at, submitted_at) FROM job_log_records")
     return con
 
 

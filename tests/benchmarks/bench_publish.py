@@ -71,7 +71,8 @@ BY_TYPE = {"VARCHAR": "'v-' || (i % 997)", "DOUBLE": "random() * 100", "BIGINT":
 
 def ingest(con: duckdb.DuckDBPyConnection, run_id: str, first: int, n: int) -> None:
     """An ingest run that loads a new record of jobs `first` .. `first + n - 1` (new jobs, or newer versions of
-    loaded ones): appended to `job_log_records`, replacing the job's row in `job_logs` (as warehouse/load.py does)."""
+    loaded ones): appended to `job_log_records`, replacing the job's row in `job_logs` (its key in `job_logs_latest`, as
+    warehouse/load.py does)."""
     base = con.execute("SELECT coalesce(max(arrival), 0) FROM job_log_records").fetchall()[0][0]
     cols = con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'job_logs' "
                        "ORDER BY column_index").fetchall()
@@ -80,8 +81,8 @@ def ingest(con: duckdb.DuckDBPyConnection, run_id: str, first: int, n: int) -> N
     select = ", ".join(f"{exprs.get(name, BY_TYPE[kind])} AS {name}" for name, kind in cols)
     con.execute(f"CREATE OR REPLACE TEMP TABLE fresh AS SELECT {select} FROM range(?, ?) t(i)", [run_id, first, first + n])
     con.execute("INSERT INTO job_log_records SELECT * FROM fresh")
-    con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM fresh)")
-    con.execute("INSERT INTO job_logs SELECT * FROM fresh")
+    con.execute("DELETE FROM job_logs_latest WHERE job_id IN (SELECT job_id FROM fresh)")
+    con.execute("INSERT INTO job_logs_latest SELECT job_id, arrival, coalesce(updated_at, submitted_at) FROM fresh")
 
 
 def night(storage: Storage, n: int, pending: int, kept: int, jobs: int) -> None:

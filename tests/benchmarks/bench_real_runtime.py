@@ -314,7 +314,7 @@ def warehouse_at(jobs: pl.DataFrame, cut: datetime, p50: pl.DataFrame | None):
     con.execute(schema_sql())
     con.register("staged_rows", rows.to_arrow())
     con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM staged_rows")
-    con.execute("INSERT INTO job_logs BY NAME SELECT * FROM staged_rows")
+    con.execute("INSERT INTO job_logs_latest SELECT job_id, arrival, coalesce(updated_at, submitted_at) FROM staged_rows")
     if p50 is not None:
         con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('score-itp', ?, 'published')", [cut])
         con.register("staged_p50", p50.to_arrow())

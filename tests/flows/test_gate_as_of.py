@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from gpucast.expectations import contract as c
+from tests.conftest import add_latest
 from tests.warehouse.test_backtest import NIGHT, fill, later_days, t
 
 
@@ -25,8 +26,8 @@ def test_a_past_nights_gate_reads_the_window_its_backtest_step_wrote(home):
     with db.writer(settings.storage) as con:
         fill(con)
         # the warehouse already knows a later day: a job submitted 16 days after the night re-run here
-        con.execute("INSERT INTO job_logs SELECT * REPLACE ('late' AS job_id, TIMESTAMPTZ '2026-11-20 00:00+00' AS "
-                    "submitted_at, TIMESTAMPTZ '2026-11-20 01:00+00' AS updated_at) FROM job_logs WHERE job_id = 'd'")
+        add_latest(con, "SELECT * REPLACE ('late' AS job_id, TIMESTAMPTZ '2026-11-20 00:00+00' AS "
+                   "submitted_at, TIMESTAMPTZ '2026-11-20 01:00+00' AS updated_at) FROM job_logs WHERE job_id = 'd'")
         con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('tr1', ?, 'succeeded')", [t(1)])
         con.execute("INSERT INTO model_champions (train_run_id, target, model, labelled_rows, model_dir) "
                     "VALUES ('tr1', ?, 'lightgbm', 10, '/m')", [c.PEAK_GPU_MEM_GB])

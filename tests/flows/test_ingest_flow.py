@@ -40,7 +40,8 @@ def older_warehouse(home: Path, version: int) -> list[tuple]:
     """Turn the warehouse under `home` into one an older gpucast made under contract `version`: no record of its DDL,
     the columns later versions added dropped, and every record, in both tables and the lake's files, hashed as gpucast
     hashed them until session 13 (frozen here: md5 of `to_json(struct_pack(...))` of the v1 columns, then of each
-    later version's columns when one of them is set). Returns `job_logs`' (job_id, record_hash), ordered by job."""
+    later version's columns when one of them is set), and `job_logs` a table of the latest rows, as it was until session
+    15 (a view over `job_logs_latest` since). Returns `job_logs`' (job_id, record_hash), ordered by job."""
     block = lambda names: f"CAST(to_json(struct_pack({', '.join(names)})) AS VARCHAR)"  # noqa: E731
     later = "".join(f" || CASE WHEN {' OR '.join(f'{n} IS NOT NULL' for n in c.ADDED_BY_VERSION[v])} THEN "
                     f"{block(c.ADDED_BY_VERSION[v])} ELSE '' END" for v in range(2, version + 1))
@@ -51,6 +52,10 @@ def older_warehouse(home: Path, version: int) -> list[tuple]:
                         f"false)) TO '{f}.old' (FORMAT parquet)", [str(f)])
             Path(f"{f}.old").replace(f)
         con.execute("DROP TABLE schema_applied")
+        con.execute("CREATE TABLE job_logs__table AS SELECT * FROM job_logs")
+        con.execute("DROP VIEW job_logs")
+        con.execute("DROP TABLE job_logs_latest")
+        con.execute("ALTER TABLE job_logs__table RENAME TO job_logs")
         for table in ("job_log_records", "job_logs"):
             con.execute(f"UPDATE {table} SET record_hash = {old_hash}")
             for v in range(version + 1, c.CONTRACT_VERSION + 1):
@@ -139,6 +144,33 @@ def test_latest_record_wins_by_updated_at_then_arrival(home, tmp_path):
     # same updated_at: the later arrival wins
     ingest(write(tmp_path / "c.jsonl", jsonl(record(job_id="j", updated_at="2026-11-01T12:00:00Z", team="vision"))))
     assert query(home, "SELECT team FROM job_logs WHERE job_id = 'j'") == [("vision",)]
+
+
+def test_job_logs_is_a_view_holding_each_jobs_latest_record_of_the_history_every_column(home, tmp_path):
+    """Issue 52, session 15: `job_logs` is a view over `job_log_records` by each job's latest record's key
+    (`job_logs_latest`), no longer a table holding those rows again. It holds what the table held: per job, its latest
+    record among every version loaded, by updated_at (else submitted_at), then arrival; every column in the table's
+    order. Updates within a run, across runs, late older versions and ties all end there."""
+    from gpucast.warehouse.load import LATEST_FIRST
+
+    logs = tmp_path / "logs"
+    write_logs(logs, SimConfig(days=2, jobs_per_day=150, dirty_fraction=0.02, update_fraction=0.4, seed=11))
+    ingest(logs)
+    tie = record(job_id="tie", updated_at="2026-11-01T12:00:00Z", team="first")
+    ingest(write(tmp_path / "b.jsonl", jsonl(
+        record(job_id="late", status="COMPLETED", updated_at="2026-11-01T12:00:00Z"), tie,
+        record(job_id="late", status="RUNNING", updated_at="2026-11-01T11:00:00Z",  # older, arriving later
+               gpu_demand_gflops=None, peak_gpu_mem_gb=None, runtime_hours=None))))
+    ingest(write(tmp_path / "c.jsonl", jsonl({**tie, "team": "second"})))  # the same updated_at: the later arrival
+    assert query(home, "SELECT table_type FROM information_schema.tables WHERE table_name = 'job_logs'") == [("VIEW",)]
+    latest = query(home, f"SELECT * FROM job_log_records QUALIFY row_number() OVER (PARTITION BY job_id "
+                         f"ORDER BY {LATEST_FIRST}) = 1 ORDER BY job_id")
+    assert query(home, "SELECT * FROM job_logs ORDER BY job_id") == latest and len(latest) > 250
+    assert query(home, "SELECT job_id, status, team FROM job_logs WHERE job_id IN ('late', 'tie') ORDER BY 1") == [
+        ("late", "COMPLETED", "nlp"), ("tie", "COMPLETED", "second")]
+    assert [n for (n,) in query(home, "SELECT column_name FROM duckdb_columns() WHERE table_name = 'job_logs' "
+                                      "ORDER BY column_index")] == [*c.COLUMNS, "record_hash", "arrival", "source_file",
+                                                                    "source_row", "ingest_run_id", "loaded_at"]
 
 
 def test_duplicates_within_and_across_files(home, tmp_path):

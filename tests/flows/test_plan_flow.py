@@ -16,6 +16,7 @@ import pytest
 
 from gpucast.flows.cli import main
 from gpucast.tasks.simulate import SimConfig, write_logs
+from tests.conftest import key_latest
 from tests.flows.conftest import SHARES_THE_QUICK_NIGHT
 
 QUICK = ["--models", "lightgbm,linear_fs", "--repeats", "1", "--min-labelled", "50", "--runner", "local"]
@@ -169,12 +170,11 @@ def _queue_two_jobs_and_forecast_demand(start, forecast: bool) -> None:
         if not forecast:
             for arrival, (job_id, status, ago) in enumerate((("p1", "PENDING", 0), ("p2", "PENDING", 0),
                                                              ("done", "COMPLETED", 7)), start=1):
-                con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
+                con.execute(f"INSERT INTO job_log_records ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
                             f"{c.RUNTIME_HOURS}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
                             "VALUES (?, ?, ?, 'a100-80g', 'CNN', 3.0, 'h', ?, 'f', 1, 'i', now())",
                             [job_id, start - timedelta(days=ago), status, arrival])
-            # a job's row of job_logs is a record of the history, as a load leaves them (the copy reads it there)
-            con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM job_logs")
+            key_latest(con)  # each job's record its latest, as a load leaves them (`job_logs` reads them)
             return
         con.execute("INSERT INTO demand_runs (demand_run_id, started_at, status, as_of, days) "
                     "VALUES ('demand-1', now(), 'succeeded', ?, 14)", [start - timedelta(days=1)])

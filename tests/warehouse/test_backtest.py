@@ -10,6 +10,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.warehouse import backtest
 from gpucast.warehouse.schema import schema_sql
+from tests.conftest import add_latest, key_latest
 
 
 def t(day: int, hour: int = 0) -> datetime:
@@ -55,8 +56,7 @@ def fill(con: duckdb.DuckDBPyConnection, jobs: dict = JOBS, runs: list = RUNS, f
                         "ingest_run_id, loaded_at) VALUES (?, ?, ?, ?, 'q1', 'CNN', ?, ?, ?, 'f', 1, 'i', ?)",
                         [job_id, records[0][1], at, status, mem if done else None, f"h{arrival}", arrival, at])
         status, at = records[-1]
-        con.execute(f"INSERT INTO job_logs SELECT * FROM job_log_records WHERE {c.JOB_ID} = ? AND {c.UPDATED_AT} = ?",
-                    [job_id, at])
+        key_latest(con, f"{c.JOB_ID} = ? AND {c.UPDATED_AT} = ?", [job_id, at])
     for run, at, status in runs:
         con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, ?)", [run, at, status])
         for job_id, (p10, p50, p90, safe) in forecasts[run].items():
@@ -133,8 +133,8 @@ def test_interval_coverage_per_group_counts_only_forecast_jobs(con):
 def test_a_completion_logged_ahead_of_the_logs_clock_does_not_move_the_window(con):
     """A long job whose log already carries its end months ahead must not push the window past the
     jobs that were forecast (the window follows the latest submission)."""
-    con.execute("INSERT INTO job_logs SELECT * REPLACE ('far' AS job_id, TIMESTAMPTZ '2027-03-01 00:00+00' AS updated_at) "
-                "FROM job_logs WHERE job_id = 'a'")
+    add_latest(con, "SELECT * REPLACE ('far' AS job_id, TIMESTAMPTZ '2027-03-01 00:00+00' AS updated_at) "
+               "FROM job_logs WHERE job_id = 'a'")
     backtest.run(con, days=7, now=t(4))
     assert set(rows(con)) == {"a", "b", "c", "far"}
 
@@ -143,8 +143,8 @@ def test_a_record_from_the_future_does_not_move_the_window(con):
     """Issue 27 item 7: one job submitted "2099-01-01" (loaded before the time rule, or through a clock error)
     moved the window to "completed since 2098-12-25" and left the gate without evidence. The window never
     starts after the run's own clock minus its days."""
-    con.execute("INSERT INTO job_logs SELECT * REPLACE ('future' AS job_id, TIMESTAMPTZ '2099-01-01 00:00+00' AS "
-                "submitted_at, TIMESTAMPTZ '2099-01-02 00:00+00' AS updated_at) FROM job_logs WHERE job_id = 'a'")
+    add_latest(con, "SELECT * REPLACE ('future' AS job_id, TIMESTAMPTZ '2099-01-01 00:00+00' AS "
+               "submitted_at, TIMESTAMPTZ '2099-01-02 00:00+00' AS updated_at) FROM job_logs WHERE job_id = 'a'")
     counts = backtest.run(con, days=7, now=t(4))
     assert counts.window_start == datetime(2026, 10, 28, tzinfo=UTC)  # now (11-04) - 7 days, not 2098-12-25
     assert set(rows(con)) == {"a", "b", "c", "future"} and counts.forecast == 2

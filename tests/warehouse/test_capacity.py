@@ -9,6 +9,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.warehouse.schema import schema_sql
+from tests.conftest import key_latest
 
 T = datetime(2026, 11, 1, tzinfo=UTC)
 JOBS = [  # job_id, status, queue, submitted_at
@@ -30,10 +31,11 @@ LATEST = {
 def con():
     con = duckdb.connect()
     con.execute(schema_sql())
-    for job_id, status, queue, submitted in JOBS:
-        con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
+    for arrival, (job_id, status, queue, submitted) in enumerate(JOBS, start=1):
+        con.execute(f"INSERT INTO job_log_records ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
                     "record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
-                    "VALUES (?, ?, ?, ?, 'CNN', 'h', 1, 'f', 1, 'i', ?)", [job_id, submitted, status, queue, T])
+                    "VALUES (?, ?, ?, ?, 'CNN', 'h', ?, 'f', 1, 'i', ?)", [job_id, submitted, status, queue, arrival, T])
+    key_latest(con)
     rows = []
     for run, scored_at in (("s1", T), ("s2", datetime(2026, 11, 2, tzinfo=UTC))):
         con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES (?, ?, 'published')", [run, scored_at])

@@ -25,6 +25,8 @@ from gpucast.warehouse.publish import (
     PublishFailed,
     publish_snapshot,
 )
+from gpucast.warehouse.schema import LATEST_KEYS
+from tests.conftest import key_latest
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
@@ -67,32 +69,32 @@ def _ingest(storage: Storage, run_id: str, jobs: range) -> None:
                                i AS source_row, ? AS ingest_run_id, ?::TIMESTAMPTZ AS loaded_at
                         FROM range(?, ?) t(i)""", [DAY0, base - jobs.start + 1, run_id, DAY0, jobs.start, jobs.stop])
         con.execute("INSERT INTO job_log_records BY NAME SELECT * FROM fresh")
-        con.execute("DELETE FROM job_logs WHERE job_id IN (SELECT job_id FROM fresh)")
-        con.execute("INSERT INTO job_logs BY NAME SELECT * FROM fresh")
+        key_latest(con, "arrival IN (SELECT arrival FROM fresh)")
 
 
 def _same_as_warehouse(storage: Storage) -> None:
     """Every table of the copy holds the warehouse's rows, every view is there; `forecasts` is a view over the
     runs' Parquet files with the table's columns and rows, `job_logs` a view over the copy's `job_log_records` with the
-    table's columns and rows (and their arrivals its one table of its own), and the files folder holds no stray file."""
+    warehouse's view's columns and rows (and their arrivals its one table of its own, in place of the warehouse's keys,
+    `job_logs_latest`), and the files folder holds no stray file."""
     con = duckdb.connect()
     con.execute(f"ATTACH '{storage.db_path}' AS w (READ_ONLY)")
     con.execute(f"ATTACH '{storage.published_path}' AS p (READ_ONLY)")
     tables = {n for (n,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'w'").fetchall()}
-    assert tables - {"forecasts", LATEST} | {LATEST_ARRIVALS} == {n for (n,) in con.execute(
+    assert tables - {"forecasts", LATEST_KEYS} | {LATEST_ARRIVALS} == {n for (n,) in con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE database_name = 'p'").fetchall()}
     # in each table's own column order: planners `SELECT *` the copy, so a reordered column is a difference
-    # (duckdb_columns() lists a view's columns too: `job_logs` is compared with the table it stands for)
+    # (duckdb_columns() lists a view's columns too: `job_logs` is compared with the warehouse's view)
     table_columns = ("SELECT table_name, column_index, column_name, data_type FROM duckdb_columns() "
-                     "WHERE database_name = ? AND table_name NOT IN ('forecasts', ?) ORDER BY table_name, column_index")
-    assert con.execute(table_columns, ["w", LATEST_ARRIVALS]).fetchall() == con.execute(
-        table_columns, ["p", LATEST_ARRIVALS]).fetchall()
-    for name in tables:
+                     "WHERE database_name = ? AND table_name NOT IN ('forecasts', ?, ?) ORDER BY table_name, column_index")
+    assert con.execute(table_columns, ["w", LATEST_ARRIVALS, LATEST_KEYS]).fetchall() == con.execute(
+        table_columns, ["p", LATEST_ARRIVALS, LATEST_KEYS]).fetchall()
+    for name in tables - {LATEST_KEYS} | {LATEST}:
         assert _rows_differing(con, name) == 0, name
     columns = "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = ? AND table_name = 'forecasts'"
     assert con.execute(columns, ["w"]).fetchall() == con.execute(columns, ["p"]).fetchall()
     views = "SELECT view_name, sql FROM duckdb_views() WHERE database_name = '{}' AND NOT internal ORDER BY 1"
-    assert con.execute(views.format("w")).fetchall() == [
+    assert [v for v in con.execute(views.format("w")).fetchall() if v[0] != LATEST] == [
         v for v in con.execute(views.format("p")).fetchall() if v[0] not in ("forecasts", LATEST)]
     assert not list(db.forecast_files_dir(storage.published_path).glob(".*")), "a temporary file left behind"
     con.close()
@@ -202,7 +204,7 @@ def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_ag
         # (records gone from the history go from `job_logs` too: its rows are rows of the history, whose copy the
         # copy's `job_logs` reads; `test_a_latest_row_missing_from_the_history_fails_the_publish_naming_job_logs`)
         con.execute("DELETE FROM job_log_records WHERE arrival < 5")
-        con.execute("DELETE FROM job_logs WHERE arrival < 5")
+        con.execute("DELETE FROM job_logs_latest WHERE arrival < 5")
         con.execute("ALTER TABLE forecasts ADD COLUMN note VARCHAR DEFAULT 'new'")
     _score(storage, 1)  # the new column gets its default
     publish_snapshot(storage)
@@ -212,8 +214,9 @@ def test_a_run_changed_after_it_was_published_and_a_changed_column_are_copied_ag
 def test_the_copys_job_logs_is_a_view_of_the_history_and_a_latest_row_missing_from_it_fails_the_publish(storage):
     """Planners read `job_logs` in the copy by that name, with its columns and rows, and the copy holds them once:
     a view over its `job_log_records` by the latest arrivals (`LATEST_ARRIVALS`), not a second table of the rows
-    (issue 52). A warehouse whose `job_logs` holds a row its history lacks (gpucast never writes one) cannot be
-    published that way: the publish fails naming `job_logs`, and the copy is left as it was."""
+    (issue 52). A warehouse whose `job_logs_latest` keys a record its history lacks (gpucast never writes one: its own
+    `job_logs` view drops the job) cannot be published that way: the publish fails naming the keys, and the copy is left
+    as it was."""
     _ingest(storage, "ingest-1", range(0, 100))
     _ingest(storage, "ingest-2", range(50, 150))  # a newer record of jobs 50-99: their older rows leave `job_logs`
     publish_snapshot(storage)
@@ -226,11 +229,11 @@ def test_the_copys_job_logs_is_a_view_of_the_history_and_a_latest_row_missing_fr
     published = storage.published_path.read_bytes()
     with db.writer(storage) as con:
         con.execute("DELETE FROM job_log_records WHERE arrival = (SELECT min(arrival) FROM job_logs)")
-    with pytest.raises(PublishFailed, match="job_logs has 150 rows but 149 were published") as failed:
+    with pytest.raises(PublishFailed, match="job_logs_latest has 150 rows but 149 were published") as failed:
         publish_snapshot(storage)
     assert storage.published_path.read_bytes() == published
     # the warehouse's fault said as such, not a disk's (review 61 N2)
-    assert "record is not in job_log_records" in str(failed.value) and "Check the disk" not in str(failed.value)
+    assert "latest record that is not in job_log_records" in str(failed.value) and "Check the disk" not in str(failed.value)
 
 
 def _inode(path) -> int:

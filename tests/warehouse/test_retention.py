@@ -11,6 +11,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.warehouse import forecast, runs
 from gpucast.warehouse.schema import schema_sql
+from tests.conftest import key_latest
 
 DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -19,10 +20,11 @@ DAY0 = datetime(2026, 10, 1, tzinfo=UTC)
 def con():
     con = duckdb.connect()
     con.execute(schema_sql())
-    for job in ("p1", "p2"):  # two jobs still pending
-        con.execute(f"INSERT INTO job_logs ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
+    for arrival, job in enumerate(("p1", "p2"), start=1):  # two jobs still pending
+        con.execute(f"INSERT INTO job_log_records ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.UPDATED_AT}, {c.STATUS}, {c.QUEUE}, "
                     f"{c.MODEL_TYPE}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
-                    "VALUES (?, ?, ?, 'PENDING', 'q1', 'CNN', ?, 1, 'f', 1, 'i', ?)", [job, DAY0, DAY0, job, DAY0])
+                    "VALUES (?, ?, ?, 'PENDING', 'q1', 'CNN', ?, ?, 'f', 1, 'i', ?)", [job, DAY0, DAY0, job, arrival, DAY0])
+    key_latest(con)
     return con
 
 

@@ -14,18 +14,25 @@ CREATE TABLE IF NOT EXISTS job_log_records (
     loaded_at TIMESTAMPTZ NOT NULL
 );
 
--- One row per job: its latest record by updated_at (else submitted_at), then by arrival.
-CREATE TABLE IF NOT EXISTS job_logs (
-    @CONTRACT_COLUMNS@,
-    record_hash VARCHAR NOT NULL,
+-- One row per job: the key of its latest record by updated_at (else submitted_at), then by arrival (warehouse/load.py
+-- keeps it). `latest_at` is that record's coalesce(updated_at, submitted_at), so a load compares a job's fresh records
+-- with its latest without reading the history. Until session 15 `job_logs` was a table holding a second copy of these
+-- rows, every column (2.2-2.4 CPU-s a million jobs to write, issue 52); a warehouse of an older gpucast has it turned
+-- into this table by `schema.latest_keys`, before this DDL.
+CREATE TABLE IF NOT EXISTS job_logs_latest (
+    job_id VARCHAR NOT NULL,
     arrival BIGINT NOT NULL,
-    source_file VARCHAR NOT NULL,
-    source_row BIGINT NOT NULL,
-    ingest_run_id VARCHAR NOT NULL,
-    loaded_at TIMESTAMPTZ NOT NULL
+    latest_at TIMESTAMPTZ NOT NULL
 );
 -- Warehouses made under an older contract gain its newer columns (the placeholder below).
 @CONTRACT_MIGRATIONS@
+
+-- Every job's latest record: the rows of `job_log_records` whose arrival `job_logs_latest` holds, with its columns in
+-- its order (the columns `job_logs` had as a table). Planners, the score, training and the plan read it by this name.
+-- An inner join, the same rows as a semi join (`arrival` is unique on both sides): DuckDB may build its hash table on
+-- either side (the planners' copy has the same view over its own arrivals, warehouse/publish.py).
+CREATE OR REPLACE VIEW job_logs AS
+SELECT r.* FROM job_logs_latest k JOIN job_log_records r ON r.arrival = k.arrival;
 
 -- Rows that broke a rule, with every rule they broke. Keyed by file content and row, so
 -- ingesting the same file again replaces its rejections instead of adding them twice.
