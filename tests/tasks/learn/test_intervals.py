@@ -535,3 +535,22 @@ def test_recurrent_language_models_are_blended_with_their_reading_out_of_fold_an
     no_head = calibrate(truth[slice_], forecast[slice_], 1.0, history=truth, out_of_fold=(truth, forecast, rows),
                         language_model=(memory[slice_], memory))[LM_OOF]
     assert no_head is None or no_head["w"] < 0.05
+
+
+def test_the_recurrent_correction_is_fitted_on_the_out_of_fold_rows_outside_the_calibration_slice():
+    """Review 64b S2-2: (w, a) were fitted on every out-of-fold forecast, the calibration slice's jobs among them,
+    whose residuals then measured the band; with `calibration_rows` they fit on the other jobs only, and the band is
+    measured on jobs they never saw."""
+    from gpucast.tasks.learn.intervals import LM_OOF
+
+    rng = np.random.default_rng(4)
+    types, memory, truth, forecast = _language_models(rng, 600)
+    rows, slice_ = np.arange(600), rng.choice(600, 300, replace=False)
+    args = (truth[slice_], forecast[slice_], 1.0)
+    kw = dict(history=truth, out_of_fold=(truth, forecast, rows), language_model=(memory[slice_], memory))
+    every, outside = calibrate(*args, **kw)[LM_OOF], calibrate(*args, **kw, calibration_rows=slice_)[LM_OOF]
+    recurrent = np.isfinite(memory)
+    assert every["forecasts"] == int(recurrent.sum())
+    assert outside["forecasts"] == int((recurrent & ~np.isin(rows, slice_)).sum()) < every["forecasts"]
+    assert (outside["w"], outside["a"]) != (every["w"], every["a"]) and outside["w"] == pytest.approx(1.0, abs=0.05)
+    assert outside["held"] == every["held"]  # the band: the same held-out jobs
