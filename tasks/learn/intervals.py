@@ -488,8 +488,11 @@ class Calibrated:
                 p90 = np.where(np.isnan(known), p90, known)
             reach = log_hat + p90 >= at
             offsets[reach, 2] = np.maximum(offsets[reach, 2], p90[reach])
-        if recurrent.any():  # the large groups were calibrated on the champion's forecasts: not on these
+        if recurrent.any():  # the large groups were calibrated on the champion's forecasts: not on these ...
             offsets[recurrent] = self.language_model[2]
+            for at, p90 in self.large:  # ... but a large one's P90 is never below its size group's (review 64b S3-7)
+                large = recurrent & (log_hat >= at)
+                offsets[large, 2] = np.maximum(offsets[large, 2], p90)
         result = log_hat[:, None] + offsets
         return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])
 
