@@ -115,7 +115,8 @@ MIN_TRUTH = 19  # distinct jobs measured large a label-conditional group needs: 
 def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict[str, list] | None = None,
               history: np.ndarray | None = None, out_of_fold: tuple[np.ndarray, ...] | None = None,
               shapes: dict[str, np.ndarray] | None = None, held_out: tuple[np.ndarray, ...] | None = None,
-              language_model: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+              language_model: tuple[np.ndarray, np.ndarray] | None = None,
+              calibration_rows: np.ndarray | None = None) -> dict:
     """What `intervals` needs later, JSON-ready: the log residuals of held-out jobs, their groups, and the size
     group (`size_group`; `history`: the history's labels of the target, whose quantiles say "large"; None: the
     held-out jobs' own). `out_of_fold`: (truth, forecast[, history row]) of the champion's out-of-fold forecasts of
@@ -127,7 +128,8 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
     too (session 7: the holdout takes whole clusters of shapes, often the largest, out of the folds).
     `language_model`: `priors.language_model_gb` of the held-out jobs and of the history (row-aligned with
     `history`): with `out_of_fold`'s rows, the recurrent language models' correction (`LM_OOF`,
-    `language_model_correction`).
+    `language_model_correction`). `calibration_rows`: the history rows of the held-out jobs (the calibration slice),
+    whose out-of-fold forecasts the correction's (w, a) are not fitted on: its band is measured on them.
 
     Predictions are floored at half the smallest training label, so a model that predicts <= 0 still
     gets a finite interval."""
@@ -152,12 +154,14 @@ def calibrate(y_true: np.ndarray, y_pred: np.ndarray, floor: float, groups: dict
             out[LARGE_TRUTH] = large_by_truth(*both, floor, labels, shapes[c.MODEL_TYPE])
         if language_model is not None and len(out_of_fold) > 2:
             out[LM_OOF] = language_model_correction(*out_of_fold, floor, language_model[1],
-                                                    (np.asarray(y_true, dtype=np.float64), pred, language_model[0]))
+                                                    (np.asarray(y_true, dtype=np.float64), pred, language_model[0]),
+                                                    exclude=calibration_rows)
     return out
 
 
 def language_model_correction(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.ndarray, floor: float,
-                              language_model: np.ndarray, held: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict | None:
+                              language_model: np.ndarray, held: tuple[np.ndarray, np.ndarray, np.ndarray],
+                              exclude: np.ndarray | None = None) -> dict | None:
     """The recurrent language models' correction (the module docstring), JSON-ready: {w, a, n (distinct jobs),
     forecasts, mse (their mean squared log residual before), mse_cross (after, cross-fitted), offsets, held}: a
     recurrent job's log forecast f becomes (1 - w) f + w log(its memory as a language model) + a, w in [0, 1], and
@@ -167,10 +171,14 @@ def language_model_correction(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.n
     the out-of-fold forecasts or fewer than `MIN_POOLED` held-out jobs, or where the cross-fitted correction does not
     lower their mean squared log residual.
     `jobs`: each forecast's history row; `language_model`: the history's `priors.language_model_gb` (NaN: not
-    recurrent); `held`: the held-out jobs' (truth, forecast, language_model_gb)."""
+    recurrent); `held`: the held-out jobs' (truth, forecast, language_model_gb); `exclude`: history rows whose
+    forecasts do not fit (w, a): the held-out jobs', whose residuals then measure the band (review 64b S2-2: fitted on
+    them too, the band was slightly optimistic)."""
     jobs = np.asarray(jobs, dtype=np.int64)
     memory = np.asarray(language_model, dtype=np.float64)[jobs]
     mine = np.isfinite(memory) & (memory > 0)
+    if exclude is not None:
+        mine &= ~np.isin(jobs, np.asarray(exclude, dtype=np.int64))
     distinct = np.unique(jobs[mine])
     if len(distinct) < MIN_TRUTH:
         return None
@@ -480,8 +488,11 @@ class Calibrated:
                 p90 = np.where(np.isnan(known), p90, known)
             reach = log_hat + p90 >= at
             offsets[reach, 2] = np.maximum(offsets[reach, 2], p90[reach])
-        if recurrent.any():  # the large groups were calibrated on the champion's forecasts: not on these
+        if recurrent.any():  # the large groups were calibrated on the champion's forecasts: not on these ...
             offsets[recurrent] = self.language_model[2]
+            for at, p90 in self.large:  # ... but a large one's P90 is never below its size group's (review 64b S3-7)
+                large = recurrent & (log_hat >= at)
+                offsets[large, 2] = np.maximum(offsets[large, 2], p90)
         result = log_hat[:, None] + offsets
         return np.exp(result[:, 0]), np.exp(result[:, 1]), np.exp(result[:, 2])
 

@@ -405,7 +405,8 @@ def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str
     lm = priors.language_model_gb(rows) if shapes is not None else None  # memory: the recurrent LMs' correction
     result.calibration[champion] = intervals.calibrate(y[cal_idx], est.predict(X[cal_idx]), floor, groups, history=y,
                                                        out_of_fold=oof, shapes=shapes, held_out=held,
-                                                       language_model=None if lm is None else (lm[cal_idx], lm))
+                                                       language_model=None if lm is None else (lm[cal_idx], lm),
+                                                       calibration_rows=cal_idx)
     prior_column = FEATURE_SETS[options.features].prior_column(target)
     if prior_column is not None and champion != registry.PRIOR:  # the fallback for out-of-distribution jobs
         prior = PriorModel.on(prior_column, X.shape[1])

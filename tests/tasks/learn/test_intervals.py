@@ -535,3 +535,43 @@ def test_recurrent_language_models_are_blended_with_their_reading_out_of_fold_an
     no_head = calibrate(truth[slice_], forecast[slice_], 1.0, history=truth, out_of_fold=(truth, forecast, rows),
                         language_model=(memory[slice_], memory))[LM_OOF]
     assert no_head is None or no_head["w"] < 0.05
+
+
+def test_the_recurrent_correction_is_fitted_on_the_out_of_fold_rows_outside_the_calibration_slice():
+    """Review 64b S2-2: (w, a) were fitted on every out-of-fold forecast, the calibration slice's jobs among them,
+    whose residuals then measured the band; with `calibration_rows` they fit on the other jobs only, and the band is
+    measured on jobs they never saw."""
+    from gpucast.tasks.learn.intervals import LM_OOF
+
+    rng = np.random.default_rng(4)
+    types, memory, truth, forecast = _language_models(rng, 600)
+    rows, slice_ = np.arange(600), rng.choice(600, 300, replace=False)
+    args = (truth[slice_], forecast[slice_], 1.0)
+    kw = dict(history=truth, out_of_fold=(truth, forecast, rows), language_model=(memory[slice_], memory))
+    every, outside = calibrate(*args, **kw)[LM_OOF], calibrate(*args, **kw, calibration_rows=slice_)[LM_OOF]
+    recurrent = np.isfinite(memory)
+    assert every["forecasts"] == int(recurrent.sum())
+    assert outside["forecasts"] == int((recurrent & ~np.isin(rows, slice_)).sum()) < every["forecasts"]
+    assert (outside["w"], outside["a"]) != (every["w"], every["a"]) and outside["w"] == pytest.approx(1.0, abs=0.05)
+    assert outside["held"] == every["held"]  # the band: the same held-out jobs
+
+
+def test_a_large_recurrent_jobs_p90_is_never_below_its_size_groups():
+    """Review 64b S3-7: the recurrent jobs take their own band (the size groups were calibrated on the champion's
+    forecasts, not on the corrected ones), but a recurrent job whose corrected forecast reaches a size group keeps that
+    group's P90 where it is wider (before: a large recurrent job lost the size group's widening)."""
+    from gpucast.tasks.learn.intervals import LM_GB
+
+    rng = np.random.default_rng(4)
+    types, memory, truth, forecast = _language_models(rng, 600)
+    rows, slice_ = np.arange(600), rng.choice(600, 300, replace=False)
+    cal = Calibrated(json.loads(json.dumps(calibrate(truth[slice_], forecast[slice_], 1.0, history=truth,
+                                                     out_of_fold=(truth, forecast, rows),
+                                                     language_model=(memory[slice_], memory)))))
+    own = cal.language_model[2]
+    cal.large = [(float(np.log(20.0)), float(own[2]) + 1.0)]  # a size group from 20 GB, its P90 e^1 wider
+    memory_gb = np.array([4.0, 400.0])  # read as language models: one small, one large
+    p10, p50, p90 = cal.intervals(np.array([2.0, 2.0]), {c.MODEL_TYPE: ["LSTM", "LSTM"], LM_GB: memory_gb})
+    assert p50[1] >= 20.0 > p50[0]
+    assert np.log(p90[0] / p50[0]) == pytest.approx(own[2] - own[1])  # the small one: its own band
+    assert np.log(p90[1] / p50[1]) == pytest.approx(own[2] + 1.0 - own[1])  # the large one: the size group's P90
