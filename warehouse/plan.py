@@ -7,17 +7,19 @@ from datetime import UTC, date, datetime
 import duckdb
 import polars as pl
 
+from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.runs import finish
 
 # Every PENDING job, with its latest published forecasts when it has them (a job never scored is
 # planned as unknown size, never dropped). `day`: the day it was submitted. A job with LLM fields whose size is
 # unknown (tasks/learn/ood.py check 7: its reason holds these words) is planned as unknown size too: a whole GPU
-# of its queue's largest type, never shared (review 65a S2-3: its memory forecast leans on nothing).
+# of its queue's largest type, never shared (review 65a S2-3: its memory forecast leans on nothing). Bound: the
+# words (records/outcomes.py UNKNOWN_LLM_SIZE).
 PLAN_INPUT = """
 SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.submitted_at, j.gpu_count,
        max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb'
-                                        AND coalesce(f.ood_reason NOT LIKE '%an LLM layout of unknown size%', true)) AS mem_gb,
+                                        AND coalesce(strpos(f.ood_reason, ?) = 0, true)) AS mem_gb,
        max(f.p50) FILTER (WHERE f.target = 'runtime_hours') AS hours_p50,
        max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90
 FROM job_logs j LEFT JOIN pending_forecasts f USING (job_id)
@@ -63,7 +65,7 @@ OLDER_PLAN_RUNS = """SELECT plan_run_id FROM plan_runs WHERE status = 'succeeded
 def plan_input(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, str | None, date]:
     """(pending jobs with their forecasts, the score run they come from, the plan's first day: the
     day those forecasts were made for, else today)."""
-    jobs = con.sql(PLAN_INPUT).pl()
+    jobs = con.sql(PLAN_INPUT, params=[UNKNOWN_LLM_SIZE]).pl()
     latest = con.execute(LATEST_SCORE_RUN).fetchone()
     score_run_id, day = latest if latest else (None, None)
     return jobs, score_run_id, day or datetime.now(UTC).date()

@@ -173,7 +173,8 @@ def language_model_correction(y_true: np.ndarray, y_pred: np.ndarray, jobs: np.n
     `jobs`: each forecast's history row; `language_model`: the history's `priors.language_model_gb` (NaN: not
     recurrent); `held`: the held-out jobs' (truth, forecast, language_model_gb); `exclude`: history rows whose
     forecasts do not fit (w, a): the held-out jobs', whose residuals then measure the band (review 64b S2-2: fitted on
-    them too, the band was slightly optimistic)."""
+    them too, the band was slightly optimistic). By history row: other submissions of a held-out job's model still
+    fit them, so the band can stay slightly optimistic where a site resubmits the same model (review 65b S3-5)."""
     jobs = np.asarray(jobs, dtype=np.int64)
     memory = np.asarray(language_model, dtype=np.float64)[jobs]
     mine = np.isfinite(memory) & (memory > 0)

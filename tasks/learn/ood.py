@@ -62,6 +62,7 @@ import polars as pl
 
 from gpucast.expectations import contract as c
 from gpucast.records import catalog
+from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
 from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, is_llm, layout_group
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION
@@ -414,7 +415,7 @@ def _llm_unknown_size(rows: pl.DataFrame, detector: Detector, logs: np.ndarray) 
     """Jobs with LLM fields of unknown size (check 7)."""
     names = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
     for i in np.flatnonzero(llm_unknown_size(rows)):
-        yield int(i), (f"an LLM layout of unknown size: {c.ARCH} {names[int(i)]!r} is not in the LLM table and no "
+        yield int(i), (f"{UNKNOWN_LLM_SIZE}: {c.ARCH} {names[int(i)]!r} is not in the LLM table and no "
                        f"{c.PARAMS_MILLION} is logged")
 
 

@@ -122,7 +122,9 @@ def order_fits(options: TrainOptions, previous: Mapping[str, str] | None = None)
 
 def known_by(history: pl.DataFrame, until: datetime) -> pl.Expr:
     """The completed jobs a night at `until` knew of: its completion (`updated_at`; where a log has none, submitted
-    + run time, review 65a S2-2) at or before `until`; a job with neither time is kept, as a live night keeps it.
+    + run time, review 65a S2-2; without a run time, its submission: no later than its end, review 65b S2-1) at or
+    before `until`; a row with no time at all (no `submitted_at` column: tests' frames) is kept, as a live night keeps
+    it.
     The warehouse's column is zoned 'Etc/UTC', a Python time 'UTC': polars compares only equal zone names."""
     def utc(name: str) -> pl.Expr:
         col = pl.col(name)
@@ -132,6 +134,8 @@ def known_by(history: pl.DataFrame, until: datetime) -> pl.Expr:
     ended = utc(c.UPDATED_AT) if c.UPDATED_AT in history.columns else pl.lit(None, pl.Datetime("us", "UTC"))
     if c.SUBMITTED_AT in history.columns and c.RUNTIME_HOURS in history.columns:
         ended = pl.coalesce(ended, utc(c.SUBMITTED_AT) + pl.duration(seconds=pl.col(c.RUNTIME_HOURS) * 3600.0))
+    if c.SUBMITTED_AT in history.columns:  # no end and no run time: it ended after it was submitted (review 65b S2-1)
+        ended = pl.coalesce(ended, utc(c.SUBMITTED_AT))
     bound = pl.lit(until).dt.convert_time_zone("UTC") if until.tzinfo else pl.lit(until).dt.replace_time_zone("UTC")
     return ended.is_null() | (ended <= bound)
 

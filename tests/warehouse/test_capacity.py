@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import duckdb
+import polars as pl
 import pytest
 
 from gpucast.expectations import contract as c
@@ -106,9 +107,14 @@ def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
     from gpucast.warehouse.plan import plan_input
 
     before = plan_input(con)[0]
+    from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
+    from gpucast.tasks.learn import ood
+
+    words = [w for _, w in ood._llm_unknown_size(pl.DataFrame({c.ARCH: ["GLM-4.5-Air"], "llm_mem_gb": [None],
+                                                                c.ADAPTER: ["lora"]}), None, None)]
+    assert len(words) == 1 and words[0].startswith(UNKNOWN_LLM_SIZE)  # the words the check writes, which the plan reads
     con.execute("UPDATE forecasts SET ood = true, ood_reason = ? WHERE job_id = 'b' AND target = ?",
-                ["model_type 'x' unseen; an LLM layout of unknown size: arch 'GLM-4.5-Air' is not in the LLM table and "
-                 "no params_million is logged -> lightgbm's forecast kept", c.PEAK_GPU_MEM_GB])
+                [f"model_type 'x' unseen; {words[0]} -> lightgbm's forecast kept", c.PEAK_GPU_MEM_GB])
     after = plan_input(con)[0]
     mem = dict(zip(after["job_id"], after["mem_gb"], strict=True))
     assert dict(zip(before["job_id"], before["mem_gb"], strict=True))["b"] == 55.0 and mem["b"] is None

@@ -211,3 +211,9 @@ def test_a_backfill_bounds_jobs_without_a_completion_time_by_their_submission_an
     assert (finished <= night.replace(tzinfo=None)).all()
     unknown = history.with_columns(pl.lit(None, pl.Datetime("us", "UTC")).alias(c.SUBMITTED_AT))
     assert labelled(unknown, c.PEAK_GPU_MEM_GB, TrainOptions(), until=night).height == every.height
+    # review 65b S2-1: no end and no run time either: its submission bounds it (it ended after it), never kept blind
+    no_runtime = history.with_columns(pl.lit(None, pl.Float64).alias(c.RUNTIME_HOURS))
+    middle = submitted.sort()[submitted.len() // 2].replace(tzinfo=UTC)
+    kept = labelled(no_runtime, c.PEAK_GPU_MEM_GB, TrainOptions(), until=middle)
+    assert 0 < kept.height < every.height
+    assert (kept[c.SUBMITTED_AT].dt.replace_time_zone(None) <= middle.replace(tzinfo=None)).all()
