@@ -233,7 +233,26 @@ def test_the_copys_job_logs_is_a_view_of_the_history_and_a_latest_row_missing_fr
         publish_snapshot(storage)
     assert storage.published_path.read_bytes() == published
     # the warehouse's fault said as such, not a disk's (review 61 N2)
-    assert "latest record that is not in job_log_records" in str(failed.value) and "Check the disk" not in str(failed.value)
+    assert "one latest record in job_log_records for each job" in str(failed.value)
+    assert "Check the disk" not in str(failed.value)
+
+
+def test_a_job_keyed_twice_in_job_logs_latest_fails_the_publish_and_leaves_the_copy(storage):
+    """Two keys for one job would show it twice in the planners' `job_logs` while every count still matched (review 65b
+    S3-4): gpucast never writes them (the load replaces a job's key), so only a hand edit or a bug could, and the
+    publish refuses them, naming the table, leaving the copy as it was."""
+    _ingest(storage, "ingest-1", range(0, 100))
+    _ingest(storage, "ingest-2", range(50, 150))
+    publish_snapshot(storage)
+    published = storage.published_path.read_bytes()
+    with db.writer(storage) as con:  # job-60's older record keyed beside its latest one
+        con.execute("INSERT INTO job_logs_latest SELECT job_id, arrival, submitted_at FROM job_log_records "
+                    "WHERE job_id = 'job-60' AND ingest_run_id = 'ingest-1'")
+        assert con.execute("SELECT count(*) FROM job_logs WHERE job_id = 'job-60'").fetchone() == (2,)
+    with pytest.raises(PublishFailed, match="job_logs_latest holds 1 more key") as failed:
+        publish_snapshot(storage)
+    assert "Rebuild the warehouse" in str(failed.value)
+    assert storage.published_path.read_bytes() == published
 
 
 def _inode(path) -> int:
