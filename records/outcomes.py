@@ -14,10 +14,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-# The words an unknown-size LLM job's forecast reason begins its part with (tasks/learn/ood.py check 7); the plan
-# reads such a job's memory as unknown (warehouse/plan.py PLAN_INPUT), finding it by these words (review 65b S3-3).
-UNKNOWN_LLM_SIZE = "an LLM layout of unknown size"
-
 # A JSON-ready artefact saved with a model (interval calibration, out-of-distribution detector): its
 # shape is owned by the module that makes and reads it (tasks/learn/intervals.py, tasks/learn/ood.py).
 JsonObject = dict[str, Any]

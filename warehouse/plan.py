@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 import duckdb
 import polars as pl
 
-from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
+from gpucast.records import UNKNOWN_LLM_SIZE
 from gpucast.warehouse.db import transaction
 from gpucast.warehouse.runs import finish
 
@@ -15,7 +15,7 @@ from gpucast.warehouse.runs import finish
 # planned as unknown size, never dropped). `day`: the day it was submitted. A job with LLM fields whose size is
 # unknown (tasks/learn/ood.py check 7: its reason holds these words) is planned as unknown size too: a whole GPU
 # of its queue's largest type, never shared (review 65a S2-3: its memory forecast leans on nothing). Bound: the
-# words (records/outcomes.py UNKNOWN_LLM_SIZE).
+# words (records/__init__.py UNKNOWN_LLM_SIZE).
 PLAN_INPUT = """
 SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.submitted_at, j.gpu_count,
        max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb'

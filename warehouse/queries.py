@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from gpucast.records import UNKNOWN_LLM_SIZE
 from gpucast.records.rows import Rows, plain_type
 from gpucast.warehouse.concerns import SqlSandbox
 from gpucast.warehouse.db import connect_reader
@@ -490,15 +491,18 @@ SELECT count(*) AS jobs FROM current_job_starts WHERE expected_wait_hours IS NUL
 # Issue 51: the large pending jobs (several GPUs, or a per-GPU P90 near its GPU's memory) with their
 # layout; the page adds the GPU types each fits (tasks/report/site.py large_jobs_table). "Near" = P90 >= 0.8 x the
 # memory of the GPU its forecast was checked against (gpu_mem_gb, the same as oom_risk's)
+# A job with LLM fields whose size is unknown (`size_unknown`: its memory reason holds the bound words
+# records.UNKNOWN_LLM_SIZE, tasks/learn/ood.py check 7) is a large job too, its memory shown as unknown (review 65b S3-3).
 LARGE_JOBS_FROM = """
-FROM pending_forecasts f JOIN job_logs j USING (job_id)
-WHERE f.target = 'peak_gpu_mem_gb' AND (coalesce(j.gpu_count, 1) > 1 OR f.p90 >= 0.8 * f.gpu_mem_gb)
+FROM (SELECT *, coalesce(strpos(ood_reason, ?) > 0, false) AS size_unknown FROM pending_forecasts
+      WHERE target = 'peak_gpu_mem_gb') f JOIN job_logs j USING (job_id)
+WHERE coalesce(j.gpu_count, 1) > 1 OR f.p90 >= 0.8 * f.gpu_mem_gb OR f.size_unknown
 """
 LARGE_JOBS_COUNT = f"SELECT count(*) AS jobs {LARGE_JOBS_FROM}"
 LARGE_JOBS = f"""
 SELECT f.job_id, f.queue, j.arch, coalesce(j.gpu_count, 1) AS gpus, coalesce(j.tensor_parallel, 1) AS tp,
        coalesce(j.pipeline_parallel, 1) AS pp, coalesce(j.context_parallel, 1) AS cp, j.sharding, j.adapter,
-       round(f.p50, 1) AS mem_p50_gb, round(f.p90, 1) AS mem_p90_gb, f.safe_request_gb, f.gpu_mem_gb
+       round(f.p50, 1) AS mem_p50_gb, round(f.p90, 1) AS mem_p90_gb, f.safe_request_gb, f.gpu_mem_gb, f.size_unknown
 {LARGE_JOBS_FROM}ORDER BY gpus DESC, f.p90 DESC, f.job_id LIMIT ?
 """
 SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)
@@ -514,6 +518,6 @@ def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, 
                    (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
                    (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
                    (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []), (SCENARIOS, []), (QUEUE_WAITS, []),
-                   (JOB_WAITS, [min(rows, 20)]), (NO_START_COUNT, []), (LARGE_JOBS, [rows]),
-                   (LARGE_JOBS_COUNT, []))
+                   (JOB_WAITS, [min(rows, 20)]), (NO_START_COUNT, []), (LARGE_JOBS, [UNKNOWN_LLM_SIZE, rows]),
+                   (LARGE_JOBS_COUNT, [UNKNOWN_LLM_SIZE]))
     return dict(zip(names, frames, strict=True))

@@ -17,6 +17,7 @@ from importlib import resources
 import duckdb
 
 from gpucast.expectations import contract as c
+from gpucast.records import UNKNOWN_LLM_SIZE
 from gpucast.warehouse.errors import redact
 
 SQL_TYPES = {
@@ -30,6 +31,7 @@ SQL_TYPES = {
 }
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
 MIGRATIONS = "@CONTRACT_MIGRATIONS@"
+UNKNOWN_SIZE_WORDS = "@UNKNOWN_LLM_SIZE@"  # (a literal: a view binds no parameter)
 CONTRACT_TABLES = ("job_log_records",)  # (`job_logs` is a view over it since session 15: `latest_keys`)
 RECORD_HASH = c.record_hash_sql()  # a record's identity (`warehouse/load.py` de-duplicates by it)
 # kind -> (table, key column) of the run tables (warehouse/runs.py). The key names are the planners' public interface.
@@ -59,7 +61,9 @@ def schema_sql() -> str:
     """The whole DDL, idempotent: applied by a writer connection to a warehouse that does not hold it yet
     (`schema_fingerprint`)."""
     text = resources.files("gpucast.warehouse").joinpath("sql/schema.sql").read_text()
-    return text.replace(PLACEHOLDER, contract_columns_ddl()).replace(MIGRATIONS, contract_migrations_ddl())
+    words = "'" + UNKNOWN_LLM_SIZE.replace("'", "''") + "'"
+    return (text.replace(PLACEHOLDER, contract_columns_ddl()).replace(MIGRATIONS, contract_migrations_ddl())
+            .replace(UNKNOWN_SIZE_WORDS, words))
 
 
 @cache

@@ -61,8 +61,7 @@ import numpy as np
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.records import catalog
-from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
+from gpucast.records import UNKNOWN_LLM_SIZE, catalog
 from gpucast.tasks.learn.features import FEATURE_SETS, GPU_MODEL
 from gpucast.tasks.learn.llm_memory import LLM_MEM_GB, is_llm, layout_group
 from gpucast.tasks.learn.traced import TRACED_MEM_GB, TRACED_PARAMS_MILLION

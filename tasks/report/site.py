@@ -220,13 +220,18 @@ def fitting_types(request_gb: float | None) -> str:
 def large_jobs_table(large: pl.DataFrame) -> pl.DataFrame:
     """The large pending jobs (warehouse `LARGE_JOBS`: several GPUs, or a per-GPU P90 near its GPU's memory) with their
     layout (issue 51): GPUs, tensor x pipeline x context parallel and the data-parallel ranks left, sharding, adapter,
-    per-GPU memory P50 / P90, and the GPU types whose memory holds the per-GPU request (P90 + headroom)."""
+    per-GPU memory P50 / P90, and the GPU types whose memory holds the per-GPU request (P90 + headroom). A job of
+    unknown size (`size_unknown`, an LLM the zoo does not know and no parameter count) shows no memory: the plan
+    reads it as unknown (review 65b S3-3)."""
     if large.is_empty():
         return pl.DataFrame()
     rows = []
     for r in large.iter_rows(named=True):
         split = r["tp"] * r["pp"] * r["cp"]
         request = r["safe_request_gb"] if r["safe_request_gb"] is not None else r["mem_p90_gb"]
+        if r.get("size_unknown"):
+            r = {**r, "mem_p50_gb": None, "mem_p90_gb": None}
+            request = None
         rows.append({"job_id": r["job_id"], "queue": r["queue"], "model": r["arch"] or "", "GPUs": r["gpus"],
                      "TP x PP x CP": f"{r['tp']} x {r['pp']} x {r['cp']}",
                      "data parallel": r["gpus"] // split if split and r["gpus"] % split == 0 else None,

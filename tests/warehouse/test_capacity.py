@@ -56,13 +56,13 @@ def test_capacity_daily_matches_the_hand_computed_figures(con):
     got = con.execute("SELECT * FROM capacity_daily ORDER BY submitted_day, queue").fetchall()
     cols = [d[0] for d in con.description]
     assert cols == ["submitted_day", "queue", "jobs", "gpu_hours_p50", "gpu_hours_p90", "gflops_p50", "gflops_p90",
-                    "mem_p90_max_gb", "jobs_over_24gb", "jobs_over_40gb", "jobs_over_80gb"]
+                    "mem_p90_max_gb", "jobs_over_24gb", "jobs_over_40gb", "jobs_over_80gb", "jobs_unknown_size"]
     day1, day2 = (datetime(2026, 11, d).date() for d in (1, 2))
     assert got == [
         # a + b: hours 2+1 / 3+4, gflops 100+50 / 150+60, max(30, 50); safe 33 and 55 GB: both > 24, one > 40
-        (day1, "q1", 2, 3.0, 7.0, 150.0, 210.0, 50.0, 2, 1, 0),
+        (day1, "q1", 2, 3.0, 7.0, 150.0, 210.0, 50.0, 2, 1, 0, 0),
         # c alone: safe request 88 GB is over all three sizes
-        (day2, "q2", 1, 5.0, 6.0, 10.0, 20.0, 80.0, 1, 1, 1),
+        (day2, "q2", 1, 5.0, 6.0, 10.0, 20.0, 80.0, 1, 1, 1, 0),
     ]
 
 
@@ -107,15 +107,18 @@ def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
     from gpucast.warehouse.plan import plan_input
 
     before = plan_input(con)[0]
-    from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
+    from gpucast.records import UNKNOWN_LLM_SIZE
     from gpucast.tasks.learn import ood
 
-    words = [w for _, w in ood._llm_unknown_size(pl.DataFrame({c.ARCH: ["GLM-4.5-Air"], "llm_mem_gb": [None],
+    words = [w for _, w in ood._llm_unknown_size(pl.DataFrame({c.ARCH: ["acme-moe-unreleased"], "llm_mem_gb": [None],
                                                                 c.ADAPTER: ["lora"]}), None, None)]
     assert len(words) == 1 and words[0].startswith(UNKNOWN_LLM_SIZE)  # the words the check writes, which the plan reads
     con.execute("UPDATE forecasts SET ood = true, ood_reason = ? WHERE job_id = 'b' AND target = ?",
                 [f"model_type 'x' unseen; {words[0]} -> lightgbm's forecast kept", c.PEAK_GPU_MEM_GB])
     after = plan_input(con)[0]
+    # the planners' counts agree with the plan (review 65b S3-3): b's 55 GB no longer counts over 24 / 40 GB
+    assert con.execute("SELECT jobs_over_24gb, jobs_over_40gb, jobs_unknown_size FROM capacity_daily "
+                       "WHERE queue = 'q1'").fetchall() == [(1, 0, 1)]
     mem = dict(zip(after["job_id"], after["mem_gb"], strict=True))
     assert dict(zip(before["job_id"], before["mem_gb"], strict=True))["b"] == 55.0 and mem["b"] is None
     assert mem["a"] == 33.0 and mem["c"] == 88.0
