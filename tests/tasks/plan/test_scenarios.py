@@ -294,3 +294,25 @@ def test_an_added_type_keeps_whole_nodes_for_the_gangs_placed_on_it():
         ("g1", "H200-141GB", 0.0), ("g2", "H200-141GB", 0.0)]
     # without node sizes the GPU counts are kept as they are: 10 of 16, 6 lent
     assert starts._kept(np.array([5, 5]), None) == 10 and starts._kept(np.array([5, 5, 1, 1]), 8) == 24
+
+
+def test_the_scenario_table_compares_the_gpu_days_short_plus_the_gpus_of_jobs_that_fit_none():
+    """Review 65a S3-1: two 72 h 120 GB jobs in a queue of 4 A100-80GBs, over a 3-day plan. One H200 added holds one
+    of them at a time, so the GPU-days short rise from 0 (the jobs fitted no GPU: unplaceable, not short) while the
+    unmet GPU-days (short + the GPUs of jobs that fit none, per day, against the baseline's day) do not: the table's
+    `gpu_days_unmet_vs_baseline` is the one number to compare."""
+    from gpucast.tasks.report.render import scenario_table
+
+    jobs = pl.DataFrame([(f"big{i}", "big", START, 1, 120.0, 72.0, 72.0) for i in range(2)],
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)), orient="row")
+    inputs = scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), pl.DataFrame(schema=FORECAST_SCHEMA),
+                                  pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
+    owned = Inventory("inventory.yaml", (Owned("big", "A100-80GB", 4, 80.0),))
+    buy = _scenario("buy", add=(GpuChange("big", "H200-141GB", 1),))
+    rows = scenarios.scenario_rows(scenarios.plan_once(inputs, owned, 3),
+                                   {"buy": scenarios.plan_once(inputs, scenarios.edited_inventory(owned, buy), 3)}, (buy,))
+    table = {r["scenario"]: r for r in scenario_table(rows).iter_rows(named=True)}
+    assert table["baseline"]["gpu_days_short_p90"] == 0 and table["baseline"]["their_gpus"] == 2
+    assert table["buy"]["gpu_days_short_vs_baseline"] > 0  # short rises: the jobs now fit a GPU the queue lacks
+    assert table["buy"]["gpu_days_unmet_vs_baseline"] <= 0 and table["baseline"]["gpu_days_unmet_vs_baseline"] == 0
