@@ -128,7 +128,7 @@ def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> di
     other 15, not none). The counts per option: + lent to it, - lent out of it."""
     out: dict[int, int] = {}
     for a, ch in enumerate(options):
-        spare = (ch.owned or 0) - _kept(asked[placed == a], ch.gpus_per_node)
+        spare = (ch.owned or 0) - _kept(asked[placed == a], ch.gpus_per_node, ch.owned or 0)
         if not ch.added or spare <= 0:
             continue
         fits = [i for i, own in enumerate(options) if not own.added and own.memory_gb <= ch.memory_gb]
@@ -140,16 +140,23 @@ def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> di
     return out
 
 
-def _kept(asked: np.ndarray, per_node: int | None) -> int:
-    """The GPUs an added type keeps for the jobs placed on it (`asked`: their GPU counts): those counts summed, or,
-    where the inventory says how many GPUs a node holds, whole nodes: each gang's own (a gang runs on one node when it
-    fits one, `gangs.py`) and the single-GPU jobs' packed together (review 65a S2-1: 16 H200s in nodes of 8 kept 10
-    for two 5-GPU jobs, so the second waited for the first)."""
+def _kept(asked: np.ndarray, per_node: int | None, owned: int) -> int:
+    """The GPUs an added type of `owned` GPUs keeps for the jobs placed on it (`asked`: their GPU counts): those counts
+    summed, or, where the inventory says how many GPUs a node holds, the whole nodes they touch when placed all at once
+    as `gangs.fcfs_nodes` places them (a gang on one node when it fits one, single-GPU jobs best-fitted into a gang's
+    node's free GPUs; review 65a S2-1: 16 H200s in nodes of 8 kept 10 for two 5-GPU jobs, so the second waited for
+    the first; review 65b S3-2: a 5-GPU gang and three single-GPU jobs keep one node, not two). All of them when they
+    cannot all start at once."""
     if not per_node or per_node <= 1:
         return int(asked.sum())
-    gangs = asked[asked > 1]
-    nodes = int(np.ceil(gangs / per_node).sum()) + -(-int((asked <= 1).sum()) // per_node)
-    return nodes * per_node
+    if not asked.size or owned <= 0:
+        return 0
+    never = np.full(asked.size, 1e9)  # nobody ends: every job holds its GPUs at once
+    placed, _ = gangs.fcfs_nodes(np.zeros(0), owned, per_node, never, asked.astype(np.int64))
+    if any(p.start != 0.0 for p in placed):  # (NaN too: more than the type holds)
+        return owned
+    sizes = gangs.nodes_of(owned, per_node)
+    return sum(sizes[n] for n in {n for p in placed for n in p.nodes})
 
 
 def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray,

@@ -292,8 +292,12 @@ def test_an_added_type_keeps_whole_nodes_for_the_gangs_placed_on_it():
     got = starts.job_starts(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), edited, START).jobs
     assert got.select("job_id", "gpu_type", "expected_wait_hours").rows() == [
         ("g1", "H200-141GB", 0.0), ("g2", "H200-141GB", 0.0)]
-    # without node sizes the GPU counts are kept as they are: 10 of 16, 6 lent
-    assert starts._kept(np.array([5, 5]), None) == 10 and starts._kept(np.array([5, 5, 1, 1]), 8) == 24
+    # without node sizes the GPU counts are kept as they are: 10 of 16, 6 lent; with nodes of 8, the nodes the jobs
+    # touch placed at once (review 65b S3-2: single-GPU jobs fill a gang's node): two gangs and two singles 2 nodes,
+    # a 5-GPU gang and three singles 1 node, a 12-GPU gang 2 nodes; three 5-GPU gangs on 16 GPUs cannot all start: all
+    assert starts._kept(np.array([5, 5]), None, 16) == 10 and starts._kept(np.array([5, 5, 1, 1]), 8, 16) == 16
+    assert starts._kept(np.array([5, 1, 1, 1]), 8, 16) == 8 and starts._kept(np.array([1, 1, 1, 5]), 8, 16) == 8
+    assert starts._kept(np.array([12]), 8, 16) == 16 and starts._kept(np.array([5, 5, 5]), 8, 16) == 16
 
 
 def test_the_scenario_table_compares_the_gpu_days_short_plus_the_gpus_of_jobs_that_fit_none():
