@@ -31,9 +31,11 @@ The checks (`CHECKS`), each cheap and each saying in words what it found (`ood_r
    its name is logged. The analytic prior then reads it as a small model and the champion's correction sits on that
    (session 15: GLM-4.5-Air, an MoE of 106B parameters, forecast at 3-7 GB with a P90 of 4-9 GB, measured 75 GB,
    unflagged). The job is flagged with the words that say what is missing; its memory forecast stays the champion's
-   (`tasks/learn/score.py`: not the fallbacks, which lean on that prior). Its band is not widened: raising its P90
-   (to its GPU's memory, say) would mark every such job an OOM risk and move it to a larger GPU in the plan, for a
-   size nobody logged; the flag asks for `params_million` instead.
+   (`tasks/learn/score.py`: not the fallbacks, which lean on that prior). Its memory band is not widened: raising its
+   P90 (to its GPU's memory, say) would mark every such job an OOM risk and move it to a larger GPU in the plan, for a
+   size nobody logged; the flag asks for `params_million` instead, and the plan reads its memory as unknown. Its run
+   time and compute forecasts go to the held-out-best fallback as any flagged job's do, their bands widened by its
+   interval factor (review 65a S3-4).
 A new reason is one more function `(rows, detector, logs) -> [(row index, words), ...]` added to
 `CHECKS` (and, when it needs something learned at training time, one more field of `Detector`, with a
 default so older metadata files still load).
