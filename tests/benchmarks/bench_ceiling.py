@@ -20,9 +20,20 @@ and those without the learning rate and iteration count (`MEMORY`, what a step's
   repeat exactly (measured, GPUMemNet);
 - `cv R²`: what a learned model reaches on these features: ExtraTrees (300 trees, log target) on the product's
   residual feature set, 5-fold cross-validation, 3 seeded repetitions (every model learns from 80% of the set); with
-  `--champion` also the product's night (`bench_champion`'s protocol, 70/30 split seed 0, no network).
+  `--champion` also the product's night (`bench_champion`'s protocol, 70/30 split seed 0, no network);
+- the MAPE floor per model type (issue 50's "no group above 15%"; session 16), the mean absolute percentage error
+  that a model knowing everything the inputs determine would still make. Where a set records the one per-run draw
+  its inputs do not carry (the measured set: `peak_gpu_mem_gb` = `tensor_peak_gb`, a deterministic function of the
+  11 features under fake tensors, + `cuda_context_gb` ~ uniform `make_measured_jobs.CUDA_CONTEXT_GB`), the floor is
+  analytic (`optimal_ape`): the best forecast knows the tensor peak and forecasts the draw's 1/y-weighted median.
+  Printed: the expected floor over the type's rows (`expected`), its 90th percentile over 2,000 simulated pending
+  groups of a 70/30 split (`P90 split`: a random 30% of the type's rows, fresh draws; what a perfect model shows in 9
+  of 10 splits), and the realised floor on the pending jobs of `bench_champion`'s split seeds `--floor-seeds` (the
+  same jobs whose group MAPE the night prints). Elsewhere (no such columns) the floor is that of the repeats
+  (`repeat_ape`: rows of identical memory inputs, each group's 1/y-weighted median, in sample), on those rows only.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_ceiling.py [--sets measured,gpumemnet,llm] [--champion]
+        [--floor-seeds 0,1,2]
 
 The LLM set is read from `bench_llm_memory.DATA` (`../shared/data`); `--llm-data PATH` reads it elsewhere (a git
 worktree beside the checkout has no `../shared`).
@@ -109,6 +120,78 @@ def neighbour_ceilings(rows: pl.DataFrame, key: list[str], target: str, k: int =
     return 1 - gamma[0] / float(np.var(y)), 1 - max(float(intercept), 0.0) / float(np.var(y))
 
 
+def optimal_ape(tensor: np.ndarray, draw: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per job whose target is `tensor` + U, U ~ uniform(`draw`) and independent of the inputs: (the forecast that
+    minimises the expected absolute percentage error knowing `tensor`, that error's expectation, its variance). The
+    minimiser is the median of U's density weighted by 1/y: ln(p / lo) = ln(hi / p), so p = sqrt(lo hi) with lo, hi
+    = `tensor` + the draw's bounds; then E|p - y| / y = (sqrt(hi) - sqrt(lo))^2 / (hi - lo) and E[(p / y - 1)^2] =
+    (p^2 (1 / lo - 1 / hi) - 2 p ln(hi / lo) + hi - lo) / (hi - lo)."""
+    lo, hi = tensor + draw[0], tensor + draw[1]
+    p, width = np.sqrt(lo * hi), draw[1] - draw[0]
+    mean = (np.sqrt(hi) - np.sqrt(lo)) ** 2 / width
+    second = (p ** 2 * (1 / lo - 1 / hi) - 2 * p * np.log(hi / lo) + hi - lo) / width
+    return p, mean, np.maximum(second - mean ** 2, 0.0)
+
+
+def repeat_ape(rows: pl.DataFrame, key: list[str], target: str) -> np.ndarray:
+    """Per row, the absolute percentage error of its repeat group's 1/y-weighted median (the constant that minimises
+    the group's APE), in sample; NaN for a row whose inputs no other row shares."""
+    y = rows[target].to_numpy().astype(np.float64)
+    code = np.unique(np.asarray(rows.select([pl.col(k).cast(pl.String).fill_null("") for k in key]).rows(),
+                                dtype=object).astype(str), axis=0, return_inverse=True)[1].ravel()
+    out = np.full(y.size, np.nan)
+    for g in np.unique(code):
+        i = np.flatnonzero(code == g)
+        if i.size < 2:
+            continue
+        order = i[np.argsort(y[i], kind="stable")]
+        w = np.cumsum(1 / y[order])
+        best = y[order][np.searchsorted(w, w[-1] / 2)]
+        out[i] = np.abs(best - y[i]) / y[i]
+    return out
+
+
+def mape_floor(rows: pl.DataFrame, target: str, seeds: tuple[int, ...], splits: int = 2000,
+               pending_share: float = 0.3) -> pl.DataFrame:
+    """Per model type: the MAPE floor of the module docstring (percent): `expected`, `P90 split`, and the realised
+    floor on the pending jobs of each split seed in `seeds` (`bench_champion.split`); `source` says which floor."""
+    from tests.benchmarks.bench_champion import split
+
+    y = rows[target].to_numpy().astype(np.float64)
+    types = rows[c.MODEL_TYPE].to_numpy()
+    known = {"tensor_peak_gb", "cuda_context_gb"} <= set(rows.columns) and target == c.PEAK_GPU_MEM_GB
+    if known:
+        from tests.data.make_measured_jobs import CUDA_CONTEXT_GB
+
+        p, expected, _ = optimal_ape(rows["tensor_peak_gb"].to_numpy().astype(np.float64), CUDA_CONTEXT_GB)
+        realised = np.abs(p - y) / y
+        source = "context draw"
+    else:
+        realised = repeat_ape(rows, _present(rows, KEYS["memory inputs"]), target)
+        expected, source = realised, "repeats, in sample"
+    pending = {seed: set(split(rows, seed)[1][c.JOB_ID].to_list()) for seed in seeds} if c.JOB_ID in rows.columns else {}
+    ids = rows[c.JOB_ID].to_numpy() if pending else None
+    rng = np.random.default_rng(0)
+    out = []
+    for t in sorted(set(types)):
+        m = (types == t) & ~np.isnan(realised)
+        row = {c.MODEL_TYPE: t, "rows": int(m.sum()), "source": source,
+               "expected": float(np.mean(expected[m]) * 100) if m.any() else float("nan"), "P90 split": float("nan")}
+        if known and m.any():
+            tensor, n = rows["tensor_peak_gb"].to_numpy()[m], max(int(round(m.sum() * pending_share)), 1)
+            sims = []
+            for _ in range(splits):
+                pick = rng.choice(tensor.size, n, replace=False)
+                draw = rng.uniform(*CUDA_CONTEXT_GB, n)
+                sims.append(np.mean(np.abs(p[m][pick] - (tensor[pick] + draw)) / (tensor[pick] + draw)))
+            row["P90 split"] = float(np.quantile(sims, 0.9) * 100)
+        for seed, held in pending.items():
+            mm = m & np.isin(ids, list(held))
+            row[f"seed {seed}"] = float(np.mean(realised[mm]) * 100) if mm.any() else float("nan")
+        out.append(row)
+    return pl.DataFrame(out)
+
+
 def cross_validated_r2(rows: pl.DataFrame, target: str, folds: int = 5, repeats: int = 3) -> float:
     """ExtraTrees (300 trees, log target) on the product's residual feature set, `folds`-fold, `repeats` seeds: the
     mean R² (target units) of the out-of-fold forecasts."""
@@ -152,6 +235,7 @@ def main() -> None:
     ap.add_argument("--sets", default="measured,gpumemnet,llm")
     ap.add_argument("--champion", action="store_true", help="also the product's night on split seed 0 (minutes)")
     ap.add_argument("--llm-data", type=Path, default=None, help="the LLM set's CSV, if not at ../shared/data")
+    ap.add_argument("--floor-seeds", default="0,1,2", help="bench_champion's split seeds for the realised MAPE floor")
     args = ap.parse_args()
     if args.llm_data is not None:
         import tests.benchmarks.bench_llm_memory as llm_bench
@@ -176,7 +260,15 @@ def main() -> None:
                    f"{cross_validated_r2(labelled, target):.3f}"
             if args.champion:
                 line += f"; the product's pipeline R² (split seed 0, repeats 1): {champion_r2(labelled, name, target):.3f}"
-            print(line + "\n", flush=True)
+            print(line, flush=True)
+            floor = mape_floor(labelled, target, tuple(int(v) for v in args.floor_seeds.split(",") if v))
+            seeds = [k for k in floor.columns if k.startswith("seed ")]
+            print(f"  MAPE floor per model type (%), {floor['source'][0]}: {'type':12s} {'rows':>5s} {'expected':>8s} "
+                  f"{'P90 split':>9s} " + " ".join(f"{k:>7s}" for k in seeds))
+            for r in floor.iter_rows(named=True):
+                print(f"  {'':45s}{r[c.MODEL_TYPE][:12]:12s} {r['rows']:5d} {r['expected']:8.1f} {r['P90 split']:9.1f} "
+                      + " ".join(f"{r[k]:7.1f}" for k in seeds))
+            print(flush=True)
 
 
 if __name__ == "__main__":
