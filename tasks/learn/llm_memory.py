@@ -123,7 +123,7 @@ GB = 1e9
 # --- architecture ------------------------------------------------------------------------------------------
 # Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
-                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
+                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "glm4.5", "baichuan",
                             "baichuan-alibi", "flan-t5", "mt0"})
 # Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
 # whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but

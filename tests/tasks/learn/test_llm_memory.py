@@ -147,6 +147,22 @@ def test_qwen3_5_4b_is_in_the_table_with_its_published_vocabulary():
     assert m.per_gpu(arch, job).logits_gb == pytest.approx(8192 * 248320 * m.LOGIT_BYTES / m.GB)
 
 
+@pytest.mark.parametrize("spelling", ["zai-org/GLM-4.5-Air", "glm-4.5-air", "GLM-4.5-Air (MoE)", "glm4.5-air"])
+def test_glm_4_5_air_is_in_the_table_as_a_mixture_of_experts(spelling):
+    """GLM-4.5-Air (session 16; ms-swift's Megatron LoRA example logs it as "GLM-4.5-Air (MoE)" with no parameter count,
+    forecast at 0.55 GB against 75 GB measured): 106B parameters, hidden 4,096, 46 blocks, 96 heads over 8 key-value
+    heads, 128 routed experts of SwiGLU width 1,408, 8 a token, a 151,552-entry untied vocabulary; GLM-4.5 beside it."""
+    arch = m.lookup(spelling)
+    assert arch is not None and arch.name == "GLM-4.5-Air"
+    assert (arch.params, arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab,
+            arch.experts, arch.experts_active, arch.tied, arch.gated) == (
+        106e9, 4096, 46, 96, 8, 1408, 151552, 128, 8, False, True)
+    assert m.lookup("zai-org/GLM-4.5").params == 355e9 and m.lookup("glm-4.5").experts == 160
+    row = record(job_id="glm", arch=spelling, params_million=None, adapter="lora", lora_rank=32, gpu_count=4,
+                 tensor_parallel=4, expert_parallel=4, input_dim=8192, activation_checkpointing="full")
+    assert m.frame_priors(_rows(row))[m.LLM_MEM_GB].to_list()[0] > 10  # a prior, no longer none
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
