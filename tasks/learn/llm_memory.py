@@ -527,8 +527,9 @@ def megatron_count(job: Layout, states: bool = True) -> bool:
     The trigger is a proxy: tensor parallel > 1. No contract field names the framework, and among the trainers that
     log a layout, tensor parallelism is Megatron's (Megatron-LM, Megatron-SWIFT, NeMo); Hugging Face Trainer,
     DeepSpeed, FSDP, torchtune and unsloth runs log t = 1. What it gets wrong: a torchtitan (or other DTensor) job
-    with t > 1 runs torch's own loss and FSDP2's or DDP's states, and is counted as Megatron here; a Megatron job with
-    t = 1 (data or pipeline parallel only) is not. Pipeline or expert parallel do not trigger it: Hugging Face
+    with t > 1, or Hugging Face's own tensor parallel (`tp_plan="auto"`, accelerate's TP plugin), runs torch's loss
+    and FSDP2's or DDP's states, and is counted as Megatron here; a Megatron job with t = 1 (data or pipeline parallel
+    only) is not. Pipeline or expert parallel do not trigger it: Hugging Face
     `device_map` runs log `pipeline_parallel` too (the development set's Benchmark.md runs, +80..+94% with it, docs/
     models.md issue 51 session 15 H4), and they are not Megatron."""
     if job.tensor_parallel <= 1:
