@@ -110,7 +110,7 @@ def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
     from gpucast.records.outcomes import UNKNOWN_LLM_SIZE
     from gpucast.tasks.learn import ood
 
-    words = [w for _, w in ood._llm_unknown_size(pl.DataFrame({c.ARCH: ["DeepSeek-V3"], "llm_mem_gb": [None],
+    words = [w for _, w in ood._llm_unknown_size(pl.DataFrame({c.ARCH: ["GLM-4.5-Air"], "llm_mem_gb": [None],
                                                                 c.ADAPTER: ["lora"]}), None, None)]
     assert len(words) == 1 and words[0].startswith(UNKNOWN_LLM_SIZE)  # the words the check writes, which the plan reads
     con.execute("UPDATE forecasts SET ood = true, ood_reason = ? WHERE job_id = 'b' AND target = ?",
