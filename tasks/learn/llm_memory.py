@@ -52,6 +52,12 @@ The states are sharded (ZeRO, FSDP) or all-reduced (DDP) over the ranks that hol
   model's dtype (fp32 after a k-bit base's upcast), with its gradient and the optimizer's moments in that dtype
   (AdamW: 2 + 2 + 2 x 2 = 8 bytes a parameter in bf16, as torch keeps them), and the foreach step's copy of the
   second moments; sharded like the adapter's states.
+* a job the prior takes for a Megatron-LM / Megatron-Core run (`megatron_count`: tensor parallel > 1, a proxy, see
+  there), all weights trained in bf16, no sharding or the distributed optimizer (`zero1`): Megatron's own count,
+  `MEGATRON_GRAD_BYTES`: bf16 weights 2 + the fp32 gradient buffer 4 (bf16 forces `accumulate_allreduce_grads_in_fp32`)
+  + fp32 masters 4 and moments 8, over d x c under the distributed optimizer: 18 bytes unsharded, where the pure bf16
+  count above is 8 (10 with DDP's buckets). No second gradient copy (the buffer is what is all-reduced) and no foreach
+  step temporary (a fused Adam).
 * mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
   1 / n of every block's experts (and so of their gradients and moments), the dense parts whole; the experts' sharded
   states are spread over the expert-data-parallel ranks, d x c / n (`expert_data_parallel`: Megatron-Core's and
@@ -77,7 +83,8 @@ pipeline stage holds L / p blocks; its first stage keeps the activations of min(
 logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t), or what
 the job's `loss_precision` says (contract v6, `LOSS_LOGIT_BYTES`: a loss on the 16-bit logits, a fused loss), else
 what its kernel library computes (contract v8 `kernels`, `KERNEL_LOSS`: unsloth's loss in place on the 16-bit
-logits, Liger's fused one).
+logits, Liger's fused one). A job taken for Megatron (`megatron_count`) that logs no loss computes Megatron's
+vocabulary-parallel cross-entropy, 6 bytes a logit (`LOSS_LOGIT_BYTES` `vocab_parallel`).
 `ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
 rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
 
@@ -116,7 +123,7 @@ GB = 1e9
 # --- architecture ------------------------------------------------------------------------------------------
 # Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
-                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "baichuan",
+                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "glm4.5", "baichuan",
                             "baichuan-alibi", "flan-t5", "mt0"})
 # Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
 # whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but
@@ -423,7 +430,27 @@ LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 
 # unsloth's Triton cross-entropy (unsloth/kernels/cross_entropy_loss.py `Fast_CrossEntropyLoss`) reads the 16-bit
 # logits the head returns, keeps one fp32 logsumexp a token, and its backward writes the gradient into the logits'
 # own storage: the 16-bit logits, 2 bytes.
-LOSS_LOGIT_BYTES = {"fp32": LOGIT_BYTES, "half": 6.12, "fused": 0.0, "inplace": 2.0}
+# `vocab_parallel` (no contract word: what a job taken for Megatron computes where it logs no `loss_precision`,
+# `megatron_count`): Megatron-Core's `_VocabParallelCrossEntropy` (NVIDIA/Megatron-LM
+# megatron/core/tensor_parallel/cross_entropy.py) takes the head's 16-bit logits [s, b, V / t] and makes one fp32
+# copy (`calculate_logits_max`: `vocab_parallel_logits.float()`), in which it subtracts the max, exponentiates and
+# normalises in place (`-=`, `torch.exp(..., out=exp_logits)`, `exp_logits.div_`) and saves it for the backward; the
+# backward writes the gradient into that same buffer (`grad_2d[...] -= softmax_update`, `grad_input.mul_`) and autograd
+# casts it to the logits' 16 bits for the head's backward: 2 + 4 at the forward's copy, 4 + 2 at the backward's cast,
+# 6 bytes a logit either way (the 16-bit logits are not saved: the head's linear saves its input and weight).
+LOSS_LOGIT_BYTES = {"fp32": LOGIT_BYTES, "half": 6.12, "fused": 0.0, "inplace": 2.0, "vocab_parallel": 6.0}
+# Megatron-LM's count of a bf16 job's gradients (`megatron_count`): megatron/training/arguments.py (NVIDIA/Megatron-LM,
+# `validate_args`) sets `accumulate_allreduce_grads_in_fp32 = True` under `--bf16` ("bfloat16 requires gradient
+# accumulation and all-reduce to be done in fp32"; only `--grad-reduce-in-bf16` turns it off), which the training loop
+# hands to Megatron-Core's DDP as `grad_reduce_in_fp32`, and megatron/core/distributed/distributed_data_parallel.py
+# allocates each parameter's gradient buffer as `grad_dtype = torch.float if self.ddp_config.grad_reduce_in_fp32 else
+# param.dtype` (the backward hook adds `param.grad` into `param.main_grad`, a view of that buffer, and drops
+# `param.grad`): 4 bytes a parameter, whole on every rank (the distributed optimizer reduce-scatters in place). The
+# optimizer keeps fp32 masters and Adam's fp32 moments (megatron/core/optimizer/distrib_optimizer.py:
+# `shard_main_param = shard_model_param.clone().float()` for each bf16 parameter's shard, over the data x
+# context-parallel group; without `--use-distributed-optimizer`, `Float16OptimizerWithFloat16Params` in
+# megatron/core/optimizer/optimizer.py keeps every parameter's fp32 copy): 4 + 8 bytes.
+MEGATRON_GRAD_BYTES = 4
 # The loss a kernel library computes (contract v8 `kernels`) where the job logs no `loss_precision`: unsloth's in place
 # on the 16-bit logits, Liger's fused linear cross-entropy (`use_liger_kernel` swaps it in for a causal LM's loss)
 KERNEL_LOSS = {"unsloth": "inplace", "liger": "fused"}
@@ -491,6 +518,27 @@ class PerGpu:
         return self.states_gb + self.activations_gb + self.logits_gb + self.overhead_gb
 
 
+def megatron_count(job: Layout, states: bool = True) -> bool:
+    """Whether the prior counts `job` as Megatron-LM / Megatron-Core runs it: its loss (`states` False; Megatron's
+    vocabulary-parallel cross-entropy, `LOSS_LOGIT_BYTES` `vocab_parallel`) and, for all weights trained in bf16 with no
+    sharding or the distributed optimizer (`zero1`) and nothing but the optimizer offloaded, its states
+    (`MEGATRON_GRAD_BYTES`).
+
+    The trigger is a proxy: tensor parallel > 1. No contract field names the framework, and among the trainers that
+    log a layout, tensor parallelism is Megatron's (Megatron-LM, Megatron-SWIFT, NeMo); Hugging Face Trainer,
+    DeepSpeed, FSDP, torchtune and unsloth runs log t = 1. What it gets wrong: a torchtitan (or other DTensor) job
+    with t > 1, or Hugging Face's own tensor parallel (`tp_plan="auto"`, accelerate's TP plugin), runs torch's loss
+    and FSDP2's or DDP's states, and is counted as Megatron here; a Megatron job with t = 1 (data or pipeline parallel
+    only) is not. Pipeline or expert parallel do not trigger it: Hugging Face
+    `device_map` runs log `pipeline_parallel` too (the development set's Benchmark.md runs, +80..+94% with it, docs/
+    models.md issue 51 session 15 H4), and they are not Megatron."""
+    if job.tensor_parallel <= 1:
+        return False
+    return (not states or (job.adapter == "none" and job.precision == "BF16" and job.sharding in ("none", "zero1")
+                           and job.cpu_offload in ("none", "optimizer")
+                           and not GALORE_OPTIMIZER.search(job.optimizer or "")))
+
+
 def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes on one GPU. `experts`: the parameters of `arch.params` that are an
     expert-parallel job's experts (`experts_held`), whose sharded states are spread over the expert-data-parallel
@@ -551,6 +599,10 @@ def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float,
             d if job.sharding != "none" else 1)
         return (base + gathered + cw, trainable * 4 * buckets + cg,
                 trainable * (ADAPTER_STATE_BYTES - 4 - (6 if eight_bit else 0)) + co)
+    if megatron_count(job):  # bf16 weights, the fp32 gradient buffer, fp32 masters and moments (`MEGATRON_GRAD_BYTES`)
+        optim = 0.0 if job.cpu_offload != "none" else params * (master + moments * (1 if eight_bit else master))
+        return (params * half, params * MEGATRON_GRAD_BYTES,
+                over_ranks(optim, share) if job.sharding == "zero1" else optim)  # the distributed optimizer over d x c
     unsharded = job.sharding not in ("zero1", "zero2", "zero3", "fsdp")
     pure = unsharded and job.precision in ("BF16", "FP8")
     if pure or job.precision in ("FP32", "FP64"):
@@ -704,7 +756,8 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
         kept = blocks * per_block
     in_flight = min(p, job.micro_batches) if job.micro_batches else p
     tokens = job.micro_batch_size * job.seq_len / job.context_parallel
-    per_logit = LOSS_LOGIT_BYTES.get(job.loss_precision, LOGIT_BYTES)
+    loss = "vocab_parallel" if job.loss_precision == "fp32" and megatron_count(job, states=False) else job.loss_precision
+    per_logit = LOSS_LOGIT_BYTES.get(loss, LOGIT_BYTES)
     if per_logit and arch.family in SOFTCAP_FAMILIES:
         per_logit += SOFTCAP_LOGIT_BYTES[job.kbit_upcast]
     logits = tokens * arch.vocab * per_logit / job.tensor_parallel

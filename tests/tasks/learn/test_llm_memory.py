@@ -147,6 +147,22 @@ def test_qwen3_5_4b_is_in_the_table_with_its_published_vocabulary():
     assert m.per_gpu(arch, job).logits_gb == pytest.approx(8192 * 248320 * m.LOGIT_BYTES / m.GB)
 
 
+@pytest.mark.parametrize("spelling", ["zai-org/GLM-4.5-Air", "glm-4.5-air", "GLM-4.5-Air (MoE)", "glm4.5-air"])
+def test_glm_4_5_air_is_in_the_table_as_a_mixture_of_experts(spelling):
+    """GLM-4.5-Air (session 16; ms-swift's Megatron LoRA example logs it as "GLM-4.5-Air (MoE)" with no parameter count,
+    forecast at 0.55 GB against 75 GB measured): 106B parameters, hidden 4,096, 46 blocks, 96 heads over 8 key-value
+    heads, 128 routed experts of SwiGLU width 1,408, 8 a token, a 151,552-entry untied vocabulary; GLM-4.5 beside it."""
+    arch = m.lookup(spelling)
+    assert arch is not None and arch.name == "GLM-4.5-Air"
+    assert (arch.params, arch.hidden, arch.layers, arch.heads, arch.kv_heads, arch.intermediate, arch.vocab,
+            arch.experts, arch.experts_active, arch.tied, arch.gated) == (
+        106e9, 4096, 46, 96, 8, 1408, 151552, 128, 8, False, True)
+    assert m.lookup("zai-org/GLM-4.5").params == 355e9 and m.lookup("glm-4.5").experts == 160
+    row = record(job_id="glm", arch=spelling, params_million=None, adapter="lora", lora_rank=32, gpu_count=4,
+                 tensor_parallel=4, expert_parallel=4, input_dim=8192, activation_checkpointing="full")
+    assert m.frame_priors(_rows(row))[m.LLM_MEM_GB].to_list()[0] > 10  # a prior, no longer none
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
@@ -663,7 +679,8 @@ def test_context_parallel_ranks_shard_the_dense_states_with_the_data_parallel_on
     assert (cp.data_parallel, cp.state_ranks) == (2, 8)
     params = arch.params / 8
     w, g, o = m.states(arch, cp)
-    assert (w, g, o) == pytest.approx((params * 2, params * 2, params * 12 / 8))  # not params * 12 / 2
+    # not params * 12 / 2 (the gradients: Megatron's fp32 buffer, `MEGATRON_GRAD_BYTES`, whole on every rank)
+    assert (w, g, o) == pytest.approx((params * 2, params * m.MEGATRON_GRAD_BYTES, params * 12 / 8))
     fsdp = replace(cp, tensor_parallel=1, sharding="fsdp", gpu_count=16)  # d = 4, c = 4
     w, g, o = m.states(arch, fsdp)
     gathered = m.GATHERED_UNITS * arch.block_params * 2 + m.fsdp_root_params(arch, fsdp) * 2
@@ -830,3 +847,36 @@ def test_unsloth_s_kernels_keep_the_16_bit_logits_and_do_not_upcast_a_k_bit_base
     assert liger.loss_precision == "fused" and m.per_gpu(arch, liger).logits_gb == 0
     _, odd = _llama_factory("qlora", kernels=c.UNKNOWN_WORD)
     assert odd == q_hf.__class__(**{**q_hf.__dict__, "kernels": "none"})  # an unknown word: the plain case
+
+
+def test_a_tensor_parallel_bf16_full_training_job_holds_megatron_s_18_bytes_and_its_vocab_parallel_loss():
+    """A job taken for Megatron (`megatron_count`: tensor parallel > 1, a proxy): bf16 weights 2 + the fp32 gradient
+    buffer 4 (`accumulate_allreduce_grads_in_fp32`, forced under bf16) + fp32 masters and moments 12, the 12 over the
+    data x context-parallel ranks under the distributed optimizer (`zero1`), and Megatron's vocabulary-parallel
+    cross-entropy, 6 bytes a logit (over t). The old prior counted pure bf16 (2 + 2 + 4, DDP's buckets doubling the
+    gradients) and Hugging Face's 10 bytes a logit."""
+    arch = m.lookup("Llama-3.1-8B")
+    tp2_dp4 = m.Layout(gpu_count=8, tensor_parallel=2, sharding="zero1", seq_len=4096, activation_checkpointing="full")
+    params = arch.params / 2
+    assert m.states(arch, tp2_dp4) == pytest.approx((params * 2, params * 4, params * 12 / 4))
+    assert m.activations(arch, tp2_dp4)[1] == pytest.approx(4096 * arch.vocab * 6 / 2)
+    assert sum(m.states(arch, replace(tp2_dp4, sharding="none"))) == pytest.approx(params * 18)  # no DDP buckets
+    assert m.step_temporary(arch, tp2_dp4) == 0.0  # a fused Adam
+    offloaded = m.states(arch, replace(tp2_dp4, cpu_offload="optimizer"))
+    assert offloaded == pytest.approx((params * 2, params * 4, 0.0))
+    # what the proxy leaves alone: t = 1 (pure bf16 under DDP, Hugging Face's loss), pipeline parallel alone (Hugging
+    # Face's `device_map` split), FP16, ZeRO-2/3 and FSDP, adapters (their states; the loss is still Megatron's), a
+    # logged loss
+    dp8 = replace(tp2_dp4, tensor_parallel=1, sharding="none")
+    assert sum(m.states(arch, dp8)) == pytest.approx(arch.params * (2 + 2 * m.DDP_BUCKETS + 4))
+    assert m.activations(arch, dp8)[1] == pytest.approx(4096 * arch.vocab * m.LOGIT_BYTES)
+    pp2 = replace(dp8, pipeline_parallel=2)
+    assert not m.megatron_count(pp2) and not m.megatron_count(pp2, states=False)
+    assert m.states(arch, replace(tp2_dp4, precision="FP16")) == pytest.approx((params * 2, params * 2, params * 3))
+    assert m.states(arch, replace(tp2_dp4, sharding="zero2")) == pytest.approx((params * 2, params / 2, params * 3))
+    lora = replace(tp2_dp4, adapter="lora", lora_rank=8)
+    for other in (replace(tp2_dp4, precision="FP16"), replace(tp2_dp4, sharding="fsdp"), lora):
+        assert not m.megatron_count(other) and m.megatron_count(other, states=False)
+    assert m.states(arch, lora)[0] == pytest.approx(params * 2)  # the frozen base, no gradients
+    assert m.activations(arch, lora)[1] == pytest.approx(4096 * arch.vocab * 6 / 2)
+    assert m.activations(arch, replace(tp2_dp4, loss_precision="fused"))[1] == 0.0

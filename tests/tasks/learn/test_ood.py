@@ -296,23 +296,24 @@ def test_a_detector_saved_before_the_sign_test_still_loads_with_the_decision_it_
 
 def test_a_job_with_llm_fields_and_no_size_is_flagged_and_keeps_the_champions_forecast(trained):
     """Check 7 (session 15, champ50f: GLM-4.5-Air logged without a parameter count, forecast at 3-7 GB, measured 75 GB,
-    unflagged): a job with LLM fields whose `arch` the LLM table does not know and that logs no `params_million` has
-    no per-GPU prior; it is flagged with words naming what is missing, and its forecast stays the champion's (the
-    held-out-best fallback would lean on the analytic prior that read it as a small model). A known LLM is not."""
+    unflagged; the table has GLM-4.5-Air since session 16, so a model it still lacks, DeepSeek-V3, stands in): a job
+    with LLM fields whose `arch` the LLM table does not know and that logs no `params_million` has no per-GPU prior;
+    it is flagged with words naming what is missing, and its forecast stays the champion's (the held-out-best
+    fallback would lean on the analytic prior that read it as a small model). A known LLM is not."""
     from gpucast.tasks.learn import llm_memory
 
     result = trained[c.PEAK_GPU_MEM_GB]
     rows = simulate_jobs(4, np.random.default_rng(8), date(2026, 11, 2), 0.0)
     unsized = pl.Series([True, False, True, False])
     rows = rows.with_columns(
-        pl.when(unsized).then(pl.lit("GLM-4.5-Air (MoE)")).otherwise(pl.lit("Llama-3.1-8B")).alias(c.ARCH),
+        pl.when(unsized).then(pl.lit("DeepSeek-V3 (MoE)")).otherwise(pl.lit("Llama-3.1-8B")).alias(c.ARCH),
         pl.when(unsized).then(None).otherwise(pl.col(c.PARAMS_MILLION)).alias(c.PARAMS_MILLION),
         pl.lit("lora").alias(c.ADAPTER), pl.lit(4).alias(c.GPU_COUNT))
     champion = Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)
     f = Scorer(champion).score(rows)
     picked = f.filter(unsized)
     assert picked["ood"].all()
-    assert all("an LLM layout of unknown size: arch 'GLM-4.5-Air (MoE)' is not in the LLM table" in r
+    assert all("an LLM layout of unknown size: arch 'DeepSeek-V3 (MoE)' is not in the LLM table" in r
                and r.endswith(f"-> {result.champion}'s forecast kept") for r in picked["ood_reason"])
     assert (picked["model"] == result.champion).all()
     assert not any("unknown size" in (r or "") for r in f.filter(~unsized)["ood_reason"])
