@@ -167,6 +167,7 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
         check_paths(target)  # before anything is written: nothing half done over a path of the wrong kind
         con = connect_writer(storage)
         try:
+            _each_job_keyed_once(con, storage)  # before the earlier copies are touched (review 66a S3-3)
             refresh_gpu_catalog(con)
             con.execute("CHECKPOINT")
         finally:
@@ -528,13 +529,23 @@ def _not_read_back(storage: Storage, exc: duckdb.Error, found: Sequence[str] = (
         "left as it was. Check the disk, then restore the warehouse from the lake or a backup (docs/operations.md)")
 
 
+def _each_job_keyed_once(con: duckdb.DuckDBPyConnection, storage: Storage) -> None:
+    """Refuse a warehouse whose `job_logs_latest` keys a job twice: its `job_logs` would show the job twice while every
+    count still matched (review 65b S3-4). gpucast never writes two (the load replaces a job's key): only a hand edit or
+    a bug could. Checked on the warehouse before a copy is built, so `published.prev.duckdb` stays the older copy."""
+    twice, = con.execute(f"SELECT count(*) - count(DISTINCT job_id) FROM {sql_name(LATEST_KEYS)}").fetchone()
+    if twice:
+        raise PublishFailed(
+            f"main.{LATEST_KEYS} holds {twice:,} more key(s) than jobs: a job keyed twice would show twice in {LATEST} "
+            f"({storage.db_path}); the planners' copy was left as it was. Rebuild the warehouse from the Parquet lake "
+            "(docs/operations.md)")
+
+
 class _LatestOutOfStep(duckdb.InvalidInputException):
-    """The warehouse's `job_logs_latest` does not key each job's one latest record: the copy's `job_logs` view
-    (`LATEST`) finds fewer rows than it holds keys (a key whose record is not in `job_log_records`: its own `job_logs`
-    view drops the job), or it holds two keys for one job (the view would show the job twice; only a hand edit or a bug
-    could write them: the load replaces a job's key, review 65b S3-4). In an incremental publish the copy is rebuilt
-    first (its history could be the one short); built from nothing, the warehouse itself is out of step (review 61
-    N2)."""
+    """The copy's `job_logs` view (`LATEST`) finds fewer rows than the warehouse's `job_logs_latest` holds keys: a
+    latest record's key whose record is not in `job_log_records`. In an incremental publish the copy is rebuilt first
+    (its history could be the one short); built from nothing, the warehouse itself is out of step (review 61 N2):
+    its own `job_logs` view drops the job. (Two keys for one job: `_each_job_keyed_once`.)"""
 
 
 class _CopyInUse(Exception):
@@ -615,9 +626,9 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
                 raise _CopyInUse(f"{type(exc).__name__}: {str(exc)[:300]}", damaged=True) from exc
             if isinstance(exc, _LatestOutOfStep):  # built from nothing: the warehouse's own tables disagree
                 raise PublishFailed(
-                    f"{exc}: the warehouse's {LATEST_KEYS} does not name one latest record in job_log_records for "
-                    f"each job ({storage.db_path}); the planners' copy was left as it was. Rebuild the warehouse from "
-                    "the Parquet lake (docs/operations.md)") from exc
+                    f"{exc}: the warehouse's {LATEST_KEYS} names a latest record that is not in job_log_records "
+                    f"({storage.db_path}); the planners' copy was left as it was. Rebuild the warehouse from the Parquet "
+                    "lake (docs/operations.md)") from exc
             raise _not_read_back(storage, exc) from exc  # built from nothing, or a bad block of the warehouse
     finally:
         con.close()
@@ -666,11 +677,6 @@ def _copy_tables(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"DROP TABLE {sql_name('copy', schema, name)}")
     held_by = {}  # (schema, table) of the copy -> the warehouse's table of as many rows
     if ("main", LATEST_KEYS) in [tuple(t) for t in con.execute(SOURCE_TABLES).fetchall()]:
-        twice, = con.execute("SELECT count(*) - count(DISTINCT job_id) FROM "
-                             f"{sql_name('source', 'main', LATEST_KEYS)}").fetchone()
-        if twice:
-            raise _LatestOutOfStep(f"main.{LATEST_KEYS} holds {twice:,} more key(s) than jobs: a job keyed twice "
-                                   f"would show twice in {LATEST}")
         _latest_view(con, columns[("source", "main", LATEST)])
         tables.append(("main", LATEST))  # its rows counted as a table's: one a key of the warehouse
         held_by[("main", LATEST)] = ("main", LATEST_KEYS)

@@ -233,7 +233,7 @@ def test_the_copys_job_logs_is_a_view_of_the_history_and_a_latest_row_missing_fr
         publish_snapshot(storage)
     assert storage.published_path.read_bytes() == published
     # the warehouse's fault said as such, not a disk's (review 61 N2)
-    assert "one latest record in job_log_records for each job" in str(failed.value)
+    assert "latest record that is not in job_log_records" in str(failed.value)
     assert "Check the disk" not in str(failed.value)
 
 
@@ -242,17 +242,22 @@ def test_a_job_keyed_twice_in_job_logs_latest_fails_the_publish_and_leaves_the_c
     S3-4): gpucast never writes them (the load replaces a job's key), so only a hand edit or a bug could, and the
     publish refuses them, naming the table, leaving the copy as it was."""
     _ingest(storage, "ingest-1", range(0, 100))
-    _ingest(storage, "ingest-2", range(50, 150))
     publish_snapshot(storage)
+    _ingest(storage, "ingest-2", range(50, 150))
+    publish_snapshot(storage)  # the first copy is now `published.prev.duckdb`
     published = storage.published_path.read_bytes()
     with db.writer(storage) as con:  # job-60's older record keyed beside its latest one
         con.execute("INSERT INTO job_logs_latest SELECT job_id, arrival, submitted_at FROM job_log_records "
                     "WHERE job_id = 'job-60' AND ingest_run_id = 'ingest-1'")
         assert con.execute("SELECT count(*) FROM job_logs WHERE job_id = 'job-60'").fetchone() == (2,)
+    previous = storage.published_path.with_name("published.prev.duckdb")
+    kept = previous.read_bytes()
     with pytest.raises(PublishFailed, match="job_logs_latest holds 1 more key") as failed:
         publish_snapshot(storage)
     assert "Rebuild the warehouse" in str(failed.value)
     assert storage.published_path.read_bytes() == published
+    # refused before any copy is touched: the earlier copy `gpucast restore` brings back is still the earlier one
+    assert previous.read_bytes() == kept  # (review 66a S3-3)
 
 
 def _inode(path) -> int:
