@@ -97,7 +97,8 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
         run_pick = np.array([names.index(t) if t in names else largest_index(options) for t in logged], dtype=np.int64)
         held_by = np.concatenate([pick[~too_big], run_pick])
         asked = np.concatenate([qjobs["gpu_count"].to_numpy()[~too_big], qrun["gpu_count"].to_numpy()])
-        lent = _lent(options, held_by, asked)
+        is_running = np.concatenate([np.zeros(int((~too_big).sum()), bool), np.ones(qrun.height, bool)])
+        lent = _lent(options, held_by, asked, is_running)
         for t, choice in enumerate(options):
             mine = (pick == t) & ~too_big
             sub = qjobs.filter(pl.Series(mine))
@@ -119,17 +120,21 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
     return Starts(out.sort("job_id"), free_at)
 
 
-def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> dict[int, int]:
+def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray, running: np.ndarray) -> dict[int, int]:
     """GPUs of a type a what-if adds to the queue (`GpuChoice.added`) that the jobs placed on it do not ask for
-    (`placed`: the option each pending or running job is placed on, `asked`: its GPU count; all of them at once, so
-    never more than are free), lent to the queue's own type of the most memory they hold (the first listed among
-    equal memories): its jobs run on both, first come, first served (session 14: 16 H100s added to a queue of
-    A100-80GBs shorten its waits as 16 more A100s do; review 64b S2-3: 16 H200s added for one 120 GB job lend the
-    other 15, not none). The counts per option: + lent to it, - lent out of it."""
+    (`placed`: the option each pending or running job is placed on, `asked`: its GPU count, `running`: whether it is a
+    running one; all of them at once, so never more than are free), lent to the queue's own type of the most memory
+    they hold (the first listed among equal memories): its jobs run on both, first come, first served (session 14: 16
+    H100s added to a queue of A100-80GBs shorten its waits as 16 more A100s do; review 64b S2-3: 16 H200s added for one
+    120 GB job lend the other 15, not none). The counts per option: + lent to it, - lent out of it."""
     out: dict[int, int] = {}
     for a, ch in enumerate(options):
-        spare = (ch.owned or 0) - _kept(asked[placed == a], ch.gpus_per_node, ch.owned or 0)
-        if not ch.added or spare <= 0:
+        if not ch.added:  # (only an added type lends: the own types skip `_kept`'s placing, review 66a S3-2)
+            continue
+        on = placed == a
+        spare = (ch.owned or 0) - _kept(asked[on & ~running], ch.gpus_per_node, ch.owned or 0,
+                                        int(asked[on & running].sum()))
+        if spare <= 0:
             continue
         fits = [i for i, own in enumerate(options) if not own.added and own.memory_gb <= ch.memory_gb]
         if fits:
@@ -140,23 +145,30 @@ def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray) -> di
     return out
 
 
-def _kept(asked: np.ndarray, per_node: int | None, owned: int) -> int:
-    """The GPUs an added type of `owned` GPUs keeps for the jobs placed on it (`asked`: their GPU counts): those counts
-    summed, or, where the inventory says how many GPUs a node holds, the whole nodes they touch when placed all at once
-    as `gangs.fcfs_nodes` places them (a gang on one node when it fits one, single-GPU jobs best-fitted into a gang's
-    node's free GPUs; review 65a S2-1: 16 H200s in nodes of 8 kept 10 for two 5-GPU jobs, so the second waited for
-    the first; review 65b S3-2: a 5-GPU gang and three single-GPU jobs keep one node, not two). All of them when they
-    cannot all start at once."""
+def _kept(asked: np.ndarray, per_node: int | None, owned: int, held: int = 0) -> int:
+    """The GPUs an added type of `owned` GPUs keeps for the jobs placed on it: the pending ones (`asked`: their GPU
+    counts) and `held` GPUs of running ones. Those counts summed, or, where the inventory says how many GPUs a node
+    holds, the whole nodes they touch when all placed at once as `fcfs` places them: the running jobs' GPUs on the first
+    nodes, then each pending job by `gangs.fcfs_nodes` (a gang on one node when it fits one, single-GPU jobs
+    best-fitted into a gang's node's free GPUs; review 65a S2-1: 16 H200s in nodes of 8 kept 10 for two 5-GPU jobs, so
+    the second waited for the first; review 65b S3-2: a 5-GPU gang and three single-GPU jobs keep one node, not two;
+    review 66a S3-1: the running jobs' GPUs placed first, as `fcfs` does). All of them when they cannot all start at
+    once."""
+    total = int(asked.sum()) + held
     if not per_node or per_node <= 1:
-        return int(asked.sum())
-    if not asked.size or owned <= 0:
+        return total
+    if not total or owned <= 0:
         return 0
+    if total > owned:  # (they cannot all start at once: no need to place them)
+        return owned
     never = np.full(asked.size, 1e9)  # nobody ends: every job holds its GPUs at once
-    placed, _ = gangs.fcfs_nodes(np.zeros(0), owned, per_node, never, asked.astype(np.int64))
+    placed, free = gangs.fcfs_nodes(np.full(held, 1e9), owned, per_node, never, asked.astype(np.int64))
     if any(p.start != 0.0 for p in placed):  # (NaN too: more than the type holds)
         return owned
     sizes = gangs.nodes_of(owned, per_node)
-    return sum(sizes[n] for n in {n for p in placed for n in p.nodes})
+    ends = np.cumsum(sizes)
+    busy = np.split(free, ends[:-1])  # per node: a GPU still free at 0 holds nothing
+    return sum(size for size, node in zip(sizes, busy, strict=True) if (node > 0).any())
 
 
 def fcfs(held: np.ndarray, gpus: int, hours: np.ndarray, counts: np.ndarray,

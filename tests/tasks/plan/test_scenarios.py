@@ -4,7 +4,7 @@ baseline from the same inputs, a failing one recorded and never stopping the oth
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -298,6 +298,25 @@ def test_an_added_type_keeps_whole_nodes_for_the_gangs_placed_on_it():
     assert starts._kept(np.array([5, 5]), None, 16) == 10 and starts._kept(np.array([5, 5, 1, 1]), 8, 16) == 16
     assert starts._kept(np.array([5, 1, 1, 1]), 8, 16) == 8 and starts._kept(np.array([1, 1, 1, 5]), 8, 16) == 8
     assert starts._kept(np.array([12]), 8, 16) == 16 and starts._kept(np.array([5, 5, 5]), 8, 16) == 16
+
+
+def test_an_added_type_keeps_the_nodes_its_running_jobs_hold_before_placing_the_gangs():
+    """Review 66a S3-1: four single-GPU running jobs logged on H200 hold the first node's GPUs (as `fcfs` places
+    them), so two pending 6-GPU gangs need two more nodes: 24 H200s added in nodes of 8 keep all 24 and both gangs
+    start at once (placing the running jobs after the gangs kept 16, and the second gang waited 10 h)."""
+    from gpucast.records.scenario import Scenario as S
+    from gpucast.tasks.plan import starts
+
+    jobs = pl.DataFrame([(g, "q", START, 6, 120.0, 10.0, 10.0) for g in ("g1", "g2")],
+                        schema=dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64,
+                                                               pl.Float64, pl.Float64), strict=True)), orient="row")
+    running = pl.DataFrame([(f"r{i}", "q", "H200-141GB", 1, datetime(2026, 11, 23), 30.0) for i in range(4)],
+                           schema=RUNNING_SCHEMA, orient="row")
+    inv = Inventory("i", (Owned("q", "A100-80GB", 4, 80.0, 8), Owned("other", "H200-141GB", 8, 141.0, 8)))
+    edited = scenarios.edited_inventory(inv, S("buy", "x:1", add=(GpuChange("q", "H200-141GB", 24),)))
+    got = starts.job_starts(jobs, running, edited, START).jobs
+    assert got.select("job_id", "expected_wait_hours").rows() == [("g1", 0.0), ("g2", 0.0)]
+    assert starts._kept(np.array([6, 6]), 8, 24, held=4) == 24 and starts._kept(np.array([6]), 8, 24, held=4) == 16
 
 
 def test_the_scenario_table_compares_the_gpu_days_short_plus_the_gpus_of_jobs_that_fit_none():
