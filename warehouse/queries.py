@@ -89,12 +89,14 @@ ORDER BY c.target
 CAPACITY_BY_QUEUE = """
 SELECT queue, sum(jobs) AS jobs, round(sum(gpu_hours_p50), 1) AS gpu_hours_p50,
        round(sum(gpu_hours_p90), 1) AS gpu_hours_p90, round(max(mem_p90_max_gb), 1) AS mem_p90_max_gb,
-       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb
+       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb,
+       sum(jobs_unknown_size) AS size_unknown
 FROM capacity_daily GROUP BY ALL ORDER BY queue
 """
 CAPACITY_TOTALS = """
 SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, sum(gpu_hours_p90) AS gpu_hours_p90,
-       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb
+       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb,
+       sum(jobs_unknown_size) AS size_unknown
 FROM capacity_daily
 """
 LATEST_TRAIN_RUN = "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"
@@ -503,7 +505,7 @@ LARGE_JOBS = f"""
 SELECT f.job_id, f.queue, j.arch, coalesce(j.gpu_count, 1) AS gpus, coalesce(j.tensor_parallel, 1) AS tp,
        coalesce(j.pipeline_parallel, 1) AS pp, coalesce(j.context_parallel, 1) AS cp, j.sharding, j.adapter,
        round(f.p50, 1) AS mem_p50_gb, round(f.p90, 1) AS mem_p90_gb, f.safe_request_gb, f.gpu_mem_gb, f.size_unknown
-{LARGE_JOBS_FROM}ORDER BY gpus DESC, f.p90 DESC, f.job_id LIMIT ?
+{LARGE_JOBS_FROM}ORDER BY gpus DESC, f.size_unknown DESC, f.p90 DESC, f.job_id LIMIT ?
 """
 SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many there are)
 

@@ -230,19 +230,22 @@ def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
     short at P90 over the plan and its worst day, jobs that fit no GPU (and the GPUs they ask for) or cannot start,
     the first day's and the worst
     day's expected wait, and the GPU-days short against the baseline's; a failed scenario shows its reason.
-    `gpu_days_unmet_vs_baseline` is the one number to compare (review 65a S3-1): per day, the GPUs short at P90 plus
-    the GPUs the jobs that fit no GPU ask for, against the baseline's same day, summed over the days (GPU-days). Adding
-    GPUs to a queue the inventory lists never raises it, where GPU-days short alone can rise as jobs that fitted no GPU
-    start to fit (`their_gpus` is one day's figure, GPUs, not GPU-days)."""
+    `day1_unmet_vs_baseline` (review 65a S3-1, 66a S2-1): the first day's GPUs short at P90 plus the GPUs the jobs
+    that fit no GPU ask for (`their_gpus`), against the baseline's first day. Adding GPUs to a queue the inventory lists
+    never raises it, where GPU-days short can rise as jobs that fitted no GPU start to fit. The first day only: those
+    jobs are pending now, so a type that holds them runs them from the first day, and `their_gpus` is one figure for the
+    plan, not a day's (summed over the days it would charge the baseline for them on every day of the horizon). Null
+    where either side has no `their_gpus` (days recorded before session 15)."""
     from gpucast.records.scenario import BASELINE
 
     if "gpus_unplaceable" not in rows.columns:  # days recorded before session 15
         rows = rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_unplaceable"))
     planned = rows.filter(pl.col("status") == "planned")
-    unmet = pl.col("gpus_short_p90") + pl.col("gpus_unplaceable").fill_null(0)
-    baseline = planned.filter(pl.col("scenario") == BASELINE).select("day", unmet.alias("_baseline_unmet"))
-    planned = planned.join(baseline, on="day", how="left", maintain_order="left").with_columns(
-        (unmet - pl.col("_baseline_unmet")).alias("_unmet_vs_baseline"))
+    unmet = pl.col("gpus_short_p90") + pl.col("gpus_unplaceable")  # (null when `gpus_unplaceable` is)
+    first = planned.filter(pl.col("day") == pl.col("day").min().over("scenario"))
+    baseline = first.filter(pl.col("scenario") == BASELINE).select("day", unmet.alias("_baseline_unmet"))
+    day1 = first.join(baseline, on="day", how="left", maintain_order="left").select(
+        "scenario", (unmet - pl.col("_baseline_unmet")).alias("day1_unmet_vs_baseline"))
     table = planned.group_by("scenario", maintain_order=True).agg(
         pl.col("status").first(), pl.col("changes").first(), pl.len().alias("days"),
         pl.col("gpus_short_p90").sum().alias("gpu_days_short_p90"),
@@ -252,8 +255,9 @@ def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
         pl.col("expected_wait_hours").sort_by("day").first().round(1).alias("wait_day1_h"),
         pl.col("longest_wait_hours").max().round(1).alias("worst_wait_h"),
         pl.col("gpus_short_p90_vs_baseline").sum().alias("gpu_days_short_vs_baseline"),
-        pl.col("_unmet_vs_baseline").sum().alias("gpu_days_unmet_vs_baseline"),
         pl.lit(None, pl.String).alias("reason"))
+    table = table.join(day1, on="scenario", how="left", maintain_order="left").select(
+        *[name for name in table.columns if name != "reason"], "day1_unmet_vs_baseline", "reason")
     failed = rows.filter(pl.col("status") == "failed").select("scenario", "status", "changes", "reason")
     return pl.concat([table, failed], how="diagonal_relaxed")
 

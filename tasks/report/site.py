@@ -205,6 +205,9 @@ def _table(df: pl.DataFrame) -> dict:
 FITS_SHOWN = 4  # GPU types named per large job (the smallest that fit); the rest counted
 
 
+SIZE_UNKNOWN = "unknown: an LLM of unknown size (log params_million); planned on a whole GPU of its queue's largest type"
+
+
 def fitting_types(request_gb: float | None) -> str:
     """The catalogue's GPU types whose memory holds a per-GPU request (smallest first), or why none does."""
     if request_gb is None:
@@ -229,15 +232,15 @@ def large_jobs_table(large: pl.DataFrame) -> pl.DataFrame:
     for r in large.iter_rows(named=True):
         split = r["tp"] * r["pp"] * r["cp"]
         request = r["safe_request_gb"] if r["safe_request_gb"] is not None else r["mem_p90_gb"]
-        if r.get("size_unknown"):
+        unsized = bool(r.get("size_unknown"))
+        if unsized:
             r = {**r, "mem_p50_gb": None, "mem_p90_gb": None}
-            request = None
         rows.append({"job_id": r["job_id"], "queue": r["queue"], "model": r["arch"] or "", "GPUs": r["gpus"],
                      "TP x PP x CP": f"{r['tp']} x {r['pp']} x {r['cp']}",
                      "data parallel": r["gpus"] // split if split and r["gpus"] % split == 0 else None,
                      "sharding": r["sharding"] or "none", "adapter": r["adapter"] or "none",
                      "per-GPU P50 GB": r["mem_p50_gb"], "per-GPU P90 GB": r["mem_p90_gb"],
-                     "fits": fitting_types(request)})
+                     "fits": SIZE_UNKNOWN if unsized else fitting_types(request)})
     return pl.DataFrame(rows, infer_schema_length=None)
 
 

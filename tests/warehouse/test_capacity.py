@@ -117,8 +117,8 @@ def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
                 [f"model_type 'x' unseen; {words[0]} -> lightgbm's forecast kept", c.PEAK_GPU_MEM_GB])
     after = plan_input(con)[0]
     # the planners' counts agree with the plan (review 65b S3-3): b's 55 GB no longer counts over 24 / 40 GB
-    assert con.execute("SELECT jobs_over_24gb, jobs_over_40gb, jobs_unknown_size FROM capacity_daily "
-                       "WHERE queue = 'q1'").fetchall() == [(1, 0, 1)]
+    assert con.execute("SELECT jobs_over_24gb, jobs_over_40gb, jobs_unknown_size, mem_p90_max_gb FROM capacity_daily "
+                       "WHERE queue = 'q1'").fetchall() == [(1, 0, 1, 30.0)]  # b's 50 GB P90 no longer the day's largest
     mem = dict(zip(after["job_id"], after["mem_gb"], strict=True))
     assert dict(zip(before["job_id"], before["mem_gb"], strict=True))["b"] == 55.0 and mem["b"] is None
     assert mem["a"] == 33.0 and mem["c"] == 88.0

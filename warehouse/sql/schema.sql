@@ -289,7 +289,8 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 -- Per submission day and queue. runtime_hours is GPU wall time of a one-GPU job, so it sums to
 -- GPU-hours; summed P90s are a conservative bound (not the P90 of the sum). A job with LLM fields whose size is unknown
 -- (tasks/learn/ood.py check 7: its reason holds the words @UNKNOWN_LLM_SIZE@) is counted in `jobs_unknown_size`, not
--- in `jobs_over_*gb`: its memory forecast leans on nothing, and the plan reads it as unknown too (review 65b S3-3).
+-- in `jobs_over_*gb` nor `mem_p90_max_gb`: its memory forecast leans on nothing, and the plan reads it as unknown too
+-- (review 65b S3-3, 66a S3-6).
 CREATE OR REPLACE VIEW capacity_daily AS
 SELECT CAST(submitted_at AS DATE) AS submitted_day,
        queue,
@@ -298,7 +299,7 @@ SELECT CAST(submitted_at AS DATE) AS submitted_day,
        sum(p90) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p90,
        sum(p50) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p50,
        sum(p90) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p90,
-       max(p90) FILTER (WHERE target = 'peak_gpu_mem_gb') AS mem_p90_max_gb,
+       max(p90) FILTER (WHERE target = 'peak_gpu_mem_gb' AND NOT size_unknown) AS mem_p90_max_gb,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 24 AND NOT size_unknown) AS jobs_over_24gb,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 40 AND NOT size_unknown) AS jobs_over_40gb,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 80 AND NOT size_unknown) AS jobs_over_80gb,
@@ -418,7 +419,8 @@ CREATE TABLE IF NOT EXISTS plan_runs (
     inventory VARCHAR,                 -- the inventory file read (NULL: none; GPUs owned unknown)
     score_run_id VARCHAR,              -- the forecasts planned from
     jobs BIGINT,                       -- pending jobs planned (unknown size included)
-    unknown_size_jobs BIGINT,          -- planned without a memory forecast: a whole GPU for a day
+    unknown_size_jobs BIGINT,          -- planned without a memory forecast (never scored, or an LLM of unknown size:
+                                       -- capacity_daily.jobs_unknown_size counts those alone): a whole GPU for a day
     unplaceable_jobs BIGINT,           -- larger than every GPU of their queue: listed, not packed
     message VARCHAR,
     pid BIGINT,
