@@ -33,7 +33,7 @@ from prefect.futures import wait
 from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage, Tracing
-from gpucast.flows.stage import PENDING, stage_features
+from gpucast.flows.stage import stage_pending
 from gpucast.records.outcomes import Champion
 from gpucast.records.results import ScoreResult
 from gpucast.tasks.learn import score
@@ -185,9 +185,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         champions = read_champions(storage)
         # scoring in this process (no cluster to spread it over): the champions load while the jobs are staged
         loading = Loading(champions, partial(_load, device=device), background=not settings.cluster.dask_address)
-        pending_path = pending_path or stage_features(storage, run.staging, (PENDING,), tracing=settings.tracing,
-                                                     score_alone=True).pending_path
-        pending = Pending.of(pl.read_parquet(pending_path))  # read once, for every step of the run
+        # read once, for every step of the run: the caller's staged file, else staged here, in memory
+        pending = Pending.of(pl.read_parquet(pending_path) if pending_path else stage_pending(storage, settings.tracing))
         pending.check_champions(champions)  # jobs only a champion can forecast, and none: the run fails
         without = pending.featureless_jobs
         if without and not history_path:  # the history those jobs are forecast from: staged here

@@ -28,12 +28,7 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
     (`traced.summary`: statuses, unknown architecture names) and what tonight's models see
     (`features.summary`) when both were staged. `tracing`: the traces' time bounds (default: the defaults);
     `score_alone`: for `gpucast score` on its own, which waits at most `traced.SCORE_ALONE_SECONDS` on traces."""
-    with db.writer(storage) as con:
-        frames = {HISTORY: training.read_training_jobs(con, max_rows) if HISTORY in parts else None,
-                  PENDING: training.read_pending(con) if PENDING in parts else None}
-    staged = {part: rows for part, rows in frames.items() if rows is not None}
-    tracing = tracing or Tracing()
-    traces = _trace(staged, storage, traced.run_bounds(tracing.trace_seconds, tracing.trace_night_seconds, score_alone))
+    staged, traces = _read_and_trace(storage, parts, max_rows, tracing, score_alone)
     trace = traced.summary(pl.concat(list(staged.values())), pl.concat(list(traces.values()))) if staged else TraceSummary()
     paths = {part: str(folder / f"{part}.parquet") for part in staged}
     for part, rows in staged.items():  # LZ4: a file of this run only, read once or twice: at 1M pending jobs x 60
@@ -42,6 +37,27 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
     both = HISTORY in staged and PENDING in staged  # what tonight's models see: only when both are staged
     seen = features.summary(staged[HISTORY], staged[PENDING]) if both else FeatureSummary()
     return FeaturesResult.of(paths.get(HISTORY), paths.get(PENDING), trace, seen)
+
+
+@task(name="stage-pending")
+def stage_pending(storage: Storage, tracing: Tracing | None = None) -> pl.DataFrame:
+    """The pending jobs with their features (`stage_features`' pending part), for `gpucast score` on its own, which
+    waits at most `traced.SCORE_ALONE_SECONDS` on traces: kept in memory, not staged as Parquet (the run read its own
+    file back at once: 0.9-1.0 CPU-s to write and 0.3-0.5 to read at 1M pending jobs, issue 52 item 5)."""
+    staged, traces = _read_and_trace(storage, (PENDING,), None, tracing, score_alone=True)
+    return features.build(staged[PENDING], traces[PENDING])
+
+
+def _read_and_trace(storage: Storage, parts: tuple[str, ...], max_rows: int | None, tracing: Tracing | None,
+                    score_alone: bool) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]:
+    """`parts` read from the warehouse, and the traced prior's columns of each (`_trace`)."""
+    with db.writer(storage) as con:
+        frames = {HISTORY: training.read_training_jobs(con, max_rows) if HISTORY in parts else None,
+                  PENDING: training.read_pending(con) if PENDING in parts else None}
+    staged = {part: rows for part, rows in frames.items() if rows is not None}
+    tracing = tracing or Tracing()
+    return staged, _trace(staged, storage, traced.run_bounds(tracing.trace_seconds, tracing.trace_night_seconds,
+                                                             score_alone))
 
 
 def _trace(staged: dict[str, pl.DataFrame], storage: Storage, bounds: traced.Bounds) -> dict[str, pl.DataFrame]:

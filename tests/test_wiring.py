@@ -91,17 +91,19 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
                            ("cluster.dask_address and pending_jobs < min_jobs",)),
         "score_target": ("step", "a target without a champion has only the scheduler history's forecasts",
                          ("champion is not None",)),
-        "score_pending": ("step", "the publish's paths are checked first when it will publish; the scheduler's history "
+        "score_pending": ("step", "the publish's paths are checked first when it will publish; the pending jobs the "
+                                  "caller staged are read, else staged here; the scheduler's history "
                                   "is staged when jobs without model features are pending and the caller staged none, "
                                   "the running jobs (their bursts' siblings) whenever such jobs are pending",
-                          ("publish", "without and (not history_path)", "without")),
+                          ("publish", "pending_path", "without and (not history_path)", "without")),
         "_on_cluster": ("step", "where scoring runs: no champion or no cluster runner, in this process",
                         ("not champions", "choice.runner is None")),
     },
     "stage": {
-        "stage_features": ("option", "the parts the caller asked for (`parts`); what tonight's models see only when "
-                                     "both are staged",
-                           ("HISTORY in parts", "PENDING in parts", "rows is not None", "staged", "both")),
+        "stage_features": ("option", "what the traced prior did and what tonight's models see only when parts, "
+                                     "both of them, were staged", ("staged", "both")),
+        "_read_and_trace": ("option", "the parts the caller asked for (`parts`)",
+                            ("HISTORY in parts", "PENDING in parts", "rows is not None")),
         "_trace": ("option", "nothing staged, nothing to trace", ("not staged",)),
     },
     "status": {

@@ -177,46 +177,57 @@ def _per_gpu_batch(batch: float, gpus: float | None) -> int:
     return max(1, math.ceil(batch / max(1.0, gpus or 1.0)))
 
 
-def infer_archs(rows: pl.DataFrame) -> list:
-    """Per row: a `zoo_match.Match` when the architecture comes from somewhere other than a name the zoo knows
-    (a bare family name resolved to a member, or no `arch` and a logged shape that matches or ties), else None.
-    Jobs of one shape are matched once."""
+def infer_archs(rows: pl.DataFrame) -> dict[int, object]:
+    """By row position, a `zoo_match.Match` where the architecture comes from somewhere other than a name the zoo knows
+    (a bare family name resolved to a member, or no `arch` and a logged shape that matches or ties); the other rows
+    have none. Shapes are matched together (`zoo_match.shape_matches`: only the few that match become objects), rows of
+    one unknown name and shape resolved once."""
     cols = [c.ARCH, c.MODEL_TYPE, c.PARAMS_MILLION, c.NUM_LAYERS, c.INPUT_DIM]
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
-    # each (arch, shape) once, keyed by its first row: a window, not a `unique` joined back (1.2-1.3 against
-    # 0.35-0.45 CPU-s at 1M pending jobs, issue 52 item 5)
-    firsts = present.with_row_index("key").with_columns(pl.col("key").first().over(cols).alias("first"))
-    index = firsts["first"].to_list()
-    keys = firsts.filter(pl.col("key") == pl.col("first")).drop("first")
     from gpucast.tasks.learn import zoo_match
 
-    zoo, memo = _zoo(), [None] * rows.height
-    shaped = keys.filter(pl.col(c.ARCH).is_null())  # no arch: matched on their shapes together (`zoo_match.match_shapes`)
-    matches = zoo_match.match_shapes(*(shaped[n].to_list() for n in cols[1:]))
-    for key, match in zip(shaped["key"].to_list(), matches, strict=True):
-        memo[key] = match if match.arch is not None or match.reason.startswith("shape matches") else None
-    named = keys.filter(pl.col(c.ARCH).is_not_null())
-    unknown = {n for n in named[c.ARCH].unique().to_list() if zoo.canonical(n) is None}  # maybe a family name
-    for key, arch, model_type, params, layers, dim in named.filter(pl.col(c.ARCH).is_in(unknown)).iter_rows():
-        memo[key] = zoo_match.resolve_family(arch, model_type, params, layers, dim)
-    return [memo[key] for key in index]
+    # no arch: matched on their shapes (a job that names one has no model type here: not a shape to match). Each
+    # shape is matched, not each distinct one: at 1M pending jobs 95% of the shapes are distinct, and finding the
+    # first of each cost more (0.35-0.45 CPU-s) than matching the rest again (issue 52 item 5)
+    shaped = present.select(pl.when(pl.col(c.ARCH).is_null()).then(pl.col(c.MODEL_TYPE).cast(pl.String)),
+                            *(pl.col(n).cast(pl.Float64) for n in cols[2:]))
+    memo: dict[int, object] = zoo_match.shape_matches(shaped.to_series(0), *(shaped.to_series(k).to_numpy()
+                                                                             for k in (1, 2, 3)))
+    zoo = _zoo()
+    named = present.with_row_index("key").filter(pl.col(c.ARCH).is_not_null())
+    unknown = [n for n in named[c.ARCH].unique().to_list() if zoo.canonical(n) is None]  # maybe a family name
+    if unknown:  # each (name, shape) once, keyed by its first row
+        named = named.filter(pl.col(c.ARCH).is_in(unknown)).with_columns(pl.col("key").first().over(cols).alias("first"))
+        for key, arch, model_type, params, layers, dim, _ in named.filter(pl.col("key") == pl.col("first")).iter_rows():
+            memo[key] = zoo_match.resolve_family(arch, model_type, params, layers, dim)
+        for key, first in named.filter(pl.col("key") != pl.col("first")).select("key", "first").iter_rows():
+            memo[key] = memo[first]
+    return {key: match for key, match in memo.items() if match is not None}
 
 
-def job_configs(rows: pl.DataFrame, inferred: list | None = None) -> list[Config | str | None]:
+def job_configs(rows: pl.DataFrame, inferred: dict[int, object] | None = None) -> list[Config | str | None]:
     """Per row: its `Config`, or the status that says why it has none (`UNKNOWN_ARCH`, `NO_BATCH`), or
     None when the job logs no `arch` and none is inferred. `inferred`: `infer_archs(rows)` (None: no inference)."""
-    inferred = inferred or [None] * rows.height
-    if (c.ARCH not in rows.columns or rows[c.ARCH].null_count() == rows.height) and not any(m and m.arch for m in inferred):
-        return [None] * rows.height
+    out: list[Config | str | None] = [None] * rows.height
+    for i, plan in _plans(rows, inferred or {}).items():
+        out[i] = plan
+    return out
+
+
+def _plans(rows: pl.DataFrame, inferred: dict[int, object]) -> dict[int, Config | str]:
+    """`job_configs` of the rows that have one, by position (most jobs log no `arch` and none is inferred: not
+    visited)."""
+    if (c.ARCH not in rows.columns or rows[c.ARCH].null_count() == rows.height) and not any(
+            m.arch for m in inferred.values()):
+        return {}
     arch_col = rows[c.ARCH] if c.ARCH in rows.columns else pl.Series([None] * rows.height, dtype=pl.String)
     names = {n: _zoo().canonical(n) for n in arch_col.drop_nulls().unique().to_list()}
     cols = (c.ARCH, c.BATCH_SIZE, c.GPU_COUNT, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER, c.REGULARIZATION)
     present = rows.select([pl.col(n) if n in rows.columns else pl.lit(None).alias(n) for n in cols])
-    out: list[Config | str | None] = [None] * rows.height  # no arch logged nor inferred: most jobs, not visited
-    some = [i for i, (match, arch) in enumerate(zip(inferred, arch_col.to_list(), strict=True))
-            if arch is not None or (match is not None and match.arch)]
+    some = sorted(set(arch_col.is_not_null().arg_true().to_list()) | {i for i, m in inferred.items() if m.arch})
+    out: dict[int, Config | str] = {}
     for i, (arch, batch, gpus, dim, precision, optimizer, regularization) in zip(some, present[some].iter_rows(), strict=True):
-        match = inferred[i]
+        match = inferred.get(i)
         name = match.arch if match is not None and match.arch else names.get(arch)
         if name is None:
             out[i] = UNKNOWN_ARCH
@@ -367,6 +378,7 @@ def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
     A basis trace that failed or timed out is the configuration's status. New traces go into `cache` (and its file,
     after each trace; a file that cannot be written is reported once)."""
     torch_version, spent, out, basis, unsaved = _torch_version(), 0.0, {}, {}, None
+    pairs: dict[tuple, tuple[Config, Config]] = {}  # the basis of each (arch, input size, precision), made once
 
     def entry_of(config: Config) -> str | tuple[dict, bool]:
         nonlocal spent, unsaved
@@ -401,7 +413,8 @@ def resolve(configs: list[Config], cache: dict[str, dict], bounds: Bounds,
         if direct is not None and direct.get("status") == "traced":
             out[config.key] = (direct, False)
             continue
-        ends = [entry_of(b) for b in config.basis]
+        shared = (config.arch, config.input_dim, config.precision)
+        ends = [entry_of(b) for b in pairs.get(shared) or pairs.setdefault(shared, config.basis)]
         failed = next((e for e in ends if isinstance(e, tuple) and e[0]["status"] != "traced"), None)
         if failed is not None:
             out[config.key] = failed
@@ -438,31 +451,36 @@ def trace_jobs(rows: pl.DataFrame, cache_path: Path | None, bounds: Bounds = Bou
     """`TRACE_COLUMNS` for every row of `rows` (contract columns), in order; see the module doc.
     `infer`: recognise the architecture of jobs that log none from their shape (`zoo_match.match_shape`), and resolve
     bare family names; for every row, or per row (a list)."""
-    wanted = [infer] * rows.height if isinstance(infer, bool) else list(infer)
-    inferred = [m if w else None for m, w in zip(infer_archs(rows) if any(wanted) else [None] * rows.height, wanted,
-                                                   strict=True)]
-    plans = job_configs(rows, inferred)
-    configs = [p for p in plans if isinstance(p, Config)]
+    wanted = None if isinstance(infer, bool) else infer  # None: every row's, or none (`infer` False)
+    inferred = {} if infer is False or (wanted is not None and not any(wanted)) else infer_archs(rows)
+    if wanted is not None:
+        inferred = {i: m for i, m in inferred.items() if wanted[i]}
+    plans = _plans(rows, inferred)
+    configs = [p for p in plans.values() if isinstance(p, Config)]
     results: dict = {}
     if configs:
         cache, warning = load_cache(cache_path)
         if warning and progress:
             progress(warning)
         results = resolve(configs, cache, bounds, tracer, progress, cache_path)
-    gpus = rows[c.GPU_COUNT].to_list() if c.GPU_COUNT in rows.columns else [None] * rows.height
-    # column by column: most rows have no plan, and 1M row tuples cost seconds
+    # only the rows with a plan or an inference are visited: at 1M pending jobs ~3% (issue 52 item 5)
+    at = sorted(plans)
+    gpus = rows[c.GPU_COUNT].gather(at).to_list() if c.GPU_COUNT in rows.columns else [None] * len(at)
     own = list(TRACE_SCHEMA)[:list(TRACE_SCHEMA).index(TRACE_STATUS) + 1]
-    columns = {name: [None] * rows.height for name in own[:-1]}
-    columns[TRACE_STATUS] = [p if isinstance(p, str) else None for p in plans]
     by_config = {config: results.get(config.key) for config in dict.fromkeys(configs)}  # each key made once, not a row
-    for i, plan in enumerate(plans):
-        if isinstance(plan, Config):
-            for name, value in zip(own, _row_values(plan, by_config[plan], gpus[i]), strict=True):
-                columns[name][i] = value
-    columns[ARCH_INFERRED] = [None if m is None else m.arch for m in inferred]
-    columns[ARCH_MATCH_DISTANCE] = [None if m is None else m.distance for m in inferred]
-    columns[ARCH_INFERENCE] = [None if m is None else m.reason for m in inferred]
-    return pl.DataFrame({name: pl.Series(name, columns[name], dtype=t) for name, t in TRACE_SCHEMA.items()})
+    values = [_row_values(plan, by_config[plan], g) if isinstance(plan, Config) else (None,) * (len(own) - 1) + (plan,)
+              for plan, g in zip((plans[i] for i in at), gpus, strict=True)]
+    columns = {name: (at, [v[k] for v in values]) for k, name in enumerate(own)}
+    where = sorted(inferred)
+    for name, of in ((ARCH_INFERRED, "arch"), (ARCH_MATCH_DISTANCE, "distance"), (ARCH_INFERENCE, "reason")):
+        columns[name] = where, [getattr(inferred[i], of) for i in where]
+    return pl.DataFrame([_scattered(name, rows.height, *columns[name], t) for name, t in TRACE_SCHEMA.items()])
+
+
+def _scattered(name: str, height: int, at: list[int], values: list, dtype: pl.DataType) -> pl.Series:
+    """A column of `height` nulls but `values` at the positions `at`."""
+    column = pl.repeat(None, height, dtype=dtype, eager=True).alias(name)
+    return column.scatter(at, pl.Series(values, dtype=dtype)) if at else column
 
 
 def with_inference(rows: pl.DataFrame, reasons: list[str | None]) -> tuple[pl.Series, pl.Series, list[str | None]]:

@@ -198,44 +198,59 @@ def _entries() -> _Entries:
 
 def match_shapes(model_types: list, params_million: list, num_layers: list, input_dims: list,
                  family: str | None = None) -> list[Match]:
-    """`match_shape` of many shapes at once (numpy: per model type, `_CHUNK` shapes at a time against every entry
-    it may be, `_match_rows`): per shape, distance = |ln params ratio| + `DEPTH_WEIGHT` |ln depth ratio| +
-    `INPUT_WEIGHT` |ln input / the net's default input| to each entry of a compatible model type (or of
-    `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
-    (each ratio to the built size or the published one, whichever is nearer; a text net never takes more tokens than
-    it can); then the rule of `match_shape`. Shapes without a model type, parameter count or depth: `NO_SHAPE`."""
-    import numpy as np
+    """`match_shape` of many shapes at once (`shape_matches`): per shape its `Match`, `NO_MATCH` or `NO_SHAPE`."""
+    import polars as pl
 
-    e = _entries()
-    n = len(model_types)
-    out: list[Match] = [NO_SHAPE] * n
-    params_all = _floats(params_million) * 1e6
-    layers_all, dims_all = _floats(num_layers), _floats(input_dims)
-    good = np.isfinite(params_all) & (params_all > 0) & np.isfinite(layers_all) & (layers_all > 0)
-    ok_rows = [i for i in np.flatnonzero(good).tolist() if isinstance(model_types[i], str)]
-    for i in ok_rows:
+    types = pl.Series([t if isinstance(t, str) else None for t in model_types], dtype=pl.String)
+    params, layers, dims = _floats(params_million), _floats(num_layers), _floats(input_dims)
+    out: list[Match] = [NO_SHAPE] * len(model_types)
+    for i in _shaped(types, params * 1e6, layers).tolist():
         out[i] = NO_MATCH
-    if not ok_rows or not e.names:
-        return out
-    if family is not None:
-        allowed = {None: e.families == family}
-    else:
-        allowed = {t: np.array([_compatible(t, ARCHITECTURES[name]) for name in e.names])
-                   for t in {model_types[i] for i in ok_rows}}
-    code = {kind: k for k, kind in enumerate(allowed)}
-    kind_of = np.array([code[None if family is not None else model_types[i]] for i in ok_rows])
-    ok_rows = np.array(ok_rows)
-    for kind, mask in allowed.items():  # each model type against the entries it may be (none: no match)
-        at, rows = np.flatnonzero(mask), ok_rows[kind_of == code[kind]]
-        if len(at) and len(rows):
-            _match_rows(out, rows, e.subset(at), params_all, layers_all, dims_all)
+    for i, match in shape_matches(types, params, layers, dims, family).items():
+        out[i] = match
     return out
 
 
-def _match_rows(out: list[Match], rows: np.ndarray, e: _Entries, params_all: np.ndarray, layers_all: np.ndarray,
+def _shaped(model_types, params: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """The positions of the shapes with a model type, a parameter count and a depth (the others are `NO_SHAPE`)."""
+    import numpy as np
+
+    good = model_types.is_not_null().to_numpy() & np.isfinite(params) & (params > 0) & np.isfinite(layers) & (layers > 0)
+    return np.flatnonzero(good)
+
+
+def shape_matches(model_types, params_million: np.ndarray, num_layers: np.ndarray, input_dims: np.ndarray,
+                  family: str | None = None) -> dict[int, Match]:
+    """The shapes that match a zoo entry or tie between two, by position (numpy: per model type, `_CHUNK` shapes at a
+    time against every entry it may be, `_match_rows`); every other shape is `NO_MATCH`, or `NO_SHAPE` without a model
+    type, parameter count or depth (`match_shapes` says which). `model_types`: a Polars String Series; the numbers:
+    float arrays, NaN where not logged. Per shape, distance = |ln params ratio| + `DEPTH_WEIGHT` |ln depth ratio| +
+    `INPUT_WEIGHT` |ln input / the net's default input| to each entry of a compatible model type (or of
+    `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
+    (each ratio to the built size or the published one, whichever is nearer; a text net never takes more tokens than
+    it can); then the rule of `match_shape`. Only the few shapes near an entry become Python objects (1M pending jobs
+    a run in `gpucast score`, issue 52 item 5)."""
+    import numpy as np
+
+    e, out = _entries(), {}
+    params_all = params_million * 1e6
+    ok_rows = _shaped(model_types, params_all, num_layers)
+    if not len(ok_rows) or not e.names:
+        return out
+    types = model_types.gather(ok_rows)
+    for kind in types.unique(maintain_order=True).to_list():  # each model type against the entries it may be
+        mask = (e.families == family) if family is not None else np.array(
+            [_compatible(kind, ARCHITECTURES[name]) for name in e.names])
+        at, rows = np.flatnonzero(mask), ok_rows[(types == kind).to_numpy()]
+        if len(at) and len(rows):
+            _match_rows(out, rows, e.subset(at), params_all, num_layers, input_dims)
+    return out
+
+
+def _match_rows(out: dict[int, Match], rows: np.ndarray, e: _Entries, params_all: np.ndarray, layers_all: np.ndarray,
                 dims_all: np.ndarray) -> None:
     """`match_shapes`' rule for `rows` (indices into the `*_all` arrays and `out`) against the entries `e`, all
-    compatible with them; the rows that match or tie get their `Match` in `out`."""
+    compatible with them; the rows that match or tie get their `Match` in `out` (by position)."""
     import numpy as np
 
     # Most logged shapes are near no entry: only the rows whose size and depth are each within tolerance of some

@@ -137,6 +137,27 @@ def test_a_failing_task_is_retried_and_the_run_succeeds(home, quick_night, monke
 
 
 @SHARES_THE_QUICK_NIGHT
+def test_score_alone_keeps_the_pending_jobs_in_memory(home, quick_night, monkeypatch):
+    """`gpucast score` on its own stages its pending jobs in memory (`flows/stage.py` `stage_pending`, issue 52 item 5):
+    it wrote them as Parquet and read them straight back; only the targets' forecast parts are written."""
+    import polars as pl
+
+    from gpucast.flows import score as score_flow
+
+    quick_night.copy_to(home)
+    written, write = [], pl.DataFrame.write_parquet
+
+    def recorded(self, path, *args, **kwargs):
+        written.append(Path(path).name)
+        return write(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", recorded)
+    out = score_flow.score_pending()
+    assert out.forecasts == 3 * out.pending_jobs > 0
+    assert sorted(written) == sorted(f"{t}.parquet" for t in c.TARGETS)
+
+
+@SHARES_THE_QUICK_NIGHT
 def test_a_target_failing_while_the_others_score_fails_the_run_after_they_end(home, quick_night, monkeypatch):
     """The three targets are scored at once (issue 52 item 5): one that fails fails the run with its own error, only
     once the others have ended (none still writing its part), and nothing of the run is published."""

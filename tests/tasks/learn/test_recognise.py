@@ -179,3 +179,21 @@ def test_many_shapes_at_once_match_as_each_alone(monkeypatch):
     assert many == alone
     assert sum(m.arch is not None for m in many) >= len(sizes[::3])  # matches among them, not only misses
     assert many[-4:] == [zoo_match.NO_SHAPE, zoo_match.NO_SHAPE, zoo_match.NO_SHAPE, zoo_match.NO_MATCH]
+
+
+def test_repeated_and_mixed_rows_trace_as_each_row_alone(tmp_path):
+    """Shapes are matched row by row and unknown names once per (name, shape) (`traced.infer_archs`, issue 52 item 5):
+    rows repeated and interleaved, a known name beside a shape, get what each row gets alone, and only the rows with
+    an inference are kept (by position, not a 1M-long list)."""
+    # shape_jobs: vgg16's shape, a tie, no match, the family name "efficientnet"; `other`: an unknown name, the tie,
+    # no match, no shape; then the four reversed; then every shape under a name the zoo knows (nothing inferred)
+    other = shape_jobs().with_columns(pl.Series(c.ARCH, ["no-such-net", None, None, None], dtype=pl.String))
+    rows = pl.concat([shape_jobs(), other, shape_jobs()[::-1], shape_jobs().with_columns(pl.lit("resnet50").alias(c.ARCH))])
+    inferred = traced.infer_archs(rows)
+    assert sorted(inferred) == [0, 1, 3, 5, 8, 10, 11]
+    cache = tmp_path / "traces.json"
+    whole = traced.trace_jobs(rows, cache, traced.Bounds(30, 60), tracer=fake_tracer)
+    alone = pl.concat([traced.trace_jobs(rows[i:i + 1], cache, traced.Bounds(30, 60), tracer=fake_tracer)
+                       for i in range(rows.height)])
+    assert whole.drop(traced.TRACE_STATUS).equals(alone.drop(traced.TRACE_STATUS))
+    assert whole[traced.TRACE_STATUS].replace("traced", "cached").to_list() == alone[traced.TRACE_STATUS].to_list()
