@@ -39,11 +39,14 @@ def stage_features(storage: Storage, folder: Path, parts: tuple[str, ...] = (HIS
     return FeaturesResult.of(paths.get(HISTORY), paths.get(PENDING), trace, seen)
 
 
-@task(name="stage-pending")
+@task(name="stage-pending", persist_result=False)
 def stage_pending(storage: Storage, tracing: Tracing | None = None) -> pl.DataFrame:
     """The pending jobs with their features (`stage_features`' pending part), for `gpucast score` on its own, which
     waits at most `traced.SCORE_ALONE_SECONDS` on traces: kept in memory, not staged as Parquet (the run read its own
-    file back at once: 0.9-1.0 CPU-s to write and 0.3-0.5 to read at 1M pending jobs, issue 52 item 5)."""
+    file back at once: 0.9-1.0 CPU-s to write and 0.3-0.5 to read at 1M pending jobs, issue 52 item 5). A big frame
+    handed from a task to its flow, against the habit of handing over a file (STYLE.md habit 3), on purpose for that
+    measured cost (+75 MiB peak RSS); its result is never persisted, so turning on Prefect's result persistence or a
+    cache policy elsewhere does not pickle a million rows each run (review 66b S3-3)."""
     staged, traces = _read_and_trace(storage, (PENDING,), None, tracing, score_alone=True)
     return features.build(staged[PENDING], traces[PENDING])
 

@@ -83,8 +83,9 @@ pipeline stage holds L / p blocks; its first stage keeps the activations of min(
 logits, an fp32 copy for the loss and its fp32 gradient: `LOGIT_BYTES` per token and vocabulary entry (/ t), or what
 the job's `loss_precision` says (contract v6, `LOSS_LOGIT_BYTES`: a loss on the 16-bit logits, a fused loss), else
 what its kernel library computes (contract v8 `kernels`, `KERNEL_LOSS`: unsloth's loss in place on the 16-bit
-logits, Liger's fused one). A job taken for Megatron (`megatron_count`) that logs no loss computes Megatron's
-vocabulary-parallel cross-entropy, 6 bytes a logit (`LOSS_LOGIT_BYTES` `vocab_parallel`).
+logits, Liger's fused one). A job taken for Megatron (`megatron_count`) that logs no loss precision, or `fp32` (the
+layout cannot tell the two apart: `job_of` reads a missing one as `fp32`), computes Megatron's vocabulary-parallel
+cross-entropy, 6 bytes a logit (`LOSS_LOGIT_BYTES` `vocab_parallel`; review 66b S3-1).
 `ACTIVATION_SCALE` is what eager PyTorch keeps beyond the fused kernels the paper counts (fp32 norms and
 rotary embeddings, the casts autocast makes), fitted on the development set (docs/models.md).
 
@@ -430,8 +431,11 @@ LOGIT_BYTES = 10  # 16-bit logits 2 + their fp32 copy for the loss 4 + its fp32 
 # unsloth's Triton cross-entropy (unsloth/kernels/cross_entropy_loss.py `Fast_CrossEntropyLoss`) reads the 16-bit
 # logits the head returns, keeps one fp32 logsumexp a token, and its backward writes the gradient into the logits'
 # own storage: the 16-bit logits, 2 bytes.
-# `vocab_parallel` (no contract word: what a job taken for Megatron computes where it logs no `loss_precision`,
-# `megatron_count`): Megatron-Core's `_VocabParallelCrossEntropy` (NVIDIA/Megatron-LM
+# `vocab_parallel` (no contract word: what a job taken for Megatron computes where it logs no `loss_precision` or
+# `fp32`, which `job_of` cannot tell apart; `megatron_count`; not Megatron's fused loss under
+# `--cross-entropy-loss-fusion` (`fused_vocab_parallel_cross_entropy`, or Transformer Engine's `parallel_cross_entropy`
+# from `compute_language_model_loss` in megatron/core/models/common/language_module/language_module.py), whose memory
+# is not traced here: review 66b S3-2): Megatron-Core's `_VocabParallelCrossEntropy` (NVIDIA/Megatron-LM
 # megatron/core/tensor_parallel/cross_entropy.py) takes the head's 16-bit logits [s, b, V / t] and makes one fp32
 # copy (`calculate_logits_max`: `vocab_parallel_logits.float()`), in which it subtracts the max, exponentiates and
 # normalises in place (`-=`, `torch.exp(..., out=exp_logits)`, `exp_logits.div_`) and saves it for the backward; the
