@@ -440,7 +440,8 @@ ORDER BY safe_request_gb DESC, job_id LIMIT ?
 """
 OOM_RISK_COUNT = "SELECT count(*) AS jobs FROM pending_forecasts WHERE target = 'peak_gpu_mem_gb' AND oom_risk"
 UNPLACEABLE = """
-SELECT job_id, queue, mem_gb, gpu_count, coalesce(smallest_fitting_gpu, 'none in the catalogue') AS smallest_fitting_gpu
+SELECT job_id, queue, mem_gb, gpu_count, coalesce(smallest_fitting_gpu, 'none in the catalogue') AS smallest_fitting_gpu,
+       round(hours_p90, 1) AS hours_p90
 FROM current_unplaceable_jobs ORDER BY mem_gb DESC, job_id LIMIT ?
 """
 UNPLACEABLE_COUNT = "SELECT count(*) AS jobs FROM current_unplaceable_jobs"

@@ -187,7 +187,7 @@ PLAN_SCHEMA = {"day": pl.Date, "queue": pl.String, "gpu_type": pl.String, "gpu_m
                "shared_bound_p50": pl.Int64, "gpu_hours_p90": pl.Float64, "lower_bound_p90": pl.Int64,
                "gpus_needed_p90": pl.Int64, "shared_bound_p90": pl.Int64}
 UNPLACEABLE_SCHEMA = {"job_id": pl.String, "queue": pl.String, "mem_gb": pl.Float64, "gpu_count": pl.Int64,
-                      "smallest_fitting_gpu": pl.String}
+                      "smallest_fitting_gpu": pl.String, "first_day": pl.Date, "hours_p90": pl.Float64}
 COLOCATION_SCHEMA = {"queue": pl.String, "gpu_type": pl.String, "day": pl.Date, "group_id": pl.Int64, "jobs": pl.Int64,
                      "job_ids": pl.List(pl.String), "mem_gb": pl.Float64}
 
@@ -239,7 +239,7 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
             if cache is not None:
                 cache[key] = packed
         big, groups = cache[key] if cache is not None else packed
-        if big.height:
+        if big is not None:
             unplaceable.append(big)
         for choice, (p50, p90, n, unknown) in zip(options, groups, strict=True):
             unknown_total += unknown
@@ -254,17 +254,19 @@ def plan_capacity(jobs: pl.DataFrame, inventory: Inventory | None, start: date, 
     plan_rows = pl.DataFrame(rows, schema=PLAN_SCHEMA).with_columns(
         *[(pl.col(f"gpus_needed_{q}") - pl.col("gpus_owned")).clip(0).alias(f"shortfall_{q}") for q in QUANTILES]
     ).select(PLAN_COLUMNS).sort("day", "queue", "gpu_memory_gb", maintain_order=True)  # a queue's types in its order
-    unplaceable_df = pl.concat(unplaceable) if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
+    unplaceable_df = (pl.concat(unplaceable).with_columns(
+        (pl.lit(start) + pl.duration(days=pl.col("_offset"))).alias("first_day")).select(list(UNPLACEABLE_SCHEMA))
+        if unplaceable else pl.DataFrame(schema=UNPLACEABLE_SCHEMA))
     return Plan(plan_rows, unplaceable_df, pl.DataFrame(coloc, schema=COLOCATION_SCHEMA),
                 jobs.height - unplaceable_df.height, unknown_total, notes)
 
 
 def _plan_queue(queue: str, qjobs: pl.DataFrame, options: list[GpuChoice], days: int,
-                progress=None) -> tuple[pl.DataFrame, list[tuple[Packed, Packed, int, int]]]:
-    """One queue's jobs (with `_offset`) on its GPU types: (the jobs no type holds, per type (P50 packing, P90
-    packing, jobs, jobs of unknown size))."""
+                progress=None) -> tuple[pl.DataFrame | None, list[tuple[Packed, Packed, int, int]]]:
+    """One queue's jobs (with `_offset`) on its GPU types: (the jobs no type holds (None: none), per type (P50
+    packing, P90 packing, jobs, jobs of unknown size))."""
     pick, too_big = assign_types(qjobs, options)
-    big = _unplaceable(qjobs.filter(pl.Series(too_big))) if too_big.any() else pl.DataFrame(schema=UNPLACEABLE_SCHEMA)
+    big = _unplaceable(qjobs.filter(pl.Series(too_big))) if too_big.any() else None
     groups = []
     for t, choice in enumerate(options):
         sub = qjobs.filter(pl.Series((pick == t) & ~too_big))
@@ -343,8 +345,9 @@ def largest_index(options: list[GpuChoice]) -> int:
 
 
 def _unplaceable(big: pl.DataFrame) -> pl.DataFrame:
-    """Jobs no GPU of their queue holds, with the smallest catalogue GPU that would."""
-    return big.select("job_id", "queue", "mem_gb", "gpu_count").with_columns(
+    """Jobs no GPU of their queue holds, with the smallest catalogue GPU that would, their day offset in the plan and
+    their P90 run time (the GPUs they would hold, day by day: tasks/plan/scenarios.py)."""
+    return big.select("job_id", "queue", "mem_gb", "gpu_count", "_offset", "hours_p90").with_columns(
         pl.col("mem_gb").map_elements(smallest_catalogue_gpu, return_dtype=pl.String).alias("smallest_fitting_gpu"))
 
 

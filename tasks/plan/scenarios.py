@@ -13,7 +13,8 @@ A scenario edits the inventory, in the order move, remove, add (`edited_inventor
   (tasks/plan/capacity.py, arrivals.py), so GPUs added never raise a day's shortfall of the jobs some GPU already
   held, nor the jobs that fit no GPU (session 14: 16 H100s added to the demo's a100-80g raised it, issue 53 item
   4). Jobs no GPU held that the added GPUs hold (or, removing them, that none holds any longer) move between the
-  two figures: a day's `gpus_short_p90` + `gpus_unplaceable` (the GPUs those jobs ask for) never rises when GPUs are
+  two figures: a day's `gpus_short_p90` + `gpus_unplaceable` (the GPUs those jobs ask for, on the days they would
+  run: `unplaceable_gpus`) never rises when GPUs are
   added to a queue the inventory lists (review 64b S2-1: 2 H200s added for ten 120 GB jobs turn 10 unplaceable GPUs
   into 8 short; a queue it does not list was planned with GPUs owned unknown, so its shortfall goes from null to a
   number, docs/planners.md).
@@ -28,7 +29,7 @@ planning it) is recorded as failed with its reason; the baseline and the other s
 Per scenario and day (`SCENARIO_COLUMNS`), over every queue and GPU type: GPUs needed (known + expected: the queues'
 P50s summed, and the site total's own P50 and P90, `gpus_site_p50` and `gpus_total_p90`, `arrivals.by_day`), owned,
 short (`gpus_short_*`: the rows' `shortfall_total_*` summed), the jobs that fit no GPU of their queue (and the GPUs
-they ask for, `gpus_unplaceable`) and the pending
+they would hold that day, `gpus_unplaceable`: from their first day for their P90 run time) and the pending
 jobs that cannot start (their queue owns no GPU of their type, or fewer than they ask for), the expected wait of a job
 submitted that day (the queues' `expected_wait_hours` weighted by their expected arrivals; equal weights on a day with
 none) and the longest one with its queue; then what changed from the baseline: the edits in words and the differences
@@ -40,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import date
 
+import numpy as np
 import polars as pl
 
 from gpucast.records import catalog
@@ -204,11 +206,29 @@ def summary(outcome: PlanOutcome) -> pl.DataFrame:
         pl.col("shortfall_total_p90").sum().alias("gpus_short_p90"))
         .join(owned_known.group_by("day").agg(pl.col("gpus_owned").sum()), on="day", how="left")
         .join(waits, on="day", how="left")
+        .join(unplaceable_gpus(outcome.plan.unplaceable, rows["day"].unique()), on="day", how="left")
         .with_columns(pl.lit(outcome.plan.unplaceable.height, pl.Int64).alias("unplaceable_jobs"),
-                      pl.lit(int(outcome.plan.unplaceable["gpu_count"].fill_null(1).clip(1).sum()), pl.Int64)
-                      .alias("gpus_unplaceable"),
+                      pl.col("gpus_unplaceable").fill_null(0),
                       pl.lit(without.height if _owned_known(rows) else None, pl.Int64).alias("jobs_without_start"))
         .sort("day"))
+
+
+def unplaceable_gpus(unplaceable: pl.DataFrame, days: pl.Series) -> pl.DataFrame:
+    """Per plan day (`day`, `gpus_unplaceable`): the GPUs the jobs that fit no GPU of their queue would hold that day
+    had a GPU held them from their first day for their P90 run time (unknown: one day, as the packing counts it): the
+    GPU counts of the jobs running that day. Never below what a packing of them needs that day, so GPUs added that
+    hold them never raise a day's short plus this (review 66a S2-1: one figure for the whole plan, charged on every
+    day, grew with the horizon instead of with the work)."""
+    if not unplaceable.height or not days.len():
+        return pl.DataFrame(schema={"day": pl.Date, "gpus_unplaceable": pl.Int64})
+    start = days.min()
+    offset = (unplaceable["first_day"] - start).dt.total_days().to_numpy().astype(np.int64)
+    hours = unplaceable["hours_p90"].fill_nan(None).fill_null(capacity.DAY_HOURS).to_numpy().astype(np.float64)
+    row, day, _ = capacity.segments(offset, hours, days.len())
+    gpus = unplaceable["gpu_count"].fill_null(1).clip(1).to_numpy()[row]
+    return (pl.DataFrame({"day": day, "gpus": gpus}).group_by("day").agg(pl.col("gpus").sum().alias("gpus_unplaceable"))
+            .select((pl.lit(start) + pl.duration(days=pl.col("day"))).alias("day"),
+                    pl.col("gpus_unplaceable").cast(pl.Int64)))
 
 
 def _owned_known(rows: pl.DataFrame) -> bool:

@@ -227,39 +227,48 @@ def capacity_plan_lines(plan: PlanResult) -> list[str]:
 
 def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
     """The what-if scenarios side by side (one row each, the baseline first), from `plan_scenarios`' day rows: GPU-days
-    short at P90 over the plan and its worst day, jobs that fit no GPU (and the GPUs they ask for) or cannot start,
-    the first day's and the worst
-    day's expected wait, and the GPU-days short against the baseline's; a failed scenario shows its reason.
-    `day1_unmet_vs_baseline` (review 65a S3-1, 66a S2-1): the first day's GPUs short at P90 plus the GPUs the jobs
-    that fit no GPU ask for (`their_gpus`), against the baseline's first day. Adding GPUs to a queue the inventory lists
-    never raises it, where GPU-days short can rise as jobs that fitted no GPU start to fit. The first day only: those
-    jobs are pending now, so a type that holds them runs them from the first day, and `their_gpus` is one figure for the
-    plan, not a day's (summed over the days it would charge the baseline for them on every day of the horizon). Null
-    where either side has no `their_gpus` (days recorded before session 15)."""
+    short at P90 over the plan and its worst day, jobs that fit no GPU (and the GPUs they hold on the first day) or
+    cannot start, the first day's and the worst day's expected wait, the GPU-days short against the baseline's, and
+    the one figure to compare by: `gpu_days_unmet_p90`, the GPU-days short at P90 plus the GPU-days of the jobs that
+    fit no GPU (`gpus_unplaceable`, per day while they would run: tasks/plan/scenarios.py), and its difference from the
+    baseline's over the days both plan (`gpu_days_unmet_vs_baseline`). Adding GPUs to a queue the inventory lists never
+    raises it, where GPU-days short can rise as jobs that fitted no GPU start to fit (review 64b S2-1, 65a S3-1, 66a
+    S2-1). `day1_unmet_vs_baseline`: the same on the first day only. Null where either side has no `gpus_unplaceable`
+    (days recorded before session 15); days recorded before session 17 carried the plan-wide figure on every day, so
+    their sums over-count it."""
     from gpucast.records.scenario import BASELINE
 
     if "gpus_unplaceable" not in rows.columns:  # days recorded before session 15
         rows = rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_unplaceable"))
-    planned = rows.filter(pl.col("status") == "planned")
-    unmet = pl.col("gpus_short_p90") + pl.col("gpus_unplaceable")  # (null when `gpus_unplaceable` is)
-    first = planned.filter(pl.col("day") == pl.col("day").min().over("scenario"))
-    baseline = first.filter(pl.col("scenario") == BASELINE).select("day", unmet.alias("_baseline_unmet"))
-    day1 = first.join(baseline, on="day", how="left", maintain_order="left").select(
-        "scenario", (unmet - pl.col("_baseline_unmet")).alias("day1_unmet_vs_baseline"))
-    table = planned.group_by("scenario", maintain_order=True).agg(
+    planned = rows.filter(pl.col("status") == "planned").with_columns(
+        (pl.col("gpus_short_p90") + pl.col("gpus_unplaceable")).alias("_unmet"))  # (null when `gpus_unplaceable` is)
+    baseline = planned.filter(pl.col("scenario") == BASELINE).select("day", pl.col("_unmet").alias("_baseline_unmet"))
+    compared = planned.join(baseline, on="day", how="left", maintain_order="left").with_columns(
+        (pl.col("_unmet") - pl.col("_baseline_unmet")).alias("_unmet_vs"))
+    table = compared.group_by("scenario", maintain_order=True).agg(
         pl.col("status").first(), pl.col("changes").first(), pl.len().alias("days"),
         pl.col("gpus_short_p90").sum().alias("gpu_days_short_p90"),
         pl.col("gpus_short_p90").max().alias("worst_day_short_p90"),
-        pl.col("unplaceable_jobs").first().alias("fit_no_gpu"), pl.col("gpus_unplaceable").first().alias("their_gpus"),
+        pl.col("unplaceable_jobs").first().alias("fit_no_gpu"),
+        pl.col("gpus_unplaceable").sort_by("day").first().alias("their_gpus"),
         pl.col("jobs_without_start").first().alias("cannot_start"),
         pl.col("expected_wait_hours").sort_by("day").first().round(1).alias("wait_day1_h"),
         pl.col("longest_wait_hours").max().round(1).alias("worst_wait_h"),
         pl.col("gpus_short_p90_vs_baseline").sum().alias("gpu_days_short_vs_baseline"),
+        _sum_or_null("_unmet").alias("gpu_days_unmet_p90"),
+        _sum_or_null("_unmet_vs", over=pl.col("_baseline_unmet")).alias("gpu_days_unmet_vs_baseline"),
+        pl.col("_unmet_vs").sort_by("day").first().alias("day1_unmet_vs_baseline"),
         pl.lit(None, pl.String).alias("reason"))
-    table = table.join(day1, on="scenario", how="left", maintain_order="left").select(
-        *[name for name in table.columns if name != "reason"], "day1_unmet_vs_baseline", "reason")
     failed = rows.filter(pl.col("status") == "failed").select("scenario", "status", "changes", "reason")
     return pl.concat([table, failed], how="diagonal_relaxed")
+
+
+def _sum_or_null(name: str, over: pl.Expr | None = None) -> pl.Expr:
+    """The column's sum over the rows where `over` (default: the column) is known; null where every such row's
+    column is null (a sum of nothing known is not 0)."""
+    known = (over if over is not None else pl.col(name)).is_not_null()
+    col = pl.col(name).filter(known)
+    return pl.when(col.null_count() < col.len()).then(col.sum())
 
 
 def scenario_lines(rows: pl.DataFrame) -> list[str]:

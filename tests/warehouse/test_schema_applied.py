@@ -63,6 +63,7 @@ def test_a_warehouse_from_before_the_site_p50_gains_its_columns_and_its_old_plan
 
     storage = Settings.from_env({"GPUCAST_HOME": str(tmp_path)}).storage
     new = {"demand_forecast": ["gpu_hours_p50_of_total"], "plan_scenarios": ["gpus_site_p50", "gpus_unplaceable"],
+           "capacity_unplaceable": ["first_day", "hours_p90"],
            "capacity_plan": ["expected_gpu_hours_p50_of_total", "gpus_total_p50_of_total"]}
     with connect_writer(storage) as con:
         for table, columns in new.items():

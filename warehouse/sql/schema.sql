@@ -548,6 +548,11 @@ ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_site_p50 BIGINT;
 -- that holds them moves them from here to gpus_short_*: per day, their sum never rises when GPUs are added to a
 -- queue the inventory lists
 ALTER TABLE plan_scenarios ADD COLUMN IF NOT EXISTS gpus_unplaceable BIGINT;
+-- Session 17 (review 66a S2-1): gpus_unplaceable is a day's figure: the GPUs those jobs would hold that day had a GPU
+-- held them from their first day for their P90 run time (the GPU counts of those running that day); rows recorded
+-- before carried the plan-wide figure on every day. The jobs' first day and P90 run time, kept with them:
+ALTER TABLE capacity_unplaceable ADD COLUMN IF NOT EXISTS first_day DATE;   -- the plan's first day for a job waiting now
+ALTER TABLE capacity_unplaceable ADD COLUMN IF NOT EXISTS hours_p90 DOUBLE; -- the job's P90 run time (NULL: unknown)
 
 -- The planners' views: the latest succeeded plan (a failed plan run never replaces it).
 CREATE OR REPLACE VIEW current_capacity_plan AS

@@ -319,11 +319,12 @@ def test_an_added_type_keeps_the_nodes_its_running_jobs_hold_before_placing_the_
     assert starts._kept(np.array([6, 6]), 8, 24, held=4) == 24 and starts._kept(np.array([6]), 8, 24, held=4) == 16
 
 
-def test_the_scenario_table_compares_the_first_day_short_plus_the_gpus_of_jobs_that_fit_none():
-    """Review 65a S3-1, 66a S2-1: two 72 h 120 GB jobs in a queue of 4 A100-80GBs. One H200 added holds one of them at
-    a time, so the GPU-days short rise from 0 (the jobs fitted no GPU: unplaceable, not short) while the first day's
-    short plus the GPUs of jobs that fit none falls from 2 to 1: the table's `day1_unmet_vs_baseline` is -1 at any
-    horizon (summed over the days, it grew with the plan's length: -3, -11, -25 at 3, 7, 14 days)."""
+def test_the_scenario_table_compares_the_short_plus_the_gpus_of_jobs_that_fit_none_while_they_run():
+    """Review 65a S3-1, 66a S2-1: two 72 h 120 GB jobs in a queue of 4 A100-80GBs (6 GPU-days of work). One H200 added
+    holds one of them at a time, so the GPU-days short rise from 0 (the jobs fitted no GPU: unplaceable, not short)
+    while the short plus the GPUs of jobs that fit none falls from 2 to 1 a day for the 3 days they run: the table's
+    `gpu_days_unmet_vs_baseline` is -3 and `day1_unmet_vs_baseline` -1 at any horizon (the jobs' GPUs charged on
+    every day of the plan, as before session 17, made it -3, -11, -25 at 3, 7, 14 days)."""
     from gpucast.tasks.report.render import scenario_table
 
     jobs = pl.DataFrame([(f"big{i}", "big", START, 1, 120.0, 72.0, 72.0) for i in range(2)],
@@ -333,12 +334,17 @@ def test_the_scenario_table_compares_the_first_day_short_plus_the_gpus_of_jobs_t
                                   pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
     owned = Inventory("inventory.yaml", (Owned("big", "A100-80GB", 4, 80.0),))
     buy = _scenario("buy", add=(GpuChange("big", "H200-141GB", 1),))
-    for days, short in ((3, 3), (14, 3)):
+    for days in (3, 7, 14):
         rows = scenarios.scenario_rows(scenarios.plan_once(inputs, owned, days), {
             "buy": scenarios.plan_once(inputs, scenarios.edited_inventory(owned, buy), days)}, (buy,))
+        baseline_days = rows.filter(pl.col("scenario") == "baseline")["gpus_unplaceable"].to_list()
+        assert baseline_days == [2, 2, 2] + [0] * (days - 3)  # held while they would run, then given back
         table = {r["scenario"]: r for r in scenario_table(rows).iter_rows(named=True)}
         assert table["baseline"]["gpu_days_short_p90"] == 0 and table["baseline"]["their_gpus"] == 2
-        assert table["buy"]["gpu_days_short_vs_baseline"] == short  # the jobs now fit a GPU type the queue lacks
+        assert table["buy"]["gpu_days_short_vs_baseline"] == 3  # the jobs now fit a GPU type the queue lacks
+        assert (table["baseline"]["gpu_days_unmet_p90"], table["buy"]["gpu_days_unmet_p90"]) == (6, 3)
+        assert table["buy"]["gpu_days_unmet_vs_baseline"] == -3 and table["baseline"]["gpu_days_unmet_vs_baseline"] == 0
         assert table["buy"]["day1_unmet_vs_baseline"] == -1 and table["baseline"]["day1_unmet_vs_baseline"] == 0
     old = scenario_table(rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_unplaceable")))  # recorded before 15
     assert old["day1_unmet_vs_baseline"].to_list() == [None, None]
+    assert old["gpu_days_unmet_p90"].to_list() == [None, None] == old["gpu_days_unmet_vs_baseline"].to_list()
