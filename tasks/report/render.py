@@ -231,11 +231,12 @@ def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
     cannot start, the first day's and the worst day's expected wait, the GPU-days short against the baseline's, and
     the one figure to compare by: `gpu_days_unmet_p90`, the GPU-days short at P90 plus the GPU-days of the jobs that
     fit no GPU (`gpus_unplaceable`, per day while they would run: tasks/plan/scenarios.py), and its difference from the
-    baseline's over the days both plan (`gpu_days_unmet_vs_baseline`). Adding GPUs to a queue the inventory lists never
-    raises it, where GPU-days short can rise as jobs that fitted no GPU start to fit (review 64b S2-1, 65a S3-1, 66a
-    S2-1). `day1_unmet_vs_baseline`: the same on the first day only. Null where either side has no `gpus_unplaceable`
-    (days recorded before session 15); days recorded before session 17 carried the plan-wide figure on every day, so
-    their sums over-count it."""
+    baseline's over the days both plan (`gpu_days_unmet_vs_baseline`; a scenario of another `plan_days` is compared on
+    the days in common only). Adding GPUs to a queue the inventory lists never raises it, where GPU-days short can
+    rise as jobs that fitted no GPU start to fit (review 64b S2-1, 65a S3-1, 66a S2-1). `day1_unmet_vs_baseline`: the
+    same on the first day only. `their_gpus`: the GPUs the jobs that fit no GPU hold on the first day. Null where
+    either side has no `gpus_unplaceable` (days recorded before session 15); days recorded before session 17 carried
+    the plan-wide figure on every day, so their sums over-count it."""
     from gpucast.records.scenario import BASELINE
 
     if "gpus_unplaceable" not in rows.columns:  # days recorded before session 15
@@ -256,19 +257,16 @@ def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
         pl.col("longest_wait_hours").max().round(1).alias("worst_wait_h"),
         pl.col("gpus_short_p90_vs_baseline").sum().alias("gpu_days_short_vs_baseline"),
         _sum_or_null("_unmet").alias("gpu_days_unmet_p90"),
-        _sum_or_null("_unmet_vs", over=pl.col("_baseline_unmet")).alias("gpu_days_unmet_vs_baseline"),
+        _sum_or_null("_unmet_vs").alias("gpu_days_unmet_vs_baseline"),
         pl.col("_unmet_vs").sort_by("day").first().alias("day1_unmet_vs_baseline"),
         pl.lit(None, pl.String).alias("reason"))
     failed = rows.filter(pl.col("status") == "failed").select("scenario", "status", "changes", "reason")
     return pl.concat([table, failed], how="diagonal_relaxed")
 
 
-def _sum_or_null(name: str, over: pl.Expr | None = None) -> pl.Expr:
-    """The column's sum over the rows where `over` (default: the column) is known; null where every such row's
-    column is null (a sum of nothing known is not 0)."""
-    known = (over if over is not None else pl.col(name)).is_not_null()
-    col = pl.col(name).filter(known)
-    return pl.when(col.null_count() < col.len()).then(col.sum())
+def _sum_or_null(name: str) -> pl.Expr:
+    """The column's sum over its known rows; null where none is known (a sum of nothing known is not 0)."""
+    return pl.when(pl.col(name).null_count() < pl.len()).then(pl.col(name).sum())
 
 
 def scenario_lines(rows: pl.DataFrame) -> list[str]:

@@ -164,7 +164,10 @@ def plan_chart(plan: pl.DataFrame) -> str | None:
 
 
 def scenario_chart(scenarios: pl.DataFrame) -> str | None:
-    """GPUs short per day at P90 (all queues), a line per scenario: the what-ifs side by side with the baseline."""
+    """GPUs unmet per day at P90 (all queues: GPUs short plus the GPUs the jobs that fit no GPU would hold that day,
+    `gpus_unplaceable`), a line per scenario: the what-ifs side by side with the baseline. GPUs short alone rise where
+    a purchase lets the jobs that fit no GPU run (review 67a S3-2); their sum never does. Rows recorded before session
+    15 (no `gpus_unplaceable`): GPUs short alone."""
     planned = scenarios.filter(pl.col("status") == "planned") if not scenarios.is_empty() else scenarios
     names = planned["scenario"].unique(maintain_order=True).to_list() if not planned.is_empty() else []
     if len(names) < 2:  # the baseline alone: nothing to compare
@@ -172,10 +175,12 @@ def scenario_chart(scenarios: pl.DataFrame) -> str | None:
     fig, ((ax,),) = _figure((8, 2.8))
     for k, name in enumerate(names):
         sub = planned.filter(pl.col("scenario") == name).sort("day")
-        ax.step(sub["day"].to_list(), sub["gpus_short_p90"].to_list(), where="mid", label=name,
+        unmet = sub["gpus_short_p90"] + sub["gpus_unplaceable"].fill_null(0) if "gpus_unplaceable" in sub.columns \
+            else sub["gpus_short_p90"]
+        ax.step(sub["day"].to_list(), unmet.to_list(), where="mid", label=name,
                 color=QUEUE_COLOURS[k % len(QUEUE_COLOURS)], linewidth=2.2 if k == 0 else 1.4,
                 linestyle="-" if k == 0 else "--")
-    ax.set_ylabel("GPUs short (P90)")
+    ax.set_ylabel("GPUs unmet (P90)")
     ax.tick_params(axis="x", labelsize=7, rotation=30)
     legend(ax, ax.get_lines(), names, fontsize=7, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)

@@ -348,3 +348,35 @@ def test_the_scenario_table_compares_the_short_plus_the_gpus_of_jobs_that_fit_no
     old = scenario_table(rows.with_columns(pl.lit(None, pl.Int64).alias("gpus_unplaceable")))  # recorded before 15
     assert old["day1_unmet_vs_baseline"].to_list() == [None, None]
     assert old["gpu_days_unmet_p90"].to_list() == [None, None] == old["gpu_days_unmet_vs_baseline"].to_list()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gpus_added_never_raise_a_days_short_plus_the_gpus_of_jobs_that_fit_none_on_mixed_queues(seed):
+    """Review 67a S3-6: the per-day property (a day's `gpus_short_p90` + `gpus_unplaceable` never rises when GPUs are
+    added to a queue the inventory lists) on seeded random queues: jobs of 40-300 GB, gangs of 1-12 GPUs, run times
+    from half an hour to four days or unknown, first days before and after the plan's, plans of 1-14 days, nodes of 8
+    or none, with and without a forecast, one packing cache shared by the scenarios."""
+    rng = np.random.default_rng(seed)
+    schema = dict(zip(capacity.JOB_COLUMNS, (pl.String, pl.String, pl.Date, pl.Int64, pl.Float64, pl.Float64,
+                                             pl.Float64), strict=True))
+    for _ in range(6):
+        hours = [None if h < 0 else h for h in rng.choice([0.5, 3.0, 23.0, 30.0, 72.0, 100.0, -1.0], 16)]
+        jobs = pl.DataFrame([(f"j{i}", "big", START + timedelta(days=int(rng.integers(-2, 5))),
+                              int(rng.choice([1, 1, 2, 4, 8, 12])), float(rng.choice([40.0, 100.0, 120.0, 150.0, 300.0])),
+                              h, h) for i, h in enumerate(hours)], schema=schema, orient="row")
+        days = int(rng.choice([1, 3, 7, 14]))
+        forecast = pl.DataFrame([(START + timedelta(days=k), "big", "A100-80GB", 48.0, 96.0) for k in range(days)]
+                                if rng.random() < 0.5 else [], schema=FORECAST_SCHEMA, orient="row")
+        inputs = scenarios.PlanInputs(jobs, pl.DataFrame(schema=RUNNING_SCHEMA), forecast,
+                                      pl.DataFrame(schema=PACKING_SCHEMA), START, None, 80.0)
+        owned = Inventory("i.yaml", (Owned("big", "A100-80GB", int(rng.integers(1, 17)), 80.0,
+                                           int(rng.choice([0, 8])) or None),))
+        cache: dict = {}
+        base = scenarios.plan_once(inputs, owned, days, cache=cache)
+        for gpu_type, n in (("H200-141GB", 1), ("H200-141GB", 8), ("MI300X-192GB", 2), ("MI300X-192GB", 32)):
+            buy = _scenario("buy", add=(GpuChange("big", gpu_type, n),))
+            got = scenarios.plan_once(inputs, scenarios.edited_inventory(owned, buy), days, cache=cache)
+            unmet = scenarios.scenario_rows(base, {"buy": got}, (buy,)).select(
+                "scenario", "day", (pl.col("gpus_short_p90") + pl.col("gpus_unplaceable")).alias("unmet"))
+            per_day = unmet.pivot("scenario", index="day", values="unmet")
+            assert per_day.height == days and (per_day["buy"] <= per_day["baseline"]).all(), per_day
