@@ -120,12 +120,35 @@ def test_a_short_history_that_repeats_its_week_still_gets_a_band(kind):
     assert busy.height > 0 and (busy["gpu_hours_p90"] > busy["gpu_hours_p50"]).all()
 
 
-def test_a_shifting_count_chooses_the_level_blend_and_beats_seasonal_naive():
+def test_a_shifting_count_beats_seasonal_naive():
+    """Issue 53: a count whose level shifts is forecast by a model (no fallback), and better than seasonal naive, which
+    copies one noisy day of last week (which model: `test_a_long_count_is_forecast_by_the_mean_of_its_two_best`)."""
     daily = shifting(56, shift=14)
     out = module.forecast_demand(daily, START + timedelta(days=55), 14)
-    assert set(out["jobs_method"]) == {"LevelBlend"} and out["jobs_fallback_reason"].is_null().all()
+    assert module.SEASONAL_NAIVE not in set(out["jobs_method"]) and out["jobs_fallback_reason"].is_null().all()
     rows = backtest_demand(daily, START + timedelta(days=55), 14, origins=3)  # origins 4-6 weeks in: after the shift
     assert relative_mae(rows)["jobs_submitted"] <= 0.85
+
+
+def test_a_long_count_is_forecast_by_the_mean_of_its_two_best():
+    """Session 17 (C3j): on a long history (3 folds of 14 days) the jobs' choice is the mean, in log space, of the two
+    candidates with the lowest fold MAE that beat seasonal naive, banded by that mean's own fold errors; a short history
+    keeps its single choice, and GPU-hours' candidates choose one."""
+    y = shifting(56, shift=14)["jobs_submitted"].to_numpy()
+    h, windows = module._folds(len(y), 14)
+    assert (h, windows) == (14, module.CV_WINDOWS)
+    folds = module.cv_errors(y, [*module.JOB_CANDIDATES, module._seasonal_naive], h, windows)
+    naive = folds.pop(module.SEASONAL_NAIVE)
+    (_, first), (_, second) = sorted((f.mae, name) for name, f in folds.items() if f.mae < naive.mae)[:2]
+    choice = module.choose(y, 14, module.JOB_CANDIDATES)
+    assert choice.method == f"BestTwo({first}, {second})" and choice.reason is None
+    assert choice.errors == pytest.approx((np.array(folds[first].log_errors) + folds[second].log_errors) / 2)
+    factories = {module._alias(f()): f for f in module.JOB_CANDIDATES}
+    logged = np.log1p(y)
+    mean = (factories[first]().forecast(y=logged, h=14)["mean"] + factories[second]().forecast(y=logged, h=14)["mean"]) / 2
+    assert module._predict(choice.model, y, 14)[1] == pytest.approx(np.expm1(mean))
+    assert module.choose(y[:25], 14, module.JOB_CANDIDATES).method == "LevelBlend"  # short: one fold, one choice
+    assert not module.choose(y, 14).method.startswith("BestTwo")  # GPU-hours' set
 
 
 def test_a_short_history_is_cross_validated_on_the_simple_candidates():
