@@ -92,7 +92,9 @@ rotary embeddings, the casts autocast makes), fitted on the development set (doc
 **The optimizer step** (`step_temporary`): torch's foreach AdamW copies every second moment at once (the square
 root) after the backward pass has freed the activations, so the peak is the states + the larger of the backward
 pass's activations and logits and that copy; full training under DDP / FSDP / no sharding, not under DeepSpeed's or
-Megatron's fused step, offload, 8-bit or adapters.
+Megatron's fused step, offload, 8-bit or adapters. Under DeepSpeed ZeRO-2 / ZeRO-3 (full training) the step flattens
+the partition's 16-bit gradients and casts them to fp32 first: 6 bytes a partition parameter (ZeRO-3: of one sub-group
+of at most `ZERO3_SUB_GROUP`; `ZERO_STEP_COPIES`).
 
 **Overhead**: `FIXED_OVERHEAD_GB` (the CUDA context, cuBLAS / NCCL workspaces and the allocator's cached blocks),
 and the caching allocator's fragmentation: reserved = allocated x `ALLOCATOR_FACTOR`.
@@ -406,6 +408,19 @@ DDP_BUCKETS = 2
 # step; activations are freed by then, so the step's peak is states + that copy. A fused step (`adamw_torch_fused`,
 # apex's / DeepSpeed's FusedAdam) has none.
 FUSED_OPTIMIZER = re.compile(r"fused", re.IGNORECASE)
+# DeepSpeed ZeRO-2's step (`zero2`; runtime/zero/stage_1_and_2.py `DeepSpeedZeroOptimizer.step`, per param group:
+# `single_grad_partition = self.flatten(self.averaged_gradients[i]).to(self.single_partition_of_fp32_groups[i].dtype)`,
+# then `.grad =` it, `free_grad_in_param_list`, `_optimizer_step(i)`) flattens the partition's 16-bit gradients into a
+# new 16-bit tensor and casts that to fp32 while the gradients are still held: 2 + 4 bytes a parameter of the
+# partition at once, after the backward pass (its fused Adam adds nothing). Hugging Face Trainer's second group (no
+# weight decay: biases and norms) is small, so it is the whole partition. ZeRO-3 (`zero3`; stage3.py
+# `_prepare_fp32_grad_for_sub_group`: the same `self.flatten(self.averaged_gradients[sub_group_id]).to(...)`) steps
+# one sub-group at a time and releases it after its step: at most `ZERO3_SUB_GROUP` parameters at once (DeepSpeed's
+# `sub_group_size` default, which Qwen's and ms-swift's ZeRO-3 configs keep). Not `zero1`: the word also names
+# Megatron's distributed optimizer, whose fp32 gradient buffer `.float()` does not copy; not with the optimizer
+# offloaded (the fp32 gradients are made on the CPU). ColossalAI's Gemini, logged `zero3` too, steps its own chunks.
+ZERO_STEP_COPIES = frozenset({"zero2", "zero3"})  # the `sharding` words whose step makes those copies
+ZERO3_SUB_GROUP = 1e9
 GALORE_OPTIMIZER = re.compile(r"galore", re.IGNORECASE)
 GALORE_LAYERWISE = re.compile(r"layerwise", re.IGNORECASE)
 GALORE_RANK = 128
@@ -774,12 +789,18 @@ def activations(arch: Arch, job: Layout) -> tuple[float, float]:
 
 def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
-    takes the square root of every second moment at once, a copy of them; 0 where a fused kernel steps (DeepSpeed's
-    Adam under zero1-3, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU
-    (offload), for 8-bit, factored or one-moment optimizers, and for adapters' own states (small); LISA's trained part
-    copies its 16-bit second moments (`lisa_params`), an adapter run those of the modules it trains in full (contract
-    v7 `trained_modules`: `trained_copy_params`)."""
+    takes the square root of every second moment at once, a copy of them; DeepSpeed ZeRO-2's and ZeRO-3's step, full
+    training, a flat 16-bit and an fp32 copy of its partition's gradients (ZeRO-3: of one sub-group,
+    `ZERO3_SUB_GROUP`; `ZERO_STEP_COPIES`); 0 where a fused kernel steps (DeepSpeed's Adam under zero1, Megatron's
+    apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU (offload), for 8-bit, factored or
+    one-moment optimizers, and for adapters' own states (small); LISA's trained part copies its 16-bit second moments
+    (`lisa_params`), an adapter run those of the modules it trains in full (contract v7 `trained_modules`:
+    `trained_copy_params`)."""
     optimizer = job.optimizer or ""
+    if job.sharding in ZERO_STEP_COPIES and job.adapter == "none" and job.cpu_offload == "none":
+        partition = arch.params / (job.tensor_parallel * job.pipeline_parallel) / job.state_ranks
+        at_once = min(partition, ZERO3_SUB_GROUP) if job.sharding == "zero3" else partition
+        return at_once * (HALF_BYTES.get(job.precision, 2) + MASTER_BYTES.get(job.precision, 4))
     if (job.sharding in ("zero1", "zero2", "zero3")
             or job.tensor_parallel > 1
             or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2

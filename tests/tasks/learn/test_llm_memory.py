@@ -507,13 +507,37 @@ def test_the_foreach_adamw_step_copies_the_second_moments_after_the_activations_
     # a long sequence's activations and logits exceed the copy: the backward pass is the peak, no step term
     long = m.per_gpu(arch, m.Layout(seq_len=32768, micro_batch_size=2, activation_checkpointing="full"))
     assert long.optimizer_gb * 1e9 == pytest.approx(arch.params * 4)
-    # none for fused / DeepSpeed's / 8-bit / offloaded steps, or adapters
-    for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(sharding="zero2", gpu_count=2),
+    # none for fused / DeepSpeed's ZeRO-1 / 8-bit / offloaded steps, or adapters (ZeRO-2 / ZeRO-3 among them)
+    for job in (m.Layout(optimizer="adamw_torch_fused"), m.Layout(sharding="zero1", gpu_count=2),
+                m.Layout(sharding="zero3", gpu_count=2, adapter="lora"),
+                m.Layout(sharding="zero2", gpu_count=2, cpu_offload="optimizer"),
+                m.Layout(sharding="zero2", gpu_count=2, adapter="lora"),
                 m.Layout(gpu_count=2, tensor_parallel=2),
                 m.Layout(optimizer="adamw_bnb_8bit"), m.Layout(sharding="fsdp", cpu_offload="optimizer"),
                 m.Layout(adapter="lora")):
         assert m.step_temporary(arch, job) == 0.0
     assert m.step_temporary(arch, m.Layout(sharding="fsdp", gpu_count=4)) == pytest.approx(arch.params * 4 / 4)
+
+
+def test_deepspeed_zero2_and_zero3_s_step_copies_the_partition_s_gradients_flat_and_in_fp32():
+    """DeepSpeed's `DeepSpeedZeroOptimizer.step` (stage_1_and_2.py) makes `self.flatten(self.averaged_gradients[i])
+    .to(fp32)` of the partition's 16-bit gradients after the backward pass: 2 + 4 bytes a partition parameter. The
+    Qwen README's Qwen-1.8B full fine-tune (`finetune_ds.sh`: ds_config_zero2.json, one A100) is flat at 43.5 GB from
+    256 to 2,048 tokens: its peak is that step, not the backward pass."""
+    arch = m.lookup("Qwen-1.8B")
+    one = m.Layout(sharding="zero2", seq_len=256, activation_checkpointing="full")
+    assert m.step_temporary(arch, one) == pytest.approx(arch.params * 6)
+    assert m.step_temporary(arch, replace(one, gpu_count=4)) == pytest.approx(arch.params * 6 / 4)
+    totals = [m.per_gpu(arch, replace(one, seq_len=s)).total_gb for s in (256, 512, 1024, 2048)]
+    assert max(totals) == pytest.approx(min(totals))  # the step's peak: flat in the tokens
+    assert totals[0] == pytest.approx(43.5, rel=0.05)
+    # the states alone (weights 2, gradients 2, master + moments 12) are 16 bytes a parameter
+    assert sum(m.states(arch, one)) == pytest.approx(arch.params * 16)
+    # ZeRO-3 (stage3.py `_prepare_fp32_grad_for_sub_group`): the same copies, one sub-group at a time
+    qwen7 = m.lookup("Qwen-7B")
+    two = m.Layout(sharding="zero3", gpu_count=2, seq_len=256, activation_checkpointing="full")
+    assert m.step_temporary(qwen7, two) == pytest.approx(1e9 * 6)  # 3.9e9 a partition, `ZERO3_SUB_GROUP` at once
+    assert m.step_temporary(arch, replace(two, gpu_count=4)) == pytest.approx(arch.params / 4 * 6)  # one sub-group
 
 
 def test_bloom_keeps_its_eager_attention_scores():
