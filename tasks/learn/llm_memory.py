@@ -998,16 +998,18 @@ def gpu_memory_gb(name: str | None) -> float | None:
 def frame_priors(rows: pl.DataFrame) -> pl.DataFrame:
     """`LLM_PRIOR_COLUMNS` for every row of `rows` (contract columns): the per-GPU memory (GB) and the training
     FLOPs of one optimizer step over all GPUs (GFLOP; tokens = micro-batch x data parallel x micro-batches x
-    sequence) of jobs with LLM fields, null for the others. Computed once per distinct job."""
-    flags = is_llm(rows).to_list()
+    sequence) of jobs with LLM fields, null for the others. Computed once per distinct job, and only the jobs with
+    LLM fields are visited (a pending set of 1M jobs with none of them: 1.2 CPU-s to none, issue 52 item 5)."""
+    schema = {n: pl.Float64 for n in LLM_PRIOR_COLUMNS}
+    at = np.flatnonzero(is_llm(rows).to_numpy())  # the rows with LLM fields, in order
     names = [n for n in (c.ARCH, c.PARAMS_MILLION, c.NUM_LAYERS, c.BATCH_SIZE, c.INPUT_DIM, c.PRECISION, c.OPTIMIZER,
                          c.GPU_COUNT, c.GPU_TYPE, *c.LLM_COLUMNS) if n in rows.columns]
+    every = pl.DataFrame(schema=schema).clear(rows.height)  # null for the jobs without LLM fields
+    if not len(at):
+        return every
     seen: dict[tuple, tuple] = {}
     out = []
-    for flag, values in zip(flags, rows.select(names).iter_rows(), strict=True):
-        if not flag:
-            out.append((None,) * 4)
-            continue
+    for values in rows.select(names)[at].iter_rows():
         if values not in seen:
             job = job_of(dict(zip(names, values, strict=True)))
             if job is None:
@@ -1019,7 +1021,8 @@ def frame_priors(rows: pl.DataFrame) -> pl.DataFrame:
                 seen[values] = (mem.total_gb, mem.states_gb, mem.activations_gb + mem.logits_gb,
                                 flops_per_token(arch, layout) * tokens / 1e9)
         out.append(seen[values])
-    return pl.DataFrame(out, schema={n: pl.Float64 for n in LLM_PRIOR_COLUMNS}, orient="row")
+    found = pl.DataFrame(out, schema=schema, orient="row")
+    return every.with_columns(every[n].scatter(at, found[n]) for n in LLM_PRIOR_COLUMNS)
 
 
 def use_llm_prior(df: pl.DataFrame) -> pl.DataFrame:
@@ -1030,6 +1033,8 @@ def use_llm_prior(df: pl.DataFrame) -> pl.DataFrame:
     df = df.drop([n for n in LLM_PRIOR_COLUMNS if n in df.columns])
     llm = frame_priors(df)
     df = pl.concat([df, llm], how="horizontal")
+    if llm[LLM_MEM_GB].null_count() == llm.height:  # no job with a per-GPU prior: every prior as it was
+        return df
     has = pl.col(LLM_MEM_GB).is_not_null()
     iterations = pl.col(c.ITERATIONS).cast(pl.Float64).fill_null(1.0) if c.ITERATIONS in df.columns else pl.lit(1.0)
     runtime = iterations * pl.col(LLM_GFLOP_PER_ITER) / pl.col("prior_gflops") / 3600.0

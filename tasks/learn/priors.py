@@ -149,20 +149,41 @@ def family(model_type: str | None) -> str:
     return EXACT_FAMILIES.get(low) or next((fam for key, fam in FAMILY_KEYWORDS if key in low), "mlp")
 
 
-def per_value(values: pl.Series | list, fn: Callable, dtype: pl.DataType = pl.String) -> np.ndarray:
-    """`fn` of each value, computed once per distinct value (a missing one is passed as "": the columns
-    it maps, model type and precision, hold a handful, and a per-row Python call cost 2 s per 1M jobs)."""
-    values = pl.Series(values, dtype=pl.String).fill_null("")
-    table = {v: fn(v) for v in values.unique().to_list()}
-    out = values.replace_strict(table, return_dtype=dtype).to_numpy()
-    return out.astype(object) if dtype == pl.String else out
+class Distinct:
+    """A string column as its distinct values (a missing one as "") and each row's index among them: a function of the
+    value (`of`) is computed once per distinct value (the columns it maps, model type, precision and optimizer, hold a
+    handful; a per-row Python call cost 2 s per 1M jobs) and taken per row by its index, not mapped over a million
+    strings again for each table (issue 52 item 5)."""
+
+    def __init__(self, values: pl.Series | list):
+        values = pl.Series(values, dtype=pl.String).fill_null("")
+        self.names: list[str] = values.unique().to_list()
+        codes = values.replace_strict({v: i for i, v in enumerate(self.names)}, return_dtype=pl.Int64)
+        self.codes = codes.to_numpy() if len(codes) else np.zeros(0, dtype=np.int64)  # (Polars keeps no rows' dtype)
+
+    def of(self, fn: Callable[[str], float]) -> np.ndarray:
+        """`fn` of each row's value, as float64."""
+        return np.array([fn(v) for v in self.names], dtype=np.float64)[self.codes]
+
+
+# Family codes (`family_codes`): the index of each family in FAMILY_NAMES ("vit" last: `compute` reads it as a
+# "transformer" over its patches). Integer masks over 1M jobs, not string compares of an object array (9x 25 ms).
+FAMILY_NAMES = (*FAMILIES, "vit")
+CODE = {f: i for i, f in enumerate(FAMILY_NAMES)}
+
+
+def family_codes(model_types: pl.Series | list[str | None], layers: np.ndarray) -> np.ndarray:
+    """Each job's family as its index in `FAMILY_NAMES` (`family`), a "cnn" deeper than `PLAIN_CNN_MAX_LAYERS` being
+    a "convnet"."""
+    kinds = Distinct(model_types)
+    fam = np.array([CODE[family(v)] for v in kinds.names], dtype=np.int64)[kinds.codes]
+    fam[(fam == CODE["cnn"]) & (layers > PLAIN_CNN_MAX_LAYERS)] = CODE["convnet"]
+    return fam
 
 
 def families(model_types: pl.Series | list[str | None], layers: np.ndarray) -> np.ndarray:
     """The family of each job (`family`), a "cnn" deeper than `PLAIN_CNN_MAX_LAYERS` being a "convnet"."""
-    fam = per_value(model_types, family)
-    fam[(fam == "cnn") & (layers > PLAIN_CNN_MAX_LAYERS)] = "convnet"
-    return fam
+    return np.array(FAMILY_NAMES, dtype=object)[family_codes(model_types, layers)]
 
 
 def _column(df: pl.DataFrame, name: str, default: float) -> np.ndarray:
@@ -192,7 +213,7 @@ def hardware(df: pl.DataFrame) -> pl.DataFrame:
 def _peak_or_reference(df: pl.DataFrame) -> np.ndarray:
     """The job's peak TFLOPS (`hardware`), else the reference GPU's at the job's precision."""
     reference = catalog.gpus()[catalog.REFERENCE_GPU]
-    fallback = per_value(df[c.PRECISION], lambda p: reference.peak_tflops(p or None), pl.Float64)
+    fallback = Distinct(df[c.PRECISION]).of(lambda p: reference.peak_tflops(p or None))
     peak = df[PEAK_TFLOPS].to_numpy() if PEAK_TFLOPS in df.columns else hardware(df)[PEAK_TFLOPS].to_numpy()
     peak = np.asarray(peak, dtype=np.float64)
     return np.where(np.isfinite(peak), peak, fallback)
@@ -205,24 +226,22 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     always be a fallback; models also see the raw features, with their missing values, beside it.
     """
     precision, params, layers, fam, batch, dim, gpus = _shape(df)
-    optimizer = df[c.OPTIMIZER]
-    vision = fam == "vit"
+    vision = fam == CODE["vit"]
     dim = np.where(vision, (dim / VIT_PATCH) ** 2 + 1, dim)  # the tokens a vision transformer attends over
-    fam[vision] = "transformer"
+    fam[vision] = CODE["transformer"]
     iterations = _column(df, c.ITERATIONS, 1.0)
 
-    opt_bytes = per_value(optimizer, lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)),
-                          pl.Float64)
-    opt_bytes = opt_bytes * per_value(precision, lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)), pl.Float64)
-    state = params * (per_value(precision, lambda p: float(STATE_BYTES.get(p, 8)), pl.Float64) + opt_bytes)
+    opt_bytes = Distinct(df[c.OPTIMIZER]).of(lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)))
+    opt_bytes = opt_bytes * precision.of(lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)))
+    state = params * (precision.of(lambda p: float(STATE_BYTES.get(p, 8))) + opt_bytes)
 
     values, tokens = _activations_and_tokens(fam, params, layers, dim)
-    act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
+    act_bytes = precision.of(lambda p: float(ACTIVATION_BYTES.get(p, 4)))
     activations = batch / gpus * values * act_bytes
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
-    mfu = per_value(fam, lambda f: float(MFU[f]), pl.Float64)
+    mfu = np.array([MFU.get(f, np.nan) for f in FAMILY_NAMES])[fam]  # ("vit" is read as a "transformer" above)
     achieved_tflops = _peak_or_reference(df) * mfu * gpus
     runtime_h = iterations * flops_per_iter / (achieved_tflops * 1e12) / 3600.0
     # float arrays whatever the row count: with no row (a night with nothing pending) numpy's empty results
@@ -238,12 +257,13 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     }.items()})
 
 
-def _shape(df: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(precision, parameters, layers, family, batch, input size, GPUs) of every row, with `compute`'s stand-ins."""
+def _shape(df: pl.DataFrame) -> tuple[Distinct, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(precision, parameters, layers, family code, batch, input size, GPUs) of every row, with `compute`'s
+    stand-ins."""
     layers = np.maximum(_column(df, c.NUM_LAYERS, 1.0), 1.0)
-    return (df[c.PRECISION].fill_null("").replace("", "FP32"), _column(df, c.PARAMS_MILLION, 1.0) * 1e6, layers,
-            families(df[c.MODEL_TYPE], layers), _column(df, c.BATCH_SIZE, 1.0), _column(df, c.INPUT_DIM, 1.0),
-            np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0))
+    return (Distinct(df[c.PRECISION].fill_null("").replace("", "FP32")), _column(df, c.PARAMS_MILLION, 1.0) * 1e6,
+            layers, family_codes(df[c.MODEL_TYPE], layers), _column(df, c.BATCH_SIZE, 1.0),
+            _column(df, c.INPUT_DIM, 1.0), np.maximum(_column(df, c.GPU_COUNT, 1.0), 1.0))
 
 
 def language_model_gb(df: pl.DataFrame) -> np.ndarray:
@@ -251,17 +271,17 @@ def language_model_gb(df: pl.DataFrame) -> np.ndarray:
     docstring): the prior's model state and CUDA context, the language model's activations; NaN for every other
     family."""
     precision, params, layers, fam, batch, dim, gpus = _shape(df)
-    recurrent = np.isin(fam, tuple(GATES))
+    recurrent = np.isin(fam, [CODE[f] for f in GATES])
     if not recurrent.any():
         return np.full(df.height, np.nan)
     values, loss_values = np.zeros(df.height), np.zeros(df.height)
     for f, gates in GATES.items():
-        if (m := fam == f).any():
+        if (m := fam == CODE[f]).any():
             P, L = params[m], layers[m]
             width = (-RECURRENT_VOCAB + np.sqrt(RECURRENT_VOCAB**2 + 2.0 * gates * L * P)) / (2.0 * gates * L)
             values[m] = dim[m] * L * width * RECURRENT_VALUES_PER_STEP[f]  # 2 g L h^2 + 2 V h = P
             loss_values[m] = dim[m] * VOCAB_HEAD_VALUES * RECURRENT_VOCAB
-    act_bytes = per_value(precision, lambda p: float(ACTIVATION_BYTES.get(p, 4)), pl.Float64)
+    act_bytes = precision.of(lambda p: float(ACTIVATION_BYTES.get(p, 4)))
     activations = batch / gpus * (values * act_bytes + loss_values * np.maximum(act_bytes, LOSS_MIN_BYTES))
     state = np.full(df.height, np.nan)  # the prior's model state of the recurrent rows only (a scored batch is mostly
     state[recurrent] = compute(df.filter(pl.Series(recurrent)))["prior_state_gb"].to_numpy()  # others: review 64b S3-6)
@@ -270,10 +290,10 @@ def language_model_gb(df: pl.DataFrame) -> np.ndarray:
 
 def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndarray,
                             dim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(activation values kept per sample, tokens each weight is applied to per sample), by family."""
+    """(activation values kept per sample, tokens each weight is applied to per sample), by family (`fam`: codes)."""
     values, tokens = np.zeros(len(fam)), np.ones(len(fam))
     for f in FAMILIES:
-        m = fam == f
+        m = fam == CODE[f]
         if not m.any():
             continue
         P, L, s = params[m], layers[m], dim[m]
@@ -323,7 +343,7 @@ def _vgg_base(P: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def _attention_flops(fam: np.ndarray, params: np.ndarray, layers: np.ndarray, dim: np.ndarray) -> np.ndarray:
     """Forward FLOPs of attention scores and their weighted sum: 4 s^2 h per layer (Transformers)."""
     h = np.sqrt(params / (12 * layers))
-    return np.where(fam == "transformer", 4.0 * dim**2 * h * layers, 0.0)
+    return np.where(fam == CODE["transformer"], 4.0 * dim**2 * h * layers, 0.0)
 
 
 def with_priors(df: pl.DataFrame) -> pl.DataFrame:

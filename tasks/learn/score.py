@@ -403,7 +403,21 @@ def memory_advice(forecasts: pl.DataFrame, gpu_mem: pl.DataFrame | float) -> pl.
         return forecasts.with_columns(pl.lit(None, pl.Float64).alias("safe_request_gb"),
                                       pl.lit(None, pl.Float64).alias("gpu_mem_gb"), pl.lit(None, pl.Boolean).alias("oom_risk"))
     safe = pl.col("p90").map_batches(lambda s: pl.Series(safe_request_gb(s.to_numpy())), return_dtype=pl.Float64)
-    return (forecasts.join(gpu_mem, on=c.JOB_ID, how="left", maintain_order="left")
+    if _in_order(forecasts, gpu_mem):  # the champion's forecasts of every pending job: the join's rows, in place
+        joined = pl.concat([forecasts, gpu_mem.drop(c.JOB_ID)], how="horizontal")
+    else:
+        joined = forecasts.join(gpu_mem, on=c.JOB_ID, how="left", maintain_order="left")
+    return (joined
             .with_columns(pl.when(is_mem).then(safe).alias("safe_request_gb"),
                           pl.when(is_mem).then(pl.col("gpu_mem_gb")).alias("gpu_mem_gb"))
             .with_columns(pl.when(is_mem).then(pl.col("safe_request_gb") > pl.col("gpu_mem_gb")).alias("oom_risk")))
+
+
+def _in_order(forecasts: pl.DataFrame, per_job: pl.DataFrame) -> bool:
+    """Whether `forecasts` name `per_job`'s jobs row for row, `per_job`'s ids none missing and strictly increasing
+    (so each once), and no column but the id in both: then a left join on the id is the two frames side by side, at
+    ~15 ms instead of a 1M-string join's ~0.2 CPU-s (issue 52 item 5)."""
+    ids, keys = forecasts[c.JOB_ID], per_job[c.JOB_ID]
+    if len(ids) != len(keys) or keys.null_count() or set(forecasts.columns) & set(per_job.columns) != {c.JOB_ID}:
+        return False
+    return bool(len(keys) < 2 or (keys.slice(1) > keys.slice(0, len(keys) - 1)).all()) and ids.equals(keys, check_names=False)

@@ -262,12 +262,17 @@ def _match_rows(out: dict[int, Match], rows: np.ndarray, e: _Entries, params_all
         chunk = rows[lo:lo + _CHUNK]
         # ln(a / b) as ln a - ln b: the logarithms of the rows' sizes once, not of every ratio (4x faster)
         params, layers = np.log(params_all[chunk])[:, None], np.log(layers_all[chunk])[:, None]
-        dims = dims_all[chunk][:, None]
         dp = np.minimum(np.abs(params - e.params), np.abs(params - e.published))
         dl = np.minimum(np.abs(layers - e.layers), np.abs(layers - e.published_layers))
+        near = (dp <= PARAMS_TOLERANCE) & (dl <= DEPTH_TOLERANCE)
+        # a row whose size and depth are near no one entry together matches none (its `ok` would be all False): of
+        # ~234k such rows at 1M pending jobs ~29k are kept, and the rest of the rule runs on those only
+        keep = near.any(axis=1)
+        chunk, dp, dl, near = chunk[keep], dp[keep], dl[keep], near[keep]
+        dims = dims_all[chunk][:, None]
         has_dim = np.isfinite(dims) & (dims > 0)
         di = np.where(has_dim, np.abs(np.log(np.where(has_dim, dims, 1.0)) - e.default_input), 0.0)
-        ok = (dp <= PARAMS_TOLERANCE) & (dl <= DEPTH_TOLERANCE) & ~(has_dim & (dims > e.max_input))
+        ok = near & ~(has_dim & (dims > e.max_input))
         d = np.where(ok, dp + DEPTH_WEIGHT * dl + INPUT_WEIGHT * di, np.inf)
         best = np.argmin(d, axis=1)  # the first of equal distances: the first registered
         best_d = d[np.arange(len(chunk)), best]

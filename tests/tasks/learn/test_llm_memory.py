@@ -188,6 +188,31 @@ def test_the_per_gpu_prior_enters_the_features_of_jobs_with_v5_fields_only():
     assert one["prior_mem_gb"] > 2.5 * row["prior_mem_gb"]  # the same job on one GPU needs far more
 
 
+def test_only_the_jobs_with_llm_fields_are_visited_and_each_row_is_as_if_alone(monkeypatch):
+    """`frame_priors` reads the rows of the jobs with LLM fields only (a 1M pending set with none: 1.2 CPU-s to none,
+    issue 52 item 5), and each row's prior is the one it gets alone, wherever it sits and however often it repeats."""
+    plain = record(job_id="plain")
+    llm = record(job_id="llm", arch="Qwen-7B", adapter="lora", lora_rank=64, micro_batch_size=1, input_dim=2048)
+    big = record(job_id="big", arch="meta-llama/Llama-3.1-8B", params_million=8030, gpu_count=8, sharding="zero3",
+                 micro_batch_size=1, input_dim=4096, batch_size=8, precision="BF16")
+    order = (plain, llm, plain, big, llm, plain)
+    alone = [m.frame_priors(_rows(r)).row(0) for r in order]
+    iterated = []
+    iter_rows = pl.DataFrame.iter_rows
+
+    def counted(self, *args, **kwargs):
+        for row in iter_rows(self, *args, **kwargs):
+            iterated.append(row)
+            yield row
+
+    monkeypatch.setattr(pl.DataFrame, "iter_rows", counted)
+    together = m.frame_priors(_rows(*order))
+    assert len(iterated) == 3  # the two LLM jobs' rows and the repeat, not the plain ones
+    assert together.rows() == alone and together.schema == dict.fromkeys(m.LLM_PRIOR_COLUMNS, pl.Float64)
+    assert m.frame_priors(_rows(plain, plain)).null_count().row(0) == (2,) * 4 and len(iterated) == 3
+    assert features.build(_rows(plain, plain)).equals(features.build(_rows(plain)).vstack(features.build(_rows(plain))))
+
+
 def test_the_impossible_bound_leaves_jobs_with_llm_fields_to_their_prior_but_still_bounds_them():
     rows = features.build(_rows(record(job_id="small"),
                                 record(job_id="big", arch="Llama-3.1-70B", gpu_count=8, sharding="fsdp", input_dim=8192),

@@ -96,6 +96,29 @@ def test_safe_request_adds_headroom_and_flags_oom():
         memory_advice(f, 0.0)
 
 
+def test_memory_advice_of_every_pending_job_in_order_needs_no_join(monkeypatch):
+    """The champion's forecasts name the pending jobs row for row (both ordered by job id): the advice takes each
+    job's GPU memory in place, as the join would give it; any other order, a job missing or twice joins as before."""
+    f = pl.DataFrame({"job_id": ["a", "b", "c"], "target": [c.PEAK_GPU_MEM_GB] * 3, "p10": [1.0] * 3,
+                      "p50": [2.0, 30.0, 5.0], "p90": [20.0, 37.0, 6.0]})
+    per_job = pl.DataFrame({"job_id": ["a", "b", "c"], "gpu_mem_gb": [24.0, 40.0, None]})
+    joined = {name: memory_advice(g, per_job) for name, g in (("in order", f), ("reversed", f.reverse()),
+                                                              ("one missing", f.head(2)), ("one twice", f.vstack(f.head(1))))}
+    assert joined["in order"]["gpu_mem_gb"].to_list() == [24.0, 40.0, None]
+    assert joined["in order"]["oom_risk"].to_list() == [False, True, None]
+    assert joined["reversed"].equals(joined["in order"].reverse())
+    assert joined["one missing"].equals(joined["in order"].head(2))
+    assert joined["one twice"].equals(joined["in order"].vstack(joined["in order"].head(1)))
+
+    def no_join(*args, **kwargs):
+        raise AssertionError("joined 1M job ids")
+
+    monkeypatch.setattr(pl.DataFrame, "join", no_join)
+    assert memory_advice(f, per_job).equals(joined["in order"])
+    with pytest.raises(AssertionError, match="joined"):
+        memory_advice(f.reverse(), per_job)
+
+
 def test_model_without_calibration_asks_for_a_retrain(trained, tmp_path):
     import json
     import shutil
