@@ -12,7 +12,7 @@ champion's name and its ratios to the plain baseline.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_champion.py [--repeats 1] [--nn-max-minutes 4]
         [--sets measured] [--targets peak_gpu_mem_gb] [--seeds 0] [--no-network] [--stopping now] [--trees | --trees-only]
-        [--stopping-side-by-side now,refit --rounds 3] [--split random|source] [--llm-data PATH]
+        [--stopping-side-by-side now,refit --rounds 3] [--split random|source] [--llm-data PATH] [--train-seed 0]
 
 `--stopping` (issue 50 item 4) sets the boosted trees' early stopping and the forests' size for the whole run, in
 this process only (the registry's constants): `now` (the product's), `before` (as before issue 40's speed-up: no
@@ -32,6 +32,10 @@ one model type, so its groups are printed per source and per layout group too).
 whole sources go to the pending jobs (seeded order, the prefix of sources nearest 30% of the jobs), so no pending job
 has a run of its own source in the history: the harder "jobs it never saw" (another repository, its own tool and
 metric).
+
+`--train-seed` (default 0, the product's) sets the night's own seed (`TrainOptions.seed`: the folds the models are
+compared on, the models' seeds), the split left as `--seeds` draws it: how far a figure moves with the fit's
+randomness alone (issue 50, session 17: at 1 repeat the champion itself changes with it).
 """
 
 from __future__ import annotations
@@ -273,13 +277,14 @@ def main() -> None:
     ap.add_argument("--split", default="random", choices=("random", "source"),
                     help="random: a seeded 70/30 split of the jobs; source: of whole sources (sets with one: llm)")
     ap.add_argument("--llm-data", type=Path, default=None, help="the LLM set's CSV, if not at ../shared/data")
+    ap.add_argument("--train-seed", type=int, default=0, help="the night's own seed (TrainOptions.seed), not the split's")
     args = ap.parse_args()
     global LLM_DATA
     LLM_DATA = args.llm_data
     use_stopping(args.stopping)
     models = tuple(m for m in registry.MODEL_NAMES if not (args.no_network and m == registry.NN))
     options = TrainOptions(features="residual", repeats=args.repeats, nn_max_minutes=args.nn_max_minutes, device="cpu",
-                           compile_trees=False, models=models)
+                           compile_trees=False, models=models, seed=args.train_seed)
     for name in args.sets.split(","):
         rows = SETS[name]()
         for target in args.targets.split(","):
