@@ -108,14 +108,6 @@ PLACEMENT = re.compile(r"placement_policy=(\w+)")
 # `loss_precision` `fused` already (`LIGER`)
 UNSLOTH = re.compile(r"\bunsloth\b", re.IGNORECASE)
 MODULES_TO_SAVE = re.compile(r"modules_to_save")
-# The launcher of the Qwen README's full-parameter runs, by source, where the set leaves `sharding` blank ("launcher
-# config not stated": its Qwen-1.8B rows). A log carries it (Hugging Face Trainer's `deepspeed` argument, DeepSpeed's
-# `zero_optimization.stage`). The README's only full-parameter script is `finetune/finetune_ds.sh` (Qwen-1's
-# remote code converts the model to bf16 itself, and plain bf16 training cannot reach the 23.6 bytes a parameter
-# these rows carry; fp32 masters and moments can). That script runs `torchrun ... finetune.py --bf16 True ...
-# --deepspeed finetune/ds_config_zero2.json`, and that config sets stage 2, bf16 auto and no offload.
-LAUNCHER_BY_SOURCE = {"Qwen": "zero2"}
-ZERO = ("zero1", "zero2", "zero3")
 
 
 def expert_parallel_of(logged, notes: str) -> int | None:
@@ -141,12 +133,6 @@ def cpu_offload_of(logged: str | None, notes: str) -> str | None:
     return normalize.CPU_OFFLOAD_SYNONYMS.get(said.group(1).lower(), logged) if said else logged
 
 
-def sharding_of(logged: str | None, source: str, adapter: str | None) -> str | None:
-    """`sharding` as the set's column gives it, else for a full-parameter run the launcher its source's only
-    full-parameter script runs (`LAUNCHER_BY_SOURCE`); missing otherwise."""
-    return logged if logged or adapter != "none" else LAUNCHER_BY_SOURCE.get(source)
-
-
 def adapter_of(logged: str | None, notes: str) -> str | None:
     """`adapter` as a log following contract v6 would carry it: the set's word, `lisa` for a LISA run."""
     return "lisa" if LISA.search(notes) and logged in (None, "none", "other") else logged
@@ -162,8 +148,7 @@ def loss_precision_of(source: str, sharding: str | None, notes: str, adapter: st
         return "half"
     if source in OWN_LOSS_16BIT and sharding == "none" and adapter in ("none", "lora"):
         return "half"
-    deepspeed = DEEPSPEED.search(notes) or sharding in ZERO  # the Qwen README's `zero*` runs are DeepSpeed's
-    return "half" if source in DEEPSPEED_OWN_LOSS and deepspeed else None
+    return "half" if source in DEEPSPEED_OWN_LOSS and DEEPSPEED.search(notes) else None
 
 
 def optimizer_of(notes: str) -> str:
@@ -192,11 +177,10 @@ def source_of(repo: str, path: str) -> str:
 # ColossalAI's, universal-llm-trainer's and the Qwen README's DeepSpeed runs' `half` by source, `OWN_LOSS_16BIT`,
 # `DEEPSPEED_OWN_LOSS`, which no importer produces) and contract v7's `expert_parallel` and `trained_modules`
 # (`EXPERT_PARALLEL`, `MODULES_TO_SAVE`; the set's own columns win where it has them), and contract v8's `cpu_offload`
-# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`), and the Qwen README's blank `sharding` of full-parameter runs by
-# source (`LAUNCHER_BY_SOURCE`). `as_logged` prints the figures without each and without all of
+# `auto` (`PLACEMENT`) and `kernels` (`UNSLOTH`). `as_logged` prints the figures without each and without all of
 # them: what a set carrying only the columns sees.
 INFERRED = ("checkpoint", "context_parallel", "optimizer", "adapter", "loss_precision", "expert_parallel",
-            "trained_modules", "cpu_offload", "kernels", "sharding")
+            "trained_modules", "cpu_offload", "kernels")
 
 
 def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
@@ -217,8 +201,6 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
         dp = max(1, gpus // (tp * pp * cp))
         micro = int(r["micro_batch_size"] or 1)
         known = catalog.canonical(r["gpu_type"]) if r["gpu_type"] else None
-        source = source_of(r["source_repo"], r["source_path"])
-        sharding = sharding_of(r["sharding"], source, r["adapter"]) if "sharding" in inferred else r["sharding"]
         rows.append({
             c.JOB_ID: f"llm-{i:03d}", c.SUBMITTED_AT: "2026-11-20T00:00:00Z", c.STATUS: "COMPLETED",
             c.MODEL_TYPE: "Transformer", c.ARCH: name,
@@ -227,19 +209,20 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
             c.NUM_LAYERS: arch.layers if arch else None, c.PRECISION: r["precision"],
             c.OPTIMIZER: optimizer_of(notes) if "optimizer" in inferred else None,
             c.GPU_TYPE: r["gpu_type"], c.GPU_COUNT: gpus, c.TENSOR_PARALLEL: tp, c.PIPELINE_PARALLEL: pp, c.CONTEXT_PARALLEL: cp,
-            c.SHARDING: sharding,
+            c.SHARDING: r["sharding"],
             c.CPU_OFFLOAD: cpu_offload_of(r["cpu_offload"], notes) if "cpu_offload" in inferred else r["cpu_offload"],
             c.ACTIVATION_CHECKPOINTING: r["activation_checkpointing"],
             c.ADAPTER: adapter_of(r["adapter"], notes) if "adapter" in inferred else r["adapter"],
             c.LORA_RANK: r["lora_rank"], c.MICRO_BATCH_SIZE: micro, c.PEAK_GPU_MEM_GB: r["peak_gb"],
-            c.LOSS_PRECISION: loss_precision_of(source, sharding, notes, r["adapter"])
+            c.LOSS_PRECISION: loss_precision_of(source_of(r["source_repo"], r["source_path"]), r["sharding"], notes,
+                                                r["adapter"])
             if "loss_precision" in inferred else None,
             c.EXPERT_PARALLEL: expert_parallel_of(r.get(c.EXPERT_PARALLEL), notes if "expert_parallel" in inferred
                                                   else ""),
             c.TRAINED_MODULES: trained_modules_of(r.get(c.TRAINED_MODULES), r["adapter"],
                                                   notes if "trained_modules" in inferred else ""),
             c.KERNELS: "unsloth" if "kernels" in inferred and UNSLOTH.search(notes) else None,
-            "source": source, "oom": bool(r["oom"]),
+            "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),

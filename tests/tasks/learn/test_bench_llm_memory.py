@@ -136,22 +136,3 @@ def test_the_qwen_readme_s_deepspeed_runs_are_read_as_half_and_its_runs_without_
     assert logged[c.LOSS_PRECISION].to_list() == [None] * 4
     half, fp32 = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
     assert half[0] < fp32[0] - 4 and half[2] == fp32[2] and half[3] == fp32[3]
-
-
-def test_the_qwen_readme_s_full_parameter_runs_without_a_launcher_are_read_as_its_only_full_script_s_zero2(tmp_path):
-    """Session 17: the set leaves the Qwen README's Qwen-1.8B full-parameter rows' `sharding` blank ("launcher config
-    not stated"). The README's only full-parameter script, `finetune_ds.sh`, passes `--deepspeed
-    finetune/ds_config_zero2.json`, so they are read as `zero2` under DeepSpeed (Qwen-1's own loss: `half`). With
-    ZeRO-2's step (`llm_memory.ZERO_STEP_COPIES`) the prior meets the rows' flat 43.5 GB. Adapter runs, other sources
-    and a logged `sharding` are left as they are; dropped as logged."""
-    common = {"source_repo": "QwenLM/Qwen", "source_path": "README.md", "model": "Qwen-1.8B", "adapter": "none",
-              "sharding": None, "seq_len": 256, "other": "finetune.py (HF Trainer); full-parameter on 1 GPU; launcher config not stated"}
-    path = _set(tmp_path, common, {**common, "seq_len": 2048}, {**common, "adapter": "lora", "lora_rank": "64"},
-                {**common, "source_repo": "modelscope/ms-swift"}, {**common, "sharding": "none"})
-    noted, logged = bench.job_rows(path), bench.job_rows(path, ())
-    assert noted[c.SHARDING].to_list() == ["zero2", "zero2", None, None, "none"]
-    assert noted[c.LOSS_PRECISION].to_list() == ["half", "half", None, None, None]
-    assert logged[c.SHARDING].to_list() == [None, None, None, None, "none"]
-    prior = bench.estimates(noted)["prior"][0]
-    assert prior[0] == pytest.approx(43.5, rel=0.05) and prior[1] == pytest.approx(prior[0])  # the step's peak: flat
-    assert bench.estimates(logged)["prior"][0][0] < 0.6 * 43.5  # pure bf16: the -51% the set's column gives
