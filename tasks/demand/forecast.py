@@ -426,7 +426,7 @@ def choose(y: np.ndarray, days: int, candidates: Sequence[Callable[[], object]] 
     if not short and tuple(candidates) in BEST_TWO_SETS:
         beating = sorted((fold.mae, name) for name, fold in scored.items() if fold.mae < baseline.mae)
         if len(beating) >= 2:  # the two best that beat seasonal naive: their mean (`BestTwo`)
-            (_, first), (_, second) = beating[:2]
+            first, second = sorted(name for _, name in beating[:2])  # one name per pair, whichever led (review 67b D2)
             factories = {_alias(f()): f for f in candidates}
             pair = partial(BestTwo, factories[first], factories[second])
             both = np.add(scored[first].log_errors, scored[second].log_errors) / 2  # the mean forecast's own errors
@@ -492,7 +492,8 @@ MIN_MAE = 1e-9  # a member whose folds were exact: its weight is finite (it all 
 class BestTwo:
     """The mean (in log space, equal weights) of two candidates' forecasts: on a long history, the forecast of a series
     whose candidates are a set of `BEST_TWO_SETS` (jobs a day), made of the two candidates with the lowest
-    cross-validated MAE that both beat seasonal naive's (`choose`; with one such candidate, that one alone). Why: a
+    cross-validated MAE that both beat seasonal naive's (`choose`; with one such candidate, that one alone), named in
+    alphabetical order. Why: a
     forecast combination is robust where selection among close candidates is noisy. The folds rank candidates whose
     errors differ by little (three origins a week apart), so the best by them is partly chance, and the runner-up's
     errors partly cancel the best's; equal weights, as the ranking says little beyond which two (issue 53 session 17,
@@ -505,8 +506,18 @@ class BestTwo:
         self.alias = f"BestTwo({_alias(first())}, {_alias(second())})"
 
     def forecast(self, y: np.ndarray, h: int, level=None) -> dict[str, np.ndarray]:
+        """The members' mean forecast; a member that fails (at the final fit: the folds chose them where both worked)
+        leaves the other's alone, and both failing raise the first's error (review 67b D1)."""
         y = np.asarray(y, dtype=float)
-        return {"mean": sum(_remembered(factory, y, h) for factory in self.members) / len(self.members)}
+        means, errors = [], []
+        for factory in self.members:
+            try:
+                means.append(_remembered(factory, y, h))
+            except Exception as exc:  # noqa: BLE001  (a statsforecast fit can raise anything)
+                errors.append(exc)
+        if not means:
+            raise errors[0]
+        return {"mean": sum(means) / len(means)}
 
 
 @dataclass(frozen=True)

@@ -416,9 +416,13 @@ FUSED_OPTIMIZER = re.compile(r"fused", re.IGNORECASE)
 # weight decay: biases and norms) is small, so it is the whole partition. ZeRO-3 (`zero3`; stage3.py
 # `_prepare_fp32_grad_for_sub_group`: the same `self.flatten(self.averaged_gradients[sub_group_id]).to(...)`) steps
 # one sub-group at a time and releases it after its step: at most `ZERO3_SUB_GROUP` parameters at once (DeepSpeed's
-# `sub_group_size` default, which Qwen's and ms-swift's ZeRO-3 configs keep). Not `zero1`: the word also names
-# Megatron's distributed optimizer, whose fp32 gradient buffer `.float()` does not copy; not with the optimizer
-# offloaded (the fp32 gradients are made on the CPU). ColossalAI's Gemini, logged `zero3` too, steps its own chunks.
+# `sub_group_size` default, which Qwen's and ms-swift's ZeRO-3 configs keep; Lightning's `DeepSpeedStrategy` defaults
+# it to 1e12, so its ZeRO-3 runs copy their whole partition: undercounted here, review 67b L3). With fp32 weights the
+# flat copy is fp32 already and `.to` copies nothing (4 bytes, not 8). Not `zero1`: the word also names Megatron's
+# distributed optimizer, whose fp32 gradient buffer `.float()` does not copy; DeepSpeed's own ZeRO-1 runs the same
+# stage_1_and_2.py step and is knowingly undercounted by these 6 bytes (the set's `zero1` runs are Megatron's). Not
+# with the optimizer offloaded (the fp32 gradients are made on the CPU). ColossalAI's Gemini, logged `zero3` too,
+# steps its own chunks.
 ZERO_STEP_COPIES = frozenset({"zero2", "zero3"})  # the `sharding` words whose step makes those copies
 ZERO3_SUB_GROUP = 1e9
 GALORE_OPTIMIZER = re.compile(r"galore", re.IGNORECASE)
@@ -791,8 +795,9 @@ def step_temporary(arch: Arch, job: Layout) -> float:
     """Bytes the optimizer step allocates beside the states on one GPU (`FOREACH_TEMPORARY`): torch's foreach AdamW
     takes the square root of every second moment at once, a copy of them; DeepSpeed ZeRO-2's and ZeRO-3's step, full
     training, a flat 16-bit and an fp32 copy of its partition's gradients (ZeRO-3: of one sub-group,
-    `ZERO3_SUB_GROUP`; `ZERO_STEP_COPIES`); 0 where a fused kernel steps (DeepSpeed's Adam under zero1, Megatron's
-    apex / Transformer Engine Adam, which tensor parallelism implies), on the CPU (offload), for 8-bit, factored or
+    `ZERO3_SUB_GROUP`; `ZERO_STEP_COPIES`, whatever the tensor parallelism); else 0 where a fused kernel steps
+    (DeepSpeed's Adam under zero1, Megatron's apex / Transformer Engine Adam, which tensor parallelism implies), on
+    the CPU (offload), for 8-bit, factored or
     one-moment optimizers, and for adapters' own states (small); LISA's trained part copies its 16-bit second moments
     (`lisa_params`), an adapter run those of the modules it trains in full (contract v7 `trained_modules`:
     `trained_copy_params`)."""
@@ -800,7 +805,8 @@ def step_temporary(arch: Arch, job: Layout) -> float:
     if job.sharding in ZERO_STEP_COPIES and job.adapter == "none" and job.cpu_offload == "none":
         partition = arch.params / (job.tensor_parallel * job.pipeline_parallel) / job.state_ranks
         at_once = min(partition, ZERO3_SUB_GROUP) if job.sharding == "zero3" else partition
-        return at_once * (HALF_BYTES.get(job.precision, 2) + MASTER_BYTES.get(job.precision, 4))
+        flat, master = HALF_BYTES.get(job.precision, 2), MASTER_BYTES.get(job.precision, 4)
+        return at_once * (flat + (master if master != flat else 0))  # fp32 weights: `.to(fp32)` copies nothing
     if (job.sharding in ("zero1", "zero2", "zero3")
             or job.tensor_parallel > 1
             or job.cpu_offload != "none" or MOMENTS.get(optimizer.lower(), 2) != 2

@@ -139,10 +139,12 @@ def test_a_long_count_is_forecast_by_the_mean_of_its_two_best():
     assert (h, windows) == (14, module.CV_WINDOWS)
     folds = module.cv_errors(y, [*module.JOB_CANDIDATES, module._seasonal_naive], h, windows)
     naive = folds.pop(module.SEASONAL_NAIVE)
-    (_, first), (_, second) = sorted((f.mae, name) for name, f in folds.items() if f.mae < naive.mae)[:2]
+    first, second = sorted(name for _, name in sorted((f.mae, name) for name, f in folds.items() if f.mae < naive.mae)[:2])
     choice = module.choose(y, 14, module.JOB_CANDIDATES)
-    assert choice.method == f"BestTwo({first}, {second})" and choice.reason is None
-    assert choice.errors == pytest.approx((np.array(folds[first].log_errors) + folds[second].log_errors) / 2)
+    assert choice.method == f"BestTwo({first}, {second})" and choice.reason is None  # named alphabetically
+    # its band's errors are the pair's own, cross-validated as any candidate's (review 67b D3)
+    own = module.cv_errors(y, [choice.model], h, windows)[choice.method]
+    assert choice.errors == pytest.approx(own.log_errors)
     factories = {module._alias(f()): f for f in module.JOB_CANDIDATES}
     logged = np.log1p(y)
     mean = (factories[first]().forecast(y=logged, h=14)["mean"] + factories[second]().forecast(y=logged, h=14)["mean"]) / 2
@@ -365,3 +367,22 @@ def test_a_combination_inside_the_folds_forecasts_each_members_days_once():
     calls.clear()
     module.choose(y, 14, (combined,))
     assert len(calls) == 5  # the next series (here the same one again): forgotten at `choose`, forecast afresh
+
+
+def test_a_pair_whose_member_fails_at_the_final_fit_forecasts_with_the_other():
+    """Review 67b D1: a `BestTwo` member that raises leaves the other's forecast alone (it fell back to seasonal naive,
+    its reason a TypeError of the conformal retry); both failing raise the first's error."""
+    def broken():
+        class Broken:
+            alias = "Broken"
+
+            def forecast(self, y, h, level=None):
+                raise ValueError("the fit did not converge")
+        return Broken()
+
+    y = np.log1p(shifting(56, shift=14)["jobs_submitted"].to_numpy())
+    works = module.JOB_CANDIDATES[0]
+    got = module.BestTwo(works, broken).forecast(y, 14)["mean"]
+    assert got == pytest.approx(works().forecast(y=y, h=14)["mean"])
+    with pytest.raises(ValueError, match="did not converge"):
+        module.BestTwo(broken, broken).forecast(y, 14)
