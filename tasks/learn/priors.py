@@ -241,7 +241,8 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
-    mfu = np.array([MFU.get(f, np.nan) for f in FAMILY_NAMES])[fam]  # ("vit" is read as a "transformer" above)
+    mfu = np.array([MFU[f] for f in FAMILIES] + [np.nan])[fam]  # "vit" is a "transformer" by now; a family MFU lacks
+    # raises here, as the lookup by name did (review 67c S3-1)
     achieved_tflops = _peak_or_reference(df) * mfu * gpus
     runtime_h = iterations * flops_per_iter / (achieved_tflops * 1e12) / 3600.0
     # float arrays whatever the row count: with no row (a night with nothing pending) numpy's empty results

@@ -175,3 +175,16 @@ def test_the_language_model_reading_moves_no_prior_and_is_read_for_recurrent_job
             assert gb > row["prior_mem_gb"]
         else:
             assert np.isnan(gb)
+
+
+def test_the_state_prior_reads_each_job_s_own_optimizer_and_precision():
+    """Review 67c S3-2: the per-value tables of `compute` read the optimizer column for the optimizer's bytes (SGD 4
+    a parameter fewer than AdamW), FP64 doubles them, an unknown or missing optimizer gets UNKNOWN_OPTIMIZER_BYTES; and
+    every family has an MFU (a missing one raises, review 67c S3-1)."""
+    base = _job("MLP", 100.0, 4)
+    jobs = [{**base, c.OPTIMIZER: o, c.PRECISION: p} for o, p in
+            (("AdamW", "FP32"), ("SGD", "FP32"), ("SGD", "FP64"), ("AdamW", "FP64"), (None, "FP32"), ("Lion?", "FP32"))]
+    state = _priors(jobs)["prior_state_gb"].to_numpy() * priors.GB / 100e6  # bytes a parameter
+    assert state.tolist() == pytest.approx([8 + 8, 8 + 4, 16 + 8, 16 + 16, 8 + priors.UNKNOWN_OPTIMIZER_BYTES,
+                                            8 + priors.UNKNOWN_OPTIMIZER_BYTES])
+    assert set(priors.FAMILIES) <= set(priors.MFU)

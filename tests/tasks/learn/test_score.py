@@ -113,6 +113,10 @@ def test_memory_advice_of_every_pending_job_in_order_needs_no_join(monkeypatch):
     def no_join(*args, **kwargs):
         raise AssertionError("joined 1M job ids")
 
+    # the pending jobs naming one job twice (ids not strictly increasing) join, whatever the forecasts' order (67c S3-3)
+    twice = per_job.vstack(per_job.head(1)).sort("job_id")
+    assert memory_advice(f.vstack(f.head(1)).sort("job_id"), twice).height == 6  # a twice x a twice: 4 rows; b, c
+
     monkeypatch.setattr(pl.DataFrame, "join", no_join)
     assert memory_advice(f, per_job).equals(joined["in order"])
     with pytest.raises(AssertionError, match="joined"):
