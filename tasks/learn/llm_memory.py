@@ -61,7 +61,9 @@ The states are sharded (ZeRO, FSDP) or all-reduced (DDP) over the ranks that hol
 * mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
   1 / n of every block's experts (and so of their gradients and moments), the dense parts whole; the experts' sharded
   states are spread over the expert-data-parallel ranks, d x c / n (`expert_data_parallel`: Megatron-Core's and
-  DeepSpeed's separate expert optimizer), not over d.
+  DeepSpeed's separate expert optimizer), not over d. The experts' matrices are split over the expert tensor-parallel
+  ranks (`Layout.expert_tensor_parallel`): t, unless the GPUs are too few for t x n x p (Megatron-Core's rule), then
+  the largest divisor of t that fits.
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention
@@ -374,6 +376,18 @@ class Layout:
         mesh, DeepSpeed's ZeRO partitions over its sequence-data-parallel group under Ulysses (review 63 S3-6)."""
         return self.data_parallel * max(1, self.context_parallel)
 
+    @property
+    def expert_tensor_parallel(self) -> int:
+        """The GPUs each expert's matrices are split over (Megatron-Core's `expert_tensor_parallel_size`, e): the
+        tensor size t by default, but megatron/core/parallel_state.py `initialize_model_parallel` raises unless the
+        world is divisible by e x expert parallel x pipeline, so a job on fewer GPUs than t x n x p set it lower
+        (ms-swift's GLM-4.5-Air scripts: TP4 x EP4 on 4 GPUs with `--expert_tensor_parallel_size 1`): the largest
+        divisor of t that fits (1 if none does)."""
+        n, p = max(1, self.expert_parallel), max(1, self.pipeline_parallel)
+        fits = [e for e in range(1, max(1, self.tensor_parallel) + 1)
+                if self.tensor_parallel % e == 0 and self.gpu_count % (e * n * p) == 0]
+        return max(fits, default=1)
+
 
 # --- constants (bytes) --------------------------------------------------------------------------------------
 HALF_BYTES = {"FP16": 2, "BF16": 2, "FP8": 2, "FP32": 4, "FP64": 8}  # FP8 training keeps 16-bit weights (TE)
@@ -661,22 +675,28 @@ def states(arch: Arch, job: Layout, experts: float = 0.0) -> tuple[float, float,
 
 
 def expert_split(arch: Arch, job: Layout) -> Arch:
-    """`arch` as one GPU of an expert-parallel job holds it (contract v7 `expert_parallel` n): 1 / n of each block's
-    experts (their weights, and so their gradients and optimizer states), the attention, norms, embedding and head
-    whole, as Megatron's and DeepSpeed MoE's expert parallelism place them. A dense model, or n = 1: `arch` itself."""
+    """`arch` as one GPU of an expert-parallel job holds it (contract v7 `expert_parallel` n), before the prior's
+    tensor x pipeline split: 1 / n of each block's experts (their weights, and so their gradients and optimizer
+    states), the attention, norms, embedding and head whole, as Megatron's and DeepSpeed MoE's expert parallelism
+    place them. The experts are split over the expert tensor-parallel ranks e (`Layout.expert_tensor_parallel`), not
+    over t: where e < t the GPU's experts are counted t / e times here, so that the prior's division by t leaves it
+    1 / e of them. A dense model, or n = 1: `arch` itself."""
     n = job.expert_parallel
     if n <= 1 or arch.experts <= 1:
         return arch
-    return replace(arch, params=arch.params - arch.experts_params * (1 - 1 / n), experts=max(1, arch.experts // n))
+    widen = max(1, job.tensor_parallel) // job.expert_tensor_parallel  # e divides t
+    return replace(arch, params=arch.params - arch.experts_params + experts_held(arch, job),
+                   experts=max(1, arch.experts // n) * widen)
 
 
 def experts_held(arch: Arch, job: Layout) -> float:
-    """Parameters of the experts one GPU of an expert-parallel job holds (before the tensor x pipeline split): 1 / n of
-    `arch`'s (the unsplit model's) experts; 0 for a dense model or n = 1."""
+    """Parameters of the experts one GPU of an expert-parallel job holds, before the tensor x pipeline split: 1 / n of
+    `arch`'s (the unsplit model's) experts, x t / e where the experts' tensor split e is below t (`expert_split`); 0
+    for a dense model or n = 1."""
     n = job.expert_parallel
     if n <= 1 or arch.experts <= 1:
         return 0.0
-    return arch.experts_params / n
+    return arch.experts_params / n * (max(1, job.tensor_parallel) // job.expert_tensor_parallel)
 
 
 def expert_data_parallel(job: Layout) -> int:
@@ -684,10 +704,13 @@ def expert_data_parallel(job: Layout) -> int:
     over n. Megatron-Core builds a separate optimizer for the expert parameters (megatron/core/optimizer/__init__.py
     `get_megatron_optimizer`: "We use separate optimizers for expert parameters and non-expert parameters", the
     expert one's `data_parallel_group` the intra expert-data-parallel group), of world / (expert tensor x n x
-    pipeline) ranks, the expert tensor size being the tensor size by default: d x c / n. DeepSpeed's ZeRO 1-2
-    partitions an MoE parameter group over its expert-data-parallel group likewise. So under EP8 over 8 data-parallel
-    ranks each GPU keeps its experts' optimizer states whole, not 1 / 8 of them."""
-    return max(1, job.data_parallel * job.context_parallel // max(1, job.expert_parallel))
+    pipeline) ranks (megatron/core/parallel_state.py: `expert_data_parallel_size = world_size //
+    expert_tensor_model_pipeline_parallel_size`; the expert tensor size e, `Layout.expert_tensor_parallel`, is the
+    tensor size by default, which makes it d x c / n). DeepSpeed's ZeRO 1-2 partitions an MoE parameter group over its
+    expert-data-parallel group likewise. So under EP8 over 8 data-parallel ranks each GPU keeps its experts' optimizer
+    states whole, not 1 / 8 of them."""
+    return max(1, job.gpu_count // (job.expert_tensor_parallel * max(1, job.expert_parallel)
+                                    * max(1, job.pipeline_parallel)))
 
 
 # Matrices (vocabulary x hidden) an adapter run trains in full by its contract v7 `trained_modules`: PEFT's

@@ -931,3 +931,32 @@ def test_a_tensor_parallel_bf16_full_training_job_holds_megatron_s_18_bytes_and_
     assert m.states(arch, lora)[0] == pytest.approx(params * 2)  # the frozen base, no gradients
     assert m.activations(arch, lora)[1] == pytest.approx(4096 * arch.vocab * 6 / 2)
     assert m.activations(arch, replace(tp2_dp4, loss_precision="fused"))[1] == 0.0
+
+
+def test_the_experts_tensor_split_is_the_largest_megatron_core_allows_on_the_job_s_gpus():
+    """Megatron-Core's `initialize_model_parallel` takes the expert tensor-parallel size from the tensor size unless it
+    is set, and raises unless expert tensor x expert parallel x pipeline divides the world. ms-swift's GLM-4.5-Air
+    LoRA script runs TP4 x EP4 on 4 GPUs, which only an expert tensor size of 1 allows: each GPU holds its 32 experts
+    whole (~51 GB of 16-bit weights), where the old prior split them over the 4 tensor-parallel ranks too (~13 GB)."""
+    arch = m.lookup("GLM-4.5-Air")
+    job = m.Layout(gpu_count=4, tensor_parallel=4, expert_parallel=4, adapter="lora", lora_rank=32,
+                   activation_checkpointing="full", seq_len=8192)
+    dense = arch.params - arch.experts_params
+    base = (dense / 4 + arch.experts_params / 4) * 2  # the dense parts over t, a quarter of the experts whole
+    assert m.per_gpu(arch, job).weights_gb > 50
+    assert m.per_gpu(arch, job).weights_gb == pytest.approx(base / m.GB)
+    assert job.expert_tensor_parallel == 1
+    assert replace(job, gpu_count=16).expert_tensor_parallel == 4  # the default fits: the experts over t
+    assert replace(job, gpu_count=8).expert_tensor_parallel == 2  # the largest divisor of t that fits
+    assert replace(job, expert_parallel=1).expert_tensor_parallel == 4
+    assert m.expert_data_parallel(job) == 1
+    # on 16 GPUs the experts are split over t as well: 1 / 16 of them on each GPU, over 16 / (4 x 4) = 1 ranks
+    wide = replace(job, gpu_count=16)
+    assert m.per_gpu(arch, wide).weights_gb == pytest.approx((dense / 4 + arch.experts_params / 16) * 2 / m.GB)
+    # full training of Mixtral over TP2 x EP4 on 4 GPUs (expert tensor 1): each expert's states whole on its GPU,
+    # its optimizer over world / (1 x 4) = 1 rank, the dense parts' over d x c = 2
+    mix = m.lookup("Mixtral-8x7B")
+    full = m.Layout(gpu_count=4, tensor_parallel=2, expert_parallel=4, sharding="zero1", activation_checkpointing="full")
+    assert (full.expert_tensor_parallel, m.expert_data_parallel(full)) == (1, 1)
+    held = m.experts_held(mix, full)
+    assert held / 2 == pytest.approx(mix.experts_params / 4)  # after the prior's / t: 2 of 8 experts whole
