@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
+import polars as pl
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
@@ -256,22 +256,25 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
     return totals
 
 
-# Bulk inserts of the per-file rows: a registered Arrow table typed like the target table, one statement.
-_S, _I = pa.string(), pa.int64()
+# Bulk inserts of the per-file rows: a registered Polars frame typed like the target table, one statement. Not an Arrow
+# table built by PyArrow: `pa.array` and `pa.Table.from_pylist` import pandas (0.35-0.6 s of CPU, ~1 s of wall at load
+# 6, the command's second largest import after Prefect), which nothing else in `gpucast ingest` loads (issue 52,
+# session 18: `tests/warehouse/test_record_files.py`).
+_S, _I = pl.String, pl.Int64
 FILE_ROWS = ("INSERT OR REPLACE INTO ingest_files SELECT * FROM _rows",
-             pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _I, _I, _I, _I, _S, _S, pa.list_(_S)])]))
+             {f"c{i}": t for i, t in enumerate([_S, _S, _S, _S, _I, _I, _I, _I, _S, _S, pl.List(_S)])})
 REJECTED_FILE_ROWS = ("INSERT OR REPLACE INTO rejected_files SELECT * FROM _rows",
-                      pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, pa.timestamp("us", tz="UTC")])]))
+                      {f"c{i}": t for i, t in enumerate([_S, _S, _S, _S, pl.Datetime("us", "UTC")])})
 OUTCOME_ROWS = ("INSERT INTO validation_results SELECT * FROM _rows",
-                pa.schema([(f"c{i}", t) for i, t in enumerate([_S, _S, _S, _S, _S, _S, pa.bool_(), _I, _S])]))
+                {f"c{i}": t for i, t in enumerate([_S, _S, _S, _S, _S, _S, pl.Boolean, _I, _S])})
 
 
-def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, pa.Schema], rows: list[tuple]) -> None:
-    """Insert every row at once (`target`: one of the statements above and its Arrow schema)."""
+def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, dict], rows: list[tuple]) -> None:
+    """Insert every row at once (`target`: one of the statements above and its columns' Polars types)."""
     if not rows:
         return
     statement, schema = target
-    con.register("_rows", pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema))
+    con.register("_rows", pl.DataFrame(rows, schema=schema, orient="row"))
     try:
         con.execute(statement)
     finally:
