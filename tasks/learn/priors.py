@@ -80,6 +80,16 @@ UNKNOWN_OPTIMIZER_BYTES = 8
 STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 10, "BF16": 10}
 ACTIVATION_BYTES = {"FP32": 4, "FP64": 8, "FP16": 2, "BF16": 2}
 OPTIMIZER_SCALE = {"FP64": 2.0}  # FP64 keeps its optimizer state in FP64
+# The optimizer step's peak (an MLP's: `compute`): the FP32 (FP64) weights and gradients, autocast's half-precision
+# copies freed; the optimizer's state and the parameter-sized temporaries its foreach step makes (PyTorch's multi-tensor
+# optimizers, the default on CUDA): Adam / AdamW the square root of the second moment, Adagrad the state's square root
+# and the scaled gradients, RMSprop the square root of its average, SGD none; with weight decay SGD and RMSprop also a
+# decayed copy of the gradients (traced on a wide MLP at batch 1: 20 bytes a parameter for FP32 Adam, AdamW and
+# Adagrad, 16 for RMSprop, 12 for SGD, 20 and 16 with decay; FP64 twice; tests/tasks/learn/test_priors.py).
+STEP_STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 8, "BF16": 8}
+OPTIMIZER_STEP_TEMPORARIES = {"Adam": 4, "AdamW": 4, "SGD": 0, "RMSprop": 4, "Adagrad": 8}
+UNKNOWN_STEP_TEMPORARIES = 4
+DECAY_COPY_BYTES = {"SGD": 4, "RMSprop": 4}  # the decayed gradients' copy, with weight decay (`regularization`)
 
 FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet", "vgg", "convnet")
 # A logged model type -> family; unknown types by keyword (the first that the lower-cased type contains),
@@ -245,6 +255,13 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     values, tokens = _activations_and_tokens(fam, params, layers, dim)
     act_bytes = precision.of(lambda p: float(ACTIVATION_BYTES.get(p, 4)))
     activations = batch / gpus * values * act_bytes
+    # An MLP keeps few activations (a few values per unit, against its width's weights per unit), so its peak is the
+    # optimizer step's, after the backward has freed them, when that is larger: the activations are counted as far as
+    # the backward's peak (state + activations) exceeds the step's.
+    mlp = fam == CODE["mlp"]
+    if mlp.any():
+        step = _optimizer_step_bytes(df, precision, params)
+        activations = np.where(mlp, np.maximum(activations, step - state), activations)
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
@@ -263,6 +280,19 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
         "prior_gflops": achieved_tflops * 1e3,
         "prior_runtime_hours": runtime_h,
     }.items()})
+
+
+def _optimizer_step_bytes(df: pl.DataFrame, precision: Distinct, params: np.ndarray) -> np.ndarray:
+    """Tensor bytes at the optimizer step's peak (`STEP_STATE_BYTES`, the optimizer's state and its foreach
+    temporaries; FP64 doubles the optimizer's part)."""
+    optimizer = Distinct(df[c.OPTIMIZER])
+    state = optimizer.of(lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)))
+    temporaries = optimizer.of(lambda o: float(OPTIMIZER_STEP_TEMPORARIES.get(o or None, UNKNOWN_STEP_TEMPORARIES)))
+    decay = optimizer.of(lambda o: float(DECAY_COPY_BYTES.get(o or None, 0)))
+    if c.REGULARIZATION in df.columns:
+        temporaries = temporaries + decay * df[c.REGULARIZATION].cast(pl.Float64).fill_null(0.0).to_numpy()
+    scale = precision.of(lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)))
+    return params * (precision.of(lambda p: float(STEP_STATE_BYTES.get(p, 8))) + (state + temporaries) * scale)
 
 
 def _shape(df: pl.DataFrame) -> tuple[Distinct, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
