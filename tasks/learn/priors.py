@@ -80,16 +80,6 @@ UNKNOWN_OPTIMIZER_BYTES = 8
 STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 10, "BF16": 10}
 ACTIVATION_BYTES = {"FP32": 4, "FP64": 8, "FP16": 2, "BF16": 2}
 OPTIMIZER_SCALE = {"FP64": 2.0}  # FP64 keeps its optimizer state in FP64
-# The optimizer step's peak (an MLP's: `compute`): the FP32 (FP64) weights and gradients, autocast's half-precision
-# copies freed; the optimizer's state and the parameter-sized temporaries its foreach step makes (PyTorch's multi-tensor
-# optimizers, the default on CUDA): Adam / AdamW the square root of the second moment, Adagrad the state's square root
-# and the scaled gradients, RMSprop the square root of its average, SGD none; with weight decay SGD and RMSprop also a
-# decayed copy of the gradients (traced on a wide MLP at batch 1: 20 bytes a parameter for FP32 Adam, AdamW and
-# Adagrad, 16 for RMSprop, 12 for SGD, 20 and 16 with decay; FP64 twice; tests/tasks/learn/test_priors.py).
-STEP_STATE_BYTES = {"FP32": 8, "FP64": 16, "FP16": 8, "BF16": 8}
-OPTIMIZER_STEP_TEMPORARIES = {"Adam": 4, "AdamW": 4, "SGD": 0, "RMSprop": 4, "Adagrad": 8}
-UNKNOWN_STEP_TEMPORARIES = 4
-DECAY_COPY_BYTES = {"SGD": 4, "RMSprop": 4}  # the decayed gradients' copy, with weight decay (`regularization`)
 
 FAMILIES = ("mlp", "transformer", "rnn", "gru", "lstm", "cnn", "resnet", "vgg", "convnet")
 # A logged model type -> family; unknown types by keyword (the first that the lower-cased type contains),
@@ -138,13 +128,6 @@ CONV_KERNEL_WEIGHTS = {"cnn": 9, "vgg": 9, "resnet": 9, "convnet": 1}
 # VGG's dense head (Simonyan & Zisserman, 2015; torchvision pools the last map to 7x7): 3 of its layers.
 VGG_HEAD, VGG_HEAD_MAP, VGG_DENSE_LAYERS = (4096, 4096, 1000), 7, 3
 CONV_VALUES_PER_POSITION = 3
-# A ResNet of a depth He et al. (2016, table 1) name: bottleneck blocks or basic ones, and the blocks of each of its 4
-# stages (every other depth: its convolutions split evenly over the stages). A basic block holds two 3x3 convolutions
-# at its stage's width c (18 c^2 weights); a bottleneck block a 1x1 from 4c to c, a 3x3 and a 1x1 from c to 4c
-# (4 + 9 + 4 = 17 c^2). Every convolution keeps CONV_VALUES_PER_POSITION values per position at the width c.
-RESNET_BLOCKS = {18: (False, (2, 2, 2, 2)), 34: (False, (3, 4, 6, 3)), 50: (True, (3, 4, 6, 3)),
-                 101: (True, (3, 4, 23, 3)), 152: (True, (3, 8, 36, 3))}
-RESNET_BLOCK = {False: (2, 18.0), True: (3, 17.0)}  # bottleneck? -> (convolutions, weights in c^2) of a block
 MLP_VALUES_PER_WIDTH = 4
 TRANSFORMER_VALUES_PER_HIDDEN = 24
 MFU = {"transformer": 0.40, "cnn": 0.35, "resnet": 0.35, "vgg": 0.35, "convnet": 0.35, "mlp": 0.30, "rnn": 0.15, "gru": 0.15, "lstm": 0.15}
@@ -255,13 +238,6 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
     values, tokens = _activations_and_tokens(fam, params, layers, dim)
     act_bytes = precision.of(lambda p: float(ACTIVATION_BYTES.get(p, 4)))
     activations = batch / gpus * values * act_bytes
-    # An MLP keeps few activations (a few values per unit, against its width's weights per unit), so its peak is the
-    # optimizer step's, after the backward has freed them, when that is larger: the activations are counted as far as
-    # the backward's peak (state + activations) exceeds the step's.
-    mlp = fam == CODE["mlp"]
-    if mlp.any():
-        step = _optimizer_step_bytes(df, precision, params)
-        activations = np.where(mlp, np.maximum(activations, step - state), activations)
 
     forward = 2.0 * params * tokens + _attention_flops(fam, params, layers, dim)
     flops_per_iter = 3.0 * forward * batch
@@ -280,19 +256,6 @@ def compute(df: pl.DataFrame) -> pl.DataFrame:
         "prior_gflops": achieved_tflops * 1e3,
         "prior_runtime_hours": runtime_h,
     }.items()})
-
-
-def _optimizer_step_bytes(df: pl.DataFrame, precision: Distinct, params: np.ndarray) -> np.ndarray:
-    """Tensor bytes at the optimizer step's peak (`STEP_STATE_BYTES`, the optimizer's state and its foreach
-    temporaries; FP64 doubles the optimizer's part)."""
-    optimizer = Distinct(df[c.OPTIMIZER])
-    state = optimizer.of(lambda o: float(OPTIMIZER_STATE_BYTES.get(o or None, UNKNOWN_OPTIMIZER_BYTES)))
-    temporaries = optimizer.of(lambda o: float(OPTIMIZER_STEP_TEMPORARIES.get(o or None, UNKNOWN_STEP_TEMPORARIES)))
-    decay = optimizer.of(lambda o: float(DECAY_COPY_BYTES.get(o or None, 0)))
-    if c.REGULARIZATION in df.columns:
-        temporaries = temporaries + decay * df[c.REGULARIZATION].cast(pl.Float64).fill_null(0.0).to_numpy()
-    scale = precision.of(lambda p: float(OPTIMIZER_SCALE.get(p, 1.0)))
-    return params * (precision.of(lambda p: float(STEP_STATE_BYTES.get(p, 8))) + (state + temporaries) * scale)
 
 
 def _shape(df: pl.DataFrame) -> tuple[Distinct, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -352,35 +315,20 @@ def _activations_and_tokens(fam: np.ndarray, params: np.ndarray, layers: np.ndar
 def _conv_stages(fam: str, P: np.ndarray, L: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(activation values per sample, uses per weight) of a staged convolutional network."""
     mult = np.asarray(CONV_STAGES[fam], dtype=np.float64)
-    convs = np.maximum((L - (VGG_DENSE_LAYERS if fam == "vgg" else 0)) / len(mult), 1.0)  # per stage, evenly
+    convs = np.maximum((L - (VGG_DENSE_LAYERS if fam == "vgg" else 0)) / len(mult), 1.0)  # per stage
     weights = CONV_KERNEL_WEIGHTS[fam] * convs * np.sum(mult**2)  # conv weights = weights x base^2
-    stage_convs, stage_weights = _stage_convs(fam, L, convs, len(mult))  # (jobs, stages): convs, weights / c_stage^2
     head = np.zeros_like(P)
     if fam == "vgg":
         base = _vgg_base(P, weights)
         head = np.minimum(P, base * mult[-1] * VGG_HEAD_MAP**2 * VGG_HEAD[0] + np.sum(np.multiply(VGG_HEAD[:-1], VGG_HEAD[1:])))
     else:
-        base = np.sqrt(P / np.sum(stage_weights * mult**2, axis=1))  # channels of the first stage
+        base = np.sqrt(P / weights)  # channels of the first stage
     stem = np.where(s > RESNET_SMALL_IMAGE_SIDE, CONV_STEM_STRIDE[fam], 1.0)
     side = s[:, None] / stem[:, None] / 2.0 ** np.arange(len(mult))  # (jobs, stages)
     positions = np.maximum(side, 1.0) ** 2
-    values = CONV_VALUES_PER_POSITION * base * np.sum(stage_convs * positions * mult, axis=1)
-    uses = np.sum(positions * mult**2, axis=1) / np.sum(mult**2)  # FLOP-weighted positions per conv weight (even split)
+    values = CONV_VALUES_PER_POSITION * convs * base * np.sum(positions * mult, axis=1)
+    uses = np.sum(positions * mult**2, axis=1) / np.sum(mult**2)  # FLOP-weighted positions per conv weight
     return values, (uses * (P - head) + head) / P  # a dense head's weights are used once per sample
-
-
-def _stage_convs(fam: str, L: np.ndarray, convs: np.ndarray, stages: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per job and stage, (convolutions, weights in units of the stage's width squared): a ResNet of a depth in
-    `RESNET_BLOCKS` by its blocks, every other net `convs` 3x3 (or 1x1: `CONV_KERNEL_WEIGHTS`) convolutions a stage."""
-    stage_convs = np.repeat(convs[:, None], stages, axis=1)
-    stage_weights = CONV_KERNEL_WEIGHTS[fam] * stage_convs
-    if fam == "resnet":
-        for depth, (bottleneck, blocks) in RESNET_BLOCKS.items():
-            per_block, block_weights = RESNET_BLOCK[bottleneck]
-            m = L == depth
-            stage_convs[m] = per_block * np.asarray(blocks, dtype=np.float64)
-            stage_weights[m] = block_weights * np.asarray(blocks, dtype=np.float64)
-    return stage_convs, stage_weights
 
 
 def _vgg_base(P: np.ndarray, weights: np.ndarray) -> np.ndarray:
