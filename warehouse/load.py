@@ -274,7 +274,9 @@ def _insert(con: duckdb.DuckDBPyConnection, target: tuple[str, dict], rows: list
     if not rows:
         return
     statement, schema = target
-    con.register("_rows", pl.DataFrame(rows, schema=schema, orient="row"))
+    # by columns, strictly: a value of another type raises here (a row-wise build would coerce it silently)
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(schema)}
+    con.register("_rows", pl.DataFrame(columns, schema=schema, strict=True))
     try:
         con.execute(statement)
     finally:

@@ -60,10 +60,10 @@ The states are sharded (ZeRO, FSDP) or all-reduced (DDP) over the ranks that hol
   step temporary (a fused Adam).
 * mixture-of-experts under expert parallelism (contract v7 `expert_parallel` n, `expert_split`): each GPU holds
   1 / n of every block's experts (and so of their gradients and moments), the dense parts whole; the experts' sharded
-  states are spread over the expert-data-parallel ranks, d x c / n (`expert_data_parallel`: Megatron-Core's and
-  DeepSpeed's separate expert optimizer), not over d. The experts' matrices are split over the expert tensor-parallel
-  ranks (`Layout.expert_tensor_parallel`): t, unless the GPUs are too few for t x n x p (Megatron-Core's rule), then
-  the largest divisor of t that fits.
+  states are spread over the expert-data-parallel ranks, gpu_count / (e x n x p) (`expert_data_parallel`:
+  Megatron-Core's and DeepSpeed's separate expert optimizer; d x c / n where e = t), not over d. The experts' matrices
+  are split over the expert tensor-parallel ranks e (`Layout.expert_tensor_parallel`): t, unless gpu_count is not a
+  multiple of t x n x p (Megatron-Core's rule), then the largest divisor of t for which it is.
 
 **Activations per micro-batch** (`activations`): Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", sec. 4.1, eq. 1: a block keeps s b h (34 + 5 a s / h) bytes at 16 bits: attention

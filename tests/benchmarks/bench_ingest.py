@@ -9,7 +9,9 @@ Two views, each run `--repeat` times (default 2), each run in a fresh process an
   command (`python -c "import duckdb; COPY (SELECT * FROM read_json(...)) TO ... (FORMAT parquet)"`, its
   start-up included too), run just before and just after each command (the ratio takes their mean).
   Prefect's home is kept across the runs (a user's second run: its database and the bytecode of what the
-  command imports are made once, by a warm-up command on the file's first 2,000 lines before the timings); with `--running-server`, the command runs a second time against a `prefect server start`
+  command imports are made once, by a warm-up command on the file's first 2,000 lines before the timings;
+  `--only flow` has no warm-up, so its untimed start-up line still includes compiling); with `--running-server`,
+  the command runs a second time against a `prefect server start`
   started once before the runs, as a deployment has (issue 40, decision 1: `PREFECT_API_URL` set, no temporary
   server; its goal, <= 5x, is on this figure, <= 8x on the first; `--running-server-only` skips the first);
   the flow view likewise runs against that server (the server's CPU then not in the flow's figure), after or
@@ -242,8 +244,10 @@ def warm_prefect(work: Path, src: Path) -> None:
     env = dict(os.environ, GPUCAST_HOME=str(work / "home-warm"), PREFECT_HOME=str(work / "prefect-command"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     shutil.rmtree(work / "home-warm", ignore_errors=True)
-    subprocess.run([sys.executable, "-c", COMMAND, str(work / "warm-up-rss.txt"), "ingest", str(head)],
-                   capture_output=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", COMMAND, str(work / "warm-up-rss.txt"), "ingest", str(head)],
+                         capture_output=True, text=True, env=env)
+    if out.returncode:
+        sys.exit(f"the warm-up `gpucast ingest` of {head} failed:\n{out.stderr[-3000:]}")
 
 
 def simulate(rows: int, dirty_fraction: float, work: Path) -> tuple[Path, int]:

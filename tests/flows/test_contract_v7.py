@@ -25,12 +25,12 @@ def test_a_v6_warehouse_upgrades_to_v7_keeps_its_rows_and_loads_experts_and_trai
            record(job_id="mts-1", arch="Qwen-7B", adapter="lora", lora_rank=64,
                   trained_modules="['embed_tokens', 'lm_head']"),
            record(job_id="odd-1", arch="Qwen-7B", adapter="lora", trained_modules="score"),
-           record(job_id="bad-1", arch="Mixtral-8x7B", gpu_count=8, tensor_parallel=2, expert_parallel=8)]
+           record(job_id="bad-1", arch="Mixtral-8x7B", gpu_count=8, pipeline_parallel=2, expert_parallel=8)]
     s = ingest(write(tmp_path / "c.jsonl", jsonl(*new)))
     assert (s.rows_loaded, s.rows_rejected) == (3, 1)
     assert query(home, "SELECT job_id, expert_parallel, trained_modules FROM job_logs WHERE job_id IN ('moe-1', "
                        "'mts-1', 'odd-1') ORDER BY job_id") == [("moe-1", 8, None), ("mts-1", None, "embeddings_and_head"),
                                                                 ("odd-1", None, c.UNKNOWN_WORD)]
     reasons = query(home, "SELECT reasons FROM rejected_job_logs WHERE job_id = 'bad-1'")
-    assert "expert_parallel must divide the data-parallel x context-parallel ranks" in str(reasons), reasons
+    assert "expert_parallel x pipeline_parallel must divide gpu_count (got 8 x 2 = 16 on 8 GPUs)" in str(reasons), reasons
     assert query(home, "SELECT count(*) FROM job_logs") == [(6,)]

@@ -32,12 +32,13 @@ results = [
 con = connect_writer(Settings.from_env().storage)
 with transaction(con):
     totals = load._record_files(con, "ingest-1", results, {"/in/a.jsonl": 3, "/in/c.jsonl": 7}, now)
+cells = lambda r: [None if v is None else str(v) for v in r]  # a NULL stays null, not the text "None"
 print(json.dumps({
     "pandas": "pandas" in sys.modules,
     "totals": totals,
-    "files": [list(map(str, r)) for r in con.execute("SELECT * FROM ingest_files ORDER BY source_file").fetchall()],
-    "rejected": [list(map(str, r)) for r in con.execute("SELECT * FROM rejected_files").fetchall()],
-    "outcomes": [list(map(str, r)) for r in con.execute("SELECT * FROM validation_results ORDER BY column_name").fetchall()],
+    "files": [cells(r) for r in con.execute("SELECT * FROM ingest_files ORDER BY source_file").fetchall()],
+    "rejected": [cells(r) for r in con.execute("SELECT * FROM rejected_files").fetchall()],
+    "outcomes": [cells(r) for r in con.execute("SELECT * FROM validation_results ORDER BY column_name").fetchall()],
 }))
 """
 
@@ -49,14 +50,14 @@ def test_the_loads_rows_per_file_are_written_typed_and_without_pandas(home):
                              "rows_duplicate": 1, "message": "b.csv: not UTF-8 at line 2; c.jsonl: ignored unknown "
                                                              "column(s) colour, mood"}
     assert got["files"] == [
-        ["ingest-1", "/in/a.jsonl", "a" * 64, "jsonl", "5", "3", "1", "1", "loaded", "None", "[]"],
-        ["ingest-1", "/in/b.csv", "b" * 64, "None", "0", "0", "0", "0", "rejected", "not UTF-8 at line 2", "[]"],
-        ["ingest-1", "/in/c.jsonl", "c" * 64, "jsonl.gz", "7", "7", "0", "0", "loaded", "None", "['colour', 'mood']"],
+        ["ingest-1", "/in/a.jsonl", "a" * 64, "jsonl", "5", "3", "1", "1", "loaded", None, "[]"],
+        ["ingest-1", "/in/b.csv", "b" * 64, None, "0", "0", "0", "0", "rejected", "not UTF-8 at line 2", "[]"],
+        ["ingest-1", "/in/c.jsonl", "c" * 64, "jsonl.gz", "7", "7", "0", "0", "loaded", None, "['colour', 'mood']"],
     ]
     assert got["rejected"] == [["/in/b.csv", "b" * 64, "not UTF-8 at line 2", "ingest-1", "2026-11-30 08:00:00+00:00"]]
     assert got["outcomes"] == [
         ["ingest-1", "/in/c.jsonl", "job_logs", "expect_column_values_to_not_be_null", "job_id", "job_id is required",
-         "False", "3", "None"],
+         "False", "3", None],
         ["ingest-1", "/in/c.jsonl", "job_logs", "expect_column_values_to_not_be_null", "queue", "job_id is required",
          "True", "0", "x"],
     ]

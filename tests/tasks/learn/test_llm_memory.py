@@ -960,3 +960,11 @@ def test_the_experts_tensor_split_is_the_largest_megatron_core_allows_on_the_job
     assert (full.expert_tensor_parallel, m.expert_data_parallel(full)) == (1, 1)
     held = m.experts_held(mix, full)
     assert held / 2 == pytest.approx(mix.experts_params / 4)  # after the prior's / t: 2 of 8 experts whole
+    # review 68a S2-3: where the expert tensor size e is below t and the world holds more than one e x n x p grid,
+    # the experts' optimizer is sharded over world / (e x n x p) ranks, not d x c / n: 24 GPUs at TP4 x EP4 take e = 2
+    # (24 is not a multiple of 4 x 4) and shard over 24 / (2 x 4) = 3 ranks, where d x c / n = 6 / 4 gave 1
+    odd = replace(full, gpu_count=24, tensor_parallel=4)
+    assert (odd.expert_tensor_parallel, m.expert_data_parallel(odd)) == (2, 3)
+    # on 8 GPUs at TP4 x EP4 (e = 2) each GPU holds the dense parts over t and 1 / 4 of the experts over e = 2
+    eight = replace(job, gpu_count=8)
+    assert m.per_gpu(arch, eight).weights_gb == pytest.approx((dense / 4 + arch.experts_params / 8) * 2 / m.GB)
