@@ -341,7 +341,9 @@ def _clear(sq: Mapping[str, np.ndarray], means: Mapping[str, float], jobs: np.nd
     resamples below it): the plain LightGBM and every model below it on at least 1 - `FLOOR_P` of the resamples
     (`_below`) and not worse than it on the generalisation holdout beyond noise (`_worse_beyond_noise`, where both
     forecast it; `groups`: each labelled row's held-out group, the holdout's draws); every model where the plain
-    LightGBM was not compared."""
+    LightGBM was not compared. On a grouped holdout (`groups`) also not above it over the out-of-fold and held-out jobs
+    together (`_together`): the holdout's lag weighed against the out-of-fold lead by their jobs, so a model far worse
+    on one held-out family than its lead elsewhere pays for (issue 50, session 18) does not compete either."""
     plain = registry.PLAIN
     if plain not in sq:
         return list(sq), {}, {}
@@ -360,8 +362,22 @@ def _clear(sq: Mapping[str, np.ndarray], means: Mapping[str, float], jobs: np.nd
             if _worse_beyond_noise(mine - base, loss, base_loss, groups=_held_groups(keys, groups)):
                 why[m] = f"holdout planner loss {loss:.4g} vs its {base_loss:.4g}: worse beyond noise"
                 continue
+            if groups is not None and (both := _together(sq, jobs, m, mine, base))[0] > both[1]:
+                why[m] = (f"holdout planner loss {loss:.4g} vs its {base_loss:.4g}; over the out-of-fold and held-out "
+                          f"jobs together ({both[2]}) {both[0]:.4g} vs its {both[1]:.4g}")
+                continue
         competing.append(m)
     return competing, why, share
+
+
+def _together(sq: Mapping[str, np.ndarray], jobs: np.ndarray, model: str, held: np.ndarray,
+              held_plain: np.ndarray) -> tuple[float, float, int]:
+    """(`model`'s planner loss, the plain LightGBM's, the jobs) over the out-of-fold jobs (each its mean over its passes)
+    and the held-out jobs (`held`, `held_plain`: `Pooled.per_job`'s) together, each job once: the evidence of both
+    weighed by their sizes."""
+    mine = np.concatenate([_job_means(sq[model], jobs), held])
+    base = np.concatenate([_job_means(sq[registry.PLAIN], jobs), held_plain])
+    return float(np.sqrt(mine.mean())), float(np.sqrt(base.mean())), len(mine)
 
 
 def champion_choice(fits: Sequence[FitResult], actual: np.ndarray, *, folds: int, target: str = "",
