@@ -14,9 +14,12 @@ pooled. **A candidate must beat the plain LightGBM clearly** (`registry.PLAIN`, 
 to compete: (a) out of fold, its planner loss is below the plain LightGBM's on all but under `FLOOR_P` (2.5%) of
 `BOOTSTRAP` (2,000) seeded resamples of the jobs, paired (the same jobs for both; a job forecast once per pass counts
 once), and (b) on the generalisation holdout, where both forecast it, it is not worse than the plain LightGBM beyond
-noise (`_worse_beyond_noise`, per held-out job: a job is forecast once per fit). The others, however low their loss,
-are not chosen (`ChampionChoice.unclear` says why for each), and with none the plain LightGBM is champion. The blend
-(`tasks/learn/blend.py`) is judged the same way, its holdout forecasts its members' with its weights (`extra_holdout`).
+noise (`_worse_beyond_noise`, per held-out job: a job is forecast once per fit; where the holdout is whole families or
+shape clusters, `folds.holdout_groups`, over those groups, and then also not above it over the out-of-fold and held-out
+jobs together, `_together`: issue 50 session 18, one draw of which families are held out is not a verdict). The
+others, however low their loss, are not chosen (`ChampionChoice.unclear` says why for each), and with none the plain
+LightGBM is champion. The blend (`tasks/learn/blend.py`) is judged the same way, its holdout forecasts its members'
+with its weights (`extra_holdout`).
 The lowest planner loss among those competing is the most accurate (`best`); another model is tied with it when its
 loss is within `TIE_FLOOR` (2%) of the lowest's, or when it is within `TIE_CAP` (5%) of it and not worse beyond noise.
 A model more than `TIE_CAP` above the lowest is never tied: per-row errors in GB are heavy-tailed (a few big jobs
@@ -26,7 +29,8 @@ rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest
 `registry.PREFERENCE`). Then two checks:
 - **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
   never fitted nor in the folds: `folds.generalisation_holdout`), a champion that is not the best tree must not
-  have a planner loss worse than that tree's beyond noise, or the tree is champion (within noise: the cheaper);
+  have a planner loss worse than that tree's beyond noise (over the held-out groups where whole families or shape
+  clusters are held out), or the tree is champion (within noise: the cheaper);
 - **the floor** (`_floor`): the champion's out-of-fold planner loss is never above the plain LightGBM's (a guard:
   every candidate that competes is below it); the reason says by how much the champion beats the plain baseline,
   in the target's units and on how many of the resamples.
@@ -89,7 +93,9 @@ RESAMPLE_BLOCKS = 10_000
 CHAMPION_RULE = (f"only models whose out-of-fold planner loss (sqrt(mean(w err²)) in the target's units, w = "
                  f"{UNDER_WEIGHT:g} on under-forecasts, 1 elsewhere) is below {registry.PLAIN}'s on at least "
                  f"{1 - FLOOR_P:.1%} of {BOOTSTRAP} paired resamples of the jobs, and not worse than it on the "
-                 f"generalisation holdout beyond noise (the same resamples, of the held-out jobs), compete, else "
+                 f"generalisation holdout beyond noise (the same resamples, of the held-out jobs, or where whole "
+                 f"families or shape clusters are held out, of those groups; there also not above it over the "
+                 f"out-of-fold and held-out jobs together), compete, else "
                  f"{registry.PLAIN} is champion; of those, the lowest planner loss on the out-of-fold rows every model "
                  f"forecast; models within {TIE_FLOOR:.0%} of the lowest loss, or within {TIE_CAP:.0%} of it and not "
                  f"worse beyond noise, are tied, and the cheapest tied one to score per 1M jobs wins (costs within "
