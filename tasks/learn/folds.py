@@ -66,14 +66,30 @@ def grouped_holdout(rows: pl.DataFrame, seed: int) -> np.ndarray:
     `HOLDOUT_SHARE` of the rows (a family that would take it above `HOLDOUT_MAX_SHARE` is passed over); where no
     family fits (one family, or two of half the rows each), whole shape clusters (`shape_clusters`) the same way;
     none when neither gives a holdout."""
+    return _grouped(rows, seed)[0]
+
+
+def holdout_groups(rows: pl.DataFrame, seed: int) -> np.ndarray | None:
+    """Each row's group where the generalisation holdout is whole groups (`grouped_holdout`): its model family, or its
+    shape cluster where clusters are held out; None for the latest week (`backtest_mask`: its jobs are the draws) or
+    without a holdout. The holdout's unit of noise (champion.py `_worse_beyond_noise`, issue 50 session 18): which
+    groups are held out is one draw, and a model's lead or lag on the holdout is judged over its groups, not its jobs."""
+    if backtest_mask(rows).any():
+        return None
+    held, groups = _grouped(rows, seed)
+    return groups if held.any() else None
+
+
+def _grouped(rows: pl.DataFrame, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """(`grouped_holdout`'s mask, each row's group: family or shape cluster, None where neither applies)."""
     none = np.zeros(rows.height, dtype=bool)
     if ood.FAMILY not in rows.columns or rows.is_empty():
-        return none
+        return none, None
     family = rows[ood.FAMILY].cast(pl.String).fill_null("unknown").to_numpy()
     held = _whole_groups(family, seed)
     if not held.any() and (clusters := shape_clusters(rows, seed)) is not None:
-        held = _whole_groups(clusters, seed)
-    return held
+        return _whole_groups(clusters, seed), clusters
+    return held, family
 
 
 def shape_clusters(rows: pl.DataFrame, seed: int) -> np.ndarray | None:

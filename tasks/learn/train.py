@@ -44,7 +44,7 @@ from gpucast.tasks.learn.champion import (
 )
 from gpucast.tasks.learn.evidence import held_out_evidence, llm_evidence
 from gpucast.tasks.learn.features import FEATURE_SETS, FeatureEncoder, labelled_rows
-from gpucast.tasks.learn.folds import FOLDS, MIN_ROWS_PER_FOLD, fold_split, generalisation_holdout
+from gpucast.tasks.learn.folds import FOLDS, MIN_ROWS_PER_FOLD, fold_split, generalisation_holdout, holdout_groups
 from gpucast.tasks.learn.history import featureless
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.options import TrainOptions
@@ -315,7 +315,8 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     result.metrics += blend.metric_rows(mix, y, done, mixed)  # its figures beside the others' (leaderboard, champions)
     choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
                              costs={blend.NAME: mix.cost} if mix.cost is not None else None,
-                             extra_holdout={blend.NAME: mixed} if mixed else None)
+                             extra_holdout={blend.NAME: mixed} if mixed else None,
+                             groups=holdout_groups(rows, options.seed))
     champion, result.most_accurate = choice.champion, choice.lowest
     result.choice_reason = f"{choice.describe()}; {mix.describe()}"
     result.champion_tied = choice.tied

@@ -98,7 +98,7 @@ def one_split(name: str, seed: int, repeat_counts: list[int]) -> None:
         pool_holdout,
         pool_out_of_fold,
     )
-    from gpucast.tasks.learn.folds import FOLDS
+    from gpucast.tasks.learn.folds import FOLDS, holdout_groups
     from gpucast.tasks.learn.models import registry
     from gpucast.tasks.learn.options import TrainOptions
     from gpucast.tasks.learn.train import fit_one
@@ -125,7 +125,8 @@ def one_split(name: str, seed: int, repeat_counts: list[int]) -> None:
         mix = blend.candidate(pooled, _mean_costs(done), options.seed)
         choice = champion_choice(done, y, folds=FOLDS, target=TARGET, extra={blend.NAME: mix.oof} if mix.oof else None,
                                  costs={blend.NAME: mix.cost} if mix.cost is not None else None,
-                                 extra_holdout={blend.NAME: m} if (m := blend.holdout(mix, done)) else None)
+                                 extra_holdout={blend.NAME: m} if (m := blend.holdout(mix, done)) else None,
+                                 groups=holdout_groups(history, options.seed))  # as `finish_target` (session 18)
         keys = pooled.shared(list(pooled.by_model))
         jobs = np.array([k[1] for k in keys], dtype=np.int64)
         plain_sq = pooled.weighted_sq(registry.PLAIN, keys)
