@@ -49,6 +49,9 @@ def members(pooled: Pooled, keys: Sequence[tuple[int, int]]) -> tuple[str, ...]:
     return (*((registry.NN,) if registry.NN in have else ()), *trees[:TREES_IN])
 
 
+WEIGHT_NOISE = 1e-9  # a weight below this fraction of the largest is rounding noise (`nnls_weights`)
+
+
 def nnls_weights(P: np.ndarray, y: np.ndarray, at_least: int = 2) -> tuple[np.ndarray | None, str]:
     """(non-negative least-squares weights of the columns of `P` (members' forecasts) for `y`, ""); (None, why)
     when nnls does not converge or a weight is not finite, or fewer than `at_least` weights are above zero (no
@@ -61,6 +64,9 @@ def nnls_weights(P: np.ndarray, y: np.ndarray, at_least: int = 2) -> tuple[np.nd
         return None, "the weights did not converge"
     if not np.isfinite(w).all():
         return None, "the weights did not converge"
+    # a member nnls leaves at rounding noise (8.8e-19 where 0 is exact: the same scipy on another CPU's BLAS, session
+    # 18) has no weight: zero it, so whether there is a blend does not hang on the machine's last bits
+    w = np.where(w > WEIGHT_NOISE * w.max(initial=0.0), w, 0.0)
     if int((w > 0).sum()) < at_least:
         return None, f"{int((w > 0).sum())} member(s) with a weight above zero"
     return w, ""
