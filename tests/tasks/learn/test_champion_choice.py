@@ -15,9 +15,11 @@ from gpucast.records.outcomes import FitResult, MetricRow
 from gpucast.tasks.learn.champion import (
     COST_TIMINGS,
     FLOOR_P,
+    GROUPED_CAP,
     TIE_CAP,
     UNDER_WEIGHT,
     _below,
+    _together,
     _weighted_sq,
     _worse_beyond_noise,
     champion_choice,
@@ -183,14 +185,49 @@ def test_the_holdout_judges_a_candidate_over_its_held_out_families_not_one_draw_
     far_off = held_y + np.repeat([0.5, 1.0, 20.0], 20)
     off = champion_choice(_fits(y, preds, idx=idx, extra_trees=far_off, **{PLAIN: plain_held}), actual,
                           folds=FOLDS, groups=family)
-    assert off.champion == PLAIN and "over the out-of-fold and held-out jobs together (360)" in off.unclear["extra_trees"]
+    assert off.champion == PLAIN and "worse beyond noise" in off.unclear["extra_trees"]  # above the cap (review 68b)
+    # `_together` alone: each job once, the out-of-fold jobs by their mean over passes, then the held-out ones
+    sq = {"extra_trees": np.array([1.0, 1.0, 4.0]), PLAIN: np.array([4.0, 4.0, 4.0])}
+    assert _together(sq, np.array([0, 0, 1]), "extra_trees", np.array([100.0]), np.array([1.0])) == pytest.approx(
+        (np.sqrt((1.0 + 4.0 + 100.0) / 3), np.sqrt((4.0 + 4.0 + 1.0) / 3), 3))
     # within 2% of the plain LightGBM's holdout loss: never worse, grouped or not
     d = _weighted_sq(held_y, loses_all) - _weighted_sq(held_y, plain_held)
     base = planner_loss(held_y, plain_held)
     assert not _worse_beyond_noise(d, 1.01 * base, base, groups=family[300:])
-    # one held-out family is one draw: however much worse, it is not beyond noise
-    assert not _worse_beyond_noise(d[40:], 2 * base, base, groups=family[340:])
+    # one held-out family is one draw: up to GROUPED_CAP worse, it is not beyond noise; above it, it is (review 68b)
+    assert not _worse_beyond_noise(d[40:], (1 + GROUPED_CAP) * base, base, groups=family[340:])
+    assert _worse_beyond_noise(d[40:], (1 + GROUPED_CAP) * 1.01 * base, base, groups=family[340:])
     assert _worse_beyond_noise(d[40:], 2 * base, base)  # job by job (the latest week's unit), the cap still applies
+    assert _worse_beyond_noise(d, float("nan"), base, groups=family[300:])  # a NaN forecast's loss is worse
+    # better on two held-out families but 4x the plain LightGBM's holdout loss (the third's GB): it does not compete
+    # though its out-of-fold lead pays for it over the jobs together (review 68b S2-1)
+    four_x = held_y + np.repeat([0.5, 1.0, 12.0], 20)
+    assert planner_loss(held_y, four_x) > (1 + GROUPED_CAP) * planner_loss(held_y, plain_held)
+    capped = champion_choice(_fits(y, preds, idx=idx, extra_trees=four_x, **{PLAIN: plain_held}), actual,
+                             folds=FOLDS, groups=family)
+    assert capped.champion == PLAIN and "worse beyond noise" in capped.unclear["extra_trees"]
+
+
+def test_a_champion_far_worse_than_the_best_tree_on_held_out_groups_loses_to_it():
+    """Review 68b S1-1: on a grouped holdout the best tree's check must still remove a champion that generalises far
+    worse than it (here the network: better on one of two held-out families, over twice the tree's loss on them),
+    and leave one worse within the cap on one family only."""
+    rng = np.random.default_rng(7)
+    y, err = rng.uniform(1, 40, 300), rng.normal(0, 3.0, 300)
+    held_y = np.concatenate([np.full(30, 2.0), np.full(30, 30.0)])
+    family = np.array(["x"] * 300 + ["A"] * 30 + ["B"] * 30)
+    actual, idx = np.concatenate([y, held_y]), np.arange(300, 360)
+    preds = {registry.NN: y + 0.2 * err, "lightgbm": y + 0.3 * err, PLAIN: y + err}
+    tree_held, plain_held = held_y + 1.0, held_y + 6.0  # the plain LightGBM far off: the network competes
+    far = held_y + np.repeat([0.5, 9.0], 30)  # better on A, far worse on B
+    assert planner_loss(held_y, far) > (1 + GROUPED_CAP) * planner_loss(held_y, tree_held)
+    out = champion_choice(_fits(y, preds, idx=idx, **{registry.NN: far, "lightgbm": tree_held, PLAIN: plain_held}),
+                          actual, folds=FOLDS, groups=family)
+    assert out.champion == "lightgbm" and out.overruled, out.describe()
+    near = held_y + np.repeat([0.5, 1.6], 30)  # better on A, worse on B, within the cap
+    kept = champion_choice(_fits(y, preds, idx=idx, **{registry.NN: near, "lightgbm": tree_held, PLAIN: plain_held}),
+                           actual, folds=FOLDS, groups=family)
+    assert not kept.overruled, kept.describe()
 
 
 def test_the_holdout_groups_are_the_held_out_families_or_shape_clusters_and_none_for_the_latest_week():
