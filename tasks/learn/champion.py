@@ -278,7 +278,8 @@ class ChampionChoice:
     def _unclear(self) -> str:
         """The models below the plain LightGBM out of fold that do not compete, and why, in words (lowest loss first)."""
         need = (f"a candidate needs its loss below on {1 - FLOOR_P:.1%} of {BOOTSTRAP} resamples of the jobs and a "
-                f"holdout loss not worse beyond noise")
+                f"holdout loss not worse beyond noise; on a grouped holdout also a loss not above it over the "
+                f"out-of-fold and held-out jobs together")
         return f"({need}) " + ", ".join(f"{m} {self._u(self.means[m])} ({self.unclear[m]})"
                                         for m in sorted(self.unclear, key=self.means.get))
 

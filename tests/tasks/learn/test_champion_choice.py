@@ -126,6 +126,8 @@ def test_a_model_worse_than_the_plain_lightgbm_or_below_it_within_noise_never_wi
     assert noisy.champion == PLAIN and set(noisy.unclear) == {"decision_tree"}
     assert noisy.unclear["decision_tree"].startswith("below it on ") and f"{1 - FLOOR_P:.1%} of" in noisy.describe()
     assert "below it, but not clearly: (a candidate needs" in noisy.describe() and "decision_tree 1." in noisy.describe()
+    # the rule in words names each condition, the grouped holdout's together-check too (review 68b S3-1)
+    assert "over the out-of-fold and held-out jobs together)" in noisy.describe()
     # a model beyond noise (half the plain LightGBM's error on every row, not one job's luck): it competes and wins
     clear = champion_choice(_fits(y, {"decision_tree": y + 0.5 * err, PLAIN: y + err}, {"decision_tree": 0.1, PLAIN: 20.0}),
                             y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB)
