@@ -247,19 +247,18 @@ class Allocator:
         b.free = True
         self.allocated -= b.size
         if b.prev is not None and b.prev.free:  # merge into the free block before
-            p = b.prev
-            self._uncache(p)
-            p.size, p.next = p.size + b.size, b.next
-            if b.next:
-                b.next.prev = p
-            b = p
-        if b.next is not None and b.next.free:  # and absorb the free one after
-            n = b.next
-            self._uncache(n)
-            b.size, b.next = b.size + n.size, n.next
-            if n.next:
-                n.next.prev = b
+            b = self._absorb(b.prev, b, cached=b.prev)
+        if b.next is not None and b.next.free:  # and take in the free one after
+            b = self._absorb(b, b.next, cached=b.next)
         self._cache(b)
+
+    def _absorb(self, left: Block, right: Block, cached: Block) -> Block:
+        """`left` grown by its neighbour `right`; `cached`, the one of them in the cache, leaves it."""
+        self._uncache(cached)
+        left.size, left.next = left.size + right.size, right.next
+        if right.next:
+            right.next.prev = left
+        return left
 
 
 def replay(events: list[tuple]) -> list[tuple[float, float]]:
