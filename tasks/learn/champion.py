@@ -27,7 +27,7 @@ carry most of the squared error), so the noise is wide and, judged by it alone, 
 (docs/models.md). Among the tied, the **cheapest to score** wins (each fit's `predict` timed on `SCORE_COST_ROWS`
 rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, a cost under `COST_FREE`
 (3.4 s per 1M jobs) counting as `COST_FREE`, so every timing up to `COST_REACH` = 3.4 x 1.25 = 4.25 s is as cheap as
-the cheapest; then the first in `registry.PREFERENCE`, models not in it, the blend among them, after all of its).
+the cheapest; then the first in `registry.PREFERENCE`, models not in it, the blend among them, after all of those).
 Why the floor (issue 50, session 19): a lone decision tree (~0.1 s per 1M jobs) was always the cheapest, so it won
 every tie it was in, though the saving is nothing to the score command (an order-of-magnitude bound: a third of what
 the demo's champions predict for, which meet its goal) and a lone tree's variance on unseen jobs is the nights' worst
@@ -473,7 +473,7 @@ def _generalises(choice: ChampionChoice, held: Pooled, costs: Mapping[str, float
     """The generalisation holdout's say: a champion that is not the best tree (the tree of lowest out-of-fold planner
     loss) keeps its place only if its planner loss on the holdout is not worse than that tree's. Worse beyond noise
     (`_worse_beyond_noise` on the paired per-row differences, the repeats both finished): the tree is champion.
-    Worse within noise: tied, and the cheaper to score wins (`_tie_order`: costs under `COST_FREE` equal, then the
+    Worse within noise: tied, and the cheaper to score wins (`_tie_order`: costs up to `COST_REACH` equal, then the
     preference order). Per job (`Pooled.per_job`: a
     held-out job is forecast once per fit); `groups`: each labelled row's held-out group, whose draws the noise is
     judged over. No holdout forecasts (no holdout): the out-of-fold choice stands; the blend has them
