@@ -7,10 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import get_run_logger, task
 from prefect.utilities.annotations import quote
 
 from gpucast.flows.errors import no_retry_on_environment
+from gpucast.flows.parameters import flow  # Prefect's, its parameters recorded without importing FastAPI
 from gpucast.flows.settings import Quality, Settings, Storage
 from gpucast.records.outcomes import FileResult, LoadTotals, RunCheck
 from gpucast.records.results import IngestResult
