@@ -241,7 +241,7 @@ def score_table(ev: EvalSet, preds: dict[str, tuple[np.ndarray, np.ndarray]]) ->
 def print_scores(ev: EvalSet, table: pl.DataFrame) -> None:
     print(f"\n== {ev.name}: {ev.rows.height} jobs, {ev.rows[c.ARCH].n_unique()} architectures ==")
     names = list(dict.fromkeys(table["estimator"].to_list()))
-    for metric, fmt in (("MAPE %", "{:14.1f}"), ("R²", "{:14.2f}"), ("P90 cover", "{:14.0%}"), ("under", "{:14.0%}")):
+    for metric, fmt in (("MAPE %", "{:14.1f}"), ("R²", "{:14.2f}"), ("P90 cover", "{:14.1%}"), ("under", "{:14.1%}")):
         wide = table.pivot(on="estimator", index=[FAMILY, "n"], values=metric, maintain_order=True)
         print(f"\n{metric}\n  {FAMILY:14s} {'n':>4s}" + "".join(f" {n:>14s}" for n in names))
         for row in wide.iter_rows(named=True):
