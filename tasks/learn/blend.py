@@ -36,7 +36,7 @@ from gpucast.records.outcomes import CompileInfo, FitResult, MetricRow
 from gpucast.tasks.learn.champion import TREES, Pooled, metrics
 from gpucast.tasks.learn.models import compiled, registry
 
-NAME = "blend"
+NAME = registry.BLEND
 FILE = "blend.json"
 TREES_IN = 2
 PARTS = 3

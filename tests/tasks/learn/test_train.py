@@ -114,10 +114,11 @@ def test_a_target_no_job_has_measured_is_skipped_even_with_a_prior(tmp_path, job
     assert res.champion is None and res.rows == 0 and res.skipped.startswith("0 labelled COMPLETED jobs")
 
 
-def test_every_registry_model_has_a_place_in_the_preference_the_network_last():
+def test_every_registry_model_and_the_blend_have_a_place_in_the_preference_the_network_last():
+    from gpucast.tasks.learn import blend
     from gpucast.tasks.learn.models import registry
 
-    assert sorted(registry.PREFERENCE) == sorted(registry.MODEL_NAMES)
+    assert sorted(registry.PREFERENCE) == sorted((*registry.MODEL_NAMES, blend.NAME))
     assert registry.PREFERENCE[-1] == registry.NN
 
 
