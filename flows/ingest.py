@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -11,7 +10,6 @@ from pathlib import Path
 from prefect import get_run_logger, task
 from prefect.utilities.annotations import quote
 
-from gpucast.expectations import validate
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.parameters import flow  # Prefect's, its parameters recorded without importing FastAPI
 from gpucast.flows.settings import Quality, Settings, Storage
@@ -72,15 +70,6 @@ def stage_small_files(paths: list[str], staging_dir: Path, first_index: int, chu
         if r.status == "rejected":
             logger.warning("file rejected: %s: %s", r.path, r.reason)
     return results
-
-
-def start_judge() -> None:
-    """Great Expectations' judge (expectations/judge.py) starts building its context now, as staging starts: it is
-    first asked after staging (`validate_run`), and started before the flow (as until session 20) its 3-4 CPU-s took
-    the cores from Prefect's start, the command's fixed cost to the first row read (issue 52; docs/benchmarks.md,
-    session 20). A failure here comes back where validation runs, as one line."""
-    with contextlib.suppress(Exception):
-        validate.warm_up()
 
 
 def stage_all(files: list[str], staging_dir: Path, chunk_rows: int, not_after: datetime,
@@ -154,7 +143,6 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
     with runs.lifecycle(storage, "ingest", **load.start_columns(len(files), *(
             (str(Path(described.path).resolve()), described.sha256) if described else ()), source=importer)) as run:
         print(f"{run.run_id}: {len(files)} file(s) to ingest" + (f" through {source.path}" if source else ""))
-        start_judge()
         results = stage_all(files, run.staging, chunk_rows, not_after, source)
         check = validate_run(run.staging, quote(results))
         failpoint("ingest:after-staging")

@@ -49,7 +49,7 @@ class Flow(prefect.flows.Flow):
     def serialize_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
         try:
             return {key: plain_json(value) for key, value in parameters.items()}
-        except NotPlain:
+        except Exception:  # not plain (`NotPlain`), or a value the walk cannot take (a cycle, say): Prefect's own way
             return super().serialize_parameters(parameters)
 
 

@@ -47,8 +47,7 @@ def _simulate(args: argparse.Namespace, settings: None = None) -> int:
 
 def _warm_up_validation() -> None:
     """Great Expectations' import and context (3-4 s) in a thread, for a command about to start a flow: the flow's
-    first seconds are Prefect's temporary server starting, mostly a wait on another process. (`gpucast ingest` leaves
-    it to the flow, which starts it as staging starts: `flows/ingest.py` `start_judge`.)"""
+    first seconds are Prefect's temporary server starting, mostly a wait on another process."""
     from gpucast.expectations.validate import warm_up
 
     def quietly() -> None:  # a failure here (GX missing, say) comes back where validation runs, as one line
@@ -65,7 +64,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
 
     if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
         check_files(source, discover(args.paths))
-    # (GX's judge is started by the flow as staging starts, `flows/ingest.py` `start_judge`: not before the first read)
+    _warm_up_validation()
     s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
                         storage=settings.storage, quality=settings.quality)
     print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "

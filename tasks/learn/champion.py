@@ -27,13 +27,14 @@ carry most of the squared error), so the noise is wide and, judged by it alone, 
 (docs/models.md). Among the tied, the **cheapest to score** wins (each fit's `predict` timed on `SCORE_COST_ROWS`
 rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, a cost under `COST_FREE`
 (3.4 s per 1M jobs) counting as `COST_FREE`, so every timing up to `COST_REACH` = 3.4 x 1.25 = 4.25 s is as cheap as
-the cheapest; then the first in `registry.PREFERENCE`: tree ensembles, the blend, then the lone tree and the other
-single models; any model not in it after all of those).
+the cheapest; then the first in `registry.PREFERENCE`: the boosted trees and the forests, the blend, then AdaBoost, the lone tree and the
+other single models; any model not in it after all of those).
 Why the floor (issue 50, session 19): a lone decision tree (~0.1 s per 1M jobs) was always the cheapest, so it won
 every tie it was in, though the saving is nothing to the score command (an order-of-magnitude bound: a third of what
 the demo's champions predict for, which meet its goal) and a lone tree's variance on unseen jobs is the nights' worst
 misses (R² 0.910 where a random forest tied with it, timed at 4.0-4.2 s, gets 0.971, docs/models.md); under the
-reach the preference order (tree ensembles first, then the blend, the lone tree late) decides. Then two checks:
+reach the preference order (the boosted trees and the forests first, then the blend, AdaBoost and the lone tree late)
+decides. Then two checks:
 - **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
   never fitted nor in the folds: `folds.generalisation_holdout`), a champion that is not the best tree must not
   have a planner loss worse than that tree's beyond noise (over the held-out groups where whole families or shape

@@ -17,9 +17,9 @@ Two views, each run `--repeat` times (default 2), each run in a fresh process an
   the flow view likewise runs against that server (the server's CPU then not in the flow's figure), after or
   instead of its run with the temporary server;
 * **the flow**: the `ingest-job-logs` flow call alone, after a warm-up flow has started Prefect and GX's judge
-  (expectations/judge.py: GX's import and context, 3-5 CPU-s, which `gpucast ingest` pays while it reads, since
-  session 20; before, while Prefect started; `--cold-judge` times it inside the flow, as this view did until
-  2026-11-29), against DuckDB's conversion alone (no start-up on either side).
+  (expectations/judge.py: GX's import and context, 3-5 CPU-s, which `gpucast ingest` pays while Prefect starts;
+  `--cold-judge` times it inside the flow, as this view did until 2026-11-29), against DuckDB's conversion alone
+  (no start-up on either side).
 
 `--small-files`: one folder of N one-row JSONL files (an exporter writing a file per job), ingested
 by the same flow; reports the seconds, the per-file rate and the accounting (target: 5,000 files in

@@ -420,39 +420,3 @@ def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkey
     again = ingest()
     assert (again.rows_loaded, again.rows_duplicate) == (1, 2)
     assert not inbox_file.exists()  # complete now: archived
-
-
-def test_gpucast_ingest_starts_gx_judge_as_staging_starts_not_before_the_flow(home, tmp_path, monkeypatch):
-    """GX's judge (3-5 CPU-s to start) is first asked after staging: `gpucast ingest` starts it as staging starts
-    (`flows/ingest.py` `start_judge`), not before the flow, where it took the cores from Prefect's start, the
-    command's fixed cost to the first row read (issue 52; docs/benchmarks.md, session 20). So it is not running when
-    the flow's first task looks for the files, is running by the first read, is started once, and validates the run
-    (the rows land as before)."""
-    from gpucast.expectations import validate
-    from gpucast.flows.cli import main
-    from gpucast.tasks.ingest import staging
-
-    judge = validate._Worker()  # this command's own: the session's judge may have started before
-    monkeypatch.setattr(validate, "_JUDGE", judge)
-    seen, discover, read = {}, staging.discover, staging.read_chunks
-
-    def finding(*args, **kwargs):
-        seen.setdefault("at find-files", judge.process)
-        return discover(*args, **kwargs)
-
-    def reading(*args, **kwargs):
-        seen.setdefault("at the first read", judge.process)
-        yield from read(*args, **kwargs)
-
-    monkeypatch.setattr(staging, "discover", finding)
-    monkeypatch.setattr(staging, "read_chunks", reading)
-    logs = write(tmp_path / "a.jsonl", jsonl(record(job_id="a"), record(job_id="b", gpu_count=-1)))
-    try:
-        assert main(["ingest", str(logs)]) == 0
-        assert seen["at find-files"] is None, "GX's judge was started before the flow's first task"
-        assert seen["at the first read"] is not None, "GX's judge was not started as staging started"
-        assert judge.starts == 1 and judge.process is not None and judge.process.poll() is None
-    finally:
-        judge.close()
-    assert query(home, "SELECT job_id FROM job_logs") == [("a",)]
-    assert query(home, "SELECT count(*) FROM rejected_job_logs") == [(1,)]

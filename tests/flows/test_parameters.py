@@ -42,8 +42,22 @@ PLAIN = [None, True, False, 0, -3, 2.5, float("inf"), "text", "", [], (), [1, "a
 def test_plain_values_encode_as_fastapi_encodes_them(value):
     from fastapi.encoders import jsonable_encoder
 
+    from gpucast.flows.ingest import ingest_job_logs
+
     assert plain_json(value) == jsonable_encoder(value)
     assert type(plain_json(value)) is type(jsonable_encoder(value))
+    # and as Prefect's own method records it (a Prefect upgrade that changes how it records a value fails here)
+    assert ingest_job_logs.serialize_parameters({"v": value}) == prefect.flows.Flow.serialize_parameters(
+        ingest_job_logs, {"v": value})
+
+
+def test_a_value_the_walk_cannot_take_is_left_to_prefect():
+    from gpucast.flows.ingest import ingest_job_logs
+
+    cycle: list = []
+    cycle.append(cycle)
+    assert ingest_job_logs.serialize_parameters({"v": cycle}) == prefect.flows.Flow.serialize_parameters(
+        ingest_job_logs, {"v": cycle})
 
 
 @pytest.mark.parametrize("value", [Colour.RED, datetime(2026, 11, 30, tzinfo=UTC), {1: "int key"}, {"a"},
