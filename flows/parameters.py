@@ -36,7 +36,7 @@ def plain_json(value: Any) -> Any:
         return str(value)
     if isinstance(value, (str, int, float, type(None))):
         return value
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+    if isinstance(value, dict) and all(type(k) is str for k in value):  # a str subclass key (a StrEnum): Prefect's way
         return {k: plain_json(v) for k, v in value.items() if not k.startswith("_sa")}  # (as jsonable_encoder: SQLAlchemy's)
     if isinstance(value, (list, tuple)):
         return [plain_json(v) for v in value]

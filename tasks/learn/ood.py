@@ -87,7 +87,9 @@ ARCH_PARAMS_FACTOR = 2.0  # a logged params_million this many times off its name
 FAMILY = c.MODEL_TYPE  # what a family is: the jobs of one model type
 MIN_FAMILY_ROWS = 20  # a family with fewer rows is not held out (its error would be noise)
 INTERVAL_QUANTILE = 0.9  # of the chosen estimate's held-out |log error|: the interval factor
-CANDIDATES = ("model", "prior", "blend")  # the trained model's extrapolation, the prior, their geometric mean
+# The trained model's extrapolation, the prior, their geometric mean. This "blend" is the model x prior geometric mean
+# of the out-of-range guard, not the champion candidate `registry.BLEND` (the stacking of `tasks/learn/blend.py`).
+CANDIDATES = ("model", "prior", "blend")
 CHOSEN_BY = "mape"
 
 

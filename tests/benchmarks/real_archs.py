@@ -245,7 +245,7 @@ def print_scores(ev: EvalSet, table: pl.DataFrame) -> None:
         wide = table.pivot(on="estimator", index=[FAMILY, "n"], values=metric, maintain_order=True)
         print(f"\n{metric}\n  {FAMILY:14s} {'n':>4s}" + "".join(f" {n:>14s}" for n in names))
         for row in wide.iter_rows(named=True):
-            print(f"  {row[FAMILY]:14s} {row['n']:4d}" + "".join(fmt.format(row[n]) for n in names))
+            print(f"  {row[FAMILY]:14s} {row['n']:4d}" + "".join(" " + fmt.format(row[n]) for n in names))
 
 
 def real_architectures(args: argparse.Namespace) -> dict[str, pl.DataFrame]:

@@ -61,10 +61,19 @@ def test_a_value_the_walk_cannot_take_is_left_to_prefect():
 
 
 @pytest.mark.parametrize("value", [Colour.RED, datetime(2026, 11, 30, tzinfo=UTC), {1: "int key"}, {"a"},
-                                   [datetime(2026, 1, 1)]], ids=repr)
+                                   [datetime(2026, 1, 1)], {Colour.RED: 1}], ids=repr)
 def test_other_kinds_are_left_to_prefect(value):
     with pytest.raises(NotPlain):
         plain_json(value)
+
+
+def test_an_enum_key_is_recorded_as_a_plain_str_as_prefect_records_it():
+    """Review 70 S3-9: a StrEnum key compares equal to its str, but Prefect's record holds the str itself."""
+    from gpucast.flows.ingest import ingest_job_logs
+
+    ours = ingest_job_logs.serialize_parameters({"v": {Colour.RED: 1}})
+    assert ours == prefect.flows.Flow.serialize_parameters(ingest_job_logs, {"v": {Colour.RED: 1}})
+    assert [type(k) for k in ours["v"]] == [str]
 
 
 def ingest_parameters(home: Path) -> dict:
@@ -93,5 +102,6 @@ def test_recording_the_ingest_flows_parameters_imports_no_fastapi(tmp_path):
             "from gpucast.flows.ingest import ingest_job_logs\n"
             "ingest_job_logs.serialize_parameters(ingest_parameters(Path(sys.argv[1])))\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'fastapi'))")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])  # `tests.flows` from the repository root, wherever pytest runs
     assert out.stdout.strip() == "[]"
