@@ -8,9 +8,13 @@ state across workers. docs/testing.md says how to run, group and time the tests.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import shutil
+import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,9 +68,86 @@ def home(tmp_path, monkeypatch) -> Path:
     return path
 
 
+# A Prefect server started on a new SQLite database first migrates it (alembic, ~150 steps): ~10 CPU-s and ~14 s of
+# its start at load 5 (`prefect server database upgrade` on a new file 18.1 CPU-s, on a migrated one 7.8). The
+# session's harness (one per xdist worker), gpucast's temporary server under the session's PREFECT_HOME and the
+# crash module's server each started on a new one. The first harness of a run keeps a copy of its database just
+# after its start (migrated, nothing run yet), and each later new database starts as a copy of it: the same schema
+# and rows a server writes at its start, without the migrations (docs/testing.md, session 21).
+PREFECT_DB_TEMPLATE = "prefect-db-template.sqlite"
+HARNESS_DB = "prefect-test.db"  # the file name `prefect_test_harness` gives its database, in a new `mkdtemp()` folder
+
+
+@contextlib.contextmanager
+def _prefect_db_template(tmp_path_factory) -> Iterator[Path]:
+    """The run's template database path (it may not exist yet), held under a lock shared by the xdist workers (their
+    base temporary folders share a parent), so one worker writes it while another waits to read it."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    with open(shared / f"{PREFECT_DB_TEMPLATE}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield shared / PREFECT_DB_TEMPLATE
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _harness_database_from(template: Path | None) -> Iterator[None]:
+    """While the harness starts: its new temporary folder holds a copy of `template` as its database (None: as
+    before, a new one). Should Prefect name that file otherwise, the copy is ignored and the server migrates a new
+    database as before: slower, not wrong."""
+    import prefect.testing.utilities as harness
+
+    made = harness.mkdtemp
+    if template is None:
+        yield
+        return
+
+    def seeded(*args, **kwargs) -> str:
+        folder = made(*args, **kwargs)
+        shutil.copyfile(template, Path(folder) / HARNESS_DB)
+        return folder
+
+    harness.mkdtemp = seeded
+    try:
+        yield
+    finally:
+        harness.mkdtemp = made
+
+
+def _keep_database(url: str, template: Path) -> None:
+    """A consistent copy of the running server's SQLite database (`url`) as `template` (SQLite's backup API: the server
+    may be writing; written beside it, then renamed in, so a reader never sees half a file)."""
+    source = url.split(":///", 1)[1]
+    part = template.with_name(template.name + ".part")
+    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(part)) as dst:
+        src.backup(dst)
+    os.replace(part, template)
+
+
+def seed_prefect_home(home: Path, template: Path | None) -> None:
+    """A Prefect home whose database (Prefect's default, `prefect.db` in it) starts as a copy of `template`, when there
+    is one and the home has no database yet."""
+    if template is not None and template.exists() and not (home / "prefect.db").exists():
+        home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, home / "prefect.db")
+
+
 @pytest.fixture(scope="session")
-def prefect_harness():
-    """A temporary Prefect API (SQLite) for the whole session: flows run for real against it."""
+def prefect_db_template(tmp_path_factory) -> Path | None:
+    """The run's template database if a harness has kept one (on any worker), else None; never starts a harness
+    itself: for the tests that start servers of their own without one (`seed_prefect_home`)."""
+    with _prefect_db_template(tmp_path_factory) as template:
+        return template if template.exists() else None
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory) -> Iterator[Path | None]:
+    """A temporary Prefect API (SQLite) for the whole session: flows run for real against it. Yields the run's
+    template database (`seed_prefect_home`), None when it could not be kept."""
+    import prefect.settings
     from prefect.logging.configuration import setup_logging
     from prefect.testing.utilities import prefect_test_harness
 
@@ -77,8 +158,19 @@ def prefect_harness():
     setup_logging(incremental=False)
     # The harness stands for gpucast's temporary server (it ends with the session): no flow-run heartbeats,
     # as `children.serving` runs that server's flows
-    with prefect_test_harness(server_startup_timeout=180), children.without_heartbeats():
-        yield
+    with contextlib.ExitStack() as stack:
+        with _prefect_db_template(tmp_path_factory) as template:
+            seeded = template.exists()
+            with _harness_database_from(template if seeded else None):
+                stack.enter_context(prefect_test_harness(server_startup_timeout=180))
+            if not seeded:
+                url = prefect.settings.PREFECT_SERVER_DATABASE_CONNECTION_URL.value()
+                with contextlib.suppress(sqlite3.Error, IndexError, OSError):  # no template: each server migrates
+                    _keep_database(url, template)
+        kept = template if template.exists() else None
+        seed_prefect_home(Path(os.environ["PREFECT_HOME"]), kept)  # the session's, where commands' servers start
+        stack.enter_context(children.without_heartbeats())
+        yield kept
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import seed_prefect_home
+
 # The night the tests below start from, and their xdist group: a session fixture is built once per worker, so the
 # tests that read it run on one (tests/conftest.py, docs/testing.md).
 QUICK_NIGHT = "quick_night"
@@ -81,7 +83,7 @@ def without_prefect_settings(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory):
+def prefect_server(tmp_path_factory, prefect_db_template):
     """`prefect server start` on a free loopback port (its own home and database, Prefect's defaults); its API URL.
     Stopped after. What tests/flows/test_running_server.py's commands use as the configured API and where
     tests/flows/test_nightly.py deploys the schedule: one server for both (each start was ~10-20 s of a fresh
@@ -89,6 +91,7 @@ def prefect_server(tmp_path_factory):
     import httpx
 
     home = tmp_path_factory.mktemp("prefect-server")
+    seed_prefect_home(home, prefect_db_template)  # its database migrated already, when a harness kept one
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
                                str(port)], env=without_prefect_settings(PREFECT_HOME=str(home)),

@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from gpucast.flows import children
+from tests.conftest import seed_prefect_home
 from tests.flows.conftest import SHARES_THE_PREFECT_SERVER
 from tests.flows.conftest import free_port as _free_port
 from tests.flows.conftest import without_prefect_settings as _clean_env
@@ -54,7 +55,7 @@ def ingest(tmp_path: Path, name: str, **env: str) -> dict:
     what it printed)."""
     work = tmp_path / name
     logs = work / "logs.jsonl"
-    logs.parent.mkdir(parents=True)
+    logs.parent.mkdir(parents=True, exist_ok=True)  # (a seeded Prefect home may be there)
     logs.write_text(jsonl(record(job_id="a"), record(job_id="b")))
     out = work / "started.json"
     done = subprocess.run([sys.executable, "-c", COMMAND, str(out), "ingest", str(logs)], capture_output=True, text=True,
@@ -84,8 +85,11 @@ def test_a_running_server_is_used_no_temporary_server_starts_and_its_password_is
     assert logs and not [r["message"] for r in logs if "S3cretPw" in r["message"]]
 
 
-def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path):
-    """gpucast's own (flows/children.py), never Prefect's `SubprocessASGIServer` (issue 39, item 3)."""
+def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path, prefect_db_template):
+    """gpucast's own (flows/children.py), never Prefect's `SubprocessASGIServer` (issue 39, item 3). Its Prefect home
+    (the data directory's, `flows/environment.py`) holds a migrated database when a harness of this run kept one, as
+    a site's does after its first night: the server's start without the migrations (tests/conftest.py)."""
+    seed_prefect_home(tmp_path / "temporary" / "home" / "prefect", prefect_db_template)
     started = ingest(tmp_path, "temporary")
     assert started["started"] == [] and len(started["uvicorn"]) == 1, started
 

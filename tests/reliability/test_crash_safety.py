@@ -32,6 +32,7 @@ import pytest
 from gpucast.flows import children
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests import failpoints
+from tests.conftest import seed_prefect_home
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +62,11 @@ def logs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prefect_home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("prefect")
+def prefect_home(prefect_harness, tmp_path_factory) -> Path:
+    """The module server's home, its database a copy of the run's migrated one (tests/conftest.py)."""
+    home = tmp_path_factory.mktemp("prefect")
+    seed_prefect_home(home, prefect_harness)
+    return home
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import pytest
 
 from gpucast.tasks.simulate import SimConfig, write_logs
 from tests import failpoints
+from tests.conftest import seed_prefect_home
 
 pytestmark = pytest.mark.slow
 
@@ -63,12 +64,14 @@ def _server_port(children: list[psutil.Process]) -> int:
 
 
 @pytest.fixture(scope="module")
-def prefect_home(tmp_path_factory) -> Path:
+def prefect_home(prefect_db_template, tmp_path_factory) -> Path:
     """The Prefect home of the module's commands (their temporary servers' database): one for the module, so only the
     first command's server creates and migrates a database. Each test's own cost ~9 CPU-s and ~20 s where a database
     already there took ~4 CPU-s and ~10 s (three starts each, load 15: docs/testing.md, session 10); what the tests
     check (the signals, the children, the runs in the warehouse) is not in Prefect's database."""
-    return tmp_path_factory.mktemp("prefect")
+    home = tmp_path_factory.mktemp("prefect")
+    seed_prefect_home(home, prefect_db_template)  # migrated already, when a harness of this run kept its database
+    return home
 
 
 @pytest.fixture(scope="module")
