@@ -25,7 +25,6 @@ import httpx
 import pytest
 
 from gpucast.flows import children
-from tests.conftest import seed_prefect_home
 from tests.flows.conftest import SHARES_THE_PREFECT_SERVER
 from tests.flows.conftest import free_port as _free_port
 from tests.flows.conftest import without_prefect_settings as _clean_env
@@ -85,11 +84,11 @@ def test_a_running_server_is_used_no_temporary_server_starts_and_its_password_is
     assert logs and not [r["message"] for r in logs if "S3cretPw" in r["message"]]
 
 
-def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path, prefect_db_template):
-    """gpucast's own (flows/children.py), never Prefect's `SubprocessASGIServer` (issue 39, item 3). Its Prefect home
-    (the data directory's, `flows/environment.py`) holds a migrated database when a harness of this run kept one, as
-    a site's does after its first night: the server's start without the migrations (tests/conftest.py)."""
-    seed_prefect_home(tmp_path / "temporary" / "home" / "prefect", prefect_db_template)
+def test_without_a_configured_api_the_command_starts_its_temporary_server(tmp_path):
+    """gpucast's own (flows/children.py), never Prefect's `SubprocessASGIServer` (issue 39, item 3). On a new Prefect
+    home, as a site's first command: the server creates and migrates its database within the start's wait (the one
+    test that starts gpucast's server on a new database on purpose; the others may start from the run's migrated
+    copy, tests/conftest.py)."""
     started = ingest(tmp_path, "temporary")
     assert started["started"] == [] and len(started["uvicorn"]) == 1, started
 
