@@ -23,6 +23,7 @@ process imports torch. This module never imports duckdb-engine (tests/expectatio
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import subprocess
 import sys
@@ -113,9 +114,18 @@ class _Worker:
 
     def close(self) -> None:
         """End of input: the judge releases DuckDB and exits (`judge._release`); waited for, so what it prints at
-        exit is printed before this process's own end."""
+        exit is printed before this process's own end. A judge that has validated nothing since its warm-up (a
+        command that failed, or ended, before its validation) is stopped instead: nothing waits for its build."""
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
+            return
+        if self.pending:  # only a warm-up asked: its answer unread, the build perhaps under way
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
             return
         process.stdin.close()
         try:
