@@ -98,10 +98,10 @@ GROUPED_CAP = 1.0
 # quietest the shared machine gave); per kind the median of (CPU-s - `COST_BASE`) / units over its fits (spread:
 # forests 0.0053-0.0093, xgboost 0.0029-0.0042, LightGBM 0.0107-0.0129, the tree 0.0113-0.0147, AdaBoost
 # 0.0163-0.0181, CatBoost 0.00029-0.00049). `COST_BASE`: the prior's predict (no model work), 0.04-0.06 s; "fixed":
-# the linear model, 1.05-1.38 s.
+# the linear model, 1.05-1.38 s; the network (default preset, 344,329 weights): 650 CPU-s per 1M jobs, one fit.
 COST_BASE = 0.04
 COST_PER_UNIT = {"sklearn_tree": 0.0138, "sklearn_forest": 0.0075, "adaboost": 0.017, "lightgbm": 0.0119,
-                 "xgboost": 0.0035, "catboost": 0.00036, "network": 0.0, "fixed": 1.21}
+                 "xgboost": 0.0035, "catboost": 0.00036, "network": 0.0019, "fixed": 1.21}
 # Two costs within `COST_NOISE` of each other are equal: the constants' own spread (above) is about that wide.
 COST_NOISE = 0.25
 # Scoring costs under this many seconds per 1M jobs count as this much (`_equally_cheapest`, issue 50 session 19): below
