@@ -87,7 +87,7 @@ class MetricRow:
     train_seconds: float
     device: str
     epochs: int | None  # the network's epochs run; None for the other models
-    score_seconds_per_million: float | None = None  # its predict's cost scaled to 1M jobs (tasks/learn/champion.py `score_cost`)
+    score_seconds_per_million: float | None = None  # its predict's CPU-s per 1M jobs on one core, counted (champion.py `score_cost`)
     planner_loss: float | None = None  # sqrt(mean(w err²)), w 3 on under-forecasts, target's units (champion.py `planner_loss`)
 
 

@@ -12,7 +12,7 @@ weighted sum of its members' forecasts of the holdout, with the weights fitted o
 holdout is never in the folds, so the weights never saw it); the blend is then judged on the holdout like any model
 (`champion._clear`'s holdout half against the plain LightGBM, `champion._generalises` against the best tree), so a
 member that fails on jobs it never saw cannot get through inside the blend. Its **scoring cost**
-is the sum of its members' (seconds per 1M jobs), stated in the reason. Weights that do not converge (nnls's
+is the sum of its members' (CPU-s per 1M jobs, counted: `score_cost`), stated in the reason. Weights that do not converge (nnls's
 iteration limit) or fewer than 2 members with a weight above zero: no blend, the best single model, and the reason
 says so.
 
@@ -87,7 +87,7 @@ class Candidate:
     def describe(self) -> str:
         if self.oof is None:
             return f"no blend: {self.why}"
-        cost = f"{self.cost:.3g} s per 1M jobs, the sum of its members'" if self.cost is not None else "not measured"
+        cost = f"{self.cost:.3g} CPU-s per 1M jobs, counted: the sum of its members'" if self.cost is not None else "not measured"
         return (f"blend of {' + '.join(f'{w:.3g} x {m}' for m, w in zip(self.members, self.weights, strict=True))} "
                 f"(scoring cost {cost})")
 

@@ -24,15 +24,16 @@ The lowest planner loss among those competing is the most accurate (`best`); ano
 loss is within `TIE_FLOOR` (2%) of the lowest's, or when it is within `TIE_CAP` (5%) of it and not worse beyond noise.
 A model more than `TIE_CAP` above the lowest is never tied: per-row errors in GB are heavy-tailed (a few big jobs
 carry most of the squared error), so the noise is wide and, judged by it alone, models 2-3x worse tied with the best
-(docs/models.md). Among the tied, the **cheapest to score** wins (each fit's `predict` timed on `SCORE_COST_ROWS`
-rows, scaled to 1M jobs: `score_cost`; costs within `COST_NOISE` of the cheapest are equal, a cost under `COST_FREE`
-(3.4 s per 1M jobs) counting as `COST_FREE`, so every timing up to `COST_REACH` = 3.4 x 1.25 = 4.25 s is as cheap as
-the cheapest; then the first in `registry.PREFERENCE`: the boosted trees and the forests, the blend, then AdaBoost, the lone tree and the
-other single models; any model not in it after all of those).
+(docs/models.md). Among the tied, the **cheapest to score** wins (each fit's CPU seconds per 1M jobs on one core,
+counted from the fitted model, not timed: `score_cost`, so a night re-run on a busier machine gets the same champion;
+costs within `COST_NOISE` of the cheapest are equal, a cost under `COST_FREE` (3.4 s per 1M jobs) counting as
+`COST_FREE`, so every cost up to `COST_REACH` = 3.4 x 1.25 = 4.25 s is as cheap as the cheapest; then the first in
+`registry.PREFERENCE`: the boosted trees and the forests, the blend, then AdaBoost, the lone tree and the other single
+models; any model not in it after all of those).
 Why the floor (issue 50, session 19): a lone decision tree (~0.1 s per 1M jobs) was always the cheapest, so it won
 every tie it was in, though the saving is nothing to the score command (an order-of-magnitude bound: a third of what
 the demo's champions predict for, which meet its goal) and a lone tree's variance on unseen jobs is the nights' worst
-misses (R² 0.910 where a random forest tied with it, timed at 4.0-4.2 s, gets 0.971, docs/models.md); under the
+misses (R² 0.910 where a random forest tied with it, ~1.4-2.0 s counted, gets 0.971, docs/models.md); under the
 reach the preference order (the boosted trees and the forests first, then the blend, AdaBoost and the lone tree late)
 decides. Then two checks:
 - **generalisation** (`_generalises`): on the generalisation holdout (the latest week, else whole model families
@@ -65,7 +66,7 @@ All of it: `champion_choice`; in words: `ChampionChoice.describe`.
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -89,21 +90,31 @@ TIE_CAP = 0.05
 # model 4x worse on one of two held-out families, or far worse on the only one, through. Session 18's cause was 17-48%
 # above on one draw, so the cap leaves that alone.
 GROUPED_CAP = 1.0
-# Scoring cost: each fit's `predict` is timed on this many rows (its evaluated rows, repeated) and
-# scaled to 1M jobs; two costs within `COST_NOISE` of each other are equal (one timing on a shared machine).
-SCORE_COST_ROWS = 20_000
-COST_TIMINGS = 3  # calls the rows are timed in; the fastest call's rate counts (`score_cost`)
+# Scoring cost, counted (`score_cost`, issue 50 session 21): CPU seconds per 1M jobs on one core = `COST_BASE` +
+# `COST_PER_UNIT[kind]` x the model's work per job (`predict_work`: tree nodes a job passes; the network's weights).
+# Measured 2026-11-30 (docs/models.md, session 21; /work/scratch/cost50l-21/calib.py): each model fitted on the measured
+# set (840 jobs, and its first half; seeds 0 and 1), its predict on one thread (n_jobs 1, CatBoost thread_count 1,
+# threadpoolctl 1, torch 1) timed by that thread's CPU clock on 20,000 rows, the fastest of 15 calls (load ~4.5: the
+# quietest the shared machine gave); per kind the median of (CPU-s - `COST_BASE`) / units over its fits (spread:
+# forests 0.0053-0.0093, xgboost 0.0029-0.0042, LightGBM 0.0107-0.0129, the tree 0.0113-0.0147, AdaBoost
+# 0.0163-0.0181, CatBoost 0.00029-0.00049). `COST_BASE`: the prior's predict (no model work), 0.04-0.06 s; "fixed":
+# the linear model, 1.05-1.38 s; the network (default preset, 344,329 weights): 650 CPU-s per 1M jobs, one fit.
+COST_BASE = 0.04
+COST_PER_UNIT = {"sklearn_tree": 0.0138, "sklearn_forest": 0.0075, "adaboost": 0.017, "lightgbm": 0.0119,
+                 "xgboost": 0.0035, "catboost": 0.00036, "network": 0.0019, "fixed": 1.21}
+# Two costs within `COST_NOISE` of each other are equal: the constants' own spread (above) is about that wide.
 COST_NOISE = 0.25
 # Scoring costs under this many seconds per 1M jobs count as this much (`_equally_cheapest`, issue 50 session 19): below
 # it the tie is not issue 52's concern (>= 3M jobs a minute over three targets). The demo's champions predict for 5.08
 # + 1.86 + 3.32 = 10.26 CPU-s per 1M jobs and met that goal in the quiet reruns (3.44-3.59M jobs a minute,
 # docs/benchmarks.md "Score, session 17: the lead's quiet reruns"): three champions at or under a third of that each
 # predict for about as much. An order-of-magnitude bound: those are the score command's own predicts (the plain LightGBM
-# compiled), `score_cost` times the library's `predict` on the night's fits. Under it a lone decision tree's variance on
-# unseen jobs matters, its speed does not (the timed costs there also move 4x from run to run: a blend's 1.05 -> 4.19 s
-# on the same fits; docs/models.md, session 19). With the timing noise on top, every timing up to `COST_REACH` is as
-# cheap as the cheapest (review 69 S2-1: the night that moved had its forest timed at 4.0-4.2 s, inside the noise's
-# part); three champions there would predict for ~12.8 CPU-s per 1M jobs, ~25% above the demo's set.
+# compiled), `score_cost` counts the library's `predict` on the night's fits, in the same unit (CPU-s per 1M jobs; since
+# session 21: the wall-clock timing before it moved 4x from run to run, a blend's 1.05 -> 4.19 s on the same fits). Under
+# it a lone decision tree's variance on unseen jobs matters, its speed does not. With `COST_NOISE` on top, every cost up
+# to `COST_REACH` is as cheap as the cheapest; three champions there would predict for ~12.8 CPU-s per 1M jobs, ~25%
+# above the demo's set. Counted, the forests cost 1.4-2.0 s and the blends of a tree and a forest 1.5-2.1 s, well under
+# it; XGBoost and the plain LightGBM 5-10 s, LightGBM 12-28 s and AdaBoost ~20 s above it (session 21).
 COST_FREE = 3.4
 COST_REACH = COST_FREE * (1 + COST_NOISE)
 # A candidate competes only where its out-of-fold planner loss is below the plain LightGBM's on all but under
@@ -125,7 +136,8 @@ CHAMPION_RULE = (f"only models whose out-of-fold planner loss (sqrt(mean(w err²
                  f"out-of-fold and held-out jobs together), compete, else "
                  f"{registry.PLAIN} is champion; of those, the lowest planner loss on the out-of-fold rows every model "
                  f"forecast; models within {TIE_FLOOR:.0%} of the lowest loss, or within {TIE_CAP:.0%} of it and not "
-                 f"worse beyond noise, are tied, and the cheapest tied one to score per 1M jobs wins (a cost under "
+                 f"worse beyond noise, are tied, and the cheapest tied one to score per 1M jobs wins (CPU seconds on "
+                 f"one core, counted from the fitted model: its trees' nodes a job passes, not timed; a cost under "
                  f"{COST_FREE:g} s per 1M jobs counts as {COST_FREE:g}, and costs within {COST_NOISE:.0%} of the "
                  f"cheapest are equal: any up to {COST_REACH:.3g} s is as cheap as the cheapest; then the first in this "
                  f"order: {', '.join(registry.PREFERENCE)}; a model not in it after these); "
@@ -165,22 +177,84 @@ def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     }
 
 
-def score_cost(est, X: np.ndarray, rows: int = SCORE_COST_ROWS) -> float:
-    """Seconds `est.predict` takes per 1M jobs, timed on `rows` rows of `X` (repeated when it has fewer) in
-    `COST_TIMINGS` calls of an equal share each, after one warm-up call on a few rows: the fastest call's rate. Why
-    the fastest (issue 50): one call timed on a loaded machine can catch a pause of the scheduler, which made a
-    single decision tree (0.05 s per 1M jobs) cost as much as a forest and flipped the tie between them from run to
-    run; the same rows are predicted in all, so a night's scoring work is unchanged. The library's own predict: a
-    champion that compiles scores faster still (docs/benchmarks.md), so this ranks the compiled families
-    conservatively."""
-    sample = X[np.resize(np.arange(len(X)), rows)] if len(X) else X
-    est.predict(sample[:100])
-    fastest = np.inf
-    for part in np.array_split(sample, COST_TIMINGS) if len(sample) >= COST_TIMINGS else [sample]:
-        t0 = time.perf_counter()
-        est.predict(part)
-        fastest = min(fastest, (time.perf_counter() - t0) / max(len(part), 1))
-    return round(fastest * 1_000_000, 3)
+def score_cost(est) -> float | None:
+    """CPU seconds `est.predict` takes per 1M jobs on one core, counted from the fitted model, not timed (issue 50,
+    session 21): its work per job (`predict_work`: tree nodes a job passes, over every tree the predict uses; a
+    network's weights) times its library's CPU seconds per unit (`COST_PER_UNIT`, measured on one core, quietly),
+    plus `COST_BASE`, what every model's predict costs around it (the input check, the log target's exp). The same fits
+    cost the same whatever else the machine runs, so a night re-run gets the same champion: the wall-clock timing it
+    replaces moved with the load (the same fits timed a blend at 2.45 s and 5.06 s, a forest at 4.0-4.2 s and 5.77 s at
+    load ~5.7, and that night went back to the lone tree), and so did a thread's own CPU clock here (xgboost 8.2 -> 19.5
+    s, extra_trees 2.1 -> 2.8 s with two busy processes beside it: docs/models.md, session 21). None for a model it
+    cannot count (its cost unknown: `_equally_cheapest` then lets the preference order decide). The library's own
+    predict: a champion that compiles scores faster still (docs/benchmarks.md)."""
+    kind, units = predict_work(est)
+    if kind is None:
+        return None
+    return round(COST_BASE + COST_PER_UNIT[kind] * units, 3)
+
+
+def predict_work(est) -> tuple[str | None, float]:
+    """(the cost's kind, its units of work per job) of a fitted model (`score_cost`): for trees, the nodes a job passes
+    (its leaf's depth), averaged over the training rows that reached each leaf, summed over the trees the predict uses
+    (the boosted trees' best round's); for the network, its weights; the linear model and the prior, one (a fixed
+    cost). (None, 0) for a model of another kind."""
+    from sklearn.ensemble import AdaBoostRegressor, ExtraTreesRegressor, RandomForestRegressor
+    from sklearn.pipeline import Pipeline
+    from sklearn.tree import BaseDecisionTree
+
+    inner = getattr(est, "regressor_", est)
+    library = type(inner).__module__.split(".")[0]
+    if isinstance(inner, BaseDecisionTree):
+        return "sklearn_tree", _sklearn_depth(inner.tree_)
+    if isinstance(inner, (RandomForestRegressor, ExtraTreesRegressor)):
+        return "sklearn_forest", sum(_sklearn_depth(t.tree_) for t in inner.estimators_)
+    if isinstance(inner, AdaBoostRegressor):
+        return "adaboost", sum(_sklearn_depth(t.tree_) for t in inner.estimators_)
+    if library == "lightgbm":
+        return "lightgbm", sum(_nested_depth(t["tree_structure"], "left_child", "right_child", "leaf_count")
+                               for t in inner.booster_.dump_model()["tree_info"])
+    if library == "xgboost":
+        trees = inner.get_booster().get_dump(with_stats=True, dump_format="json")
+        used = getattr(inner, "best_iteration", None)  # the predict's trees: the best round's (early stopping)
+        trees = trees[: used + 1] if used is not None else trees
+        return "xgboost", sum(_nested_depth(json.loads(t), "children", None, "cover") for t in trees)
+    if library == "catboost":  # symmetric trees: every job passes each tree's depth
+        return "catboost", float(np.log2(np.maximum(inner.get_tree_leaf_counts(), 1)).sum())
+    if hasattr(inner, "model_") and hasattr(inner.model_, "parameters"):  # the network (torch)
+        return "network", float(sum(p.numel() for p in inner.model_.parameters()))
+    if isinstance(inner, Pipeline):
+        return "fixed", 1.0
+    if type(inner).__name__ == "PriorModel":
+        return "fixed", 0.0
+    return None, 0.0
+
+
+def _sklearn_depth(tree) -> float:
+    """The mean depth of a scikit-learn tree's leaves, weighted by the training rows that reached each."""
+    left, right = tree.children_left, tree.children_right
+    depth = np.zeros(tree.node_count)
+    for node in range(tree.node_count):  # a child's id is above its parent's
+        if left[node] >= 0:
+            depth[left[node]] = depth[right[node]] = depth[node] + 1
+    leaf = left < 0
+    n = tree.n_node_samples[leaf].astype(np.float64)
+    return float((depth[leaf] * n).sum() / n.sum())
+
+
+def _nested_depth(root: Mapping, left: str, right: str | None, count: str) -> float:
+    """The mean depth of a dumped tree's leaves (LightGBM's: `left_child` / `right_child` and `leaf_count`; XGBoost's:
+    `children` and `cover`), weighted by the training rows (or cover) that reached each."""
+    total, weight, stack = 0.0, 0.0, [(root, 0)]
+    while stack:
+        node, d = stack.pop()
+        kids = node.get("children", []) if right is None else [node[k] for k in (left, right) if k in node]
+        if kids:
+            stack.extend((k, d + 1) for k in kids)
+        else:
+            w = float(node.get(count, 0.0))
+            total, weight = total + d * w, weight + w
+    return total / weight if weight > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -290,13 +364,13 @@ class ChampionChoice:
                 costs = ", ".join(f"{m} {self.costs[m]:.3g}" for m in self.tied if m in self.costs)
                 if any(m not in self.costs for m in self.tied):  # a tied model's cost unknown: the order alone
                     words = (f"{accuracy}; a tied model's scoring cost not measured: first in the preference order "
-                             f"(seconds per 1M jobs: {costs})")
+                             f"(CPU seconds per 1M jobs, counted: {costs})")
                 elif self.costs[self.champion] > min(self.costs[m] for m in self.tied):  # equally cheap: the order
-                    words = (f"{accuracy}; as cheap to score as the cheapest of the tied (seconds per 1M jobs: {costs}; "
+                    words = (f"{accuracy}; as cheap to score as the cheapest of the tied (CPU seconds per 1M jobs, counted: {costs}; "
                              f"any up to {COST_REACH:.3g} s, or within {COST_NOISE:.0%}, counts as equal): first in "
                              f"the preference order")
                 else:
-                    words = f"{accuracy}; cheapest to score of the tied (seconds per 1M jobs: {costs})"
+                    words = f"{accuracy}; cheapest to score of the tied (CPU seconds per 1M jobs, counted: {costs})"
             words += self._then(self.generalises)
         if not self.floor.startswith(f"{registry.PLAIN} is champion"):
             words += self._then(self.floor)
@@ -502,10 +576,10 @@ def _generalises(choice: ChampionChoice, held: Pooled, costs: Mapping[str, float
     pair = _tie_order([champion, tree], costs, {champion: mine, tree: theirs})
     priced = ", ".join(f"{m} {costs[m]:.3g}" if m in costs else f"{m} not measured" for m in (champion, tree))
     if len(_equally_cheapest(costs, [champion, tree])) == 2:
-        how = (f"as cheap to score (seconds per 1M jobs: {priced}; any up to {COST_REACH:.3g} s, or "
+        how = (f"as cheap to score (CPU seconds per 1M jobs, counted: {priced}; any up to {COST_REACH:.3g} s, or "
                f"within {COST_NOISE:.0%}, counts as equal): the first in the preference order wins")
     else:
-        how = f"the cheaper to score wins (seconds per 1M jobs: {priced})"
+        how = f"the cheaper to score wins (CPU seconds per 1M jobs, counted: {priced})"
     # review 69 S2-2: the tree's cost goes with it, and a tree that takes the tie here was never tied out of fold: the
     # night report says the holdout decided (`overruled`), not "within 2%, or within 5% and noise"
     return replace(choice, champion=pair[0], tied=tuple(dict.fromkeys((*choice.tied, tree))), backtest=means,

@@ -237,7 +237,7 @@ def fit_one(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, 
                                                                   max_seconds=max_seconds)).fit(X[fit_idx], y[fit_idx])
     seconds = time.perf_counter() - t0
     used = getattr(est, "device_", "cpu")
-    cost = score_cost(est, X[np.concatenate([test_idx, held_idx])])
+    cost = score_cost(est)
     test_pred = est.predict(X[test_idx])
     held_pred = est.predict(X[held_idx]) if len(held_idx) else np.empty(0)
     out = tuple(MetricRow(model=model, preset=options.preset if model == registry.NN else None,

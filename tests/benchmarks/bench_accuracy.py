@@ -75,7 +75,7 @@ def fit_predict(name: str, rows: pl.DataFrame, y: np.ndarray, target: str, featu
     t0 = time.perf_counter()
     est = _build(name, enc, target, options, registry.Build(seed=0, threads=2, progress=lambda _: None)).fit(X[fit], y[fit])
     seconds = time.perf_counter() - t0
-    return est.predict(X), seconds, score_cost(est, X)
+    return est.predict(X), seconds, score_cost(est)
 
 
 def plain_quantile_p90(rows: pl.DataFrame, y: np.ndarray, fit: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ def test_train_then_report(home, tmp_path, capsys):
         assert epochs == [("lightgbm", None, None), ("linear_fs", None, None), ("transformer_bigru", 2, 2)]  # tiny: 2
         champs = con.execute("SELECT target, model, model_dir FROM model_champions ORDER BY target").fetchall()
         costs = con.execute("SELECT min(score_seconds_per_million), count(score_seconds_per_million) FROM model_metrics").fetchone()
-        assert costs[0] > 0 and costs[1] == n  # every fit's scoring cost was timed (the champion rule's tie-break)
+        assert costs[0] > 0 and costs[1] == n  # every fit's scoring cost was counted (the champion rule's tie-break)
         chosen = con.execute("SELECT challenger, most_accurate_model, choice_reason FROM model_champions").fetchall()
     assert all(best in MODELS.split(",") and reason for _, best, reason in chosen)
     # not the most accurate: tied with it (the reason names the tie and the challenger: the cheaper to score, or under

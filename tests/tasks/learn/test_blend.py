@@ -52,7 +52,7 @@ def test_the_blend_is_judged_on_cross_fitted_forecasts_and_competes_as_a_candida
     choice = champion_choice(_fits(y, preds), y, folds=folds.FOLDS, extra={blend.NAME: mix.oof},
                              costs={blend.NAME: mix.cost})
     assert choice.champion == blend.NAME and choice.lowest == blend.NAME
-    assert "blend of 0.5" in mix.describe() and "5 s per 1M jobs, the sum of its members'" in mix.describe()
+    assert "blend of 0.5" in mix.describe() and "5 CPU-s per 1M jobs, counted: the sum of its members'" in mix.describe()
     rows = blend.metric_rows(mix, y, _fits(y, preds))  # its figures in model_metrics, as every model's
     assert {(r.model, r.split, r.rows_eval) for r in rows} == {(blend.NAME, "validation", 300), (blend.NAME, "test", 300)}
     assert rows[1].planner_loss == pytest.approx(planner_loss(y, blended)) and rows[1].r2 > 0.9
