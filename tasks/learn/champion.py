@@ -92,7 +92,7 @@ TIE_CAP = 0.05
 GROUPED_CAP = 1.0
 # Scoring cost, counted (`score_cost`, issue 50 session 21): CPU seconds per 1M jobs on one core = `COST_BASE` +
 # `COST_PER_UNIT[kind]` x the model's work per job (`predict_work`: tree nodes a job passes; the network's weights).
-# Measured 2026-11-30 (docs/models.md, session 21; /work/scratch/cost50l-21/calib.py): each model fitted on the measured
+# Measured 2026-11-30 (docs/models.md, session 21; tests/benchmarks/calibrate_score_cost.py): each model fitted on the measured
 # set (840 jobs, and its first half; seeds 0 and 1), its predict on one thread (n_jobs 1, CatBoost thread_count 1,
 # threadpoolctl 1, torch 1) timed by that thread's CPU clock on 20,000 rows, the fastest of 15 calls (load ~4.5: the
 # quietest the shared machine gave); per kind the median of (CPU-s - `COST_BASE`) / units over its fits (spread:
