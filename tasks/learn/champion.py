@@ -137,7 +137,7 @@ CHAMPION_RULE = (f"only models whose out-of-fold planner loss (sqrt(mean(w err²
                  f"{registry.PLAIN} is champion; of those, the lowest planner loss on the out-of-fold rows every model "
                  f"forecast; models within {TIE_FLOOR:.0%} of the lowest loss, or within {TIE_CAP:.0%} of it and not "
                  f"worse beyond noise, are tied, and the cheapest tied one to score per 1M jobs wins (CPU seconds on "
-                 f"one core, counted from the fitted model: its trees' nodes a job passes, not timed; a cost under "
+                 f"one core, counted from the fitted model: tree nodes a job passes, a network's weights, not timed; a cost under "
                  f"{COST_FREE:g} s per 1M jobs counts as {COST_FREE:g}, and costs within {COST_NOISE:.0%} of the "
                  f"cheapest are equal: any up to {COST_REACH:.3g} s is as cheap as the cheapest; then the first in this "
                  f"order: {', '.join(registry.PREFERENCE)}; a model not in it after these); "
@@ -180,7 +180,7 @@ def metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
 def score_cost(est) -> float | None:
     """CPU seconds `est.predict` takes per 1M jobs on one core, counted from the fitted model, not timed (issue 50,
     session 21): its work per job (`predict_work`: tree nodes a job passes, over every tree the predict uses; a
-    network's weights) times its library's CPU seconds per unit (`COST_PER_UNIT`, measured on one core, quietly),
+    network's weights) times its library's CPU seconds per unit (`COST_PER_UNIT`, measured on one core at load ~4.5),
     plus `COST_BASE`, what every model's predict costs around it (the input check, the log target's exp). The same fits
     cost the same whatever else the machine runs, so a night re-run gets the same champion: the wall-clock timing it
     replaces moved with the load (the same fits timed a blend at 2.45 s and 5.06 s, a forest at 4.0-4.2 s and 5.77 s at
@@ -222,7 +222,12 @@ def predict_work(est) -> tuple[str | None, float]:
     if library == "catboost":  # symmetric trees: every job passes each tree's depth
         return "catboost", float(np.log2(np.maximum(inner.get_tree_leaf_counts(), 1)).sum())
     if hasattr(inner, "model_") and hasattr(inner.model_, "parameters"):  # the network (torch)
-        return "network", float(sum(p.numel() for p in inner.model_.parameters()))
+        from torch import nn
+
+        # its weights a job multiplies through; an embedding table is a lookup (one row a job), so its size, which grows
+        # with the categories the history holds, is no work (review 71 S2-2)
+        lookups = {id(p) for m in inner.model_.modules() if isinstance(m, nn.Embedding) for p in m.parameters()}
+        return "network", float(sum(p.numel() for p in inner.model_.parameters() if id(p) not in lookups))
     if isinstance(inner, Pipeline):
         return "fixed", 1.0
     if type(inner).__name__ == "PriorModel":

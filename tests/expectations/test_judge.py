@@ -55,7 +55,7 @@ def test_a_judge_that_ends_without_answering_fails_the_validation_and_the_next_o
 
 
 def test_a_judge_asked_only_to_warm_up_is_stopped_at_the_end_not_waited_for():
-    """`gpucast ingest` starts the judge before Prefect's import: a command that ends before it validates (a file
+    """`gpucast ingest` starts the judge before its flow: a command that ends before it validates (a file
     that is missing, an API that does not answer) must not wait for the judge's build (3-5 CPU-s) at its exit. A
     process that reads the warm-up and keeps building stands in for it."""
     import time

@@ -54,7 +54,7 @@ def ingest(tmp_path: Path, name: str, **env: str) -> dict:
     what it printed)."""
     work = tmp_path / name
     logs = work / "logs.jsonl"
-    logs.parent.mkdir(parents=True, exist_ok=True)  # (a seeded Prefect home may be there)
+    logs.parent.mkdir(parents=True, exist_ok=True)
     logs.write_text(jsonl(record(job_id="a"), record(job_id="b")))
     out = work / "started.json"
     done = subprocess.run([sys.executable, "-c", COMMAND, str(out), "ingest", str(logs)], capture_output=True, text=True,

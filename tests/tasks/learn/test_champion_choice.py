@@ -3,6 +3,7 @@ generalisation holdout (the latest week, else whole families, else whole shape c
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -24,6 +25,7 @@ from gpucast.tasks.learn.champion import (
     TIE_CAP,
     UNDER_WEIGHT,
     _below,
+    _nested_depth,
     _together,
     _weighted_sq,
     _worse_beyond_noise,
@@ -358,9 +360,32 @@ def test_every_tree_and_linear_model_has_a_counted_scoring_cost(name):
     assert kind is not None and units > 0
     cost = score_cost(est)
     assert cost == round(COST_BASE + COST_PER_UNIT[kind] * units, 3) and cost > COST_BASE
-    if name in ("lightgbm", "xgboost"):  # 600 trees at most; stopped early on this easy target
-        per_tree = {"lightgbm": 6, "xgboost": 8}[name]  # the deepest a tree can be (63 leaves; max_depth 8)
-        assert units < 600 * per_tree
+    inner = getattr(est, "regressor_", est)
+    if name == "xgboost":  # stopped early: the dump holds rounds after the best one, which predict does not use
+        dumped = inner.get_booster().get_dump(with_stats=True, dump_format="json")
+        assert inner.best_iteration + 1 < len(dumped)
+        assert units < sum(_nested_depth(json.loads(t), "children", None, "cover") for t in dumped)
+    if name == "lightgbm":  # stopped early: its dump is the best round's trees, and those are what is counted
+        assert 0 < inner.best_iteration_ == len(inner.booster_.dump_model()["tree_info"]) < inner.n_estimators
+
+
+def test_the_networks_counted_cost_leaves_out_its_lookup_tables():
+    """An embedding table is a lookup, one row a job: the network's count is the weights a job multiplies through, the
+    same whether the history holds 3 categories or 300 (review 71 S2-2)."""
+    from gpucast.tasks.learn.models.transformer_bigru import TransformerBiGRURegressor
+
+    rng = np.random.default_rng(0)
+
+    def fitted(categories: int):
+        X = rng.random((64, 3))
+        X[:, 0] = rng.integers(0, categories, 64)
+        return TransformerBiGRURegressor("tiny", epochs=1, seed=0, categorical=(0,),
+                                         cardinalities=(categories,)).fit(X, np.exp(X[:, 1]))
+
+    few, many = fitted(3), fitted(300)
+    assert predict_work(few)[0] == "network" and predict_work(few) == predict_work(many)
+    assert score_cost(few) == score_cost(many) > COST_BASE
+    assert predict_work(few)[1] < sum(p.numel() for p in few.model_.parameters())
 
 
 def test_too_few_labelled_jobs_for_the_folds_get_the_plain_lightgbm_alone(tmp_path):
