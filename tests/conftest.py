@@ -161,12 +161,14 @@ def prefect_harness(tmp_path_factory) -> Iterator[Path | None]:
     with contextlib.ExitStack() as stack:
         with _prefect_db_template(tmp_path_factory) as template:
             seeded = template.exists()
-            with _harness_database_from(template if seeded else None):
+            if not seeded:  # the run's first harness: started and copied under the lock, so the others wait for the copy
                 stack.enter_context(prefect_test_harness(server_startup_timeout=180))
-            if not seeded:
                 url = prefect.settings.PREFECT_SERVER_DATABASE_CONNECTION_URL.value()
                 with contextlib.suppress(sqlite3.Error, IndexError, OSError):  # no template: each server migrates
                     _keep_database(url, template)
+        if seeded:  # a later harness: the copy is whole (renamed in), so its start holds no lock (review 71 S3-5)
+            with _harness_database_from(template):
+                stack.enter_context(prefect_test_harness(server_startup_timeout=180))
         kept = template if template.exists() else None
         seed_prefect_home(Path(os.environ["PREFECT_HOME"]), kept)  # the session's, where commands' servers start
         stack.enter_context(children.without_heartbeats())
