@@ -197,8 +197,8 @@ def score_cost(est) -> float | None:
 def predict_work(est) -> tuple[str | None, float]:
     """(the cost's kind, its units of work per job) of a fitted model (`score_cost`): for trees, the nodes a job passes
     (its leaf's depth), averaged over the training rows that reached each leaf, summed over the trees the predict uses
-    (the boosted trees' best round's); for the network, its weights; the linear model and the prior, one (a fixed
-    cost). (None, 0) for a model of another kind."""
+    (the boosted trees' best round's); for the network, the weights a job multiplies through; the linear model one
+    unit of the "fixed" kind, the prior none (`COST_BASE` alone). (None, 0) for a model of another kind."""
     from sklearn.ensemble import AdaBoostRegressor, ExtraTreesRegressor, RandomForestRegressor
     from sklearn.pipeline import Pipeline
     from sklearn.tree import BaseDecisionTree
