@@ -139,8 +139,8 @@ _JUDGE = _Worker()
 
 
 def warm_up(suite_name: str = "job_logs") -> None:
-    """Start Great Expectations' judge and let it build the suite's context now (3-4 s, in its own process), for
-    a caller that has something else to do meanwhile (`gpucast ingest`: Prefect's server starting, the reading);
+    """Start Great Expectations' judge and let it build the suite's context now (3-5 CPU-s, in its own process), for
+    a caller that has something else to do meanwhile (`gpucast ingest`: Prefect's import and server, the reading);
     the first validation's answer waits for that build if it is still under way."""
     with _JUDGE.lock:
         _JUDGE.send({"suite": SUITES[suite_name]()})

@@ -46,8 +46,10 @@ def _simulate(args: argparse.Namespace, settings: None = None) -> int:
 
 
 def _warm_up_validation() -> None:
-    """Great Expectations' import and context (3-4 s) in a thread, for a command about to start a flow: the flow's
-    first seconds are Prefect's temporary server starting, mostly a wait on another process."""
+    """Great Expectations' judge (its import and context, 3-5 CPU-s, in a process of its own) started from a thread,
+    for a command about to start a flow: `gpucast ingest` before Prefect's import and server (`_ingest_early`), so a
+    small file's validation finds it ready; `nightly` and `demo` before their flows. A command that ends before it
+    validates stops the judge (`validate._Worker.close`), not waiting for its build."""
     from gpucast.expectations.validate import warm_up
 
     def quietly() -> None:  # a failure here (GX missing, say) comes back where validation runs, as one line
@@ -57,16 +59,32 @@ def _warm_up_validation() -> None:
     threading.Thread(target=quietly, name="gx-warm-up").start()
 
 
+def _ingest_early(args: argparse.Namespace) -> None:
+    """What `gpucast ingest` starts before Prefect's import and the API's check (process.py `before_prefect`): the
+    reading of the first file named, if it is staged alone (a large one: `staging.batches`) and read without a mapping
+    (`staging.start_reading`: its first chunks wait, bounded, for the flow's staging task), then GX's judge
+    (`_warm_up_validation`). A path that matches nothing ends the command here (exit 2), before either."""
+    from gpucast.tasks.ingest import staging
+
+    if args.paths and not args.mapping:
+        files = staging.discover(args.paths)
+        if files and staging.batches(files)[0] == [0]:
+            staging.start_reading(files[0], args.chunk_rows)
+    _warm_up_validation()
+
+
 def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.ingest import ingest_job_logs, mapping_source
-    from gpucast.tasks.ingest.staging import discover
+    from gpucast.tasks.ingest.staging import discover, stop_reading
     from gpucast.tasks.sources.mapping import check_files
 
-    if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
-        check_files(source, discover(args.paths))
-    _warm_up_validation()
-    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
-                        storage=settings.storage, quality=settings.quality)
+    try:
+        if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
+            check_files(source, discover(args.paths))
+        s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
+                            storage=settings.storage, quality=settings.quality)
+    finally:
+        stop_reading()  # a reading `_ingest_early` began that the run did not take (it failed before staging)
     print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
           f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate; {s.files_rejected} file(s) rejected")
     if s.rows_rejected or s.files_rejected:

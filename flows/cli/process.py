@@ -224,6 +224,8 @@ def run_command(args: argparse.Namespace) -> int:
         configure(settings.storage.home if settings else None)  # Prefect's defaults, before any flow imports Prefect
         if args.command in FLOW_COMMANDS:  # the data directory's folders, before a server or a flow starts
             settings.ensure()
+        if early := getattr(args, "before_prefect", None):  # what a command starts beside Prefect's import and server
+            early(args)  # (`gpucast ingest`: its first file's reading and GX's judge, pipeline.py `_ingest_early`)
     except Exception as exc:  # noqa: BLE001  (a file where a folder goes: one line, exit 5)
         return _answer(args.command, exc)
     if args.command in FLOW_COMMANDS or getattr(args, "flows", None):  # (the others never call Prefect's API)

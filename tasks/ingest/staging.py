@@ -199,10 +199,12 @@ def stage_file(
         result = FileResult(path=str(path), sha256=content_key(path), index=index)
         _refuse_link(result, path)
         return result
-    result = FileResult(path=str(path), sha256="", index=index, stat_before=stat_key(path))
+    started = _take_started(path, chunk_rows, mapping)  # a reading begun before the run (`start_reading`), if any
+    result = FileResult(path=str(path), sha256="", index=index,
+                        stat_before=started.stat_before if started else stat_key(path))
     with ThreadPoolExecutor(1, thread_name_prefix="gpucast-sha256") as hashing:
         digest = hashing.submit(content_key, path)
-        staged = _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest)
+        staged = _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest, started)
         # a reading error propagates as itself (the hash's own error, if any, stays in its future)
         staged.sha256 = staged.sha256 or digest.result()
         return staged
@@ -210,14 +212,16 @@ def stage_file(
 
 def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: int,
                 progress: Callable[[str], None] | None, not_after: datetime | None, mapping: Mapping | None,
-                digest: Future[str]) -> FileResult:
-    """`stage_file`'s reading, checking and writing of a file that is not a link; `digest`: its content hash, to be."""
-    info = FileInfo(path, mapping=mapping)
+                digest: Future[str], started: _Started | None = None) -> FileResult:
+    """`stage_file`'s reading, checking and writing of a file that is not a link; `digest`: its content hash, to be;
+    `started`: its reading, begun before the run (`start_reading`), else it begins here."""
+    info = started.info if started else FileInfo(path, mapping=mapping)
+    chunks = started.chunks if started else ReadAhead(read_chunks(path, info, chunk_rows))
     staging_dir.mkdir(parents=True, exist_ok=True)
     staged = _Staged(result, staging_dir, digest)
     bar = tqdm(desc=path.name, unit=" rows", unit_scale=True, leave=False, disable=None)  # a terminal only
     try:
-        for k, chunk in enumerate(_timed(_read_ahead(read_chunks(path, info, chunk_rows)), staged.clock)):
+        for k, chunk in enumerate(_timed(iter(chunks), staged.clock)):
             staged.add(chunk, k, not_after)
             bar.update(chunk.height)
             if progress:
@@ -226,55 +230,116 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
         staged.discard(exc.reason)  # nothing of a file that cannot be read fully is loaded
         return result
     finally:
+        chunks.close()
         bar.close()
     _finish(result, info, staged.counts, staged.clock)
     return result
 
 
-def _read_ahead(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """`chunks`, the next one read by a thread while the caller checks and writes this one: the same chunks in the
-    same order, and a reading error raised where it was met (after the chunks before it). Reading holds Python's
-    lock to split lines (`readers._line_blocks`) while checking and writing mostly run in Polars, which releases
-    it: on two cores the two overlap. At most one chunk waits in the queue while the reader holds the next
-    (memory: up to two chunks more than before; three are made while the caller holds the first)."""
-    ahead: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
+class ReadAhead:
+    """`chunks`, the next one read by a thread (started at once) while the caller checks and writes this one: the same
+    chunks in the same order (iterate once), and a reading error raised where it was met (after the chunks before it).
+    Reading holds Python's lock to split lines (`readers._line_blocks`) while checking and writing mostly run in
+    Polars, which releases it: on two cores the two overlap. At most one chunk waits in the queue while the reader
+    holds the next (memory: up to two chunks more than before; three are made while the caller holds the first).
+    `close` stops the thread (a caller that stops early, or a reading never taken: `start_reading`)."""
 
-    def put(item: tuple) -> bool:
+    _DONE = object()
+
+    def __init__(self, chunks: Iterator[pl.DataFrame]) -> None:
+        self._chunks = chunks
+        self._ahead: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="gpucast-read-ahead", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: tuple) -> bool:
         """Hand `item` over, unless the caller has stopped reading (then False)."""
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                ahead.put(item, timeout=0.1)
+                self._ahead.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def read() -> None:
+    def _read(self) -> None:
         try:
-            for chunk in chunks:
-                if not put((chunk, None)):
+            for chunk in self._chunks:
+                if not self._put((chunk, None)):
                     return
-            put((done, None))
+            self._put((self._DONE, None))
         except BaseException as exc:  # handed to the caller, raised there
-            put((done, exc))
+            self._put((self._DONE, exc))
 
-    reader = threading.Thread(target=read, name="gpucast-read-ahead", daemon=True)
-    reader.start()
-    try:
+    def __iter__(self) -> Iterator[pl.DataFrame]:
         while True:
-            chunk, error = ahead.get()
+            chunk, error = self._ahead.get()
             if error is not None:
                 raise error
-            if chunk is done:
+            if chunk is self._DONE:
                 return
             yield chunk
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if hasattr(self._chunks, "close"):
+            self._chunks.close()
+
+
+def _read_ahead(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """`chunks` through a `ReadAhead` (its thread starts with the first chunk asked for), closed when the caller stops."""
+    ahead = ReadAhead(chunks)
+    try:
+        yield from ahead
     finally:
-        stop.set()
-        reader.join()
-        if hasattr(chunks, "close"):
-            chunks.close()
+        ahead.close()
+
+
+@dataclass
+class _Started:
+    """A file whose reading began before its staging task (`start_reading`)."""
+
+    info: FileInfo
+    stat_before: tuple[int, int] | None
+    chunk_rows: int
+    chunks: ReadAhead
+
+
+_STARTED: dict[str, _Started] = {}  # by the file's path (as `discover` gives it): at most one, taken once
+
+
+def start_reading(path: Path, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+    """Start reading `path` now, before the run that stages it (`gpucast ingest FILE`: beside Prefect's import and the
+    flow's start, flows/cli/pipeline.py): its first chunks wait, bounded (`ReadAhead`: the chunk in the queue and the
+    one the thread holds), until `stage_file` takes the reading, with the file's size and mtime from before it began.
+    Nothing is decoded that the run would not decode: the same chunks, in the same order. A reading still untaken is
+    dropped by the next `start_reading` or by `stop_reading`; a link is never read (stage_file refuses it)."""
+    stop_reading()
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        return
+    info, stat = FileInfo(path), stat_key(path)
+    _STARTED[str(path)] = _Started(info, stat, chunk_rows, ReadAhead(read_chunks(path, info, chunk_rows)))
+
+
+def stop_reading() -> None:
+    """Drop any reading `start_reading` began that no staging took (the run failed first, or read other files)."""
+    while _STARTED:
+        _STARTED.popitem()[1].chunks.close()
+
+
+def _take_started(path: Path, chunk_rows: int, mapping: Mapping | None) -> _Started | None:
+    """The reading `start_reading` began for `path`, if it reads what this staging would (the same chunk size, no
+    mapping) and the file has not changed since it began; else None (and a reading that does not fit is dropped)."""
+    started = _STARTED.pop(str(path), None)
+    if started is None:
+        return None
+    if started.chunk_rows != chunk_rows or mapping is not None or stat_key(path) != started.stat_before:
+        started.chunks.close()
+        return None
+    return started
 
 
 def _timed(chunks: Iterator[pl.DataFrame], clock: dict[str, float]) -> Iterator[pl.DataFrame]:

@@ -117,8 +117,8 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "startup_seconds": t -
 # one atexit hook registered first, so it runs last: after Prefect's server has stopped, it writes this
 # process's peak RSS and its CPU seconds to the file named by the first argument (JSON), with the clock times
 # (time.time()) at which the reader opened the first file and handed over its first chunk: the command's fixed
-# cost is start to the first (issue 52: <= 3 s); and at which the staging task took its first chunk to check (session
-# 21: a reading started before Prefect's import, measured and not landed, met the first figure and not this one). The
+# cost is start to the first (issue 52: <= 3 s); and at which the staging task took its first chunk to check (since
+# session 22 `gpucast ingest FILE` starts reading before Prefect's import, so the reading may wait for the flow). The
 # reader and the staging step are wrapped where staging calls them; nothing else changes.
 COMMAND = PEAK_RSS + CPU + """
 import atexit, json, sys, time

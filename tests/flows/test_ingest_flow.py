@@ -420,3 +420,33 @@ def test_an_inbox_file_still_being_written_is_left_for_the_next_run(home, monkey
     again = ingest()
     assert (again.rows_loaded, again.rows_duplicate) == (1, 2)
     assert not inbox_file.exists()  # complete now: archived
+
+
+def test_gpucast_ingest_reads_its_file_before_the_flow_and_stages_that_reading(home, tmp_path, monkeypatch):
+    """`gpucast ingest FILE` starts reading FILE before Prefect's import and the flow (pipeline.py `_ingest_early`,
+    issue 52: the command's fixed cost to its first row): the first read comes before the flow's first task looks for
+    the files, the file is read once (the staging task takes that reading), and the run's rows are what they were:
+    read = loaded + rejected + duplicate, each counted as before. No reading thread is left."""
+    import threading
+
+    from gpucast.flows.cli import main
+    from gpucast.tasks.ingest import staging
+
+    events, discover, read = [], staging.discover, staging.read_chunks
+
+    def finding(*args, **kwargs):
+        events.append("discover")
+        return discover(*args, **kwargs)
+
+    def reading(*args, **kwargs):
+        events.append("read")
+        yield from read(*args, **kwargs)
+
+    monkeypatch.setattr(staging, "discover", finding)
+    monkeypatch.setattr(staging, "read_chunks", reading)
+    logs = write(tmp_path / "a.jsonl", jsonl(record(job_id="x"), record(job_id="x"), record(job_id="y"),
+                                             record(job_id="z", gpu_count=-1)))
+    assert main(["ingest", str(logs)]) == 0
+    assert events == ["discover", "read", "discover"]  # the command's own look, its reading, then the flow's find-files
+    assert query(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate FROM ingest_files") == [(4, 2, 1, 1)]
+    assert not staging._STARTED and not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]

@@ -180,3 +180,58 @@ def test_reading_ahead_gives_the_same_chunks_in_order_and_the_reading_error_afte
     assert next(ahead)["i"][0] == 0
     ahead.close()  # the caller stops: the reading thread ends
     assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
+
+
+def test_a_reading_started_before_the_run_is_the_one_staged_and_stages_the_same_rows(tmp_path, monkeypatch):
+    """`gpucast ingest FILE` starts reading the file before Prefect's import (`start_reading`, issue 52): staging takes
+    that reading (the file is read once, in the same chunks) and stages exactly what a reading begun there stages:
+    every count, outcome and staged row; read = valid + rejected."""
+    import threading
+
+    rows = [record(job_id=f"j{i}", batch_size=-1 if i % 7 == 0 else 8) for i in range(25)] + ["{broken"]
+    path = write(tmp_path / "in.jsonl", jsonl(*rows))
+    plain = stage_file(path, tmp_path / "plain", 0, chunk_rows=10)
+
+    opened, read = [], staging.read_chunks
+
+    def reading(*args, **kwargs):
+        opened.append(threading.current_thread().name)
+        yield from read(*args, **kwargs)
+
+    monkeypatch.setattr(staging, "read_chunks", reading)
+    staging.start_reading(path, chunk_rows=10)
+    assert opened == ["gpucast-read-ahead"]  # begun, in its own thread, before any staging
+    early = stage_file(path, tmp_path / "early", 0, chunk_rows=10)
+    assert opened == ["gpucast-read-ahead"] and not staging._STARTED  # taken: not read a second time
+    assert _comparable(early) == _comparable(plain)
+    assert early.rows_read == early.rows_valid + early.rows_rejected == 26 and early.rows_rejected == 5
+    for kind in ("valid", "rejected"):
+        assert _staged_kind(tmp_path / "early", kind).equals(_staged_kind(tmp_path / "plain", kind)), kind
+    assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
+
+
+@pytest.mark.parametrize("change", ["chunk size", "mapping", "file written since", "never staged"])
+def test_a_reading_started_before_the_run_that_does_not_fit_is_dropped(tmp_path, monkeypatch, change):
+    """A reading begun early is taken only if it reads what the staging would (same chunk size, no mapping) and the
+    file has not changed since it began; otherwise it is stopped and the file is read anew (the same result as a
+    plain staging). One never taken is stopped by `stop_reading` (the command's end): no thread is left."""
+    import threading
+
+    from gpucast.tasks.sources.mapping import load_mapping
+
+    path = write(tmp_path / "in.jsonl", jsonl(*[record(job_id=f"j{i}") for i in range(12)]))
+    staging.start_reading(path, chunk_rows=5)
+    if change == "never staged":
+        staging.stop_reading()
+    else:
+        chunk_rows, mapping = (4 if change == "chunk size" else 5), None
+        if change == "mapping":
+            mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  job_id: job_id\n"))
+        if change == "file written since":
+            with path.open("a") as f:
+                f.write(jsonl(record(job_id="late")))
+        result = stage_file(path, tmp_path / "staged", 0, chunk_rows=chunk_rows, mapping=mapping)
+        assert result.rows_read == (13 if change == "file written since" else 12)
+        assert result.stat_before == staging.stat_key(path)
+    assert not staging._STARTED
+    assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
