@@ -14,7 +14,7 @@ and leaves a link artifact to it.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import polars as pl
@@ -76,9 +76,9 @@ def read_running(storage: Storage):
 
 
 @task(name="read-demand-forecast")
-def read_demand_input(storage: Storage):
+def read_demand_input(storage: Storage, start: date):
     with db.writer(storage) as con:
-        return plan_tables.demand_input(con, arrivals.RECENT_PLAN_RUNS)
+        return plan_tables.demand_input(con, arrivals.RECENT_PLAN_DAYS, start)
 
 
 @task(name="pack-jobs", cache_policy=NO_CACHE)
@@ -132,7 +132,7 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
     with lifecycle(storage, "plan", days=days, gpu_types=types,
                    inventory=inventory.source if inventory else None) as run:
         jobs, score_run_id, start = read_plan_input(storage)
-        forecast, demand_run_id, recent = read_demand_input(storage)
+        forecast, demand_run_id, recent = read_demand_input(storage, start)
         inputs = scenarios.PlanInputs(jobs, read_running(storage), forecast, recent, start, types,
                                       settings.planning.default_gpu_mem_gb)
         scenarios.refuse_unknown_queues(scenario_files, inputs, inventory)

@@ -49,11 +49,14 @@ FROM current_demand_forecast ORDER BY day, queue, gpu_type
 LATEST_DEMAND_RUN = """
 SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded' ORDER BY started_at DESC, demand_run_id DESC LIMIT 1
 """
-# The first day of each of the last ? succeeded plans, per queue x GPU type: the packing of known jobs
-# the expected arrivals' packing efficiency is measured on (tasks/plan/arrivals.py).
+# The first day of the last ? days planned before this plan's first day (the latest succeeded plan of each), per
+# queue x GPU type: the packing of known jobs the expected arrivals' packing efficiency is measured on
+# (tasks/plan/arrivals.py). One plan a day: `gpucast plan` run again on the same forecasts (a what-if question) reads the
+# same days as the nightly did, so the baseline it republishes is the same (session 22: it counted the day twice).
 RECENT_PACKING = """
-WITH runs AS (SELECT plan_run_id, start_day FROM plan_runs WHERE status = 'succeeded'
-              ORDER BY started_at DESC, plan_run_id DESC LIMIT ?)
+WITH runs AS (SELECT plan_run_id, start_day FROM plan_runs WHERE status = 'succeeded' AND start_day < ?
+              QUALIFY row_number() OVER (PARTITION BY start_day ORDER BY started_at DESC, plan_run_id DESC) = 1
+              ORDER BY start_day DESC LIMIT ?)
 SELECT p.queue, p.gpu_type, p.gpu_hours_p50, p.gpus_needed_p50
 FROM capacity_plan p JOIN runs r ON p.plan_run_id = r.plan_run_id AND p.day = r.start_day
 """
@@ -76,11 +79,13 @@ def running_input(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     return con.sql(RUNNING_INPUT).pl()
 
 
-def demand_input(con: duckdb.DuckDBPyConnection, recent_runs: int) -> tuple[pl.DataFrame, str | None, pl.DataFrame]:
-    """(the latest demand forecast, its run id or None, the first days of the last `recent_runs` plans)."""
+def demand_input(con: duckdb.DuckDBPyConnection, recent_days: int,
+                 start: date) -> tuple[pl.DataFrame, str | None, pl.DataFrame]:
+    """(the latest demand forecast, its run id or None, the first days of the last `recent_days` days planned before
+    `start`, this plan's first day: the latest succeeded plan of each day)."""
     forecast = con.sql(DEMAND_FORECAST).pl()
     latest = con.sql(LATEST_DEMAND_RUN).fetchall()  # all rows read: DuckDB 2.0 keeps an unread result open
-    return forecast, latest[0][0] if latest else None, con.sql(RECENT_PACKING, params=[recent_runs]).pl()
+    return forecast, latest[0][0] if latest else None, con.sql(RECENT_PACKING, params=[start, recent_days]).pl()
 
 
 def record(con: duckdb.DuckDBPyConnection, plan_run_id: str, rows: pl.DataFrame, unplaceable: pl.DataFrame,

@@ -7,7 +7,7 @@ also gets the GPUs for the jobs the demand forecast (`current_demand_forecast`) 
     expected_gpu_hours_q = the forecast's daily GPU-hours at quantile q (P50, P90) of the series mapped to the row
     packing_efficiency   = sum(gpu_hours_p50) / (24 x sum(gpus_needed_p50)) over the plan's own packing of
                            known jobs on recent days (the first day of this plan and of the last
-                           RECENT_PLAN_RUNS plan runs), per queue x GPU type; no such day: 1.0; never
+                           RECENT_PLAN_DAYS days planned before it), per queue x GPU type; no such day: 1.0; never
                            under EFFICIENCY_FLOOR
     gpus_needed_expected_q = ceil(expected_gpu_hours_q / 24 / packing_efficiency)
     gpus_total_q         = gpus_needed_q (known jobs) + gpus_needed_expected_q
@@ -59,7 +59,7 @@ import polars as pl
 from gpucast.records import catalog
 from gpucast.tasks.plan.capacity import DAY_HOURS, QUANTILES, first_day
 
-RECENT_PLAN_RUNS = 6  # earlier plan runs whose first day measures the packing efficiency (with today's: a week)
+RECENT_PLAN_DAYS = 6  # earlier days whose plan's first day measures the packing efficiency (with today's: a week)
 EFFICIENCY_FLOOR = 0.5
 # the demand forecast's columns the plan reads (warehouse/plan.py)
 FORECAST_COLUMNS = ("day", "queue", "gpu_type", "gpu_hours_p50", "gpu_hours_p90", "gpu_hours_p90_of_total",

@@ -209,7 +209,8 @@ def test_the_plan_adds_the_forecast_arrivals_on_every_day_and_the_page_shows_the
                             "gpus_needed_expected_p50, gpus_needed_expected_p90, gpus_total_p50, gpus_total_p90, "
                             "shortfall_total_p90 FROM current_capacity_plan WHERE queue = 'a100-80g' ORDER BY day")
     assert len(days) == 14
-    # the packing measured on the first days (this plan's and the plan before): 2 unknown-size jobs = 2 GPUs
+    # the packing measured on the first day (this plan's; the plan before started the same day, not read again: one
+    # plan a day, session 22): 2 unknown-size jobs = 2 GPUs
     # for 48 GPU-hours, efficiency 1.0; 48 GPU-hours expected a day (A100-80GB 36 + unknown-type 12) / 24 = 2
     # GPUs at P50, 60 / 24 = 2.5 -> 3 at P90; the first day adds the 2 queued jobs
     assert days[0][1:] == (2, 1.0, 48.0, 2, 3, 4, 5, 0)

@@ -90,14 +90,26 @@ def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_
         for day, gpus in ((start, 10 + k), (datetime(2026, 11, 2 + k).date(), 100)):  # the first day, and the next
             con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpu_hours_p50, gpus_needed_p50) "
                         "VALUES (?, ?, 'q1', 'A100-80GB', 24.0, ?)", [run, day, gpus])
-    forecast, demand_run_id, recent = demand_input(con, 2)
+    forecast, demand_run_id, recent = demand_input(con, 2, datetime(2026, 11, 5).date())
     assert demand_run_id == "d-new" and forecast["gpu_hours_p50"].to_list() == [20.0]
     # a run before the shares (session 9, issue 53, session 14): each share is the series' own quantile
     assert forecast.select("gpu_hours_p90_of_total", "gpu_hours_p90_of_queue", "gpu_hours_p50_of_total").row(0) == (3, 3, 20)
     con.execute("UPDATE demand_forecast SET gpu_hours_p50_of_total = 35 WHERE demand_run_id = 'd-new'")
-    assert demand_input(con, 2)[0]["gpu_hours_p50_of_total"].to_list() == [35.0]
+    assert demand_input(con, 2, datetime(2026, 11, 5).date())[0]["gpu_hours_p50_of_total"].to_list() == [35.0]
     # the first day of the last 2 succeeded plans (p4: 13 GPUs, p3: 12); not p2 (failed), not later days
     assert sorted(recent["gpus_needed_p50"].to_list()) == [12, 13]
+
+    # session 22: a plan run again on a day already planned (a what-if question on the same forecasts) reads the days
+    # before its own once each, the latest plan of each; its own first day is its own packing (arrivals.py), not read
+    con.execute("INSERT INTO plan_runs (plan_run_id, started_at, status, start_day) VALUES "
+                "('p3-again', '2026-11-03 12:00+00', 'succeeded', '2026-11-03'), "
+                "('p4-again', '2026-11-04 12:00+00', 'succeeded', '2026-11-04')")
+    con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpu_hours_p50, gpus_needed_p50) VALUES "
+                "('p3-again', '2026-11-03', 'q1', 'A100-80GB', 24.0, 32), ('p4-again', '2026-11-04', 'q1', 'A100-80GB', 24.0, 33)")
+    recent = demand_input(con, 2, datetime(2026, 11, 4).date())[2]
+    assert sorted(recent["gpus_needed_p50"].to_list()) == [10, 32]  # 11-03 once (its latest plan), 11-01; not 11-04
+    recent = demand_input(con, 6, datetime(2026, 11, 5).date())[2]
+    assert sorted(recent["gpus_needed_p50"].to_list()) == [10, 32, 33]  # one plan a day (p2 failed)
 
 
 def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
