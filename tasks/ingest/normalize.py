@@ -178,19 +178,29 @@ def _bad(name: str, cond: pl.Expr, what: str) -> pl.Expr:
     return pl.when(cond).then(pl.format("{}: '{}' " + what, pl.lit(name), shown))
 
 
+# The largest whole number a contract column holds (Int64's range, rounded down): a larger one is a parsing error, not a
+# value quietly lost (session 22: `1e20` in `batch_size` loaded as missing; in `tensor_parallel` it stopped the file)
+INT_LIMIT = 9.0e18
+
+
 def _number_conditions(name: str, integer: bool) -> list[pl.Expr]:
-    """Not a number; not finite; (for a whole-number column) not whole: in the order they are named."""
+    """Not a number; not finite; (for a whole-number column) not whole, too large: in the order they are named."""
     t, v = pl.col(_t(name)), pl.col(_v(name))
     conditions = [t.is_not_null() & v.is_null(), v.is_not_null() & ~v.is_finite()]
-    return conditions + [v.is_finite() & (v != v.round(0))] if integer else conditions
+    if not integer:
+        return conditions
+    whole = v.is_finite() & (v == v.round(0))
+    return conditions + [v.is_finite() & (v != v.round(0)), whole & (v.abs() >= INT_LIMIT)]
 
 
 def _number_errors(name: str, integer: bool) -> pl.Expr:
     t = pl.col(_t(name))
-    nan, infinite, *fraction = _number_conditions(name, integer)
+    nan, infinite, *whole = _number_conditions(name, integer)
     err = _bad(name, nan, "is not a number").when(infinite).then(pl.format("{}: {} is not a finite number", pl.lit(name), t))
-    if fraction:
-        err = err.when(fraction[0]).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
+    if whole:
+        fraction, too_large = whole
+        err = err.when(fraction).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
+        err = err.when(too_large).then(pl.format("{}: {} is too large (a whole number up to 9e18)", pl.lit(name), t))
     return err
 
 
@@ -201,7 +211,7 @@ def _number_flag(name: str, integer: bool) -> pl.Expr:
 def _number_value(name: str, integer: bool) -> pl.Expr:
     v = pl.col(_v(name))
     if integer:
-        ok = v.is_finite() & (v == v.round(0)) & (v.abs() < 9.0e18)
+        ok = v.is_finite() & (v == v.round(0)) & (v.abs() < INT_LIMIT)
         return pl.when(ok).then(v).otherwise(None).cast(pl.Int64)
     return pl.when(v.is_finite()).then(v).otherwise(None)
 
@@ -326,14 +336,16 @@ def _layout_rule() -> tuple[pl.Expr, pl.Expr]:
     named by its own rule instead); a row breaking the first is named by it alone."""
     parts = [pl.col(_v(n)).fill_null(1.0) for n in (*c.PARALLELISM, c.GPU_COUNT, c.EXPERT_PARALLEL)]
     tp, pp, cp, gpus, ep = parts
-    whole = pl.all_horizontal([(p.is_finite() & (p > 0) & (p == p.round(0))) for p in parts])
+    # whole numbers in range only (a larger one is named by its own rule); the casts below are not strict, since Polars
+    # evaluates the sentence for every row, also those this condition leaves out (a `1e20` raised there: session 22)
+    whole = pl.all_horizontal([(p.is_finite() & (p > 0) & (p == p.round(0)) & (p < INT_LIMIT)) for p in parts])
     split = tp * pp * cp
     broken = whole & pl.any_horizontal([pl.col(_v(n)).is_not_null() for n in c.PARALLELISM]) & ((gpus % split) != 0)
     sentence = pl.format("tensor_parallel x pipeline_parallel x context_parallel must divide gpu_count (got {} x {} x {}"
-                         " = {} on {} GPUs)", *[p.cast(pl.Int64) for p in (tp, pp, cp, split, gpus)])
+                         " = {} on {} GPUs)", *[p.cast(pl.Int64, strict=False) for p in (tp, pp, cp, split, gpus)])
     experts = whole & ~broken & pl.col(_v(c.EXPERT_PARALLEL)).is_not_null() & ((gpus % (ep * pp)) != 0)
     said = pl.format("expert_parallel x pipeline_parallel must divide gpu_count (got {} x {} = {} on {} GPUs)",
-                     *[p.cast(pl.Int64) for p in (ep, pp, ep * pp, gpus)])
+                     *[p.cast(pl.Int64, strict=False) for p in (ep, pp, ep * pp, gpus)])
     return (pl.when(broken).then(sentence).when(experts).then(said),
             (broken.fill_null(False) | experts.fill_null(False)))
 

@@ -129,6 +129,20 @@ def test_stage_file_records_the_stat_it_read_from(tmp_path):
     assert result.stat_before == staging.stat_key(path) and result.sha256 == staging.content_key(path)
 
 
+def test_a_parallelism_beyond_a_whole_numbers_range_quarantines_its_row_not_the_file(tmp_path):
+    """Session 22 (stage52k): `tensor_parallel` 1e20 raised in the layout rule's sentence (Polars builds it for every
+    row, and its cast to Int64 was strict): the whole file stopped staging. Now the row is rejected with its reason."""
+    path = write(tmp_path / "t.jsonl", jsonl(record(job_id="ok"), record(job_id="huge", gpu_count=8, tensor_parallel=1e20),
+                                             record(job_id="ep", gpu_count=8, expert_parallel="1e20")))
+    result = stage_file(path, tmp_path / "st", 0)
+    assert result.reason is None and (result.rows_valid, result.rows_rejected) == (1, 2)
+    rejected = _staged_kind(tmp_path / "st", "rejected").sort("job_id")
+    assert rejected["job_id"].to_list() == ["ep", "huge"]
+    assert [r[0] for r in rejected["reasons"].to_list()] == [
+        "expert_parallel: 1e20 is too large (a whole number up to 9e18)",
+        "tensor_parallel: 100000000000000000000 is too large (a whole number up to 9e18)"]
+
+
 def test_stage_seconds_are_summed_per_step_over_the_files():
     from gpucast.records.outcomes import FileResult
 
