@@ -52,9 +52,11 @@ SELECT demand_run_id FROM demand_runs WHERE status = 'succeeded' ORDER BY starte
 # The first day of the last ? days planned before this plan's first day (the latest succeeded plan of each), per
 # queue x GPU type: the packing of known jobs the expected arrivals' packing efficiency is measured on
 # (tasks/plan/arrivals.py). One plan a day: `gpucast plan` run again on the same forecasts (a what-if question) reads the
-# same days as the nightly did, so the baseline it republishes is the same (session 22: it counted the day twice).
+# same days as the nightly did, so the baseline it republishes is the same (session 22: it counted the day twice); a
+# plan narrowed by `--gpu-types` packed some GPU types only and stands for no day (review 72 S2-3).
 RECENT_PACKING = """
-WITH runs AS (SELECT plan_run_id, start_day FROM plan_runs WHERE status = 'succeeded' AND start_day < ?
+WITH runs AS (SELECT plan_run_id, start_day FROM plan_runs
+              WHERE status = 'succeeded' AND start_day < ? AND gpu_types IS NULL  -- whole plans: not a `--gpu-types` one
               QUALIFY row_number() OVER (PARTITION BY start_day ORDER BY started_at DESC, plan_run_id DESC) = 1
               ORDER BY start_day DESC LIMIT ?)
 SELECT p.queue, p.gpu_type, p.gpu_hours_p50, p.gpus_needed_p50

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import threading
 from datetime import date
 from pathlib import Path
@@ -61,9 +62,9 @@ def _warm_up_validation() -> None:
 
 def _ingest_early(args: argparse.Namespace) -> None:
     """What `gpucast ingest` starts before Prefect's import and the API's check (process.py `before_prefect`): the
-    reading of the first file named, if it is staged alone (a large one: `staging.batches`) and read without a mapping
-    (`staging.start_reading`: its first chunks wait, bounded, for the flow's staging task), then GX's judge
-    (`_warm_up_validation`). A path that matches nothing ends the command here (exit 2), before either."""
+    reading of the first file named, if it is staged alone (one file named, or a large one: `staging.batches`) and
+    read without a mapping (`staging.start_reading`: its first chunks wait, bounded, for the flow's staging task), then
+    GX's judge (`_warm_up_validation`). A path that matches nothing ends the command here (exit 2), before either."""
     from gpucast.tasks.ingest import staging
 
     if args.paths and not args.mapping:
@@ -73,18 +74,23 @@ def _ingest_early(args: argparse.Namespace) -> None:
     _warm_up_validation()
 
 
+def _ingest_done(args: argparse.Namespace) -> None:
+    """What `gpucast ingest` runs on every way out (process.py `after_command`): a reading `_ingest_early` began that
+    no staging took (the API check's exit 5, Ctrl-C during Prefect's start, a run that failed first) is stopped, so
+    its thread is not inside DuckDB or Polars when the interpreter exits (review 72 S1-1: an abort, exit -6)."""
+    if (staging := sys.modules.get("gpucast.tasks.ingest.staging")) is not None:  # nothing to stop if never imported
+        staging.stop_reading()
+
+
 def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     from gpucast.flows.ingest import ingest_job_logs, mapping_source
-    from gpucast.tasks.ingest.staging import discover, stop_reading
+    from gpucast.tasks.ingest.staging import discover
     from gpucast.tasks.sources.mapping import check_files
 
-    try:
-        if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
-            check_files(source, discover(args.paths))
-        s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
-                            storage=settings.storage, quality=settings.quality)
-    finally:
-        stop_reading()  # a reading `_ingest_early` began that the run did not take (it failed before staging)
+    if source := mapping_source(args.mapping, args.paths):  # a bad mapping or a file it does not fit: one line, before any run
+        check_files(source, discover(args.paths))
+    s = ingest_job_logs(paths=args.paths or None, chunk_rows=args.chunk_rows, mapping=args.mapping,
+                        storage=settings.storage, quality=settings.quality)
     print(f"run {s.run_id}: {s.files} file(s), {s.rows_read:,} rows read: {s.rows_loaded:,} loaded, "
           f"{s.rows_rejected:,} rejected, {s.rows_duplicate:,} duplicate; {s.files_rejected} file(s) rejected")
     if s.rows_rejected or s.files_rejected:

@@ -184,7 +184,7 @@ INT_LIMIT = 9.0e18
 
 
 def _number_conditions(name: str, integer: bool) -> list[pl.Expr]:
-    """Not a number; not finite; (for a whole-number column) not whole, too large: in the order they are named."""
+    """Not a number; not finite; (for a whole-number column) not whole, out of range: in the order they are named."""
     t, v = pl.col(_t(name)), pl.col(_v(name))
     conditions = [t.is_not_null() & v.is_null(), v.is_not_null() & ~v.is_finite()]
     if not integer:
@@ -200,7 +200,7 @@ def _number_errors(name: str, integer: bool) -> pl.Expr:
     if whole:
         fraction, too_large = whole
         err = err.when(fraction).then(pl.format("{}: {} is not a whole number", pl.lit(name), t))
-        err = err.when(too_large).then(pl.format("{}: {} is too large (a whole number up to 9e18)", pl.lit(name), t))
+        err = err.when(too_large).then(pl.format("{}: {} is out of range (a whole number within ±9e18)", pl.lit(name), t))
     return err
 
 

@@ -303,6 +303,7 @@ class _Started:
 
     info: FileInfo
     stat_before: tuple[int, int] | None
+    identity: tuple[int, ...]
     chunk_rows: int
     chunks: ReadAhead
 
@@ -320,8 +321,16 @@ def start_reading(path: Path, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
     path = Path(path)
     if path.is_symlink() or not path.is_file():
         return
-    info, stat = FileInfo(path), stat_key(path)
-    _STARTED[str(path)] = _Started(info, stat, chunk_rows, ReadAhead(read_chunks(path, info, chunk_rows)))
+    info, stat, identity = FileInfo(path), stat_key(path), _identity(path)
+    _STARTED[str(path)] = _Started(info, stat, identity, chunk_rows, ReadAhead(read_chunks(path, info, chunk_rows)))
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """Which file `path` is, and whether it was written: device, inode, size, mtime and ctime. Size and mtime alone miss
+    a file replaced by one of the same size and time (`cp -p`, `rsync -t`: review 72 S2-2), whose old rows an early
+    reading would stage under the new file's hash; a rename gives another inode, a copy over it another ctime."""
+    st = path.stat()
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def stop_reading() -> None:
@@ -332,11 +341,12 @@ def stop_reading() -> None:
 
 def _take_started(path: Path, chunk_rows: int, mapping: Mapping | None) -> _Started | None:
     """The reading `start_reading` began for `path`, if it reads what this staging would (the same chunk size, no
-    mapping) and the file has not changed since it began; else None (and a reading that does not fit is dropped)."""
+    mapping) and it is the same file, unchanged since it began (`_identity`); else None (and a reading that does not
+    fit is dropped)."""
     started = _STARTED.pop(str(path), None)
     if started is None:
         return None
-    if started.chunk_rows != chunk_rows or mapping is not None or stat_key(path) != started.stat_before:
+    if started.chunk_rows != chunk_rows or mapping is not None or _identity(path) != started.identity:
         started.chunks.close()
         return None
     return started

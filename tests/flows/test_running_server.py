@@ -171,6 +171,25 @@ def test_an_unusable_configured_api_ends_the_command_in_one_line_at_once(tmp_pat
     assert seconds < (check_s or 15) + 25, seconds
 
 
+def test_exit_5_stops_the_reading_begun_before_the_api_check(tmp_path, monkeypatch):
+    """Review 72 S1-1: `gpucast ingest FILE` begins reading before the API check; its exit 5 (and Ctrl-C during
+    Prefect's start) returned without stopping that reading, whose thread was then inside DuckDB or Polars as the
+    interpreter exited (an abort, exit -6, in 3 of 7 Ctrl-C runs). Every way out stops it now (`after_command`)."""
+    from gpucast.flows.cli import main
+    from gpucast.tasks.ingest import staging
+
+    logs = tmp_path / "logs.jsonl"
+    logs.write_text(jsonl(*[record(job_id=f"j{i}") for i in range(3)]))
+    monkeypatch.setenv("GPUCAST_HOME", str(tmp_path / "home"))
+    started = []
+    monkeypatch.setattr(staging, "start_reading", lambda *a, _f=staging.start_reading, **k: (started.append(a), _f(*a, **k)))
+    with _dead_port() as port:
+        monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{port}/api")
+        assert main(["ingest", str(logs)]) == 5
+    assert started and not staging._STARTED  # it began, and was dropped at the exit
+    assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead" and t.is_alive()]
+
+
 @pytest.mark.parametrize("url", [
     "http://alice:S3cretPw@[bad/api",  # Prefect's settings refused it: pydantic's ValidationError, a traceback, exit 1
     "http://alice:S3cretPw/x@127.0.0.1/api",  # the URL parser reads `S3cretPw` as a port and quotes it

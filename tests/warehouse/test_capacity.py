@@ -110,6 +110,13 @@ def test_the_plan_reads_the_latest_succeeded_demand_forecast_and_the_first_days_
     assert sorted(recent["gpus_needed_p50"].to_list()) == [10, 32]  # 11-03 once (its latest plan), 11-01; not 11-04
     recent = demand_input(con, 6, datetime(2026, 11, 5).date())[2]
     assert sorted(recent["gpus_needed_p50"].to_list()) == [10, 32, 33]  # one plan a day (p2 failed)
+    # review 72 S2-3: a plan narrowed by `--gpu-types` after the nightly's packed some types only: not the day's
+    con.execute("INSERT INTO plan_runs (plan_run_id, started_at, status, start_day, gpu_types) VALUES "
+                "('p4-l4', '2026-11-04 13:00+00', 'succeeded', '2026-11-04', ['L4'])")
+    con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpu_hours_p50, gpus_needed_p50) VALUES "
+                "('p4-l4', '2026-11-04', 'q1', 'A100-80GB', 24.0, 44)")
+    recent = demand_input(con, 6, datetime(2026, 11, 5).date())[2]
+    assert sorted(recent["gpus_needed_p50"].to_list()) == [10, 32, 33]
 
 
 def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):

@@ -95,9 +95,9 @@ def test_timestamps_parse_to_utc(stamp, iso):
         (c.BATCH_SIZE, "32.5", "batch_size: 32.5 is not a whole number"),
         # session 22: beyond Int64 a whole number was loaded as missing with no reason (and stopped the file where the
         # layout rule reads it: test_staging)
-        (c.BATCH_SIZE, "1e20", "batch_size: 1e20 is too large (a whole number up to 9e18)"),
-        (c.TENSOR_PARALLEL, "1e20", "tensor_parallel: 1e20 is too large"),
-        (c.EXPERT_PARALLEL, "-9.5e18", "expert_parallel: -9.5e18 is too large"),
+        (c.BATCH_SIZE, "1e20", "batch_size: 1e20 is out of range (a whole number within ±9e18)"),
+        (c.TENSOR_PARALLEL, "1e20", "tensor_parallel: 1e20 is out of range"),
+        (c.EXPERT_PARALLEL, "-9.5e18", "expert_parallel: -9.5e18 is out of range"),
         (c.PARAMS_MILLION, "NaN", "params_million: NaN is not a finite number"),
         (c.ITERATIONS, "inf", "iterations: inf is not a finite number"),
         (c.LEARNING_RATE, "-inf", "learning_rate: -inf is not a finite number"),

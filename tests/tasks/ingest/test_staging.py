@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import polars as pl
 import pyarrow as pa
@@ -139,8 +140,8 @@ def test_a_parallelism_beyond_a_whole_numbers_range_quarantines_its_row_not_the_
     rejected = _staged_kind(tmp_path / "st", "rejected").sort("job_id")
     assert rejected["job_id"].to_list() == ["ep", "huge"]
     assert [r[0] for r in rejected["reasons"].to_list()] == [
-        "expert_parallel: 1e20 is too large (a whole number up to 9e18)",
-        "tensor_parallel: 100000000000000000000 is too large (a whole number up to 9e18)"]
+        "expert_parallel: 1e20 is out of range (a whole number within ±9e18)",
+        "tensor_parallel: 100000000000000000000 is out of range (a whole number within ±9e18)"]
 
 
 def test_stage_seconds_are_summed_per_step_over_the_files():
@@ -224,7 +225,8 @@ def test_a_reading_started_before_the_run_is_the_one_staged_and_stages_the_same_
     assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
 
 
-@pytest.mark.parametrize("change", ["chunk size", "mapping", "file written since", "never staged"])
+@pytest.mark.parametrize("change", ["chunk size", "mapping", "file written since", "replaced, same size and time",
+                                    "never staged"])
 def test_a_reading_started_before_the_run_that_does_not_fit_is_dropped(tmp_path, monkeypatch, change):
     """A reading begun early is taken only if it reads what the staging would (same chunk size, no mapping) and the
     file has not changed since it began; otherwise it is stopped and the file is read anew (the same result as a
@@ -244,8 +246,16 @@ def test_a_reading_started_before_the_run_that_does_not_fit_is_dropped(tmp_path,
         if change == "file written since":
             with path.open("a") as f:
                 f.write(jsonl(record(job_id="late")))
+        if change == "replaced, same size and time":  # `rsync -t`: other rows, the same size and mtime (review 72 S2-2)
+            other = write(tmp_path / "other.jsonl", jsonl(*[record(job_id=f"k{i}") for i in range(12)]))
+            st = path.stat()
+            os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.replace(other, path)
+            assert staging.stat_key(path) == (st.st_size, st.st_mtime_ns)  # what the check compared before
         result = stage_file(path, tmp_path / "staged", 0, chunk_rows=chunk_rows, mapping=mapping)
         assert result.rows_read == (13 if change == "file written since" else 12)
+        staged = _staged_kind(tmp_path / "staged", "valid")["job_id"].to_list()
+        assert staged[0] == ("k0" if change.startswith("replaced") else "j0")  # the file's rows as they are now
         assert result.stat_before == staging.stat_key(path)
     assert not staging._STARTED
     assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
