@@ -30,5 +30,12 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script `gpucast`: parse the command line, then run the command (`process.py`)."""
-    return run_command(build_parser(lazy=True).parse_args(argv))
+    """The console script `gpucast`: parse the command line, then run the command (`process.py`). What the command
+    began before Prefect (`before_prefect`) is ended by its `after_command` on every way out: an answer, exit 5, Ctrl-C
+    during Prefect's start (review 72 S1-1: ingest's early reading, left inside DuckDB or Polars at exit, aborted it)."""
+    args = build_parser(lazy=True).parse_args(argv)
+    try:
+        return run_command(args)
+    finally:
+        if done := getattr(args, "after_command", None):
+            done(args)

@@ -11,17 +11,6 @@ import argparse
 from gpucast.flows.cli.options import FLAG_ALIASES, SETTING_FLAGS, SPLIT_FLAGS, TRAIN_SETTING_FLAGS, dest
 
 
-def _positive(text: str) -> int:
-    """A whole number >= 1 (`--chunk-rows`: 0 or a negative one crashed deep in the reader, review 72 S2-5)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
 def _train_defaults():
     """The train options' defaults (`TrainOptions()`), for the help of the flags that set them."""
     from gpucast.tasks.learn.options import TrainOptions

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from gpucast.flows.cli.flags import (
     _days_flag,
     _nightly_flags,
-    _positive,
     _Refused,
     _rhythm_flags,
     _setting_flag,
@@ -121,12 +120,10 @@ def _ingest_flags(i: argparse.ArgumentParser) -> None:
     from gpucast.tasks.ingest import DEFAULT_CHUNK_ROWS
 
     i.add_argument("paths", nargs="*", help="files, folders or globs; none means $GPUCAST_HOME/inbox")
-    i.add_argument("--chunk-rows", type=_positive, default=DEFAULT_CHUNK_ROWS, help="rows per chunk (bounds memory)")
+    i.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="rows per chunk (bounds memory)")
     i.add_argument("--mapping", metavar="FILE", help="a YAML mapping file for an export in other names and units: "
                    "source columns to contract fields, units, value maps, constants (docs/sources.md)")
-    # the first file's reading and GX's judge start before Prefect's import and the API's check (process.py), and the
-    # reading is dropped on every way out if no staging took it
-    i.set_defaults(func=_ingest, before_prefect=_ingest_early, after_command=_ingest_done)
+    i.set_defaults(func=_ingest, before_prefect=_ingest_early, after_command=_ingest_done)  # (pipeline.py, process.py)
 
 
 def _status_flags(st: argparse.ArgumentParser) -> None:

@@ -67,6 +67,8 @@ def _ingest_early(args: argparse.Namespace) -> None:
     GX's judge (`_warm_up_validation`). A path that matches nothing ends the command here (exit 2), before either."""
     from gpucast.tasks.ingest import staging
 
+    if args.chunk_rows < 1:  # (0 crashed deep in the reader: review 72 S2-5)
+        raise ValueError(f"--chunk-rows {args.chunk_rows}: rows per chunk must be a whole number >= 1")
     if args.paths and not args.mapping:
         files = staging.discover(args.paths)
         if files and staging.batches(files)[0] == [0]:

@@ -214,17 +214,7 @@ def quiet_expected_errors() -> None:
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed command: its settings (the environment, read here once, with the command's flags on top), its
     flow's temporary server, SIGTERM's handler, and the exit code its outcome gets. The handler gets the settings
-    and passes each flow the concerns it takes. What a command started before Prefect (`before_prefect`) is ended by
-    its `after_command` on every way out: an answer, an error, exit 5, Ctrl-C during Prefect's start (review 72 S1-1:
-    `gpucast ingest`'s early reading, left running in DuckDB or Polars at the interpreter's exit, aborted it)."""
-    try:
-        return _run_command(args)
-    finally:
-        if done := getattr(args, "after_command", None):
-            done(args)
-
-
-def _run_command(args: argparse.Namespace) -> int:
+    and passes each flow the concerns it takes. `main` ends what `before_prefect` began (`after_command`)."""
     server, settings = None, None
     try:
         if refused := getattr(args, "refused", None):  # a flag this command refuses (parser.py `_Refused`)
