@@ -196,6 +196,12 @@ SPECS: tuple[Spec, ...] = (
     Spec("GPUCAST_NIGHT_BUDGET_MINUTES", "training", "night_budget_minutes", 30.0, float, *_between(0, DAY_MIN),
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
+    # 10 s: at issue 52's 1M pending jobs a model of up to 10 CPU-s per 1M jobs competes (the forests, the blends of
+    # trees, CatBoost, XGBoost, the plain LightGBM), the network (230-650) does not; at the demo's ~40 every model does
+    Spec("GPUCAST_SCORE_BUDGET_S", "training", "score_budget_s", 10.0, float, *_between(0, DAY_S),
+         "CPU seconds on one core that scoring the pending queue may cost a target's champion, counted from each "
+         "fitted model (its cost per 1M jobs x the pending jobs when training runs); a model over it does not "
+         "compete for champion (the plain LightGBM always does); 0 = no budget (`--score-budget-s`)"),
     Spec("GPUCAST_TRAIN_RUNNER", "cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--train-runner`)"),

@@ -36,14 +36,18 @@ from gpucast.warehouse.publish import publish_if
 
 
 def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
-    """Options with what they leave open filled in: the time limits (`flows/settings.py` `with_time_limits`), and whether
-    tree champions are compiled for scoring (auto: when the pending queue is large enough for the
-    minute of compiling to pay, `train.compile_trees_for`)."""
+    """Options with what they leave open filled in: the time limits and the scoring budget (`flows/settings.py`
+    `with_time_limits`), the pending queue the budget is judged at (`pending_jobs`: the jobs pending now, which the
+    night's score run forecasts), and whether tree champions are compiled for scoring (auto: when the pending queue
+    is large enough for the minute of compiling to pay, `train.compile_trees_for`)."""
     options = with_time_limits(options, settings.training)
-    if options.compile_trees is None:
+    if options.compile_trees is None or options.pending_jobs is None:
         with db.writer(settings.storage) as con:
-            compile_trees = train.compile_trees_for(training.count_pending(con))
-        options = options.model_copy(update={"compile_trees": compile_trees})
+            pending = training.count_pending(con)
+        update = {"pending_jobs": pending if options.pending_jobs is None else options.pending_jobs}
+        if options.compile_trees is None:
+            update["compile_trees"] = train.compile_trees_for(pending)
+        options = options.model_copy(update=update)
     return options
 
 

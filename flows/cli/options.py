@@ -17,7 +17,8 @@ SETTING_FLAGS = {"--oom-gpu-mem-gb": "oom_gpu_mem_gb", "--default-gpu-mem-gb": "
                  "--dask-address": "dask_address", "--plan-days": "plan_days", "--backtest-days": "backtest_days"}
 # Flags of train options whose default is a setting (`train_options` fills them from the command's settings): flag ->
 # the TrainOptions field, which has the setting's name (the training concern is TrainOptions: flows/settings.py).
-TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-minutes": "night_budget_minutes"}
+TRAIN_SETTING_FLAGS = {"--nn-max-minutes": "nn_max_minutes", "--night-budget-minutes": "night_budget_minutes",
+                       "--score-budget-s": "score_budget_s"}
 # Older spellings a flag still answers to, hidden from the help (scripts and deployments that use them keep working).
 # `--days` once named each command's one count of days: the history (simulate, demo), the backtest window
 # (backtest) and the plan's days (plan, demand); each of those commands has one, so on each it still names it.

@@ -1,7 +1,8 @@
 """The blend (issue 50 item 2): non-negative stacking of the network and the best trees, one more candidate.
 
 **Members** (`members`): the network (`registry.NN`) when it was compared, and the `TREES_IN` (2) trees of lowest
-out-of-fold planner loss (`champion.TREES`). **Weights** (`nnls_weights`): non-negative least squares
+out-of-fold planner loss (`champion.TREES`); none over the scoring budget (`champion.ScoreBudget`: at 1M pending jobs
+the network's ~230 CPU-s is, and the blend is then of two trees). **Weights** (`nnls_weights`): non-negative least squares
 (`scipy.optimize.nnls`) of the truth on the members' out-of-fold forecasts of the rows they all share, no
 intercept; squared error, not the planner loss (a least-squares fit has a unique answer and a library solver, and
 the planner loss then judges the blend like any model). **Its own out-of-fold loss** (`candidate`): the shared rows
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from gpucast.records.outcomes import CompileInfo, FitResult, MetricRow
-from gpucast.tasks.learn.champion import TREES, Pooled, metrics
+from gpucast.tasks.learn.champion import TREES, Pooled, ScoreBudget, metrics, over_budget
 from gpucast.tasks.learn.models import compiled, registry
 
 NAME = registry.BLEND
@@ -92,12 +93,15 @@ class Candidate:
                 f"(scoring cost {cost})")
 
 
-def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int) -> Candidate:
+def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int, budget: ScoreBudget | None = None) -> Candidate:
     """The blend of `members` on the rows they all forecast out of fold, its weights cross-fitted over `PARTS`
-    seeded parts of those rows (`nnls_weights`); a `Candidate` with `why` when there is none."""
-    every = [m for m in pooled.by_model if m in TREES or m == registry.NN]
+    seeded parts of those rows (`nnls_weights`); a `Candidate` with `why` when there is none. `budget`: a model over
+    the scoring budget (`champion.over_budget`: the network at a large queue) is no member; the blend's own cost is
+    judged against it where the champion is chosen."""
+    over = over_budget(costs, list(pooled.by_model), budget)
+    every = [m for m in pooled.by_model if (m in TREES or m == registry.NN) and m not in over]
     keys = pooled.shared(every) or pooled.shared([m for m in every if m != registry.NN])
-    chosen = members(pooled, keys)
+    chosen = members(Pooled({m: pooled.by_model[m] for m in every}, pooled.actual), keys)
     if len(chosen) < 2:
         return Candidate(why=f"fewer than 2 members ({', '.join(chosen) or 'none'}); the best single model")
     if len(keys) < 2 * PARTS * len(chosen):

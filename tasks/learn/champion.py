@@ -30,6 +30,14 @@ costs within `COST_NOISE` of the cheapest are equal, a cost under `COST_FREE` (3
 `COST_FREE`, so every cost up to `COST_REACH` = 3.4 x 1.25 = 4.25 s is as cheap as the cheapest; then the first in
 `registry.PREFERENCE`: the boosted trees and the forests, the blend, then AdaBoost, the lone tree and the other single
 models; any model not in it after all of those).
+**The scoring budget** (`ScoreBudget`, issue 52 item 5, session 23): before any of that, a model whose counted cost
+at the site's pending queue (its CPU seconds per 1M jobs x the jobs pending when training runs) is above the budget
+(GPUCAST_SCORE_BUDGET_S, per target) does not compete, and the blend is made of members within it; the plain
+LightGBM always competes (the floor). The ties above use the cost only among the equally accurate, so a blend of
+the network and two trees 17% more accurate than the best tree won the demo's night outright and, at 1M pending
+jobs, scored 154k jobs a minute where issue 52 asks 3M (docs/benchmarks.md "Score, session 22"): what a model costs
+depends on the queue it scores, and at a few thousand jobs the same blend costs nothing. The reason names the models
+left out and what each would have cost.
 Why the floor (issue 50, session 19): a lone decision tree (~0.1 s per 1M jobs) was always the cheapest, so it won
 every tie it was in, though the saving is nothing to the score command (an order-of-magnitude bound: a third of what
 the demo's champions predict for, which meet its goal) and a lone tree's variance on unseen jobs is the nights' worst
@@ -117,6 +125,32 @@ COST_NOISE = 0.25
 # it; XGBoost and the plain LightGBM 5-10 s, LightGBM 12-28 s and AdaBoost ~20 s above it (session 21).
 COST_FREE = 3.4
 COST_REACH = COST_FREE * (1 + COST_NOISE)
+
+
+@dataclass(frozen=True)
+class ScoreBudget:
+    """What scoring may cost a target's champion (`CHAMPION_RULE`'s first step): `seconds` of one core for the
+    `pending` jobs of the queue, counted (`score_cost` per 1M jobs x pending / 1M). A model whose cost is not known
+    is not judged (it competes)."""
+
+    seconds: float
+    pending: int
+
+    @classmethod
+    def of(cls, seconds: float | None, pending: int | None) -> ScoreBudget | None:
+        """The budget of a run (`TrainOptions.score_budget_s`, `.pending_jobs`); None where either is unknown or the
+        budget is 0 (none)."""
+        return cls(float(seconds), int(pending)) if seconds and pending is not None else None
+
+    def cost(self, per_million: float) -> float:
+        """CPU seconds scoring the queue costs at `per_million` CPU seconds per 1M jobs."""
+        return per_million * self.pending / 1e6
+
+    def fits(self, per_million: float | None) -> bool:
+        return per_million is None or self.cost(per_million) <= self.seconds
+
+    def describe(self) -> str:
+        return f"{self.seconds:g} CPU-s a target for the {self.pending:,} pending jobs (GPUCAST_SCORE_BUDGET_S)"
 # A candidate competes only where its out-of-fold planner loss is below the plain LightGBM's on all but under
 # `FLOOR_P` of `BOOTSTRAP` paired resamples of the jobs (`_clear`; one-sided, about 2 standard errors): the default
 # model wins unless beaten beyond noise. The same test says "beyond noise" for the ties and the holdout
@@ -127,7 +161,10 @@ BOOTSTRAP_SEED = 50  # the resamples are seeded: the same fits choose the same c
 # Above this many jobs the resamples draw seeded blocks of jobs, not jobs (`_below`, review 57 N3): the same test, a
 # cost that stops growing with the history.
 RESAMPLE_BLOCKS = 10_000
-CHAMPION_RULE = (f"only models whose out-of-fold planner loss (sqrt(mean(w err²)) in the target's units, w = "
+CHAMPION_RULE = (f"a model whose counted scoring cost for the pending queue is above the scoring budget "
+                 f"(GPUCAST_SCORE_BUDGET_S, CPU seconds a target) does not compete, nor is it a member of the blend "
+                 f"({registry.PLAIN} always competes); then "
+                 f"only models whose out-of-fold planner loss (sqrt(mean(w err²)) in the target's units, w = "
                  f"{UNDER_WEIGHT:g} on under-forecasts, 1 elsewhere) is below {registry.PLAIN}'s on at least "
                  f"{1 - FLOOR_P:.1%} of {BOOTSTRAP} paired resamples of the jobs, and not worse than it on the "
                  f"generalisation holdout beyond noise (the same resamples, of the held-out jobs, or where whole "
@@ -344,12 +381,15 @@ class ChampionChoice:
     # models whose out-of-fold loss is below the plain LightGBM's but that do not compete (`_clear`): model -> why
     unclear: dict[str, str] = field(default_factory=dict)
     beats: float | None = None  # the share of resamples on which the champion's loss is below the plain LightGBM's
+    budget: ScoreBudget | None = None  # what scoring may cost (None: no budget)
+    over_budget: dict[str, float] = field(default_factory=dict)  # models left out by it -> their cost for the queue
 
     def describe(self) -> str:
         metric = f"out-of-fold planner loss ({self.rows} rows)"
         if self.best and self.best != self.lowest:  # the lowest did not compete (`unclear` says why)
             clear = ", ".join(m for m in self.competing if m != registry.PLAIN)
-            metric += f" of the models that beat the plain LightGBM clearly ({clear})"
+            within = " within the scoring budget" if self.over_budget else ""
+            metric += f" of the models that beat the plain LightGBM clearly{within} ({clear})"
         best = self.best or self.lowest
         if self.champion == registry.PLAIN and self.floor.startswith(f"{registry.PLAIN} is champion"):
             words = self.floor
@@ -381,6 +421,9 @@ class ChampionChoice:
             words += self._then(self.floor)
             if self.unclear:
                 words += f"; below the plain LightGBM out of fold but not clearly, so not competing: {self._unclear()}"
+        if self.over_budget and self.budget:
+            words += (f"; over the scoring budget ({self.budget.describe()}), so not competing: "
+                      + ", ".join(f"{m} {s:.3g} s" for m, s in sorted(self.over_budget.items(), key=lambda kv: kv[1])))
         if self.left_out:
             words += f"; not compared (too few out-of-fold rows in common): {', '.join(self.left_out)}"
         return words
@@ -514,13 +557,15 @@ def champion_choice(fits: Sequence[FitResult], actual: np.ndarray, *, folds: int
                     extra: Mapping[str, Mapping[tuple[int, int], float]] | None = None,
                     costs: Mapping[str, float] | None = None,
                     extra_holdout: Mapping[str, Mapping[tuple[int, int], float]] | None = None,
-                    groups: np.ndarray | None = None) -> ChampionChoice:
+                    groups: np.ndarray | None = None, budget: ScoreBudget | None = None) -> ChampionChoice:
     """Choose the champion by `CHAMPION_RULE` from the fits' out-of-fold and holdout forecasts (`actual`: the
     labelled rows' truth by row index; `folds`: the folds of a pass). `extra`: more candidates' out-of-fold
     forecasts by (pass, row) (the blend's); `costs`: their scoring costs; `extra_holdout`: their forecasts of the
     generalisation holdout by (repeat, row) (the blend's, `blend.holdout`), judged there as every model is;
     `groups`: each labelled row's group where the holdout is whole families or shape clusters
-    (`folds.holdout_groups`), whose draws its noise is judged over (None: each job its own, as the latest week)."""
+    (`folds.holdout_groups`), whose draws its noise is judged over (None: each job its own, as the latest week);
+    `budget`: what scoring the pending queue may cost (`ScoreBudget`; None: no budget), models above it do not compete
+    (the plain LightGBM always does)."""
     oof = pool_out_of_fold(fits, actual, folds)
     if extra:
         oof = Pooled({**oof.by_model, **extra}, oof.actual)
@@ -538,13 +583,14 @@ def champion_choice(fits: Sequence[FitResult], actual: np.ndarray, *, folds: int
     lowest = min(models, key=lambda m: (means[m], _preference(m)))
     held = pool_holdout(fits, actual, extra_holdout)
     jobs = np.array([k[1] for k in keys], dtype=np.int64)
-    competing, unclear, share = _clear(sq, means, jobs, held, groups)
+    over = over_budget(cost, models, budget)
+    competing, unclear, share = _clear({m: v for m, v in sq.items() if m not in over}, means, jobs, held, groups)
     best = min(competing, key=lambda m: (means[m], _preference(m)))  # a candidate must beat the plain LightGBM clearly
     tied = [m for m in competing if not _worse_beyond_noise(sq[m] - sq[best], means[m], means[best], jobs)]
     tied = _tie_order(tied, cost, means)
     choice = ChampionChoice(tied[0], lowest, tuple(tied), means, {m: cost[m] for m in tied if m in cost},
                             rows=len(keys), unit=UNITS.get(target, ""), left_out=tuple(left_out), best=best,
-                            competing=tuple(competing), unclear=unclear)
+                            competing=tuple(competing), unclear=unclear, budget=budget, over_budget=over)
     choice = _generalises(choice, held, cost, groups)
     return _floor(replace(choice, beats=share.get(choice.champion)), sq)
 
@@ -607,7 +653,10 @@ def _floor(choice: ChampionChoice, sq: Mapping[str, np.ndarray]) -> ChampionChoi
         return replace(choice, floor=f"{registry.PLAIN} not fitted: no plain baseline to compare with")
     mine, base = choice.means[champion], choice.means[plain]
     if champion == plain and choice.competing == (plain,) and len(choice.means) > 1:
-        words = f"{plain} is champion: no model's out-of-fold planner loss ({choice.rows} rows) is below its {choice._u(base)}"
+        words = (f"{plain} is champion: no model within the scoring budget has an out-of-fold planner loss "
+                 f"({choice.rows} rows) below its {choice._u(base)}" if choice.over_budget else
+                 f"{plain} is champion: no model's out-of-fold planner loss ({choice.rows} rows) is below its "
+                 f"{choice._u(base)}")
         words += f" clearly; below it, but not clearly: {choice._unclear()}" if choice.unclear else ""
         return replace(choice, floor=words)
     if champion == plain:
@@ -619,6 +668,19 @@ def _floor(choice: ChampionChoice, sq: Mapping[str, np.ndarray]) -> ChampionChoi
     lower = (1 - mine / base) * 100 if base > 0 else 0.0
     sure = f" (below it on {choice.beats:.2%} of {BOOTSTRAP} resamples of the jobs)" if choice.beats is not None else ""
     return replace(choice, floor=f"planner loss {choice._u(mine)} vs the plain LightGBM's {choice._u(base)}: {lower:.0f}% lower{sure}")
+
+
+def over_budget(costs: Mapping[str, float], models: Sequence[str], budget: ScoreBudget | None) -> dict[str, float]:
+    """The models of `models` whose counted scoring cost (`costs`, CPU-s per 1M jobs) is above `budget` for its
+    pending queue -> that cost in CPU seconds; never the plain LightGBM (the floor competes whatever it costs), never
+    a model whose cost is not known, and where every model is over it (a run without the plain LightGBM) never the
+    cheapest, so there is always a champion. Empty without a budget."""
+    if budget is None:
+        return {}
+    over = {m: budget.cost(costs[m]) for m in models if m != registry.PLAIN and m in costs and not budget.fits(costs[m])}
+    if over and len(over) == len(models):  # no plain LightGBM asked for, every model over: the cheapest competes
+        over.pop(min(over, key=over.get))
+    return over
 
 
 def _mean_costs(fits: Sequence[FitResult]) -> dict[str, float]:

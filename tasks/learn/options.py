@@ -46,6 +46,13 @@ class TrainOptions(BaseModel):
     nn_max_minutes: float | None = Field(None, ge=0)  # per network fit
     night_budget_minutes: float | None = Field(None, ge=0)  # for every fit of the run together
     compile_trees: bool | None = None  # compile a tree champion for scoring; None: when the queue is large (flows/train.py)
+    # The scoring budget (tasks/learn/champion.py `ScoreBudget`, issue 52 item 5): CPU seconds on one core that
+    # scoring the pending queue may cost a target, counted from each fitted model; a model over it does not compete
+    # for champion. None: the setting's (GPUCAST_SCORE_BUDGET_S), filled in at the flow's edge like the time limits;
+    # 0: no budget. `pending_jobs`: the queue it is judged at, counted by the flow (`flows/train.py` `resolve`); None:
+    # not known, no budget.
+    score_budget_s: float | None = Field(None, ge=0)
+    pending_jobs: int | None = Field(None, ge=0)
     # The zoo's reference set beside the history (`reference_rows`): the share of its rows (a seeded sample) that
     # trains with the site's jobs, 0 for none; the set's path (None: the shipped `REFERENCE_SET`); whether its rows
     # learn as traced jobs (their trace as the prior) or as jobs the zoo did not recognise (the analytic prior).

@@ -35,6 +35,7 @@ from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRo
 from gpucast.tasks.learn import blend, features, intervals, ood, priors, reference, unfitted
 from gpucast.tasks.learn.champion import (
     CHAMPION_RULE,
+    ScoreBudget,
     _mean_costs,
     champion_choice,
     metrics,
@@ -310,13 +311,14 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         return _refit(rows, target, options, registry.PRIOR, result, build)
     # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
     pooled = pool_out_of_fold(done, y, FOLDS)
-    mix = blend.candidate(pooled, _mean_costs(done), options.seed)
+    budget = ScoreBudget.of(options.score_budget_s, options.pending_jobs)  # what scoring tonight's queue may cost
+    mix = blend.candidate(pooled, _mean_costs(done), options.seed, budget)
     mixed = blend.holdout(mix, done)  # its holdout forecasts: judged there like every model (review 57 S3)
     result.metrics += blend.metric_rows(mix, y, done, mixed)  # its figures beside the others' (leaderboard, champions)
     choice = champion_choice(done, y, folds=FOLDS, target=target, extra={blend.NAME: mix.oof} if mix.oof else None,
                              costs={blend.NAME: mix.cost} if mix.cost is not None else None,
                              extra_holdout={blend.NAME: mixed} if mixed else None,
-                             groups=holdout_groups(rows, options.seed))
+                             groups=holdout_groups(rows, options.seed), budget=budget)
     champion, result.most_accurate = choice.champion, choice.lowest
     result.choice_reason = f"{choice.describe()}; {mix.describe()}"
     result.champion_tied = choice.tied

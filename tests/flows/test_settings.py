@@ -45,7 +45,8 @@ def test_each_setting_has_one_name_from_its_variable_to_its_concern():
     assert CONCERNS["training"] is TrainOptions
     assert sorted(f.name for name, cls in CONCERNS.items() if name != "training" for f in fields(cls)) == sorted(
         s.field for s in SPECS if s.concern != "training")
-    assert {s.field for s in SPECS if s.concern == "training"} == {"nn_max_minutes", "night_budget_minutes"}
+    assert {s.field for s in SPECS if s.concern == "training"} == {"nn_max_minutes", "night_budget_minutes",
+                                                                   "score_budget_s"}
 
 
 def string_literals(path: Path) -> list[str]:

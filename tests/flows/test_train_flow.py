@@ -159,7 +159,8 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
                 assert handed.state.is_completed()
                 # every option the nightly had, its time limits filled in from the nightly's settings
                 sent = {**options.model_dump(mode="json"), "night_budget_minutes": 7.5,
-                        "nn_max_minutes": given.training.nn_max_minutes}
+                        "nn_max_minutes": given.training.nn_max_minutes,
+                        "score_budget_s": given.training.score_budget_s}
                 assert handed.parameters["options"] == sent
                 assert handed.parameters["quality"]["backtest_days"] == 3
                 # every cluster setting of the nightly's (not the worker's environment, which says `dask`), the
@@ -188,3 +189,30 @@ def test_training_goes_to_the_gpu_pool_only_when_a_worker_takes_it(home, tmp_pat
     # every run, the GPU worker's (the 4th) included, trained with what the nightly was given
     assert {r[1:4] for r in runs[:4]} == {(7.5, "local", "tcp://127.0.0.1:9")}
     assert runs[3][4] == "this process (one fit at a time)"
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(home, tmp_path, capsys):
+    """`resolve` counts the pending jobs the night will score; `--score-budget-s` (GPUCAST_SCORE_BUDGET_S) reaches the
+    champion's choice, and a model over it does not compete (issue 52 item 5, session 23)."""
+    from gpucast.flows.settings import Settings
+    from gpucast.flows.train import resolve
+    from gpucast.tasks.learn.options import TrainOptions
+
+    write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=400, seed=3))
+    assert main(["ingest", str(tmp_path / "logs")]) == 0
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        pending = con.execute("SELECT count(*) FROM job_logs WHERE status = 'PENDING'").fetchone()[0]
+    assert pending > 0
+    settings = Settings.from_env()
+    filled = resolve(TrainOptions(), settings)
+    assert (filled.pending_jobs, filled.score_budget_s, filled.compile_trees) == (pending, 10.0, False)
+    assert resolve(TrainOptions(pending_jobs=7), settings).pending_jobs == 7  # a caller's count is kept
+    # a budget no model but the plain LightGBM (which always competes) fits in: it is every target's champion
+    assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
+                 "--train-runner", "local", "--score-budget-s", "1e-9"]) == 0
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        chosen = con.execute("SELECT challenger, choice_reason FROM model_champions").fetchall()
+    assert chosen and all(model == "lightgbm_plain" for model, _ in chosen)
+    assert all(f"over the scoring budget (1e-09 CPU-s a target for the {pending:,} pending jobs" in reason
+               for _, reason in chosen)

@@ -12,7 +12,7 @@ import pytest
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion, TargetResult
 from gpucast.tasks.learn import blend, folds, train
-from gpucast.tasks.learn.champion import Pooled, champion_choice, planner_loss
+from gpucast.tasks.learn.champion import Pooled, ScoreBudget, champion_choice, planner_loss
 from gpucast.tasks.learn.models import compiled, registry, store
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.score import Scorer
@@ -136,3 +136,18 @@ def test_the_blend_is_judged_on_the_holdout_with_its_members_forecasts_and_a_mem
         else:  # catboost 10 GB under on every held-out job: the blend is worse than the plain LightGBM there
             assert choice.champion != blend.NAME and "worse beyond noise" in choice.unclear[blend.NAME]
     assert blend.holdout(blend.Candidate(why="none"), fits) is None
+
+
+def test_a_member_over_the_scoring_budget_is_no_member_and_the_blend_is_made_of_the_trees_within_it():
+    """At 1M pending jobs the network (230 CPU-s per 1M, counted) is over a 10 s budget: the blend is of the two best
+    trees, whose cost fits; at 40 pending jobs the network is a member again (issue 52 item 5, session 23)."""
+    rng = np.random.default_rng(5)
+    y = rng.uniform(1, 40, 300)
+    e1, e2, e3 = (rng.normal(0, 2.0, 300) for _ in range(3))
+    preds = {registry.NN: y + 0.5 * e3, "extra_trees": y + e1, "catboost": y + e2, registry.PLAIN: y + 2 * e2}
+    costs = {registry.NN: 230.0, "extra_trees": 2.0, "catboost": 3.0, registry.PLAIN: 8.0}
+    site = blend.candidate(_pooled(y, preds), costs, seed=0, budget=ScoreBudget(10.0, 1_000_000))
+    assert set(site.members) == {"extra_trees", "catboost"} and site.cost == pytest.approx(5.0)
+    small = blend.candidate(_pooled(y, preds), costs, seed=0, budget=ScoreBudget(10.0, 40))
+    assert small.members[0] == registry.NN and small.cost == pytest.approx(235.0)
+    assert blend.candidate(_pooled(y, preds), costs, seed=0).members == small.members  # no budget: as before

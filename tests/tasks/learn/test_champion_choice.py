@@ -24,6 +24,7 @@ from gpucast.tasks.learn.champion import (
     GROUPED_CAP,
     TIE_CAP,
     UNDER_WEIGHT,
+    ScoreBudget,
     _below,
     _nested_depth,
     _together,
@@ -512,3 +513,43 @@ def test_a_blend_tied_with_a_lone_tree_under_the_cost_floor_wins_it_out_of_fold_
                                    **held, random_forest=held_y + held_err), actual, folds=FOLDS,
                              extra={blend.NAME: oof}, costs={blend.NAME: 4.17}, extra_holdout={blend.NAME: mixed})
     assert forest.best == blend.NAME and forest.champion == "random_forest", forest.describe()
+
+
+def test_a_model_over_the_scoring_budget_at_the_sites_queue_does_not_compete_and_the_reason_says_its_cost():
+    """Issue 52 item 5, session 23: the demo's network blend (230 CPU-s per 1M jobs) won outright and scored 1M
+    pending jobs at 154k a minute. A model whose counted cost for the pending queue is above the budget does not
+    compete; the same model at a small queue does; the plain LightGBM competes whatever it costs."""
+    rng = np.random.default_rng(23)
+    y = rng.uniform(1, 40, 300)
+    err = rng.normal(0, 1.0, 300)
+    preds = {registry.NN: y + 0.3 * err, "extra_trees": y + 0.6 * err, PLAIN: y + err}
+    costs = {registry.NN: 230.0, "extra_trees": 2.0, PLAIN: 8.0}
+    fits = _fits(y, preds, costs)
+    site = champion_choice(fits, y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB, budget=ScoreBudget(10.0, 1_000_000))
+    assert site.lowest == registry.NN and site.champion == "extra_trees"  # the most accurate, left out by its cost
+    assert site.over_budget == {registry.NN: pytest.approx(230.0)} and registry.NN not in site.competing
+    assert ("over the scoring budget (10 CPU-s a target for the 1,000,000 pending jobs (GPUCAST_SCORE_BUDGET_S)), "
+            f"so not competing: {registry.NN} 230 s") in site.describe()
+    assert "of the models that beat the plain LightGBM clearly within the scoring budget" in site.describe()
+    for small in (ScoreBudget(10.0, 40), None):  # a few dozen jobs: 0.0092 CPU-s; no budget: every model competes
+        choice = champion_choice(fits, y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB, budget=small)
+        assert choice.champion == registry.NN and not choice.over_budget and "scoring budget" not in choice.describe()
+    assert ScoreBudget(10.0, 43_478).fits(230.0) and not ScoreBudget(10.0, 43_479).fits(230.0)  # 10 s / 230 s per 1M
+    assert ScoreBudget.of(0, 1_000_000) is None and ScoreBudget.of(10.0, None) is None  # 0: no budget; queue unknown
+    # every candidate over it: the plain LightGBM (over it too) is champion, and says the budget left the others out
+    dear = champion_choice(fits, y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB, budget=ScoreBudget(1.0, 1_000_000))
+    assert dear.champion == PLAIN and set(dear.over_budget) == {registry.NN, "extra_trees"}
+    assert dear.describe().startswith(f"{PLAIN} is champion: no model within the scoring budget has an out-of-fold")
+    # a model whose cost is not known is not judged by it
+    unknown = champion_choice(_fits(y, preds, {"extra_trees": 2.0, PLAIN: 8.0}), y, folds=FOLDS,
+                              budget=ScoreBudget(10.0, 1_000_000))
+    assert unknown.champion == registry.NN and not unknown.over_budget
+
+
+def test_without_the_plain_lightgbm_and_every_model_over_the_scoring_budget_the_cheapest_competes():
+    rng = np.random.default_rng(24)
+    y = rng.uniform(1, 40, 300)
+    err = rng.normal(0, 1.0, 300)
+    fits = _fits(y, {"lightgbm": y + 0.5 * err, "linear_fs": y + err}, {"lightgbm": 12.0, "linear_fs": 1.2})
+    choice = champion_choice(fits, y, folds=FOLDS, budget=ScoreBudget(1e-9, 500))
+    assert choice.champion == "linear_fs" and set(choice.over_budget) == {"lightgbm"}  # always a champion
