@@ -197,10 +197,12 @@ class Champion:
 class GateWindow:
     """One target's evidence for the champion gate (`tasks/learn/gate.py`): its current champion, and the jobs of
     the backtest window that champion forecast before they ran (`warehouse/backtest.py` `champion_window`: job_id,
-    p50, p90, actual)."""
+    p50, p90, actual), and its counted scoring cost (CPU seconds per 1M jobs, `warehouse/backtest.py` `champion_cost`;
+    None: not counted), which tonight's scoring budget judges it by."""
 
     champion: Champion
     jobs: pl.DataFrame
+    cost: float | None = None
 
 
 @dataclass(frozen=True)

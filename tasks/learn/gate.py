@@ -24,6 +24,7 @@ import numpy as np
 
 from gpucast.records.outcomes import Champion, GateWindow, TargetResult
 from gpucast.records.results import ChampionCoverage
+from gpucast.tasks.learn.champion import ScoreBudget
 
 MIN_WINDOW_JOBS = 30
 Z_ONE_SIDED_95 = 1.645
@@ -74,13 +75,19 @@ def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> 
                     f"{err_challenger.mean():.3f} vs {err_champion.mean():.3f} over {n} jobs", **stats)
 
 
-def judge(window: GateWindow | None, result: TargetResult) -> Decision | None:
+def judge(window: GateWindow | None, result: TargetResult, budget: ScoreBudget | None = None) -> Decision | None:
     """The gate's decision on tonight's champion of a target (the challenger): its predictions of the backtest
     window's jobs, fitted without them (`result.gate_predictions`), joined by job with the current champion's
     published P50 and the actual values, then `decide`. None when there is nothing to gate: no current champion
-    (no `window`), no champion tonight, or no predictions of the window (an empty one: nothing was held out)."""
+    (no `window`), no champion tonight, or no predictions of the window (an empty one: nothing was held out).
+    `budget` (tonight's scoring budget, `champion.ScoreBudget`): a current champion whose counted cost (`window.cost`)
+    is over it cannot stay, whatever the window says (chosen at a smaller queue, it would score tonight's at the
+    cost the champion rule refuses): the challenger is promoted and the reason says why."""
     if window is None or not result.champion or result.gate_predictions is None:
         return None
+    if budget is not None and window.cost is not None and not budget.fits(window.cost):
+        return Decision(True, f"the current champion {window.champion.model} would cost {budget.cost(window.cost):.3g} "
+                        f"CPU-s to score, over the scoring budget ({budget.describe()}): replaced without the backtest")
     mine = window.jobs.select("job_id", "p50", "actual").join(result.gate_predictions.rename({"p50": "challenger"}),
                                                                on="job_id")
     return decide(mine["actual"].to_numpy(), mine["p50"].to_numpy(), mine["challenger"].to_numpy())

@@ -211,8 +211,16 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
     # a budget no model but the plain LightGBM (which always competes) fits in: it is every target's champion
     assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
                  "--train-runner", "local", "--score-budget-s", "1e-9"]) == 0
+    from gpucast.warehouse import backtest
+
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         chosen = con.execute("SELECT challenger, choice_reason FROM model_champions").fetchall()
+        run_id, costs = con.execute("SELECT train_run_id, avg(score_seconds_per_million) FROM model_metrics WHERE "
+                                    "model = 'lightgbm_plain' AND split = 'test' AND target = 'runtime_hours' "
+                                    "GROUP BY ALL").fetchone()
+        # what the gate judges a current champion by, tomorrow night (`GateWindow.cost`)
+        assert costs > 0 and backtest.champion_cost(con, "runtime_hours", run_id, "lightgbm_plain") == pytest.approx(costs)
+        assert backtest.champion_cost(con, "runtime_hours", run_id, "no_such_model") is None
     assert chosen and all(model == "lightgbm_plain" for model, _ in chosen)
     assert all(f"over the scoring budget (1e-09 CPU-s a target for the {pending:,} pending jobs" in reason
                for _, reason in chosen)

@@ -180,7 +180,8 @@ CREATE TABLE IF NOT EXISTS model_metrics (
 -- warehouses created before the columns existed
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS epochs BIGINT;
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS features VARCHAR;  -- the feature set (tasks/learn/features.py)
--- its predict's cost per 1M jobs, timed at train time (tasks/learn/train.py `score_cost`): the champion rule's tie-break
+-- its predict's CPU seconds per 1M jobs on one core, counted from the fitted model (tasks/learn/champion.py `score_cost`):
+-- the champion rule's tie-break and its scoring budget (GPUCAST_SCORE_BUDGET_S)
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS score_seconds_per_million DOUBLE;
 -- the planner loss (issue 50): sqrt(mean(w err²)) in the target's units, w = 3 on under-forecasts (tasks/learn/champion.py)
 ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS planner_loss DOUBLE;

@@ -159,6 +159,26 @@ def test_the_gate_joins_the_window_with_the_challengers_predictions_by_job():
     assert gate.verdict(gate.judge(window, worse)) == "kept"
 
 
+def test_a_current_champion_over_tonights_scoring_budget_does_not_stay_whatever_the_window_says():
+    """Chosen at last night's small queue, a network blend (240 CPU-s per 1M jobs, counted) would score tonight's 1M
+    pending jobs at the cost the champion rule refuses: tonight's champion replaces it though the window favours the
+    old one (issue 52 item 5, session 23); within the budget, or its cost not counted, the window decides."""
+    from dataclasses import replace
+
+    from gpucast.tasks.learn.champion import ScoreBudget
+
+    worse = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
+                         gate_predictions=pl.DataFrame({c.JOB_ID: [f"j{i}" for i in range(40)], "p50": [8.0] * 40}))
+    dear = replace(_window(40), cost=240.0)
+    decision = gate.judge(dear, worse, ScoreBudget(10.0, 1_000_000))
+    assert decision.verdict == "promoted"
+    assert decision.reason == ("the current champion lightgbm would cost 240 CPU-s to score, over the scoring budget "
+                               "(10 CPU-s a target for the 1,000,000 pending jobs (GPUCAST_SCORE_BUDGET_S)): replaced "
+                               "without the backtest")
+    for budget, window in ((ScoreBudget(10.0, 40), dear), (None, dear), (ScoreBudget(10.0, 1_000_000), _window(40))):
+        assert gate.verdict(gate.judge(window, worse, budget)) == "kept"
+
+
 def test_nothing_to_gate_without_a_current_champion_a_champion_tonight_or_predictions():
     with_predictions = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
                                     gate_predictions=pl.DataFrame({c.JOB_ID: ["j0"], "p50": [1.0]}))
