@@ -42,13 +42,11 @@ def resolve(options: TrainOptions, settings: Settings) -> TrainOptions:
     night's score run forecasts), and whether tree champions are compiled for scoring (auto: when the pending queue
     is large enough for the minute of compiling to pay, `train.compile_trees_for`)."""
     options = with_time_limits(options, settings.training)
-    if options.compile_trees is None or options.pending_jobs is None:
+    if options.pending_jobs is None:
         with db.writer(settings.storage) as con:
-            pending = training.count_pending(con)
-        update = {"pending_jobs": pending if options.pending_jobs is None else options.pending_jobs}
-        if options.compile_trees is None:
-            update["compile_trees"] = train.compile_trees_for(pending)
-        options = options.model_copy(update=update)
+            options = options.model_copy(update={"pending_jobs": training.count_pending(con)})
+    if options.compile_trees is None:
+        options = options.model_copy(update={"compile_trees": train.compile_trees_for(options.pending_jobs)})
     return options
 
 

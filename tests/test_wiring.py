@@ -115,8 +115,8 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
         "flow_runs_text": ("option", "`timeout_s` bounds the API's requests when given", ("timeout_s",)),
     },
     "train": {
-        "resolve": ("option", "whether trees are compiled, when the caller left it to the queue's size",
-                    ("options.compile_trees is None",)),
+        "resolve": ("option", "the pending queue counted and whether trees are compiled, when the caller left them to "
+                              "the warehouse", ("options.pending_jobs is None", "options.compile_trees is None")),
         "gate_windows": ("option", "the window is recomputed unless the caller did this night", ("refresh",)),
         "_record": ("step", "a target without a champion tonight has nothing to save", ("finished.estimator is not None",)),
     },
