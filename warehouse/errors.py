@@ -148,5 +148,13 @@ def storage_error(exc: BaseException) -> str | None:
     if isinstance(exc, StorageError):
         return str(exc)
     if isinstance(exc, duckdb.Error):
-        return f"{type(exc).__name__}: {exc}"
+        return duckdb_message(exc)
     return None
+
+
+def duckdb_message(exc: BaseException) -> str:
+    """A DuckDB error in one line: its kind, then DuckDB's own lines (the error, its candidates, the query's line)
+    joined by "; ", without the blank ones and the carets under the query's line (which point nowhere once the lines
+    are one). The one-line rule (`printable`) wrote each newline as `\\n` (a planner's `gpucast sql` error,
+    newcomer 22's S3)."""
+    return f"{type(exc).__name__}: " + "; ".join(line.strip() for line in str(exc).splitlines() if line.strip(" ^"))

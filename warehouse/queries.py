@@ -21,7 +21,7 @@ from gpucast.records import UNKNOWN_LLM_SIZE
 from gpucast.records.rows import Rows, plain_type
 from gpucast.warehouse.concerns import SqlSandbox
 from gpucast.warehouse.db import connect_reader
-from gpucast.warehouse.errors import QueryError
+from gpucast.warehouse.errors import QueryError, duckdb_message
 
 if TYPE_CHECKING:  # imported where a frame is made: `gpucast status` and `sql` print DuckDB's rows without Polars
     import polars as pl
@@ -238,7 +238,7 @@ def run_sql(path: Path, query: str, limits: SqlSandbox, spill_dir: Path, max_row
         raise SqlTimeout(f"the query ran longer than {limits.timeout_s:g} s (GPUCAST_SQL_TIMEOUT_S) and was "
                          "stopped; narrow it (WHERE, LIMIT) or raise the limit") from None
     except duckdb.Error as exc:
-        raise QueryError(f"{type(exc).__name__}: {exc}") from None
+        raise QueryError(duckdb_message(exc)) from None
     finally:
         timer.cancel()
         con.close()
@@ -256,7 +256,7 @@ def _refuse_all_but_reads(query: str) -> None:
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:
-        raise QueryError(f"{type(exc).__name__}: {exc}") from None
+        raise QueryError(duckdb_message(exc)) from None
     for statement in statements:
         if statement.type not in READ_STATEMENTS:
             raise SqlRefused(f"`gpucast sql` only reads; refused: {statement.type.name} (allowed: SELECT, WITH, "

@@ -61,6 +61,10 @@ def test_sql_errors_are_sql_errors(home, capsys):
         pass
     assert main(["sql", "SELEC 1"]) == 2
     assert capsys.readouterr().err.startswith("gpucast sql: ParserException: Parser Error: syntax error")
+    # DuckDB's lines (the error, its candidates) joined, not written as `\n` (newcomer 22's S3)
+    assert main(["sql", "SELECT nope FROM (SELECT 1 AS yes)"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\\n" not in err and "clause!; Candidate bindings: " in err
 
 
 @pytest.fixture
