@@ -1,7 +1,6 @@
 """The argparse tree: every command, its flags and their defaults, and the handler it calls.
 
-Defaults shown in `--help` come from the settings table (`flows/settings.py`) and the training options
-(`tasks/learn/options.py`); nothing here reads the environment, so `--help` works whatever it holds.
+Defaults in `--help`: the settings table (flows/settings.py), the train options; nothing here reads the environment.
 
 A command's flags are added when that command is used (`_Command`: parsed, or its help printed), each by its own
 function here, which imports the handler's module and the modules its defaults come from (the simulator's, scoring's:
@@ -33,8 +32,8 @@ DESCRIPTION = "`gpucast`: the command line for data engineers, planners and on-c
 
 
 class _Command(argparse.ArgumentParser):
-    """A command's parser whose flags and handler (`flags(parser)`) are added the first time it is used: parsed, or
-    its help or usage printed. Until then it costs nothing but its name and its line in `gpucast --help`."""
+    """A command's parser whose flags and handler (`flags(parser)`) are added the first time it is used: parsed, or its
+    help or usage printed (until then: its name and its line in `gpucast --help`); an unknown flag is its error."""
 
     def __init__(self, *args, flags: Callable[[argparse.ArgumentParser], None] | None = None, **kw):
         super().__init__(*args, **kw)
@@ -47,8 +46,9 @@ class _Command(argparse.ArgumentParser):
             flags(self)
         return self
 
-    def parse_known_args(self, args=None, namespace=None):
-        return super(_Command, self.filled()).parse_known_args(args, namespace)
+    def parse_known_args(self, args=None, namespace=None):  # an unknown flag: this command's usage, not the top's
+        parsed, extra = super(_Command, self.filled()).parse_known_args(args, namespace)
+        return (parsed, extra) if not extra else self.error(f"unrecognized arguments: {' '.join(extra)}")
 
     def format_usage(self) -> str:
         return super(_Command, self.filled()).format_usage()

@@ -126,3 +126,15 @@ def test_demo_refuses_no_train_with_one_line(capsys, monkeypatch):
 
 def test_every_setting_flag_is_a_setting():
     assert all(dest(flag) == field and field in SPEC_BY_FIELD for flag, field in SETTING_FLAGS.items())
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_an_unknown_flag_is_the_commands_error_with_its_usage(lazy, capsys):
+    """`gpucast train --modles x` printed the top level's usage (every command, no flag): the command's now (newcomer
+    22's S3), exit 2 as argparse's errors are."""
+    with pytest.raises(SystemExit) as stop:
+        build_parser(lazy=lazy).parse_args(["train", "--modles", "x"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("usage: gpucast train [-h]") and "--models MODELS" in err
+    assert err.rstrip().endswith("gpucast train: error: unrecognized arguments: --modles x")
+    assert build_parser(lazy=lazy).parse_args(["train", "--models", "x"]).models == "x"  # a known flag as before
