@@ -197,11 +197,11 @@ SPECS: tuple[Spec, ...] = (
          "minutes the training step may spend comparing models; fits not finished by then are skipped and recorded "
          "(table skipped_fits), then the champions are refitted, scored and published; 0 = no budget (`--night-budget-minutes`)"),
     # 10 s: at issue 52's 1M pending jobs a model of up to 10 CPU-s per 1M jobs competes (the forests, the blends of
-    # trees, CatBoost, XGBoost, the plain LightGBM), the network (230-650) does not; at the demo's ~40 every model does
+    # trees, CatBoost, XGBoost, the plain LightGBM), the network (168-650) does not; at the demo's ~220 every model does
     Spec("GPUCAST_SCORE_BUDGET_S", "training", "score_budget_s", 10.0, float, *_between(0, DAY_S),
-         "CPU seconds on one core that scoring the pending queue may cost a target's champion, counted from each "
-         "fitted model (its cost per 1M jobs x the pending jobs when training runs); a model over it does not "
-         "compete for champion (the plain LightGBM always does); 0 = no budget (`--score-budget-s`)"),
+         "CPU seconds on one core that a target's champion's predict may cost on the pending queue, counted from each "
+         "fitted model (its predict's CPU-s per 1M jobs x the jobs pending when training runs); a model over it does "
+         "not compete for champion (the plain LightGBM always does); 0 = no budget (`--score-budget-s`)"),
     Spec("GPUCAST_TRAIN_RUNNER", "cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--train-runner`)"),
@@ -328,7 +328,8 @@ READ_CONCERNS: dict[str, type] = {"storage": Storage, "sql": SqlSandbox, "cluste
                                   "quality": Quality, "alerts": Alerts, "tracing": Tracing}
 assert all({f.name for f in fields(cls)} == {s.field for s in SPECS if s.concern == name}
            for name, cls in READ_CONCERNS.items())
-TIME_LIMITS = tuple(s.field for s in SPECS if s.concern == "training")  # the TrainOptions fields that are settings
+# the TrainOptions fields that are settings: the two time limits and the scoring budget
+TRAINING_SETTINGS = tuple(s.field for s in SPECS if s.concern == "training")
 
 
 @functools.cache
@@ -336,7 +337,7 @@ def _concerns() -> dict[str, type]:
     """Every concern's type (`CONCERNS`), the training concern's (`TrainOptions`) imported when first asked for."""
     from gpucast.tasks.learn.options import TrainOptions
 
-    assert set(TIME_LIMITS) <= set(TrainOptions.model_fields)
+    assert set(TRAINING_SETTINGS) <= set(TrainOptions.model_fields)
     return {**READ_CONCERNS, "training": TrainOptions}
 
 
@@ -353,14 +354,14 @@ def with_time_limits(options: TrainOptions, training: TrainOptions) -> TrainOpti
     """`options` with the time limits it leaves None (GPUCAST_NN_MAX_MINUTES, GPUCAST_NIGHT_BUDGET_MINUTES) taken
     from the settings' (`training`). Done where the run was asked for: a run handed to the GPU pool gets them filled
     in, so the worker's own environment never changes them."""
-    update = {name: getattr(training, name) for name in TIME_LIMITS if getattr(options, name) is None}
+    update = {name: getattr(training, name) for name in TRAINING_SETTINGS if getattr(options, name) is None}
     return options.model_copy(update=update) if update else options
 
 
 def limits_given(options: TrainOptions) -> TrainOptions | None:
     """`options` as the training concern a caller handed over when it sets every time limit (the CLI's and a parent
     flow's do), else None: the limits are then the environment's (`Settings.given`)."""
-    return options if all(getattr(options, name) is not None for name in TIME_LIMITS) else None
+    return options if all(getattr(options, name) is not None for name in TRAINING_SETTINGS) else None
 
 
 def table_defaults(concern: str) -> Any:

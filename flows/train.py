@@ -27,7 +27,6 @@ from gpucast.records.outcomes import FitOutcome, GateWindow, GateWindows
 from gpucast.records.results import TrainedTarget, TrainResult
 from gpucast.records.times import as_utc
 from gpucast.tasks.learn import fanout, gate, train
-from gpucast.tasks.learn.champion import ScoreBudget
 from gpucast.tasks.learn.models import store
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
@@ -66,7 +65,7 @@ def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = T
         champions = gate.gated(forecast.champions_as_of(con, as_of), targets)
         return GateWindows({ch.target: GateWindow(ch, backtest.champion_window(con, ch.target, ch.train_run_id, days, now,
                                                                                 until=as_of),
-                                                  backtest.champion_cost(con, ch.target, ch.train_run_id, ch.model))
+                                                  training.champion_cost(con, ch.target, ch.train_run_id, ch.model))
                             for ch in champions})
 
 
@@ -230,7 +229,7 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: train.Fin
             print(f"{target}: {result.champion} " + (f"compiled for scoring in {result.compiled.compile_seconds} s"
                   if result.compiled.used else f"scores natively: {result.compiled.reason}"))
     # None: nothing to gate; a current champion over tonight's scoring budget does not stay
-    decision = gate.judge(windows.of(target), result, ScoreBudget.of(options.score_budget_s, options.pending_jobs))
+    decision = gate.judge(windows.of(target), result, options.score_budget())
     if decision is not None:
         print(f"{target}: gate: {decision.verdict} - {decision.reason}")
     with db.writer(settings.storage) as con:

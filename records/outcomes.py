@@ -182,6 +182,13 @@ class TargetResult:
     blend: Any = None  # the blend's members and weights when it is champion (tasks/learn/blend.py `Blend`)
     choice_reason: str | None = None  # why the champion was chosen (tasks/learn/champion.py `ChampionChoice.describe`)
 
+    def champion_cost(self) -> float | None:
+        """The champion's counted scoring cost (CPU-s per 1M jobs: its held-out folds' `score_seconds_per_million`, the
+        mean, as `warehouse/training.py` `champion_cost` reads it back); None without a champion or a counted cost."""
+        costs = [m.score_seconds_per_million for m in self.metrics if m.model == self.champion and m.split == "test"
+                 and m.score_seconds_per_million is not None]
+        return sum(costs) / len(costs) if costs else None
+
 
 @dataclass(frozen=True)
 class Champion:

@@ -134,13 +134,6 @@ def champion_window(con: duckdb.DuckDBPyConnection, target: str, train_run_id: s
                    params=[target, train_run_id, *bounds]).pl()
 
 
-def champion_cost(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str, model: str) -> float | None:
-    """A champion's counted scoring cost (CPU seconds per 1M jobs, `model_metrics.score_seconds_per_million`, the mean
-    over its fits' held-out folds in the run that chose it); None where it was not counted (runs before it was)."""
-    return con.execute("SELECT avg(score_seconds_per_million) FROM model_metrics WHERE target = ? AND train_run_id = ? "
-                       "AND model = ? AND split = 'test'", [target, train_run_id, model]).fetchone()[0]
-
-
 CHAMPION_COVERAGE = """
 WITH ch AS ({champions})
 SELECT b.target, ch.model, ch.train_run_id, count(*) AS jobs, avg(b.within_p90::INT) AS p90_coverage,

@@ -56,6 +56,14 @@ def count_pending(con: duckdb.DuckDBPyConnection) -> int:
     return con.execute(f"SELECT count(*) FROM job_logs WHERE {c.STATUS} = 'PENDING'").fetchone()[0]
 
 
+def champion_cost(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str, model: str) -> float | None:
+    """A champion's counted scoring cost (CPU seconds per 1M jobs, `model_metrics.score_seconds_per_million`, the mean
+    over its fits' held-out folds in the run that chose it: `TargetResult.champion_cost`); None where it was not
+    counted (runs before it was)."""
+    return con.execute("SELECT avg(score_seconds_per_million) FROM model_metrics WHERE target = ? AND train_run_id = ? "
+                       "AND model = ? AND split = 'test'", [target, train_run_id, model]).fetchone()[0]
+
+
 def runs_to_keep(con: duckdb.DuckDBPyConnection, keep: int) -> set[str]:
     """Train runs whose model folders must stay: the `keep` most recent successful ones, any run
     still `running` (another process may be writing it) and any run a current champion lives in

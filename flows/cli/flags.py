@@ -81,7 +81,7 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     _setting_flag(p, "--nn-max-minutes", "the Transformer-BiGRU's time budget per fit, in minutes; 0: no limit")
     _setting_flag(p, "--night-budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
                                          "and recorded (skipped_fits); 0: no budget")
-    _setting_flag(p, "--score-budget-s", "CPU seconds scoring the pending queue may cost a target's champion, counted; "
+    _setting_flag(p, "--score-budget-s", "CPU seconds a target's champion's predict may cost on the pending queue, counted; "
                                          "a model over it does not compete; 0: no budget")
     _setting_flag(p, "--train-runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
                                  "(one after another in this process)", str, choices=RUNNERS)

@@ -383,13 +383,17 @@ class ChampionChoice:
     beats: float | None = None  # the share of resamples on which the champion's loss is below the plain LightGBM's
     budget: ScoreBudget | None = None  # what scoring may cost (None: no budget)
     over_budget: dict[str, float] = field(default_factory=dict)  # models left out by it -> their cost for the queue
+    champion_cost: float | None = None  # the champion's counted cost (CPU-s per 1M jobs; None: not counted)
 
     def describe(self) -> str:
         metric = f"out-of-fold planner loss ({self.rows} rows)"
         if self.best and self.best != self.lowest:  # the lowest did not compete (`unclear` says why)
             clear = ", ".join(m for m in self.competing if m != registry.PLAIN)
-            within = " within the scoring budget" if self.over_budget else ""
-            metric += f" of the models that beat the plain LightGBM clearly{within} ({clear})"
+            if registry.PLAIN not in self.means:  # no plain LightGBM fitted: only the budget left models out
+                metric += f" of the models the scoring budget lets compete ({clear})"
+            else:
+                within = " within the scoring budget" if self.over_budget else ""
+                metric += f" of the models that beat the plain LightGBM clearly{within} ({clear})"
         best = self.best or self.lowest
         if self.champion == registry.PLAIN and self.floor.startswith(f"{registry.PLAIN} is champion"):
             words = self.floor
@@ -424,6 +428,11 @@ class ChampionChoice:
         if self.over_budget and self.budget:
             words += (f"; over the scoring budget ({self.budget.describe()}), so not competing: "
                       + ", ".join(f"{m} {s:.3g} s" for m, s in sorted(self.over_budget.items(), key=lambda kv: kv[1])))
+        if self.budget and not self.budget.fits(self.champion_cost):
+            why = ("the plain LightGBM competes whatever it costs" if self.champion == registry.PLAIN else
+                   "every model is over it and no plain LightGBM was fitted: the cheapest competes")
+            words += (f"; the champion is over the scoring budget itself ({self.budget.cost(self.champion_cost):.3g} s): "
+                      f"{why}")
         if self.left_out:
             words += f"; not compared (too few out-of-fold rows in common): {', '.join(self.left_out)}"
         return words
@@ -592,7 +601,8 @@ def champion_choice(fits: Sequence[FitResult], actual: np.ndarray, *, folds: int
                             rows=len(keys), unit=UNITS.get(target, ""), left_out=tuple(left_out), best=best,
                             competing=tuple(competing), unclear=unclear, budget=budget, over_budget=over)
     choice = _generalises(choice, held, cost, groups)
-    return _floor(replace(choice, beats=share.get(choice.champion)), sq)
+    choice = _floor(replace(choice, beats=share.get(choice.champion)), sq)
+    return replace(choice, champion_cost=cost.get(choice.champion))
 
 
 def _generalises(choice: ChampionChoice, held: Pooled, costs: Mapping[str, float],

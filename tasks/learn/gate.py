@@ -82,12 +82,17 @@ def judge(window: GateWindow | None, result: TargetResult, budget: ScoreBudget |
     (no `window`), no champion tonight, or no predictions of the window (an empty one: nothing was held out).
     `budget` (tonight's scoring budget, `champion.ScoreBudget`): a current champion whose counted cost (`window.cost`)
     is over it cannot stay, whatever the window says (chosen at a smaller queue, it would score tonight's at the
-    cost the champion rule refuses): the challenger is promoted and the reason says why."""
+    cost the champion rule refuses), where tonight's champion fits it or costs less (the plain LightGBM, which always
+    competes, may be over it too): the challenger is promoted and the reason says why."""
     if window is None or not result.champion or result.gate_predictions is None:
         return None
-    if budget is not None and window.cost is not None and not budget.fits(window.cost):
+    mine = result.champion_cost()
+    if (budget is not None and window.cost is not None and not budget.fits(window.cost)
+            and (budget.fits(mine) or mine < window.cost)):  # tonight's within it, or cheaper than the current one
         return Decision(True, f"the current champion {window.champion.model} would cost {budget.cost(window.cost):.3g} "
-                        f"CPU-s to score, over the scoring budget ({budget.describe()}): replaced without the backtest")
+                        f"CPU-s to score, over the scoring budget ({budget.describe()}), and tonight's "
+                        f"{result.champion} " + (f"{budget.cost(mine):.3g}" if mine is not None else "(not counted)")
+                        + ": replaced without the backtest")
     mine = window.jobs.select("job_id", "p50", "actual").join(result.gate_predictions.rename({"p50": "challenger"}),
                                                                on="job_id")
     return decide(mine["actual"].to_numpy(), mine["p50"].to_numpy(), mine["challenger"].to_numpy())

@@ -114,6 +114,13 @@ class TrainOptions(BaseModel):
 
         return pick_device(self.device)
 
+    def score_budget(self):
+        """The scoring budget this run's champions are chosen by (`champion.ScoreBudget`: `score_budget_s` at
+        `pending_jobs`); None where either is not filled in or the budget is 0."""
+        from gpucast.tasks.learn.champion import ScoreBudget  # (numpy; options load with every command)
+
+        return ScoreBudget.of(self.score_budget_s, self.pending_jobs)
+
     @property
     def nn_max_seconds(self) -> float | None:
         return self.nn_max_minutes * 60 if self.nn_max_minutes else None

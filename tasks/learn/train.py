@@ -35,7 +35,6 @@ from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRo
 from gpucast.tasks.learn import blend, features, intervals, ood, priors, reference, unfitted
 from gpucast.tasks.learn.champion import (
     CHAMPION_RULE,
-    ScoreBudget,
     _mean_costs,
     champion_choice,
     metrics,
@@ -311,7 +310,7 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         return _refit(rows, target, options, registry.PRIOR, result, build)
     # the blend of the network and the best trees, cross-fitted on their out-of-fold forecasts: one more candidate
     pooled = pool_out_of_fold(done, y, FOLDS)
-    budget = ScoreBudget.of(options.score_budget_s, options.pending_jobs)  # what scoring tonight's queue may cost
+    budget = options.score_budget()  # what scoring tonight's queue may cost
     mix = blend.candidate(pooled, _mean_costs(done), options.seed, budget)
     mixed = blend.holdout(mix, done)  # its holdout forecasts: judged there like every model (review 57 S3)
     result.metrics += blend.metric_rows(mix, y, done, mixed)  # its figures beside the others' (leaderboard, champions)

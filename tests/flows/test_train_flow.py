@@ -211,7 +211,7 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
     # a budget no model but the plain LightGBM (which always competes) fits in: it is every target's champion
     assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
                  "--train-runner", "local", "--score-budget-s", "1e-9"]) == 0
-    from gpucast.warehouse import backtest
+    from gpucast.warehouse import training
 
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         chosen = con.execute("SELECT challenger, choice_reason FROM model_champions").fetchall()
@@ -219,8 +219,14 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
                                     "model = 'lightgbm_plain' AND split = 'test' AND target = 'runtime_hours' "
                                     "GROUP BY ALL").fetchone()
         # what the gate judges a current champion by, tomorrow night (`GateWindow.cost`)
-        assert costs > 0 and backtest.champion_cost(con, "runtime_hours", run_id, "lightgbm_plain") == pytest.approx(costs)
-        assert backtest.champion_cost(con, "runtime_hours", run_id, "no_such_model") is None
+        assert costs > 0 and training.champion_cost(con, "runtime_hours", run_id, "lightgbm_plain") == pytest.approx(costs)
+        assert training.champion_cost(con, "runtime_hours", run_id, "no_such_model") is None
     assert chosen and all(model == "lightgbm_plain" for model, _ in chosen)
+    # the next night's gate reads it as the current champion's cost (`GateWindow.cost`)
+    from gpucast.flows.train import gate_windows
+
+    windows = gate_windows.fn(settings, ("runtime_hours",), refresh=False)
+    assert windows.champion("runtime_hours").model == "lightgbm_plain"
+    assert windows.of("runtime_hours").cost == pytest.approx(costs)
     assert all(f"over the scoring budget (1e-09 CPU-s a target for the {pending:,} pending jobs" in reason
                for _, reason in chosen)

@@ -540,6 +540,9 @@ def test_a_model_over_the_scoring_budget_at_the_sites_queue_does_not_compete_and
     dear = champion_choice(fits, y, folds=FOLDS, target=c.PEAK_GPU_MEM_GB, budget=ScoreBudget(1.0, 1_000_000))
     assert dear.champion == PLAIN and set(dear.over_budget) == {registry.NN, "extra_trees"}
     assert dear.describe().startswith(f"{PLAIN} is champion: no model within the scoring budget has an out-of-fold")
+    assert dear.describe().endswith("; the champion is over the scoring budget itself (8 s): the plain LightGBM "
+                                    "competes whatever it costs")
+    assert "over the scoring budget itself" not in site.describe()  # extra_trees' 2 s is within 10
     # a model whose cost is not known is not judged by it
     unknown = champion_choice(_fits(y, preds, {"extra_trees": 2.0, PLAIN: 8.0}), y, folds=FOLDS,
                               budget=ScoreBudget(10.0, 1_000_000))
@@ -553,3 +556,8 @@ def test_without_the_plain_lightgbm_and_every_model_over_the_scoring_budget_the_
     fits = _fits(y, {"lightgbm": y + 0.5 * err, "linear_fs": y + err}, {"lightgbm": 12.0, "linear_fs": 1.2})
     choice = champion_choice(fits, y, folds=FOLDS, budget=ScoreBudget(1e-9, 500))
     assert choice.champion == "linear_fs" and set(choice.over_budget) == {"lightgbm"}  # always a champion
+    words = choice.describe()
+    assert words.startswith("lowest out-of-fold planner loss (300 rows) of the models the scoring budget lets compete "
+                            "(linear_fs)") and "beat the plain LightGBM" not in words
+    assert words.endswith("the champion is over the scoring budget itself (0.0006 s): every model is over it and no "
+                          "plain LightGBM was fitted: the cheapest competes")

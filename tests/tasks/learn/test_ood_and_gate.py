@@ -165,18 +165,31 @@ def test_a_current_champion_over_tonights_scoring_budget_does_not_stay_whatever_
     old one (issue 52 item 5, session 23); within the budget, or its cost not counted, the window decides."""
     from dataclasses import replace
 
+    from gpucast.records.outcomes import MetricRow
     from gpucast.tasks.learn.champion import ScoreBudget
 
-    worse = TargetResult(c.RUNTIME_HOURS, champion="xgboost",
-                         gate_predictions=pl.DataFrame({c.JOB_ID: [f"j{i}" for i in range(40)], "p50": [8.0] * 40}))
+    def costing(per_million: float | None) -> list[MetricRow]:  # tonight's champion's held-out folds, as fit_one's
+        return [MetricRow(model="xgboost", preset=None, features="residual", repeat=r, seed=r, split=split, mse=0.0,
+                          rmse=0.0, mae=0.0, mape=0.0, r2=0.0, rows_train=1, rows_eval=1, train_seconds=0.0,
+                          device="cpu", epochs=None, score_seconds_per_million=per_million)
+                for r in range(2) for split in ("validation", "test")]
+
+    window = {c.JOB_ID: [f"j{i}" for i in range(40)], "p50": [8.0] * 40}
+    worse = TargetResult(c.RUNTIME_HOURS, champion="xgboost", metrics=costing(4.4), gate_predictions=pl.DataFrame(window))
+    assert worse.champion_cost() == pytest.approx(4.4)
     dear = replace(_window(40), cost=240.0)
     decision = gate.judge(dear, worse, ScoreBudget(10.0, 1_000_000))
     assert decision.verdict == "promoted"
     assert decision.reason == ("the current champion lightgbm would cost 240 CPU-s to score, over the scoring budget "
-                               "(10 CPU-s a target for the 1,000,000 pending jobs (GPUCAST_SCORE_BUDGET_S)): replaced "
-                               "without the backtest")
+                               "(10 CPU-s a target for the 1,000,000 pending jobs (GPUCAST_SCORE_BUDGET_S)), and "
+                               "tonight's xgboost 4.4: replaced without the backtest")
     for budget, window in ((ScoreBudget(10.0, 40), dear), (None, dear), (ScoreBudget(10.0, 1_000_000), _window(40))):
         assert gate.verdict(gate.judge(window, worse, budget)) == "kept"
+    # tonight's over it too (the plain LightGBM competes whatever it costs): replaced only where it is the cheaper
+    dearer = replace(worse, metrics=costing(300.0))
+    assert gate.verdict(gate.judge(dear, dearer, ScoreBudget(10.0, 1_000_000))) == "kept"  # the window decides
+    cheaper = replace(worse, metrics=costing(100.0))
+    assert gate.verdict(gate.judge(dear, cheaper, ScoreBudget(10.0, 1_000_000))) == "promoted"
 
 
 def test_nothing_to_gate_without_a_current_champion_a_champion_tonight_or_predictions():
