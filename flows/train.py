@@ -181,6 +181,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     used = options.run_device()
     with runs.lifecycle(settings.storage, "train", models=list(options.model_names), preset=options.preset,
                         repeats=options.repeats, device=used, night_budget_minutes=options.night_budget_minutes,
+                        score_budget_s=options.score_budget_s, pending_jobs=options.pending_jobs,
                         train_runner=cluster.train_runner, dask_address=cluster.dask_address or None,
                         flow_run_id=str(FlowRunContext.get().flow_run.id), as_of=as_of) as run:
         print(f"{run.run_id}: {len(options.model_names)} model(s) x {len(options.targets)} target(s), preset "

@@ -96,14 +96,19 @@ class Candidate:
 def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int, budget: ScoreBudget | None = None) -> Candidate:
     """The blend of `members` on the rows they all forecast out of fold, its weights cross-fitted over `PARTS`
     seeded parts of those rows (`nnls_weights`); a `Candidate` with `why` when there is none. `budget`: a model over
-    the scoring budget (`champion.over_budget`: the network at a large queue) is no member; the blend's own cost is
-    judged against it where the champion is chosen."""
+    the scoring budget (`champion.over_budget`: the network at a large queue) is no member, and members that fit
+    alone but not together make no blend (said in `why`)."""
     over = over_budget(costs, list(pooled.by_model), budget)
     every = [m for m in pooled.by_model if (m in TREES or m == registry.NN) and m not in over]
     keys = pooled.shared(every) or pooled.shared([m for m in every if m != registry.NN])
     chosen = members(Pooled({m: pooled.by_model[m] for m in every}, pooled.actual), keys)
     if len(chosen) < 2:
-        return Candidate(why=f"fewer than 2 members ({', '.join(chosen) or 'none'}); the best single model")
+        within = " within the scoring budget" if over else ""
+        return Candidate(why=f"fewer than 2 members{within} ({', '.join(chosen) or 'none'}); the best single model")
+    summed = sum(costs[m] for m in chosen) if all(m in costs for m in chosen) else None
+    if budget is not None and not budget.fits(summed):  # each member fits alone, not the sum: no blend in the race
+        return Candidate(members=chosen, why=f"{' + '.join(chosen)}: their summed cost {budget.cost(summed):.3g} s is "
+                                             f"over the scoring budget ({budget.describe()}); the best single model")
     if len(keys) < 2 * PARTS * len(chosen):
         return Candidate(why=f"too few shared out-of-fold rows ({len(keys)}) for {len(chosen)} members' weights")
     P = np.array([[pooled.by_model[m][k] for m in chosen] for k in keys], dtype=np.float64)
@@ -118,8 +123,7 @@ def candidate(pooled: Pooled, costs: Mapping[str, float], seed: int, budget: Sco
             return Candidate(members=chosen, why=f"{' + '.join(chosen)}: {why} ({where}); the best single model")
         if p is not None:
             out[part == p] = P[part == p] @ w
-    cost = sum(costs[m] for m in chosen) if all(m in costs for m in chosen) else None
-    return Candidate(chosen, tuple(float(v) for v in w), dict(zip(keys, out.tolist(), strict=True)), cost)
+    return Candidate(chosen, tuple(float(v) for v in w), dict(zip(keys, out.tolist(), strict=True)), summed)
 
 
 def holdout(mix: Candidate, fits: Sequence[FitResult]) -> dict[tuple[int, int], float] | None:

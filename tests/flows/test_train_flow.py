@@ -215,6 +215,8 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
 
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         chosen = con.execute("SELECT challenger, choice_reason FROM model_champions").fetchall()
+        # what the run was judged by, for on-call (train_runs)
+        assert con.execute("SELECT score_budget_s, pending_jobs FROM train_runs").fetchall() == [(1e-9, pending)]
         run_id, costs = con.execute("SELECT train_run_id, avg(score_seconds_per_million) FROM model_metrics WHERE "
                                     "model = 'lightgbm_plain' AND split = 'test' AND target = 'runtime_hours' "
                                     "GROUP BY ALL").fetchone()

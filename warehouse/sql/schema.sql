@@ -161,6 +161,10 @@ ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS flow_run_id VARCHAR;  -- the Pre
 -- the night's clock the run trained for (a backfill's --as-of); NULL: a live night, its clock is started_at.
 -- A backfill's champion gate judges the champion of the latest earlier night (warehouse/forecast.py CHAMPIONS_AS_OF).
 ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS as_of TIMESTAMPTZ;
+-- the scoring budget the run's champions were chosen by (GPUCAST_SCORE_BUDGET_S, CPU-s a target; 0: none) and the pending
+-- jobs it was judged at (tasks/learn/champion.py `ScoreBudget`)
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS score_budget_s DOUBLE;
+ALTER TABLE train_runs ADD COLUMN IF NOT EXISTS pending_jobs BIGINT;
 
 CREATE TABLE IF NOT EXISTS model_metrics (
     train_run_id VARCHAR NOT NULL,

@@ -151,3 +151,10 @@ def test_a_member_over_the_scoring_budget_is_no_member_and_the_blend_is_made_of_
     small = blend.candidate(_pooled(y, preds), costs, seed=0, budget=ScoreBudget(10.0, 40))
     assert small.members[0] == registry.NN and small.cost == pytest.approx(235.0)
     assert blend.candidate(_pooled(y, preds), costs, seed=0).members == small.members  # no budget: as before
+    # each tree fits alone (2 and 3 s), not together (5 s): no blend, and the reason says so
+    tight = blend.candidate(_pooled(y, preds), costs, seed=0, budget=ScoreBudget(4.0, 1_000_000))
+    assert tight.oof is None and "their summed cost 5 s is over the scoring budget" in tight.describe()
+    # the budget leaves one member: said
+    no_plain = {m: p for m, p in preds.items() if m != registry.PLAIN}  # (the plain LightGBM is never left out)
+    one = blend.candidate(_pooled(y, no_plain), costs, seed=0, budget=ScoreBudget(2.5, 1_000_000))
+    assert one.oof is None and "fewer than 2 members within the scoring budget (extra_trees)" in one.describe()
