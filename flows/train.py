@@ -97,11 +97,13 @@ class Fitted:
 
 @flow(name="fit-models", log_prints=True)
 def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list[str] | None],
-               previous: dict[str, str], until: datetime | None = None) -> Fitted:
+               previous: dict[str, str], until: datetime | None = None,
+               priced: dict[str, dict[str, float]] | None = None) -> Fitted:
     """Every fit of the run as its own task run on this flow's task runner (Dask, or in-process),
     in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted
     (`holdout`: target -> the gate window's job ids, predicted by the champion fitted without them).
     `until`: a backfill's night: the fits learn only from the jobs completed by its clock (`train.labelled`).
+    `priced`: target -> the models priced out of the scoring budget (`fanout.priced_out`): not fitted, recorded so.
 
     Workers get the labelled rows and return metrics and models; the warehouse stays with the
     caller. A fit that fails (twice: one retry) or whose worker is lost is recorded as skipped with
@@ -114,11 +116,17 @@ def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list
     started = time.time()
     budget = options.night_budget_minutes
     budget_ends_at = fanout.budget_end(started, budget)
-    fits = fanout.runnable_fits(options, previous, rows)
+    fits = fanout.runnable_fits(options, previous, rows, priced)
     where = runners.describe(runner)
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
+    unfitted = fanout.priced_out_fits(options, priced or {})
+    for t, models in (priced or {}).items():
+        print(f"{t}: not fitted tonight, over the scoring budget at their last counted cost: "
+              + ", ".join(f"{m} {cost:,.3g} CPU-s" for m, cost in models.items()))
     failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
     outcomes = _run_fits(runner, fits, shared, options, budget_ends_at, started)
+    for t, skipped in unfitted.items():
+        outcomes[t].extend(skipped)
     fanout.check_outcomes(outcomes)  # every fit failed: the run stops
     fit_seconds = round(time.time() - started, 1)
     refits = {t: refit_champion.submit(shared[t], t, options, outcomes[t], holdout[t]) for t in options.targets}
@@ -193,7 +201,8 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
         if choice.note:
             get_run_logger().warning(choice.note)
         fitted = fit_models.with_options(task_runner=choice.runner)(history, options, windows.holdouts(options.targets),
-                                                                     windows.previous_models(), until=as_of)
+                                                                     windows.previous_models(), until=as_of,
+                                                                     priced=_priced_out(options, settings))
         outcomes = []
         for target in options.targets:
             outcomes.append(_record(run.run_id, target, options, fitted.finished[target], windows, settings))
@@ -205,6 +214,16 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
     create_markdown_artifact(key="train-report", markdown=report, description=f"metrics of {run.run_id}")
     return TrainResult(train_run_id=run.run_id, targets=tuple(outcomes), device=used, fits_on=fitted.where,
                        fit_seconds=fitted.fit_seconds, note=note)
+
+
+def _priced_out(options: TrainOptions, settings: Settings) -> dict[str, dict[str, float]]:
+    """Target -> the models tonight's run does not fit, priced out of the scoring budget at their last counted cost
+    (`fanout.priced_out`, the costs the warehouse recorded: `training.last_costs`)."""
+    if options.score_budget() is None:
+        return {}
+    with db.writer(settings.storage) as con:
+        costs = training.last_costs(con, options.preset)
+    return fanout.priced_out(options, costs)
 
 
 def _finish(run_id: str, outcomes: list[TrainedTarget], note: str | None, fits_on: str, settings: Settings) -> None:
@@ -235,7 +254,8 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: train.Fin
         print(f"{target}: gate: {decision.verdict} - {decision.reason}")
     with db.writer(settings.storage) as con:
         training.record_target(con, run_id, result, options.features, decision, windows.champion(target))
+    priced = tuple(sorted({f.model for f in result.skipped_fits if f.priced_out}))
     return TrainedTarget(target=target, champion=result.champion, skipped=result.skipped, rows=result.rows,
-                         skipped_fits=len(result.skipped_fits), decision=gate.verdict(decision),
-                         choice_reason=result.choice_reason)
+                         skipped_fits=sum(not f.priced_out for f in result.skipped_fits), decision=gate.verdict(decision),
+                         choice_reason=result.choice_reason, priced_out=priced)
 

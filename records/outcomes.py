@@ -110,16 +110,24 @@ class FitResult:
     holdout_pred: np.ndarray | None = None
 
 
+# How the reason of a fit priced out of the scoring budget begins (`FitSkipped.priced_out`): the warehouse tells those
+# rows of `skipped_fits` from fits the night did not finish by it (`warehouse/training.py` `TRAIN_RESULT`).
+PRICED_OUT_WORDS = "not fitted:"
+
+
 @dataclass(frozen=True)
 class FitSkipped:
     """A fit that did not finish: the night budget ran out before it (`failed` False), or it raised or
-    its worker was lost (`failed` True; `reason` carries the error). A row of `skipped_fits`."""
+    its worker was lost (`failed` True; `reason` carries the error); or a fit not run at all because its model's last
+    counted scoring cost puts it far over tonight's scoring budget (`priced_out` True, `champion.priced_out`). A row of
+    `skipped_fits`."""
 
     target: str
     model: str
     repeat: int
     reason: str
     failed: bool = False
+    priced_out: bool = False
 
 
 FitOutcome = FitResult | FitSkipped

@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 
 from gpucast.expectations import contract as c
-from gpucast.records.outcomes import Champion, TargetResult
+from gpucast.records.outcomes import PRICED_OUT_WORDS, Champion, TargetResult
 from gpucast.records.results import TrainedTarget, TrainResult
 from gpucast.records.times import KNOWN_AT
 from gpucast.warehouse.db import transaction
@@ -62,6 +62,27 @@ def champion_cost(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str
     counted (runs before it was)."""
     return con.execute("SELECT avg(score_seconds_per_million) FROM model_metrics WHERE target = ? AND train_run_id = ? "
                        "AND model = ? AND split = 'test'", [target, train_run_id, model]).fetchone()[0]
+
+
+# Per target and model: the mean counted cost over the held-out rows of the latest succeeded train run that counted it;
+# a network's of the same preset only (its size, so its cost, follows the preset; the other models have none).
+LAST_COSTS = """
+SELECT m.target, m.model, avg(m.score_seconds_per_million)
+FROM model_metrics m JOIN train_runs r USING (train_run_id)
+WHERE r.status = 'succeeded' AND m.split = 'test' AND m.score_seconds_per_million IS NOT NULL
+  AND (m.preset IS NULL OR m.preset = ?)
+GROUP BY m.target, m.model, m.train_run_id, r.started_at
+QUALIFY row_number() OVER (PARTITION BY m.target, m.model ORDER BY r.started_at DESC) = 1
+"""
+
+
+def last_costs(con: duckdb.DuckDBPyConnection, preset: str) -> dict[str, dict[str, float]]:
+    """Target -> model -> its last counted scoring cost (CPU-s per 1M jobs, `LAST_COSTS`): what tonight's train run
+    judges a model by before fitting it (`champion.priced_out`). Models never counted are absent."""
+    out: dict[str, dict[str, float]] = {}
+    for target, model, cost in con.execute(LAST_COSTS, [preset]).fetchall():
+        out.setdefault(target, {})[model] = cost
+    return out
 
 
 def runs_to_keep(con: duckdb.DuckDBPyConnection, keep: int) -> set[str]:
@@ -131,8 +152,11 @@ def _champion_row(run_id: str, result: TargetResult, features: str, decision, in
 
 TRAIN_RESULT = """
 SELECT r.train_run_id, r.device, r.fits_on, c.target, c.challenger, c.skipped_reason, c.labelled_rows, c.decision,
-       c.decision_reason, (SELECT count(*) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id AND f.target = c.target),
-       c.choice_reason
+       c.decision_reason, (SELECT count(*) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id AND f.target = c.target
+                           AND NOT starts_with(f.reason, ?)),
+       c.choice_reason,
+       (SELECT list(DISTINCT f.model ORDER BY f.model) FROM skipped_fits f WHERE f.train_run_id = r.train_run_id
+        AND f.target = c.target AND starts_with(f.reason, ?))
 FROM train_runs r JOIN model_champions c USING (train_run_id)
 WHERE r.train_run_id = (SELECT train_run_id FROM train_runs WHERE flow_run_id = ? AND status = 'succeeded'
                         ORDER BY started_at DESC LIMIT 1)
@@ -145,14 +169,14 @@ def train_result(con: duckdb.DuckDBPyConnection, flow_run_id: str, where: str, t
     The gate's decision is "promoted" or "kept" only where the gate decided (`decision_reason` not
     `NO_INCUMBENT` / `NO_EVIDENCE`), as in-process. What the warehouse does not keep stays None
     (`fit_seconds`; `note`, which the run's `message` carries)."""
-    rows = con.execute(TRAIN_RESULT, [flow_run_id]).fetchall()
+    rows = con.execute(TRAIN_RESULT, [PRICED_OUT_WORDS, PRICED_OUT_WORDS, flow_run_id]).fetchall()
     if not rows:
         return None
     by_target = {
         target: TrainedTarget(target=target, champion=champion, skipped=skipped, rows=labelled or 0, skipped_fits=cut,
                               decision=decision if decision in ("promoted", "kept") and reason not in (NO_INCUMBENT, NO_EVIDENCE)
-                              else None, choice_reason=why)
-        for _, _, _, target, champion, skipped, labelled, decision, reason, cut, why in rows}
+                              else None, choice_reason=why, priced_out=tuple(priced or ()))
+        for _, _, _, target, champion, skipped, labelled, decision, reason, cut, why, priced in rows}
     run_id, device, fits_on = rows[0][:3]
     ordered = [t for t in targets if t in by_target] + sorted(t for t in by_target if t not in targets)
     return TrainResult(train_run_id=run_id, targets=tuple(by_target[t] for t in ordered), where=where, device=device,

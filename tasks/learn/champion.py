@@ -693,6 +693,28 @@ def over_budget(costs: Mapping[str, float], models: Sequence[str], budget: Score
     return over
 
 
+# A model is not fitted at all tonight where its last counted cost (the latest train run that fitted it) is above this
+# many times the scoring budget for tonight's queue (`priced_out`): it could not compete whatever it learned (a model's
+# cost follows its size, which its settings fix: the network's 168-650 CPU-s per 1M jobs night after night, docs/
+# models.md), and its fit is the night's longest. Twice, not once: a model near the budget is fitted and judged on
+# tonight's own count.
+PRICED_OUT_MARGIN = 2.0
+
+
+def priced_out(last_costs: Mapping[str, float], models: Sequence[str], budget: ScoreBudget | None) -> dict[str, float]:
+    """The models of `models` not to fit tonight -> what scoring the queue would cost at their last counted cost
+    (`last_costs`, CPU-s per 1M jobs; `warehouse/training.py` `last_costs`): above `PRICED_OUT_MARGIN` x `budget`.
+    As `over_budget`: never the plain LightGBM, never a model never counted, and never every model. Empty without a
+    budget."""
+    if budget is None:
+        return {}
+    out = {m: budget.cost(last_costs[m]) for m in models
+           if m != registry.PLAIN and m in last_costs and budget.cost(last_costs[m]) > PRICED_OUT_MARGIN * budget.seconds}
+    if out and len(out) == len(models):  # every model priced out (no plain LightGBM asked for): the cheapest is fitted
+        out.pop(min(out, key=out.get))
+    return out
+
+
 def _mean_costs(fits: Sequence[FitResult]) -> dict[str, float]:
     """Each model's mean `score_seconds_per_million` over its fits' metric rows (models without one are left out)."""
     got: dict[str, list[float]] = {}

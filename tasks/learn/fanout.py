@@ -1,8 +1,9 @@
 """How a train run's fits fan out and what they come back as: the rules `flows/train.py` applies between
 submitting the fits (`tasks/learn/train.py` `fit_one`, one task run each) and refitting each target's champion.
 
-- which fits run (`runnable_fits`: `order_fits`'s order, the targets with enough labelled jobs only), and when the
-  night budget ends (`budget_end`);
+- which fits run (`runnable_fits`: `order_fits`'s order, the targets with enough labelled jobs only, not the models
+  priced out of tonight's scoring budget, whose fits are recorded as not run: `priced_out_fits`), and when the night
+  budget ends (`budget_end`);
 - how each is submitted (`annotations`: its priority in that order; a network fit asks for a GPU when the cluster
   has them);
 - what a fit that raised, or whose worker died, becomes (`outcome_of`: a failed `FitSkipped` with its error);
@@ -17,17 +18,41 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from gpucast.records.outcomes import FitOutcome, FitSkipped
+from gpucast.records.outcomes import PRICED_OUT_WORDS, FitOutcome, FitSkipped
 from gpucast.records.results import TrainedTarget
+from gpucast.tasks.learn import champion
 from gpucast.tasks.learn.models import registry
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.learn.train import Fit, order_fits, too_few
 
 
-def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapping[str, pl.DataFrame]) -> list[Fit]:
+def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapping[str, pl.DataFrame],
+                  priced: Mapping[str, Mapping[str, float]] | None = None) -> list[Fit]:
     """The run's fits in `order_fits`'s order (`previous`: target -> its current champion's model), leaving out the
-    targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`)."""
-    return [f for f in order_fits(options, previous) if too_few(rows[f.target], options) is None]
+    targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`) and the models priced out of
+    the scoring budget (`priced`: target -> model -> the queue's cost at its last count, `priced_out`)."""
+    priced = priced or {}
+    return [f for f in order_fits(options, previous)
+            if too_few(rows[f.target], options) is None and f.model not in priced.get(f.target, {})]
+
+
+def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Target -> the models tonight's run does not fit -> what scoring its queue would cost at their last counted cost
+    (`champion.priced_out` with the run's scoring budget; `last_costs`: `warehouse/training.py` `last_costs`)."""
+    budget = options.score_budget()
+    return {t: out for t in options.targets
+            if (out := champion.priced_out(last_costs.get(t, {}), options.model_names, budget))}
+
+
+def priced_out_fits(options: TrainOptions, priced: Mapping[str, Mapping[str, float]]) -> dict[str, list[FitSkipped]]:
+    """Target -> the fits not run because their model is priced out (`priced_out`), one per repeat, each saying its
+    cost against the budget: rows of `skipped_fits`, and the champion's reason names them (`tasks/learn/train.py`)."""
+    budget = options.score_budget()
+    return {t: [FitSkipped(t, m, r, f"{PRICED_OUT_WORDS} at its last counted scoring cost it would cost {cost:,.3g} CPU-s for "
+                                    f"the {budget.pending:,} pending jobs, over {champion.PRICED_OUT_MARGIN:g}x the "
+                                    f"scoring budget ({budget.describe()})", priced_out=True)
+                for m, cost in models.items() for r in range(options.repeats)]
+            for t, models in priced.items()}
 
 
 def budget_end(started: float, budget_minutes: float | None) -> float | None:
@@ -63,7 +88,11 @@ def check_outcomes(outcomes: Mapping[str, Sequence[FitOutcome]]) -> None:
 
 def run_message(targets: Sequence[TrainedTarget], note: str | None) -> str | None:
     """The train run's message (`train_runs.message`): `note` (where the fits ran, the reference set's use), the
-    targets skipped and why, and how many fits the night did not finish; None when there is nothing to say."""
+    targets skipped and why, how many fits the night did not finish, and the models it did not fit because the scoring
+    budget priced them out; None when there is nothing to say."""
     skipped = "; ".join(f"{o.target}: {o.skipped}" for o in targets if o.skipped)
     cut = sum(o.skipped_fits for o in targets)
-    return "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None) if m) or None
+    priced = sorted({m for o in targets for m in o.priced_out})
+    return "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None,
+                                 f"not fitted, over the scoring budget at their last counted cost: {', '.join(priced)} "
+                                 "(skipped_fits)" if priced else None) if m) or None

@@ -320,6 +320,9 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
                              groups=holdout_groups(rows, options.seed), budget=budget)
     champion, result.most_accurate = choice.champion, choice.lowest
     result.choice_reason = f"{choice.describe()}; {mix.describe()}"
+    if priced := sorted({o.model for o in result.skipped_fits if o.priced_out}):  # said where the choice is read
+        result.choice_reason += ("; not fitted tonight, over the scoring budget at their last counted cost (table "
+                                 f"skipped_fits): {', '.join(priced)}")
     result.champion_tied = choice.tied
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:

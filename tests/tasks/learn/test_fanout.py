@@ -59,3 +59,46 @@ def test_the_runs_message_says_the_note_the_skipped_targets_and_the_fits_cut():
     cut = TrainedTarget("c", "lightgbm", None, 100, 2)
     assert fanout.run_message([done, skipped, cut], "fits in this process") == \
         "fits in this process; b: 3 labelled COMPLETED jobs; 2 fit(s) skipped: see skipped_fits"
+
+
+def test_models_far_over_the_scoring_budget_at_their_last_cost_are_not_fitted_and_say_why():
+    """A model whose last counted cost puts tonight's queue above twice the scoring budget is not fitted (its fits are
+    `priced_out` skips, one per repeat, with the cost and the budget); the plain LightGBM, a model never counted, and a
+    model near the budget are fitted (review 73 S3-11, session 24)."""
+    from gpucast.tasks.learn import champion
+
+    options = TrainOptions(models=("lightgbm_plain", "xgboost", "adaboost", registry.NN, "extra_trees"), repeats=2,
+                           score_budget_s=10.0, pending_jobs=1_000_000, min_labelled=3)
+    last = {c.RUNTIME_HOURS: {registry.NN: 168.0, "adaboost": 20.4, "xgboost": 19.9, "lightgbm_plain": 500.0}}
+    priced = fanout.priced_out(options, last)
+    # 168 and 20.4 CPU-s are over 2 x 10; xgboost's 19.9 is under 20 (fitted, judged on tonight's count); the plain
+    # LightGBM is the floor; extra_trees was never counted; the other targets have no cost on record
+    assert priced == {c.RUNTIME_HOURS: {registry.NN: pytest.approx(168.0), "adaboost": pytest.approx(20.4)}}
+    rows = {t: pl.DataFrame({"x": range(100)}) for t in options.targets}
+    fits = fanout.runnable_fits(options, {}, rows, priced)
+    assert fits == [f for f in order_fits(options)
+                    if not (f.target == c.RUNTIME_HOURS and f.model in (registry.NN, "adaboost"))]
+    unfitted = fanout.priced_out_fits(options, priced)[c.RUNTIME_HOURS]
+    assert [(f.model, f.repeat, f.priced_out, f.failed) for f in unfitted] == [  # the models' order, as asked
+        ("adaboost", 0, True, False), ("adaboost", 1, True, False), (registry.NN, 0, True, False),
+        (registry.NN, 1, True, False)]
+    assert unfitted[2].reason == ("not fitted: at its last counted scoring cost it would cost 168 CPU-s for the "
+                                  "1,000,000 pending jobs, over 2x the scoring budget (10 CPU-s a target for the "
+                                  "1,000,000 pending jobs (GPUCAST_SCORE_BUDGET_S))")
+    fanout.check_outcomes({c.RUNTIME_HOURS: unfitted})  # not failures
+    # a small queue, or no budget: every model is fitted
+    assert fanout.priced_out(options.model_copy(update={"pending_jobs": 40_000}), last) == {}
+    assert fanout.priced_out(options.model_copy(update={"score_budget_s": 0.0}), last) == {}
+    # every model asked for priced out (no plain LightGBM): the cheapest is fitted, so a champion is always chosen
+    budget = champion.ScoreBudget(1.0, 1_000_000)
+    assert champion.priced_out({"xgboost": 5.0, "adaboost": 20.0}, ["xgboost", "adaboost"], budget) == {"adaboost": 20.0}
+
+
+def test_the_runs_message_names_the_models_priced_out_apart_from_the_fits_cut():
+    from gpucast.records.results import TrainedTarget
+
+    priced = TrainedTarget("a", "lightgbm_plain", None, 100, 0, priced_out=("adaboost", registry.NN))
+    cut = TrainedTarget("b", "lightgbm", None, 100, 1, priced_out=(registry.NN,))
+    assert fanout.run_message([priced, cut], None) == (
+        "1 fit(s) skipped: see skipped_fits; not fitted, over the scoring budget at their last counted cost: "
+        f"adaboost, {registry.NN} (skipped_fits)")
