@@ -121,7 +121,7 @@ def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
     unfitted = fanout.priced_out_fits(options, priced or {})
     for t, models in (priced or {}).items():
-        print(f"{t}: not fitted tonight, over the scoring budget at their last counted cost: "
+        print(f"{t}: fits not run tonight, over the scoring budget at their last counted cost: "
               + ", ".join(f"{m} {cost:,.3g} CPU-s" for m, cost in models.items()))
     failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
     outcomes = _run_fits(runner, fits, shared, options, budget_ends_at, started)

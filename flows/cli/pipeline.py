@@ -156,7 +156,7 @@ def _train(args: argparse.Namespace, s: Settings) -> int:
     for t in out.targets:
         what = f"skipped ({t.skipped})" if t.skipped else f"champion {t.champion} ({t.rows:,} labelled jobs)"
         cut = f"; {t.skipped_fits} fit(s) skipped (table skipped_fits)" if t.skipped_fits else ""
-        priced = f"; not fitted, over the scoring budget: {', '.join(t.priced_out)}" if t.priced_out else ""
+        priced = f"; fits not run, over the scoring budget: {', '.join(t.priced_out)}" if t.priced_out else ""
         print(f"  {t.target}: {what}{cut}{priced}")
     print("see: gpucast report")
     return 0

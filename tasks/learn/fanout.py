@@ -31,9 +31,16 @@ def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapp
     """The run's fits in `order_fits`'s order (`previous`: target -> its current champion's model), leaving out the
     targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`) and the models priced out of
     the scoring budget (`priced`: target -> model -> the queue's cost at its last count, `priced_out`)."""
-    priced = priced or {}
-    return [f for f in order_fits(options, previous)
-            if too_few(rows[f.target], options) is None and f.model not in priced.get(f.target, {})]
+    return [f for f in order_fits(options, previous) if too_few(rows[f.target], options) is None
+            and not _not_run(f, priced or {})]
+
+
+def _not_run(fit: Fit, priced: Mapping[str, Mapping[str, float]]) -> bool:
+    """Whether `fit` is not run because its model is priced out for its target (`priced`): every repeat of it but the
+    network's first. The network is fitted once a night whatever it costs: the nightly retraining of the
+    Transformer-BiGRU the product promises (README), its figures on the leaderboard and tomorrow's count of its cost;
+    that fit does not compete (`tasks/learn/train.py` `finish_target`)."""
+    return fit.model in priced.get(fit.target, {}) and not (fit.model == registry.NN and fit.repeat == 0)
 
 
 def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -45,13 +52,16 @@ def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, floa
 
 
 def priced_out_fits(options: TrainOptions, priced: Mapping[str, Mapping[str, float]]) -> dict[str, list[FitSkipped]]:
-    """Target -> the fits not run because their model is priced out (`priced_out`), one per repeat, each saying its
-    cost against the budget: rows of `skipped_fits`, and the champion's reason names them (`tasks/learn/train.py`)."""
+    """Target -> the fits not run because their model is priced out (`priced_out`, `_not_run`), one per repeat, each
+    saying its cost against the budget: rows of `skipped_fits`, and the champion's reason names them
+    (`tasks/learn/train.py`)."""
     budget = options.score_budget()
+    once = f"; {registry.NN} is fitted once a night whatever it costs (repeat 1), not competing"
     return {t: [FitSkipped(t, m, r, f"{PRICED_OUT_WORDS} at its last counted scoring cost it would cost {cost:,.3g} CPU-s for "
                                     f"the {budget.pending:,} pending jobs, over {champion.PRICED_OUT_MARGIN:g}x the "
-                                    f"scoring budget ({budget.describe()})", priced_out=True)
-                for m, cost in models.items() for r in range(options.repeats)]
+                                    f"scoring budget ({budget.describe()})" + (once if m == registry.NN else ""),
+                           priced_out=True)
+                for m, cost in models.items() for r in range(options.repeats) if _not_run(Fit(t, m, r), priced)]
             for t, models in priced.items()}
 
 
@@ -94,5 +104,5 @@ def run_message(targets: Sequence[TrainedTarget], note: str | None) -> str | Non
     cut = sum(o.skipped_fits for o in targets)
     priced = sorted({m for o in targets for m in o.priced_out})
     return "; ".join(m for m in (note, skipped, f"{cut} fit(s) skipped: see skipped_fits" if cut else None,
-                                 f"not fitted, over the scoring budget at their last counted cost: {', '.join(priced)} "
+                                 f"fits not run, over the scoring budget at their last counted cost: {', '.join(priced)} "
                                  "(skipped_fits)" if priced else None) if m) or None

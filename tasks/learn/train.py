@@ -294,14 +294,17 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
         progress(f"{target}: {result.skipped}")
         return _refit(rows, target, options, registry.PRIOR, result, build)
     order = {m: i for i, m in enumerate(options.model_names)}
-    done = sorted((o for o in outcomes if isinstance(o, FitResult)), key=lambda o: (o.repeat, order[o.model]))
-    result.metrics = [m for o in done for m in o.metrics]
+    fitted = sorted((o for o in outcomes if isinstance(o, FitResult)), key=lambda o: (o.repeat, order[o.model]))
+    result.metrics = [m for o in fitted for m in o.metrics]
     result.skipped_fits = [o for o in outcomes if isinstance(o, FitSkipped)]
-    first = [o for o in done if o.repeat == 0 and o.test_idx is not None]
+    priced = sorted({o.model for o in result.skipped_fits if o.priced_out})
+    # a model priced out of the scoring budget does not compete: the network's one fit of the night is for the record
+    done = [o for o in fitted if o.model not in priced]
+    first = [o for o in fitted if o.repeat == 0 and o.test_idx is not None]
     y = rows[target].to_numpy().astype(np.float64)
     if first:  # repeat 0's held-out fold: the same rows for every model of the repeat
         result.test_predictions = pl.DataFrame({"actual": y[first[0].test_idx], **{o.model: o.test_pred for o in first}})
-    if not result.metrics:
+    if not done:  # (a network's fit for the record alone is no comparison)
         result.skipped = "no model finished a fit within the night budget"
         if FEATURE_SETS[options.features].prior_column(target) is None:
             progress(f"{target}: skipped: {result.skipped}")
@@ -320,9 +323,11 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
                              groups=holdout_groups(rows, options.seed), budget=budget)
     champion, result.most_accurate = choice.champion, choice.lowest
     result.choice_reason = f"{choice.describe()}; {mix.describe()}"
-    if priced := sorted({o.model for o in result.skipped_fits if o.priced_out}):  # said where the choice is read
-        result.choice_reason += ("; not fitted tonight, over the scoring budget at their last counted cost (table "
-                                 f"skipped_fits): {', '.join(priced)}")
+    if priced:  # said where the choice is read
+        once = {o.model for o in fitted} & set(priced)
+        result.choice_reason += ("; fits not run tonight, over the scoring budget at their last counted cost (table "
+                                 "skipped_fits), not competing: "
+                                 + ", ".join(f"{m} (fitted once)" if m in once else m for m in priced))
     result.champion_tied = choice.tied
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:

@@ -245,7 +245,7 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
                  "--train-runner", "local", "--score-budget-s", "1e-9"]) == 0
     said = capsys.readouterr().out
     assert "runtime_hours: champion lightgbm_plain" in said
-    assert "not fitted, over the scoring budget: lightgbm, linear_fs" in said
+    assert "fits not run, over the scoring budget: lightgbm, linear_fs" in said
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         second, message = con.execute("SELECT train_run_id, message FROM train_runs ORDER BY started_at DESC LIMIT 1").fetchone()
         fitted = con.execute("SELECT DISTINCT target, model FROM model_metrics WHERE train_run_id = ? AND model != 'blend'",
@@ -264,10 +264,10 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
     assert all(r.startswith("not fitted: at its last counted scoring cost it would cost ") and
                f"for the {pending:,} pending jobs, over 2x the scoring budget (1e-09 CPU-s a target" in r
                for *_, r in skipped)
-    assert "not fitted, over the scoring budget at their last counted cost: lightgbm, linear_fs (skipped_fits)" in message
+    assert "fits not run, over the scoring budget at their last counted cost: lightgbm, linear_fs (skipped_fits)" in message
     assert "fit(s) skipped" not in message  # not fits the night failed to finish
-    assert all("not fitted tonight, over the scoring budget at their last counted cost (table skipped_fits): "
-               "lightgbm, linear_fs" in r for (r,) in reasons)
+    assert all("fits not run tonight, over the scoring budget at their last counted cost (table skipped_fits), not "
+               "competing: lightgbm, linear_fs" in r for (r,) in reasons)
     # no budget (0): every model is fitted again
     assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
                  "--train-runner", "local", "--score-budget-s", "0"]) == 0
