@@ -1,4 +1,5 @@
-"""Prefect flow `train-models`: every registry model on every target, compared on the same splits.
+"""Prefect flow `train-models`: every registry model asked for on every target, compared on the same splits
+(a model priced out of the scoring budget fitted once: `tasks/learn/fanout.py`).
 
 Where the fits run is `flows/runners.py`'s decision (Dask or this process); handing the whole run to
 the `gpu` work pool is `flows/gpu_pool.py`'s. The night budget keeps one name from its variable to
@@ -120,9 +121,8 @@ def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list
     where = runners.describe(runner)
     print(f"{len(fits)} fits on {where}" + (f", night budget {budget:g} min" if budget_ends_at else ""))
     unfitted = fanout.priced_out_fits(options, priced or {})
-    for t, models in (priced or {}).items():
-        print(f"{t}: fits not run tonight, over the scoring budget at their last counted cost: "
-              + ", ".join(f"{m} {cost:,.3g} CPU-s" for m, cost in models.items()))
+    for line in fanout.describe_not_run(unfitted):
+        print(line)
     failpoint("train:cluster-up")  # the fits' workers are running (a signal test stops here)
     outcomes = _run_fits(runner, fits, shared, options, budget_ends_at, started)
     for t, skipped in unfitted.items():
@@ -218,11 +218,9 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
 
 def _priced_out(options: TrainOptions, settings: Settings) -> dict[str, dict[str, float]]:
     """Target -> the models tonight's run does not fit, priced out of the scoring budget at their last counted cost
-    (`fanout.priced_out`, the costs the warehouse recorded: `training.last_costs`)."""
-    if options.score_budget() is None:
-        return {}
+    (`fanout.priced_out`, the costs the warehouse recorded: `training.last_costs`; none without a budget)."""
     with db.writer(settings.storage) as con:
-        costs = training.last_costs(con, options.preset)
+        costs = training.last_costs(con, options.preset, options.features)
     return fanout.priced_out(options, costs)
 
 
@@ -254,8 +252,8 @@ def _record(run_id: str, target: str, options: TrainOptions, finished: train.Fin
         print(f"{target}: gate: {decision.verdict} - {decision.reason}")
     with db.writer(settings.storage) as con:
         training.record_target(con, run_id, result, options.features, decision, windows.champion(target))
-    priced = tuple(sorted({f.model for f in result.skipped_fits if f.priced_out}))
+    cut, priced = fanout.not_run(result.skipped_fits)
     return TrainedTarget(target=target, champion=result.champion, skipped=result.skipped, rows=result.rows,
-                         skipped_fits=sum(not f.priced_out for f in result.skipped_fits), decision=gate.verdict(decision),
-                         choice_reason=result.choice_reason, priced_out=priced)
+                         skipped_fits=cut, decision=gate.verdict(decision), choice_reason=result.choice_reason,
+                         priced_out=priced)
 

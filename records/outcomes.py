@@ -118,9 +118,9 @@ PRICED_OUT_WORDS = "not fitted:"
 @dataclass(frozen=True)
 class FitSkipped:
     """A fit that did not finish: the night budget ran out before it (`failed` False), or it raised or
-    its worker was lost (`failed` True; `reason` carries the error); or a fit not run at all because its model's last
-    counted scoring cost puts it far over tonight's scoring budget (`priced_out` True, `champion.priced_out`). A row of
-    `skipped_fits`."""
+    its worker was lost (`failed` True; `reason` carries the error); or a fit not run because its model's last counted
+    scoring cost puts it far over tonight's scoring budget (`priced_out` True, `champion.priced_out`: every repeat but
+    the first, `fanout.priced_out_fits`). A row of `skipped_fits`."""
 
     target: str
     model: str
@@ -183,7 +183,7 @@ class TargetResult:
     refit: Refit = field(default_factory=Refit)
     ood: Any = None  # the champion's out-of-distribution detector: tasks/learn/ood.py `Detector` (saved by its `to_json`)
     gate_predictions: pl.DataFrame | None = None  # job_id, p50 of the backtest window, fitted without it
-    skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish
+    skipped_fits: list[FitSkipped] = field(default_factory=list)  # fits the night did not finish or run (priced out)
     compiled: CompileInfo | None = None  # the champion compiled for scoring (tasks/learn/models/compiled.py)
     most_accurate: str | None = None  # the lowest out-of-fold planner loss (the champion may be a cheaper tied one)
     champion_tied: tuple[str, ...] = ()  # the models tied with the most accurate (the champion first)

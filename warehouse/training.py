@@ -64,23 +64,27 @@ def champion_cost(con: duckdb.DuckDBPyConnection, target: str, train_run_id: str
                        "AND model = ? AND split = 'test'", [target, train_run_id, model]).fetchone()[0]
 
 
-# Per target and model: the mean counted cost over the held-out rows of the latest succeeded train run that counted it;
-# a network's of the same preset only (its size, so its cost, follows the preset; the other models have none).
+# Per target and model: the mean counted cost over the held-out rows of the latest succeeded train run (by the night it
+# trained for: its `as_of`, else its start, as `CHAMPIONS_AS_OF` orders runs) that counted it with the same feature set
+# (runs before `features` was recorded count as any); a network's of the same preset only (its size, so its cost,
+# follows the preset; the other models have none).
 LAST_COSTS = """
 SELECT m.target, m.model, avg(m.score_seconds_per_million)
 FROM model_metrics m JOIN train_runs r USING (train_run_id)
 WHERE r.status = 'succeeded' AND m.split = 'test' AND m.score_seconds_per_million IS NOT NULL
-  AND (m.preset IS NULL OR m.preset = ?)
-GROUP BY m.target, m.model, m.train_run_id, r.started_at
-QUALIFY row_number() OVER (PARTITION BY m.target, m.model ORDER BY r.started_at DESC) = 1
+  AND (m.preset IS NULL OR m.preset = ?) AND (m.features IS NULL OR m.features = ?)
+GROUP BY m.target, m.model, m.train_run_id, r.as_of, r.started_at
+QUALIFY row_number() OVER (PARTITION BY m.target, m.model
+                           ORDER BY coalesce(r.as_of, r.started_at) DESC, r.started_at DESC) = 1
 """
 
 
-def last_costs(con: duckdb.DuckDBPyConnection, preset: str) -> dict[str, dict[str, float]]:
-    """Target -> model -> its last counted scoring cost (CPU-s per 1M jobs, `LAST_COSTS`): what tonight's train run
-    judges a model by before fitting it (`champion.priced_out`). Models never counted are absent."""
+def last_costs(con: duckdb.DuckDBPyConnection, preset: str, features: str) -> dict[str, dict[str, float]]:
+    """Target -> model -> its last counted scoring cost (CPU-s per 1M jobs, `LAST_COSTS`) for a run of this network
+    `preset` and feature set: what tonight's train run judges a model by before fitting it (`champion.priced_out`).
+    Models never counted are absent."""
     out: dict[str, dict[str, float]] = {}
-    for target, model, cost in con.execute(LAST_COSTS, [preset]).fetchall():
+    for target, model, cost in con.execute(LAST_COSTS, [preset, features]).fetchall():
         out.setdefault(target, {})[model] = cost
     return out
 

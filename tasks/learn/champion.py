@@ -693,16 +693,16 @@ def over_budget(costs: Mapping[str, float], models: Sequence[str], budget: Score
     return over
 
 
-# A model is not fitted at all tonight where its last counted cost (the latest train run that fitted it) is above this
-# many times the scoring budget for tonight's queue (`priced_out`): it could not compete whatever it learned (a model's
-# cost follows its size, which its settings fix: the network's 168-650 CPU-s per 1M jobs night after night, docs/
-# models.md), and its fit is the night's longest. Twice, not once: a model near the budget is fitted and judged on
-# tonight's own count.
+# A model is fitted once only tonight (its first repeat, `fanout.priced_out_fits`) where its last counted cost (the
+# latest train run that counted it) is above this many times the scoring budget for tonight's queue (`priced_out`): it
+# is unlikely to compete whatever it learns (the network's cost follows its preset: 168-650 CPU-s per 1M jobs night after
+# night, docs/models.md), and the network's fits are the night's longest; the one fit counts its cost again. Twice, not
+# once: a model near the budget is fitted on every repeat and judged on tonight's own count.
 PRICED_OUT_MARGIN = 2.0
 
 
 def priced_out(last_costs: Mapping[str, float], models: Sequence[str], budget: ScoreBudget | None) -> dict[str, float]:
-    """The models of `models` not to fit tonight -> what scoring the queue would cost at their last counted cost
+    """The models of `models` to fit once only tonight -> what scoring the queue would cost at their last counted cost
     (`last_costs`, CPU-s per 1M jobs; `warehouse/training.py` `last_costs`): above `PRICED_OUT_MARGIN` x `budget`.
     As `over_budget`: never the plain LightGBM, never a model never counted, and never every model. Empty without a
     budget."""

@@ -36,11 +36,12 @@ def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapp
 
 
 def _not_run(fit: Fit, priced: Mapping[str, Mapping[str, float]]) -> bool:
-    """Whether `fit` is not run because its model is priced out for its target (`priced`): every repeat of it but the
-    network's first. The network is fitted once a night whatever it costs: the nightly retraining of the
-    Transformer-BiGRU the product promises (README), its figures on the leaderboard and tomorrow's count of its cost;
-    that fit does not compete (`tasks/learn/train.py` `finish_target`)."""
-    return fit.model in priced.get(fit.target, {}) and not (fit.model == registry.NN and fit.repeat == 0)
+    """Whether `fit` is not run because its model is priced out for its target (`priced`): every repeat but the
+    first. A model priced out is fitted once a night whatever it costs: its figures stay on the leaderboard, tonight's
+    count of its cost is fresh (a cost that follows the data, a tree's, is counted again every night), and the
+    nightly retraining of the Transformer-BiGRU the product promises (README) goes on; that one fit competes only where
+    tonight's count is within the budget (`tasks/learn/train.py` `finish_target`)."""
+    return fit.model in priced.get(fit.target, {}) and fit.repeat > 0
 
 
 def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -52,17 +53,28 @@ def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, floa
 
 
 def priced_out_fits(options: TrainOptions, priced: Mapping[str, Mapping[str, float]]) -> dict[str, list[FitSkipped]]:
-    """Target -> the fits not run because their model is priced out (`priced_out`, `_not_run`), one per repeat, each
-    saying its cost against the budget: rows of `skipped_fits`, and the champion's reason names them
-    (`tasks/learn/train.py`)."""
+    """Target -> the fits not run because their model is priced out (`priced_out`, `_not_run`): each repeat but the
+    first, each saying its cost against the budget: rows of `skipped_fits`, and the champion's reason names them
+    (`tasks/learn/train.py`). None with one repeat (the one fit is run)."""
     budget = options.score_budget()
-    once = f"; {registry.NN} is fitted once a night whatever it costs (repeat 1), not competing"
     return {t: [FitSkipped(t, m, r, f"{PRICED_OUT_WORDS} at its last counted scoring cost it would cost {cost:,.3g} CPU-s for "
                                     f"the {budget.pending:,} pending jobs, over {champion.PRICED_OUT_MARGIN:g}x the "
-                                    f"scoring budget ({budget.describe()})" + (once if m == registry.NN else ""),
-                           priced_out=True)
+                                    f"scoring budget ({budget.describe()}); fitted once (repeat 1), competing only "
+                                    "within the budget at tonight's count", priced_out=True)
                 for m, cost in models.items() for r in range(options.repeats) if _not_run(Fit(t, m, r), priced)]
             for t, models in priced.items()}
+
+
+def describe_not_run(unfitted: Mapping[str, Sequence[FitSkipped]]) -> list[str]:
+    """One progress line per target whose fits are not run because their model is priced out (`priced_out_fits`)."""
+    return [f"{t}: {len(fits)} fit(s) not run, over the scoring budget at their last counted cost (each fitted once): "
+            + ", ".join(dict.fromkeys(f.model for f in fits)) for t, fits in unfitted.items() if fits]
+
+
+def not_run(skipped: Sequence[FitSkipped]) -> tuple[int, tuple[str, ...]]:
+    """A target's fits not run, as its `TrainedTarget` says them: how many the night did not finish (cut by the night
+    budget, failed), and the models priced out of the scoring budget (`priced_out_fits`), sorted."""
+    return sum(not f.priced_out for f in skipped), tuple(sorted({f.model for f in skipped if f.priced_out}))
 
 
 def budget_end(started: float, budget_minutes: float | None) -> float | None:
@@ -89,8 +101,10 @@ def outcome_of(fit: Fit, outcome: FitOutcome | BaseException) -> FitOutcome:
 
 def check_outcomes(outcomes: Mapping[str, Sequence[FitOutcome]]) -> None:
     """Stop the run (`RuntimeError` naming the first failure) when there were fits and every one failed: not a lost
-    worker but something every fit trips on (a bad option). Fits cut by the night budget are not failures."""
-    every = [o for target_outcomes in outcomes.values() for o in target_outcomes]
+    worker but something every fit trips on (a bad option). Fits cut by the night budget are not failures; fits not
+    run because their model is priced out of the scoring budget are not counted (review 74 S1-1)."""
+    every = [o for target_outcomes in outcomes.values() for o in target_outcomes
+             if not (isinstance(o, FitSkipped) and o.priced_out)]  # fits not run are neither failed nor finished
     failed = [o for o in every if isinstance(o, FitSkipped) and o.failed]
     if every and len(failed) == len(every):
         raise RuntimeError(f"every fit of the run failed; the first: {failed[0].reason}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +35,7 @@ from gpucast.records.outcomes import FitOutcome, FitResult, FitSkipped, MetricRo
 from gpucast.tasks.learn import blend, features, intervals, ood, priors, reference, unfitted
 from gpucast.tasks.learn.champion import (
     CHAMPION_RULE,
+    ScoreBudget,
     _mean_costs,
     champion_choice,
     metrics,
@@ -298,14 +299,17 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     result.metrics = [m for o in fitted for m in o.metrics]
     result.skipped_fits = [o for o in outcomes if isinstance(o, FitSkipped)]
     priced = sorted({o.model for o in result.skipped_fits if o.priced_out})
-    # a model priced out of the scoring budget does not compete: the network's one fit of the night is for the record
-    done = [o for o in fitted if o.model not in priced]
+    # a model priced out of the scoring budget (fitted once) competes only where tonight's count is within it: else its
+    # one repeat stays out of the comparison (the rows every model forecast would shrink to that repeat's)
+    apart = _over_tonight(fitted, priced, options.score_budget())
+    done = [o for o in fitted if o.model not in apart]
     first = [o for o in fitted if o.repeat == 0 and o.test_idx is not None]
     y = rows[target].to_numpy().astype(np.float64)
     if first:  # repeat 0's held-out fold: the same rows for every model of the repeat
         result.test_predictions = pl.DataFrame({"actual": y[first[0].test_idx], **{o.model: o.test_pred for o in first}})
-    if not done:  # (a network's fit for the record alone is no comparison)
-        result.skipped = "no model finished a fit within the night budget"
+    if not done:  # (a priced-out model's one fit alone is no comparison)
+        result.skipped = "no model finished a fit within the night budget" + (
+            f" (not run, priced out of the scoring budget: {', '.join(priced)})" if priced else "")
         if FEATURE_SETS[options.features].prior_column(target) is None:
             progress(f"{target}: skipped: {result.skipped}")
             return Finished(result)
@@ -324,10 +328,10 @@ def finish_target(rows: pl.DataFrame, target: str, options: TrainOptions, outcom
     champion, result.most_accurate = choice.champion, choice.lowest
     result.choice_reason = f"{choice.describe()}; {mix.describe()}"
     if priced:  # said where the choice is read
-        once = {o.model for o in fitted} & set(priced)
         result.choice_reason += ("; fits not run tonight, over the scoring budget at their last counted cost (table "
-                                 "skipped_fits), not competing: "
-                                 + ", ".join(f"{m} (fitted once)" if m in once else m for m in priced))
+                                 "skipped_fits), each fitted once: "
+                                 + ", ".join(f"{m} (not competing: over it at tonight's count too)" if m in apart
+                                             else f"{m} (within it at tonight's count: competing)" for m in priced))
     result.champion_tied = choice.tied
     progress(f"{target}: champion {champion} ({result.choice_reason}); refitting it")
     if holdout:
@@ -388,6 +392,13 @@ def _predict_held_out(rows: pl.DataFrame, y: np.ndarray, target: str, options: T
     est = unfitted.champion(champion, encoder, target, options, build, mix).fit(X[fit], y[fit])
     build.progress(f"{target}: {champion} fitted without the {int(held.sum()):,} jobs of the backtest window, for the gate")
     return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID].filter(pl.Series(held)), "p50": est.predict(X[held])})
+
+
+def _over_tonight(fitted: Sequence[FitResult], priced: Sequence[str], budget: ScoreBudget | None) -> set[str]:
+    """Of the models priced out (`priced`: fitted once), those whose counted cost tonight (`_mean_costs` of their one
+    fit) is over `budget` too, or not counted: they do not compete."""
+    tonight = _mean_costs([o for o in fitted if o.model in priced])
+    return {m for m in priced if budget is None or m not in tonight or not budget.fits(tonight[m])}
 
 
 def _refit(rows: pl.DataFrame, target: str, options: TrainOptions, champion: str, result: TargetResult,

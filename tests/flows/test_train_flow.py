@@ -233,23 +233,25 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
     assert all(f"over the scoring budget (1e-09 CPU-s a target for the {pending:,} pending jobs" in reason
                for _, reason in chosen)
 
-    # The next night, the same budget: the models it priced out are not fitted at all (their last counted cost, far
-    # over it), recorded in skipped_fits and said; the plain LightGBM is fitted (review 73 S3-11, session 24).
+    # The next night, the same budget and 2 repeats: the models it priced out are fitted once (their last counted cost
+    # far over it), their second repeat not run, recorded in skipped_fits and said; the plain LightGBM is fitted on
+    # both (review 73 S3-11, session 24)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        last = training.last_costs(con, "tuned")
+        last = training.last_costs(con, "tuned", "residual")
     assert set(last) == {"gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours"}
     assert {"lightgbm", "lightgbm_plain", "linear_fs"} <= set(last["runtime_hours"])
     assert last["runtime_hours"]["lightgbm_plain"] == pytest.approx(costs)
     capsys.readouterr()
-    assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
+    assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "2", "--min-labelled", "50",
                  "--train-runner", "local", "--score-budget-s", "1e-9"]) == 0
     said = capsys.readouterr().out
     assert "runtime_hours: champion lightgbm_plain" in said
     assert "fits not run, over the scoring budget: lightgbm, linear_fs" in said
+    targets = ("gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours")
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         second, message = con.execute("SELECT train_run_id, message FROM train_runs ORDER BY started_at DESC LIMIT 1").fetchone()
-        fitted = con.execute("SELECT DISTINCT target, model FROM model_metrics WHERE train_run_id = ? AND model != 'blend'",
-                             [second]).fetchall()
+        fitted = con.execute("SELECT DISTINCT target, model, repeat FROM model_metrics WHERE train_run_id = ? "
+                             "AND model != 'blend'", [second]).fetchall()
         skipped = con.execute("SELECT target, model, repeat, reason FROM skipped_fits WHERE train_run_id = ? ORDER BY ALL",
                               [second]).fetchall()
         reasons = con.execute("SELECT choice_reason FROM model_champions WHERE train_run_id = ?", [second]).fetchall()
@@ -257,17 +259,18 @@ def test_the_scoring_budget_is_judged_at_the_queue_pending_when_training_runs(ho
         flow_run = con.execute("SELECT flow_run_id FROM train_runs WHERE train_run_id = ?", [second]).fetchone()[0]
         pooled = training.train_result(con, flow_run, "work pool gpu", ("runtime_hours",))
     assert {(t.target, t.skipped_fits, t.priced_out) for t in pooled.targets} == {
-        (t, 0, ("lightgbm", "linear_fs")) for t in ("gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours")}
-    assert sorted(fitted) == [(t, "lightgbm_plain") for t in ("gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours")]
-    assert [row[:3] for row in skipped] == [(t, m, 0) for t in ("gpu_demand_gflops", "peak_gpu_mem_gb", "runtime_hours")
-                                            for m in ("lightgbm", "linear_fs")]
+        (t, 0, ("lightgbm", "linear_fs")) for t in targets}
+    assert sorted(fitted) == sorted([(t, m, 0) for t in targets for m in ("lightgbm", "lightgbm_plain", "linear_fs")]
+                                    + [(t, "lightgbm_plain", 1) for t in targets])
+    assert [row[:3] for row in skipped] == [(t, m, 1) for t in targets for m in ("lightgbm", "linear_fs")]
     assert all(r.startswith("not fitted: at its last counted scoring cost it would cost ") and
                f"for the {pending:,} pending jobs, over 2x the scoring budget (1e-09 CPU-s a target" in r
                for *_, r in skipped)
     assert "fits not run, over the scoring budget at their last counted cost: lightgbm, linear_fs (skipped_fits)" in message
     assert "fit(s) skipped" not in message  # not fits the night failed to finish
-    assert all("fits not run tonight, over the scoring budget at their last counted cost (table skipped_fits), not "
-               "competing: lightgbm, linear_fs" in r for (r,) in reasons)
+    assert all("fits not run tonight, over the scoring budget at their last counted cost (table skipped_fits), each "
+               "fitted once: lightgbm (not competing: over it at tonight's count too), linear_fs (not competing" in r
+               for (r,) in reasons)
     # no budget (0): every model is fitted again
     assert main(["train", "--models", "lightgbm,lightgbm_plain,linear_fs", "--repeats", "1", "--min-labelled", "50",
                  "--train-runner", "local", "--score-budget-s", "0"]) == 0

@@ -193,7 +193,7 @@ ALTER TABLE model_metrics ADD COLUMN IF NOT EXISTS planner_loss DOUBLE;
 -- Per train run: the fits (target x model x repeat) it did not finish, and why: the night budget
 -- ran out (GPUCAST_NIGHT_BUDGET_MINUTES), or a worker was lost twice; or the fits it did not run because their
 -- model's last counted scoring cost is far over tonight's scoring budget (reason 'not fitted: ...',
--- GPUCAST_SCORE_BUDGET_S). The champion was chosen among the fits that finished.
+-- GPUCAST_SCORE_BUDGET_S; every repeat but the first). The champion was chosen among the fits that finished.
 CREATE TABLE IF NOT EXISTS skipped_fits (
     train_run_id VARCHAR NOT NULL,
     target VARCHAR NOT NULL,
