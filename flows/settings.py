@@ -201,7 +201,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("GPUCAST_SCORE_BUDGET_S", "training", "score_budget_s", 10.0, float, *_between(0, DAY_S),
          "CPU seconds on one core that a target's champion's predict may cost on the pending queue, counted from each "
          "fitted model (its predict's CPU-s per 1M jobs x the jobs pending when training runs); a model over it does "
-         "not compete for champion (the plain LightGBM always does); 0 = no budget (`--score-budget-s`)"),
+         "not compete for champion (the plain LightGBM always does), and one over twice it at its last count is fitted "
+         "once, not on every repeat; 0 = no budget (`--score-budget-s`)"),
     Spec("GPUCAST_TRAIN_RUNNER", "cluster", "train_runner", "dask", str, _runner, "one of: " + ", ".join(RUNNERS),
          "where training's fits run: dask (a local Dask cluster sized to the machine, or GPUCAST_DASK_ADDRESS's), "
          "local (one after another in the flow's process) (`--train-runner`)"),

@@ -82,7 +82,8 @@ def _training_flags(p: argparse.ArgumentParser, repeats: int | None = None, epoc
     _setting_flag(p, "--night-budget-minutes", "minutes training may spend comparing models; fits not finished are skipped "
                                          "and recorded (skipped_fits); 0: no budget")
     _setting_flag(p, "--score-budget-s", "CPU seconds a target's champion's predict may cost on the pending queue, counted; "
-                                         "a model over it does not compete; 0: no budget")
+                                         "a model over it does not compete, one over twice it at its last count is "
+                                         "fitted once; 0: no budget")
     _setting_flag(p, "--train-runner", "where the fits run: dask (a local Dask cluster, or --dask-address's) or local "
                                  "(one after another in this process)", str, choices=RUNNERS)
     _setting_flag(p, "--dask-address", "an existing Dask scheduler to fan the fits out to (tcp://host:8786)", str)
