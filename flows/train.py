@@ -104,7 +104,8 @@ def fit_models(history_path: str, options: TrainOptions, holdout: dict[str, list
     in `order_fits`'s order, within `options.night_budget_minutes`; then each target's champion refitted
     (`holdout`: target -> the gate window's job ids, predicted by the champion fitted without them).
     `until`: a backfill's night: the fits learn only from the jobs completed by its clock (`train.labelled`).
-    `priced`: target -> the models priced out of the scoring budget (`fanout.priced_out`): not fitted, recorded so.
+    `priced`: target -> the models priced out of the scoring budget (`fanout.priced_out`): fitted once, their other
+    repeats recorded as not run (`fanout.priced_out_fits`).
 
     Workers get the labelled rows and return metrics and models; the warehouse stays with the
     caller. A fit that fails (twice: one retry) or whose worker is lost is recorded as skipped with
@@ -217,7 +218,7 @@ def train_models(options: TrainOptions | None = None, history_path: str | None =
 
 
 def _priced_out(options: TrainOptions, settings: Settings) -> dict[str, dict[str, float]]:
-    """Target -> the models tonight's run does not fit, priced out of the scoring budget at their last counted cost
+    """Target -> the models tonight's run fits once, priced out of the scoring budget at their last counted cost
     (`fanout.priced_out`, the costs the warehouse recorded: `training.last_costs`; none without a budget)."""
     with db.writer(settings.storage) as con:
         costs = training.last_costs(con, options.preset, options.features)

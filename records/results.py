@@ -139,7 +139,7 @@ class TrainedTarget:
     skipped_fits: int  # fits the night did not finish (table `skipped_fits`)
     decision: str | None = None  # the champion gate's: "promoted" | "kept"; None when it had no backtest evidence
     choice_reason: str | None = None  # why tonight's best was chosen, with how much it beats the plain LightGBM (issue 50)
-    priced_out: tuple[str, ...] = ()  # models not fitted: over the scoring budget at their last counted cost
+    priced_out: tuple[str, ...] = ()  # models fitted once: over the scoring budget at their last counted cost
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ from gpucast.tasks.learn.train import Fit, order_fits, too_few
 def runnable_fits(options: TrainOptions, previous: Mapping[str, str], rows: Mapping[str, pl.DataFrame],
                   priced: Mapping[str, Mapping[str, float]] | None = None) -> list[Fit]:
     """The run's fits in `order_fits`'s order (`previous`: target -> its current champion's model), leaving out the
-    targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`) and the models priced out of
-    the scoring budget (`priced`: target -> model -> the queue's cost at its last count, `priced_out`)."""
+    targets with too few labelled jobs (`rows`: target -> its labelled jobs; `too_few`) and the repeats but the first
+    of the models priced out of the scoring budget (`priced`: target -> model -> the queue's cost at its last count,
+    `priced_out`; `_not_run`)."""
     return [f for f in order_fits(options, previous) if too_few(rows[f.target], options) is None
             and not _not_run(f, priced or {})]
 
@@ -45,7 +46,7 @@ def _not_run(fit: Fit, priced: Mapping[str, Mapping[str, float]]) -> bool:
 
 
 def priced_out(options: TrainOptions, last_costs: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Target -> the models tonight's run does not fit -> what scoring its queue would cost at their last counted cost
+    """Target -> the models tonight's run fits once -> what scoring its queue would cost at their last counted cost
     (`champion.priced_out` with the run's scoring budget; `last_costs`: `warehouse/training.py` `last_costs`)."""
     budget = options.score_budget()
     return {t: out for t in options.targets
@@ -112,8 +113,8 @@ def check_outcomes(outcomes: Mapping[str, Sequence[FitOutcome]]) -> None:
 
 def run_message(targets: Sequence[TrainedTarget], note: str | None) -> str | None:
     """The train run's message (`train_runs.message`): `note` (where the fits ran, the reference set's use), the
-    targets skipped and why, how many fits the night did not finish, and the models it did not fit because the scoring
-    budget priced them out; None when there is nothing to say."""
+    targets skipped and why, how many fits the night did not finish, and the models it fitted once because the scoring
+    budget priced out (fitted once); None when there is nothing to say."""
     skipped = "; ".join(f"{o.target}: {o.skipped}" for o in targets if o.skipped)
     cut = sum(o.skipped_fits for o in targets)
     priced = sorted({m for o in targets for m in o.priced_out})
