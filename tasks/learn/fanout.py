@@ -114,7 +114,7 @@ def check_outcomes(outcomes: Mapping[str, Sequence[FitOutcome]]) -> None:
 def run_message(targets: Sequence[TrainedTarget], note: str | None) -> str | None:
     """The train run's message (`train_runs.message`): `note` (where the fits ran, the reference set's use), the
     targets skipped and why, how many fits the night did not finish, and the models it fitted once because the scoring
-    budget priced out (fitted once); None when there is nothing to say."""
+    budget priced them out; None when there is nothing to say."""
     skipped = "; ".join(f"{o.target}: {o.skipped}" for o in targets if o.skipped)
     cut = sum(o.skipped_fits for o in targets)
     priced = sorted({m for o in targets for m in o.priced_out})
