@@ -128,8 +128,9 @@ GB = 1e9
 # --- architecture ------------------------------------------------------------------------------------------
 # Families whose MLP is gated (SwiGLU / GeGLU: three matrices of width I); the others have GPT's two.
 GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral", "mixtral", "qwen", "qwen1.5",
-                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "phi3", "yi", "chatglm", "glm4.5", "baichuan",
-                            "baichuan-alibi", "flan-t5", "mt0"})
+                            "qwen2", "qwen2.5", "qwen3", "qwen3.5", "gemma", "gemma2", "gemma3", "phi3", "yi", "chatglm",
+                            "glm4", "glm4.5", "baichuan", "baichuan-alibi", "internlm2", "deepseek", "olmo", "smollm",
+                            "stablelm", "flan-t5", "mt0"})
 # Families trained with eager attention, which keeps the s x s scores (Korthikanti's 5 a s^2 b). None today: Gemma 2,
 # whose attention logit soft-capping SDPA lacks, was counted here (transformers' default for it is `eager`), but
 # flash-attn >= 2.6 has the soft-cap and transformers passes it for Gemma 2 under `flash_attention_2`, and the
@@ -159,6 +160,9 @@ SOFTCAP_FAMILIES = frozenset({"gemma2"})
 # checkpoints, Hugging Face's `-hf`, version tags). Removed, with the organisation and any "(...)", before lookup.
 NAME_NOISE = re.compile(r"(?:^|[-_ .])(?:instruct|chat|hf|base|it|sft|dpo|int4|int8|awq|gptq|bnb|4bit|8bit|nf4|"
                         r"gguf|aqlm.*|fp16|bf16|\d{4}|moe)$")
+# A tune's word before a version tag (`Mistral-7B-Instruct-v0.2`, `Mixtral-8x7B-Instruct-v0.1`,
+# `TinyLlama-1.1B-Chat-v1.0`): removed, so the name reads as its base's version (`mistral-7b-v0.2`)
+TUNE_BEFORE_VERSION = re.compile(r"[-_ .](?:instruct|chat)(?=[-_ .]v\d)")
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,7 @@ def canonical_name(name: str) -> str:
     and `Meta-Llama-3.1-8B` all give `llama3.18b`."""
     low = name.strip().lower().split("/")[-1]
     low = re.sub(r"\(.*?\)", "", low).strip()
-    low = low.removeprefix("meta-").removeprefix("meta_")
+    low = TUNE_BEFORE_VERSION.sub("", low.removeprefix("meta-").removeprefix("meta_"))
     while True:
         shorter = NAME_NOISE.sub("", low).strip(" -_.")
         if shorter == low:
@@ -286,11 +290,55 @@ def hidden_power_law() -> tuple[float, float]:
 DEFAULT_VOCAB = 50_000  # an unknown model's vocabulary (GPT-2's 50,257; the table's median is 65,024)
 
 
-def estimate_arch(params: float, layers: float | None = None) -> Arch:
-    """An architecture for a model the table does not know: hidden size from the parameter count by the table's
-    power law (`hidden_power_law`), GPT-style blocks (12 h^2 weights, a 4h MLP, heads of 128), the depth logged
-    or what the parameters leave after the embedding."""
+def _stems(name: str) -> list[str]:
+    """A model name's words before its size, joined and folded one more word at a time (`Qwen2.5-Coder-3B-Instruct`
+    -> `qwen2.5`, `qwen2.5coder`); none when the name gives no size."""
+    base = name.strip().lower().split("/")[-1].removeprefix("meta-").removeprefix("meta_")
+    sizes = [m.start() for pattern in (NAMED_EXPERTS, NAMED_BILLIONS, NAMED_MILLIONS) if (m := pattern.search(base))]
+    words = [w for w in re.split(r"[\s_\-]+", base[:min(sizes)]) if w] if sizes else []
+    return ["".join(words[:k]) for k in range(1, len(words) + 1)]
+
+
+@cache
+def _kin_rows() -> dict[str, list[Arch]]:
+    """The table's rows by their names' words before the size (`Llama-3.2-1B`, `Llama-3.2-3B` -> `llama3.2`)."""
+    out: dict[str, list[Arch]] = {}
+    for arch in {a.name: a for a in families().values()}.values():
+        if stems := _stems(arch.name):
+            out.setdefault(stems[-1], []).append(arch)
+    return out
+
+
+def kin(name: str | None, params: float) -> Arch | None:
+    """The table's row a model the table lacks is most like: of the rows named by the longest run of the name's first
+    words (`Qwen2.5-Coder-3B` -> the `Qwen2.5-*` rows; `Llama-3.2-11B-Vision` -> `Llama-3.2-*`; `Optimus-7B` matches no
+    `OPT-*`), the one nearest in size, a mixture of experts only for a mixture; None when no row's words fit."""
+    fits = [s for s in _stems(name) if s in _kin_rows()] if name else []
+    if not fits:
+        return None
+    moe = bool(NAMED_EXPERTS.search(name) or re.search(r"(?<![\w.])a\d+(?:\.\d+)?b(?![a-z])", name, re.IGNORECASE))
+    rows = [a for a in _kin_rows()[fits[-1]] if (a.experts > 1) == moe] or _kin_rows()[fits[-1]]
+    return min(rows, key=lambda a: abs(math.log(a.params / params)))
+
+
+def estimate_arch(params: float, layers: float | None = None, name: str | None = None) -> Arch:
+    """An architecture for a model the table does not know. When its name's family is in the table (`kin`): that
+    row's vocabulary, tying, family (gated MLP or not), head width and key-value and MLP ratios, its hidden size
+    scaled by the table's power law (`hidden_power_law`'s exponent) to the parameters. Otherwise: hidden size from
+    the parameter count by the power law, GPT-style blocks (12 h^2 weights, a 4h MLP, heads of 128). The depth is
+    the one logged or what the parameters leave after the embedding."""
     a, b = hidden_power_law()
+    if (near := kin(name, params)) is not None:
+        hidden = max(64.0, near.hidden * (params / near.params) ** b)
+        heads = max(1, round(hidden / (near.hidden / near.heads)))
+        shape = Arch(name="estimated", family=near.family, params=params, hidden=round(hidden), layers=1, heads=heads,
+                     kv_heads=max(1, round(heads * near.kv_heads / near.heads)),
+                     intermediate=round(hidden * near.intermediate / near.hidden), vocab=near.vocab,
+                     experts=near.experts, experts_active=near.experts_active, tied=near.tied,
+                     source=f"estimated from {near.name}'s shape: hidden x (params ratio)^{b:.3f}")
+        if not layers or layers <= 0:
+            layers = max(1.0, (params - shape.embedding_params) / shape.block_params)
+        return replace(shape, layers=round(layers))
     hidden = max(64.0, a * params**b)
     if not layers or layers <= 0:
         layers = max(1.0, (params - DEFAULT_VOCAB * hidden) / (12 * hidden * hidden))
@@ -983,7 +1031,7 @@ def job_of(row: dict) -> tuple[Arch, Layout] | None:
         params = float(params) * 1e6 if params else params_from_name(_value(row, c.ARCH))
         if not params or not math.isfinite(params):
             return None
-        arch = estimate_arch(params, _value(row, c.NUM_LAYERS))
+        arch = estimate_arch(params, _value(row, c.NUM_LAYERS), _value(row, c.ARCH))
     gpus = int(_value(row, c.GPU_COUNT, 1))
     tp, pp, cp = (int(_value(row, n, 1)) for n in c.PARALLELISM)
     d = max(1, gpus // max(1, tp * pp * cp))

@@ -136,3 +136,22 @@ def test_the_qwen_readme_s_deepspeed_runs_are_read_as_half_and_its_runs_without_
     assert logged[c.LOSS_PRECISION].to_list() == [None] * 4
     half, fp32 = bench.estimates(noted)["prior"][0], bench.estimates(logged)["prior"][0]
     assert half[0] < fp32[0] - 4 and half[2] == fp32[2] and half[3] == fp32[3]
+
+
+def test_leaving_a_model_out_of_the_table_hands_its_runs_to_the_fallbacks_and_puts_it_back():
+    """`unseen_models`' swap (session 25): inside the block the left-out model is unknown and its family's other rows
+    estimate it; after it, the table is whole again."""
+    with bench.without("Qwen2.5-7B"):
+        assert m.lookup("Qwen2.5-7B-Instruct") is None and m.lookup("Qwen2.5-14B") is not None
+        assert m.kin("Qwen2.5-7B", 7.6e9).name in ("Qwen2.5-3B", "Qwen2.5-14B")
+    assert m.lookup("Qwen2.5-7B-Instruct").name == "Qwen2.5-7B" and m.kin("Qwen2.5-7B", 7.6e9).name == "Qwen2.5-7B"
+
+
+def test_the_unseen_models_view_prints_the_table_and_both_fallbacks(tmp_path, capsys):
+    path = _set(tmp_path, {"model": "Qwen2.5-7B-Instruct", "adapter": "lora", "peak_gb": 22.0},
+                {"model": "Llama-3.1-8B", "adapter": "none", "peak_gb": 70.0, "gpu_count": 1, "seq_len": 1024})
+    bench.unseen_models(bench.job_rows(path))
+    out = capsys.readouterr().out
+    assert "2 runs of 2 table models" in out
+    for way in ("the table (as shipped)", "left out: the family's nearest row (kin)", "left out: the power law alone"):
+        assert way in out and out.split(way)[1].split("runs")[1].split()[0] == "2"

@@ -163,6 +163,60 @@ def test_glm_4_5_air_is_in_the_table_as_a_mixture_of_experts(spelling):
     assert m.frame_priors(_rows(row))[m.LLM_MEM_GB].to_list()[0] > 10  # a prior, no longer none
 
 
+@pytest.mark.parametrize(("spelling", "name"), [
+    ("mistralai/Mistral-7B-Instruct-v0.2", "Mistral-7B"), ("Mistral-7B-Instruct-v0.3", "Mistral-7B-v0.3"),
+    ("Mixtral-8x7B-Instruct-v0.1", "Mixtral-8x7B"), ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "TinyLlama-1.1B"),
+    ("Qwen/Qwen3-0.6B", "Qwen3-0.6B"), ("Qwen1.5-14B-Chat", "Qwen1.5-14B"), ("google/gemma-3-12b-it", "Gemma-3-12B"),
+    ("Phi-3.5-mini-instruct", "Phi-3-mini"), ("microsoft/phi-4", "Phi-4"), ("internlm/internlm2_5-7b-chat", "InternLM2-7B"),
+    ("internlm2-chat-20b", "InternLM2-20B"), ("THUDM/glm-4-9b-chat", "GLM-4-9B"), ("01-ai/Yi-1.5-9B-Chat", "Yi-1.5-9B"),
+    ("Yi-1.5-34B-Chat", "Yi-34B"), ("Mistral-Small-24B-Instruct-2501", "Mistral-Small-24B"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"), ("DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
+    ("Qwen2.5-Coder-7B-Instruct", "Qwen2.5-7B"), ("deepseek-coder-6.7b-instruct", "DeepSeek-Coder-6.7B"),
+    ("codellama/CodeLlama-7b-Instruct-hf", "Llama-2-7B"), ("lmsys/vicuna-7b-v1.5", "Llama-2-7B"),
+    ("allenai/OLMo-2-1124-7B-Instruct", "OLMo-2-7B"), ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "SmolLM2-1.7B")])
+def test_the_names_of_todays_common_models_resolve_to_their_published_shapes(spelling, name):
+    """Session 25: names an outside set of LLM runs is likely to log (instruct tunes with a version after the tune's
+    word, Qwen3's and Qwen1.5's other sizes, Gemma 3, Phi-3.5 / Phi-4, InternLM2, GLM-4, Yi-1.5, DeepSeek's distills and
+    coders, Code Llama, OLMo, SmolLM2) each resolve to a table row; before, every one of them fell back to the power
+    law of its parameters, a GPT-style block and a 50,000-entry vocabulary."""
+    arch = m.lookup(spelling)
+    assert arch is not None and arch.name == name, spelling
+    assert arch.gated and arch.source.startswith("https://huggingface.co/")
+
+
+def test_each_decoder_row_counts_about_the_parameters_it_publishes():
+    """The table's shapes, typed from each model's config.json, give back its published parameter count: embeddings
+    plus blocks (`Arch.block_params`) within 15% (Qwen3-0.6B's heads are wider than its hidden size: -15%). A slip in
+    a typed depth, width or vocabulary shows here. Not the encoder-decoders (T5's count is not a decoder's) nor
+    Qwen3.5-4B (its published 4.66B holds a vision tower)."""
+    for arch in {a.name: a for a in m.families().values()}.values():
+        if arch.family in ("t5", "flan-t5", "mt0") or arch.name == "Qwen3.5-4B":
+            continue
+        counted = arch.embedding_params + arch.layers * arch.block_params
+        assert counted == pytest.approx(arch.params, rel=0.155), arch.name
+
+
+def test_a_model_the_table_lacks_takes_the_shape_of_its_familys_nearest_row():
+    """A name whose first words name a family of the table (`Qwen2.5-Turbo-5B`: the Qwen2.5 rows) is estimated from the
+    family's row nearest in size: its vocabulary, tying, gated MLP and head ratios, hidden scaled by the power law's
+    exponent; a mixture only from a mixture; a name whose first word merely begins a family's (`Optimus-7B`, `OPT-*`)
+    and a name with no size fall back to the power law alone."""
+    arch = m.estimate_arch(5e9, None, "Qwen/Qwen2.5-Turbo-5B-Instruct")
+    assert (arch.family, arch.vocab, arch.gated) == ("qwen2.5", 152064, True)
+    assert 3000 < arch.hidden < 3584 and arch.kv_heads < arch.heads and arch.source.startswith("estimated from Qwen2.5-7B")
+    assert arch.embedding_params + arch.layers * arch.block_params == pytest.approx(5e9, rel=0.1)
+    moe = m.estimate_arch(480e9, None, "Qwen3-Coder-480B-A35B-Instruct")
+    assert (moe.family, moe.experts, moe.experts_active) == ("qwen3", 128, 8)
+    assert m.kin("Optimus-7B", 7e9) is None and m.estimate_arch(7e9, None, "Optimus-7B").family == "estimated"
+    assert m.kin("Llama-3.1-Nemotron-51B", 51e9).name == "Llama-3.1-70B"
+    assert m.kin("DeepSeek-V3", 671e9) is None  # no size in the name: no words before it
+    # the per-GPU prior of a job under a name the table lacks reads the family: a Qwen-sized head's logits
+    rows = features.build(_rows(record(job_id="kin", arch="Qwen2.5-Turbo-5B", params_million=5000, adapter="lora",
+                                       lora_rank=8, input_dim=8192, activation_checkpointing="full")))
+    job = m.job_of(rows.row(0, named=True))
+    assert job is not None and job[0].vocab == 152064
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table
@@ -651,7 +705,7 @@ def test_a_model_the_table_lacks_takes_its_size_from_its_name_and_the_product_bo
                context_parallel=8, sharding="zero1", input_dim=1_048_576, activation_checkpointing="full"),
         record(job_id="offload", arch="Llama-3.1-70B", gpu_count=1, sharding="zero3", cpu_offload="all"),
         record(job_id="qlora-tp", arch="Llama-3.1-70B", adapter="qlora", lora_rank=64, gpu_count=2, tensor_parallel=2),
-        record(job_id="moe", arch="Qwen3-235B-A22B", params_million=None, gpu_count=64, sharding="fsdp",
+        record(job_id="moe", arch="Qwen3-Coder-480B-A35B", params_million=None, gpu_count=64, sharding="fsdp",
                micro_batch_size=1, input_dim=8192)))
     prior = rows[m.LLM_MEM_GB].to_numpy()
     assert np.all(np.isfinite(prior)) and np.all(prior > 0)
