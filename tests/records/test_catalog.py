@@ -21,6 +21,9 @@ TODAYS_GPUS = {
     "NVIDIA GeForce RTX 5090": "RTX-5090-32GB", "AMD Instinct MI300X": "MI300X-192GB", "MI250X": "MI250X-128GB",
     "AMD Instinct MI210": "MI210-64GB", "AMD Instinct MI100": "MI100-32GB", "HL-225": "Gaudi2-96GB",
     "Intel Gaudi 3": "Gaudi3-128GB", "Intel(R) Data Center GPU Max 1550": "Max1550-128GB",
+    # the LLM runs of ../shared/data/llm_memory_dev.csv (session 25): their GPUs, as that set spells them
+    "A800-80GB": "A800-80GB", "NVIDIA A800-SXM4-80GB": "A800-80GB", "H800": "H800-80GB", "H20": "H20-96GB",
+    "RTX-PRO-6000-96GB": "RTX-PRO-6000-96GB", "NVIDIA RTX PRO 6000 Blackwell": "RTX-PRO-6000-96GB",
 }
 
 
