@@ -157,9 +157,16 @@ ALIBI_BIAS_FAMILIES = frozenset({"baichuan-alibi"})
 # kept at the head's width (`SOFTCAP_LOGIT_BYTES`).
 SOFTCAP_FAMILIES = frozenset({"gemma2"})
 # Suffixes people add to a model's name that do not change its architecture (chat / instruct tunes, quantised
-# checkpoints, Hugging Face's `-hf`, version tags). Removed, with the organisation and any "(...)", before lookup.
+# checkpoints, Hugging Face's `-hf`, version tags, a context length such as `-32k`). Removed, with the organisation and
+# any "(...)", before lookup.
 NAME_NOISE = re.compile(r"(?:^|[-_ .])(?:instruct|chat|hf|base|it|sft|dpo|int4|int8|awq|gptq|bnb|4bit|8bit|nf4|"
-                        r"gguf|aqlm.*|fp16|bf16|\d{4}|moe)$")
+                        r"gguf|aqlm.*|fp16|bf16|fp8|\d{4}|\d+k|moe)$")
+# A path's last part that is only a size or a size word (torchtune's `llama3_1/8B`, `phi3/mini`): the family before it
+# is part of the name, not an organisation
+BARE_SIZE = re.compile(r"\d+(?:\.\d+)?[bm]|mini|small|medium|large")
+# A version's dot written as an underscore (`llama3_1`, `qwen2_5-7b`, `llama3_2_1b`), but not a family's digit before
+# a size (`gemma2_9b`): the minor number must end at a separator or the name's end
+UNDERSCORED_VERSION = re.compile(r"([a-z]\d+)_(\d+)(?=$|[-_/ ])")
 # A tune's word before a version tag (`Mistral-7B-Instruct-v0.2`, `Mixtral-8x7B-Instruct-v0.1`,
 # `TinyLlama-1.1B-Chat-v1.0`): removed, so the name reads as its base's version (`mistral-7b-v0.2`)
 TUNE_BEFORE_VERSION = re.compile(r"[-_ .](?:instruct|chat)(?=[-_ .]v\d)")
@@ -242,12 +249,19 @@ def _fold(name: str) -> str:
     return re.sub(r"[\s_\-]", "", name.lower())
 
 
+def _plain(name: str) -> str:
+    """A logged model name in lower case without its organisation (`meta-llama/`; but a family before a bare size stays:
+    torchtune's `llama3_1/8B` is `llama3.1-8b`), any "(...)", a `meta-` prefix or underscores for a version's dot."""
+    parts = name.strip().lower().split("/")
+    low = "-".join(parts[-2:]) if len(parts) > 1 and BARE_SIZE.fullmatch(parts[-1]) else parts[-1]
+    low = UNDERSCORED_VERSION.sub(r"\1.\2", re.sub(r"\(.*?\)", "", low).strip())
+    return low.removeprefix("meta-").removeprefix("meta_")
+
+
 def canonical_name(name: str) -> str:
-    """The spelling-free key of a logged model name: `meta-llama/Llama-3.1-8B`, `llama3.1-8b`, `Llama-3.1-8B-Instruct`
-    and `Meta-Llama-3.1-8B` all give `llama3.18b`."""
-    low = name.strip().lower().split("/")[-1]
-    low = re.sub(r"\(.*?\)", "", low).strip()
-    low = TUNE_BEFORE_VERSION.sub("", low.removeprefix("meta-").removeprefix("meta_"))
+    """The spelling-free key of a logged model name: `meta-llama/Llama-3.1-8B`, `llama3.1-8b`, `Llama-3.1-8B-Instruct`,
+    `Meta-Llama-3.1-8B`, torchtune's `llama3_1/8B` and `llama3_1-8b` all give `llama3.18b`."""
+    low = TUNE_BEFORE_VERSION.sub("", _plain(name))
     while True:
         shorter = NAME_NOISE.sub("", low).strip(" -_.")
         if shorter == low:
@@ -293,7 +307,7 @@ DEFAULT_VOCAB = 50_000  # an unknown model's vocabulary (GPT-2's 50,257; the tab
 def _stems(name: str) -> list[str]:
     """A model name's words before its size, joined and folded one more word at a time (`Qwen2.5-Coder-3B-Instruct`
     -> `qwen2.5`, `qwen2.5coder`); none when the name gives no size."""
-    base = name.strip().lower().split("/")[-1].removeprefix("meta-").removeprefix("meta_")
+    base = _plain(name)
     sizes = [m.start() for pattern in (NAMED_EXPERTS, NAMED_BILLIONS, NAMED_MILLIONS) if (m := pattern.search(base))]
     words = [w for w in re.split(r"[\s_\-]+", base[:min(sizes)]) if w] if sizes else []
     return ["".join(words[:k]) for k in range(1, len(words) + 1)]

@@ -173,12 +173,18 @@ def test_glm_4_5_air_is_in_the_table_as_a_mixture_of_experts(spelling):
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "Qwen2.5-7B"), ("DeepSeek-R1-Distill-Llama-8B", "Llama-3.1-8B"),
     ("Qwen2.5-Coder-7B-Instruct", "Qwen2.5-7B"), ("deepseek-coder-6.7b-instruct", "DeepSeek-Coder-6.7B"),
     ("codellama/CodeLlama-7b-Instruct-hf", "Llama-2-7B"), ("lmsys/vicuna-7b-v1.5", "Llama-2-7B"),
-    ("allenai/OLMo-2-1124-7B-Instruct", "OLMo-2-7B"), ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "SmolLM2-1.7B")])
+    ("allenai/OLMo-2-1124-7B-Instruct", "OLMo-2-7B"), ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "SmolLM2-1.7B"),
+    # torchtune's `family/size` and underscored versions, context-length and FP8 tags
+    ("llama3_1/8B", "Llama-3.1-8B"), ("llama3_1-8b", "Llama-3.1-8B"), ("llama3_2_1b", "Llama-3.2-1B"),
+    ("qwen2_5/7B", "Qwen2.5-7B"), ("qwen2_5-7b-instruct", "Qwen2.5-7B"), ("phi3/mini", "Phi-3-mini"),
+    ("mistral/7B", "Mistral-7B"), ("gemma2_9b", "Gemma-2-9B"), ("gemma2/9B", "Gemma-2-9B"),
+    ("THUDM/chatglm3-6b-32k", "ChatGLM3-6B"), ("Phi-3-mini-128k-instruct", "Phi-3-mini"),
+    ("meta-llama/Llama-3.1-405B-FP8", "Llama-3.1-405B")])
 def test_the_names_of_todays_common_models_resolve_to_their_published_shapes(spelling, name):
     """Session 25: names an outside set of LLM runs is likely to log (instruct tunes with a version after the tune's
     word, Qwen3's and Qwen1.5's other sizes, Gemma 3, Phi-3.5 / Phi-4, InternLM2, GLM-4, Yi-1.5, DeepSeek's distills and
-    coders, Code Llama, OLMo, SmolLM2) each resolve to a table row; before, every one of them fell back to the power
-    law of its parameters, a GPT-style block and a 50,000-entry vocabulary."""
+    coders, Code Llama, OLMo, SmolLM2, torchtune's spellings) each resolve to a table row; before, all but `gemma2_9b`
+    fell back to the power law of their parameters, a GPT-style block and a 50,000-entry vocabulary."""
     arch = m.lookup(spelling)
     assert arch is not None and arch.name == name, spelling
     assert arch.gated and arch.source.startswith("https://huggingface.co/")
