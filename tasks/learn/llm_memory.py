@@ -140,6 +140,9 @@ GATED_FAMILIES = frozenset({"llama2", "llama3", "llama3.1", "llama3.2", "mistral
 # BLOOM is: transformers' BloomAttention has no SDPA or flash path (no `_supports_sdpa`; ALiBi is added to the scores
 # by `baddbmm`), and keeps per score the fp32 softmax (`F.softmax(..., dtype=torch.float32)`, saved for its
 # backward) and its 16-bit cast (saved by the bmm with the values): 6 bytes, where Korthikanti's count is 5.
+# Not counted, to measure first (session 25): InternLM2's remote code (modeling_internlm2.py) has only `eager` and
+# `flash_attention_2` classes and its config falls back to `eager`, so a trainer that does not ask for flash
+# attention may keep the scores (XTuner, InternLM's own, dispatches flash attention).
 # Bytes a score, at 16 bits (x 2 under a k-bit base's fp32 blocks as every activation).
 EAGER_ATTENTION_FAMILIES: dict[str, float] = {"bloom": 6.0}
 # Families whose remote code holds an ALiBi bias of heads x s x s for the whole step, whichever attention kernel runs:
@@ -189,6 +192,7 @@ class Arch:
     experts_active: int = 1
     tied: bool = False
     source: str = ""  # the config.json it was read from; "estimated ..." for `estimate_arch`
+    aliases: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the table's other spellings of it
 
     @property
     def gated(self) -> bool:
@@ -280,8 +284,8 @@ def families() -> dict[str, Arch]:
                     hidden=int(row["hidden"]), layers=int(row["layers"]), heads=int(row["heads"]),
                     kv_heads=int(row["kv_heads"]), intermediate=int(row["intermediate"]), vocab=int(row["vocab"]),
                     experts=int(row["experts"]), experts_active=int(row["experts_active"]), tied=row["tied"] == "1",
-                    source=row["source"])
-        for spelling in [row["name"], *filter(None, row["aliases"].split(";"))]:
+                    source=row["source"], aliases=tuple(filter(None, row["aliases"].split(";"))))
+        for spelling in [arch.name, *arch.aliases]:
             out[canonical_name(spelling)] = arch
     return out
 
@@ -315,19 +319,25 @@ def _stems(name: str) -> list[str]:
 
 @cache
 def _kin_rows() -> dict[str, list[Arch]]:
-    """The table's rows by their names' words before the size (`Llama-3.2-1B`, `Llama-3.2-3B` -> `llama3.2`)."""
+    """The table's rows by their names' and aliases' words before the size (`Llama-3.2-1B`, `Llama-3.2-3B` ->
+    `llama3.2`; `Yi-34B` under `yi1.5` too, by its alias `yi-1.5-34b`)."""
     out: dict[str, list[Arch]] = {}
     for arch in {a.name: a for a in families().values()}.values():
-        if stems := _stems(arch.name):
-            out.setdefault(stems[-1], []).append(arch)
+        for spelling in (arch.name, *arch.aliases):
+            if (stems := _stems(spelling)) and arch not in out.setdefault(stems[-1], []):
+                out[stems[-1]].append(arch)
     return out
 
 
 def kin(name: str | None, params: float) -> Arch | None:
-    """The table's row a model the table lacks is most like: of the rows named by the longest run of the name's first
-    words (`Qwen2.5-Coder-3B` -> the `Qwen2.5-*` rows; `Llama-3.2-11B-Vision` -> `Llama-3.2-*`; `Optimus-7B` matches no
-    `OPT-*`), the one nearest in size, a mixture of experts only for a mixture; None when no row's words fit."""
-    fits = [s for s in _stems(name) if s in _kin_rows()] if name else []
+    """The table's row a model the table lacks is most like: of the rows named (or aliased) by the longest run of the
+    name's first words (`Qwen2.5-Coder-3B` -> the `Qwen2.5-*` rows; `Llama-3.2-11B-Vision` -> `Llama-3.2-*`;
+    `Optimus-7B` matches no `OPT-*`), the one nearest in size; a mixture of experts' row for a mixture's name where the
+    family has one (else a dense row: its vocabulary and heads still fit), a dense row for a dense name. None when no
+    row's words fit or the parameters are not a positive number."""
+    if not name or not (params > 0 and math.isfinite(params)):
+        return None
+    fits = [s for s in _stems(name) if s in _kin_rows()]
     if not fits:
         return None
     moe = bool(NAMED_EXPERTS.search(name) or re.search(r"(?<![\w.])a\d+(?:\.\d+)?b(?![a-z])", name, re.IGNORECASE))

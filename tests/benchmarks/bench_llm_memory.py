@@ -225,6 +225,7 @@ def job_rows(path: Path, inferred: tuple[str, ...] = INFERRED) -> pl.DataFrame:
                                                   notes if "trained_modules" in inferred else ""),
             c.KERNELS: "unsloth" if "kernels" in inferred and UNSLOTH.search(notes) else None,
             "source": source_of(r["source_repo"], r["source_path"]), "oom": bool(r["oom"]),
+            "params_logged": r["params_billion"] is not None,
             "gpu_mem_gb": catalog.gpus()[known].memory_gb if known else DEFAULT_GPU_GB})
     df = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col(c.SUBMITTED_AT).str.to_datetime(time_zone="UTC"), pl.col(c.PARAMS_MILLION).fill_nan(None),
@@ -405,12 +406,14 @@ def without(name: str):
     full, saved = m.families(), m.families
     kept = {k: a for k, a in full.items() if a.name != name}
     m.families = lambda: kept
-    m._kin_rows.cache_clear(), m.hidden_power_law.cache_clear()
+    m._kin_rows.cache_clear()
+    m.hidden_power_law.cache_clear()
     try:
         yield
     finally:
         m.families = saved
-        m._kin_rows.cache_clear(), m.hidden_power_law.cache_clear()
+        m._kin_rows.cache_clear()
+        m.hidden_power_law.cache_clear()
 
 
 def unseen_models(rows: pl.DataFrame) -> None:
@@ -428,7 +431,13 @@ def unseen_models(rows: pl.DataFrame) -> None:
     kin, power = np.full(rows.height, np.nan), np.full(rows.height, np.nan)
     estimate = m.estimate_arch
     for name, idx in by_row.items():
-        runs = rows[idx].with_columns(pl.lit(None, dtype=pl.Int64).alias(c.NUM_LAYERS))
+        # no depth, and no parameter count but the one logged or the name's (`job_rows` lends the table's to a run
+        # that logs none)
+        runs = rows[idx].with_columns(
+            pl.lit(None, dtype=pl.Int64).alias(c.NUM_LAYERS),
+            pl.when(pl.col("params_logged")).then(pl.col(c.PARAMS_MILLION)).otherwise(
+                pl.col(c.ARCH).map_elements(lambda n: (m.params_from_name(n) or float("nan")) / 1e6,
+                                            return_dtype=pl.Float64)).fill_nan(None).alias(c.PARAMS_MILLION))
         with without(name):
             kin[idx] = estimates(runs)["prior"][0]
             m.estimate_arch = lambda params, layers=None, _name=None: estimate(params, layers, None)
@@ -438,9 +447,11 @@ def unseen_models(rows: pl.DataFrame) -> None:
                 m.estimate_arch = estimate
     ways["left out: the family's nearest row (kin)"], ways["left out: the power law alone"] = kin[listed], power[listed]
     truth = rows[listed][c.PEAK_GPU_MEM_GB].to_numpy().astype(np.float64)
-    print(f"\nLeave one model out: {len(listed)} runs of {len(by_row)} table models, each model's row taken out in turn")
+    ok = np.isfinite(truth) & np.logical_and.reduce([np.isfinite(p50) for p50 in ways.values()])
+    print(f"\nLeave one model out: {len(listed)} runs of {len(by_row)} table models, each model's row taken out in turn; "
+          f"{ok.sum()} runs with a measured peak and a prior every way (a left-out run whose set logs no size and whose "
+          f"name gives none has no prior)")
     for label, p50 in ways.items():
-        ok = np.isfinite(truth) & np.isfinite(p50)
         ape = np.abs(p50[ok] - truth[ok]) / truth[ok] * 100
         r2 = 1 - ((p50[ok] - truth[ok]) ** 2).sum() / ((truth[ok] - truth[ok].mean()) ** 2).sum()
         print(f"  {label:42s} runs {ok.sum():3d}  mean APE {ape.mean():6.2f}%  median {np.median(ape):6.2f}%  R² {r2:.3f}")

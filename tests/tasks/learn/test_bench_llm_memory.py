@@ -145,6 +145,9 @@ def test_leaving_a_model_out_of_the_table_hands_its_runs_to_the_fallbacks_and_pu
         assert m.lookup("Qwen2.5-7B-Instruct") is None and m.lookup("Qwen2.5-14B") is not None
         assert m.kin("Qwen2.5-7B", 7.6e9).name in ("Qwen2.5-3B", "Qwen2.5-14B")
     assert m.lookup("Qwen2.5-7B-Instruct").name == "Qwen2.5-7B" and m.kin("Qwen2.5-7B", 7.6e9).name == "Qwen2.5-7B"
+    with pytest.raises(RuntimeError), bench.without("Qwen2.5-7B"):
+        raise RuntimeError("a failing block")
+    assert m.lookup("Qwen2.5-7B").name == "Qwen2.5-7B" and m.kin("Qwen2.5-7B", 7.6e9).name == "Qwen2.5-7B"
 
 
 def test_the_unseen_models_view_prints_the_table_and_both_fallbacks(tmp_path, capsys):
@@ -153,5 +156,8 @@ def test_the_unseen_models_view_prints_the_table_and_both_fallbacks(tmp_path, ca
     bench.unseen_models(bench.job_rows(path))
     out = capsys.readouterr().out
     assert "2 runs of 2 table models" in out
+    apes = {}
     for way in ("the table (as shipped)", "left out: the family's nearest row (kin)", "left out: the power law alone"):
         assert way in out and out.split(way)[1].split("runs")[1].split()[0] == "2"
+        apes[way] = out.split(way)[1].split("mean APE")[1].split()[0]
+    assert len(set(apes.values())) == 3, apes  # each way its own prior: the model was left out, the name read or not
