@@ -38,7 +38,7 @@ A time split at several cut days (default 30, 40, 50), each:
   `demand_daily`, what the nightly's demand forecast reads), the running jobs with the queue median as their P50
   forecast while pending, and with none (started between two nights).
 
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_real_runtime.py [--cuts 30 40 50] [--window 10] [--seed 0]
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_real_runtime.py [--trace FILE] [--cuts 30 40 50] [--window 10] [--seed 0]
         [--no-refit]
 """
 
@@ -355,7 +355,10 @@ def burst_cost(pending_jobs: int, finished: int = 200_000, going: int = 20_000, 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cuts", type=int, nargs="+", default=[30, 40, 50])
+    ap.add_argument("--trace", type=Path, default=TRACE,
+                    help="a job table of the same columns (cluster, job_id, submission_time, duration, num_gpu)")
+    ap.add_argument("--cuts", type=int, nargs="+", default=[30, 40, 50],
+                    help="days after the trace's start where the history ends (each followed by --window days)")
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-refit", dest="refit", action="store_false",
@@ -364,8 +367,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if a.burst_cost:
         return burst_cost(a.burst_cost)
-    jobs = itp_jobs()
-    print(f"{TRACE.name}: {jobs.height:,} jobs, {jobs[c.QUEUE].n_unique()} clusters")
+    jobs = itp_jobs(a.trace)
+    print(f"{a.trace.name}: {jobs.height:,} jobs, {jobs[c.QUEUE].n_unique()} clusters")
     total = dict.fromkeys(("mae", "mae_q", "mae_ceiling", "mae_trees", "covered", "n", *(f"{k}_{when}" for when in WHEN
                                                                              for k in ("mae", "covered"))), 0.0)
     for day in a.cuts:
