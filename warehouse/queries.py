@@ -89,14 +89,14 @@ ORDER BY c.target
 CAPACITY_BY_QUEUE = """
 SELECT queue, sum(jobs) AS jobs, round(sum(gpu_hours_p50), 1) AS gpu_hours_p50,
        round(sum(gpu_hours_p90), 1) AS gpu_hours_p90, round(max(mem_p90_max_gb), 1) AS mem_p90_max_gb,
-       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb,
-       sum(jobs_unknown_size) AS size_unknown
+       sum(jobs_over_24gb) AS jobs_over_24gb, sum(jobs_over_40gb) AS jobs_over_40gb, sum(jobs_over_80gb) AS jobs_over_80gb,
+       sum(jobs_unknown_size) AS jobs_unknown_size
 FROM capacity_daily GROUP BY ALL ORDER BY queue
 """
 CAPACITY_TOTALS = """
 SELECT sum(jobs) AS pending_jobs, sum(gpu_hours_p50) AS gpu_hours_p50, sum(gpu_hours_p90) AS gpu_hours_p90,
-       sum(jobs_over_24gb) AS over_24gb, sum(jobs_over_40gb) AS over_40gb, sum(jobs_over_80gb) AS over_80gb,
-       sum(jobs_unknown_size) AS size_unknown
+       sum(jobs_over_24gb) AS jobs_over_24gb, sum(jobs_over_40gb) AS jobs_over_40gb, sum(jobs_over_80gb) AS jobs_over_80gb,
+       sum(jobs_unknown_size) AS jobs_unknown_size
 FROM capacity_daily
 """
 LATEST_TRAIN_RUN = "SELECT train_run_id FROM train_runs WHERE status = 'succeeded' ORDER BY started_at DESC LIMIT 1"

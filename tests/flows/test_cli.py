@@ -30,6 +30,9 @@ def test_demo_runs_the_nightly_flow_then_status_and_sql(home, capsys):
     assert main(["demo", "--history-days", "2", "--jobs-per-day", "200", *QUICK]) == 0
     out = capsys.readouterr().out
     assert "Capacity needed by the pending queue" in out and "Where to look next" in out
+    # the summary's headings are the view's own column names (capacity_daily), so a planner can query what they read
+    capacity = out.split("Capacity needed by the pending queue", 1)[1].split("\n\n", 1)[0]
+    assert all(f"┆ {col} " in capacity for col in ("jobs_over_24gb", "jobs_over_80gb", "jobs_unknown_size"))
     # the demo announces the nightly's steps as the flow runs them (flows/nightly_steps.py, the one list)
     assert f"UTC: {NIGHTLY_CHAIN}\n" in out
     ran = re.search(r"^night 2 took \d+ s: (.*)$", out, re.M).group(1)
