@@ -71,7 +71,7 @@ def published_copy_text(published: Path) -> str:
     if not published.exists():  # nothing published yet: nothing to say
         return ""
     health = copy_health(published)
-    return tables.published_copy_lines(published, health.problems, health.repairs, printable)
+    return tables.published_copy_lines(published, health.problems, health.repairs, printable, health.restored)
 
 
 def capacity_summary(storage: Storage) -> str:

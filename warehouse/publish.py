@@ -247,7 +247,22 @@ def restore_previous(storage: Storage) -> Path:
     with writer_lock(storage):
         _replace_with_copy(prev, target)
         Path(f"{target}.wal").unlink(missing_ok=True)
+        _note_restored(target)
     return target
+
+
+def _note_restored(target: Path) -> None:
+    """Add to the last publish's note when `gpucast restore` put the previous copy back and that copy's identity, so
+    `gpucast status` says so instead of calling the copy unknown (`copy_health`). The rest of the note stays as the
+    publish wrote it: its identity no longer matches the copy, so the next publish builds the copy again from the
+    warehouse, and its note replaces this one."""
+    try:
+        raw = json.loads(state_path(target).read_text())
+    except (OSError, ValueError):
+        raw = {}
+    raw = raw if isinstance(raw, dict) else {}
+    raw["restored"] = [f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", _identity(target)]
+    write_text(state_path(target), json.dumps(raw))
 
 
 def state_path(target: Path) -> Path:
@@ -323,6 +338,7 @@ class _Note:
     forecast_files: list[list[str]] | None = None  # per copy of the last publishes, newest first, the files it reads
     checks: dict[str, _Check] = field(default_factory=dict)  # per forecast file, as written (`_Check`)
     repairs: list[list[str]] = field(default_factory=list)  # [when (UTC), what was found and done], newest first
+    restored: tuple[str, list[int]] | None = None  # `gpucast restore`: when (UTC), and the identity of the copy it put back
 
 
 REPAIRS_KEPT = 10  # the note keeps the last publishes' repairs for `gpucast status` (`copy_health`)
@@ -349,6 +365,9 @@ def _read_note(target: Path) -> _Note:
     repairs = raw.get("repairs")
     if isinstance(repairs, list):
         note.repairs = [r for r in repairs if isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r)]
+    restored = raw.get("restored")
+    if isinstance(restored, list) and len(restored) == 2 and isinstance(restored[0], str) and _ints(restored[1]):
+        note.restored = (restored[0], restored[1])
     return note
 
 
@@ -821,20 +840,25 @@ class CopyHealth:
 
     repairs: list[tuple[str, str]]
     problems: list[str]
+    restored: str | None = None  # when `gpucast restore` put the previous copy back (UTC), if the copy is that one
 
 
 def copy_health(target: Path) -> CopyHealth:
     """Look at the copy `target` and the forecast files it reads as the last publish noted them: each file must be
     there with its size, and one whose identity changed since (`_file_identity`) is read to compare its SHA-256
-    (the others are not read: no run's forecasts are read back)."""
+    (the others are not read: no run's forecasts are read back). A copy `gpucast restore` put back is said to be
+    that (`restored`), and the files checked are the previous copy's, which it reads."""
     note = _read_note(target)
     problems = []
-    if target.exists() and _identity(target) != note.identity:
+    identity = _identity(target) if target.exists() else None
+    restored = note.restored[0] if note.restored is not None and identity == note.restored[1] else None
+    if identity is not None and identity != note.identity and restored is None:
         problems.append(f"{target} is not the file the last publish wrote (written into, restored, or no note in "
                         f"{state_path(target).name}): the next publish builds it again from the warehouse")
     folder = forecast_files_dir(target)
-    read = (note.forecast_files or [[]])[0]
+    copies = note.forecast_files or [[]]
+    read = copies[1] if restored is not None and len(copies) > 1 else copies[0]
     _, damaged = _verified(folder, {n: note.checks[n] for n in read if n in note.checks})
     problems += [f"{folder / name}: {problem}; the next publish writes its run again from the warehouse"
                  for name, problem in sorted(damaged.items())]
-    return CopyHealth([(when, what) for when, what in note.repairs], problems)
+    return CopyHealth([(when, what) for when, what in note.repairs], problems, restored)

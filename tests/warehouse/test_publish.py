@@ -21,7 +21,7 @@ import pytest
 from gpucast.flows.cli import main
 from gpucast.flows.settings import Settings, Storage
 from gpucast.warehouse import db
-from gpucast.warehouse.publish import PublishFailed, publish_snapshot
+from gpucast.warehouse.publish import CopyHealth, PublishFailed, copy_health, publish_snapshot
 
 DUCKDB_HEADERS, DUCKDB_BLOCK = 3 * 4096, 256 * 1024  # DuckDB's file layout: 3 header blocks, then 256 KiB blocks
 
@@ -68,6 +68,15 @@ def test_the_copy_is_read_only_on_disk_and_the_previous_one_is_kept_and_restorab
     assert "restored the previous published copy" in capsys.readouterr().out
     assert _nights_in(published) == [1]
     assert stat.S_IMODE(published.stat().st_mode) == 0o444
+    # `gpucast status` says the copy is the one put back, not a copy nobody wrote (session 25)
+    health = copy_health(published)
+    assert health.problems == [] and health.restored is not None and health.restored.endswith("UTC")
+    assert main(["status"]) == 0
+    assert "the previous publish's copy, put back by `gpucast restore`" in capsys.readouterr().out
+    # the next publish builds the copy again and says nothing of the restore
+    _night(settings, 3)
+    publish_snapshot(settings)
+    assert _nights_in(published) == [3] and copy_health(published) == CopyHealth([], [], None)
 
 
 def test_restore_without_a_previous_copy_says_so(settings, capsys):
