@@ -170,6 +170,8 @@ BARE_SIZE = re.compile(r"\d+(?:\.\d+)?[bm]|mini|small|medium|large")
 # A version's dot written as an underscore (`llama3_1`, `qwen2_5-7b`, `llama3_2_1b`), but not a family's digit before
 # a size (`gemma2_9b`): the minor number must end at a separator or the name's end
 UNDERSCORED_VERSION = re.compile(r"([a-z]\d+)_(\d+)(?=$|[-_/ ])")
+# A size's dot written as an underscore (`internlm2_5-1_8b`, `stablelm-2-1_6b`): `1.8b`
+UNDERSCORED_SIZE = re.compile(r"(?<![a-z0-9.])(\d+)_(\d+)([bm])(?![a-z])", re.IGNORECASE)
 # A tune's word before a version tag (`Mistral-7B-Instruct-v0.2`, `Mixtral-8x7B-Instruct-v0.1`,
 # `TinyLlama-1.1B-Chat-v1.0`): removed, so the name reads as its base's version (`mistral-7b-v0.2`)
 TUNE_BEFORE_VERSION = re.compile(r"[-_ .](?:instruct|chat)(?=[-_ .]v\d)")
@@ -255,11 +257,12 @@ def _fold(name: str) -> str:
 
 def _plain(name: str) -> str:
     """A logged model name in lower case without its organisation (`meta-llama/`; but a family before a bare size stays:
-    torchtune's `llama3_1/8B` is `llama3.1-8b`), any "(...)", a `meta-` prefix or underscores for a version's dot."""
+    torchtune's `llama3_1/8B` is `llama3.1-8b`), any "(...)", a `meta-` prefix or underscores for a version's or a
+    size's dot (`internlm2_5-1_8b` is `internlm2.5-1.8b`)."""
     parts = name.strip().lower().split("/")
     low = "-".join(parts[-2:]) if len(parts) > 1 and BARE_SIZE.fullmatch(parts[-1]) else parts[-1]
     low = UNDERSCORED_VERSION.sub(r"\1.\2", re.sub(r"\(.*?\)", "", low).strip())
-    return low.removeprefix("meta-").removeprefix("meta_")
+    return UNDERSCORED_SIZE.sub(r"\1.\2\3", low.removeprefix("meta-").removeprefix("meta_"))
 
 
 def canonical_name(name: str) -> str:
@@ -375,10 +378,11 @@ def estimate_arch(params: float, layers: float | None = None, name: str | None =
 # The size a model's name gives, by the Hugging Face naming convention: `Qwen3-235B-A22B` (235 billion, of which 22
 # active), `SmolLM2-135M`, `Mixtral-8x22B` (8 experts of a 22B model: 176B, above the 141B they share attention and
 # embeddings to, so the estimate errs toward more memory), `llama-2-7b-chat`. The billions win over the millions
-# (`Qwen2.5-7B-Instruct-1M`: 1M is its context length); an active size (`A22B`) is not the total.
-NAMED_EXPERTS = re.compile(r"(?<![\w.])(\d+)x(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
-NAMED_BILLIONS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
-NAMED_MILLIONS = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)m(?![a-z])", re.IGNORECASE)
+# (`Qwen2.5-7B-Instruct-1M`: 1M is its context length); an active size (`A22B`) is not the total. An underscore
+# separates words as a dash does (`gemma2_9b`, `internlm2_5-1_8b` after `_plain`).
+NAMED_EXPERTS = re.compile(r"(?<![a-z0-9.])(\d+)x(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
+NAMED_BILLIONS = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)b(?![a-z])", re.IGNORECASE)
+NAMED_MILLIONS = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)m(?![a-z])", re.IGNORECASE)
 
 
 def params_from_name(name: str | None) -> float | None:
@@ -387,7 +391,7 @@ def params_from_name(name: str | None) -> float | None:
     (`estimate_arch`) rather than none."""
     if not name:
         return None
-    base = name.strip().split("/")[-1]
+    base = _plain(name)
     if said := NAMED_EXPERTS.search(base):
         return int(said[1]) * float(said[2]) * 1e9
     if said := NAMED_BILLIONS.search(base):

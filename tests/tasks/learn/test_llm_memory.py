@@ -710,6 +710,10 @@ def test_a_model_the_table_lacks_takes_its_size_from_its_name_and_the_product_bo
     assert m.params_from_name("SmolLM2-135M") == pytest.approx(135e6)
     assert m.params_from_name("Qwen2.5-7B-Instruct-1M") == pytest.approx(7e9)  # 1M is the context, not the size
     assert m.params_from_name("DeepSeek-V3") is None and m.params_from_name("GLM-4.5-Air") is None
+    # an underscore separates words, and a size's dot may be one (session 25)
+    assert m.params_from_name("internlm2_5-1_8b-chat") == pytest.approx(1.8e9)
+    assert m.params_from_name("gemma2_9b") == pytest.approx(9e9) and m.params_from_name("llama3_2_1b") == pytest.approx(1e9)
+    assert m.kin("internlm/internlm2_5-1_8b-chat", 1.8e9).family == "internlm2"
     rows = features.build(_rows(
         record(job_id="fp8-cp", arch="Llama-3.1-70B", precision="FP8", gpu_count=64, tensor_parallel=8,
                context_parallel=8, sharding="zero1", input_dim=1_048_576, activation_checkpointing="full"),
