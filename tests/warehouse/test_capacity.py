@@ -13,11 +13,11 @@ from gpucast.warehouse.schema import schema_sql
 from tests.conftest import key_latest
 
 T = datetime(2026, 11, 1, tzinfo=UTC)
-JOBS = [  # job_id, status, queue, submitted_at
-    ("a", "PENDING", "q1", "2026-11-01 10:00:00+00"),
-    ("b", "PENDING", "q1", "2026-11-01 15:00:00+00"),
-    ("c", "PENDING", "q2", "2026-11-02 09:00:00+00"),
-    ("d", "COMPLETED", "q1", "2026-11-01 11:00:00+00"),  # no longer pending: not planned for
+JOBS = [  # job_id, status, queue, submitted_at, gpu_count
+    ("a", "PENDING", "q1", "2026-11-01 10:00:00+00", None),  # missing: one GPU
+    ("b", "PENDING", "q1", "2026-11-01 15:00:00+00", 4),
+    ("c", "PENDING", "q2", "2026-11-02 09:00:00+00", 1),
+    ("d", "COMPLETED", "q1", "2026-11-01 11:00:00+00", 8),  # no longer pending: not planned for
 ]
 # score run s2 (the latest) per job: (runtime p50, p90), (gflops p50, p90), memory p90 and its safe request
 LATEST = {
@@ -32,10 +32,11 @@ LATEST = {
 def con():
     con = duckdb.connect()
     con.execute(schema_sql())
-    for arrival, (job_id, status, queue, submitted) in enumerate(JOBS, start=1):
+    for arrival, (job_id, status, queue, submitted, gpus) in enumerate(JOBS, start=1):
         con.execute(f"INSERT INTO job_log_records ({c.JOB_ID}, {c.SUBMITTED_AT}, {c.STATUS}, {c.QUEUE}, {c.MODEL_TYPE}, "
-                    "record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
-                    "VALUES (?, ?, ?, ?, 'CNN', 'h', ?, 'f', 1, 'i', ?)", [job_id, submitted, status, queue, arrival, T])
+                    f"{c.GPU_COUNT}, record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at) "
+                    "VALUES (?, ?, ?, ?, 'CNN', ?, 'h', ?, 'f', 1, 'i', ?)",
+                    [job_id, submitted, status, queue, gpus, arrival, T])
     key_latest(con)
     rows = []
     for run, scored_at in (("s1", T), ("s2", datetime(2026, 11, 2, tzinfo=UTC))):
@@ -59,8 +60,9 @@ def test_capacity_daily_matches_the_hand_computed_figures(con):
                     "mem_p90_max_gb", "jobs_over_24gb", "jobs_over_40gb", "jobs_over_80gb", "jobs_unknown_size"]
     day1, day2 = (datetime(2026, 11, d).date() for d in (1, 2))
     assert got == [
-        # a + b: hours 2+1 / 3+4, gflops 100+50 / 150+60, max(30, 50); safe 33 and 55 GB: both > 24, one > 40
-        (day1, "q1", 2, 3.0, 7.0, 150.0, 210.0, 50.0, 2, 1, 0, 0),
+        # a + b: GPU-hours 2x1 + 1x4 / 3x1 + 4x4 (runtime x gpu_count, missing 1), gflops 100+50 / 150+60, max(30, 50);
+        # safe 33 and 55 GB: both > 24, one > 40
+        (day1, "q1", 2, 6.0, 19.0, 150.0, 210.0, 50.0, 2, 1, 0, 0),
         # c alone: safe request 88 GB is over all three sizes
         (day2, "q2", 1, 5.0, 6.0, 10.0, 20.0, 80.0, 1, 1, 1, 0),
     ]

@@ -292,8 +292,9 @@ JOIN job_logs j ON j.job_id = f.job_id AND j.status = 'PENDING'
 WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'published'
                         ORDER BY started_at DESC, score_run_id DESC LIMIT 1);
 
--- Per submission day and queue. runtime_hours is GPU wall time of a one-GPU job, so it sums to
--- GPU-hours; summed P90s are a conservative bound (not the P90 of the sum). A job with LLM fields whose size is unknown
+-- Per submission day and queue. runtime_hours is a job's wall time on its GPUs, so its GPU-hours are runtime x
+-- gpu_count (missing: 1; the contract's rule, as job_demand counts them; session 25: they were summed as one-GPU
+-- hours); summed P90s are a conservative bound (not the P90 of the sum). A job with LLM fields whose size is unknown
 -- (tasks/learn/ood.py check 7: its reason holds the words @UNKNOWN_LLM_SIZE@) is counted in `jobs_unknown_size`, not
 -- in `jobs_over_*gb` nor `mem_p90_max_gb`: its memory forecast leans on nothing, and the plan reads it as unknown too
 -- (review 65b S3-3, 66a S3-6).
@@ -301,8 +302,8 @@ CREATE OR REPLACE VIEW capacity_daily AS
 SELECT CAST(submitted_at AS DATE) AS submitted_day,
        queue,
        count(DISTINCT job_id) AS jobs,
-       sum(p50) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p50,
-       sum(p90) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p90,
+       sum(p50 * gpus) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p50,
+       sum(p90 * gpus) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p90,
        sum(p50) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p50,
        sum(p90) FILTER (WHERE target = 'gpu_demand_gflops') AS gflops_p90,
        max(p90) FILTER (WHERE target = 'peak_gpu_mem_gb' AND NOT size_unknown) AS mem_p90_max_gb,
@@ -310,7 +311,9 @@ SELECT CAST(submitted_at AS DATE) AS submitted_day,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 40 AND NOT size_unknown) AS jobs_over_40gb,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND safe_request_gb > 80 AND NOT size_unknown) AS jobs_over_80gb,
        count(*) FILTER (WHERE target = 'peak_gpu_mem_gb' AND size_unknown) AS jobs_unknown_size
-FROM (SELECT *, coalesce(strpos(ood_reason, @UNKNOWN_LLM_SIZE@) > 0, false) AS size_unknown FROM pending_forecasts)
+FROM (SELECT f.*, coalesce(j.gpu_count, 1) AS gpus,
+             coalesce(strpos(f.ood_reason, @UNKNOWN_LLM_SIZE@) > 0, false) AS size_unknown
+      FROM pending_forecasts f JOIN job_logs j USING (job_id))
 GROUP BY ALL;
 
 -- Per target, the champion of the latest successful train run that trained it: the model that
