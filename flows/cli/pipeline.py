@@ -237,7 +237,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     print("\n" + "\n".join(plan) if plan else "")
     print(capacity_summary(settings.storage), end="")
     print(f"""
-Where to look next:
+Where to look next{_on_path_hint()}:
   {nights[-1].page}   # the planners' page: open it in a browser
   gpucast sql "SELECT * FROM current_capacity_plan ORDER BY ALL"   # GPUs needed vs owned per day, queue, GPU type
   gpucast sql "SELECT * FROM capacity_daily ORDER BY ALL"          # per day and queue
@@ -249,3 +249,14 @@ Where to look next:
   gpucast report                                                     # charts of the training run
   planners' database: {settings.storage.published_path} (read-only copy, replaced atomically each run)""")
     return 0
+
+
+def _on_path_hint() -> str:
+    """Words for the demo's "Where to look next" when `gpucast` is not on PATH (`make demo` runs the venv's
+    without activating it): the lines below say `gpucast`, so say how to get it."""
+    import shutil
+
+    here = Path(sys.argv[0]).resolve().parent
+    if shutil.which("gpucast") or not (here / "activate").exists():
+        return ""
+    return f" (first `source {here / 'activate'}`, which puts `gpucast` on PATH)"

@@ -70,7 +70,7 @@ def decide(actual: np.ndarray, champion: np.ndarray, challenger: np.ndarray) -> 
     if bound > 0:
         return Decision(False, f"worse on the backtest window beyond noise: mean |log error| {err_challenger.mean():.3f} vs "
                         f"the champion's {err_champion.mean():.3f} over {n} jobs (one-sided 95% bound of the "
-                        f"difference {bound:.3f} > 0)", **stats)
+                        f"difference {bound:.2g} > 0)", **stats)
     return Decision(True, f"won on validation and not worse on the backtest window: mean |log error| "
                     f"{err_challenger.mean():.3f} vs {err_champion.mean():.3f} over {n} jobs", **stats)
 

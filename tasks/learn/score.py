@@ -356,7 +356,7 @@ class Scorer:
             name = self.evidence.estimate
             label = {"model": self.champion.model, "prior": registry.PRIOR}.get(name, f"{self.champion.model}+{registry.PRIOR}")
             return (*ood.estimate(self.evidence, pred, prior), label,
-                    f"held-out-best: {name} (x/÷ {self.evidence.interval_factor:.2f})")
+                    f"held-out-best: {label} (x/÷ {self.evidence.interval_factor:.2f})")
         if self.fallback:
             prior_model, cal = self.fallback
             return (*cal.intervals(prior_model.predict(X), groups), registry.PRIOR, "prior (no held-out-family evidence)")

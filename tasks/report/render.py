@@ -88,7 +88,7 @@ def flow_runs_lines(rows: list[FlowRunLine], upcoming: list[ScheduledRun]) -> st
         nxt = upcoming[0]
         lines.append(f"Next scheduled run: {nxt.flow}/{nxt.deployment} at {nxt.at:%Y-%m-%d %H:%M} UTC")
     else:
-        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; README 'Scheduling')")
+        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; docs/operations.md 'Scheduling the nightly run')")
     if not rows:
         return "\n".join([*lines, "Recent flow runs: none recorded by this Prefect API yet."])
     lines.append("Recent flow runs (newest first):")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 import pytest
 
@@ -138,3 +139,20 @@ def test_an_unknown_flag_is_the_commands_error_with_its_usage(lazy, capsys):
     assert stop.value.code == 2 and err.startswith("usage: gpucast train [-h]") and "--models MODELS" in err
     assert err.rstrip().endswith("gpucast train: error: unrecognized arguments: --modles x")
     assert build_parser(lazy=lazy).parse_args(["train", "--models", "x"]).models == "x"  # a known flag as before
+
+
+def test_demo_says_how_to_put_gpucast_on_path_when_it_is_not(tmp_path, monkeypatch):
+    """`make demo` runs the venv's gpucast without activating it: "Where to look next" lists bare `gpucast ...`
+    lines, so it names the activate script (newcomer 25); on PATH, it says nothing more."""
+    from gpucast.flows.cli import pipeline
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "activate").write_text("")
+    (bin_dir / "gpucast").write_text("")
+    monkeypatch.setattr(sys, "argv", [str(bin_dir / "gpucast"), "demo"])
+    monkeypatch.setenv("PATH", str(tmp_path / "elsewhere"))
+    assert pipeline._on_path_hint() == f" (first `source {bin_dir / 'activate'}`, which puts `gpucast` on PATH)"
+    (bin_dir / "gpucast").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert pipeline._on_path_hint() == ""

@@ -131,7 +131,8 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
     f = scorer.score(rows)
     bound = ood.ceiling(features.build(rows), c.PEAK_GPU_MEM_GB, scorer.detector.ceiling)[0]
     assert f["ood"].all()
-    assert all(f"-> held-out-best: {evidence.estimate} (x/÷ {evidence.interval_factor:.2f})" in r
+    label = {"model": result.champion, "prior": "prior"}.get(evidence.estimate, f"{result.champion}+prior")
+    assert all(f"-> held-out-best: {label} (x/÷ {evidence.interval_factor:.2f})" in r  # the `model` column's name
                for r in f["ood_reason"])
     capped = f["ood_reason"].str.contains("impossible: ").to_numpy()
     assert 0 < capped.sum() < f.height, "some jobs keep the held-out estimate, some are capped"

@@ -26,7 +26,7 @@ def test_the_flow_runs_say_the_next_run_and_a_failed_runs_step():
         "- nightly          Failed     not started      0.5 s  calm-owl (2)",
         "    failed step: score-target; error: ?"]
     assert render.flow_runs_lines([], []).splitlines() == [
-        "Next scheduled run: none (no deployment schedule on this Prefect API; README 'Scheduling')",
+        "Next scheduled run: none (no deployment schedule on this Prefect API; docs/operations.md 'Scheduling the nightly run')",
         "Recent flow runs: none recorded by this Prefect API yet."]
 
 
