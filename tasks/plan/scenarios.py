@@ -236,9 +236,10 @@ def _owned_known(rows: pl.DataFrame) -> bool:
 
 
 def scenario_rows(baseline: PlanOutcome, planned: dict[str, PlanOutcome | str],
-                  scenarios: tuple[Scenario, ...]) -> pl.DataFrame:
+                  scenarios: tuple[Scenario, ...], notes: dict[str, str] | None = None) -> pl.DataFrame:
     """`plan_scenarios`' rows (SCENARIO_COLUMNS): the baseline's days, then each scenario's, with what changed from
-    the baseline; a failed scenario (its value in `planned` is the reason) as one row with no day."""
+    the baseline; a failed scenario (its value in `planned` is the reason) as one row with no day. A planned
+    scenario's `reason` is its words in `notes` (`coverage_beyond`), else null."""
     base = summary(baseline)
     frames = [_labelled(base, BASELINE, "planned", "the inventory on file")]
     compared = base.select("day", *[pl.col(c).alias(f"_{c}") for c in
@@ -252,7 +253,8 @@ def scenario_rows(baseline: PlanOutcome, planned: dict[str, PlanOutcome | str],
         rows = summary(got).join(compared, on="day", how="left").with_columns(
             *[(pl.col(c) - pl.col(f"_{c}")).alias(f"{c}_vs_baseline") for c in
               ("gpus_short_p90", "gpus_owned", "expected_wait_hours", "unplaceable_jobs")])
-        frames.append(_labelled(rows, s.name, "planned", s.changes()))
+        said = pl.lit((notes or {}).get(s.name), pl.String).alias("reason")
+        frames.append(_labelled(rows.with_columns(said), s.name, "planned", s.changes()))
     return pl.concat([f.select(SCENARIO_COLUMNS) for f in frames], how="vertical")
 
 
@@ -270,15 +272,28 @@ def plan_scenarios(inputs: PlanInputs, inventory: Inventory | None, days: int, b
     tonight, a remove past what is owned, anything raised while planning it) is a `failed` row with the reason."""
     known = known_queues(inputs, inventory)
     planned: dict[str, PlanOutcome | str] = {}
+    notes: dict[str, str] = {}
     for s in scenarios:
         try:
             if unknown := unknown_queues((s,), known):
                 raise ScenarioFailed(unknown[0].split(": ", 1)[1])
             planned[s.name] = plan_once(inputs, edited_inventory(inventory, s), s.plan_days or days,
                                         scaled_forecast(inputs.forecast, s), cache)
+            if said := coverage_beyond(inputs.forecast, planned[s.name], baseline):
+                notes[s.name] = said
         except Exception as exc:  # noqa: BLE001  (a failing scenario never stops the baseline: recorded as failed)
             planned[s.name] = str(exc) if isinstance(exc, ScenarioFailed) else f"{type(exc).__name__}: {exc}"
         if progress:
             got = planned[s.name]
-            progress(f"scenario {s.name!r}: " + (f"failed: {got}" if isinstance(got, str) else "planned"))
-    return scenario_rows(baseline, planned, scenarios)
+            progress(f"scenario {s.name!r}: " + (f"failed: {got}" if isinstance(got, str) else "planned")
+                     + (f" ({notes[s.name]})" if s.name in notes else ""))
+    return scenario_rows(baseline, planned, scenarios, notes)
+
+
+def coverage_beyond(forecast: pl.DataFrame, outcome: PlanOutcome, baseline: PlanOutcome) -> str | None:
+    """What a scenario's days miss of the demand forecast where the baseline's days do not (a `plan_days` past it:
+    days with no expected arrivals, `arrivals.coverage_notes`), in words; None when it misses no more."""
+    if forecast.is_empty():  # the plan's own note says so, for the baseline and every scenario alike
+        return None
+    own, base = (arrivals.coverage_notes(o.plan.rows["day"].unique(), forecast["day"]) for o in (outcome, baseline))
+    return "; ".join(own) if own and own != base else None

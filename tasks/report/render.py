@@ -88,7 +88,8 @@ def flow_runs_lines(rows: list[FlowRunLine], upcoming: list[ScheduledRun]) -> st
         nxt = upcoming[0]
         lines.append(f"Next scheduled run: {nxt.flow}/{nxt.deployment} at {nxt.at:%Y-%m-%d %H:%M} UTC")
     else:
-        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; docs/operations.md 'Scheduling the nightly run')")
+        lines.append("Next scheduled run: none (no deployment schedule on this Prefect API; "
+                     "docs/operations.md 'Scheduling the nightly run')")
     if not rows:
         return "\n".join([*lines, "Recent flow runs: none recorded by this Prefect API yet."])
     lines.append("Recent flow runs (newest first):")
@@ -259,7 +260,7 @@ def scenario_table(rows: pl.DataFrame) -> pl.DataFrame:
         _sum_or_null("_unmet").alias("gpu_days_unmet_p90"),
         _sum_or_null("_unmet_vs").alias("gpu_days_unmet_vs_baseline"),
         pl.col("_unmet_vs").sort_by("day").first().alias("day1_unmet_vs_baseline"),
-        pl.lit(None, pl.String).alias("reason"))
+        pl.col("reason").first())  # a planned scenario's: what its plan notes that the baseline's does not
     failed = rows.filter(pl.col("status") == "failed").select("scenario", "status", "changes", "reason")
     return pl.concat([table, failed], how="diagonal_relaxed")
 

@@ -110,6 +110,25 @@ def test_scenarios_are_planned_beside_the_baseline_and_a_failing_one_stops_nothi
     double = by["double"]
     assert double.height == 2  # its own horizon
     assert (double["gpus_total_p50"] - base["gpus_total_p50"][:2]).to_list() == [2, 2]  # 96 GPU-hours a day: 2 more
+    assert base["reason"].is_null().all() and buy["reason"].is_null().all() and double["reason"].is_null().all()
+
+
+def test_a_scenario_planning_past_the_demand_forecast_says_so():
+    """A `plan_days` longer than the demand forecast plans days with no expected arrivals: the scenario's `reason`
+    and its progress line say which (newcomer 25: a 21-day scenario beside a 14-day forecast read as a quiet week)."""
+    inputs, said = _inputs(), []
+    baseline = scenarios.plan_once(inputs, INVENTORY, 3)
+    rows = scenarios.plan_scenarios(inputs, INVENTORY, 3, baseline, (_scenario("longer", plan_days=5),),
+                                    progress=said.append)
+    longer = rows.filter(pl.col("scenario") == "longer")
+    assert longer.height == 5 and longer["reason"].n_unique() == 1
+    assert longer["reason"][0].startswith("the demand forecast covers 3 of the plan's 5 days")
+    assert said == [f"scenario 'longer': planned ({longer['reason'][0]})"]
+    from gpucast.tasks.report.render import scenario_table
+
+    table = scenario_table(rows)
+    assert table.filter(pl.col("scenario") == "longer")["reason"].item() == longer["reason"][0]
+    assert table.filter(pl.col("scenario") == "baseline")["reason"].item() is None
 
 
 def test_a_scenario_that_only_changes_counts_packs_nothing_again(monkeypatch):
