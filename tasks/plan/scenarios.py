@@ -239,9 +239,11 @@ def scenario_rows(baseline: PlanOutcome, planned: dict[str, PlanOutcome | str],
                   scenarios: tuple[Scenario, ...], notes: dict[str, str] | None = None) -> pl.DataFrame:
     """`plan_scenarios`' rows (SCENARIO_COLUMNS): the baseline's days, then each scenario's, with what changed from
     the baseline; a failed scenario (its value in `planned` is the reason) as one row with no day. A planned
-    scenario's `reason` is its words in `notes` (`coverage_beyond`), else null."""
+    row's `reason` (the baseline's too) is its words in `notes` (`coverage`: the days past the demand forecast), else
+    null."""
     base = summary(baseline)
-    frames = [_labelled(base, BASELINE, "planned", "the inventory on file")]
+    frames = [_labelled(base.with_columns(pl.lit((notes or {}).get(BASELINE), pl.String).alias("reason")), BASELINE,
+                        "planned", "the inventory on file")]
     compared = base.select("day", *[pl.col(c).alias(f"_{c}") for c in
                                     ("gpus_short_p90", "gpus_owned", "expected_wait_hours", "unplaceable_jobs")])
     for s in scenarios:
@@ -272,14 +274,15 @@ def plan_scenarios(inputs: PlanInputs, inventory: Inventory | None, days: int, b
     tonight, a remove past what is owned, anything raised while planning it) is a `failed` row with the reason."""
     known = known_queues(inputs, inventory)
     planned: dict[str, PlanOutcome | str] = {}
-    notes: dict[str, str] = {}
+    said = coverage(inputs.forecast, baseline)
+    notes: dict[str, str] = {BASELINE: said} if said else {}
     for s in scenarios:
         try:
             if unknown := unknown_queues((s,), known):
                 raise ScenarioFailed(unknown[0].split(": ", 1)[1])
             planned[s.name] = plan_once(inputs, edited_inventory(inventory, s), s.plan_days or days,
                                         scaled_forecast(inputs.forecast, s), cache)
-            if said := coverage_beyond(inputs.forecast, planned[s.name], baseline):
+            if said := coverage(inputs.forecast, planned[s.name]):
                 notes[s.name] = said
         except Exception as exc:  # noqa: BLE001  (a failing scenario never stops the baseline: recorded as failed)
             planned[s.name] = str(exc) if isinstance(exc, ScenarioFailed) else f"{type(exc).__name__}: {exc}"
@@ -290,10 +293,10 @@ def plan_scenarios(inputs: PlanInputs, inventory: Inventory | None, days: int, b
     return scenario_rows(baseline, planned, scenarios, notes)
 
 
-def coverage_beyond(forecast: pl.DataFrame, outcome: PlanOutcome, baseline: PlanOutcome) -> str | None:
-    """What a scenario's days miss of the demand forecast where the baseline's days do not (a `plan_days` past it:
-    days with no expected arrivals, `arrivals.coverage_notes`), in words; None when it misses no more."""
-    if forecast.is_empty():  # the plan's own note says so, for the baseline and every scenario alike
+def coverage(forecast: pl.DataFrame, outcome: PlanOutcome) -> str | None:
+    """What a plan's days miss of the demand forecast (a `plan_days` past it: days with no expected arrivals,
+    `arrivals.coverage_notes`), in words; None when it covers them all, or when there is no forecast at all (the
+    plan's own note says so, for the baseline and every scenario alike)."""
+    if forecast.is_empty() or outcome.plan.rows.is_empty():
         return None
-    own, base = (arrivals.coverage_notes(o.plan.rows["day"].unique(), forecast["day"]) for o in (outcome, baseline))
-    return "; ".join(own) if own and own != base else None
+    return "; ".join(arrivals.coverage_notes(outcome.plan.rows["day"].unique(), forecast["day"])) or None

@@ -548,8 +548,8 @@ CREATE TABLE IF NOT EXISTS plan_scenarios (
     gpus_owned_vs_baseline BIGINT,
     expected_wait_hours_vs_baseline DOUBLE,
     unplaceable_jobs_vs_baseline BIGINT,
-    reason VARCHAR                     -- why a failed scenario failed; a planned one's: what its plan notes that
-                                       -- the baseline's does not (session 25: a plan_days past the demand forecast)
+    reason VARCHAR                     -- why a failed scenario failed; a planned row's (the baseline's too): the
+                                       -- days past the demand forecast, with no expected arrivals (session 25)
 );
 -- Session 14: the site's P50 total, the pair of gpus_total_p90 (the rows' gpus_total_p50_of_total summed: the site's
 -- total's own P50), where gpus_total_p50 is the queues' own P50s summed

@@ -129,6 +129,13 @@ def test_a_scenario_planning_past_the_demand_forecast_says_so():
     table = scenario_table(rows)
     assert table.filter(pl.col("scenario") == "longer")["reason"].item() == longer["reason"][0]
     assert table.filter(pl.col("scenario") == "baseline")["reason"].item() is None
+    # a baseline past the forecast says so too, as does a scenario of its length; a scenario within it does not
+    # (review 76 S2-1: judged against the baseline's, the baseline and the same length said nothing)
+    past = scenarios.plan_once(inputs, INVENTORY, 5)
+    rows = scenarios.plan_scenarios(inputs, INVENTORY, 5, past, (_scenario("same", scale=(Scale("big", 2.0),)),
+                                                                 _scenario("two", plan_days=2)))
+    said = {name: sub["reason"].unique().to_list() for (name,), sub in rows.partition_by("scenario", as_dict=True).items()}
+    assert said["baseline"] == said["same"] == [longer["reason"][0]] and said["two"] == [None]
 
 
 def test_a_scenario_that_only_changes_counts_packs_nothing_again(monkeypatch):
