@@ -244,6 +244,10 @@ def restore_previous(storage: Storage) -> Path:
     prev = previous_copy(target)
     if not prev.exists():
         raise FileNotFoundError(f"no previous copy at {prev}: it appears after the second publish")
+    if target.exists() and prev.samefile(target):  # a failed in-place publish: the module doc (review 76 S2-2)
+        raise FileNotFoundError(f"nothing older to restore: {prev.name} is a second name of {target.name}, the copy "
+                                "planners read now (the last publish failed before replacing it, and took the older "
+                                "file); the next publish makes a copy that `gpucast restore` can put back")
     with writer_lock(storage):
         _replace_with_copy(prev, target)
         Path(f"{target}.wal").unlink(missing_ok=True)

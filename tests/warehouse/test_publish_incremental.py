@@ -24,6 +24,7 @@ from gpucast.warehouse.publish import (
     LATEST_ARRIVALS,
     PublishFailed,
     publish_snapshot,
+    restore_previous,
 )
 from gpucast.warehouse.schema import LATEST_KEYS
 from tests.conftest import key_latest
@@ -354,6 +355,10 @@ def test_a_publish_killed_while_writing_the_previous_copy_in_place_leaves_the_cu
     assert storage.published_path.read_bytes() == before
     assert _inode(storage.home / "published.prev.duckdb") == _inode(storage.published_path) != previous_file
     assert _runs_in(storage.published_path) == ["score-day000", "score-day001", "score-day002"]
+    # nothing older is left to restore: `gpucast restore` says so, not "restored" with the same copy (review 76 S2-2)
+    with pytest.raises(FileNotFoundError, match="nothing older to restore: published.prev.duckdb is a second name"):
+        restore_previous(storage)
+    assert storage.published_path.read_bytes() == before
 
     runs.sweep_orphans(storage)  # as the next run's start does
     assert list(storage.home.glob(".published*")) == []

@@ -190,3 +190,23 @@ def test_a_damaged_warehouse_fails_the_publish_at_once_naming_it(storage, base, 
     assert "could not be brought up to date" not in line
     assert storage.published_path.read_bytes() == before
     assert copy_health(storage.published_path).repairs == []
+
+
+def test_after_a_restore_status_checks_the_forecast_files_the_restored_copy_reads(storage):
+    """`gpucast restore` puts the previous copy back: `copy_health` says so and checks that copy's forecast files, the
+    ones it reads (review 76: the restore test had none), not tonight's."""
+    for day in (0, 1):
+        _score(storage, day, rows=ROWS)
+        publish_snapshot(storage)
+    tonight = {p.name for p in _read_files(storage)}
+    publish.restore_previous(storage)
+    restored = _read_files(storage)
+    only_tonight = sorted(tonight - {p.name for p in restored})
+    assert restored and only_tonight, "the two copies read different files"
+    health = copy_health(storage.published_path)
+    assert health.problems == [] and health.restored is not None
+    (db.forecast_files_dir(storage.published_path) / only_tonight[0]).unlink()  # not read by the copy put back
+    assert copy_health(storage.published_path).problems == []
+    restored[0].unlink()
+    (problem,) = copy_health(storage.published_path).problems
+    assert problem.startswith(f"{restored[0]}: ") and copy_health(storage.published_path).restored is not None
