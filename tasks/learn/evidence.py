@@ -50,7 +50,8 @@ def held_out_evidence(rows: pl.DataFrame, target: str, options: TrainOptions, ch
     evidence = ood.held_out_best(rows[ood.FAMILY].to_numpy(), y, fit_predict, named)
     if evidence:
         evidence = replace(evidence, seconds=round(time.perf_counter() - t0, 2))
-        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: {evidence.estimate} "
+        (build.progress or log.info)(f"{target}: out-of-distribution jobs get the held-out-best estimate: "
+                                     f"{ood.CANDIDATE_WORDS.get(evidence.estimate, evidence.estimate)} "
                                      f"(x/÷ {evidence.interval_factor:.2f}, {len(evidence.families)} families held out)")
     return evidence
 

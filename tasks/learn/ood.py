@@ -90,6 +90,8 @@ INTERVAL_QUANTILE = 0.9  # of the chosen estimate's held-out |log error|: the in
 # The trained model's extrapolation, the prior, their geometric mean. This "blend" is the model x prior geometric mean
 # of the out-of-range guard, not the champion candidate `registry.BLEND` (the stacking of `tasks/learn/blend.py`).
 CANDIDATES = ("model", "prior", "blend")
+CANDIDATE_WORDS = {"model": "the champion's own extrapolation", "prior": "the prior",
+                   "blend": "the champion and the prior, blended"}  # for the training log
 CHOSEN_BY = "mape"
 
 

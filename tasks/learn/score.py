@@ -320,10 +320,10 @@ class Scorer:
         prior = np.exp(X[over][:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
         p10[over], new50, p90[over], used = ood.within_ceiling(self.evidence, pred[over], prior, bound[over])
         for k, i in enumerate(np.flatnonzero(over)):
-            label = {"model": self.champion.model, "prior": registry.PRIOR, "blend": f"{self.champion.model}+{registry.PRIOR}"}
-            model[i] = label.get(used[k], model[i])
+            capped = used[k] == "capped"
+            model[i] = model[i] if capped else self._label(used[k])
             says = (f"impossible: P50 {p50[i]:.4g} above {words(int(i))} -> "
-                    + (f"capped at {new50[k]:.4g}" if used[k] == "capped" else f"{used[k]} within it ({new50[k]:.4g})"))
+                    + (f"capped at {new50[k]:.4g}" if capped else f"{model[i]} within it ({new50[k]:.4g})"))
             reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         p50[over] = new50
         flags[over] = True
@@ -346,6 +346,11 @@ class Scorer:
             return np.zeros(batch.height, dtype=bool)
         return ood.traced_unlearned(batch, self.detector)
 
+    def _label(self, estimate: str) -> str:
+        """The `model` column's name (and `ood_reason`'s) of a held-out-best estimate (`ood.CANDIDATES`): the
+        champion's own (its extrapolation), the prior, or `<champion>+prior` for their blend."""
+        return {"model": self.champion.model, "prior": registry.PRIOR}.get(estimate, f"{self.champion.model}+{registry.PRIOR}")
+
     def _fallback(self, X: np.ndarray, pred: np.ndarray, champion: tuple[np.ndarray, ...],
                   groups: dict[str, pl.Series]) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
         """P10, P50, P90, the `model` column and the words `ood_reason` ends with, for flagged jobs: the
@@ -353,8 +358,7 @@ class Scorer:
         else the champion's interval widened by `ood.WIDEN_FACTOR`."""
         if self.evidence:
             prior = np.exp(X[:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
-            name = self.evidence.estimate
-            label = {"model": self.champion.model, "prior": registry.PRIOR}.get(name, f"{self.champion.model}+{registry.PRIOR}")
+            label = self._label(self.evidence.estimate)
             return (*ood.estimate(self.evidence, pred, prior), label,
                     f"held-out-best: {label} (x/÷ {self.evidence.interval_factor:.2f})")
         if self.fallback:

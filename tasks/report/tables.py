@@ -216,8 +216,8 @@ def published_copy_lines(published: Path, problems: list[str], repairs: list[tup
     """What is damaged now in the planners' copy, and what the last publishes found damaged and repaired
     (`warehouse/publish.py` `copy_health`), each of those lines made printable by `clean`; a copy `gpucast restore`
     put back (`restored`: when) is said to be that."""
-    state = (f"the previous publish's copy, put back by `gpucast restore` at {restored} (the next publish builds it "
-             f"again from the warehouse)" if restored else "as the last publish wrote it")
+    state = (f"the previous publish's copy, put back by `gpucast restore` at {restored}; the next publish builds it "
+             f"again from the warehouse" if restored else "as the last publish wrote it")
     lines = [f"Planners' copy ({published} and its forecast files): "
              + (f"{len(problems)} problem(s) now" + (f" ({state})" if restored else "") + ":" if problems else state)]
     lines += [clean(f"- {problem}") for problem in problems]

@@ -136,6 +136,11 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
                for r in f["ood_reason"])
     capped = f["ood_reason"].str.contains("impossible: ").to_numpy()
     assert 0 < capped.sum() < f.height, "some jobs keep the held-out estimate, some are capped"
+    # an impossible P50 is capped, or replaced by the next estimate within the bound, named as the `model` column names
+    # it (review 76 S3-4: the internal words `model` / `blend` were printed)
+    for reason, model in f.filter(pl.Series(capped)).select("ood_reason", "model").iter_rows():
+        assert "-> capped at " in reason or f"-> {model} within it (" in reason, reason
+        assert model in (result.champion, "prior", f"{result.champion}+prior"), model
     p50, p90 = f["p50"].to_numpy(), f["p90"].to_numpy()
     ratio, low = p90 / p50, (f["p50"] / f["p10"]).to_numpy()
     factor = evidence.interval_factor

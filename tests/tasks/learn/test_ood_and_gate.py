@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 import numpy as np
@@ -110,6 +111,9 @@ def test_the_gate_keeps_the_champion_when_the_challenger_is_clearly_worse():
     decision = gate.decide(actual, champion, challenger)
     assert not decision.promote and "worse on the backtest window beyond noise" in decision.reason
     assert decision.window_jobs == 200 and decision.challenger_error > decision.champion_error
+    # the bound in two significant figures: a small one is not printed "0.000 > 0" (newcomer 25)
+    tiny = gate.decide(actual, actual, actual * np.exp(np.where(np.arange(200) < 199, 1e-5, 2e-5)))
+    assert not tiny.promote and re.search(r"difference 1(\.\d)?e-05 > 0\)$", tiny.reason), tiny.reason
 
 
 def test_the_gate_promotes_a_challenger_that_is_as_good_or_better():
