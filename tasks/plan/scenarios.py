@@ -294,9 +294,14 @@ def plan_scenarios(inputs: PlanInputs, inventory: Inventory | None, days: int, b
 
 
 def coverage(forecast: pl.DataFrame, outcome: PlanOutcome) -> str | None:
-    """What a plan's days miss of the demand forecast (a `plan_days` past it: days with no expected arrivals,
-    `arrivals.coverage_notes`), in words; None when it covers them all, or when there is no forecast at all (the
-    plan's own note says so, for the baseline and every scenario alike)."""
+    """The plan's days the demand forecast does not cover (a `plan_days` past it: no expected arrivals on them), in
+    a few words for the what-if table (the plan's own note, `arrivals.coverage_notes`, says it at length, once);
+    None when it covers them all, or when there is no forecast at all (the plan's note says so for every row alike)."""
     if forecast.is_empty() or outcome.plan.rows.is_empty():
         return None
-    return "; ".join(arrivals.coverage_notes(outcome.plan.rows["day"].unique(), forecast["day"])) or None
+    days, known = outcome.plan.rows["day"].unique(), forecast["day"]
+    missed = days.filter(~days.is_in(known.implode())).len()
+    if not missed:
+        return None
+    return (f"{missed} of its {days.len()} days outside the demand forecast ({known.min()} to {known.max()}): "
+            f"no expected arrivals on them")

@@ -122,7 +122,8 @@ def test_a_scenario_planning_past_the_demand_forecast_says_so():
                                     progress=said.append)
     longer = rows.filter(pl.col("scenario") == "longer")
     assert longer.height == 5 and longer["reason"].n_unique() == 1
-    assert longer["reason"][0].startswith("the demand forecast covers 3 of the plan's 5 days")
+    assert longer["reason"][0] == (f"2 of its 5 days outside the demand forecast ({START} to {START + timedelta(days=2)}): "
+                                   "no expected arrivals on them")
     assert said == [f"scenario 'longer': planned ({longer['reason'][0]})"]
     from gpucast.tasks.report.render import scenario_table
 
