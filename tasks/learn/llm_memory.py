@@ -194,6 +194,7 @@ class Arch:
     experts_active: int = 1
     tied: bool = False
     source: str = ""  # the config.json it was read from; "estimated ..." for `estimate_arch`
+    like: str = field(default="", compare=False)  # `estimate_arch`: the table row whose shape it scaled (`kin`), if any
     aliases: tuple[str, ...] = field(default=(), compare=False, repr=False)  # the table's other spellings of it
 
     @property
@@ -362,7 +363,7 @@ def estimate_arch(params: float, layers: float | None = None, name: str | None =
                      kv_heads=max(1, round(heads * near.kv_heads / near.heads)),
                      intermediate=round(hidden * near.intermediate / near.hidden), vocab=near.vocab,
                      experts=near.experts, experts_active=near.experts_active, tied=near.tied,
-                     source=f"estimated from {near.name}'s shape: hidden x (params ratio)^{b:.3f}")
+                     source=f"estimated from {near.name}'s shape: hidden x (params ratio)^{b:.3f}", like=near.name)
         if not layers or layers <= 0:
             layers = max(1.0, (params - shape.embedding_params) / shape.block_params)
         return replace(shape, layers=round(layers))
@@ -1049,17 +1050,37 @@ def _value(row: dict, name: str, default=None):
     return default if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
 
 
+def arch_of(row: dict) -> Arch | None:
+    """The architecture one job's per-GPU prior reads: its `arch`'s row of the LLM table, else one estimated from its
+    logged parameter count or the size its name gives (`estimate_arch`), else None."""
+    if (arch := lookup(_value(row, c.ARCH))) is not None:
+        return arch
+    params = _value(row, c.PARAMS_MILLION)
+    params = float(params) * 1e6 if params else params_from_name(_value(row, c.ARCH))
+    if not params or not math.isfinite(params):
+        return None
+    return estimate_arch(params, _value(row, c.NUM_LAYERS), _value(row, c.ARCH))
+
+
+def read_as(arch: Arch) -> str:
+    """What a per-GPU prior read, in the words a forecast's `ood_reason` gives it (so a planner sees a wrong match:
+    `llama-3-70b` read as an 8B row would say so): the LLM table's row by name; a model the table lacks by the row
+    whose shape was scaled to its size (`kin`); else the GPT-style shape of its parameter count."""
+    size = f"{arch.params / 1e9:.3g}B" if arch.params >= 1e9 else f"{arch.params / 1e6:.3g}M"
+    size += " parameters"
+    if arch.name != "estimated":
+        return f"the LLM table's {arch.name}"
+    if arch.like:
+        return f"{arch.like}'s shape scaled to {size}"
+    return f"a GPT-style shape for {size} (no table row of its family)"
+
+
 def job_of(row: dict) -> tuple[Arch, Layout] | None:
     """The architecture and layout of one job's contract row (v5 defaults applied; unknown words as the plain
     case), or None when its `arch` is not in the table and neither its parameter count is logged nor its name gives one
     (`params_from_name`)."""
-    arch = lookup(_value(row, c.ARCH))
-    if arch is None:
-        params = _value(row, c.PARAMS_MILLION)
-        params = float(params) * 1e6 if params else params_from_name(_value(row, c.ARCH))
-        if not params or not math.isfinite(params):
-            return None
-        arch = estimate_arch(params, _value(row, c.NUM_LAYERS), _value(row, c.ARCH))
+    if (arch := arch_of(row)) is None:
+        return None
     gpus = int(_value(row, c.GPU_COUNT, 1))
     tp, pp, cp = (int(_value(row, n, 1)) for n in c.PARALLELISM)
     d = max(1, gpus // max(1, tp * pp * cp))

@@ -292,8 +292,9 @@ class Scorer:
             mem = batch[LLM_MEM_GB].to_numpy()[llm]
             factor = llm_memory.P90_FACTOR
             p10[llm], p50[llm], p90[llm], model[llm], flags[llm] = mem / factor, mem, mem * factor, LLM_PRIOR, True
-            for i in np.flatnonzero(llm):
-                reasons[i] = f"{reasons[i]} -> per-GPU prior (x/÷ {factor:g})"
+            read = _llm_read_as(batch, llm)
+            for i, words in zip(np.flatnonzero(llm), read, strict=True):
+                reasons[i] = f"{reasons[i]} -> per-GPU prior of {words} (x/÷ {factor:g})"
         for i in np.flatnonzero(unsized):  # flagged, the champion's forecast kept: the fallbacks lean on the prior,
             reasons[i] = f"{reasons[i]} -> {model[i]}'s forecast kept"  # which read the job as a small model
         self._never_impossible(batch, X, pred, (p10, p50, p90), model, flags, reasons)
@@ -367,6 +368,22 @@ class Scorer:
         p10, p50, p90 = champion
         return (p10 / ood.WIDEN_FACTOR, p50, p90 * ood.WIDEN_FACTOR, self.champion.model,
                 f"{self.champion.model}, interval x/÷ {ood.WIDEN_FACTOR:g} (no held-out-family evidence)")
+
+
+def _llm_read_as(batch: pl.DataFrame, at: np.ndarray) -> list[str]:
+    """For the rows `at` (a mask) whose memory forecast is the per-GPU prior: which architecture it read, in words
+    (`llm_memory.read_as`), worked out once per distinct name, size and depth."""
+    names = [n for n in (c.ARCH, c.PARAMS_MILLION, c.NUM_LAYERS) if n in batch.columns]
+    rows = batch.filter(pl.Series(at)).select(names).to_dicts()
+    said: dict[tuple, str] = {}
+    out = []
+    for row in rows:
+        key = tuple(None if isinstance(v, float) and math.isnan(v) else v for v in row.values())  # NaN != NaN
+        if key not in said:
+            arch = llm_memory.arch_of(row)
+            said[key] = llm_memory.read_as(arch) if arch is not None else "an unknown size"
+        out.append(said[key])
+    return out
 
 
 def _arch_names(batch: pl.DataFrame) -> pl.Series:

@@ -227,6 +227,18 @@ def test_a_model_the_table_lacks_takes_the_shape_of_its_familys_nearest_row():
     assert job is not None and job[0].vocab == 152064
 
 
+def test_a_forecast_says_which_architecture_its_per_gpu_prior_read():
+    """`arch_of` / `read_as` (newcomer 25 P6, the words of an `llm_prior` forecast's reason): the table's row by any
+    spelling; a logged parameter count over the name's size; a family's nearest row scaled; a name no family has; a
+    size nobody gave."""
+    said = lambda **row: m.read_as(a) if (a := m.arch_of(row)) is not None else None  # noqa: E731
+    assert said(arch="meta-llama/Llama-3.1-8B-Instruct") == "the LLM table's Llama-3.1-8B"
+    assert said(arch="Qwen2.5-Turbo-5B") == "Qwen2.5-7B's shape scaled to 5B parameters"
+    assert said(arch="Qwen2.5-Turbo-5B", params_million=3000.0) == "Qwen2.5-3B's shape scaled to 3B parameters"
+    assert said(arch="acme-lm", params_million=350.0) == "a GPT-style shape for 350M parameters (no table row of its family)"
+    assert said(arch="acme-lm") is None and said(arch="acme-lm", params_million=float("nan")) is None
+
+
 def test_an_unknown_name_falls_back_to_the_power_law_of_the_parameters():
     a, b = m.hidden_power_law()
     assert 0.3 < b < 0.5  # hidden ~ params^0.4 across the table

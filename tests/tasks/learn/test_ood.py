@@ -222,13 +222,21 @@ def test_a_job_with_llm_fields_the_champion_never_learned_gets_the_per_gpu_prior
     assert result.ood.llm_rows == 0
     rows = simulate_jobs(6, np.random.default_rng(8), date(2026, 11, 2), 0.0)
     llm = pl.Series([True, False] * 3)
-    rows = rows.with_columns(pl.when(llm).then(pl.lit("Llama-3.1-8B")).otherwise(pl.col(c.ARCH)).alias(c.ARCH),
+    # a row of the LLM table, a size its family's rows lack (their shape, scaled), a family the table lacks
+    names = pl.Series(["Llama-3.1-8B", None, "llama3_1-20b", None, "acme-lm-3b", None])
+    rows = rows.with_columns(pl.when(llm).then(names).otherwise(pl.col(c.ARCH)).alias(c.ARCH),
                              pl.when(llm).then(pl.lit("fsdp")).otherwise(None).alias(c.SHARDING),
-                             pl.when(llm).then(8).otherwise(pl.col(c.GPU_COUNT)).alias(c.GPU_COUNT))
+                             pl.when(llm).then(8).otherwise(pl.col(c.GPU_COUNT)).alias(c.GPU_COUNT),
+                             pl.when(llm).then(None).otherwise(pl.col(c.PARAMS_MILLION)).alias(c.PARAMS_MILLION))
     f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
     picked = f.filter(llm)
     assert (picked["model"] == llm_memory.LLM_PRIOR).all() and picked["ood"].all()
-    assert all(r.endswith(f"-> per-GPU prior (x/÷ {llm_memory.P90_FACTOR:g})") for r in picked["ood_reason"])
+    # the reason names what the prior read (newcomer 25 P6): a wrong match shows in the forecast's own words
+    said = [r.rsplit(" -> ", 1)[1] for r in picked["ood_reason"]]
+    factor = f"(x/÷ {llm_memory.P90_FACTOR:g})"
+    assert said == [f"per-GPU prior of the LLM table's Llama-3.1-8B {factor}",
+                    f"per-GPU prior of Llama-3.1-8B's shape scaled to 20B parameters {factor}",
+                    f"per-GPU prior of a GPT-style shape for 3B parameters (no table row of its family) {factor}"]
     assert np.allclose((picked["p90"] / picked["p50"]).to_numpy(), llm_memory.P90_FACTOR)
     assert (f.filter(~llm)["model"] != llm_memory.LLM_PRIOR).all()  # the other jobs as before
 
