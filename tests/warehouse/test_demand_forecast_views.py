@@ -137,6 +137,37 @@ def test_backtest_summary_scores_jobs_submitted_beside_gpu_hours(con):
                     pytest.approx(0.5))]
 
 
+def test_backtest_summaries_compare_with_seasonal_naive_on_the_days_it_has_a_forecast(con):
+    """Newcomer 26 P1: a series' first season has no seasonal naive forecast; relative MAE is over the days that
+    have one, on both sides (the night log's figure, `tasks/demand/backtest.relative_mae`). The views summed those
+    days' errors into the numerator only: the demo published 1.47 where the log said 0.90."""
+    import polars as pl
+
+    from gpucast.tasks.demand.backtest import relative_mae
+
+    rows = [  # run, origin, horizon, day, queue, gpu_type, actual, p10, p50, p90, seasonal naive, scale
+        ("r3", NOV[1], 1, NOV[2], "q1", A100, 10.0, 5.0, 12.0, 15.0, None, 4.0),  # |2|, no baseline: left out
+        ("r3", NOV[2], 1, NOV[3], "q1", A100, 20.0, 14.0, 14.0, 30.0, 10.0, 5.0),  # |6|, naive |10|
+        ("r3", NOV[3], 1, NOV[4], "q1", A100, 10.0, 5.0, 9.0, 15.0, 14.0, 5.0),  # |1|, naive |4|
+    ]
+    jobs = [(None, 3.0), (4.0, 6.0), (5.0, 9.0)]  # (seasonal naive, P50) of jobs submitted; actual 5 each day
+    con.executemany(f"INSERT INTO demand_backtest ({BACKTEST_COLUMNS}, jobs_method, actual_jobs, jobs_p10, jobs_p50, "
+                    "jobs_p90, jobs_seasonal_naive, jobs_mase_scale) VALUES (?, ?, ?, ?, ?, ?, 'AutoETS', ?, ?, ?, ?, "
+                    "?, ?, 'AutoETS', 5, 0, ?, 20, ?, 1)", [(*r, p, n) for r, (n, p) in zip(rows, jobs, strict=True)])
+    con.executemany("INSERT INTO demand_backtest_total (demand_run_id, origin, horizon, day, method, actual, gpu_hours_p10, "
+                    "gpu_hours_p50, gpu_hours_p90, seasonal_naive, mase_scale) VALUES (?, ?, ?, ?, 'AutoETS', ?, ?, ?, ?, ?, ?)",
+                    [r[:4] + r[6:] for r in rows])
+    frame = pl.DataFrame({"gpu_hours_p50": [r[8] for r in rows], "actual": [r[6] for r in rows],
+                          "seasonal_naive": [r[10] for r in rows], "jobs_p50": [p for _, p in jobs],
+                          "actual_jobs": [5.0] * 3, "jobs_seasonal_naive": [n for n, _ in jobs]})
+    logged = relative_mae(frame)
+    assert logged == {"gpu_hours": pytest.approx(7 / 14), "jobs_submitted": pytest.approx(5 / 1)}
+    got = con.execute("SELECT relative_mae, jobs_relative_mae FROM demand_backtest_summary WHERE horizon IS NULL").fetchone()
+    assert got == (pytest.approx(logged["gpu_hours"]), pytest.approx(logged["jobs_submitted"]))
+    total = con.execute("SELECT relative_mae FROM demand_backtest_total_summary").fetchone()
+    assert total == (pytest.approx(logged["gpu_hours"]),)
+
+
 def test_the_pages_demand_by_day_band_is_the_p90_of_the_days_sum():
     """Issue 53 item 3: a day's pending GPU-hours at P10 / P50 / P90 of their sum (each job a lognormal through its
     P50 and P90, independent, the sum moment-matched), not the jobs' quantiles summed. One job keeps its own band
