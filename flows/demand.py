@@ -23,6 +23,7 @@ from gpucast.tasks.demand.backtest import backtest_demand, versus_naive
 from gpucast.tasks.demand.forecast import (
     NAIVE,
     SEASONAL_NAIVE,
+    at_least_its_parts,
     forecast_demand,
     forecast_queue_totals,
     forecast_total,
@@ -92,6 +93,7 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
         total = forecast_total_task(daily, end, days)
         forecast = forecast_demand_task(daily, end, days)
         queues = forecast_queue_totals_task(daily, end, days, forecast)
+        total = at_least_its_parts(total, queues, ["day"], "queue")  # the site's band not below one queue's own
         forecast = with_queue_share(with_total_share(forecast, total), queues)
         backtest = backtest_demand_task(daily, end, days)
         series, fallbacks = series_counts(forecast)

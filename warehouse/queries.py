@@ -71,8 +71,10 @@ TOP_REJECTIONS = """
 SELECT reason, count(*) AS n FROM (SELECT unnest(reasons) AS reason FROM rejected_job_logs WHERE ingest_run_id = ?)
 GROUP BY ALL ORDER BY n DESC, reason LIMIT ?
 """
+# `is_champion`: the row of the model that scores the target now; a target with none is scored by an earlier run's
+# champion the gate kept (`CHAMPIONS` names it; newcomer 26 P4: the page's rank 1 read as the champion).
 LEADERBOARD = """
-SELECT target, rank, model, planner_loss, holdout_planner_loss, validation_rmse, backtest_rmse, test_rmse, test_mape,
+SELECT target, rank, model, is_champion, planner_loss, holdout_planner_loss, validation_rmse, backtest_rmse, test_rmse, test_mape,
        backtest_mape, test_r2, train_seconds, epochs
 FROM model_leaderboard ORDER BY target, rank
 """
@@ -514,12 +516,12 @@ SITE_ROWS = 50  # rows of a job list shown on the page (the counts say how many 
 def site_frames(path: Path, rows: int = SITE_ROWS, runs: int = 12) -> dict[str, pl.DataFrame]:
     """Everything the planners' page shows, read from one database (the published copy)."""
     names = ("demand", "demand_history", "demand_outlook", "plan", "plan_run", "oom", "oom_count", "unplaceable",
-             "unplaceable_count", "colocation", "leaderboard", "coverage", "runs", "featureless", "scenarios",
+             "unplaceable_count", "colocation", "champions", "leaderboard", "coverage", "runs", "featureless", "scenarios",
              "queue_waits", "job_waits", "no_start_count", "large_jobs", "large_jobs_count")
     frames = _read(path, (DEMAND_BY_DAY, []), (DEMAND_HISTORY, [HISTORY_DAYS, TOTAL_QUEUE]),
                    (DEMAND_OUTLOOK, [TOTAL_QUEUE]), (PLAN, []),
                    (PLAN_RUN, []), (OOM_RISK, [rows]), (OOM_RISK_COUNT, []),
-                   (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (LEADERBOARD, []),
+                   (UNPLACEABLE, [rows]), (UNPLACEABLE_COUNT, []), (COLOCATION, []), (CHAMPIONS, []), (LEADERBOARD, []),
                    (COVERAGE, []), (RECENT_RUNS, [runs]), (FEATURELESS, []), (SCENARIOS, []), (QUEUE_WAITS, []),
                    (JOB_WAITS, [min(rows, 20)]), (NO_START_COUNT, []), (LARGE_JOBS, [UNKNOWN_LLM_SIZE, rows]),
                    (LARGE_JOBS_COUNT, [UNKNOWN_LLM_SIZE]))

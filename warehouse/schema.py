@@ -17,7 +17,7 @@ from importlib import resources
 import duckdb
 
 from gpucast.expectations import contract as c
-from gpucast.records import UNKNOWN_LLM_SIZE
+from gpucast.records import UNKNOWN_LLM_SIZE, UNKNOWN_RUNNING_HOURS
 from gpucast.warehouse.errors import redact
 
 SQL_TYPES = {
@@ -32,6 +32,7 @@ SQL_TYPES = {
 PLACEHOLDER = "@CONTRACT_COLUMNS@"
 MIGRATIONS = "@CONTRACT_MIGRATIONS@"
 UNKNOWN_SIZE_WORDS = "@UNKNOWN_LLM_SIZE@"  # (a literal: a view binds no parameter)
+UNKNOWN_HOURS = "@UNKNOWN_RUNNING_HOURS@"
 CONTRACT_TABLES = ("job_log_records",)  # (`job_logs` is a view over it since session 15: `latest_keys`)
 RECORD_HASH = c.record_hash_sql()  # a record's identity (`warehouse/load.py` de-duplicates by it)
 # kind -> (table, key column) of the run tables (warehouse/runs.py). The key names are the planners' public interface.
@@ -63,7 +64,7 @@ def schema_sql() -> str:
     text = resources.files("gpucast.warehouse").joinpath("sql/schema.sql").read_text()
     words = "'" + UNKNOWN_LLM_SIZE.replace("'", "''") + "'"
     return (text.replace(PLACEHOLDER, contract_columns_ddl()).replace(MIGRATIONS, contract_migrations_ddl())
-            .replace(UNKNOWN_SIZE_WORDS, words))
+            .replace(UNKNOWN_SIZE_WORDS, words).replace(UNKNOWN_HOURS, repr(float(UNKNOWN_RUNNING_HOURS))))
 
 
 @cache

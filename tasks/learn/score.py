@@ -315,6 +315,10 @@ class Scorer:
         p10, p50, p90 = bands
         bound, words = ood.ceiling(batch, self.champion.target, self.detector.ceiling if self.detector else None)
         over = p50 > bound
+        clipped = ~over & (p90 > bound)
+        for i in np.flatnonzero(clipped):  # said where it happens (newcomer 26 P6: a band's words, x1.07, over P90 = P50)
+            says = f"P90 {p90[i]:.4g} capped at {bound[i]:.4g}, {words(int(i))}"
+            reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         np.minimum(p90, bound, out=p90, where=~over)  # the P50's above it get theirs from `within_ceiling`, within it
         if not over.any():
             return

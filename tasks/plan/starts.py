@@ -40,12 +40,11 @@ from datetime import date, datetime, timedelta
 import numpy as np
 import polars as pl
 
-from gpucast.records import catalog
+from gpucast.records import UNKNOWN_RUNNING_HOURS, catalog
 from gpucast.records.inventory import Inventory
 from gpucast.tasks.plan import gangs
 from gpucast.tasks.plan.capacity import DAY_HOURS, GpuChoice, assign_types, choose_gpus, largest_index
 
-UNKNOWN_RUNNING_HOURS = 1.0  # a running job whose expected run time is unknown (NULL): its whole run, hours
 # the running jobs the plan reads (warehouse/plan.py RUNNING_INPUT)
 RUNNING_COLUMNS = ("job_id", "queue", "gpu_type", "gpu_count", "started_at", "hours_expected")
 RUNNING_SCHEMA = {"job_id": pl.String, "queue": pl.String, "gpu_type": pl.String, "gpu_count": pl.Int64,

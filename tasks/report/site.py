@@ -291,7 +291,7 @@ def render_site(frames: dict[str, pl.DataFrame], generated_at: datetime) -> str:
         oom=_table(frames["oom"]), oom_count=frames["oom_count"].item(0, 0),
         unplaceable=_table(frames["unplaceable"]), unplaceable_count=frames["unplaceable_count"].item(0, 0),
         colocation=_table(frames["colocation"]),
-        leaderboard=_table(frames["leaderboard"]),
+        champions=_table(frames["champions"]), leaderboard=_table(frames["leaderboard"]),
         coverage=_table(frames["coverage"]),
         runs=_table(frames["runs"]),
         featureless=frames["featureless"].to_dicts()[0] if "featureless" in frames and frames["featureless"].height else None,

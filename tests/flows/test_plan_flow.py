@@ -80,6 +80,14 @@ def test_the_nightly_plans_capacity_and_writes_a_page_a_browser_shows(home, tmp_
     oom = _rows(published, "SELECT count(*) FROM pending_forecasts WHERE target = 'peak_gpu_mem_gb' AND oom_risk")[0][0]
     assert re.search(rf'id="oom-count">{oom}<', dom) and re.search(rf'id="unplaceable-count">{unplaceable}<', dom)
     assert "Champion leaderboard" in dom and "<svg" in dom
+    # the champions that score now, and the leaderboard's row of each (newcomer 26 P4: its rank 1 read as the champion)
+    table = lambda name: re.search(rf'<table id="{name}">(.*?)</table>', dom, re.S).group(1)  # noqa: E731
+    for target, model in _rows(published, "SELECT target, model FROM current_champions ORDER BY target"):
+        assert f"<tr><td>{target}</td><td>{model}</td>" in table("champions"), (target, model)
+    board = table("leaderboard")
+    assert "<th>is_champion</th>" in board
+    marked = _rows(published, "SELECT target, rank, model FROM model_leaderboard WHERE is_champion ORDER BY ALL")
+    assert marked and all(f"<tr><td>{t}</td><td>{r}</td><td>{m}</td><td>True</td>" in board for t, r, m in marked)
     shot = tmp_path / "page.png"
     chromium("--window-size=1280,1600", f"--screenshot={shot}", page.resolve().as_uri())
     from PIL import Image

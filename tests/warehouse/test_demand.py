@@ -133,6 +133,34 @@ def test_a_job_ending_at_midnight_holds_no_gpu_the_next_day():
     assert got == [(date(2026, 11, 1), 3), (date(2026, 11, 2), 0)]
 
 
+def test_a_stale_running_record_holds_its_gpus_as_the_plan_holds_them_not_until_now():
+    """Newcomer 26 P3: a running job whose run time is unknown (`hours_expected` NULL: never forecast, no time limit,
+    no finished run of its queue to read: likely an end never logged) holds its GPUs `UNKNOWN_RUNNING_HOURS` from its
+    start in `peak_busy_gpus`, as the plan holds them; it was counted to now, and the demo's peaks read 4-5x the GPUs
+    owned. A running job with an expected run (its forecast's P50 still ahead) is held to now, as before."""
+    from gpucast.records import UNKNOWN_RUNNING_HOURS
+
+    assert UNKNOWN_RUNNING_HOURS == 1.0  # the hours below
+    con = duckdb.connect()
+    con.execute(schema_sql())
+    columns = (f"{c.JOB_ID}, {c.QUEUE}, {c.GPU_COUNT}, {c.SUBMITTED_AT}, {c.STATUS}, {c.UPDATED_AT}, {c.MODEL_TYPE}, "
+               "record_hash, arrival, source_file, source_row, ingest_run_id, loaded_at")
+    records = [("s", 4, "2026-11-01 00:00", "RUNNING", "2026-11-01 00:00"),  # stale: no forecast, nothing to read
+               ("t", 1, "2026-11-02 09:00", "RUNNING", "2026-11-02 10:00"),  # forecast 100 h: running to now
+               ("u", 1, "2026-11-04 12:00", "PENDING", "2026-11-04 12:00")]  # the warehouse's clock: Nov 4
+    con.executemany(f"INSERT INTO job_log_records ({columns}) VALUES (?, 'q', ?, ?, ?, ?, 'CNN', 'h', ?, 'f', ?, 'i', "
+                    "'2026-11-05 00:00+00')", [(j, g, f"{at}+00", st, f"{up}+00", n, n)
+                                              for n, (j, g, at, st, up) in enumerate(records)])
+    key_latest(con)
+    con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('s1', '2026-11-02 12:00+00', 'published')")
+    con.execute("INSERT INTO forecasts (job_id, target, p10, p50, p90, model, train_run_id, score_run_id, scored_at) "
+                f"VALUES ('t', '{c.RUNTIME_HOURS}', 50, 100, 150, 'm', 't', 's1', '2026-11-02 12:00+00')")
+    hours = dict(con.execute("SELECT job_id, hours_expected FROM job_demand WHERE status = 'RUNNING'").fetchall())
+    assert hours == {"s": None, "t": 100.0}
+    got = con.execute("SELECT day, peak_busy_gpus FROM demand_daily ORDER BY day").fetchall()
+    assert got == [(date(2026, 11, d), peak) for d, peak in ((1, 4), (2, 1), (3, 1), (4, 1))]
+
+
 def test_a_job_running_for_days_counts_the_days_its_longer_peers_ran():
     """Issue 53 item 2: a running job's expected hours (job_demand.hours_expected, in demand_daily's GPU-hours) given
     the hours it has run: the median of its queue's longer finished runs, as tasks/learn/history.py RemainingTime."""

@@ -747,14 +747,18 @@ FROM jobs;
 --   jobs_submitted, gpu_hours_known, gpu_hours_forecast, gpu_hours (their sum), jobs_hours_unknown:
 --     by submission day (demand as it arrives: a job's GPU-hours all count on the day it was submitted).
 --   peak_busy_gpus: by the time GPUs were held: the most GPUs held at once during the day by the group's
---     jobs, each over [started_at, ended_at) (still running: to now), jobs running since an earlier day
+--     jobs, each over [started_at, ended_at) (still running: to now, but a running job whose run time is unknown,
+--     `hours_expected` NULL, likely a record whose end was never logged: @UNKNOWN_RUNNING_HOURS@ hours from its start, as
+--     the plan holds its GPUs: records/__init__.py UNKNOWN_RUNNING_HOURS), jobs running since an earlier day
 --     included. An event sweep: +GPUs at a start, -GPUs at an end, a running sum, each midnight an
 --     instant of its own (so a day with no event still carries the GPUs held through it).
 --   A group's last day is its last submission or event, or, while one of its jobs still runs, the
 --   warehouse's last day (its latest submitted_at / updated_at).
 CREATE OR REPLACE VIEW demand_daily AS
 WITH demand AS MATERIALIZED (   -- job_demand read once (its running jobs' survival estimate paid once), for both below
-    SELECT queue, gpu_type, gpus, submitted_at, started_at, ended_at, gpu_hours_known, gpu_hours_forecast FROM job_demand
+    SELECT queue, gpu_type, gpus, submitted_at, started_at, ended_at, gpu_hours_known, gpu_hours_forecast, status,
+           hours_expected
+    FROM job_demand
 ),
 by_submission AS (
     SELECT CAST(submitted_at AS DATE) AS day, queue, gpu_type,
@@ -765,7 +769,10 @@ by_submission AS (
     FROM demand GROUP BY ALL
 ),
 intervals AS (  -- a start after its end (inconsistent times) is left out rather than held negative
-    SELECT queue, gpu_type, gpus, started_at, ended_at FROM demand
+    SELECT queue, gpu_type, gpus, started_at,
+           CASE WHEN status = 'RUNNING' AND hours_expected IS NULL THEN started_at + to_microseconds(CAST(@UNKNOWN_RUNNING_HOURS@ * 3600e6 AS BIGINT))
+                ELSE ended_at END AS ended_at
+    FROM demand
     WHERE started_at IS NOT NULL AND (ended_at IS NULL OR ended_at > started_at)
 ),
 events AS (     -- the net change of GPUs held at each instant
@@ -901,6 +908,11 @@ CREATE TABLE IF NOT EXISTS demand_forecast_queue (
 -- ... and each series' part of its queue's P90 (the queue's P90 split over its series by P50): summed over a queue's
 -- series of a day it is the P90 of the queue's total (null on rows of runs before this column)
 ALTER TABLE demand_forecast ADD COLUMN IF NOT EXISTS gpu_hours_p90_of_queue DOUBLE;
+-- Session 26 (newcomer 26 P2): a total is at least each of its parts, so each of its quantiles is raised to the largest
+-- of its parts' where it was below (tasks/demand/forecast.py `at_least_its_parts`): `raised_to` names those parts (the
+-- queues of the site's total; the GPU types of a queue's), null where nothing was raised (and on older runs' rows)
+ALTER TABLE demand_forecast_total ADD COLUMN IF NOT EXISTS raised_to VARCHAR;
+ALTER TABLE demand_forecast_queue ADD COLUMN IF NOT EXISTS raised_to VARCHAR;
 
 CREATE OR REPLACE VIEW current_demand_forecast_queue AS
 SELECT d.* FROM demand_forecast_queue d

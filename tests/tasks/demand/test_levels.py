@@ -232,15 +232,40 @@ def test_a_queue_of_several_gpu_types_has_its_own_p90_and_its_series_shares_add_
     as_of = START + timedelta(days=48)
     per_series = module.forecast_demand(daily, as_of, 7)
     queues = module.forecast_queue_totals(daily, as_of, 7, per_series)
-    assert queues.columns == list(module.QUEUE_COLUMNS) and queues.height == 14
+    assert queues.columns == [*module.QUEUE_COLUMNS, module.RAISED_TO] and queues.height == 14
     big = queues.filter(pl.col("queue") == "big").sort("day")
     summed = per_series.filter(pl.col("queue") == "big").group_by("day").agg(pl.col("gpu_hours_p50", "gpu_hours_p90").sum()).sort("day")
     assert (big["gpu_hours_p90"] < summed["gpu_hours_p90"]).all() and (big["gpu_hours_p90"] > summed["gpu_hours_p50"]).all()
     one = per_series.filter(pl.col("queue") == "one").select(module.QUEUE_COLUMNS)
-    assert queues.filter(pl.col("queue") == "one").equals(one)
+    assert queues.filter(pl.col("queue") == "one").drop(module.RAISED_TO).equals(one)
+    assert queues.filter(pl.col("queue") == "one")[module.RAISED_TO].is_null().all()
     shared = module.with_queue_share(per_series, queues).group_by("day", "queue").agg(pl.col(module.QUEUE_SHARE).sum())
     got = shared.join(queues.select("day", "queue", "gpu_hours_p90"), on=["day", "queue"])
     assert got[module.QUEUE_SHARE].to_list() == pytest.approx(got["gpu_hours_p90"].to_list())
+
+
+def test_a_total_is_never_forecast_below_one_of_its_parts():
+    """Newcomer 26 P2: the site's total and each queue's are forecast apart, and the demo's site P90 (4,388 GPU-hours)
+    fell below one queue's own (4,815) on a day. A total of non-negative parts is at least each part, so each of its
+    quantiles is raised to the largest part's where below, `raised_to` naming it; a day no part exceeds is untouched,
+    the parts never move, a quantile the total lacks (jobs) stays null."""
+    total = pl.DataFrame({"day": [START, START + timedelta(days=1)], "gpu_hours_p10": [200.0, 100.0],
+                          "gpu_hours_p50": [1500.0, 900.0], "gpu_hours_p90": [4388.5, 3000.0],
+                          "jobs_p10": [None, 5.0], "jobs_p50": [None, 9.0], "jobs_p90": [None, 12.0]},
+                         schema_overrides={"jobs_p10": pl.Float64, "jobs_p50": pl.Float64, "jobs_p90": pl.Float64})
+    queues = pl.DataFrame({"day": [START] * 2 + [START + timedelta(days=1)] * 2, "queue": ["a100", "l4"] * 2,
+                           "gpu_hours_p10": [250.0, 10.0, 50.0, 20.0], "gpu_hours_p50": [1400.0, 300.0, 600.0, 200.0],
+                           "gpu_hours_p90": [4814.8, 900.0, 2000.0, 800.0], "jobs_p10": [1.0, 1.0, 2.0, 1.0],
+                           "jobs_p50": [2.0, 2.0, 4.0, 3.0], "jobs_p90": [3.0, 3.0, 14.0, 5.0]})
+    got = module.at_least_its_parts(total, queues, ["day"], "queue").sort("day")
+    assert got["gpu_hours_p10"].to_list() == [250.0, 100.0] and got["gpu_hours_p50"].to_list() == [1500.0, 900.0]
+    assert got["gpu_hours_p90"].to_list() == [4814.8, 3000.0]
+    assert got["jobs_p10"].to_list() == [None, 5.0] and got["jobs_p90"].to_list() == [None, 14.0]  # day 2: a100's jobs
+    assert got[module.RAISED_TO].to_list() == ["a100", "a100"]
+    assert (got["gpu_hours_p10"] <= got["gpu_hours_p50"]).all() and (got["gpu_hours_p50"] <= got["gpu_hours_p90"]).all()
+    untouched = module.at_least_its_parts(total.with_columns(pl.col("gpu_hours_p90") * 10, pl.col("gpu_hours_p10") * 10,
+                                                             pl.col("jobs_p90") * 10), queues, ["day"], "queue")
+    assert untouched[module.RAISED_TO].is_null().all()
 
 
 def test_the_level_ceiling_is_each_series_median_of_its_own_forecast_days():

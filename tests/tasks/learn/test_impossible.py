@@ -80,6 +80,9 @@ def test_a_forecast_above_the_largest_gpu_of_the_catalogue_is_never_published(tm
     kept = [r for r in rows if r["p50"] < gb]
     assert kept and all(r["p90"] <= gb for r in rows)
     assert any(r["p90"] == gb for r in kept)  # one of them a band the clip brought down (its P50 x factor above it)
+    for r in kept:  # and its reason says so, naming the bound (newcomer 26 P6)
+        clipped = f"capped at {gb:.4g}, the memory of the largest GPU in the catalogue ({name}, {gb:g} GB)"
+        assert (clipped in (r["ood_reason"] or "")) == (r["p90"] == gb), r
 
 
 def test_a_jobs_own_trace_above_the_bound_is_published_as_it_is():

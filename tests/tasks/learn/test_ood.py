@@ -149,6 +149,9 @@ def test_training_stores_the_evidence_and_scoring_uses_it_for_flagged_jobs(train
     assert within.any() and clipped.any(), "some bands fit under the bound, some would pass it"
     assert np.allclose(ratio[within], factor) and np.allclose(low[~capped], factor)
     assert np.allclose(p90[clipped], bound[clipped]) and (ratio[clipped] < factor).all()
+    # a clipped band says so in its reason (newcomer 26 P6: the reason's band read x1.07 over P90 = P50); the rest do not
+    said = f["ood_reason"].fill_null("").str.contains(r"; P90 [0-9.e+]+ capped at |^P90 [0-9.e+]+ capped at ").to_numpy()
+    assert said[clipped].all() and not said[within].any()
     assert np.allclose(ratio[capped], 1.0) and (low[capped] >= 1.0).all()  # P50 = P90 = the cap; P10 at or under it
     assert (p90 <= bound * (1 + 1e-12)).all()
 
