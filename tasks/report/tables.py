@@ -206,8 +206,9 @@ def status_text(frames: dict[str, pl.DataFrame | Rows], where: Path) -> str:
     if frames.get("plans") is not None and frames["plans"].height:
         lines += ["", "Recent capacity plan runs:", text_table(frames["plans"])]
     if frames.get("champions") is not None and frames["champions"].height:
-        lines += ["", "Champions, the gate's last decision, and how their forecasts did on the backtest window:",
-                  text_table(frames["champions"])]
+        lines += ["", "Champions, the gate's last decision, and how their own forecasts did on the backtest window "
+                  "(backtest_jobs 0: none of this champion's forecasts has completed yet, e.g. one just promoted; the "
+                  "gate's reason counts the jobs it judged it on):", text_table(frames["champions"])]
     return "\n".join(lines)
 
 
