@@ -228,23 +228,39 @@ def coverage_notes(plan_days: pl.Series, forecast_days: pl.Series) -> list[str]:
             f"others have no expected arrivals (forecast as far as the plan with {further})"]
 
 
+def site_gpus(rows: pl.DataFrame) -> pl.DataFrame:
+    """Per day of the plan's `rows`, the site's GPUs at P50 and P90 (`gpus_site_p50`, `gpus_site_p90`): the rows' parts
+    of the site total's own forecast summed (`gpus_total_{q}_of_total`, module doc; a plan recorded before those
+    columns: the rows' own `gpus_total_{q}`), and never fewer than one queue's own (its rows' `gpus_total_{q}` summed).
+    The site's hours are at least each queue's already (`demand.forecast.at_least_its_parts`), but the split by P50
+    moves a queue's hours onto rows of another packing efficiency, so in GPUs the sum could still fall below one
+    queue's: the demo's page showed the site needing 85 GPUs at P90 beside a100-80g's 89 (newcomer 26 P2)."""
+    site = {q: f"gpus_total_{q}_of_total" if f"gpus_total_{q}_of_total" in rows.columns else f"gpus_total_{q}"
+            for q in QUANTILES}
+    summed = rows.group_by("day").agg(
+        *(pl.col(site[q]).fill_null(pl.col(f"gpus_total_{q}")).sum().alias(f"gpus_site_{q}") for q in QUANTILES))
+    queue = (rows.group_by("day", "queue").agg(*(pl.col(f"gpus_total_{q}").sum() for q in QUANTILES))
+             .group_by("day").agg(*(pl.col(f"gpus_total_{q}").max().alias(f"_queue_{q}") for q in QUANTILES)))
+    return (summed.join(queue, on="day", how="left")
+            .with_columns(*(pl.max_horizontal(f"gpus_site_{q}", f"_queue_{q}").alias(f"gpus_site_{q}") for q in QUANTILES))
+            .select("day", *(f"gpus_site_{q}" for q in QUANTILES)))
+
+
 def by_day(rows: pl.DataFrame) -> pl.DataFrame:
     """The plan's days over all queues and GPU types: GPUs needed known + expected (P50), the totals, owned, short.
     `gpus_site_p90` is the site's P90 total (the rows' `gpus_total_p90_of_total`, module doc), not the rows' own P90s
     (`gpus_total_p90`) summed (a plan recorded before that column: their sum), and `gpus_site_p50` its pair, the P50 of
     the same forecast of the site's total (the rows' `gpus_total_p50_of_total`; before that column: `gpus_total_p50`),
-    where `gpus_total_p50` is the queues' own P50s summed; `site_short_p90` what the site lacks at its P90 (owned
+    where `gpus_total_p50` is the queues' own P50s summed, each never below one queue's own (`site_gpus`);
+    `site_short_p90` what the site lacks at its P90 (owned
     known), and `shortfall_total_p90` the queues' own shortfalls summed, each at its own P90: a queue short while
     another has GPUs to spare counts there, not in the site's."""
-    site = {q: f"gpus_total_{q}_of_total" if f"gpus_total_{q}_of_total" in rows.columns else f"gpus_total_{q}"
-            for q in QUANTILES}
     days = rows.group_by("day").agg(
         pl.col("gpus_needed_p50").sum().alias("known_p50"), pl.col("gpus_needed_expected_p50").sum().alias("expected_p50"),
         pl.col("gpus_total_p50").sum(),
-        *(pl.col(site[q]).fill_null(pl.col(f"gpus_total_{q}")).sum().alias(f"gpus_site_{q}") for q in QUANTILES),
         pl.when(pl.col("gpus_owned").is_not_null().any()).then(pl.col("gpus_owned").sum()).alias("gpus_owned"),
         pl.col("shortfall_total_p90").sum(),
-    ).sort("day")
+    ).join(site_gpus(rows), on="day", how="left").sort("day")
     site_short = (pl.col("gpus_site_p90") - pl.col("gpus_owned")).clip(lower_bound=0).alias("site_short_p90")
     return days.with_columns(site_short).select("day", "known_p50", "expected_p50", "gpus_total_p50", "gpus_site_p50",
                                                 "gpus_site_p90", "gpus_owned", "site_short_p90", "shortfall_total_p90")

@@ -200,10 +200,10 @@ def summary(outcome: PlanOutcome) -> pl.DataFrame:
     return (rows.group_by("day").agg(
         # the site's P90 total (tasks/plan/arrivals.py: the rows' parts of it), not their P90s summed (issue 53), and
         # its pair, the site total's own P50 (session 14), beside the queues' own P50s summed (gpus_total_p50)
-        pl.col("gpus_total_p50").sum(), pl.col("gpus_total_p50_of_total").sum().alias("gpus_site_p50"),
-        pl.col("gpus_total_p90_of_total").sum().alias("gpus_total_p90"),
+        pl.col("gpus_total_p50").sum(),
         pl.col("shortfall_total_p50").sum().alias("gpus_short_p50"),
         pl.col("shortfall_total_p90").sum().alias("gpus_short_p90"))
+        .join(arrivals.site_gpus(rows).rename({"gpus_site_p90": "gpus_total_p90"}), on="day", how="left")
         .join(owned_known.group_by("day").agg(pl.col("gpus_owned").sum()), on="day", how="left")
         .join(waits, on="day", how="left")
         .join(unplaceable_gpus(outcome.plan.unplaceable, rows["day"].unique()), on="day", how="left")

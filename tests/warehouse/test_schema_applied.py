@@ -71,7 +71,7 @@ def test_a_warehouse_from_before_the_site_p50_gains_its_columns_and_its_old_plan
                 con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         con.execute("INSERT INTO capacity_plan (plan_run_id, day, queue, gpu_type, gpus_needed_p50, "
                     "gpus_needed_expected_p50, gpus_total_p50, gpus_total_p90, gpus_total_p90_of_total, shortfall_total_p90) "
-                    "VALUES ('p1', '2026-11-02', 'q', 'A100-80GB', 1, 2, 3, 9, 7, 0)")
+                    "VALUES ('p1', '2026-11-02', 'q', 'A100-80GB', 1, 2, 3, 9, 10, 0)")
         con.execute("UPDATE schema_applied SET fingerprint = 'an older gpucast'")
     with connect_writer(storage) as con:
         for table, columns in new.items():
@@ -81,7 +81,7 @@ def test_a_warehouse_from_before_the_site_p50_gains_its_columns_and_its_old_plan
         plan = con.sql("SELECT * FROM capacity_plan").pl()
     assert plan["gpus_total_p50_of_total"].to_list() == [None]
     day = by_day(plan).row(0, named=True)
-    assert (day["gpus_total_p50"], day["gpus_site_p50"], day["gpus_site_p90"]) == (3, 3, 7)
+    assert (day["gpus_total_p50"], day["gpus_site_p50"], day["gpus_site_p90"]) == (3, 3, 10)
 
 
 def test_an_older_warehouses_job_logs_table_becomes_the_keys_of_a_view_holding_the_same_rows(tmp_path):

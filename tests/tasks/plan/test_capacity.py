@@ -275,6 +275,21 @@ def test_the_site_p90_total_is_the_total_forecast_s_p90_not_the_rows_p90s_summed
     assert by_day(older)["gpus_site_p90"].to_list() == [8]  # a forecast before the column: the sum, as before
 
 
+def test_the_site_never_needs_fewer_gpus_than_one_of_its_queues():
+    """Newcomer 26 P2: the site's P90 split over the rows by P50 gave a busy queue fewer GPU-hours than its own P90 and
+    the other queue more, so the site's GPUs summed (85 on the demo) fell below that queue's own (89). By day, the
+    site's GPUs at P50 and P90 are at least the largest queue's own (its rows' `gpus_total_*` summed)."""
+    from gpucast.tasks.plan.arrivals import by_day
+
+    known = plan_capacity(jobs([]), None, START, 1, queues=["a", "b"])
+    demand = forecast([(0, "a", "unknown", 24.0, 240.0), (0, "b", "unknown", 24.0, 24.0)]).with_columns(
+        pl.Series([96.0, 24.0]).alias("gpu_hours_p90_of_total"), pl.lit(24.0).alias("gpu_hours_p50_of_total"))
+    rows, _ = add_expected(known.rows, demand, pl.DataFrame(schema=PACKING_SCHEMA))
+    assert rows["gpus_total_p90"].to_list() == [10, 1] and rows["gpus_total_p90_of_total"].to_list() == [4, 1]
+    day = by_day(rows).row(0, named=True)
+    assert (day["gpus_site_p50"], day["gpus_site_p90"]) == (2, 10)  # a's own 10 GPUs at P90, not the parts' 4 + 1
+
+
 def test_the_site_p50_total_is_the_total_forecast_s_p50_the_pair_of_its_p90():
     """Session 14 (issue 53 item 3): two queues whose own P50s are 24 GPU-hours each (1 GPU a row), while the site
     total's own P50 is 96 (the demand forecast's `gpu_hours_p50_of_total`: 48 a queue) and its P90 144 (72 a queue):
