@@ -31,10 +31,11 @@ from gpucast.flows.gpu_pool import train_where_possible
 from gpucast.flows.imports import pull_sources
 from gpucast.flows.ingest import ingest_job_logs
 from gpucast.flows.nightly_steps import NIGHTLY_STEPS
-from gpucast.flows.plan import capacity_plan, read_inventory, write_site
+from gpucast.flows.plan import capacity_plan, write_site
 from gpucast.flows.score import score_pending
 from gpucast.flows.settings import Alerts, Quality, Settings, Storage, with_time_limits
 from gpucast.flows.stage import stage_features
+from gpucast.records.inventory import read_inventory
 from gpucast.records.results import IngestResult, NightResult
 from gpucast.records.times import as_utc
 from gpucast.tasks.ingest.gate import RejectGate
@@ -129,7 +130,7 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
     _RUN_ALERTS[str(flow_run.id)] = settings.alerts  # for the failure hook
     settings = settings.ensure()
     options = with_time_limits(options or TrainOptions(), settings.training)
-    inventory = read_inventory(settings)  # a bad inventory stops the night before anything runs
+    inventory = read_inventory(settings.inventory_path)  # a bad inventory stops the night before anything runs
     with exclusive_run(settings.storage, "nightly"), _staging(settings.storage) as staging:
         return _steps(paths, options, retrain, settings, staging, as_of, inventory)
 

@@ -24,7 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records import catalog
-from gpucast.records.inventory import Inventory, load_inventory
+from gpucast.records.inventory import Inventory, read_inventory
 from gpucast.records.results import PlanResult
 from gpucast.records.scenario import Scenario
 from gpucast.tasks.plan import arrivals, capacity, scenarios
@@ -37,17 +37,6 @@ from gpucast.warehouse.runs import lifecycle
 
 PLAN_ARTIFACT_KEY = "capacity-plan"
 SITE_ARTIFACT_KEY = "capacity-page"
-
-
-def read_inventory(settings: Settings) -> Inventory | None:
-    """The inventory file's GPUs (errors name the file and line), or None when there is none."""
-    path = settings.inventory_path
-    if path is None:
-        return None
-    if not path.exists():
-        raise FileNotFoundError(f"GPUCAST_INVENTORY names {path}, which does not exist (an example: "
-                                "records/reference/demo_inventory.yaml; docs/planners.md explains the format)")
-    return load_inventory(path)
 
 
 def gpu_type_names(names: list[str] | None) -> list[str] | None:
@@ -126,7 +115,7 @@ def capacity_plan(gpu_types: list[str] | None = None, publish: bool = True, inve
     a queue the plan does not know is refused (exit 2) before anything is planned."""
     settings = Settings.given(storage=storage, planning=planning).ensure()
     types = gpu_type_names(gpu_types)
-    inventory = inventory or read_inventory(settings)
+    inventory = inventory or read_inventory(settings.inventory_path)
     drawn = scenarios.drawn(inventory, scenario_files)
     storage, days = settings.storage, settings.planning.plan_days
     with lifecycle(storage, "plan", days=days, gpu_types=types,

@@ -34,6 +34,7 @@ from gpucast.flows import runners
 from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Cluster, Planning, Quality, Settings, Storage, Tracing
 from gpucast.flows.stage import stage_pending
+from gpucast.records.inventory import largest_memory_gb, read_inventory
 from gpucast.records.outcomes import Champion
 from gpucast.records.results import ScoreResult
 from gpucast.tasks.learn import score
@@ -125,13 +126,15 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
 def score_target(champion: Champion | None, target: str, pending: Pending, out: str, score_run_id: str,
                  scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
                  cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None,
-                 running_path: str | None = None, loading: Loading | None = None) -> int:
+                 running_path: str | None = None, loading: Loading | None = None,
+                 queue_gpu_gb: dict[str, float] | None = None) -> int:
     """Score the pending jobs of one target: those with model features with its champion (or take the
     partitions the cluster scored, scoring here any that failed there), those without from the
     scheduler's history (`history_path`, `tasks/learn/history.py`; a run time's burst reads the running jobs too,
     `running_path`); stage the forecasts as Parquet; return
     how many jobs were out of the champion's distribution (the scheduler-history ones included). `loading`: the
-    champions loading since the run began (`Loading`; None: loaded here when asked)."""
+    champions loading since the run began (`Loading`; None: loaded here when asked). `queue_gpu_gb`: each queue's
+    largest GPU memory in the inventory, what a job that logs no GPU type is judged against (`job_gpu_memory`)."""
     by_champion = None
     if champion is not None:  # a target without one has only the history's forecasts
         by_champion = score.champion_forecasts(
@@ -139,7 +142,8 @@ def score_target(champion: Champion | None, target: str, pending: Pending, out: 
             cluster_parts, rescorer=lambda: _scorer(champion, device), progress=get_run_logger().info)
     by_history = score.history_forecasts(target, pending.unknown(), lambda: pl.read_parquet(history_path), score_run_id,
                                          threads=runners.threads_here(), as_of=scored_at, running_path=running_path)
-    scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at)
+    scored = score.target_forecasts([by_champion, by_history], pending.rows, gpu_mem_gb, score_run_id, scored_at,
+                                    queue_gpu_gb)
     forecast.write_staged(scored, Path(out))
     return score.ood_forecasts(scored)
 
@@ -179,6 +183,7 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
     """
     settings = Settings.given(storage=storage, planning=planning, cluster=cluster, quality=quality, tracing=tracing).ensure()
     storage, gpu_mem_gb = settings.storage, settings.planning.oom_gpu_mem_gb
+    queue_gpu_gb = largest_memory_gb(read_inventory(settings.inventory_path))  # a job with no GPU type logged: its queue's
     if publish:  # a path the publish cannot write (a file where its folder goes): said now, before anything is scored
         check_paths(storage.published_path)
     with runs.lifecycle(storage, "score") as run:
@@ -212,7 +217,7 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         parts = [str(run.staging / f"{target}.parquet") for target in targets]
         futures = [score_target.submit(by_target.get(target), target, pending, out, run.run_id, as_of or run.started_at,
                                        gpu_mem_gb, batch_rows, device, scored.of(target), history_path, running_path,
-                                       loading)
+                                       loading, queue_gpu_gb)
                    for target, out in zip(targets, parts, strict=True)]
         wait(futures)  # all of them ended (a failed target fails the run only once none is still writing its part)
         ood = {target: future.result() for target, future in zip(targets, futures, strict=True)}

@@ -159,3 +159,21 @@ def _owned(path: Path, queue: str, entry: yaml.Node) -> Owned:
         if isinstance(per_node, bool) or not isinstance(per_node, int) or not 1 <= per_node <= 1024:
             raise _fail(path, node, f"gpus_per_node must be a whole number from 1 to 1024, got {per_node!r}")
     return Owned(queue, gpu_type, count, catalog.gpus()[gpu_type].memory_gb, per_node)
+
+
+def read_inventory(path: Path | None) -> Inventory | None:
+    """The inventory file's GPUs (errors name the file and line), or None when there is none (`path` None: no
+    GPUCAST_INVENTORY and no $GPUCAST_HOME/inventory.yaml); a file named that does not exist is an error."""
+    if path is None:
+        return None
+    if not path.exists():
+        raise FileNotFoundError(f"GPUCAST_INVENTORY names {path}, which does not exist (an example: "
+                                "records/reference/demo_inventory.yaml; docs/planners.md explains the format)")
+    return load_inventory(path)
+
+
+def largest_memory_gb(inventory: Inventory | None) -> dict[str, float]:
+    """Each queue's largest GPU memory (GB) in `inventory` (none without one): what a job of the queue that logs no GPU
+    type is judged against for `oom_risk` (tasks/learn/score.py `job_gpu_memory`), the type the plan puts such a job on
+    when its size is unknown (`capacity.largest_index`)."""
+    return {queue: max(o.memory_gb for o in owned) for queue, owned in (inventory.queues() if inventory else {}).items()}

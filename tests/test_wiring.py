@@ -69,8 +69,6 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
                    ("paths is None", "retrain", "isinstance(exc, ValidationFailed)")),
     },
     "plan": {
-        "read_inventory": ("option", "no inventory file is no inventory; a named one that is not there is an error",
-                           ("path is None", "not path.exists()")),
         "gpu_type_names": ("option", "--gpu-types checked against the catalogue (an unknown name: exit 2)",
                            ("not names", "canonical not in catalog.gpus()")),
         "capacity_plan": ("option", "the inventory's file is recorded when there is one", ("inventory",)),

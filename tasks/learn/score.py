@@ -187,14 +187,14 @@ def by_history(model: SchedulerHistory, unknown: pl.DataFrame, labelled: pl.Data
 
 
 def target_forecasts(parts: Iterable[pl.DataFrame | None], pending: pl.DataFrame, gpu_mem_gb: float, score_run_id: str,
-                     scored_at: datetime) -> pl.DataFrame:
+                     scored_at: datetime, queue_gpu_gb: Mapping[str, float] | None = None) -> pl.DataFrame:
     """One target's forecasts as they are staged: its parts (the champion's, the history's; None: none) in
-    `SCORED_SCHEMA`'s columns, the memory advice judged against each pending job's GPU (`job_gpu_memory`, the
-    setting's size where unknown), stamped with the score run and its time."""
+    `SCORED_SCHEMA`'s columns, the memory advice judged against each pending job's GPU (`job_gpu_memory`: its queue's
+    largest in `queue_gpu_gb`, then the setting's size, where unknown), stamped with the score run and its time."""
     columns = [*SCORED_SCHEMA]
     made = [p.select(columns) for p in parts if p is not None]
     scored = pl.concat(made, how="vertical_relaxed") if made else pl.DataFrame(schema=SCORED_SCHEMA)
-    return memory_advice(scored, job_gpu_memory(pending, gpu_mem_gb)).with_columns(
+    return memory_advice(scored, job_gpu_memory(pending, gpu_mem_gb, queue_gpu_gb)).with_columns(
         pl.lit(score_run_id).alias("score_run_id"), pl.lit(scored_at).alias("scored_at"))
 
 
@@ -404,17 +404,20 @@ def safe_request_gb(p90_gb: np.ndarray | float) -> np.ndarray:
     return np.ceil(raw / REQUEST_STEP_GB - 1e-9) * REQUEST_STEP_GB
 
 
-def job_gpu_memory(rows: pl.DataFrame, default_gb: float) -> pl.DataFrame:
+def job_gpu_memory(rows: pl.DataFrame, default_gb: float, queue_gb: Mapping[str, float] | None = None) -> pl.DataFrame:
     """job_id and the GPU memory (GB) each job's memory advice is judged against: its logged GPU's, from
-    the GPU catalogue, when known (`gpu_model`, `features.build`); else `default_gb` (the setting)."""
+    the GPU catalogue, when known (`gpu_model`, `features.build`); else the largest GPU its queue owns (`queue_gb`:
+    the inventory's, `records.inventory.largest_memory_gb`; newcomer 26 P7: an l4 job with no GPU logged was judged
+    against 80 GB, no OOM risk, while the plan found no GPU of its queue to hold it); else `default_gb` (the setting)."""
     if not (default_gb > 0 and math.isfinite(default_gb)):
         raise ValueError(f"gpu_mem_gb must be a positive number of GB, got {default_gb!r}")
     memory = {name: gpu.memory_gb for name, gpu in catalog.gpus().items()}
     known = (rows[features.GPU_MODEL] if features.GPU_MODEL in rows.columns
              else pl.Series([None] * rows.height, dtype=pl.String))
-    return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID],
-                         "gpu_mem_gb": known.replace_strict(memory, default=None, return_dtype=pl.Float64)
-                         .fill_null(float(default_gb))})
+    gb = known.replace_strict(memory, default=None, return_dtype=pl.Float64)
+    if queue_gb and c.QUEUE in rows.columns:
+        gb = gb.fill_null(rows[c.QUEUE].cast(pl.String).replace_strict(dict(queue_gb), default=None, return_dtype=pl.Float64))
+    return pl.DataFrame({c.JOB_ID: rows[c.JOB_ID], "gpu_mem_gb": gb.fill_null(float(default_gb))})
 
 
 def memory_advice(forecasts: pl.DataFrame, gpu_mem: pl.DataFrame | float) -> pl.DataFrame:

@@ -120,3 +120,25 @@ def test_a_targets_forecasts_carry_the_memory_advice_and_the_runs_stamp():
     assert set(scored["score_run_id"]) == {"score-1"} and set(scored["scored_at"]) == {at}
     assert steps.ood_forecasts(scored) == 1
     assert steps.target_forecasts([None], pending(), 24.0, "score-1", at).height == 0
+
+
+def test_a_job_that_logs_no_gpu_is_judged_against_its_queues_largest_gpu():
+    """Newcomer 26 P7: a job of an L4 queue that logged no GPU type was judged against the 80 GB setting (no OOM risk)
+    while the plan found no GPU of its queue to hold it. Its logged GPU first, then its queue's largest GPU in the
+    inventory (`records.inventory.largest_memory_gb`), then the setting; no inventory: the setting, as before."""
+    from pathlib import Path
+
+    from gpucast.records.inventory import largest_memory_gb, load_inventory, read_inventory
+    from gpucast.tasks.learn.features import GPU_MODEL
+
+    demo = load_inventory(Path(steps.__file__).parents[2] / "records" / "reference" / "demo_inventory.yaml")
+    assert largest_memory_gb(demo) == {"a100-40g": 40.0, "a100-80g": 80.0, "l4-24g": 24.0}
+    assert largest_memory_gb(None) == {} and read_inventory(None) is None
+    with pytest.raises(FileNotFoundError, match="GPUCAST_INVENTORY names .*which does not exist"):
+        read_inventory(Path("/nonexistent/inventory.yaml"))
+    rows = pl.DataFrame({c.JOB_ID: ["logged", "l4", "a40", "elsewhere", "none"],
+                         GPU_MODEL: ["H100-80GB", None, None, None, None],
+                         c.QUEUE: ["l4-24g", "l4-24g", "a100-40g", "cpu", None]})
+    got = steps.job_gpu_memory(rows, 80.0, largest_memory_gb(demo))
+    assert got["gpu_mem_gb"].to_list() == [80.0, 24.0, 40.0, 80.0, 80.0]
+    assert steps.job_gpu_memory(rows, 80.0)["gpu_mem_gb"].to_list() == [80.0] * 5
