@@ -46,12 +46,19 @@ def test_nightly_publishes_forecasts_views_and_an_artifact(home, tmp_path, capsy
     assert _scalar(published, "SELECT count(*) FROM pending_forecasts") == 3 * pending
     assert _scalar(published, "SELECT count(*) FROM model_leaderboard") == 3 * 2
     assert _scalar(published, "SELECT count(*) FROM model_leaderboard WHERE is_champion") == 3
-    # the memory advice is judged against the job's logged GPU (the catalogue's memory), else the GPU
-    # size asked for (--gpu-mem-gb); on the memory target only
+    # the memory advice is judged against the job's logged GPU (the catalogue's memory), else the largest GPU its
+    # queue owns in the inventory (newcomer 26 P7), else the GPU size asked for (--gpu-mem-gb); on the memory target only
+    from gpucast.records.inventory import largest_memory_gb, load_inventory
+
+    queues = largest_memory_gb(load_inventory(home / "inventory.yaml"))
+    assert queues == {"a100-80g": 80.0, "a100-40g": 40.0, "l4-24g": 24.0}
+    queue_gb = "CASE j.queue " + " ".join(f"WHEN '{q}' THEN {gb}" for q, gb in queues.items()) + " END"
     per_job = ("SELECT count(*) FROM forecasts f JOIN job_logs j USING (job_id) LEFT JOIN gpu_catalog g "
-               "ON g.gpu_type = j.gpu_type WHERE f.target = ? AND f.gpu_mem_gb = coalesce(g.memory_gb, 40)")
+               f"ON g.gpu_type = j.gpu_type WHERE f.target = ? AND f.gpu_mem_gb = coalesce(g.memory_gb, {queue_gb}, 40)")
     assert _scalar(published, per_job, [c.PEAK_GPU_MEM_GB]) == pending
-    assert 0 < _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb = 40") < pending
+    by_queue = ("SELECT count(*) FROM forecasts f JOIN job_logs j USING (job_id) WHERE f.target = ? AND j.gpu_type IS NULL "
+                "AND j.queue = 'l4-24g' AND f.gpu_mem_gb = 24")
+    assert _scalar(published, by_queue, [c.PEAK_GPU_MEM_GB]) > 0  # not the 40 GB asked for: the L4s of the queue
     assert _scalar(published, "SELECT count(*) FROM forecasts WHERE gpu_mem_gb IS NOT NULL AND target <> ?",
                    [c.PEAK_GPU_MEM_GB]) == 0
     assert _scalar(published, "SELECT count(*) FROM forecasts WHERE oom_risk <> (safe_request_gb > gpu_mem_gb)") == 0
