@@ -29,6 +29,10 @@ _POLARS_OS_ERROR = re.compile(r"IO error: .*\(os error \d+\)")
 # HTTP library quotes a request's path) to the same end.
 _URI = re.compile(r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'"<>`]*)""")
 _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
+# User info whatever its characters: scheme://, then anything but a `/` or a line's end, to the last `@` before them. A
+# password may hold a quote, a space, a backtick or `<` (`'` is legal unescaped in RFC 3986's user info), where `_URI`
+# stops (review 77 S1-8: `http://alice:S3'cr3t@host` was printed, stored and published as it was).
+_USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\n]*@")
 HIDDEN = "***"
 
 
@@ -42,6 +46,7 @@ def redact(text: str) -> str:
     that marks the user info."""
     if "://" not in text and "?" not in text and "#" not in text:
         return text
+    text = _USER_INFO.sub(lambda m: m["scheme"] + HIDDEN + "@", text)
     return _QUERY.sub(lambda m: _hidden(m[0]), _URI.sub(_redact_uri, text))
 
 

@@ -25,6 +25,10 @@ from gpucast.warehouse.runs import describe
     ("http://alice:pa?ss@host", "http://***@host"),
     ("http://alice:p#w@host/x?t=1", "http://***@host/x?***"),
     ("http://alice:p@ss/w?x#y@host:5000", "http://***@host:5000"),
+    # review 77 S1-8: a password holding a quote, a space, a backtick or `<` / `>`, where a URI in free text would end
+    ("mlflow http://alice:S3'cr3t@127.0.0.1:9/: cannot be read (API request to http://alice:S3'cr3t@127.0.0.1:9/api)",
+     "mlflow http://***@127.0.0.1:9/: cannot be read (API request to http://***@127.0.0.1:9/api)"),
+    ('failed: SourceUnavailable: "http://bob:Pa ss@h:5000"', 'failed: SourceUnavailable: "http://***@h:5000"'),
 ])
 def test_user_info_query_and_fragment_are_masked(text, shown):
     assert redact(text) == shown
@@ -59,3 +63,14 @@ def test_a_run_record_keeps_no_secret(home):
         runs.add_note(con, "train", run.run_id, "see http://h/x?token=S3cret")
         row = con.execute("SELECT message, fits_on, dask_address FROM train_runs").fetchone()
     assert row == ("on tcp://***@h:8786; see http://h/x?***", "Dask at tcp://***@h:8786", "tcp://***@h:8786")
+
+
+@pytest.mark.parametrize("mark", list("!$&'()*+,;=%\"` <>[]{}|^~:?#@"))
+def test_a_password_with_any_character_is_masked(mark):
+    """Review 77 S1-8: every RFC 3986 sub-delimiter, quotes, a space, a backtick, `<` / `>` and the rest a password
+    generator may draw, alone or beside an `@`, in a message as a client library quotes it."""
+    secret = f"S3{mark}cr3t"
+    for text in (f"mlflow http://alice:{secret}@127.0.0.1:9/: cannot be read",
+                 f"API request to 'http://alice:{secret}@h:5000/api/2.0' failed", f"tcp://u:{secret}@h:8786"):
+        shown = redact(text)
+        assert "cr3t" not in shown and "***@" in shown, (text, shown)
