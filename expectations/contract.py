@@ -269,6 +269,10 @@ TIMESTAMP_COLUMNS = tuple(f.name for f in FIELDS if f.kind == "timestamp")
 STRING_COLUMNS = tuple(f.name for f in FIELDS if f.kind in ("string", "status", "precision"))
 
 PLAUSIBLE_MAX = {f.name: f.maximum for f in FIELDS if f.maximum is not None}
+# The earliest believable time of a job-log timestamp, ISO 8601 UTC: an earlier one is a default or typing error (epoch
+# 0 for a missing time; year 0), a parsing rule's like a time in the future (review 77 S1-4, S1-6: a year-0 time
+# stopped the load, and one job of 1970 stretched its demand series to 20,000 zero days, 15+ minutes a night).
+EARLIEST_TIME = "2000-01-01T00:00:00Z"
 V1_COLUMNS = tuple(f.name for f in FIELDS if f.since == 1)
 ADDED_COLUMNS = tuple(f.name for f in FIELDS if f.since > 1)
 # The columns each later version added, by version: {2: (gpu_type, gpu_count, gpu_peak_tflops), 3: (arch,),

@@ -273,6 +273,9 @@ def normalize(chunk: pl.DataFrame, not_after: datetime | None = None) -> pl.Data
     return pl.concat([clean, flagged]).sort("__pos").drop("__pos")
 
 
+EARLIEST = datetime.fromisoformat(c.EARLIEST_TIME)  # (`fromisoformat` reads the Z since Python 3.11)
+
+
 def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.Expr], list[pl.Expr], list[pl.Expr]]:
     """Per contract column, the expression of its typed value; every parsing-rule sentence; and the
     rules' conditions (true where a row breaks one: the sentences are built for those rows only)."""
@@ -295,6 +298,10 @@ def _values_and_errors(not_after: datetime | None = None) -> tuple[dict[str, pl.
         bad = pl.col(_t(name)).is_not_null() & pl.col(_v(name)).is_null()
         errors.append(_bad(name, bad, "is not an ISO 8601 timestamp (e.g. 2026-11-01T10:00:00Z)"))
         flags.append(bad)
+        past = pl.col(_v(name)) < pl.lit(EARLIEST).dt.cast_time_unit("us")
+        errors.append(_bad(name, past, f"is before {c.EARLIEST_TIME[:10]}: a default or typing error (epoch 0 for a "
+                                       "missing time?)"))
+        flags.append(past.fill_null(False))
         if not_after is not None:  # the time rule: a record from the future is a clock or typing error
             future = pl.col(_v(name)) > pl.lit(not_after).dt.convert_time_zone("UTC").dt.cast_time_unit("us")
             errors.append(_bad(name, future, f"is in the future: after {not_after:%Y-%m-%d %H:%M} UTC, the ingest's "

@@ -161,13 +161,29 @@ def test_a_timestamp_beyond_the_ingest_clock_and_its_tolerance_breaks_the_time_r
     out = normalize(pl.concat([frame(job_id="far", submitted_at="2099-01-01", updated_at=None),
                                frame(job_id="late", submitted_at="2026-11-01", updated_at="2026-11-26T01:00:01Z"),
                                frame(job_id="edge", submitted_at="2026-11-26T01:00:00Z", updated_at=None),
-                               frame(job_id="past", submitted_at="1999-01-01", updated_at=None)]), not_after)
+                               frame(job_id="past", submitted_at="2000-01-01", updated_at=None)]), not_after)
     errors = dict(zip(out[c.JOB_ID].to_list(), out["_errors"].to_list(), strict=True))
     assert errors["far"] == ["submitted_at: '2099-01-01' is in the future: after 2026-11-26 01:00 UTC, the ingest's time "
                              "plus GPUCAST_FUTURE_TOLERANCE_HOURS"]
     assert errors["late"] and errors["late"][0].startswith("updated_at: '2026-11-26T01:00:01Z' is in the future")
     assert errors["edge"] == [] and errors["past"] == []
     assert normalize(frame(job_id="far", submitted_at="2099-01-01"))["_errors"].to_list() == [[]]  # no clock, no rule
+
+
+def test_a_timestamp_before_2000_breaks_the_time_rule_clock_or_not():
+    """Review 77 S1-4 / S1-6: a year-0 time passed the rules and stopped the load (a date Python cannot hold), and one
+    job of 1970 (epoch 0 for a missing time) stretched its demand series to 20,000 zero days. Before
+    `EARLIEST_TIME` (2000-01-01) a timestamp is a parsing rule's, with or without the ingest's clock."""
+    out = normalize(pl.concat([frame(job_id="epoch", submitted_at="1970-01-01T00:00:00Z", updated_at=None),
+                               frame(job_id="year0", submitted_at="0000-06-01T00:00:00Z", updated_at=None),
+                               frame(job_id="bc", submitted_at="2026-11-01", updated_at="-0001-01-01T00:00:00Z"),
+                               frame(job_id="edge", submitted_at="2000-01-01T00:00:00Z", updated_at=None)]))
+    errors = dict(zip(out[c.JOB_ID].to_list(), out["_errors"].to_list(), strict=True))
+    said = "is before 2000-01-01: a default or typing error (epoch 0 for a missing time?)"
+    assert errors["epoch"] == [f"submitted_at: '1970-01-01T00:00:00Z' {said}"]
+    assert errors["year0"] == [f"submitted_at: '0000-06-01T00:00:00Z' {said}"]
+    assert any(e.startswith("updated_at: '-0001-01-01T00:00:00Z' ") for e in errors["bc"]), errors["bc"]
+    assert errors["edge"] == []
 
 
 def test_a_missing_token_in_any_case_is_missing_exactly_as_lower_casing_finds_it():

@@ -185,6 +185,41 @@ def test_a_parquet_column_of_lists_rejects_the_file(tmp_path):
         read_all(p)
 
 
+@pytest.mark.parametrize(("column", "array", "said"), [
+    ("params_million", "decimal256", r"column 'params_million' is of Parquet type decimal256\(50, 10\)"),
+    ("runtime_hours", "duration", r"column 'runtime_hours' is of Parquet type duration\[s\]"),
+    ("team", "binary", r"column 'team' is of Parquet type binary"),
+    ("job_id", "twice", r"column name\(s\) 'job_id' appear more than once"),
+])
+def test_a_parquet_column_gpucast_cannot_read_as_a_value_rejects_the_file_naming_it(tmp_path, column, array, said):
+    """Review 77 S1-3: a 256-bit decimal (a Rust panic), a duration (a failed cast), binary (invalid UTF-8) and a column
+    name given twice each stopped the ingest with an error naming neither file nor column, every night. The file is
+    rejected whole with one reason naming the column; 128-bit decimals, dates and dictionaries of text still read."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = {"job_id": pa.array(["a"]), "submitted_at": pa.array(["2026-11-01"]), "status": pa.array(["PENDING"])}
+    made = {"decimal256": lambda: pa.array([decimal.Decimal("110.5")], pa.decimal256(50, 10)),
+            "duration": lambda: pa.array([dt.timedelta(hours=3)], pa.duration("s")),
+            "binary": lambda: pa.array([b"\xff\xfebin"], pa.binary())}
+    p = tmp_path / "a.parquet"
+    if array == "twice":
+        pq.write_table(pa.table(base).append_column("job_id", pa.array(["b"])), p)
+    else:
+        pq.write_table(pa.table({**base, column: made[array]()}), p)
+    with pytest.raises(FileRejected, match=said):
+        read_all(p)
+    fine = tmp_path / "b.parquet"
+    pq.write_table(pa.table({**base, "params_million": pa.array([decimal.Decimal("110.5")], pa.decimal128(10, 2)),
+                             "team": pa.array(["nlp"]).dictionary_encode(),
+                             "updated_at": pa.array([dt.date(2026, 11, 2)])}), fine)
+    df, _ = read_all(fine)
+    assert (df[c.PARAMS_MILLION][0], df[c.TEAM][0], df[c.UPDATED_AT][0]) == ("110.50", "nlp", "2026-11-02")
+
+
 def test_an_unforeseen_error_names_the_file_it_was_reading(tmp_path, monkeypatch):
     """An error nobody foresaw still stops the run (exit 1, a traceback), and its last lines name the file."""
     def broken(*_):
