@@ -29,12 +29,20 @@ def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     """The files named (files, folders, globs), else the inbox's files not taken in before. Inbox
     files whose content was ingested before are archived at once (`staging.archive`), unread."""
     if paths:
-        return [str(p) for p in staging.discover(paths)]
+        return _text_named(staging.discover(paths))
     new, seen = staging.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
     staging.archive(seen, storage.inbox_dir)
     if seen:
         print(f"{len(seen)} inbox file(s) with content ingested before moved to {storage.inbox_dir / staging.ARCHIVE}")
-    return [str(p) for p in new]
+    return _text_named(new)
+
+
+def _text_named(files: list[Path]) -> list[str]:
+    """`files` as text, those whose names are not left out with a warning each (`staging.utf8_named`)."""
+    kept, said = staging.utf8_named(files)
+    for line in said:
+        get_run_logger().warning(line)
+    return [str(p) for p in kept]
 
 
 def mapping_source(mapping: str | None, paths: list[str] | None) -> Mapping | None:

@@ -450,3 +450,23 @@ def test_gpucast_ingest_reads_its_file_before_the_flow_and_stages_that_reading(h
     assert events == ["discover", "read", "discover"]  # the command's own look, its reading, then the flow's find-files
     assert query(home, "SELECT rows_read, rows_loaded, rows_rejected, rows_duplicate FROM ingest_files") == [(4, 2, 1, 1)]
     assert not staging._STARTED and not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
+
+
+def test_an_inbox_file_whose_name_is_not_utf8_is_left_unread_and_the_rest_loads(home, caplog):
+    """Review 77 S1-1: a file name that is not UTF-8 text (a Latin-1 exporter, an SMB share) cannot be stored or
+    logged, and stopped the whole ingest, every night. It is left in the inbox, unread, with a warning naming it (its
+    bytes escaped); the other files load and are archived."""
+    import os
+
+    inbox = home / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    odd = os.path.join(os.fsencode(inbox), b"bad\xff\xfename.jsonl")
+    with open(odd, "w") as f:
+        f.write(jsonl(record(job_id="odd-1")))
+    write(inbox / "ok.jsonl", jsonl(record(job_id="ok-1")))
+    result = ingest()
+    assert (result.rows_read, result.rows_loaded, result.files_rejected) == (1, 1, 0)
+    assert os.path.exists(odd)  # left where it was, for a rename
+    assert "its name is not UTF-8 text (" in caplog.text and "bad\\xff\\xfename.jsonl" in caplog.text
+    again = ingest()  # the next night: the same warning, nothing stops
+    assert again.rows_read == 0 and os.path.exists(odd)
