@@ -279,17 +279,20 @@ def loads_bounded(text: str) -> object:
 
 
 def _key_map(lines: list[str], info: FileInfo) -> dict[str, str]:
-    """Map the keys seen in a sample of lines (and every contract name) to contract names."""
-    seen: set[str] = set()
+    """Map the keys seen in a sample of lines (and every contract name) to contract names, in a fixed order: the
+    contract's own names first, then a mapping file's, then the others as they first appear, so where a record holds a
+    name and its alias (`job_id` and `id`) the contract's name wins, every run (review 77 S2-2: the order was a set's,
+    so which won changed with the process's hash seed)."""
+    seen: dict[str, None] = {}
     for line in lines:
         try:
             obj = loads_bounded(line)
         except ValueError:
             continue
         if isinstance(obj, dict):
-            seen.update(obj)
+            seen.update(dict.fromkeys(obj))
     mapping = {}
-    for k in set(c.COLUMNS) | set(info.mapping.columns if info.mapping else ()) | seen:
+    for k in dict.fromkeys([*c.COLUMNS, *(info.mapping.columns if info.mapping else ()), *seen]):
         name = info.name_of(k)
         if name in c.COLUMNS:
             mapping.setdefault(k, name)
@@ -378,7 +381,8 @@ def _decode_json_lines(block: pl.DataFrame, info: FileInfo) -> pl.DataFrame:
         frame, errors = _decode_with(series, ok, schema)
     except pl.exceptions.ComputeError:  # the fast check let a bad line through: check each line
         frame, errors = _decode_with(series, pl.Series([False] * len(series)), schema)
-    # Several source keys may map to one contract name (e.g. `model` and `model_type`): first wins.
+    # Several source keys may map to one contract name (e.g. `model` and `model_type`): the first in `keys`' order wins
+    # (the contract's own name, `_key_map`).
     cols: dict[str, pl.Expr] = {}
     for k, name in keys.items():
         cols[name] = pl.coalesce(cols[name], pl.col(k)) if name in cols else pl.col(k)

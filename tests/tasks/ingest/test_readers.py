@@ -323,3 +323,23 @@ def test_staging_shows_a_progress_bar_on_a_terminal_only(tmp_path, monkeypatch, 
         assert path.name in err.text and "rows" in err.text  # the bar, with the file's name and rows read
     else:
         assert err.text == ""  # CI logs stay quiet (the per-chunk progress lines go to the run's logger)
+
+
+def test_a_contract_name_wins_over_its_alias_in_every_process(tmp_path):
+    """Review 77 S2-2: a record holding a contract name and its alias (`job_id` and `id`, `status` and `state`,
+    `model_type` and `model`, `learning_rate` and `lr`): which won depended on the process's hash seed, so the same
+    file loaded another job id or status from one night to the next. The contract's own name wins, in any process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    p = tmp_path / "both.jsonl"
+    p.write_text(json.dumps({**record(job_id="from-job_id"), "id": "from-id", "status": "COMPLETED", "state": "FAILED",
+                             "model": "CNN", "model_type": "Transformer", "lr": 0.5, "learning_rate": 0.001}) + "\n")
+    code = ("import sys; from pathlib import Path; from gpucast.tasks.ingest.readers import FileInfo, read_chunks; "
+            "p = Path(sys.argv[1]); print([ch.select('job_id', 'status', 'model_type', 'learning_rate').row(0) "
+            "for ch in read_chunks(p, FileInfo(p))][0])")
+    seen = {subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip() for seed in range(1, 7)}
+    assert seen == {"('from-job_id', 'COMPLETED', 'Transformer', '0.001')"}
