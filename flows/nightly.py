@@ -54,7 +54,8 @@ ARTIFACT_KEY = "nightly-report"
 def quality_gate(ingest: IngestResult, quality: Quality, storage: Storage) -> list[str]:
     """Fail when the rejected share of tonight's rows exceeds the limit (`tasks/ingest/gate.py`), with the most
     common reasons; return warnings otherwise."""
-    gate = RejectGate(ingest.rows_read, ingest.rows_rejected, ingest.files_rejected, quality.max_reject_fraction)
+    gate = RejectGate(ingest.rows_read, ingest.rows_rejected, ingest.files_rejected, quality.max_reject_fraction,
+                      files=ingest.files)
     if gate.failed:
         with db.writer(storage) as con:
             top = queries.top_rejection_reasons(con, ingest.run_id)

@@ -73,6 +73,18 @@ def test_the_quality_gate_passes_at_the_limit_and_fails_just_above(home, rejecte
             quality_gate.fn(ingest, settings.quality, settings.storage)
 
 
+def test_the_quality_gate_fails_a_night_whose_files_were_all_rejected_whole(home):
+    """Review 77 S2-5: every file unreadable read 0 rows, and the gate passed the night on them."""
+    from gpucast.flows.nightly import ValidationFailed, quality_gate
+    from gpucast.records.results import IngestResult
+
+    settings = Settings.from_env().override(max_reject_fraction=0.2).ensure()
+    ingest = IngestResult(run_id="ingest-x", files=3, files_rejected=3, rows_read=0, rows_loaded=0, rows_rejected=0,
+                          rows_duplicate=0)
+    with pytest.raises(ValidationFailed, match=r"3 of 3 file\(s\) rejected whole \(100.0%\), more than 20%"):
+        quality_gate.fn(ingest, settings.quality, settings.storage)
+
+
 def test_scoring_before_any_training_exits_2_and_says_what_to_do(home, tmp_path, capsys):
     write_logs(tmp_path / "logs", SimConfig(days=1, jobs_per_day=30, seed=2))
     assert main(["ingest", str(tmp_path / "logs")]) == 0

@@ -30,3 +30,15 @@ def test_the_failure_names_the_share_the_limit_the_reasons_and_where_the_rows_ar
         "validation failed: 300 of 2,000 rows rejected (15.0%), more than 5% (GPUCAST_MAX_REJECT_FRACTION); most "
         "common: 200 x gpu_mem_gb above the GPU; 100 x no job_id. Rows are in rejected_job_logs (ingest_run_id = "
         "'ingest-1'); fix the exporter or raise the limit, then rerun.")
+
+
+def test_files_rejected_whole_count_against_the_limit_as_rows_do():
+    """Review 77 S2-5: a night whose every file was unreadable (a new encoding, a truncated gzip) read 0 rows and passed
+    the gate: files rejected whole never had rows read. Their share of tonight's files is held to the same limit."""
+    assert RejectGate(0, 0, 40, 0.2, files=40).failed
+    assert RejectGate(10, 0, 39, 0.2, files=40).failed
+    assert not RejectGate(1000, 0, 1, 0.2, files=40).failed  # 2.5%: a warning
+    assert not RejectGate(0, 0, 0, 0.2, files=0).failed  # an empty night is not a bad one
+    assert RejectGate(0, 0, 3, 0.2, files=3).failure([], "ingest-1") == (
+        "validation failed: 3 of 3 file(s) rejected whole (100.0%), more than 20% (GPUCAST_MAX_REJECT_FRACTION); why is "
+        "in rejected_files (ingest_run_id = 'ingest-1'); fix the exporter or raise the limit, then rerun.")
