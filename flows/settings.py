@@ -170,7 +170,7 @@ SPECS: tuple[Spec, ...] = (
          "the GPU memory (GB) of the GPUs a queue without an inventory is planned on (`--default-gpu-mem-gb`: "
          "`gpucast plan`, the nightly)", older=("GPUCAST_GPU_MEM_GB",)),
     Spec("GPUCAST_MAX_REJECT_FRACTION", "quality", "max_reject_fraction", 0.2, float, _fraction, "a number between 0 and 1",
-         "the nightly run fails above this share of rejected rows (`--max-reject-fraction`)"),
+         "the nightly run fails above this share of rejected rows, or of files rejected whole (`--max-reject-fraction`)"),
     Spec("GPUCAST_KEEP_TRAIN_RUNS", "storage", "keep_train_runs", 7, int, *_between(1, 1_000, whole=True),
          "model folders kept in the registry: the last N successful train runs, plus any current champion's"),
     Spec("GPUCAST_NN_MAX_MINUTES", "training", "nn_max_minutes", 20.0, float, *_between(0, DAY_MIN),
