@@ -350,7 +350,14 @@ def _millions(text: str) -> str:
 
 
 def _iso(ms: int | None) -> str | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A run's time (ms since the epoch) as ISO 8601; one no date can hold (year 10000) as the words the contract's
+    time rule then names, so that run is quarantined and the others load (review 77 S2-4: it failed the import)."""
+    if ms is None:
+        return None
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (ValueError, OverflowError, OSError):
+        return f"{ms} ms since the epoch"
 
 
 @dataclass(frozen=True)

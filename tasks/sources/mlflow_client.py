@@ -11,6 +11,7 @@ it asks for a client.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,16 +112,19 @@ class NewRuns:
 
 
 def runs_since(client, tracking_uri: str, experiments: Iterable[str], marks: Mapping[str, int],
-               floor_ms: int | None) -> NewRuns:
+               floor_ms: int | None, now_ms: int | None = None) -> NewRuns:
     """The runs of each experiment that started or ended since `floor_ms` (`--since`), else since the experiment's
-    watermark in `marks` less `OVERLAP_MS`, else all of them; and the watermarks they move to."""
+    watermark in `marks` less `OVERLAP_MS`, else all of them; and the watermarks they move to, never past `now_ms`
+    (default: this machine's clock): a run dated ahead (a training host's clock, a typo of year 3000) is quarantined by
+    the time rule, and moved the mark past every run logged after it, lost for good (review 77 S2-3)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     runs: list[MlflowRun] = []
     seen: dict[str, int] = {}
     for exp_id in experiments:
         floor = floor_ms if floor_ms is not None else (marks[exp_id] - OVERLAP_MS if exp_id in marks else None)
         got = search(client, tracking_uri, exp_id, floor)
         runs += [r for r, _ in got]
-        if mark := max([marks.get(exp_id, 0), *(t for _, t in got)]):
+        if mark := max([marks.get(exp_id, 0), *(min(t, now_ms) for _, t in got)]):
             seen[exp_id] = mark  # an experiment without runs has none yet
     return NewRuns(runs, seen)
 

@@ -285,3 +285,17 @@ def test_a_mapping_file_can_name_the_v7_fields(tmp_path):
     mapping = load_mapping(write(tmp_path / "m.yaml", "fields:\n  expert_parallel: moe_ep\n  trained_modules: extra\n"))
     got = run_record(run(params={"moe_ep": "4", "extra": "embed_tokens"}), mapping)
     assert (got[c.EXPERT_PARALLEL], got[c.TRAINED_MODULES]) == ("4", "embed_tokens")
+
+
+def test_a_run_time_no_date_can_hold_is_that_runs_rule_not_the_imports_failure():
+    """Review 77 S2-4: a run started in year 10000 (`datetime.fromtimestamp` raises) failed the whole import, every
+    night, naming no run. Its times are kept as words the contract's time rule then rejects; the other runs load."""
+    import polars as pl
+
+    from gpucast.tasks.ingest.normalize import normalize
+
+    odd = run_record(MlflowRun("far", "FINISHED", 253_402_300_800_000, 253_402_304_400_000, {}, {}, {}))
+    assert odd[c.SUBMITTED_AT] == "253402300800000 ms since the epoch"
+    typed = normalize(pl.DataFrame([odd], schema={k: pl.String for k in odd}).with_columns(
+        pl.lit(1, pl.Int64).alias("_row"), pl.lit(None, pl.String).alias("_raw"), pl.lit(None, pl.String).alias("_read_error")))
+    assert any(e.startswith("submitted_at: '253402300800000 ms since the epoch' is not an ISO 8601") for e in typed["_errors"][0])

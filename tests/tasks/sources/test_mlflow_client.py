@@ -58,6 +58,17 @@ def test_each_experiment_is_read_from_its_watermark_less_the_overlap_and_the_mar
     assert sorted(r.run_id for r in since.runs) == ["r1", "r2"] and since.marks == {"1": 9_000_000}
 
 
+def test_a_run_dated_ahead_moves_the_watermark_no_further_than_now():
+    """Review 77 S2-3: a run of year 3000 (quarantined by the time rule) moved its experiment's watermark there, so
+    every run logged later was never read again. The mark stops at the import's clock; the runs are all read."""
+    client = FakeClient({"a": "1"}, {"1": [("r1", 5_000_000, 9_000_000), ("future", 32_503_680_000_000, None)]})
+    new = runs_since(client, "uri", ["1"], {}, None, now_ms=10_000_000)
+    assert sorted(r.run_id for r in new.runs) == ["future", "r1"] and new.marks == {"1": 10_000_000}
+    client.runs["1"].append(("later", 11_000_000, 12_000_000))
+    again = runs_since(client, "uri", ["1"], new.marks, None, now_ms=13_000_000)
+    assert "later" in {r.run_id for r in again.runs} and again.marks == {"1": 13_000_000}
+
+
 def test_experiments_are_named_or_all_and_an_unknown_name_lists_the_known_ones():
     client = FakeClient({"sweeps": "1", "Default": "0"}, {})
     assert resolve_experiments(client, "uri", ()) == {"1": "sweeps", "0": "Default"}
