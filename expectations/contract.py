@@ -320,7 +320,9 @@ SEED_COLUMNS = {
     "gpu_demand_gflops": GPU_DEMAND_GFLOPS,
 }
 SEED_QUEUE = "seed"
-SEED_SUBMITTED_AT = "1970-01-01T00:00:00Z"  # the seed table has no dates; see README
+# The seed table has no dates: its rows are dated the earliest time the time rule accepts (`EARLIEST_TIME`; 1970 until
+# session 26, which that rule now rejects), so they never fall into a planning window nor the demand's history.
+SEED_SUBMITTED_AT = EARLIEST_TIME
 
 # Column-name spellings accepted from other exporters (after lower-casing and `_` for spaces).
 COLUMN_ALIASES = {

@@ -28,6 +28,7 @@ from gpucast.tasks.demand.forecast import (
     forecast_queue_totals,
     forecast_total,
     history_end,
+    recent_history,
     series_counts,
     total_series,
     with_queue_share,
@@ -90,6 +91,7 @@ def demand_forecast(publish: bool = True, as_of: datetime | None = None, storage
         end = history_end(latest, as_of or datetime.now(UTC))
         if end is None:
             raise ValueError("no jobs in the warehouse yet: nothing to forecast (ingest job logs first: gpucast ingest)")
+        daily = recent_history(daily, end)  # (two years: the work stays bounded whatever the oldest job's date)
         total = forecast_total_task(daily, end, days)
         forecast = forecast_demand_task(daily, end, days)
         queues = forecast_queue_totals_task(daily, end, days, forecast)

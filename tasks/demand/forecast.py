@@ -54,7 +54,8 @@ gpu_hours`) and returns forecast rows (`demand_forecast`'s columns). The method,
   history a jobs series is forecast by the mean of its two best candidates that beat seasonal naive (`BestTwo`,
   session 17): combining is robust where the folds' choice among close candidates is noisy.
 
-Days without jobs are zeros: each series runs from its first day to `as_of` without gaps.
+Days without jobs are zeros: each series runs from its first day to `as_of` without gaps, within the last
+`DEMAND_HISTORY_DAYS` (two years; `recent_history`).
 """
 
 from __future__ import annotations
@@ -200,6 +201,18 @@ def history_end(latest_submission: date | None, clock: datetime) -> date | None:
     if latest_submission is None:
         return None
     return min(latest_submission, (clock - timedelta(days=1)).date())
+
+
+# The days of history before its end the forecast and its backtest read. Two years: more than any candidate uses (the
+# levels read weeks, AutoETS and AutoTheta a few seasons; the backtest 8 weekly origins), and a bound on the work: a
+# series runs from its first day with every day filled, and cross-validation grew ~n^1.5 with its length, so one job
+# of 1970 made the demand step run 15+ minutes (review 77 S1-6); the seed table's undated rows sit before it too.
+DEMAND_HISTORY_DAYS = 730
+
+
+def recent_history(daily: pl.DataFrame, as_of: date, days: int = DEMAND_HISTORY_DAYS) -> pl.DataFrame:
+    """The rows of `daily` (`demand_daily`'s) within `days` of `as_of`, the history's last full day."""
+    return daily.filter(pl.col("day") > as_of - timedelta(days=days))
 
 
 def series_counts(forecast: pl.DataFrame) -> tuple[int, int]:

@@ -411,3 +411,18 @@ def test_a_pair_whose_member_fails_at_the_final_fit_forecasts_with_the_other():
     assert got == pytest.approx(works().forecast(y=y, h=14)["mean"])
     with pytest.raises(ValueError, match="did not converge"):
         module.BestTwo(broken, broken).forecast(y, 14)
+
+
+def test_the_forecast_reads_two_years_of_history_whatever_the_oldest_job():
+    """Review 77 S1-6: a series runs from its first day with every day filled, and one job of 1970 made the demand
+    step run 15+ minutes; the seed table's undated rows (2000-01-01) stretched their queue's series alike. The
+    forecast and its backtest read `DEMAND_HISTORY_DAYS` before the history's end: an old row is not read at all."""
+    daily = pl.concat([shifting(49, seed=1, queue="q"),
+                       pl.DataFrame({"day": [date(1970, 1, 1), date(2000, 1, 1)], "queue": ["q", "seed"],
+                                     "gpu_type": ["unknown", "unknown"], "jobs_submitted": [1, 1],
+                                     "gpu_hours": [5.0, 1.0]})], how="diagonal_relaxed")
+    as_of = START + timedelta(days=48)
+    recent = module.recent_history(daily, as_of)
+    assert recent["day"].min() == START and "seed" not in recent["queue"].to_list()
+    assert recent.height == daily.height - 2
+    assert module.recent_history(daily, as_of, days=10)["day"].min() == as_of - timedelta(days=9)

@@ -259,3 +259,29 @@ def test_a_reading_started_before_the_run_that_does_not_fit_is_dropped(tmp_path,
         assert result.stat_before == staging.stat_key(path)
     assert not staging._STARTED
     assert not [t for t in threading.enumerate() if t.name == "gpucast-read-ahead"]
+
+
+def test_a_name_too_long_for_the_archive_is_archived_by_its_content_hash(tmp_path):
+    """Review 77 S1-2: a 254-character file name archived twice in one day (`.1` takes it past 255 bytes), or a path
+    near PATH_MAX made longer by `archive/<day>/`, raised ENAMETOOLONG after the run's load had committed, and every
+    later run failed in `find-files`. Such a file goes to the day's folder by its content's hash; the others as before."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    long = "f" * 248 + ".jsonl"  # 254 bytes: with `.1`, 256
+    first = inbox / long
+    first.write_text('{"job_id": "a"}\n')
+    (moved,) = staging.archive([first], inbox, day="2026-12-01")
+    assert moved == inbox.resolve() / "archive" / "2026-12-01" / long  # the name kept where it fits
+    again = inbox / long
+    again.write_text('{"job_id": "b"}\n')
+    (moved,) = staging.archive([again], inbox, day="2026-12-01")
+    assert moved.parent == inbox.resolve() / "archive" / "2026-12-01" and not again.exists()
+    assert moved.name == staging.content_key(moved)[:16] + ".jsonl" and moved.read_text() == '{"job_id": "b"}\n'
+    deep = inbox
+    while len(str(deep)) < 3800:
+        deep = deep / ("d" * 200)
+    deep.mkdir(parents=True)
+    near = deep / ("g" * (4080 - len(str(deep)) - 8) + ".jsonl")
+    near.write_text('{"job_id": "c"}\n')
+    (moved,) = staging.archive([near], inbox, day="2026-12-01")
+    assert not near.exists() and moved.read_text() == '{"job_id": "c"}\n'
