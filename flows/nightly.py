@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
@@ -103,7 +104,10 @@ def alert_on_failure(flow, flow_run, state) -> None:
     try:
         hook.notify(body=body, subject=subject)
     except Exception as exc:  # noqa: BLE001  (see the docstring)
-        print(f"could not send the failure alert to {redact(url)}: {type(exc).__name__}: {redact(str(exc))}")
+        # the URL itself never: a Slack, Teams or Discord webhook carries its token in the path (review 77 S1-9)
+        where = f"the webhook at {urlsplit(url).hostname or '?'} (GPUCAST_ALERT_WEBHOOK_URL)"
+        print(f"could not send the failure alert to {where}: {type(exc).__name__}: "
+              f"{redact(str(exc).replace(url, '<the webhook URL>'))}")
 
 
 def _forget_alerts(flow, flow_run, state) -> None:

@@ -153,6 +153,7 @@ class Spec:
     expects: str
     help: str
     older: tuple[str, ...] = ()
+    secret: bool = False  # its value is never shown: a webhook's URL carries its token in the path (review 77 S1-9)
 
 
 SPECS: tuple[Spec, ...] = (
@@ -181,7 +182,7 @@ SPECS: tuple[Spec, ...] = (
          "a timestamp more than N hours after the ingest's own time rejects its row (a clock or typing error: 2099)"),
     Spec("GPUCAST_ALERT_WEBHOOK_URL", "alerts", "webhook_url", "", str, _webhook_url, "an http(s) URL, or empty",
          "where a failed or crashed nightly run is announced (a JSON POST through Prefect's Custom Webhook block); "
-         "empty: no alert, only the run's state"),
+         "empty: no alert, only the run's state", secret=True),
     Spec("GPUCAST_KEEP_FORECAST_DAYS", "storage", "keep_forecast_days", 30, int, *_between(1, 3_660, whole=True),
          "score runs (and their forecasts) older than N days are pruned at each score run; the latest is always kept"),
     Spec("GPUCAST_SQL_MEMORY", "sql", "memory", "2GB", str, *_MEMORY,
@@ -242,7 +243,8 @@ HOME_ENV = SPEC_BY_FIELD["home"].env  # the data directory's variable, read alon
 def _check(spec: Spec, value: Any, source: str, shown: str | None = None) -> Any:
     """`value` if it keeps its rule, else a SettingsError naming `source` (a variable or a flag)."""
     if not spec.rule(value):
-        raise SettingsError(f"{source}={shown or repr(value)} is not {spec.expects} (default {spec.default})")
+        said = "<its value, not shown: it may hold a token>" if spec.secret else (shown or repr(value))
+        raise SettingsError(f"{source}={said} is not {spec.expects} (default {spec.default})")
     return value
 
 
@@ -251,7 +253,8 @@ def parse(spec: Spec, raw: str, source: str) -> Any:
     try:
         value = spec.parse(raw.strip())
     except ValueError:
-        raise SettingsError(f"{source}={raw!r} is not {spec.expects} (default {spec.default})") from None
+        said = "<its value, not shown: it may hold a token>" if spec.secret else repr(raw)
+        raise SettingsError(f"{source}={said} is not {spec.expects} (default {spec.default})") from None
     return _check(spec, value, source, repr(raw))
 
 

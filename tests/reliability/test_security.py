@@ -254,6 +254,26 @@ def test_the_failure_alert_has_uri_secrets_masked():
     assert not any(secret in repr(sent) for secret in SECRETS)
 
 
+def test_a_failed_alert_never_prints_the_webhooks_url(capsys):
+    """Review 77 S1-9: a Slack, Teams or Discord webhook carries its token in the path, which `redact` keeps; a failed
+    alert printed the URL twice (the line and the HTTP library's error) into the flow-run log. It names the host."""
+    import socket
+    from types import SimpleNamespace
+
+    from gpucast.flows.nightly import alert_on_failure
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/services/T0AAAA/B0BBBB/S3CRETtokenXYZ"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPUCAST_ALERT_WEBHOOK_URL", url)
+        alert_on_failure(None, SimpleNamespace(name="nightly-x", id="2"), SimpleNamespace(name="Failed", message="x"))
+    out = capsys.readouterr().out
+    assert "could not send the failure alert to the webhook at 127.0.0.1 (GPUCAST_ALERT_WEBHOOK_URL): " in out, out
+    assert "S3CRET" not in out
+
+
 def test_secrets_an_older_gpucast_stored_are_masked_once_and_never_published(home):
     """Review of issue 48, MUST 4: an older gpucast stored the tracking URI as given (the watermarks' key) and its
     errors unmasked (`ingest_runs.message`, ...); the publish copied them to planners every night. The first writer
