@@ -285,6 +285,30 @@ def test_lines_split_across_blocks_keep_their_numbers(tmp_path, monkeypatch, blo
     assert df["_read_error"].null_count() == 7
 
 
+@pytest.mark.parametrize("block_bytes", [16, 333, 1 << 20])
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_line_longer_than_the_cap_is_cut_and_quarantined_alone(tmp_path, monkeypatch, block_bytes, ending):
+    """Review 77 S1-5: a line was held whole, ~11x its size in memory (a 300 kB gzip of one 300 MB line: 3.3 GB). A
+    line longer than `MAX_LINE_CHARS` is read up to it, its rest skipped: one row with its reason, the lines after it
+    with their own numbers; a line at the cap is read as any other."""
+    from gpucast.tasks.ingest import readers
+
+    monkeypatch.setattr(readers, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(readers, "MAX_LINE_CHARS", 2000)
+    at_cap = json.dumps(record(job_id="at-cap", team="t"))
+    at_cap = at_cap[:-1] + " " * (2000 - len(at_cap)) + "}"
+    huge = json.dumps(record(job_id="huge", team="x" * 5000))
+    p = write(tmp_path / "a.jsonl", ending.join([json.dumps(record(job_id="a")), huge, at_cap, huge,
+                                                 json.dumps(record(job_id="b"))]) + ending)
+    df, _ = read_all(p)
+    assert df["_row"].to_list() == [1, 2, 3, 4, 5]
+    errors = df["_read_error"].to_list()
+    said = "not read: the line is longer than 2,000 characters: only that much of it was read"
+    assert errors[1] == errors[3] == said, errors
+    assert errors[0] is None and errors[2] is None and errors[4] is None
+    assert df[c.JOB_ID].to_list()[2:5:2] == ["at-cap", "b"]
+
+
 def test_lone_carriage_returns_end_lines(tmp_path):
     p = write(tmp_path / "a.jsonl", jsonl(record(job_id="a")).replace("\n", "\r") + jsonl(record(job_id="b")))
     df, _ = read_all(p)
