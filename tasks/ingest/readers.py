@@ -441,6 +441,10 @@ def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
 
 
 def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFrame]:
+    # A field up to the JSON line cap is read, for the length caps to quarantine its row alone: at the csv module's
+    # default (131,072 characters, a limit of the whole process) one long `failure_reason` rejected the whole file, its
+    # good rows lost (review 77 S2-6). Only ever raised here.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS))
     line_no = 1
     try:
         with _open_text(path, info.compressed) as f:

@@ -367,3 +367,20 @@ def test_a_contract_name_wins_over_its_alias_in_every_process(tmp_path):
     seen = {subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout.strip() for seed in range(1, 7)}
     assert seen == {"('from-job_id', 'COMPLETED', 'Transformer', '0.001')"}
+
+
+def test_a_csv_field_longer_than_the_csv_modules_default_is_a_row_not_the_files_loss(tmp_path):
+    """Review 77 S2-6: one field over 131,072 characters (the csv module's default limit) rejected the whole file, its
+    good rows lost and not counted. The field is read (up to the JSON line cap), and its row is the length cap's."""
+    from gpucast.tasks.ingest.staging import stage_file
+
+    rows = [record(job_id=f"r{i}", status="FAILED") for i in range(5)]
+    rows[2]["failure_reason"] = "x" * 200_000
+    header = list(rows[0])
+    text = ",".join(header) + "\n" + "".join(",".join(str(r[h]) if r[h] is not None else "" for h in header) + "\n"
+                                             for r in rows)
+    p = write(tmp_path / "big.csv", text)
+    df, _ = read_all(p)
+    assert df.height == 5 and df["_read_error"].null_count() == 5
+    result = stage_file(p, tmp_path / "staging", 0)
+    assert (result.status, result.rows_read, result.rows_valid, result.rows_rejected) == ("staged", 5, 4, 1)
