@@ -30,6 +30,10 @@ def find_files(paths: list[str] | None, storage: Storage) -> list[str]:
     files whose content was ingested before are archived at once (`staging.archive`), unread."""
     if paths:
         return _text_named(staging.discover(paths))
+    moved = staging.make_archive_room(storage.inbox_dir)
+    if moved:
+        print(f"the inbox held a file named {staging.ARCHIVE!r} where its archive folder goes: renamed {moved.name}, "
+              "read as any inbox file")
     new, seen = staging.inbox_files(storage.inbox_dir, db.ingested_sha256s(storage))
     staging.archive(seen, storage.inbox_dir)
     if seen:
@@ -157,6 +161,9 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
         # quoted: Prefect would otherwise walk every file's every outcome looking for futures, twice (31 s of
         # 62 s for 2,000 one-row files); the task gets the list itself
         totals = load_run(run.run_id, run.staging, quote(results), storage)
+    vanished = staging.gone(results)
+    if vanished:
+        print(f"{len(vanished)} file(s) {staging.GONE}: {', '.join(vanished[:10])}" + (" ..." if len(vanished) > 10 else ""))
     if not paths:  # from the inbox: the files read move out of its way, unless they changed while read
         left = staging.archive_read(results, storage.inbox_dir)
         if left:

@@ -30,7 +30,7 @@ class FileResult:
     rows_read: int = 0
     rows_valid: int = 0
     rows_rejected: int = 0
-    status: str = "staged"  # staged | rejected | empty
+    status: str = "staged"  # staged | rejected | empty | gone (tasks/ingest/staging.py GONE)
     reason: str | None = None
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)  # per expectation: suite, rule, success, counts

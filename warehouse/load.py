@@ -240,6 +240,8 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
             totals["files_rejected"] += 1
             notes.append(f"{Path(r.path).name}: {r.reason}")
             rejected.append((r.path, r.sha256, r.reason, run_id, now))
+        if r.status == "gone":  # deleted after the run listed it (tasks/ingest/staging.py GONE): no rows, said
+            notes.append(f"{Path(r.path).name}: {r.reason}")
         if r.ignored_columns:
             notes.append(f"{Path(r.path).name}: ignored unknown column(s) {', '.join(r.ignored_columns)}")
         outcomes += [(run_id, r.path, o["suite"], o["expectation"], o["column"], o["rule"], o["success"],

@@ -78,13 +78,27 @@ def discover(paths: Iterable[str]) -> list[Path]:
 ARCHIVE = "archive"  # inbox/archive/YYYY-MM-DD/: files already ingested, out of the inbox's scan
 
 
+def make_archive_room(inbox: Path) -> Path | None:
+    """Where the inbox's top holds a *file* named `archive` (or a link), rename it `archive.1` (`.2` ...) so the archive
+    folder can be made, and return its new path: it is then an inbox file like any other, read and archived by content.
+    Left as it was, it stopped every night after the load (review 77 S1-7: the archive move, NotADirectoryError)."""
+    spot = inbox / ARCHIVE
+    if not spot.is_symlink() and (spot.is_dir() or not spot.exists()):
+        return None
+    return _move(spot, inbox, Path(ARCHIVE))  # the name itself is taken (by `spot`): archive.1, archive.2 ...
+
+
 def inbox_files(inbox: Path, already_ingested: set[str]) -> tuple[list[Path], list[Path]]:
     """The inbox's files (not under `archive/`) as (new, already ingested by content)."""
     if not inbox.is_dir():
         return [], []
     new, seen = [], []
     for f in sorted(p for p in _listed(inbox) if p.relative_to(inbox.resolve()).parts[0] != ARCHIVE):
-        (seen if content_key(f) in already_ingested else new).append(f)
+        try:
+            key = content_key(f)
+        except FileNotFoundError:  # deleted between the listing and its hash: not there to read
+            continue
+        (seen if key in already_ingested else new).append(f)
     return new, seen
 
 
@@ -99,6 +113,8 @@ def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[
         rel = f.relative_to(inbox) if f.is_relative_to(inbox) else Path(f.name)
         try:
             moved.append(_move(f, inbox / ARCHIVE / day, rel))
+        except FileNotFoundError:
+            continue  # deleted since it was listed or read (a clean-up job): nothing left to move
         except OSError as exc:  # a path or name too long for the archive's deeper folder, or a `.1` suffix past 255
             if exc.errno != errno.ENAMETOOLONG:  # bytes (review 77 S1-2: it failed the run after its load committed,
                 raise  # and every later run in `find-files`): the file goes to the day's folder by its content's hash
@@ -125,7 +141,10 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
     unchanged, changed = [], []
     for r in results:
         path = Path(r.path)
-        same = content_key(path) == r.sha256 and (r.stat_before is None or stat_key(path) == r.stat_before)
+        try:
+            same = content_key(path) == r.sha256 and (r.stat_before is None or stat_key(path) == r.stat_before)
+        except FileNotFoundError:  # gone before it was read (`GONE`), or deleted since: nothing to move
+            continue
         (unchanged if same else changed).append(path)
     archive(unchanged, inbox)
     return changed
@@ -227,14 +246,47 @@ def stage_file(
         _refuse_link(result, path)
         return result
     started = _take_started(path, chunk_rows, mapping)  # a reading begun before the run (`start_reading`), if any
-    result = FileResult(path=str(path), sha256="", index=index,
-                        stat_before=started.stat_before if started else stat_key(path))
+    result = FileResult(path=str(path), sha256="", index=index)
+    try:
+        result.stat_before = started.stat_before if started else stat_key(path)
+    except FileNotFoundError:
+        return _gone(result)
     with ThreadPoolExecutor(1, thread_name_prefix="gpucast-sha256") as hashing:
         digest = hashing.submit(content_key, path)
         staged = _stage_read(result, path, staging_dir, chunk_rows, progress, not_after, mapping, digest, started)
         # a reading error propagates as itself (the hash's own error, if any, stays in its future)
-        staged.sha256 = staged.sha256 or digest.result()
+        try:
+            staged.sha256 = staged.sha256 or digest.result()
+        except FileNotFoundError:  # deleted between the reader's open and the hash's: what was staged is unhashed
+            return _gone(staged, staging_dir)
         return staged
+
+
+# A file listed by the run but deleted or moved before it was read (a clean-up job, an exporter rotating its files):
+# not a bad file and not the night's failure (review 77 S2-8). Nothing of it is read or loaded; `ingest_files` records
+# it with status `gone`; it is not archived, and a file of that name and content is read by a later run.
+GONE = "gone before it was read: deleted or moved after the run listed it; nothing of it was read"
+
+
+def _gone(result: FileResult, staging_dir: Path | None = None) -> FileResult:
+    """`result` as a file that was gone when read: no rows, no hash; any staging file already written for it removed."""
+    if staging_dir is not None:
+        for out in staging_dir.glob(f"*-{result.index:05d}-*.parquet"):
+            out.unlink()
+    result.status, result.reason, result.sha256 = "gone", GONE, ""
+    result.rows_read = result.rows_valid = result.rows_rejected = 0
+    result.outcomes = []
+    return result
+
+
+def gone(results: Iterable[FileResult]) -> list[str]:
+    """The names of the run's files that were gone when read (`GONE`)."""
+    return [Path(r.path).name for r in results if r.status == "gone"]
+
+
+def _vanished(exc: BaseException) -> bool:
+    """Whether a reading error is the file's absence (raised as itself, or as a `FileRejected` the reader made of it)."""
+    return isinstance(exc, FileNotFoundError) or isinstance(exc.__cause__, FileNotFoundError)
 
 
 def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: int,
@@ -253,7 +305,9 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
             bar.update(chunk.height)
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
-    except FileRejected as exc:
+    except (FileRejected, FileNotFoundError) as exc:
+        if _vanished(exc):
+            return _gone(result, staging_dir)
         staged.discard(exc.reason)  # nothing of a file that cannot be read fully is loaded
         return result
     finally:
@@ -476,10 +530,13 @@ def stage_files(
 ) -> list[FileResult]:
     """Stage a batch of small files (see `batches`) as files `first_index`, `first_index + 1`, ...;
     one `FileResult` per file, exactly as `stage_file` would give it."""
-    results = [FileResult(path=str(p), sha256="", index=first_index + i, stat_before=stat_key(p))
-               for i, p in enumerate(paths)]
+    results = [FileResult(path=str(p), sha256="", index=first_index + i) for i, p in enumerate(paths)]
     for r, p in zip(results, paths, strict=True):
-        r.sha256 = content_key(p)  # after the stat, as in stage_file
+        try:
+            r.stat_before = stat_key(p)
+            r.sha256 = content_key(p)  # after the stat, as in stage_file
+        except FileNotFoundError:
+            _gone(r)
     frames, read = _read_batch(paths, results, chunk_rows, mapping)
     t1 = time.perf_counter()
     outcomes: dict[int, list] = {}
@@ -515,6 +572,8 @@ def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
     frames: list[pl.DataFrame] = []
     read: dict[int, tuple[FileInfo, float]] = {}
     for pos, (path, result) in enumerate(zip(paths, results, strict=True)):
+        if result.status == "gone":
+            continue
         if path.is_symlink():
             _refuse_link(result, path)
             continue
@@ -522,8 +581,11 @@ def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
         t0 = time.perf_counter()
         try:
             chunks = list(read_chunks(path, info, chunk_rows))
-        except FileRejected as exc:
-            result.status, result.reason = "rejected", exc.reason
+        except (FileRejected, FileNotFoundError) as exc:
+            if _vanished(exc):
+                _gone(result)
+            else:
+                result.status, result.reason = "rejected", exc.reason
             continue
         read[pos] = (info, time.perf_counter() - t0)
         # rejected rows of CSV and Parquet get their text rebuilt from their own file's columns (not the batch's)

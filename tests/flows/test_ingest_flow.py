@@ -470,3 +470,41 @@ def test_an_inbox_file_whose_name_is_not_utf8_is_left_unread_and_the_rest_loads(
     assert "its name is not UTF-8 text (" in caplog.text and "bad\\xff\\xfename.jsonl" in caplog.text
     again = ingest()  # the next night: the same warning, nothing stops
     assert again.rows_read == 0 and os.path.exists(odd)
+
+
+def test_an_inbox_file_deleted_after_the_listing_is_said_and_the_night_goes_on(home, monkeypatch, caplog):
+    """Review 77 S2-8: the run lists the inbox, then a clean-up job deletes one file before it is staged. The night
+    went down in `stat`; now the other files load and are archived, the gone one is counted nowhere (no rows read),
+    its `ingest_files` row says `gone` with the reason, the run's message and output name it."""
+    from gpucast.tasks.ingest import staging as steps
+
+    write(home / "inbox" / "a.jsonl", jsonl(record(job_id="a1"), record(job_id="a2")))
+    doomed = write(home / "inbox" / "b.jsonl", jsonl(record(job_id="b1")))
+    listed = steps.inbox_files
+
+    def list_then_clean_up(*args, **kwargs):
+        found = listed(*args, **kwargs)
+        doomed.unlink()
+        return found
+
+    monkeypatch.setattr(steps, "inbox_files", list_then_clean_up)
+    result = ingest()
+    assert (result.files, result.rows_read, result.rows_loaded, result.files_rejected) == (2, 2, 2, 0)
+    assert query(home, "SELECT status, rows_read FROM ingest_files ORDER BY source_file") == [("loaded", 2), ("gone", 0)]
+    assert "b.jsonl: gone before it was read" in query(home, "SELECT message FROM ingest_runs")[0][0]
+    assert f"1 file(s) {steps.GONE}: b.jsonl" in caplog.text
+    assert [p.name for p in (home / "inbox").rglob("*.jsonl")] == ["a.jsonl"] and (home / "inbox" / "archive").exists()
+
+
+def test_a_file_named_archive_in_the_inbox_is_read_as_any_file_and_the_archive_made(home, caplog):
+    """Review 77 S1-7: a *file* named `archive` at the inbox's top (where the archive folder goes) failed every night
+    after its load, in the archive move (NotADirectoryError). It is renamed `archive.1`, read as any inbox file (here a
+    job log: its row loads), and archived with the rest; the run says so."""
+    write(home / "inbox" / "archive", jsonl(record(job_id="in-the-way")))
+    write(home / "inbox" / "a.jsonl", jsonl(record(job_id="a1")))
+    result = ingest()
+    assert (result.files, result.rows_loaded) == (2, 2)
+    assert "renamed archive.1, read as any inbox file" in caplog.text
+    archived = sorted(p.name for p in (home / "inbox" / "archive").rglob("*") if p.is_file())
+    assert archived == ["a.jsonl", "archive.1"] and (home / "inbox" / "archive").is_dir()
+    assert ingest().files == 0  # the next night: nothing left, nothing stops

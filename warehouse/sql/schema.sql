@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS ingest_files (
     rows_loaded BIGINT NOT NULL,
     rows_rejected BIGINT NOT NULL,
     rows_duplicate BIGINT NOT NULL,
-    status VARCHAR NOT NULL,           -- loaded | rejected (whole file) | empty
+    status VARCHAR NOT NULL,           -- loaded | rejected (whole file) | empty | gone (deleted before read)
     reason VARCHAR,
     ignored_columns VARCHAR[],
     PRIMARY KEY (ingest_run_id, source_file)

@@ -384,3 +384,17 @@ def test_a_csv_field_longer_than_the_csv_modules_default_is_a_row_not_the_files_
     assert df.height == 5 and df["_read_error"].null_count() == 5
     result = stage_file(p, tmp_path / "staging", 0)
     assert (result.status, result.rows_read, result.rows_valid, result.rows_rejected) == ("staged", 5, 4, 1)
+
+
+def test_an_alias_first_written_after_the_sample_lines_is_read(tmp_path):
+    """Review 77 S2-1: keys were learned from a chunk's first 200 lines, so a file whose later lines spell `LR` and
+    `State` (two exporters concatenated) lost those values unsaid. An alias found by name after the sample is read."""
+    import json
+
+    rows = [record(job_id=f"j{i}") for i in range(300)]
+    for r in rows[250:]:
+        r["LR"], r["State"] = r.pop("learning_rate"), r.pop("status")
+    p = write(tmp_path / "two-exporters.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    df, _ = read_all(p)
+    assert df.height == 300 and df["learning_rate"].null_count() == 0 and df["status"].null_count() == 0
+    assert df["learning_rate"].to_list()[260] == str(rows[260]["LR"])

@@ -285,3 +285,31 @@ def test_a_name_too_long_for_the_archive_is_archived_by_its_content_hash(tmp_pat
     near.write_text('{"job_id": "c"}\n')
     (moved,) = staging.archive([near], inbox, day="2026-12-01")
     assert not near.exists() and moved.read_text() == '{"job_id": "c"}\n'
+
+
+def test_a_file_gone_before_it_was_read_is_said_not_the_runs_failure(tmp_path):
+    """Review 77 S2-8: a file listed by the run and deleted before it was read (a clean-up job, an exporter rotating
+    its files) failed the night in `stat`. Alone or in a batch of small files, it is `gone`: no rows, no hash, its
+    reason said; the batch's other files stage as before."""
+    kept = write(tmp_path / "kept.jsonl", jsonl(record(job_id="k1"), record(job_id="k2")))
+    alone = stage_file(tmp_path / "deleted.jsonl", tmp_path / "staging", 0)
+    assert (alone.status, alone.reason, alone.rows_read, alone.sha256) == ("gone", staging.GONE, 0, "")
+    batch = stage_files([kept, tmp_path / "deleted.csv", tmp_path / "no-suffix"], tmp_path / "staging-b", 1)
+    assert [(r.status, r.rows_read) for r in batch] == [("staged", 2), ("gone", 0), ("gone", 0)]
+    assert staging.gone(batch) == ["deleted.csv", "no-suffix"]
+    assert staging.archive_read(batch, tmp_path) == [] and not kept.exists()  # the read one archived, the gone skipped
+
+
+def test_a_file_deleted_while_its_hash_was_pending_leaves_nothing_staged(tmp_path, monkeypatch):
+    """The hash opens the file beside the reader: a file deleted between the two opens was read but not hashed. Its
+    staged rows are removed and it is `gone` (its rows carry no hash); the next run reads it if it comes back."""
+    path = write(tmp_path / "racy.jsonl", jsonl(record(job_id="r1")))
+
+    def hash_after_delete(p):
+        p.unlink(missing_ok=True)
+        raise FileNotFoundError(p)
+
+    monkeypatch.setattr(staging, "content_key", hash_after_delete)
+    result = stage_file(path, tmp_path / "staging", 3)
+    assert (result.status, result.rows_read) == ("gone", 0)
+    assert not list((tmp_path / "staging").glob("*.parquet"))
