@@ -176,4 +176,6 @@ def ingest_job_logs(paths: list[str] | None = None, chunk_rows: int = DEFAULT_CH
           f"+ rejected {totals.rows_rejected:,} + duplicate {totals.rows_duplicate:,}; "
           f"{totals.files_rejected} file(s) rejected")
     # GX's one validation of the run is the step after staging: its seconds beside the staging steps'
-    return IngestResult.of(run.run_id, len(files), totals, {**staging.stage_seconds(results), "gx": check.seconds})
+    # the files read: a file gone before it was read is not one (nor in the gate's share of files rejected whole)
+    return IngestResult.of(run.run_id, len(files) - len(vanished), totals,
+                           {**staging.stage_seconds(results), "gx": check.seconds})

@@ -26,7 +26,7 @@ class IngestResult:
     """One ingest run (`ingest-job-logs`): its rows reconcile, `rows_read = rows_loaded + rows_rejected + rows_duplicate`."""
 
     run_id: str
-    files: int  # files the run read (files, or the inbox's new ones)
+    files: int  # files the run read (files, or the inbox's new ones; one gone before it was read is not counted)
     files_rejected: int  # files rejected whole (see `rejected_files`)
     rows_read: int
     rows_loaded: int

@@ -262,4 +262,5 @@ def ingested_sha256s(storage: Storage) -> set[str]:
     if not storage.db_path.exists():
         return set()
     with writer(storage) as con:
-        return {s for (s,) in con.execute("SELECT DISTINCT source_sha256 FROM ingest_files").fetchall()}
+        return {s for (s,) in con.execute(
+            "SELECT DISTINCT source_sha256 FROM ingest_files WHERE status <> 'gone'").fetchall()}  # gone: no hash

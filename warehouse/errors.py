@@ -33,6 +33,11 @@ _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
 # password may hold a quote, a space, a backtick or `<` (`'` is legal unescaped in RFC 3986's user info), where `_URI`
 # stops (review 77 S1-8: `http://alice:S3'cr3t@host` was printed, stored and published as it was).
 _USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\n]*@")
+# The same, up to the first space: where the wide match's text before its first space is a whole authority (`host`,
+# `host:5000`, or holds an `@` itself), the `@` it reached is a later word's (`http://mlflow:5000 (ask ops@example.com)`
+# read `http://***@example.com)`, another host: review 78). A password whose text before a space is all digits is then
+# read as a port and stays visible: a space is not legal in a URI's user info unescaped, and this is the rarer side.
+_USER_INFO_WORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s]*@")
 HIDDEN = "***"
 
 
@@ -46,8 +51,20 @@ def redact(text: str) -> str:
     that marks the user info."""
     if "://" not in text and "?" not in text and "#" not in text:
         return text
-    text = _USER_INFO.sub(lambda m: m["scheme"] + HIDDEN + "@", text)
+    text = _USER_INFO.sub(_mask_user_info, text)
     return _QUERY.sub(lambda m: _hidden(m[0]), _URI.sub(_redact_uri, text))
+
+
+def _mask_user_info(m: re.Match) -> str:
+    """A `_USER_INFO` match masked: all of it, unless it spans a space after a whole authority (`_USER_INFO_WORD`)."""
+    info = m[0][len(m["scheme"]):-1]
+    if not any(ch.isspace() for ch in info):
+        return m["scheme"] + HIDDEN + "@"
+    head = info.split(None, 1)[0]
+    if "@" not in head and ":" in head and not head.rsplit(":", 1)[1].isdigit():
+        return m["scheme"] + HIDDEN + "@"  # `alice:S3 cr3t@host`: a password with a space
+    word = _USER_INFO_WORD.match(m[0])
+    return m[0] if word is None else m["scheme"] + HIDDEN + m[0][word.end() - 1:]
 
 
 def _redact_uri(m: re.Match) -> str:

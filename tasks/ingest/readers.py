@@ -193,6 +193,13 @@ BLOCK_BYTES = 8 << 20
 # 3.3 GB and a 1 MB one would have been killed for memory, every night (review 77 S1-5; the Slurm reader's cap, larger:
 # a 5 MB line stays a row whose long values the length caps then name).
 MAX_LINE_CHARS = 16 << 20
+# A CSV field up to this many characters is read, for the length caps to quarantine its row alone: at the csv module's
+# default (131,072) one long `failure_reason` rejected the whole file, its good rows lost (review 77 S2-6). A longer
+# field still rejects the file, naming its line. Not MAX_LINE_CHARS: the csv module holds a row's fields whole, so a row
+# may take width x this (review 78: at 16 Mi, 8 wide fields from a 125 kB gzip took 518 MB). Set once, for the process
+# (the module's limit is global): the mapping reader's CSV reads the same.
+MAX_CSV_FIELD_CHARS = 1 << 20
+csv.field_size_limit(max(csv.field_size_limit(), MAX_CSV_FIELD_CHARS))
 
 
 def _line_blocks(path: Path, compressed: bool) -> Iterator[tuple[int, list[str]]]:
@@ -310,22 +317,24 @@ def _key_map(lines: list[str], info: FileInfo, late: Iterable[str] = ()) -> dict
             continue
         if isinstance(obj, dict):
             seen.update(dict.fromkeys(obj))
-    seen.update(dict.fromkeys(late))
     mapping = {}
-    for k in dict.fromkeys([*c.COLUMNS, *(info.mapping.columns if info.mapping else ()), *seen]):
+    for k in dict.fromkeys([*c.COLUMNS, *(info.mapping.columns if info.mapping else ()), *seen, *late]):
         name = info.name_of(k)
         if name in c.COLUMNS:
             mapping.setdefault(k, name)
-        elif k in seen:
-            info.ignored_columns.add(k)
+        elif k in seen:  # (a late match is a name found in the text, maybe in a value: decoded where it is a key, never
+            info.ignored_columns.add(k)  # listed as a column the file holds)
     return mapping
 
 
 # A contract name is decoded whatever the sample saw; an alias (`lr`, `state`, `id` ...) only where the sample holds it,
-# or where it is found by name in a line after the sample (review 77 S2-1: a file whose later lines spelled `lr` for
-# `learning_rate`, two exporters concatenated, lost those values unsaid). Searching the quoted names costs ~0.45 CPU-s
-# per million lines; decoding every alias's column always cost ~1.3 s. A key in another spelling (`"Learning Rate"`)
-# first seen after the sample is still not read (nor listed as ignored).
+# or where it is found by name, quoted and in any letter case, in a line after the sample (review 77 S2-1: a file whose
+# later lines spelled `lr` for `learning_rate`, two exporters concatenated, lost those values unsaid). Measured on
+# 200,000-line blocks (median of 5, run twice): +1.0 CPU-s per million lines where no alias follows the sample, +1.9
+# where one does (review 78); decoding every alias's column always cost ~1.3 s. Not covered, decided (review 78): the
+# contract's own names in another case (`Status`, `Learning_Rate`) or another spelling (`"Learning Rate"`) first written
+# after the sample are not read, nor listed as ignored. Searching those too (323 quoted spellings, case-sensitive: a
+# case-insensitive search matches every line's own names) measured +1-2 CPU-s per million lines more on every file.
 _ALIAS_KEYS = [f'"{alias}"' for alias in c.COLUMN_ALIASES]
 
 
@@ -458,10 +467,6 @@ def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
 
 
 def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFrame]:
-    # A field up to the JSON line cap is read, for the length caps to quarantine its row alone: at the csv module's
-    # default (131,072 characters, a limit of the whole process) one long `failure_reason` rejected the whole file, its
-    # good rows lost (review 77 S2-6). Only ever raised here.
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_LINE_CHARS))
     line_no = 1
     try:
         with _open_text(path, info.compressed) as f:
@@ -489,7 +494,12 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
                     rows, numbers, errors = [], [], []
             if rows:
                 yield _csv_frame(rows, numbers, errors, keep, info)
-    except (UnicodeDecodeError, EOFError, OSError, csv.Error) as exc:
+    except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise FileRejected(f"a field longer than {MAX_CSV_FIELD_CHARS:,} characters near line {line_no + 1}: "
+                               "shorten or leave out that column at the exporter") from exc
+        raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
+    except (UnicodeDecodeError, EOFError, OSError) as exc:
         raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
 
 

@@ -79,12 +79,13 @@ ARCHIVE = "archive"  # inbox/archive/YYYY-MM-DD/: files already ingested, out of
 
 
 def make_archive_room(inbox: Path) -> Path | None:
-    """Where the inbox's top holds a *file* named `archive` (or a link), rename it `archive.1` (`.2` ...) so the archive
-    folder can be made, and return its new path: it is then an inbox file like any other, read and archived by content.
-    Left as it was, it stopped every night after the load (review 77 S1-7: the archive move, NotADirectoryError)."""
+    """Where the inbox's top holds a *file* named `archive` (or a link to one, or a dangling link), rename it `archive.1`
+    (`.2` ...) so the archive folder can be made, and return its new path: it is then an inbox file like any other, read
+    and archived by content (a job log loads; anything else is rejected whole, as any other file would be). Left as it
+    was, it stopped every night after the load (review 77 S1-7: the archive move, NotADirectoryError)."""
     spot = inbox / ARCHIVE
-    if not spot.is_symlink() and (spot.is_dir() or not spot.exists()):
-        return None
+    if spot.is_dir() or not (spot.exists() or spot.is_symlink()):  # a folder, or a link to one (an archive on another
+        return None  # disk): the archive as meant
     return _move(spot, inbox, Path(ARCHIVE))  # the name itself is taken (by `spot`): archive.1, archive.2 ...
 
 
@@ -245,9 +246,9 @@ def stage_file(
         result = FileResult(path=str(path), sha256=content_key(path), index=index)
         _refuse_link(result, path)
         return result
-    started = _take_started(path, chunk_rows, mapping)  # a reading begun before the run (`start_reading`), if any
     result = FileResult(path=str(path), sha256="", index=index)
     try:
+        started = _take_started(path, chunk_rows, mapping)  # a reading begun before the run (`start_reading`), if any
         result.stat_before = started.stat_before if started else stat_key(path)
     except FileNotFoundError:
         return _gone(result)
@@ -257,8 +258,8 @@ def stage_file(
         # a reading error propagates as itself (the hash's own error, if any, stays in its future)
         try:
             staged.sha256 = staged.sha256 or digest.result()
-        except FileNotFoundError:  # deleted between the reader's open and the hash's: what was staged is unhashed
-            return _gone(staged, staging_dir)
+        except FileNotFoundError:  # deleted between the reader's open and the hash's (an empty file: a file with rows
+            return _gone(staged)  # waits for the hash before its first staging file, `_Staged.add`)
         return staged
 
 
@@ -268,11 +269,8 @@ def stage_file(
 GONE = "gone before it was read: deleted or moved after the run listed it; nothing of it was read"
 
 
-def _gone(result: FileResult, staging_dir: Path | None = None) -> FileResult:
-    """`result` as a file that was gone when read: no rows, no hash; any staging file already written for it removed."""
-    if staging_dir is not None:
-        for out in staging_dir.glob(f"*-{result.index:05d}-*.parquet"):
-            out.unlink()
+def _gone(result: FileResult) -> FileResult:
+    """`result` as a file that was gone when read: no rows, no hash."""
     result.status, result.reason, result.sha256 = "gone", GONE, ""
     result.rows_read = result.rows_valid = result.rows_rejected = 0
     result.outcomes = []
@@ -284,9 +282,13 @@ def gone(results: Iterable[FileResult]) -> list[str]:
     return [Path(r.path).name for r in results if r.status == "gone"]
 
 
-def _vanished(exc: BaseException) -> bool:
-    """Whether a reading error is the file's absence (raised as itself, or as a `FileRejected` the reader made of it)."""
-    return isinstance(exc, FileNotFoundError) or isinstance(exc.__cause__, FileNotFoundError)
+def _vanished(exc: BaseException, path: Path) -> bool:
+    """Whether an error is `path`'s absence (raised as itself, or as a `FileRejected` the reader made of it); not
+    another file's (a staging file whose folder a clean-up removed is the run's failure, not a file gone)."""
+    err = exc if isinstance(exc, FileNotFoundError) else exc.__cause__
+    if not isinstance(err, FileNotFoundError):
+        return False
+    return Path(os.fsdecode(err.filename)) == path if err.filename is not None else not path.exists()
 
 
 def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: int,
@@ -306,10 +308,10 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
     except (FileRejected, FileNotFoundError) as exc:
-        if _vanished(exc):
-            return _gone(result, staging_dir)
-        staged.discard(exc.reason)  # nothing of a file that cannot be read fully is loaded
-        return result
+        if not isinstance(exc, FileRejected) and not _vanished(exc, path):
+            raise
+        staged.discard(exc.reason if isinstance(exc, FileRejected) else GONE)  # nothing of it is loaded
+        return _gone(result) if _vanished(exc, path) else result
     finally:
         chunks.close()
         bar.close()
@@ -582,10 +584,12 @@ def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
         try:
             chunks = list(read_chunks(path, info, chunk_rows))
         except (FileRejected, FileNotFoundError) as exc:
-            if _vanished(exc):
+            if _vanished(exc, path):
                 _gone(result)
-            else:
+            elif isinstance(exc, FileRejected):
                 result.status, result.reason = "rejected", exc.reason
+            else:
+                raise
             continue
         read[pos] = (info, time.perf_counter() - t0)
         # rejected rows of CSV and Parquet get their text rebuilt from their own file's columns (not the batch's)

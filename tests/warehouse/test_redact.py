@@ -74,3 +74,15 @@ def test_a_password_with_any_character_is_masked(mark):
                  f"API request to 'http://alice:{secret}@h:5000/api/2.0' failed", f"tcp://u:{secret}@h:8786"):
         shown = redact(text)
         assert "cr3t" not in shown and "***@" in shown, (text, shown)
+
+
+@pytest.mark.parametrize("text", ["could not reach http://mlflow.internal:5000 (ask ops@example.com)",
+                                  "http://mlflow (mail ops@example.com)", "see http://h:8080/x or write to ops@example.com"])
+def test_an_address_followed_by_an_email_keeps_its_own_host(text):
+    """Review 78: user info that may hold a space read from `http://` to an e-mail's `@`, so on-call read
+    `http://***@example.com)`: another host. An address with no user info is left as it is."""
+    assert redact(text) == text
+
+
+def test_user_info_before_a_later_email_is_masked_up_to_its_own_at():
+    assert redact("http://u:S3cret@h1:5000 down, ask ops@example.com") == "http://***@h1:5000 down, ask ops@example.com"

@@ -300,9 +300,10 @@ def test_a_file_gone_before_it_was_read_is_said_not_the_runs_failure(tmp_path):
     assert staging.archive_read(batch, tmp_path) == [] and not kept.exists()  # the read one archived, the gone skipped
 
 
-def test_a_file_deleted_while_its_hash_was_pending_leaves_nothing_staged(tmp_path, monkeypatch):
-    """The hash opens the file beside the reader: a file deleted between the two opens was read but not hashed. Its
-    staged rows are removed and it is `gone` (its rows carry no hash); the next run reads it if it comes back."""
+def test_a_file_deleted_while_its_hash_was_pending_is_gone_with_no_rows(tmp_path, monkeypatch):
+    """The hash opens the file beside the reader: a file deleted between the two opens was read but not hashed. It is
+    `gone` with no rows counted (the next run reads it if it comes back); no staging file was written, since the first
+    waits for the hash (its rows carry it)."""
     path = write(tmp_path / "racy.jsonl", jsonl(record(job_id="r1")))
 
     def hash_after_delete(p):
@@ -313,3 +314,46 @@ def test_a_file_deleted_while_its_hash_was_pending_leaves_nothing_staged(tmp_pat
     result = stage_file(path, tmp_path / "staging", 3)
     assert (result.status, result.rows_read) == ("gone", 0)
     assert not list((tmp_path / "staging").glob("*.parquet"))
+
+
+def test_a_missing_staging_folder_is_the_runs_failure_not_a_file_gone(tmp_path, monkeypatch):
+    """Review 78: only the file's own absence makes it `gone`; a FileNotFoundError of another path (the run's staging
+    folder removed by a clean-up) fails the staging, as before, rather than reading every file as gone."""
+    path = write(tmp_path / "f.jsonl", jsonl(record(job_id="f1")))
+
+    def lost_folder(self, *args):
+        raise FileNotFoundError(2, "No such file or directory", str(tmp_path / "staging" / "valid-00000-00000.parquet"))
+
+    monkeypatch.setattr(staging._Staged, "add", lost_folder)
+    with pytest.raises(FileNotFoundError):
+        stage_file(path, tmp_path / "staging", 0)
+
+
+def test_a_file_named_path_deleted_after_its_early_reading_began_is_gone(tmp_path):
+    """`gpucast ingest FILE` starts reading FILE before the flow (`start_reading`): deleted before the staging takes
+    that reading, the file is `gone`, not the run's failure (review 78)."""
+    path = write(tmp_path / "early.jsonl", jsonl(record(job_id="e1")))
+    staging.start_reading(path)
+    try:
+        path.unlink()
+        result = stage_file(path, tmp_path / "staging", 0)
+    finally:
+        staging.stop_reading()
+    assert (result.status, result.rows_read) == ("gone", 0)
+
+
+def test_an_inbox_archive_that_links_to_a_folder_elsewhere_is_kept_and_used(tmp_path):
+    """Review 78: an `archive` link to a folder on another disk is the archive as meant: left as it is (not renamed,
+    not read), and files are archived through it; a plain *file* named `archive` is renamed and read."""
+    inbox, elsewhere = tmp_path / "inbox", tmp_path / "other-disk"
+    elsewhere.mkdir()
+    inbox.mkdir()
+    (inbox / staging.ARCHIVE).symlink_to(elsewhere, target_is_directory=True)
+    done = write(inbox / "a.jsonl", jsonl(record(job_id="a")))
+    assert staging.make_archive_room(inbox) is None and (inbox / staging.ARCHIVE).is_symlink()
+    assert staging.inbox_files(inbox, set()) == ([done.resolve()], [])
+    staging.archive([done.resolve()], inbox)
+    assert [p.name for p in elsewhere.rglob("*.jsonl")] == ["a.jsonl"]
+    (inbox / staging.ARCHIVE).unlink()
+    write(inbox / staging.ARCHIVE, "not a folder")
+    assert staging.make_archive_room(inbox) == inbox / "archive.1" and (inbox / "archive.1").read_text() == "not a folder"
