@@ -33,11 +33,15 @@ _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
 # password may hold a quote, a space, a backtick or `<` (`'` is legal unescaped in RFC 3986's user info), where `_URI`
 # stops (review 77 S1-8: `http://alice:S3'cr3t@host` was printed, stored and published as it was).
 _USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\n]*@")
-# The same, up to the first space: where the wide match's text before its first space is a whole authority (`host`,
-# `host:5000`, or holds an `@` itself), the `@` it reached is a later word's (`http://mlflow:5000 (ask ops@example.com)`
-# read `http://***@example.com)`, another host: review 78). A password whose text before a space is all digits is then
-# read as a port and stays visible: a space is not legal in a URI's user info unescaped, and this is the rarer side.
-_USER_INFO_WORD = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s]*@")
+# Where user info would span a space, the `@` may be a later word's: `http://mlflow:5000 (ask ops@example.com)` read
+# `http://***@example.com)`, another host (review 78). The URI keeps its host only where the text before the space is
+# a plain address (`_AUTHORITY`, the sentence's punctuation after it aside) and the word the `@` ends has no `:` (an
+# e-mail, not `user:password`), or where that text holds the `@` and ends in host:port (`alice:pw@h:5000 ... ops@x`:
+# masked to its own `@`). Anything else is masked whole: `alice@corp.com:pa ss@h` or `al ice:pw@h` showed the password
+# (review 79 S1-2). A password whose text before a space is all digits (`alice:123 45@h`) still reads as a port and
+# stays visible: a space is not legal in a URI's user info unescaped, and this is the rarer side.
+_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?P<port>:\d{1,5})?")
+_SENTENCE_END = ").,;:"
 HIDDEN = "***"
 
 
@@ -56,15 +60,20 @@ def redact(text: str) -> str:
 
 
 def _mask_user_info(m: re.Match) -> str:
-    """A `_USER_INFO` match masked: all of it, unless it spans a space after a whole authority (`_USER_INFO_WORD`)."""
+    """A `_USER_INFO` match masked: all of it, unless a space shows the `@` to be a later word's (`_AUTHORITY`)."""
     info = m[0][len(m["scheme"]):-1]
+    whole = m["scheme"] + HIDDEN + "@"
     if not any(ch.isspace() for ch in info):
-        return m["scheme"] + HIDDEN + "@"
-    head = info.split(None, 1)[0]
-    if "@" not in head and ":" in head and not head.rsplit(":", 1)[1].isdigit():
-        return m["scheme"] + HIDDEN + "@"  # `alice:S3 cr3t@host`: a password with a space
-    word = _USER_INFO_WORD.match(m[0])
-    return m[0] if word is None else m["scheme"] + HIDDEN + m[0][word.end() - 1:]
+        return whole
+    head, last = info.split(None, 1)[0], info.rsplit(None, 1)[-1]
+    if "@" not in head:
+        plain = _AUTHORITY.fullmatch(head.rstrip(_SENTENCE_END))
+        return m[0] if plain and ":" not in last else whole
+    user, host = head.rsplit("@", 1)
+    address = _AUTHORITY.fullmatch(host.rstrip(_SENTENCE_END))
+    if "@" in user or not (address and address["port"]):
+        return whole
+    return m["scheme"] + HIDDEN + m[0][len(m["scheme"]) + len(user):]
 
 
 def _redact_uri(m: re.Match) -> str:

@@ -77,7 +77,9 @@ def test_a_password_with_any_character_is_masked(mark):
 
 
 @pytest.mark.parametrize("text", ["could not reach http://mlflow.internal:5000 (ask ops@example.com)",
-                                  "http://mlflow (mail ops@example.com)", "see http://h:8080/x or write to ops@example.com"])
+                                  "http://mlflow (mail ops@example.com)", "http://mlflow:5000, ask ops@example.com",
+                                  "http://mlflow:5000: connection refused; mail ops@example.com",
+                                  "(http://mlflow:5000) ask ops@example.com", "http://[::1]:5000 down; ops@example.com"])
 def test_an_address_followed_by_an_email_keeps_its_own_host(text):
     """Review 78: user info that may hold a space read from `http://` to an e-mail's `@`, so on-call read
     `http://***@example.com)`: another host. An address with no user info is left as it is."""
@@ -86,3 +88,15 @@ def test_an_address_followed_by_an_email_keeps_its_own_host(text):
 
 def test_user_info_before_a_later_email_is_masked_up_to_its_own_at():
     assert redact("http://u:S3cret@h1:5000 down, ask ops@example.com") == "http://***@h1:5000 down, ask ops@example.com"
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("https://alice@corp.com:pa ss@mlflow:5000", "pa ss"),  # an e-mail as the user name, a space in the password
+    ("http://alice:p@ss word@host", "ss word"),
+    ("http://al ice:S3cretpw@host/x", "S3cretpw"),
+])
+def test_user_info_spanning_a_space_is_masked_unless_a_plain_address_comes_first(text, secret):
+    """Review 79 S1-2: review 78's reading kept the text after the first word's `@`, or a whole URI whose first word
+    was no address, and showed these passwords; the address keeps its host only as the rule in `_AUTHORITY` says."""
+    shown = redact(text)
+    assert secret not in shown and "***@" in shown, (text, shown)
