@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import queue
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -81,8 +82,8 @@ ARCHIVE = "archive"  # inbox/archive/YYYY-MM-DD/: files already ingested, out of
 def make_archive_room(inbox: Path) -> Path | None:
     """Where the inbox's top holds a *file* named `archive` (or a link to one, or a dangling link), rename it `archive.1`
     (`.2` ...) so the archive folder can be made, and return its new path: it is then an inbox file like any other, read
-    and archived by content (a job log loads; anything else is rejected whole, as any other file would be). Left as it
-    was, it stopped every night after the load (review 77 S1-7: the archive move, NotADirectoryError)."""
+    and archived by content (a job log loads; anything else, a link included, is rejected whole, as any other would be).
+    Left as it was, it stopped every night after the load (review 77 S1-7: the archive move, NotADirectoryError)."""
     spot = inbox / ARCHIVE
     if spot.is_dir() or not (spot.exists() or spot.is_symlink()):  # a folder, or a link to one (an archive on another
         return None  # disk): the archive as meant
@@ -131,8 +132,26 @@ def _move(f: Path, folder: Path, rel: Path) -> Path:
         n += 1
         target = folder / rel.with_name(f"{rel.name}.{n}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(f, target)
+    try:
+        os.replace(f, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        _copy_across(f, target)
     return target
+
+
+def _copy_across(f: Path, target: Path) -> None:
+    """`f` moved to `target` on another file system (an `archive` that links to, or is, another disk: review 79 S1-1,
+    `os.replace` cannot cross file systems, and every night failed after its load): copied beside `target`, flushed to
+    disk, renamed in, then `f` removed. A crash in between leaves the file in the inbox too, which the next run
+    recognises by its content and archives again."""
+    part = target.with_name(f".{target.name}.part")
+    shutil.copy2(f, part)
+    with part.open("rb") as copied:
+        os.fsync(copied.fileno())
+    os.replace(part, target)
+    f.unlink()
 
 
 def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
@@ -308,10 +327,11 @@ def _stage_read(result: FileResult, path: Path, staging_dir: Path, chunk_rows: i
             if progress:
                 progress(f"{path.name}: {result.rows_read:,} rows read, {result.rows_rejected:,} rejected")
     except (FileRejected, FileNotFoundError) as exc:
-        if not isinstance(exc, FileRejected) and not _vanished(exc, path):
+        gone = not isinstance(exc, FileRejected) and _vanished(exc, path)  # once: the file may come back meanwhile
+        if not (gone or isinstance(exc, FileRejected)):
             raise
-        staged.discard(exc.reason if isinstance(exc, FileRejected) else GONE)  # nothing of it is loaded
-        return _gone(result) if _vanished(exc, path) else result
+        staged.discard(GONE if gone else exc.reason)  # nothing of it is loaded
+        return _gone(result) if gone else result
     finally:
         chunks.close()
         bar.close()
@@ -429,7 +449,12 @@ def _take_started(path: Path, chunk_rows: int, mapping: Mapping | None) -> _Star
     started = _STARTED.pop(str(path), None)
     if started is None:
         return None
-    if started.chunk_rows != chunk_rows or mapping is not None or _identity(path) != started.identity:
+    try:
+        fits = started.chunk_rows == chunk_rows and mapping is None and _identity(path) == started.identity
+    except FileNotFoundError:  # deleted since the reading began (the caller's `gone`): its thread is stopped here
+        started.chunks.close()  # (review 79 S3-6: it held the open file until the process ended)
+        raise
+    if not fits:
         started.chunks.close()
         return None
     return started

@@ -3,9 +3,12 @@ at a time, with the fixed costs (the expectation suite, a Parquet file) paid onc
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import os
+import threading
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -333,13 +336,16 @@ def test_a_file_named_path_deleted_after_its_early_reading_began_is_gone(tmp_pat
     """`gpucast ingest FILE` starts reading FILE before the flow (`start_reading`): deleted before the staging takes
     that reading, the file is `gone`, not the run's failure (review 78)."""
     path = write(tmp_path / "early.jsonl", jsonl(record(job_id="e1")))
+    before = set(threading.enumerate())
     staging.start_reading(path)
     try:
         path.unlink()
         result = stage_file(path, tmp_path / "staging", 0)
+        reading = [t for t in set(threading.enumerate()) - before if t.name == "gpucast-read-ahead"]  # before stop_reading
     finally:
         staging.stop_reading()
     assert (result.status, result.rows_read) == ("gone", 0)
+    assert reading == []  # review 79 S3-6: the reading begun early was left running, holding the deleted file open
 
 
 def test_an_inbox_archive_that_links_to_a_folder_elsewhere_is_kept_and_used(tmp_path):
@@ -357,3 +363,26 @@ def test_an_inbox_archive_that_links_to_a_folder_elsewhere_is_kept_and_used(tmp_
     (inbox / staging.ARCHIVE).unlink()
     write(inbox / staging.ARCHIVE, "not a folder")
     assert staging.make_archive_room(inbox) == inbox / "archive.1" and (inbox / "archive.1").read_text() == "not a folder"
+
+
+def test_an_archive_on_another_file_system_receives_the_files(tmp_path, monkeypatch):
+    """Review 79 S1-1: `os.replace` cannot cross file systems (EXDEV), so an `archive` link to another disk failed every
+    night after its load; the file is copied there, then removed from the inbox. The cross-device rename is refused
+    here as the kernel refuses it, for any move out of the inbox's disk (here: out of `inbox/`)."""
+    inbox, elsewhere = tmp_path / "inbox", tmp_path / "other-disk"
+    elsewhere.mkdir()
+    inbox.mkdir()
+    (inbox / staging.ARCHIVE).symlink_to(elsewhere, target_is_directory=True)
+    done = write(inbox / "deep" / "a.jsonl", jsonl(record(job_id="a")))
+    real_replace = os.replace
+
+    def across(src, dst):
+        if Path(src).resolve().is_relative_to(inbox.resolve()) and Path(dst).resolve().is_relative_to(elsewhere.resolve()):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(staging.os, "replace", across)
+    (went,) = staging.archive([done.resolve()], inbox)
+    assert went.read_text() == jsonl(record(job_id="a")) and not done.exists()
+    assert [p.relative_to(elsewhere).as_posix() for p in elsewhere.rglob("*") if p.is_file()] == [
+        went.resolve().relative_to(elsewhere.resolve()).as_posix()]  # no `.part` copy left beside it
