@@ -196,10 +196,15 @@ MAX_LINE_CHARS = 16 << 20
 # A CSV field up to this many characters is read, for the length caps to quarantine its row alone: at the csv module's
 # default (131,072) one long `failure_reason` rejected the whole file, its good rows lost (review 77 S2-6). A longer
 # field still rejects the file, naming its line. Not MAX_LINE_CHARS: the csv module holds a row's fields whole, so a row
-# may take width x this (review 78: at 16 Mi, 8 wide fields from a 125 kB gzip took 518 MB). Set once, for the process
-# (the module's limit is global): the mapping reader's CSV reads the same.
+# may take width x this (review 78: at 16 Mi, 8 wide fields from a 125 kB gzip took 518 MB). The csv module's limit is
+# the process's: set exactly here (the mapping reader's CSV reads the same) and again as each job-log file is opened,
+# so a library that raised it cannot lift the cap (review 79 S3-8).
 MAX_CSV_FIELD_CHARS = 1 << 20
-csv.field_size_limit(max(csv.field_size_limit(), MAX_CSV_FIELD_CHARS))
+csv.field_size_limit(MAX_CSV_FIELD_CHARS)
+# A CSV chunk ends at `chunk_rows` rows or once its rows hold this many characters, whichever comes first: rows of long
+# fields would otherwise be held `chunk_rows` at a time (review 79 S1-3: one ~1 Mi field a row took ~2.1 MB a row, 800
+# rows from a 0.8 MB gzip 1.8 GB, where the JSON reader's blocks bound it). Counting a row's characters costs ~0.4 us.
+CSV_CHUNK_CHARS = 32 << 20
 
 
 def _line_blocks(path: Path, compressed: bool) -> Iterator[tuple[int, list[str]]]:
@@ -467,7 +472,8 @@ def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
 
 
 def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFrame]:
-    line_no = 1
+    line_no = 0  # the last line read whole (an error is met on the line after it)
+    csv.field_size_limit(MAX_CSV_FIELD_CHARS)
     try:
         with _open_text(path, info.compressed) as f:
             reader = csv.reader(f)
@@ -475,12 +481,14 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
                 header = next(reader)
             except StopIteration:
                 return  # an empty file: nothing to read
+            line_no = reader.line_num
             columns = _csv_columns(header, info)
             width = len(header)
             keep = [(i, n) for i, n in enumerate(columns) if n]
             rows: list[list[str]] = []
             numbers: list[int] = []
             errors: list[str | None] = []
+            held = 0  # characters in `rows`
             for fields in reader:
                 start, line_no = line_no + 1, reader.line_num
                 if not fields or not any(x.strip() for x in fields):
@@ -489,9 +497,10 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
                               f"row has {len(fields)} fields but the header has {width}")
                 rows.append(fields)
                 numbers.append(start)
-                if len(rows) >= chunk_rows:
+                held += sum(map(len, fields))
+                if len(rows) >= chunk_rows or held >= CSV_CHUNK_CHARS:
                     yield _csv_frame(rows, numbers, errors, keep, info)
-                    rows, numbers, errors = [], [], []
+                    rows, numbers, errors, held = [], [], [], 0
             if rows:
                 yield _csv_frame(rows, numbers, errors, keep, info)
     except csv.Error as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import time
@@ -414,3 +415,22 @@ def test_a_csv_field_past_the_field_cap_rejects_the_file_naming_the_line_and_the
     p = write(tmp_path / "wide.csv", f"{head}a,FAILED,{t},ok\nb,FAILED,{t}," + "x" * (MAX_CSV_FIELD_CHARS + 1) + "\n")
     with pytest.raises(FileRejected, match=r"a field longer than 1,048,576 characters near line 3"):
         read_all(p)
+    csv.field_size_limit(MAX_CSV_FIELD_CHARS * 8)  # review 79 S3-8: a library raised the process's limit
+    with pytest.raises(FileRejected, match=r"a field longer than 1,048,576 characters near line 3"):
+        read_all(p)
+    assert csv.field_size_limit() == MAX_CSV_FIELD_CHARS  # set back as the file was read
+    wide_header = write(tmp_path / "header.csv", "job_id,status,submitted_at," + "x" * (MAX_CSV_FIELD_CHARS + 1) + "\n")
+    with pytest.raises(FileRejected, match=r"near line 1:"):  # (review 79 S3-9: it said line 2)
+        read_all(wide_header)
+
+
+def test_csv_rows_of_long_fields_are_chunked_by_the_characters_they_hold(tmp_path, monkeypatch):
+    """Review 79 S1-3: rows were held `chunk_rows` at a time whatever their size, so rows of ~1 Mi fields took ~2.1 MB
+    each (800 rows from a 0.8 MB gzip: 1.8 GB). A chunk now also ends at `CSV_CHUNK_CHARS` characters; every row is
+    still read once, numbered by its line."""
+    monkeypatch.setattr(readers, "CSV_CHUNK_CHARS", 10_000)
+    head, t = "job_id,status,submitted_at,failure_reason\n", "2026-01-01T00:00:00Z"
+    p = write(tmp_path / "long.csv", head + "".join(f"j{i},FAILED,{t},{'x' * 3_000}\n" for i in range(10)))
+    chunks = list(read_chunks(p, FileInfo(p), 100_000))
+    assert [ch.height for ch in chunks] == [4, 4, 2]  # 4 rows of ~3,030 characters pass 10,000
+    assert pl.concat(chunks)["_row"].to_list() == list(range(2, 12))
