@@ -1,0 +1,65 @@
+"""Benchmark: peak RSS of reading a CSV whose every row holds fields of ~1 Mi characters (review 79 S1-3).
+
+    python tests/benchmarks/bench_csv_long_fields.py [--rows 400 800 2000] [--width 1] [--workdir DIR]
+
+Each case is a gzip CSV of `--rows` rows, each with `--width` fields of MAX_CSV_FIELD_CHARS - 10 characters (the
+longest a row may hold without rejecting its file), read through `read_chunks` in a fresh process, as staging reads
+it: printed are the file's size, the rows read, the process's peak RSS and the seconds. The baseline is the reader
+before chunks were bounded by characters (`git show 20fd141:tasks/ingest/readers.py`): 400 rows peaked at 0.98 GB
+and 800 at 1.80 GB, growing ~2.1 MB a row; the goal is a peak that does not grow with the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FIELDS = ("failure_reason", "command", "notes", "extra")
+
+
+def write_case(path: Path, rows: int, width: int, chars: int) -> None:
+    long = "x" * chars
+    with gzip.open(path, "wt") as f:
+        f.write("job_id,status,submitted_at," + ",".join(FIELDS[:width]) + "\n")
+        for i in range(rows):
+            f.write(f"j{i},FAILED,2026-01-01T00:00:00Z" + f",{long}" * width + "\n")
+
+
+READ = """
+import resource, sys, time
+from pathlib import Path
+from gpucast.tasks.ingest.readers import FileInfo, read_chunks
+p = Path(sys.argv[1])
+t = time.perf_counter()
+rows = sum(chunk.height for chunk in read_chunks(p, FileInfo(p)))
+print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, time.perf_counter() - t)
+"""
+
+
+def main() -> None:
+    from gpucast.tasks.ingest.readers import MAX_CSV_FIELD_CHARS
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[400, 800, 2000])
+    parser.add_argument("--width", type=int, default=1, choices=range(1, len(FIELDS) + 1))
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-csv-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"rows x {args.width} field(s) of {MAX_CSV_FIELD_CHARS - 10:,} characters, read by read_chunks in a fresh process")
+    for rows in args.rows:
+        path = workdir / f"long-{rows}x{args.width}.csv.gz"
+        if not path.exists():
+            write_case(path, rows, args.width, MAX_CSV_FIELD_CHARS - 10)
+        out = subprocess.run([sys.executable, "-c", READ, str(path)], capture_output=True, text=True, check=True).stdout
+        read, rss_gb, seconds = out.split()
+        print(f"{rows:>6,} rows: gzip {path.stat().st_size / 1e6:.1f} MB, {int(read):,} rows read, peak RSS "
+              f"{float(rss_gb):.2f} GB, {float(seconds):.1f} s")
+
+
+if __name__ == "__main__":
+    main()
