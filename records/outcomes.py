@@ -19,6 +19,11 @@ import polars as pl
 JsonObject = dict[str, Any]
 
 
+# A file's status when it was deleted or moved after the run listed it: no rows, no content hash, not archived; not one
+# of the run's `files` (the gate's denominator), so a file of that name and content is read by a later run.
+GONE_STATUS = "gone"
+
+
 @dataclass
 class FileResult:
     """Where the rows of one ingested file went (before the warehouse sorts loaded from duplicate)."""
@@ -30,7 +35,7 @@ class FileResult:
     rows_read: int = 0
     rows_valid: int = 0
     rows_rejected: int = 0
-    status: str = "staged"  # staged | rejected | empty | gone (tasks/ingest/staging.py GONE)
+    status: str = "staged"  # staged | rejected | empty | GONE_STATUS (the reason: tasks/ingest/staging.py GONE)
     reason: str | None = None
     ignored_columns: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)  # per expectation: suite, rule, success, counts

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 
+from gpucast.records.outcomes import GONE_STATUS
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.schema import (
     backfill_forecasts_at,
@@ -263,4 +264,4 @@ def ingested_sha256s(storage: Storage) -> set[str]:
         return set()
     with writer(storage) as con:
         return {s for (s,) in con.execute(
-            "SELECT DISTINCT source_sha256 FROM ingest_files WHERE status <> 'gone'").fetchall()}  # gone: no hash
+            "SELECT DISTINCT source_sha256 FROM ingest_files WHERE status <> ?", [GONE_STATUS]).fetchall()}  # no hash

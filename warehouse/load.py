@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
-from gpucast.records.outcomes import FileResult, LoadTotals
+from gpucast.records.outcomes import GONE_STATUS, FileResult, LoadTotals
 from gpucast.warehouse.db import sql_name, sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
 from gpucast.warehouse.housekeeping import failpoint
@@ -109,7 +109,8 @@ def load_run(
                 [run_id, now, files],
             )
         totals = _record_files(con, run_id, results, per_file, now)
-        finish(con, "ingest", run_id, "succeeded", **totals)
+        # `files`, set to those listed when the run began, becomes those read: a gone file is none (review 79 S3-4)
+        finish(con, "ingest", run_id, "succeeded", files=sum(r.status != GONE_STATUS for r in results), **totals)
         failpoint("ingest:before-commit")
     return LoadTotals(**totals)
 
@@ -240,7 +241,7 @@ def _record_files(con, run_id: str, results: list[FileResult], loaded: dict, now
             totals["files_rejected"] += 1
             notes.append(f"{Path(r.path).name}: {r.reason}")
             rejected.append((r.path, r.sha256, r.reason, run_id, now))
-        if r.status == "gone":  # deleted after the run listed it (tasks/ingest/staging.py GONE): no rows, said
+        if r.status == GONE_STATUS:  # deleted after the run listed it (tasks/ingest/staging.py GONE): no rows, said
             notes.append(f"{Path(r.path).name}: {r.reason}")
         if r.ignored_columns:
             notes.append(f"{Path(r.path).name}: ignored unknown column(s) {', '.join(r.ignored_columns)}")

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.validate import ExpectationOutcome, check_rows, validate_staged
-from gpucast.records.outcomes import FileResult, RunCheck
+from gpucast.records.outcomes import GONE_STATUS, FileResult, RunCheck
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import (
     CUT_MARK,
@@ -290,7 +290,7 @@ GONE = "gone before it was read: deleted or moved after the run listed it; nothi
 
 def _gone(result: FileResult) -> FileResult:
     """`result` as a file that was gone when read: no rows, no hash."""
-    result.status, result.reason, result.sha256 = "gone", GONE, ""
+    result.status, result.reason, result.sha256 = GONE_STATUS, GONE, ""
     result.rows_read = result.rows_valid = result.rows_rejected = 0
     result.outcomes = []
     return result
@@ -298,7 +298,7 @@ def _gone(result: FileResult) -> FileResult:
 
 def gone(results: Iterable[FileResult]) -> list[str]:
     """The names of the run's files that were gone when read (`GONE`)."""
-    return [Path(r.path).name for r in results if r.status == "gone"]
+    return [Path(r.path).name for r in results if r.status == GONE_STATUS]
 
 
 def _vanished(exc: BaseException, path: Path) -> bool:

@@ -492,6 +492,7 @@ def test_an_inbox_file_deleted_after_the_listing_is_said_and_the_night_goes_on(h
     assert (result.files, result.rows_read, result.rows_loaded, result.files_rejected) == (1, 2, 2, 0)  # 1 read, 1 gone
     assert query(home, "SELECT status, rows_read FROM ingest_files ORDER BY source_file") == [("loaded", 2), ("gone", 0)]
     assert "b.jsonl: gone before it was read" in query(home, "SELECT message FROM ingest_runs")[0][0]
+    assert query(home, "SELECT files FROM ingest_runs") == [(1,)]  # review 79 S3-4: status said 2, the result 1
     assert f"1 file(s) {steps.GONE}: b.jsonl" in caplog.text
     assert [p.name for p in (home / "inbox").rglob("*.jsonl")] == ["a.jsonl"] and (home / "inbox" / "archive").exists()
 
