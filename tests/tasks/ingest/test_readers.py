@@ -397,12 +397,25 @@ def test_an_alias_first_written_after_the_sample_lines_is_read(tmp_path):
         r["LR"], r["State"] = r.pop("learning_rate"), r.pop("status")
     for r in rows[300:]:
         r["lr"], r["state"], r["Model"] = r.pop("learning_rate"), r.pop("status"), r.pop("model_type")
-    rows[350]["failure_reason"] = 'set "ID" and "partition" lower'  # alias words in a value: nothing read or listed
+    rows[350]["failure_reason"] = "partition"  # an alias's word as a whole value: nothing read, nothing listed
     p = write(tmp_path / "two-exporters.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     df, info = read_all(p)
     assert df.height == 400 and all(df[k].null_count() == 0 for k in ("learning_rate", "status", "model_type"))
     assert df["learning_rate"].to_list()[260] == str(rows[260]["LR"])
     assert df["model_type"].to_list()[360] == rows[360]["Model"] and df["job_id"].to_list()[350] == "j350"
+    assert info.ignored_columns == set()
+
+
+def test_a_late_word_that_names_a_column_no_mapping_reads_is_not_listed_as_ignored(tmp_path):
+    """Review 78 / 79 S3-1: the late scan finds names anywhere in a line, a value's words too; through a mapping that
+    reads `JobState` as `status`, a later value `"state"` was listed as a column the file ignores, which it never had."""
+    from gpucast.tasks.sources.mapping import Mapping
+
+    rows = [{"job_id": f"j{i}", "JobState": "COMPLETED", "submitted_at": "2026-01-01T00:00:00Z"} for i in range(300)]
+    rows[250]["failure_reason"] = "state"
+    p = write(tmp_path / "mapped.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    info = FileInfo(p, mapping=Mapping(path="m.yaml", sha256="x", columns={"JobState": "status"}))
+    assert sum(chunk.height for chunk in read_chunks(p, info)) == 300
     assert info.ignored_columns == set()
 
 
