@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import io
 import json
+import operator
 import re
 import threading
 from collections.abc import Iterable, Iterator
@@ -201,10 +202,13 @@ MAX_LINE_CHARS = 16 << 20
 # so a library that raised it cannot lift the cap (review 79 S3-8).
 MAX_CSV_FIELD_CHARS = 1 << 20
 csv.field_size_limit(MAX_CSV_FIELD_CHARS)
-# A CSV chunk ends at `chunk_rows` rows or once its rows hold this many characters, whichever comes first: rows of long
-# fields would otherwise be held `chunk_rows` at a time (review 79 S1-3: one ~1 Mi field a row took ~2.1 MB a row, 800
-# rows from a 0.8 MB gzip 1.8 GB, where the JSON reader's blocks bound it). Counting a row's characters costs ~0.4 us.
-CSV_CHUNK_CHARS = 32 << 20
+# A CSV row is held as the contract's columns only (the rest dropped as it is read) and a chunk ends at `chunk_rows` rows
+# or once its rows hold about this many bytes, whichever comes first (review 79 S1-3: rows of ~1 Mi fields were held
+# 100,000 at a time, 800 rows from a 0.8 MB gzip peaked at 1.8 GB; review 80: so were 2,000 empty columns a row). A
+# value is counted as its characters and `CSV_VALUE_BYTES` more (CPython's str header and the list's pointer): a job
+# log's row of ~25 short values costs ~1.7 kB, so ~40,000 such rows a chunk.
+CSV_CHUNK_BYTES = 64 << 20
+CSV_VALUE_BYTES = 57
 
 
 def _line_blocks(path: Path, compressed: bool) -> Iterator[tuple[int, list[str]]]:
@@ -485,24 +489,34 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
             columns = _csv_columns(header, info)
             width = len(header)
             keep = [(i, n) for i, n in enumerate(columns) if n]
-            rows: list[list[str]] = []
+            kept = operator.itemgetter(*[i for i, _ in keep]) if len(keep) > 1 else None
+            row_bytes = CSV_VALUE_BYTES * len(keep)
+            rows: list[tuple[str | None, ...]] = []
             numbers: list[int] = []
             errors: list[str | None] = []
-            held = 0  # characters in `rows`
+            raws: list[str | None] = []
+            held = 0  # bytes in `rows` and `raws`, about
             for fields in reader:
                 start, line_no = line_no + 1, reader.line_num
                 if not fields or not any(x.strip() for x in fields):
                     continue
-                errors.append(None if len(fields) == width else
-                              f"row has {len(fields)} fields but the header has {width}")
-                rows.append(fields)
+                if len(fields) == width and kept is not None:
+                    values, raw, error = kept(fields), None, None
+                    held += row_bytes + sum(map(len, values))
+                else:  # one kept column, or the wrong number of fields: then the row as read is its raw record
+                    values = tuple(fields[i] if i < len(fields) else None for i, _ in keep)
+                    error = None if len(fields) == width else f"row has {len(fields)} fields but the header has {width}"
+                    raw = json.dumps(fields)[:MAX_RAW_CHARS] if error else None
+                    held += row_bytes + sum(len(v) for v in values if v) + len(raw or "")
+                rows.append(values)
                 numbers.append(start)
-                held += sum(map(len, fields))
-                if len(rows) >= chunk_rows or held >= CSV_CHUNK_CHARS:
-                    yield _csv_frame(rows, numbers, errors, keep, info)
-                    rows, numbers, errors, held = [], [], [], 0
+                errors.append(error)
+                raws.append(raw)
+                if len(rows) >= chunk_rows or held >= CSV_CHUNK_BYTES:
+                    yield _csv_frame(rows, numbers, errors, raws, keep, info)
+                    rows, numbers, errors, raws, held = [], [], [], [], 0
             if rows:
-                yield _csv_frame(rows, numbers, errors, keep, info)
+                yield _csv_frame(rows, numbers, errors, raws, keep, info)
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise FileRejected(f"a field longer than {MAX_CSV_FIELD_CHARS:,} characters near line {line_no + 1}: "
@@ -512,13 +526,14 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
         raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
 
 
-def _csv_frame(rows, numbers, errors, keep, info: FileInfo) -> pl.DataFrame:
-    data = {name: [r[i] if i < len(r) else None for r in rows] for i, name in keep}
-    frame = pl.DataFrame(data, schema={n: pl.String for _, n in keep})
-    raw = [json.dumps(r)[:MAX_RAW_CHARS] if e else None for r, e in zip(rows, errors, strict=True)]
+def _csv_frame(rows, numbers, errors, raws, keep, info: FileInfo) -> pl.DataFrame:
+    """A chunk's rows (each its contract columns' values, in `keep`'s order) as a frame of strings."""
+    names = [n for _, n in keep]
+    frame = pl.DataFrame(dict(zip(names, zip(*rows, strict=True), strict=True)) if names else {},
+                         schema={n: pl.String for n in names})
     frame = frame.with_columns(
         pl.Series("_row", numbers, dtype=pl.Int64),
-        pl.Series("_raw", raw, dtype=pl.String),
+        pl.Series("_raw", raws, dtype=pl.String),
         pl.Series("_read_error", errors, dtype=pl.String),
     )
     if info.seed_format:

@@ -1,12 +1,15 @@
-"""Benchmark: peak RSS of reading a CSV whose every row holds fields of ~1 Mi characters (review 79 S1-3).
+"""Benchmark: peak RSS of reading CSV rows that are cheap to write and costly to hold (review 79 S1-3, review 80).
 
     python tests/benchmarks/bench_csv_long_fields.py [--rows 400 800 2000] [--width 1] [--workdir DIR]
+    python tests/benchmarks/bench_csv_long_fields.py --empty-columns 2000 --rows 20000 40000 100000
 
 Each case is a gzip CSV of `--rows` rows, each with `--width` fields of MAX_CSV_FIELD_CHARS - 10 characters (the
-longest a row may hold without rejecting its file), read through `read_chunks` in a fresh process, as staging reads
-it: printed are the file's size, the rows read, the process's peak RSS and the seconds. The baseline is the reader
-before chunks were bounded by characters (`git show 20fd141:tasks/ingest/readers.py`): 400 rows peaked at 0.98 GB
-and 800 at 1.80 GB, growing ~2.1 MB a row; the goal is a peak that does not grow with the rows.
+longest a row may hold without rejecting its file), or with `--empty-columns` empty columns the contract does not
+know, read through `read_chunks` in a fresh process, as staging reads it: printed are the file's size, the rows read,
+the process's peak RSS and the seconds. The baseline is the reader before chunks were bounded
+(`git show 20fd141:tasks/ingest/readers.py`): 400 rows of one long field peaked at 0.98 GB and 800 at 1.80 GB, growing
+~2.1 MB a row; 40,000 rows of 2,000 empty columns 0.80 GB (review 80). The goal is a peak that does not grow with the
+rows.
 """
 
 from __future__ import annotations
@@ -21,12 +24,17 @@ from pathlib import Path
 FIELDS = ("failure_reason", "command", "notes", "extra")
 
 
-def write_case(path: Path, rows: int, width: int, chars: int) -> None:
-    long = "x" * chars
+def write_case(path: Path, rows: int, width: int, chars: int, empty_columns: int) -> None:
+    if empty_columns:
+        header = "job_id,status,submitted_at," + ",".join(f"extra{k}" for k in range(empty_columns))
+        row = ",FAILED,2026-01-01T00:00:00Z" + "," * empty_columns
+    else:
+        header = "job_id,status,submitted_at," + ",".join(FIELDS[:width])
+        row = ",FAILED,2026-01-01T00:00:00Z" + f",{'x' * chars}" * width
     with gzip.open(path, "wt") as f:
-        f.write("job_id,status,submitted_at," + ",".join(FIELDS[:width]) + "\n")
+        f.write(header + "\n")
         for i in range(rows):
-            f.write(f"j{i},FAILED,2026-01-01T00:00:00Z" + f",{long}" * width + "\n")
+            f.write(f"j{i}{row}\n")
 
 
 READ = """
@@ -46,15 +54,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[400, 800, 2000])
     parser.add_argument("--width", type=int, default=1, choices=range(1, len(FIELDS) + 1))
+    parser.add_argument("--empty-columns", type=int, default=0, help="rows of this many empty columns instead")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-csv-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"rows x {args.width} field(s) of {MAX_CSV_FIELD_CHARS - 10:,} characters, read by read_chunks in a fresh process")
+    shape = (f"{args.empty_columns:,} empty columns" if args.empty_columns else
+             f"{args.width} field(s) of {MAX_CSV_FIELD_CHARS - 10:,} characters")
+    print(f"rows of {shape}, read by read_chunks in a fresh process")
     for rows in args.rows:
-        path = workdir / f"long-{rows}x{args.width}.csv.gz"
+        path = workdir / (f"wide-{rows}x{args.empty_columns}.csv.gz" if args.empty_columns else
+                          f"long-{rows}x{args.width}.csv.gz")
         if not path.exists():
-            write_case(path, rows, args.width, MAX_CSV_FIELD_CHARS - 10)
+            write_case(path, rows, args.width, MAX_CSV_FIELD_CHARS - 10, args.empty_columns)
         out = subprocess.run([sys.executable, "-c", READ, str(path)], capture_output=True, text=True, check=True).stdout
         read, rss_gb, seconds = out.split()
         print(f"{rows:>6,} rows: gzip {path.stat().st_size / 1e6:.1f} MB, {int(read):,} rows read, peak RSS "

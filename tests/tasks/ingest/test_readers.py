@@ -437,13 +437,20 @@ def test_a_csv_field_past_the_field_cap_rejects_the_file_naming_the_line_and_the
         read_all(wide_header)
 
 
-def test_csv_rows_of_long_fields_are_chunked_by_the_characters_they_hold(tmp_path, monkeypatch):
-    """Review 79 S1-3: rows were held `chunk_rows` at a time whatever their size, so rows of ~1 Mi fields took ~2.1 MB
-    each (800 rows from a 0.8 MB gzip: 1.8 GB). A chunk now also ends at `CSV_CHUNK_CHARS` characters; every row is
-    still read once, numbered by its line."""
-    monkeypatch.setattr(readers, "CSV_CHUNK_CHARS", 10_000)
-    head, t = "job_id,status,submitted_at,failure_reason\n", "2026-01-01T00:00:00Z"
-    p = write(tmp_path / "long.csv", head + "".join(f"j{i},FAILED,{t},{'x' * 3_000}\n" for i in range(10)))
+def test_csv_rows_are_chunked_by_what_they_hold(tmp_path, monkeypatch):
+    """Review 79 S1-3, review 80: rows were held `chunk_rows` at a time whatever their size, every column of them, so
+    rows of ~1 Mi fields (800 rows from a 0.8 MB gzip: 1.8 GB) or of 2,000 empty columns (40,000 rows from 0.24 MB:
+    0.8 GB) filled memory. A row is held as its contract columns, and a chunk ends at `CSV_CHUNK_BYTES`, each value
+    counted as its characters and `CSV_VALUE_BYTES`; every row is still read once, numbered by its line."""
+    monkeypatch.setattr(readers, "CSV_CHUNK_BYTES", 10_000, raising=False)
+    head, t = "job_id,status,submitted_at,failure_reason", "2026-01-01T00:00:00Z"
+    p = write(tmp_path / "long.csv", head + "\n" + "".join(f"j{i},FAILED,{t},{'x' * 3_000}\n" for i in range(10)))
     chunks = list(read_chunks(p, FileInfo(p), 100_000))
-    assert [ch.height for ch in chunks] == [4, 4, 2]  # 4 rows of ~3,030 characters pass 10,000
+    assert [ch.height for ch in chunks] == [4, 4, 2]  # 3 rows hold 3 x (3,028 + 4 x 57) = 9,768 bytes, 4 pass 10,000
     assert pl.concat(chunks)["_row"].to_list() == list(range(2, 12))
+    ignored = ",".join(f"extra{k}" for k in range(2_000))
+    p = write(tmp_path / "wide.csv", f"{head},{ignored}\n" + "".join(f"j{i},FAILED,{t},oom{',' * 2_000}\n"
+                                                                      for i in range(100)))
+    chunks = list(read_chunks(p, FileInfo(p), 100_000))
+    assert [ch.height for ch in chunks] == [39, 39, 22]  # 31 characters + 4 x 57 a row, the empty columns dropped
+    assert pl.concat(chunks)["job_id"].to_list() == [f"j{i}" for i in range(100)]
