@@ -117,6 +117,9 @@ def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[
             moved.append(_move(f, inbox / ARCHIVE / day, rel))
         except FileNotFoundError:
             continue  # deleted since it was listed or read (a clean-up job): nothing left to move
+        except ChangedWhileMoved:
+            log.warning("%s was written to while it was archived: left in the inbox for the next run to read whole", f)
+            continue
         except OSError as exc:  # a path or name too long for the archive's deeper folder, or a `.1` suffix past 255
             if exc.errno != errno.ENAMETOOLONG:  # bytes (review 77 S1-2: it failed the run after its load committed,
                 raise  # and every later run in `find-files`): the file goes to the day's folder by its content's hash
@@ -141,17 +144,44 @@ def _move(f: Path, folder: Path, rel: Path) -> Path:
     return target
 
 
+class ChangedWhileMoved(Exception):
+    """A file written to while `_copy_across` copied it: left in the inbox, for the next run to read whole."""
+
+
 def _copy_across(f: Path, target: Path) -> None:
     """`f` moved to `target` on another file system (an `archive` that links to, or is, another disk: review 79 S1-1,
     `os.replace` cannot cross file systems, and every night failed after its load): copied beside `target`, flushed to
-    disk, renamed in, then `f` removed. A crash in between leaves the file in the inbox too, which the next run
-    recognises by its content and archives again."""
-    part = target.with_name(f".{target.name}.part")
-    shutil.copy2(f, part)
-    with part.open("rb") as copied:
-        os.fsync(copied.fileno())
-    os.replace(part, target)
+    disk with its folder, renamed in, then `f` removed. A link is moved as a link, never followed (review 80: a link
+    to a secret was archived as the secret's content, one to a folder stopped every night). A file whose size or
+    mtime moved during the copy (an exporter appending) is left where it is (`ChangedWhileMoved`), its copy removed: the
+    appended rows would be lost with the inbox's file. A crash between the rename and the removal leaves the file in
+    both; the next run recognises it by content and archives it again."""
+    part = target.with_name(f".gpucast-{os.getpid()}.part")  # short: the target's own name may be 255 bytes
+    try:
+        if f.is_symlink():
+            os.symlink(os.readlink(f), part)
+        else:
+            before = stat_key(f)
+            shutil.copy2(f, part)
+            with part.open("rb") as copied:
+                os.fsync(copied.fileno())
+            if stat_key(f) != before:
+                raise ChangedWhileMoved(f)
+        os.replace(part, target)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    _fsync_folder(target.parent)
     f.unlink()
+
+
+def _fsync_folder(folder: Path) -> None:
+    """The folder's entries (a rename into it) flushed to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
@@ -599,7 +629,7 @@ def _read_batch(paths: list[Path], results: list[FileResult], chunk_rows: int,
     frames: list[pl.DataFrame] = []
     read: dict[int, tuple[FileInfo, float]] = {}
     for pos, (path, result) in enumerate(zip(paths, results, strict=True)):
-        if result.status == "gone":
+        if result.status == GONE_STATUS:
             continue
         if path.is_symlink():
             _refuse_link(result, path)

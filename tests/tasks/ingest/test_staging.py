@@ -365,24 +365,70 @@ def test_an_inbox_archive_that_links_to_a_folder_elsewhere_is_kept_and_used(tmp_
     assert staging.make_archive_room(inbox) == inbox / "archive.1" and (inbox / "archive.1").read_text() == "not a folder"
 
 
-def test_an_archive_on_another_file_system_receives_the_files(tmp_path, monkeypatch):
-    """Review 79 S1-1: `os.replace` cannot cross file systems (EXDEV), so an `archive` link to another disk failed every
-    night after its load; the file is copied there, then removed from the inbox. The cross-device rename is refused
-    here as the kernel refuses it, for any move out of the inbox's disk (here: out of `inbox/`)."""
-    inbox, elsewhere = tmp_path / "inbox", tmp_path / "other-disk"
-    elsewhere.mkdir()
-    inbox.mkdir()
-    (inbox / staging.ARCHIVE).symlink_to(elsewhere, target_is_directory=True)
-    done = write(inbox / "deep" / "a.jsonl", jsonl(record(job_id="a")))
+def _across_disks(monkeypatch, inbox: Path, elsewhere: Path) -> None:
+    """`os.replace` out of `inbox` into `elsewhere` refused as the kernel refuses a rename across file systems."""
     real_replace = os.replace
 
     def across(src, dst):
-        if Path(src).resolve().is_relative_to(inbox.resolve()) and Path(dst).resolve().is_relative_to(elsewhere.resolve()):
+        src_folder, dst_folder = Path(src).parent.resolve(), Path(dst).parent.resolve()  # (a link itself not followed)
+        if src_folder.is_relative_to(inbox.resolve()) and dst_folder.is_relative_to(elsewhere.resolve()):
             raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
         real_replace(src, dst)
 
     monkeypatch.setattr(staging.os, "replace", across)
-    (went,) = staging.archive([done.resolve()], inbox)
-    assert went.read_text() == jsonl(record(job_id="a")) and not done.exists()
-    assert [p.relative_to(elsewhere).as_posix() for p in elsewhere.rglob("*") if p.is_file()] == [
-        went.resolve().relative_to(elsewhere.resolve()).as_posix()]  # no `.part` copy left beside it
+
+
+def _inbox_archived_elsewhere(tmp_path) -> tuple[Path, Path]:
+    inbox, elsewhere = tmp_path / "inbox", tmp_path / "other-disk"
+    elsewhere.mkdir()
+    inbox.mkdir()
+    (inbox / staging.ARCHIVE).symlink_to(elsewhere, target_is_directory=True)
+    return inbox, elsewhere
+
+
+def test_an_archive_on_another_file_system_receives_the_files(tmp_path, monkeypatch):
+    """Review 79 S1-1: `os.replace` cannot cross file systems (EXDEV), so an `archive` link to another disk failed every
+    night after its load; the file is copied there, then removed from the inbox, under its own name however long."""
+    inbox, elsewhere = _inbox_archived_elsewhere(tmp_path)
+    done = write(inbox / "deep" / "a.jsonl", jsonl(record(job_id="a")))
+    long_name = write(inbox / ("n" * 249 + ".jsonl"), jsonl(record(job_id="n")))  # 255 bytes: a `.part` suffix would not fit
+    _across_disks(monkeypatch, inbox, elsewhere)
+    went = staging.archive([done.resolve(), long_name.resolve()], inbox)
+    assert [p.name for p in went] == ["a.jsonl", long_name.name] and not done.exists() and not long_name.exists()
+    assert went[0].read_text() == jsonl(record(job_id="a"))
+    assert sorted(p.name for p in elsewhere.rglob("*") if p.is_file()) == sorted(["a.jsonl", long_name.name])  # no part
+
+
+def test_links_are_archived_across_disks_as_links_never_followed(tmp_path, monkeypatch):
+    """Review 80: the copy followed an inbox link: a link to a secret was archived as the secret's content, a link to a
+    folder raised after the load (every night, its hash then known), a dangling one stayed. Each moves as the link."""
+    inbox, elsewhere = _inbox_archived_elsewhere(tmp_path)
+    secret = write(tmp_path / "secret.txt", "TOP SECRET")
+    (inbox / "to-secret.jsonl").symlink_to(secret)
+    (inbox / "to-folder").symlink_to(tmp_path, target_is_directory=True)
+    (inbox / "dangling.jsonl").symlink_to(tmp_path / "nowhere")
+    _across_disks(monkeypatch, inbox, elsewhere)
+    links = [inbox / name for name in ("to-secret.jsonl", "to-folder", "dangling.jsonl")]
+    went = staging.archive(links, inbox)
+    assert [p.name for p in went] == [p.name for p in links] and not any(p.is_symlink() for p in links)
+    assert all(p.is_symlink() for p in went) and os.readlink(went[0]) == str(secret)
+    assert "TOP SECRET" not in "".join(p.read_text() for p in elsewhere.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_a_file_written_to_while_it_is_copied_across_disks_stays_in_the_inbox(tmp_path, monkeypatch, caplog):
+    """Review 80 S2-1: a line appended while the copy ran went to the removed inbox file, lost; the file stays for the
+    next run to read whole, and no partial copy is left in the archive."""
+    inbox, elsewhere = _inbox_archived_elsewhere(tmp_path)
+    growing = write(inbox / "growing.jsonl", jsonl(record(job_id="g1")))
+    _across_disks(monkeypatch, inbox, elsewhere)
+    real_copy = staging.shutil.copy2
+
+    def copy_then_append(src, dst, **kwargs):
+        real_copy(src, dst, **kwargs)
+        with open(src, "a") as f:
+            f.write(jsonl(record(job_id="g2")))
+
+    monkeypatch.setattr(staging.shutil, "copy2", copy_then_append)
+    assert staging.archive([growing.resolve()], inbox) == []
+    assert growing.read_text() == jsonl(record(job_id="g1")) + jsonl(record(job_id="g2"))
+    assert not [p for p in elsewhere.rglob("*") if p.is_file()] and "written to while it was archived" in caplog.text
