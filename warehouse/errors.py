@@ -35,13 +35,15 @@ _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
 _USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\n]*@")
 # Where user info would span a space, the `@` may be a later word's: `http://mlflow:5000 (ask ops@example.com)` read
 # `http://***@example.com)`, another host (review 78). The URI keeps its host only where the text before the space is
-# a plain address (`_AUTHORITY`, the sentence's punctuation after it aside) and the word the `@` ends has no `:` (an
-# e-mail, not `user:password`), or where that text holds the `@` and ends in host:port (`alice:pw@h:5000 ... ops@x`:
-# masked to its own `@`). Anything else is masked whole: `alice@corp.com:pa ss@h` or `al ice:pw@h` showed the password
-# (review 79 S1-2). A password whose text before a space is all digits (`alice:123 45@h`) still reads as a port and
-# stays visible: a space is not legal in a URI's user info unescaped, and this is the rarer side.
-_AUTHORITY = re.compile(r"(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?P<port>:\d{1,5})?")
-_SENTENCE_END = ").,;:"
+# a plain address (`_AUTHORITY`; quotes, brackets and the sentence's punctuation after it aside) and no later word
+# holds a `:` (`user:password`; an e-mail's `mailto:` aside), or where that text holds the `@` and ends in host:port
+# (`alice:pw@h:5000 ... ops@x`: masked to its own `@`). Anything else is masked whole: `alice@corp.com:pa ss@h`,
+# `al ice:pw@h` and `al ice:pw x@h` showed the password (reviews 79, 80). A password whose text before a space is all
+# digits (`alice:123 45@h`) still reads as a port and stays visible: a space is not legal in a URI's user info
+# unescaped, and this is the rarer side.
+_AUTHORITY = re.compile(r"(?:[\w.~-]+|\[[0-9A-Za-z:.%]+\])(?P<port>:\d{1,5})?")
+_AFTER_ADDRESS = ").,;:'\"`>]!?"
+_MAILTO = re.compile(r"^\W*mailto:", re.IGNORECASE)
 HIDDEN = "***"
 
 
@@ -65,12 +67,13 @@ def _mask_user_info(m: re.Match) -> str:
     whole = m["scheme"] + HIDDEN + "@"
     if not any(ch.isspace() for ch in info):
         return whole
-    head, last = info.split(None, 1)[0], info.rsplit(None, 1)[-1]
+    head, *words = info.split()
     if "@" not in head:
-        plain = _AUTHORITY.fullmatch(head.rstrip(_SENTENCE_END))
-        return m[0] if plain and ":" not in last else whole
+        plain = _AUTHORITY.fullmatch(head.rstrip(_AFTER_ADDRESS))
+        later = [_MAILTO.sub("", w).rstrip(_AFTER_ADDRESS) or w for w in words]
+        return m[0] if plain and not any(":" in w for w in later) else whole
     user, host = head.rsplit("@", 1)
-    address = _AUTHORITY.fullmatch(host.rstrip(_SENTENCE_END))
+    address = _AUTHORITY.fullmatch(host.rstrip(_AFTER_ADDRESS))
     if "@" in user or not (address and address["port"]):
         return whole
     return m["scheme"] + HIDDEN + m[0][len(m["scheme"]) + len(user):]

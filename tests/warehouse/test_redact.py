@@ -79,7 +79,13 @@ def test_a_password_with_any_character_is_masked(mark):
 @pytest.mark.parametrize("text", ["could not reach http://mlflow.internal:5000 (ask ops@example.com)",
                                   "http://mlflow (mail ops@example.com)", "http://mlflow:5000, ask ops@example.com",
                                   "http://mlflow:5000: connection refused; mail ops@example.com",
-                                  "(http://mlflow:5000) ask ops@example.com", "http://[::1]:5000 down; ops@example.com"])
+                                  "(http://mlflow:5000) ask ops@example.com", "http://[::1]:5000 down; ops@example.com",
+                                  # review 80: quoted or bracketed, a mailto:, a zone id, a host not in ASCII
+                                  "could not reach 'http://mlflow:5000' (ask ops@example.com)",
+                                  'could not reach "http://mlflow:5000" (ask ops@example.com)',
+                                  "<http://mlflow:5000> ops@example.com", "[http://mlflow:5000]! ops@example.com",
+                                  "http://mlflow:5000 down. Error: see mailto:ops@example.com",
+                                  "http://[fe80::1%eth0]:5000 down ops@example.com", "http://münchen.de:5000 ops@example.com"])
 def test_an_address_followed_by_an_email_keeps_its_own_host(text):
     """Review 78: user info that may hold a space read from `http://` to an e-mail's `@`, so on-call read
     `http://***@example.com)`: another host. An address with no user info is left as it is."""
@@ -94,6 +100,10 @@ def test_user_info_before_a_later_email_is_masked_up_to_its_own_at():
     ("https://alice@corp.com:pa ss@mlflow:5000", "pa ss"),  # an e-mail as the user name, a space in the password
     ("http://alice:p@ss word@host", "ss word"),
     ("http://al ice:S3cretpw@host/x", "S3cretpw"),
+    ("http://al ice:pw x@host", "pw x"),  # review 80: a `:` in a word before the last
+    ("http://al ice:S3cr et@mlflow:5000/api", "S3cr"),
+    ("http://alice : pw@host", "pw"),
+    ("http://alice pw:S3cret@host", "S3cret"),
 ])
 def test_user_info_spanning_a_space_is_masked_unless_a_plain_address_comes_first(text, secret):
     """Review 79 S1-2: review 78's reading kept the text after the first word's `@`, or a whole URI whose first word
