@@ -20,7 +20,6 @@ from pathlib import Path
 
 import duckdb
 
-from gpucast.records.outcomes import GONE_STATUS
 from gpucast.warehouse.concerns import Storage
 from gpucast.warehouse.schema import (
     backfill_forecasts_at,
@@ -262,6 +261,8 @@ def ingested_sha256s(storage: Storage) -> set[str]:
     """Content hashes of every file an earlier run loaded, rejected or found empty."""
     if not storage.db_path.exists():
         return set()
+    from gpucast.records.outcomes import GONE_STATUS  # here: outcomes loads numpy and Polars, which `status` never needs
+
     with writer(storage) as con:
         return {s for (s,) in con.execute(
             "SELECT DISTINCT source_sha256 FROM ingest_files WHERE status <> ?", [GONE_STATUS]).fetchall()}  # no hash
