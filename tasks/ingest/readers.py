@@ -26,6 +26,7 @@ import json
 import operator
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,12 +204,16 @@ MAX_LINE_CHARS = 16 << 20
 MAX_CSV_FIELD_CHARS = 1 << 20
 csv.field_size_limit(MAX_CSV_FIELD_CHARS)
 # A CSV row is held as the contract's columns only (the rest dropped as it is read) and a chunk ends at `chunk_rows` rows
-# or once its rows hold about this many bytes, whichever comes first (review 79 S1-3: rows of ~1 Mi fields were held
+# or once its values take about this many bytes, whichever comes first (review 79 S1-3: rows of ~1 Mi fields were held
 # 100,000 at a time, 800 rows from a 0.8 MB gzip peaked at 1.8 GB; review 80: so were 2,000 empty columns a row). A
-# value is counted as its characters and `CSV_VALUE_BYTES` more (CPython's str header and the list's pointer): a job
-# log's row of ~25 short values costs ~1.7 kB, so ~40,000 such rows a chunk.
+# value is counted as CPython holds it: `CSV_VALUE_BYTES` (its header and the tuple's pointer) and a byte a character,
+# or 4 where the record is not ASCII (review 81: a count of characters let emoji take 4x; `sys.getsizeof` itself cost
+# ~3 us a row). A job log's row of ~25 short values takes ~1.7 kB, so ~40,000 such rows a chunk.
 CSV_CHUNK_BYTES = 64 << 20
 CSV_VALUE_BYTES = 57
+# One CSV record (its lines, a quoted field's newlines included) is read up to MAX_LINE_CHARS characters, as a JSON line
+# is: the csv module builds a record's fields whole before any is dropped, so one record of 300 ignored fields of 1 Mi
+# (a 0.31 MB gzip) took 0.74 GB (review 81 S1-4). A longer record rejects the file, naming its line.
 
 
 def _line_blocks(path: Path, compressed: bool) -> Iterator[tuple[int, list[str]]]:
@@ -478,45 +483,52 @@ def _csv_columns(header: list[str], info: FileInfo) -> list[str | None]:
 def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFrame]:
     line_no = 0  # the last line read whole (an error is met on the line after it)
     csv.field_size_limit(MAX_CSV_FIELD_CHARS)
+    record = [0, True]  # the record being read (`_record_lines`): its characters, all ASCII; reset as each is done
     try:
         with _open_text(path, info.compressed) as f:
-            reader = csv.reader(f)
+            reader = csv.reader(_record_lines(f, record))
             try:
                 header = next(reader)
             except StopIteration:
                 return  # an empty file: nothing to read
-            line_no = reader.line_num
+            line_no, record[:] = reader.line_num, (0, True)
             columns = _csv_columns(header, info)
             width = len(header)
             keep = [(i, n) for i, n in enumerate(columns) if n]
             kept = operator.itemgetter(*[i for i, _ in keep]) if len(keep) > 1 else None
             row_bytes = CSV_VALUE_BYTES * len(keep)
+            seen: Counter[str] = Counter()  # a seed-format row's copies so far (`_seed_ids`)
             rows: list[tuple[str | None, ...]] = []
             numbers: list[int] = []
             errors: list[str | None] = []
             raws: list[str | None] = []
             held = 0  # bytes in `rows` and `raws`, about
             for fields in reader:
-                start, line_no = line_no + 1, reader.line_num
+                start, line_no, ascii_only = line_no + 1, reader.line_num, record[1]
+                record[:] = (0, True)
                 if not fields or not any(x.strip() for x in fields):
                     continue
                 if len(fields) == width and kept is not None:
                     values, raw, error = kept(fields), None, None
-                    held += row_bytes + sum(map(len, values))
                 else:  # one kept column, or the wrong number of fields: then the row as read is its raw record
                     values = tuple(fields[i] if i < len(fields) else None for i, _ in keep)
                     error = None if len(fields) == width else f"row has {len(fields)} fields but the header has {width}"
-                    raw = json.dumps(fields)[:MAX_RAW_CHARS] if error else None
-                    held += row_bytes + sum(len(v) for v in values if v) + len(raw or "")
+                    # (each field and their number cut first: the same text, without a copy of a long row)
+                    raw = json.dumps([x[:MAX_RAW_CHARS] for x in fields[:MAX_RAW_CHARS]])[:MAX_RAW_CHARS] if error else None
+                    held += len(raw or "")
+                held += row_bytes + sum(map(len, filter(None, values))) * (1 if ascii_only else 4)
                 rows.append(values)
                 numbers.append(start)
                 errors.append(error)
                 raws.append(raw)
                 if len(rows) >= chunk_rows or held >= CSV_CHUNK_BYTES:
-                    yield _csv_frame(rows, numbers, errors, raws, keep, info)
+                    yield _csv_frame(rows, numbers, errors, raws, keep, info, seen)
                     rows, numbers, errors, raws, held = [], [], [], [], 0
             if rows:
-                yield _csv_frame(rows, numbers, errors, raws, keep, info)
+                yield _csv_frame(rows, numbers, errors, raws, keep, info, seen)
+    except _RecordTooLong as exc:
+        raise FileRejected(f"a record longer than {MAX_LINE_CHARS:,} characters from line {line_no + 1}: shorten or "
+                           "leave out its long columns at the exporter, or close its quotes") from exc
     except csv.Error as exc:
         if "field larger than field limit" in str(exc):
             raise FileRejected(f"a field longer than {MAX_CSV_FIELD_CHARS:,} characters near line {line_no + 1}: "
@@ -526,7 +538,26 @@ def _read_csv(path: Path, info: FileInfo, chunk_rows: int) -> Iterator[pl.DataFr
         raise _decode_error(exc, line_no + 1, path, info.compressed) from exc
 
 
-def _csv_frame(rows, numbers, errors, raws, keep, info: FileInfo) -> pl.DataFrame:
+class _RecordTooLong(Exception):
+    """A CSV record past MAX_LINE_CHARS (`_record_lines`)."""
+
+
+def _record_lines(f: io.TextIOBase, record: list) -> Iterator[str]:
+    """The lines of `f`, adding each one's characters to `record[0]` and noting in `record[1]` whether all were ASCII
+    (the caller resets both after each record): past MAX_LINE_CHARS, `_RecordTooLong`, before the csv module holds
+    more of the record. A line is read at most MAX_LINE_CHARS + 1 characters at a time, so one long line is not held
+    whole either."""
+    limit = MAX_LINE_CHARS + 1
+    while line := f.readline(limit):
+        record[0] += len(line)
+        if record[0] > MAX_LINE_CHARS:
+            raise _RecordTooLong
+        if not line.isascii():
+            record[1] = False
+        yield line
+
+
+def _csv_frame(rows, numbers, errors, raws, keep, info: FileInfo, seen: Counter[str]) -> pl.DataFrame:
     """A chunk's rows (each its contract columns' values, in `keep`'s order) as a frame of strings."""
     names = [n for _, n in keep]
     frame = pl.DataFrame(dict(zip(names, zip(*rows, strict=True), strict=True)) if names else {},
@@ -537,26 +568,29 @@ def _csv_frame(rows, numbers, errors, raws, keep, info: FileInfo) -> pl.DataFram
         pl.Series("_read_error", errors, dtype=pl.String),
     )
     if info.seed_format:
-        frame = _seed_ids(frame)
+        frame = _seed_ids(frame, seen)
     return frame
 
 
-def _seed_ids(frame: pl.DataFrame) -> pl.DataFrame:
-    """Seed rows have no id: derive a stable one from the row's values and its repeat count.
+def _seed_ids(frame: pl.DataFrame, seen: Counter[str]) -> pl.DataFrame:
+    """Seed rows have no id: derive a stable one from the row's values and its repeat count in the file (`seen`: the
+    copies of each in the file's earlier chunks; review 81: counted per chunk, copies in two chunks shared an id).
 
     The same file (or the same rows in a longer file) always gives the same ids.
     """
     values = [n for n in c.SEED_COLUMNS.values() if n in frame.columns]
     text = pl.concat_str([pl.col(v).fill_null("") for v in values], separator="\x1f")
-    digest = [hashlib.sha1(t.encode()).hexdigest()[:16] for t in frame.select(text).to_series()]
-    frame = frame.with_columns(pl.Series("_digest", digest))
-    occurrence = pl.int_range(pl.len()).over("_digest")
+    digests = [hashlib.sha1(t.encode()).hexdigest()[:16] for t in frame.select(text).to_series()]
+    ids = []
+    for d in digests:
+        ids.append(f"seed-{d}-{seen[d]}")
+        seen[d] += 1
     return frame.with_columns(
-        (pl.lit("seed-") + pl.col("_digest") + pl.lit("-") + occurrence.cast(pl.String)).alias(c.JOB_ID),
+        pl.Series(c.JOB_ID, ids, dtype=pl.String),
         pl.lit(c.SEED_SUBMITTED_AT).alias(c.SUBMITTED_AT),
         pl.lit("COMPLETED").alias(c.STATUS),
         pl.lit(c.SEED_QUEUE).alias(c.QUEUE),
-    ).drop("_digest")
+    )
 
 
 # Parquet ----------------------------------------------------------------------------------------

@@ -270,6 +270,9 @@ def test_seed_ids_are_stable_and_survive_appended_rows(tmp_path):
     assert first[c.JOB_ID].to_list() == again[c.JOB_ID].to_list()
     assert longer[c.JOB_ID].to_list()[:2] == first[c.JOB_ID].to_list()
     assert longer[c.JOB_ID].n_unique() == 3  # an identical third row gets its own id
+    row = SEED_ROWS.splitlines()[0] + "\n"
+    chunked, _ = read_all(write(tmp_path / "d.csv", SEED_HEADER + row * 4), chunk_rows=3)
+    assert chunked[c.JOB_ID].n_unique() == 4  # review 81: copies in two chunks shared an id (the count was a chunk's)
 
 
 @pytest.mark.parametrize("block_bytes", [7, 64, 1 << 20])
@@ -441,16 +444,37 @@ def test_csv_rows_are_chunked_by_what_they_hold(tmp_path, monkeypatch):
     """Review 79 S1-3, review 80: rows were held `chunk_rows` at a time whatever their size, every column of them, so
     rows of ~1 Mi fields (800 rows from a 0.8 MB gzip: 1.8 GB) or of 2,000 empty columns (40,000 rows from 0.24 MB:
     0.8 GB) filled memory. A row is held as its contract columns, and a chunk ends at `CSV_CHUNK_BYTES`, each value
-    counted as its characters and `CSV_VALUE_BYTES`; every row is still read once, numbered by its line."""
+    counted as its characters (x4 in a record not ASCII) and `CSV_VALUE_BYTES`; every row is read once, numbered by its line."""
     monkeypatch.setattr(readers, "CSV_CHUNK_BYTES", 10_000, raising=False)
     head, t = "job_id,status,submitted_at,failure_reason", "2026-01-01T00:00:00Z"
     p = write(tmp_path / "long.csv", head + "\n" + "".join(f"j{i},FAILED,{t},{'x' * 3_000}\n" for i in range(10)))
     chunks = list(read_chunks(p, FileInfo(p), 100_000))
-    assert [ch.height for ch in chunks] == [4, 4, 2]  # 3 rows hold 3 x (3,028 + 4 x 57) = 9,768 bytes, 4 pass 10,000
+    assert [ch.height for ch in chunks] == [4, 4, 2]  # 3 rows take 3 x (3,028 + 4 x 57) = 9,768 bytes
     assert pl.concat(chunks)["_row"].to_list() == list(range(2, 12))
     ignored = ",".join(f"extra{k}" for k in range(2_000))
     p = write(tmp_path / "wide.csv", f"{head},{ignored}\n" + "".join(f"j{i},FAILED,{t},oom{',' * 2_000}\n"
                                                                       for i in range(100)))
     chunks = list(read_chunks(p, FileInfo(p), 100_000))
-    assert [ch.height for ch in chunks] == [39, 39, 22]  # 31 characters + 4 x 57 a row, the empty columns dropped
+    assert [ch.height for ch in chunks] == [39, 39, 22]  # 31 characters + 4 x 57 a row, no empty column kept
     assert pl.concat(chunks)["job_id"].to_list() == [f"j{i}" for i in range(100)]
+
+def test_a_csv_record_past_the_line_cap_rejects_the_file_before_it_is_held(tmp_path, monkeypatch):
+    """Review 81 S1-4: the csv module builds a record's fields whole before any is dropped, so one record of 300 ignored
+    1 Mi fields (0.31 MB of gzip) took 0.74 GB; a record past MAX_LINE_CHARS, quoted newlines and all, rejects the
+    file naming the line it began on, before the rest of it is read."""
+    monkeypatch.setattr(readers, "MAX_LINE_CHARS", 5_000)
+    head, t = "job_id,status,submitted_at,extra1,extra2", "2026-01-01T00:00:00Z"
+    p = write(tmp_path / "wide.csv", f"{head}\na,FAILED,{t},x,y\nb,FAILED,{t},\"{'z' * 3_000}\n{'z' * 3_000}\",y\n")
+    with pytest.raises(FileRejected, match=r"a record longer than 5,000 characters from line 3"):
+        read_all(p)
+    assert read_all(write(tmp_path / "ok.csv", f"{head}\na,FAILED,{t},{'z' * 2_000},{'y' * 2_000}\n"))[0].height == 1
+
+
+def test_csv_chunks_count_the_bytes_text_takes_not_its_characters(tmp_path, monkeypatch):
+    """Review 81 S2-1: CPython holds text outside Latin-1 in 2 or 4 bytes a character, so a budget of characters let
+    emoji rows take ~4x what it meant (100 rows of ~1 Mi emoji: 0.92 GB, ASCII 0.27 GB)."""
+    monkeypatch.setattr(readers, "CSV_CHUNK_BYTES", 10_000)
+    head, t = "job_id,status,submitted_at,failure_reason", "2026-01-01T00:00:00Z"
+    p = write(tmp_path / "emoji.csv", head + "\n" + "".join(f"j{i},FAILED,{t},{'😀' * 600}\n" for i in range(10)))
+    chunks = list(read_chunks(p, FileInfo(p), 100_000))
+    assert [ch.height for ch in chunks] == [4, 4, 2]  # 628 characters x 4 + 4 x 57 = 2,740 bytes a row
