@@ -12,14 +12,36 @@ one helper lives here, the package every layer may import.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-from collections.abc import Iterator
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
 def temp_beside(path: Path) -> Path:
-    """The name `path` is written under before it is renamed over it: `.<name>.<pid>.tmp` in the same folder."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """The name `path` is written under before it is renamed over it: `.<name>.<pid>.tmp` in the same folder, the name
+    cut to its first 200 bytes (a name near the 255-byte limit still has a temporary one)."""
+    name = path.name.encode()[:200].decode(errors="ignore")
+    return path.with_name(f".{name}.{os.getpid()}.tmp")
+
+
+# A folder whose file system cannot flush it by itself (some FUSE and network mounts): its renames are as durable as
+# that file system makes them, and nothing more can be asked.
+UNFLUSHABLE = {errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+
+
+def flush(path: Path) -> None:
+    """A file's contents, or a folder's names (a rename into it), flushed to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if not (path.is_dir() and exc.errno in UNFLUSHABLE):
+            raise
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -43,3 +65,36 @@ def write_text(path: Path, text: str) -> None:
     """Replace `path` with `text` (UTF-8) whole or not at all (`replacing`)."""
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+class ChangedWhileCopied(Exception):
+    """A file written to while `move` copied it across file systems: left where it was, the copy removed."""
+
+
+def move(file: Path, target: Path, *, copy_in: Path | None = None, unchanged: Callable[[], bool] | None = None) -> None:
+    """Rename `file` to `target` (atomic). Across file systems, which a rename cannot cross (EXDEV: an inbox archive or
+    a lake on another disk): a link is made again at `target`, never followed; a file is copied into `copy_in` (default:
+    beside `target`, `temp_beside`), flushed, asked `unchanged()` (False: the copy removed, `ChangedWhileCopied`, `file`
+    left), renamed in and its folder flushed, and only then is `file` removed. A crash at any point leaves the file
+    whole where it was, or where it went, or in both; never only in a copy the disk may not hold."""
+    try:
+        os.replace(file, target)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    if file.is_symlink():
+        os.symlink(os.readlink(file), target)
+    else:
+        copy = copy_in / f".copy-{uuid.uuid4().hex}" if copy_in else temp_beside(target)
+        try:
+            shutil.copy2(file, copy)
+            flush(copy)
+            if unchanged is not None and not unchanged():
+                raise ChangedWhileCopied(file)
+            os.replace(copy, target)
+        except BaseException:
+            copy.unlink(missing_ok=True)
+            raise
+    flush(target.parent)
+    file.unlink()

@@ -11,7 +11,6 @@ every table but the run log unchanged.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import uuid
@@ -24,6 +23,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from gpucast.expectations import contract as c
+from gpucast.records.files import move
 from gpucast.records.outcomes import GONE_STATUS, FileResult, LoadTotals
 from gpucast.warehouse.db import sql_name, sql_string, transaction
 from gpucast.warehouse.errors import LakeRefreshFailed
@@ -377,7 +377,7 @@ def _refresh_lake(con: duckdb.DuckDBPyConnection, lake_dir: Path, run_id: str, s
         target = lake_dir / f"submitted_date={day}"
         target.mkdir(exist_ok=True)
         for i, file in enumerate(files):  # batch-<b>/submitted_date=<day>/batch-<b>-<j>.parquet, in order
-            _move(file, target / f"{prefix}{i}.parquet", swap)
+            move(file, target / f"{prefix}{i}.parquet", copy_in=swap)  # (swept with `swap`)
     shutil.rmtree(swap, ignore_errors=True)
     con.execute(f"""
         INSERT OR REPLACE INTO lake_partitions
@@ -397,33 +397,6 @@ def _loaded_files(records: Path | None, days: list[str]) -> dict[str, list[Path]
         if files:
             found[day] = files
     return found
-
-
-def _move(file: Path, target: Path, swap: Path) -> None:
-    """Rename `file` to `target` (atomic: a reader sees the file whole or not at all); across file systems (the
-    staging folder and the lake on two mounts), copied into the swap folder beside the lake first, the copy flushed
-    to disk, renamed in and the rename flushed (`target`'s folder), and only then `file` removed: a crash at any
-    point leaves the records in the staging file or whole in the lake, never only in a copy the disk may not hold."""
-    try:
-        os.replace(file, target)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        tmp = swap / f"copy-{uuid.uuid4().hex}"
-        shutil.copyfile(file, tmp)
-        _fsync(tmp)
-        os.replace(tmp, target)
-        _fsync(target.parent)
-        file.unlink()
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's or a folder's contents (a folder: the names in it, so a rename into it) to disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _copy_days(con: duckdb.DuckDBPyConnection, folder: Path, run_id: str | None, days: list[str], pattern: str) -> None:

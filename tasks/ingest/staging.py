@@ -14,7 +14,6 @@ import hashlib
 import logging
 import os
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +27,7 @@ from tqdm import tqdm
 
 from gpucast.expectations import contract as c
 from gpucast.expectations.validate import ExpectationOutcome, check_rows, validate_staged
+from gpucast.records.files import ChangedWhileCopied, move
 from gpucast.records.outcomes import GONE_STATUS, FileResult, RunCheck
 from gpucast.tasks.ingest.normalize import normalize
 from gpucast.tasks.ingest.readers import (
@@ -114,74 +114,47 @@ def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[
     for f in files:
         rel = f.relative_to(inbox) if f.is_relative_to(inbox) else Path(f.name)
         try:
-            moved.append(_move(f, inbox / ARCHIVE / day, rel))
-        except FileNotFoundError:
-            continue  # deleted since it was listed or read (a clean-up job): nothing left to move
-        except ChangedWhileMoved:
-            log.warning("%s was written to while it was archived: left in the inbox for the next run to read whole", f)
-            continue
-        except OSError as exc:  # a path or name too long for the archive's deeper folder, or a `.1` suffix past 255
-            if exc.errno != errno.ENAMETOOLONG:  # bytes (review 77 S1-2: it failed the run after its load committed,
-                raise  # and every later run in `find-files`): the file goes to the day's folder by its content's hash
-            moved.append(_move(f, inbox / ARCHIVE / day, Path(f"{content_key(f)[:16]}{''.join(f.suffixes)[-16:]}")))
+            moved.append(_move_or_hash_name(f, inbox / ARCHIVE / day, rel))
+        except (FileNotFoundError, ChangedWhileCopied):
+            continue  # deleted since it was listed or read (a clean-up job), or written to as it was copied: left
+        except OSError as exc:
+            if not (f.is_symlink() and exc.errno in NO_LINKS):
+                raise
+            log.warning("%s is a link and the archive's disk holds none: left in the inbox (unread, as every link); "
+                        "remove it", f)  # (review 81: raised after the load, then every night in find-files)
     return moved
 
 
+# What `os.symlink` raises where a file system holds no links (vfat, exFAT, SMB without unix extensions)
+NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS}
+
+
+def _move_or_hash_name(f: Path, folder: Path, rel: Path) -> Path:
+    """`_move`, or, where a path or name is too long for the archive's deeper folder or a `.1` suffix passes 255 bytes
+    (review 77 S1-2: it failed the run after its load committed, and every later run in `find-files`), `_move` to the
+    day's folder by the content's hash."""
+    try:
+        return _move(f, folder, rel)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        return _move(f, folder, Path(f"{content_key(f)[:16]}{''.join(f.suffixes)[-16:]}"))
+
+
 def _move(f: Path, folder: Path, rel: Path) -> Path:
-    """`f` moved to `folder / rel`, or `rel` with a `.1`, `.2` ... suffix when that name is taken; where it went."""
+    """`f` moved to `folder / rel`, or `rel` with a `.1`, `.2` ... suffix when that name is taken; where it went. An
+    archive on another disk (review 79: a rename cannot cross file systems, and every night failed after its load)
+    gets a flushed copy, a link moved as a link (review 80: the copy followed links), and a file written to while it
+    was copied stays (`records.files.move`)."""
     target = folder / rel
     n = 0
     while target.exists() or target.is_symlink():
         n += 1
         target = folder / rel.with_name(f"{rel.name}.{n}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.replace(f, target)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise
-        _copy_across(f, target)
+    before = stat_key(f)
+    move(f, target, unchanged=lambda: stat_key(f) == before)
     return target
-
-
-class ChangedWhileMoved(Exception):
-    """A file written to while `_copy_across` copied it: left in the inbox, for the next run to read whole."""
-
-
-def _copy_across(f: Path, target: Path) -> None:
-    """`f` moved to `target` on another file system (an `archive` that links to, or is, another disk: review 79 S1-1,
-    `os.replace` cannot cross file systems, and every night failed after its load): copied beside `target`, flushed to
-    disk with its folder, renamed in, then `f` removed. A link is moved as a link, never followed (review 80: a link
-    to a secret was archived as the secret's content, one to a folder stopped every night). A file whose size or
-    mtime moved during the copy (an exporter appending) is left where it is (`ChangedWhileMoved`), its copy removed: the
-    appended rows would be lost with the inbox's file. A crash between the rename and the removal leaves the file in
-    both; the next run recognises it by content and archives it again."""
-    part = target.with_name(f".gpucast-{os.getpid()}.part")  # short: the target's own name may be 255 bytes
-    try:
-        if f.is_symlink():
-            os.symlink(os.readlink(f), part)
-        else:
-            before = stat_key(f)
-            shutil.copy2(f, part)
-            with part.open("rb") as copied:
-                os.fsync(copied.fileno())
-            if stat_key(f) != before:
-                raise ChangedWhileMoved(f)
-        os.replace(part, target)
-    except BaseException:
-        part.unlink(missing_ok=True)
-        raise
-    _fsync_folder(target.parent)
-    f.unlink()
-
-
-def _fsync_folder(folder: Path) -> None:
-    """The folder's entries (a rename into it) flushed to disk."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
@@ -197,7 +170,8 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
             continue
         (unchanged if same else changed).append(path)
     archive(unchanged, inbox)
-    return changed
+    # a file written to while it was copied to an archive on another disk stayed too (`records.files.move`)
+    return changed + [p for p in unchanged if p.exists() and not p.is_symlink()]
 
 
 # `FileResult.seconds`' keys: read = decode the file; normalise = type the strings (parsing rules); rules = the

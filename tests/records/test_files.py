@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpucast.records import files
 from gpucast.records.files import replacing, temp_beside, write_text
 
 
@@ -43,3 +44,26 @@ def test_a_read_only_temporary_file_is_renamed_in(tmp_path: Path) -> None:
         tmp.write_bytes(b"copy")
         os.chmod(tmp, 0o444)  # as the publish makes its copy read-only before the rename
     assert path.read_bytes() == b"copy" and path.stat().st_mode & 0o777 == 0o444
+
+
+def test_a_long_name_has_a_temporary_name_the_file_system_takes(tmp_path: Path) -> None:
+    """Review 80 S3-1: `.<name>.<pid>.tmp` of a 250-255-byte name passed the 255-byte limit, so a move across disks sent
+    the file to its hash name; the temporary name is cut to 200 bytes of the name (a character never split)."""
+    target = tmp_path / ("é" * 127)  # 254 bytes
+    files.write_text(target, "x")
+    assert target.read_text() == "x" and len(files.temp_beside(target).name.encode()) <= 255
+
+
+def test_a_folder_whose_file_system_cannot_flush_it_is_left_as_it_is_a_file_never(tmp_path: Path, monkeypatch) -> None:
+    """Review 81 S3-3: some FUSE and network mounts refuse fsync on a folder (EINVAL): a rename into it is as durable
+    as they make it, and stopping the night would gain nothing; a file's flush that fails still raises."""
+    import errno
+
+    def refuse(fd: int) -> None:
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(os, "fsync", refuse)
+    files.flush(tmp_path)
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OSError):
+        files.flush(tmp_path / "f")

@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from gpucast.flows.settings import Settings
+from gpucast.records.files import move
 from gpucast.warehouse import load
 from gpucast.warehouse.db import connect_writer
 
@@ -116,9 +117,10 @@ def test_the_lake_gets_the_files_the_warehouse_loaded_and_a_failed_load_leaves_i
 
 
 def test_a_move_across_file_systems_flushes_the_copy_and_its_rename_before_the_source_goes(tmp_path, monkeypatch):
-    """`_move`'s fallback when the staging folder and the lake are on two mounts (a real one here: /dev/shm is a
-    tmpfs): the copy is flushed to disk, renamed in, the lake folder flushed (the rename), and only then the staging
-    file removed (a review of session 6: the copy was not flushed before the source could go)."""
+    """`records.files.move`'s fallback, as the lake's refresh calls it, when the staging folder and the lake are on two
+    mounts (a real one here: /dev/shm is a tmpfs): the copy is flushed to disk, renamed in, the lake folder flushed (the
+    rename), and only then the staging file removed (a review of session 6: the copy was not flushed before the source
+    could go)."""
     shm = Path("/dev/shm")
     if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
         pytest.skip("no second file system at /dev/shm")
@@ -136,13 +138,13 @@ def test_a_move_across_file_systems_flushes_the_copy_and_its_rename_before_the_s
 
     monkeypatch.setattr(os, "fsync", spy)
     try:
-        load._move(source, lake / "run-r-0.parquet", swap)
+        move(source, lake / "run-r-0.parquet", copy_in=swap)
     finally:
         shutil.rmtree(source.parent, ignore_errors=True)
     assert (lake / "run-r-0.parquet").read_bytes() == b"PAR1 records PAR1" and not source.exists()
     assert list(swap.iterdir()) == []
     flushed = [path for _, path, _ in events]
-    assert len(flushed) == 2 and flushed[0].startswith(str(swap / "copy-")) and flushed[1] == str(lake)
+    assert len(flushed) == 2 and flushed[0].startswith(str(swap / ".copy-")) and flushed[1] == str(lake)
     assert all(still_there for _, _, still_there in events)  # both flushes before the source was removed
 
 

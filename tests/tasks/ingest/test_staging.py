@@ -7,6 +7,7 @@ import errno
 import gzip
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -415,20 +416,41 @@ def test_links_are_archived_across_disks_as_links_never_followed(tmp_path, monke
     assert "TOP SECRET" not in "".join(p.read_text() for p in elsewhere.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def test_a_file_written_to_while_it_is_copied_across_disks_stays_in_the_inbox(tmp_path, monkeypatch, caplog):
+def test_a_file_written_to_while_it_is_copied_across_disks_stays_in_the_inbox(tmp_path, monkeypatch):
     """Review 80 S2-1: a line appended while the copy ran went to the removed inbox file, lost; the file stays for the
-    next run to read whole, and no partial copy is left in the archive."""
+    next run to read whole, no partial copy is left in the archive, and the run counts it among the files changed while
+    read (review 81 S3-1: it was only a log line)."""
+    from gpucast.records.outcomes import FileResult
+
     inbox, elsewhere = _inbox_archived_elsewhere(tmp_path)
-    growing = write(inbox / "growing.jsonl", jsonl(record(job_id="g1")))
+    growing = write(inbox / "growing.jsonl", jsonl(record(job_id="g1"))).resolve()
+    read = FileResult(path=str(growing), sha256=staging.content_key(growing), index=0, stat_before=staging.stat_key(growing))
     _across_disks(monkeypatch, inbox, elsewhere)
-    real_copy = staging.shutil.copy2
+    real_copy = shutil.copy2
 
     def copy_then_append(src, dst, **kwargs):
         real_copy(src, dst, **kwargs)
         with open(src, "a") as f:
             f.write(jsonl(record(job_id="g2")))
 
-    monkeypatch.setattr(staging.shutil, "copy2", copy_then_append)
-    assert staging.archive([growing.resolve()], inbox) == []
+    monkeypatch.setattr(shutil, "copy2", copy_then_append)
+    assert staging.archive_read([read], inbox) == [growing]
     assert growing.read_text() == jsonl(record(job_id="g1")) + jsonl(record(job_id="g2"))
-    assert not [p for p in elsewhere.rglob("*") if p.is_file()] and "written to while it was archived" in caplog.text
+    assert not [p for p in elsewhere.rglob("*") if p.is_file() or p.name.startswith(".")]
+
+
+def test_a_link_the_archives_disk_cannot_hold_is_left_and_said_not_the_nights_stop(tmp_path, monkeypatch, caplog):
+    """Review 81 S1-3: on a disk that holds no links (vfat, exFAT, some SMB mounts) making the link again raised after
+    the load, then every night in find-files; the link stays in the inbox, said, and the files around it move."""
+    inbox, elsewhere = _inbox_archived_elsewhere(tmp_path)
+    (inbox / "to-secret.jsonl").symlink_to(tmp_path / "secret.txt")
+    done = write(inbox / "a.jsonl", jsonl(record(job_id="a")))
+    _across_disks(monkeypatch, inbox, elsewhere)
+
+    def no_links(src, dst, *args, **kwargs):
+        raise OSError(errno.EPERM, "Operation not permitted", str(dst))
+
+    monkeypatch.setattr(os, "symlink", no_links)
+    went = staging.archive([inbox / "to-secret.jsonl", done.resolve()], inbox)
+    assert [p.name for p in went] == ["a.jsonl"] and (inbox / "to-secret.jsonl").is_symlink()
+    assert "archive's disk holds none: left in the inbox" in caplog.text
