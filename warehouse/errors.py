@@ -33,16 +33,25 @@ _QUERY = re.compile(r"""[?#][^\s'"<>`=?#&]*=[^\s'"<>`]*""")
 # password may hold a quote, a space, a backtick or `<` (`'` is legal unescaped in RFC 3986's user info), where `_URI`
 # stops (review 77 S1-8: `http://alice:S3'cr3t@host` was printed, stored and published as it was).
 _USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/\n]*@")
+# The same within one word, across a `/` too: a password holding a `/` and a quote (`http://alice:S3'cr/et@host`) is
+# reached by neither `_USER_INFO` (the `/`) nor `_URI` (the quote; review 81). Everything to the word's last `@` is
+# masked, as `_redact_uri` masks a URI's.
+_WORD_USER_INFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)\S*@")
+# `user:` then a password with a space and a `/` (`http://alice:pa ss/word@host`), which both stop at: a first word of
+# `name:` (an e-mail too) and no port after it is user info up to the line's next `@` (review 81).
+_SPACED_PASSWORD = re.compile(
+    r"""(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^\s/:\[\]]+:(?!\d{1,5}(?:[\s/).,;:'"`>\]!?]|$))[^\n@]*@""")
 # Where user info would span a space, the `@` may be a later word's: `http://mlflow:5000 (ask ops@example.com)` read
 # `http://***@example.com)`, another host (review 78). The URI keeps its host only where the text before the space is
 # a plain address (`_AUTHORITY`; quotes, brackets and the sentence's punctuation after it aside) and no later word
 # holds a `:` (`user:password`; an e-mail's `mailto:` aside), or where that text holds the `@` and ends in host:port
 # (`alice:pw@h:5000 ... ops@x`: masked to its own `@`). Anything else is masked whole: `alice@corp.com:pa ss@h`,
-# `al ice:pw@h` and `al ice:pw x@h` showed the password (reviews 79, 80). A password whose text before a space is all
-# digits (`alice:123 45@h`) still reads as a port and stays visible: a space is not legal in a URI's user info
-# unescaped, and this is the rarer side.
+# `al ice:pw@h`, `al ice:pw x@h` and `alice: pw@h` showed the password (reviews 79-81). A word's one trailing `:`
+# (`Error:`) is a sentence's; a time (`03:00`) or a proxy (`squid:3128`) later in the line masks the address to the
+# e-mail's host, the safe side. A password whose text before a space is all digits (`alice:123 45@h`) still reads as a
+# port and stays visible: a space is not legal in a URI's user info unescaped, and this is the rarer side.
 _AUTHORITY = re.compile(r"(?:[\w.~-]+|\[[0-9A-Za-z:.%]+\])(?P<port>:\d{1,5})?")
-_AFTER_ADDRESS = ").,;:'\"`>]!?"
+_CLOSING = ").,;'\"`>]!?"  # what may close a sentence or a quote after an address
 _MAILTO = re.compile(r"^\W*mailto:", re.IGNORECASE)
 HIDDEN = "***"
 
@@ -57,6 +66,17 @@ def redact(text: str) -> str:
     that marks the user info."""
     if "://" not in text and "?" not in text and "#" not in text:
         return text
+    for _ in range(4):  # until nothing changes: a query masked may join words another rule then reads (review 81)
+        masked = _redact_once(text)
+        if masked == text:
+            break
+        text = masked
+    return text
+
+
+def _redact_once(text: str) -> str:
+    for whole in (_SPACED_PASSWORD, _WORD_USER_INFO):
+        text = whole.sub(lambda m: m["scheme"] + HIDDEN + "@", text)
     text = _USER_INFO.sub(_mask_user_info, text)
     return _QUERY.sub(lambda m: _hidden(m[0]), _URI.sub(_redact_uri, text))
 
@@ -69,14 +89,29 @@ def _mask_user_info(m: re.Match) -> str:
         return whole
     head, *words = info.split()
     if "@" not in head:
-        plain = _AUTHORITY.fullmatch(head.rstrip(_AFTER_ADDRESS))
-        later = [_MAILTO.sub("", w).rstrip(_AFTER_ADDRESS) or w for w in words]
-        return m[0] if plain and not any(":" in w for w in later) else whole
+        plain = _AUTHORITY.fullmatch(_address(head))
+        later = [*words[:-1], _MAILTO.sub("", words[-1])]
+        return m[0] if plain and not any(map(_holds_colon, later)) else whole
     user, host = head.rsplit("@", 1)
-    address = _AUTHORITY.fullmatch(host.rstrip(_AFTER_ADDRESS))
+    address = _AUTHORITY.fullmatch(_address(host))
     if "@" in user or not (address and address["port"]):
         return whole
     return m["scheme"] + HIDDEN + m[0][len(m["scheme"]) + len(user):]
+
+
+def _address(word: str) -> str:
+    """`word` without what closes a sentence after an address: `'mlflow:5000',` -> `mlflow:5000`; a trailing `:` after
+    a port (`mlflow:5000:`) too, but not after a name alone (`alice:`, user info whose password follows a space)."""
+    word = word.rstrip(_CLOSING)
+    bare = word.removesuffix(":")
+    address = _AUTHORITY.fullmatch(bare) if bare != word else None
+    return bare if address and address["port"] else word
+
+
+def _holds_colon(word: str) -> bool:
+    """Whether a later word reads as `user:password`: a `:` but a sentence's one at its end (`Error:`); `:` alone too."""
+    word = word.rstrip(_CLOSING)
+    return word == ":" or ":" in word.removesuffix(":")
 
 
 def _redact_uri(m: re.Match) -> str:
