@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shutil
 import uuid
@@ -21,10 +22,13 @@ from pathlib import Path
 
 
 def temp_beside(path: Path) -> Path:
-    """The name `path` is written under before it is renamed over it: `.<name>.<pid>.tmp` in the same folder, the name
-    cut to its first 200 bytes (a name near the 255-byte limit still has a temporary one)."""
-    name = path.name.encode()[:200].decode(errors="ignore")
-    return path.with_name(f".{name}.{os.getpid()}.tmp")
+    """The name `path` is written under before it is renamed over it: `.<name>.<pid>.tmp` in the same folder; a name
+    over 200 bytes cut there and a hash of it added (a name near the 255-byte limit still has a temporary one), its
+    bytes as the file system gives them (a name that is not UTF-8 too: review 82)."""
+    name = os.fsencode(path.name)
+    if len(name) > 200:  # cut, told apart from another name of the same first 200 bytes by a hash of the whole
+        name = name[:200] + b"." + hashlib.sha1(name).hexdigest()[:8].encode()
+    return path.with_name(f".{os.fsdecode(name)}.{os.getpid()}.tmp")
 
 
 # A folder whose file system cannot flush it by itself (some FUSE and network mounts): its renames are as durable as
@@ -88,7 +92,9 @@ def move(file: Path, target: Path, *, copy_in: Path | None = None, unchanged: Ca
     else:
         copy = copy_in / f".copy-{uuid.uuid4().hex}" if copy_in else temp_beside(target)
         try:
-            shutil.copy2(file, copy)
+            shutil.copyfile(file, copy)
+            with contextlib.suppress(OSError):  # times and mode kept where the file system takes them (vfat: not)
+                shutil.copystat(file, copy)
             flush(copy)
             if unchanged is not None and not unchanged():
                 raise ChangedWhileCopied(file)

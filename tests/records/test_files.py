@@ -67,3 +67,11 @@ def test_a_folder_whose_file_system_cannot_flush_it_is_left_as_it_is_a_file_neve
     (tmp_path / "f").write_text("x")
     with pytest.raises(OSError):
         files.flush(tmp_path / "f")
+
+
+def test_a_name_that_is_not_utf8_has_a_temporary_name(tmp_path: Path) -> None:
+    """Review 82: `temp_beside` encoded the name as UTF-8, so a Latin-1 file name archived across disks stopped every
+    night; the name's own bytes are used."""
+    target = tmp_path / os.fsdecode(b"caf\xe9-" + b"x" * 240 + b".jsonl")
+    write_text(target, "x")
+    assert target.read_text() == "x" and not list(tmp_path.glob(".*.tmp"))

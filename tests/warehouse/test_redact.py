@@ -85,7 +85,11 @@ def test_a_password_with_any_character_is_masked(mark):
                                   'could not reach "http://mlflow:5000" (ask ops@example.com)',
                                   "<http://mlflow:5000> ops@example.com", "[http://mlflow:5000]! ops@example.com",
                                   "http://mlflow:5000 down. Error: see mailto:ops@example.com",
-                                  "http://[fe80::1%eth0]:5000 down ops@example.com", "http://münchen.de:5000 ops@example.com"])
+                                  "http://[fe80::1%eth0]:5000 down ops@example.com", "http://münchen.de:5000 ops@example.com",
+                                  # review 82: our own message's `URI:`, compact JSON, a second URI before the e-mail
+                                  "mlflow https://mlflow.corp.com: no experiment named 'team@gpu' (experiments: 'a')",
+                                  '{"uri":"http://mlflow:5000/api/2.0","owner":"ops@corp.com"}',
+                                  "http://mlflow: timeout; retry http://b:5000/api; ops@example.com"])
 def test_an_address_followed_by_an_email_keeps_its_own_host(text):
     """Review 78: user info that may hold a space read from `http://` to an e-mail's `@`, so on-call read
     `http://***@example.com)`: another host. An address with no user info is left as it is."""

@@ -426,14 +426,14 @@ def test_a_file_written_to_while_it_is_copied_across_disks_stays_in_the_inbox(tm
     growing = write(inbox / "growing.jsonl", jsonl(record(job_id="g1"))).resolve()
     read = FileResult(path=str(growing), sha256=staging.content_key(growing), index=0, stat_before=staging.stat_key(growing))
     _across_disks(monkeypatch, inbox, elsewhere)
-    real_copy = shutil.copy2
+    real_copy = shutil.copyfile
 
     def copy_then_append(src, dst, **kwargs):
         real_copy(src, dst, **kwargs)
         with open(src, "a") as f:
             f.write(jsonl(record(job_id="g2")))
 
-    monkeypatch.setattr(shutil, "copy2", copy_then_append)
+    monkeypatch.setattr(shutil, "copyfile", copy_then_append)
     assert staging.archive_read([read], inbox) == [growing]
     assert growing.read_text() == jsonl(record(job_id="g1")) + jsonl(record(job_id="g2"))
     assert not [p for p in elsewhere.rglob("*") if p.is_file() or p.name.startswith(".")]
@@ -454,3 +454,15 @@ def test_a_link_the_archives_disk_cannot_hold_is_left_and_said_not_the_nights_st
     went = staging.archive([inbox / "to-secret.jsonl", done.resolve()], inbox)
     assert [p.name for p in went] == ["a.jsonl"] and (inbox / "to-secret.jsonl").is_symlink()
     assert "archive's disk holds none: left in the inbox" in caplog.text
+
+
+def test_a_link_whose_name_is_not_utf8_has_a_content_key(tmp_path):
+    """Review 82: a link's key was its name and target encoded as UTF-8, so a Latin-1 name stopped every night in
+    `inbox_files`; the bytes the file system holds are hashed (a UTF-8 name's key is as before)."""
+    link = tmp_path / os.fsdecode(b"caf\xe9.jsonl")
+    link.symlink_to(tmp_path / os.fsdecode(b"cibl\xe9"))
+    assert len(staging.content_key(link)) == 64
+    plain = tmp_path / "plain.jsonl"
+    plain.symlink_to(tmp_path / "target")
+    import hashlib
+    assert staging.content_key(plain) == hashlib.sha256(f"symlink:{plain}->{tmp_path / 'target'}".encode()).hexdigest()
