@@ -91,12 +91,15 @@ def _mask_user_info(m: re.Match) -> str:
     whole = m["scheme"] + HIDDEN + "@"
     if not any(ch.isspace() for ch in info):
         return whole
-    head, *words = info.split()
+    parts = info.split()
+    if not parts:  # (`http:// @x`: nothing before the `@` but spaces)
+        return whole
+    head, *words = parts
     if "@" not in head:
         address = _address(head)
         # `name:` then three words or more before the `@` is an address and a sentence, not `user: pass word@`
         plain = _AUTHORITY.fullmatch(address.removesuffix(":") if len(words) > 2 else address)
-        later = [*words[:-1], _MAILTO.sub("", words[-1])]
+        later = [*words[:-1], _MAILTO.sub("", words[-1])] if words else []  # (`http://wiki @team`: none)
         return m[0] if plain and not any(map(_holds_colon, later)) else whole
     user, host = head.rsplit("@", 1)
     address = _AUTHORITY.fullmatch(_address(host))

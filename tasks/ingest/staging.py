@@ -104,10 +104,13 @@ def inbox_files(inbox: Path, already_ingested: set[str]) -> tuple[list[Path], li
     return new, seen
 
 
-def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[Path]:
+def archive(files: Iterable[Path], inbox: Path, day: str | None = None,
+            changed: list[Path] | None = None) -> list[Path]:
     """Move ingested inbox files to `inbox/archive/<day>/` (default: today, UTC), keeping their relative paths (a name
     taken there gets a `.1`, `.2` ... suffix); return where they went. Their content hashes stay
-    recorded, so the same content dropped again is still recognised."""
+    recorded, so the same content dropped again is still recognised. A file written to while it was copied to an
+    archive on another disk stays, added to `changed`; one the archive cannot take (a file in the way of its folders, a
+    link on a disk that holds none) stays, said."""
     inbox = inbox.resolve()
     day = day or f"{datetime.now(UTC):%Y-%m-%d}"
     moved = []
@@ -117,8 +120,13 @@ def archive(files: Iterable[Path], inbox: Path, day: str | None = None) -> list[
             moved.append(_move_or_hash_name(f, inbox / ARCHIVE / day, rel))
         except FileNotFoundError:
             continue  # deleted since it was listed or read (a clean-up job): nothing left to move
+        except (FileExistsError, NotADirectoryError) as exc:  # a file where the archive needs a folder (review 83)
+            log.warning("%s is left in the inbox: %s is a file where the archive needs a folder; move it away",
+                        f, exc.filename or exc)
         except ChangedWhileCopied:
             log.warning("%s was written to while it was copied to the archive: left for the next run to read whole", f)
+            if changed is not None:
+                changed.append(f)
         except OSError as exc:
             if not (f.is_symlink() and exc.errno in NO_LINKS):
                 raise
@@ -163,17 +171,18 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
     """After a run that read the inbox: archive each file it read (`archive`: out of the next run's way, and never
     hashed again), unless its content changed while it was read (an exporter still writing it: its tail would be
     lost). Return those left in the inbox, for the next run to read whole."""
-    unchanged, changed = [], []
-    for r in results:
+    changed = []
+    for r in results:  # each checked just before its own move (review 83: all were checked, then all moved)
         path = Path(r.path)
         try:
             same = content_key(path) == r.sha256 and (r.stat_before is None or stat_key(path) == r.stat_before)
         except FileNotFoundError:  # gone before it was read (`GONE`), or deleted since: nothing to move
             continue
-        (unchanged if same else changed).append(path)
-    archive(unchanged, inbox)
-    # a file written to while it was copied to an archive on another disk stayed too (`records.files.move`)
-    return changed + [p for p in unchanged if p.exists() and not p.is_symlink()]
+        if not same:
+            changed.append(path)
+        else:  # (a file written to while it was copied to an archive on another disk is left, and said, too)
+            archive([path], inbox, changed=changed)
+    return changed
 
 
 # `FileResult.seconds`' keys: read = decode the file; normalise = type the strings (parsing rules); rules = the

@@ -509,3 +509,14 @@ def test_a_file_named_archive_in_the_inbox_is_read_as_any_file_and_the_archive_m
     archived = sorted(p.name for p in (home / "inbox" / "archive").rglob("*") if p.is_file())
     assert archived == ["a.jsonl", "archive.1"] and (home / "inbox" / "archive").is_dir()
     assert ingest().files == 0  # the next night: nothing left, nothing stops
+
+
+def test_a_header_holding_a_url_and_a_word_after_a_space_does_not_stop_the_night(home):
+    """Review 83: a CSV column named `notes (http://wiki @team)` made the run's note (its ignored columns, masked for
+    secrets inside the load's transaction) raise IndexError: both runs failed and both files stayed, every night."""
+    write(home / "inbox" / "a.csv", "job_id,submitted_at,status,notes (http://wiki @team)\n"
+          "c1,2026-11-01T00:00:00Z,PENDING,x\n")
+    write(home / "inbox" / "b.jsonl", jsonl(record(job_id="b1")))
+    result = ingest()
+    assert (result.files, result.rows_read, result.rows_loaded) == (2, 2, 2)
+    assert "notes (http://wiki @team)" in query(home, "SELECT message FROM ingest_runs")[0][0]

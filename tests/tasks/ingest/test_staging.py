@@ -466,3 +466,33 @@ def test_a_link_whose_name_is_not_utf8_has_a_content_key(tmp_path):
     plain.symlink_to(tmp_path / "target")
     import hashlib
     assert staging.content_key(plain) == hashlib.sha256(f"symlink:{plain}->{tmp_path / 'target'}".encode()).hexdigest()
+
+
+def test_a_file_in_the_way_of_the_archives_folder_leaves_the_inbox_file_and_says_so(tmp_path, caplog):
+    """Review 83: a file at `archive/<day>` raised FileExistsError after the load, every run of that day."""
+    inbox = tmp_path / "inbox"
+    done = write(inbox / "a.jsonl", jsonl(record(job_id="a")))
+    write(inbox / staging.ARCHIVE / "2026-12-02", "in the way")
+    assert staging.archive([done.resolve()], inbox, day="2026-12-02") == [] and done.exists()
+    assert "a file where the archive needs a folder" in caplog.text
+
+
+def test_each_file_is_checked_just_before_its_own_move(tmp_path, monkeypatch):
+    """Review 83: every file was checked, then every file moved, so a line appended to the second while the first was
+    archived went into the archive unread; the second is now left for the next run to read whole."""
+    from gpucast.records.outcomes import FileResult
+
+    inbox = tmp_path / "inbox"
+    first, second = (write(inbox / f"{n}.jsonl", jsonl(record(job_id=n))).resolve() for n in ("a", "b"))
+    read = [FileResult(path=str(p), sha256=staging.content_key(p), index=i, stat_before=staging.stat_key(p))
+            for i, p in enumerate((first, second))]
+    moving = staging.archive
+
+    def archive_while_b_grows(files, *args, **kwargs):
+        with open(second, "a") as f:  # an exporter appends to b while a is being archived
+            f.write(jsonl(record(job_id="b2")))
+        return moving(files, *args, **kwargs)
+
+    monkeypatch.setattr(staging, "archive", archive_while_b_grows)
+    assert staging.archive_read(read, inbox) == [second] and not first.exists()
+    assert second.read_text().count("job_id") == 2  # still in the inbox, whole
