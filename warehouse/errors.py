@@ -44,7 +44,7 @@ _WORD_USER_INFO = re.compile(rf"""(?P<scheme>{SCHEME})(?:(?!["'],\s*["'])\S)*@""
 # `name:` (an e-mail too) and no port after it is user info up to an `@` at most two spaces on (review 81; more, and it
 # is a sentence: `mlflow https://mlflow.corp.com: no experiment named 'team@gpu'`, review 82).
 _SPACED_PASSWORD = re.compile(
-    rf"""(?P<scheme>{SCHEME})[^\s/:\[\]]+:(?!\d{{1,5}}(?:[\s/).,;:'"`>\]!?]|$))[^\s@]*(?:[ \t]+[^\s@]*){{0,2}}@""")
+    rf"""(?P<scheme>{SCHEME})[^\s/:\[\]]+:(?!\d{{1,5}}(?:[\s/).,;:'"`>\]!?]|$))[^\s@]*(?:[^\S\n]+[^\s@]*){{0,2}}@""")
 # Where user info would span a space, the `@` may be a later word's: `http://mlflow:5000 (ask ops@example.com)` read
 # `http://***@example.com)`, another host (review 78). The URI keeps its host only where the text before the space is
 # a plain address (`_AUTHORITY`; quotes, brackets and the sentence's punctuation after it aside) and no later word

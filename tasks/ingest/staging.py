@@ -176,8 +176,8 @@ def archive_read(results: Iterable[FileResult], inbox: Path) -> list[Path]:
         path = Path(r.path)
         try:
             same = content_key(path) == r.sha256 and (r.stat_before is None or stat_key(path) == r.stat_before)
-        except FileNotFoundError:  # gone before it was read (`GONE`), or deleted since: nothing to move
-            continue
+        except (FileNotFoundError, NotADirectoryError):  # gone before it was read (`GONE`), or deleted (or a folder of
+            continue  # its path made a file) since: nothing to move (review 84)
         if not same:
             changed.append(path)
         else:  # (a file written to while it was copied to an archive on another disk is left, and said, too)

@@ -113,6 +113,8 @@ def test_user_info_before_a_later_email_is_masked_up_to_its_own_at():
     ("http://alice:S3'cr/et@host/api", "cr/et"),  # a `/` and a quote, a backtick or a space
     ("http://alice:p`w/x@host", "w/x"),
     ("http://alice:pa ss/word@host", "ss/word"),
+    ("http://alice:pa\xa0ss/word@host/x", "ss/word"),  # review 84: a space that is not ASCII's
+    ("http://alice:pa\x0bss/word@host/x", "ss/word"),
 ])
 def test_user_info_spanning_a_space_is_masked_unless_a_plain_address_comes_first(text, secret):
     """Review 79 S1-2: review 78's reading kept the text after the first word's `@`, or a whole URI whose first word
