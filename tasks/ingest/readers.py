@@ -211,9 +211,6 @@ csv.field_size_limit(MAX_CSV_FIELD_CHARS)
 # ~3 us a row). A job log's row of ~25 short values takes ~1.7 kB, so ~40,000 such rows a chunk.
 CSV_CHUNK_BYTES = 64 << 20
 CSV_VALUE_BYTES = 57
-# One CSV record (its lines, a quoted field's newlines included) is read up to MAX_LINE_CHARS characters, as a JSON line
-# is: the csv module builds a record's fields whole before any is dropped, so one record of 300 ignored fields of 1 Mi
-# (a 0.31 MB gzip) took 0.74 GB (review 81 S1-4). A longer record rejects the file, naming its line.
 
 
 def _line_blocks(path: Path, compressed: bool) -> Iterator[tuple[int, list[str]]]:
@@ -546,7 +543,9 @@ def _record_lines(f: io.TextIOBase, record: list) -> Iterator[str]:
     """The lines of `f`, adding each one's characters to `record[0]` and noting in `record[1]` whether all were ASCII
     (the caller resets both after each record): past MAX_LINE_CHARS, `_RecordTooLong`, before the csv module holds
     more of the record. A line is read at most MAX_LINE_CHARS + 1 characters at a time, so one long line is not held
-    whole either."""
+    whole either. One CSV record (a quoted field's newlines included) is so capped as a JSON line is: the csv module
+    builds a record's fields whole before any is dropped, so one record of 300 ignored fields of 1 Mi (a 0.31 MB
+    gzip) took 0.74 GB (review 81 S1-4)."""
     limit = MAX_LINE_CHARS + 1
     while line := f.readline(limit):
         record[0] += len(line)
