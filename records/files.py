@@ -56,8 +56,7 @@ def replacing(path: Path) -> Iterator[Path]:
     tmp = temp_beside(path)
     try:
         yield tmp
-        with open(tmp, "rb") as f:  # (fsync needs a descriptor; a read-only file can still be flushed)
-            os.fsync(f.fileno())
+        flush(tmp)  # (a read-only file can still be flushed)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
