@@ -68,6 +68,26 @@ def test_capacity_daily_matches_the_hand_computed_figures(con):
     ]
 
 
+def test_every_view_reads_the_same_in_every_time_zone(con):
+    """A planner's own DuckDB client reads the copy in its local zone (newcomer 27 P4): capacity_daily's days moved
+    with it. b (15:00 UTC) falls on the next day in Tokyo; every view must give the same rows in every zone."""
+    views = [v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY 1").fetchall()]
+    assert "capacity_daily" in views
+
+    def in_utc(value):  # an instant fetched in the session's zone, written in UTC so rows sort alike
+        return value.astimezone(UTC) if isinstance(value, datetime) and value.tzinfo else value
+
+    def read_all(zone: str) -> dict[str, list]:
+        con.execute(f"SET TimeZone = '{zone}'")
+        return {v: sorted((tuple(map(in_utc, row)) for row in con.execute(f"SELECT * FROM {v}").fetchall()), key=repr)
+                for v in views}
+
+    utc = read_all("UTC")
+    assert utc["capacity_daily"]  # the fixture's jobs are there to move
+    for zone in ("Asia/Tokyo", "America/Los_Angeles"):
+        assert read_all(zone) == utc, zone
+
+
 def test_pending_forecasts_hold_only_the_latest_forecast_of_jobs_still_pending(con):
     rows = con.execute("SELECT job_id, target, p50, score_run_id FROM pending_forecasts ORDER BY ALL").fetchall()
     assert {j for j, *_ in rows} == {"a", "b", "c"}

@@ -297,9 +297,10 @@ WHERE f.score_run_id = (SELECT score_run_id FROM score_runs WHERE status = 'publ
 -- hours); summed P90s are a conservative bound (not the P90 of the sum). A job with LLM fields whose size is unknown
 -- (tasks/learn/ood.py check 7: its reason holds the words @UNKNOWN_LLM_SIZE@) is counted in `jobs_unknown_size`, not
 -- in `jobs_over_*gb` nor `mem_p90_max_gb`: its memory forecast leans on nothing, and the plan reads it as unknown too
--- (review 65b S3-3, 66a S3-6).
+-- (review 65b S3-3, 66a S3-6). Days are UTC days whatever the reader's TimeZone (newcomer 27 P4: a client in
+-- another zone moved jobs between days).
 CREATE OR REPLACE VIEW capacity_daily AS
-SELECT CAST(submitted_at AS DATE) AS submitted_day,
+SELECT CAST(timezone('UTC', submitted_at) AS DATE) AS submitted_day,
        queue,
        count(DISTINCT job_id) AS jobs,
        sum(p50 * gpus) FILTER (WHERE target = 'runtime_hours') AS gpu_hours_p50,
