@@ -204,8 +204,10 @@ def _backtest_lines(back: BacktestResult) -> list[str]:
     lines = ["", "## Backtest", f"{back.jobs:,} completed job x target pairs in the window (since "
              f"{back.window_start}): {back.forecast:,} forecast before they ran, {back.not_forecast:,} not forecast"]
     for r in back.champions:
-        lines.append(f"- {r.target}: champion {r.model}: P90 covered {r.p90_coverage:.0%} and [P10, P90] "
-                     f"{r.p10_p90_coverage:.0%} of {r.jobs:,} jobs; MAPE {r.mape:.1f}%")
+        # the champion in place before this night's training, judged on the window's jobs it forecast (newcomer 27 P5:
+        # "champion X" read as the model scoring tonight, which a night's training may have replaced)
+        lines.append(f"- {r.target}: {r.model} (train run `{r.train_run_id}`), on the {r.jobs:,} jobs it forecast: P90 "
+                     f"covered {r.p90_coverage:.0%} and [P10, P90] {r.p10_p90_coverage:.0%}; MAPE {r.mape:.1f}%")
     return lines
 
 
@@ -319,7 +321,7 @@ def nightly_report(night: NightResult, error: str | None, board: pl.DataFrame | 
     if score:
         lines += ["", "## Forecasts", f"score run `{score.score_run_id}`: {score.forecasts:,} forecasts for "
                   f"{score.pending_jobs:,} pending jobs; {score.ood_forecasts:,} out of distribution "
-                  "(forecast by the estimate that measured best on held-out families: see `ood_reason`)"]
+                  "(each one's `ood_reason` says why and which estimate it got)"]
         if totals is not None:
             lines += ["", markdown_table(totals)]
     if plan := night.plan:
