@@ -99,6 +99,11 @@ PUBLISHED_PARAMS_MILLION = {"gpt2": 117.0, "gpt2-medium": 345.0, "gpt2-large": 7
                             "t5-large": 770.0, "bart-base": 140.0, "bart-large": 400.0}
 DEPTH_WEIGHT = 0.5  # distance = |ln params ratio| + 0.5 |ln depth ratio| + 0.02 |ln input / the net's default input|
 INPUT_WEIGHT = 0.02
+# The largest image side a vision transformer is inferred at from a logged "Transformer" shape (newcomer 27 P1): that
+# model type's input reads as tokens (the analytic prior reads a Transformer as a vision one only when named so), and a
+# text job of 2048 tokens with swin_s's size was traced as a 2048 x 2048-pixel image (1.1 TB at batch 128). 1024 px is
+# the largest side the zoo's vision transformers are commonly trained at (SAM's image encoder; ViT and Swin at 224-512).
+VISION_TRANSFORMER_MAX_SIDE = 1024
 # Two architectures of different families closer than this to each other in distance match "equally": no inference.
 EQUAL_DISTANCE = 0.003
 
@@ -145,7 +150,7 @@ class _Entries:
     layers: np.ndarray  # ln of: counted, and as published
     published_layers: np.ndarray
     default_input: np.ndarray  # ln of the input size the net is commonly trained at
-    max_input: np.ndarray  # the most tokens a text net takes; inf: no bound (or an image net)
+    max_input: np.ndarray  # the most tokens a text net takes, or pixels a side a vision transformer (`_max_input`)
 
     def subset(self, at: np.ndarray) -> _Entries:
         """The entries at the positions `at` (increasing: the order stays the registration order)."""
@@ -191,9 +196,17 @@ def _entries() -> _Entries:
             log(PUBLISHED_PARAMS_MILLION[n] * 1e6 if PUBLISHED_PARAMS_MILLION.get(n) else built[n].params for n in names),
             log(built[n].layers for n in names), log(PUBLISHED_DEPTHS.get(n, built[n].layers) for n in names),
             log(ARCHITECTURES[n].default_input_dim for n in names),
-            column(built[n].max_input if ARCHITECTURES[n].kind == "text" and built[n].max_input is not None else math.inf
-                   for n in names))
+            column(_max_input(ARCHITECTURES[n], built[n]) for n in names))
     return _ENTRIES
+
+
+def _max_input(arch: Arch, shape: Shape) -> float:
+    """The largest logged input a shape is matched to `arch` at: the tokens a text net takes, at most
+    `VISION_TRANSFORMER_MAX_SIDE` pixels a side for a vision transformer, no bound for a convolutional net (its model
+    type's input is pixels)."""
+    if arch.kind == "text":
+        return math.inf if shape.max_input is None else shape.max_input
+    return VISION_TRANSFORMER_MAX_SIDE if arch.model_type == "Transformer" else math.inf
 
 
 def match_shapes(model_types: list, params_million: list, num_layers: list, input_dims: list,
@@ -228,8 +241,8 @@ def shape_matches(model_types, params_million: np.ndarray, num_layers: np.ndarra
     `INPUT_WEIGHT` |ln input / the net's default input| to each entry of a compatible model type (or of
     `family`) within `PARAMS_TOLERANCE` and `DEPTH_TOLERANCE`
     (each ratio to the built size or the published one, whichever is nearer; a text net never takes more tokens than
-    it can); then the rule of `match_shape`. Only the few shapes near an entry become Python objects (1M pending jobs
-    a run in `gpucast score`, issue 52 item 5)."""
+    it can, a vision transformer no side over `VISION_TRANSFORMER_MAX_SIDE`); then the rule of `match_shape`. Only
+    the few shapes near an entry become Python objects (1M pending jobs a run in `gpucast score`, issue 52 item 5)."""
     import numpy as np
 
     e, out = _entries(), {}

@@ -72,6 +72,16 @@ def test_a_text_net_is_not_inferred_for_more_tokens_than_it_takes():
     assert zoo_match.match_shape("Transformer", 124.7, 12, 2048).arch == "opt-125m"
 
 
+def test_a_vision_transformer_is_not_inferred_for_a_text_jobs_tokens():
+    """Newcomer 27 P1: a "Transformer" of 47 M parameters, 23 layers and 2048 tokens was read as swin_s at a
+    2048-pixel side (318.6 GB forecast, its like measured 4-23 GB). A side a vision transformer is trained at still
+    matches; a convolutional net's input is pixels at any size."""
+    assert zoo_match.match_shape("Transformer", 47.163, 23, 2048).arch is None
+    assert zoo_match.match_shape("Transformer", 47.163, 23, 1024).arch == "swin_s"
+    assert zoo_match.match_shape("Transformer", 47.163, 23, 224).arch == "swin_s"
+    assert zoo_match.match_shape("ResNet", 25.557, 50, 2048).arch == "resnet50"
+
+
 @pytest.mark.parametrize(("name", "expected"), [
     ("efficientnet", "efficientnet_b0"), ("EfficientNet", "efficientnet_b0"), ("inception", "inception_v3"),
     ("xception", "legacy_xception"), ("Xception", "legacy_xception"), ("bert", "bert-base-uncased"), ("BERT", "bert-base-uncased"),
