@@ -21,7 +21,8 @@ SELECT j.job_id, j.queue, CAST(j.submitted_at AS DATE) AS day, j.submitted_at, j
        max(f.safe_request_gb) FILTER (WHERE f.target = 'peak_gpu_mem_gb'
                                         AND coalesce(strpos(f.ood_reason, ?) = 0, true)) AS mem_gb,
        max(f.p50) FILTER (WHERE f.target = 'runtime_hours') AS hours_p50,
-       max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90
+       max(f.p90) FILTER (WHERE f.target = 'runtime_hours') AS hours_p90,
+       max(f.p50) FILTER (WHERE f.target = 'gpu_demand_gflops') AS gflops_p50, j.precision
 FROM job_logs j LEFT JOIN pending_forecasts f USING (job_id)
 WHERE j.status = 'PENDING'
 GROUP BY ALL

@@ -14,11 +14,19 @@ each packed on its day). Jobs may share a GPU while their footprints fit its mem
   against a capacity of `memory + 1`, so a job alone fits exactly when it is not at OOM risk.
 * time is counted in quarter hours, rounded up (a plan never under-counts a job's time).
 
+**Compute** (newcomer 27 P3): jobs side by side on one GPU also share its arithmetic. A job's compute share is
+its forecast sustained GFLOP/s (`gpu_demand_gflops` P50) per GPU over the GPU type's dense peak at the job's
+precision (records/reference/gpu_catalog.csv), in hundredths, rounded up; jobs share a GPU only while their shares
+add up to at most the whole GPU. Before, memory alone decided, and the demo's first day ran 18 of 46 shelves at up
+to 2.6x the GPU's peak: a count of GPUs no schedule could keep. A job without a compute forecast, or a GPU type the
+catalogue lacks, counts no share (memory alone decides, as before); a job alone on a GPU always fits.
+
 **The packing** is the classic two-stage shelf heuristic for this box-in-box problem (Hybrid First
 Fit, Chung, Garey & Johnson 1982), with best fit in both stages: jobs sorted by time (longest first)
-go onto "shelves" (jobs running side by side on one GPU, best fit by memory); shelves, tallest first,
-go onto GPUs by best fit on time (stacked one after another through the day). Packed items never
-overlap in memory x time, so every GPU's plan is a schedule it can run. Both stages are best-fit
+go onto "shelves" (jobs running side by side on one GPU, best fit by memory among the shelves with compute to
+spare); shelves, tallest first, go onto GPUs by best fit on time (stacked one after another through the day).
+Packed items never overlap in memory x time nor exceed the GPU's compute, so every GPU's plan is a schedule it can
+run at the jobs' forecast speeds. Both stages are best-fit
 decreasing over integer sizes, answered per item in O(log n) from the sizes still free; it packs
 1M jobs in seconds (`tests/benchmarks/bench_plan.py`). Libraries measured first: `rectpack`
 (MaxRects, best bin first) packs 2,000 jobs in 1.2 s and grows with the square of the bins, 1M jobs
@@ -64,6 +72,10 @@ CONTEXT_GB = 0.5  # each extra process on a shared GPU: its CUDA context
 QUANTILES = ("p50", "p90")
 # the columns the plan needs per job (warehouse/plan.py reads them from the latest forecasts)
 JOB_COLUMNS = ("job_id", "queue", "day", "gpu_count", "mem_gb", "hours_p50", "hours_p90")
+# ... and, where the forecasts have them, what a job's compute share is read from (the module doc; absent: no share)
+COMPUTE_COLUMNS = ("gflops_p50", "precision")
+COMPUTE_UNITS = 100  # a GPU's compute, in hundredths
+SCAN_LIMIT = 64  # shelves a job looks at for compute to spare (best fit by memory first) before it opens its own
 PLAN_COLUMNS = ("day", "queue", "gpu_type", "gpu_memory_gb", "jobs", "unknown_size_jobs", "gpu_hours_p50",
                 "gpu_hours_p90", "lower_bound_p50", "lower_bound_p90", "shared_bound_p50", "shared_bound_p90",
                 "gpus_needed_p50", "gpus_needed_p90", "gpus_owned", "shortfall_p50", "shortfall_p90")
@@ -93,25 +105,33 @@ def first_day(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("day") == pl.col("day").min())
 
 
-def best_fit(sizes: np.ndarray, capacity: int) -> np.ndarray:
+def best_fit(sizes: np.ndarray, capacity: int, shares: np.ndarray | None = None) -> np.ndarray:
     """Bin of every item, items taken in the given order: each goes into the open bin whose free
-    room is the smallest that holds it, else a new bin. Sizes are whole numbers in 1..capacity."""
+    room is the smallest that holds it, else a new bin. Sizes are whole numbers in 1..capacity.
+    `shares` (whole numbers in 0..COMPUTE_UNITS): a second room every bin has COMPUTE_UNITS of; an item goes only
+    into a bin with that much to spare, the smallest room first, looking at up to SCAN_LIMIT bins."""
     bins = np.empty(len(sizes), dtype=np.int64)
     free_by_room: dict[int, list[int]] = {}  # free room -> bins with exactly that room
     rooms: list[int] = []  # sorted rooms that have a bin
+    spare: list[int] = []  # compute to spare, per bin (with `shares`)
     opened = 0
     for i, size in enumerate(sizes.tolist()):
+        share = 0 if shares is None else int(shares[i])
         at = bisect.bisect_left(rooms, size)
-        if at < len(rooms):
+        found = _with_spare(rooms, free_by_room, spare, at, share) if share else (at, -1)
+        if found is not None and found[0] < len(rooms):
+            at, k = found
             room = rooms[at]
             stack = free_by_room[room]
-            b = stack.pop()
+            b = stack.pop(k)
             if not stack:
                 del free_by_room[room]
                 rooms.pop(at)
         else:
             b, room = opened, capacity
             opened += 1
+            spare.append(COMPUTE_UNITS)
+        spare[b] -= share
         bins[i] = b
         left = room - size
         if left > 0:
@@ -122,14 +142,31 @@ def best_fit(sizes: np.ndarray, capacity: int) -> np.ndarray:
     return bins
 
 
-def pack(widths: np.ndarray, heights: np.ndarray, width_cap: int, height_cap: int) -> tuple[np.ndarray, np.ndarray]:
+def _with_spare(rooms: list[int], free_by_room: dict[int, list[int]], spare: list[int], at: int,
+                share: int) -> tuple[int, int] | None:
+    """(position in `rooms`, position in its stack) of the first bin, from room `rooms[at]` up, newest first within a
+    room, with `share` compute to spare; None when the first SCAN_LIMIT bins looked at have none."""
+    looked = 0
+    for r in range(at, len(rooms)):
+        stack = free_by_room[rooms[r]]
+        for k in range(len(stack) - 1, -1, -1):
+            if spare[stack[k]] >= share:
+                return r, k
+            looked += 1
+            if looked >= SCAN_LIMIT:
+                return None
+    return None
+
+
+def pack(widths: np.ndarray, heights: np.ndarray, width_cap: int, height_cap: int,
+         shares: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Two-stage shelf packing (see the module doc). Returns (GPU of every item, shelf of every item);
-    items are boxes width x height, GPUs width_cap x height_cap."""
+    items are boxes width x height, GPUs width_cap x height_cap; `shares`: each item's compute (`best_fit`)."""
     if len(widths) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.lexsort((-widths, -heights))  # longest first, wider first among equals
     shelf_of = np.empty(len(widths), dtype=np.int64)
-    shelf_of[order] = best_fit(widths[order], width_cap)
+    shelf_of[order] = best_fit(widths[order], width_cap, None if shares is None else shares[order])
     # a shelf is as tall as its first (tallest) item; shelves are numbered in the order they opened
     n_shelves = int(shelf_of.max()) + 1
     shelf_height = np.zeros(n_shelves, dtype=np.int64)
@@ -380,6 +417,7 @@ def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: st
     cap = _units(choice.memory_gb) + 1
     width = np.where(unknown[job_row], cap, _units(mem[job_row]) + 1)
     height = np.ceil(piece * SLOTS_PER_HOUR - 1e-9).astype(np.int64).clip(1)
+    share = compute_shares(sub, choice)[job_row]
     out = Packed({}, [])
     ids = sub["job_id"].to_numpy()
     order = np.argsort(day, kind="stable")
@@ -388,7 +426,7 @@ def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: st
         idx = order[bounds[d]:bounds[d + 1]]
         if not len(idx):
             continue
-        gpu, shelf = pack(width[idx], height[idx], cap, DAY_HOURS * SLOTS_PER_HOUR)
+        gpu, shelf = pack(width[idx], height[idx], cap, DAY_HOURS * SLOTS_PER_HOUR, share[idx])
         area = float((width[idx] * height[idx]).sum()) / (cap * DAY_HOURS * SLOTS_PER_HOUR)
         rows_today = np.unique(job_row[idx])
         out.days[d] = DayFigures(int(gpu.max()) + 1, float(piece[idx].sum()), math.ceil(area - 1e-9),
@@ -396,6 +434,19 @@ def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: st
         if q == "p90":
             out.groups.extend(_groups(shelf, job_row[idx], ids, mem, start_day=d))
     return out
+
+
+def compute_shares(jobs: pl.DataFrame, choice: GpuChoice) -> np.ndarray:
+    """Each job's compute share of one GPU of `choice` (the module doc), in hundredths (0..COMPUTE_UNITS): its
+    `gflops_p50` per GPU over the type's dense peak at its precision; 0 without a forecast or a catalogued peak."""
+    gpu = catalog.gpus().get(choice.gpu_type)
+    if gpu is None or not set(COMPUTE_COLUMNS) <= set(jobs.columns):
+        return np.zeros(jobs.height, dtype=np.int64)
+    peaks = np.array([gpu.peak_tflops(p) or np.nan for p in jobs["precision"].to_list()], dtype=np.float64) * 1e3
+    per_gpu = jobs["gflops_p50"].cast(pl.Float64).to_numpy() / jobs["gpu_count"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        units = np.ceil(per_gpu / peaks * COMPUTE_UNITS - 1e-9)
+    return np.where(np.isfinite(units), units, 0.0).clip(0, COMPUTE_UNITS).astype(np.int64)
 
 
 def _groups(shelf: np.ndarray, job_row: np.ndarray, ids: np.ndarray, mem: np.ndarray, start_day: int) -> list[dict]:

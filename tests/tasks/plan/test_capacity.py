@@ -72,6 +72,43 @@ def test_jobs_share_a_gpu_only_while_their_requests_and_contexts_fit(inventory):
     assert over.colocation["jobs"].max() == 3
 
 
+def with_compute(frame: pl.DataFrame, gflops: list[float | None], precision: str | None = "FP16") -> pl.DataFrame:
+    return frame.with_columns(pl.Series("gflops_p50", gflops, dtype=pl.Float64),
+                              pl.lit(precision, dtype=pl.String).alias("precision"))
+
+
+def test_jobs_share_a_gpu_only_while_their_compute_fits_it_too(inventory):
+    """Newcomer 27 P3: memory alone packed jobs whose forecast GFLOP/s added up to 2.6x the GPU's peak. An
+    A100-80GB's dense FP16 peak is 312 TFLOP/s: four 10 GB jobs of 100 TFLOP/s each (33 hundredths) fit three to a
+    GPU; at 160 TFLOP/s (52 hundredths) one to a GPU; a 2-GPU job's share is per GPU."""
+    four = jobs([(f"j{i}", "big", 0, 1, 10.0, 14.0, 14.0) for i in range(4)])
+    memory_only = plan_capacity(four, inventory, START, 1)
+    assert memory_only.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [1]
+    three = plan_capacity(with_compute(four, [100e3] * 4), inventory, START, 1)
+    assert three.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [2]
+    assert sorted(three.colocation["jobs"].to_list()) == [3]
+    alone = plan_capacity(with_compute(four, [160e3] * 4), inventory, START, 1)
+    assert alone.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [4]
+    assert alone.colocation.is_empty()
+    two_gpus = jobs([("a", "big", 0, 2, 10.0, 14.0, 14.0), ("b", "big", 0, 1, 10.0, 14.0, 14.0)])
+    per_gpu = plan_capacity(with_compute(two_gpus, [320e3, 140e3]), inventory, START, 1)  # a: 52 a GPU, b: 45
+    assert per_gpu.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [2]
+    # a job with no compute forecast, or at a precision the GPU has no peak for, counts no share: memory decides
+    unknown = plan_capacity(with_compute(four, [None] * 4), inventory, START, 1)
+    assert unknown.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [1]
+    # a job over the whole GPU alone still gets one
+    huge = plan_capacity(with_compute(four.head(1), [900e3]), inventory, START, 1)
+    assert huge.rows.filter(pl.col("queue") == "big")["gpus_needed_p90"].to_list() == [1]
+
+
+def test_best_fit_with_compute_takes_the_tightest_bin_with_compute_to_spare():
+    # sizes 6, 5 open bins 0 and 1 (4 and 5 left); 4 fits both by memory, bin 0 is tighter but has 30 of compute
+    # left: the item of 50 goes to bin 1; the item of 20 then to bin 0 (tightest with room for both)
+    got = best_fit(np.array([6, 5, 4, 3]), 10, np.array([70, 10, 50, 20])).tolist()
+    assert got == [0, 1, 1, 0]
+    assert best_fit(np.array([6, 5, 4, 3]), 10).tolist() == best_fit(np.array([6, 5, 4, 3]), 10, np.zeros(4)).tolist()
+
+
 def test_time_packs_jobs_one_after_another_and_long_jobs_continue_next_days(inventory):
     # two 12-hour jobs of 70 GB run one after the other on one GPU; a 60-hour job needs one GPU 3 days
     plan = plan_capacity(jobs([("a", "big", 0, 1, 70.0, 12.0, 12.0), ("b", "big", 0, 1, 70.0, 12.0, 12.0),
