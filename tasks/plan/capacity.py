@@ -35,8 +35,9 @@ would take hours; `binpacking` is one-dimensional with a linear scan over bins.
 **Two lower bounds** are printed beside it. `lower_bound`: the group's exclusive GPU-hours (hours x
 GPUs, unshared) over the 24 hours of the day, rounded up: what the queue needs with one job per GPU.
 Sharing takes the plan under it; the gap is the gain from co-location. `shared_bound`: the jobs'
-memory x time (footprints as above) over one GPU's memory x 24 hours, rounded up: no packing that
-shares GPUs by these rules can use fewer, so `gpus_needed / shared_bound` is the plan's slack.
+memory x time (footprints as above) over one GPU's memory x 24 hours, or the jobs' compute shares x time over
+one GPU's x 24 hours where that is larger, rounded up: no packing that shares GPUs by these rules can use fewer,
+so `gpus_needed / shared_bound` is the plan's slack.
 
 A job with no memory forecast is planned as "unknown size": a whole GPU (its queue's largest) for
 its first day, and counted. **Types of equal memory** (session 14): a queue's types are ordered by memory, and
@@ -427,7 +428,8 @@ def _pack_group(sub: pl.DataFrame, unknown: np.ndarray, choice: GpuChoice, q: st
         if not len(idx):
             continue
         gpu, shelf = pack(width[idx], height[idx], cap, DAY_HOURS * SLOTS_PER_HOUR, share[idx])
-        area = float((width[idx] * height[idx]).sum()) / (cap * DAY_HOURS * SLOTS_PER_HOUR)
+        area = max(float((width[idx] * height[idx]).sum()) / cap,  # memory x time, and compute x time
+                   float((share[idx] * height[idx]).sum()) / COMPUTE_UNITS) / (DAY_HOURS * SLOTS_PER_HOUR)
         rows_today = np.unique(job_row[idx])
         out.days[d] = DayFigures(int(gpu.max()) + 1, float(piece[idx].sum()), math.ceil(area - 1e-9),
                                  len(rows_today), int(unknown[rows_today].sum()))

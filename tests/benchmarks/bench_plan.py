@@ -15,7 +15,11 @@ waits: `tasks/plan/scenarios.py` plan_once) for the baseline and for each of fou
 it from the same inputs (`plan_scenarios`: the packings of queues whose GPU types did not change are shared), each
 against the baseline's time (goal <= 2x).
 
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_plan.py [--jobs 1000000] [--days 14] [--scenarios]
+With `--compute` the jobs also carry their simulated sustained GFLOP/s as `gflops_p50` and their precision, so
+jobs share a GPU only while their compute fits it too (tasks/plan/capacity.py, "Compute"); the shared bound is still
+then the larger of memory x time and compute x time.
+
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/bench_plan.py [--jobs 1000000] [--days 14] [--scenarios] [--compute]
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ INVENTORY = """queues:
 """
 
 
-def pending_jobs(n: int, days: int, seed: int = 0) -> pl.DataFrame:
+def pending_jobs(n: int, days: int, seed: int = 0, compute: bool = False) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     sim = simulate_jobs(n, rng, START, 1.0, keep_outcomes=True)
     queue = sim[c.QUEUE].to_numpy().astype(object)
@@ -54,6 +58,7 @@ def pending_jobs(n: int, days: int, seed: int = 0) -> pl.DataFrame:
         "day": [START + timedelta(days=int(d)) for d in rng.integers(0, days, n)],
         "gpu_count": sim[c.GPU_COUNT], "mem_gb": safe_request_gb(sim["_mem_gb"].to_numpy()),
         "hours_p50": hours, "hours_p90": hours * 1.3,
+        **({"gflops_p50": sim["_gflops"], "precision": sim[c.PRECISION]} if compute else {}),
     })
 
 
@@ -107,9 +112,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--days", type=int, default=14)
     ap.add_argument("--scenarios", action="store_true", help="then time the what-if scenarios against the baseline")
+    ap.add_argument("--compute", action="store_true", help="jobs carry their compute forecast (shares of a GPU)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    jobs = pending_jobs(args.jobs, args.days)
+    jobs = pending_jobs(args.jobs, args.days, compute=args.compute)
     print(f"simulated {jobs.height:,} pending jobs over {args.days} days, "
           f"{jobs['queue'].n_unique()} queues in {time.perf_counter() - t0:.1f} s", flush=True)
     path = Path("/tmp") / f"gpucast-bench-plan-{time.time_ns()}.yaml"
@@ -125,7 +131,7 @@ def main() -> None:
     for q in ("p50", "p90"):
         need, bound, shared = (rows[f"{k}_{q}"].sum() for k in ("gpus_needed", "lower_bound", "shared_bound"))
         print(f"  {q.upper()}: GPUs needed {need:,} (GPU-days) vs lower bound (exclusive GPU-hours / 24) {bound:,}: "
-              f"{need / bound:.3f}x; vs shared bound (memory x time) {shared:,}: {need / shared:.3f}x "
+              f"{need / bound:.3f}x; vs shared bound (memory or compute x time) {shared:,}: {need / shared:.3f}x "
               f"(goal within 10% of its bound: {'met' if need / shared <= 1.10 else 'NOT met'})")
     per_queue = rows.group_by("queue", "gpu_type").agg(
         pl.col("jobs").sum(), pl.col("gpus_needed_p90", "lower_bound_p90", "shared_bound_p90").sum(),
