@@ -107,7 +107,8 @@ def with_starts(inputs: PlanInputs, inventory: Inventory | None, plan: capacity.
     """The pending jobs' expected starts on the inventory's GPUs, and each plan row's day wait (tasks/plan/starts.py)."""
     found = starts.job_starts(inputs.jobs, inputs.running, inventory, inputs.start, inputs.gpu_types,
                               inputs.default_gb)
-    return PlanOutcome(replace(plan, rows=starts.add_waits(plan.rows, found.free)), found)
+    return PlanOutcome(replace(plan, rows=starts.add_waits(plan.rows, found.free), notes=[*plan.notes, *found.notes]),
+                       found)
 
 
 def drawn(inventory: Inventory | None, files: tuple[Scenario, ...]) -> tuple[Scenario, ...]:

@@ -61,6 +61,7 @@ class Starts:
 
     jobs: pl.DataFrame
     free: dict[tuple[str, str], np.ndarray]
+    notes: tuple[str, ...] = ()  # where running jobs hold more GPUs than a queue owns (`over_held_note`)
 
 
 def expected_ends(running: pl.DataFrame, t0: datetime) -> np.ndarray:
@@ -86,7 +87,7 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
     queues = jobs["queue"].unique().to_list() + running["queue"].unique().to_list()
     by_queue = jobs.partition_by("queue", as_dict=True) if jobs.height else {}
     run_by_queue = running.partition_by("queue", as_dict=True) if running.height else {}
-    frames, free_at = [], {}
+    frames, free_at, notes = [], {}, []
     for queue, options in choose_gpus(inventory, queues, gpu_types, default_gb).items():
         qjobs = by_queue.get((queue,), jobs.clear())
         pick, too_big = assign_types(qjobs, options)
@@ -105,6 +106,8 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
             held = np.repeat(ends["_end"].to_numpy(), ends["gpu_count"].to_numpy()) if ends.height else np.zeros(0)
             wait = None
             gpus = (choice.owned or 0) + lent.get(t, 0)  # lent out: negative
+            if gpus and (held > 0).sum() > gpus:  # (a running job past its expected end holds nothing)
+                notes.append(over_held_note(queue, choice.gpu_type, held[held > 0], gpus, start))
             if gpus:
                 hours = sub["hours_p50"].fill_nan(None).fill_null(float(DAY_HOURS)).to_numpy().astype(np.float64)
                 # GPUs lent from an added type count as this type's nodes (review 64b S3-3): a gang may then span
@@ -116,7 +119,18 @@ def job_starts(jobs: pl.DataFrame, running: pl.DataFrame, inventory: Inventory |
         if too_big.any():
             frames.append(_starts_frame(qjobs.filter(pl.Series(too_big)), None, None, start))
     out = pl.concat(frames) if frames else pl.DataFrame(schema=STARTS_SCHEMA)
-    return Starts(out.sort("job_id"), free_at)
+    return Starts(out.sort("job_id"), free_at, tuple(notes))
+
+
+def over_held_note(queue: str, gpu_type: str, held: np.ndarray, gpus: int, start: date) -> str:
+    """Newcomer 27 P2: the running jobs of a queue hold more of its GPUs at the plan's start than it owns (`held`:
+    each held GPU's expected end, hours from the start). The packed `gpus_needed` count the queued jobs only, so
+    the plan read "4 of 48 needed, nothing short" while every queued job waited days: said, with when the first GPU
+    frees as the start model reads it (the owned count's longest holds kept, `job_starts`)."""
+    first_free = start + timedelta(hours=float(np.sort(held)[len(held) - gpus]))
+    return (f"{queue} on {gpu_type}: running jobs hold {len(held):,} GPUs at the plan's start, more than the "
+            f"{gpus:,} owned (an inventory behind the cluster, or running records whose end was never logged?); the "
+            f"GPUs needed count the queued jobs only, which wait until about {first_free:%Y-%m-%d} (expected_start)")
 
 
 def _lent(options: list[GpuChoice], placed: np.ndarray, asked: np.ndarray, running: np.ndarray) -> dict[int, int]:
