@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime
 import polars as pl
 from prefect import flow, task
 
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records.results import DemandResult
 from gpucast.tasks.demand.backtest import backtest_demand, versus_naive
@@ -71,7 +72,8 @@ def backtest_total_task(daily: pl.DataFrame, as_of: date, days: int) -> pl.DataF
     return backtest_demand(total_series(daily), as_of, days)
 
 
-@task(name="record-demand", retries=2, retry_delay_seconds=5)
+@task(name="record-demand", retries=2, retry_delay_seconds=5,
+      retry_condition_fn=no_retry_on_environment)
 def record_demand(storage: Storage, run_id: str, forecast: pl.DataFrame, backtest: pl.DataFrame,
                   total: demand_tables.Total, queues: pl.DataFrame, **summary) -> None:
     with db.writer(storage) as con:

@@ -15,9 +15,12 @@ class ValidationFailed(RuntimeError):
 
 
 def no_retry_on_environment(task, task_run, state) -> bool:
-    """Prefect `retry_condition_fn`: retry a failed task unless the machine is what failed."""
+    """Prefect `retry_condition_fn`: retry a failed task unless the machine is what failed, or a damaged model file
+    (the same file on every try: review 85 S2-3)."""
+    from gpucast.tasks.learn.models.store import ModelFolderDamaged
+
     try:
         state.result()
     except Exception as exc:  # noqa: BLE001  (the failed task's own exception, re-raised by Prefect)
-        return environment_error(exc) is None
+        return environment_error(exc) is None and not isinstance(exc, ModelFolderDamaged)
     return True

@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Planning, Settings, Storage
 from gpucast.records import catalog
 from gpucast.records.inventory import Inventory, read_inventory
@@ -95,7 +96,8 @@ def plan_what_ifs(inputs: scenarios.PlanInputs, inventory: Inventory | None, day
     return scenarios.plan_scenarios(inputs, inventory, days, baseline, drawn, cache, progress=get_run_logger().info)
 
 
-@task(name="record-plan", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(name="record-plan", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE,
+      retry_condition_fn=no_retry_on_environment)
 def record_plan(storage: Storage, run_id: str, outcome: scenarios.PlanOutcome, what_ifs, **summary) -> None:
     plan = outcome.plan
     with db.writer(storage) as con:

@@ -87,7 +87,8 @@ def _scorer(champion: Champion, device: str | None) -> Scorer:
 
 
 @task(name="score-partition", task_run_name="score {champion.target} part {part}", cache_policy=NO_CACHE, retries=1,
-      retry_delay_seconds=5)
+      retry_delay_seconds=5,
+      retry_condition_fn=no_retry_on_environment)
 def score_partition(champion: Champion, rows: pl.DataFrame, part: int, batch_rows: int, device: str | None) -> pl.DataFrame:
     return _scorer(champion, device).score(rows, batch_rows=batch_rows)
 
@@ -122,7 +123,8 @@ def scoring_runner(cluster: Cluster, pending_jobs: int, min_jobs: int) -> runner
     return runners.choose_runner(cluster, local_cluster=False)
 
 
-@task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
+@task(name="score-target", task_run_name="score {target}", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE,
+      retry_condition_fn=no_retry_on_environment)
 def score_target(champion: Champion | None, target: str, pending: Pending, out: str, score_run_id: str,
                  scored_at: datetime, gpu_mem_gb: float, batch_rows: int, device: str | None,
                  cluster_parts: tuple[pl.DataFrame | None, ...] | None = None, history_path: str | None = None,

@@ -22,6 +22,7 @@ from prefect.context import FlowRunContext
 
 from gpucast.flows import runners
 from gpucast.flows.backtest import refresh_backtest
+from gpucast.flows.errors import no_retry_on_environment
 from gpucast.flows.settings import Cluster, Quality, Settings, Storage, Tracing, limits_given, with_time_limits
 from gpucast.flows.stage import HISTORY, stage_features
 from gpucast.records.outcomes import FitOutcome, GateWindow, GateWindows
@@ -71,7 +72,8 @@ def gate_windows(settings: Settings, targets: tuple[str, ...], refresh: bool = T
 
 
 @task(name="fit", task_run_name="{target} {model} repeat {repeat}", cache_policy=NO_CACHE, retries=1,
-      retry_delay_seconds=5)
+      retry_delay_seconds=5,
+      retry_condition_fn=no_retry_on_environment)
 def fit_model(rows: pl.DataFrame, target: str, options: TrainOptions, model: str, repeat: int,
               budget_ends_at: float | None) -> FitOutcome:
     """One fit (target x model x repeat) on whichever worker has room: data in, metrics out."""
@@ -79,7 +81,8 @@ def fit_model(rows: pl.DataFrame, target: str, options: TrainOptions, model: str
                          progress=get_run_logger().info)
 
 
-@task(name="refit-champion", task_run_name="refit {target}", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
+@task(name="refit-champion", task_run_name="refit {target}", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5,
+      retry_condition_fn=no_retry_on_environment)
 def refit_champion(rows: pl.DataFrame, target: str, options: TrainOptions, outcomes: list[FitOutcome],
                    holdout: list[str] | None) -> train.Finished:
     """Choose the target's champion from its fits and refit it; the model comes back to the flow."""

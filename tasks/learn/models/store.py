@@ -16,6 +16,7 @@ folder not kept went). A folder's metrics and champion stay in the warehouse aft
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata as md
 import json
 import logging
@@ -64,8 +65,49 @@ def save_encoder(folder: Path, encoder: FeatureEncoder) -> None:
     (folder / ENCODER_FILE).write_text(json.dumps(encoder.to_dict()))
 
 
+class ModelFolderDamaged(ValueError):
+    """A champion's folder holds a file that is not what training wrote (cut, changed, not JSON): refused with the
+    file named before a native loader reads it (review 85 S2-2: a cut LightGBM model aborted the process, exit 134,
+    with pages of native noise). Not retried (flows/errors.py): the file does not change between tries."""
+
+
+FILES_KEY = "file_sha256"  # metadata.json: each file training wrote beside it -> its SHA-256 (`save_metadata`)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def save_metadata(folder: Path, metadata: dict) -> None:
-    (folder / METADATA_FILE).write_text(json.dumps(metadata, indent=2, default=float))
+    """Write `metadata.json`, last: with the SHA-256 of every file already in the folder (`FILES_KEY`), which
+    `load_model` checks before reading one."""
+    files = {p.name: _sha256(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != METADATA_FILE}
+    (folder / METADATA_FILE).write_text(json.dumps({**metadata, FILES_KEY: files}, indent=2, default=float))
+
+
+def _damaged(path: Path, why: str) -> ModelFolderDamaged:
+    return ModelFolderDamaged(f"{path} {why}: the model folder is damaged; run `gpucast train` (or `gpucast nightly`) "
+                              "to train a new champion")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _damaged(path, f"is not valid JSON ({exc})") from None
+
+
+def _checked(folder: Path, metadata: dict, name: str) -> Path:
+    """`folder / name`, once its SHA-256 is the one training recorded (models saved before the record: unchecked)."""
+    path = folder / name
+    want = metadata.get(FILES_KEY, {}).get(name)
+    if want is not None and (not path.is_file() or _sha256(path) != want):
+        raise _damaged(path, "is missing" if not path.is_file() else "is not the file training wrote (its SHA-256 differs)")
+    return path
 
 
 def save_test_predictions(folder: Path, predictions: pl.DataFrame) -> None:
@@ -73,7 +115,7 @@ def save_test_predictions(folder: Path, predictions: pl.DataFrame) -> None:
 
 
 def read_metadata(folder: Path) -> dict:
-    return json.loads((folder / METADATA_FILE).read_text())
+    return _read_json(folder / METADATA_FILE)
 
 
 def read_test_predictions(folder: Path) -> pl.DataFrame | None:
@@ -141,9 +183,9 @@ def load_model(folder: Path, name: str, device: str | None = None, use_compiled:
                          "run `gpucast train` again")
     from gpucast.tasks.learn import blend
 
-    encoder = FeatureEncoder.from_dict(json.loads((folder / ENCODER_FILE).read_text()))
+    encoder = FeatureEncoder.from_dict(_read_json(_checked(folder, metadata, ENCODER_FILE)))
     if name == blend.NAME:  # each member as it would load alone (compiled where it was), summed with the weights
-        mix = json.loads((folder / blend.FILE).read_text())
+        mix = _read_json(_checked(folder, metadata, blend.FILE))
         loaded = {m: _load_estimator(folder, m, encoder, metadata, device, use_compiled, threads) for m in mix["members"]}
         return LoadedModel(blend.Blend({m: est for m, (est, _) in loaded.items()},
                                        dict(zip(mix["members"], mix["weights"], strict=True))), encoder, calibration,
@@ -158,7 +200,7 @@ def _load_estimator(folder: Path, name: str, encoder: FeatureEncoder, metadata: 
     from gpucast.tasks.learn.models.estimators import LogTarget, PriorModel  # (scikit-learn: the `ml` extra)
 
     entry = registry.entry(name)
-    native = folder / f"{name}{entry.suffix}"
+    native = _checked(folder, metadata, f"{name}{entry.suffix}")
     estimator = entry.load(native, device)
     if isinstance(estimator, PriorModel) and estimator.n_features_in_ < 0:
         estimator.n_features_in_ = len(encoder.names)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
@@ -324,6 +326,31 @@ def test_loading_checks_the_recorded_versions(tmp_path, residual_data):
     assert store.load_model(tmp_path, "lightgbm").estimator is not None  # the versions it was trained with
     store.save_metadata(tmp_path, {**meta, "versions": {**meta["versions"], "numpy": "0.9.0"}})
     with pytest.raises(ValueError, match="numpy 0.9.0 -> "):
+        store.load_model(tmp_path, "lightgbm")
+
+
+@pytest.mark.parametrize(("file", "damage"), [
+    ("lightgbm.txt", lambda b: b[: len(b) // 2]),  # cut: LightGBM's loader aborted the process (exit 134)
+    ("encoder.json", lambda b: b.replace(b"residual", b"resiDual")),  # changed, still JSON
+    ("metadata.json", lambda b: b[: len(b) // 2]),  # cut: a bare JSONDecodeError, no file named
+])
+def test_a_damaged_model_folder_is_refused_naming_the_file(tmp_path, residual_data, file, damage):
+    """Review 85 S2-2, S2-3: each file training wrote is checked against the SHA-256 recorded beside it before a
+    loader reads it; the error names the file and the fix."""
+    enc, X, y = residual_data
+    est = registry.build("lightgbm", registry.Build(seed=0, categorical=enc.categorical,
+                                                    base=FEATURE_SETS["residual"].base_column(c.PEAK_GPU_MEM_GB)))
+    est.fit(X, y)
+    store.save_model(tmp_path, "lightgbm", est)
+    store.save_encoder(tmp_path, enc)
+    store.save_metadata(tmp_path, {"target": c.PEAK_GPU_MEM_GB,
+                                   "calibration": {"lightgbm": intervals.calibrate(y, est.predict(X), floor=float(y.min()))}})
+    assert set(store.read_metadata(tmp_path)[store.FILES_KEY]) == {"lightgbm.txt", "encoder.json"}
+    assert store.load_model(tmp_path, "lightgbm").estimator is not None
+    path = tmp_path / file
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(store.ModelFolderDamaged, match=rf"^{re.escape(str(path))} is .*: the model folder is damaged; "
+                                                       r"run `gpucast train`"):
         store.load_model(tmp_path, "lightgbm")
 
 
