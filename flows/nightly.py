@@ -43,7 +43,7 @@ from gpucast.tasks.ingest.gate import RejectGate
 from gpucast.tasks.learn.options import TrainOptions
 from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
-from gpucast.warehouse.errors import redact
+from gpucast.warehouse.errors import check_kind, redact
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
 from gpucast.warehouse.publish import publish_snapshot
 from gpucast.warehouse.runs import note_stop
@@ -78,6 +78,12 @@ NIGHTLY_TIMEOUT_S = 6 * 3600  # a night that runs past 08:00 (cron 02:00 UTC) is
 # not the flow's locals, and announces a failure with the settings the run had (handed over by the CLI, or built
 # from the environment at its start), not by reading the environment again. Removed when the run ends.
 _RUN_ALERTS: dict[str, Alerts] = {}
+# The nightly runs in this process that published before they failed (the page step, after the publish, failed):
+# their alert says the planners' copy is tonight's and the page the previous night's (review 85 S1-1).
+_RUN_PUBLISHED: set[str] = set()
+KEPT_COPY = "planners keep the last published copy"
+PUBLISHED_BEFORE_PAGE = ("the night had published tonight's forecasts and plan (SQL reads them) but the planners' page "
+                         "still shows the previous night's: fix the cause, then `gpucast site`")
 
 
 def alert_on_failure(flow, flow_run, state) -> None:
@@ -96,9 +102,11 @@ def alert_on_failure(flow, flow_run, state) -> None:
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
     subject = f"gpucast nightly {state.name.lower()}: {flow_run.name}"
+    published = str(flow_run.id) in _RUN_PUBLISHED
+    _RUN_PUBLISHED.discard(str(flow_run.id))
     body = (f"flow run {flow_run.name} ({flow_run.id}) ended {state.name}: {redact(state.message or 'no message')}. "
-            "See `gpucast status` for the failing step; planners keep the last published copy.")  # the error's text
-    # may quote a tracking URI or an API address with its password
+            f"See `gpucast status` for the failing step; {PUBLISHED_BEFORE_PAGE if published else KEPT_COPY}.")  # the
+    # error's text may quote a tracking URI or an API address with its password
     hook = CustomWebhookNotificationBlock(name="gpucast-alerts", url=url,
                                           json_data={"subject": "{{subject}}", "body": "{{body}}"})
     try:
@@ -134,10 +142,11 @@ def nightly(paths: list[str] | None = None, options: TrainOptions | None = None,
     as_of = as_utc(as_of)  # a deployment run's zone-less ISO text arrives naive
     _RUN_ALERTS[str(flow_run.id)] = settings.alerts  # for the failure hook
     settings = settings.ensure()
+    check_kind(settings.storage.site_dir, folder=True)  # a site that is a file stopped the night after its publish
     options = with_time_limits(options or TrainOptions(), settings.training)
     inventory = read_inventory(settings.inventory_path)  # a bad inventory stops the night before anything runs
     with exclusive_run(settings.storage, "nightly"), _staging(settings.storage) as staging:
-        return _steps(paths, options, retrain, settings, staging, as_of, inventory)
+        return _steps(paths, options, retrain, settings, staging, as_of, inventory, str(flow_run.id))
 
 
 @contextlib.contextmanager
@@ -165,7 +174,7 @@ def _timed(seconds: dict[str, float], step: str) -> Iterator[None]:
 
 
 def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settings: Settings, staging: Path,
-           as_of: datetime | None, inventory) -> NightResult:
+           as_of: datetime | None, inventory, run_id: str) -> NightResult:
     night = NightResult()  # what the steps returned, filled in as they run (a failed night is reported from it)
     warnings: list[str] = []
     seconds: dict[str, float] = {}
@@ -204,6 +213,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
                                                       planning=settings.planning))
         with _timed(seconds, "publish"):
             where = publish_night(settings.storage)
+            _RUN_PUBLISHED.add(run_id)  # (removed when the night ends, below, or by the failure's alert)
         with _timed(seconds, "page"):
             page = str(write_site(settings.storage))
             night = replace(night, page=page)
@@ -213,7 +223,10 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
             publish_night(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
+        if run_id in _RUN_PUBLISHED:
+            print(f"the page failed after the publish: {PUBLISHED_BEFORE_PAGE}")
         raise
+    _RUN_PUBLISHED.discard(run_id)
     night = replace(night, warnings=tuple(warnings), seconds=seconds, published=where)
     report = render.nightly_report(night, None, *queries.leaderboard_and_capacity(settings.storage.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")

@@ -123,6 +123,42 @@ def test_failed_validation_fails_the_run_visibly(home, tmp_path, capsys, monkeyp
 @SHARES_THE_QUICK_NIGHT
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
+def test_a_page_that_fails_after_the_publish_is_said_and_a_site_that_is_a_file_stops_the_night_first(
+        home, capsys, monkeypatch, quick_night):
+    """Review 85 S1-1: a night whose page step failed had already published; the alert said "planners keep the last
+    published copy" while SQL showed tonight and the page the previous night. And a site that is a file failed the
+    night only after training and the publish (exit 2)."""
+    import errno
+
+    from gpucast.flows import plan as plan_flow
+    from gpucast.flows.nightly import PUBLISHED_BEFORE_PAGE
+
+    quick_night.copy_to(home)
+    published = home / "published.duckdb"
+    runs = _scalar(published, "SELECT count(*) FROM score_runs")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(home / "site" / ".index.html.tmp"))
+
+    with _webhook_endpoint() as (url, received), monkeypatch.context() as patch:
+        patch.setenv("GPUCAST_ALERT_WEBHOOK_URL", url)
+        patch.setattr(plan_flow, "render_site", disk_full)
+        assert main(["nightly", "--no-train"]) == 5
+    assert _scalar(published, "SELECT count(*) FROM score_runs") == runs + 1  # tonight's copy is what SQL reads
+    capsys.readouterr()
+    (sent,) = received
+    assert PUBLISHED_BEFORE_PAGE in sent["body"] and "planners keep the last published copy" not in sent["body"]
+
+    (home / "site").rename(home / "site.old")
+    (home / "site").write_text("not a folder")
+    assert main(["nightly", "--no-train"]) == 5
+    assert "site" in capsys.readouterr().err
+    assert _scalar(published, "SELECT count(*) FROM score_runs") == runs + 1  # nothing ran
+
+
+@SHARES_THE_QUICK_NIGHT
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy(home, tmp_path, capsys, quick_night):
     # a published copy after a trained night: the session's (tests/flows/conftest.py); a night of this test's own
     # (1 day x 300 jobs, QUICK's models) trained the same kind of champions only to score with them here

@@ -64,8 +64,12 @@ def test_the_copy_is_read_only_on_disk_and_the_previous_one_is_kept_and_restorab
     assert _nights_in(published) == [2] and _nights_in(prev) == [1]
     for path in (published, prev):
         assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    page = settings.site_dir / "index.html"
+    assert not page.exists()
     assert main(["restore"]) == 0
-    assert "restored the previous published copy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "restored the previous published copy" in out
+    assert f"the planners' page rewritten from it: {page}" in out and page.exists()  # review 85 S2-5
     assert _nights_in(published) == [1]
     assert stat.S_IMODE(published.stat().st_mode) == 0o444
     # `gpucast status` says the copy is the one put back, not a copy nobody wrote (session 25)
