@@ -230,6 +230,26 @@ def storage_error(exc: BaseException) -> str | None:
     return None
 
 
+# DuckDB's words for a block that fails its checksum, or a header it cannot read
+DAMAGED_DATABASE = ("Corrupt database file", "does not match stored checksum", "it is not a valid DuckDB database file")
+
+
+def damaged_database(exc: BaseException) -> str | None:
+    """One line for a DuckDB file whose blocks fail their checksums, found on `exc` or what caused it, else None: met
+    by any step, it is the publish's exit 6 with the way back (review 85 S2-4: met by the score step it was exit 2,
+    "bad input", with DuckDB's line alone)."""
+    import duckdb
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, duckdb.Error) and any(words in str(seen) for words in DAMAGED_DATABASE):
+            return (f"a DuckDB file is damaged ({duckdb_message(seen)}): the warehouse (warehouse.duckdb) is restored "
+                    "from a backup or rebuilt from the Parquet lake, the planners' copy by `gpucast restore` "
+                    "(docs/operations.md, on-call runbook step 7)")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def duckdb_message(exc: BaseException) -> str:
     """A DuckDB error in one line: its kind, then DuckDB's own lines (the error, its candidates, the query's line)
     joined by "; ", without the blank ones and the carets under the query's line (which point nowhere once the lines

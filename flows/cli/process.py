@@ -22,7 +22,7 @@ from typing import NoReturn
 from gpucast.flows import children
 from gpucast.flows.cli.options import ML_MODULES, command_settings
 from gpucast.flows.environment import configure, prefect_api_in_use
-from gpucast.warehouse.errors import environment_error, printable, redact, storage_error
+from gpucast.warehouse.errors import damaged_database, environment_error, printable, redact, storage_error
 
 EXIT_CODES = """exit codes:
   0  success
@@ -34,7 +34,8 @@ EXIT_CODES = """exit codes:
   5  environment: disk full, permission denied, read-only file system, a file where a folder is needed (or a
      folder where a file is), a missing install extra, or a configured Prefect API (PREFECT_API_URL) that does not
      answer
-  6  not published: the warehouse could not be read back whole; planners keep their copy (docs/operations.md)
+  6  not published: the warehouse could not be read back whole, or a DuckDB file is damaged (a block fails its
+     checksum); planners keep their copy (docs/operations.md, on-call runbook step 7)
   143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
 
 
@@ -295,6 +296,8 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
                        ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
         if isinstance(exc, kind):
             return code, str(exc)
+    if damaged := damaged_database(exc):  # (after PublishFailed, whose line names the warehouse)
+        return 6, damaged
     if storage := storage_error(exc):  # a failing query, a constraint the input broke
         return 2, storage
     return 1, ""

@@ -251,3 +251,25 @@ def test_the_path_in_the_way_is_found_on_the_disk_whatever_raised(tmp_path):
     code, line = _exit_code(IsADirectoryError(errno.EISDIR, "Is a directory", str(tmp_path / "writer.lock")))
     assert code == 5 and line.startswith(f"{tmp_path / 'writer.lock'} is a folder where gpucast needs a file")
     assert _exit_code(FileExistsError(errno.EEXIST, "File exists", str(tmp_path / "writer.lock")))[0] == 1
+
+
+def test_a_damaged_duckdb_file_met_by_any_step_is_exit_6_with_the_way_back(tmp_path):
+    """Review 85 S2-4: a warehouse whose blocks fail their checksums, met by the score step, was exit 2 ("bad input")
+    with DuckDB's line alone; met by the publish, exit 6 with the way back. Now every step's is the publish's."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT range AS i, repeat('x', 100) || range AS s FROM range(200000)")
+    data = bytearray(path.read_bytes())
+    at = len(data) * 3 // 10 // 262_144 * 262_144 + 8  # inside a block of the table's data (256 KiB blocks)
+    data[at:at + 4096] = b"\xff" * 4096
+    path.write_bytes(bytes(data))
+    with pytest.raises(duckdb.Error) as damaged:
+        with duckdb.connect(str(path)) as con:
+            con.execute("SELECT sum(i), max(s) FROM t").fetchall()
+    try:
+        raise RuntimeError("score failed") from damaged.value
+    except RuntimeError as exc:
+        code, line = _exit_code(exc)
+    assert code == 6 and "\n" not in line
+    assert line.startswith("a DuckDB file is damaged (") and "rebuilt from the Parquet lake" in line, line
+    assert "`gpucast restore`" in line
