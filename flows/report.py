@@ -50,7 +50,23 @@ def warehouse_status(storage: Storage, limit: int, backtest_days: int) -> str:
     if not storage.query_path.exists():
         return f"no warehouse at {storage.db_path} yet"
     frames = queries.status_tables(storage.query_path, limit, backtest_days)
-    return tables.status_text(_masked(frames), storage.query_path) + published_copy_text(storage.published_path)
+    return (unpublished_text(storage, limit) + tables.status_text(_masked(frames), storage.query_path)
+            + published_copy_text(storage.published_path))
+
+
+def unpublished_text(storage: Storage, limit: int) -> str:
+    """First, what the planners' copy cannot show: the warehouse's runs that failed, crashed or still run since the
+    copy's newest run (review 85 S2-1: a failed night publishes nothing, and status showed the night before, all
+    green); empty when there are none."""
+    from gpucast.warehouse.errors import redact
+
+    found = queries.unpublished_runs(storage, limit)
+    if found is None or (not isinstance(found, str) and not found.height):
+        return ""
+    if isinstance(found, str):
+        return f"Since the last publish: {found}\n\n"
+    return (f"Runs since the last publish that did not succeed ({storage.db_path}; the planners' copy below does not "
+            f"hold them):\n{tables.text_table(tables.with_strings(found, redact))}\n\n")
 
 
 def _masked(frames: dict[str, pl.DataFrame | Rows | None]) -> dict[str, pl.DataFrame | Rows | None]:

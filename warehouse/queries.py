@@ -19,7 +19,7 @@ import duckdb
 
 from gpucast.records import UNKNOWN_LLM_SIZE
 from gpucast.records.rows import Rows, plain_type
-from gpucast.warehouse.concerns import SqlSandbox
+from gpucast.warehouse.concerns import SqlSandbox, Storage
 from gpucast.warehouse.db import connect_reader
 from gpucast.warehouse.errors import QueryError, duckdb_message
 
@@ -456,19 +456,47 @@ SELECT target, sum(jobs) AS jobs, round(sum(p10_p90_coverage * jobs) / sum(jobs)
        round(sum(p90_coverage * jobs) / sum(jobs), 3) AS p90_coverage
 FROM interval_coverage GROUP BY ALL ORDER BY target
 """
-# The page never shows a failed run's error text (a source's error may quote what it read: a file given by
-# mistake, a store's names); `gpucast status` shows it to on-call.
-RECENT_RUNS = """
-SELECT kind, run_id, status, started_at,
-       CASE WHEN status = 'failed' THEN 'failed: the reason is in `gpucast status`' ELSE message END AS message
-FROM (
+# Every run of every kind (the run tables' union): what RECENT_RUNS and `gpucast status`'s unpublished failures read.
+ALL_RUNS = """(
     SELECT 'ingest' AS kind, run_id, status, started_at, coalesce(message, '') AS message FROM ingest_runs
     UNION ALL SELECT 'train', train_run_id, status, started_at, coalesce(message, '') FROM train_runs
     UNION ALL SELECT 'score', score_run_id, status, started_at, coalesce(message, '') FROM score_runs
     UNION ALL SELECT 'plan', plan_run_id, status, started_at, coalesce(message, '') FROM plan_runs
     UNION ALL SELECT 'demand', demand_run_id, status, started_at, coalesce(message, '') FROM demand_runs
-) ORDER BY started_at DESC LIMIT ?
+)"""
+# The page never shows a failed run's error text (a source's error may quote what it read: a file given by
+# mistake, a store's names); `gpucast status` shows it to on-call.
+RECENT_RUNS = f"""
+SELECT kind, run_id, status, started_at,
+       CASE WHEN status = 'failed' THEN 'failed: the reason is in `gpucast status`' ELSE message END AS message
+FROM {ALL_RUNS} ORDER BY started_at DESC LIMIT ?
 """
+LATEST_RUN_START = f"SELECT max(started_at) FROM {ALL_RUNS}"
+# Review 85 S2-1: the runs that failed, crashed or still run in the warehouse since the planners' copy's newest run
+# (a failed night publishes nothing, so `gpucast status`, reading the copy, showed last night's all-green runs).
+UNPUBLISHED_RUNS = f"""
+SELECT kind, run_id, status, started_at, message FROM {ALL_RUNS}
+WHERE status NOT IN ('succeeded', 'published') AND started_at > coalesce(?, TIMESTAMPTZ '1970-01-01 00:00:00+00')
+ORDER BY started_at DESC LIMIT ?
+"""
+
+
+def unpublished_runs(storage: Storage, limit: int) -> Rows | str | None:
+    """The warehouse's runs not succeeded since the planners' copy's newest run (`UNPUBLISHED_RUNS`), as rows; a
+    sentence when the warehouse cannot be read now (a writer holds it); None when people query the warehouse itself
+    (nothing published yet: `status` already reads it)."""
+    if storage.query_path == storage.db_path or not storage.db_path.exists():
+        return None
+    (since,), = _read_rows(storage.published_path, (LATEST_RUN_START, []))[0].rows
+    try:
+        con = duckdb.connect(str(storage.db_path), read_only=True)
+    except (duckdb.IOException, duckdb.ConnectionException):  # (another process's lock; this process's own writer)
+        return ("the warehouse is held by a running writer now: runs since the last publish are not shown "
+                "(`gpucast status --flows` shows the flow runs)")
+    try:
+        return _rows_or_frame(con, con.sql(UNPUBLISHED_RUNS, params=[since, limit]))
+    finally:
+        con.close()
 # Pending jobs forecast from the scheduler's history (no model features, contract v4): the reason
 # tasks/learn/history.py (`SchedulerHistory.describe`) gives them begins with these words.
 FEATURELESS = """

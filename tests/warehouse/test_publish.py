@@ -178,3 +178,34 @@ def test_a_table_whose_key_index_would_not_fit_in_memory_is_published_whole_with
         # the copy's forecasts: a view (warehouse/publish.py); job_logs a view in both (the copy's over its arrivals)
         assert names - {"forecasts"} == {n for (n,) in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+
+def test_status_shows_the_runs_a_failed_night_left_unpublished(settings, capsys):
+    """Review 85 S2-1: a night that failed after the publish of the night before publishes nothing, and `gpucast status`
+    (reading the planners' copy) showed the night before, all green. The warehouse's runs since the copy's newest run
+    that did not succeed come first, with their reasons (masked), and a writer holding the warehouse is said."""
+    with db.writer(settings) as con:
+        con.execute("INSERT INTO plan_runs (plan_run_id, started_at, status) VALUES ('plan-old', now() - INTERVAL 2 DAY, "
+                    "'failed')")  # before the copy: the copy shows it already
+        con.execute("INSERT INTO score_runs (score_run_id, started_at, status) VALUES ('score-1', now() - INTERVAL 1 DAY, "
+                    "'published')")
+    publish_snapshot(settings)
+    assert main(["status"]) == 0
+    assert "since the last publish" not in capsys.readouterr().out
+    with db.writer(settings) as con:
+        con.execute("INSERT INTO plan_runs (plan_run_id, started_at, status, message) VALUES ('plan-new', now(), 'failed', "
+                    "'OSError: [Errno 28] No space left on device: http://alice:S3cret@mlflow:5000')")
+        con.execute("INSERT INTO train_runs (train_run_id, started_at, status) VALUES ('train-new', now(), 'succeeded')")
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    head, _, rest = out.partition("Recent ingest runs")
+    assert head.startswith("Runs since the last publish that did not succeed") and "plan-new" in head
+    assert "No space left on device" in head and "S3cret" not in out
+    assert "plan-old" not in head and "train-new" not in head and "plan-new" not in rest
+    writer = _planner(settings.db_path, "")  # another process holds the warehouse read-write (a night running)
+    try:
+        assert main(["status"]) == 0  # said, and status still answers from the copy
+    finally:
+        writer.kill()
+        writer.wait()
+    assert "Since the last publish: the warehouse is held by a running writer now" in capsys.readouterr().out
