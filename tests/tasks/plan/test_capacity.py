@@ -107,6 +107,10 @@ def test_best_fit_with_compute_takes_the_tightest_bin_with_compute_to_spare():
     got = best_fit(np.array([6, 5, 4, 3]), 10, np.array([70, 10, 50, 20])).tolist()
     assert got == [0, 1, 1, 0]
     assert best_fit(np.array([6, 5, 4, 3]), 10).tolist() == best_fit(np.array([6, 5, 4, 3]), 10, np.zeros(4)).tolist()
+    # review 86 S1-1: bins whose compute is used up while memory is left must not stop the search (1,000 jobs of 40
+    # hundredths and little memory took 936 bins: two fit a bin's compute, so 500 do)
+    many = best_fit(np.ones(1000, dtype=np.int64), 100, np.full(1000, 40))
+    assert len(set(many.tolist())) == 500
 
 
 def test_time_packs_jobs_one_after_another_and_long_jobs_continue_next_days(inventory):
