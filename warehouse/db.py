@@ -110,6 +110,10 @@ def connect_writer(storage: Storage, timeout_s: float | None = None) -> duckdb.D
                     "and close sessions on the working file"
                 ) from None
             time.sleep(0.5)
+    # every writer in UTC (a day is a UTC day: the plan's input, the lake's partitions): the schema's own SET runs only
+    # where the DDL is applied, so a second writer kept the host's zone (review 86 S1-2: on a New York host a night
+    # scored at 02:00 UTC planned from the day before)
+    con.execute("SET TimeZone = 'UTC'")
     apply_schema(con)
     return con
 

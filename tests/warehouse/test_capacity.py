@@ -164,3 +164,24 @@ def test_a_job_of_unknown_llm_size_is_planned_as_unknown_size(con):
     assert dict(zip(before["job_id"], before["mem_gb"], strict=True))["b"] == 55.0 and mem["b"] is None
     assert mem["a"] == 33.0 and mem["c"] == 88.0
     assert after.drop("mem_gb").equals(before.drop("mem_gb"))
+
+
+def test_every_writer_connection_reads_days_in_utc(tmp_path):
+    """Review 86 S1-2: the schema's `SET TimeZone = 'UTC'` runs only where the DDL is applied, so the second writer of
+    a process on a host in New York read `CAST(submitted_at AS DATE)` (the plan's input, the lake's partitions) in
+    New York's days. Run in a child process whose TZ is New York: both writers answer UTC."""
+    import subprocess
+    import sys
+
+    script = (
+        "from pathlib import Path\n"
+        "from gpucast.flows.settings import Settings\n"
+        "from gpucast.warehouse.db import connect_writer\n"
+        "storage = Settings.from_env().storage\n"
+        "for n in (1, 2):\n"
+        "    con = connect_writer(storage)\n"
+        "    print(con.execute(\"SELECT current_setting('TimeZone')\").fetchone()[0])\n"
+        "    con.close()\n")
+    env = {**__import__("os").environ, "TZ": "America/New_York", "GPUCAST_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["UTC", "UTC"], out
