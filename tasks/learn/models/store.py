@@ -101,6 +101,12 @@ def _read_json(path: Path) -> dict:
         raise _damaged(path, f"is not valid JSON ({exc})") from None
 
 
+def _changed(folder: Path, metadata: dict, paths: tuple[Path, ...]) -> Path | None:
+    """The first of `paths` (files of `folder`) whose SHA-256 is not the one training recorded, else None."""
+    recorded = metadata.get(FILES_KEY, {})
+    return next((p for p in paths if p.name in recorded and (not p.is_file() or _sha256(p) != recorded[p.name])), None)
+
+
 def _checked(folder: Path, metadata: dict, name: str) -> Path:
     """`folder / name`, once its SHA-256 is the one training recorded (models saved before the record: unchecked)."""
     path = folder / name
@@ -210,6 +216,11 @@ def _load_estimator(folder: Path, name: str, encoder: FeatureEncoder, metadata: 
                           else FEATURE_SETS[encoder.feature_set].base_column(metadata["target"]))
         estimator.from_edges(metadata.get("edges", {}).get(name))  # beyond the history's prior (issue 50)
         fast, why = compiled.load_compiled(native, threads) if use_compiled else (None, "use_compiled=False")
+        if fast is not None and (changed := _changed(folder, metadata, (native.with_suffix(compiled.LIB_SUFFIX),
+                                                                         native.with_suffix(compiled.INFO_SUFFIX)))):
+            # review 86 S2-1: a library swapped since training predicted unchecked; the native model, which is
+            # checked, predicts instead (as for any library it cannot use)
+            fast, why = None, f"{changed} is not the file training wrote (its SHA-256 differs)"
         if fast is not None:
             estimator.regressor_ = fast
     log.info("%s %s predicts through %s: %s", folder.name, name,

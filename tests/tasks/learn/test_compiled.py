@@ -67,6 +67,19 @@ def test_without_a_usable_library_scoring_falls_back_to_the_native_model(champio
     assert not loaded.compiled and len(loaded.estimator.predict(np.zeros((3, len(loaded.encoder.names))))) == 3
 
 
+def test_a_library_changed_since_training_is_not_used(champion, tmp_path, caplog):
+    """Review 86 S2-1: the compiled library is what scoring runs, and one swapped since training predicted unchecked;
+    a library (or its record) whose SHA-256 is not the one training noted is not loaded: the native model predicts."""
+    folder = tmp_path / "copy"
+    shutil.copytree(champion, folder)
+    assert store.load_model(folder, "lightgbm").compiled
+    lib = folder / f"lightgbm{compiled.LIB_SUFFIX}"
+    lib.write_bytes(lib.read_bytes() + b"\0")  # still a library that loads, not the one training built
+    with caplog.at_level("INFO"):
+        loaded = store.load_model(folder, "lightgbm")
+    assert not loaded.compiled and "is not the file training wrote" in caplog.text
+
+
 def test_not_compiled_unless_asked(jobs, tmp_path):
     result = train_target(jobs, c.RUNTIME_HOURS, TrainOptions(models=("lightgbm",), repeats=1, min_labelled=50,
                                                              compile_trees=False), tmp_path, threads=THREADS)
