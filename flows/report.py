@@ -65,8 +65,8 @@ def unpublished_text(storage: Storage, limit: int) -> str:
         return ""
     if isinstance(found, str):
         return f"Since the last publish: {found}\n\n"
-    return (f"Runs since the last publish that did not succeed ({storage.db_path}; the planners' copy below does not "
-            f"hold them):\n{tables.text_table(tables.with_strings(found, redact))}\n\n")
+    return (f"Runs since the last publish that have not succeeded: failed, crashed or still running ({storage.db_path}; "
+            f"the planners' copy below does not hold them):\n{tables.text_table(tables.with_strings(found, redact))}\n\n")
 
 
 def _masked(frames: dict[str, pl.DataFrame | Rows | None]) -> dict[str, pl.DataFrame | Rows | None]:

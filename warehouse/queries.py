@@ -490,13 +490,23 @@ def unpublished_runs(storage: Storage, limit: int) -> Rows | str | None:
     (since,), = _read_rows(storage.published_path, (LATEST_RUN_START, []))[0].rows
     try:
         con = duckdb.connect(str(storage.db_path), read_only=True)
-    except (duckdb.IOException, duckdb.ConnectionException):  # (another process's lock; this process's own writer)
-        return ("the warehouse is held by a running writer now: runs since the last publish are not shown "
-                "(`gpucast status --flows` shows the flow runs)")
+    except duckdb.Error as exc:
+        if isinstance(exc, duckdb.ConnectionException) or "lock" in str(exc).lower():  # another process's; our own
+            return ("the warehouse is held by a running writer now: runs since the last publish are not shown "
+                    "(`gpucast status --flows` shows the flow runs)")
+        return _unreadable(exc)
     try:
+        con.execute("SET TimeZone = 'UTC'")  # as the rest of `status` (review 86 S3-2)
         return _rows_or_frame(con, con.sql(UNPUBLISHED_RUNS, params=[since, limit]))
+    except duckdb.Error as exc:  # a damaged block (review 86 S2-2: it failed the whole of `status`)
+        return _unreadable(exc)
     finally:
         con.close()
+
+
+def _unreadable(exc: BaseException) -> str:
+    return (f"the warehouse could not be read ({duckdb_message(exc)}): runs since the last publish are not shown; "
+            "see docs/operations.md, on-call runbook step 7")
 # Pending jobs forecast from the scheduler's history (no model features, contract v4): the reason
 # tasks/learn/history.py (`SchedulerHistory.describe`) gives them begins with these words.
 FEATURELESS = """

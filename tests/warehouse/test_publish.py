@@ -199,7 +199,7 @@ def test_status_shows_the_runs_a_failed_night_left_unpublished(settings, capsys)
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     head, _, rest = out.partition("Recent ingest runs")
-    assert head.startswith("Runs since the last publish that did not succeed") and "plan-new" in head
+    assert head.startswith("Runs since the last publish that have not succeeded") and "plan-new" in head
     assert "No space left on device" in head and "S3cret" not in out
     assert "plan-old" not in head and "train-new" not in head and "plan-new" not in rest
     writer = _planner(settings.db_path, "")  # another process holds the warehouse read-write (a night running)
@@ -209,3 +209,6 @@ def test_status_shows_the_runs_a_failed_night_left_unpublished(settings, capsys)
         writer.kill()
         writer.wait()
     assert "Since the last publish: the warehouse is held by a running writer now" in capsys.readouterr().out
+    settings.db_path.write_bytes(b"not a database" * 1000)  # review 86 S2-2: said as what it is, status answers
+    assert main(["status"]) == 0
+    assert "Since the last publish: the warehouse could not be read (" in capsys.readouterr().out
