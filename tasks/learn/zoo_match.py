@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,6 +104,7 @@ INPUT_WEIGHT = 0.02
 # text job of 2048 tokens with swin_s's size was traced as a 2048 x 2048-pixel image (1.1 TB at batch 128). 1024 px is
 # the largest side the zoo's vision transformers are commonly trained at (SAM's image encoder; ViT and Swin at 224-512).
 VISION_TRANSFORMER_MAX_SIDE = 1024
+GENERIC_TRANSFORMER = spelling_key("Transformer")  # the model type whose input may be tokens or pixels
 # Two architectures of different families closer than this to each other in distance match "equally": no inference.
 EQUAL_DISTANCE = 0.003
 
@@ -256,7 +257,11 @@ def shape_matches(model_types, params_million: np.ndarray, num_layers: np.ndarra
             [_compatible(kind, ARCHITECTURES[name]) for name in e.names])
         at, rows = np.flatnonzero(mask), ok_rows[(types == kind).to_numpy()]
         if len(at) and len(rows):
-            _match_rows(out, rows, e.subset(at), params_all, num_layers, input_dims)
+            entries = e.subset(at)
+            if spelling_key(kind) != GENERIC_TRANSFORMER:  # a type naming the family ("Swin", "ViT"): its input is
+                image = np.array([ARCHITECTURES[n].kind == "image" for n in entries.names])  # pixels, at any side
+                entries = replace(entries, max_input=np.where(image, math.inf, entries.max_input))  # (review 86 S2-3)
+            _match_rows(out, rows, entries, params_all, num_layers, input_dims)
     return out
 
 

@@ -80,6 +80,8 @@ def test_a_vision_transformer_is_not_inferred_for_a_text_jobs_tokens():
     assert zoo_match.match_shape("Transformer", 47.163, 23, 1024).arch == "swin_s"
     assert zoo_match.match_shape("Transformer", 47.163, 23, 224).arch == "swin_s"
     assert zoo_match.match_shape("ResNet", 25.557, 50, 2048).arch == "resnet50"
+    # a type that names the family says its input is pixels: no bound (review 86 S2-3)
+    assert zoo_match.match_shape("Swin", 47.163, 23, 1333).arch == "swin_s"
 
 
 @pytest.mark.parametrize(("name", "expected"), [
