@@ -114,20 +114,22 @@ def best_fit(sizes: np.ndarray, capacity: int, shares: np.ndarray | None = None)
     the bin with the least compute to spare that holds it."""
     bins = np.empty(len(sizes), dtype=np.int64)
     free_by_room: dict[int, list[int]] = {}  # free room -> bins with exactly that room, by compute to spare (rising)
+    spares_by_room: dict[int, list[int]] = {}  # ... and their compute to spare, in the same order (bisect in C)
     rooms: list[int] = []  # sorted rooms that have a bin
-    spare: list[int] = []  # compute to spare, per bin (with `shares`)
+    spare: list[int] = []  # compute to spare, per bin
     opened = 0
     for i, size in enumerate(sizes.tolist()):
         share = 0 if shares is None else int(shares[i])
         at = bisect.bisect_left(rooms, size)
-        found = _with_spare(rooms, free_by_room, spare, at, share) if share else (at, -1)
+        found = _with_spare(rooms, spares_by_room, at, share) if share else (at, -1)
         if found is not None and found[0] < len(rooms):
             at, k = found
             room = rooms[at]
             stack = free_by_room[room]
             b = stack.pop(k)
+            spares_by_room[room].pop(k)
             if not stack:
-                del free_by_room[room]
+                del free_by_room[room], spares_by_room[room]
                 rooms.pop(at)
         else:
             b, room = opened, capacity
@@ -138,23 +140,23 @@ def best_fit(sizes: np.ndarray, capacity: int, shares: np.ndarray | None = None)
         left = room - size
         if left > 0:
             if left not in free_by_room:
-                free_by_room[left] = []
+                free_by_room[left], spares_by_room[left] = [], []
                 bisect.insort(rooms, left)
-            bisect.insort(free_by_room[left], b, key=spare.__getitem__)  # (after equals: the newest last, as a stack)
+            k = bisect.bisect_right(spares_by_room[left], spare[b])  # (after equals: the newest last, as a stack)
+            spares_by_room[left].insert(k, spare[b])
+            free_by_room[left].insert(k, b)
     return bins
 
 
-def _with_spare(rooms: list[int], free_by_room: dict[int, list[int]], spare: list[int], at: int,
-                share: int) -> tuple[int, int] | None:
+def _with_spare(rooms: list[int], spares_by_room: dict[int, list[int]], at: int, share: int) -> tuple[int, int] | None:
     """(position in `rooms`, position in its stack) of the bin, from room `rooms[at]` up, with the least compute to
     spare that holds `share` (each room's bins are ordered by it); None when the first SCAN_LIMIT rooms have none.
     Review 86 S1-1: the limit counted bins, and once 64 bins of used-up compute sat in the tight rooms every later
     job opened its own (1,000 jobs of 40 hundredths took 936 bins, not 500)."""
     for r in range(at, min(len(rooms), at + SCAN_LIMIT)):
-        stack = free_by_room[rooms[r]]
-        k = bisect.bisect_left(stack, share, key=spare.__getitem__)
-        if k < len(stack):
-            return r, k
+        spares = spares_by_room[rooms[r]]
+        if spares[-1] >= share:  # the room's most to spare holds it: its tightest that does
+            return r, bisect.bisect_left(spares, share)
     return None
 
 
