@@ -81,6 +81,10 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
         "warehouse_status": ("error", "no warehouse yet: said in one line", ("not storage.query_path.exists()",)),
         "_masked": ("step", "a table an older planners' copy lacks stays absent", ("df is None",)),
         "published_copy_text": ("step", "nothing published yet: nothing to say", ("not published.exists()",)),
+        "unpublished_text": ("step", "no run since the last publish that has not succeeded: nothing to say; a warehouse "
+                                     "it cannot read now: one sentence",
+                             ("found is None or (not isinstance(found, str) and (not found.height))",
+                              "isinstance(found, str)")),
         "backtest_text": ("step", "the window's summary is read only when it holds completed jobs",
                           ("counts.window_start is not None",)),
     },

@@ -34,8 +34,7 @@ EXIT_CODES = """exit codes:
   5  environment: disk full, permission denied, read-only file system, a file where a folder is needed (or a
      folder where a file is), a missing install extra, or a configured Prefect API (PREFECT_API_URL) that does not
      answer
-  6  not published: the warehouse could not be read back whole, or a DuckDB file is damaged (a block fails its
-     checksum); planners keep their copy (docs/operations.md, on-call runbook step 7)
+  6  not published: the warehouse could not be read back whole, or a DuckDB file is damaged (docs/operations.md)
   143  stopped by SIGTERM (the run is recorded as failed; rerunning is safe)"""
 
 
@@ -285,8 +284,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
     from gpucast.warehouse.queries import SqlTimeout, SqlTooLarge
 
     if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] == "mlflow":
-        return 5, (f"this command needs the `mlflow` extra ({exc.name} is not installed): "
-                   "pip install 'gpucast[mlflow]'")
+        return 5, f"this command needs the `mlflow` extra ({exc.name} is not installed): pip install 'gpucast[mlflow]'"
     if isinstance(exc, ModuleNotFoundError) and exc.name and exc.name.split(".")[0] in ML_MODULES:
         return 5, (f"this command needs the `ml` extra ({exc.name} is not installed): "
                    "pip install 'gpucast[ml]' (or `make setup` in a checkout)")
@@ -296,8 +294,7 @@ def _exit_code(exc: BaseException) -> tuple[int, str]:
                        ((FileNotFoundError, ValueError, SqlTimeout, SqlTooLarge), 2)):
         if isinstance(exc, kind):
             return code, str(exc)
-    if damaged := damaged_database(exc):  # (after PublishFailed, whose line names the warehouse)
-        return 6, damaged
-    if storage := storage_error(exc):  # a failing query, a constraint the input broke
-        return 2, storage
+    for check, code in ((damaged_database, 6), (storage_error, 2)):  # (after PublishFailed, whose line names the
+        if line := check(exc):  # warehouse); then a failing query, a constraint the input broke
+            return code, line
     return 1, ""

@@ -99,7 +99,7 @@ def test_a_deployment_runs_zone_less_as_of_is_read_as_utc_at_the_flows_edge(home
     given = module.nightly.validate_parameters({"as_of": "2026-11-04T02:30:00", "retrain": False})
     assert given["as_of"] == datetime(2026, 11, 4, 2, 30) and given["as_of"].tzinfo is None  # what Prefect hands over
     seen = {}
-    monkeypatch.setattr(module, "_steps", lambda paths, options, retrain, settings, staging, as_of, inventory:
+    monkeypatch.setattr(module, "_steps", lambda paths, options, retrain, settings, staging, as_of, inventory, run_id:
                         seen.__setitem__("as_of", as_of))
     module.nightly.fn(**given)
     assert seen["as_of"] == datetime(2026, 11, 4, 2, 30, tzinfo=UTC)
