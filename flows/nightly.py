@@ -17,7 +17,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -45,7 +45,7 @@ from gpucast.tasks.report import render
 from gpucast.warehouse import db, queries
 from gpucast.warehouse.errors import check_kind, redact
 from gpucast.warehouse.housekeeping import claim_staging, exclusive_run
-from gpucast.warehouse.publish import publish_snapshot
+from gpucast.warehouse.publish import copy_identity, publish_snapshot
 from gpucast.warehouse.runs import note_stop
 
 ARTIFACT_KEY = "nightly-report"
@@ -78,12 +78,33 @@ NIGHTLY_TIMEOUT_S = 6 * 3600  # a night that runs past 08:00 (cron 02:00 UTC) is
 # not the flow's locals, and announces a failure with the settings the run had (handed over by the CLI, or built
 # from the environment at its start), not by reading the environment again. Removed when the run ends.
 _RUN_ALERTS: dict[str, Alerts] = {}
-# The nightly runs in this process that published before they failed (the page step, after the publish, failed):
-# their alert says the planners' copy is tonight's and the page the previous night's (review 85 S1-1).
-_RUN_PUBLISHED: set[str] = set()
+# What each nightly run in this process had published when it failed, by flow run id: the planners' copy's file
+# just before the run's publish step (`copy_identity`; a publish renames a new one in), and whether its page was
+# written. Its alert says what planners now read (review 85 S1-1; review 86 S3-1: decided from the copy itself, so a
+# publish that failed after its rename counts as published). Removed by the run's last hook.
+_RUN_PUBLISH: dict[str, _Publish] = {}
 KEPT_COPY = "planners keep the last published copy"
 PUBLISHED_BEFORE_PAGE = ("the night had published tonight's forecasts and plan (SQL reads them) but the planners' page "
                          "still shows the previous night's: fix the cause, then `gpucast site`")
+PUBLISHED_WITH_PAGE = "the night had published tonight's forecasts, plan and page before the step that failed"
+
+
+@dataclass
+class _Publish:
+    copy: Path
+    before: list[int] | None  # the copy's identity before the publish step
+    page: bool = False
+
+    def outcome(self) -> str:
+        """What planners read after the run failed, in the alert's words."""
+        if copy_identity(self.copy) == self.before:
+            return KEPT_COPY
+        return PUBLISHED_WITH_PAGE if self.page else PUBLISHED_BEFORE_PAGE
+
+
+def _published_outcome(run_id: str) -> str:
+    publish = _RUN_PUBLISH.pop(run_id, None)
+    return KEPT_COPY if publish is None else publish.outcome()
 
 
 def alert_on_failure(flow, flow_run, state) -> None:
@@ -96,16 +117,15 @@ def alert_on_failure(flow, flow_run, state) -> None:
     (Prefect refused its parameters) is announced with those it would have built: the environment's.
     """
     alerts = _RUN_ALERTS.pop(str(flow_run.id), None) or Settings.from_env().alerts
+    outcome = _published_outcome(str(flow_run.id))
     url = alerts.webhook_url
     if not url:
         return
     from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
     subject = f"gpucast nightly {state.name.lower()}: {flow_run.name}"
-    published = str(flow_run.id) in _RUN_PUBLISHED
-    _RUN_PUBLISHED.discard(str(flow_run.id))
     body = (f"flow run {flow_run.name} ({flow_run.id}) ended {state.name}: {redact(state.message or 'no message')}. "
-            f"See `gpucast status` for the failing step; {PUBLISHED_BEFORE_PAGE if published else KEPT_COPY}.")  # the
+            f"See `gpucast status` for the failing step; {outcome}.")  # the
     # error's text may quote a tracking URI or an API address with its password
     hook = CustomWebhookNotificationBlock(name="gpucast-alerts", url=url,
                                           json_data={"subject": "{{subject}}", "body": "{{body}}"})
@@ -121,6 +141,7 @@ def alert_on_failure(flow, flow_run, state) -> None:
 def _forget_alerts(flow, flow_run, state) -> None:
     """Prefect `on_completion` / `on_cancellation` hook: the run needs no alert settings any more."""
     _RUN_ALERTS.pop(str(flow_run.id), None)
+    _RUN_PUBLISH.pop(str(flow_run.id), None)
 
 
 @flow(name="nightly", log_prints=True, timeout_seconds=NIGHTLY_TIMEOUT_S, on_failure=[alert_on_failure],
@@ -211,22 +232,23 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
         with _timed(seconds, "plan"):
             night = replace(night, plan=capacity_plan(publish=False, inventory=inventory, storage=settings.storage,
                                                       planning=settings.planning))
+        publish = _RUN_PUBLISH[run_id] = _Publish(settings.storage.published_path,
+                                                  copy_identity(settings.storage.published_path))
         with _timed(seconds, "publish"):
             where = publish_night(settings.storage)
-            _RUN_PUBLISHED.add(run_id)  # (removed when the night ends, below, or by the failure's alert)
         with _timed(seconds, "page"):
             page = str(write_site(settings.storage))
             night = replace(night, page=page)
+            publish.page = True
     except Exception as exc:
         night = replace(night, warnings=tuple(warnings), seconds=seconds)
         report = render.nightly_report(night, f"{type(exc).__name__}: {redact(str(exc))}")  # the UI's artifact
         create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run (failed)")
         if isinstance(exc, ValidationFailed):
             publish_night(settings.storage)  # the ingest committed: show on-call its rejected rows (see the module doc)
-        if run_id in _RUN_PUBLISHED:
-            print(f"the page failed after the publish: {PUBLISHED_BEFORE_PAGE}")
+        if run_id in _RUN_PUBLISH and (outcome := _RUN_PUBLISH[run_id].outcome()) != KEPT_COPY:
+            print(f"the night failed after its publish: {outcome}")
         raise
-    _RUN_PUBLISHED.discard(run_id)
     night = replace(night, warnings=tuple(warnings), seconds=seconds, published=where)
     report = render.nightly_report(night, None, *queries.leaderboard_and_capacity(settings.storage.published_path))
     create_markdown_artifact(key=ARTIFACT_KEY, markdown=report, description="nightly run")

@@ -63,6 +63,11 @@ BRANCHES: dict[str, dict[str, tuple[str, str, tuple[str, ...]]]] = {
         "quality_gate": ("error", "the rejected share is over the limit: the night fails with the reasons",
                          ("gate.failed",)),
         "alert_on_failure": ("option", "no webhook configured: no alert", ("not url",)),
+        "outcome": ("error", "a failed night's alert says what planners read: the copy replaced since before the "
+                             "publish step or not, the page written or not (review 86 S3-1)",
+                    ("copy_identity(self.copy) == self.before", "self.page")),
+        "_published_outcome": ("error", "a run that failed before its publish step kept the last copy",
+                               ("publish is None",)),
         "_timed": ("error", "a step name not in NIGHTLY_STEPS is a programming error", ("step not in NIGHTLY_STEPS",)),
         "_steps": ("option", "an inbox night also pulls the sources file; --no-train skips training; a failed "
                              "quality gate still publishes (the module doc)",

@@ -203,7 +203,7 @@ def publish_snapshot(storage: Storage, *, full: bool = False) -> Path:
             os.replace(tmp, target)
             # the copy this one replaced, now published.prev.duckdb, is the base of the next publish when unchanged
             kept = [forecasts.names, *(note.forecast_files or [])][:FORECAST_FILE_PUBLISHES]
-            _note_published(target, noted[0] if noted is not None and _identity(previous_copy(target)) == noted[0] else None,
+            _note_published(target, noted[0] if noted is not None and copy_identity(previous_copy(target)) == noted[0] else None,
                             kept, forecasts.checks, repairs, note.repairs)
             if note.forecast_files is not None:  # else an older gpucast's note, or none: what older copies read is unknown
                 _sweep_forecast_files(target, kept)
@@ -265,7 +265,7 @@ def _note_restored(target: Path) -> None:
     except (OSError, ValueError):
         raw = {}
     raw = raw if isinstance(raw, dict) else {}
-    raw["restored"] = [f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", _identity(target)]
+    raw["restored"] = [f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", copy_identity(target)]
     write_text(state_path(target), json.dumps(raw))
 
 
@@ -274,7 +274,10 @@ def state_path(target: Path) -> Path:
     return target.with_suffix(".state.json")
 
 
-def _identity(path: Path) -> list[int] | None:
+def copy_identity(path: Path) -> list[int] | None:
+    """A copy's file as device, inode, size and modification time (None: no such file): a publish renames a new
+    file in, so the planners' copy's identity changes exactly when a publish has replaced it (the nightly's
+    alert tells the two apart by it: `flows/nightly.py`)."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -387,7 +390,7 @@ def _note_published(target: Path, previous: list[int] | None, forecast_files: li
     read = {name for names in forecast_files for name in names}
     now = f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
     write_text(state_path(target), json.dumps({
-        "identity": _identity(target), "previous": previous, "forecast_files": forecast_files,
+        "identity": copy_identity(target), "previous": previous, "forecast_files": forecast_files,
         "forecast_checks": {n: [c.size, c.sha256, c.identity] for n, c in sorted(checks.items()) if n in read},
         "repairs": ([[now, r] for r in repairs] + earlier)[:REPAIRS_KEPT]}))
 
@@ -404,7 +407,7 @@ def _sweep_forecast_files(target: Path, kept: list[list[str]]) -> None:
 def _noted(target: Path, note: _Note) -> tuple[list[int], list[int] | None] | None:
     """The identities the last publish noted for the current copy and the previous one, if the current copy is
     still that file (else None: no copy yet, no note from an older gpucast, or a copy written into or restored)."""
-    return (note.identity, note.previous) if note.identity is not None and _identity(target) == note.identity else None
+    return (note.identity, note.previous) if note.identity is not None and copy_identity(target) == note.identity else None
 
 
 def _keep_as_previous(target: Path) -> None:
@@ -420,12 +423,12 @@ def _take_previous_copy(target: Path, tmp: Path, noted: tuple[list[int], list[in
     still the file the last publish noted and not the current one; the current copy becomes the previous one at once.
     Return whether it was taken (False: nothing at `tmp`, nothing renamed)."""
     prev = previous_copy(target)
-    if noted[1] is None or _identity(prev) != noted[1] or noted[1][:2] == noted[0][:2]:
+    if noted[1] is None or copy_identity(prev) != noted[1] or noted[1][:2] == noted[0][:2]:
         return False
     tmp.unlink(missing_ok=True)
     os.link(prev, tmp)
     _keep_as_previous(target)  # prev's old file now has one name, `tmp`; a session that opened it keeps reading it
-    if _identity(tmp) != noted[1]:  # written into between the look and the link
+    if copy_identity(tmp) != noted[1]:  # written into between the look and the link
         tmp.unlink()
         return False
     os.chmod(tmp, 0o644)
@@ -435,12 +438,12 @@ def _take_previous_copy(target: Path, tmp: Path, noted: tuple[list[int], list[in
 def _byte_copy_of_last_publish(target: Path, tmp: Path, noted: list[int]) -> bool:
     """Copy `target` to `tmp` if it is, unchanged before and after the copy, the file the last publish wrote (its
     identity `noted`); return whether it was (False: nothing usable at `tmp`, build the copy in full)."""
-    if _identity(target) != noted:
+    if copy_identity(target) != noted:
         return False
     tmp.unlink(missing_ok=True)
     shutil.copyfile(target, tmp)  # in-kernel copy (sendfile); the file planners hold open is only read
     os.chmod(tmp, 0o644)
-    if _identity(target) != noted:  # written into while we copied
+    if copy_identity(target) != noted:  # written into while we copied
         tmp.unlink()
         return False
     return True
@@ -629,7 +632,7 @@ def _verified_copy(storage: Storage, tmp: Path, forecasts: _ForecastFiles, *, ba
             if base and not environment_error(exc):
                 raise _CopyInUse(f"{type(exc).__name__}: {exc}", damaged="lock" not in str(exc).lower()) from exc
             raise
-        if in_place_of is not None and _identity(tmp) != in_place_of:  # now locked: written into before we locked it
+        if in_place_of is not None and copy_identity(tmp) != in_place_of:  # now locked: written into before we locked it
             raise _CopyInUse(f"{tmp} changed")
         con.execute(f"ATTACH {sql_string(storage.db_path)} AS source (READ_ONLY)")
         try:
@@ -854,7 +857,7 @@ def copy_health(target: Path) -> CopyHealth:
     that (`restored`), and the files checked are the previous copy's, which it reads."""
     note = _read_note(target)
     problems = []
-    identity = _identity(target) if target.exists() else None
+    identity = copy_identity(target) if target.exists() else None
     restored = note.restored[0] if note.restored is not None and identity == note.restored[1] else None
     if identity is not None and identity != note.identity and restored is None:
         problems.append(f"{target} is not the file the last publish wrote (written into, restored, or no note in "

@@ -159,6 +159,47 @@ def test_a_page_that_fails_after_the_publish_is_said_and_a_site_that_is_a_file_s
 @SHARES_THE_QUICK_NIGHT
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
+def test_the_alert_reads_what_planners_read_from_the_copy_itself(home, caplog, monkeypatch, quick_night):
+    """Review 86 S3-1: the alert's "published" was a flag set after the publish returned and cleared before the
+    night's report: a publish that failed after renaming tonight's copy in, or a failure after the page was
+    written, alerted "planners keep the last published copy" while they read tonight's."""
+    import errno
+
+    from gpucast.flows import nightly as nightly_flow
+    from gpucast.flows.nightly import KEPT_COPY, PUBLISHED_BEFORE_PAGE, PUBLISHED_WITH_PAGE
+    from gpucast.warehouse import publish
+
+    quick_night.copy_to(home)
+    published = home / "published.duckdb"
+    runs = _scalar(published, "SELECT count(*) FROM score_runs")
+
+    def note_on_a_full_disk(*args, **kwargs):  # after the rename: planners read tonight's copy
+        raise OSError(errno.ENOSPC, "No space left on device", str(home / "published.state.json"))
+
+    def report_fails(*args, **kwargs):  # after the page
+        raise RuntimeError("the report's query failed")
+
+    with _webhook_endpoint() as (url, received), monkeypatch.context() as patch:
+        patch.setenv("GPUCAST_ALERT_WEBHOOK_URL", url)
+        with monkeypatch.context() as step:
+            step.setattr(publish, "_note_published", note_on_a_full_disk)
+            assert main(["nightly", "--no-train"]) != 0
+        assert _scalar(published, "SELECT count(*) FROM score_runs") == runs + 1
+        with monkeypatch.context() as step:
+            step.setattr(nightly_flow.queries, "leaderboard_and_capacity", report_fails)
+            with pytest.raises(RuntimeError, match="the report's query failed"):  # not one of ours: raised as is
+                main(["nightly", "--no-train"])
+        assert _scalar(published, "SELECT count(*) FROM score_runs") == runs + 2
+    assert f"the night failed after its publish: {PUBLISHED_BEFORE_PAGE}" in caplog.text  # the run's log
+    after_rename, after_page = received
+    assert PUBLISHED_BEFORE_PAGE in after_rename["body"] and KEPT_COPY not in after_rename["body"]
+    assert PUBLISHED_WITH_PAGE in after_page["body"] and KEPT_COPY not in after_page["body"]
+    assert nightly_flow._RUN_PUBLISH == {}  # nothing left behind in a long-lived worker
+
+
+@SHARES_THE_QUICK_NIGHT
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 def test_forecasts_are_published_all_or_nothing_and_open_readers_keep_their_copy(home, tmp_path, capsys, quick_night):
     # a published copy after a trained night: the session's (tests/flows/conftest.py); a night of this test's own
     # (1 day x 300 jobs, QUICK's models) trained the same kind of champions only to score with them here
