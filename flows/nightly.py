@@ -224,7 +224,7 @@ def _steps(paths: list[str] | None, options: TrainOptions, retrain: bool, settin
             night = replace(night, score=score_pending(
                 pending_path=staged.pending_path, publish=False, history_path=staged.history_path, as_of=as_of,
                 storage=settings.storage, planning=settings.planning, cluster=settings.cluster, quality=settings.quality,
-                tracing=settings.tracing))
+                tracing=settings.tracing, untrained=night.untrained()))
         with _timed(seconds, "demand"):
             demand, failed = demand_step(settings, as_of)
             night = replace(night, demand=demand)

@@ -168,7 +168,7 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
                   publish: bool = True, as_of: datetime | None = None, partition_min_jobs: int = PARTITION_MIN_JOBS,
                   history_path: str | None = None, storage: Storage | None = None, planning: Planning | None = None,
                   cluster: Cluster | None = None, quality: Quality | None = None,
-                  tracing: Tracing | None = None) -> ScoreResult:
+                  tracing: Tracing | None = None, untrained: str | None = None) -> ScoreResult:
     """Forecast every PENDING job with each target's champion; publish all forecasts at once.
 
     `planning.oom_gpu_mem_gb` is the GPU size `oom_risk` is judged against where a job's GPU is unknown; `storage`, `planning`, `cluster`
@@ -181,7 +181,8 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
     cluster GPUCAST_DASK_ADDRESS names (see the module doc). `history_path`: the labelled history already
     staged by the caller (the nightly's features step), which jobs without model features are forecast from
     (`tasks/learn/history.py`); else it is read here when such jobs are pending. Without any champion, only
-    such jobs can be scored: a pending job with model features then fails the run (train first).
+    such jobs can be scored: a pending job with model features then fails the run (train first; `untrained`: why
+    the caller's own train step fitted no target, said instead: the nightly's).
     """
     settings = Settings.given(storage=storage, planning=planning, cluster=cluster, quality=quality, tracing=tracing).ensure()
     storage, gpu_mem_gb = settings.storage, settings.planning.oom_gpu_mem_gb
@@ -194,7 +195,7 @@ def score_pending(batch_rows: int = score.DEFAULT_BATCH_ROWS, device: str | None
         loading = Loading(champions, partial(_load, device=device), background=not settings.cluster.dask_address)
         # read once, for every step of the run: the caller's staged file, else staged here, in memory
         pending = Pending.of(pl.read_parquet(pending_path) if pending_path else stage_pending(storage, settings.tracing))
-        pending.check_champions(champions)  # jobs only a champion can forecast, and none: the run fails
+        pending.check_champions(champions, untrained)  # jobs only a champion can forecast, and none: the run fails
         without = pending.featureless_jobs
         if without and not history_path:  # the history those jobs are forecast from: staged here
             history_path = stage_scheduler_history(storage, run.staging)

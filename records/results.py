@@ -156,6 +156,15 @@ class TrainResult:
     flow_run_id: str | None = None  # the GPU pool's Prefect flow run that trained
     cancelled_flow_run_id: str | None = None  # a GPU pool run nobody picked up (cancelled; trained here instead)
 
+    def fitted_nothing(self) -> str | None:
+        """Why no target got a champion tonight (each skipped reason, said once), in words; None when one did."""
+        if not self.targets or any(t.champion for t in self.targets):
+            return None
+        reasons = dict.fromkeys(t.skipped or "no champion" for t in self.targets)
+        if len(reasons) == 1:
+            return f"every target: {next(iter(reasons))}"
+        return "; ".join(f"{t.target}: {t.skipped or 'no champion'}" for t in self.targets)
+
 
 @dataclass(frozen=True)
 class ScoreResult:
@@ -241,3 +250,8 @@ class NightResult:
     warnings: tuple[str, ...] = ()
     seconds: Mapping[str, float] = field(default_factory=dict)  # step -> wall seconds
     report: str = ""  # the Markdown report (the `nightly-report` artifact)
+
+    def untrained(self) -> str | None:
+        """Why tonight's train step left no target a champion (`TrainResult.fitted_nothing`); None when it did or
+        did not run: a score with no champion then names the cause, not only "run `gpucast train`"."""
+        return None if self.train is None else self.train.fitted_nothing()

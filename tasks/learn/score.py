@@ -44,6 +44,13 @@ REQUEST_STEP_GB = 0.5
 NO_CHAMPION = "no trained champion in the warehouse: run `gpucast train` (or `gpucast nightly`) first"
 
 
+
+def untrained_text(why: str) -> str:
+    """The error of a score with no champion after a train step that fitted no target (`check_champions`)."""
+    return (f"no trained champion in the warehouse, and this run's training fitted none ({why}): load more labelled "
+            "COMPLETED jobs (only those before the run's --as-of count), then rerun")
+
+
 @dataclass(frozen=True)
 class Pending:
     """A score run's pending jobs (their staged features), read once, and which of them have no model features
@@ -72,11 +79,12 @@ class Pending:
         """The jobs without model features: the scheduler's history forecasts them."""
         return self.rows.filter(self.without)
 
-    def check_champions(self, champions: Sequence[Champion]) -> None:
+    def check_champions(self, champions: Sequence[Champion], untrained: str | None = None) -> None:
         """Without any champion only the jobs without model features can be scored: a pending job with them fails
-        the run (`FileNotFoundError`, exit 2: train first)."""
+        the run (`FileNotFoundError`, exit 2: train first). `untrained`: why the run's own training left no champion
+        (a nightly's), said in its place (review 85 S3-1: "run `gpucast train`" after the train step that skipped)."""
         if not champions and self.jobs > self.featureless_jobs:
-            raise FileNotFoundError(NO_CHAMPION)
+            raise FileNotFoundError(NO_CHAMPION if untrained is None else untrained_text(untrained))
 
     def targets(self, champions: Iterable[Champion]) -> list[str]:
         """The targets forecast, in the contract's order: those with a champion; every one when jobs without model

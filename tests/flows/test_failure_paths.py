@@ -97,6 +97,17 @@ def test_scoring_before_any_training_exits_2_and_says_what_to_do(home, tmp_path,
                        "nightly`) first")]
 
 
+
+def test_a_night_whose_training_fitted_nothing_says_why_it_cannot_score(home, tmp_path, capsys):
+    """Review 85 S3-1: a first nightly with --as-of before every job skipped each target (0 labelled jobs), then
+    failed with "no trained champion ...: run `gpucast train` (or `gpucast nightly`) first", the command that had
+    just failed, without the cause."""
+    write_logs(home / "inbox", SimConfig(days=2, jobs_per_day=30, seed=2))
+    assert main(["nightly", "--as-of", "2020-01-01T02:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert ("this run's training fitted none (every target: 0 labelled COMPLETED jobs, fewer than the minimum" in err
+            and "run `gpucast train`" not in err), err
+
 def test_max_rows_caps_the_labelled_history_at_the_most_recent_jobs(home, tmp_path):
     write_logs(tmp_path / "logs", SimConfig(days=2, jobs_per_day=150, pending_fraction=0.0, seed=3))
     assert main(["ingest", str(tmp_path / "logs")]) == 0

@@ -11,6 +11,7 @@ import pytest
 
 from gpucast.expectations import contract as c
 from gpucast.records.outcomes import Champion
+from gpucast.records.results import NightResult, TrainedTarget, TrainResult
 from gpucast.tasks.learn import score as steps
 from gpucast.tasks.learn.history import FORECAST_SCHEMA
 from gpucast.tasks.learn.score import NO_CHAMPION, Pending
@@ -43,6 +44,20 @@ def test_without_a_champion_only_featureless_jobs_can_be_scored():
     Pending.of(pending()).check_champions([CHAMPION])
     with pytest.raises(FileNotFoundError, match=NO_CHAMPION.replace("(", r"\(").replace(")", r"\)")):
         Pending.of(pending()).check_champions([])
+    with pytest.raises(FileNotFoundError, match=r"this run's training fitted none \(every target: 0 labelled"):
+        Pending.of(pending()).check_champions([], "every target: 0 labelled COMPLETED jobs")
+
+
+def test_a_train_run_that_fitted_no_target_says_each_reason_once():
+    def trained(*skipped: str | None) -> TrainResult:
+        return TrainResult("train-x", tuple(TrainedTarget(t, None if why else "lightgbm", why, 0, 0)
+                                            for t, why in zip(c.TARGETS, skipped, strict=False)))
+
+    assert trained("few", "few", "few").fitted_nothing() == "every target: few"
+    assert trained("few", "none finished", "few").fitted_nothing() == (
+        f"{c.TARGETS[0]}: few; {c.TARGETS[1]}: none finished; {c.TARGETS[2]}: few")
+    assert trained("few", None, "few").fitted_nothing() is None  # one champion: scoring goes on
+    assert NightResult().untrained() is None and NightResult(train=trained("few")).untrained() == "every target: few"
 
 
 class FakeScorer:
