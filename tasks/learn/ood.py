@@ -624,12 +624,15 @@ def ceiling(rows: pl.DataFrame, target: str, fitted: Ceiling | None) -> tuple[np
 
 
 def within_ceiling(evidence: Fallback | None, model: np.ndarray, prior: np.ndarray | None,
-                   bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+                   bound: np.ndarray, bound_only: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """P10, P50, P90 and the estimate's name for jobs whose forecast is impossible (P50 above `bound`): the
     held-out-best estimate (`held_out_best`'s `evidence`) when it is within the bound, else the next
     candidate by held-out MAPE that is, else the bound itself (P50 = P90 = the bound: the most it can be).
     Without evidence, the candidates are the prior, then the bound. P90 = P50 x the interval factor, at most the
-    bound (a P50 just within it would otherwise get a P90 far above what is possible)."""
+    bound (a P50 just within it would otherwise get a P90 far above what is possible). `bound_only`: rows no
+    candidate speaks for, which get the bound itself (a sharded LLM job whose per-GPU prior is above every GPU:
+    the champion, learned on single-GPU jobs, would publish a 70B model's rank at 20 GB; review 87 S1-1)."""
     cands = _candidates(model, prior)
     factor = float(evidence.interval_factor) if evidence else WIDEN_FACTOR
     if evidence:
@@ -638,7 +641,7 @@ def within_ceiling(evidence: Fallback | None, model: np.ndarray, prior: np.ndarr
     else:
         order = ["prior"] if prior is not None else []
     p50, used = bound.copy(), np.full(len(bound), "capped", dtype=object)
-    todo = np.ones(len(bound), dtype=bool)
+    todo = np.ones(len(bound), dtype=bool) if bound_only is None else ~bound_only
     for name in (k for k in order if k in cands):
         ok = todo & (cands[name] <= bound)
         p50[ok], used[ok] = cands[name][ok], name

@@ -331,12 +331,15 @@ class Scorer:
         if not over.any():
             return
         prior = np.exp(X[over][:, self.prior_column].astype(np.float64)) if self.prior_column is not None else None
-        p10[over], new50, p90[over], used = ood.within_ceiling(self.evidence, pred[over], prior, bound[over])
+        own_prior = model[over] == LLM_PRIOR  # the only estimate with support for such a job: above every GPU, it
+        # fits none (the champion's within-bound forecast from single-GPU jobs would plan it on one; review 87 S1-1)
+        p10[over], new50, p90[over], used = ood.within_ceiling(self.evidence, pred[over], prior, bound[over], own_prior)
         for k, i in enumerate(np.flatnonzero(over)):
             capped = used[k] == "capped"
             model[i] = model[i] if capped else self._label(used[k])
             says = (f"impossible: P50 {p50[i]:.4g} above {words(int(i))} -> "
-                    + (f"capped at {new50[k]:.4g}" if capped else f"{model[i]} within it ({new50[k]:.4g})"))
+                    + (f"capped at {new50[k]:.4g}" if capped else f"{model[i]} within it ({new50[k]:.4g})")
+                    + (": no GPU holds the job's per-GPU need" if own_prior[k] else ""))
             reasons[i] = f"{reasons[i]}; {says}" if reasons[i] else says
         p50[over] = new50
         flags[over] = True

@@ -244,6 +244,27 @@ def test_a_job_with_llm_fields_the_champion_never_learned_gets_the_per_gpu_prior
     assert (f.filter(~llm)["model"] != llm_memory.LLM_PRIOR).all()  # the other jobs as before
 
 
+
+def test_a_sharded_llm_job_no_gpu_holds_is_published_at_the_bound_not_at_the_champions_guess(trained):
+    """Review 87 S1-1: a 70B FSDP job's per-GPU prior is 382 GB on 4 GPUs and 105 GB on 16; above the largest GPU,
+    the held-out-best fallback took the champion's forecast (learned on single-GPU jobs): 21 GB on 4 GPUs and no OOM
+    risk, less per GPU than on 16. It now meets the bound, flagged as needing more than any GPU holds."""
+    from gpucast.tasks.learn import llm_memory
+
+    result = trained[c.PEAK_GPU_MEM_GB]
+    counts = [4, 8, 16, 64]
+    rows = simulate_jobs(len(counts), np.random.default_rng(8), date(2026, 11, 2), 0.0).with_columns(
+        pl.lit("Llama-3.1-70B").alias(c.ARCH), pl.lit("fsdp").alias(c.SHARDING), pl.Series(c.GPU_COUNT, counts),
+        pl.lit(None, dtype=pl.Float64).alias(c.PARAMS_MILLION), pl.lit(4096).alias(c.INPUT_DIM),
+        pl.lit(16).alias(c.BATCH_SIZE), pl.lit("BF16").alias(c.PRECISION))
+    f = Scorer(Champion(c.PEAK_GPU_MEM_GB, result.champion, "train-test", result.model_dir)).score(rows)
+    gb = ood.largest_gpu_gb()[1]
+    p50 = f["p50"].to_list()
+    assert p50[0] == p50[1] == gb and f["p90"].to_list()[:2] == [gb, gb]  # the most a GPU holds, and said
+    assert all("no GPU holds the job's per-GPU need" in r for r in f["ood_reason"].to_list()[:2])
+    assert (f["model"] == llm_memory.LLM_PRIOR).all()
+    assert p50 == sorted(p50, reverse=True) and p50[-1] < gb  # fewer GPUs, never less memory on each
+
 def test_the_champions_large_jobs_are_calibrated_on_its_slice_where_it_has_enough_of_them(trained):
     """Issue 50 item 5: training hands the champion's out-of-fold forecasts to its calibration (`size_oof` is said),
     but a calibration slice with its own group at the history's 90th percentile (this 3,000-job night's) keeps it: the
